@@ -1,0 +1,72 @@
+-- move: move one batch of due jobs from the pool to their topics' ready
+-- queues (the server's only write; atomic, so any number of servers can run).
+--
+-- KEYS[1]  job pool        ZSET  <prefix>job_pool
+-- KEYS[2]  malformed list  LIST  <prefix>malformed
+-- ARGV[1]  key prefix, e.g. "delayer:"; buckets are <prefix>job_bucket:<id>,
+--          ready queues <prefix>ready_queue:<topic>
+-- ARGV[2]  batch size: the most ids taken from the pool in this call
+--
+-- Returns {taken, orphans, malformed_ids, per_topic, next_due, now, oldest_due}
+--   taken          ids taken off the pool (moved + orphans + malformed);
+--                  taken == batch size means more may be due: call again
+--   orphans        ids whose bucket was gone (expired or removed): dropped
+--   malformed_ids  ids whose bucket has no topic (or is not a hash): parked
+--                  on KEYS[2], bucket kept for inspection
+--   per_topic      flat {topic1, count1, topic2, count2, ...}
+--   next_due       score of the earliest job left in the pool, "" if none
+--   now            Redis's clock, Unix seconds "s.mmm"
+--   oldest_due     score of the first id taken, "" if none (lateness)
+--
+-- Ids are read with ZRANGEBYSCORE -inf now LIMIT 0 n, which are exactly ranks
+-- 0..n-1, so one ZREMRANGEBYRANK removes them. Ready queues get ids by LPUSH
+-- in due order; consumers RPOP, so the first due is the first out.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+
+local pool, malformed = KEYS[1], KEYS[2]
+local prefix, batch = ARGV[1], tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = t[1] .. '.' .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+
+local due = redis.call('ZRANGEBYSCORE', pool, '-inf', now, 'WITHSCORES', 'LIMIT', 0, batch)
+local taken = #due / 2
+local orphans, malformed_ids = 0, {}
+local by_topic, topics = {}, {}
+
+for i = 1, #due, 2 do
+  local id = due[i]
+  -- pcall: a bucket key of the wrong type must park its id, not fail the batch
+  local topic = redis.pcall('HGET', prefix .. 'job_bucket:' .. id, 'topic')
+  if not topic then
+    orphans = orphans + 1
+  elseif type(topic) ~= 'string' or topic == '' then
+    malformed_ids[#malformed_ids + 1] = id
+  else
+    local ids = by_topic[topic]
+    if not ids then
+      ids = {}
+      by_topic[topic] = ids
+      topics[#topics + 1] = topic
+    end
+    ids[#ids + 1] = id
+  end
+end
+
+local per_topic = {}
+for _, topic in ipairs(topics) do
+  local ids = by_topic[topic]
+  redis.call('LPUSH', prefix .. 'ready_queue:' .. topic, unpack(ids))
+  per_topic[#per_topic + 1] = topic
+  per_topic[#per_topic + 1] = #ids
+end
+if #malformed_ids > 0 then
+  redis.call('LPUSH', malformed, unpack(malformed_ids))
+end
+if taken > 0 then
+  redis.call('ZREMRANGEBYRANK', pool, 0, taken - 1)
+end
+
+local next_due = redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
+local oldest = ''
+if taken > 0 then oldest = due[2] end
+return {taken, orphans, malformed_ids, per_topic, next_due[2] or '', now, oldest}

@@ -1,0 +1,290 @@
+//! Reading `delayer.conf`, the INI file shared by the server and the SDKs.
+//!
+//! The file is parsed with rust-ini; this module adds what an operator needs
+//! when something is wrong: every error names the file, the section, the key
+//! and the line. The SDK reads only the `[redis]` connection keys and
+//! `[delayer] key_prefix`; the server layers its full schema on top of
+//! [`ConfFile`].
+
+use crate::keys::DEFAULT_PREFIX;
+use ini::{Ini, ParseOption};
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// A problem with a configuration file, located as precisely as known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfError {
+    pub file: PathBuf,
+    pub section: Option<String>,
+    pub key: Option<String>,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        write!(f, ":")?;
+        match (&self.section, &self.key) {
+            (Some(s), Some(k)) => write!(f, " [{s}] {k}:")?,
+            (Some(s), None) => write!(f, " [{s}]:")?,
+            (None, Some(k)) => write!(f, " {k}:")?,
+            (None, None) => {}
+        }
+        write!(f, " {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfError {}
+
+/// A parsed INI file that remembers where each key was written.
+#[derive(Debug)]
+pub struct ConfFile {
+    path: PathBuf,
+    ini: Ini,
+    lines: HashMap<(Option<String>, String), usize>,
+    section_lines: HashMap<String, usize>,
+}
+
+impl ConfFile {
+    /// Reads and parses `path`.
+    pub fn load(path: impl AsRef<Path>) -> Result<ConfFile, ConfError> {
+        let path = path.as_ref().to_path_buf();
+        let text = std::fs::read_to_string(&path).map_err(|e| ConfError {
+            file: path.clone(),
+            section: None,
+            key: None,
+            line: None,
+            message: format!("cannot read the file: {e}"),
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses `text` as if read from `path`.
+    pub fn parse(path: PathBuf, text: &str) -> Result<ConfFile, ConfError> {
+        // No escapes: Windows-style paths in log settings must stay as written.
+        let opt = ParseOption { enabled_escape: false, ..ParseOption::default() };
+        let ini = Ini::load_from_str_opt(&blank_comment_values(text), opt).map_err(|e| ConfError {
+            file: path.clone(),
+            section: None,
+            key: None,
+            line: Some(e.line + 1),
+            message: format!("not valid INI: {}", e.msg),
+        })?;
+        let (lines, section_lines) = locate(text);
+        Ok(ConfFile { path, ini, lines, section_lines })
+    }
+
+    /// The file this was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every section (None for keys before the first header) and its keys.
+    pub fn entries(&self) -> impl Iterator<Item = (Option<&str>, &str)> {
+        self.ini
+            .iter()
+            .flat_map(|(section, props)| props.iter().map(move |(key, _)| (section, key)))
+    }
+
+    /// The raw value of `key` in `[section]`, if written.
+    pub fn get(&self, section: &str, key: &str) -> Option<&str> {
+        self.ini.get_from(Some(section), key)
+    }
+
+    /// The line `key` was written on in `[section]` (1-based).
+    pub fn line_of(&self, section: Option<&str>, key: &str) -> Option<usize> {
+        self.lines.get(&(section.map(str::to_string), key.to_string())).copied()
+    }
+
+    /// The line the `[section]` header is on.
+    pub fn section_line(&self, section: &str) -> Option<usize> {
+        self.section_lines.get(section).copied()
+    }
+
+    /// An error about `key` in `[section]`, located in the file.
+    pub fn error(&self, section: Option<&str>, key: Option<&str>, message: impl Into<String>) -> ConfError {
+        let line = match key {
+            Some(k) => self.line_of(section, k),
+            None => section.and_then(|s| self.section_line(s)),
+        };
+        ConfError {
+            file: self.path.clone(),
+            section: section.map(str::to_string),
+            key: key.map(str::to_string),
+            line,
+            message: message.into(),
+        }
+    }
+
+    /// `key` parsed as a `T`, `None` when absent or empty; `expected` says
+    /// what a good value looks like, for the error.
+    pub fn parse_value<T: FromStr>(&self, section: &str, key: &str, expected: &str) -> Result<Option<T>, ConfError> {
+        match self.get(section, key) {
+            None | Some("") => Ok(None),
+            Some(raw) => raw
+                .parse()
+                .map(Some)
+                .map_err(|_| self.error(Some(section), Some(key), format!("{raw:?} is not {expected}"))),
+        }
+    }
+
+    /// `key` as a string, `None` when absent or empty.
+    pub fn string(&self, section: &str, key: &str) -> Option<String> {
+        self.get(section, key).filter(|v| !v.is_empty()).map(str::to_string)
+    }
+}
+
+/// Empties values that are only a comment (`password =   ; none`): Delayer
+/// 1.x's sample file writes empty values that way, and rust-ini would read the
+/// comment as the value. Quote a value that really starts with `;` or `#`.
+fn blank_comment_values(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        let is_entry = !(t.starts_with(';') || t.starts_with('#') || t.starts_with('['));
+        match line.find('=').filter(|_| is_entry) {
+            Some(eq) if line[eq + 1..].trim_start().starts_with([';', '#']) => {
+                out.push_str(&line[..=eq]);
+                if line.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// Finds the line of every `key =` and `[section]` in the text.
+fn locate(text: &str) -> (HashMap<(Option<String>, String), usize>, HashMap<String, usize>) {
+    let mut keys = HashMap::new();
+    let mut sections = HashMap::new();
+    let mut section: Option<String> = None;
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.starts_with(';') || line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let name = rest.split(']').next().unwrap_or("").trim().to_string();
+            sections.entry(name.clone()).or_insert(n + 1);
+            section = Some(name);
+        } else if let Some(pos) = line.find(['=', ':']) {
+            let key = line[..pos].trim().to_string();
+            keys.entry((section.clone(), key)).or_insert(n + 1);
+        }
+    }
+    (keys, sections)
+}
+
+/// How to reach Redis: the `[redis]` section's connection keys.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RedisSettings {
+    pub host: String,
+    pub port: u16,
+    pub database: i64,
+    pub username: Option<String>,
+    pub password: Option<String>,
+}
+
+impl Default for RedisSettings {
+    fn default() -> Self {
+        RedisSettings { host: "127.0.0.1".into(), port: 6379, database: 0, username: None, password: None }
+    }
+}
+
+/// Never prints the password.
+impl fmt::Debug for RedisSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisSettings")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("database", &self.database)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl RedisSettings {
+    /// Reads `[redis]` host, port, database, username and password.
+    pub fn from_conf(conf: &ConfFile) -> Result<RedisSettings, ConfError> {
+        let d = RedisSettings::default();
+        let database: i64 = conf.parse_value("redis", "database", "a database number")?.unwrap_or(d.database);
+        if database < 0 {
+            return Err(conf.error(Some("redis"), Some("database"), "a database number is 0 or more"));
+        }
+        Ok(RedisSettings {
+            host: conf.string("redis", "host").unwrap_or(d.host),
+            port: conf.parse_value("redis", "port", "a port number (1-65535)")?.unwrap_or(d.port),
+            database,
+            username: conf.string("redis", "username"),
+            password: conf.string("redis", "password"),
+        })
+    }
+
+    /// `host:port/db`, for logs: never the password.
+    pub fn describe(&self) -> String {
+        format!("{}:{}/{}", self.host, self.port, self.database)
+    }
+
+    /// The settings as redis-rs connection info.
+    pub fn connection_info(&self) -> redis::RedisResult<ConnectionInfo> {
+        let mut redis = RedisConnectionInfo::default().set_db(self.database);
+        if let Some(u) = &self.username {
+            redis = redis.set_username(u);
+        }
+        if let Some(p) = &self.password {
+            redis = redis.set_password(p);
+        }
+        ConnectionAddr::Tcp(self.host.clone(), self.port)
+            .into_connection_info()
+            .map(|info| info.set_redis_settings(redis))
+    }
+}
+
+/// `[delayer] key_prefix`, or the default `delayer:`.
+pub fn key_prefix(conf: &ConfFile) -> String {
+    conf.get("delayer", "key_prefix").map(str::to_string).unwrap_or_else(|| DEFAULT_PREFIX.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ORIGINAL: &str = "[delayer]\npid = /var/run/delayer.pid      ; comment\ntimer_interval = 1000\n\n[redis]\nhost = 127.0.0.1                ; 连接地址\nport = 6379\ndatabase = 0\npassword =                      ; 密码\n";
+
+    #[test]
+    fn reads_the_original_file_with_inline_comments() {
+        let conf = ConfFile::parse("d.conf".into(), ORIGINAL).expect("parses");
+        assert_eq!(conf.get("delayer", "pid"), Some("/var/run/delayer.pid"));
+        assert_eq!(conf.get("redis", "password"), Some(""));
+        let s = RedisSettings::from_conf(&conf).expect("settings");
+        assert_eq!(s.host, "127.0.0.1");
+        assert_eq!(s.password, None);
+        assert_eq!(conf.line_of(Some("redis"), "port"), Some(7));
+        let quoted = ConfFile::parse("d.conf".into(), "[redis]\npassword = \";secret\"\n").expect("parses");
+        assert_eq!(quoted.get("redis", "password"), Some(";secret"));
+    }
+
+    #[test]
+    fn bad_number_names_file_section_key_and_line() {
+        let conf = ConfFile::parse("d.conf".into(), "[redis]\n\nport = sixty\n").expect("parses");
+        let err = RedisSettings::from_conf(&conf).expect_err("bad port");
+        assert_eq!(err.line, Some(3));
+        assert_eq!(err.to_string(), "d.conf:3: [redis] port: \"sixty\" is not a port number (1-65535)");
+    }
+
+    #[test]
+    fn debug_hides_password() {
+        let s = RedisSettings { password: Some("hunter2".into()), ..Default::default() };
+        assert!(!format!("{s:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,91 @@
+//! Key names, built in one place.
+//!
+//! Every Redis key Delayer touches is named here (see docs/PROTOCOL.md). A
+//! future layout, such as per-topic hash tags for Redis Cluster, changes this
+//! module and nothing that calls it.
+
+/// The default key prefix, shared with Delayer 1.x.
+pub const DEFAULT_PREFIX: &str = "delayer:";
+
+/// Builds the names of Delayer's keys under one prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Default for Keys {
+    fn default() -> Self {
+        Keys::new(DEFAULT_PREFIX)
+    }
+}
+
+impl Keys {
+    /// Keys under `prefix`, prepended as is (`"shop:delayer:"` gives
+    /// `shop:delayer:job_pool`).
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Keys { prefix: prefix.into() }
+    }
+
+    /// The prefix every key starts with.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The ZSET of waiting job ids, scored by due time.
+    pub fn job_pool(&self) -> String {
+        format!("{}job_pool", self.prefix)
+    }
+
+    /// The HASH holding one job's topic and body.
+    pub fn job_bucket(&self, id: &str) -> String {
+        format!("{}{id}", self.bucket_prefix())
+    }
+
+    /// [`Keys::job_bucket`] for an id read back from Redis as raw bytes.
+    pub fn job_bucket_bytes(&self, id: &[u8]) -> Vec<u8> {
+        let mut key = self.bucket_prefix().into_bytes();
+        key.extend_from_slice(id);
+        key
+    }
+
+    /// What [`Keys::job_bucket`] puts before the id (scripts append ids to it).
+    pub fn bucket_prefix(&self) -> String {
+        format!("{}job_bucket:", self.prefix)
+    }
+
+    /// The LIST of ready ids of one topic.
+    pub fn ready_queue(&self, topic: &str) -> String {
+        format!("{}{topic}", self.ready_queue_prefix())
+    }
+
+    /// What [`Keys::ready_queue`] puts before the topic.
+    pub fn ready_queue_prefix(&self) -> String {
+        format!("{}ready_queue:", self.prefix)
+    }
+
+    /// The LIST of ids whose bucket could not be routed.
+    pub fn malformed(&self) -> String {
+        format!("{}malformed", self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_layout_is_delayer_1x() {
+        let k = Keys::default();
+        assert_eq!(k.job_pool(), "delayer:job_pool");
+        assert_eq!(k.job_bucket("42"), "delayer:job_bucket:42");
+        assert_eq!(k.ready_queue("order"), "delayer:ready_queue:order");
+        assert_eq!(k.malformed(), "delayer:malformed");
+    }
+
+    #[test]
+    fn prefix_is_prepended_as_is() {
+        let k = Keys::new("shop:d:");
+        assert_eq!(k.job_pool(), "shop:d:job_pool");
+        assert_eq!(k.ready_queue("t"), "shop:d:ready_queue:t");
+    }
+}

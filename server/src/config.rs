@@ -1,0 +1,210 @@
+//! `delayer.conf`: finding it, and the server's schema on top of the shared
+//! INI reader (`delayer::conf`).
+//!
+//! Every key of Delayer 1.x is accepted with its meaning; keys we added have
+//! defaults, so a 1.x file works unchanged. Anything we cannot use — an
+//! unknown section or key, a bad number, a missing file — is a [`ConfError`]
+//! naming the file, section, key and line, and the server exits with code 2.
+
+use delayer::conf::{self, ConfError, ConfFile, RedisSettings};
+use delayer::PoolOptions;
+use log::LevelFilter;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where to look when `-c` is not given, in order.
+pub const SEARCH_PATH: [&str; 2] = ["./delayer.conf", "/etc/delayer/delayer.conf"];
+
+/// Largest batch: the move script LPUSHes up to a batch with one `unpack`,
+/// which Lua limits to about 8000 values.
+pub const MAX_BATCH_SIZE: u32 = 5000;
+
+/// Every key the server understands, per section.
+const KNOWN_KEYS: [(&str, &[&str]); 2] = [
+    ("delayer", &["pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "log_level"]),
+    (
+        "redis",
+        &[
+            "host", "port", "database", "username", "password", "max_idle", "max_active", "idle_timeout",
+            "conn_max_lifetime",
+        ],
+    ),
+];
+
+/// The server's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file they came from.
+    pub path: PathBuf,
+    /// Pid file; also keeps a second instance from starting on it.
+    pub pid: Option<PathBuf>,
+    /// Longest sleep between two looks at the pool.
+    pub timer_interval: Duration,
+    /// Where info lines go (stdout when unset).
+    pub access_log: Option<PathBuf>,
+    /// Where warnings and errors go (stderr when unset).
+    pub error_log: Option<PathBuf>,
+    pub log_level: LevelFilter,
+    /// Most ids moved by one script call.
+    pub batch_size: u32,
+    pub key_prefix: String,
+    pub redis: RedisSettings,
+    pub pool: PoolOptions,
+}
+
+/// The file to read: `explicit` if given, else the first of [`SEARCH_PATH`]
+/// that exists.
+pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, ConfError> {
+    if let Some(path) = explicit {
+        return Ok(path.to_path_buf());
+    }
+    SEARCH_PATH.iter().map(PathBuf::from).find(|p| p.is_file()).ok_or_else(|| ConfError {
+        file: PathBuf::from(SEARCH_PATH[0]),
+        section: None,
+        key: None,
+        line: None,
+        message: format!("no configuration file: looked for {}; give one with -c FILE", SEARCH_PATH.join(" and ")),
+    })
+}
+
+impl Config {
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfError> {
+        Config::from_file(&ConfFile::load(path)?)
+    }
+
+    /// Checks a parsed file against the schema.
+    pub fn from_file(file: &ConfFile) -> Result<Config, ConfError> {
+        reject_unknown(file)?;
+        let base = file.path().parent().map(Path::to_path_buf).unwrap_or_default();
+        // Relative paths are relative to the configuration file, so the
+        // daemon (which runs in /) finds them where the operator meant.
+        let path_of = |key: &str| file.string("delayer", key).map(|p| base.join(p));
+
+        let timer_ms: u64 = ranged(file, "delayer", "timer_interval", 1, 3_600_000, "milliseconds")?.unwrap_or(1000);
+        let batch_size = ranged(file, "delayer", "batch_size", 1, MAX_BATCH_SIZE as u64, "ids")?.unwrap_or(1000) as u32;
+        let log_level = match file.get("delayer", "log_level").unwrap_or("info") {
+            "" | "info" => LevelFilter::Info,
+            "error" => LevelFilter::Error,
+            "warn" | "warning" => LevelFilter::Warn,
+            "debug" => LevelFilter::Debug,
+            "trace" => LevelFilter::Trace,
+            other => {
+                return Err(file.error(
+                    Some("delayer"),
+                    Some("log_level"),
+                    format!("{other:?} is not one of error, warn, info, debug, trace"),
+                ))
+            }
+        };
+
+        let max_active = ranged(file, "redis", "max_active", 1, 10_000, "connections")?.unwrap_or(20) as u32;
+        let max_idle = ranged(file, "redis", "max_idle", 0, 10_000, "connections")?.unwrap_or(2) as u32;
+        // 0 means "never", as in Delayer 1.x (Go's redigo pool).
+        let seconds = |key: &str| -> Result<Option<Duration>, ConfError> {
+            let secs = ranged(file, "redis", key, 0, 315_360_000, "seconds")?.unwrap_or(3600);
+            Ok((secs > 0).then(|| Duration::from_secs(secs)))
+        };
+        let pool = PoolOptions {
+            max_size: max_active,
+            min_idle: max_idle.min(max_active),
+            idle_timeout: seconds("idle_timeout")?,
+            max_lifetime: seconds("conn_max_lifetime")?,
+            connect_timeout: delayer::connection::DEFAULT_CONNECT_TIMEOUT,
+            // The server never blocks on Redis: a reply slower than this
+            // means a stuck connection, which is dropped and replaced.
+            io_timeout: Some(Duration::from_secs(30)),
+        };
+
+        Ok(Config {
+            path: file.path().to_path_buf(),
+            pid: path_of("pid"),
+            timer_interval: Duration::from_millis(timer_ms),
+            access_log: path_of("access_log"),
+            error_log: path_of("error_log"),
+            log_level,
+            batch_size,
+            key_prefix: conf::key_prefix(file),
+            redis: RedisSettings::from_conf(file)?,
+            pool,
+        })
+    }
+}
+
+fn reject_unknown(file: &ConfFile) -> Result<(), ConfError> {
+    for (section, key) in file.entries() {
+        let Some(section) = section else {
+            return Err(file.error(None, Some(key), "keys must be inside a [delayer] or [redis] section"));
+        };
+        match KNOWN_KEYS.iter().find(|(name, _)| *name == section) {
+            None => {
+                return Err(file.error(Some(section), None, "unknown section; known sections are [delayer] and [redis]"))
+            }
+            Some((_, keys)) if !keys.contains(&key) => {
+                return Err(file.error(
+                    Some(section),
+                    Some(key),
+                    format!("unknown key; [{section}] takes {}", keys.join(", ")),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// An integer key within `min..=max`, `None` when absent or empty.
+fn ranged(file: &ConfFile, section: &str, key: &str, min: u64, max: u64, unit: &str) -> Result<Option<u64>, ConfError> {
+    let expected = format!("a whole number of {unit} from {min} to {max}");
+    match file.parse_value::<u64>(section, key, &expected)? {
+        Some(v) if !(min..=max).contains(&v) => {
+            Err(file.error(Some(section), Some(key), format!("{v} is out of range: expected {expected}")))
+        }
+        other => Ok(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfError> {
+        Config::from_file(&ConfFile::parse(PathBuf::from("/etc/d/delayer.conf"), text)?)
+    }
+
+    #[test]
+    fn delayer_1x_file_is_accepted_with_defaults_for_new_keys() {
+        let c = parse(
+            "[delayer]\npid = /var/run/delayer.pid ; x\ntimer_interval = 1000\naccess_log = logs/access.log\nerror_log = logs/error.log\n\n[redis]\nhost = 127.0.0.1\nport = 6379\ndatabase = 0\npassword =      ; none\nmax_idle = 2\nmax_active = 20\nidle_timeout = 3600\nconn_max_lifetime = 3600\n",
+        )
+        .expect("valid");
+        assert_eq!(c.timer_interval, Duration::from_millis(1000));
+        assert_eq!(c.access_log, Some(PathBuf::from("/etc/d/logs/access.log")));
+        assert_eq!(c.pid, Some(PathBuf::from("/var/run/delayer.pid")));
+        assert_eq!(c.batch_size, 1000);
+        assert_eq!(c.key_prefix, "delayer:");
+        assert_eq!(c.redis.password, None);
+        assert_eq!(c.pool.max_size, 20);
+        assert_eq!(c.pool.min_idle, 2);
+    }
+
+    #[test]
+    fn errors_name_section_key_and_line() {
+        let e = parse("[delayer]\ntimer_interval = 1000\ntimer_intervall = 5\n").expect_err("unknown key");
+        assert_eq!((e.section.as_deref(), e.key.as_deref(), e.line), (Some("delayer"), Some("timer_intervall"), Some(3)));
+        let e = parse("[redis]\nmax_active = 0\n").expect_err("zero pool");
+        assert_eq!((e.key.as_deref(), e.line), (Some("max_active"), Some(2)));
+        let e = parse("[delayer]\nbatch_size = 9000\n").expect_err("too big");
+        assert!(e.to_string().contains("out of range"), "{e}");
+        let e = parse("[mysql]\nhost = x\n").expect_err("unknown section");
+        assert_eq!((e.section.as_deref(), e.line), (Some("mysql"), Some(1)));
+        let e = parse("[delayer]\nlog_level = loud\n").expect_err("bad level");
+        assert_eq!(e.key.as_deref(), Some("log_level"));
+    }
+
+    #[test]
+    fn zero_lifetimes_mean_never() {
+        let c = parse("[redis]\nidle_timeout = 0\nconn_max_lifetime = 0\n").expect("valid");
+        assert_eq!((c.pool.idle_timeout, c.pool.max_lifetime), (None, None));
+    }
+}

@@ -1,0 +1,133 @@
+//! `delayer`: the server.
+//!
+//! It does one thing: on a timer, it moves due job ids from Redis's job pool
+//! to their topics' ready queues, in atomic batches (see docs/PROTOCOL.md).
+//! Each concern has its own module: the command line (`cli`), the
+//! configuration file (`config`), logging (`logging`), the pid file
+//! (`pidfile`), the Lua script (`scripts`), one tick of moving (`mover`) and
+//! the timer around it (`timer`).
+
+mod cli;
+mod config;
+mod logging;
+mod mover;
+mod pidfile;
+mod scripts;
+mod timer;
+
+use clap::Parser;
+use delayer::connection::{build_pool, Manager};
+use delayer::Keys;
+use log::{error, info, warn};
+use r2d2::ManageConnection;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// A configuration the server cannot use.
+const EXIT_CONFIG: u8 = 2;
+/// Anything else that keeps it from running.
+const EXIT_FAILURE: u8 = 1;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let loaded = config::locate(cli.configuration.as_deref()).and_then(|path| config::Config::load(&path));
+    let config = match loaded {
+        Ok(c) => c,
+        Err(e) => return fail(EXIT_CONFIG, &e.to_string()),
+    };
+    // Before daemonizing: a refusal must reach the operator's terminal.
+    let mut pid_file = match config.pid.as_deref().map(pidfile::PidFile::lock).transpose() {
+        Ok(p) => p,
+        Err(e) => return fail(EXIT_FAILURE, &e),
+    };
+    if let Err(e) = logging::init(&config, !cli.daemon) {
+        return fail(EXIT_CONFIG, &format!("{}: {e}", config.path.display()));
+    }
+    if cli.daemon {
+        if let Err(e) = daemonize::Daemonize::new().start() {
+            return fail(EXIT_FAILURE, &format!("cannot daemonize: {e}"));
+        }
+    }
+    if let Some(Err(e)) = pid_file.as_mut().map(pidfile::PidFile::write_pid) {
+        return fail(EXIT_FAILURE, &e);
+    }
+    let code = match serve(&config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(EXIT_FAILURE, &e),
+    };
+    drop(pid_file);
+    code
+}
+
+fn fail(code: u8, message: &str) -> ExitCode {
+    if log::log_enabled!(log::Level::Error) {
+        error!("{message}");
+    } else {
+        eprintln!("delayer: {message}");
+    }
+    ExitCode::from(code)
+}
+
+/// Runs the timer until SIGINT or SIGTERM.
+fn serve(config: &config::Config) -> Result<(), String> {
+    info!(
+        "delayer {} starting: redis {}, key_prefix {:?}, timer_interval {} ms, batch_size {}, config {}",
+        env!("CARGO_PKG_VERSION"),
+        config.redis.describe(),
+        config.key_prefix,
+        config.timer_interval.as_millis(),
+        config.batch_size,
+        config.path.display()
+    );
+    let info = config.redis.connection_info().map_err(|e| format!("bad redis settings: {e}"))?;
+    let pool = build_pool(info.clone(), &config.pool).map_err(|e| format!("bad redis settings: {e}"))?;
+    probe(info, config)?;
+
+    let stop = Arc::new(timer::Stop::default());
+    let mover = Arc::new(mover::Mover::new(pool, Keys::new(&config.key_prefix), config.batch_size));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    runtime.block_on(async {
+        tokio::spawn(stop_on_signal(stop.clone()));
+        timer::run(mover, config.timer_interval, stop).await;
+    });
+    info!("stopped");
+    Ok(())
+}
+
+/// Fails fast on credentials Redis refuses (retrying cannot fix them);
+/// an unreachable Redis is only reported, and waited for.
+fn probe(info: redis::ConnectionInfo, config: &config::Config) -> Result<(), String> {
+    let manager = Manager::new(info, config.pool.connect_timeout, config.pool.io_timeout)
+        .map_err(|e| format!("bad redis settings: {e}"))?;
+    match manager.connect() {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == redis::ErrorKind::AuthenticationFailed || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM")) => {
+            Err(format!("redis at {} refused our credentials: {e}", config.redis.describe()))
+        }
+        Err(e) => {
+            warn!("redis at {} is not reachable yet ({e}); will keep trying", config.redis.describe());
+            Ok(())
+        }
+    }
+}
+
+async fn stop_on_signal(stop: Arc<timer::Stop>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (term, int) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
+    let (mut term, mut int) = match (term, int) {
+        (Ok(t), Ok(i)) => (t, i),
+        (Err(e), _) | (_, Err(e)) => {
+            error!("cannot listen for signals: {e}; stop with SIGKILL");
+            return;
+        }
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    };
+    info!("{name}: finishing the batch in flight, then stopping");
+    stop.request();
+}

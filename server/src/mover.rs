@@ -1,0 +1,104 @@
+//! The mover: one tick moves every due job, batch by batch.
+//!
+//! Each batch is one call of `move.lua`, atomic on Redis, so any number of
+//! servers can tick at once without delivering an id twice. A tick keeps
+//! calling while batches come back full: a backlog drains at full speed,
+//! the server holds one batch reply at a time (memory stays flat whatever the
+//! backlog), and Redis serves other clients between calls.
+
+use crate::scripts::{self, MoveReply};
+use delayer::connection::Manager;
+use delayer::Keys;
+use log::{debug, info, warn};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What a tick did, and when the next job falls due.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TickReport {
+    pub batches: u64,
+    pub moved: u64,
+    pub orphans: u64,
+    pub malformed: u64,
+    /// Earliest due time left in the pool (Unix seconds, Redis's clock).
+    pub next_due: Option<f64>,
+    /// Redis's clock at the last batch.
+    pub now: f64,
+}
+
+/// Why a tick stopped early.
+#[derive(Debug)]
+pub enum TickError {
+    /// No connection could be had (Redis down, refused, auth failed).
+    Connect(r2d2::Error),
+    /// A call failed (connection lost, script error, bad reply).
+    Redis(redis::RedisError),
+}
+
+impl std::fmt::Display for TickError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TickError::Connect(e) => write!(f, "cannot connect: {e}"),
+            TickError::Redis(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Moves due jobs for one key prefix.
+pub struct Mover {
+    pool: r2d2::Pool<Manager>,
+    keys: Keys,
+    batch_size: u32,
+}
+
+impl Mover {
+    pub fn new(pool: r2d2::Pool<Manager>, keys: Keys, batch_size: u32) -> Mover {
+        Mover { pool, keys, batch_size }
+    }
+
+    /// Moves batches until one comes back short, or `stop` is set (the batch
+    /// in flight always completes: it is one atomic script).
+    pub fn tick(&self, stop: &AtomicBool) -> Result<TickReport, TickError> {
+        let mut conn = self.pool.get().map_err(TickError::Connect)?;
+        let mut report = TickReport::default();
+        loop {
+            let reply = scripts::move_batch(&mut conn, &self.keys, self.batch_size).map_err(TickError::Redis)?;
+            report.batches += 1;
+            report.moved += reply.moved();
+            report.orphans += reply.orphans;
+            report.malformed += reply.malformed.len() as u64;
+            report.next_due = reply.next_due;
+            report.now = reply.now;
+            log_batch(&reply);
+            if reply.taken < u64::from(self.batch_size) || stop.load(Ordering::SeqCst) {
+                return Ok(report);
+            }
+        }
+    }
+}
+
+/// One access-log line per batch that did something: counts per topic, not
+/// one line per job.
+fn log_batch(reply: &MoveReply) {
+    if reply.taken == 0 {
+        return;
+    }
+    let topics: Vec<String> = reply.per_topic.iter().map(|(t, n)| format!("{t}={n}")).collect();
+    let late_ms = reply.oldest_due.map(|due| ((reply.now - due) * 1000.0).max(0.0)).unwrap_or(0.0);
+    info!(
+        "moved {} [{}] orphans={} malformed={} oldest_late_ms={late_ms:.0}",
+        reply.moved(),
+        topics.join(" "),
+        reply.orphans,
+        reply.malformed.len(),
+    );
+    if !reply.malformed.is_empty() {
+        warn!(
+            "{} job(s) without a topic parked on the malformed list, buckets kept: {}",
+            reply.malformed.len(),
+            reply.malformed.join(" ")
+        );
+    }
+    if reply.orphans > 0 {
+        debug!("{} orphan id(s) dropped: their buckets had expired or were removed", reply.orphans);
+    }
+}

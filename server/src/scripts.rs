@@ -1,0 +1,101 @@
+//! The server's Lua script, `lua/move.lua`, and its reply.
+//!
+//! The script text lives once in the repository's `lua/` folder, with its
+//! KEYS and ARGV in its header. It is sent by SHA; `redis::Script` loads it
+//! again when Redis answers NOSCRIPT (after a restart or SCRIPT FLUSH).
+
+use delayer::Keys;
+use redis::{Script, Value};
+use std::sync::LazyLock;
+
+/// `move.lua`: KEYS pool, malformed list; ARGV key prefix, batch size.
+pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/move.lua")));
+
+/// What one move call did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MoveReply {
+    /// Ids taken off the pool (moved + orphans + malformed).
+    pub taken: u64,
+    /// Ids whose bucket was gone, dropped.
+    pub orphans: u64,
+    /// Ids whose bucket had no topic, parked on the malformed list.
+    pub malformed: Vec<String>,
+    /// Ids moved, per topic.
+    pub per_topic: Vec<(String, u64)>,
+    /// Due time of the earliest job left in the pool (Unix seconds).
+    pub next_due: Option<f64>,
+    /// Redis's clock when the script ran (Unix seconds).
+    pub now: f64,
+    /// Due time of the first id taken, for lateness.
+    pub oldest_due: Option<f64>,
+}
+
+impl MoveReply {
+    /// Ids sent to ready queues.
+    pub fn moved(&self) -> u64 {
+        self.per_topic.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// Runs one move of at most `batch_size` due ids.
+pub fn move_batch(conn: &mut redis::Connection, keys: &Keys, batch_size: u32) -> redis::RedisResult<MoveReply> {
+    let value: Value = MOVE
+        .key(keys.job_pool())
+        .key(keys.malformed())
+        .arg(keys.prefix())
+        .arg(batch_size)
+        .invoke(conn)?;
+    parse(value).map_err(|m| redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "move.lua reply", m)))
+}
+
+fn parse(value: Value) -> Result<MoveReply, String> {
+    let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
+    let [taken, orphans, malformed, per_topic, next_due, now, oldest_due]: [Value; 7] =
+        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 7", v.len()))?;
+    let per_topic = strings(per_topic)?;
+    let mut pairs = Vec::with_capacity(per_topic.len() / 2);
+    for pair in per_topic.chunks(2) {
+        let [topic, count] = pair else { return Err("odd per-topic list".into()) };
+        pairs.push((topic.clone(), count.parse().map_err(|_| format!("bad count {count:?}"))?));
+    }
+    Ok(MoveReply {
+        taken: int(taken)?,
+        orphans: int(orphans)?,
+        malformed: strings(malformed)?,
+        per_topic: pairs,
+        next_due: score(next_due)?,
+        now: score(now)?.ok_or("empty clock")?,
+        oldest_due: score(oldest_due)?,
+    })
+}
+
+fn int(v: Value) -> Result<u64, String> {
+    match v {
+        Value::Int(n) if n >= 0 => Ok(n as u64),
+        other => Err(format!("expected a count, got {other:?}")),
+    }
+}
+
+fn text(v: Value) -> Result<String, String> {
+    match v {
+        Value::BulkString(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+        // Lua numbers in a table come back as integers.
+        Value::Int(n) => Ok(n.to_string()),
+        other => Err(format!("expected a string, got {other:?}")),
+    }
+}
+
+fn strings(v: Value) -> Result<Vec<String>, String> {
+    match v {
+        Value::Array(items) => items.into_iter().map(text).collect(),
+        other => Err(format!("expected a list, got {other:?}")),
+    }
+}
+
+fn score(v: Value) -> Result<Option<f64>, String> {
+    let s = text(v)?;
+    if s.is_empty() {
+        return Ok(None);
+    }
+    s.parse().map(Some).map_err(|_| format!("bad score {s:?}"))
+}

@@ -1,0 +1,232 @@
+//! Test harness shared by the workspace's integration tests.
+//!
+//! Delayer's tests run against real parts only: a real `redis-server` started
+//! here on a free loopback port (never 6379) and stopped on drop, and the real
+//! `delayer` binary. This crate owns the starting, waiting and cleaning up, so
+//! each test reads as what it checks.
+
+use std::fs;
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long anything in a test may take to come up or happen.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Polls `check` every few milliseconds until it returns true or `deadline`
+/// passes; returns whether it became true.
+pub fn wait_until(deadline: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + deadline;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// A fresh directory under the system temp dir, removed by its owner.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("delayer-{tag}-{}-{n}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// A real `redis-server` on 127.0.0.1 and a free port, killed on drop.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    args: Vec<String>,
+}
+
+impl RedisServer {
+    /// Starts a redis-server with persistence off.
+    pub fn start() -> Self {
+        Self::start_with(&["--save", "", "--appendonly", "no"])
+    }
+
+    /// Starts a redis-server with extra command-line arguments
+    /// (for example `["--appendonly", "yes"]` or `["--requirepass", "pw"]`).
+    pub fn start_with(extra: &[&str]) -> Self {
+        let dir = temp_dir("redis");
+        let mut server = RedisServer {
+            child: None,
+            port: free_port(),
+            dir,
+            args: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--dir", &self.dir.display().to_string()])
+            .args(["--logfile", "redis.log"])
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (apt-get install redis-server)");
+        self.child = Some(child);
+        let port = self.port;
+        let up = wait_until(DEADLINE, || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok_and(|mut s| {
+                let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+                let mut buf = [0u8; 64];
+                s.write_all(b"PING\r\n").is_ok()
+                    && std::io::Read::read(&mut s, &mut buf).is_ok_and(|n| {
+                        // +PONG, or -NOAUTH when a password is set: either way it is up
+                        n > 0 && (buf.starts_with(b"+PONG") || buf.starts_with(b"-NOAUTH"))
+                    })
+            })
+        });
+        assert!(up, "redis-server on port {port} did not come up");
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>/`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The server's data directory (for RDB / AOF files).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A new plain connection, for the test's own raw commands.
+    pub fn connection(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect to test redis")
+    }
+
+    /// Stops the server; with persistence on, it saves first (SHUTDOWN).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SIGTERM makes redis-server save (when persistence is on) and exit.
+            let _ = Command::new("kill").arg(child.id().to_string()).status();
+            let _ = wait_until(DEADLINE, || matches!(child.try_wait(), Ok(Some(_))));
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port and directory.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A running `delayer` server process, killed on drop.
+pub struct DelayerProcess {
+    child: Option<Child>,
+    pub dir: PathBuf,
+}
+
+impl DelayerProcess {
+    /// Writes `conf` to a fresh directory as `delayer.conf` and starts
+    /// `bin -c <that file>` there, with stdout/stderr captured to files.
+    pub fn start(bin: &str, conf: &str) -> Self {
+        let dir = temp_dir("server");
+        let conf_path = dir.join("delayer.conf");
+        fs::write(&conf_path, conf).expect("write delayer.conf");
+        let stdout = fs::File::create(dir.join("stdout.log")).expect("stdout.log");
+        let stderr = fs::File::create(dir.join("stderr.log")).expect("stderr.log");
+        let child = Command::new(bin)
+            .arg("-c")
+            .arg(&conf_path)
+            .current_dir(&dir)
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .expect("start delayer");
+        DelayerProcess { child: Some(child), dir }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// What the process wrote to stdout and stderr so far.
+    pub fn output(&self) -> String {
+        let out = fs::read_to_string(self.dir.join("stdout.log")).unwrap_or_default();
+        let err = fs::read_to_string(self.dir.join("stderr.log")).unwrap_or_default();
+        format!("{out}{err}")
+    }
+
+    /// Sends a signal by name (`TERM`, `INT`, `KILL`).
+    pub fn signal(&self, name: &str) {
+        let _ = Command::new("kill").arg(format!("-{name}")).arg(self.pid().to_string()).status();
+    }
+
+    /// Waits for the process to exit, up to `deadline`.
+    pub fn wait_exit(&mut self, deadline: Duration) -> Option<ExitStatus> {
+        let child = self.child.as_mut()?;
+        let mut status = None;
+        wait_until(deadline, || {
+            status = child.try_wait().ok().flatten();
+            status.is_some()
+        });
+        if status.is_some() {
+            self.child = None;
+        }
+        status
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+}
+
+impl Drop for DelayerProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A minimal delayer.conf for tests: foreground logging, the given Redis port
+/// and timer interval, plus `extra` lines appended to `[delayer]`.
+pub fn server_conf(redis_port: u16, timer_interval_ms: u64, extra: &str) -> String {
+    format!(
+        "[delayer]\ntimer_interval = {timer_interval_ms}\n{extra}\n\n[redis]\nhost = 127.0.0.1\nport = {redis_port}\ndatabase = 0\npassword =\n"
+    )
+}
