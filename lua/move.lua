@@ -36,8 +36,9 @@ local by_topic, topics = {}, {}
 for i = 1, #due, 2 do
   local id = due[i]
   -- pcall: a bucket key of the wrong type must park its id, not fail the batch
-  local topic = redis.pcall('HGET', prefix .. 'job_bucket:' .. id, 'topic')
-  if not topic then
+  local bucket = prefix .. 'job_bucket:' .. id
+  local topic = redis.pcall('HGET', bucket, 'topic')
+  if not topic and redis.call('EXISTS', bucket) == 0 then
     orphans = orphans + 1
   elseif type(topic) ~= 'string' or topic == '' then
     malformed_ids[#malformed_ids + 1] = id

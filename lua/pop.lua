@@ -9,7 +9,8 @@
 -- The id leaves the queue and its bucket is deleted in one step, so no other
 -- consumer can get it. Ids whose bucket is gone (expired, or removed after the
 -- move) are dropped and skipped: a consumer never sees an empty job. An id
--- whose bucket is not a hash is parked on the malformed list, not lost.
+-- whose bucket has no topic, or is not a hash, is parked on the malformed
+-- list (bucket kept), as move.lua does: reported, not lost.
 while true do
   local id = redis.call('RPOP', KEYS[1])
   if not id then
@@ -17,7 +18,7 @@ while true do
   end
   local bucket = ARGV[1] .. id
   local job = redis.pcall('HMGET', bucket, 'topic', 'body')
-  if job.err then
+  if job.err or job[1] == '' or (not job[1] and job[2]) then
     redis.call('LPUSH', KEYS[2], id)
   elseif job[1] then
     redis.call('DEL', bucket)

@@ -6,10 +6,10 @@
 -- ARGV[1]  job id
 --
 -- Returns {id, topic, body}, or nil when there is no live job under the id;
--- the caller then waits for the next id. An id whose bucket is not a hash is
--- parked on the malformed list, not lost.
+-- the caller then waits for the next id. An id whose bucket has no topic, or
+-- is not a hash, is parked on the malformed list (bucket kept), not lost.
 local job = redis.pcall('HMGET', KEYS[1], 'topic', 'body')
-if job.err then
+if job.err or job[1] == '' or (not job[1] and job[2]) then
   redis.call('LPUSH', KEYS[2], ARGV[1])
   return false
 end

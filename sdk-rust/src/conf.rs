@@ -74,7 +74,7 @@ impl ConfFile {
             file: path.clone(),
             section: None,
             key: None,
-            line: Some(e.line + 1),
+            line: Some(e.line), // rust-ini counts from 1
             message: format!("not valid INI: {}", e.msg),
         })?;
         let (lines, section_lines) = locate(text);

@@ -70,29 +70,31 @@ fn fail(code: u8, message: &str) -> ExitCode {
 
 /// Runs the timer until SIGINT or SIGTERM.
 fn serve(config: &config::Config) -> Result<(), String> {
-    info!(
-        "delayer {} starting: redis {}, key_prefix {:?}, timer_interval {} ms, batch_size {}, config {}",
-        env!("CARGO_PKG_VERSION"),
-        config.redis.describe(),
-        config.key_prefix,
-        config.timer_interval.as_millis(),
-        config.batch_size,
-        config.path.display()
-    );
-    let info = config.redis.connection_info().map_err(|e| format!("bad redis settings: {e}"))?;
-    let pool = build_pool(info.clone(), &config.pool).map_err(|e| format!("bad redis settings: {e}"))?;
-    probe(info, config)?;
-
-    let stop = Arc::new(timer::Stop::default());
-    let mover = Arc::new(mover::Mover::new(pool, Keys::new(&config.key_prefix), config.batch_size));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
-        tokio::spawn(stop_on_signal(stop.clone()));
+        // Signal handlers first: a SIGTERM from here on is a clean stop.
+        let signals = Signals::register().map_err(|e| format!("cannot listen for signals: {e}"))?;
+        info!(
+            "delayer {} starting: redis {}, key_prefix {:?}, timer_interval {} ms, batch_size {}, config {}",
+            env!("CARGO_PKG_VERSION"),
+            config.redis.describe(),
+            config.key_prefix,
+            config.timer_interval.as_millis(),
+            config.batch_size,
+            config.path.display()
+        );
+        let info = config.redis.connection_info().map_err(|e| format!("bad redis settings: {e}"))?;
+        let pool = build_pool(info.clone(), &config.pool).map_err(|e| format!("bad redis settings: {e}"))?;
+        probe(info, config)?;
+        let stop = Arc::new(timer::Stop::default());
+        let mover = Arc::new(mover::Mover::new(pool, Keys::new(&config.key_prefix), config.batch_size));
+        tokio::spawn(signals.stop_on_first(stop.clone()));
         timer::run(mover, config.timer_interval, stop).await;
-    });
+        Ok::<(), String>(())
+    })?;
     info!("stopped");
     Ok(())
 }
@@ -114,20 +116,24 @@ fn probe(info: redis::ConnectionInfo, config: &config::Config) -> Result<(), Str
     }
 }
 
-async fn stop_on_signal(stop: Arc<timer::Stop>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (term, int) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
-    let (mut term, mut int) = match (term, int) {
-        (Ok(t), Ok(i)) => (t, i),
-        (Err(e), _) | (_, Err(e)) => {
-            error!("cannot listen for signals: {e}; stop with SIGKILL");
-            return;
-        }
-    };
-    let name = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    };
-    info!("{name}: finishing the batch in flight, then stopping");
-    stop.request();
+/// SIGTERM and SIGINT, listened for.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn register() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals { term: signal(SignalKind::terminate())?, int: signal(SignalKind::interrupt())? })
+    }
+
+    async fn stop_on_first(mut self, stop: Arc<timer::Stop>) {
+        let name = tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        };
+        info!("{name}: finishing the batch in flight, then stopping");
+        stop.request();
+    }
 }

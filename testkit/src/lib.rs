@@ -65,10 +65,15 @@ impl RedisServer {
     /// Starts a redis-server with extra command-line arguments
     /// (for example `["--appendonly", "yes"]` or `["--requirepass", "pw"]`).
     pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_on(free_port(), extra)
+    }
+
+    /// Starts a redis-server on a given port (one a test reserved earlier).
+    pub fn start_on(port: u16, extra: &[&str]) -> Self {
         let dir = temp_dir("redis");
         let mut server = RedisServer {
             child: None,
-            port: free_port(),
+            port,
             dir,
             args: extra.iter().map(|s| s.to_string()).collect(),
         };
