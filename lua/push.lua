@@ -21,8 +21,11 @@ local delay_ms = tonumber(ARGV[4])
 local due_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + delay_ms
 local due = string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
 
+-- ZADD first: Redis does not roll back a script that fails half-way, and
+-- ZADD is the call that can fail (a pool key of the wrong type); failing
+-- first leaves nothing behind.
+redis.call('ZADD', KEYS[1], due, ARGV[1])
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'topic', ARGV[2], 'body', ARGV[3])
 redis.call('PEXPIRE', KEYS[2], delay_ms + tonumber(ARGV[5]))
-redis.call('ZADD', KEYS[1], due, ARGV[1])
 return due

@@ -1,0 +1,20 @@
+-- take: fetch and delete the bucket of an id the caller has already popped
+-- with BRPOP (the second half of delayer's BPOP; BRPOP cannot run in a script).
+--
+-- KEYS[1]  job bucket      HASH  <prefix>job_bucket:<id>
+-- KEYS[2]  malformed list  LIST  <prefix>malformed
+-- ARGV[1]  job id
+--
+-- Returns {id, topic, body}, or nil when there is no live job under the id;
+-- the caller then waits for the next id. An id whose bucket has no topic, or
+-- is not a hash, is parked on the malformed list (bucket kept), not lost.
+local job = redis.pcall('HMGET', KEYS[1], 'topic', 'body')
+if job.err or job[1] == '' or (not job[1] and job[2]) then
+  redis.call('LPUSH', KEYS[2], ARGV[1])
+  return false
+end
+if not job[1] then
+  return false
+end
+redis.call('DEL', KEYS[1])
+return {ARGV[1], job[1], job[2] or ''}

@@ -1,0 +1,528 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer;
+
+use Delayer\Exception\ConfigException;
+use Delayer\Exception\ConnectionException;
+use Delayer\Exception\InvalidArgumentException;
+
+/**
+ * Delayer 2 client: push delayed jobs, pop or wait for due ones, cancel them.
+ *
+ * A drop-in replacement for mix/delayer-client's Delayer\Client (see
+ * sdk-php/README.md for every difference). It speaks docs/PROTOCOL.md: every
+ * write is one Lua script run by EVALSHA, "now" is Redis's clock, and all
+ * input is checked before any Redis call.
+ *
+ *     $client = new Client(['host' => '127.0.0.1', 'port' => 6379, 'database' => 0, 'password' => '']);
+ *     $client->push(new Message(['id' => 'order:42:cancel', 'topic' => 'order', 'body' => '42']), 1800);
+ *     $message = $client->bPop('order', 5); // Message, or false after 5 s
+ *
+ * One Client holds one Redis connection, opened by the constructor; it is not
+ * meant to be shared between processes (fork after connecting).
+ */
+class Client
+{
+    /** How long a ready job waits for a consumer by default: 7 days, in seconds. */
+    public const DEFAULT_READY_MAX_LIFETIME = 604800;
+
+    /** Default connect and read timeout, in seconds. */
+    public const DEFAULT_TIMEOUT = 5.0;
+
+    /** How many pushes pushMany() sends per pipeline. */
+    private const PIPELINE_CHUNK = 500;
+
+    private const CONFIG_KEYS = ['host', 'port', 'database', 'username', 'password', 'prefix', 'timeout'];
+
+    private readonly \Redis $redis;
+
+    private readonly Keys $keys;
+
+    private readonly string $host;
+
+    private readonly int $port;
+
+    private readonly int $database;
+
+    private readonly ?string $username;
+
+    private readonly ?string $password;
+
+    private readonly float $timeout;
+
+    /**
+     * Connects to Redis (and authenticates, and selects the database).
+     *
+     * @param array{host?: string, port?: int|string, database?: int|string, username?: ?string, password?: ?string, prefix?: string, timeout?: int|float} $config
+     *        host     Redis host name, IP or unix socket path (default "127.0.0.1")
+     *        port     Redis port (default 6379)
+     *        database database number for SELECT (default 0)
+     *        username ACL user name (default none: the "default" user)
+     *        password password for AUTH; "" or null for none (default)
+     *        prefix   key prefix, as the server's key_prefix (default "delayer:")
+     *        timeout  connect and read timeout in seconds (default 5)
+     * @throws ConfigException     on an unknown key or a bad value
+     * @throws ConnectionException when Redis cannot be reached, refuses the
+     *                             credentials, or refuses the database
+     */
+    public function __construct(#[\SensitiveParameter] array $config = [])
+    {
+        foreach (array_keys($config) as $key) {
+            if (!\in_array($key, self::CONFIG_KEYS, true)) {
+                throw new ConfigException(sprintf(
+                    'unknown Delayer\Client option %s (expected one of %s)',
+                    var_export($key, true),
+                    implode(', ', self::CONFIG_KEYS)
+                ));
+            }
+        }
+        $this->host = self::configString($config, 'host', '127.0.0.1', false);
+        $this->port = self::configInt($config, 'port', 6379, 1, 65535);
+        $this->database = self::configInt($config, 'database', 0, 0, PHP_INT_MAX);
+        $username = self::configString($config, 'username', '', true);
+        $this->username = $username === '' ? null : $username;
+        $password = self::configString($config, 'password', '', true);
+        $this->password = $password === '' ? null : $password;
+        $this->keys = new Keys(self::configString($config, 'prefix', Keys::DEFAULT_PREFIX, true));
+        $timeout = $config['timeout'] ?? self::DEFAULT_TIMEOUT;
+        if (!(\is_int($timeout) || \is_float($timeout)) || !is_finite((float) $timeout) || $timeout <= 0) {
+            throw new ConfigException('option timeout must be a positive number of seconds');
+        }
+        $this->timeout = (float) $timeout;
+        if ($this->username !== null && $this->password === null) {
+            throw new ConfigException('option username needs a password');
+        }
+        $this->redis = new \Redis();
+        $this->connect();
+    }
+
+    /**
+     * Builds a client from the server's delayer.conf.
+     *
+     * Reads [redis] host, port, database, username, password and [delayer]
+     * key_prefix; every other section and key is ignored. Comments start with
+     * ";" (whole line or inline, as "port = 6380 ; the test instance"); quote
+     * a value that contains ";" ("password = \"a;b\"").
+     *
+     * @param string $iniPath path of delayer.conf
+     * @param array{timeout?: int|float} $overrides options applied on top of
+     *        the file's (any constructor option)
+     * @throws ConfigException     when the file cannot be read or holds a bad
+     *                             value (the message names file, section, key)
+     * @throws ConnectionException as the constructor
+     */
+    public static function fromConfig(string $iniPath, #[\SensitiveParameter] array $overrides = []): static
+    {
+        return new static(array_merge(ConfigFile::load($iniPath), $overrides));
+    }
+
+    /** The key names this client uses (built from its prefix). */
+    public function getKeys(): Keys
+    {
+        return $this->keys;
+    }
+
+    /**
+     * Schedules a job: it reaches its topic's ready queue $delay seconds
+     * from now (Redis's clock). Pushing an id that is still waiting replaces
+     * its data and due time.
+     *
+     * Two shapes, told apart by the first argument:
+     *
+     *     push(Message $message, int|float $delay, int $readyMaxLifetime = 604800): bool
+     *     push(string $topic, string $id, int|float $delay, string $body = ''): bool
+     *
+     * The first is mix/delayer-client's; the second is a short form (its
+     * ready_max_lifetime is the default, 7 days).
+     *
+     * $delay is in seconds, 0 to 315360000, fractions allowed (rounded to the
+     * millisecond). $readyMaxLifetime is how long, in whole seconds (1 to
+     * 315360000), a due job waits for a consumer before it expires.
+     *
+     * @param Message|string   $messageOrTopic           the Message, or the topic (short form)
+     * @param int|float|string $delayOrId                the delay, or the id (short form)
+     * @param int|float        $readyMaxLifetimeOrDelay  ready_max_lifetime, or the delay (short form)
+     * @param string           $body                     the body (short form only)
+     * @return bool true (failures raise exceptions; never false)
+     * @throws InvalidArgumentException on bad input (nothing is sent to Redis)
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function push(
+        Message|string $messageOrTopic,
+        int|float|string $delayOrId,
+        int|float $readyMaxLifetimeOrDelay = self::DEFAULT_READY_MAX_LIFETIME,
+        string $body = '',
+    ): bool {
+        if ($messageOrTopic instanceof Message) {
+            if (\func_num_args() > 3) {
+                throw new InvalidArgumentException('push(Message, delay, readyMaxLifetime) takes no body: the body is in the Message');
+            }
+            if (\is_string($delayOrId)) {
+                throw new InvalidArgumentException('push(Message, delay, ...): delay must be a number of seconds, got a string');
+            }
+            $job = $this->prepare($messageOrTopic, $delayOrId, $readyMaxLifetimeOrDelay);
+        } else {
+            if (\func_num_args() < 3) {
+                throw new InvalidArgumentException('push(topic, id, delay, body = \'\'): the delay is missing');
+            }
+            if (!\is_string($delayOrId)) {
+                throw new InvalidArgumentException('push(topic, id, delay, ...): id must be a string');
+            }
+            $job = $this->prepare(
+                Message::create($delayOrId, $messageOrTopic, $body),
+                $readyMaxLifetimeOrDelay,
+                self::DEFAULT_READY_MAX_LIFETIME
+            );
+        }
+        $this->runPush($job);
+        return true;
+    }
+
+    /**
+     * Schedules many jobs in pipelined round trips: each job is atomic (one
+     * push.lua), the batch as a whole is not. Every job is validated before
+     * anything is sent.
+     *
+     * Each item is a {@see ScheduledMessage}, or a list
+     * [Message $message, int|float $delay] or
+     * [Message $message, int|float $delay, int $readyMaxLifetime].
+     *
+     * @param iterable<ScheduledMessage|array{0: Message, 1: int|float, 2?: int}> $messagesWithDelays
+     * @return int the number of jobs pushed
+     * @throws InvalidArgumentException on a bad item (nothing is sent to Redis)
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function pushMany(iterable $messagesWithDelays): int
+    {
+        $jobs = [];
+        foreach ($messagesWithDelays as $index => $item) {
+            if (\is_array($item)) {
+                $count = \count($item);
+                if (!array_is_list($item) || $count < 2 || $count > 3 || !$item[0] instanceof Message
+                    || !(\is_int($item[1]) || \is_float($item[1]))
+                    || ($count === 3 && !(\is_int($item[2]) || \is_float($item[2])))
+                ) {
+                    throw new InvalidArgumentException(sprintf(
+                        'pushMany item %s: expected a ScheduledMessage or [Message, delay(, readyMaxLifetime)]',
+                        var_export($index, true)
+                    ));
+                }
+                $item = new ScheduledMessage($item[0], $item[1], $item[2] ?? self::DEFAULT_READY_MAX_LIFETIME);
+            }
+            if (!$item instanceof ScheduledMessage) {
+                throw new InvalidArgumentException(sprintf(
+                    'pushMany item %s: expected a ScheduledMessage or [Message, delay(, readyMaxLifetime)], got %s',
+                    var_export($index, true),
+                    get_debug_type($item)
+                ));
+            }
+            try {
+                $jobs[] = $this->prepare($item->message, $item->delay, $item->readyMaxLifetime);
+            } catch (InvalidArgumentException $e) {
+                throw new InvalidArgumentException(
+                    sprintf('pushMany item %s: %s', var_export($index, true), $e->getMessage()),
+                    0,
+                    $e
+                );
+            }
+        }
+
+        foreach (array_chunk($jobs, self::PIPELINE_CHUNK) as $chunk) {
+            foreach (Scripts::runPipelined($this->redis, Scripts::PUSH, $chunk) as $due) {
+                if (!\is_string($due)) {
+                    throw new ConnectionException('Redis error running push.lua: unexpected reply ' . get_debug_type($due));
+                }
+            }
+        }
+        return \count($jobs);
+    }
+
+    /**
+     * Takes the next ready job of a topic, if any, without waiting. The job
+     * is deleted from Redis as it is handed out (at most once). Ids whose
+     * job expired or was removed are skipped.
+     *
+     * @return Message|false the job, or false when none is ready
+     * @throws InvalidArgumentException on a bad topic
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function pop(string $topic): Message|false
+    {
+        Validator::name('topic', $topic);
+        $job = Scripts::run(
+            $this->redis,
+            Scripts::POP,
+            [$this->keys->readyQueue($topic), $this->keys->malformed()],
+            [$this->keys->bucketPrefix()]
+        );
+        return self::toMessage($job, Scripts::POP);
+    }
+
+    /**
+     * Takes the next ready job of a topic, waiting up to $timeout seconds
+     * for one (BRPOP, then take.lua; an id whose job is gone is skipped and
+     * the wait goes on within the same timeout).
+     *
+     * @param int|float $timeout seconds, fractions allowed; 0 waits forever
+     * @return Message|false the job, or false when the timeout passed
+     * @throws InvalidArgumentException on a bad topic or timeout
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function bPop(string $topic, int|float $timeout): Message|false
+    {
+        Validator::name('topic', $topic);
+        $timeout = Validator::timeout($timeout);
+        $forever = $timeout == 0.0;
+        $deadline = self::now() + $timeout;
+        $queue = $this->keys->readyQueue($topic);
+        while (true) {
+            $wait = 0.0;
+            if (!$forever) {
+                $wait = $deadline - self::now();
+                if ($wait <= 0) {
+                    return false;
+                }
+                // under 1 ms is sent as 1 ms: "0" would mean forever
+                $wait = max($wait, 0.001);
+            }
+            $id = $this->brpop($queue, $wait);
+            if ($id === null) {
+                if ($forever) {
+                    continue;
+                }
+                return false;
+            }
+            $job = Scripts::run(
+                $this->redis,
+                Scripts::TAKE,
+                [$this->keys->bucket($id), $this->keys->malformed()],
+                [$id]
+            );
+            $message = self::toMessage($job, Scripts::TAKE);
+            if ($message !== false) {
+                return $message;
+            }
+        }
+    }
+
+    /**
+     * Cancels a job: a waiting job is never delivered; a job already in its
+     * ready queue loses its data, so pop skips it. A job already popped
+     * cannot be recalled.
+     *
+     * @return bool true when something was cancelled, false when the id was
+     *              unknown (never pushed, already popped, or expired)
+     * @throws InvalidArgumentException on a bad id
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function remove(string $id): bool
+    {
+        Validator::name('id', $id);
+        $result = Scripts::run(
+            $this->redis,
+            Scripts::REMOVE,
+            [$this->keys->pool(), $this->keys->bucket($id)],
+            [$id]
+        );
+        return (int) $result === 1;
+    }
+
+    /** Closes the Redis connection; the client cannot be used afterwards. */
+    public function close(): void
+    {
+        try {
+            $this->redis->close();
+        } catch (\RedisException) {
+            // already gone
+        }
+    }
+
+    private function connect(): void
+    {
+        $where = $this->describe();
+        try {
+            $ok = $this->redis->connect($this->host, $this->port, $this->timeout, null, 0, $this->timeout);
+        } catch (\RedisException $e) {
+            throw new ConnectionException("cannot connect to Redis at {$where}: " . $this->scrub($e->getMessage()), 0, $e);
+        }
+        if (!$ok) {
+            throw new ConnectionException("cannot connect to Redis at {$where}");
+        }
+        if ($this->password !== null) {
+            $error = null;
+            try {
+                $this->redis->clearLastError();
+                $credentials = $this->username !== null ? [$this->username, $this->password] : $this->password;
+                if (!$this->redis->auth($credentials)) {
+                    $error = $this->redis->getLastError() ?? 'AUTH refused';
+                }
+            } catch (\RedisException $e) {
+                // Not chained on purpose: the previous exception's trace
+                // would hold Redis::auth()'s arguments, the password.
+                $error = $e->getMessage();
+            }
+            if ($error !== null) {
+                throw new ConnectionException("Redis authentication failed at {$where}: " . $this->scrub($error));
+            }
+        }
+        if ($this->database !== 0) {
+            try {
+                $this->redis->clearLastError();
+                if (!$this->redis->select($this->database)) {
+                    throw new ConnectionException("Redis refused database {$this->database} at {$where}: "
+                        . $this->scrub((string) $this->redis->getLastError()));
+                }
+            } catch (\RedisException $e) {
+                throw new ConnectionException("Redis refused database {$this->database} at {$where}: "
+                    . $this->scrub($e->getMessage()), 0, $e);
+            }
+        }
+    }
+
+    /**
+     * BRPOP with a fractional timeout (phpredis 5 only takes whole seconds,
+     * so the command is sent raw), with the socket read timeout raised above
+     * the wait for the time of the call.
+     *
+     * @return string|null the popped id, or null on timeout
+     */
+    private function brpop(string $queue, float $wait): ?string
+    {
+        // Rounded up to the millisecond so that we wait at least $wait.
+        $waitArg = $wait > 0 ? sprintf('%.3F', ceil($wait * 1000) / 1000) : '0';
+        try {
+            $this->redis->setOption(\Redis::OPT_READ_TIMEOUT, $wait > 0 ? $wait + $this->timeout : -1);
+            try {
+                $this->redis->clearLastError();
+                $reply = $this->redis->rawCommand('BRPOP', $queue, $waitArg);
+            } finally {
+                $this->redis->setOption(\Redis::OPT_READ_TIMEOUT, $this->timeout);
+            }
+        } catch (\RedisException $e) {
+            throw new ConnectionException('Redis error running BRPOP: ' . $this->scrub($e->getMessage()), 0, $e);
+        }
+        if (\is_array($reply) && \count($reply) === 2 && \is_string($reply[1] ?? null)) {
+            return $reply[1];
+        }
+        if ($reply === false && ($error = $this->redis->getLastError()) !== null) {
+            throw new ConnectionException('Redis error running BRPOP: ' . $this->scrub($error));
+        }
+        return null;
+    }
+
+    /**
+     * Validates one job and builds push.lua's KEYS and ARGV.
+     *
+     * @return array{0: list<string>, 1: list<string>}
+     * @throws InvalidArgumentException
+     */
+    private function prepare(Message $message, int|float $delay, int|float $readyMaxLifetime): array
+    {
+        $id = Validator::name('id', $message->id);
+        $topic = Validator::name('topic', $message->topic);
+        $delayMs = Validator::delayMs($delay);
+        $lifetimeMs = Validator::lifetimeMs(self::wholeSeconds($readyMaxLifetime));
+        return [
+            [$this->keys->pool(), $this->keys->bucket($id)],
+            [$id, $topic, $message->body, (string) $delayMs, (string) $lifetimeMs],
+        ];
+    }
+
+    /** @param array{0: list<string>, 1: list<string>} $job */
+    private function runPush(array $job): void
+    {
+        $due = Scripts::run($this->redis, Scripts::PUSH, $job[0], $job[1]);
+        if (!\is_string($due)) {
+            throw new ConnectionException('Redis error running push.lua: unexpected reply ' . get_debug_type($due));
+        }
+    }
+
+    /** A whole number of seconds given as int or integral float. */
+    private static function wholeSeconds(int|float $seconds): int
+    {
+        if (\is_float($seconds)) {
+            if (!is_finite($seconds) || floor($seconds) !== $seconds || abs($seconds) > PHP_INT_MAX / 1000) {
+                throw new InvalidArgumentException(sprintf(
+                    'readyMaxLifetime must be a whole number of seconds, got %s',
+                    var_export($seconds, true)
+                ));
+            }
+            return (int) $seconds;
+        }
+        return $seconds;
+    }
+
+    /** Turns a script's [id, topic, body] (or nil) into a Message (or false). */
+    private static function toMessage(mixed $job, string $script): Message|false
+    {
+        if ($job === false || $job === null) {
+            return false;
+        }
+        if (!\is_array($job) || \count($job) !== 3) {
+            throw new ConnectionException("Redis error running {$script}.lua: unexpected reply " . get_debug_type($job));
+        }
+        [$id, $topic, $body] = array_map(static fn ($v): string => \is_string($v) ? $v : (string) $v, $job);
+        return Message::create($id, $topic, $body);
+    }
+
+    private function describe(): string
+    {
+        return str_starts_with($this->host, '/') ? $this->host : "{$this->host}:{$this->port}";
+    }
+
+    /** Removes the password from a message that is about to be raised. */
+    private function scrub(string $message): string
+    {
+        if ($this->password !== null && $this->password !== '') {
+            $message = str_replace($this->password, '***', $message);
+        }
+        return $message;
+    }
+
+    private static function now(): float
+    {
+        return hrtime(true) / 1e9;
+    }
+
+    /**
+     * @param array<string, mixed> $config
+     * @throws ConfigException
+     */
+    private static function configString(array $config, string $key, string $default, bool $allowEmpty): string
+    {
+        $value = $config[$key] ?? $default;
+        if (!\is_string($value) || (!$allowEmpty && $value === '')) {
+            throw new ConfigException(sprintf(
+                'option %s must be a %sstring, got %s',
+                $key,
+                $allowEmpty ? '' : 'non-empty ',
+                get_debug_type($value)
+            ));
+        }
+        return $value;
+    }
+
+    /**
+     * @param array<string, mixed> $config
+     * @throws ConfigException
+     */
+    private static function configInt(array $config, string $key, int $default, int $min, int $max): int
+    {
+        $value = $config[$key] ?? $default;
+        if (\is_string($value) && preg_match('/^\d{1,18}$/', $value) === 1) {
+            $value = (int) $value;
+        }
+        if (!\is_int($value) || $value < $min || $value > $max) {
+            throw new ConfigException(sprintf(
+                'option %s must be an integer from %d to %d, got %s',
+                $key,
+                $min,
+                $max,
+                \is_scalar($value) ? var_export($value, true) : get_debug_type($value)
+            ));
+        }
+        return $value;
+    }
+}

@@ -1,0 +1,187 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer;
+
+use Delayer\Exception\ConfigException;
+
+/**
+ * Reads the client's settings from the server's delayer.conf.
+ *
+ * Used keys: [redis] host, port, database, username, password and
+ * [delayer] key_prefix. Every other section and key is ignored, so one file
+ * serves the server and its clients. Comments start with ";" or "#", on
+ * their own line or after a value preceded by whitespace
+ * ("port = 6380 ; test instance"); a value may be double-quoted to keep
+ * " ;" or " #" in it ("password = \"a ;b\""). Errors name the file, line,
+ * section and key ("/etc/delayer.conf:12: [redis] port: ...").
+ *
+ * @internal used by {@see Client::fromConfig()}
+ */
+final class ConfigFile
+{
+    private function __construct()
+    {
+    }
+
+    /**
+     * @return array{host?: string, port?: int, database?: int, username?: string, password?: string, prefix?: string}
+     *         options for {@see Client::__construct()}; keys absent from the
+     *         file are absent here (the client's defaults apply)
+     * @throws ConfigException naming the file, and the section and key of a bad value
+     */
+    public static function load(string $path): array
+    {
+        if (!is_file($path) || !is_readable($path)) {
+            throw new ConfigException("{$path}: cannot read the Delayer config file");
+        }
+        $text = @file_get_contents($path);
+        if ($text === false) {
+            throw new ConfigException("{$path}: cannot read the Delayer config file");
+        }
+        error_clear_last();
+        [$normalized, $lines] = self::normalize($text);
+        $ini = @parse_ini_string($normalized, true, INI_SCANNER_RAW);
+        if ($ini === false) {
+            $why = error_get_last()['message'] ?? 'syntax error';
+            throw new ConfigException("{$path}: cannot parse the Delayer config file: {$why}");
+        }
+        $redis = self::section($path, $ini, 'redis');
+        $delayer = self::section($path, $ini, 'delayer');
+
+        $config = [];
+        if (($host = self::value($redis, 'host')) !== null && $host !== '') {
+            $config['host'] = $host;
+        }
+        if (($port = self::value($redis, 'port')) !== null && $port !== '') {
+            $config['port'] = self::integer($path, $lines, 'redis', 'port', $port, 1, 65535);
+        }
+        if (($database = self::value($redis, 'database')) !== null && $database !== '') {
+            $config['database'] = self::integer($path, $lines, 'redis', 'database', $database, 0, 2147483647);
+        }
+        if (($username = self::value($redis, 'username')) !== null && $username !== '') {
+            $config['username'] = $username;
+        }
+        if (($password = self::value($redis, 'password')) !== null && $password !== '') {
+            $config['password'] = $password;
+        }
+        if (($prefix = self::value($delayer, 'key_prefix')) !== null && $prefix !== '') {
+            $config['prefix'] = $prefix;
+        }
+        return $config;
+    }
+
+    /**
+     * Rewrites the file so that PHP's raw INI scanner reads each value as the
+     * server does: whole-line comments start with ";" or "#"; an inline
+     * comment starts at ";" or "#" preceded by whitespace (or right after
+     * the "="); a value may be quoted with " or ' (quotes removed, ";" and
+     * "#" inside kept). The value is
+     * then written back quoted, so that PHP keeps a bare ";" (as in
+     * "pa;ss") instead of cutting the value there. Line numbers are kept.
+     *
+     * @return array{0: string, 1: array<string, int>} the text for
+     *         parse_ini_string(), and the 1-based line of each "section key"
+     */
+    private static function normalize(string $text): array
+    {
+        if (str_starts_with($text, "\u{FEFF}")) {
+            $text = substr($text, 3);
+        }
+        $out = [];
+        $lines = [];
+        $section = '';
+        foreach (preg_split('/\r\n|\n|\r/', $text) ?: [] as $n => $line) {
+            $trimmed = trim($line);
+            if ($trimmed === '' || $trimmed[0] === ';' || $trimmed[0] === '#') {
+                $out[] = '';
+                continue;
+            }
+            if ($trimmed[0] === '[') {
+                $header = self::stripComment($trimmed);
+                $section = trim(substr($header, 1, (int) strrpos($header, ']') - 1));
+                $out[] = $header;
+                continue;
+            }
+            $eq = strpos($line, '=');
+            if ($eq === false) {
+                $out[] = $line; // let PHP judge it
+                continue;
+            }
+            $key = trim(substr($line, 0, $eq));
+            $lines["{$section} {$key}"] = $n + 1;
+            $value = trim(substr($line, $eq + 1));
+            $quote = $value[0] ?? '';
+            $close = \strlen($value) > 1 && ($quote === '"' || $quote === "'") ? strpos($value, $quote, 1) : false;
+            if ($close !== false && preg_match('/^(\s*$|\s+[;#])/', substr($value, $close + 1)) === 1) {
+                $value = substr($value, 1, $close - 1);
+            } else {
+                $value = self::stripComment(' ' . $value); // "key = ; c" is empty
+            }
+            // In raw mode a quoted value is taken as is, except that it cannot
+            // hold a double quote or end in a backslash: leave those bare.
+            $out[] = str_contains($value, '"') || str_ends_with($value, '\\')
+                ? "{$key} = {$value}"
+                : "{$key} = \"{$value}\"";
+        }
+        return [implode("\n", $out), $lines];
+    }
+
+    /** Cuts an inline comment: ";" or "#" preceded by whitespace. */
+    private static function stripComment(string $value): string
+    {
+        return trim((string) preg_replace('/\s[;#].*$/s', '', $value));
+    }
+
+    /**
+     * @param array<string, mixed> $ini
+     * @return array<string, mixed>
+     */
+    private static function section(string $path, array $ini, string $name): array
+    {
+        $section = $ini[$name] ?? [];
+        if (!\is_array($section)) {
+            throw new ConfigException("{$path}: [{$name}] must be a section, found a key named {$name}");
+        }
+        return $section;
+    }
+
+    /**
+     * A value, trimmed (comments and quotes were handled by normalize()).
+     *
+     * @param array<string, mixed> $section
+     */
+    private static function value(array $section, string $key): ?string
+    {
+        if (!\array_key_exists($key, $section)) {
+            return null;
+        }
+        $value = $section[$key];
+        if (\is_array($value)) {
+            return null; // "key[] = ..." is nothing we read
+        }
+        return trim((string) $value, " \t\r\n");
+    }
+
+    /**
+     * @param array<string, int> $lines
+     * @throws ConfigException
+     */
+    private static function integer(string $path, array $lines, string $section, string $key, string $value, int $min, int $max): int
+    {
+        if (preg_match('/^\d{1,10}$/', $value) !== 1 || (int) $value < $min || (int) $value > $max) {
+            throw new ConfigException(sprintf(
+                '%s%s: [%s] %s: must be an integer from %d to %d, got %s',
+                $path,
+                isset($lines["{$section} {$key}"]) ? ':' . $lines["{$section} {$key}"] : '',
+                $section,
+                $key,
+                $min,
+                $max,
+                json_encode($value, JSON_INVALID_UTF8_SUBSTITUTE | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE)
+            ));
+        }
+        return (int) $value;
+    }
+}

@@ -1,0 +1,21 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer\Exception;
+
+/**
+ * Marker interface of every exception thrown by this SDK.
+ *
+ * Catch this to handle any Delayer failure at once:
+ *
+ *     try { $client->push($message, 60); } catch (\Delayer\Exception\DelayerException $e) { ... }
+ *
+ * Implemented by {@see InvalidArgumentException} (bad input, nothing was sent
+ * to Redis), {@see ConnectionException} (cannot connect, authentication
+ * failed, Redis answered with an error) and {@see ConfigException} (bad
+ * client configuration or delayer.conf).
+ */
+interface DelayerException extends \Throwable
+{
+}

@@ -1,0 +1,28 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer;
+
+/**
+ * A message with its delay and ready_max_lifetime, for {@see Client::pushMany()}.
+ *
+ *     $client->pushMany([
+ *         new ScheduledMessage(Message::create('a', 'order'), 60),
+ *         new ScheduledMessage(Message::create('b', 'order', 'x'), 1.5, 3600),
+ *     ]);
+ */
+final class ScheduledMessage
+{
+    /**
+     * @param Message   $message          the job
+     * @param int|float $delay            seconds until due, 0..315360000, rounded to the millisecond
+     * @param int|float $readyMaxLifetime whole seconds a ready job waits for a consumer, 1..315360000 (60.0 is whole)
+     */
+    public function __construct(
+        public readonly Message $message,
+        public readonly int|float $delay,
+        public readonly int|float $readyMaxLifetime = Client::DEFAULT_READY_MAX_LIFETIME,
+    ) {
+    }
+}

@@ -1,0 +1,193 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer;
+
+use Delayer\Exception\ConnectionException;
+
+/**
+ * The one place where this SDK knows the Lua scripts of docs/PROTOCOL.md.
+ *
+ * The files in sdk-php/lua/ are byte-identical copies of the repository's
+ * lua/ directory (a test checks it). Each script is read and hashed once per
+ * process, sent by SHA1 (EVALSHA) and loaded again (SCRIPT LOAD) when Redis
+ * answers NOSCRIPT (after a restart or SCRIPT FLUSH).
+ */
+final class Scripts
+{
+    /**
+     * push.lua: schedule one job.
+     *
+     * KEYS[1] pool (`<prefix>job_pool`), KEYS[2] bucket (`<prefix>job_bucket:<id>`);
+     * ARGV[1] id, ARGV[2] topic, ARGV[3] body, ARGV[4] delay in ms,
+     * ARGV[5] ready_max_lifetime in ms. Returns the due time "s.mmm".
+     */
+    public const PUSH = 'push';
+
+    /**
+     * pop.lua: hand out the next live job of one topic, at most once.
+     *
+     * KEYS[1] ready queue (`<prefix>ready_queue:<topic>`), KEYS[2] malformed
+     * list (`<prefix>malformed`); ARGV[1] bucket prefix (`<prefix>job_bucket:`).
+     * Returns [id, topic, body], or nil (false in phpredis) when there is none.
+     */
+    public const POP = 'pop';
+
+    /**
+     * take.lua: fetch and delete the bucket of an id popped by BRPOP.
+     *
+     * KEYS[1] bucket (`<prefix>job_bucket:<id>`), KEYS[2] malformed list;
+     * ARGV[1] id. Returns [id, topic, body], or nil when the bucket is gone.
+     */
+    public const TAKE = 'take';
+
+    /**
+     * remove.lua: cancel a job.
+     *
+     * KEYS[1] pool, KEYS[2] bucket; ARGV[1] id. Returns 1 when something was
+     * cancelled, 0 when the job was unknown.
+     */
+    public const REMOVE = 'remove';
+
+    /** @var array<string, string> script name => source */
+    private static array $sources = [];
+
+    /** @var array<string, string> script name => SHA1 of the source */
+    private static array $shas = [];
+
+    private function __construct()
+    {
+    }
+
+    /** The directory holding the shipped scripts (sdk-php/lua). */
+    public static function directory(): string
+    {
+        return \dirname(__DIR__) . '/lua';
+    }
+
+    /**
+     * The source of one script, read once per process.
+     *
+     * @param self::PUSH|self::POP|self::TAKE|self::REMOVE $name
+     */
+    public static function source(string $name): string
+    {
+        if (!isset(self::$sources[$name])) {
+            if (!\in_array($name, [self::PUSH, self::POP, self::TAKE, self::REMOVE], true)) {
+                throw new \LogicException("unknown script {$name}");
+            }
+            $path = self::directory() . '/' . $name . '.lua';
+            $source = @file_get_contents($path);
+            if ($source === false) {
+                throw new \LogicException("cannot read the Lua script {$path}");
+            }
+            self::$sources[$name] = $source;
+        }
+        return self::$sources[$name];
+    }
+
+    /**
+     * The SHA1 Redis knows the script by.
+     *
+     * @param self::PUSH|self::POP|self::TAKE|self::REMOVE $name
+     */
+    public static function sha(string $name): string
+    {
+        return self::$shas[$name] ??= sha1(self::source($name));
+    }
+
+    /**
+     * Runs one script by EVALSHA, loading it first when Redis answers NOSCRIPT.
+     *
+     * A nil reply comes back as false (phpredis maps nil to false); an error
+     * reply raises ConnectionException.
+     *
+     * @param self::PUSH|self::POP|self::TAKE|self::REMOVE $name
+     * @param list<string> $keys
+     * @param list<string> $argv
+     * @throws ConnectionException
+     */
+    public static function run(\Redis $redis, string $name, array $keys, array $argv): mixed
+    {
+        try {
+            $redis->clearLastError();
+            $result = $redis->evalSha(self::sha($name), [...$keys, ...$argv], \count($keys));
+            if ($result === false) {
+                $error = $redis->getLastError();
+                if ($error !== null && str_starts_with($error, 'NOSCRIPT')) {
+                    self::load($redis, $name);
+                    $redis->clearLastError();
+                    $result = $redis->evalSha(self::sha($name), [...$keys, ...$argv], \count($keys));
+                    $error = $result === false ? $redis->getLastError() : null;
+                }
+                if ($error !== null) {
+                    throw new ConnectionException("Redis error running {$name}.lua: {$error}");
+                }
+            }
+            return $result;
+        } catch (\RedisException $e) {
+            throw new ConnectionException("Redis error running {$name}.lua: {$e->getMessage()}", 0, $e);
+        }
+    }
+
+    /**
+     * Runs one script once per call, pipelined (one round trip). A call whose
+     * reply is an error (NOSCRIPT after a restart or SCRIPT FLUSH, or a real
+     * error) is run again alone with {@see run()}, which loads the script or
+     * raises. Only for scripts that never reply nil and may safely run twice
+     * for the same arguments (push.lua: it replaces the job).
+     *
+     * @param self::PUSH $name
+     * @param list<array{0: list<string>, 1: list<string>}> $calls KEYS and ARGV of each call
+     * @return list<mixed> the replies, in order
+     * @throws ConnectionException
+     */
+    public static function runPipelined(\Redis $redis, string $name, array $calls): array
+    {
+        if ($calls === []) {
+            return [];
+        }
+        $sha = self::sha($name);
+        try {
+            $redis->clearLastError();
+            $redis->pipeline();
+            foreach ($calls as [$keys, $argv]) {
+                $redis->evalSha($sha, [...$keys, ...$argv], \count($keys));
+            }
+            $results = $redis->exec();
+        } catch (\RedisException $e) {
+            throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$e->getMessage()}", 0, $e);
+        }
+        if (!\is_array($results) || \count($results) !== \count($calls)) {
+            throw new ConnectionException("Redis error running {$name}.lua (pipelined): unexpected reply");
+        }
+        $results = array_values($results);
+        foreach ($results as $i => $result) {
+            if ($result === false) {
+                $results[$i] = self::run($redis, $name, $calls[$i][0], $calls[$i][1]);
+            }
+        }
+        return $results;
+    }
+
+    /**
+     * SCRIPT LOAD of one script.
+     *
+     * @param self::PUSH|self::POP|self::TAKE|self::REMOVE $name
+     * @throws ConnectionException
+     */
+    public static function load(\Redis $redis, string $name): void
+    {
+        try {
+            $redis->clearLastError();
+            $sha = $redis->script('load', self::source($name));
+            if (!\is_string($sha) || strtolower($sha) !== self::sha($name)) {
+                $error = $redis->getLastError() ?? 'unexpected reply ' . var_export($sha, true);
+                throw new ConnectionException("Redis error loading {$name}.lua: {$error}");
+            }
+        } catch (\RedisException $e) {
+            throw new ConnectionException("Redis error loading {$name}.lua: {$e->getMessage()}", 0, $e);
+        }
+    }
+}

@@ -1,0 +1,125 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer\Tests;
+
+use Delayer\Client;
+use Delayer\Exception\ConfigException;
+use Delayer\Message;
+
+final class ConfigTest extends RedisTestCase
+{
+    /** @var list<string> */
+    private array $files = [];
+
+    protected function tearDown(): void
+    {
+        foreach ($this->files as $file) {
+            @unlink($file);
+        }
+        parent::tearDown();
+    }
+
+    private function writeConfig(string $text): string
+    {
+        $path = tempnam(sys_get_temp_dir(), 'delayer-conf-');
+        file_put_contents($path, $text);
+        $this->files[] = $path;
+        return $path;
+    }
+
+    public function testFromConfigReadsTheServersFile(): void
+    {
+        $port = RedisServer::shared()->port;
+        $path = $this->writeConfig(<<<INI
+            ; delayer.conf, as the server reads it
+            [delayer]
+            pid = /var/run/delayer.pid   ; ignored by clients
+            timer_interval = 1000 ; ms
+            key_prefix = cfg:delayer: ; our prefix
+            [redis]
+            host = 127.0.0.1 ; local
+            port = {$port}	; tab before the comment
+            database = 2 ; not the default
+            password = ; none
+            max_idle = 2
+            INI);
+        $client = Client::fromConfig($path);
+        self::assertSame('cfg:delayer:', $client->getKeys()->prefix());
+        $client->push(Message::create('from-conf', 'conf', 'body'), 0);
+        $this->redis->select(2);
+        self::assertSame(['topic' => 'conf', 'body' => 'body'], $this->redis->hGetAll('cfg:delayer:job_bucket:from-conf'));
+        $this->moveDue(1, 'cfg:delayer:');
+        self::assertSame('from-conf', $client->pop('conf')->id);
+    }
+
+    public function testCommentsAndQuotesAreReadAsTheServerReadsThem(): void
+    {
+        $path = $this->writeConfig(implode("\r\n", [
+            '# hash comment line',
+            '   ; indented comment',
+            '[redis] ; comment after a section',
+            'host = redis.local # hash comment after a value',
+            'port = 1 ; x',
+            'username = app;user',
+            'database = ; empty: the default',
+            'password = "a ;b #c" ; quoted',
+            '[delayer]',
+            "key_prefix = p#x:\t; tab before the comment",
+            "pid = 'single quoted ; kept' ; ignored key",
+        ]));
+        self::assertSame(
+            ['host' => 'redis.local', 'port' => 1, 'username' => 'app;user', 'password' => 'a ;b #c', 'prefix' => 'p#x:'],
+            \Delayer\ConfigFile::load($path)
+        );
+    }
+
+    public function testTheRepositoryDelayerConfIsReadable(): void
+    {
+        $path = \dirname(__DIR__, 2) . '/delayer.conf';
+        if (!is_file($path)) {
+            self::markTestSkipped('no delayer.conf at the repository root');
+        }
+        $config = \Delayer\ConfigFile::load($path);
+        self::assertIsInt($config['port'] ?? 6379);
+        self::assertArrayNotHasKey('password', $config, 'the shipped file has no password');
+    }
+
+    public function testAnEmptyFileGivesTheDefaults(): void
+    {
+        $path = $this->writeConfig("; nothing\n[redis]\n[delayer]\n");
+        self::assertSame([], \Delayer\ConfigFile::load($path));
+    }
+
+    /** @return array<string, array{string, string}> */
+    public static function badNumbers(): array
+    {
+        return [
+            'port not a number' => ["; c\n[redis]\nport = abc ; oops\n", ':3: [redis] port: '],
+            'port out of range' => ["[redis]\nport = 70000\n", ':2: [redis] port: '],
+            'port zero' => ["[redis]\r\n\r\nport = 0\r\n", ':3: [redis] port: '],
+            'port negative' => ["[redis]\nport = -1\n", ':2: [redis] port: '],
+            'database fraction' => ["[delayer]\nport = x\n[redis]\ndatabase = 1.5\n", ':4: [redis] database: '],
+        ];
+    }
+
+    /** @dataProvider badNumbers */
+    public function testBadNumbersNameTheFileLineSectionAndKey(string $text, string $where): void
+    {
+        $path = $this->writeConfig($text);
+        try {
+            Client::fromConfig($path);
+            self::fail('expected ConfigException');
+        } catch (ConfigException $e) {
+            self::assertStringStartsWith($path . $where, $e->getMessage());
+        }
+    }
+
+    public function testAMissingFileRaisesConfigException(): void
+    {
+        $this->expectException(ConfigException::class);
+        $this->expectExceptionMessage('/nonexistent/delayer.conf');
+        Client::fromConfig('/nonexistent/delayer.conf');
+    }
+}

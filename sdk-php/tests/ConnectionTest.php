@@ -1,0 +1,120 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer\Tests;
+
+use Delayer\Client;
+use Delayer\Exception\ConfigException;
+use Delayer\Exception\ConnectionException;
+use Delayer\Exception\DelayerException;
+use Delayer\Message;
+use PHPUnit\Framework\TestCase;
+
+final class ConnectionTest extends TestCase
+{
+    private const PASSWORD = 'S3cret-Pa55word-for-tests';
+
+    private static ?RedisServer $protected = null;
+
+    public static function tearDownAfterClass(): void
+    {
+        self::$protected?->stop();
+        self::$protected = null;
+    }
+
+    private static function protectedServer(): RedisServer
+    {
+        return self::$protected ??= RedisServer::start(self::PASSWORD);
+    }
+
+    public function testUnreachableRedisRaisesConnectionExceptionQuickly(): void
+    {
+        $port = RedisServer::freePort(); // nothing listens there
+        $start = microtime(true);
+        try {
+            new Client(['host' => '127.0.0.1', 'port' => $port, 'timeout' => 2]);
+            self::fail('expected ConnectionException');
+        } catch (ConnectionException $e) {
+            self::assertInstanceOf(DelayerException::class, $e);
+            self::assertStringContainsString("127.0.0.1:{$port}", $e->getMessage());
+            self::assertInstanceOf(\RedisException::class, $e->getPrevious());
+        }
+        self::assertLessThan(1.5, microtime(true) - $start);
+    }
+
+    public function testWrongPasswordRaisesConnectionExceptionWithoutThePassword(): void
+    {
+        $server = self::protectedServer();
+        $wrong = 'wrong-Pa55word-xyz';
+        foreach ([['password' => $wrong], ['username' => 'default', 'password' => $wrong]] as $credentials) {
+            try {
+                new Client(['host' => '127.0.0.1', 'port' => $server->port] + $credentials);
+                self::fail('expected ConnectionException');
+            } catch (ConnectionException $e) {
+                self::assertStringContainsString('authentication failed', $e->getMessage());
+                for ($x = $e; $x !== null; $x = $x->getPrevious()) {
+                    self::assertStringNotContainsString($wrong, $x->getMessage());
+                    self::assertStringNotContainsString($wrong, $x->getTraceAsString());
+                    self::assertStringNotContainsString(self::PASSWORD, $x->getMessage());
+                }
+                self::assertStringNotContainsString($wrong, (string) $e);
+            }
+        }
+    }
+
+    public function testMissingPasswordFailsAtTheFirstCommand(): void
+    {
+        $client = new Client(['host' => '127.0.0.1', 'port' => self::protectedServer()->port]);
+        $this->expectException(ConnectionException::class);
+        $this->expectExceptionMessage('NOAUTH');
+        $client->pop('t');
+    }
+
+    public function testRightPasswordWorks(): void
+    {
+        $server = self::protectedServer();
+        foreach ([['password' => self::PASSWORD], ['username' => 'default', 'password' => self::PASSWORD]] as $i => $credentials) {
+            $client = new Client(['host' => '127.0.0.1', 'port' => $server->port] + $credentials);
+            self::assertTrue($client->push(Message::create("auth:{$i}", 't'), 100));
+            self::assertTrue($client->remove("auth:{$i}"));
+        }
+    }
+
+    public function testDatabaseIsSelectedAndABadOneIsRefused(): void
+    {
+        $server = RedisServer::shared();
+        $raw = $server->connect();
+        $raw->flushAll();
+        $client = new Client(['host' => '127.0.0.1', 'port' => (string) $server->port, 'database' => '3']);
+        $client->push(Message::create('db3', 't'), 10);
+        $raw->select(3);
+        self::assertSame(['db3'], $raw->zRange('delayer:job_pool', 0, -1));
+        $raw->flushAll();
+
+        $this->expectException(ConnectionException::class);
+        $this->expectExceptionMessage('database 99');
+        new Client(['port' => $server->port, 'database' => 99]);
+    }
+
+    public function testBadOptionsRaiseConfigException(): void
+    {
+        foreach ([
+            ['port' => 'abc'],
+            ['port' => 0],
+            ['database' => -1],
+            ['timeout' => 0],
+            ['host' => ''],
+            ['passwrd' => 'typo'],
+            ['username' => 'bob'],
+        ] as $config) {
+            try {
+                new Client($config);
+                self::fail('expected ConfigException for ' . json_encode($config));
+            } catch (ConfigException $e) {
+                self::assertInstanceOf(DelayerException::class, $e);
+                self::assertStringContainsString((string) array_key_first($config), $e->getMessage());
+            }
+        }
+    }
+}

@@ -1,0 +1,39 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer\Tests;
+
+use Delayer\Scripts;
+use PHPUnit\Framework\TestCase;
+
+/** sdk-php/lua must hold byte-identical copies of the repository's lua/ scripts. */
+final class LuaCopiesTest extends TestCase
+{
+    /** @return array<string, array{string}> */
+    public static function scripts(): array
+    {
+        return [
+            'push' => [Scripts::PUSH],
+            'pop' => [Scripts::POP],
+            'take' => [Scripts::TAKE],
+            'remove' => [Scripts::REMOVE],
+        ];
+    }
+
+    /** @dataProvider scripts */
+    public function testCopyIsByteIdenticalToRepositoryScript(string $name): void
+    {
+        $original = \dirname(__DIR__, 2) . "/lua/{$name}.lua";
+        $copy = \dirname(__DIR__) . "/lua/{$name}.lua";
+        self::assertFileExists($original);
+        self::assertFileExists($copy);
+        self::assertSame(
+            hash_file('sha256', $original),
+            hash_file('sha256', $copy),
+            "sdk-php/lua/{$name}.lua differs from lua/{$name}.lua: copy it again (cp lua/{$name}.lua sdk-php/lua/)"
+        );
+        self::assertSame(file_get_contents($original), Scripts::source($name));
+        self::assertSame(sha1_file($original), Scripts::sha($name));
+    }
+}

@@ -1,0 +1,268 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer\Tests;
+
+use Delayer\Client;
+use Delayer\Exception\DelayerException;
+use Delayer\Exception\InvalidArgumentException;
+use Delayer\Message;
+use Delayer\ScheduledMessage;
+
+final class PushTest extends RedisTestCase
+{
+    public function testPushWritesTheProtocolLayout(): void
+    {
+        $client = $this->client();
+        $before = $this->redisTime();
+        self::assertTrue($client->push(new Message(['id' => 'order:1', 'topic' => 'order', 'body' => 'hello']), 30.5, 100));
+        $after = $this->redisTime();
+
+        self::assertSame(['topic' => 'order', 'body' => 'hello'], $this->redis->hGetAll('delayer:job_bucket:order:1'));
+        self::assertSame('hash', self::typeName($this->redis->type('delayer:job_bucket:order:1')));
+        $pttl = $this->redis->pTtl('delayer:job_bucket:order:1');
+        self::assertGreaterThan((30.5 + 100) * 1000 - 2000, $pttl);
+        self::assertLessThanOrEqual((30.5 + 100) * 1000, $pttl);
+
+        self::assertSame(['order:1'], $this->redis->zRange('delayer:job_pool', 0, -1));
+        $score = $this->redis->zScore('delayer:job_pool', 'order:1');
+        self::assertGreaterThanOrEqual(floor(($before + 30.5) * 1000) / 1000, $score);
+        self::assertLessThanOrEqual($after + 30.5 + 0.001, $score);
+        // millisecond precision: the score is a whole number of milliseconds
+        self::assertEqualsWithDelta(round($score * 1000), $score * 1000, 0.01);
+
+        self::assertSame(2, $this->redis->dbSize(), 'push writes the pool and the bucket, nothing else');
+    }
+
+    public function testAWholeFloatLifetimeIsAccepted(): void
+    {
+        self::assertTrue($this->client()->push(Message::create('f', 't'), 1, 60.0));
+        self::assertEqualsWithDelta(61000, $this->redis->pTtl('delayer:job_bucket:f'), 2000);
+    }
+
+    public function testDefaultLifetimeIsSevenDays(): void
+    {
+        $this->client()->push(Message::create('a', 't', 'b'), 10);
+        $ttl = $this->redis->ttl('delayer:job_bucket:a');
+        self::assertGreaterThanOrEqual(604800 + 10 - 2, $ttl);
+        self::assertLessThanOrEqual(604800 + 10, $ttl);
+    }
+
+    public function testShortFormPushesAnEmptyOrGivenBody(): void
+    {
+        $client = $this->client();
+        self::assertTrue($client->push('mail', 'mail:7', 0.25));
+        self::assertTrue($client->push('mail', 'mail:8', 1, 'with body'));
+        self::assertSame(['topic' => 'mail', 'body' => ''], $this->redis->hGetAll('delayer:job_bucket:mail:7'));
+        self::assertSame(['topic' => 'mail', 'body' => 'with body'], $this->redis->hGetAll('delayer:job_bucket:mail:8'));
+        $pttl = $this->redis->pTtl('delayer:job_bucket:mail:7');
+        self::assertGreaterThan(250 + 604800000 - 2000, $pttl);
+        self::assertSame(2, $this->redis->zCard('delayer:job_pool'));
+    }
+
+    public function testRePushReplacesTheBucketAndDueTime(): void
+    {
+        $client = $this->client();
+        $client->push(Message::create('x', 'first', 'one'), 1000);
+        $this->redis->hSet('delayer:job_bucket:x', 'stale', 'field');
+        $client->push(Message::create('x', 'second', 'two'), 5);
+        self::assertSame(['topic' => 'second', 'body' => 'two'], $this->redis->hGetAll('delayer:job_bucket:x'));
+        self::assertLessThan($this->redisTime() + 10, $this->redis->zScore('delayer:job_pool', 'x'));
+    }
+
+    public function testDelayIsRoundedToTheNearestMillisecond(): void
+    {
+        $client = $this->client();
+        $client->push(Message::create('r', 't'), 100.0004); // 100000 ms
+        $client->push(Message::create('s', 't'), 100.0006); // 100001 ms
+        $r = $this->redis->zScore('delayer:job_pool', 'r');
+        $s = $this->redis->zScore('delayer:job_pool', 's');
+        self::assertEqualsWithDelta(round($r * 1000), $r * 1000, 0.01);
+        self::assertEqualsWithDelta(round($s * 1000), $s * 1000, 0.01);
+        // s was pushed after r with 1 ms more: its due time is at least 1 ms later
+        self::assertGreaterThanOrEqual(0.0009, $s - $r);
+        self::assertSame(100000, \Delayer\Validator::delayMs(100.0004));
+        self::assertSame(100001, \Delayer\Validator::delayMs(100.0006));
+        self::assertSame(1, \Delayer\Validator::delayMs(0.0005));
+        self::assertSame(0, \Delayer\Validator::delayMs(0.0004));
+        self::assertSame(315360000000, \Delayer\Validator::delayMs(315360000));
+    }
+
+    /** @return iterable<string, array{\Closure(Client): mixed}> */
+    public static function invalidCalls(): iterable
+    {
+        $ok = static fn (string $id = 'ok', string $topic = 'ok') => Message::create($id, $topic, 'b');
+        foreach ([
+            'empty' => '',
+            '201 bytes' => str_repeat('a', 201),
+            'space' => 'a b',
+            'tab' => "a\tb",
+            'newline' => "a\nb",
+            'NUL' => "a\0b",
+            'DEL' => "a\x7fb",
+            'C1 control' => "a\u{0085}b",
+            'no-break space' => "a\u{00A0}b",
+            'ideographic space' => "a\u{3000}b",
+            'open brace' => 'a{b',
+            'close brace' => 'a}b',
+            'invalid UTF-8' => "a\xffb",
+        ] as $name => $bad) {
+            yield "id {$name}" => [static fn (Client $c) => $c->push($ok($bad), 1)];
+            yield "topic {$name}" => [static fn (Client $c) => $c->push($ok('ok', $bad), 1)];
+            yield "short form topic {$name}" => [static fn (Client $c) => $c->push($bad, 'id', 1)];
+            yield "pop topic {$name}" => [static fn (Client $c) => $c->pop($bad)];
+            yield "bPop topic {$name}" => [static fn (Client $c) => $c->bPop($bad, 0.1)];
+            yield "remove id {$name}" => [static fn (Client $c) => $c->remove($bad)];
+        }
+        yield 'negative delay' => [static fn (Client $c) => $c->push($ok(), -1)];
+        yield 'slightly negative delay' => [static fn (Client $c) => $c->push($ok(), -0.0001)];
+        yield 'delay over 10 years' => [static fn (Client $c) => $c->push($ok(), 315360000.001)];
+        yield 'NaN delay' => [static fn (Client $c) => $c->push($ok(), NAN)];
+        yield 'infinite delay' => [static fn (Client $c) => $c->push($ok(), INF)];
+        yield 'zero lifetime' => [static fn (Client $c) => $c->push($ok(), 1, 0)];
+        yield 'negative lifetime' => [static fn (Client $c) => $c->push($ok(), 1, -5)];
+        yield 'lifetime over 10 years' => [static fn (Client $c) => $c->push($ok(), 1, 315360001)];
+        yield 'fractional lifetime' => [static fn (Client $c) => $c->push($ok(), 1, 1.5)];
+        yield 'string delay with a Message' => [static fn (Client $c) => $c->push($ok(), 'soon')];
+        yield 'short form without delay' => [static fn (Client $c) => $c->push('topic', 'id')];
+        yield 'short form delay too big' => [static fn (Client $c) => $c->push('topic', 'id', 315360001)];
+        yield 'body beside a Message' => [static fn (Client $c) => $c->push($ok(), 1, 10, 'body')];
+        yield 'negative timeout' => [static fn (Client $c) => $c->bPop('t', -0.1)];
+        yield 'NaN timeout' => [static fn (Client $c) => $c->bPop('t', NAN)];
+        yield 'pushMany with one bad item' => [static fn (Client $c) => $c->pushMany([[$ok('a'), 1], [$ok('b{'), 1]])];
+        yield 'pushMany with a bad shape' => [static fn (Client $c) => $c->pushMany([[$ok('a'), 1], ['a', 1]])];
+        yield 'pushMany with a bad delay' => [static fn (Client $c) => $c->pushMany([new ScheduledMessage($ok('a'), 1), new ScheduledMessage($ok('b'), -1)])];
+    }
+
+    /**
+     * @dataProvider invalidCalls
+     * @param \Closure(Client): mixed $call
+     */
+    public function testValidationErrorsTouchNothing(\Closure $call): void
+    {
+        $client = $this->client();
+        $this->redis->set('sentinel', '1');
+        // INFO counts itself: two INFOs in a row differ by exactly one
+        $a = $this->commandsProcessed();
+        $b = $this->commandsProcessed();
+        $perCall = $b - $a;
+        try {
+            $call($client);
+            self::fail('expected InvalidArgumentException');
+        } catch (InvalidArgumentException $e) {
+            self::assertInstanceOf(DelayerException::class, $e);
+            self::assertInstanceOf(\InvalidArgumentException::class, $e);
+        }
+        self::assertSame($perCall, $this->commandsProcessed() - $b, 'no command may reach Redis');
+        self::assertSame(1, $this->redis->dbSize());
+    }
+
+    public function testLongestAndUnicodeNamesAreAccepted(): void
+    {
+        $client = $this->client();
+        $long = str_repeat('x', 200);
+        $unicode = str_repeat('ü', 100); // 200 bytes
+        self::assertTrue($client->push(Message::create($long, $unicode, 'b'), 0));
+        self::assertTrue($client->push(Message::create('订单:42', 'キュー', 'b'), 0));
+        self::assertEquals(['topic' => $unicode, 'body' => 'b'], $this->redis->hGetAll('delayer:job_bucket:' . $long));
+        self::assertSame(['topic' => 'キュー', 'body' => 'b'], $this->redis->hGetAll('delayer:job_bucket:订单:42'));
+    }
+
+    public function testPushManyPipelinesEveryShape(): void
+    {
+        $client = $this->client();
+        $generator = (static function () {
+            yield [Message::create('m1', 'bulk', 'one'), 10];
+            yield [Message::create('m2', 'bulk', 'two'), 20.5, 60.0]; // 60.0 is a whole number
+            yield new ScheduledMessage(Message::create('m3', 'other', 'three'), 30, 120);
+        })();
+        self::assertSame(3, $client->pushMany($generator));
+        self::assertSame(['topic' => 'bulk', 'body' => 'one'], $this->redis->hGetAll('delayer:job_bucket:m1'));
+        self::assertSame(['topic' => 'bulk', 'body' => 'two'], $this->redis->hGetAll('delayer:job_bucket:m2'));
+        self::assertSame(['topic' => 'other', 'body' => 'three'], $this->redis->hGetAll('delayer:job_bucket:m3'));
+        self::assertSame(['m1', 'm2', 'm3'], $this->redis->zRange('delayer:job_pool', 0, -1));
+        self::assertEqualsWithDelta((20.5 + 60) * 1000, $this->redis->pTtl('delayer:job_bucket:m2'), 2000);
+        self::assertEqualsWithDelta((30 + 120) * 1000, $this->redis->pTtl('delayer:job_bucket:m3'), 2000);
+        self::assertSame(0, $client->pushMany([]));
+    }
+
+    public function testPushManyLoadsTheScriptAfterScriptFlush(): void
+    {
+        $client = $this->client();
+        $client->push(Message::create('warm', 't'), 1); // loads push.lua
+        $this->redis->script('flush');
+        $jobs = [];
+        for ($i = 0; $i < 1200; $i++) { // more than one pipeline chunk
+            $jobs[] = [Message::create("bulk:{$i}", 't', (string) $i), 60];
+        }
+        self::assertSame(1200, $client->pushMany($jobs));
+        self::assertSame(1201, $this->redis->zCard('delayer:job_pool'));
+        self::assertSame('1199', $this->redis->hGet('delayer:job_bucket:bulk:1199', 'body'));
+    }
+
+    public function testARedisErrorInPushAndPushManyRaisesConnectionException(): void
+    {
+        $client = $this->client();
+        $this->redis->set('delayer:job_pool', 'not a zset');
+        foreach ([
+            static fn () => $client->push(Message::create('a', 't'), 1),
+            static fn () => $client->pushMany([[Message::create('a', 't'), 1], [Message::create('b', 't'), 1]]),
+        ] as $call) {
+            try {
+                $call();
+                self::fail('expected ConnectionException');
+            } catch (\Delayer\Exception\ConnectionException $e) {
+                self::assertStringContainsString('WRONGTYPE', $e->getMessage());
+            }
+        }
+    }
+
+    public function testPushReloadsAfterScriptFlush(): void
+    {
+        $client = $this->client();
+        $client->push(Message::create('a', 't'), 1);
+        $this->redis->script('flush');
+        self::assertTrue($client->push(Message::create('b', 't'), 1));
+        self::assertSame(2, $this->redis->zCard('delayer:job_pool'));
+    }
+
+    public function testCustomPrefixIsHonoured(): void
+    {
+        $client = $this->client(['prefix' => 'shop:delayer:']);
+        $client->push(Message::create('p1', 'cart', 'x'), 0);
+        self::assertSame(0, $this->redis->exists('delayer:job_pool'));
+        self::assertSame(['p1'], $this->redis->zRange('shop:delayer:job_pool', 0, -1));
+        self::assertSame(['topic' => 'cart', 'body' => 'x'], $this->redis->hGetAll('shop:delayer:job_bucket:p1'));
+        self::assertSame(['cart' => 1], $this->moveDue(1, 'shop:delayer:'));
+        self::assertSame(['p1'], $this->redis->lRange('shop:delayer:ready_queue:cart', 0, -1));
+        self::assertFalse($this->client()->pop('cart'), 'the default prefix sees nothing');
+        $message = $client->pop('cart');
+        self::assertInstanceOf(Message::class, $message);
+        self::assertSame('p1', $message->id);
+        self::assertSame(0, $this->redis->dbSize());
+    }
+
+    public function testMessageIsCompatibleWithTheOriginal(): void
+    {
+        $message = new Message(['id' => 42, 'topic' => 'order', 'body' => null]);
+        self::assertSame('42', $message->id);
+        self::assertSame('order', $message->getTopic());
+        self::assertSame('', $message->getBody());
+        self::assertTrue($message->validate());
+        self::assertFalse((new Message(['topic' => 'x']))->validate());
+        $this->expectException(InvalidArgumentException::class);
+        new Message(['id' => 'a', 'delay' => 5]);
+    }
+
+    private static function typeName(mixed $type): string
+    {
+        return match ($type) {
+            \Redis::REDIS_HASH => 'hash',
+            \Redis::REDIS_ZSET => 'zset',
+            \Redis::REDIS_LIST => 'list',
+            \Redis::REDIS_STRING => 'string',
+            default => 'other',
+        };
+    }
+}

@@ -1,0 +1,34 @@
+"""Delayer: a delayed-job queue on Redis (Python SDK).
+
+Push a job with a delay; when it is due, the Delayer server moves it to its
+topic's ready queue, where :meth:`Delayer.pop` / :meth:`Delayer.bpop` hand it
+to exactly one consumer. See ``docs/PROTOCOL.md`` for the data in Redis.
+
+>>> from delayer import Delayer
+>>> with Delayer("redis://127.0.0.1:6379/0") as d:          # doctest: +SKIP
+...     d.push("email", "order-42:confirm", 30, b"...")
+...     msg = d.bpop("email", timeout=5)
+
+The asyncio twin is :class:`delayer.aio.Delayer`.
+"""
+
+from .client import Delayer
+from .errors import ConfigError, ConnectionFailed, DelayerError, InvalidArgument, ProtocolError
+from .keys import DEFAULT_PREFIX, Keys
+from .models import DEFAULT_READY_MAX_LIFETIME, Job, Message
+
+__all__ = [
+    "Delayer",
+    "Job",
+    "Message",
+    "Keys",
+    "DEFAULT_PREFIX",
+    "DEFAULT_READY_MAX_LIFETIME",
+    "DelayerError",
+    "InvalidArgument",
+    "ConfigError",
+    "ConnectionFailed",
+    "ProtocolError",
+]
+
+__version__ = "2.0.0"

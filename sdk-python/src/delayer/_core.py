@@ -1,0 +1,337 @@
+"""Logic shared by the synchronous and asynchronous clients.
+
+Input validation (docs/PROTOCOL.md, "Input rules"), script arguments, reply
+parsing, error translation and client defaults live here once; the two client
+modules only do I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from types import TracebackType
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, Union
+from urllib.parse import unquote, urlsplit
+
+from redis.exceptions import (
+    AuthenticationError,
+    ConnectionError as RedisConnectionError,
+    RedisError,
+    ResponseError,
+    TimeoutError as RedisTimeoutError,
+)
+
+from .errors import ConfigError, ConnectionFailed, DelayerError, InvalidArgument, ProtocolError
+from .keys import Keys
+from .models import Job, Message
+
+#: Longest id or topic, in UTF-8 bytes.
+MAX_NAME_BYTES = 200
+#: Longest delay and ready_max_lifetime: 10 years, in seconds.
+MAX_SECONDS = 315_360_000
+#: Pipelined ``push_many`` sends this many jobs per round trip.
+PUSH_MANY_CHUNK = 1000
+#: The URL used when none is given.
+DEFAULT_URL = "redis://127.0.0.1:6379/0"
+#: Seconds to wait for a TCP connection before giving up.
+CONNECT_TIMEOUT = 5.0
+
+# Unicode White_Space (the same set as Rust's char::is_whitespace), fixed here
+# so that every Python version rejects the same names.
+_WHITESPACE = frozenset(
+    "\t\n\x0b\x0c\r \x85\xa0\u1680"
+    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+
+Number = Union[int, float]
+Body = Union[bytes, bytearray, memoryview, str]
+
+
+# --------------------------------------------------------------------------
+# input rules
+
+
+def check_name(kind: str, value: object) -> str:
+    """Check an id or topic: 1..200 UTF-8 bytes, no whitespace, controls or braces."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{kind} must be a str, not {type(value).__name__}")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{kind} is not valid UTF-8 (it holds a lone surrogate)") from None
+    if size == 0:
+        raise InvalidArgument(f"{kind} must not be empty")
+    if size > MAX_NAME_BYTES:
+        raise InvalidArgument(f"{kind} is {size} bytes of UTF-8; at most {MAX_NAME_BYTES} allowed")
+    for pos, ch in enumerate(value):
+        if ch in _WHITESPACE:
+            raise InvalidArgument(f"{kind} must not contain whitespace (U+{ord(ch):04X} at {pos})")
+        if unicodedata.category(ch) == "Cc":
+            raise InvalidArgument(f"{kind} must not contain control characters (U+{ord(ch):04X} at {pos})")
+        if ch in "{}":
+            raise InvalidArgument(f"{kind} must not contain '{{' or '}}' (reserved for Redis Cluster hash tags)")
+    return value
+
+
+def _number(kind: str, value: object) -> Number:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(f"{kind} must be an int or float, not {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidArgument(f"{kind} must be finite, got {value!r}")
+    return value
+
+
+def delay_ms(value: object) -> int:
+    """Check a delay (0 to 10 years, seconds) and return it in whole milliseconds, rounded."""
+    seconds = _number("delay", value)
+    if seconds < 0 or seconds > MAX_SECONDS:
+        raise InvalidArgument(f"delay must be 0 to {MAX_SECONDS} seconds, got {seconds!r}")
+    if isinstance(seconds, int):
+        return seconds * 1000
+    # round half up; exact enough for 10 years of milliseconds in a double
+    return min(int(math.floor(seconds * 1000.0 + 0.5)), MAX_SECONDS * 1000)
+
+
+def lifetime_ms(value: object) -> int:
+    """Check a ready_max_lifetime (1 s to 10 years, whole seconds) and return milliseconds."""
+    seconds = _number("ready_max_lifetime", value)
+    if isinstance(seconds, float):
+        if not seconds.is_integer():
+            raise InvalidArgument(f"ready_max_lifetime must be whole seconds, got {seconds!r}")
+        seconds = int(seconds)
+    if seconds < 1 or seconds > MAX_SECONDS:
+        raise InvalidArgument(f"ready_max_lifetime must be 1 to {MAX_SECONDS} seconds, got {seconds!r}")
+    return seconds * 1000
+
+
+def check_timeout(value: object) -> float:
+    """Check a bpop timeout: seconds >= 0, 0 meaning forever."""
+    seconds = _number("timeout", value)
+    if seconds < 0:
+        raise InvalidArgument(f"timeout must be 0 (forever) or more seconds, got {seconds!r}")
+    return float(seconds)
+
+
+def encode_body(value: object) -> bytes:
+    """Return the body as bytes: bytes-like as is, ``str`` encoded as UTF-8."""
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgument("body is a str that is not valid UTF-8 (lone surrogate)") from None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise InvalidArgument(f"body must be bytes or str, not {type(value).__name__}")
+
+
+def check_prefix(value: object) -> str:
+    """Check a key prefix: any ``str`` (prepended as is)."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"prefix must be a str, not {type(value).__name__}")
+    return value
+
+
+class ScriptCall(NamedTuple):
+    """The KEYS and ARGV of one script call."""
+
+    keys: List[str]
+    args: List[Union[str, bytes, int]]
+
+
+def push_call(
+    keys: Keys, topic: object, job_id: object, delay: object, body: object, ready_max_lifetime: object
+) -> ScriptCall:
+    """Validate one push and return push.lua's KEYS and ARGV."""
+    topic_s = check_name("topic", topic)
+    id_s = check_name("id", job_id)
+    ms = delay_ms(delay)
+    life = lifetime_ms(ready_max_lifetime)
+    data = encode_body(body)
+    return ScriptCall([keys.job_pool, keys.job_bucket(id_s)], [id_s, topic_s, data, ms, life])
+
+
+def push_many_calls(keys: Keys, jobs: object) -> List[ScriptCall]:
+    """Validate every job of a ``push_many`` before anything is sent."""
+    try:
+        items = list(jobs)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidArgument(f"jobs must be an iterable of Job, not {type(jobs).__name__}") from None
+    calls = []
+    for i, job in enumerate(items):
+        if not isinstance(job, Job):
+            raise InvalidArgument(f"jobs[{i}] must be a delayer.Job, not {type(job).__name__}")
+        try:
+            calls.append(push_call(keys, job.topic, job.id, job.delay, job.body, job.ready_max_lifetime))
+        except InvalidArgument as e:
+            raise InvalidArgument(f"jobs[{i}]: {e}") from None
+    return calls
+
+
+def pop_call(keys: Keys, topic: object) -> ScriptCall:
+    """Validate a pop and return pop.lua's KEYS and ARGV."""
+    t = check_name("topic", topic)
+    return ScriptCall([keys.ready_queue(t), keys.malformed], [keys.bucket_prefix])
+
+
+def take_call(keys: Keys, job_id: str) -> ScriptCall:
+    """take.lua's KEYS and ARGV for an id just popped with BRPOP."""
+    return ScriptCall([keys.job_bucket(job_id), keys.malformed], [job_id])
+
+
+def remove_call(keys: Keys, job_id: object) -> ScriptCall:
+    """Validate a remove and return remove.lua's KEYS and ARGV."""
+    i = check_name("id", job_id)
+    return ScriptCall([keys.job_pool, keys.job_bucket(i)], [i])
+
+
+def chunks(calls: Sequence[ScriptCall], size: int = PUSH_MANY_CHUNK) -> List[Sequence[ScriptCall]]:
+    """Split ``calls`` into pipeline-sized pieces."""
+    return [calls[i : i + size] for i in range(0, len(calls), size)]
+
+
+def brpop_seconds(deadline: Optional[float], now: float) -> Optional[float]:
+    """The BRPOP timeout for the time left until ``deadline``.
+
+    Returns 0 (forever) without a deadline, None when the time is up, and
+    otherwise the remaining time rounded up to a whole millisecond (never 0,
+    which BRPOP would take as "forever").
+    """
+    if deadline is None:
+        return 0
+    ms = math.ceil((deadline - now) * 1000.0)
+    if ms <= 0:
+        return None
+    return ms / 1000.0
+
+
+# --------------------------------------------------------------------------
+# replies
+
+
+def _text(kind: str, value: object) -> str:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError(f"{kind} in Redis's reply is not UTF-8: {value!r}") from None
+    if isinstance(value, str):
+        return value
+    raise ProtocolError(f"expected {kind} as a string in Redis's reply, got {value!r}")
+
+
+def parse_due(reply: object) -> float:
+    """push.lua's reply, ``"s.mmm"``, as float Unix seconds."""
+    text = _text("due time", reply)
+    try:
+        due = float(text)
+    except ValueError:
+        raise ProtocolError(f"push.lua returned {text!r}, not a due time") from None
+    if not math.isfinite(due):
+        raise ProtocolError(f"push.lua returned {text!r}, not a due time")
+    return due
+
+
+def parse_message(reply: object) -> Optional[Message]:
+    """pop.lua's / take.lua's reply: ``[id, topic, body]`` or nil."""
+    if reply is None:
+        return None
+    if not isinstance(reply, (list, tuple)) or len(reply) != 3:
+        raise ProtocolError(f"expected [id, topic, body] or nil, got {reply!r:.200}")
+    job_id, topic, body = reply
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    if not isinstance(body, bytes):
+        raise ProtocolError(f"expected the body as bytes, got {body!r:.200}")
+    return Message(id=_text("id", job_id), topic=_text("topic", topic), body=body)
+
+
+def parse_removed(reply: object) -> bool:
+    """remove.lua's reply: 1 or 0."""
+    if isinstance(reply, int) and not isinstance(reply, bool) and reply in (0, 1):
+        return reply == 1
+    raise ProtocolError(f"remove.lua returned {reply!r}, expected 0 or 1")
+
+
+def parse_brpop(reply: object) -> Optional[str]:
+    """BRPOP's reply ``[key, id]`` (or nil on timeout) as the id."""
+    if reply is None:
+        return None
+    if not isinstance(reply, (list, tuple)) or len(reply) != 2:
+        raise ProtocolError(f"expected [key, id] from BRPOP, got {reply!r:.200}")
+    return _text("id", reply[1])
+
+
+# --------------------------------------------------------------------------
+# clients and errors
+
+
+def client_options(retry: object) -> Dict[str, Any]:
+    """Options for clients the SDK creates: fail fast, with ``retry`` (no retries)."""
+    return {"socket_connect_timeout": CONNECT_TIMEOUT, "decode_responses": False, "retry": retry}
+
+
+def url_secret(url: str) -> Optional[str]:
+    """The password in a Redis URL, if any, so messages can hide it."""
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return None
+    return unquote(password) if password else None
+
+
+def describe(connection_kwargs: Mapping[str, Any]) -> Tuple[str, List[str]]:
+    """``(where, secrets)`` of a client: ``host:port`` (or the socket path) and its password."""
+    path = connection_kwargs.get("path")
+    if path:
+        where = f"unix:{path}"
+    else:
+        where = f"{connection_kwargs.get('host', '127.0.0.1')}:{connection_kwargs.get('port', 6379)}"
+    password = connection_kwargs.get("password")
+    secrets = [password] if isinstance(password, str) and password else []
+    return where, secrets
+
+
+def check_binary(connection_kwargs: Mapping[str, Any]) -> None:
+    """Refuse a client that decodes replies: bodies are bytes, not text."""
+    if connection_kwargs.get("decode_responses"):
+        raise InvalidArgument("the Redis client must be created with decode_responses=False (bodies are bytes)")
+
+
+def scrub(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every secret replaced by ``***``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def translate(exc: RedisError, where: str, secrets: Sequence[str]) -> DelayerError:
+    """The SDK's error for a redis-py error."""
+    detail = scrub(str(exc) or type(exc).__name__, secrets)
+    if isinstance(exc, AuthenticationError):
+        return ConnectionFailed(f"Redis at {where} refused the credentials: {detail}")
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError)):
+        return ConnectionFailed(f"cannot reach Redis at {where}: {detail}")
+    if isinstance(exc, ResponseError):
+        return ProtocolError(f"Redis at {where} answered with an error: {detail}")
+    return ProtocolError(f"unexpected reply from Redis at {where}: {detail}")
+
+
+class Guard:
+    """A context manager turning redis-py errors into the SDK's (sync or async code)."""
+
+    __slots__ = ("where", "secrets")
+
+    def __init__(self, where: str, secrets: Sequence[str]) -> None:
+        self.where = where
+        self.secrets = list(secrets)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        if isinstance(exc, RedisError):
+            raise translate(exc, self.where, self.secrets) from exc

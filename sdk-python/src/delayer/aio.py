@@ -1,0 +1,189 @@
+"""The asyncio Delayer client, on ``redis.asyncio``.
+
+Same constructor and methods as :class:`delayer.Delayer`, as coroutines; the
+key names, input rules, scripts and reply parsing are shared with it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from types import TracebackType
+from typing import Any, Dict, Iterable, List, Optional, Type, Union
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
+from redis.exceptions import RedisError
+
+from . import _core, config, scripts
+from .errors import ConfigError, InvalidArgument
+from .keys import DEFAULT_PREFIX, Keys
+from .models import DEFAULT_READY_MAX_LIFETIME, Job, Message
+
+__all__ = ["Delayer"]
+
+
+def _no_retry() -> Retry:
+    return Retry(NoBackoff(), 0)
+
+
+class Delayer:
+    """An asyncio Delayer client: push delayed jobs, pop them when due, remove them.
+
+    ``Delayer(url, prefix)`` connects lazily to the Redis at ``url``;
+    ``client=`` uses an existing ``redis.asyncio.Redis`` instead (it must not
+    decode responses, and :meth:`close` leaves it open). Use it as
+    ``async with Delayer(...) as d:`` or call ``await d.close()``.
+
+    Every error is a :class:`delayer.DelayerError`.
+    """
+
+    def __init__(
+        self,
+        url: str = _core.DEFAULT_URL,
+        prefix: str = DEFAULT_PREFIX,
+        *,
+        client: Optional["aioredis.Redis"] = None,
+    ) -> None:
+        """Create a client for ``url`` (or ``client``) with key prefix ``prefix``."""
+        self._keys = Keys(_core.check_prefix(prefix))
+        secrets: List[str] = []
+        if client is None:
+            secret = _core.url_secret(url) if isinstance(url, str) else None
+            secrets = [secret] if secret else []
+            try:
+                client = aioredis.Redis.from_url(url, **_core.client_options(_no_retry()))
+            except (ValueError, TypeError, RedisError) as e:
+                raise ConfigError(f"invalid Redis URL: {_core.scrub(str(e), secrets)}") from None
+            self._owns_client = True
+        else:
+            if not isinstance(client, aioredis.Redis):
+                raise InvalidArgument(f"client must be a redis.asyncio.Redis, not {type(client).__name__}")
+            self._owns_client = False
+        kwargs: Dict[str, Any] = dict(client.connection_pool.connection_kwargs)
+        _core.check_binary(kwargs)
+        where, more = _core.describe(kwargs)
+        self._redis: "aioredis.Redis" = client
+        self._where = where
+        self._guard = _core.Guard(where, secrets + more)
+        self._scripts: Dict[str, AsyncScript] = {
+            name: client.register_script(scripts.source(name)) for name in scripts.NAMES
+        }
+
+    @classmethod
+    def from_config(cls, path: Union[str, "os.PathLike[str]"]) -> "Delayer":
+        """Create a client from the ``delayer.conf`` file the server uses."""
+        s = config.load(path)
+        client = aioredis.Redis(
+            host=s.host,
+            port=s.port,
+            db=s.database,
+            username=s.username,
+            password=s.password,
+            **_core.client_options(_no_retry()),
+        )
+        d = cls(prefix=s.key_prefix, client=client)
+        d._owns_client = True
+        return d
+
+    @property
+    def keys(self) -> Keys:
+        """The key names this client uses."""
+        return self._keys
+
+    @property
+    def redis(self) -> "aioredis.Redis":
+        """The underlying redis.asyncio client."""
+        return self._redis
+
+    async def push(
+        self,
+        topic: str,
+        id: str,
+        delay: float,
+        body: Union[bytes, str] = b"",
+        ready_max_lifetime: int = DEFAULT_READY_MAX_LIFETIME,
+    ) -> float:
+        """Schedule job ``id`` on ``topic`` in ``delay`` seconds; return its due time.
+
+        See :meth:`delayer.Delayer.push`.
+        """
+        call = _core.push_call(self._keys, topic, id, delay, body, ready_max_lifetime)
+        with self._guard:
+            reply = await self._scripts[scripts.PUSH](keys=call.keys, args=call.args)
+        return _core.parse_due(reply)
+
+    async def push_many(self, jobs: Iterable[Job]) -> List[float]:
+        """Push many jobs, pipelined; return their due times in order.
+
+        See :meth:`delayer.Delayer.push_many`.
+        """
+        calls = _core.push_many_calls(self._keys, jobs)
+        dues: List[float] = []
+        script = self._scripts[scripts.PUSH]
+        with self._guard:
+            for chunk in _core.chunks(calls):
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for call in chunk:
+                        await script(keys=call.keys, args=call.args, client=pipe)
+                    replies = await pipe.execute()
+                dues.extend(_core.parse_due(r) for r in replies)
+        return dues
+
+    async def pop(self, topic: str) -> Optional[Message]:
+        """Take the next ready job of ``topic``, or None if there is none."""
+        call = _core.pop_call(self._keys, topic)
+        with self._guard:
+            reply = await self._scripts[scripts.POP](keys=call.keys, args=call.args)
+        return _core.parse_message(reply)
+
+    async def bpop(self, topic: str, timeout: float) -> Optional[Message]:
+        """Like :meth:`pop`, but wait up to ``timeout`` seconds (0 = forever); None on timeout."""
+        queue = _core.pop_call(self._keys, topic).keys[0]
+        limit = _core.check_timeout(timeout)
+        deadline = None if limit == 0 else time.monotonic() + limit
+        take = self._scripts[scripts.TAKE]
+        with self._guard:
+            while True:
+                wait = _core.brpop_seconds(deadline, time.monotonic())
+                if wait is None:
+                    return None
+                job_id = _core.parse_brpop(await self._redis.brpop([queue], timeout=wait))
+                if job_id is None:
+                    if deadline is None:
+                        continue
+                    return None
+                call = _core.take_call(self._keys, job_id)
+                message = _core.parse_message(await take(keys=call.keys, args=call.args))
+                if message is not None:
+                    return message
+
+    async def remove(self, id: str) -> bool:
+        """Cancel job ``id``; True if there was something to cancel."""
+        call = _core.remove_call(self._keys, id)
+        with self._guard:
+            reply = await self._scripts[scripts.REMOVE](keys=call.keys, args=call.args)
+        return _core.parse_removed(reply)
+
+    async def close(self) -> None:
+        """Close the connections, if this client created them."""
+        if self._owns_client:
+            with self._guard:
+                closer = getattr(self._redis, "aclose", None)
+                if closer is not None:
+                    await closer()
+                else:  # redis-py < 5.0.1
+                    await self._redis.close()
+
+    async def __aenter__(self) -> "Delayer":
+        return self
+
+    async def __aexit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"Delayer(redis={self._where!r}, prefix={self._keys.prefix!r})"

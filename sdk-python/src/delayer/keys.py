@@ -1,0 +1,52 @@
+"""Redis key names of the Delayer protocol (docs/PROTOCOL.md, "Keys").
+
+This is the only module that builds key names, so a later layout (for example
+per-topic hash tags for Redis Cluster) changes one place.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Keys", "DEFAULT_PREFIX"]
+
+#: The key prefix used when none is configured.
+DEFAULT_PREFIX = "delayer:"
+
+
+class Keys:
+    """Key names under one prefix, which is prepended as is.
+
+    >>> Keys("shop:delayer:").job_pool
+    'shop:delayer:job_pool'
+    """
+
+    __slots__ = ("prefix",)
+
+    def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
+        """Build key names under ``prefix`` (e.g. ``"delayer:"``)."""
+        self.prefix: str = prefix
+
+    @property
+    def job_pool(self) -> str:
+        """The ZSET of waiting job ids, scored by due time: ``<prefix>job_pool``."""
+        return self.prefix + "job_pool"
+
+    @property
+    def malformed(self) -> str:
+        """The LIST of ids whose bucket could not be routed: ``<prefix>malformed``."""
+        return self.prefix + "malformed"
+
+    @property
+    def bucket_prefix(self) -> str:
+        """The prefix of every job bucket key: ``<prefix>job_bucket:``."""
+        return self.prefix + "job_bucket:"
+
+    def job_bucket(self, job_id: str) -> str:
+        """The HASH holding one job (``topic``, ``body``): ``<prefix>job_bucket:<id>``."""
+        return self.bucket_prefix + job_id
+
+    def ready_queue(self, topic: str) -> str:
+        """The LIST of due ids of one topic: ``<prefix>ready_queue:<topic>``."""
+        return self.prefix + "ready_queue:" + topic
+
+    def __repr__(self) -> str:
+        return f"Keys({self.prefix!r})"

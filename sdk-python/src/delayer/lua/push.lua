@@ -1,0 +1,31 @@
+-- push: schedule one job (delayer's PUSH).
+--
+-- KEYS[1]  job pool    ZSET  <prefix>job_pool
+-- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
+-- ARGV[1]  job id
+-- ARGV[2]  topic
+-- ARGV[3]  body (binary-safe, may be empty)
+-- ARGV[4]  delay in milliseconds, integer >= 0
+-- ARGV[5]  ready_max_lifetime in milliseconds, integer > 0
+--
+-- Returns the due time written to the pool: Unix seconds with millisecond
+-- precision, as a string ("1763750000.125").
+--
+-- "Now" is Redis's clock (TIME), not the caller's, so clients with skewed
+-- clocks schedule alike. The bucket is replaced, not merged, so a re-pushed id
+-- carries no stale fields; it expires delay + ready_max_lifetime from now.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+
+local t = redis.call('TIME')
+local delay_ms = tonumber(ARGV[4])
+local due_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + delay_ms
+local due = string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
+
+-- ZADD first: Redis does not roll back a script that fails half-way, and
+-- ZADD is the call that can fail (a pool key of the wrong type); failing
+-- first leaves nothing behind.
+redis.call('ZADD', KEYS[1], due, ARGV[1])
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[2], 'topic', ARGV[2], 'body', ARGV[3])
+redis.call('PEXPIRE', KEYS[2], delay_ms + tonumber(ARGV[5]))
+return due

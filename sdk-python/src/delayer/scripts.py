@@ -1,0 +1,38 @@
+"""The protocol's Lua scripts, shipped as package data (``delayer/lua/*.lua``).
+
+The files are byte-identical copies of the repository's ``lua/`` directory
+(a test checks it). This is the only module that loads or names scripts; the
+clients register them with redis-py's ``register_script``, which sends them by
+``EVALSHA`` and loads them again when Redis answers ``NOSCRIPT``.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import Dict
+
+__all__ = ["PUSH", "POP", "TAKE", "REMOVE", "NAMES", "source"]
+
+#: Script names, also their file names without ``.lua``.
+PUSH = "push"
+POP = "pop"
+TAKE = "take"
+REMOVE = "remove"
+NAMES = (PUSH, POP, TAKE, REMOVE)
+
+_cache: Dict[str, bytes] = {}
+
+
+def _read(name: str) -> bytes:
+    return files("delayer").joinpath("lua", name + ".lua").read_bytes()
+
+
+def source(name: str) -> bytes:
+    """Return the exact bytes of script ``name`` (one of :data:`NAMES`)."""
+    if name not in NAMES:
+        raise KeyError(name)
+    text = _cache.get(name)
+    if text is None:
+        text = _read(name)
+        _cache[name] = text
+    return text

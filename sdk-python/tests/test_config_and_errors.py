@@ -1,0 +1,148 @@
+"""delayer.conf, unreachable Redis and credentials."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from delayer import ConfigError, ConnectionFailed, Delayer, DelayerError, Message
+from delayer import config
+
+from conftest import RedisServer, free_port, move_until
+
+CONF = """\
+; delayer.conf as the server reads it
+[delayer]
+pid = /tmp/delayer.pid        ; server-only keys are ignored by the SDK
+timer_interval = 1000  # ms
+key_prefix = conf:delayer:    ; custom prefix
+
+[redis]
+host = 127.0.0.1   ; loopback
+port = {port}   ; comment after the value
+database = 3 # hash comment
+password = {password}
+max_idle = 2
+
+[log]
+level = info
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "delayer.conf"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_from_config_reads_the_server_file(tmp_path: Path, redis_server: RedisServer, raw: "redis.Redis") -> None:
+    path = write(tmp_path, CONF.format(port=redis_server.port, password=""))
+    s = config.load(path)
+    assert (s.host, s.port, s.database, s.username, s.password, s.key_prefix) == (
+        "127.0.0.1", redis_server.port, 3, None, None, "conf:delayer:",
+    )
+    with Delayer.from_config(path) as d:
+        d.push("t", "j", 0, b"conf")
+        assert d.keys.prefix == "conf:delayer:"
+    raw.select(3)
+    assert raw.exists("conf:delayer:job_pool") == 1
+    move_until(raw, 1, prefix="conf:delayer:")
+    with Delayer.from_config(path) as d:
+        assert d.pop("t") == Message("j", "t", b"conf")
+
+
+def test_defaults_when_keys_are_missing(tmp_path: Path) -> None:
+    s = config.load(write(tmp_path, "[redis]\n[delayer]\n"))
+    assert (s.host, s.port, s.database, s.username, s.password, s.key_prefix) == (
+        "127.0.0.1", 6379, 0, None, None, "delayer:",
+    )
+
+
+@pytest.mark.parametrize(
+    "key,value",
+    [("port", "abc"), ("port", "0"), ("port", "70000"), ("port", "-1"), ("port", "63 79"), ("database", "x"), ("database", "-2")],
+)
+def test_bad_numbers_name_file_section_and_key(tmp_path: Path, key: str, value: str) -> None:
+    path = write(tmp_path, f"[redis]\npassword = hunter2-secret\n{key} = {value}\n")
+    with pytest.raises(ConfigError) as info:
+        Delayer.from_config(path)
+    msg = str(info.value)
+    assert str(path) in msg and "[redis]" in msg and key in msg
+    assert "hunter2-secret" not in msg
+
+
+def test_unreadable_or_broken_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        Delayer.from_config(tmp_path / "missing.conf")
+    path = write(tmp_path, "password = leaked-secret\n[redis]\n")
+    with pytest.raises(ConfigError) as info:
+        config.load(path)
+    assert "leaked-secret" not in str(info.value)
+    path = write(tmp_path, "[redis]\nport = 1\nport = 2\n")
+    with pytest.raises(ConfigError, match="port"):
+        config.load(path)
+
+
+def test_unreachable_redis_fails_fast() -> None:
+    port = free_port()  # nobody listens there
+    d = Delayer(f"redis://127.0.0.1:{port}/0")
+    start = time.monotonic()
+    for call in (lambda: d.push("t", "j", 1), lambda: d.pop("t"), lambda: d.bpop("t", 0.1), lambda: d.remove("j")):
+        with pytest.raises(ConnectionFailed) as info:
+            call()
+        assert f"cannot reach Redis at 127.0.0.1:{port}" in str(info.value)
+        assert isinstance(info.value, DelayerError)
+    assert time.monotonic() - start < 3
+    d.close()
+
+
+def test_wrong_password_is_connection_failed_and_never_shown(auth_server: RedisServer, tmp_path: Path) -> None:
+    wrong = "wr0ng-PASSWORD-x"
+    d = Delayer(f"redis://:{wrong}@127.0.0.1:{auth_server.port}/0")
+    assert wrong not in repr(d)
+    with pytest.raises(ConnectionFailed) as info:
+        d.push("t", "j", 1)
+    assert wrong not in str(info.value)
+    assert wrong not in repr(info.value)
+    assert wrong not in str(info.value.__cause__)
+    d.close()
+
+    with Delayer(f"redis://127.0.0.1:{auth_server.port}/0") as d:  # no password at all
+        with pytest.raises(ConnectionFailed):
+            d.pop("t")
+
+    path = write(tmp_path, CONF.format(port=auth_server.port, password=wrong))
+    with Delayer.from_config(path) as d:
+        assert wrong not in repr(d)
+        assert wrong not in repr(config.load(path))
+        with pytest.raises(ConnectionFailed) as info:
+            d.pop("t")
+        assert wrong not in str(info.value)
+
+    right = auth_server.password
+    assert right is not None
+    path = write(tmp_path, CONF.format(port=auth_server.port, password=right))
+    with Delayer.from_config(path) as d:
+        assert right not in repr(d)
+        assert d.pop("t") is None
+    with Delayer(auth_server.url) as d:
+        assert right not in repr(d)
+        assert d.remove("x") is False
+
+
+def test_bad_url_is_config_error() -> None:
+    with pytest.raises(ConfigError) as info:
+        Delayer("http://:pw-in-url@127.0.0.1:1/0")
+    assert "pw-in-url" not in str(info.value)
+
+
+def test_redis_error_reply_is_protocol_error(url: str, raw: "redis.Redis") -> None:
+    from delayer import ProtocolError
+
+    raw.set("delayer:job_pool", "not a zset")
+    with Delayer(url) as d:
+        with pytest.raises(ProtocolError):
+            d.push("t", "j", 1)

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from delayer import Keys, scripts
+
+REPO_LUA = Path(__file__).resolve().parents[2] / "lua"
+PKG_LUA = Path(__file__).resolve().parents[1] / "src" / "delayer" / "lua"
+
+
+@pytest.mark.parametrize("name", scripts.NAMES)
+def test_shipped_script_is_byte_identical_to_repository(name: str) -> None:
+    repo = (REPO_LUA / f"{name}.lua").read_bytes()
+    assert (PKG_LUA / f"{name}.lua").read_bytes() == repo
+    # and what the installed package actually loads
+    assert scripts.source(name) == repo
+
+
+def test_only_the_four_client_scripts_are_shipped() -> None:
+    assert sorted(p.name for p in PKG_LUA.glob("*.lua")) == ["pop.lua", "push.lua", "remove.lua", "take.lua"]
+
+
+def test_key_names() -> None:
+    k = Keys("shop:delayer:")
+    assert k.job_pool == "shop:delayer:job_pool"
+    assert k.job_bucket("o-1") == "shop:delayer:job_bucket:o-1"
+    assert k.ready_queue("mail") == "shop:delayer:ready_queue:mail"
+    assert k.malformed == "shop:delayer:malformed"
+    assert k.bucket_prefix == "shop:delayer:job_bucket:"
+    assert Keys().job_pool == "delayer:job_pool"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every test: the Rust workspace (server and SDK), the Python SDK, the
+# PHP SDK and the cross-language conformance suite. Each suite starts its own
+# redis-server on a free loopback port (never 6379) and stops it afterwards.
+# Installs missing prerequisites first (tools/install-deps.sh).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+tools/install-deps.sh
+
+echo "== Rust: server and SDK"
+cargo test --workspace --locked -- --test-threads 2
+
+echo "== Python SDK"
+.venv/bin/mypy --strict sdk-python/src
+.venv/bin/pytest -q sdk-python/tests
+
+echo "== PHP SDK"
+(cd sdk-php && composer validate --strict --no-check-publish -q && composer dump-autoload -q)
+phpunit -c sdk-php/phpunit.xml

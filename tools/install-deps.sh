@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what the tests and the demo need, when it is missing: redis-server,
+# PHP with phpredis, PHPUnit and Composer (Debian packages), and a Python
+# virtual environment with the Python SDK and its dev tools (pip).
+# Idempotent: a machine that has everything is left as it is.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+if [ "${1:-}" != "--redis-only" ]; then
+  command -v php >/dev/null || need+=(php-cli)
+  php -m 2>/dev/null | grep -qx redis || need+=(php-redis)
+  command -v phpunit >/dev/null || need+=(phpunit)
+  command -v composer >/dev/null || need+=(composer)
+  python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing: ${need[*]}; run: sudo apt-get install -y ${need[*]}" >&2
+    exit 1
+  fi
+  echo "installing ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if [ "${1:-}" != "--redis-only" ]; then
+  if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+  fi
+  .venv/bin/pip install -q --disable-pip-version-check -e 'sdk-python[dev]'
+fi
