@@ -7,14 +7,11 @@ use crate::conf::{self, ConfFile, RedisSettings};
 use crate::connection::{build_pool, Manager, PoolOptions};
 use crate::error::{Error, Result};
 use crate::keys::{Keys, DEFAULT_PREFIX};
-use crate::scripts;
-use crate::validate::{self, DEFAULT_READY_MAX_LIFETIME};
-use redis::{ConnectionInfo, IntoConnectionInfo, Value};
+use crate::ops;
+use crate::validate::DEFAULT_READY_MAX_LIFETIME;
+use redis::{ConnectionInfo, IntoConnectionInfo};
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// How many jobs `push_many` sends per pipeline.
-const PUSH_CHUNK: usize = 1000;
+use std::time::{Duration, SystemTime};
 
 /// A job handed to a consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,14 +65,6 @@ impl Job {
     pub fn ready_max_lifetime(mut self, lifetime: Duration) -> Job {
         self.ready_max_lifetime = lifetime;
         self
-    }
-
-    /// Checks the job against the protocol's input rules; returns the delay
-    /// and lifetime in milliseconds, as the push script takes them.
-    fn validated(&self) -> Result<(u64, u64)> {
-        validate::name("topic", &self.topic)?;
-        validate::name("id", &self.id)?;
-        Ok((validate::delay_ms(self.delay)?, validate::ready_max_lifetime_ms(self.ready_max_lifetime)?))
     }
 }
 
@@ -156,39 +145,21 @@ impl Delayer {
 
     /// Schedules a job with a body and ready_max_lifetime of its own.
     pub fn push_job(&self, job: &Job) -> Result<SystemTime> {
-        let (delay_ms, lifetime_ms) = job.validated()?;
-        let mut inv = scripts::PUSH.prepare_invoke();
-        inv.key(self.keys.job_pool()).key(self.keys.job_bucket(&job.id));
-        inv.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(delay_ms).arg(lifetime_ms);
+        let inv = ops::push(&self.keys, job)?;
         let due: String = inv.invoke(&mut *self.conn()?)?;
-        parse_due(&due)
+        ops::parse_due(&due)
     }
 
     /// Schedules many jobs, pipelined in chunks: each job is atomic, the whole
     /// is not. All jobs are validated before anything is sent.
     pub fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
-        let checked = jobs.iter().map(Job::validated).collect::<Result<Vec<_>>>()?;
+        let pipes = ops::push_many(&self.keys, jobs)?;
         let mut conn = self.conn()?;
         let mut due = Vec::with_capacity(jobs.len());
-        for (chunk, limits) in jobs.chunks(PUSH_CHUNK).zip(checked.chunks(PUSH_CHUNK)) {
-            let mut pipe = redis::pipe();
-            // Loads the script if Redis lost it; a no-op otherwise.
-            pipe.cmd("SCRIPT").arg("LOAD").arg(scripts::PUSH_SRC).ignore();
-            for (job, (delay_ms, lifetime_ms)) in chunk.iter().zip(limits) {
-                pipe.cmd("EVALSHA")
-                    .arg(scripts::PUSH.get_hash())
-                    .arg(2)
-                    .arg(self.keys.job_pool())
-                    .arg(self.keys.job_bucket(&job.id))
-                    .arg(&job.id)
-                    .arg(&job.topic)
-                    .arg(&job.body[..])
-                    .arg(delay_ms)
-                    .arg(lifetime_ms);
-            }
+        for pipe in pipes {
             let replies: Vec<String> = pipe.query(&mut *conn)?;
             for r in replies {
-                due.push(parse_due(&r)?);
+                due.push(ops::parse_due(&r)?);
             }
         }
         Ok(due)
@@ -197,84 +168,28 @@ impl Delayer {
     /// Takes the next ready job of `topic`, if any. The job is deleted as it
     /// is handed out (at most once).
     pub fn pop(&self, topic: &str) -> Result<Option<Message>> {
-        validate::name("topic", topic)?;
-        let mut inv = scripts::POP.prepare_invoke();
-        inv.key(self.keys.ready_queue(topic)).key(self.keys.malformed()).arg(self.keys.bucket_prefix());
-        let reply: Value = inv.invoke(&mut *self.conn()?)?;
-        parse_message(reply)
+        let inv = ops::pop(&self.keys, topic)?;
+        ops::parse_message(inv.invoke(&mut *self.conn()?)?)
     }
 
     /// Like [`Delayer::pop`], but waits up to `timeout` for a job
     /// (`Duration::ZERO` waits forever). `None` when the time ran out.
     pub fn bpop(&self, topic: &str, timeout: Duration) -> Result<Option<Message>> {
-        validate::name("topic", topic)?;
-        let queue = self.keys.ready_queue(topic);
-        let deadline = (!timeout.is_zero()).then(|| Instant::now() + timeout);
+        let deadline = ops::bpop_deadline(topic, timeout)?;
         let mut conn = self.conn()?;
-        loop {
-            let wait = match deadline {
-                None => 0.0,
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Ok(None);
-                    }
-                    // BRPOP takes seconds; 1 ms is its finest useful step.
-                    left.as_secs_f64().max(0.001)
-                }
-            };
-            // Raw bytes: an id is used as it is, even one that is not UTF-8.
-            let popped: Option<(Vec<u8>, Vec<u8>)> = redis::cmd("BRPOP").arg(&queue).arg(wait).query(&mut *conn)?;
-            let Some((_, id)) = popped else { return Ok(None) };
-            let mut inv = scripts::TAKE.prepare_invoke();
-            inv.key(self.keys.job_bucket_bytes(&id)).key(self.keys.malformed()).arg(&id[..]);
-            let reply: Value = inv.invoke(&mut *conn)?;
-            if let Some(message) = parse_message(reply)? {
+        while let Some(brpop) = ops::brpop(&self.keys, topic, deadline) {
+            let Some((_, id)): Option<(Vec<u8>, Vec<u8>)> = brpop.query(&mut *conn)? else { return Ok(None) };
+            if let Some(message) = ops::parse_message(ops::take(&self.keys, &id).invoke(&mut *conn)?)? {
                 return Ok(Some(message));
             }
         }
+        Ok(None)
     }
 
     /// Cancels job `id`: a waiting job is never delivered, a ready one is
     /// skipped by pop. `false` when there was nothing to cancel.
     pub fn remove(&self, id: &str) -> Result<bool> {
-        validate::name("id", id)?;
-        let mut inv = scripts::REMOVE.prepare_invoke();
-        inv.key(self.keys.job_pool()).key(self.keys.job_bucket(id)).arg(id);
-        let n: i64 = inv.invoke(&mut *self.conn()?)?;
+        let n: i64 = ops::remove(&self.keys, id)?.invoke(&mut *self.conn()?)?;
         Ok(n == 1)
     }
-}
-
-/// "1763750000.125" (Unix seconds, as the push script returns it).
-fn parse_due(s: &str) -> Result<SystemTime> {
-    let secs: f64 = s.parse().map_err(|_| Error::Protocol(format!("push returned {s:?}, not a due time")))?;
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(Error::Protocol(format!("push returned {s:?}, not a due time")));
-    }
-    Ok(UNIX_EPOCH + Duration::from_millis((secs * 1000.0).round() as u64))
-}
-
-/// `[id, topic, body]` or nil, from pop.lua / take.lua.
-fn parse_message(reply: Value) -> Result<Option<Message>> {
-    let parts = match reply {
-        Value::Nil => return Ok(None),
-        Value::Array(parts) if parts.len() == 3 => parts,
-        other => return Err(Error::Protocol(format!("expected [id, topic, body], got {other:?}"))),
-    };
-    let mut fields = parts.into_iter().map(|v| match v {
-        Value::BulkString(bytes) => Ok(bytes),
-        other => Err(Error::Protocol(format!("expected a string in a job, got {other:?}"))),
-    });
-    let mut next = || fields.next().unwrap_or_else(|| Err(Error::Protocol("short job reply".into())));
-    let id = next()?;
-    let topic = next()?;
-    let body = next()?;
-    // Ids and topics we write are UTF-8; one written by a foreign client that
-    // is not must still reach the consumer, so it is converted, not refused.
-    Ok(Some(Message {
-        id: String::from_utf8_lossy(&id).into_owned(),
-        topic: String::from_utf8_lossy(&topic).into_owned(),
-        body,
-    }))
 }

@@ -32,11 +32,14 @@
 //! # }
 //! ```
 
+#[cfg(feature = "aio")]
+pub mod aio;
 mod client;
 pub mod conf;
 pub mod connection;
 mod error;
 pub mod keys;
+mod ops;
 pub mod scripts;
 pub mod validate;
 
