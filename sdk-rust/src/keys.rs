@@ -63,6 +63,20 @@ impl Keys {
         format!("{}ready_queue:", self.prefix)
     }
 
+    /// A SCAN pattern matching every ready queue (the prefix's glob
+    /// characters escaped).
+    pub fn ready_queue_pattern(&self) -> String {
+        let mut pattern = String::new();
+        for c in self.ready_queue_prefix().chars() {
+            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+        }
+        pattern.push('*');
+        pattern
+    }
+
     /// The LIST of ids whose bucket could not be routed.
     pub fn malformed(&self) -> String {
         format!("{}malformed", self.prefix)
@@ -87,5 +101,6 @@ mod tests {
         let k = Keys::new("shop:d:");
         assert_eq!(k.job_pool(), "shop:d:job_pool");
         assert_eq!(k.ready_queue("t"), "shop:d:ready_queue:t");
+        assert_eq!(Keys::new("a*[b]:").ready_queue_pattern(), "a\\*\\[b\\]:ready_queue:*");
     }
 }

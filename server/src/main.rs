@@ -4,11 +4,13 @@
 //! to their topics' ready queues, in atomic batches (see docs/PROTOCOL.md).
 //! Each concern has its own module: the command line (`cli`), the
 //! configuration file (`config`), logging (`logging`), the pid file
-//! (`pidfile`), the Lua script (`scripts`), one tick of moving (`mover`) and
-//! the timer around it (`timer`).
+//! (`pidfile`), the Lua script (`scripts`), one tick of moving (`mover`),
+//! the timer around it (`timer`), and read-only views for operators
+//! (`inspect`).
 
 mod cli;
 mod config;
+mod inspect;
 mod logging;
 mod mover;
 mod pidfile;
@@ -35,6 +37,12 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(EXIT_CONFIG, &e.to_string()),
     };
+    if let Some(command) = cli.command {
+        return match run_command(&config, command) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(EXIT_FAILURE, &e),
+        };
+    }
     // Before daemonizing: a refusal must reach the operator's terminal.
     let mut pid_file = match config.pid.as_deref().map(pidfile::PidFile::lock).transpose() {
         Ok(p) => p,
@@ -66,6 +74,33 @@ fn fail(code: u8, message: &str) -> ExitCode {
         eprintln!("delayer: {message}");
     }
     ExitCode::from(code)
+}
+
+/// `delayer stats` / `delayer peek`: print and exit.
+fn run_command(config: &config::Config, command: cli::Command) -> Result<(), String> {
+    let mut conn = inspect::connect(&config.redis)?;
+    let keys = Keys::new(&config.key_prefix);
+    let failed = |e: redis::RedisError| format!("reading from redis at {}: {e}", config.redis.describe());
+    match command {
+        cli::Command::Stats { json } => {
+            let stats = inspect::stats(&mut conn, &keys).map_err(failed)?;
+            if json {
+                println!("{}", stats.to_json());
+            } else {
+                print!("{}", stats.to_text());
+            }
+        }
+        cli::Command::Peek { topic, count, json } => {
+            delayer::validate::name("topic", &topic).map_err(|e| e.to_string())?;
+            let jobs = inspect::peek(&mut conn, &keys, &topic, count).map_err(failed)?;
+            if json {
+                println!("{}", inspect::peek_json(&jobs));
+            } else {
+                print!("{}", inspect::peek_text(&topic, &jobs));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs the timer until SIGINT or SIGTERM.

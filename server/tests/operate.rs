@@ -1,0 +1,106 @@
+//! Operating the server: `delayer stats` and `delayer peek` against a known
+//! state, read-only.
+
+use delayer::{Delayer, Job};
+use redis::Commands;
+use std::process::{Command, Output};
+use std::time::Duration;
+use testkit::{server_conf, RedisServer};
+
+const BIN: &str = env!("CARGO_BIN_EXE_delayer");
+
+fn run(conf_dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(BIN).arg("-c").arg(conf_dir.join("delayer.conf")).args(args).output().expect("run delayer")
+}
+
+/// A Redis holding: 3 waiting jobs (one overdue by ~5 s), 2 ready on "mail",
+/// 1 ready on "sms" whose bucket is gone, 1 malformed id.
+fn known_state() -> (RedisServer, std::path::PathBuf) {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push("later", "w1", Duration::from_secs(100)).expect("push");
+    d.push("later", "w2", Duration::from_secs(200)).expect("push");
+    d.push("later", "w3", Duration::ZERO).expect("push");
+    let (now, _): (u64, u64) = redis::cmd("TIME").query(&mut conn).expect("time");
+    let _: () = conn.zadd("delayer:job_pool", "w3", now - 5).expect("zadd");
+    for (id, body) in [("m1", "first mail"), ("m2", "second mail")] {
+        d.push_job(&Job::new("mail", id, Duration::ZERO).body(body)).expect("push");
+        let _: () = conn.zrem("delayer:job_pool", id).expect("zrem");
+        let _: () = conn.lpush("delayer:ready_queue:mail", id).expect("lpush");
+    }
+    let _: () = conn.lpush("delayer:ready_queue:sms", "ghost").expect("lpush");
+    let _: () = conn.lpush("delayer:malformed", "bad").expect("lpush");
+    let dir = testkit::temp_dir("operate");
+    std::fs::write(dir.join("delayer.conf"), server_conf(redis.port(), 1000, "")).expect("conf");
+    (redis, dir)
+}
+
+fn dump(conn: &mut redis::Connection) -> Vec<(String, String)> {
+    let mut keys: Vec<String> = conn.keys("*").expect("keys");
+    keys.sort();
+    keys.into_iter()
+        .map(|k| {
+            let dumped: Vec<u8> = redis::cmd("DUMP").arg(&k).query(conn).expect("dump");
+            (k, format!("{dumped:?}"))
+        })
+        .collect()
+}
+
+#[test]
+fn stats_reports_a_known_state_as_json_and_text() {
+    let (redis, dir) = known_state();
+    let mut conn = redis.connection();
+    let before = dump(&mut conn);
+
+    let out = run(&dir, &["stats", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["pool_size"], 3);
+    assert_eq!(v["ready"]["mail"], 2);
+    assert_eq!(v["ready"]["sms"], 1);
+    assert_eq!(v["malformed"], 1);
+    let behind = v["behind_seconds"].as_f64().expect("behind");
+    assert!((4.0..30.0).contains(&behind), "behind {behind}");
+
+    let text = run(&dir, &["stats"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("3 job(s) waiting") && text.contains("mail") && text.contains("due now"), "{text}");
+    assert_eq!(dump(&mut conn), before, "stats changed data");
+}
+
+#[test]
+fn peek_shows_the_next_jobs_in_pop_order_without_popping() {
+    let (redis, dir) = known_state();
+    let mut conn = redis.connection();
+    let before = dump(&mut conn);
+
+    let out = run(&dir, &["peek", "mail", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v[0]["id"], "m1");
+    assert_eq!(v[0]["body"], "first mail");
+    assert_eq!(v[1]["id"], "m2");
+    assert_eq!(v.as_array().map(Vec::len), Some(2));
+
+    let one = run(&dir, &["peek", "mail", "1"]);
+    let text = String::from_utf8_lossy(&one.stdout);
+    assert!(text.contains("m1") && !text.contains("m2"), "{text}");
+    let ghost = String::from_utf8_lossy(&run(&dir, &["peek", "sms"]).stdout).to_string();
+    assert!(ghost.contains("ghost") && ghost.contains("bucket gone"), "{ghost}");
+    let empty = String::from_utf8_lossy(&run(&dir, &["peek", "nothing"]).stdout).to_string();
+    assert!(empty.contains("empty"), "{empty}");
+    assert_eq!(dump(&mut conn), before, "peek changed data");
+
+    let bad = run(&dir, &["peek", "bad topic"]);
+    assert_eq!(bad.status.code(), Some(1));
+}
+
+#[test]
+fn inspection_reports_an_unreachable_redis_clearly() {
+    let dir = testkit::temp_dir("operate-down");
+    std::fs::write(dir.join("delayer.conf"), server_conf(testkit::free_port(), 1000, "")).expect("conf");
+    let out = run(&dir, &["stats"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach redis"));
+}
