@@ -48,9 +48,10 @@ fn main() -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(EXIT_FAILURE, &e),
     };
-    if let Err(e) = logging::init(&config, !cli.daemon) {
-        return fail(EXIT_CONFIG, &format!("{}: {e}", config.path.display()));
-    }
+    let log_files = match logging::init(&config, !cli.daemon) {
+        Ok(files) => files,
+        Err(e) => return fail(EXIT_CONFIG, &format!("{}: {e}", config.path.display())),
+    };
     if cli.daemon {
         if let Err(e) = daemonize::Daemonize::new().start() {
             return fail(EXIT_FAILURE, &format!("cannot daemonize: {e}"));
@@ -59,7 +60,7 @@ fn main() -> ExitCode {
     if let Some(Err(e)) = pid_file.as_mut().map(pidfile::PidFile::write_pid) {
         return fail(EXIT_FAILURE, &e);
     }
-    let code = match serve(&config) {
+    let code = match serve(&config, log_files) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(EXIT_FAILURE, &e),
     };
@@ -104,7 +105,7 @@ fn run_command(config: &config::Config, command: cli::Command) -> Result<(), Str
 }
 
 /// Runs the timer until SIGINT or SIGTERM.
-fn serve(config: &config::Config) -> Result<(), String> {
+fn serve(config: &config::Config, log_files: logging::LogFiles) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -126,7 +127,7 @@ fn serve(config: &config::Config) -> Result<(), String> {
         probe(info, config)?;
         let stop = Arc::new(timer::Stop::default());
         let mover = Arc::new(mover::Mover::new(pool, Keys::new(&config.key_prefix), config.batch_size));
-        tokio::spawn(signals.stop_on_first(stop.clone()));
+        tokio::spawn(signals.handle(stop.clone(), log_files));
         timer::run(mover, config.timer_interval, stop).await;
         Ok::<(), String>(())
     })?;
@@ -151,22 +152,37 @@ fn probe(info: redis::ConnectionInfo, config: &config::Config) -> Result<(), Str
     }
 }
 
-/// SIGTERM and SIGINT, listened for.
+/// SIGTERM and SIGINT (stop), SIGHUP (reopen the log files), listened for.
 struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
     fn register() -> std::io::Result<Signals> {
         use tokio::signal::unix::{signal, SignalKind};
-        Ok(Signals { term: signal(SignalKind::terminate())?, int: signal(SignalKind::interrupt())? })
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
     }
 
-    async fn stop_on_first(mut self, stop: Arc<timer::Stop>) {
-        let name = tokio::select! {
-            _ = self.term.recv() => "SIGTERM",
-            _ = self.int.recv() => "SIGINT",
+    async fn handle(mut self, stop: Arc<timer::Stop>, log_files: logging::LogFiles) {
+        let name = loop {
+            tokio::select! {
+                _ = self.term.recv() => break "SIGTERM",
+                _ = self.int.recv() => break "SIGINT",
+                _ = self.hup.recv() => {
+                    let failed = log_files.reopen();
+                    if failed.is_empty() {
+                        info!("SIGHUP: log files reopened");
+                    } else {
+                        error!("SIGHUP: cannot reopen {}", failed.join(", "));
+                    }
+                }
+            }
         };
         info!("{name}: finishing the batch in flight, then stopping");
         stop.request();

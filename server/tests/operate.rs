@@ -104,3 +104,25 @@ fn inspection_reports_an_unreachable_redis_clearly() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach redis"));
 }
+
+#[test]
+fn sighup_reopens_the_log_files_for_logrotate() {
+    let redis = RedisServer::start();
+    let conf = server_conf(redis.port(), 20, "access_log = logs/access.log\nerror_log = logs/error.log");
+    let server = testkit::DelayerProcess::start(BIN, &conf);
+    let access = server.dir.join("logs/access.log");
+    let rotated = server.dir.join("logs/access.log.1");
+    assert!(testkit::wait_until(testkit::DEADLINE, || std::fs::read_to_string(&access)
+        .is_ok_and(|s| s.contains("starting"))));
+
+    std::fs::rename(&access, &rotated).expect("rotate");
+    server.signal("HUP");
+    assert!(testkit::wait_until(testkit::DEADLINE, || std::fs::read_to_string(&access)
+        .is_ok_and(|s| s.contains("log files reopened"))));
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push("t", "after-rotate", Duration::ZERO).expect("push");
+    assert!(testkit::wait_until(testkit::DEADLINE, || std::fs::read_to_string(&access)
+        .is_ok_and(|s| s.contains("moved 1"))));
+    let old = std::fs::read_to_string(&rotated).expect("rotated file");
+    assert!(!old.contains("moved 1"), "wrote to the rotated file after SIGHUP");
+}
