@@ -7,7 +7,8 @@
 --          ready queues <prefix>ready_queue:<topic>
 -- ARGV[2]  batch size: the most ids taken from the pool in this call
 --
--- Returns {taken, orphans, malformed_ids, per_topic, next_due, now, oldest_due}
+-- Returns {taken, orphans, malformed_ids, per_topic, next_due, now, oldest_due,
+--          pool_size, lateness_ms}
 --   taken          ids taken off the pool (moved + orphans + malformed);
 --                  taken == batch size means more may be due: call again
 --   orphans        ids whose bucket was gone (expired or removed): dropped
@@ -16,7 +17,10 @@
 --   per_topic      flat {topic1, count1, topic2, count2, ...}
 --   next_due       score of the earliest job left in the pool, "" if none
 --   now            Redis's clock, Unix seconds "s.mmm"
---   oldest_due     score of the first id taken, "" if none (lateness)
+--   oldest_due     score of the first id taken, "" if none
+--   pool_size      ids left in the pool
+--   lateness_ms    for each id moved: how late it moved, ms behind its due
+--                  time (for the server's lateness histogram)
 --
 -- Ids are read with ZRANGEBYSCORE -inf now LIMIT 0 n, which are exactly ranks
 -- 0..n-1, so one ZREMRANGEBYRANK removes them. Ready queues get ids by LPUSH
@@ -32,6 +36,8 @@ local due = redis.call('ZRANGEBYSCORE', pool, '-inf', now, 'WITHSCORES', 'LIMIT'
 local taken = #due / 2
 local orphans, malformed_ids = 0, {}
 local by_topic, topics = {}, {}
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lateness = {}
 
 for i = 1, #due, 2 do
   local id = due[i]
@@ -50,6 +56,7 @@ for i = 1, #due, 2 do
       topics[#topics + 1] = topic
     end
     ids[#ids + 1] = id
+    lateness[#lateness + 1] = math.max(0, now_ms - math.floor(tonumber(due[i + 1]) * 1000 + 0.5))
   end
 end
 
@@ -70,4 +77,5 @@ end
 local next_due = redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
 local oldest = ''
 if taken > 0 then oldest = due[2] end
-return {taken, orphans, malformed_ids, per_topic, next_due[2] or '', now, oldest}
+return {taken, orphans, malformed_ids, per_topic, next_due[2] or '', now, oldest,
+        redis.call('ZCARD', pool), lateness}

@@ -9,6 +9,7 @@
 use delayer::conf::{self, ConfError, ConfFile, RedisSettings};
 use delayer::PoolOptions;
 use log::LevelFilter;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -21,7 +22,10 @@ pub const MAX_BATCH_SIZE: u32 = 5000;
 
 /// Every key the server understands, per section.
 const KNOWN_KEYS: [(&str, &[&str]); 2] = [
-    ("delayer", &["pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "log_level"]),
+    (
+        "delayer",
+        &["pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "log_level", "metrics_addr"],
+    ),
     (
         "redis",
         &[
@@ -50,6 +54,8 @@ pub struct Config {
     pub key_prefix: String,
     pub redis: RedisSettings,
     pub pool: PoolOptions,
+    /// Where to serve Prometheus metrics (`None`: nowhere).
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// The file to read: `explicit` if given, else the first of [`SEARCH_PATH`]
@@ -127,6 +133,7 @@ impl Config {
             key_prefix: conf::key_prefix(file),
             redis: RedisSettings::from_conf(file)?,
             pool,
+            metrics_addr: file.parse_value("delayer", "metrics_addr", "an address such as 127.0.0.1:9464")?,
         })
     }
 }
@@ -200,6 +207,8 @@ mod tests {
         assert_eq!((e.section.as_deref(), e.line), (Some("mysql"), Some(1)));
         let e = parse("[delayer]\nlog_level = loud\n").expect_err("bad level");
         assert_eq!(e.key.as_deref(), Some("log_level"));
+        let e = parse("[delayer]\nmetrics_addr = localhost\n").expect_err("bad address");
+        assert_eq!(e.key.as_deref(), Some("metrics_addr"));
     }
 
     #[test]

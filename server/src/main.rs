@@ -15,6 +15,7 @@ mod logging;
 mod mover;
 mod pidfile;
 mod scripts;
+mod telemetry;
 mod timer;
 
 use clap::Parser;
@@ -125,6 +126,10 @@ fn serve(config: &config::Config, log_files: logging::LogFiles) -> Result<(), St
         let info = config.redis.connection_info().map_err(|e| format!("bad redis settings: {e}"))?;
         let pool = build_pool(info.clone(), &config.pool).map_err(|e| format!("bad redis settings: {e}"))?;
         probe(info, config)?;
+        if let Some(addr) = config.metrics_addr {
+            telemetry::serve(addr)?;
+            info!("serving metrics on http://{addr}/metrics");
+        }
         let stop = Arc::new(timer::Stop::default());
         let mover = Arc::new(mover::Mover::new(pool, Keys::new(&config.key_prefix), config.batch_size));
         tokio::spawn(signals.handle(stop.clone(), log_files));

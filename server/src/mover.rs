@@ -7,10 +7,12 @@
 //! backlog), and Redis serves other clients between calls.
 
 use crate::scripts::{self, MoveReply};
+use crate::telemetry;
 use delayer::connection::Manager;
 use delayer::Keys;
 use log::{debug, info, warn};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 /// What a tick did, and when the next job falls due.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -58,10 +60,13 @@ impl Mover {
     /// Moves batches until one comes back short, or `stop` is set (the batch
     /// in flight always completes: it is one atomic script).
     pub fn tick(&self, stop: &AtomicBool) -> Result<TickReport, TickError> {
+        let started = Instant::now();
         let mut conn = self.pool.get().map_err(TickError::Connect)?;
         let mut report = TickReport::default();
         loop {
+            let batch_started = Instant::now();
             let reply = scripts::move_batch(&mut conn, &self.keys, self.batch_size).map_err(TickError::Redis)?;
+            telemetry::batch(&reply, batch_started.elapsed());
             report.batches += 1;
             report.moved += reply.moved();
             report.orphans += reply.orphans;
@@ -70,6 +75,7 @@ impl Mover {
             report.now = reply.now;
             log_batch(&reply);
             if reply.taken < u64::from(self.batch_size) || stop.load(Ordering::SeqCst) {
+                telemetry::tick(started.elapsed());
                 return Ok(report);
             }
         }

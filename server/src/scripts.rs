@@ -26,8 +26,12 @@ pub struct MoveReply {
     pub next_due: Option<f64>,
     /// Redis's clock when the script ran (Unix seconds).
     pub now: f64,
-    /// Due time of the first id taken, for lateness.
+    /// Due time of the first id taken.
     pub oldest_due: Option<f64>,
+    /// Ids left in the pool.
+    pub pool_size: u64,
+    /// For each id moved, milliseconds behind its due time.
+    pub lateness_ms: Vec<u64>,
 }
 
 impl MoveReply {
@@ -50,8 +54,12 @@ pub fn move_batch(conn: &mut redis::Connection, keys: &Keys, batch_size: u32) ->
 
 fn parse(value: Value) -> Result<MoveReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
-    let [taken, orphans, malformed, per_topic, next_due, now, oldest_due]: [Value; 7] =
-        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 7", v.len()))?;
+    let [taken, orphans, malformed, per_topic, next_due, now, oldest_due, pool_size, lateness]: [Value; 9] =
+        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 9", v.len()))?;
+    let lateness_ms = match lateness {
+        Value::Array(items) => items.into_iter().map(int).collect::<Result<_, _>>()?,
+        other => return Err(format!("expected a list of lateness, got {other:?}")),
+    };
     let per_topic = strings(per_topic)?;
     let mut pairs = Vec::with_capacity(per_topic.len() / 2);
     for pair in per_topic.chunks(2) {
@@ -66,6 +74,8 @@ fn parse(value: Value) -> Result<MoveReply, String> {
         next_due: score(next_due)?,
         now: score(now)?.ok_or("empty clock")?,
         oldest_due: score(oldest_due)?,
+        pool_size: int(pool_size)?,
+        lateness_ms,
     })
 }
 

@@ -7,6 +7,7 @@
 //! wait in Redis. A stop request lets the batch in flight finish.
 
 use crate::mover::{Mover, TickReport};
+use crate::telemetry;
 use log::{debug, error, info};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -49,12 +50,14 @@ pub async fn run(mover: Arc<Mover>, interval: Duration, stop: Arc<Stop>) {
             Ok(Ok(report)) => {
                 if down {
                     info!("redis is reachable again; moving jobs");
+                    telemetry::reconnected();
                     down = false;
                     backoff = BACKOFF_MIN;
                 }
                 next_sleep(&report, interval)
             }
             Ok(Err(e)) => {
+                telemetry::redis_error();
                 if down {
                     debug!("redis still unavailable: {e}");
                 } else {

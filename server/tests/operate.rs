@@ -126,3 +126,49 @@ fn sighup_reopens_the_log_files_for_logrotate() {
     let old = std::fs::read_to_string(&rotated).expect("rotated file");
     assert!(!old.contains("moved 1"), "wrote to the rotated file after SIGHUP");
 }
+
+/// GET http://127.0.0.1:<port>/metrics, the body.
+fn scrape(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.").then(|| body.to_string())
+}
+
+/// The value of the sample whose name and labels are exactly `series`.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[test]
+fn metrics_are_served_for_prometheus() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let port = testkit::free_port();
+    let conf = server_conf(redis.port(), 20, &format!("metrics_addr = 127.0.0.1:{port}"));
+    let _server = testkit::DelayerProcess::start(BIN, &conf);
+    let d = Delayer::open(&redis.url()).expect("client");
+    let jobs: Vec<Job> = (0..7).map(|i| Job::new("mail", format!("m{i}"), Duration::ZERO)).collect();
+    d.push_many(&jobs).expect("push");
+    d.push("later", "w", Duration::from_secs(600)).expect("push");
+    let (now, _): (u64, u64) = redis::cmd("TIME").query(&mut conn).expect("time");
+    let _: () = conn.zadd("delayer:job_pool", "orphan", now - 1).expect("zadd");
+
+    let mut body = String::new();
+    let ready = testkit::wait_until(testkit::DEADLINE, || {
+        body = scrape(port).unwrap_or_default();
+        sample(&body, "delayer_jobs_moved_total{topic=\"mail\"}") == Some(7.0)
+            && sample(&body, "delayer_orphans_removed_total") == Some(1.0)
+    });
+    assert!(ready, "{body}");
+    assert_eq!(sample(&body, "delayer_pool_size"), Some(1.0), "{body}");
+    assert_eq!(sample(&body, "delayer_lateness_seconds_count"), Some(7.0), "{body}");
+    assert!(sample(&body, "delayer_batch_duration_seconds_count").is_some_and(|n| n >= 1.0), "{body}");
+    assert!(sample(&body, "delayer_tick_duration_seconds_bucket{le=\"+Inf\"}").is_some_and(|n| n >= 1.0), "{body}");
+    let build = format!("delayer_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(sample(&body, &build), Some(1.0), "{body}");
+    assert!(body.contains("# HELP delayer_lateness_seconds"), "{body}");
+}
