@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::keys::{Keys, DEFAULT_PREFIX};
 use crate::{ops, Job, Message};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use redis::{AsyncConnectionConfig, Client, ConnectionInfo, IntoConnectionInfo};
+use redis::{AsyncConnectionConfig, Client};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -54,22 +54,21 @@ impl Delayer {
     /// A client for the Redis at `url`, key prefix `delayer:`. Connects on
     /// first use; call it inside a tokio runtime.
     pub fn open(url: &str) -> Result<Delayer> {
-        let info = url
-            .into_connection_info()
-            .map_err(|e| Error::InvalidArgument(format!("not a usable Redis URL: {e}")))?;
-        Delayer::with_options(info, DEFAULT_PREFIX)
+        let client =
+            Client::open(url).map_err(|e| Error::InvalidArgument(format!("not a usable Redis URL: {e}")))?;
+        Delayer::with_options(client, DEFAULT_PREFIX)
     }
 
     /// A client configured by a `delayer.conf` (`[redis]` and `key_prefix`).
     pub fn from_conf(path: impl AsRef<Path>) -> Result<Delayer> {
         let file = ConfFile::load(path)?;
-        let info = RedisSettings::from_conf(&file)?.connection_info()?;
-        Delayer::with_options(info, &conf::key_prefix(&file))
+        let client = RedisSettings::from_conf(&file)?.client()?;
+        Delayer::with_options(client, &conf::key_prefix(&file))
     }
 
-    /// A client from explicit connection info and key prefix.
-    pub fn with_options(info: ConnectionInfo, prefix: &str) -> Result<Delayer> {
-        let client = Client::open(info)?;
+    /// A client from a redis-rs client (any address, TLS settings) and a key
+    /// prefix.
+    pub fn with_options(client: Client, prefix: &str) -> Result<Delayer> {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(RESPONSE_TIMEOUT))

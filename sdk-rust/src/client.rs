@@ -9,7 +9,6 @@ use crate::error::{Error, Result};
 use crate::keys::{Keys, DEFAULT_PREFIX};
 use crate::ops;
 use crate::validate::DEFAULT_READY_MAX_LIFETIME;
-use redis::{ConnectionInfo, IntoConnectionInfo};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -97,28 +96,27 @@ impl std::fmt::Debug for Delayer {
 }
 
 impl Delayer {
-    /// A client for the Redis at `url` (`redis://[user:password@]host:port/db`),
-    /// with the default key prefix `delayer:`. Connects lazily.
+    /// A client for the Redis at `url` (`redis://[user:password@]host:port/db`,
+    /// `rediss://` for TLS, `unix:///path/to/socket`), with the default key
+    /// prefix `delayer:`. Connects lazily.
     pub fn open(url: &str) -> Result<Delayer> {
-        let info = url
-            .into_connection_info()
+        let client = redis::Client::open(url)
             .map_err(|e| Error::InvalidArgument(format!("not a usable Redis URL: {e}")))?;
-        Delayer::with_options(info, DEFAULT_PREFIX, &PoolOptions::default())
+        Ok(Delayer::with_options(client, DEFAULT_PREFIX, &PoolOptions::default()))
     }
 
     /// A client configured by a `delayer.conf`: its `[redis]` section and
     /// `[delayer] key_prefix`, as the server reads them.
     pub fn from_conf(path: impl AsRef<Path>) -> Result<Delayer> {
         let file = ConfFile::load(path)?;
-        let settings = RedisSettings::from_conf(&file)?;
-        let info = settings.connection_info().map_err(Error::from)?;
-        Delayer::with_options(info, &conf::key_prefix(&file), &PoolOptions::default())
+        let client = RedisSettings::from_conf(&file)?.client()?;
+        Ok(Delayer::with_options(client, &conf::key_prefix(&file), &PoolOptions::default()))
     }
 
-    /// A client from explicit connection info, key prefix and pool options.
-    pub fn with_options(info: ConnectionInfo, prefix: &str, pool: &PoolOptions) -> Result<Delayer> {
-        let pool = build_pool(info, pool).map_err(Error::from)?;
-        Ok(Delayer { pool, keys: Keys::new(prefix) })
+    /// A client from a redis-rs client (any address, TLS settings), a key
+    /// prefix and pool options.
+    pub fn with_options(client: redis::Client, prefix: &str, pool: &PoolOptions) -> Delayer {
+        Delayer { pool: build_pool(client, pool), keys: Keys::new(prefix) }
     }
 
     /// The same client under another key prefix.

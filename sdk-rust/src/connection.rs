@@ -5,7 +5,7 @@
 //! hanging), optionally bounds each reply, and leaves health checks to the
 //! errors the commands themselves return. The server and the SDK share it.
 
-use redis::{Client, Connection, ConnectionInfo, ConnectionLike, RedisError};
+use redis::{Client, Connection, ConnectionLike, RedisError};
 use std::time::Duration;
 
 /// How long connecting (TCP, AUTH, SELECT) may take, unless told otherwise.
@@ -20,10 +20,10 @@ pub struct Manager {
 }
 
 impl Manager {
-    /// A manager for `info`. `io_timeout` bounds every read and write
-    /// (`None` for clients that block on BRPOP).
-    pub fn new(info: ConnectionInfo, connect_timeout: Duration, io_timeout: Option<Duration>) -> Result<Self, RedisError> {
-        Ok(Manager { client: Client::open(info)?, connect_timeout, io_timeout })
+    /// A manager for `client`'s Redis. `io_timeout` bounds every read and
+    /// write (`None` for clients that block on BRPOP).
+    pub fn new(client: Client, connect_timeout: Duration, io_timeout: Option<Duration>) -> Self {
+        Manager { client, connect_timeout, io_timeout }
     }
 }
 
@@ -79,9 +79,9 @@ impl Default for PoolOptions {
 
 /// A connection pool: no connection is opened until one is needed, and
 /// connection errors are returned to the caller rather than logged by r2d2.
-pub fn build_pool(info: ConnectionInfo, opts: &PoolOptions) -> Result<r2d2::Pool<Manager>, RedisError> {
-    let manager = Manager::new(info, opts.connect_timeout, opts.io_timeout)?;
-    Ok(r2d2::Pool::builder()
+pub fn build_pool(client: Client, opts: &PoolOptions) -> r2d2::Pool<Manager> {
+    let manager = Manager::new(client, opts.connect_timeout, opts.io_timeout);
+    r2d2::Pool::builder()
         .max_size(opts.max_size.max(1))
         .min_idle(Some(opts.min_idle.min(opts.max_size)))
         // r2d2 panics on zero durations; zero means "never" here.
@@ -90,5 +90,5 @@ pub fn build_pool(info: ConnectionInfo, opts: &PoolOptions) -> Result<r2d2::Pool
         .connection_timeout(opts.connect_timeout.max(Duration::from_millis(1)))
         .test_on_check_out(false)
         .error_handler(Box::new(r2d2::NopErrorHandler))
-        .build_unchecked(manager))
+        .build_unchecked(manager)
 }

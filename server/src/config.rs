@@ -29,8 +29,8 @@ const KNOWN_KEYS: [(&str, &[&str]); 2] = [
     (
         "redis",
         &[
-            "host", "port", "database", "username", "password", "max_idle", "max_active", "idle_timeout",
-            "conn_max_lifetime",
+            "url", "host", "port", "database", "username", "password", "tls_ca_file", "tls_cert_file",
+            "tls_key_file", "max_idle", "max_active", "idle_timeout", "conn_max_lifetime",
         ],
     ),
 ];

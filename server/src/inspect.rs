@@ -78,8 +78,7 @@ pub struct Peeked {
 
 /// Connects once, with the server's settings.
 pub fn connect(settings: &RedisSettings) -> Result<Connection, String> {
-    let info = settings.connection_info().map_err(|e| format!("bad redis settings: {e}"))?;
-    let client = redis::Client::open(info).map_err(|e| format!("bad redis settings: {e}"))?;
+    let client = settings.client().map_err(|e| format!("bad redis settings: {e}"))?;
     client
         .get_connection_with_timeout(delayer::connection::DEFAULT_CONNECT_TIMEOUT)
         .map_err(|e| format!("cannot reach redis at {}: {e}", settings.describe()))

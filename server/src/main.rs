@@ -123,9 +123,9 @@ fn serve(config: &config::Config, log_files: logging::LogFiles) -> Result<(), St
             config.batch_size,
             config.path.display()
         );
-        let info = config.redis.connection_info().map_err(|e| format!("bad redis settings: {e}"))?;
-        let pool = build_pool(info.clone(), &config.pool).map_err(|e| format!("bad redis settings: {e}"))?;
-        probe(info, config)?;
+        let client = config.redis.client().map_err(|e| format!("bad redis settings: {e}"))?;
+        let pool = build_pool(client.clone(), &config.pool);
+        probe(client, config)?;
         if let Some(addr) = config.metrics_addr {
             telemetry::serve(addr)?;
             info!("serving metrics on http://{addr}/metrics");
@@ -142,9 +142,8 @@ fn serve(config: &config::Config, log_files: logging::LogFiles) -> Result<(), St
 
 /// Fails fast on credentials Redis refuses (retrying cannot fix them);
 /// an unreachable Redis is only reported, and waited for.
-fn probe(info: redis::ConnectionInfo, config: &config::Config) -> Result<(), String> {
-    let manager = Manager::new(info, config.pool.connect_timeout, config.pool.io_timeout)
-        .map_err(|e| format!("bad redis settings: {e}"))?;
+fn probe(client: redis::Client, config: &config::Config) -> Result<(), String> {
+    let manager = Manager::new(client, config.pool.connect_timeout, config.pool.io_timeout);
     match manager.connect() {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == redis::ErrorKind::AuthenticationFailed || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM")) => {

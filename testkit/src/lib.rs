@@ -54,6 +54,8 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     args: Vec<String>,
+    /// Only TLS on the port: readiness is a TCP connect, not a PING.
+    tls: bool,
 }
 
 impl RedisServer {
@@ -76,6 +78,28 @@ impl RedisServer {
             port,
             dir,
             args: extra.iter().map(|s| s.to_string()).collect(),
+            tls: false,
+        };
+        server.spawn();
+        server
+    }
+
+    /// Starts a redis-server that speaks only TLS on its port, with the
+    /// given PEM files (server certificate, its key, the CA of clients).
+    pub fn start_tls(cert: &Path, key: &Path, ca: &Path) -> Self {
+        let port = free_port();
+        let mut server = RedisServer {
+            child: None,
+            port,
+            dir: temp_dir("redis-tls"),
+            args: ["--save", "", "--port", "0", "--tls-port", &port.to_string(), "--tls-auth-clients", "no"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain(["--tls-cert-file", "--tls-key-file", "--tls-ca-cert-file"].iter().zip([cert, key, ca]).flat_map(
+                    |(flag, path)| [flag.to_string(), path.display().to_string()],
+                ))
+                .collect(),
+            tls: true,
         };
         server.spawn();
         server
@@ -93,8 +117,12 @@ impl RedisServer {
             .expect("redis-server must be installed (apt-get install redis-server)");
         self.child = Some(child);
         let port = self.port;
+        let tls = self.tls;
         let up = wait_until(DEADLINE, || {
             TcpStream::connect(("127.0.0.1", port)).is_ok_and(|mut s| {
+                if tls {
+                    return true;
+                }
                 let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
                 let mut buf = [0u8; 64];
                 s.write_all(b"PING\r\n").is_ok()
