@@ -54,8 +54,7 @@ impl Delayer {
     /// A client for the Redis at `url`, key prefix `delayer:`. Connects on
     /// first use; call it inside a tokio runtime.
     pub fn open(url: &str) -> Result<Delayer> {
-        let client =
-            Client::open(url).map_err(|e| Error::InvalidArgument(format!("not a usable Redis URL: {e}")))?;
+        let client = Client::open(url).map_err(|e| Error::InvalidArgument(format!("not a usable Redis URL: {e}")))?;
         Delayer::with_options(client, DEFAULT_PREFIX)
     }
 
@@ -152,7 +151,8 @@ impl Delayer {
             return Ok(conn);
         }
         // No response timeout: BRPOP answers when a job comes or its own wait ends.
-        let config = AsyncConnectionConfig::new().set_connection_timeout(Some(CONNECT_TIMEOUT)).set_response_timeout(None);
+        let config =
+            AsyncConnectionConfig::new().set_connection_timeout(Some(CONNECT_TIMEOUT)).set_response_timeout(None);
         Ok(self.client.get_multiplexed_async_connection_with_config(&config).await?)
     }
 }

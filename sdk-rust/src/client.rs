@@ -100,8 +100,8 @@ impl Delayer {
     /// `rediss://` for TLS, `unix:///path/to/socket`), with the default key
     /// prefix `delayer:`. Connects lazily.
     pub fn open(url: &str) -> Result<Delayer> {
-        let client = redis::Client::open(url)
-            .map_err(|e| Error::InvalidArgument(format!("not a usable Redis URL: {e}")))?;
+        let client =
+            redis::Client::open(url).map_err(|e| Error::InvalidArgument(format!("not a usable Redis URL: {e}")))?;
         Ok(Delayer::with_options(client, DEFAULT_PREFIX, &PoolOptions::default()))
     }
 

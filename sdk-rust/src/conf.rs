@@ -88,9 +88,7 @@ impl ConfFile {
 
     /// Every section (None for keys before the first header) and its keys.
     pub fn entries(&self) -> impl Iterator<Item = (Option<&str>, &str)> {
-        self.ini
-            .iter()
-            .flat_map(|(section, props)| props.iter().map(move |(key, _)| (section, key)))
+        self.ini.iter().flat_map(|(section, props)| props.iter().map(move |(key, _)| (section, key)))
     }
 
     /// The raw value of `key` in `[section]`, if written.
@@ -244,9 +242,7 @@ impl RedisSettings {
             }
             redis::parse_redis_url(url)
                 .filter(|u| ["redis", "rediss", "unix", "redis+unix"].contains(&u.scheme()))
-                .ok_or_else(|| {
-                    conf.error(Some("redis"), Some("url"), "not a redis://, rediss:// or unix:// URL")
-                })?;
+                .ok_or_else(|| conf.error(Some("redis"), Some("url"), "not a redis://, rediss:// or unix:// URL"))?;
         }
         let database: i64 = conf.parse_value("redis", "database", "a database number")?.unwrap_or(d.database);
         if database < 0 {

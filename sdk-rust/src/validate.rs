@@ -33,10 +33,7 @@ pub fn name(what: &str, value: &str) -> Result<()> {
 /// A delay, in whole milliseconds (rounded to the nearest).
 pub fn delay_ms(delay: Duration) -> Result<u64> {
     if delay > MAX_DELAY {
-        return Err(Error::InvalidArgument(format!(
-            "delay of {}s is more than the 10-year limit",
-            delay.as_secs()
-        )));
+        return Err(Error::InvalidArgument(format!("delay of {}s is more than the 10-year limit", delay.as_secs())));
     }
     Ok(((delay.as_nanos() + 500_000) / 1_000_000) as u64)
 }

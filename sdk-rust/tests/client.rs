@@ -6,7 +6,7 @@ use delayer::{Delayer, Error, Job};
 use redis::Commands;
 use std::collections::HashMap;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 use testkit::RedisServer;
 
 fn client(redis: &RedisServer) -> Delayer {
@@ -87,7 +87,8 @@ fn bodies_are_binary_safe_up_to_a_mebibyte() {
     let redis = RedisServer::start();
     let mut conn = redis.connection();
     let d = client(&redis);
-    let bodies: Vec<Vec<u8>> = vec![Vec::new(), (0..=255u8).collect(), "héllo wörld ✓ 延迟".into(), vec![0xAB; 1 << 20]];
+    let bodies: Vec<Vec<u8>> =
+        vec![Vec::new(), (0..=255u8).collect(), "héllo wörld ✓ 延迟".into(), vec![0xAB; 1 << 20]];
     for (i, body) in bodies.iter().enumerate() {
         let id = format!("b{i}");
         d.push_job(&Job::new("bin", &id, Duration::ZERO).body(body.clone())).expect("push");
@@ -165,7 +166,10 @@ fn bad_input_is_refused_before_touching_redis() {
     for job in &bad {
         assert!(matches!(d.push_job(job), Err(Error::InvalidArgument(_))), "{job:?} accepted");
     }
-    assert!(matches!(d.push_many(&[Job::new("t", "ok", Duration::ZERO), bad[0].clone()]), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        d.push_many(&[Job::new("t", "ok", Duration::ZERO), bad[0].clone()]),
+        Err(Error::InvalidArgument(_))
+    ));
     assert!(matches!(d.pop("bad topic"), Err(Error::InvalidArgument(_))));
     assert!(matches!(d.remove(""), Err(Error::InvalidArgument(_))));
     let keys: Vec<String> = conn.keys("*").expect("keys");
@@ -177,7 +181,8 @@ fn push_many_pushes_every_job() {
     let redis = RedisServer::start();
     let mut conn = redis.connection();
     let d = client(&redis);
-    let jobs: Vec<Job> = (0..2500).map(|i| Job::new(format!("t{}", i % 3), format!("id{i}"), Duration::from_secs(60))).collect();
+    let jobs: Vec<Job> =
+        (0..2500).map(|i| Job::new(format!("t{}", i % 3), format!("id{i}"), Duration::from_secs(60))).collect();
     let due = d.push_many(&jobs).expect("push_many");
     assert_eq!(due.len(), 2500);
     let n: u64 = conn.zcard("delayer:job_pool").expect("zcard");
@@ -196,25 +201,7 @@ fn interop_with_delayer_1x_clients() {
     let mut conn = redis.connection();
     let d = client(&redis);
 
-    // Written exactly as mix/delayer-client 1.x does: MULTI, HMSET, EXPIRE, ZADD (whole seconds).
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs();
-    let _: () = redis::pipe()
-        .atomic()
-        .cmd("HMSET")
-        .arg("delayer:job_bucket:old-1")
-        .arg("topic")
-        .arg("legacy")
-        .arg("body")
-        .arg("from 1.x")
-        .cmd("EXPIRE")
-        .arg("delayer:job_bucket:old-1")
-        .arg(604_800)
-        .cmd("ZADD")
-        .arg("delayer:job_pool")
-        .arg(now)
-        .arg("old-1")
-        .query(&mut conn)
-        .expect("1.x push");
+    testkit::delayer_1x_push(&mut conn, "old-1", "legacy", "from 1.x", 0);
     make_ready(&mut conn, "legacy", "old-1");
     let got = d.pop("legacy").expect("pop").expect("the 1.x job");
     assert_eq!((got.id.as_str(), got.body_str()), ("old-1", Some("from 1.x")));

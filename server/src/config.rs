@@ -29,8 +29,19 @@ const KNOWN_KEYS: [(&str, &[&str]); 2] = [
     (
         "redis",
         &[
-            "url", "host", "port", "database", "username", "password", "tls_ca_file", "tls_cert_file",
-            "tls_key_file", "max_idle", "max_active", "idle_timeout", "conn_max_lifetime",
+            "url",
+            "host",
+            "port",
+            "database",
+            "username",
+            "password",
+            "tls_ca_file",
+            "tls_cert_file",
+            "tls_key_file",
+            "max_idle",
+            "max_active",
+            "idle_timeout",
+            "conn_max_lifetime",
         ],
     ),
 ];
@@ -145,7 +156,11 @@ fn reject_unknown(file: &ConfFile) -> Result<(), ConfError> {
         };
         match KNOWN_KEYS.iter().find(|(name, _)| *name == section) {
             None => {
-                return Err(file.error(Some(section), None, "unknown section; known sections are [delayer] and [redis]"))
+                return Err(file.error(
+                    Some(section),
+                    None,
+                    "unknown section; known sections are [delayer] and [redis]",
+                ))
             }
             Some((_, keys)) if !keys.contains(&key) => {
                 return Err(file.error(
@@ -198,7 +213,10 @@ mod tests {
     #[test]
     fn errors_name_section_key_and_line() {
         let e = parse("[delayer]\ntimer_interval = 1000\ntimer_intervall = 5\n").expect_err("unknown key");
-        assert_eq!((e.section.as_deref(), e.key.as_deref(), e.line), (Some("delayer"), Some("timer_intervall"), Some(3)));
+        assert_eq!(
+            (e.section.as_deref(), e.key.as_deref(), e.line),
+            (Some("delayer"), Some("timer_intervall"), Some(3))
+        );
         let e = parse("[redis]\nmax_active = 0\n").expect_err("zero pool");
         assert_eq!((e.key.as_deref(), e.line), (Some("max_active"), Some(2)));
         let e = parse("[delayer]\nbatch_size = 9000\n").expect_err("too big");

@@ -46,11 +46,9 @@ impl Stats {
         let mut out = format!("pool            {} job(s) waiting\n", self.pool_size);
         match self.next_due {
             None => out.push_str("next due        -\n"),
-            Some(due) if due > self.now => out.push_str(&format!(
-                "next due        {} (in {:.3} s)\n",
-                rfc3339(due),
-                due - self.now
-            )),
+            Some(due) if due > self.now => {
+                out.push_str(&format!("next due        {} (in {:.3} s)\n", rfc3339(due), due - self.now))
+            }
             Some(due) => out.push_str(&format!("next due        {} (due now)\n", rfc3339(due))),
         }
         out.push_str(&format!("behind          {:.3} s\n", self.behind()));
@@ -105,11 +103,8 @@ pub fn stats(conn: &mut Connection, keys: &Keys) -> redis::RedisResult<Stats> {
         pipe.llen(q);
     }
     let lengths: Vec<u64> = if queues.is_empty() { Vec::new() } else { pipe.query(conn)? };
-    let ready = queues
-        .iter()
-        .zip(lengths)
-        .map(|(q, n)| (q.strip_prefix(&prefix).unwrap_or(q).to_string(), n))
-        .collect();
+    let ready =
+        queues.iter().zip(lengths).map(|(q, n)| (q.strip_prefix(&prefix).unwrap_or(q).to_string(), n)).collect();
     Ok(Stats { now, pool_size, next_due: first.first().map(|(_, s)| *s), ready, malformed })
 }
 
@@ -129,11 +124,7 @@ pub fn peek(conn: &mut Connection, keys: &Keys, topic: &str, count: usize) -> re
     Ok(ids
         .into_iter()
         .zip(replies)
-        .map(|(id, (body, pttl))| Peeked {
-            id,
-            body,
-            ttl: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)),
-        })
+        .map(|(id, (body, pttl))| Peeked { id, body, ttl: (pttl >= 0).then(|| Duration::from_millis(pttl as u64)) })
         .collect())
 }
 

@@ -146,7 +146,10 @@ fn probe(client: redis::Client, config: &config::Config) -> Result<(), String> {
     let manager = Manager::new(client, config.pool.connect_timeout, config.pool.io_timeout);
     match manager.connect() {
         Ok(_) => Ok(()),
-        Err(e) if e.kind() == redis::ErrorKind::AuthenticationFailed || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM")) => {
+        Err(e)
+            if e.kind() == redis::ErrorKind::AuthenticationFailed
+                || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM")) =>
+        {
             Err(format!("redis at {} refused our credentials: {e}", config.redis.describe()))
         }
         Err(e) => {

@@ -30,11 +30,7 @@ impl PidFile {
         if file.try_lock().is_err() {
             let mut pid = String::new();
             let _ = file.read_to_string(&mut pid);
-            return Err(format!(
-                "another delayer (pid {}) is running with pid file {}",
-                pid.trim(),
-                path.display()
-            ));
+            return Err(format!("another delayer (pid {}) is running with pid file {}", pid.trim(), path.display()));
         }
         Ok(PidFile { file, path: path.to_path_buf() })
     }

@@ -43,12 +43,8 @@ impl MoveReply {
 
 /// Runs one move of at most `batch_size` due ids.
 pub fn move_batch(conn: &mut redis::Connection, keys: &Keys, batch_size: u32) -> redis::RedisResult<MoveReply> {
-    let value: Value = MOVE
-        .key(keys.job_pool())
-        .key(keys.malformed())
-        .arg(keys.prefix())
-        .arg(batch_size)
-        .invoke(conn)?;
+    let value: Value =
+        MOVE.key(keys.job_pool()).key(keys.malformed()).arg(keys.prefix()).arg(batch_size).invoke(conn)?;
     parse(value).map_err(|m| redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "move.lua reply", m)))
 }
 

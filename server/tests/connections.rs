@@ -16,10 +16,51 @@ fn make_certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
         let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl installed");
         assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
-    openssl(&["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=delayer test CA"]);
-    openssl(&["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"]);
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=delayer test CA",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
     std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").expect("ext");
-    openssl(&["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf"]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
     (dir.join("server.pem"), dir.join("server.key"), dir.join("ca.pem"))
 }
 
@@ -61,9 +102,19 @@ fn tls_with_a_private_ca() {
 #[test]
 fn an_acl_user_limited_to_the_delayer_keys() {
     let redis = RedisServer::start_with(&[
-        "--save", "",
-        "--user", "default", "off",
-        "--user", "delayer", "on", ">acl-secret-pw", "~delayer:*", "+@all", "-@admin", "-@dangerous",
+        "--save",
+        "",
+        "--user",
+        "default",
+        "off",
+        "--user",
+        "delayer",
+        "on",
+        ">acl-secret-pw",
+        "~delayer:*",
+        "+@all",
+        "-@admin",
+        "-@dangerous",
     ]);
     let conf = format!(
         "[delayer]\ntimer_interval = 50\n[redis]\nport = {}\nusername = delayer\npassword = acl-secret-pw\n",
@@ -93,7 +144,14 @@ fn an_acl_user_limited_to_the_delayer_keys() {
 fn a_unix_socket() {
     let dir = testkit::temp_dir("sock");
     let socket = dir.join("redis.sock");
-    let redis = RedisServer::start_with(&["--save", "", "--unixsocket", &socket.display().to_string(), "--unixsocketperm", "700"]);
+    let redis = RedisServer::start_with(&[
+        "--save",
+        "",
+        "--unixsocket",
+        &socket.display().to_string(),
+        "--unixsocketperm",
+        "700",
+    ]);
     assert!(wait_until(DEADLINE, || socket.exists()));
     let conf = format!("[delayer]\ntimer_interval = 50\n[redis]\nurl = unix://{}\n", socket.display());
     let server = round_trip(&conf);

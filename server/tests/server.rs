@@ -323,28 +323,11 @@ fn interop_delayer_1x_push_is_delivered_and_popped_by_us() {
     let redis = RedisServer::start();
     let mut conn = redis.connection();
     let _server = start_server(&redis, 50, "");
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs();
-    let _: () = redis::pipe()
-        .atomic()
-        .cmd("HMSET")
-        .arg("delayer:job_bucket:legacy-1")
-        .arg("topic")
-        .arg("legacy")
-        .arg("body")
-        .arg("hello from 1.x")
-        .cmd("EXPIRE")
-        .arg("delayer:job_bucket:legacy-1")
-        .arg(1 + 604_800)
-        .cmd("ZADD")
-        .arg("delayer:job_pool")
-        .arg(now + 1)
-        .arg("legacy-1")
-        .query(&mut conn)
-        .expect("1.x push");
+    let due = testkit::delayer_1x_push(&mut conn, "legacy-1", "legacy", "hello from 1.x", 1);
     let d = Delayer::open(&redis.url()).expect("client");
     let got = d.bpop("legacy", DEADLINE).expect("bpop").expect("delivered");
     assert_eq!((got.id.as_str(), got.body_str()), ("legacy-1", Some("hello from 1.x")));
-    assert!(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs() >= now + 1, "not early");
+    assert!(SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs() >= due, "not early");
 
     // Ours, through the server, consumed as a 1.x client does.
     d.push_job(&Job::new("legacy", "ours-1", Duration::from_millis(50)).body("hello from 2.x")).expect("push");

@@ -73,13 +73,8 @@ impl RedisServer {
     /// Starts a redis-server on a given port (one a test reserved earlier).
     pub fn start_on(port: u16, extra: &[&str]) -> Self {
         let dir = temp_dir("redis");
-        let mut server = RedisServer {
-            child: None,
-            port,
-            dir,
-            args: extra.iter().map(|s| s.to_string()).collect(),
-            tls: false,
-        };
+        let mut server =
+            RedisServer { child: None, port, dir, args: extra.iter().map(|s| s.to_string()).collect(), tls: false };
         server.spawn();
         server
     }
@@ -95,9 +90,12 @@ impl RedisServer {
             args: ["--save", "", "--port", "0", "--tls-port", &port.to_string(), "--tls-auth-clients", "no"]
                 .iter()
                 .map(|s| s.to_string())
-                .chain(["--tls-cert-file", "--tls-key-file", "--tls-ca-cert-file"].iter().zip([cert, key, ca]).flat_map(
-                    |(flag, path)| [flag.to_string(), path.display().to_string()],
-                ))
+                .chain(
+                    ["--tls-cert-file", "--tls-key-file", "--tls-ca-cert-file"]
+                        .iter()
+                        .zip([cert, key, ca])
+                        .flat_map(|(flag, path)| [flag.to_string(), path.display().to_string()]),
+                )
                 .collect(),
             tls: true,
         };
@@ -151,9 +149,7 @@ impl RedisServer {
 
     /// A new plain connection, for the test's own raw commands.
     pub fn connection(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .and_then(|c| c.get_connection())
-            .expect("connect to test redis")
+        redis::Client::open(self.url()).and_then(|c| c.get_connection()).expect("connect to test redis")
     }
 
     /// Stops the server; with persistence on, it saves first (SHUTDOWN).
@@ -262,4 +258,30 @@ pub fn server_conf(redis_port: u16, timer_interval_ms: u64, extra: &str) -> Stri
     format!(
         "[delayer]\ntimer_interval = {timer_interval_ms}\n{extra}\n\n[redis]\nhost = 127.0.0.1\nport = {redis_port}\ndatabase = 0\npassword =\n"
     )
+}
+
+/// Pushes a job exactly as a Delayer 1.x client does (mix/delayer-client):
+/// MULTI; HMSET bucket topic body; EXPIRE bucket delay+lifetime; ZADD pool
+/// <whole seconds> id; EXEC. Returns the due time written, Unix seconds.
+pub fn delayer_1x_push(conn: &mut redis::Connection, id: &str, topic: &str, body: &str, delay_secs: u64) -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs();
+    let bucket = format!("delayer:job_bucket:{id}");
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("HMSET")
+        .arg(&bucket)
+        .arg("topic")
+        .arg(topic)
+        .arg("body")
+        .arg(body)
+        .cmd("EXPIRE")
+        .arg(&bucket)
+        .arg(delay_secs + 604_800)
+        .cmd("ZADD")
+        .arg("delayer:job_pool")
+        .arg(now + delay_secs)
+        .arg(id)
+        .query(conn)
+        .expect("Delayer 1.x push");
+    now + delay_secs
 }
