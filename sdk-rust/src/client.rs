@@ -34,9 +34,13 @@ impl Message {
 /// optionally a body and a ready_max_lifetime.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
+    /// The ready queue the job goes to when due.
     pub topic: String,
+    /// The caller's id for the job; one job per id.
     pub id: String,
+    /// How long from now (Redis's clock) until it is due.
     pub delay: Duration,
+    /// Opaque bytes for the consumer.
     pub body: Vec<u8>,
     /// How long the job's data is kept once due, if nobody pops it.
     pub ready_max_lifetime: Duration,

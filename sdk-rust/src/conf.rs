@@ -17,10 +17,15 @@ use std::str::FromStr;
 /// A problem with a configuration file, located as precisely as known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfError {
+    /// The file.
     pub file: PathBuf,
+    /// The section, when the problem is in one.
     pub section: Option<String>,
+    /// The key, when the problem is with one.
     pub key: Option<String>,
+    /// The line (from 1), when known.
     pub line: Option<usize>,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -191,11 +196,17 @@ fn locate(text: &str) -> (HashMap<(Option<String>, String), usize>, HashMap<Stri
 /// certificate (mutual TLS).
 #[derive(Clone, PartialEq, Eq)]
 pub struct RedisSettings {
+    /// `redis://`, `rediss://` or `unix://` URL, instead of host/port/database.
     pub url: Option<String>,
+    /// Host name or address.
     pub host: String,
+    /// TCP port.
     pub port: u16,
+    /// Database number.
     pub database: i64,
+    /// ACL user name (overrides the URL's).
     pub username: Option<String>,
+    /// Password (overrides the URL's); never logged.
     pub password: Option<String>,
     /// PEM: the certificate authority to trust instead of the system's.
     pub tls_ca: Option<Vec<u8>>,

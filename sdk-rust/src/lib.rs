@@ -32,6 +32,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "aio")]
 pub mod aio;
 mod client;
