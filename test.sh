@@ -18,3 +18,7 @@ echo "== Python SDK"
 echo "== PHP SDK"
 (cd sdk-php && composer validate --strict --no-check-publish -q && composer dump-autoload -q)
 phpunit -c sdk-php/phpunit.xml
+
+echo "== Conformance: every SDK pair through the real server"
+cargo build -q --locked -p delayer-server -p delayer-conformance-driver
+.venv/bin/pytest -q conformance

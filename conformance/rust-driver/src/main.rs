@@ -1,1 +1,440 @@
-fn main() {}
+//! The Rust SDK behind the conformance suite's line protocol
+//! (conformance/README.md): one JSON request per line on stdin, one JSON
+//! response per line on stdout.
+//!
+//! Usage: `delayer-conformance-driver --url redis://127.0.0.1:PORT/ --prefix delayer:`
+//! (or env `DELAYER_URL`, `DELAYER_PREFIX`).
+//!
+//! The crate depends on `delayer` only (no serde: adding a dependency would
+//! touch the workspace's Cargo.lock), so the little JSON and base64 it needs
+//! are written out here.
+
+use delayer::{Delayer, Error, Job, Message};
+use std::collections::BTreeMap;
+use std::io::{self, BufRead, Write};
+use std::time::{Duration, UNIX_EPOCH};
+
+fn main() {
+    let mut url = std::env::var("DELAYER_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/0".into());
+    let mut prefix = std::env::var("DELAYER_PREFIX").unwrap_or_else(|_| "delayer:".into());
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--url" => url = args.next().expect("--url needs a value"),
+            "--prefix" => prefix = args.next().expect("--prefix needs a value"),
+            other => {
+                eprintln!("unknown argument {other:?}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let client = match Delayer::open(&url) {
+        Ok(c) => c.with_prefix(&prefix),
+        Err(e) => {
+            eprintln!("cannot open {url}: {e}");
+            std::process::exit(1);
+        }
+    };
+    let stdin = io::stdin();
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    for line in stdin.lock().lines() {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("stdin: {e}");
+                break;
+            }
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let response = match Json::parse(&line) {
+            Ok(Json::Object(req)) => handle(&client, &req),
+            Ok(_) => failure("other", "request must be a JSON object"),
+            Err(e) => failure("other", &format!("bad JSON request: {e}")),
+        };
+        if writeln!(out, "{response}").and_then(|_| out.flush()).is_err() {
+            break;
+        }
+    }
+}
+
+type Req = BTreeMap<String, Json>;
+
+fn handle(client: &Delayer, req: &Req) -> String {
+    match run(client, req) {
+        Ok(fields) => {
+            let mut s = String::from("{\"ok\":true");
+            for (k, v) in fields {
+                s.push(',');
+                s.push_str(&json_string(k));
+                s.push(':');
+                s.push_str(&v);
+            }
+            s.push('}');
+            s
+        }
+        Err((kind, msg)) => failure(kind, &msg),
+    }
+}
+
+type Fail = (&'static str, String);
+
+fn sdk_err(e: Error) -> Fail {
+    let kind = match e {
+        Error::InvalidArgument(_) => "invalid_argument",
+        Error::Connection(_) => "connection",
+        _ => "other",
+    };
+    (kind, e.to_string())
+}
+
+fn bad(msg: impl Into<String>) -> Fail {
+    ("other", msg.into())
+}
+
+fn str_field<'a>(req: &'a Req, key: &str) -> Result<&'a str, Fail> {
+    match req.get(key) {
+        Some(Json::Str(s)) => Ok(s),
+        _ => Err(bad(format!("request needs a string {key:?}"))),
+    }
+}
+
+fn num_field(req: &Req, key: &str) -> Result<Option<f64>, Fail> {
+    match req.get(key) {
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::Num(n)) => Ok(Some(*n)),
+        _ => Err(bad(format!("{key:?} must be a number"))),
+    }
+}
+
+/// A JSON number of milliseconds (or seconds, with `scale` 1000) as a
+/// `Duration`. The Rust SDK takes `Duration`, which cannot hold a negative
+/// (or non-finite) value: such a request is answered as the invalid argument
+/// it is, by the driver, since it cannot even be passed to the SDK.
+fn duration(what: &str, value: f64, ms_per_unit: f64) -> Result<Duration, Fail> {
+    let secs = value * ms_per_unit / 1000.0;
+    Duration::try_from_secs_f64(secs).map_err(|e| {
+        (
+            "invalid_argument",
+            format!("driver: {what} {value} cannot be passed to the Rust SDK (std::time::Duration: {e})"),
+        )
+    })
+}
+
+/// Milliseconds as a `Duration`, exactly when they are a whole number.
+fn ms_duration(what: &str, ms: f64) -> Result<Duration, Fail> {
+    if ms.fract() == 0.0 && (0.0..1.8e19).contains(&ms) {
+        Ok(Duration::from_millis(ms as u64))
+    } else {
+        duration(what, ms, 1.0)
+    }
+}
+
+fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail> {
+    let op = str_field(req, "op")?;
+    match op {
+        "push" => {
+            let topic = str_field(req, "topic")?;
+            let id = str_field(req, "id")?;
+            let delay_ms = num_field(req, "delay_ms")?.ok_or_else(|| bad("push needs delay_ms"))?;
+            let body = match req.get("body_b64") {
+                None | Some(Json::Null) => Vec::new(),
+                Some(Json::Str(s)) => b64_decode(s).map_err(|e| bad(format!("body_b64: {e}")))?,
+                _ => return Err(bad("body_b64 must be a string")),
+            };
+            let mut job = Job::new(topic, id, ms_duration("delay_ms", delay_ms)?).body(body);
+            if let Some(life) = num_field(req, "ready_max_lifetime_s")? {
+                job = job.ready_max_lifetime(duration("ready_max_lifetime_s", life, 1000.0)?);
+            }
+            let due = client.push_job(&job).map_err(sdk_err)?;
+            let due = due.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+            Ok(vec![("due", format!("{due:.3}"))])
+        }
+        "pop" => {
+            let topic = str_field(req, "topic")?;
+            let job = client.pop(topic).map_err(sdk_err)?;
+            Ok(vec![("job", message_json(job))])
+        }
+        "bpop" => {
+            let topic = str_field(req, "topic")?;
+            let timeout_ms = num_field(req, "timeout_ms")?.ok_or_else(|| bad("bpop needs timeout_ms"))?;
+            let job = client.bpop(topic, ms_duration("timeout_ms", timeout_ms)?).map_err(sdk_err)?;
+            Ok(vec![("job", message_json(job))])
+        }
+        "remove" => {
+            let id = str_field(req, "id")?;
+            let removed = client.remove(id).map_err(sdk_err)?;
+            Ok(vec![("removed", removed.to_string())])
+        }
+        other => Err(bad(format!("unknown op {other:?}"))),
+    }
+}
+
+fn message_json(m: Option<Message>) -> String {
+    match m {
+        None => "null".into(),
+        Some(m) => format!(
+            "{{\"id\":{},\"topic\":{},\"body_b64\":{}}}",
+            json_string(&m.id),
+            json_string(&m.topic),
+            json_string(&b64_encode(&m.body))
+        ),
+    }
+}
+
+fn failure(kind: &str, msg: &str) -> String {
+    format!("{{\"ok\":false,\"error\":{}}}", json_string(&format!("{kind}: {msg}")))
+}
+
+// ---------------------------------------------------------------- JSON
+
+#[derive(Debug)]
+enum Json {
+    Null,
+    Bool(#[allow(dead_code)] bool),
+    Num(f64),
+    Str(String),
+    Array(#[allow(dead_code)] Vec<Json>),
+    Object(BTreeMap<String, Json>),
+}
+
+impl Json {
+    fn parse(text: &str) -> Result<Json, String> {
+        let mut p = Parser { s: text.as_bytes(), i: 0 };
+        let v = p.value()?;
+        p.ws();
+        if p.i != p.s.len() {
+            return Err(format!("trailing characters at byte {}", p.i));
+        }
+        Ok(v)
+    }
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl Parser<'_> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && matches!(self.s[self.i], b' ' | b'\t' | b'\n' | b'\r') {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+
+    fn eat(&mut self, c: u8) -> Result<(), String> {
+        if self.peek() == Some(c) {
+            self.i += 1;
+            Ok(())
+        } else {
+            Err(format!("expected {:?} at byte {}", c as char, self.i))
+        }
+    }
+
+    fn lit(&mut self, word: &str, v: Json) -> Result<Json, String> {
+        if self.s[self.i..].starts_with(word.as_bytes()) {
+            self.i += word.len();
+            Ok(v)
+        } else {
+            Err(format!("bad literal at byte {}", self.i))
+        }
+    }
+
+    fn value(&mut self) -> Result<Json, String> {
+        self.ws();
+        match self.peek() {
+            Some(b'{') => {
+                self.i += 1;
+                let mut map = BTreeMap::new();
+                self.ws();
+                if self.peek() == Some(b'}') {
+                    self.i += 1;
+                    return Ok(Json::Object(map));
+                }
+                loop {
+                    self.ws();
+                    let k = self.string()?;
+                    self.ws();
+                    self.eat(b':')?;
+                    let v = self.value()?;
+                    map.insert(k, v);
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.i += 1,
+                        Some(b'}') => {
+                            self.i += 1;
+                            return Ok(Json::Object(map));
+                        }
+                        _ => return Err(format!("expected ',' or '}}' at byte {}", self.i)),
+                    }
+                }
+            }
+            Some(b'[') => {
+                self.i += 1;
+                let mut items = Vec::new();
+                self.ws();
+                if self.peek() == Some(b']') {
+                    self.i += 1;
+                    return Ok(Json::Array(items));
+                }
+                loop {
+                    items.push(self.value()?);
+                    self.ws();
+                    match self.peek() {
+                        Some(b',') => self.i += 1,
+                        Some(b']') => {
+                            self.i += 1;
+                            return Ok(Json::Array(items));
+                        }
+                        _ => return Err(format!("expected ',' or ']' at byte {}", self.i)),
+                    }
+                }
+            }
+            Some(b'"') => Ok(Json::Str(self.string()?)),
+            Some(b't') => self.lit("true", Json::Bool(true)),
+            Some(b'f') => self.lit("false", Json::Bool(false)),
+            Some(b'n') => self.lit("null", Json::Null),
+            Some(c) if c == b'-' || c.is_ascii_digit() => {
+                let start = self.i;
+                while self.i < self.s.len() && matches!(self.s[self.i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                    self.i += 1;
+                }
+                let text = std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;
+                text.parse::<f64>().map(Json::Num).map_err(|e| format!("bad number {text:?}: {e}"))
+            }
+            _ => Err(format!("unexpected input at byte {}", self.i)),
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32, String> {
+        let h = self.s.get(self.i..self.i + 4).ok_or("short \\u escape")?;
+        let h = std::str::from_utf8(h).map_err(|e| e.to_string())?;
+        self.i += 4;
+        u32::from_str_radix(h, 16).map_err(|e| e.to_string())
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        self.eat(b'"')?;
+        let mut out: Vec<u8> = Vec::new();
+        loop {
+            let c = self.peek().ok_or("unterminated string")?;
+            self.i += 1;
+            match c {
+                b'"' => return String::from_utf8(out).map_err(|e| e.to_string()),
+                b'\\' => {
+                    let e = self.peek().ok_or("unterminated escape")?;
+                    self.i += 1;
+                    let ch = match e {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => {
+                            let hi = self.hex4()?;
+                            let cp = if (0xD800..0xDC00).contains(&hi) && self.s[self.i..].starts_with(b"\\u") {
+                                self.i += 2;
+                                let lo = self.hex4()?;
+                                if !(0xDC00..0xE000).contains(&lo) {
+                                    return Err("bad surrogate pair".into());
+                                }
+                                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                            } else {
+                                hi
+                            };
+                            char::from_u32(cp).ok_or("lone surrogate in \\u escape")?
+                        }
+                        _ => return Err(format!("bad escape at byte {}", self.i)),
+                    };
+                    let mut buf = [0u8; 4];
+                    out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+                }
+                _ => out.push(c),
+            }
+        }
+    }
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c == '\u{2028}' || c == '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+// ---------------------------------------------------------------- base64
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn b64_encode(data: &[u8]) -> String {
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        out.push(B64[(n >> 18) as usize & 63] as char);
+        out.push(B64[(n >> 12) as usize & 63] as char);
+        out.push(if chunk.len() > 1 { B64[(n >> 6) as usize & 63] as char } else { '=' });
+        out.push(if chunk.len() > 2 { B64[n as usize & 63] as char } else { '=' });
+    }
+    out
+}
+
+fn b64_decode(text: &str) -> Result<Vec<u8>, String> {
+    let s = text.as_bytes();
+    if s.len() % 4 != 0 {
+        return Err("length is not a multiple of 4".into());
+    }
+    let val = |c: u8| -> Result<u32, String> {
+        match c {
+            b'A'..=b'Z' => Ok(u32::from(c - b'A')),
+            b'a'..=b'z' => Ok(u32::from(c - b'a') + 26),
+            b'0'..=b'9' => Ok(u32::from(c - b'0') + 52),
+            b'+' => Ok(62),
+            b'/' => Ok(63),
+            _ => Err(format!("bad base64 character {:?}", c as char)),
+        }
+    };
+    let mut out = Vec::with_capacity(s.len() / 4 * 3);
+    for (i, q) in s.chunks(4).enumerate() {
+        let last = i == s.len() / 4 - 1;
+        let pad = q.iter().rev().take_while(|&&c| c == b'=').count();
+        if pad > 2 || (pad > 0 && !last) {
+            return Err("misplaced padding".into());
+        }
+        let mut n = 0u32;
+        for &c in &q[..4 - pad] {
+            n = (n << 6) | val(c)?;
+        }
+        n <<= 6 * pad as u32;
+        out.push((n >> 16) as u8);
+        if pad < 2 {
+            out.push((n >> 8) as u8);
+        }
+        if pad < 1 {
+            out.push(n as u8);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,317 @@
+"""Real processes for the conformance suite: redis-server, the delayer server,
+and the four line-protocol drivers. No mocks: everything here is a real
+process on 127.0.0.1, started on a free port and killed at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import redis
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+TARGET = REPO / "target" / "debug"
+
+#: How long anything may take to come up, or a request to be answered
+#: (on top of its own wait).
+DEADLINE = 30.0
+
+
+def wait_until(check: Callable[[], bool], deadline: float = DEADLINE, step: float = 0.01) -> bool:
+    """Poll ``check`` until it is true or ``deadline`` seconds passed."""
+    end = time.monotonic() + deadline
+    while True:
+        if check():
+            return True
+        if time.monotonic() >= end:
+            return False
+        time.sleep(step)
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now (never 6379)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port != 6379:
+            return port
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when pytest dies, even by SIGKILL (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def stop_process(proc: Optional[subprocess.Popen], grace: float = 5.0) -> None:
+    """SIGTERM, wait up to ``grace`` s, then SIGKILL; always reaps."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        proc.terminate()
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=grace)
+    except ProcessLookupError:
+        pass
+
+
+def tail(path: Path, n: int = 4000) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-n:].decode("utf-8", "replace")
+
+
+def cargo_build(package: str) -> None:
+    """``cargo build -q -p <package>`` in the workspace (debug)."""
+    subprocess.run(["cargo", "build", "-q", "-p", package], cwd=REPO, check=True, timeout=1800)
+
+
+def binary(env_var: str, name: str, package: str) -> Path:
+    """Path of a workspace binary: ``$env_var``, or target/debug/<name> (built if missing)."""
+    given = os.environ.get(env_var)
+    if given:
+        path = Path(given)
+        if not path.exists():
+            raise FileNotFoundError(f"{env_var}={given} does not exist")
+        return path
+    path = TARGET / name
+    if not path.exists():
+        cargo_build(package)
+    return path
+
+
+class RedisServer:
+    """A real redis-server on a free loopback port, persistence off."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.dir = workdir / "redis"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+        self.proc: Optional[subprocess.Popen] = subprocess.Popen(
+            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.dir), "--logfile", "redis.log"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        if not wait_until(self._pings):
+            self.stop()
+            raise RuntimeError(f"redis-server on port {self.port} did not answer PING: {tail(self.dir / 'redis.log')}")
+
+    def _pings(self) -> bool:
+        if self.proc is None or self.proc.poll() is not None:
+            raise RuntimeError(f"redis-server exited: {tail(self.dir / 'redis.log')}")
+        try:
+            with redis.Redis(port=self.port, socket_timeout=0.5, socket_connect_timeout=0.5) as r:
+                return bool(r.ping())
+        except redis.RedisError:
+            return False
+
+    def client(self) -> "redis.Redis":
+        return redis.Redis(port=self.port, decode_responses=False, socket_timeout=30)
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        self.proc = None
+
+
+class DelayerServer:
+    """The real ``delayer`` binary, configured for ``redis``'s port."""
+
+    def __init__(self, workdir: Path, redis_server: RedisServer, prefix: str, timer_interval_ms: int) -> None:
+        self.exe = binary("DELAYER_BIN", "delayer", "delayer-server")
+        self.dir = workdir / "server"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.conf = self.dir / "delayer.conf"
+        self.conf.write_text(
+            "[delayer]\n"
+            f"timer_interval = {timer_interval_ms}\n"
+            f"key_prefix = {prefix}\n"
+            "log_level = info\n"
+            "\n[redis]\nhost = 127.0.0.1\n"
+            f"port = {redis_server.port}\n"
+            "database = 0\npassword =\n"
+        )
+        self.log = self.dir / "server.log"
+        self._log_file = open(self.log, "wb")
+        self.proc: Optional[subprocess.Popen] = subprocess.Popen(
+            [str(self.exe), "-c", str(self.conf)],
+            cwd=self.dir, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+        )
+        # Up means moving: a due probe job must reach its ready queue.
+        r = redis_server.client()
+        probe = "probe-" + uuid.uuid4().hex
+        r.hset(prefix + "job_bucket:" + probe, mapping={"topic": "conformance-probe", "body": ""})
+        r.zadd(prefix + "job_pool", {probe: 0})
+        queue_key = prefix + "ready_queue:conformance-probe"
+
+        def moved() -> bool:
+            if self.proc is None or self.proc.poll() is not None:
+                raise RuntimeError(f"delayer server exited: {tail(self.log)}")
+            return r.lrem(queue_key, 0, probe) == 1
+
+        if not wait_until(moved):
+            self.stop()
+            raise RuntimeError(f"delayer server did not move a due job: {tail(self.log)}")
+        r.delete(prefix + "job_bucket:" + probe)
+        r.close()
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        self.proc = None
+        self._log_file.close()
+
+
+class DriverError(AssertionError):
+    """A driver died or did not answer in time."""
+
+
+class Driver:
+    """One long-lived driver subprocess speaking the line protocol."""
+
+    def __init__(self, name: str, argv: List[str], logdir: Path, env: Optional[Dict[str, str]] = None) -> None:
+        self.name = name
+        self.argv = argv
+        self.log = logdir / f"driver-{name}.log"
+        self._log_file = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log_file,
+            env={**os.environ, **(env or {})}, bufsize=0, preexec_fn=_die_with_parent,
+        )
+        self._lines: "queue.Queue[Optional[bytes]]" = queue.Queue()
+        self._reader = threading.Thread(target=self._read, name=f"driver-{name}-stdout", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        try:
+            for line in self.proc.stdout:
+                self._lines.put(line)
+        except (OSError, ValueError):  # closed under us at stop()
+            pass
+        self._lines.put(None)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def request(self, req: Dict[str, Any], timeout: float = DEADLINE) -> Dict[str, Any]:
+        """Send one request, return its response; DriverError after ``timeout`` s."""
+        if not self.alive:
+            raise DriverError(f"{self.name} driver is not running (exit {self.proc.returncode}): {tail(self.log)}")
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(req).encode("ascii") + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as e:
+            raise DriverError(f"{self.name} driver: cannot send ({e}): {tail(self.log)}") from None
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            self.stop()  # its answer would be read as the next request's
+            raise DriverError(f"{self.name} driver did not answer {req.get('op')} within {timeout} s") from None
+        if line is None:
+            raise DriverError(f"{self.name} driver exited (code {self.proc.poll()}): {tail(self.log)}")
+        try:
+            response = json.loads(line)
+        except ValueError:
+            raise DriverError(f"{self.name} driver answered non-JSON: {line[:300]!r}") from None
+        if not isinstance(response, dict) or not isinstance(response.get("ok"), bool):
+            raise DriverError(f"{self.name} driver answered {line[:300]!r}, not a response object")
+        return response
+
+    def stop(self) -> None:
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        stop_process(self.proc, grace=3.0)
+        self._reader.join(5)  # the process is gone: its stdout is at EOF
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._log_file.close()
+
+
+def driver_argv(name: str, redis_server: RedisServer, prefix: str) -> List[str]:
+    """The command line of one driver."""
+    url = redis_server.url
+    if name == "rust":
+        exe = binary("DELAYER_DRIVER_BIN", "delayer-conformance-driver", "delayer-conformance-driver")
+        return [str(exe), "--url", url, "--prefix", prefix]
+    if name == "python":
+        return [sys.executable, str(HERE / "drivers" / "python_driver.py"), "--url", url, "--prefix", prefix]
+    if name == "raw1x":
+        return [sys.executable, str(HERE / "drivers" / "raw1x_driver.py"), "--url", url, "--prefix", prefix]
+    if name == "php":
+        php = shutil.which(os.environ.get("PHP", "php"))
+        if php is None:
+            raise RuntimeError("php is not installed")
+        autoload = REPO / "sdk-php" / "vendor" / "autoload.php"
+        if not autoload.exists() and not os.environ.get("DELAYER_PHP_AUTOLOAD"):
+            subprocess.run(["composer", "dump-autoload", "-q"], cwd=REPO / "sdk-php", check=True, timeout=300)
+        return [php, str(HERE / "drivers" / "php_driver.php"), "--host", "127.0.0.1",
+                "--port", str(redis_server.port), "--prefix", prefix]
+    raise ValueError(f"unknown driver {name!r}")
+
+
+class Drivers:
+    """The four drivers, started on first use and restarted if one died."""
+
+    def __init__(self, redis_server: RedisServer, prefix: str, logdir: Path) -> None:
+        self.redis_server = redis_server
+        self.prefix = prefix
+        self.logdir = logdir
+        self._running: Dict[str, Driver] = {}
+
+    def __getitem__(self, name: str) -> Driver:
+        d = self._running.get(name)
+        if d is None or not d.alive:
+            if d is not None:
+                d.stop()
+            d = Driver(name, driver_argv(name, self.redis_server, self.prefix), self.logdir)
+            self._running[name] = d
+        return d
+
+    def stop_all(self) -> None:
+        for d in self._running.values():
+            try:
+                d.stop()
+            except Exception:  # keep stopping the others
+                pass
+        self._running.clear()
+
+
+def _kill_group_on_signal() -> None:
+    """SIGTERM to pytest (a CI timeout) still runs the fixtures' finalizers."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)

@@ -1,0 +1,40 @@
+"""The SDKs' copies of the Lua scripts are byte-identical to lua/.
+
+Python ships them as package data (sdk-python/src/delayer/lua/) and PHP
+reads them from sdk-php/lua/. The Rust SDK has no copy: it compiles lua/*.lua
+in with include_str!("../../lua/...") (sdk-rust/src/scripts.rs), so there is
+nothing to drift. move.lua is the server's alone and has no client copy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CANON = REPO / "lua"
+CLIENT_SCRIPTS = ["push.lua", "pop.lua", "take.lua", "remove.lua"]
+COPIES = {
+    "python": REPO / "sdk-python" / "src" / "delayer" / "lua",
+    "php": REPO / "sdk-php" / "lua",
+}
+
+
+@pytest.mark.parametrize("sdk", list(COPIES))
+def test_sdk_ships_exactly_the_client_scripts(sdk: str) -> None:
+    assert sorted(p.name for p in COPIES[sdk].glob("*.lua")) == sorted(CLIENT_SCRIPTS)
+
+
+@pytest.mark.parametrize("script", CLIENT_SCRIPTS)
+@pytest.mark.parametrize("sdk", list(COPIES))
+def test_lua_copy_is_byte_identical(sdk: str, script: str) -> None:
+    canon = (CANON / script).read_bytes()
+    copy = (COPIES[sdk] / script).read_bytes()
+    assert copy == canon, f"{COPIES[sdk] / script} differs from lua/{script}"
+
+
+def test_rust_sdk_includes_lua_directly() -> None:
+    src = "".join(p.read_text() for p in (REPO / "sdk-rust" / "src").rglob("*.rs"))
+    for script in CLIENT_SCRIPTS:
+        assert f'include_str!("../../lua/{script}")' in src, f"sdk-rust no longer includes lua/{script}"

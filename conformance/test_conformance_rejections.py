@@ -1,0 +1,99 @@
+"""The three SDKs refuse the same bad input, with their invalid-argument
+error, before touching Redis; and accept the same edge-of-valid input.
+(raw1x is left out: Delayer 1.x validated nothing.)
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any, Dict
+
+import pytest
+
+SDKS = ["rust", "python", "php"]
+MAX_DELAY_MS = 315_360_000 * 1000  # 10 years
+
+
+def _push(**over: Any) -> Dict[str, Any]:
+    req: Dict[str, Any] = {"op": "push", "topic": "cf-reject", "id": "cf-reject:" + uuid.uuid4().hex,
+                           "delay_ms": 60_000, "body_b64": base64.b64encode(b"x").decode()}
+    req.update(over)
+    return req
+
+
+# (name, request). Rust's SDK takes std::time::Duration, which cannot hold a
+# negative value: for the cases marked NEGATIVE the Rust driver itself answers
+# invalid_argument (the call cannot be written), and the test checks that.
+NEGATIVE = {"negative delay", "negative ready_max_lifetime", "negative bpop timeout"}
+BAD = [
+    ("empty id", _push(id="")),
+    ("id with a space", _push(id="a b")),
+    ("id with a tab", _push(id="a\tb")),
+    ("id with U+00A0", _push(id="a\u00a0b")),
+    ("id with U+0085", _push(id="a\u0085b")),
+    ("id with U+3000", _push(id="a\u3000b")),
+    ("id with U+2028", _push(id="a\u2028b")),
+    ("id with DEL", _push(id="a\x7fb")),
+    ("id with {", _push(id="order{1")),
+    ("id with }", _push(id="order}1")),
+    ("201-byte id", _push(id="x" * 201)),
+    ("201-byte UTF-8 id", _push(id="延" * 67)),
+    ("empty topic", _push(topic="")),
+    ("topic with a space", _push(topic="a b")),
+    ("topic with {", _push(topic="{t}")),
+    ("201-byte topic", _push(topic="t" * 201)),
+    ("negative delay", _push(delay_ms=-1000)),
+    ("delay over 10 years", _push(delay_ms=MAX_DELAY_MS + 1)),
+    ("ready_max_lifetime 0", _push(ready_max_lifetime_s=0)),
+    ("ready_max_lifetime 1.5 s", _push(ready_max_lifetime_s=1.5)),
+    ("negative ready_max_lifetime", _push(ready_max_lifetime_s=-60)),
+    ("ready_max_lifetime over 10 years", _push(ready_max_lifetime_s=315_360_001)),
+    ("pop: empty topic", {"op": "pop", "topic": ""}),
+    ("pop: topic with a space", {"op": "pop", "topic": "a b"}),
+    ("bpop: topic with }", {"op": "bpop", "topic": "t}", "timeout_ms": 100}),
+    ("negative bpop timeout", {"op": "bpop", "topic": "cf-reject", "timeout_ms": -1000}),
+    ("remove: empty id", {"op": "remove", "id": ""}),
+    ("remove: 201-byte id", {"op": "remove", "id": "x" * 201}),
+    ("remove: id with a newline", {"op": "remove", "id": "a\nb"}),
+]
+
+GOOD = [
+    ("200-byte id", _push(id="x" * 200)),
+    ("200-byte UTF-8 id", _push(id="延" * 66 + "xx")),
+    ("id with U+200B (not White_Space)", _push(id="a\u200bb")),
+    ("unicode id and topic", _push(id="订单-1:" + uuid.uuid4().hex, topic="主题")),
+    ("delay exactly 10 years", _push(delay_ms=MAX_DELAY_MS)),
+    ("ready_max_lifetime 1 s", _push(ready_max_lifetime_s=1)),
+    ("ready_max_lifetime 60.0 s", _push(ready_max_lifetime_s=60.0)),
+    ("ready_max_lifetime exactly 10 years", _push(ready_max_lifetime_s=315_360_000)),
+]
+
+
+@pytest.mark.parametrize("sdk", SDKS)
+@pytest.mark.parametrize("case,req", BAD, ids=[c for c, _ in BAD])
+def test_rejected_alike(drivers: Any, rds: Any, keys: Any, sdk: str, case: str, req: Dict[str, Any]) -> None:
+    pool_before = rds.zcard(keys.pool)
+    r = drivers[sdk].request(req)
+    assert r["ok"] is False, f"{sdk} accepted {case}: {r}"
+    kind, _, message = r["error"].partition(": ")
+    assert kind == "invalid_argument", f"{sdk} refused {case} with {r['error']!r}, not invalid_argument"
+    if sdk == "rust" and case in NEGATIVE:
+        assert message.startswith("driver:"), message
+    if req["op"] == "push" and req["id"]:
+        assert rds.zscore(keys.pool, req["id"]) is None, f"{sdk} wrote {case} to the pool"
+        assert rds.exists(keys.bucket(req["id"])) == 0, f"{sdk} wrote a bucket for {case}"
+    assert rds.zcard(keys.pool) == pool_before
+
+
+@pytest.mark.parametrize("sdk", SDKS)
+@pytest.mark.parametrize("case,req", GOOD, ids=[c for c, _ in GOOD])
+def test_accepted_alike(drivers: Any, rds: Any, keys: Any, sdk: str, case: str, req: Dict[str, Any]) -> None:
+    req = dict(req, id=req["id"] + f"-{sdk}" if len(req["id"].encode()) < 190 else req["id"])
+    r = drivers[sdk].request(req)
+    assert r["ok"] is True, f"{sdk} refused {case}: {r['error']}"
+    try:
+        assert rds.zscore(keys.pool, req["id"]) is not None
+    finally:
+        r = drivers[sdk].request({"op": "remove", "id": req["id"]})
+        assert r == {"ok": True, "removed": True}, r
