@@ -34,15 +34,29 @@ class Client
     /** How many pushes pushMany() sends per pipeline. */
     private const PIPELINE_CHUNK = 500;
 
-    private const CONFIG_KEYS = ['host', 'port', 'database', 'username', 'password', 'prefix', 'timeout'];
+    private const CONFIG_KEYS = ['url', 'host', 'port', 'database', 'username', 'password', 'tls', 'prefix', 'timeout'];
+
+    /** The stream-context options of the tls option (PHP's ssl context names). */
+    private const TLS_KEYS = ['cafile', 'local_cert', 'local_pk'];
 
     private readonly \Redis $redis;
 
     private readonly Keys $keys;
 
+    /** What phpredis connects to: a host, "tls://host", or a socket path. */
     private readonly string $host;
 
+    /** The TCP port, 0 for a unix socket. */
     private readonly int $port;
+
+    /** Where Redis is, for messages: "host:port" or the socket path. */
+    private readonly string $where;
+
+    /** @var array{stream: array<string, mixed>}|null the stream context of a TLS connection */
+    private readonly ?array $context;
+
+    /** @var list<string> passwords to keep out of messages (the URL's may differ) */
+    private readonly array $secrets;
 
     private readonly int $database;
 
@@ -55,12 +69,21 @@ class Client
     /**
      * Connects to Redis (and authenticates, and selects the database).
      *
-     * @param array{host?: string, port?: int|string, database?: int|string, username?: ?string, password?: ?string, prefix?: string, timeout?: int|float} $config
+     * Either url, or host / port / database (not both).
+     *
+     * @param array{url?: string, host?: string, port?: int|string, database?: int|string, username?: ?string, password?: ?string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, timeout?: int|float} $config
+     *        url      redis://[user:password@]host:port/db, rediss://... (TLS)
+     *                 or unix:///path/to/redis.sock (also redis+unix://; ?db=N)
      *        host     Redis host name, IP or unix socket path (default "127.0.0.1")
      *        port     Redis port (default 6379)
      *        database database number for SELECT (default 0)
-     *        username ACL user name (default none: the "default" user)
-     *        password password for AUTH; "" or null for none (default)
+     *        username ACL user name (default none: the "default" user);
+     *                 overrides the url's
+     *        password password for AUTH; "" or null for none (default);
+     *                 overrides the url's
+     *        tls      with a rediss:// url: cafile (PEM of the CA to trust
+     *                 instead of the system's), local_cert + local_pk (PEM
+     *                 client certificate and key, for mutual TLS)
      *        prefix   key prefix, as the server's key_prefix (default "delayer:")
      *        timeout  connect and read timeout in seconds (default 5)
      * @throws ConfigException     on an unknown key or a bad value
@@ -78,12 +101,52 @@ class Client
                 ));
             }
         }
-        $this->host = self::configString($config, 'host', '127.0.0.1', false);
-        $this->port = self::configInt($config, 'port', 6379, 1, 65535);
-        $this->database = self::configInt($config, 'database', 0, 0, PHP_INT_MAX);
+        $url = self::configString($config, 'url', '', true);
         $username = self::configString($config, 'username', '', true);
-        $this->username = $username === '' ? null : $username;
         $password = self::configString($config, 'password', '', true);
+        $tls = self::tlsOptions($config['tls'] ?? []);
+        $secrets = $password === '' ? [] : [$password];
+        if ($url === '') {
+            $host = self::configString($config, 'host', '127.0.0.1', false);
+            $port = self::configInt($config, 'port', 6379, 1, 65535);
+            $this->database = self::configInt($config, 'database', 0, 0, PHP_INT_MAX);
+            $this->host = $host;
+            $this->port = str_starts_with($host, '/') ? 0 : $port;
+            $this->where = str_starts_with($host, '/') ? $host : "{$host}:{$port}";
+            $this->context = null;
+        } else {
+            foreach (['host', 'port', 'database'] as $key) {
+                if (($config[$key] ?? null) !== null) {
+                    throw new ConfigException("option {$key}: set either url or host/port/database, not both");
+                }
+            }
+            $parsed = RedisUrl::parse($url);
+            if ($parsed === null) {
+                throw new ConfigException('option url: not a redis://, rediss:// or unix:// URL');
+            }
+            if ($parsed->password !== null) {
+                $secrets[] = $parsed->password;
+            }
+            $username = $username !== '' ? $username : (string) $parsed->username;
+            $password = $password !== '' ? $password : (string) $parsed->password;
+            $this->database = $parsed->database;
+            if ($parsed->socket !== null) {
+                $this->host = $this->where = $parsed->socket;
+                $this->port = 0;
+                $this->context = null;
+            } else {
+                $host = (string) $parsed->host;
+                $this->host = ($parsed->tls ? 'tls://' : '') . (str_contains($host, ':') ? "[{$host}]" : $host);
+                $this->port = $parsed->port;
+                $this->where = (str_contains($host, ':') ? "[{$host}]" : $host) . ":{$parsed->port}";
+                // Certificates matter only for rediss:// (as in the Rust SDK).
+                $this->context = $parsed->tls
+                    ? ['stream' => $tls + ['verify_peer' => true, 'verify_peer_name' => true, 'peer_name' => $host]]
+                    : null;
+            }
+        }
+        $this->secrets = $secrets;
+        $this->username = $username === '' ? null : $username;
         $this->password = $password === '' ? null : $password;
         $this->keys = new Keys(self::configString($config, 'prefix', Keys::DEFAULT_PREFIX, true));
         $timeout = $config['timeout'] ?? self::DEFAULT_TIMEOUT;
@@ -101,10 +164,11 @@ class Client
     /**
      * Builds a client from the server's delayer.conf.
      *
-     * Reads [redis] host, port, database, username, password and [delayer]
-     * key_prefix; every other section and key is ignored. Comments start with
-     * ";" (whole line or inline, as "port = 6380 ; the test instance"); quote
-     * a value that contains ";" ("password = \"a;b\"").
+     * Reads [redis] url (or host, port, database), username, password,
+     * tls_ca_file, tls_cert_file, tls_key_file and [delayer] key_prefix;
+     * every other section and key is ignored. Comments start with ";" or "#"
+     * (whole line or inline, as "port = 6380 ; the test instance"); quote a
+     * value that starts with ";" ("password = \";secret\"").
      *
      * @param string $iniPath path of delayer.conf
      * @param array{timeout?: int|float} $overrides options applied on top of
@@ -341,14 +405,27 @@ class Client
 
     private function connect(): void
     {
-        $where = $this->describe();
+        $where = $this->where;
+        // A failed TLS handshake is also reported as PHP warnings: their
+        // text goes into the exception instead.
+        $warnings = [];
+        set_error_handler(static function (int $no, string $message) use (&$warnings): bool {
+            $warnings[] = trim((string) preg_replace(['/^Redis::connect\(\):\s*/', '/\s+/'], ['', ' '], $message));
+            return true;
+        });
         try {
-            $ok = $this->redis->connect($this->host, $this->port, $this->timeout, null, 0, $this->timeout);
+            $ok = $this->context === null
+                ? $this->redis->connect($this->host, $this->port, $this->timeout, null, 0, $this->timeout)
+                : $this->redis->connect($this->host, $this->port, $this->timeout, null, 0, $this->timeout, $this->context);
         } catch (\RedisException $e) {
-            throw new ConnectionException("cannot connect to Redis at {$where}: " . $this->scrub($e->getMessage()), 0, $e);
+            $detail = implode('; ', [...$warnings, $e->getMessage()]);
+            throw new ConnectionException("cannot connect to Redis at {$where}: " . $this->scrub($detail), 0, $e);
+        } finally {
+            restore_error_handler();
         }
         if (!$ok) {
-            throw new ConnectionException("cannot connect to Redis at {$where}");
+            $detail = $warnings === [] ? '' : ': ' . implode('; ', $warnings);
+            throw new ConnectionException("cannot connect to Redis at {$where}" . $this->scrub($detail));
         }
         if ($this->password !== null) {
             $error = null;
@@ -467,18 +544,48 @@ class Client
         return Message::create($id, $topic, $body);
     }
 
-    private function describe(): string
-    {
-        return str_starts_with($this->host, '/') ? $this->host : "{$this->host}:{$this->port}";
-    }
-
-    /** Removes the password from a message that is about to be raised. */
+    /** Removes the passwords from a message that is about to be raised. */
     private function scrub(string $message): string
     {
-        if ($this->password !== null && $this->password !== '') {
-            $message = str_replace($this->password, '***', $message);
+        foreach ($this->secrets as $secret) {
+            $message = str_replace($secret, '***', $message);
         }
         return $message;
+    }
+
+    /**
+     * Checks the tls option: cafile, local_cert and local_pk, readable files;
+     * local_cert and local_pk together.
+     *
+     * @return array<string, string>
+     * @throws ConfigException naming the bad key
+     */
+    private static function tlsOptions(mixed $tls): array
+    {
+        if (!\is_array($tls)) {
+            throw new ConfigException('option tls must be an array (cafile, local_cert, local_pk), got ' . get_debug_type($tls));
+        }
+        foreach ($tls as $key => $file) {
+            if (!\in_array($key, self::TLS_KEYS, true)) {
+                throw new ConfigException(sprintf(
+                    'unknown tls option %s (expected one of %s)',
+                    var_export($key, true),
+                    implode(', ', self::TLS_KEYS)
+                ));
+            }
+            if (!\is_string($file) || $file === '') {
+                throw new ConfigException("option tls.{$key} must be a file path, got " . get_debug_type($file));
+            }
+            if (!is_file($file) || !is_readable($file)) {
+                throw new ConfigException("option tls.{$key}: cannot read {$file}");
+            }
+        }
+        if (isset($tls['local_cert']) !== isset($tls['local_pk'])) {
+            [$set, $missing] = isset($tls['local_cert']) ? ['local_cert', 'local_pk'] : ['local_pk', 'local_cert'];
+            throw new ConfigException("option tls.{$set} needs tls.{$missing} too");
+        }
+        /** @var array<string, string> $tls */
+        return $tls;
     }
 
     private static function now(): float
@@ -490,7 +597,7 @@ class Client
      * @param array<string, mixed> $config
      * @throws ConfigException
      */
-    private static function configString(array $config, string $key, string $default, bool $allowEmpty): string
+    private static function configString(#[\SensitiveParameter] array $config, string $key, string $default, bool $allowEmpty): string
     {
         $value = $config[$key] ?? $default;
         if (!\is_string($value) || (!$allowEmpty && $value === '')) {
@@ -508,7 +615,7 @@ class Client
      * @param array<string, mixed> $config
      * @throws ConfigException
      */
-    private static function configInt(array $config, string $key, int $default, int $min, int $max): int
+    private static function configInt(#[\SensitiveParameter] array $config, string $key, int $default, int $min, int $max): int
     {
         $value = $config[$key] ?? $default;
         if (\is_string($value) && preg_match('/^\d{1,18}$/', $value) === 1) {

@@ -9,8 +9,9 @@ use Delayer\Exception\ConfigException;
 /**
  * Reads the client's settings from the server's delayer.conf.
  *
- * Used keys: [redis] host, port, database, username, password and
- * [delayer] key_prefix. Every other section and key is ignored, so one file
+ * Used keys: [redis] url, host, port, database, username, password,
+ * tls_ca_file, tls_cert_file, tls_key_file and [delayer] key_prefix (relative
+ * certificate paths are relative to the file's directory). Every other section and key is ignored, so one file
  * serves the server and its clients. Comments start with ";" or "#", on
  * their own line or after a value preceded by whitespace
  * ("port = 6380 ; test instance"); a value may be double-quoted to keep
@@ -26,7 +27,7 @@ final class ConfigFile
     }
 
     /**
-     * @return array{host?: string, port?: int, database?: int, username?: string, password?: string, prefix?: string}
+     * @return array{url?: string, host?: string, port?: int, database?: int, username?: string, password?: string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string}
      *         options for {@see Client::__construct()}; keys absent from the
      *         file are absent here (the client's defaults apply)
      * @throws ConfigException naming the file, and the section and key of a bad value
@@ -49,24 +50,77 @@ final class ConfigFile
         }
         $redis = self::section($path, $ini, 'redis');
         $delayer = self::section($path, $ini, 'delayer');
+        $get = static function (array $section, string $key): ?string {
+            $value = self::value($section, $key);
+            return $value === null || $value === '' ? null : $value;
+        };
+        $base = \dirname(realpath($path) ?: $path);
+        $readable = static function (string $key) use ($get, $redis, $path, $lines, $base): ?string {
+            $file = $get($redis, $key);
+            if ($file === null) {
+                return null;
+            }
+            $full = str_starts_with($file, '/') ? $file : $base . '/' . $file;
+            if (!is_file($full) || !is_readable($full)) {
+                throw self::error($path, $lines, 'redis', $key, "cannot read {$file}: "
+                    . (file_exists($full) ? 'not a readable file' : 'No such file or directory'));
+            }
+            return $full;
+        };
 
+        // Checked in the Rust SDK's order (sdk-rust/src/conf.rs), so that a
+        // file with several mistakes gets the same first error in every SDK.
         $config = [];
-        if (($host = self::value($redis, 'host')) !== null && $host !== '') {
+        $url = $get($redis, 'url');
+        if ($url !== null) {
+            foreach (['host', 'port', 'database'] as $key) {
+                if ($get($redis, $key) !== null) {
+                    throw self::error($path, $lines, 'redis', $key, 'set either url or host/port/database, not both');
+                }
+            }
+            if (RedisUrl::parse($url) === null) {
+                throw self::error($path, $lines, 'redis', 'url', 'not a redis://, rediss:// or unix:// URL');
+            }
+            $config['url'] = $url;
+        }
+        if (($database = $get($redis, 'database')) !== null) {
+            $database = self::integer($path, $lines, 'redis', 'database', $database, 0, 2147483647);
+        }
+        $cert = $readable('tls_cert_file');
+        $key = $readable('tls_key_file');
+        if ($cert !== null && $key === null) {
+            throw self::error($path, $lines, 'redis', 'tls_cert_file', 'needs tls_key_file too');
+        }
+        if ($key !== null && $cert === null) {
+            throw self::error($path, $lines, 'redis', 'tls_key_file', 'needs tls_cert_file too');
+        }
+        if (($host = $get($redis, 'host')) !== null) {
             $config['host'] = $host;
         }
-        if (($port = self::value($redis, 'port')) !== null && $port !== '') {
+        if (($port = $get($redis, 'port')) !== null) {
             $config['port'] = self::integer($path, $lines, 'redis', 'port', $port, 1, 65535);
         }
-        if (($database = self::value($redis, 'database')) !== null && $database !== '') {
-            $config['database'] = self::integer($path, $lines, 'redis', 'database', $database, 0, 2147483647);
+        if ($database !== null) {
+            $config['database'] = $database;
         }
-        if (($username = self::value($redis, 'username')) !== null && $username !== '') {
+        if (($username = $get($redis, 'username')) !== null) {
             $config['username'] = $username;
         }
-        if (($password = self::value($redis, 'password')) !== null && $password !== '') {
+        if (($password = $get($redis, 'password')) !== null) {
             $config['password'] = $password;
         }
-        if (($prefix = self::value($delayer, 'key_prefix')) !== null && $prefix !== '') {
+        $tls = [];
+        if (($ca = $readable('tls_ca_file')) !== null) {
+            $tls['cafile'] = $ca;
+        }
+        if ($cert !== null && $key !== null) {
+            $tls['local_cert'] = $cert;
+            $tls['local_pk'] = $key;
+        }
+        if ($tls !== []) {
+            $config['tls'] = $tls;
+        }
+        if (($prefix = $get($delayer, 'key_prefix')) !== null) {
             $config['prefix'] = $prefix;
         }
         return $config;
@@ -171,17 +225,24 @@ final class ConfigFile
     private static function integer(string $path, array $lines, string $section, string $key, string $value, int $min, int $max): int
     {
         if (preg_match('/^\d{1,10}$/', $value) !== 1 || (int) $value < $min || (int) $value > $max) {
-            throw new ConfigException(sprintf(
-                '%s%s: [%s] %s: must be an integer from %d to %d, got %s',
-                $path,
-                isset($lines["{$section} {$key}"]) ? ':' . $lines["{$section} {$key}"] : '',
-                $section,
-                $key,
+            throw self::error($path, $lines, $section, $key, sprintf(
+                'must be an integer from %d to %d, got %s',
                 $min,
                 $max,
                 json_encode($value, JSON_INVALID_UTF8_SUBSTITUTE | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE)
             ));
         }
         return (int) $value;
+    }
+
+    /**
+     * An error about $key in [$section], as "file:line: [section] key: message".
+     *
+     * @param array<string, int> $lines
+     */
+    private static function error(string $path, array $lines, string $section, string $key, string $message): ConfigException
+    {
+        $line = isset($lines["{$section} {$key}"]) ? ':' . $lines["{$section} {$key}"] : '';
+        return new ConfigException("{$path}{$line}: [{$section}] {$key}: {$message}");
     }
 }

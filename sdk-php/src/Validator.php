@@ -75,7 +75,17 @@ final class Validator
                 var_export($delay, true)
             ));
         }
-        return (int) round($delay * 1000);
+        if (\is_int($delay)) {
+            return $delay * 1000;
+        }
+        // As docs/PROTOCOL.md: to the nearest nanosecond, then to the
+        // millisecond, halves up (Rust's Duration semantics: 1.2345 s is
+        // 1235 ms). Whole seconds split off exactly, so the fraction keeps
+        // its precision on huge delays; floor(x + 0.5), not round(), which
+        // pre-rounds.
+        $whole = floor($delay);
+        $nanos = (int) floor(($delay - $whole) * 1e9 + 0.5);
+        return (int) $whole * 1000 + intdiv($nanos + 500000, 1000000);
     }
 
     /**

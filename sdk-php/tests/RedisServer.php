@@ -25,6 +25,9 @@ final class RedisServer
         public readonly int $port,
         public readonly string $dir,
         public readonly ?string $password,
+        /** @var array{cert: string, key: string, ca: string}|null */
+        public readonly ?array $tls = null,
+        public readonly ?string $socket = null,
     ) {
     }
 
@@ -36,36 +39,84 @@ final class RedisServer
 
     /**
      * @param string|null $password run with --requirepass
+     * @param list<string> $args    more redis-server arguments (ACL users, ...)
+     * @param array{cert: string, key: string, ca: string}|null $tls serve TLS
+     *        only (--port 0, --tls-port), with this certificate, key and CA
+     * @param bool $socket also listen on <dir>/redis.sock
      */
-    public static function start(?string $password = null, float $deadline = 10.0): self
+    public static function start(?string $password = null, float $deadline = 10.0, array $args = [], ?array $tls = null, bool $socket = false): self
     {
         $port = self::freePort();
         $dir = sys_get_temp_dir() . '/delayer-php-redis-' . getmypid() . '-' . $port . '-' . bin2hex(random_bytes(4));
         if (!mkdir($dir, 0700, true) && !is_dir($dir)) {
             throw new \RuntimeException("cannot create {$dir}");
         }
-        $command = [
-            self::BINARY,
-            '--port', (string) $port,
+        $command = [self::BINARY];
+        if ($tls === null) {
+            array_push($command, '--port', (string) $port);
+        } else {
+            array_push(
+                $command,
+                '--port', '0',
+                '--tls-port', (string) $port,
+                '--tls-cert-file', $tls['cert'],
+                '--tls-key-file', $tls['key'],
+                '--tls-ca-cert-file', $tls['ca'],
+                '--tls-auth-clients', 'no',
+            );
+        }
+        array_push(
+            $command,
             '--bind', '127.0.0.1',
             '--save', '',
             '--appendonly', 'no',
             '--dir', $dir,
             '--daemonize', 'no',
             '--logfile', $dir . '/redis.log',
-        ];
+        );
         if ($password !== null) {
             array_push($command, '--requirepass', $password);
         }
+        $socketPath = $socket ? $dir . '/redis.sock' : null;
+        if ($socketPath !== null) {
+            array_push($command, '--unixsocket', $socketPath, '--unixsocketperm', '700');
+        }
+        array_push($command, ...$args);
         $process = proc_open($command, [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['file', $dir . '/stderr.log', 'w']], $pipes);
         if (!\is_resource($process)) {
             throw new \RuntimeException('cannot start ' . self::BINARY);
         }
-        $server = new self($port, $dir, $password);
+        $server = new self($port, $dir, $password, $tls, $socketPath);
         $server->process = $process;
         self::$running[] = $server;
         $server->waitReady($deadline);
         return $server;
+    }
+
+    /**
+     * A CA, and a server certificate for 127.0.0.1 signed by it, made with
+     * the openssl CLI in $dir.
+     *
+     * @return array{cert: string, key: string, ca: string} PEM files
+     */
+    public static function makeCertificates(string $dir): array
+    {
+        $openssl = static function (string ...$args) use ($dir): void {
+            $process = proc_open(['openssl', ...$args], [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['pipe', 'w']], $pipes, $dir);
+            if (!\is_resource($process)) {
+                throw new \RuntimeException('cannot run openssl');
+            }
+            $err = stream_get_contents($pipes[2]);
+            fclose($pipes[2]);
+            if (proc_close($process) !== 0) {
+                throw new \RuntimeException('openssl ' . implode(' ', $args) . ": {$err}");
+            }
+        };
+        $openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=delayer test CA');
+        $openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=127.0.0.1');
+        file_put_contents($dir . '/ext.cnf', "subjectAltName=IP:127.0.0.1\n");
+        $openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '2', '-extfile', 'ext.cnf');
+        return ['cert' => $dir . '/server.pem', 'key' => $dir . '/server.key', 'ca' => $dir . '/ca.pem'];
     }
 
     /** A port nothing listens on right now (bind to port 0, read it back, close). */
@@ -84,11 +135,15 @@ final class RedisServer
         return $port;
     }
 
-    /** A fresh phpredis connection to this server (authenticated). */
+    /** A fresh phpredis connection to this server (authenticated; over TLS, trusting the test CA). */
     public function connect(): \Redis
     {
         $redis = new \Redis();
-        $redis->connect('127.0.0.1', $this->port, 2.0, null, 0, 5.0);
+        if ($this->tls !== null) {
+            $redis->connect('tls://127.0.0.1', $this->port, 2.0, null, 0, 5.0, ['stream' => ['cafile' => $this->tls['ca'], 'verify_peer' => true, 'peer_name' => '127.0.0.1']]);
+        } else {
+            $redis->connect('127.0.0.1', $this->port, 2.0, null, 0, 5.0);
+        }
         if ($this->password !== null) {
             $redis->auth($this->password);
         }
@@ -105,15 +160,26 @@ final class RedisServer
                 $log = @file_get_contents($this->dir . '/redis.log') . @file_get_contents($this->dir . '/stderr.log');
                 throw new \RuntimeException("redis-server on port {$this->port} exited: {$log}");
             }
-            try {
-                $redis = $this->connect();
-                $pong = $redis->ping();
-                $redis->close();
-                if ($pong === true || $pong === '+PONG' || $pong === 'PONG') {
-                    return;
+            $listening = @fsockopen('127.0.0.1', $this->port, $errno, $errstr, 1.0);
+            if ($listening !== false) {
+                fclose($listening);
+                try {
+                    $redis = $this->connect();
+                    $pong = $redis->ping();
+                    $error = (string) $redis->getLastError();
+                    $redis->close();
+                    if ($pong === false && str_contains($error, 'NOAUTH')) {
+                        return; // it answers: "default" is off in the ACL tests
+                    }
+                    if (($pong === true || $pong === '+PONG' || $pong === 'PONG') && ($this->socket === null || file_exists($this->socket))) {
+                        return;
+                    }
+                } catch (\RedisException $e) {
+                    $last = $e->getMessage();
+                    if (str_contains($last, 'NOAUTH')) {
+                        return; // it answers: "default" is off in the ACL tests
+                    }
                 }
-            } catch (\RedisException $e) {
-                $last = $e->getMessage();
             }
             usleep(20000);
         }

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 import redis
@@ -26,10 +27,24 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """One redis-server process, started for the tests and killed afterwards."""
+    """One redis-server process, started for the tests and killed afterwards.
 
-    def __init__(self, password: Optional[str] = None) -> None:
+    ``tls`` = ``(cert, key, ca)`` serves TLS only (``--port 0``); ``args`` are
+    extra redis-server arguments (ACL users, a unix socket, ...).
+    """
+
+    def __init__(
+        self,
+        password: Optional[str] = None,
+        *,
+        args: Sequence[str] = (),
+        tls: Optional[Tuple[Path, Path, Path]] = None,
+        socket_path: Optional[Path] = None,
+    ) -> None:
         self.password = password
+        self.args = list(args)
+        self.tls = tls
+        self.socket_path = socket_path
         self.dir = tempfile.mkdtemp(prefix="delayer-redis-")
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.port = 0
@@ -40,9 +55,21 @@ class RedisServer:
         raise RuntimeError("could not start redis-server")
 
     def _start(self) -> bool:
-        args: List[str] = [
-            REDIS_SERVER,
-            "--port", str(self.port),
+        os.makedirs(self.dir, exist_ok=True)
+        args: List[str] = [REDIS_SERVER]
+        if self.tls is None:
+            args += ["--port", str(self.port)]
+        else:
+            cert, key, ca = self.tls
+            args += [
+                "--port", "0",
+                "--tls-port", str(self.port),
+                "--tls-cert-file", str(cert),
+                "--tls-key-file", str(key),
+                "--tls-ca-cert-file", str(ca),
+                "--tls-auth-clients", "no",
+            ]
+        args += [
             "--bind", "127.0.0.1",
             "--save", "",
             "--appendonly", "no",
@@ -52,18 +79,32 @@ class RedisServer:
         ]
         if self.password is not None:
             args += ["--requirepass", self.password]
+        if self.socket_path is not None:
+            args += ["--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
+        args += self.args
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
-        probe = redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_connect_timeout=1)
+        while time.monotonic() < deadline:  # first: something listens
+            if self.proc.poll() is not None:
+                return False
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        probe = self.client(socket_connect_timeout=1)
         try:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     return False
                 try:
-                    if probe.ping():
+                    if probe.ping() and (self.socket_path is None or self.socket_path.exists()):
                         return True
+                except (redis.AuthenticationError, redis.ResponseError):
+                    return True  # it answers: "default" is off in the ACL tests
                 except redis.ConnectionError:
-                    time.sleep(0.02)
+                    pass
+                time.sleep(0.02)
         finally:
             probe.close()
         self.stop()
@@ -74,14 +115,38 @@ class RedisServer:
         auth = f":{self.password}@" if self.password else ""
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
-    def client(self) -> "redis.Redis":
-        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password)
+    def client(self, **kwargs: Any) -> "redis.Redis":
+        """A plain redis-py client (over TLS, trusting the test CA, for a TLS server)."""
+        if self.tls is not None:
+            kwargs.setdefault("ssl", True)
+            kwargs.setdefault("ssl_ca_certs", str(self.tls[2]))
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, **kwargs)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=10)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def make_certificates(dir: Path) -> Tuple[Path, Path, Path]:
+    """A CA, and a server certificate for 127.0.0.1 signed by it (openssl CLI).
+
+    Returns ``(server cert, server key, CA cert)``, PEM files in ``dir``.
+    """
+
+    def openssl(*args: str) -> None:
+        out = subprocess.run(["openssl", *args], cwd=dir, capture_output=True)
+        assert out.returncode == 0, f"openssl {args}: {out.stderr.decode(errors='replace')}"
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+            "-days", "2", "-subj", "/CN=delayer test CA")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+            "-subj", "/CN=127.0.0.1")
+    (dir / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")
+    return dir / "server.pem", dir / "server.key", dir / "ca.pem"
 
 
 @pytest.fixture(scope="session")
@@ -96,6 +161,49 @@ def redis_server() -> Iterator[RedisServer]:
 @pytest.fixture(scope="session")
 def auth_server() -> Iterator[RedisServer]:
     server = RedisServer(password="s3cret-PASSWORD")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Path, Path, Path]:
+    """``(server cert, server key, CA cert)`` made for this run."""
+    return make_certificates(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="session")
+def tls_server(certs: Tuple[Path, Path, Path]) -> Iterator[RedisServer]:
+    """A redis-server that speaks TLS only, with a certificate of the test CA."""
+    server = RedisServer(tls=certs)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+ACL_USER = "delayer"
+ACL_PASSWORD = "acl-pw-Secret-42"
+
+
+@pytest.fixture(scope="session")
+def acl_server() -> Iterator[RedisServer]:
+    """A redis-server whose only user is ``delayer``, limited to ``delayer:*`` keys."""
+    server = RedisServer(args=[
+        "--user", "default", "off",
+        "--user", ACL_USER, "on", f">{ACL_PASSWORD}", "~delayer:*", "+@all", "-@admin", "-@dangerous",
+    ])
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def socket_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server also listening on a unix socket (``server.socket_path``)."""
+    server = RedisServer(socket_path=tmp_path_factory.mktemp("sock") / "redis.sock")
     try:
         yield server
     finally:

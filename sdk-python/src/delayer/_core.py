@@ -8,10 +8,12 @@ modules only do I/O.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 import unicodedata
+from os import PathLike, fspath
 from types import TracebackType
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, Union
-from urllib.parse import unquote, urlsplit
+from typing import Any, Dict, List, Mapping, MutableMapping, NamedTuple, Optional, Sequence, Tuple, Type, Union
+from urllib.parse import quote, unquote, urlsplit
 
 from redis.exceptions import (
     AuthenticationError,
@@ -89,8 +91,11 @@ def delay_ms(value: object) -> int:
         raise InvalidArgument(f"delay must be 0 to {MAX_SECONDS} seconds, got {seconds!r}")
     if isinstance(seconds, int):
         return seconds * 1000
-    # round half up; exact enough for 10 years of milliseconds in a double
-    return min(int(math.floor(seconds * 1000.0 + 0.5)), MAX_SECONDS * 1000)
+    # As docs/PROTOCOL.md: to the nearest nanosecond, then to the millisecond,
+    # halves up (Rust's Duration semantics, so 1.2345 s is 1235 ms). Exact
+    # arithmetic: seconds * 1000.0 in floating point loses precision on huge delays.
+    nanos = math.floor(Fraction(seconds) * 1_000_000_000 + Fraction(1, 2))
+    return min((nanos + 500_000) // 1_000_000, MAX_SECONDS * 1000)
 
 
 def lifetime_ms(value: object) -> int:
@@ -269,6 +274,79 @@ def parse_brpop(reply: object) -> Optional[str]:
 def client_options(retry: object) -> Dict[str, Any]:
     """Options for clients the SDK creates: fail fast, with ``retry`` (no retries)."""
     return {"socket_connect_timeout": CONNECT_TIMEOUT, "decode_responses": False, "retry": retry}
+
+
+def redis_url(url: object) -> str:
+    """``url`` as redis-py takes it: ``redis+unix://`` becomes ``unix://``."""
+    if not isinstance(url, str):
+        raise ConfigError(f"url must be a str, not {type(url).__name__}")
+    if url.startswith("redis+unix://"):
+        return "unix://" + url[len("redis+unix://") :]
+    return url
+
+
+def tcp_url(host: str, port: int, database: int) -> str:
+    """A ``redis://`` URL for host, port and database (no credentials)."""
+    where = f"[{host}]" if ":" in host else quote(host, safe="")
+    return f"redis://{where}:{port}/{database}"
+
+
+def _readable(name: str, value: object) -> Optional[str]:
+    """A certificate file option as a path that can be read, or None."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, (str, PathLike)):
+        raise ConfigError(f"{name} must be a path, not {type(value).__name__}")
+    path = fspath(value)
+    if not isinstance(path, str):
+        raise ConfigError(f"{name} must be a str path, not {type(path).__name__}")
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        raise ConfigError(f"{name}: cannot read {path}: {e.strerror or e}") from None
+    return path
+
+
+def tls_options(url: str, ca_file: object, cert_file: object, key_file: object) -> Dict[str, Any]:
+    """redis-py's ``ssl_*`` options for the certificate files (checked readable).
+
+    As in the Rust SDK, the files matter only for a ``rediss://`` URL; for
+    other URLs they are checked but not used.
+    """
+    ca = _readable("tls_ca_file", ca_file)
+    cert = _readable("tls_cert_file", cert_file)
+    key = _readable("tls_key_file", key_file)
+    if cert is not None and key is None:
+        raise ConfigError("tls_cert_file needs tls_key_file too")
+    if key is not None and cert is None:
+        raise ConfigError("tls_key_file needs tls_cert_file too")
+    if not url.startswith("rediss://"):
+        return {}
+    options: Dict[str, Any] = {}
+    if ca is not None:
+        options["ssl_ca_certs"] = ca
+    if cert is not None and key is not None:
+        options["ssl_certfile"] = cert
+        options["ssl_keyfile"] = key
+    return options
+
+
+def set_credentials(
+    connection_kwargs: MutableMapping[str, Any], username: Optional[str], password: Optional[str]
+) -> None:
+    """Let ``username`` / ``password``, when given, override the URL's.
+
+    As with redis-rs, a user name without any password is not sent (AUTH
+    needs a password).
+    """
+    for name, value in (("username", username), ("password", password)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{name} must be a str, not {type(value).__name__}")
+        if value:
+            connection_kwargs[name] = value
+    if not connection_kwargs.get("password"):
+        connection_kwargs.pop("username", None)
 
 
 def url_secret(url: str) -> Optional[str]:

@@ -24,6 +24,8 @@ from .models import DEFAULT_READY_MAX_LIFETIME, Job, Message
 
 __all__ = ["Delayer"]
 
+PathArg = Union[str, "os.PathLike[str]"]
+
 
 def _no_retry() -> Retry:
     return Retry(NoBackoff(), 0)
@@ -46,19 +48,37 @@ class Delayer:
         prefix: str = DEFAULT_PREFIX,
         *,
         client: Optional["aioredis.Redis"] = None,
+        username: Optional[str] = None,
+        password: Optional[str] = None,
+        tls_ca_file: Optional[PathArg] = None,
+        tls_cert_file: Optional[PathArg] = None,
+        tls_key_file: Optional[PathArg] = None,
     ) -> None:
-        """Create a client for ``url`` (or ``client``) with key prefix ``prefix``."""
+        """Create a client for ``url`` (or ``client``) with key prefix ``prefix``.
+
+        ``url`` is ``redis://[user:password@]host:port/db``, ``rediss://...``
+        (TLS) or ``unix:///path/to/redis.sock`` (also ``redis+unix://``).
+        ``username`` / ``password``, when given, override the URL's. With
+        ``rediss://``, ``tls_ca_file`` (PEM) is the CA to trust instead of the
+        system's, and ``tls_cert_file`` + ``tls_key_file`` a client
+        certificate and its key (mutual TLS). These options are for ``url``
+        only, not for ``client=``.
+        """
         self._keys = Keys(_core.check_prefix(prefix))
         secrets: List[str] = []
         if client is None:
-            secret = _core.url_secret(url) if isinstance(url, str) else None
-            secrets = [secret] if secret else []
+            url = _core.redis_url(url)
+            secrets = [s for s in (_core.url_secret(url), password) if isinstance(s, str) and s]
+            options = _core.tls_options(url, tls_ca_file, tls_cert_file, tls_key_file)
             try:
-                client = aioredis.Redis.from_url(url, **_core.client_options(_no_retry()))
+                client = aioredis.Redis.from_url(url, **options, **_core.client_options(_no_retry()))
             except (ValueError, TypeError, RedisError) as e:
                 raise ConfigError(f"invalid Redis URL: {_core.scrub(str(e), secrets)}") from None
+            _core.set_credentials(client.connection_pool.connection_kwargs, username, password)
             self._owns_client = True
         else:
+            if (username, password, tls_ca_file, tls_cert_file, tls_key_file) != (None,) * 5:
+                raise InvalidArgument("username, password and tls_* are options of url=, not of client=")
             if not isinstance(client, aioredis.Redis):
                 raise InvalidArgument(f"client must be a redis.asyncio.Redis, not {type(client).__name__}")
             self._owns_client = False
@@ -74,19 +94,22 @@ class Delayer:
 
     @classmethod
     def from_config(cls, path: Union[str, "os.PathLike[str]"]) -> "Delayer":
-        """Create a client from the ``delayer.conf`` file the server uses."""
+        """Create a client from the ``delayer.conf`` file the server uses.
+
+        Reads ``[redis]`` url (or host, port, database), username, password,
+        tls_ca_file, tls_cert_file, tls_key_file and ``[delayer]`` key_prefix;
+        raises :class:`ConfigError` naming the file, line, section and key.
+        """
         s = config.load(path)
-        client = aioredis.Redis(
-            host=s.host,
-            port=s.port,
-            db=s.database,
+        return cls(
+            s.url if s.url is not None else _core.tcp_url(s.host, s.port, s.database),
+            s.key_prefix,
             username=s.username,
             password=s.password,
-            **_core.client_options(_no_retry()),
+            tls_ca_file=s.tls_ca_file,
+            tls_cert_file=s.tls_cert_file,
+            tls_key_file=s.tls_key_file,
         )
-        d = cls(prefix=s.key_prefix, client=client)
-        d._owns_client = True
-        return d
 
     @property
     def keys(self) -> Keys:

@@ -1,32 +1,51 @@
 """Reading the ``delayer.conf`` INI file the server uses.
 
-Only what a client needs is read: ``[redis]`` host, port, database, username,
-password, and ``[delayer]`` key_prefix. Other keys are the server's business
-and are ignored here. Comments start with ``;`` or ``#``, at the start of a
-line or after whitespace (``port = 6379   ; comment``).
+Only what a client needs is read: ``[redis]`` url, host, port, database,
+username, password, tls_ca_file, tls_cert_file, tls_key_file, and
+``[delayer]`` key_prefix. Other keys are the server's business and are
+ignored here. The rules are those of docs/PROTOCOL.md ("delayer.conf, as every
+SDK reads it"), the same as the Rust server's:
+
+* comments start with ``;`` or ``#``, on their own line or after a value when
+  preceded by whitespace (``port = 6379   ; comment``); a value that is only a
+  comment is empty;
+* a value in matching double or single quotes is unquoted, keeping any ``;``
+  or ``#`` inside (``password = ";secret"``);
+* an empty value means the default;
+* relative certificate paths are relative to the file's directory.
+
+Every error names the file, the line, the section and the key
+(``/etc/delayer.conf:12: [redis] port: ...``) and never shows a password.
 """
 
 from __future__ import annotations
 
-import configparser
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Dict, Optional, Tuple, Union
+from urllib.parse import urlsplit
 
 from .errors import ConfigError
 from .keys import DEFAULT_PREFIX
 
-__all__ = ["Settings", "load"]
+__all__ = ["Settings", "load", "URL_SCHEMES"]
+
+#: The schemes a ``url`` may have (``redis+unix`` is another name for ``unix``).
+URL_SCHEMES = ("redis", "rediss", "unix", "redis+unix")
 
 _DIGITS = re.compile(r"[0-9]+")
+_INLINE_COMMENT = re.compile(r"\s[;#].*$", re.S)
+_AFTER_QUOTE = re.compile(r"(\s*|\s+[;#].*)", re.S)
 
 
 @dataclass(frozen=True)
 class Settings:
     """Connection settings and key prefix read from ``delayer.conf``.
 
-    The password is left out of ``repr``.
+    ``url`` (which may hold a password) and ``password`` are left out of
+    ``repr``. ``tls_*`` are absolute paths of files that were readable when
+    the configuration was loaded.
     """
 
     host: str = "127.0.0.1"
@@ -35,13 +54,57 @@ class Settings:
     username: Optional[str] = None
     password: Optional[str] = field(default=None, repr=False)
     key_prefix: str = DEFAULT_PREFIX
+    url: Optional[str] = field(default=None, repr=False)
+    tls_ca_file: Optional[str] = None
+    tls_cert_file: Optional[str] = None
+    tls_key_file: Optional[str] = None
 
 
-def _integer(path: str, section: str, key: str, raw: str, low: int, high: int) -> int:
-    text = raw.strip()
-    if not _DIGITS.fullmatch(text) or not low <= int(text) <= high:
-        raise ConfigError(f"{path}: [{section}] {key}: expected an integer from {low} to {high}, got {text!r}")
-    return int(text)
+def _value(raw: str) -> str:
+    """A value as written after ``=``: unquoted, or without its inline comment."""
+    value = raw.strip()
+    if len(value) > 1 and value[0] in "\"'":
+        close = value.find(value[0], 1)
+        if close != -1 and _AFTER_QUOTE.fullmatch(value[close + 1 :]):
+            return value[1:close]
+    # " " first, so that a value that is only a comment ("= ; none") is empty
+    return _INLINE_COMMENT.sub("", " " + value).strip()
+
+
+_Entries = Dict[Tuple[str, str], Tuple[str, int]]
+
+
+def _parse(name: str, text: str) -> _Entries:
+    """``{(section, key): (value, line)}``; raises :class:`ConfigError` on bad INI.
+
+    Messages give positions only: a line could hold a password.
+    """
+    entries: _Entries = {}
+    sections = set()
+    section: Optional[str] = None
+    for n, line in enumerate(text.splitlines(), start=1):
+        t = line.strip()
+        if not t or t[0] in ";#":
+            continue
+        if t[0] == "[":
+            header = _INLINE_COMMENT.sub("", t).strip()
+            if not header.endswith("]"):
+                raise ConfigError(f"{name}:{n}: a section header must end with ']'")
+            section = header[1:-1].strip()
+            if section in sections:
+                raise ConfigError(f"{name}:{n}: section [{section}] appears twice")
+            sections.add(section)
+            continue
+        eq = min((i for i in (t.find("="), t.find(":")) if i >= 0), default=-1)
+        if eq <= 0:
+            raise ConfigError(f"{name}:{n}: not a 'key = value' line")
+        if section is None:
+            raise ConfigError(f"{name}:{n}: a key before any [section] header")
+        key = t[:eq].strip()
+        if (section, key) in entries:
+            raise ConfigError(f"{name}:{n}: [{section}] {key} appears twice")
+        entries[(section, key)] = (_value(t[eq + 1 :]), n)
+    return entries
 
 
 def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
@@ -51,55 +114,78 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
     or username means none.
     """
     name = os.fspath(path)
-    parser = configparser.ConfigParser(
-        interpolation=None,
-        comment_prefixes=(";", "#"),
-        inline_comment_prefixes=(";", "#"),
-        default_section="\x00no default section",
-        empty_lines_in_values=False,
-        strict=True,
-    )
     try:
-        with open(name, encoding="utf-8") as f:
-            parser.read_file(f, source=name)
+        with open(name, encoding="utf-8-sig") as f:
+            text = f.read()
     except OSError as e:
         raise ConfigError(f"{name}: cannot read the file: {e.strerror or e}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{name}: the file is not UTF-8") from None
-    # The parser's own messages quote the offending line, which could hold a
-    # password: report positions only.
-    except configparser.MissingSectionHeaderError as e:
-        raise ConfigError(f"{name}: line {e.lineno}: a key before any [section] header") from None
-    except configparser.DuplicateSectionError as e:
-        raise ConfigError(f"{name}: line {e.lineno}: section [{e.section}] appears twice") from None
-    except configparser.DuplicateOptionError as e:
-        raise ConfigError(f"{name}: line {e.lineno}: [{e.section}] {e.option} appears twice") from None
-    except configparser.ParsingError as e:
-        lines = ", ".join(str(lineno) for lineno, _ in e.errors)
-        raise ConfigError(f"{name}: cannot parse line(s) {lines}") from None
-    except configparser.Error as e:
-        raise ConfigError(f"{name}: invalid INI file ({type(e).__name__})") from None
+    entries = _parse(name, text)
+    base = os.path.dirname(os.path.abspath(name))
 
     def get(section: str, key: str) -> Optional[str]:
-        if not parser.has_section(section):
-            return None
-        value = parser.get(section, key, fallback=None)
-        if value is None:
-            return None
-        value = value.strip()
-        return value or None
+        found = entries.get((section, key))
+        return found[0] if found and found[0] else None
 
+    def error(section: str, key: str, message: str) -> ConfigError:
+        found = entries.get((section, key))
+        line = f":{found[1]}" if found else ""
+        return ConfigError(f"{name}{line}: [{section}] {key}: {message}")
+
+    def integer(key: str, default: int, low: int, high: int) -> int:
+        raw = get("redis", key)
+        if raw is None:
+            return default
+        if not _DIGITS.fullmatch(raw) or not low <= int(raw) <= high:
+            raise error("redis", key, f"expected an integer from {low} to {high}, got {raw!r}")
+        return int(raw)
+
+    def readable(key: str) -> Optional[str]:
+        raw = get("redis", key)
+        if raw is None:
+            return None
+        full = os.path.join(base, raw)
+        try:
+            with open(full, "rb"):
+                pass
+        except OSError as e:
+            raise error("redis", key, f"cannot read {raw}: {e.strerror or e}") from None
+        return full
+
+    # Checked in the Rust SDK's order (sdk-rust/src/conf.rs), so that a file
+    # with several mistakes gets the same first error from every SDK.
+    url = get("redis", "url")
+    if url is not None:
+        for key in ("host", "port", "database"):
+            if get("redis", key) is not None:
+                raise error("redis", key, "set either url or host/port/database, not both")
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 (raises ValueError on a bad port)
+            ok = parts.scheme in URL_SCHEMES
+        except ValueError:
+            ok = False
+        if not ok:
+            raise error("redis", "url", "not a redis://, rediss:// or unix:// URL")
     defaults = Settings()
-    host = get("redis", "host") or defaults.host
-    port_raw = get("redis", "port")
-    port = defaults.port if port_raw is None else _integer(name, "redis", "port", port_raw, 1, 65535)
-    db_raw = get("redis", "database")
-    database = defaults.database if db_raw is None else _integer(name, "redis", "database", db_raw, 0, 2**31 - 1)
+    database = integer("database", defaults.database, 0, 2**31 - 1)
+    cert = readable("tls_cert_file")
+    key_file = readable("tls_key_file")
+    if cert is not None and key_file is None:
+        raise error("redis", "tls_cert_file", "needs tls_key_file too")
+    if key_file is not None and cert is None:
+        raise error("redis", "tls_key_file", "needs tls_cert_file too")
+    port = integer("port", defaults.port, 1, 65535)
     return Settings(
-        host=host,
+        host=get("redis", "host") or defaults.host,
         port=port,
         database=database,
         username=get("redis", "username"),
         password=get("redis", "password"),
         key_prefix=get("delayer", "key_prefix") or defaults.key_prefix,
+        url=url,
+        tls_ca_file=readable("tls_ca_file"),
+        tls_cert_file=cert,
+        tls_key_file=key_file,
     )
