@@ -1,0 +1,159 @@
+//! Lateness: jobs pushed at a steady rate, due 50 ms to 3 s later, popped
+//! with bpop by consumer threads while the real server runs; each job's
+//! lateness is (pop time - due time), the due time being what push returned
+//! (Redis's clock, the same machine's clock).
+
+use crate::redisx;
+use crate::stats::Summary;
+use delayer::{Delayer, Job};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use testkit::{DelayerProcess, RedisServer};
+
+pub const TOPICS: usize = 4;
+const DELAY_MIN_MS: u64 = 50;
+const DELAY_MAX_MS: u64 = 3000;
+
+pub struct Lateness {
+    pub rate: f64,
+    pub secs: u64,
+    pub pushed: u64,
+    pub achieved_rate: f64,
+    pub consumed: u64,
+    pub all_ms: Summary,
+    pub ahead_1s_ms: Summary,
+    pub under_1s_ms: Summary,
+    /// Jobs popped before their due time (should be none).
+    pub early: u64,
+    /// How late the server moved the oldest id of each batch (its log's
+    /// oldest_late_ms), ms.
+    pub move_ms: Summary,
+    /// Oversleep of 1 ms sleeps in this process meanwhile: machine noise.
+    pub jitter_ms: Summary,
+    /// The server's CPU over the test, % of one core.
+    pub server_cpu_pct: f64,
+}
+
+/// xorshift64*: a uniform delay without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+fn unix_ms(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64() * 1e3).unwrap_or(0.0)
+}
+
+pub fn run(redis: &RedisServer, bin: &str, rate: u64, secs: u64) -> Lateness {
+    let mut conn = redis.connection();
+    redisx::reset(&mut conn);
+    let d = Delayer::open(&redis.url()).expect("client");
+    let conf = testkit::server_conf(redis.port(), 1000, "batch_size = 1000");
+    let process = DelayerProcess::start(bin, &conf);
+    let pid = process.pid();
+    thread::sleep(Duration::from_millis(300));
+    let cpu0 = crate::sys::cpu_ticks(pid).unwrap_or(0);
+    let cpu_from = Instant::now();
+
+    let total = (rate * secs) as usize;
+    // due_ms[i] is job i's due time in Unix ms (0 until push returned);
+    // delay_ms[i] its delay.
+    let due_ms: Arc<Vec<AtomicU64>> = Arc::new((0..total).map(|_| AtomicU64::new(0)).collect());
+    let delay_ms: Arc<Vec<AtomicU64>> = Arc::new((0..total).map(|_| AtomicU64::new(0)).collect());
+    let consumed = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let results: Arc<Mutex<Vec<(f64, u64)>>> = Arc::new(Mutex::new(Vec::with_capacity(total)));
+
+    let consumers: Vec<_> = (0..TOPICS)
+        .map(|c| {
+            let (d, due_ms, delay_ms, consumed, stop, results) =
+                (d.clone(), due_ms.clone(), delay_ms.clone(), consumed.clone(), stop.clone(), results.clone());
+            thread::spawn(move || {
+                let topic = format!("late{c}");
+                let mut mine = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(job) = d.bpop(&topic, Duration::from_millis(200)).expect("bpop") else { continue };
+                    let popped = unix_ms(SystemTime::now());
+                    let i: usize = job.id.strip_prefix("late-").and_then(|s| s.parse().ok()).expect("job id");
+                    // The push reply may still be on its way back (delay >= 50 ms makes this rare).
+                    let mut due = due_ms[i].load(Ordering::Acquire);
+                    while due == 0 {
+                        thread::yield_now();
+                        due = due_ms[i].load(Ordering::Acquire);
+                    }
+                    mine.push((popped - due as f64, delay_ms[i].load(Ordering::Relaxed)));
+                    consumed.fetch_add(1, Ordering::Relaxed);
+                }
+                results.lock().expect("results").extend(mine);
+            })
+        })
+        .collect();
+
+    let jitter = redisx::Jitter::start();
+    // The producer: job i is pushed at start + i / rate, one push per job.
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let start = Instant::now();
+    for i in 0..total {
+        let at = start + Duration::from_secs_f64(i as f64 / rate as f64);
+        let now = Instant::now();
+        if at > now {
+            thread::sleep(at - now);
+        }
+        let delay = DELAY_MIN_MS + rng.next() % (DELAY_MAX_MS - DELAY_MIN_MS + 1);
+        let job = Job::new(format!("late{}", i % TOPICS), format!("late-{i}"), Duration::from_millis(delay))
+            .body(redisx::BODY);
+        let due = d.push_job(&job).expect("push");
+        delay_ms[i].store(delay, Ordering::Relaxed);
+        due_ms[i].store(unix_ms(due) as u64, Ordering::Release);
+    }
+    let push_secs = start.elapsed().as_secs_f64();
+    // Wait for the last jobs to fall due and be popped.
+    let deadline = Instant::now() + Duration::from_millis(DELAY_MAX_MS + 10_000);
+    while consumed.load(Ordering::Relaxed) < total as u64 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for c in consumers {
+        c.join().expect("consumer");
+    }
+    let server_cpu_secs = (crate::sys::cpu_ticks(pid).unwrap_or(0) - cpu0) as f64 / crate::sys::clk_tck();
+    let server_cpu_pct = server_cpu_secs / cpu_from.elapsed().as_secs_f64() * 100.0;
+    let jitter_ms = Summary::of(jitter.finish());
+    let move_ms = Summary::of(
+        process
+            .output()
+            .lines()
+            .filter_map(|l| l.split("oldest_late_ms=").nth(1))
+            .filter_map(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .collect(),
+    );
+    drop(process);
+
+    let results = std::mem::take(&mut *results.lock().expect("results"));
+    let early = results.iter().filter(|(late, _)| *late < 0.0).count() as u64;
+    let all: Vec<f64> = results.iter().map(|(l, _)| *l).collect();
+    let ahead: Vec<f64> = results.iter().filter(|(_, d)| *d >= 1000).map(|(l, _)| *l).collect();
+    let under: Vec<f64> = results.iter().filter(|(_, d)| *d < 1000).map(|(l, _)| *l).collect();
+    Lateness {
+        rate: rate as f64,
+        secs,
+        pushed: total as u64,
+        achieved_rate: total as f64 / push_secs,
+        consumed: results.len() as u64,
+        all_ms: Summary::of(all),
+        ahead_1s_ms: Summary::of(ahead),
+        under_1s_ms: Summary::of(under),
+        early,
+        move_ms,
+        jitter_ms,
+        server_cpu_pct,
+    }
+}
