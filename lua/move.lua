@@ -6,6 +6,8 @@
 -- ARGV[1]  key prefix, e.g. "delayer:"; buckets are <prefix>job_bucket:<id>,
 --          ready queues <prefix>ready_queue:<topic>
 -- ARGV[2]  batch size: the most ids taken from the pool in this call
+-- ARGV[3]  "1" to return each moved id's lateness (for metrics); optional,
+--          since building the list costs Redis time on every batch
 --
 -- Returns {taken, orphans, malformed_ids, per_topic, next_due, now, oldest_due,
 --          pool_size, lateness_ms}
@@ -19,8 +21,8 @@
 --   now            Redis's clock, Unix seconds "s.mmm"
 --   oldest_due     score of the first id taken, "" if none
 --   pool_size      ids left in the pool
---   lateness_ms    for each id moved: how late it moved, ms behind its due
---                  time (for the server's lateness histogram)
+--   lateness_ms    with ARGV[3] = "1": for each id moved, ms behind its due
+--                  time (the server's lateness histogram); else empty
 --
 -- Ids are read with ZRANGEBYSCORE -inf now LIMIT 0 n, which are exactly ranks
 -- 0..n-1, so one ZREMRANGEBYRANK removes them. Ready queues get ids by LPUSH
@@ -37,7 +39,7 @@ local taken = #due / 2
 local orphans, malformed_ids = 0, {}
 local by_topic, topics = {}, {}
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lateness = {}
+local lateness, want_lateness = {}, ARGV[3] == '1'
 
 for i = 1, #due, 2 do
   local id = due[i]
@@ -56,7 +58,9 @@ for i = 1, #due, 2 do
       topics[#topics + 1] = topic
     end
     ids[#ids + 1] = id
-    lateness[#lateness + 1] = math.max(0, now_ms - math.floor(tonumber(due[i + 1]) * 1000 + 0.5))
+    if want_lateness then
+      lateness[#lateness + 1] = math.max(0, now_ms - math.floor(tonumber(due[i + 1]) * 1000 + 0.5))
+    end
   end
 end
 

@@ -213,7 +213,7 @@ fn sdk_rows(r: &Results, rows: &mut Vec<Row>) {
                 format!("{} /s", thousands(l.ping_rate)),
             ));
             rows.push(row(
-                "Redis time per push.lua call in push_many (commandstats)",
+                "Redis time per job in push_many (commandstats, push_many.lua)",
                 format!("{:.1} us: Redis alone allows {} jobs/s", l.push_usec, thousands(1e6 / l.push_usec.max(0.001))),
             ));
         }

@@ -103,9 +103,9 @@ impl Delayer {
         let mut conn = self.shared.clone();
         let mut due = Vec::with_capacity(jobs.len());
         for pipe in ops::push_many(&self.keys, jobs)? {
-            let replies: Vec<String> = pipe.query_async(&mut conn).await?;
-            for r in replies {
-                due.push(ops::parse_due(&r)?);
+            let replies: Vec<Vec<String>> = pipe.query_async(&mut conn).await?;
+            for r in replies.iter().flatten() {
+                due.push(ops::parse_due(r)?);
             }
         }
         Ok(due)

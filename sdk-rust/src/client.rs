@@ -152,16 +152,17 @@ impl Delayer {
         ops::parse_due(&due)
     }
 
-    /// Schedules many jobs, pipelined in chunks: each job is atomic, the whole
-    /// is not. All jobs are validated before anything is sent.
+    /// Schedules many jobs: 100 per script call, 10 calls per round trip.
+    /// Each call's jobs are written atomically together; the whole is not.
+    /// All jobs are validated before anything is sent.
     pub fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
         let pipes = ops::push_many(&self.keys, jobs)?;
         let mut conn = self.conn()?;
         let mut due = Vec::with_capacity(jobs.len());
         for pipe in pipes {
-            let replies: Vec<String> = pipe.query(&mut *conn)?;
-            for r in replies {
-                due.push(ops::parse_due(&r)?);
+            let replies: Vec<Vec<String>> = pipe.query(&mut *conn)?;
+            for r in replies.iter().flatten() {
+                due.push(ops::parse_due(r)?);
             }
         }
         Ok(due)

@@ -10,8 +10,10 @@ use crate::Job;
 use redis::{Cmd, Pipeline, ScriptInvocation, Value};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// How many jobs `push_many` sends per pipeline.
-pub(crate) const PUSH_CHUNK: usize = 1000;
+/// How many jobs one push_many.lua call takes.
+pub(crate) const JOBS_PER_CALL: usize = 100;
+/// How many calls `push_many` pipelines per round trip.
+pub(crate) const CALLS_PER_PIPELINE: usize = 10;
 
 /// Checks a job against the protocol's input rules; returns the delay and
 /// lifetime in milliseconds, as push.lua takes them.
@@ -30,28 +32,26 @@ pub(crate) fn push(keys: &Keys, job: &Job) -> Result<ScriptInvocation<'static>> 
     Ok(inv)
 }
 
-/// push.lua for many jobs: one pipeline per chunk of [`PUSH_CHUNK`], each
-/// starting with a SCRIPT LOAD (a no-op unless Redis lost the script).
-/// Everything is validated before anything is built.
+/// push_many.lua for many jobs: [`JOBS_PER_CALL`] jobs per call,
+/// [`CALLS_PER_PIPELINE`] calls per pipeline, each pipeline starting with a
+/// SCRIPT LOAD (a no-op unless Redis lost the script). Everything is
+/// validated before anything is built. Each pipeline answers with one list
+/// of due times per call.
 pub(crate) fn push_many(keys: &Keys, jobs: &[Job]) -> Result<Vec<Pipeline>> {
     let limits = jobs.iter().map(validate_job).collect::<Result<Vec<_>>>()?;
+    let per_pipeline = JOBS_PER_CALL * CALLS_PER_PIPELINE;
     let pipes = jobs
-        .chunks(PUSH_CHUNK)
-        .zip(limits.chunks(PUSH_CHUNK))
-        .map(|(chunk, limits)| {
+        .chunks(per_pipeline)
+        .zip(limits.chunks(per_pipeline))
+        .map(|(jobs, limits)| {
             let mut pipe = redis::pipe();
-            pipe.cmd("SCRIPT").arg("LOAD").arg(scripts::PUSH_SRC).ignore();
-            for (job, (delay_ms, lifetime_ms)) in chunk.iter().zip(limits) {
-                pipe.cmd("EVALSHA")
-                    .arg(scripts::PUSH.get_hash())
-                    .arg(2)
-                    .arg(keys.job_pool())
-                    .arg(keys.job_bucket(&job.id))
-                    .arg(&job.id)
-                    .arg(&job.topic)
-                    .arg(&job.body[..])
-                    .arg(delay_ms)
-                    .arg(lifetime_ms);
+            pipe.cmd("SCRIPT").arg("LOAD").arg(scripts::PUSH_MANY_SRC).ignore();
+            for (jobs, limits) in jobs.chunks(JOBS_PER_CALL).zip(limits.chunks(JOBS_PER_CALL)) {
+                let call = pipe.cmd("EVALSHA").arg(scripts::PUSH_MANY.get_hash()).arg(1).arg(keys.job_pool());
+                call.arg(keys.bucket_prefix());
+                for (job, (delay_ms, lifetime_ms)) in jobs.iter().zip(limits) {
+                    call.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(delay_ms).arg(lifetime_ms);
+                }
             }
             pipe
         })

@@ -13,11 +13,16 @@ pub static PUSH: LazyLock<Script> = LazyLock::new(|| Script::new(PUSH_SRC));
 pub static POP: LazyLock<Script> = LazyLock::new(|| Script::new(POP_SRC));
 /// `take.lua`: KEYS bucket, malformed; ARGV id.
 pub static TAKE: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE_SRC));
+/// `push_many.lua`: KEYS pool; ARGV bucket prefix, then id, topic, body,
+/// delay ms, lifetime ms per job (up to 100 jobs).
+pub static PUSH_MANY: LazyLock<Script> = LazyLock::new(|| Script::new(PUSH_MANY_SRC));
 /// `remove.lua`: KEYS pool, bucket; ARGV id.
 pub static REMOVE: LazyLock<Script> = LazyLock::new(|| Script::new(REMOVE_SRC));
 
 /// Source of `lua/push.lua`.
 pub const PUSH_SRC: &str = include_str!("../../lua/push.lua");
+/// Source of `lua/push_many.lua`.
+pub const PUSH_MANY_SRC: &str = include_str!("../../lua/push_many.lua");
 /// Source of `lua/pop.lua`.
 pub const POP_SRC: &str = include_str!("../../lua/pop.lua");
 /// Source of `lua/take.lua`.

@@ -131,7 +131,12 @@ fn serve(config: &config::Config, log_files: logging::LogFiles) -> Result<(), St
             info!("serving metrics on http://{addr}/metrics");
         }
         let stop = Arc::new(timer::Stop::default());
-        let mover = Arc::new(mover::Mover::new(pool, Keys::new(&config.key_prefix), config.batch_size));
+        let mover = Arc::new(mover::Mover::new(
+            pool,
+            Keys::new(&config.key_prefix),
+            config.batch_size,
+            config.metrics_addr.is_some(),
+        ));
         tokio::spawn(signals.handle(stop.clone(), log_files));
         timer::run(mover, config.timer_interval, stop).await;
         Ok::<(), String>(())

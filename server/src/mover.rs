@@ -50,11 +50,13 @@ pub struct Mover {
     pool: r2d2::Pool<Manager>,
     keys: Keys,
     batch_size: u32,
+    /// Ask the script for per-job lateness (only when metrics are served).
+    lateness: bool,
 }
 
 impl Mover {
-    pub fn new(pool: r2d2::Pool<Manager>, keys: Keys, batch_size: u32) -> Mover {
-        Mover { pool, keys, batch_size }
+    pub fn new(pool: r2d2::Pool<Manager>, keys: Keys, batch_size: u32, lateness: bool) -> Mover {
+        Mover { pool, keys, batch_size, lateness }
     }
 
     /// Moves batches until one comes back short, or `stop` is set (the batch
@@ -65,7 +67,8 @@ impl Mover {
         let mut report = TickReport::default();
         loop {
             let batch_started = Instant::now();
-            let reply = scripts::move_batch(&mut conn, &self.keys, self.batch_size).map_err(TickError::Redis)?;
+            let reply =
+                scripts::move_batch(&mut conn, &self.keys, self.batch_size, self.lateness).map_err(TickError::Redis)?;
             telemetry::batch(&reply, batch_started.elapsed());
             report.batches += 1;
             report.moved += reply.moved();

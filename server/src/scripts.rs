@@ -30,7 +30,7 @@ pub struct MoveReply {
     pub oldest_due: Option<f64>,
     /// Ids left in the pool.
     pub pool_size: u64,
-    /// For each id moved, milliseconds behind its due time.
+    /// For each id moved, milliseconds behind its due time (when asked for).
     pub lateness_ms: Vec<u64>,
 }
 
@@ -41,10 +41,21 @@ impl MoveReply {
     }
 }
 
-/// Runs one move of at most `batch_size` due ids.
-pub fn move_batch(conn: &mut redis::Connection, keys: &Keys, batch_size: u32) -> redis::RedisResult<MoveReply> {
-    let value: Value =
-        MOVE.key(keys.job_pool()).key(keys.malformed()).arg(keys.prefix()).arg(batch_size).invoke(conn)?;
+/// Runs one move of at most `batch_size` due ids; with `lateness`, the
+/// reply lists each moved id's lateness (it costs Redis time: metrics only).
+pub fn move_batch(
+    conn: &mut redis::Connection,
+    keys: &Keys,
+    batch_size: u32,
+    lateness: bool,
+) -> redis::RedisResult<MoveReply> {
+    let value: Value = MOVE
+        .key(keys.job_pool())
+        .key(keys.malformed())
+        .arg(keys.prefix())
+        .arg(batch_size)
+        .arg(if lateness { "1" } else { "0" })
+        .invoke(conn)?;
     parse(value).map_err(|m| redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "move.lua reply", m)))
 }
 
