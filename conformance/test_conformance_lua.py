@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 CANON = REPO / "lua"
-CLIENT_SCRIPTS = ["push.lua", "pop.lua", "take.lua", "remove.lua"]
+CLIENT_SCRIPTS = ["push.lua", "push_many.lua", "pop.lua", "take.lua", "remove.lua"]
 COPIES = {
     "python": REPO / "sdk-python" / "src" / "delayer" / "lua",
     "php": REPO / "sdk-php" / "lua",

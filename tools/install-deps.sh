@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests and the demo need, when it is missing: redis-server,
-# PHP with phpredis, PHPUnit and Composer (Debian packages), and a Python
+# OpenSSL (headers for the build, the CLI for TLS tests), PHP with phpredis,
+# PHPUnit and Composer (Debian packages), and a Python
 # virtual environment with the Python SDK and its dev tools (pip).
 # Idempotent: a machine that has everything is left as it is.
 set -euo pipefail
@@ -8,7 +9,10 @@ cd "$(dirname "$0")/.."
 
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
+# The Rust build links the system OpenSSL (redis TLS via native-tls).
+pkg-config --exists openssl 2>/dev/null || need+=(libssl-dev pkg-config)
 if [ "${1:-}" != "--redis-only" ]; then
+  command -v openssl >/dev/null || need+=(openssl)   # TLS tests make their certificates
   command -v php >/dev/null || need+=(php-cli)
   php -m 2>/dev/null | grep -qx redis || need+=(php-redis)
   command -v phpunit >/dev/null || need+=(phpunit)

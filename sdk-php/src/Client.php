@@ -31,8 +31,8 @@ class Client
     /** Default connect and read timeout, in seconds. */
     public const DEFAULT_TIMEOUT = 5.0;
 
-    /** How many pushes pushMany() sends per pipeline. */
-    private const PIPELINE_CHUNK = 500;
+    /** How many push_many.lua calls pushMany() sends per pipeline. */
+    private const CALLS_PER_PIPELINE = 10;
 
     private const CONFIG_KEYS = ['url', 'host', 'port', 'database', 'username', 'password', 'tls', 'prefix', 'timeout'];
 
@@ -245,9 +245,10 @@ class Client
     }
 
     /**
-     * Schedules many jobs in pipelined round trips: each job is atomic (one
-     * push.lua), the batch as a whole is not. Every job is validated before
-     * anything is sent.
+     * Schedules many jobs in pipelined round trips: push_many.lua takes 100
+     * jobs per call, 10 calls go per round trip. The jobs of one call are
+     * atomic together; the batch as a whole is not. Every job is validated
+     * before anything is sent.
      *
      * Each item is a {@see ScheduledMessage}, or a list
      * [Message $message, int|float $delay] or
@@ -293,10 +294,24 @@ class Client
             }
         }
 
-        foreach (array_chunk($jobs, self::PIPELINE_CHUNK) as $chunk) {
-            foreach (Scripts::runPipelined($this->redis, Scripts::PUSH, $chunk) as $due) {
-                if (!\is_string($due)) {
-                    throw new ConnectionException('Redis error running push.lua: unexpected reply ' . get_debug_type($due));
+        // push_many.lua: KEYS pool; ARGV bucket prefix, then push.lua's ARGV of each job
+        $calls = [];
+        foreach (array_chunk($jobs, Scripts::PUSH_MANY_MAX_JOBS) as $chunk) {
+            $argv = [$this->keys->bucketPrefix()];
+            foreach ($chunk as [, $jobArgv]) {
+                array_push($argv, ...$jobArgv);
+            }
+            $calls[] = [[$this->keys->pool()], $argv];
+        }
+        foreach (array_chunk($calls, self::CALLS_PER_PIPELINE) as $pipeline) {
+            foreach (Scripts::runPipelined($this->redis, Scripts::PUSH_MANY, $pipeline) as $i => $dues) {
+                $expected = intdiv(\count($pipeline[$i][1]) - 1, 5);
+                if (!\is_array($dues) || \count($dues) !== $expected
+                    || array_filter($dues, static fn (mixed $due): bool => !\is_string($due)) !== []
+                ) {
+                    throw new ConnectionException(
+                        'Redis error running push_many.lua: unexpected reply ' . get_debug_type($dues)
+                    );
                 }
             }
         }

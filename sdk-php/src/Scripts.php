@@ -26,6 +26,20 @@ final class Scripts
     public const PUSH = 'push';
 
     /**
+     * push_many.lua: schedule up to 100 jobs in one call, each written as
+     * push.lua writes one; the jobs of one call are atomic together.
+     *
+     * KEYS[1] pool (`<prefix>job_pool`); ARGV[1] bucket prefix
+     * (`<prefix>job_bucket:`), then five values per job: id, topic, body,
+     * delay in ms, ready_max_lifetime in ms. Returns the due time "s.mmm" of
+     * each job, in order.
+     */
+    public const PUSH_MANY = 'push_many';
+
+    /** The most jobs one push_many.lua call takes. */
+    public const PUSH_MANY_MAX_JOBS = 100;
+
+    /**
      * pop.lua: hand out the next live job of one topic, at most once.
      *
      * KEYS[1] ready queue (`<prefix>ready_queue:<topic>`), KEYS[2] malformed
@@ -69,12 +83,12 @@ final class Scripts
     /**
      * The source of one script, read once per process.
      *
-     * @param self::PUSH|self::POP|self::TAKE|self::REMOVE $name
+     * @param self::PUSH|self::PUSH_MANY|self::POP|self::TAKE|self::REMOVE $name
      */
     public static function source(string $name): string
     {
         if (!isset(self::$sources[$name])) {
-            if (!\in_array($name, [self::PUSH, self::POP, self::TAKE, self::REMOVE], true)) {
+            if (!\in_array($name, [self::PUSH, self::PUSH_MANY, self::POP, self::TAKE, self::REMOVE], true)) {
                 throw new \LogicException("unknown script {$name}");
             }
             $path = self::directory() . '/' . $name . '.lua';
@@ -90,7 +104,7 @@ final class Scripts
     /**
      * The SHA1 Redis knows the script by.
      *
-     * @param self::PUSH|self::POP|self::TAKE|self::REMOVE $name
+     * @param self::PUSH|self::PUSH_MANY|self::POP|self::TAKE|self::REMOVE $name
      */
     public static function sha(string $name): string
     {
@@ -103,7 +117,7 @@ final class Scripts
      * A nil reply comes back as false (phpredis maps nil to false); an error
      * reply raises ConnectionException.
      *
-     * @param self::PUSH|self::POP|self::TAKE|self::REMOVE $name
+     * @param self::PUSH|self::PUSH_MANY|self::POP|self::TAKE|self::REMOVE $name
      * @param list<string> $keys
      * @param list<string> $argv
      * @throws ConnectionException
@@ -132,13 +146,15 @@ final class Scripts
     }
 
     /**
-     * Runs one script once per call, pipelined (one round trip). A call whose
-     * reply is an error (NOSCRIPT after a restart or SCRIPT FLUSH, or a real
-     * error) is run again alone with {@see run()}, which loads the script or
-     * raises. Only for scripts that never reply nil and may safely run twice
-     * for the same arguments (push.lua: it replaces the job).
+     * Runs one script once per call, pipelined (one round trip). The pipeline
+     * starts with SCRIPT LOAD of the script (a no-op unless Redis lost it after
+     * a restart or SCRIPT FLUSH), so the EVALSHAs that follow find it. A call
+     * whose reply is an error anyway is run again alone with {@see run()},
+     * which loads the script or raises. Only for scripts that never reply nil
+     * and may safely run twice for the same arguments (push.lua and
+     * push_many.lua: they replace their jobs).
      *
-     * @param self::PUSH $name
+     * @param self::PUSH|self::PUSH_MANY $name
      * @param list<array{0: list<string>, 1: list<string>}> $calls KEYS and ARGV of each call
      * @return list<mixed> the replies, in order
      * @throws ConnectionException
@@ -152,6 +168,7 @@ final class Scripts
         try {
             $redis->clearLastError();
             $redis->pipeline();
+            $redis->script('load', self::source($name));
             foreach ($calls as [$keys, $argv]) {
                 $redis->evalSha($sha, [...$keys, ...$argv], \count($keys));
             }
@@ -159,10 +176,10 @@ final class Scripts
         } catch (\RedisException $e) {
             throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$e->getMessage()}", 0, $e);
         }
-        if (!\is_array($results) || \count($results) !== \count($calls)) {
+        if (!\is_array($results) || \count($results) !== \count($calls) + 1) {
             throw new ConnectionException("Redis error running {$name}.lua (pipelined): unexpected reply");
         }
-        $results = array_values($results);
+        $results = \array_slice(array_values($results), 1); // SCRIPT LOAD's reply
         foreach ($results as $i => $result) {
             if ($result === false) {
                 $results[$i] = self::run($redis, $name, $calls[$i][0], $calls[$i][1]);
@@ -174,7 +191,7 @@ final class Scripts
     /**
      * SCRIPT LOAD of one script.
      *
-     * @param self::PUSH|self::POP|self::TAKE|self::REMOVE $name
+     * @param self::PUSH|self::PUSH_MANY|self::POP|self::TAKE|self::REMOVE $name
      * @throws ConnectionException
      */
     public static function load(\Redis $redis, string $name): void

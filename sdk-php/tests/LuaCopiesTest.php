@@ -15,10 +15,18 @@ final class LuaCopiesTest extends TestCase
     {
         return [
             'push' => [Scripts::PUSH],
+            'push_many' => [Scripts::PUSH_MANY],
             'pop' => [Scripts::POP],
             'take' => [Scripts::TAKE],
             'remove' => [Scripts::REMOVE],
         ];
+    }
+
+    public function testOnlyTheClientScriptsAreShipped(): void
+    {
+        $names = array_map('basename', glob(\dirname(__DIR__) . '/lua/*.lua') ?: []);
+        sort($names);
+        self::assertSame(['pop.lua', 'push.lua', 'push_many.lua', 'remove.lua', 'take.lua'], $names);
     }
 
     /** @dataProvider scripts */

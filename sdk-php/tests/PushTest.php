@@ -132,6 +132,21 @@ final class PushTest extends RedisTestCase
         yield 'NaN timeout' => [static fn (Client $c) => $c->bPop('t', NAN)];
         yield 'pushMany with one bad item' => [static fn (Client $c) => $c->pushMany([[$ok('a'), 1], [$ok('b{'), 1]])];
         yield 'pushMany with a bad shape' => [static fn (Client $c) => $c->pushMany([[$ok('a'), 1], ['a', 1]])];
+        yield 'pushMany of 250 with the last one bad' => [static function (Client $c) use ($ok): void {
+            $jobs = [];
+            for ($i = 0; $i < 249; $i++) {
+                $jobs[] = [$ok("ok:{$i}"), 1];
+            }
+            $jobs[] = [$ok('late'), 1, 0];
+            $c->pushMany($jobs);
+        }];
+        yield 'pushMany of 250 with a bad one in the second call' => [static function (Client $c) use ($ok): void {
+            $jobs = [];
+            for ($i = 0; $i < 250; $i++) {
+                $jobs[] = [$ok($i === 150 ? 'bad id' : "ok:{$i}"), 1];
+            }
+            $c->pushMany($jobs);
+        }];
         yield 'pushMany with a bad delay' => [static fn (Client $c) => $c->pushMany([new ScheduledMessage($ok('a'), 1), new ScheduledMessage($ok('b'), -1)])];
     }
 
@@ -199,6 +214,68 @@ final class PushTest extends RedisTestCase
         self::assertSame(1200, $client->pushMany($jobs));
         self::assertSame(1201, $this->redis->zCard('delayer:job_pool'));
         self::assertSame('1199', $this->redis->hGet('delayer:job_bucket:bulk:1199', 'body'));
+    }
+
+    public function testPushManySends100JobsPerPushManyCall(): void
+    {
+        $client = $this->client();
+        $topics = ['mail', 'sms', 'push'];
+        $jobs = [];
+        for ($i = 0; $i < 250; $i++) {
+            $jobs[] = [Message::create("m:{$i}", $topics[$i % 3], "body-{$i}"), $i % 7, 60 + $i];
+        }
+        $this->redis->rawCommand('CONFIG', 'RESETSTAT');
+        $now = $this->redisTime();
+        self::assertSame(250, $client->pushMany($jobs));
+        $stats = $this->redis->info('commandstats');
+        // 250 jobs: three push_many.lua calls (100, 100, 50) in one pipeline, after one SCRIPT LOAD
+        self::assertStringContainsString('calls=3,', (string) $stats['cmdstat_evalsha']);
+        self::assertStringContainsString('calls=1,', (string) ($stats['cmdstat_script|load'] ?? $stats['cmdstat_script']));
+        self::assertSame(250, $this->redis->zCard('delayer:job_pool'));
+        foreach ($jobs as $i => [$message, $delay, $lifetime]) {
+            self::assertSame(
+                ['topic' => $topics[$i % 3], 'body' => "body-{$i}"],
+                $this->redis->hGetAll("delayer:job_bucket:m:{$i}")
+            );
+            $score = $this->redis->zScore('delayer:job_pool', "m:{$i}");
+            self::assertGreaterThan($now + $delay - 0.01, $score);
+            self::assertLessThan($now + $delay + 2, $score);
+            $pttl = $this->redis->pTtl("delayer:job_bucket:m:{$i}");
+            self::assertGreaterThan(($delay + $lifetime) * 1000 - 2000, $pttl);
+            self::assertLessThanOrEqual(($delay + $lifetime) * 1000, $pttl);
+        }
+        foreach ($topics as $topic) {
+            self::assertSame(0, $this->redis->exists("delayer:ready_queue:{$topic}"));
+        }
+    }
+
+    public function testPushManyKeepsTheOrderOfRepeatedIds(): void
+    {
+        $client = $this->client();
+        $jobs = [];
+        for ($i = 0; $i < 150; $i++) {
+            $jobs[] = [Message::create("r:{$i}", 't', 'old'), 100];
+        }
+        $jobs[] = [Message::create('r:3', 't', 'new'), 5]; // in the second call: the later one wins
+        self::assertSame(151, $client->pushMany($jobs));
+        self::assertSame(150, $this->redis->zCard('delayer:job_pool'));
+        self::assertSame('new', $this->redis->hGet('delayer:job_bucket:r:3', 'body'));
+        self::assertLessThan($this->redisTime() + 10, $this->redis->zScore('delayer:job_pool', 'r:3'));
+    }
+
+    public function testPushManySurvivesScriptFlushBetweenBatches(): void
+    {
+        $client = $this->client();
+        for ($round = 0; $round < 2; $round++) {
+            $this->redis->script('flush');
+            $jobs = [];
+            for ($i = 0; $i < 1250; $i++) { // two pipelines: 10 calls, then 3
+                $jobs[] = [Message::create("f{$round}:{$i}", 't' . ($i % 3), (string) $i), 60];
+            }
+            self::assertSame(1250, $client->pushMany($jobs));
+        }
+        self::assertSame(2500, $this->redis->zCard('delayer:job_pool'));
+        self::assertSame(['topic' => 't1', 'body' => '1249'], $this->redis->hGetAll('delayer:job_bucket:f1:1249'));
     }
 
     public function testARedisErrorInPushAndPushManyRaisesConnectionException(): void

@@ -104,6 +104,47 @@ def test_remove_push_many_and_big_bodies(url: str, raw: "redis.Redis") -> None:
     run(main)
 
 
+def test_push_many_across_topics_and_after_script_flush(url: str, raw: "redis.Redis") -> None:
+    topics = ("mail", "sms", "push")
+    jobs = [Job(topics[i % 3], f"a-{i}", i % 5, f"b{i}", ready_max_lifetime=30) for i in range(250)]
+
+    async def main() -> None:
+        async with Delayer(url) as d:
+            raw.config_resetstat()
+            now = redis_now(raw)
+            dues = await d.push_many(jobs)
+            stats = raw.info("commandstats")
+            assert stats["cmdstat_evalsha"]["calls"] == 3
+            assert len(dues) == 250
+            for i, job in enumerate(jobs):
+                assert raw.hgetall(f"delayer:job_bucket:{job.id}") == {
+                    b"topic": job.topic.encode(),
+                    b"body": f"b{i}".encode(),
+                }
+                assert abs((raw.zscore(POOL, job.id) or 0) - dues[i]) < 0.0005
+                assert now + i % 5 - 0.01 < dues[i] < now + i % 5 + 2
+            raw.script_flush()
+            more = await d.push_many([Job("t", f"x{i}", 0) for i in range(1001)])
+            assert len(more) == 1001
+            assert raw.zcard(POOL) == 1251
+
+    run(main)
+
+
+def test_push_many_with_a_bad_job_late_in_the_list_sends_nothing(url: str, raw: "redis.Redis") -> None:
+    async def main() -> None:
+        async with Delayer(url) as d:
+            jobs = [Job("t", f"ok-{i}", 0) for i in range(250)]
+            jobs[230] = Job("t", "ok-230", -1)
+            raw.config_resetstat()
+            with pytest.raises(InvalidArgument, match=r"jobs\[230\]"):
+                await d.push_many(jobs)
+            assert raw.dbsize() == 0
+            assert "cmdstat_evalsha" not in raw.info("commandstats")
+
+    run(main)
+
+
 def test_validation_touches_nothing(url: str, raw: "redis.Redis") -> None:
     async def main() -> None:
         async with Delayer(url) as d:

@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from delayer import Delayer, InvalidArgument, Job, Message
+from delayer import Delayer, InvalidArgument, Job, Message, ProtocolError
 
 from conftest import move, move_until, redis_now, wait_until_past
 
@@ -241,6 +241,80 @@ def test_push_many(url: str, raw: "redis.Redis") -> None:
         assert now + (i % 3) - 0.01 < dues[i] < now + (i % 3) + 2
     assert raw.hgetall(bucket("job-1234")) == {b"topic": b"bulk", b"body": b"body-1234"}
     assert 5_000 < raw.pttl(bucket("lifetime")) <= 5_500
+
+
+def command_calls(raw: "redis.Redis") -> dict[str, int]:
+    """Calls per command since the last CONFIG RESETSTAT (``evalsha``, ``script|load``, ...)."""
+    stats = raw.info("commandstats")
+    return {k[len("cmdstat_") :]: int(v["calls"]) for k, v in stats.items()}
+
+
+def test_push_many_sends_100_jobs_per_push_many_lua_call(url: str, raw: "redis.Redis") -> None:
+    topics = ("mail", "sms", "push")
+    jobs = [Job(topics[i % 3], f"m-{i}", i % 7, f"body-{i}".encode(), ready_max_lifetime=60 + i) for i in range(250)]
+    with Delayer(url) as d:
+        raw.config_resetstat()
+        now = redis_now(raw)
+        dues = d.push_many(jobs)
+        calls = command_calls(raw)
+    # 250 jobs: three push_many.lua calls (100, 100, 50) in one pipeline, after one SCRIPT LOAD
+    assert calls.get("evalsha") == 3
+    assert calls.get("script|load", calls.get("script")) == 1
+    assert "eval" not in calls
+    assert len(dues) == 250
+    assert raw.zcard(POOL) == 250
+    for i, job in enumerate(jobs):
+        assert raw.hgetall(bucket(job.id)) == {b"topic": job.topic.encode(), b"body": f"body-{i}".encode()}
+        score = raw.zscore(POOL, job.id)
+        assert score is not None and abs(score - dues[i]) < 0.0005, i
+        assert now + i % 7 - 0.01 < dues[i] < now + i % 7 + 2
+        ttl = raw.pttl(bucket(job.id))
+        assert (i % 7 + 60 + i) * 1000 - 2000 < ttl <= (i % 7 + 60 + i) * 1000
+    for topic in topics:
+        assert raw.exists(ready(topic)) == 0
+
+
+def test_push_many_due_times_follow_the_jobs_order(url: str, raw: "redis.Redis") -> None:
+    jobs = [Job("t", f"o-{i}", (250 - i) * 10, b"") for i in range(250)]
+    jobs.append(Job("t", "o-0", 5))  # the same id again: the later one wins, both get a due time
+    with Delayer(url) as d:
+        dues = d.push_many(jobs)
+    assert len(dues) == 251
+    assert all(a > b for a, b in zip(dues[:249], dues[1:250]))
+    assert dues[250] < dues[249]
+    assert raw.zcard(POOL) == 250
+    assert abs((raw.zscore(POOL, "o-0") or 0) - dues[250]) < 0.0005
+
+
+def test_push_many_survives_script_flush(url: str, raw: "redis.Redis") -> None:
+    with Delayer(url) as d:
+        d.push_many([Job("t", "warm", 0)])
+        for round_ in range(2):
+            raw.script_flush()
+            dues = d.push_many([Job(f"t{i % 3}", f"f{round_}-{i}", 0, str(i)) for i in range(1250)])
+            assert len(dues) == 1250
+    assert raw.zcard(POOL) == 1 + 2 * 1250
+    assert raw.hgetall(bucket("f1-1249")) == {b"topic": b"t1", b"body": b"1249"}
+
+
+@pytest.mark.parametrize("bad_at", [0, 150, 249])
+def test_push_many_a_bad_job_anywhere_rejects_the_whole_list(url: str, raw: "redis.Redis", bad_at: int) -> None:
+    jobs = [Job("t", f"ok-{i}", 0) for i in range(250)]
+    jobs[bad_at] = Job("t", "bad id", 0)
+    raw.config_resetstat()
+    with Delayer(url) as d:
+        with pytest.raises(InvalidArgument, match=rf"jobs\[{bad_at}\]"):
+            d.push_many(jobs)
+    assert raw.dbsize() == 0
+    calls = command_calls(raw)
+    assert not any(k.startswith(("evalsha", "eval", "script")) for k in calls)
+
+
+def test_a_redis_error_in_push_many_raises(url: str, raw: "redis.Redis") -> None:
+    raw.set(POOL, "not a zset")
+    with Delayer(url) as d:
+        with pytest.raises(ProtocolError, match="WRONGTYPE"):
+            d.push_many([Job("t", "a", 0), Job("t", "b", 0)])
 
 
 def test_scripts_are_reloaded_after_script_flush(url: str, raw: "redis.Redis") -> None:

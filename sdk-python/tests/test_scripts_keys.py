@@ -18,8 +18,14 @@ def test_shipped_script_is_byte_identical_to_repository(name: str) -> None:
     assert scripts.source(name) == repo
 
 
-def test_only_the_four_client_scripts_are_shipped() -> None:
-    assert sorted(p.name for p in PKG_LUA.glob("*.lua")) == ["pop.lua", "push.lua", "remove.lua", "take.lua"]
+def test_only_the_client_scripts_are_shipped() -> None:
+    assert sorted(p.name for p in PKG_LUA.glob("*.lua")) == [
+        "pop.lua",
+        "push.lua",
+        "push_many.lua",
+        "remove.lua",
+        "take.lua",
+    ]
 
 
 def test_key_names() -> None:

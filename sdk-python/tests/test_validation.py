@@ -53,6 +53,12 @@ CASES["push-body-surrogate"] = lambda d: d.push("t", "id", 1, "\ud800")
 CASES["push_many-one-bad"] = lambda d: d.push_many(
     [Job("t", "ok-1", 0), Job("t", "bad id", 0), Job("t", "ok-2", 0)]
 )
+CASES["push_many-bad-last-of-250"] = lambda d: d.push_many(
+    [Job(f"t{i % 3}", f"ok-{i}", 0) for i in range(249)] + [Job("t", "late", 0, b"", 0)]
+)
+CASES["push_many-bad-in-second-call"] = lambda d: d.push_many(
+    [Job(f"t{i % 3}", f"ok-{i}" if i != 150 else "a{b}", 0) for i in range(250)]
+)
 CASES["push_many-not-job"] = lambda d: d.push_many([Job("t", "ok", 0), ("t", "x", 0)])  # type: ignore[list-item]
 CASES["push_many-not-iterable"] = lambda d: d.push_many(5)  # type: ignore[arg-type]
 
@@ -77,6 +83,20 @@ def test_limits_are_inclusive(url: str, raw: "redis.Redis") -> None:
         d.push("t", "float-life", 0.0, b"", 60.0)  # type: ignore[arg-type]
         d.push("t:sub/ü-ok", "order:42#confirm", 0)
     assert raw.zcard("delayer:job_pool") == 4
+
+
+def test_push_many_calls_take_100_jobs_each() -> None:
+    from delayer import Keys
+
+    jobs = [Job(f"t{i % 3}", f"j{i}", i, f"b{i}", ready_max_lifetime=10) for i in range(250)]
+    calls = _core.push_many_calls(Keys("p:"), jobs)
+    assert [_core.push_many_jobs(c) for c in calls] == [100, 100, 50]
+    assert all(c.keys == ["p:job_pool"] for c in calls)
+    assert calls[1].args[0] == "p:job_bucket:"
+    assert calls[1].args[1:6] == ["j100", "t1", b"b100", 100_000, 10_000]
+    assert calls[2].args[-5:] == ["j249", "t0", b"b249", 249_000, 10_000]
+    assert [len(c) for c in _core.chunks(_core.push_many_calls(Keys(), jobs * 9))] == [10, 10, 3]
+    assert _core.push_many_calls(Keys(), []) == []
 
 
 def test_delay_rounds_to_nearest_millisecond() -> None:

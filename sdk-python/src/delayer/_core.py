@@ -31,8 +31,10 @@ from .models import Job, Message
 MAX_NAME_BYTES = 200
 #: Longest delay and ready_max_lifetime: 10 years, in seconds.
 MAX_SECONDS = 315_360_000
-#: Pipelined ``push_many`` sends this many jobs per round trip.
-PUSH_MANY_CHUNK = 1000
+#: How many jobs one push_many.lua call takes (the script's limit).
+JOBS_PER_CALL = 100
+#: How many push_many.lua calls ``push_many`` pipelines per round trip.
+CALLS_PER_PIPELINE = 10
 #: The URL used when none is given.
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 #: Seconds to wait for a TCP connection before giving up.
@@ -157,20 +159,36 @@ def push_call(
 
 
 def push_many_calls(keys: Keys, jobs: object) -> List[ScriptCall]:
-    """Validate every job of a ``push_many`` before anything is sent."""
+    """Validate every job of a ``push_many``, then build its push_many.lua calls.
+
+    Nothing is built unless every job is valid. Each call takes up to
+    :data:`JOBS_PER_CALL` jobs: KEYS is the pool; ARGV is the bucket prefix,
+    then id, topic, body, delay ms and lifetime ms of each job.
+    """
     try:
         items = list(jobs)  # type: ignore[call-overload]
     except TypeError:
         raise InvalidArgument(f"jobs must be an iterable of Job, not {type(jobs).__name__}") from None
-    calls = []
+    pushes = []
     for i, job in enumerate(items):
         if not isinstance(job, Job):
             raise InvalidArgument(f"jobs[{i}] must be a delayer.Job, not {type(job).__name__}")
         try:
-            calls.append(push_call(keys, job.topic, job.id, job.delay, job.body, job.ready_max_lifetime))
+            pushes.append(push_call(keys, job.topic, job.id, job.delay, job.body, job.ready_max_lifetime))
         except InvalidArgument as e:
             raise InvalidArgument(f"jobs[{i}]: {e}") from None
+    calls = []
+    for start in range(0, len(pushes), JOBS_PER_CALL):
+        args: List[Union[str, bytes, int]] = [keys.bucket_prefix]
+        for push in pushes[start : start + JOBS_PER_CALL]:
+            args.extend(push.args)  # id, topic, body, delay ms, lifetime ms: push.lua's ARGV
+        calls.append(ScriptCall([keys.job_pool], args))
     return calls
+
+
+def push_many_jobs(call: ScriptCall) -> int:
+    """How many jobs a push_many.lua call from :func:`push_many_calls` holds."""
+    return (len(call.args) - 1) // 5
 
 
 def pop_call(keys: Keys, topic: object) -> ScriptCall:
@@ -190,7 +208,7 @@ def remove_call(keys: Keys, job_id: object) -> ScriptCall:
     return ScriptCall([keys.job_pool, keys.job_bucket(i)], [i])
 
 
-def chunks(calls: Sequence[ScriptCall], size: int = PUSH_MANY_CHUNK) -> List[Sequence[ScriptCall]]:
+def chunks(calls: Sequence[ScriptCall], size: int = CALLS_PER_PIPELINE) -> List[Sequence[ScriptCall]]:
     """Split ``calls`` into pipeline-sized pieces."""
     return [calls[i : i + size] for i in range(0, len(calls), size)]
 
@@ -235,6 +253,23 @@ def parse_due(reply: object) -> float:
     if not math.isfinite(due):
         raise ProtocolError(f"push.lua returned {text!r}, not a due time")
     return due
+
+
+def parse_dues(reply: object, count: int) -> List[float]:
+    """push_many.lua's reply: a list of ``count`` due times, as float Unix seconds."""
+    if not isinstance(reply, (list, tuple)) or len(reply) != count:
+        raise ProtocolError(f"push_many.lua returned {reply!r:.200}, expected a list of {count} due times")
+    return [parse_due(r) for r in reply]
+
+
+def parse_push_many(calls: Sequence[ScriptCall], replies: object) -> List[float]:
+    """The due times of a ``push_many`` pipeline: SCRIPT LOAD's reply, then one list per call."""
+    if not isinstance(replies, (list, tuple)) or len(replies) != len(calls) + 1:
+        raise ProtocolError(f"expected {len(calls) + 1} replies from a push_many pipeline, got {replies!r:.200}")
+    dues: List[float] = []
+    for call, reply in zip(calls, replies[1:]):
+        dues.extend(parse_dues(reply, push_many_jobs(call)))
+    return dues
 
 
 def parse_message(reply: object) -> Optional[Message]:

@@ -145,14 +145,17 @@ class Delayer:
         """
         calls = _core.push_many_calls(self._keys, jobs)
         dues: List[float] = []
-        script = self._scripts[scripts.PUSH]
+        source = scripts.source(scripts.PUSH_MANY)
+        sha = self._scripts[scripts.PUSH_MANY].sha
         with self._guard:
             for chunk in _core.chunks(calls):
                 async with self._redis.pipeline(transaction=False) as pipe:
+                    # a no-op unless Redis lost the script (restart, SCRIPT FLUSH)
+                    pipe.script_load(source)
                     for call in chunk:
-                        await script(keys=call.keys, args=call.args, client=pipe)
+                        pipe.evalsha(sha, len(call.keys), *call.keys, *call.args)
                     replies = await pipe.execute()
-                dues.extend(_core.parse_due(r) for r in replies)
+                dues.extend(_core.parse_push_many(chunk, replies))
         return dues
 
     async def pop(self, topic: str) -> Optional[Message]:

@@ -3,7 +3,9 @@
 The files are byte-identical copies of the repository's ``lua/`` directory
 (a test checks it). This is the only module that loads or names scripts; the
 clients register them with redis-py's ``register_script``, which sends them by
-``EVALSHA`` and loads them again when Redis answers ``NOSCRIPT``.
+``EVALSHA`` and loads them again when Redis answers ``NOSCRIPT``; ``push_many``
+pipelines push_many.lua by ``EVALSHA`` after a ``SCRIPT LOAD`` of
+:func:`source`.
 """
 
 from __future__ import annotations
@@ -11,14 +13,17 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Dict
 
-__all__ = ["PUSH", "POP", "TAKE", "REMOVE", "NAMES", "source"]
+__all__ = ["PUSH", "PUSH_MANY", "POP", "TAKE", "REMOVE", "NAMES", "source"]
 
 #: Script names, also their file names without ``.lua``.
 PUSH = "push"
+#: push_many.lua: up to 100 jobs per call. ``push_many`` sends it by EVALSHA in
+#: pipelines that start with SCRIPT LOAD (so a flushed script cache is survived).
+PUSH_MANY = "push_many"
 POP = "pop"
 TAKE = "take"
 REMOVE = "remove"
-NAMES = (PUSH, POP, TAKE, REMOVE)
+NAMES = (PUSH, PUSH_MANY, POP, TAKE, REMOVE)
 
 _cache: Dict[str, bytes] = {}
 
