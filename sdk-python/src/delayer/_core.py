@@ -12,7 +12,7 @@ from fractions import Fraction
 import unicodedata
 from os import PathLike, fspath
 from types import TracebackType
-from typing import Any, Dict, List, Mapping, MutableMapping, NamedTuple, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Callable, Dict, List, Mapping, MutableMapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
 from urllib.parse import quote, unquote, urlsplit
 
 from redis.exceptions import (
@@ -304,6 +304,35 @@ def parse_brpop(reply: object) -> Optional[str]:
 
 # --------------------------------------------------------------------------
 # clients and errors
+
+
+_Client = TypeVar("_Client")
+
+
+def open_client(
+    from_url: Callable[..., _Client],
+    retry: object,
+    url: object,
+    password: Optional[str],
+    tls_files: Tuple[object, object, object],
+) -> Tuple[_Client, List[str]]:
+    """Build a redis-py client, sync or asyncio (``from_url`` says which), as
+    both Delayer clients do. Returns it with the secrets to scrub from errors.
+    The caller applies username/password overrides with :func:`set_credentials`."""
+    checked = redis_url(url)
+    secrets = [s for s in (url_secret(checked), password) if isinstance(s, str) and s]
+    options = tls_options(checked, *tls_files)
+    try:
+        client = from_url(checked, **options, **client_options(retry))
+    except (ValueError, TypeError, RedisError) as e:
+        raise ConfigError(f"invalid Redis URL: {scrub(str(e), secrets)}") from None
+    return client, secrets
+
+
+def reject_url_options(*options: object) -> None:
+    """``client=`` brings its own connection: url-only options make no sense with it."""
+    if any(o is not None for o in options):
+        raise InvalidArgument("username, password and tls_* are options of url=, not of client=")
 
 
 def client_options(retry: object) -> Dict[str, Any]:

@@ -13,7 +13,7 @@ from redis.commands.core import Script
 from redis.retry import Retry
 
 from . import _core, config, scripts
-from .errors import ConfigError, InvalidArgument
+from .errors import InvalidArgument
 from .keys import DEFAULT_PREFIX, Keys
 from .models import DEFAULT_READY_MAX_LIFETIME, Job, Message
 
@@ -63,18 +63,14 @@ class Delayer:
         self._keys = Keys(_core.check_prefix(prefix))
         secrets: List[str] = []
         if client is None:
-            url = _core.redis_url(url)
-            secrets = [s for s in (_core.url_secret(url), password) if isinstance(s, str) and s]
-            options = _core.tls_options(url, tls_ca_file, tls_cert_file, tls_key_file)
-            try:
-                client = redis.Redis.from_url(url, **options, **_core.client_options(_no_retry()))
-            except (ValueError, TypeError, redis.RedisError) as e:
-                raise ConfigError(f"invalid Redis URL: {_core.scrub(str(e), secrets)}") from None
+            made, secrets = _core.open_client(
+                redis.Redis.from_url, _no_retry(), url, password, (tls_ca_file, tls_cert_file, tls_key_file)
+            )
+            client = made
             _core.set_credentials(client.connection_pool.connection_kwargs, username, password)
             self._owns_client = True
         else:
-            if (username, password, tls_ca_file, tls_cert_file, tls_key_file) != (None,) * 5:
-                raise InvalidArgument("username, password and tls_* are options of url=, not of client=")
+            _core.reject_url_options(username, password, tls_ca_file, tls_cert_file, tls_key_file)
             if not isinstance(client, redis.Redis):
                 raise InvalidArgument(f"client must be a redis.Redis, not {type(client).__name__}")
             self._owns_client = False
