@@ -9,7 +9,8 @@ use crate::conf::{self, ConfFile, RedisSettings};
 use crate::connection::DEFAULT_CONNECT_TIMEOUT as CONNECT_TIMEOUT;
 use crate::error::{Error, Result};
 use crate::keys::{Keys, DEFAULT_PREFIX};
-use crate::{ops, Job, Message};
+use crate::ops::{self, DeadAction, Ending};
+use crate::{DeadLetter, Job, JobRef, Message, Reserved};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Client};
 use std::path::Path;
@@ -130,13 +131,100 @@ impl Delayer {
                 break;
             }
         }
-        // Only a connection that finished cleanly goes back for reuse.
+        self.reuse(conn);
+        Ok(found)
+    }
+
+    /// As [`crate::Delayer::breserve`]: waits up to `timeout`
+    /// (`Duration::ZERO`: forever) on a connection of its own.
+    pub async fn breserve(&self, topic: &str, ttr: Duration, timeout: Duration) -> Result<Option<Reserved>> {
+        let reserve = ops::reserve(&self.keys, topic, ttr)?;
+        let deadline = ops::bpop_deadline(topic, timeout)?;
+        let mut conn = self.blocking_connection().await?;
+        let mut found = None;
+        while let Some(wait) = ops::wait_ready(&self.keys, topic, deadline) {
+            let ready: Option<Vec<u8>> = wait.query_async(&mut conn).await?;
+            if ready.is_none() {
+                break;
+            }
+            if let Some(job) = ops::parse_reserved(reserve.invoke_async(&mut conn).await?)? {
+                found = Some(job);
+                break;
+            }
+        }
+        self.reuse(conn);
+        Ok(found)
+    }
+
+    /// Keeps a blocking connection that finished cleanly for the next wait.
+    fn reuse(&self, conn: MultiplexedConnection) {
         if let Ok(mut idle) = self.blocking.lock() {
             if idle.len() < MAX_IDLE_BLOCKING {
                 idle.push(conn);
             }
         }
-        Ok(found)
+    }
+
+    /// As [`crate::Delayer::reserve`].
+    pub async fn reserve(&self, topic: &str, ttr: Duration) -> Result<Option<Reserved>> {
+        let inv = ops::reserve(&self.keys, topic, ttr)?;
+        ops::parse_reserved(inv.invoke_async(&mut self.shared.clone()).await?)
+    }
+
+    /// As [`crate::Delayer::ack`].
+    pub async fn ack<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
+        let n: i64 = ops::ack(&self.keys, job.into())?.invoke_async(&mut self.shared.clone()).await?;
+        Ok(n == 1)
+    }
+
+    /// As [`crate::Delayer::release`].
+    pub async fn release<'a>(&self, job: impl Into<JobRef<'a>>, delay: Option<Duration>) -> Result<bool> {
+        let inv = ops::release(&self.keys, job.into(), delay.map_or(Ending::Backoff, Ending::After))?;
+        ops::parse_released(inv.invoke_async(&mut self.shared.clone()).await?)
+    }
+
+    /// As [`crate::Delayer::bury`].
+    pub async fn bury<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
+        let inv = ops::release(&self.keys, job.into(), Ending::Bury)?;
+        ops::parse_released(inv.invoke_async(&mut self.shared.clone()).await?)
+    }
+
+    /// As [`crate::Delayer::reschedule`].
+    pub async fn reschedule(&self, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
+        let inv = ops::reschedule(&self.keys, id, delay)?;
+        let due: Option<String> = inv.invoke_async(&mut self.shared.clone()).await?;
+        due.map(|d| ops::parse_due(&d)).transpose()
+    }
+
+    /// As [`crate::Delayer::dead_letters`].
+    pub async fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> {
+        let inv = ops::dead_list(&self.keys, topic, start, count)?;
+        ops::parse_dead_letters(inv.invoke_async(&mut self.shared.clone()).await?)
+    }
+
+    /// As [`crate::Delayer::requeue_dead`].
+    pub async fn requeue_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
+        self.drain_dead(topic, DeadAction::Requeue, ids).await
+    }
+
+    /// As [`crate::Delayer::purge_dead`].
+    pub async fn purge_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
+        self.drain_dead(topic, DeadAction::Purge, ids).await
+    }
+
+    async fn drain_dead(&self, topic: &str, action: DeadAction, ids: Option<&[&str]>) -> Result<u64> {
+        let mut conn = self.shared.clone();
+        let mut total = 0;
+        for call in ops::dead_drain(&self.keys, topic, action, ids)? {
+            loop {
+                let (done, taken) = ops::parse_drained(call.invoke_async(&mut conn).await?)?;
+                total += done;
+                if !ops::drain_again(ids, taken) {
+                    break;
+                }
+            }
+        }
+        Ok(total)
     }
 
     /// As [`crate::Delayer::remove`].

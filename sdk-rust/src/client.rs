@@ -7,7 +7,8 @@ use crate::conf::{self, ConfFile, RedisSettings};
 use crate::connection::{build_pool, Manager, PoolOptions};
 use crate::error::{Error, Result};
 use crate::keys::{Keys, DEFAULT_PREFIX};
-use crate::ops;
+use crate::ops::{self, DeadAction, Ending};
+use crate::reliable::{Backoff, DeadLetter, JobRef, Reserved};
 use crate::validate::DEFAULT_READY_MAX_LIFETIME;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -44,6 +45,12 @@ pub struct Job {
     pub body: Vec<u8>,
     /// How long the job's data is kept once due, if nobody pops it.
     pub ready_max_lifetime: Duration,
+    /// For reserve: reservations allowed before dead letters (0: no limit).
+    /// `None` leaves it to reserve's default, 25.
+    pub max_attempts: Option<u32>,
+    /// For reserve: the wait before a retry. `None` leaves it to reserve's
+    /// default, exponential from 1 s to 1 h.
+    pub backoff: Option<Backoff>,
 }
 
 impl Job {
@@ -55,6 +62,8 @@ impl Job {
             delay,
             body: Vec::new(),
             ready_max_lifetime: DEFAULT_READY_MAX_LIFETIME,
+            max_attempts: None,
+            backoff: None,
         }
     }
 
@@ -67,6 +76,19 @@ impl Job {
     /// Sets how long the job's data is kept once due (whole seconds).
     pub fn ready_max_lifetime(mut self, lifetime: Duration) -> Job {
         self.ready_max_lifetime = lifetime;
+        self
+    }
+
+    /// Sets how many reservations the job gets before it goes to dead
+    /// letters (0: no limit). Classic pop ignores it.
+    pub fn max_attempts(mut self, n: u32) -> Job {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    /// Sets the wait before each retry. Classic pop ignores it.
+    pub fn backoff(mut self, backoff: Backoff) -> Job {
+        self.backoff = Some(backoff);
         self
     }
 }
@@ -194,5 +216,113 @@ impl Delayer {
     pub fn remove(&self, id: &str) -> Result<bool> {
         let n: i64 = ops::remove(&self.keys, id)?.invoke(&mut *self.conn()?)?;
         Ok(n == 1)
+    }
+
+    /// Moves waiting job `id` to be due `delay` from now. `None` when it is
+    /// not waiting (ready, reserved, dead, gone or unknown).
+    pub fn reschedule(&self, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
+        let due: Option<String> = ops::reschedule(&self.keys, id, delay)?.invoke(&mut *self.conn()?)?;
+        due.map(|d| ops::parse_due(&d)).transpose()
+    }
+
+    /// Takes the next ready job of `topic` *reserved*: no other worker gets it
+    /// until [`Delayer::ack`], [`Delayer::release`] or [`Delayer::bury`], or
+    /// until `ttr` has passed, when the server hands it out again (at least
+    /// once).
+    ///
+    /// ```no_run
+    /// # fn work(_: &[u8]) -> Result<(), ()> { Ok(()) }
+    /// # fn main() -> delayer::Result<()> {
+    /// # let delayer = delayer::Delayer::open("redis://127.0.0.1/")?;
+    /// use std::time::Duration;
+    /// while let Some(job) = delayer.breserve("sms", Duration::from_secs(60), Duration::from_secs(5))? {
+    ///     match work(&job.body) {
+    ///         Ok(()) => delayer.ack(&job)?,
+    ///         Err(()) => delayer.release(&job, None)?, // retry after its backoff
+    ///     };
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn reserve(&self, topic: &str, ttr: Duration) -> Result<Option<Reserved>> {
+        let inv = ops::reserve(&self.keys, topic, ttr)?;
+        ops::parse_reserved(inv.invoke(&mut *self.conn()?)?)
+    }
+
+    /// Like [`Delayer::reserve`], but waits up to `timeout` for a job
+    /// (`Duration::ZERO` waits forever). `None` when the time ran out.
+    /// Waiting takes nothing from the queue, so a worker that dies while
+    /// waiting loses nothing.
+    pub fn breserve(&self, topic: &str, ttr: Duration, timeout: Duration) -> Result<Option<Reserved>> {
+        let reserve = ops::reserve(&self.keys, topic, ttr)?;
+        let deadline = ops::bpop_deadline(topic, timeout)?;
+        let mut conn = self.conn()?;
+        while let Some(wait) = ops::wait_ready(&self.keys, topic, deadline) {
+            let ready: Option<Vec<u8>> = wait.query(&mut *conn)?;
+            if ready.is_none() {
+                break;
+            }
+            if let Some(job) = ops::parse_reserved(reserve.invoke(&mut *conn)?)? {
+                return Ok(Some(job));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The job is done: deletes it. `false` when the reservation was not
+    /// held (already ended, or expired and handed out again): then nothing
+    /// changes. Takes a [`Reserved`] job, or an id (any current reservation).
+    pub fn ack<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
+        let n: i64 = ops::ack(&self.keys, job.into())?.invoke(&mut *self.conn()?)?;
+        Ok(n == 1)
+    }
+
+    /// A failed attempt: the job is due again after `delay`, or after its
+    /// backoff when `None`; past its max_attempts it goes to dead letters
+    /// instead. `false` when the reservation was not held.
+    pub fn release<'a>(&self, job: impl Into<JobRef<'a>>, delay: Option<Duration>) -> Result<bool> {
+        let ending = delay.map_or(Ending::Backoff, Ending::After);
+        ops::parse_released(ops::release(&self.keys, job.into(), ending)?.invoke(&mut *self.conn()?)?)
+    }
+
+    /// Gives up on the job: it goes to its topic's dead letters now.
+    /// `false` when the reservation was not held.
+    pub fn bury<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
+        ops::parse_released(ops::release(&self.keys, job.into(), Ending::Bury)?.invoke(&mut *self.conn()?)?)
+    }
+
+    /// Up to `count` (1 to 1000) of `topic`'s dead letters, newest first,
+    /// from position `start`.
+    pub fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> {
+        let inv = ops::dead_list(&self.keys, topic, start, count)?;
+        ops::parse_dead_letters(inv.invoke(&mut *self.conn()?)?)
+    }
+
+    /// Puts dead letters back into the pool, due now, with their attempts
+    /// reset: those with the given ids, or all with `None`. Returns how many.
+    pub fn requeue_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
+        self.drain_dead(topic, DeadAction::Requeue, ids)
+    }
+
+    /// Deletes dead letters for good: those with the given ids, or all with
+    /// `None`. Returns how many.
+    pub fn purge_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
+        self.drain_dead(topic, DeadAction::Purge, ids)
+    }
+
+    fn drain_dead(&self, topic: &str, action: DeadAction, ids: Option<&[&str]>) -> Result<u64> {
+        let calls = ops::dead_drain(&self.keys, topic, action, ids)?;
+        let mut conn = self.conn()?;
+        let mut total = 0;
+        for call in calls {
+            loop {
+                let (done, taken) = ops::parse_drained(call.invoke(&mut *conn)?)?;
+                total += done;
+                if !ops::drain_again(ids, taken) {
+                    break;
+                }
+            }
+        }
+        Ok(total)
     }
 }

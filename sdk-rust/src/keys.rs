@@ -66,21 +66,51 @@ impl Keys {
     /// A SCAN pattern matching every ready queue (the prefix's glob
     /// characters escaped).
     pub fn ready_queue_pattern(&self) -> String {
-        let mut pattern = String::new();
-        for c in self.ready_queue_prefix().chars() {
-            if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-                pattern.push('\\');
-            }
-            pattern.push(c);
-        }
-        pattern.push('*');
-        pattern
+        glob_prefix(&self.ready_queue_prefix())
     }
 
     /// The LIST of ids whose bucket could not be routed.
     pub fn malformed(&self) -> String {
         format!("{}malformed", self.prefix)
     }
+
+    /// The ZSET of reserved ids, scored by their reservation's deadline.
+    pub fn reserved(&self) -> String {
+        format!("{}reserved", self.prefix)
+    }
+
+    /// The counter reservation receipts are taken from.
+    pub fn receipt_seq(&self) -> String {
+        format!("{}receipt_seq", self.prefix)
+    }
+
+    /// The LIST of one topic's dead letters.
+    pub fn dead(&self, topic: &str) -> String {
+        format!("{}{topic}", self.dead_prefix())
+    }
+
+    /// What [`Keys::dead`] puts before the topic.
+    pub fn dead_prefix(&self) -> String {
+        format!("{}dead:", self.prefix)
+    }
+
+    /// A SCAN pattern matching every dead-letter list.
+    pub fn dead_pattern(&self) -> String {
+        glob_prefix(&self.dead_prefix())
+    }
+}
+
+/// `prefix*`, with the prefix's glob characters escaped.
+fn glob_prefix(prefix: &str) -> String {
+    let mut pattern = String::new();
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('*');
+    pattern
 }
 
 #[cfg(test)]
@@ -94,6 +124,9 @@ mod tests {
         assert_eq!(k.job_bucket("42"), "delayer:job_bucket:42");
         assert_eq!(k.ready_queue("order"), "delayer:ready_queue:order");
         assert_eq!(k.malformed(), "delayer:malformed");
+        assert_eq!(k.reserved(), "delayer:reserved");
+        assert_eq!(k.dead("order"), "delayer:dead:order");
+        assert_eq!(k.receipt_seq(), "delayer:receipt_seq");
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub mod connection;
 mod error;
 pub mod keys;
 mod ops;
+mod reliable;
 pub mod scripts;
 pub mod validate;
 
@@ -49,3 +50,4 @@ pub use client::{Delayer, Job, Message};
 pub use connection::PoolOptions;
 pub use error::{Error, Result};
 pub use keys::Keys;
+pub use reliable::{Backoff, DeadLetter, JobRef, Reserved};

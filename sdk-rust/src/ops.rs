@@ -6,8 +6,8 @@ use crate::error::{Error, Result};
 use crate::keys::Keys;
 use crate::scripts;
 use crate::validate;
-use crate::Job;
-use redis::{Cmd, Pipeline, ScriptInvocation, Value};
+use crate::{DeadLetter, Job, JobRef, Reserved};
+use redis::{Cmd, Pipeline, ScriptInvocation, ToRedisArgs, Value};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How many jobs one push_many.lua call takes.
@@ -15,20 +15,39 @@ pub(crate) const JOBS_PER_CALL: usize = 100;
 /// How many calls `push_many` pipelines per round trip.
 pub(crate) const CALLS_PER_PIPELINE: usize = 10;
 
-/// Checks a job against the protocol's input rules; returns the delay and
-/// lifetime in milliseconds, as push.lua takes them.
-pub(crate) fn validate_job(job: &Job) -> Result<(u64, u64)> {
+/// A job's values after push.lua's ARGV[1..3] (id, topic, body), checked
+/// against the protocol's input rules: delay ms, lifetime ms, max_attempts,
+/// backoff, backoff_ms, backoff_max_ms ("" for a retry setting not given).
+pub(crate) struct PushArgs([String; 6]);
+
+impl ToRedisArgs for PushArgs {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        self.0.iter().for_each(|a| out.write_arg(a.as_bytes()));
+    }
+}
+
+pub(crate) fn validate_job(job: &Job) -> Result<PushArgs> {
     validate::name("topic", &job.topic)?;
     validate::name("id", &job.id)?;
-    Ok((validate::delay_ms(job.delay)?, validate::ready_max_lifetime_ms(job.ready_max_lifetime)?))
+    let delay = validate::delay_ms(job.delay)?.to_string();
+    let lifetime = validate::ready_max_lifetime_ms(job.ready_max_lifetime)?.to_string();
+    let max_attempts = job.max_attempts.map(validate::max_attempts).transpose()?.map(|n| n.to_string());
+    let (kind, base, cap) = match &job.backoff {
+        Some(b) => {
+            let (kind, base, cap) = validate::backoff(b)?;
+            (kind.to_string(), base.to_string(), cap.to_string())
+        }
+        None => Default::default(),
+    };
+    Ok(PushArgs([delay, lifetime, max_attempts.unwrap_or_default(), kind, base, cap]))
 }
 
 /// push.lua for one job.
 pub(crate) fn push(keys: &Keys, job: &Job) -> Result<ScriptInvocation<'static>> {
-    let (delay_ms, lifetime_ms) = validate_job(job)?;
+    let args = validate_job(job)?;
     let mut inv = scripts::PUSH.prepare_invoke();
     inv.key(keys.job_pool()).key(keys.job_bucket(&job.id));
-    inv.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(delay_ms).arg(lifetime_ms);
+    inv.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(args);
     Ok(inv)
 }
 
@@ -49,8 +68,8 @@ pub(crate) fn push_many(keys: &Keys, jobs: &[Job]) -> Result<Vec<Pipeline>> {
             for (jobs, limits) in jobs.chunks(JOBS_PER_CALL).zip(limits.chunks(JOBS_PER_CALL)) {
                 let call = pipe.cmd("EVALSHA").arg(scripts::PUSH_MANY.get_hash()).arg(1).arg(keys.job_pool());
                 call.arg(keys.bucket_prefix());
-                for (job, (delay_ms, lifetime_ms)) in jobs.iter().zip(limits) {
-                    call.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(delay_ms).arg(lifetime_ms);
+                for (job, args) in jobs.iter().zip(limits) {
+                    call.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(args);
                 }
             }
             pipe
@@ -88,27 +107,171 @@ pub(crate) fn bpop_deadline(topic: &str, timeout: Duration) -> Result<Option<Ins
     Ok((!timeout.is_zero()).then(|| Instant::now() + timeout))
 }
 
-/// The next BRPOP of a bpop, or `None` when its time is up. BRPOP takes
-/// seconds, and 0 means forever, so a remainder under 1 ms is sent as 1 ms.
-pub(crate) fn brpop(keys: &Keys, topic: &str, deadline: Option<Instant>) -> Option<Cmd> {
-    let wait = match deadline {
-        None => 0.0,
+/// The seconds the next wait of a blocking call may take, or `None` when its
+/// time is up. Redis takes seconds, and 0 means forever, so a remainder
+/// under 1 ms is sent as 1 ms.
+fn wait_seconds(deadline: Option<Instant>) -> Option<f64> {
+    match deadline {
+        None => Some(0.0),
         Some(d) => {
             let left = d.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            left.as_secs_f64().max(0.001)
+            (!left.is_zero()).then(|| left.as_secs_f64().max(0.001))
         }
-    };
+    }
+}
+
+/// The next BRPOP of a bpop, or `None` when its time is up.
+pub(crate) fn brpop(keys: &Keys, topic: &str, deadline: Option<Instant>) -> Option<Cmd> {
     let mut cmd = redis::cmd("BRPOP");
-    cmd.arg(keys.ready_queue(topic)).arg(wait);
+    cmd.arg(keys.ready_queue(topic)).arg(wait_seconds(deadline)?);
     Some(cmd)
 }
 
-/// "1763750000.125" (Unix seconds, as push.lua returns it).
+/// The next wait of a breserve, or `None` when its time is up: BLMOVE from
+/// the ready queue's right end to the same end, which answers when the queue
+/// is not empty and leaves it as it was. Taking the id is reserve.lua's job:
+/// a worker that dies after a BRPOP would lose the id it popped.
+pub(crate) fn wait_ready(keys: &Keys, topic: &str, deadline: Option<Instant>) -> Option<Cmd> {
+    let queue = keys.ready_queue(topic);
+    let mut cmd = redis::cmd("BLMOVE");
+    cmd.arg(&queue).arg(&queue).arg("RIGHT").arg("RIGHT").arg(wait_seconds(deadline)?);
+    Some(cmd)
+}
+
+/// reserve.lua for one topic.
+pub(crate) fn reserve(keys: &Keys, topic: &str, ttr: Duration) -> Result<ScriptInvocation<'static>> {
+    validate::name("topic", topic)?;
+    let ttr_ms = validate::ttr_ms(ttr)?;
+    let mut inv = scripts::RESERVE.prepare_invoke();
+    inv.key(keys.ready_queue(topic)).key(keys.reserved()).key(keys.malformed()).key(keys.receipt_seq());
+    inv.arg(keys.bucket_prefix()).arg(ttr_ms);
+    Ok(inv)
+}
+
+fn job_ref<'a>(job: JobRef<'a>) -> Result<(&'a str, &'a str)> {
+    validate::name("id", job.id)?;
+    Ok((job.id, job.receipt.unwrap_or("")))
+}
+
+/// ack.lua for one reservation.
+pub(crate) fn ack(keys: &Keys, job: JobRef<'_>) -> Result<ScriptInvocation<'static>> {
+    let (id, receipt) = job_ref(job)?;
+    let mut inv = scripts::ACK.prepare_invoke();
+    inv.key(keys.reserved()).key(keys.job_bucket(id)).arg(id).arg(receipt);
+    Ok(inv)
+}
+
+/// What release.lua does with a job whose reservation ends.
+pub(crate) enum Ending {
+    /// Due again after this delay.
+    After(Duration),
+    /// Due again after the job's own backoff.
+    Backoff,
+    /// To dead letters.
+    Bury,
+}
+
+/// release.lua ("held") for one reservation: release or bury.
+pub(crate) fn release(keys: &Keys, job: JobRef<'_>, ending: Ending) -> Result<ScriptInvocation<'static>> {
+    let (id, receipt) = job_ref(job)?;
+    let action = match ending {
+        Ending::After(delay) => validate::delay_ms(delay)?.to_string(),
+        Ending::Backoff => "backoff".into(),
+        Ending::Bury => "bury".into(),
+    };
+    let mut inv = scripts::RELEASE.prepare_invoke();
+    inv.key(keys.reserved()).key(keys.job_pool()).key(keys.malformed());
+    inv.arg(keys.prefix()).arg(action).arg("held").arg(id).arg(receipt);
+    Ok(inv)
+}
+
+/// Whether release.lua's "held" reply says the reservation was held (a due
+/// time or "dead") or not (nil).
+pub(crate) fn parse_released(reply: Value) -> Result<bool> {
+    match reply {
+        Value::Nil => Ok(false),
+        Value::BulkString(_) | Value::SimpleString(_) => Ok(true),
+        other => Err(Error::Protocol(format!("release returned {other:?}"))),
+    }
+}
+
+/// reschedule.lua for one id.
+pub(crate) fn reschedule(keys: &Keys, id: &str, delay: Duration) -> Result<ScriptInvocation<'static>> {
+    validate::name("id", id)?;
+    let delay_ms = validate::delay_ms(delay)?;
+    let mut inv = scripts::RESCHEDULE.prepare_invoke();
+    inv.key(keys.job_pool()).key(keys.job_bucket(id)).arg(id).arg(delay_ms);
+    Ok(inv)
+}
+
+fn dead_call(keys: &Keys, topic: &str, action: &str) -> ScriptInvocation<'static> {
+    let mut inv = scripts::DEAD.prepare_invoke();
+    inv.key(keys.dead(topic)).key(keys.job_pool()).arg(keys.bucket_prefix()).arg(action);
+    inv
+}
+
+/// dead.lua "list".
+pub(crate) fn dead_list(keys: &Keys, topic: &str, start: usize, count: usize) -> Result<ScriptInvocation<'static>> {
+    validate::name("topic", topic)?;
+    let count = validate::dead_count(count)?;
+    let mut inv = dead_call(keys, topic, "list");
+    inv.arg(start).arg(count);
+    Ok(inv)
+}
+
+/// Which dead letters to re-queue or purge.
+pub(crate) enum DeadAction {
+    /// Back into the pool, due now.
+    Requeue,
+    /// Deleted.
+    Purge,
+}
+
+/// dead.lua "requeue" / "purge": the calls for `ids` (at most
+/// [`validate::MAX_DEAD_PER_CALL`] per call), or with `None` one call taking
+/// that many from the oldest end, to repeat while it takes a full count.
+pub(crate) fn dead_drain(
+    keys: &Keys,
+    topic: &str,
+    action: DeadAction,
+    ids: Option<&[&str]>,
+) -> Result<Vec<ScriptInvocation<'static>>> {
+    validate::name("topic", topic)?;
+    let action = match action {
+        DeadAction::Requeue => "requeue",
+        DeadAction::Purge => "purge",
+    };
+    let Some(ids) = ids else {
+        let mut inv = dead_call(keys, topic, action);
+        inv.arg(validate::MAX_DEAD_PER_CALL);
+        return Ok(vec![inv]);
+    };
+    ids.iter().try_for_each(|id| validate::name("id", id))?;
+    Ok(ids
+        .chunks(validate::MAX_DEAD_PER_CALL)
+        .map(|chunk| {
+            let mut inv = dead_call(keys, topic, action);
+            inv.arg(0).arg(chunk);
+            inv
+        })
+        .collect())
+}
+
+/// Whether a dead.lua call that took `taken` entries is to be made again:
+/// only when draining all (no ids) and it took a full count.
+pub(crate) fn drain_again(ids: Option<&[&str]>, taken: u64) -> bool {
+    ids.is_none() && taken >= validate::MAX_DEAD_PER_CALL as u64
+}
+
+/// dead.lua's `{done, taken}`.
+pub(crate) fn parse_drained(reply: Value) -> Result<(u64, u64)> {
+    let mut parts = array(reply, 2, "{done, taken}")?.into_iter();
+    Ok((int(parts.next())?, int(parts.next())?))
+}
+
+/// "1763750000.125" (Unix seconds, as the scripts return times).
 pub(crate) fn parse_due(s: &str) -> Result<SystemTime> {
-    let bad = || Error::Protocol(format!("push returned {s:?}, not a due time"));
+    let bad = || Error::Protocol(format!("expected a time in Unix seconds, got {s:?}"));
     let secs: f64 = s.parse().map_err(|_| bad())?;
     if !secs.is_finite() || secs < 0.0 {
         return Err(bad());
@@ -118,22 +281,77 @@ pub(crate) fn parse_due(s: &str) -> Result<SystemTime> {
 
 /// `[id, topic, body]` or nil, from pop.lua / take.lua.
 pub(crate) fn parse_message(reply: Value) -> Result<Option<crate::Message>> {
-    let parts = match reply {
-        Value::Nil => return Ok(None),
-        Value::Array(parts) if parts.len() == 3 => parts,
-        other => return Err(Error::Protocol(format!("expected [id, topic, body], got {other:?}"))),
-    };
-    let mut fields = parts.into_iter().map(|v| match v {
-        Value::BulkString(bytes) => Ok(bytes),
-        other => Err(Error::Protocol(format!("expected a string in a job, got {other:?}"))),
-    });
-    let mut next = || fields.next().unwrap_or_else(|| Err(Error::Protocol("short job reply".into())));
-    let (id, topic, body) = (next()?, next()?, next()?);
-    // Ids and topics we write are UTF-8; one written by a foreign client that
-    // is not must still reach the consumer, so it is converted, not refused.
-    Ok(Some(crate::Message {
-        id: String::from_utf8_lossy(&id).into_owned(),
-        topic: String::from_utf8_lossy(&topic).into_owned(),
-        body,
+    if reply == Value::Nil {
+        return Ok(None);
+    }
+    let mut p = array(reply, 3, "[id, topic, body]")?.into_iter();
+    Ok(Some(crate::Message { id: text(p.next())?, topic: text(p.next())?, body: bytes(p.next())? }))
+}
+
+/// A script's array reply of exactly `n` items; nil is `None`.
+fn array(reply: Value, n: usize, what: &str) -> Result<Vec<Value>> {
+    match reply {
+        Value::Array(parts) if parts.len() == n => Ok(parts),
+        other => Err(Error::Protocol(format!("expected {what}, got {other:?}"))),
+    }
+}
+
+fn bytes(v: Option<Value>) -> Result<Vec<u8>> {
+    match v {
+        Some(Value::BulkString(b)) => Ok(b),
+        Some(Value::SimpleString(s)) => Ok(s.into_bytes()),
+        other => Err(Error::Protocol(format!("expected a string, got {other:?}"))),
+    }
+}
+
+/// Ids and topics we write are UTF-8; one written by a foreign client that
+/// is not must still reach the consumer, so it is converted, not refused.
+fn text(v: Option<Value>) -> Result<String> {
+    Ok(String::from_utf8_lossy(&bytes(v)?).into_owned())
+}
+
+fn int<T: TryFrom<i64>>(v: Option<Value>) -> Result<T> {
+    match v {
+        Some(Value::Int(n)) => T::try_from(n).map_err(|_| Error::Protocol(format!("{n} is out of range"))),
+        other => Err(Error::Protocol(format!("expected an integer, got {other:?}"))),
+    }
+}
+
+/// reserve.lua's `[id, topic, body, attempts, max_attempts, receipt,
+/// deadline]`, or nil.
+pub(crate) fn parse_reserved(reply: Value) -> Result<Option<Reserved>> {
+    if reply == Value::Nil {
+        return Ok(None);
+    }
+    let mut p = array(reply, 7, "a reserved job")?.into_iter();
+    Ok(Some(Reserved {
+        id: text(p.next())?,
+        topic: text(p.next())?,
+        body: bytes(p.next())?,
+        attempts: int(p.next())?,
+        max_attempts: int(p.next())?,
+        receipt: text(p.next())?,
+        deadline: parse_due(&text(p.next())?)?,
     }))
+}
+
+/// dead.lua "list": `[[id, topic, body, attempts, reason, dead_at], ...]`.
+pub(crate) fn parse_dead_letters(reply: Value) -> Result<Vec<DeadLetter>> {
+    let Value::Array(entries) = reply else {
+        return Err(Error::Protocol(format!("expected a list of dead letters, got {reply:?}")));
+    };
+    entries
+        .into_iter()
+        .map(|entry| {
+            let mut p = array(entry, 6, "a dead letter")?.into_iter();
+            Ok(DeadLetter {
+                id: text(p.next())?,
+                topic: text(p.next())?,
+                body: bytes(p.next())?,
+                attempts: int(p.next())?,
+                reason: text(p.next())?,
+                dead_at: parse_due(&text(p.next())?)?,
+            })
+        })
+        .collect()
 }

@@ -18,6 +18,19 @@ pub static TAKE: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE_SRC));
 pub static PUSH_MANY: LazyLock<Script> = LazyLock::new(|| Script::new(PUSH_MANY_SRC));
 /// `remove.lua`: KEYS pool, bucket; ARGV id.
 pub static REMOVE: LazyLock<Script> = LazyLock::new(|| Script::new(REMOVE_SRC));
+/// `reserve.lua`: KEYS ready queue, reserved, malformed, receipt_seq; ARGV
+/// bucket prefix, ttr ms.
+pub static RESERVE: LazyLock<Script> = LazyLock::new(|| Script::new(RESERVE_SRC));
+/// `ack.lua`: KEYS reserved, bucket; ARGV id, receipt or "".
+pub static ACK: LazyLock<Script> = LazyLock::new(|| Script::new(ACK_SRC));
+/// `release.lua`: KEYS reserved, pool, malformed; ARGV key prefix, delay ms /
+/// "backoff" / "bury", then "held" id receipt, or "expired" batch size.
+pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SRC));
+/// `reschedule.lua`: KEYS pool, bucket; ARGV id, delay ms.
+pub static RESCHEDULE: LazyLock<Script> = LazyLock::new(|| Script::new(RESCHEDULE_SRC));
+/// `dead.lua`: KEYS dead list, pool; ARGV bucket prefix, then "list" start
+/// count, or "requeue" / "purge" with a count or ids.
+pub static DEAD: LazyLock<Script> = LazyLock::new(|| Script::new(DEAD_SRC));
 
 /// Source of `lua/push.lua`.
 pub const PUSH_SRC: &str = include_str!("../../lua/push.lua");
@@ -29,3 +42,13 @@ pub const POP_SRC: &str = include_str!("../../lua/pop.lua");
 pub const TAKE_SRC: &str = include_str!("../../lua/take.lua");
 /// Source of `lua/remove.lua`.
 pub const REMOVE_SRC: &str = include_str!("../../lua/remove.lua");
+/// Source of `lua/reserve.lua`.
+pub const RESERVE_SRC: &str = include_str!("../../lua/reserve.lua");
+/// Source of `lua/ack.lua`.
+pub const ACK_SRC: &str = include_str!("../../lua/ack.lua");
+/// Source of `lua/release.lua`.
+pub const RELEASE_SRC: &str = include_str!("../../lua/release.lua");
+/// Source of `lua/reschedule.lua`.
+pub const RESCHEDULE_SRC: &str = include_str!("../../lua/reschedule.lua");
+/// Source of `lua/dead.lua`.
+pub const DEAD_SRC: &str = include_str!("../../lua/dead.lua");

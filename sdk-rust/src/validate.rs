@@ -48,6 +48,58 @@ pub fn ready_max_lifetime_ms(lifetime: Duration) -> Result<u64> {
     Ok(lifetime.as_secs() * 1000)
 }
 
+/// Most reservations a job may be given; 0 means no limit.
+pub const MAX_MAX_ATTEMPTS: u32 = 1_000_000;
+/// Most dead letters listed, or ids re-queued or purged, per script call.
+pub const MAX_DEAD_PER_CALL: usize = 1000;
+
+/// A reservation's time-to-run, in whole milliseconds (rounded as a delay
+/// is), at least 1.
+pub fn ttr_ms(ttr: Duration) -> Result<u64> {
+    let ms = delay_ms(ttr).map_err(|_| Error::InvalidArgument(format!("ttr of {ttr:?} is more than 10 years")))?;
+    if ms == 0 {
+        return Err(Error::InvalidArgument(format!("ttr must be at least 1 ms, not {ttr:?}")));
+    }
+    Ok(ms)
+}
+
+/// max_attempts: 0 (no limit) to [`MAX_MAX_ATTEMPTS`].
+pub fn max_attempts(n: u32) -> Result<u32> {
+    if n > MAX_MAX_ATTEMPTS {
+        return Err(Error::InvalidArgument(format!("max_attempts is {n}; at most {MAX_MAX_ATTEMPTS} are allowed")));
+    }
+    Ok(n)
+}
+
+/// A backoff as push.lua takes it: kind, backoff_ms, backoff_max_ms.
+pub fn backoff(b: &crate::Backoff) -> Result<(&'static str, u64, u64)> {
+    match *b {
+        crate::Backoff::Fixed(d) => {
+            let ms = delay_ms(d)?;
+            Ok(("fixed", ms, ms))
+        }
+        crate::Backoff::Exponential { base, max } => {
+            let (base_ms, max_ms) = (delay_ms(base)?, delay_ms(max)?);
+            if max_ms < base_ms {
+                return Err(Error::InvalidArgument(format!(
+                    "exponential backoff: the cap ({max:?}) is below the first delay ({base:?})"
+                )));
+            }
+            Ok(("exponential", base_ms, max_ms))
+        }
+    }
+}
+
+/// How many dead letters to list: 1 to [`MAX_DEAD_PER_CALL`].
+pub fn dead_count(count: usize) -> Result<usize> {
+    if count == 0 || count > MAX_DEAD_PER_CALL {
+        return Err(Error::InvalidArgument(format!(
+            "dead letters are listed 1 to {MAX_DEAD_PER_CALL} at a time, not {count}"
+        )));
+    }
+    Ok(count)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +124,20 @@ mod tests {
         assert!(ready_max_lifetime_ms(Duration::ZERO).is_err());
         assert!(ready_max_lifetime_ms(Duration::from_millis(1500)).is_err());
         assert_eq!(ready_max_lifetime_ms(Duration::from_secs(2)).ok(), Some(2000));
+    }
+
+    #[test]
+    fn reliable_inputs() {
+        assert!(ttr_ms(Duration::ZERO).is_err());
+        assert!(ttr_ms(Duration::from_micros(499)).is_err());
+        assert_eq!(ttr_ms(Duration::from_micros(500)).ok(), Some(1));
+        assert!(ttr_ms(MAX_DELAY + Duration::from_millis(1)).is_err());
+        assert!(max_attempts(MAX_MAX_ATTEMPTS + 1).is_err());
+        assert_eq!(max_attempts(0).ok(), Some(0));
+        let (s, ms) = (Duration::from_secs, Duration::from_millis);
+        assert_eq!(backoff(&crate::Backoff::fixed(ms(1500))).ok(), Some(("fixed", 1500, 1500)));
+        assert_eq!(backoff(&crate::Backoff::exponential(s(1), s(60))).ok(), Some(("exponential", 1000, 60_000)));
+        assert!(backoff(&crate::Backoff::exponential(s(2), s(1))).is_err());
+        assert!(dead_count(0).is_err() && dead_count(1001).is_err() && dead_count(1000).is_ok());
     }
 }

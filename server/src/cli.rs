@@ -1,5 +1,6 @@
 //! The command line, flag for flag as Delayer 1.x (`-d`, `-c FILE`, `-h`,
-//! `-v`), plus read-only inspection commands for operators.
+//! `-v`), plus commands for operators: read-only inspection, and the
+//! dead-letter lists.
 
 use clap::{ArgAction, Parser, Subcommand};
 use std::path::PathBuf;
@@ -26,10 +27,12 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
-/// Inspection commands: they read Redis and change nothing.
+/// Operator commands. `stats`, `peek` and `dead list` read Redis and change
+/// nothing; `dead requeue` and `dead purge` change only the dead letters
+/// they are given.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Pool size, next due time, how far behind the oldest due job is, ready counts per topic.
+    /// Pool size, next due time, how far behind the oldest due job is, ready, reserved and dead counts.
     Stats {
         /// Print JSON instead of text.
         #[arg(long)]
@@ -46,4 +49,45 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A topic's dead letters: jobs buried, or out of attempts.
+    Dead {
+        #[command(subcommand)]
+        action: DeadCommand,
+    },
+}
+
+/// What to do with dead letters.
+#[derive(Debug, Subcommand)]
+pub enum DeadCommand {
+    /// Show dead letters, newest first.
+    List {
+        /// The topic whose dead letters to show.
+        topic: String,
+        /// How many to show (1 to 1000).
+        #[arg(default_value_t = 10)]
+        count: usize,
+        /// Skip this many newest ones first.
+        #[arg(long, default_value_t = 0)]
+        start: usize,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Schedule dead letters again, due now, attempts reset.
+    Requeue(DeadSelection),
+    /// Delete dead letters for good.
+    Purge(DeadSelection),
+}
+
+/// Which dead letters: the ids given, or all of them with `--all`.
+#[derive(Debug, clap::Args)]
+pub struct DeadSelection {
+    /// The topic whose dead letters to take.
+    pub topic: String,
+    /// The ids of the dead letters.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub ids: Vec<String>,
+    /// Every dead letter of the topic.
+    #[arg(long)]
+    pub all: bool,
 }

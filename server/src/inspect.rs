@@ -1,6 +1,7 @@
-//! Read-only views of the queue for operators: `delayer stats` and
-//! `delayer peek`. They read the same delayer.conf as the server and never
-//! write to Redis.
+//! Read-only views of the queue for operators: `delayer stats`, `delayer
+//! peek` and `delayer dead list`. They read the same delayer.conf as the
+//! server and never write to Redis. (Re-queueing and purging dead letters
+//! go through the SDK, which owns those scripts.)
 
 use delayer::conf::RedisSettings;
 use delayer::Keys;
@@ -22,6 +23,13 @@ pub struct Stats {
     pub ready: BTreeMap<String, u64>,
     /// Ids parked on the malformed list.
     pub malformed: u64,
+    /// Jobs reserved by workers and not yet acked.
+    pub reserved: u64,
+    /// Of those, how many are past their deadline (the server has yet to
+    /// put them back).
+    pub reserved_overdue: u64,
+    /// Dead letters per topic (non-empty lists only).
+    pub dead: BTreeMap<String, u64>,
 }
 
 impl Stats {
@@ -39,6 +47,9 @@ impl Stats {
             "behind_seconds": self.behind(),
             "ready": self.ready,
             "malformed": self.malformed,
+            "reserved": self.reserved,
+            "reserved_overdue": self.reserved_overdue,
+            "dead": self.dead,
         })
     }
 
@@ -53,12 +64,16 @@ impl Stats {
         }
         out.push_str(&format!("behind          {:.3} s\n", self.behind()));
         out.push_str(&format!("malformed       {}\n", self.malformed));
-        out.push_str("ready queues\n");
-        if self.ready.is_empty() {
-            out.push_str("  (none)\n");
-        }
-        for (topic, n) in &self.ready {
-            out.push_str(&format!("  {topic:<30} {n}\n"));
+        out.push_str(&format!("reserved        {} ({} past deadline)\n", self.reserved, self.reserved_overdue));
+        for (title, lists) in [("ready queues", &self.ready), ("dead letters", &self.dead)] {
+            out.push_str(title);
+            out.push('\n');
+            if lists.is_empty() {
+                out.push_str("  (none)\n");
+            }
+            for (topic, n) in lists {
+                out.push_str(&format!("  {topic:<30} {n}\n"));
+            }
         }
         out
     }
@@ -93,19 +108,72 @@ pub fn stats(conn: &mut Connection, keys: &Keys) -> redis::RedisResult<Stats> {
     let pool_size: u64 = conn.zcard(keys.job_pool())?;
     let first: Vec<(String, f64)> = conn.zrange_withscores(keys.job_pool(), 0, 0)?;
     let malformed: u64 = conn.llen(keys.malformed())?;
-    let prefix = keys.ready_queue_prefix();
-    let mut queues: Vec<String> =
-        conn.scan_match::<_, String>(keys.ready_queue_pattern())?.collect::<redis::RedisResult<_>>()?;
-    queues.sort();
-    queues.dedup(); // SCAN may return a key twice
+    let reserved: u64 = conn.zcard(keys.reserved())?;
+    let reserved_overdue: u64 = conn.zcount(keys.reserved(), "-inf", now)?;
+    let ready = list_lengths(conn, &keys.ready_queue_pattern(), &keys.ready_queue_prefix())?;
+    let dead = list_lengths(conn, &keys.dead_pattern(), &keys.dead_prefix())?;
+    Ok(Stats {
+        now,
+        pool_size,
+        next_due: first.first().map(|(_, s)| *s),
+        ready,
+        malformed,
+        reserved,
+        reserved_overdue,
+        dead,
+    })
+}
+
+/// The length of every list matching `pattern`, by name without `prefix`.
+fn list_lengths(conn: &mut Connection, pattern: &str, prefix: &str) -> redis::RedisResult<BTreeMap<String, u64>> {
+    let mut lists: Vec<String> = conn.scan_match::<_, String>(pattern)?.collect::<redis::RedisResult<_>>()?;
+    lists.sort();
+    lists.dedup(); // SCAN may return a key twice
     let mut pipe = redis::pipe();
-    for q in &queues {
-        pipe.llen(q);
+    for l in &lists {
+        pipe.llen(l);
     }
-    let lengths: Vec<u64> = if queues.is_empty() { Vec::new() } else { pipe.query(conn)? };
-    let ready =
-        queues.iter().zip(lengths).map(|(q, n)| (q.strip_prefix(&prefix).unwrap_or(q).to_string(), n)).collect();
-    Ok(Stats { now, pool_size, next_due: first.first().map(|(_, s)| *s), ready, malformed })
+    let lengths: Vec<u64> = if lists.is_empty() { Vec::new() } else { pipe.query(conn)? };
+    Ok(lists.iter().zip(lengths).map(|(l, n)| (l.strip_prefix(prefix).unwrap_or(l).to_string(), n)).collect())
+}
+
+pub fn dead_json(letters: &[delayer::DeadLetter]) -> serde_json::Value {
+    let items: Vec<_> = letters
+        .iter()
+        .map(|d| {
+            json!({
+                "id": d.id,
+                "topic": d.topic,
+                "body": String::from_utf8_lossy(&d.body),
+                "attempts": d.attempts,
+                "reason": d.reason,
+                "dead_at": unix(d.dead_at),
+            })
+        })
+        .collect();
+    json!(items)
+}
+
+pub fn dead_text(topic: &str, letters: &[delayer::DeadLetter]) -> String {
+    if letters.is_empty() {
+        return format!("no dead letters for topic {topic:?}\n");
+    }
+    let mut out = String::new();
+    for d in letters {
+        out.push_str(&format!(
+            "{}  {}  attempts={} died {}  {}\n",
+            d.id,
+            d.reason,
+            d.attempts,
+            rfc3339(unix(d.dead_at)),
+            preview(&d.body)
+        ));
+    }
+    out
+}
+
+fn unix(t: std::time::SystemTime) -> f64 {
+    t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 /// The next `count` jobs a consumer of `topic` would pop, first first.

@@ -78,7 +78,7 @@ fn fail(code: u8, message: &str) -> ExitCode {
     ExitCode::from(code)
 }
 
-/// `delayer stats` / `delayer peek`: print and exit.
+/// `delayer stats` / `peek` / `dead ...`: print and exit.
 fn run_command(config: &config::Config, command: cli::Command) -> Result<(), String> {
     let mut conn = inspect::connect(&config.redis)?;
     let keys = Keys::new(&config.key_prefix);
@@ -101,7 +101,35 @@ fn run_command(config: &config::Config, command: cli::Command) -> Result<(), Str
                 print!("{}", inspect::peek_text(&topic, &jobs));
             }
         }
+        cli::Command::Dead { action } => return dead_letters(config, action),
     }
+    Ok(())
+}
+
+/// `delayer dead list|requeue|purge`, through the SDK (it owns dead.lua).
+fn dead_letters(config: &config::Config, action: cli::DeadCommand) -> Result<(), String> {
+    let client = config.redis.client().map_err(|e| format!("bad redis settings: {e}"))?;
+    let pool = delayer::PoolOptions { max_size: 1, ..Default::default() };
+    let delayer = delayer::Delayer::with_options(client, &config.key_prefix, &pool);
+    let failed = |e: delayer::Error| format!("redis at {}: {e}", config.redis.describe());
+    let (which, purge) = match action {
+        cli::DeadCommand::List { topic, count, start, json } => {
+            let letters = delayer.dead_letters(&topic, start, count).map_err(failed)?;
+            if json {
+                println!("{}", inspect::dead_json(&letters));
+            } else {
+                print!("{}", inspect::dead_text(&topic, &letters));
+            }
+            return Ok(());
+        }
+        cli::DeadCommand::Requeue(which) => (which, false),
+        cli::DeadCommand::Purge(which) => (which, true),
+    };
+    let ids: Vec<&str> = which.ids.iter().map(String::as_str).collect();
+    let ids = (!which.all).then_some(&ids[..]);
+    let n = if purge { delayer.purge_dead(&which.topic, ids) } else { delayer.requeue_dead(&which.topic, ids) };
+    let verb = if purge { "purged" } else { "re-queued" };
+    println!("{verb} {} dead letter(s) of {:?}", n.map_err(failed)?, which.topic);
     Ok(())
 }
 

@@ -1,12 +1,15 @@
-//! The mover: one tick moves every due job, batch by batch.
+//! The mover: one tick ends every expired reservation, then moves every due
+//! job, batch by batch.
 //!
-//! Each batch is one call of `move.lua`, atomic on Redis, so any number of
-//! servers can tick at once without delivering an id twice. A tick keeps
+//! Each batch is one call of a script (`release.lua` in its expired mode,
+//! then `move.lua`), atomic on Redis, so any number of servers can tick at
+//! once without delivering an id twice. Expiry comes first, so a retry due
+//! at once is moved in the same tick. A tick keeps
 //! calling while batches come back full: a backlog drains at full speed,
 //! the server holds one batch reply at a time (memory stays flat whatever the
 //! backlog), and Redis serves other clients between calls.
 
-use crate::scripts::{self, MoveReply};
+use crate::scripts::{self, ExpireReply, MoveReply};
 use crate::telemetry;
 use delayer::connection::Manager;
 use delayer::Keys;
@@ -21,8 +24,13 @@ pub struct TickReport {
     pub moved: u64,
     pub orphans: u64,
     pub malformed: u64,
+    /// Expired reservations: scheduled again, and sent to dead letters.
+    pub retried: u64,
+    pub dead: u64,
     /// Earliest due time left in the pool (Unix seconds, Redis's clock).
     pub next_due: Option<f64>,
+    /// Earliest reservation deadline left.
+    pub next_deadline: Option<f64>,
     /// Redis's clock at the last batch.
     pub now: f64,
 }
@@ -66,6 +74,19 @@ impl Mover {
         let mut conn = self.pool.get().map_err(TickError::Connect)?;
         let mut report = TickReport::default();
         loop {
+            let reply = scripts::expire_batch(&mut conn, &self.keys, self.batch_size).map_err(TickError::Redis)?;
+            telemetry::expired(&reply);
+            report.batches += 1;
+            report.retried += reply.retried;
+            report.dead += reply.dead;
+            report.malformed += reply.malformed.len() as u64;
+            report.next_deadline = reply.next_deadline;
+            log_expired(&reply);
+            if reply.taken < u64::from(self.batch_size) || stop.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+        loop {
             let batch_started = Instant::now();
             let reply =
                 scripts::move_batch(&mut conn, &self.keys, self.batch_size, self.lateness).map_err(TickError::Redis)?;
@@ -82,6 +103,27 @@ impl Mover {
                 return Ok(report);
             }
         }
+    }
+}
+
+/// One access-log line per expire batch that did something.
+fn log_expired(reply: &ExpireReply) {
+    if reply.taken == 0 {
+        return;
+    }
+    info!(
+        "expired {} reservation(s): retried={} dead={} dropped={} malformed={}",
+        reply.taken,
+        reply.retried,
+        reply.dead,
+        reply.dropped,
+        reply.malformed.len()
+    );
+    if reply.dead > 0 {
+        warn!("{} job(s) out of attempts after their ttr ran out: sent to dead letters", reply.dead);
+    }
+    if !reply.malformed.is_empty() {
+        warn!("reserved job(s) without a topic parked on the malformed list: {}", reply.malformed.join(" "));
     }
 }
 

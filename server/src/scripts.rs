@@ -1,7 +1,11 @@
-//! The server's Lua script, `lua/move.lua`, and its reply.
+//! The server's Lua scripts and their replies: `lua/move.lua` (due jobs to
+//! their ready queues) and `lua/release.lua` in its "expired" mode
+//! (reservations past their deadline: retry or dead letters).
 //!
-//! The script text lives once in the repository's `lua/` folder, with its
-//! KEYS and ARGV in its header. It is sent by SHA; `redis::Script` loads it
+//! The script texts live once in the repository's `lua/` folder, with their
+//! KEYS and ARGV in their headers. release.lua is the one the SDKs run for
+//! release and bury, so an expired reservation is a failed attempt by the
+//! very same rules. It is sent by SHA; `redis::Script` loads it
 //! again when Redis answers NOSCRIPT (after a restart or SCRIPT FLUSH).
 
 use delayer::Keys;
@@ -10,6 +14,62 @@ use std::sync::LazyLock;
 
 /// `move.lua`: KEYS pool, malformed list; ARGV key prefix, batch size.
 pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/move.lua")));
+
+/// `release.lua`: KEYS reserved, pool, malformed list; ARGV key prefix,
+/// "backoff", "expired", batch size (the SDKs' copy, via the SDK crate).
+pub static EXPIRE: &LazyLock<Script> = &delayer::scripts::RELEASE;
+
+/// What one expire call did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExpireReply {
+    /// Reservations taken off the reserved set.
+    pub taken: u64,
+    /// Jobs scheduled again (after their backoff).
+    pub retried: u64,
+    /// Jobs past max_attempts, sent to their dead-letter list.
+    pub dead: u64,
+    /// Stale entries (job removed or pushed again) dropped.
+    pub dropped: u64,
+    /// Ids whose bucket had no topic, parked on the malformed list.
+    pub malformed: Vec<String>,
+    /// Earliest deadline left (Unix seconds).
+    pub next_deadline: Option<f64>,
+    /// Redis's clock when the script ran (Unix seconds).
+    pub now: f64,
+}
+
+/// Ends at most `batch_size` reservations whose deadline has passed.
+pub fn expire_batch(conn: &mut redis::Connection, keys: &Keys, batch_size: u32) -> redis::RedisResult<ExpireReply> {
+    let value: Value = EXPIRE
+        .key(keys.reserved())
+        .key(keys.job_pool())
+        .key(keys.malformed())
+        .arg(keys.prefix())
+        .arg("backoff")
+        .arg("expired")
+        .arg(batch_size)
+        .invoke(conn)?;
+    parse_expire(value).map_err(|m| bad_reply("release.lua reply", m))
+}
+
+fn bad_reply(what: &'static str, detail: String) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what, detail))
+}
+
+fn parse_expire(value: Value) -> Result<ExpireReply, String> {
+    let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
+    let [taken, retried, dead, dropped, malformed, next_deadline, now]: [Value; 7] =
+        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 7", v.len()))?;
+    Ok(ExpireReply {
+        taken: int(taken)?,
+        retried: int(retried)?,
+        dead: int(dead)?,
+        dropped: int(dropped)?,
+        malformed: strings(malformed)?,
+        next_deadline: score(next_deadline)?,
+        now: score(now)?.ok_or("empty clock")?,
+    })
+}
 
 /// What one move call did.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -56,7 +116,7 @@ pub fn move_batch(
         .arg(batch_size)
         .arg(if lateness { "1" } else { "0" })
         .invoke(conn)?;
-    parse(value).map_err(|m| redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "move.lua reply", m)))
+    parse(value).map_err(|m| bad_reply("move.lua reply", m))
 }
 
 fn parse(value: Value) -> Result<MoveReply, String> {

@@ -5,7 +5,7 @@
 //! is installed and each call is a no-op, so the mover records
 //! unconditionally. The text format is the exporter crate's, not ours.
 
-use crate::scripts::MoveReply;
+use crate::scripts::{ExpireReply, MoveReply};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 use std::net::SocketAddr;
@@ -21,6 +21,7 @@ const POOL: &str = "delayer_pool_size";
 const REDIS_ERRORS: &str = "delayer_redis_errors_total";
 const RECONNECTS: &str = "delayer_redis_reconnects_total";
 const BUILD: &str = "delayer_build_info";
+const EXPIRED: &str = "delayer_reservations_expired_total";
 
 /// Buckets, in seconds: sub-millisecond scripts up to a backlog of minutes.
 const DURATION_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
@@ -46,6 +47,10 @@ pub fn serve(addr: SocketAddr) -> Result<(), String> {
     describe_gauge!(POOL, "Jobs waiting in the pool, as of the last batch.");
     describe_counter!(REDIS_ERRORS, "Ticks that failed on a Redis error.");
     describe_counter!(RECONNECTS, "Times Redis became reachable again after an outage.");
+    describe_counter!(
+        EXPIRED,
+        "Reservations that passed their ttr without ack, by outcome (retried, dead, dropped, malformed)."
+    );
     describe_gauge!(BUILD, "Always 1; the labels say which build runs.");
     gauge!(BUILD, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     Ok(())
@@ -67,6 +72,20 @@ pub fn batch(reply: &MoveReply, took: Duration) {
 }
 
 /// One whole tick.
+/// One expire call.
+pub fn expired(reply: &ExpireReply) {
+    for (outcome, n) in [
+        ("retried", reply.retried),
+        ("dead", reply.dead),
+        ("dropped", reply.dropped),
+        ("malformed", reply.malformed.len() as u64),
+    ] {
+        if n > 0 {
+            counter!(EXPIRED, "outcome" => outcome).increment(n);
+        }
+    }
+}
+
 pub fn tick(took: Duration) {
     histogram!(TICK).record(took.as_secs_f64());
 }

@@ -1,7 +1,7 @@
 //! The timer: when to tick, what to do when Redis is away, and how to stop.
 //!
-//! After a tick it sleeps until the earliest due job, or `timer_interval`
-//! when that comes first, so a job is ready within milliseconds of its due
+//! After a tick it sleeps until the earliest due job or reservation deadline,
+//! or `timer_interval` when that comes first, so a job is ready within milliseconds of its due
 //! time. When Redis is unreachable it says so once, retries with backoff and
 //! says so again when Redis is back; nothing is lost meanwhile, since jobs
 //! wait in Redis. A stop request lets the batch in flight finish.
@@ -79,10 +79,14 @@ pub async fn run(mover: Arc<Mover>, interval: Duration, stop: Arc<Stop>) {
     }
 }
 
-/// Until the next due job, at most `interval`, at least 0; 1 ms late rather
-/// than early, since the script compares whole milliseconds.
+/// Until the next due job or deadline, at most `interval`, at least 0; 1 ms
+/// late rather than early, since the scripts compare whole milliseconds.
 pub fn next_sleep(report: &TickReport, interval: Duration) -> Duration {
-    match report.next_due {
+    let next = match (report.next_due, report.next_deadline) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    match next {
         Some(due) => {
             let ms = ((due - report.now) * 1000.0).ceil().max(0.0) + 1.0;
             Duration::from_millis(ms as u64).min(interval)
@@ -103,5 +107,10 @@ mod tests {
         assert_eq!(next_sleep(&r(Some(100.25)), second), Duration::from_millis(251));
         assert_eq!(next_sleep(&r(Some(500.0)), second), second);
         assert_eq!(next_sleep(&r(Some(99.0)), second), Duration::from_millis(1));
+        let deadline =
+            TickReport { next_due: Some(100.5), next_deadline: Some(100.1), now: 100.0, ..Default::default() };
+        assert_eq!(next_sleep(&deadline, second), Duration::from_millis(101));
+        let only_deadline = TickReport { next_deadline: Some(100.2), now: 100.0, ..Default::default() };
+        assert_eq!(next_sleep(&only_deadline, second), Duration::from_millis(201));
     }
 }
