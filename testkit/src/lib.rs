@@ -168,6 +168,17 @@ impl RedisServer {
         self.stop();
         self.spawn();
     }
+
+    /// Kills the server with SIGKILL (no save, no goodbye), then starts it
+    /// again on the same port and directory: it comes back with what its
+    /// AOF or RDB file holds.
+    pub fn crash_and_restart(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.spawn();
+    }
 }
 
 impl Drop for RedisServer {
