@@ -14,7 +14,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 CANON = REPO / "lua"
-CLIENT_SCRIPTS = ["push.lua", "push_many.lua", "pop.lua", "take.lua", "remove.lua"]
+CLIENT_SCRIPTS = [
+    "push.lua", "push_many.lua", "pop.lua", "take.lua", "remove.lua",
+    "reserve.lua", "ack.lua", "release.lua", "reschedule.lua", "dead.lua",
+]
 COPIES = {
     "python": REPO / "sdk-python" / "src" / "delayer" / "lua",
     "php": REPO / "sdk-php" / "lua",

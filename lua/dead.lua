@@ -39,17 +39,20 @@ if action == 'list' then
   return out
 end
 
-local ids, taken = {}, 0
-if #ARGV > 3 then
+-- Each job is re-queued or purged before its entry leaves the list (ZADD
+-- is the call that can fail, and Redis does not roll back): a failure
+-- leaves dead letters dead, never nowhere.
+local ids, by_id = {}, #ARGV > 3
+if by_id then
   for i = 4, #ARGV do
-    if redis.call('LREM', list, 0, ARGV[i]) > 0 then
+    if redis.call('LPOS', list, ARGV[i]) then
       ids[#ids + 1] = ARGV[i]
     end
   end
 else
-  ids = redis.call('RPOP', list, tonumber(ARGV[3])) or {}
+  -- the oldest entries are at the right end
+  ids = redis.call('LRANGE', list, -tonumber(ARGV[3]), -1)
 end
-taken = #ids
 
 local t = redis.call('TIME')
 local now = t[1] .. '.' .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
@@ -66,5 +69,11 @@ for _, id in ipairs(ids) do
     end
     done = done + 1
   end
+  if by_id then
+    redis.call('LREM', list, 0, id)
+  end
 end
-return {done, taken}
+if not by_id and #ids > 0 then
+  redis.call('LTRIM', list, 0, -#ids - 1)
+end
+return {done, #ids}

@@ -46,12 +46,15 @@ end
 
 -- Ends the reservation of `id` (its bucket read as `job`); returns the due
 -- time or "dead".
+-- The id's new place is written before it leaves the reserved set: LPUSH and
+-- ZADD are the calls that can fail (a key of the wrong type), and Redis does
+-- not roll back, so a failure leaves the job reserved, not nowhere.
 local function fail(id, bucket, job)
   local attempts, max_attempts = tonumber(job[3]) or 0, tonumber(job[4]) or 0
-  redis.call('ZREM', reserved, id)
   if action == 'bury' or (max_attempts > 0 and attempts >= max_attempts) then
     local reason = action == 'bury' and 'buried' or 'max_attempts'
     redis.call('LPUSH', prefix .. 'dead:' .. job[1], id)
+    redis.call('ZREM', reserved, id)
     redis.call('HDEL', bucket, 'receipt')
     redis.call('HSET', bucket, 'dead_reason', reason, 'dead_at', now)
     return 'dead'
@@ -62,6 +65,7 @@ local function fail(id, bucket, job)
   end
   local due = seconds(now_ms + math.floor(delay))
   redis.call('ZADD', pool, due, id)
+  redis.call('ZREM', reserved, id)
   redis.call('HDEL', bucket, 'receipt')
   return due
 end

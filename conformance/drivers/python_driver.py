@@ -12,9 +12,31 @@ from typing import Any, Dict, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _lineproto import job_json, options, serve, unb64  # noqa: E402
+from _lineproto import b64, job_json, options, serve, unb64  # noqa: E402
 
 import delayer  # noqa: E402
+
+
+def seconds(ms: Any) -> Any:
+    """Milliseconds from a request as the SDK's seconds.
+
+    Whole seconds stay exact ints; anything but a number is passed on as is,
+    for the SDK to refuse.
+    """
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)):
+        return ms
+    return ms // 1000 if isinstance(ms, int) and ms % 1000 == 0 else ms / 1000
+
+
+def backoff(spec: Any) -> delayer.Backoff:
+    """push's ``"backoff"``: {"kind":"fixed","delay_ms":N} or {"kind":"exponential","base_ms":N,"max_ms":N}."""
+    if not isinstance(spec, dict):
+        raise ValueError(f"backoff must be an object, not {spec!r}")
+    if spec.get("kind") == "fixed":
+        return delayer.Backoff.fixed(seconds(spec["delay_ms"]))
+    if spec.get("kind") == "exponential":
+        return delayer.Backoff.exponential(seconds(spec["base_ms"]), seconds(spec["max_ms"]))
+    raise ValueError(f"unknown backoff kind {spec.get('kind')!r}")
 
 
 def main() -> None:
@@ -24,15 +46,43 @@ def main() -> None:
     def message(m: Optional[delayer.Message]) -> Any:
         return None if m is None else job_json(m.id, m.topic, m.body)
 
+    def reserved(m: Optional[delayer.ReservedMessage]) -> Any:
+        if m is None:
+            return None
+        return {
+            **job_json(m.id, m.topic, m.body),
+            "attempts": m.attempts,
+            "max_attempts": m.max_attempts,
+            "receipt": m.receipt,
+            "deadline": m.deadline,
+        }
+
+    def held(req: Dict[str, Any]) -> Dict[str, Any]:
+        # With a receipt: that reservation only; null: whichever is current.
+        receipt = req.get("receipt")
+        return {} if receipt is None else {"receipt": receipt}
+
+    def dead_letter(x: delayer.DeadLetter) -> Dict[str, Any]:
+        return {
+            "id": x.id,
+            "topic": x.topic,
+            "body_b64": b64(x.body),
+            "attempts": x.attempts,
+            "reason": x.reason,
+            "dead_at": x.dead_at,
+        }
+
     def handle(req: Dict[str, Any]) -> Dict[str, Any]:
         op = req.get("op")
         if op == "push":
             kwargs: Dict[str, Any] = {}
             if req.get("ready_max_lifetime_s") is not None:
                 kwargs["ready_max_lifetime"] = req["ready_max_lifetime_s"]
-            delay_ms = req["delay_ms"]
-            # whole milliseconds stay exact ints; the SDK takes seconds
-            delay = delay_ms // 1000 if isinstance(delay_ms, int) and delay_ms % 1000 == 0 else delay_ms / 1000
+            if req.get("max_attempts") is not None:
+                kwargs["max_attempts"] = req["max_attempts"]
+            if req.get("backoff") is not None:
+                kwargs["backoff"] = backoff(req["backoff"])
+            delay = seconds(req["delay_ms"])
             due = client.push(req["topic"], req["id"], delay, unb64(req.get("body_b64")), **kwargs)
             return {"due": due}
         if op == "pop":
@@ -41,6 +91,26 @@ def main() -> None:
             return {"job": message(client.bpop(req["topic"], req["timeout_ms"] / 1000))}
         if op == "remove":
             return {"removed": client.remove(req["id"])}
+        if op == "reserve":
+            return {"job": reserved(client.reserve(req["topic"], seconds(req["ttr_ms"])))}
+        if op == "breserve":
+            job = client.breserve(req["topic"], seconds(req["ttr_ms"]), req["timeout_ms"] / 1000)
+            return {"job": reserved(job)}
+        if op == "ack":
+            return {"done": client.ack(req["id"], **held(req))}
+        if op == "release":
+            delay_ms = req.get("delay_ms")
+            return {"done": client.release(req["id"], None if delay_ms is None else seconds(delay_ms), **held(req))}
+        if op == "bury":
+            return {"done": client.bury(req["id"], **held(req))}
+        if op == "reschedule":
+            return {"due": client.reschedule(req["id"], seconds(req["delay_ms"]))}
+        if op == "dead_list":
+            return {"dead": [dead_letter(x) for x in client.dead_letters(req["topic"], req["start"], req["count"])]}
+        if op == "requeue_dead":
+            return {"count": client.requeue_dead(req["topic"], req.get("ids"))}
+        if op == "purge_dead":
+            return {"count": client.purge_dead(req["topic"], req.get("ids"))}
         raise ValueError(f"unknown op {op!r}")
 
     def classify(e: BaseException) -> Optional[str]:

@@ -19,13 +19,20 @@ def test_shipped_script_is_byte_identical_to_repository(name: str) -> None:
 
 
 def test_only_the_client_scripts_are_shipped() -> None:
+    # move.lua is the server's alone; release.lua is shipped for its "held" mode
     assert sorted(p.name for p in PKG_LUA.glob("*.lua")) == [
+        "ack.lua",
+        "dead.lua",
         "pop.lua",
         "push.lua",
         "push_many.lua",
+        "release.lua",
         "remove.lua",
+        "reschedule.lua",
+        "reserve.lua",
         "take.lua",
     ]
+    assert sorted(scripts.NAMES) == sorted(p.stem for p in PKG_LUA.glob("*.lua"))
 
 
 def test_key_names() -> None:
@@ -35,4 +42,7 @@ def test_key_names() -> None:
     assert k.ready_queue("mail") == "shop:delayer:ready_queue:mail"
     assert k.malformed == "shop:delayer:malformed"
     assert k.bucket_prefix == "shop:delayer:job_bucket:"
+    assert k.reserved == "shop:delayer:reserved"
+    assert k.dead("mail") == "shop:delayer:dead:mail"
+    assert k.receipt_seq == "shop:delayer:receipt_seq"
     assert Keys().job_pool == "delayer:job_pool"

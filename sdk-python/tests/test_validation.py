@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict
 import pytest
 import redis
 
-from delayer import Delayer, InvalidArgument, Job, Message
+from delayer import Backoff, Delayer, InvalidArgument, Job, Message, ReservedMessage
 from delayer import _core
 
 BAD_NAMES = [
@@ -62,6 +62,55 @@ CASES["push_many-bad-in-second-call"] = lambda d: d.push_many(
 CASES["push_many-not-job"] = lambda d: d.push_many([Job("t", "ok", 0), ("t", "x", 0)])  # type: ignore[list-item]
 CASES["push_many-not-iterable"] = lambda d: d.push_many(5)  # type: ignore[arg-type]
 
+# the at-least-once mode
+BAD_TTRS = [0, 0.0, -1, -0.5, 0.0004, 315_360_000.001, True, math.nan, math.inf, "5", None]
+BAD_MAX_ATTEMPTS = [-1, 1_000_001, True, False, 2.0, 2.5, "3"]
+BAD_COUNTS = [0, 1001, -1, True, 1.0, "10", None]
+HELD = ReservedMessage("j", "t", b"", 1, 25, "7", 0.0)
+for i, bad in enumerate(BAD_NAMES):
+    CASES[f"reserve-topic-{i}"] = lambda d, bad=bad: d.reserve(bad, 1)
+    CASES[f"breserve-topic-{i}"] = lambda d, bad=bad: d.breserve(bad, 1, 0.1)
+    CASES[f"ack-id-{i}"] = lambda d, bad=bad: d.ack(bad)
+    CASES[f"release-id-{i}"] = lambda d, bad=bad: d.release(bad, 1, "3")
+    CASES[f"bury-id-{i}"] = lambda d, bad=bad: d.bury(bad)
+    CASES[f"reschedule-id-{i}"] = lambda d, bad=bad: d.reschedule(bad, 1)
+    CASES[f"dead_letters-topic-{i}"] = lambda d, bad=bad: d.dead_letters(bad)
+    CASES[f"requeue_dead-topic-{i}"] = lambda d, bad=bad: d.requeue_dead(bad)
+    CASES[f"purge_dead-id-{i}"] = lambda d, bad=bad: d.purge_dead("t", ["ok", bad])
+for i, bad in enumerate(BAD_TTRS):
+    CASES[f"reserve-ttr-{i}"] = lambda d, bad=bad: d.reserve("t", bad)
+    CASES[f"breserve-ttr-{i}"] = lambda d, bad=bad: d.breserve("t", bad, 0.1)
+for i, bad in enumerate(BAD_TIMEOUTS):
+    CASES[f"breserve-timeout-{i}"] = lambda d, bad=bad: d.breserve("t", 1, bad)
+for i, bad in enumerate(BAD_MAX_ATTEMPTS):
+    CASES[f"push-max_attempts-{i}"] = lambda d, bad=bad: d.push("t", "id", 0, max_attempts=bad)
+    CASES[f"push_many-max_attempts-{i}"] = lambda d, bad=bad: d.push_many(
+        [Job("t", "a", 0), Job("t", "b", 0, max_attempts=bad)]
+    )
+for i, bad in enumerate(BAD_DELAYS):
+    CASES[f"backoff-fixed-{i}"] = lambda d, bad=bad: d.push("t", "id", 0, backoff=Backoff.fixed(bad))
+    CASES[f"backoff-base-{i}"] = lambda d, bad=bad: d.push("t", "id", 0, backoff=Backoff.exponential(bad, 60))
+    CASES[f"backoff-max-{i}"] = lambda d, bad=bad: d.push("t", "id", 0, backoff=Backoff.exponential(0, bad))
+    if bad is not None:  # release without a delay uses the backoff
+        CASES[f"release-delay-{i}"] = lambda d, bad=bad: d.release("j", bad)
+    CASES[f"reschedule-delay-{i}"] = lambda d, bad=bad: d.reschedule("j", bad)
+for i, bad in enumerate(BAD_COUNTS):
+    CASES[f"dead_letters-count-{i}"] = lambda d, bad=bad: d.dead_letters("t", 0, bad)
+CASES["backoff-max-below-base"] = lambda d: d.push("t", "id", 0, backoff=Backoff.exponential(5, 4.999))
+CASES["backoff-built-by-hand"] = lambda d: d.push("t", "id", 0, backoff=Backoff("linear", 1, 1))
+CASES["backoff-not-a-backoff"] = lambda d: d.push("t", "id", 0, backoff=("fixed", 1))  # type: ignore[arg-type]
+CASES["dead_letters-start-negative"] = lambda d: d.dead_letters("t", -1, 10)
+CASES["dead_letters-start-float"] = lambda d: d.dead_letters("t", 0.0, 10)  # type: ignore[arg-type]
+CASES["requeue_dead-ids-str"] = lambda d: d.requeue_dead("t", "abc")
+CASES["requeue_dead-ids-not-iterable"] = lambda d: d.requeue_dead("t", 5)  # type: ignore[arg-type]
+CASES["purge_dead-bad-id-late"] = lambda d: d.purge_dead("t", [f"ok-{n}" for n in range(1500)] + ["a b"])
+CASES["ack-receipt-int"] = lambda d: d.ack("j", 7)  # type: ignore[arg-type]
+CASES["ack-receipt-surrogate"] = lambda d: d.ack("j", "\ud800")
+CASES["ack-job-int"] = lambda d: d.ack(7)  # type: ignore[arg-type]
+CASES["ack-reserved-and-receipt"] = lambda d: d.ack(HELD, "7")
+CASES["release-reserved-and-receipt"] = lambda d: d.release(HELD, None, "7")
+CASES["bury-reserved-bad-id"] = lambda d: d.bury(ReservedMessage("a b", "t", b"", 1, 25, "7", 0.0))
+
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_violation_raises_and_touches_nothing(name: str, url: str, raw: "redis.Redis") -> None:
@@ -73,7 +122,78 @@ def test_violation_raises_and_touches_nothing(name: str, url: str, raw: "redis.R
     assert raw.dbsize() == 0
     # nothing but our own INFO/CONFIG ran: no script, no BRPOP
     stats = raw.info("commandstats")
-    assert not any(k in stats for k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_brpop", "cmdstat_script"))
+    assert not any(
+        k in stats for k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_brpop", "cmdstat_blmove", "cmdstat_script")
+    )
+
+
+def test_reliable_limits_are_inclusive(url: str, raw: "redis.Redis") -> None:
+    with Delayer(url) as d:
+        d.push("t", "a", 0, max_attempts=0, backoff=Backoff.fixed(0))
+        d.push("t", "b", 0, max_attempts=1_000_000, backoff=Backoff.exponential(315_360_000, 315_360_000))
+        d.push("t", "c", 0, backoff=Backoff.exponential(0, 0))
+        assert d.reserve("t", 0.0005) is None  # rounds to 1 ms: allowed
+        assert d.reserve("t", 315_360_000) is None
+        assert d.dead_letters("t", 0, 1000) == []
+        assert d.dead_letters("t", 10**6, 1) == []
+        assert d.requeue_dead("t", []) == 0
+        assert d.purge_dead("t", iter(())) == 0
+    assert raw.hget("delayer:job_bucket:a", "max_attempts") == b"0"
+    assert raw.hmget("delayer:job_bucket:b", "max_attempts", "backoff_ms", "backoff_max_ms") == [
+        b"1000000",
+        b"315360000000",
+        b"315360000000",
+    ]
+
+
+def test_backoff_values() -> None:
+    assert Backoff.fixed(1.2345) == Backoff("fixed", 1235, 1235)
+    assert Backoff.fixed(3) == Backoff("fixed", 3000, 3000)
+    assert Backoff.exponential(0.5, 60) == Backoff("exponential", 500, 60_000)
+    # compared as given, so an equal pair after rounding is fine either way round
+    assert Backoff.exponential(1.0001, 1.0001) == Backoff("exponential", 1000, 1000)
+    with pytest.raises(InvalidArgument, match="below"):
+        Backoff.exponential(1.0004, 1.0001)
+    with pytest.raises(InvalidArgument):
+        Backoff("fixed", 1000, 2000)
+    with pytest.raises(InvalidArgument):
+        Backoff("exponential", 1000, True)
+    b = Backoff.fixed(1)
+    with pytest.raises(AttributeError):
+        b.kind = "exponential"  # type: ignore[misc]
+
+
+def test_ttr_rounds_like_a_delay() -> None:
+    assert _core.ttr_ms(0.0005) == 1
+    assert _core.ttr_ms(1.2345) == 1235
+    assert _core.ttr_ms(30) == 30_000
+    with pytest.raises(InvalidArgument, match="at least 1 ms"):
+        _core.ttr_ms(0.00049)
+
+
+def test_dead_ids_go_1000_per_call() -> None:
+    from delayer import Keys
+
+    every, calls = _core.dead_take_calls(Keys("p:"), "purge", "t", (f"i{n}" for n in range(2500)))
+    assert every is None
+    assert [len(c.args) - 3 for c in calls] == [1000, 1000, 500]
+    assert calls[2].keys == ["p:dead:t", "p:job_pool"]
+    assert calls[2].args[:5] == ["p:job_bucket:", "purge", 500, "i2000", "i2001"]
+    every, calls = _core.dead_take_calls(Keys("p:"), "requeue", "t", None)
+    assert every is not None and calls == []
+    assert every.args == ["p:job_bucket:", "requeue", 1000]
+    assert _core.dead_take_calls(Keys(), "purge", "t", []) == (None, [])
+
+
+def test_push_sends_retry_settings_only_when_given() -> None:
+    from delayer import Keys
+
+    plain = _core.push_call(Keys(), "t", "j", 1, b"x", 60)
+    assert plain.args == ["j", "t", b"x", 1000, 60_000]
+    some = _core.push_call(Keys(), "t", "j", 1, b"x", 60, max_attempts=3)
+    assert some.args == ["j", "t", b"x", 1000, 60_000, 3, "", "", ""]
+    both = _core.push_call(Keys(), "t", "j", 1, b"x", 60, 0, Backoff.exponential(2, 10))
+    assert both.args[5:] == [0, "exponential", 2000, 10_000]
 
 
 def test_limits_are_inclusive(url: str, raw: "redis.Redis") -> None:
@@ -93,8 +213,10 @@ def test_push_many_calls_take_100_jobs_each() -> None:
     assert [_core.push_many_jobs(c) for c in calls] == [100, 100, 50]
     assert all(c.keys == ["p:job_pool"] for c in calls)
     assert calls[1].args[0] == "p:job_bucket:"
-    assert calls[1].args[1:6] == ["j100", "t1", b"b100", 100_000, 10_000]
-    assert calls[2].args[-5:] == ["j249", "t0", b"b249", 249_000, 10_000]
+    # nine values per job: the last four ("" = not set) are the retry settings
+    assert calls[1].args[1:10] == ["j100", "t1", b"b100", 100_000, 10_000, "", "", "", ""]
+    assert calls[2].args[-9:] == ["j249", "t0", b"b249", 249_000, 10_000, "", "", "", ""]
+    assert len(calls[2].args) == 1 + 50 * 9
     assert [len(c) for c in _core.chunks(_core.push_many_calls(Keys(), jobs * 9))] == [10, 10, 3]
     assert _core.push_many_calls(Keys(), []) == []
 

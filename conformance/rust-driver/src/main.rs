@@ -9,7 +9,7 @@
 //! touch the workspace's Cargo.lock), so the little JSON and base64 it needs
 //! are written out here.
 
-use delayer::{Delayer, Error, Job, Message};
+use delayer::{Backoff, DeadLetter, Delayer, Error, Job, JobRef, Message, Reserved};
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
 use std::time::{Duration, UNIX_EPOCH};
@@ -148,6 +148,14 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
             if let Some(life) = num_field(req, "ready_max_lifetime_s")? {
                 job = job.ready_max_lifetime(duration("ready_max_lifetime_s", life, 1000.0)?);
             }
+            if let Some(n) = num_field(req, "max_attempts")? {
+                job = job.max_attempts(whole("max_attempts", n)?);
+            }
+            match req.get("backoff") {
+                None | Some(Json::Null) => {}
+                Some(Json::Object(b)) => job = job.backoff(backoff(b)?),
+                _ => return Err(bad("backoff must be an object")),
+            }
             let due = client.push_job(&job).map_err(sdk_err)?;
             let due = due.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
             Ok(vec![("due", format!("{due:.3}"))])
@@ -168,8 +176,125 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
             let removed = client.remove(id).map_err(sdk_err)?;
             Ok(vec![("removed", removed.to_string())])
         }
+        "reserve" => {
+            let ttr = ms_duration("ttr_ms", num_field(req, "ttr_ms")?.ok_or_else(|| bad("reserve needs ttr_ms"))?)?;
+            let job = client.reserve(str_field(req, "topic")?, ttr).map_err(sdk_err)?;
+            Ok(vec![("job", reserved_json(job))])
+        }
+        "breserve" => {
+            let ttr = ms_duration("ttr_ms", num_field(req, "ttr_ms")?.ok_or_else(|| bad("breserve needs ttr_ms"))?)?;
+            let timeout_ms = num_field(req, "timeout_ms")?.ok_or_else(|| bad("breserve needs timeout_ms"))?;
+            let timeout = ms_duration("timeout_ms", timeout_ms)?;
+            let job = client.breserve(str_field(req, "topic")?, ttr, timeout).map_err(sdk_err)?;
+            Ok(vec![("job", reserved_json(job))])
+        }
+        "ack" | "release" | "bury" => {
+            let id = str_field(req, "id")?;
+            let job = match req.get("receipt") {
+                None | Some(Json::Null) => JobRef::from(id),
+                Some(Json::Str(r)) => JobRef::with_receipt(id, r),
+                _ => return Err(bad("receipt must be a string or null")),
+            };
+            let done = match op {
+                "ack" => client.ack(job),
+                "bury" => client.bury(job),
+                _ => {
+                    let delay = num_field(req, "delay_ms")?.map(|ms| ms_duration("delay_ms", ms)).transpose()?;
+                    client.release(job, delay)
+                }
+            }
+            .map_err(sdk_err)?;
+            Ok(vec![("done", done.to_string())])
+        }
+        "reschedule" => {
+            let delay_ms = num_field(req, "delay_ms")?.ok_or_else(|| bad("reschedule needs delay_ms"))?;
+            let due = client.reschedule(str_field(req, "id")?, ms_duration("delay_ms", delay_ms)?).map_err(sdk_err)?;
+            Ok(vec![("due", due.map_or("null".into(), |t| format!("{:.3}", unix(t))))])
+        }
+        "dead_list" => {
+            let start = whole("start", num_field(req, "start")?.unwrap_or(0.0))?;
+            let count = whole("count", num_field(req, "count")?.unwrap_or(100.0))?;
+            let dead = client.dead_letters(str_field(req, "topic")?, start as usize, count as usize).map_err(sdk_err)?;
+            Ok(vec![("dead", format!("[{}]", dead.iter().map(dead_json).collect::<Vec<_>>().join(",")))])
+        }
+        "requeue_dead" | "purge_dead" => {
+            let topic = str_field(req, "topic")?;
+            let ids: Option<Vec<&str>> = match req.get("ids") {
+                None | Some(Json::Null) => None,
+                Some(Json::Array(items)) => Some(
+                    items
+                        .iter()
+                        .map(|i| match i {
+                            Json::Str(s) => Ok(s.as_str()),
+                            _ => Err(bad("ids must be strings")),
+                        })
+                        .collect::<Result<_, _>>()?,
+                ),
+                _ => return Err(bad("ids must be a list or null")),
+            };
+            let n = if op == "purge_dead" {
+                client.purge_dead(topic, ids.as_deref())
+            } else {
+                client.requeue_dead(topic, ids.as_deref())
+            }
+            .map_err(sdk_err)?;
+            Ok(vec![("count", n.to_string())])
+        }
         other => Err(bad(format!("unknown op {other:?}"))),
     }
+}
+
+/// A JSON number as a whole u32; anything else cannot be passed to the Rust
+/// SDK, which takes u32 counts, and is answered as the invalid argument it is.
+fn whole(what: &str, n: f64) -> Result<u32, Fail> {
+    if n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n) {
+        Ok(n as u32)
+    } else {
+        Err(("invalid_argument", format!("driver: {what} {n} cannot be passed to the Rust SDK (u32)")))
+    }
+}
+
+fn backoff(b: &Req) -> Result<Backoff, Fail> {
+    let ms = |key: &str| -> Result<Duration, Fail> {
+        ms_duration(key, num_field(b, key)?.ok_or_else(|| bad(format!("backoff needs {key}")))?)
+    };
+    match str_field(b, "kind")? {
+        "fixed" => Ok(Backoff::fixed(ms("delay_ms")?)),
+        "exponential" => Ok(Backoff::exponential(ms("base_ms")?, ms("max_ms")?)),
+        other => Err(bad(format!("unknown backoff kind {other:?}"))),
+    }
+}
+
+fn unix(t: std::time::SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+fn reserved_json(job: Option<Reserved>) -> String {
+    match job {
+        None => "null".into(),
+        Some(j) => format!(
+            "{{\"id\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"max_attempts\":{},\"receipt\":{},\"deadline\":{:.3}}}",
+            json_string(&j.id),
+            json_string(&j.topic),
+            json_string(&b64_encode(&j.body)),
+            j.attempts,
+            j.max_attempts,
+            json_string(&j.receipt),
+            unix(j.deadline)
+        ),
+    }
+}
+
+fn dead_json(d: &DeadLetter) -> String {
+    format!(
+        "{{\"id\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"reason\":{},\"dead_at\":{:.3}}}",
+        json_string(&d.id),
+        json_string(&d.topic),
+        json_string(&b64_encode(&d.body)),
+        d.attempts,
+        json_string(&d.reason),
+        unix(d.dead_at)
+    )
 }
 
 fn message_json(m: Option<Message>) -> String {
@@ -196,7 +321,7 @@ enum Json {
     Bool(#[allow(dead_code)] bool),
     Num(f64),
     Str(String),
-    Array(#[allow(dead_code)] Vec<Json>),
+    Array(Vec<Json>),
     Object(BTreeMap<String, Json>),
 }
 

@@ -2,7 +2,9 @@
 
 Push a job with a delay; when it is due, the Delayer server moves it to its
 topic's ready queue, where :meth:`Delayer.pop` / :meth:`Delayer.bpop` hand it
-to exactly one consumer. See ``docs/PROTOCOL.md`` for the data in Redis.
+to exactly one consumer (at most once), or :meth:`Delayer.reserve` /
+:meth:`Delayer.breserve` hand it out until :meth:`Delayer.ack` (at least
+once). See ``docs/PROTOCOL.md`` for the data in Redis.
 
 >>> from delayer import Delayer
 >>> with Delayer("redis://127.0.0.1:6379/0") as d:          # doctest: +SKIP
@@ -15,12 +17,16 @@ The asyncio twin is :class:`delayer.aio.Delayer`.
 from .client import Delayer
 from .errors import ConfigError, ConnectionFailed, DelayerError, InvalidArgument, ProtocolError
 from .keys import DEFAULT_PREFIX, Keys
-from .models import DEFAULT_READY_MAX_LIFETIME, Job, Message
+from .models import DEFAULT_MAX_ATTEMPTS, DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
 
 __all__ = [
     "Delayer",
     "Job",
     "Message",
+    "Backoff",
+    "ReservedMessage",
+    "DeadLetter",
+    "DEFAULT_MAX_ATTEMPTS",
     "Keys",
     "DEFAULT_PREFIX",
     "DEFAULT_READY_MAX_LIFETIME",

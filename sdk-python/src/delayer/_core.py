@@ -12,7 +12,21 @@ from fractions import Fraction
 import unicodedata
 from os import PathLike, fspath
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Mapping, MutableMapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    MutableMapping,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+)
 from urllib.parse import quote, unquote, urlsplit
 
 from redis.exceptions import (
@@ -25,7 +39,7 @@ from redis.exceptions import (
 
 from .errors import ConfigError, ConnectionFailed, DelayerError, InvalidArgument, ProtocolError
 from .keys import Keys
-from .models import Job, Message
+from .models import Backoff, DeadLetter, Job, Message, ReservedMessage
 
 #: Longest id or topic, in UTF-8 bytes.
 MAX_NAME_BYTES = 200
@@ -39,6 +53,11 @@ CALLS_PER_PIPELINE = 10
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 #: Seconds to wait for a TCP connection before giving up.
 CONNECT_TIMEOUT = 5.0
+#: The largest max_attempts (0 means no limit).
+MAX_ATTEMPTS_LIMIT = 1_000_000
+#: The most dead letters one dead.lua call lists, re-queues or purges: one
+#: call must not hold Redis for long.
+DEAD_BATCH = 1000
 
 # Unicode White_Space (the same set as Rust's char::is_whitespace), fixed here
 # so that every Python version rejects the same names.
@@ -86,11 +105,20 @@ def _number(kind: str, value: object) -> Number:
     return value
 
 
-def delay_ms(value: object) -> int:
-    """Check a delay (0 to 10 years, seconds) and return it in whole milliseconds, rounded."""
-    seconds = _number("delay", value)
+def delay_ms(value: object, kind: str = "delay") -> int:
+    """Check a delay (0 to 10 years, seconds) and return it in whole milliseconds, rounded.
+
+    ``kind`` names the argument in the error (a backoff or reschedule delay
+    follows the same rules).
+    """
+    seconds = _number(kind, value)
     if seconds < 0 or seconds > MAX_SECONDS:
-        raise InvalidArgument(f"delay must be 0 to {MAX_SECONDS} seconds, got {seconds!r}")
+        raise InvalidArgument(f"{kind} must be 0 to {MAX_SECONDS} seconds, got {seconds!r}")
+    return _round_ms(seconds)
+
+
+def _round_ms(seconds: Number) -> int:
+    """``seconds`` (checked: 0 to 10 years) in whole milliseconds, rounded as PROTOCOL.md says."""
     if isinstance(seconds, int):
         return seconds * 1000
     # As docs/PROTOCOL.md: to the nearest nanosecond, then to the millisecond,
@@ -112,12 +140,49 @@ def lifetime_ms(value: object) -> int:
     return seconds * 1000
 
 
+def ttr_ms(value: object) -> int:
+    """Check a reserve ttr (more than 0, at most 10 years) and return whole milliseconds.
+
+    Rounded as a delay is, and at least 1 ms after rounding: a ttr of 0 would
+    hand the job out and take it back at once.
+    """
+    seconds = _number("ttr", value)
+    if seconds <= 0 or seconds > MAX_SECONDS:
+        raise InvalidArgument(f"ttr must be more than 0 and at most {MAX_SECONDS} seconds, got {seconds!r}")
+    ms = _round_ms(seconds)
+    if ms < 1:
+        raise InvalidArgument(f"ttr must be at least 1 ms after rounding to the millisecond, got {seconds!r} s")
+    return ms
+
+
+def check_max_attempts(value: object) -> int:
+    """Check a max_attempts: an int from 0 (no limit) to 1,000,000."""
+    return _count("max_attempts", value, 0, MAX_ATTEMPTS_LIMIT)
+
+
+def _count(kind: str, value: object, low: int, high: Optional[int]) -> int:
+    """Check a whole number from ``low`` to ``high`` (None: no upper bound); bool is refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{kind} must be an int, not {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        bounds = f"{low} to {high}" if high is not None else f"{low} or more"
+        raise InvalidArgument(f"{kind} must be {bounds}, got {value!r}")
+    return value
+
+
 def check_timeout(value: object) -> float:
-    """Check a bpop timeout: seconds >= 0, 0 meaning forever."""
+    """Check a bpop / breserve timeout: seconds >= 0, 0 meaning forever."""
     seconds = _number("timeout", value)
     if seconds < 0:
         raise InvalidArgument(f"timeout must be 0 (forever) or more seconds, got {seconds!r}")
     return float(seconds)
+
+
+def wait_deadline(timeout: float, now: float) -> Optional[float]:
+    """The monotonic deadline of a checked bpop / breserve ``timeout`` started at
+    ``now``: None for 0 (forever). With :func:`brpop_seconds` it keeps the
+    whole wait within one timeout, however many times it has to wait again."""
+    return None if timeout == 0 else now + timeout
 
 
 def encode_body(value: object) -> bytes:
@@ -146,16 +211,50 @@ class ScriptCall(NamedTuple):
     args: List[Union[str, bytes, int]]
 
 
+def retry_args(max_attempts: object, backoff: object) -> List[Union[str, bytes, int]]:
+    """Check push's retry settings; return push.lua's ARGV[6..9] ("" = not set).
+
+    max_attempts, then backoff kind, backoff_ms, backoff_max_ms.
+    """
+    args: List[Union[str, bytes, int]] = ["" if max_attempts is None else check_max_attempts(max_attempts)]
+    if backoff is None:
+        args += ["", "", ""]
+    elif isinstance(backoff, Backoff):
+        args += [backoff.kind, backoff.backoff_ms, backoff.backoff_max_ms]
+    else:
+        raise InvalidArgument(
+            f"backoff must be a delayer.Backoff (Backoff.fixed / Backoff.exponential), not {type(backoff).__name__}"
+        )
+    return args
+
+
 def push_call(
-    keys: Keys, topic: object, job_id: object, delay: object, body: object, ready_max_lifetime: object
+    keys: Keys,
+    topic: object,
+    job_id: object,
+    delay: object,
+    body: object,
+    ready_max_lifetime: object,
+    max_attempts: object = None,
+    backoff: object = None,
 ) -> ScriptCall:
-    """Validate one push and return push.lua's KEYS and ARGV."""
+    """Validate one push and return push.lua's KEYS and ARGV.
+
+    ARGV is id, topic, body, delay ms, lifetime ms, and then, only when a
+    retry setting is given, max_attempts, backoff, backoff_ms and
+    backoff_max_ms ("" for the unset ones). Without them the call is the
+    classic five values and the bucket exactly Delayer 1.x's.
+    """
     topic_s = check_name("topic", topic)
     id_s = check_name("id", job_id)
     ms = delay_ms(delay)
     life = lifetime_ms(ready_max_lifetime)
     data = encode_body(body)
-    return ScriptCall([keys.job_pool, keys.job_bucket(id_s)], [id_s, topic_s, data, ms, life])
+    retry = retry_args(max_attempts, backoff)
+    args: List[Union[str, bytes, int]] = [id_s, topic_s, data, ms, life]
+    if any(a != "" for a in retry):
+        args += retry
+    return ScriptCall([keys.job_pool, keys.job_bucket(id_s)], args)
 
 
 def push_many_calls(keys: Keys, jobs: object) -> List[ScriptCall]:
@@ -163,7 +262,8 @@ def push_many_calls(keys: Keys, jobs: object) -> List[ScriptCall]:
 
     Nothing is built unless every job is valid. Each call takes up to
     :data:`JOBS_PER_CALL` jobs: KEYS is the pool; ARGV is the bucket prefix,
-    then id, topic, body, delay ms and lifetime ms of each job.
+    then nine values per job: id, topic, body, delay ms, lifetime ms,
+    max_attempts, backoff, backoff_ms, backoff_max_ms ("" when not set).
     """
     try:
         items = list(jobs)  # type: ignore[call-overload]
@@ -174,21 +274,30 @@ def push_many_calls(keys: Keys, jobs: object) -> List[ScriptCall]:
         if not isinstance(job, Job):
             raise InvalidArgument(f"jobs[{i}] must be a delayer.Job, not {type(job).__name__}")
         try:
-            pushes.append(push_call(keys, job.topic, job.id, job.delay, job.body, job.ready_max_lifetime))
+            push = push_call(
+                keys, job.topic, job.id, job.delay, job.body, job.ready_max_lifetime, job.max_attempts, job.backoff
+            )
+            if len(push.args) == 5:  # push_many.lua always takes all nine
+                push.args.extend(["", "", "", ""])
+            pushes.append(push)
         except InvalidArgument as e:
             raise InvalidArgument(f"jobs[{i}]: {e}") from None
     calls = []
     for start in range(0, len(pushes), JOBS_PER_CALL):
         args: List[Union[str, bytes, int]] = [keys.bucket_prefix]
         for push in pushes[start : start + JOBS_PER_CALL]:
-            args.extend(push.args)  # id, topic, body, delay ms, lifetime ms: push.lua's ARGV
+            args.extend(push.args)  # push.lua's nine ARGV
         calls.append(ScriptCall([keys.job_pool], args))
     return calls
 
 
 def push_many_jobs(call: ScriptCall) -> int:
     """How many jobs a push_many.lua call from :func:`push_many_calls` holds."""
-    return (len(call.args) - 1) // 5
+    return (len(call.args) - 1) // VALUES_PER_JOB
+
+
+#: How many ARGV values push_many.lua takes per job.
+VALUES_PER_JOB = 9
 
 
 def pop_call(keys: Keys, topic: object) -> ScriptCall:
@@ -208,17 +317,136 @@ def remove_call(keys: Keys, job_id: object) -> ScriptCall:
     return ScriptCall([keys.job_pool, keys.job_bucket(i)], [i])
 
 
+def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
+    """Validate a reserve and return reserve.lua's KEYS and ARGV.
+
+    KEYS: ready queue, reserved, malformed, receipt_seq; ARGV: bucket
+    prefix, ttr ms. KEYS[0] is also the list ``breserve`` waits on.
+    """
+    t = check_name("topic", topic)
+    ms = ttr_ms(ttr)
+    return ScriptCall(
+        [keys.ready_queue(t), keys.reserved, keys.malformed, keys.receipt_seq], [keys.bucket_prefix, ms]
+    )
+
+
+def held(job: object, receipt: object) -> Tuple[str, str]:
+    """The id and receipt (``""``: whichever reservation is current) that ack,
+    release and bury act on.
+
+    ``job`` is a :class:`ReservedMessage` (its id and receipt: only that
+    reservation) or an id, with ``receipt`` when the caller knows it.
+    """
+    if isinstance(job, ReservedMessage):
+        if receipt is not None:
+            raise InvalidArgument("receipt= is for a job given by id; a ReservedMessage carries its own")
+        if not isinstance(job.receipt, str) or job.receipt == "":
+            raise InvalidArgument("the ReservedMessage has no receipt")
+        receipt = job.receipt
+        job = job.id
+    elif not isinstance(job, str):
+        raise InvalidArgument(f"job must be a ReservedMessage or an id (str), not {type(job).__name__}")
+    job_id = check_name("id", job)
+    if receipt is None:
+        return job_id, ""
+    if not isinstance(receipt, str):
+        raise InvalidArgument(f"receipt must be a str, not {type(receipt).__name__}")
+    try:
+        receipt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument("receipt is not valid UTF-8 (it holds a lone surrogate)") from None
+    return job_id, receipt
+
+
+def ack_call(keys: Keys, job: object, receipt: object) -> ScriptCall:
+    """Validate an ack and return ack.lua's KEYS (reserved, bucket) and ARGV (id, receipt)."""
+    job_id, r = held(job, receipt)
+    return ScriptCall([keys.reserved, keys.job_bucket(job_id)], [job_id, r])
+
+
+def _release_call(keys: Keys, job: object, receipt: object, action: Union[str, int]) -> ScriptCall:
+    job_id, r = held(job, receipt)
+    # "held": end this one reservation. The "expired" mode is the server's.
+    return ScriptCall([keys.reserved, keys.job_pool, keys.malformed], [keys.prefix, action, "held", job_id, r])
+
+
+def release_call(keys: Keys, job: object, delay: object, receipt: object) -> ScriptCall:
+    """Validate a release and return release.lua's KEYS and ARGV.
+
+    No ``delay`` means the job's own backoff (``"backoff"``); otherwise the
+    delay in ms, by the delay rules.
+    """
+    action: Union[str, int] = "backoff" if delay is None else delay_ms(delay)
+    return _release_call(keys, job, receipt, action)
+
+
+def bury_call(keys: Keys, job: object, receipt: object) -> ScriptCall:
+    """Validate a bury and return release.lua's KEYS and ARGV (action ``"bury"``)."""
+    return _release_call(keys, job, receipt, "bury")
+
+
+def reschedule_call(keys: Keys, job_id: object, delay: object) -> ScriptCall:
+    """Validate a reschedule and return reschedule.lua's KEYS (pool, bucket) and ARGV (id, delay ms)."""
+    i = check_name("id", job_id)
+    ms = delay_ms(delay)
+    return ScriptCall([keys.job_pool, keys.job_bucket(i)], [i, ms])
+
+
+def dead_list_call(keys: Keys, topic: object, start: object, count: object) -> ScriptCall:
+    """Validate a dead-letter listing (start >= 0, count 1..1000) and return dead.lua's call."""
+    t = check_name("topic", topic)
+    first = _count("start", start, 0, None)
+    n = _count("count", count, 1, DEAD_BATCH)
+    return ScriptCall([keys.dead(t), keys.job_pool], [keys.bucket_prefix, "list", first, n])
+
+
+def dead_take_calls(
+    keys: Keys, action: str, topic: object, ids: object
+) -> Tuple[Optional[ScriptCall], List[ScriptCall]]:
+    """Validate a re-queue or purge (``action``) of dead letters; return ``(every, by_ids)``.
+
+    ``ids`` None means all: ``every`` is the call taking :data:`DEAD_BATCH`
+    entries from the oldest end, to repeat until a call takes fewer
+    (:func:`parse_dead_taken`). Otherwise ``by_ids`` holds one call per
+    :data:`DEAD_BATCH` ids (none for no ids), every id checked first.
+    """
+    if action not in ("requeue", "purge"):
+        raise ValueError(f"dead.lua takes requeue or purge here, not {action!r}")
+    t = check_name("topic", topic)
+    call_keys = [keys.dead(t), keys.job_pool]
+    if ids is None:
+        return ScriptCall(call_keys, [keys.bucket_prefix, action, DEAD_BATCH]), []
+    if isinstance(ids, (str, bytes, bytearray, memoryview)):
+        raise InvalidArgument("ids must be an iterable of ids (a str is one id: wrap it in a list)")
+    try:
+        items = list(ids)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidArgument(f"ids must be an iterable of ids or None (all), not {type(ids).__name__}") from None
+    checked = []
+    for n, item in enumerate(items):
+        try:
+            checked.append(check_name("id", item))
+        except InvalidArgument as e:
+            raise InvalidArgument(f"ids[{n}]: {e}") from None
+    calls = []
+    for start in range(0, len(checked), DEAD_BATCH):
+        part = checked[start : start + DEAD_BATCH]
+        # ARGV[3] (a count) is ignored when ids follow; it says how many.
+        calls.append(ScriptCall(call_keys, [keys.bucket_prefix, action, len(part), *part]))
+    return None, calls
+
+
 def chunks(calls: Sequence[ScriptCall], size: int = CALLS_PER_PIPELINE) -> List[Sequence[ScriptCall]]:
     """Split ``calls`` into pipeline-sized pieces."""
     return [calls[i : i + size] for i in range(0, len(calls), size)]
 
 
 def brpop_seconds(deadline: Optional[float], now: float) -> Optional[float]:
-    """The BRPOP timeout for the time left until ``deadline``.
+    """The BRPOP (bpop) or BLMOVE (breserve) timeout for the time left until ``deadline``.
 
     Returns 0 (forever) without a deadline, None when the time is up, and
     otherwise the remaining time rounded up to a whole millisecond (never 0,
-    which BRPOP would take as "forever").
+    which BRPOP and BLMOVE would take as "forever").
     """
     if deadline is None:
         return 0
@@ -243,15 +471,15 @@ def _text(kind: str, value: object) -> str:
     raise ProtocolError(f"expected {kind} as a string in Redis's reply, got {value!r}")
 
 
-def parse_due(reply: object) -> float:
-    """push.lua's reply, ``"s.mmm"``, as float Unix seconds."""
-    text = _text("due time", reply)
+def parse_due(reply: object, script: str = "push.lua", what: str = "due time") -> float:
+    """A time a script returned, ``"s.mmm"`` (push.lua's due time), as float Unix seconds."""
+    text = _text(what, reply)
     try:
         due = float(text)
     except ValueError:
-        raise ProtocolError(f"push.lua returned {text!r}, not a due time") from None
+        raise ProtocolError(f"{script} returned {text!r}, not a {what}") from None
     if not math.isfinite(due):
-        raise ProtocolError(f"push.lua returned {text!r}, not a due time")
+        raise ProtocolError(f"{script} returned {text!r}, not a {what}")
     return due
 
 
@@ -279,18 +507,108 @@ def parse_message(reply: object) -> Optional[Message]:
     if not isinstance(reply, (list, tuple)) or len(reply) != 3:
         raise ProtocolError(f"expected [id, topic, body] or nil, got {reply!r:.200}")
     job_id, topic, body = reply
-    if isinstance(body, str):
-        body = body.encode("utf-8")
-    if not isinstance(body, bytes):
-        raise ProtocolError(f"expected the body as bytes, got {body!r:.200}")
-    return Message(id=_text("id", job_id), topic=_text("topic", topic), body=body)
+    return Message(id=_text("id", job_id), topic=_text("topic", topic), body=_body(body))
 
 
-def parse_removed(reply: object) -> bool:
-    """remove.lua's reply: 1 or 0."""
+def parse_removed(reply: object, script: str = "remove.lua") -> bool:
+    """remove.lua's (or ack.lua's) reply: 1 or 0."""
     if isinstance(reply, int) and not isinstance(reply, bool) and reply in (0, 1):
         return reply == 1
-    raise ProtocolError(f"remove.lua returned {reply!r}, expected 0 or 1")
+    raise ProtocolError(f"{script} returned {reply!r}, expected 0 or 1")
+
+
+def _int(kind: str, value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ProtocolError(f"expected {kind} as a count in Redis's reply, got {value!r:.200}")
+
+
+def _body(value: object) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if not isinstance(value, bytes):
+        raise ProtocolError(f"expected the body as bytes, got {value!r:.200}")
+    return value
+
+
+def parse_reserved(reply: object) -> Optional[ReservedMessage]:
+    """reserve.lua's reply: ``[id, topic, body, attempts, max_attempts, receipt, deadline]`` or nil."""
+    if reply is None:
+        return None
+    if not isinstance(reply, (list, tuple)) or len(reply) != 7:
+        raise ProtocolError(
+            f"expected [id, topic, body, attempts, max_attempts, receipt, deadline] or nil, got {reply!r:.200}"
+        )
+    job_id, topic, body, attempts, max_attempts, receipt, deadline = reply
+    return ReservedMessage(
+        id=_text("id", job_id),
+        topic=_text("topic", topic),
+        body=_body(body),
+        attempts=_int("attempts", attempts),
+        max_attempts=_int("max_attempts", max_attempts),
+        receipt=_text("receipt", receipt),
+        deadline=parse_due(deadline, "reserve.lua", "deadline"),
+    )
+
+
+def parse_ended(reply: object) -> bool:
+    """release.lua's reply in "held" mode: a due time or ``"dead"`` (the
+    reservation was held and is ended) or nil (it was not)."""
+    if reply is None:
+        return False
+    if _text("release result", reply) == "dead":
+        return True
+    parse_due(reply, "release.lua")
+    return True
+
+
+def parse_rescheduled(reply: object) -> Optional[float]:
+    """reschedule.lua's reply: the new due time, or nil when the job is not waiting."""
+    if reply is None:
+        return None
+    return parse_due(reply, "reschedule.lua")
+
+
+def parse_dead_letters(reply: object) -> List[DeadLetter]:
+    """dead.lua's ``list`` reply: ``[id, topic, body, attempts, reason, dead_at]`` per entry."""
+    if not isinstance(reply, (list, tuple)):
+        raise ProtocolError(f"dead.lua returned {reply!r:.200}, expected a list of dead letters")
+    out = []
+    for entry in reply:
+        if not isinstance(entry, (list, tuple)) or len(entry) != 6:
+            raise ProtocolError(f"expected [id, topic, body, attempts, reason, dead_at], got {entry!r:.200}")
+        job_id, topic, body, attempts, reason, dead_at = entry
+        # dead.lua sends "" for a dead_at the bucket lacks (only a bucket
+        # written by hand): 0.0 then, rather than failing the whole listing.
+        when = 0.0 if dead_at in (b"", "") else parse_due(dead_at, "dead.lua", "dead_at")
+        out.append(
+            DeadLetter(
+                id=_text("id", job_id),
+                topic=_text("topic", topic),
+                body=_body(body),
+                attempts=_int("attempts", attempts),
+                reason=_text("reason", reason),
+                dead_at=when,
+            )
+        )
+    return out
+
+
+def parse_dead_taken(reply: object) -> Tuple[int, int]:
+    """dead.lua's ``requeue`` / ``purge`` reply: ``(done, taken)``."""
+    if not isinstance(reply, (list, tuple)) or len(reply) != 2:
+        raise ProtocolError(f"dead.lua returned {reply!r:.200}, expected [done, taken]")
+    return _int("done", reply[0]), _int("taken", reply[1])
+
+
+def parse_blmove(reply: object) -> bool:
+    """BLMOVE's reply: the id it moved back in place (True: the queue holds
+    something, for reserve.lua to judge) or nil on timeout (False)."""
+    if reply is None:
+        return False
+    if not isinstance(reply, (bytes, str)):
+        raise ProtocolError(f"expected an id or nil from BLMOVE, got {reply!r:.200}")
+    return True
 
 
 def parse_brpop(reply: object) -> Optional[str]:

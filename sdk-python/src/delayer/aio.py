@@ -19,7 +19,7 @@ from redis.commands.core import AsyncScript
 from . import _core, config, scripts
 from .errors import InvalidArgument
 from .keys import DEFAULT_PREFIX, Keys
-from .models import DEFAULT_READY_MAX_LIFETIME, Job, Message
+from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
 
 __all__ = ["Delayer"]
 
@@ -31,7 +31,7 @@ def _no_retry() -> Retry:
 
 
 class Delayer:
-    """An asyncio Delayer client: push delayed jobs, pop them when due, remove them.
+    """An asyncio Delayer client: push delayed jobs, pop or reserve them when due, remove them.
 
     ``Delayer(url, prefix)`` connects lazily to the Redis at ``url``;
     ``client=`` uses an existing ``redis.asyncio.Redis`` instead (it must not
@@ -123,12 +123,15 @@ class Delayer:
         delay: float,
         body: Union[bytes, str] = b"",
         ready_max_lifetime: int = DEFAULT_READY_MAX_LIFETIME,
+        *,
+        max_attempts: Optional[int] = None,
+        backoff: Optional[Backoff] = None,
     ) -> float:
         """Schedule job ``id`` on ``topic`` in ``delay`` seconds; return its due time.
 
-        See :meth:`delayer.Delayer.push`.
+        See :meth:`delayer.Delayer.push` (also for ``max_attempts`` and ``backoff``).
         """
-        call = _core.push_call(self._keys, topic, id, delay, body, ready_max_lifetime)
+        call = _core.push_call(self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff)
         with self._guard:
             reply = await self._scripts[scripts.PUSH](keys=call.keys, args=call.args)
         return _core.parse_due(reply)
@@ -163,8 +166,7 @@ class Delayer:
     async def bpop(self, topic: str, timeout: float) -> Optional[Message]:
         """Like :meth:`pop`, but wait up to ``timeout`` seconds (0 = forever); None on timeout."""
         queue = _core.pop_call(self._keys, topic).keys[0]
-        limit = _core.check_timeout(timeout)
-        deadline = None if limit == 0 else time.monotonic() + limit
+        deadline = _core.wait_deadline(_core.check_timeout(timeout), time.monotonic())
         take = self._scripts[scripts.TAKE]
         with self._guard:
             while True:
@@ -187,6 +189,113 @@ class Delayer:
         with self._guard:
             reply = await self._scripts[scripts.REMOVE](keys=call.keys, args=call.args)
         return _core.parse_removed(reply)
+
+    # ------------------------------------------------------------------
+    # at least once: reserve / ack (docs/PROTOCOL.md, "Reserve and ack")
+
+    async def reserve(self, topic: str, ttr: float) -> Optional[ReservedMessage]:
+        """Take the next ready job of ``topic`` reserved for ``ttr`` seconds, or None.
+
+        See :meth:`delayer.Delayer.reserve`: the job stays in Redis until
+        :meth:`ack`, and is delivered again if its ttr runs out first.
+        """
+        call = _core.reserve_call(self._keys, topic, ttr)
+        with self._guard:
+            reply = await self._scripts[scripts.RESERVE](keys=call.keys, args=call.args)
+        return _core.parse_reserved(reply)
+
+    async def breserve(self, topic: str, ttr: float, timeout: float) -> Optional[ReservedMessage]:
+        """Like :meth:`reserve`, but wait up to ``timeout`` seconds (0 = forever); None on timeout.
+
+        The wait takes nothing from the queue; see :meth:`delayer.Delayer.breserve`.
+        """
+        call = _core.reserve_call(self._keys, topic, ttr)
+        queue = call.keys[0]
+        deadline = _core.wait_deadline(_core.check_timeout(timeout), time.monotonic())
+        reserve = self._scripts[scripts.RESERVE]
+        with self._guard:
+            while True:
+                wait = _core.brpop_seconds(deadline, time.monotonic())
+                if wait is None:
+                    return None
+                # redis-py types the timeout as int; Redis 6.2+ takes fractions
+                ready = await self._redis.blmove(queue, queue, wait, "RIGHT", "RIGHT")  # type: ignore[arg-type]
+                if not _core.parse_blmove(ready):
+                    if deadline is None:
+                        continue
+                    return None
+                job = _core.parse_reserved(await reserve(keys=call.keys, args=call.args))
+                if job is not None:
+                    return job
+
+    async def ack(self, job: Union[ReservedMessage, str], receipt: Optional[str] = None) -> bool:
+        """The job is done: delete it. True if the reservation was still held.
+
+        See :meth:`delayer.Delayer.ack`.
+        """
+        call = _core.ack_call(self._keys, job, receipt)
+        with self._guard:
+            reply = await self._scripts[scripts.ACK](keys=call.keys, args=call.args)
+        return _core.parse_removed(reply, "ack.lua")
+
+    async def release(
+        self, job: Union[ReservedMessage, str], delay: Optional[float] = None, receipt: Optional[str] = None
+    ) -> bool:
+        """A failed attempt: retry after ``delay`` seconds or the job's backoff, or
+        dead letters past ``max_attempts``. True if the reservation was held.
+
+        See :meth:`delayer.Delayer.release`.
+        """
+        call = _core.release_call(self._keys, job, delay, receipt)
+        with self._guard:
+            reply = await self._scripts[scripts.RELEASE](keys=call.keys, args=call.args)
+        return _core.parse_ended(reply)
+
+    async def bury(self, job: Union[ReservedMessage, str], receipt: Optional[str] = None) -> bool:
+        """Send the job to its topic's dead letters now. True if the reservation was held."""
+        call = _core.bury_call(self._keys, job, receipt)
+        with self._guard:
+            reply = await self._scripts[scripts.RELEASE](keys=call.keys, args=call.args)
+        return _core.parse_ended(reply)
+
+    async def reschedule(self, id: str, delay: float) -> Optional[float]:
+        """Make waiting job ``id`` due ``delay`` seconds from now; the new due time, or
+        None when it is not waiting. See :meth:`delayer.Delayer.reschedule`."""
+        call = _core.reschedule_call(self._keys, id, delay)
+        with self._guard:
+            reply = await self._scripts[scripts.RESCHEDULE](keys=call.keys, args=call.args)
+        return _core.parse_rescheduled(reply)
+
+    async def dead_letters(self, topic: str, start: int = 0, count: int = 100) -> List[DeadLetter]:
+        """List ``topic``'s dead letters, newest first (``count`` 1 to 1000 from ``start``)."""
+        call = _core.dead_list_call(self._keys, topic, start, count)
+        with self._guard:
+            reply = await self._scripts[scripts.DEAD](keys=call.keys, args=call.args)
+        return _core.parse_dead_letters(reply)
+
+    async def requeue_dead(self, topic: str, ids: Optional[Iterable[str]] = None) -> int:
+        """Re-queue dead letters of ``topic`` (``ids``, or all for None): due now,
+        attempts reset. Returns how many. See :meth:`delayer.Delayer.requeue_dead`."""
+        return await self._dead_take("requeue", topic, ids)
+
+    async def purge_dead(self, topic: str, ids: Optional[Iterable[str]] = None) -> int:
+        """Delete dead letters of ``topic`` (``ids``, or all for None). Returns how many."""
+        return await self._dead_take("purge", topic, ids)
+
+    async def _dead_take(self, action: str, topic: str, ids: Optional[Iterable[str]]) -> int:
+        # At most 1000 entries per call, so that Redis is never held for long.
+        every, calls = _core.dead_take_calls(self._keys, action, topic, ids)
+        dead = self._scripts[scripts.DEAD]
+        total = 0
+        with self._guard:
+            while every is not None:
+                done, taken = _core.parse_dead_taken(await dead(keys=every.keys, args=every.args))
+                total += done
+                if taken < _core.DEAD_BATCH:
+                    break
+            for call in calls:
+                total += _core.parse_dead_taken(await dead(keys=call.keys, args=call.args))[0]
+        return total
 
     async def close(self) -> None:
         """Close the connections, if this client created them."""

@@ -15,7 +15,7 @@ from redis.retry import Retry
 from . import _core, config, scripts
 from .errors import InvalidArgument
 from .keys import DEFAULT_PREFIX, Keys
-from .models import DEFAULT_READY_MAX_LIFETIME, Job, Message
+from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
 
 __all__ = ["Delayer"]
 
@@ -29,10 +29,16 @@ def _no_retry() -> Retry:
 class Delayer:
     """A Delayer client: push delayed jobs, pop them when due, remove them.
 
+    Two ways to consume: :meth:`pop` / :meth:`bpop` hand a job out at most
+    once (it is deleted as it is handed out); :meth:`reserve` /
+    :meth:`breserve` hand it out at least once (it stays reserved until
+    :meth:`ack`, and comes back if the worker fails or dies).
+
     ``Delayer(url, prefix)`` connects lazily to the Redis at ``url``;
     ``client=`` uses an existing ``redis.Redis`` instead (it must not decode
     responses, and :meth:`close` leaves it open). Redis's own socket timeout,
-    if the given client sets one, must exceed the longest :meth:`bpop` wait.
+    if the given client sets one, must exceed the longest :meth:`bpop` /
+    :meth:`breserve` wait.
 
     Every error is a :class:`delayer.DelayerError`: :class:`InvalidArgument`
     (nothing sent), :class:`ConnectionFailed`, :class:`ProtocolError`.
@@ -118,6 +124,9 @@ class Delayer:
         delay: float,
         body: Union[bytes, str] = b"",
         ready_max_lifetime: int = DEFAULT_READY_MAX_LIFETIME,
+        *,
+        max_attempts: Optional[int] = None,
+        backoff: Optional[Backoff] = None,
     ) -> float:
         """Schedule job ``id`` on ``topic`` in ``delay`` seconds; return its due time.
 
@@ -126,8 +135,14 @@ class Delayer:
         ``delay + ready_max_lifetime`` seconds from now. Pushing an id that is
         still waiting replaces it. Returns the due time as Unix seconds by
         Redis's clock.
+
+        ``max_attempts`` (0 = no limit, at most 1,000,000) and ``backoff``
+        matter only to :meth:`reserve`: how many reservations the job gets
+        before it goes to dead letters, and how long it waits after a failed
+        one. Left out, reserve uses 25 and exponential backoff from 1 s up to
+        1 h, and the bucket stays exactly as Delayer 1.x writes it.
         """
-        call = _core.push_call(self._keys, topic, id, delay, body, ready_max_lifetime)
+        call = _core.push_call(self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff)
         with self._guard:
             reply = self._scripts[scripts.PUSH](keys=call.keys, args=call.args)
         return _core.parse_due(reply)
@@ -171,8 +186,7 @@ class Delayer:
         Returns None when the time is up.
         """
         queue = _core.pop_call(self._keys, topic).keys[0]
-        limit = _core.check_timeout(timeout)
-        deadline = None if limit == 0 else time.monotonic() + limit
+        deadline = _core.wait_deadline(_core.check_timeout(timeout), time.monotonic())
         take = self._scripts[scripts.TAKE]
         with self._guard:
             while True:
@@ -199,6 +213,147 @@ class Delayer:
         with self._guard:
             reply = self._scripts[scripts.REMOVE](keys=call.keys, args=call.args)
         return _core.parse_removed(reply)
+
+    # ------------------------------------------------------------------
+    # at least once: reserve / ack (docs/PROTOCOL.md, "Reserve and ack")
+
+    def reserve(self, topic: str, ttr: float) -> Optional[ReservedMessage]:
+        """Take the next ready job of ``topic`` reserved for ``ttr`` seconds, or None.
+
+        Unlike :meth:`pop`, the job stays in Redis, invisible to other
+        consumers, until :meth:`ack` (done), :meth:`release` (try again) or
+        :meth:`bury` (give up); if none comes before the deadline
+        (``ttr``, rounded to the millisecond, more than 0), a Delayer 2
+        server counts a failed attempt and delivers the job again. So a
+        worker that dies loses nothing; the price is that a job can be
+        delivered more than once, and must be safe to do twice.
+        """
+        call = _core.reserve_call(self._keys, topic, ttr)
+        with self._guard:
+            reply = self._scripts[scripts.RESERVE](keys=call.keys, args=call.args)
+        return _core.parse_reserved(reply)
+
+    def breserve(self, topic: str, ttr: float, timeout: float) -> Optional[ReservedMessage]:
+        """Like :meth:`reserve`, but wait up to ``timeout`` seconds (0 = forever) for a job.
+
+        Returns None when the time is up. The wait (``BLMOVE`` of the ready
+        queue onto itself) takes nothing: were it to pop the id as
+        :meth:`bpop` does, a worker dying before reserving it would lose the
+        job. If another worker reserves the job first, it waits again within
+        the same timeout.
+        """
+        call = _core.reserve_call(self._keys, topic, ttr)
+        queue = call.keys[0]
+        deadline = _core.wait_deadline(_core.check_timeout(timeout), time.monotonic())
+        reserve = self._scripts[scripts.RESERVE]
+        with self._guard:
+            while True:
+                wait = _core.brpop_seconds(deadline, time.monotonic())
+                if wait is None:
+                    return None
+                # redis-py types the timeout as int; Redis 6.2+ takes fractions
+                ready = self._redis.blmove(queue, queue, wait, "RIGHT", "RIGHT")  # type: ignore[arg-type]
+                if not _core.parse_blmove(ready):
+                    if deadline is None:
+                        continue
+                    return None
+                job = _core.parse_reserved(reserve(keys=call.keys, args=call.args))
+                if job is not None:
+                    return job
+
+    def ack(self, job: Union[ReservedMessage, str], receipt: Optional[str] = None) -> bool:
+        """The job is done: delete it. True if the reservation was still held.
+
+        ``job`` is what :meth:`reserve` returned (then only that reservation
+        is acked), or an id with its ``receipt`` if known (without one,
+        whichever reservation is current). False means nothing changed: the
+        job was acked already, or its reservation ran out and the job went to
+        another worker (whose work then counts, not this one's).
+        """
+        call = _core.ack_call(self._keys, job, receipt)
+        with self._guard:
+            reply = self._scripts[scripts.ACK](keys=call.keys, args=call.args)
+        return _core.parse_removed(reply, "ack.lua")
+
+    def release(
+        self, job: Union[ReservedMessage, str], delay: Optional[float] = None, receipt: Optional[str] = None
+    ) -> bool:
+        """A failed attempt: give the job back for a retry. True if the reservation was held.
+
+        The job is due again after ``delay`` seconds, or, without one, after
+        its backoff (the point of a backoff: a job failing for a reason that
+        lasts is not retried in a tight loop). A job that has used up its
+        ``max_attempts`` goes to its topic's dead letters instead. ``job``
+        and ``receipt`` as in :meth:`ack`.
+        """
+        call = _core.release_call(self._keys, job, delay, receipt)
+        with self._guard:
+            reply = self._scripts[scripts.RELEASE](keys=call.keys, args=call.args)
+        return _core.parse_ended(reply)
+
+    def bury(self, job: Union[ReservedMessage, str], receipt: Optional[str] = None) -> bool:
+        """Give up on the job: send it to its topic's dead letters now, whatever
+        its attempts (for a job that can never succeed). True if the
+        reservation was held. ``job`` and ``receipt`` as in :meth:`ack`."""
+        call = _core.bury_call(self._keys, job, receipt)
+        with self._guard:
+            reply = self._scripts[scripts.RELEASE](keys=call.keys, args=call.args)
+        return _core.parse_ended(reply)
+
+    def reschedule(self, id: str, delay: float) -> Optional[float]:
+        """Make waiting job ``id`` due ``delay`` seconds from now; return the new due time.
+
+        Returns None when the job is not waiting (ready, reserved, dead, gone
+        or unknown): rescheduling never creates or brings back a job. The
+        job's data keeps the same lifetime after its new due time.
+        """
+        call = _core.reschedule_call(self._keys, id, delay)
+        with self._guard:
+            reply = self._scripts[scripts.RESCHEDULE](keys=call.keys, args=call.args)
+        return _core.parse_rescheduled(reply)
+
+    def dead_letters(self, topic: str, start: int = 0, count: int = 100) -> List[DeadLetter]:
+        """List ``topic``'s dead letters, newest first: ``count`` (1 to 1000)
+        entries from position ``start``.
+
+        Entries whose job was removed or pushed again since it died are
+        skipped, so a page can hold fewer than ``count``.
+        """
+        call = _core.dead_list_call(self._keys, topic, start, count)
+        with self._guard:
+            reply = self._scripts[scripts.DEAD](keys=call.keys, args=call.args)
+        return _core.parse_dead_letters(reply)
+
+    def requeue_dead(self, topic: str, ids: Optional[Iterable[str]] = None) -> int:
+        """Give dead letters of ``topic`` a new start: due now, attempts reset to 0.
+
+        ``ids`` picks which (an empty iterable: none); None means all of them.
+        Returns how many jobs were re-queued.
+        """
+        return self._dead_take("requeue", topic, ids)
+
+    def purge_dead(self, topic: str, ids: Optional[Iterable[str]] = None) -> int:
+        """Delete dead letters of ``topic`` for good; ``ids`` as in :meth:`requeue_dead`.
+
+        Returns how many jobs were deleted.
+        """
+        return self._dead_take("purge", topic, ids)
+
+    def _dead_take(self, action: str, topic: str, ids: Optional[Iterable[str]]) -> int:
+        # Every call handles at most 1000 entries so that Redis is never held
+        # for long; "all" repeats until a call takes fewer than asked.
+        every, calls = _core.dead_take_calls(self._keys, action, topic, ids)
+        dead = self._scripts[scripts.DEAD]
+        total = 0
+        with self._guard:
+            while every is not None:
+                done, taken = _core.parse_dead_taken(dead(keys=every.keys, args=every.args))
+                total += done
+                if taken < _core.DEAD_BATCH:
+                    break
+            for call in calls:
+                total += _core.parse_dead_taken(dead(keys=call.keys, args=call.args))[0]
+        return total
 
     def close(self) -> None:
         """Close the connections, if this client created them."""

@@ -48,5 +48,19 @@ class Keys:
         """The LIST of due ids of one topic: ``<prefix>ready_queue:<topic>``."""
         return self.prefix + "ready_queue:" + topic
 
+    @property
+    def reserved(self) -> str:
+        """The ZSET of reserved ids, scored by their deadline: ``<prefix>reserved``."""
+        return self.prefix + "reserved"
+
+    @property
+    def receipt_seq(self) -> str:
+        """The counter reserve takes receipts from: ``<prefix>receipt_seq``."""
+        return self.prefix + "receipt_seq"
+
+    def dead(self, topic: str) -> str:
+        """The LIST of one topic's dead letters, newest at the left: ``<prefix>dead:<topic>``."""
+        return self.prefix + "dead:" + topic
+
     def __repr__(self) -> str:
         return f"Keys({self.prefix!r})"

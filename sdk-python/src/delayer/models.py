@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from typing import Optional, Union
 
-__all__ = ["Message", "Job", "DEFAULT_READY_MAX_LIFETIME"]
+from .errors import InvalidArgument
+
+__all__ = [
+    "Message",
+    "Job",
+    "Backoff",
+    "ReservedMessage",
+    "DeadLetter",
+    "DEFAULT_READY_MAX_LIFETIME",
+    "DEFAULT_MAX_ATTEMPTS",
+]
 
 #: Default ``ready_max_lifetime``: 7 days, in seconds.
 DEFAULT_READY_MAX_LIFETIME = 604800
+#: Reservations a job gets when its pusher sets no ``max_attempts`` (written
+#: by reserve.lua, the one home of the retry defaults; here for reference).
+DEFAULT_MAX_ATTEMPTS = 25
 
 
 @dataclass(frozen=True)
@@ -42,3 +55,134 @@ class Job:
     body: Union[bytes, str] = b""
     #: Whole seconds a due job may wait in its ready queue before it expires.
     ready_max_lifetime: int = DEFAULT_READY_MAX_LIFETIME
+    #: Reservations allowed before the job goes to dead letters (0: no
+    #: limit); None leaves it to reserve's default (25).
+    max_attempts: Optional[int] = None
+    #: The wait before a retry; None leaves it to reserve's default
+    #: (exponential, 1 s doubling up to 1 h).
+    backoff: Optional["Backoff"] = None
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """How long a reserved job waits before its next attempt after a failed one.
+
+    A failed attempt is a :meth:`~delayer.Delayer.release` without a delay,
+    or a reservation whose ttr ran out. Make one with :meth:`fixed` or
+    :meth:`exponential` (seconds, validated and rounded to the millisecond
+    as a push delay is); the fields are what the job's bucket stores. A job
+    pushed without one retries exponentially from 1 s, up to 1 h.
+    """
+
+    #: ``"fixed"`` or ``"exponential"``.
+    kind: str
+    #: fixed: the wait; exponential: the first wait, doubled after each failure.
+    backoff_ms: int
+    #: The longest wait (equal to ``backoff_ms`` for fixed).
+    backoff_max_ms: int
+
+    def __post_init__(self) -> None:
+        # The fields go to Redis as they are, so even a Backoff built field by
+        # field must hold what release.lua can compute with.
+        from ._core import MAX_SECONDS  # _core imports this module
+
+        most = MAX_SECONDS * 1000
+        if self.kind not in ("fixed", "exponential"):
+            raise InvalidArgument(f"backoff kind must be 'fixed' or 'exponential', got {self.kind!r}")
+        for name in ("backoff_ms", "backoff_max_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most:
+                raise InvalidArgument(f"backoff {name} must be an int from 0 to {most}, got {value!r}")
+        if self.backoff_max_ms < self.backoff_ms:
+            raise InvalidArgument(
+                f"backoff max ({self.backoff_max_ms} ms) must not be below its first delay ({self.backoff_ms} ms)"
+            )
+        if self.kind == "fixed" and self.backoff_max_ms != self.backoff_ms:
+            raise InvalidArgument("a fixed backoff has one delay: backoff_max_ms must equal backoff_ms")
+
+    @classmethod
+    def fixed(cls, delay: float) -> "Backoff":
+        """Always wait ``delay`` seconds (0 to 10 years) before a retry."""
+        from ._core import delay_ms  # _core imports this module
+
+        ms = delay_ms(delay, "backoff delay")
+        return cls("fixed", ms, ms)
+
+    @classmethod
+    def exponential(cls, base: float, max: float) -> "Backoff":
+        """Wait ``base``, ``2 * base``, ``4 * base``, ... seconds, never more than ``max``.
+
+        Both follow the delay rules (0 to 10 years); ``max`` must not be
+        below ``base`` (compared as given, before rounding).
+        """
+        from ._core import delay_ms  # _core imports this module
+
+        base_ms = delay_ms(base, "backoff base")
+        max_ms = delay_ms(max, "backoff max")
+        if max < base:
+            raise InvalidArgument(f"backoff max ({max!r} s) must not be below its base ({base!r} s)")
+        return cls("exponential", base_ms, max_ms)
+
+
+@dataclass(frozen=True)
+class ReservedMessage:
+    """A job handed out by ``reserve`` / ``breserve``: still in Redis, reserved.
+
+    No other consumer gets it until this worker ends the reservation with
+    ``ack`` (done), ``release`` (try again later) or ``bury`` (give up), or
+    until :attr:`deadline` passes, after which a Delayer 2 server counts a
+    failed attempt and the job is delivered again. Pass this object (not
+    just its id) to those calls so that they act on this reservation only.
+    """
+
+    #: The job id given to ``push``.
+    id: str
+    #: The topic the job was pushed to.
+    topic: str
+    #: The job body, exactly the bytes pushed.
+    body: bytes
+    #: Reservations so far, this one included (1 on the first delivery).
+    attempts: int
+    #: Reservations allowed before the job goes to dead letters; 0: no limit.
+    max_attempts: int
+    #: Names this reservation, so that a worker whose reservation ran out
+    #: cannot end the next worker's.
+    receipt: str
+    #: When the reservation runs out: Unix seconds by Redis's clock.
+    deadline: float
+
+    @property
+    def text(self) -> str:
+        """The body decoded as UTF-8 (raises ``UnicodeDecodeError`` if it is not)."""
+        return self.body.decode("utf-8")
+
+    @property
+    def is_last_attempt(self) -> bool:
+        """Whether a failure now (release without bury) sends the job to dead letters."""
+        return self.max_attempts > 0 and self.attempts >= self.max_attempts
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A job on its topic's dead-letter list: buried, or out of attempts.
+
+    It stays there (no expiry) until ``requeue_dead`` or ``purge_dead``.
+    """
+
+    #: The job id.
+    id: str
+    #: Its topic.
+    topic: str
+    #: Its body.
+    body: bytes
+    #: How many times it was reserved.
+    attempts: int
+    #: ``"buried"`` or ``"max_attempts"``.
+    reason: str
+    #: When it died: Unix seconds by Redis's clock.
+    dead_at: float
+
+    @property
+    def text(self) -> str:
+        """The body decoded as UTF-8 (raises ``UnicodeDecodeError`` if it is not)."""
+        return self.body.decode("utf-8")

@@ -13,7 +13,20 @@ from __future__ import annotations
 from importlib.resources import files
 from typing import Dict
 
-__all__ = ["PUSH", "PUSH_MANY", "POP", "TAKE", "REMOVE", "NAMES", "source"]
+__all__ = [
+    "PUSH",
+    "PUSH_MANY",
+    "POP",
+    "TAKE",
+    "REMOVE",
+    "RESERVE",
+    "ACK",
+    "RELEASE",
+    "RESCHEDULE",
+    "DEAD",
+    "NAMES",
+    "source",
+]
 
 #: Script names, also their file names without ``.lua``.
 PUSH = "push"
@@ -23,7 +36,18 @@ PUSH_MANY = "push_many"
 POP = "pop"
 TAKE = "take"
 REMOVE = "remove"
-NAMES = (PUSH, PUSH_MANY, POP, TAKE, REMOVE)
+#: The at-least-once mode (docs/PROTOCOL.md, "Reserve and ack"): reserve.lua
+#: hands a job out reserved (also after ``BLMOVE`` in ``breserve``); ack.lua
+#: ends a reservation with success.
+RESERVE = "reserve"
+ACK = "ack"
+#: release.lua ends a reservation without success (release and bury). Clients
+#: use only its ``held`` mode; its ``expired`` mode is the server's.
+RELEASE = "release"
+RESCHEDULE = "reschedule"
+#: dead.lua lists, re-queues and purges dead letters.
+DEAD = "dead"
+NAMES = (PUSH, PUSH_MANY, POP, TAKE, REMOVE, RESERVE, ACK, RELEASE, RESCHEDULE, DEAD)
 
 _cache: Dict[str, bytes] = {}
 

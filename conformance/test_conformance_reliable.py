@@ -1,0 +1,225 @@
+"""The at-least-once mode (docs/PROTOCOL.md, "Reserve and ack") is one
+semantics in three SDKs: a job pushed by any client is reserved by any SDK,
+ended by any other with the receipt, expired by the real server and handed
+out again, retried with the same backoff, and its dead letter listed,
+re-queued and purged alike. The same bad input is refused by all three.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import uuid
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+SDKS = ["rust", "python", "php"]
+PRODUCERS = SDKS + ["raw1x"]
+_SESSION = uuid.uuid4().hex[:8]
+WAIT_MS = 10_000
+#: A fast fixed backoff, so a retry is due at once.
+FAST = {"kind": "fixed", "delay_ms": 50}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _server_running(delayer_server: Any) -> None:
+    """Expiry of reservations is the server's work."""
+
+
+def topic(*parts: str) -> str:
+    return "rl-" + _SESSION + "-" + "-".join(parts)
+
+
+def new_id(tag: str) -> str:
+    return f"{tag}:{uuid.uuid4().hex[:12]}"
+
+
+def ok(drivers: Any, who: str, req: Dict[str, Any], timeout: float = 40) -> Dict[str, Any]:
+    r: Dict[str, Any] = drivers[who].request(req, timeout=timeout)
+    assert r["ok"] is True, f"{req['op']} by {who} failed: {r.get('error')}"
+    return r
+
+
+def push(drivers: Any, who: str, t: str, job_id: str, body: bytes = b"", **retry: Any) -> None:
+    req = {"op": "push", "topic": t, "id": job_id, "delay_ms": 0, "body_b64": base64.b64encode(body).decode()}
+    req.update(retry)
+    ok(drivers, who, req)
+
+
+def breserve(drivers: Any, who: str, t: str, ttr_ms: int = 30_000, timeout_ms: int = WAIT_MS) -> Optional[Dict[str, Any]]:
+    job: Optional[Dict[str, Any]] = ok(
+        drivers, who, {"op": "breserve", "topic": t, "ttr_ms": ttr_ms, "timeout_ms": timeout_ms}
+    )["job"]
+    return job
+
+
+def end(drivers: Any, who: str, op: str, job: Dict[str, Any], receipt: bool = True, **extra: Any) -> bool:
+    req = {"op": op, "id": job["id"], "receipt": job["receipt"] if receipt else None}
+    req.update(extra)
+    done: bool = ok(drivers, who, req)["done"]
+    return done
+
+
+def now(rds: Any) -> float:
+    s, us = rds.time()
+    return float(s + us / 1e6)
+
+
+# ------------------------------------------------------------ reserve / ack
+
+
+@pytest.mark.parametrize("x,y", list(itertools.product(PRODUCERS, SDKS)), ids=lambda v: str(v))
+def test_reserve_then_ack_with_another_sdk(drivers: Any, rds: Any, keys: Any, x: str, y: str) -> None:
+    """x pushes, y reserves, the next SDK acks with y's receipt."""
+    t = topic("ack", x, y)
+    job_id = new_id(x)
+    body = bytes(range(256))
+    push(drivers, x, t, job_id, body)
+    job = breserve(drivers, y, t)
+    assert job is not None, f"{y} reserved nothing pushed by {x}"
+    assert (job["id"], job["topic"], base64.b64decode(job["body_b64"])) == (job_id, t, body)
+    assert (job["attempts"], job["max_attempts"]) == (1, 25), "first attempt, the default limit"
+    deadline = rds.zscore(keys.prefix + "reserved", job_id)
+    assert deadline is not None and abs(deadline - job["deadline"]) < 0.002
+    assert rds.ttl(keys.bucket(job_id)) == -1, "a reserved job is kept until acked"
+    assert breserve(drivers, y, t, timeout_ms=200) is None, "a reserved job is invisible"
+
+    acker = SDKS[(SDKS.index(y) + 1) % 3]
+    assert end(drivers, acker, "ack", dict(job, receipt="0")) is False, "a wrong receipt acks nothing"
+    assert end(drivers, acker, "ack", job) is True
+    assert rds.exists(keys.bucket(job_id)) == 0
+    assert end(drivers, y, "ack", job) is False, "a second ack finds nothing"
+
+
+# ------------------------------------------------------ expiry, retries, dead
+
+
+@pytest.mark.parametrize("y", SDKS)
+def test_expiry_retries_and_dead_letters_across_sdks(drivers: Any, rds: Any, keys: Any, y: str) -> None:
+    z = SDKS[(SDKS.index(y) + 1) % 3]
+    w = SDKS[(SDKS.index(y) + 2) % 3]
+    t = topic("expire", y)
+    job_id = new_id(y)
+    push(drivers, y, t, job_id, b"payload", max_attempts=2, backoff=FAST)
+
+    first = breserve(drivers, y, t, ttr_ms=300)
+    assert first is not None and first["attempts"] == 1
+    # y "dies": the server ends the reservation and z gets the job again.
+    second = breserve(drivers, z, t, ttr_ms=30_000)
+    assert second is not None, f"the job never came back to {z} after {y}'s ttr"
+    assert (second["id"], second["attempts"]) == (job_id, 2)
+    assert second["receipt"] != first["receipt"]
+    assert end(drivers, y, "ack", first) is False, "the expired reservation is not held any more"
+
+    # The last attempt fails: dead letter, seen alike by all three.
+    assert end(drivers, w, "release", second, delay_ms=0) is True
+    assert rds.zscore(keys.pool, job_id) is None
+    listings = [ok(drivers, s, {"op": "dead_list", "topic": t, "start": 0, "count": 10})["dead"] for s in SDKS]
+    assert listings[0] == listings[1] == listings[2], f"SDKs list dead letters differently: {listings}"
+    (entry,) = listings[0]
+    assert (entry["id"], entry["reason"], entry["attempts"]) == (job_id, "max_attempts", 2)
+    assert base64.b64decode(entry["body_b64"]) == b"payload"
+
+    assert ok(drivers, z, {"op": "requeue_dead", "topic": t, "ids": [job_id]})["count"] == 1
+    again = breserve(drivers, w, t)
+    assert again is not None and again["attempts"] == 1, "a re-queued job starts its attempts again"
+    assert end(drivers, y, "bury", again, receipt=False) is True, "bury by id, without the receipt"
+    (entry,) = ok(drivers, z, {"op": "dead_list", "topic": t, "start": 0, "count": 10})["dead"]
+    assert entry["reason"] == "buried"
+    assert ok(drivers, w, {"op": "purge_dead", "topic": t, "ids": None})["count"] == 1
+    assert rds.exists(keys.bucket(job_id)) == 0
+    assert ok(drivers, y, {"op": "dead_list", "topic": t, "start": 0, "count": 10})["dead"] == []
+
+
+# ------------------------------------------------------- the same bytes in Redis
+
+
+def test_retry_settings_are_written_alike(drivers: Any, rds: Any, keys: Any) -> None:
+    settings: List[Dict[str, Any]] = [
+        {"max_attempts": 7, "backoff": {"kind": "exponential", "base_ms": 1500, "max_ms": 60_000}},
+        {"max_attempts": 0, "backoff": {"kind": "fixed", "delay_ms": 250}},
+        {},
+    ]
+    for n, retry in enumerate(settings):
+        buckets = []
+        for s in SDKS:
+            job_id = new_id(f"fields{n}-{s}")
+            ok(drivers, s, {"op": "push", "topic": topic("fields"), "id": job_id, "delay_ms": 600_000, **retry})
+            fields = {k.decode(): v.decode() for k, v in rds.hgetall(keys.bucket(job_id)).items()}
+            buckets.append(fields)
+            ok(drivers, s, {"op": "remove", "id": job_id})
+        assert buckets[0] == buckets[1] == buckets[2], f"{retry}: {buckets}"
+    assert set(buckets[0]) == {"topic", "body"}, "without retry settings the bucket is Delayer 1.x's"
+
+
+@pytest.mark.parametrize("y", SDKS)
+def test_release_waits_the_delay_or_the_backoff(drivers: Any, rds: Any, keys: Any, y: str) -> None:
+    t = topic("release", y)
+    job_id = new_id(y)
+    push(drivers, y, t, job_id, backoff={"kind": "exponential", "base_ms": 10_000, "max_ms": 30_000})
+    job = breserve(drivers, y, t)
+    assert job is not None
+    before = now(rds)
+    assert end(drivers, y, "release", job, delay_ms=45_000) is True
+    assert abs(rds.zscore(keys.pool, job_id) - (before + 45)) < 1.0, "the given delay"
+    # Bring it back at once, then fail it twice more by its backoff.
+    waits = []
+    for _ in range(2):
+        assert ok(drivers, y, {"op": "reschedule", "id": job_id, "delay_ms": 0})["due"] is not None
+        job = breserve(drivers, y, t)
+        assert job is not None
+        before = now(rds)
+        assert end(drivers, y, "release", job, receipt=False) is True
+        waits.append(round(rds.zscore(keys.pool, job_id) - before))
+    assert waits == [20, 30], f"10 s doubled per attempt (2nd: 20 s, 3rd: 40 s) capped at 30 s, got {waits}"
+    ok(drivers, y, {"op": "remove", "id": job_id})
+
+
+@pytest.mark.parametrize("y", SDKS)
+def test_reschedule_moves_only_waiting_jobs(drivers: Any, rds: Any, keys: Any, y: str) -> None:
+    job_id = new_id(y)
+    ok(drivers, y, {"op": "push", "topic": topic("resched"), "id": job_id, "delay_ms": 600_000})
+    before = now(rds)
+    due = ok(drivers, y, {"op": "reschedule", "id": job_id, "delay_ms": 120_000})["due"]
+    assert due is not None and abs(due - (before + 120)) < 1.0
+    assert abs(rds.zscore(keys.pool, job_id) - due) < 0.002
+    assert ok(drivers, y, {"op": "reschedule", "id": new_id("nobody"), "delay_ms": 0})["due"] is None
+    ok(drivers, y, {"op": "remove", "id": job_id})
+    assert ok(drivers, y, {"op": "reschedule", "id": job_id, "delay_ms": 0})["due"] is None, "never resurrected"
+    assert rds.zscore(keys.pool, job_id) is None
+
+
+# ------------------------------------------------------------ rejections
+
+BAD = [
+    ("ttr 0", {"op": "reserve", "topic": "t", "ttr_ms": 0}),
+    ("ttr over 10 years", {"op": "reserve", "topic": "t", "ttr_ms": 315_360_000_001}),
+    ("breserve ttr 0", {"op": "breserve", "topic": "t", "ttr_ms": 0, "timeout_ms": 10}),
+    ("reserve bad topic", {"op": "reserve", "topic": "a b", "ttr_ms": 1000}),
+    ("max_attempts -1", {"op": "push", "topic": "t", "id": "x", "delay_ms": 0, "max_attempts": -1}),
+    ("max_attempts 1000001", {"op": "push", "topic": "t", "id": "x", "delay_ms": 0, "max_attempts": 1_000_001}),
+    ("backoff cap below base", {"op": "push", "topic": "t", "id": "x", "delay_ms": 0,
+                                "backoff": {"kind": "exponential", "base_ms": 2000, "max_ms": 1000}}),
+    ("fixed backoff over 10 years", {"op": "push", "topic": "t", "id": "x", "delay_ms": 0,
+                                     "backoff": {"kind": "fixed", "delay_ms": 315_360_000_001}}),
+    ("ack empty id", {"op": "ack", "id": "", "receipt": None}),
+    ("release bad id", {"op": "release", "id": "a b", "receipt": None, "delay_ms": None}),
+    ("release delay over 10 years", {"op": "release", "id": "x", "receipt": None, "delay_ms": 315_360_000_001}),
+    ("reschedule delay over 10 years", {"op": "reschedule", "id": "x", "delay_ms": 315_360_000_001}),
+    ("dead_list count 0", {"op": "dead_list", "topic": "t", "start": 0, "count": 0}),
+    ("dead_list count 1001", {"op": "dead_list", "topic": "t", "start": 0, "count": 1001}),
+    ("requeue bad id", {"op": "requeue_dead", "topic": "t", "ids": ["a b"]}),
+]
+
+
+@pytest.mark.parametrize("sdk", SDKS)
+@pytest.mark.parametrize("name,req", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_is_refused_alike(drivers: Any, rds: Any, sdk: str, name: str, req: Dict[str, Any]) -> None:
+    req = dict(req)
+    if req.get("topic") == "t":
+        req["topic"] = topic("reject")
+    before = rds.dbsize()
+    r = drivers[sdk].request(req)
+    assert r["ok"] is False and r["error"].startswith("invalid_argument:"), f"{sdk} {name}: {r}"
+    assert rds.dbsize() == before, f"{sdk} {name}: wrote to Redis"
