@@ -80,3 +80,40 @@ async fn errors_match_the_blocking_client() {
     assert!(matches!(closed.push("t", "x", Duration::ZERO).await, Err(Error::Connection(_))));
     assert!(start.elapsed() < Duration::from_secs(10));
 }
+
+#[tokio::test]
+async fn the_at_least_once_mode_works_alike() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = Delayer::open(&redis.url()).expect("client");
+    let fast = delayer::Backoff::fixed(Duration::from_millis(1500));
+    d.push_job(&Job::new("t", "r1", Duration::ZERO).body("x").max_attempts(2).backoff(fast)).await.expect("push");
+    make_ready(&mut conn, "t", "r1");
+
+    let job = d.reserve("t", Duration::from_secs(30)).await.expect("reserve").expect("job");
+    assert_eq!((job.id.as_str(), job.attempts, job.max_attempts), ("r1", 1, 2));
+    assert!(d.release(&job, None).await.expect("release"), "held");
+    let score: f64 = conn.zscore("delayer:job_pool", "r1").expect("back in the pool");
+    let (now, _): (u64, u64) = redis::cmd("TIME").query(&mut conn).expect("TIME");
+    assert!((score - now as f64 - 1.5).abs() < 1.1, "after its fixed backoff: {score} vs {now}");
+    assert!(d.reschedule("r1", Duration::ZERO).await.expect("reschedule").is_some());
+    make_ready(&mut conn, "t", "r1");
+
+    // A waiting breserve does not stall other calls, and wakes on the job.
+    let waiter = {
+        let d = d.clone();
+        tokio::spawn(async move { d.breserve("t", Duration::from_secs(30), Duration::from_secs(10)).await })
+    };
+    let second = waiter.await.expect("task").expect("breserve").expect("job");
+    assert_eq!(second.attempts, 2);
+    assert!(d.bury("r1").await.expect("bury by id"));
+    let dead = d.dead_letters("t", 0, 10).await.expect("dead letters");
+    assert_eq!(dead.iter().map(|l| (l.id.as_str(), l.reason.as_str())).collect::<Vec<_>>(), vec![("r1", "buried")]);
+    assert_eq!(d.requeue_dead("t", None).await.expect("requeue"), 1);
+    make_ready(&mut conn, "t", "r1");
+    let third = d.breserve("t", Duration::from_secs(30), Duration::from_secs(10)).await.expect("b").expect("job");
+    assert!(d.ack(&third).await.expect("ack"));
+    assert!(!d.ack(&third).await.expect("ack again"));
+    assert_eq!(d.purge_dead("t", None).await.expect("purge"), 0);
+    assert!(matches!(d.reserve("t", Duration::ZERO).await, Err(Error::InvalidArgument(_))));
+}

@@ -110,7 +110,7 @@ mod tests {
         let deadline =
             TickReport { next_due: Some(100.5), next_deadline: Some(100.1), now: 100.0, ..Default::default() };
         assert_eq!(next_sleep(&deadline, second), Duration::from_millis(101));
-        let only_deadline = TickReport { next_deadline: Some(100.2), now: 100.0, ..Default::default() };
-        assert_eq!(next_sleep(&only_deadline, second), Duration::from_millis(201));
+        let only_deadline = TickReport { next_deadline: Some(100.375), now: 100.0, ..Default::default() };
+        assert_eq!(next_sleep(&only_deadline, second), Duration::from_millis(376));
     }
 }
