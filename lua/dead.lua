@@ -13,16 +13,20 @@
 --            taken off the list (stale ones included); with a count, taken
 --            below it means the list is empty.
 --
--- An entry counts only while its bucket says it is dead (dead_reason): an id
--- removed or pushed again since it died is stale, skipped by "list" and
--- dropped by the other two without touching its bucket.
+-- An entry counts only while its bucket says it is dead (dead_reason) on
+-- this list's topic: an id removed or pushed again since it died is stale,
+-- skipped by "list" and dropped by the other two without touching its bucket.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
 local list, pool, buckets, action = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+-- The topic is the list's name after "<prefix>dead:", and the prefix is the
+-- bucket prefix without "job_bucket:" (both as PROTOCOL.md names them).
+local prefix = string.sub(buckets, 1, #buckets - #'job_bucket:')
+local topic = string.sub(list, #prefix + #'dead:' + 1)
 
 local function dead_job(id)
   local job = redis.pcall('HMGET', buckets .. id, 'topic', 'body', 'attempts', 'dead_reason', 'dead_at')
-  if job.err or not job[4] then
+  if job.err or not job[4] or job[1] ~= topic then
     return nil
   end
   return job

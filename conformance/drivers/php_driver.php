@@ -10,10 +10,13 @@
 
 declare(strict_types=1);
 
+use Delayer\Backoff;
 use Delayer\Client;
+use Delayer\DeadLetter;
 use Delayer\Exception\ConnectionException;
 use Delayer\Exception\InvalidArgumentException;
 use Delayer\Message;
+use Delayer\ReservedMessage;
 
 require getenv('DELAYER_PHP_AUTOLOAD') ?: dirname(__DIR__, 2) . '/sdk-php/vendor/autoload.php';
 
@@ -33,6 +36,69 @@ function job_json(Message|false $m): ?array
     return ['id' => $m->id, 'topic' => $m->topic, 'body_b64' => base64_encode($m->body)];
 }
 
+/** @return array<string, mixed>|null */
+function reserved_json(ReservedMessage|false $m): ?array
+{
+    if ($m === false) {
+        return null;
+    }
+    return [
+        'id' => $m->id,
+        'topic' => $m->topic,
+        'body_b64' => base64_encode($m->body),
+        'attempts' => $m->attempts,
+        'max_attempts' => $m->maxAttempts,
+        'receipt' => $m->receipt,
+        'deadline' => $m->deadline,
+    ];
+}
+
+/** @return array<string, mixed> */
+function dead_json(DeadLetter $d): array
+{
+    return [
+        'id' => $d->id,
+        'topic' => $d->topic,
+        'body_b64' => base64_encode($d->body),
+        'attempts' => $d->attempts,
+        'reason' => $d->reason,
+        'dead_at' => $d->deadAt,
+    ];
+}
+
+/** push's optional "backoff": {"kind":"fixed","delay_ms":N} or {"kind":"exponential","base_ms":N,"max_ms":N}. */
+function backoff(mixed $spec): ?Backoff
+{
+    if ($spec === null) {
+        return null;
+    }
+    return match (\is_array($spec) ? ($spec['kind'] ?? null) : null) {
+        'fixed' => Backoff::fixed(seconds($spec['delay_ms'])),
+        'exponential' => Backoff::exponential(seconds($spec['base_ms']), seconds($spec['max_ms'])),
+        default => throw new \RuntimeException('backoff must be {"kind":"fixed",...} or {"kind":"exponential",...}'),
+    };
+}
+
+/** "receipt": a string is passed with the id; null passes the id alone. */
+function receipt(array $req): ?string
+{
+    $receipt = $req['receipt'] ?? null;
+    if ($receipt !== null && !\is_string($receipt)) {
+        throw new \RuntimeException('receipt must be a string or null');
+    }
+    return $receipt;
+}
+
+/** "ids": a list of ids, or null for all. */
+function ids(array $req): ?array
+{
+    $ids = $req['ids'] ?? null;
+    if ($ids !== null && (!\is_array($ids) || !array_is_list($ids))) {
+        throw new \RuntimeException('ids must be a list or null');
+    }
+    return $ids;
+}
+
 /** JSON numbers arrive as int or float; milliseconds become seconds (int when whole). */
 function seconds(int|float $ms): int|float
 {
@@ -49,6 +115,10 @@ function handle(Client $client, array $req): array
                 throw new \RuntimeException('body_b64 is not base64');
             }
             $message = Message::create($req['id'], $req['topic'], $body);
+            if (($req['max_attempts'] ?? null) !== null) {
+                $message = $message->withMaxAttempts($req['max_attempts']);
+            }
+            $message = $message->withBackoff(backoff($req['backoff'] ?? null));
             $life = $req['ready_max_lifetime_s'] ?? Client::DEFAULT_READY_MAX_LIFETIME;
             $client->push($message, seconds($req['delay_ms']), $life);
             return []; // push() returns true, not the due time
@@ -58,6 +128,31 @@ function handle(Client $client, array $req): array
             return ['job' => job_json($client->bPop($req['topic'], seconds($req['timeout_ms'])))];
         case 'remove':
             return ['removed' => $client->remove($req['id'])];
+        case 'reserve':
+            return ['job' => reserved_json($client->reserve($req['topic'], seconds($req['ttr_ms'])))];
+        case 'breserve':
+            return ['job' => reserved_json($client->bReserve(
+                $req['topic'],
+                seconds($req['ttr_ms']),
+                seconds($req['timeout_ms'])
+            ))];
+        case 'ack':
+            return ['done' => $client->ack($req['id'], receipt($req))];
+        case 'release':
+            $delay = $req['delay_ms'] ?? null;
+            return ['done' => $client->release($req['id'], $delay === null ? null : seconds($delay), receipt($req))];
+        case 'bury':
+            return ['done' => $client->bury($req['id'], receipt($req))];
+        case 'reschedule':
+            $due = $client->reschedule($req['id'], seconds($req['delay_ms']));
+            return ['due' => $due === false ? null : $due];
+        case 'dead_list':
+            $dead = $client->deadLetters($req['topic'], $req['start'] ?? 0, $req['count'] ?? 100);
+            return ['dead' => array_map('dead_json', $dead)];
+        case 'requeue_dead':
+            return ['count' => $client->requeueDead($req['topic'], ids($req))];
+        case 'purge_dead':
+            return ['count' => $client->purgeDead($req['topic'], ids($req))];
         default:
             throw new \RuntimeException('unknown op ' . json_encode($req['op'] ?? null));
     }

@@ -7,6 +7,9 @@
 -- ARGV[3]  body (binary-safe, may be empty)
 -- ARGV[4]  delay in milliseconds, integer >= 0
 -- ARGV[5]  ready_max_lifetime in milliseconds, integer > 0
+-- ARGV[6]  max_attempts (0: no limit), optional ("" or absent: not written)
+-- ARGV[7]  backoff, "fixed" or "exponential", with ARGV[8] backoff_ms and
+--          ARGV[9] backoff_max_ms; optional ("" or absent: not written)
 --
 -- Returns the due time written to the pool: Unix seconds with millisecond
 -- precision, as a string ("1763750000.125").
@@ -14,6 +17,8 @@
 -- "Now" is Redis's clock (TIME), not the caller's, so clients with skewed
 -- clocks schedule alike. The bucket is replaced, not merged, so a re-pushed id
 -- carries no stale fields; it expires delay + ready_max_lifetime from now.
+-- Retry settings are only read by reserve and its kin; leaving them out keeps
+-- the bucket exactly as Delayer 1.x writes it.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
 local t = redis.call('TIME')
@@ -27,5 +32,11 @@ local due = string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
 redis.call('ZADD', KEYS[1], due, ARGV[1])
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'topic', ARGV[2], 'body', ARGV[3])
+if (ARGV[6] or '') ~= '' then
+  redis.call('HSET', KEYS[2], 'max_attempts', ARGV[6])
+end
+if (ARGV[7] or '') ~= '' then
+  redis.call('HSET', KEYS[2], 'backoff', ARGV[7], 'backoff_ms', ARGV[8], 'backoff_max_ms', ARGV[9])
+end
 redis.call('PEXPIRE', KEYS[2], delay_ms + tonumber(ARGV[5]))
 return due

@@ -2,7 +2,9 @@
 --
 -- KEYS[1]  job pool  ZSET  <prefix>job_pool
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
--- ARGV[2..] five values per job: id, topic, body, delay ms, ready_max_lifetime ms
+-- ARGV[2..] nine values per job: id, topic, body, delay ms, ready_max_lifetime
+--           ms, max_attempts, backoff, backoff_ms, backoff_max_ms (the last
+--           four "" when not set; see push.lua)
 --
 -- Returns the due time of each job, in order, as push.lua does.
 --
@@ -15,7 +17,7 @@ if redis.replicate_commands then pcall(redis.replicate_commands) end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = {}
-for i = 2, #ARGV, 5 do
+for i = 2, #ARGV, 9 do
   local id, delay_ms = ARGV[i], tonumber(ARGV[i + 3])
   local due_ms = now_ms + delay_ms
   local score = string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
@@ -24,6 +26,12 @@ for i = 2, #ARGV, 5 do
   redis.call('ZADD', KEYS[1], score, id)
   redis.call('DEL', bucket)
   redis.call('HSET', bucket, 'topic', ARGV[i + 1], 'body', ARGV[i + 2])
+  if ARGV[i + 5] ~= '' then
+    redis.call('HSET', bucket, 'max_attempts', ARGV[i + 5])
+  end
+  if ARGV[i + 6] ~= '' then
+    redis.call('HSET', bucket, 'backoff', ARGV[i + 6], 'backoff_ms', ARGV[i + 7], 'backoff_max_ms', ARGV[i + 8])
+  end
   redis.call('PEXPIRE', bucket, delay_ms + tonumber(ARGV[i + 4]))
   due[#due + 1] = score
 end

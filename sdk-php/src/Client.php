@@ -9,7 +9,8 @@ use Delayer\Exception\ConnectionException;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * Delayer 2 client: push delayed jobs, pop or wait for due ones, cancel them.
+ * Delayer 2 client: push delayed jobs, pop or wait for due ones, cancel them;
+ * or, at least once, reserve them and ack, release or bury them.
  *
  * A drop-in replacement for mix/delayer-client's Delayer\Client (see
  * sdk-php/README.md for every difference). It speaks docs/PROTOCOL.md: every
@@ -19,6 +20,14 @@ use Delayer\Exception\InvalidArgumentException;
  *     $client = new Client(['host' => '127.0.0.1', 'port' => 6379, 'database' => 0, 'password' => '']);
  *     $client->push(new Message(['id' => 'order:42:cancel', 'topic' => 'order', 'body' => '42']), 1800);
  *     $message = $client->bPop('order', 5); // Message, or false after 5 s
+ *
+ * pop() and bPop() delete a job as they hand it out (at most once: a worker
+ * that dies mid-job loses it). reserve() and bReserve() hand it out reserved
+ * for a time-to-run instead, and the worker ends the reservation:
+ *
+ *     if ($job = $client->bReserve('order', 30, 5)) { // ttr 30 s, wait up to 5 s
+ *         handle($job->body) ? $client->ack($job) : $client->release($job);
+ *     }
  *
  * One Client holds one Redis connection, opened by the constructor; it is not
  * meant to be shared between processes (fork after connecting).
@@ -33,6 +42,9 @@ class Client
 
     /** How many push_many.lua calls pushMany() sends per pipeline. */
     private const CALLS_PER_PIPELINE = 10;
+
+    /** deadLetters() caps its start here: past any list's length, exact in Lua's doubles. */
+    private const MAX_LIST_INDEX = 1 << 50;
 
     private const CONFIG_KEYS = ['url', 'host', 'port', 'database', 'username', 'password', 'tls', 'prefix', 'timeout'];
 
@@ -305,7 +317,7 @@ class Client
         }
         foreach (array_chunk($calls, self::CALLS_PER_PIPELINE) as $pipeline) {
             foreach (Scripts::runPipelined($this->redis, Scripts::PUSH_MANY, $pipeline) as $i => $dues) {
-                $expected = intdiv(\count($pipeline[$i][1]) - 1, 5);
+                $expected = intdiv(\count($pipeline[$i][1]) - 1, Scripts::PUSH_MANY_STRIDE);
                 if (!\is_array($dues) || \count($dues) !== $expected
                     || array_filter($dues, static fn (mixed $due): bool => !\is_string($due)) !== []
                 ) {
@@ -353,37 +365,24 @@ class Client
     {
         Validator::name('topic', $topic);
         $timeout = Validator::timeout($timeout);
-        $forever = $timeout == 0.0;
-        $deadline = self::now() + $timeout;
         $queue = $this->keys->readyQueue($topic);
-        while (true) {
-            $wait = 0.0;
-            if (!$forever) {
-                $wait = $deadline - self::now();
-                if ($wait <= 0) {
-                    return false;
-                }
-                // under 1 ms is sent as 1 ms: "0" would mean forever
-                $wait = max($wait, 0.001);
+        return $this->waitFor($timeout, function (float $wait) use ($queue): Message|false|null {
+            $reply = $this->blockingCommand('BRPOP', [$queue], $wait);
+            if ($reply === null) {
+                return null;
             }
-            $id = $this->brpop($queue, $wait);
-            if ($id === null) {
-                if ($forever) {
-                    continue;
-                }
-                return false;
+            if (!\is_array($reply) || \count($reply) !== 2 || !\is_string($reply[1] ?? null)) {
+                throw new ConnectionException('Redis error running BRPOP: unexpected reply ' . get_debug_type($reply));
             }
+            $id = $reply[1];
             $job = Scripts::run(
                 $this->redis,
                 Scripts::TAKE,
                 [$this->keys->bucket($id), $this->keys->malformed()],
                 [$id]
             );
-            $message = self::toMessage($job, Scripts::TAKE);
-            if ($message !== false) {
-                return $message;
-            }
-        }
+            return self::toMessage($job, Scripts::TAKE);
+        });
     }
 
     /**
@@ -406,6 +405,243 @@ class Client
             [$id]
         );
         return (int) $result === 1;
+    }
+
+    /**
+     * Takes the next ready job of a topic, if any, without waiting, and
+     * keeps it reserved for this worker for $ttr seconds (at least once).
+     *
+     * The job stays in Redis, invisible to other consumers, until ack()
+     * (done), release() (try again later) or bury() (give up) ends the
+     * reservation. If none of them comes within $ttr, a Delayer 2 server
+     * counts a failed attempt and delivers the job again (after its backoff,
+     * or to dead letters past its max_attempts): a worker that dies loses
+     * nothing. Choose $ttr above the longest time a job may take: a job
+     * still being worked on when its ttr passes is delivered again.
+     * Reserving a job takes its expiry off: it is kept until acked or
+     * purged.
+     *
+     * @param int|float $ttr time-to-run in seconds: more than 0, at most
+     *                       315360000, rounded to the millisecond (at least 1 ms)
+     * @return ReservedMessage|false the job, or false when none is ready
+     * @throws InvalidArgumentException on a bad topic or ttr
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function reserve(string $topic, int|float $ttr): ReservedMessage|false
+    {
+        Validator::name('topic', $topic);
+        $ttrMs = Validator::ttrMs($ttr);
+        return $this->runReserve($topic, $ttrMs);
+    }
+
+    /**
+     * reserve(), waiting up to $timeout seconds for a job.
+     *
+     * It waits with BLMOVE from the ready queue onto itself, which takes
+     * nothing (a worker dying mid-wait cannot lose an id, as it could
+     * between a BRPOP and the script recording the reservation), then runs
+     * reserve.lua; when another worker was quicker, or the ids were stale,
+     * it waits again within the same timeout. Timeouts are bPop()'s.
+     *
+     * @param int|float $ttr     as reserve()
+     * @param int|float $timeout seconds, fractions allowed; 0 waits forever
+     * @return ReservedMessage|false the job, or false when the timeout passed
+     * @throws InvalidArgumentException on a bad topic, ttr or timeout
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function bReserve(string $topic, int|float $ttr, int|float $timeout = 0): ReservedMessage|false
+    {
+        Validator::name('topic', $topic);
+        $ttrMs = Validator::ttrMs($ttr);
+        $timeout = Validator::timeout($timeout);
+        $queue = $this->keys->readyQueue($topic);
+        return $this->waitFor($timeout, function (float $wait) use ($queue, $topic, $ttrMs): ReservedMessage|false|null {
+            if ($this->blockingCommand('BLMOVE', [$queue, $queue, 'RIGHT', 'RIGHT'], $wait) === null) {
+                return null;
+            }
+            return $this->runReserve($topic, $ttrMs);
+        });
+    }
+
+    /**
+     * Ends a reservation with success: the job is deleted.
+     *
+     * Given the ReservedMessage, it acts on that reservation only (its
+     * receipt): a worker that overran its ttr, whose job was meanwhile
+     * handed to another worker, gets false and changes nothing. Given an id,
+     * it acts on the reservation named by $receipt, or on whichever is
+     * current when $receipt is null. An ack after the deadline still counts
+     * while the server has not yet taken the job back.
+     *
+     * @param string|ReservedMessage $job     the reserved job, or its id
+     * @param string|null            $receipt with an id only: the reservation's receipt
+     * @return bool true when the reservation was held (the job is deleted),
+     *              false when it was not (already ended, expired and handed
+     *              out again, unknown id): nothing changed
+     * @throws InvalidArgumentException on a bad id or receipt
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function ack(string|ReservedMessage $job, ?string $receipt = null): bool
+    {
+        [$id, $receipt] = self::reservation($job, $receipt);
+        $result = Scripts::run(
+            $this->redis,
+            Scripts::ACK,
+            [$this->keys->reserved(), $this->keys->bucket($id)],
+            [$id, $receipt]
+        );
+        if (!\is_int($result)) {
+            throw new ConnectionException('Redis error running ack.lua: unexpected reply ' . get_debug_type($result));
+        }
+        return $result === 1;
+    }
+
+    /**
+     * Ends a reservation as a failed attempt: the job goes back to the pool,
+     * due after $delay seconds, or after its backoff when $delay is null;
+     * to its topic's dead letters instead when its attempts reached
+     * max_attempts. Which reservation: as {@see ack()}.
+     *
+     * @param string|ReservedMessage $job     the reserved job, or its id
+     * @param int|float|null         $delay   seconds, 0 to 315360000 (rounded to the
+     *                                        millisecond); null: the job's backoff
+     * @param string|null            $receipt with an id only: the reservation's receipt
+     * @return bool true when the reservation was held (the job is scheduled
+     *              again or dead), false when it was not: nothing changed
+     * @throws InvalidArgumentException on a bad id, receipt or delay
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function release(string|ReservedMessage $job, int|float|null $delay = null, ?string $receipt = null): bool
+    {
+        [$id, $receipt] = self::reservation($job, $receipt);
+        $action = $delay === null ? 'backoff' : (string) Validator::delayMs($delay);
+        return $this->endReservation($id, $receipt, $action);
+    }
+
+    /**
+     * Ends a reservation by giving up: the job goes straight to its topic's
+     * dead letters (reason "buried"), whatever its attempts, and stays there
+     * until requeueDead() or purgeDead(). Which reservation: as {@see ack()}.
+     *
+     * @param string|ReservedMessage $job     the reserved job, or its id
+     * @param string|null            $receipt with an id only: the reservation's receipt
+     * @return bool true when the reservation was held (the job is dead),
+     *              false when it was not: nothing changed
+     * @throws InvalidArgumentException on a bad id or receipt
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function bury(string|ReservedMessage $job, ?string $receipt = null): bool
+    {
+        [$id, $receipt] = self::reservation($job, $receipt);
+        return $this->endReservation($id, $receipt, 'bury');
+    }
+
+    /**
+     * Moves the due time of a job still waiting in the pool to $delay
+     * seconds from now (Redis's clock); its expiry moves by as much, so it
+     * keeps the same lifetime after its due time. Never creates or
+     * resurrects a job: a job that is ready, reserved, dead, gone or unknown
+     * is left alone.
+     *
+     * @param int|float $delay seconds, 0 to 315360000, rounded to the millisecond
+     * @return float|false the new due time in Unix seconds (ms precision), or
+     *                     false when the job is not waiting
+     * @throws InvalidArgumentException on a bad id or delay
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function reschedule(string $id, int|float $delay): float|false
+    {
+        Validator::name('id', $id);
+        $delayMs = Validator::delayMs($delay);
+        $due = Scripts::run(
+            $this->redis,
+            Scripts::RESCHEDULE,
+            [$this->keys->pool(), $this->keys->bucket($id)],
+            [$id, (string) $delayMs]
+        );
+        if ($due === false || $due === null) {
+            return false;
+        }
+        return self::seconds($due, Scripts::RESCHEDULE);
+    }
+
+    /**
+     * Lists a topic's dead letters (jobs buried, or out of attempts), newest
+     * first. Entries whose job was removed or pushed again since it died are
+     * skipped, so a page may hold fewer than $count.
+     *
+     * @param int $start how many of the newest to skip, 0 or more
+     * @param int $count how many to read, 1 to 1000 (one call must not hold
+     *                   Redis for long)
+     * @return list<DeadLetter>
+     * @throws InvalidArgumentException on a bad topic, start or count
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function deadLetters(string $topic, int $start = 0, int $count = 100): array
+    {
+        Validator::name('topic', $topic);
+        Validator::deadRange($start, $count);
+        // Beyond any list's length either way; keeps start + count exact in
+        // Lua's doubles.
+        $start = min($start, self::MAX_LIST_INDEX);
+        $entries = Scripts::run(
+            $this->redis,
+            Scripts::DEAD,
+            [$this->keys->dead($topic), $this->keys->pool()],
+            [$this->keys->bucketPrefix(), 'list', (string) $start, (string) $count]
+        );
+        if (!\is_array($entries)) {
+            throw new ConnectionException('Redis error running dead.lua: unexpected reply ' . get_debug_type($entries));
+        }
+        $letters = [];
+        foreach ($entries as $entry) {
+            if (!\is_array($entry) || \count($entry) !== 6 || !\is_int($entry[3])) {
+                throw new ConnectionException('Redis error running dead.lua: unexpected entry ' . get_debug_type($entry));
+            }
+            [$id, $topicOf, $body, $attempts, $reason, $deadAt] = $entry;
+            $letters[] = new DeadLetter(
+                (string) $id,
+                (string) $topicOf,
+                (string) $body,
+                $attempts,
+                (string) $reason,
+                // dead_at is written with dead_reason; a hand-edited bucket without it reads as 0
+                \is_string($deadAt) && is_numeric($deadAt) ? (float) $deadAt : 0.0
+            );
+        }
+        return $letters;
+    }
+
+    /**
+     * Puts dead letters back into the pool, due now, with their attempts
+     * reset to 0 (a job whose bug was fixed gets its full max_attempts
+     * again).
+     *
+     * @param list<string>|null $ids the ids to re-queue, or null for the
+     *                               whole list (taken 1000 per call, oldest first)
+     * @return int how many jobs were re-queued (ids not on the list, or whose
+     *             job was removed or pushed again since, are not counted)
+     * @throws InvalidArgumentException on a bad topic or id
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function requeueDead(string $topic, ?array $ids = null): int
+    {
+        return $this->dead($topic, $ids, 'requeue');
+    }
+
+    /**
+     * Deletes dead letters for good (their jobs' data included).
+     *
+     * @param list<string>|null $ids the ids to purge, or null for the whole
+     *                               list (taken 1000 per call, oldest first)
+     * @return int how many jobs were deleted (ids not on the list, or whose
+     *             job was removed or pushed again since, are not counted)
+     * @throws InvalidArgumentException on a bad topic or id
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function purgeDead(string $topic, ?array $ids = null): int
+    {
+        return $this->dead($topic, $ids, 'purge');
     }
 
     /** Closes the Redis connection; the client cannot be used afterwards. */
@@ -474,13 +710,59 @@ class Client
     }
 
     /**
-     * BRPOP with a fractional timeout (phpredis 5 only takes whole seconds,
-     * so the command is sent raw), with the socket read timeout raised above
-     * the wait for the time of the call.
+     * The wait of bPop() and bReserve(): calls $attempt with the time left
+     * (0 = forever) until it returns a job, or the timeout has passed.
      *
-     * @return string|null the popped id, or null on timeout
+     * $attempt blocks up to the time given, then returns the job; false when
+     * it woke but found nothing usable (a stale id, another worker was
+     * quicker): the wait goes on within the same timeout; or null when its
+     * wait timed out. A remainder under 1 ms is passed as 1 ms, never as 0
+     * (which would mean forever).
+     *
+     * @template T of object
+     * @param float $timeout seconds, already validated; 0 waits forever
+     * @param \Closure(float): (T|false|null) $attempt
+     * @return T|false
      */
-    private function brpop(string $queue, float $wait): ?string
+    private function waitFor(float $timeout, \Closure $attempt): object|false
+    {
+        $forever = $timeout == 0.0;
+        $deadline = self::now() + $timeout;
+        while (true) {
+            $wait = 0.0;
+            if (!$forever) {
+                $wait = $deadline - self::now();
+                if ($wait <= 0) {
+                    return false;
+                }
+                // under 1 ms is sent as 1 ms: "0" would mean forever
+                $wait = max($wait, 0.001);
+            }
+            $result = $attempt($wait);
+            if ($result === null) {
+                if ($forever) {
+                    continue;
+                }
+                return false;
+            }
+            if ($result !== false) {
+                return $result;
+            }
+        }
+    }
+
+    /**
+     * A blocking command (BRPOP, BLMOVE) whose last argument is the timeout,
+     * sent raw with a fractional timeout (phpredis 5 only takes whole
+     * seconds), with the socket read timeout raised above the wait for the
+     * time of the call, so a long wait is not a socket error.
+     *
+     * @param list<string> $args the arguments before the timeout
+     * @param float        $wait seconds; 0 waits forever
+     * @return mixed the reply, or null on timeout
+     * @throws ConnectionException
+     */
+    private function blockingCommand(string $command, array $args, float $wait): mixed
     {
         // Rounded up to the millisecond so that we wait at least $wait.
         $waitArg = $wait > 0 ? sprintf('%.3F', ceil($wait * 1000) / 1000) : '0';
@@ -488,20 +770,21 @@ class Client
             $this->redis->setOption(\Redis::OPT_READ_TIMEOUT, $wait > 0 ? $wait + $this->timeout : -1);
             try {
                 $this->redis->clearLastError();
-                $reply = $this->redis->rawCommand('BRPOP', $queue, $waitArg);
+                $reply = $this->redis->rawCommand($command, ...[...$args, $waitArg]);
             } finally {
                 $this->redis->setOption(\Redis::OPT_READ_TIMEOUT, $this->timeout);
             }
         } catch (\RedisException $e) {
-            throw new ConnectionException('Redis error running BRPOP: ' . $this->scrub($e->getMessage()), 0, $e);
+            throw new ConnectionException("Redis error running {$command}: " . $this->scrub($e->getMessage()), 0, $e);
         }
-        if (\is_array($reply) && \count($reply) === 2 && \is_string($reply[1] ?? null)) {
-            return $reply[1];
+        // phpredis gives a timeout's nil array (*-1) as [], and an error as false.
+        if ($reply === false || $reply === null || $reply === []) {
+            if ($reply === false && ($error = $this->redis->getLastError()) !== null) {
+                throw new ConnectionException("Redis error running {$command}: " . $this->scrub($error));
+            }
+            return null;
         }
-        if ($reply === false && ($error = $this->redis->getLastError()) !== null) {
-            throw new ConnectionException('Redis error running BRPOP: ' . $this->scrub($error));
-        }
-        return null;
+        return $reply;
     }
 
     /**
@@ -516,10 +799,142 @@ class Client
         $topic = Validator::name('topic', $message->topic);
         $delayMs = Validator::delayMs($delay);
         $lifetimeMs = Validator::lifetimeMs(self::wholeSeconds($readyMaxLifetime));
+        // Retry settings not set go as "": push.lua then writes nothing, and
+        // the bucket stays exactly Delayer 1.x's.
+        $maxAttempts = $message->maxAttempts === null ? '' : (string) Validator::maxAttempts($message->maxAttempts);
+        $backoff = $message->backoff;
         return [
             [$this->keys->pool(), $this->keys->bucket($id)],
-            [$id, $topic, $message->body, (string) $delayMs, (string) $lifetimeMs],
+            [
+                $id, $topic, $message->body, (string) $delayMs, (string) $lifetimeMs, $maxAttempts,
+                $backoff?->kind ?? '', (string) ($backoff?->backoffMs ?? ''), (string) ($backoff?->backoffMaxMs ?? ''),
+            ],
         ];
+    }
+
+    /** reserve.lua for a validated topic and ttr. */
+    private function runReserve(string $topic, int $ttrMs): ReservedMessage|false
+    {
+        $job = Scripts::run(
+            $this->redis,
+            Scripts::RESERVE,
+            [$this->keys->readyQueue($topic), $this->keys->reserved(), $this->keys->malformed(), $this->keys->receiptSeq()],
+            [$this->keys->bucketPrefix(), (string) $ttrMs]
+        );
+        if ($job === false || $job === null) {
+            return false;
+        }
+        if (!\is_array($job) || \count($job) !== 7 || !\is_int($job[3]) || !\is_int($job[4])) {
+            throw new ConnectionException('Redis error running reserve.lua: unexpected reply ' . get_debug_type($job));
+        }
+        [$id, $topicOf, $body, $attempts, $maxAttempts, $receipt, $deadline] = $job;
+        return new ReservedMessage(
+            (string) $id,
+            (string) $topicOf,
+            (string) $body,
+            $attempts,
+            $maxAttempts,
+            (string) $receipt,
+            self::seconds($deadline, Scripts::RESERVE)
+        );
+    }
+
+    /**
+     * The id and receipt ack / release / bury send: a ReservedMessage's own
+     * (its id came from Redis and is not checked again: a job pushed by a
+     * Delayer 1.x client with an id we would refuse must still be ackable),
+     * or a checked id with the receipt given, "" for the current reservation.
+     *
+     * @return array{0: string, 1: string}
+     * @throws InvalidArgumentException
+     */
+    private static function reservation(string|ReservedMessage $job, ?string $receipt): array
+    {
+        if ($job instanceof ReservedMessage) {
+            if ($receipt !== null) {
+                throw new InvalidArgumentException('a ReservedMessage carries its receipt: pass a receipt only with an id');
+            }
+            return [$job->id, $job->receipt];
+        }
+        Validator::name('id', $job);
+        if ($receipt === '') {
+            throw new InvalidArgumentException('receipt must not be empty: pass null to act on the current reservation');
+        }
+        return [$job, $receipt ?? ''];
+    }
+
+    /** release.lua in "held" mode; true when the reservation was held. */
+    private function endReservation(string $id, string $receipt, string $action): bool
+    {
+        $result = Scripts::run(
+            $this->redis,
+            Scripts::RELEASE,
+            [$this->keys->reserved(), $this->keys->pool(), $this->keys->malformed()],
+            [$this->keys->prefix(), $action, 'held', $id, $receipt]
+        );
+        if ($result === false || $result === null) {
+            return false;
+        }
+        if (!\is_string($result)) {
+            throw new ConnectionException('Redis error running release.lua: unexpected reply ' . get_debug_type($result));
+        }
+        return true;
+    }
+
+    /**
+     * dead.lua's requeue or purge: the ids in calls of at most 1000, or the
+     * whole list in calls of 1000 until one takes fewer (the list is empty).
+     *
+     * @param array<mixed>|null  $ids
+     * @param 'requeue'|'purge' $action
+     * @throws InvalidArgumentException
+     * @throws ConnectionException
+     */
+    private function dead(string $topic, ?array $ids, string $action): int
+    {
+        Validator::name('topic', $topic);
+        $batches = null;
+        if ($ids !== null) {
+            $ids = array_values(array_unique(Validator::ids($ids)));
+            $batches = array_chunk($ids, Scripts::DEAD_MAX_PER_CALL);
+        }
+        $keys = [$this->keys->dead($topic), $this->keys->pool()];
+        $done = 0;
+        if ($batches !== null) {
+            foreach ($batches as $batch) {
+                [$n] = $this->runDead($keys, [$this->keys->bucketPrefix(), $action, (string) \count($batch), ...$batch]);
+                $done += $n;
+            }
+            return $done;
+        }
+        do {
+            [$n, $taken] = $this->runDead($keys, [$this->keys->bucketPrefix(), $action, (string) Scripts::DEAD_MAX_PER_CALL]);
+            $done += $n;
+        } while ($taken >= Scripts::DEAD_MAX_PER_CALL);
+        return $done;
+    }
+
+    /**
+     * @param list<string> $keys
+     * @param list<string> $argv
+     * @return array{0: int, 1: int} done, taken
+     */
+    private function runDead(array $keys, array $argv): array
+    {
+        $result = Scripts::run($this->redis, Scripts::DEAD, $keys, $argv);
+        if (!\is_array($result) || \count($result) !== 2 || !\is_int($result[0]) || !\is_int($result[1])) {
+            throw new ConnectionException('Redis error running dead.lua: unexpected reply ' . get_debug_type($result));
+        }
+        return [$result[0], $result[1]];
+    }
+
+    /** A script's "s.mmm" time as Unix seconds. */
+    private static function seconds(mixed $time, string $script): float
+    {
+        if (!\is_string($time) || !is_numeric($time)) {
+            throw new ConnectionException("Redis error running {$script}.lua: unexpected time " . get_debug_type($time));
+        }
+        return (float) $time;
     }
 
     /** @param array{0: list<string>, 1: list<string>} $job */

@@ -7,12 +7,15 @@ namespace Delayer;
 /**
  * The one place where this SDK builds Redis key names (docs/PROTOCOL.md, "Keys").
  *
- * | key                           | type | content                                   |
- * | ----------------------------- | ---- | ----------------------------------------- |
- * | <prefix>job_pool              | ZSET | member = job id, score = due time (Unix s) |
- * | <prefix>job_bucket:<id>       | HASH | topic, body; has a TTL                    |
- * | <prefix>ready_queue:<topic>   | LIST | due ids, first due at the right end       |
- * | <prefix>malformed             | LIST | ids whose bucket could not be routed      |
+ * | key                           | type   | content                                    |
+ * | ----------------------------- | ------ | ------------------------------------------ |
+ * | <prefix>job_pool              | ZSET   | member = job id, score = due time (Unix s) |
+ * | <prefix>job_bucket:<id>       | HASH   | topic, body (+ retry fields); has a TTL    |
+ * | <prefix>ready_queue:<topic>   | LIST   | due ids, first due at the right end        |
+ * | <prefix>malformed             | LIST   | ids whose bucket could not be routed       |
+ * | <prefix>reserved              | ZSET   | reserved ids, score = deadline (Unix s)    |
+ * | <prefix>dead:<topic>          | LIST   | ids that failed for good, newest at left   |
+ * | <prefix>receipt_seq           | STRING | the last reservation receipt handed out    |
  *
  * The prefix is prepended as is ("shop:delayer:" gives "shop:delayer:job_pool").
  * Ids and topics are expected to be validated already ({@see Validator}).
@@ -60,5 +63,26 @@ final class Keys
     public function malformed(): string
     {
         return $this->prefix . 'malformed';
+    }
+
+    /**
+     * `<prefix>reserved`: the ZSET of ids handed out by reserve and not yet
+     * acked, released or buried, scored by the reservation's deadline.
+     */
+    public function reserved(): string
+    {
+        return $this->prefix . 'reserved';
+    }
+
+    /** `<prefix>dead:<topic>`: the LIST of one topic's dead letters, newest at the left. */
+    public function dead(string $topic): string
+    {
+        return $this->prefix . 'dead:' . $topic;
+    }
+
+    /** `<prefix>receipt_seq`: the counter reserve.lua takes receipts from (INCR). */
+    public function receiptSeq(): string
+    {
+        return $this->prefix . 'receipt_seq';
     }
 }

@@ -17,9 +17,23 @@ use Delayer\Exception\InvalidArgumentException;
  * or with {@see Message::create()}. Missing keys stay "" (the id and topic
  * are checked when the message is pushed); int, float and Stringable values
  * are converted to strings; unknown keys are rejected.
+ *
+ * Retry settings for the at-least-once mode (read only by reserve and its
+ * kin; classic pop ignores them) are optional, and left out the bucket is
+ * exactly Delayer 1.x's:
+ *
+ *     $message = Message::create('mail:1', 'mail', $body)
+ *         ->withMaxAttempts(5)                    // then dead letters; 0 = no limit
+ *         ->withBackoff(Backoff::exponential(10, 600));
+ *
+ * (also as array keys: `new Message([..., 'maxAttempts' => 5, 'backoff' => Backoff::fixed(30)])`).
+ * Unset, reserve uses max_attempts 25 and an exponential backoff from 1 s
+ * doubling up to 1 h.
  */
 class Message
 {
+    use JobAccessors;
+
     /** @var string the job id (1..200 bytes, no whitespace, control characters or braces) */
     public string $id = '';
 
@@ -30,15 +44,40 @@ class Message
     public string $body = '';
 
     /**
-     * @param array{id?: string|int|float|\Stringable, topic?: string|int|float|\Stringable, body?: string|int|float|\Stringable|null} $config
-     * @throws InvalidArgumentException on an unknown key or a value that is not a string
+     * @var int|null reservations allowed before the job goes to dead letters
+     *               (0 to 1000000, 0 = no limit); null: not sent (reserve
+     *               uses 25). Checked again when the message is pushed.
+     */
+    public ?int $maxAttempts = null;
+
+    /** @var Backoff|null the wait before a retry; null: not sent (exponential, 1 s doubling to 1 h) */
+    public ?Backoff $backoff = null;
+
+    /**
+     * @param array{id?: string|int|float|\Stringable, topic?: string|int|float|\Stringable, body?: string|int|float|\Stringable|null, maxAttempts?: int|null, backoff?: Backoff|null} $config
+     * @throws InvalidArgumentException on an unknown key, a value of the wrong
+     *                                  type, or a maxAttempts out of range
      */
     public function __construct(array $config = [])
     {
         foreach ($config as $name => $value) {
+            if ($name === 'maxAttempts') {
+                if ($value !== null && !\is_int($value)) {
+                    throw new InvalidArgumentException('Message maxAttempts must be an int or null, got ' . get_debug_type($value));
+                }
+                $this->maxAttempts = $value === null ? null : Validator::maxAttempts($value);
+                continue;
+            }
+            if ($name === 'backoff') {
+                if ($value !== null && !$value instanceof Backoff) {
+                    throw new InvalidArgumentException('Message backoff must be a Delayer\\Backoff or null, got ' . get_debug_type($value));
+                }
+                $this->backoff = $value;
+                continue;
+            }
             if ($name !== 'id' && $name !== 'topic' && $name !== 'body') {
                 throw new InvalidArgumentException(sprintf(
-                    'unknown Message field %s (expected id, topic, body)',
+                    'unknown Message field %s (expected id, topic, body, maxAttempts, backoff)',
                     var_export($name, true)
                 ));
             }
@@ -65,33 +104,58 @@ class Message
         return new self(['id' => $id, 'topic' => $topic, 'body' => $body]);
     }
 
-    /** The job id. */
-    public function getId(): string
+    /**
+     * A copy of this message with max_attempts set: after that many
+     * reservations fail (released, or their ttr ran out), the job goes to
+     * its topic's dead letters instead of being retried. 0 means no limit;
+     * null leaves it unset (reserve then uses 25).
+     *
+     * @param int|null $maxAttempts 0 to 1000000, or null
+     * @throws InvalidArgumentException when out of range
+     */
+    public function withMaxAttempts(?int $maxAttempts): static
     {
-        return $this->id;
-    }
-
-    /** The topic. */
-    public function getTopic(): string
-    {
-        return $this->topic;
-    }
-
-    /** The body (raw bytes). */
-    public function getBody(): string
-    {
-        return $this->body;
+        $copy = clone $this;
+        $copy->maxAttempts = $maxAttempts === null ? null : Validator::maxAttempts($maxAttempts);
+        return $copy;
     }
 
     /**
-     * Whether the message would pass push()'s checks on id and topic
-     * (mix/delayer-client had this method; unlike it, an empty body is valid).
+     * A copy of this message with its retry backoff set (null leaves it
+     * unset: exponential from 1 s, doubling up to 1 h).
+     */
+    public function withBackoff(?Backoff $backoff): static
+    {
+        $copy = clone $this;
+        $copy->backoff = $backoff;
+        return $copy;
+    }
+
+    /** Reservations allowed before dead letters (0 = no limit), or null when not set. */
+    public function getMaxAttempts(): ?int
+    {
+        return $this->maxAttempts;
+    }
+
+    /** The retry backoff, or null when not set. */
+    public function getBackoff(): ?Backoff
+    {
+        return $this->backoff;
+    }
+
+    /**
+     * Whether the message would pass push()'s checks on id, topic and
+     * maxAttempts (mix/delayer-client had this method; unlike it, an empty
+     * body is valid).
      */
     public function validate(): bool
     {
         try {
             Validator::name('id', $this->id);
             Validator::name('topic', $this->topic);
+            if ($this->maxAttempts !== null) {
+                Validator::maxAttempts($this->maxAttempts);
+            }
         } catch (InvalidArgumentException) {
             return false;
         }

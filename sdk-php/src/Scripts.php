@@ -21,7 +21,10 @@ final class Scripts
      *
      * KEYS[1] pool (`<prefix>job_pool`), KEYS[2] bucket (`<prefix>job_bucket:<id>`);
      * ARGV[1] id, ARGV[2] topic, ARGV[3] body, ARGV[4] delay in ms,
-     * ARGV[5] ready_max_lifetime in ms. Returns the due time "s.mmm".
+     * ARGV[5] ready_max_lifetime in ms, ARGV[6] max_attempts, ARGV[7]
+     * backoff ("fixed" / "exponential"), ARGV[8] backoff_ms, ARGV[9]
+     * backoff_max_ms (the last four "" when not set: the bucket then stays
+     * exactly as Delayer 1.x writes it). Returns the due time "s.mmm".
      */
     public const PUSH = 'push';
 
@@ -30,14 +33,19 @@ final class Scripts
      * push.lua writes one; the jobs of one call are atomic together.
      *
      * KEYS[1] pool (`<prefix>job_pool`); ARGV[1] bucket prefix
-     * (`<prefix>job_bucket:`), then five values per job: id, topic, body,
-     * delay in ms, ready_max_lifetime in ms. Returns the due time "s.mmm" of
-     * each job, in order.
+     * (`<prefix>job_bucket:`), then {@see self::PUSH_MANY_STRIDE} values per
+     * job: push.lua's ARGV (id, topic, body, delay in ms, ready_max_lifetime
+     * in ms, max_attempts, backoff, backoff_ms, backoff_max_ms; "" for the
+     * retry settings not set). Returns the due time "s.mmm" of each job, in
+     * order.
      */
     public const PUSH_MANY = 'push_many';
 
     /** The most jobs one push_many.lua call takes. */
     public const PUSH_MANY_MAX_JOBS = 100;
+
+    /** How many ARGV values push_many.lua takes per job. */
+    public const PUSH_MANY_STRIDE = 9;
 
     /**
      * pop.lua: hand out the next live job of one topic, at most once.
@@ -64,6 +72,65 @@ final class Scripts
      */
     public const REMOVE = 'remove';
 
+    /**
+     * reserve.lua: hand out the next live job of one topic, reserved for ttr
+     * (at least once).
+     *
+     * KEYS[1] ready queue, KEYS[2] reserved set (`<prefix>reserved`), KEYS[3]
+     * malformed list, KEYS[4] receipt counter (`<prefix>receipt_seq`);
+     * ARGV[1] bucket prefix, ARGV[2] ttr in ms (>= 1). Returns [id, topic,
+     * body, attempts, max_attempts, receipt, deadline "s.mmm"], or nil.
+     */
+    public const RESERVE = 'reserve';
+
+    /**
+     * ack.lua: a reserved job is done; delete it.
+     *
+     * KEYS[1] reserved set, KEYS[2] bucket; ARGV[1] id, ARGV[2] receipt, or ""
+     * for whichever reservation is current. Returns 1 when the reservation
+     * was held (the job is deleted), else 0.
+     */
+    public const ACK = 'ack';
+
+    /**
+     * release.lua: end a reservation without success (release or bury). The
+     * SDK uses only its "held" mode; "expired" is the server's.
+     *
+     * KEYS[1] reserved set, KEYS[2] pool, KEYS[3] malformed list; ARGV[1] key
+     * prefix, ARGV[2] delay in ms / "backoff" / "bury", ARGV[3] "held",
+     * ARGV[4] id, ARGV[5] receipt or "". Returns the new due time "s.mmm",
+     * "dead", or nil when the reservation was not held.
+     */
+    public const RELEASE = 'release';
+
+    /**
+     * reschedule.lua: move the due time of a job still waiting in the pool.
+     *
+     * KEYS[1] pool, KEYS[2] bucket; ARGV[1] id, ARGV[2] delay in ms. Returns
+     * the new due time "s.mmm", or nil when the job is not waiting.
+     */
+    public const RESCHEDULE = 'reschedule';
+
+    /**
+     * dead.lua: list, re-queue or purge a topic's dead letters.
+     *
+     * KEYS[1] dead-letter list (`<prefix>dead:<topic>`), KEYS[2] pool;
+     * ARGV[1] bucket prefix, ARGV[2] "list" (ARGV[3] start, ARGV[4] count:
+     * returns [[id, topic, body, attempts, reason, dead_at], ...], newest
+     * first) or "requeue" / "purge" (ARGV[3] a count taken from the oldest
+     * end, or ARGV[4..] ids: returns [done, taken]).
+     */
+    public const DEAD = 'dead';
+
+    /** The most dead letters one dead.lua call lists, re-queues or purges. */
+    public const DEAD_MAX_PER_CALL = 1000;
+
+    /** Every script this SDK ships (lua/<name>.lua). */
+    public const NAMES = [
+        self::PUSH, self::PUSH_MANY, self::POP, self::TAKE, self::REMOVE,
+        self::RESERVE, self::ACK, self::RELEASE, self::RESCHEDULE, self::DEAD,
+    ];
+
     /** @var array<string, string> script name => source */
     private static array $sources = [];
 
@@ -83,12 +150,12 @@ final class Scripts
     /**
      * The source of one script, read once per process.
      *
-     * @param self::PUSH|self::PUSH_MANY|self::POP|self::TAKE|self::REMOVE $name
+     * @param value-of<self::NAMES> $name
      */
     public static function source(string $name): string
     {
         if (!isset(self::$sources[$name])) {
-            if (!\in_array($name, [self::PUSH, self::PUSH_MANY, self::POP, self::TAKE, self::REMOVE], true)) {
+            if (!\in_array($name, self::NAMES, true)) {
                 throw new \LogicException("unknown script {$name}");
             }
             $path = self::directory() . '/' . $name . '.lua';
@@ -104,7 +171,7 @@ final class Scripts
     /**
      * The SHA1 Redis knows the script by.
      *
-     * @param self::PUSH|self::PUSH_MANY|self::POP|self::TAKE|self::REMOVE $name
+     * @param value-of<self::NAMES> $name
      */
     public static function sha(string $name): string
     {
@@ -117,7 +184,7 @@ final class Scripts
      * A nil reply comes back as false (phpredis maps nil to false); an error
      * reply raises ConnectionException.
      *
-     * @param self::PUSH|self::PUSH_MANY|self::POP|self::TAKE|self::REMOVE $name
+     * @param value-of<self::NAMES> $name
      * @param list<string> $keys
      * @param list<string> $argv
      * @throws ConnectionException
@@ -191,7 +258,7 @@ final class Scripts
     /**
      * SCRIPT LOAD of one script.
      *
-     * @param self::PUSH|self::PUSH_MANY|self::POP|self::TAKE|self::REMOVE $name
+     * @param value-of<self::NAMES> $name
      * @throws ConnectionException
      */
     public static function load(\Redis $redis, string $name): void

@@ -21,6 +21,12 @@ final class Validator
     /** Longest delay and ready_max_lifetime: 10 years, in seconds. */
     public const MAX_SECONDS = 315360000;
 
+    /** Highest max_attempts (0 means no limit). */
+    public const MAX_MAX_ATTEMPTS = 1000000;
+
+    /** Most dead letters listed per call (one call must not hold Redis for long). */
+    public const MAX_DEAD_COUNT = 1000;
+
     private function __construct()
     {
     }
@@ -61,16 +67,18 @@ final class Validator
      * A delay in seconds (0 to 315360000, fractions allowed), returned in
      * whole milliseconds, rounded to the nearest.
      *
+     * @param string $what what the delay is ("delay", "backoff", ...), for the message
      * @throws InvalidArgumentException
      */
-    public static function delayMs(int|float $delay): int
+    public static function delayMs(int|float $delay, string $what = 'delay'): int
     {
         if (\is_float($delay) && !is_finite($delay)) {
-            throw new InvalidArgumentException('delay must be a finite number of seconds');
+            throw new InvalidArgumentException("{$what} must be a finite number of seconds");
         }
         if ($delay < 0 || $delay > self::MAX_SECONDS) {
             throw new InvalidArgumentException(sprintf(
-                'delay must be between 0 and %d seconds, got %s',
+                '%s must be between 0 and %d seconds, got %s',
+                $what,
                 self::MAX_SECONDS,
                 var_export($delay, true)
             ));
@@ -120,5 +128,90 @@ final class Validator
             ));
         }
         return (float) $timeout;
+    }
+
+    /**
+     * A reservation's time-to-run in seconds: more than 0, at most 315360000,
+     * rounded to the millisecond as a delay is, and at least 1 ms after
+     * rounding (0 would hand the job out and take it back at once).
+     *
+     * @throws InvalidArgumentException
+     */
+    public static function ttrMs(int|float $ttr): int
+    {
+        if ($ttr <= 0) { // NaN is not <= 0: delayMs() refuses it
+            throw new InvalidArgumentException(sprintf(
+                'ttr must be more than 0 seconds, got %s',
+                var_export($ttr, true)
+            ));
+        }
+        $ms = self::delayMs($ttr, 'ttr');
+        if ($ms < 1) {
+            throw new InvalidArgumentException(sprintf(
+                'ttr must be at least 1 ms after rounding to the millisecond, got %s s',
+                var_export($ttr, true)
+            ));
+        }
+        return $ms;
+    }
+
+    /**
+     * max_attempts: reservations allowed before a job goes to dead letters,
+     * 0 (no limit) to 1000000.
+     *
+     * @throws InvalidArgumentException
+     */
+    public static function maxAttempts(int $maxAttempts): int
+    {
+        if ($maxAttempts < 0 || $maxAttempts > self::MAX_MAX_ATTEMPTS) {
+            throw new InvalidArgumentException(sprintf(
+                'maxAttempts must be an integer from 0 (no limit) to %d, got %d',
+                self::MAX_MAX_ATTEMPTS,
+                $maxAttempts
+            ));
+        }
+        return $maxAttempts;
+    }
+
+    /**
+     * A dead-letter listing window: start 0 or more, count 1 to 1000.
+     *
+     * @throws InvalidArgumentException
+     */
+    public static function deadRange(int $start, int $count): void
+    {
+        if ($start < 0) {
+            throw new InvalidArgumentException("dead-letter start must be 0 or more, got {$start}");
+        }
+        if ($count < 1 || $count > self::MAX_DEAD_COUNT) {
+            throw new InvalidArgumentException(sprintf(
+                'dead letters are listed 1 to %d at a time, got a count of %d',
+                self::MAX_DEAD_COUNT,
+                $count
+            ));
+        }
+    }
+
+    /**
+     * A list of job ids, each by the rules of {@see name()}.
+     *
+     * @param array<mixed> $ids
+     * @return list<string>
+     * @throws InvalidArgumentException
+     */
+    public static function ids(array $ids): array
+    {
+        $checked = [];
+        foreach ($ids as $key => $id) {
+            if (!\is_string($id)) {
+                throw new InvalidArgumentException(sprintf(
+                    'ids[%s] must be a string, got %s',
+                    var_export($key, true),
+                    get_debug_type($id)
+                ));
+            }
+            $checked[] = self::name('id', $id);
+        }
+        return $checked;
     }
 }

@@ -5,6 +5,8 @@ declare(strict_types=1);
 namespace Delayer\Tests;
 
 use Delayer\Client;
+use Delayer\Exception\DelayerException;
+use Delayer\Exception\InvalidArgumentException;
 use PHPUnit\Framework\TestCase;
 
 /**
@@ -71,6 +73,32 @@ abstract class RedisTestCase extends TestCase
             }
             usleep(5000);
         }
+    }
+
+    /**
+     * Runs $call, which must raise the SDK's InvalidArgumentException without
+     * sending a single command to Redis or changing anything.
+     *
+     * @param \Closure(Client): mixed $call
+     */
+    protected function assertRejectedBeforeRedis(\Closure $call, ?Client $client = null): void
+    {
+        $client ??= $this->client();
+        $this->redis->set('sentinel', '1');
+        $size = $this->redis->dbSize();
+        // INFO counts itself: two INFOs in a row differ by exactly one
+        $a = $this->commandsProcessed();
+        $b = $this->commandsProcessed();
+        $perCall = $b - $a;
+        try {
+            $call($client);
+            self::fail('expected InvalidArgumentException');
+        } catch (InvalidArgumentException $e) {
+            self::assertInstanceOf(DelayerException::class, $e);
+            self::assertInstanceOf(\InvalidArgumentException::class, $e);
+        }
+        self::assertSame($perCall, $this->commandsProcessed() - $b, 'no command may reach Redis');
+        self::assertSame($size, $this->redis->dbSize());
     }
 
     /** Redis's clock, in seconds with microseconds. */

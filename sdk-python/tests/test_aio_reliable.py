@@ -113,7 +113,7 @@ def test_reschedule(url: str, raw: "redis.Redis") -> None:
             due = await d.reschedule("j", 10)
             assert due is not None and now + 10 - 0.002 <= due <= now + 10.5
             assert abs((raw.zscore(POOL, "j") or 0) - due) < 0.0005
-            assert 59_000 < raw.pttl(bucket("j")) <= 60_000
+            assert 59_000 < raw.pttl(bucket("j")) <= 60_005  # within the clocks' millisecond
             assert await d.reschedule("unknown", 1) is None
 
     run(main)

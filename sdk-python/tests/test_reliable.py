@@ -447,17 +447,17 @@ def test_requeue_and_purge_all_go_1000_per_call(url: str, raw: "redis.Redis") ->
 def test_reschedule_moves_the_due_time_and_the_ttl(url: str, raw: "redis.Redis") -> None:
     with Delayer(url) as d:
         d.push("t", "j", 100, b"x", ready_max_lifetime=50)
-        assert 149_000 < raw.pttl(bucket("j")) <= 150_000
+        assert 149_000 < raw.pttl(bucket("j")) <= 150_005  # the script's clock and PTTL's may differ by a millisecond
         before = redis_now(raw)
         due = d.reschedule("j", 5)
         after = redis_now(raw)
         assert due is not None and before + 5 - 0.002 <= due <= after + 5 + 0.002
         score = raw.zscore(POOL, "j")
         assert score is not None and abs(score - due) < 0.0005
-        assert 54_000 < raw.pttl(bucket("j")) <= 55_000  # the same 50 s after the new due time
+        assert 54_000 < raw.pttl(bucket("j")) <= 55_005  # the same 50 s after the new due time
         later = d.reschedule("j", 200.5)
         assert later is not None and abs(later - (due + 195.5)) < 1
-        assert 249_000 < raw.pttl(bucket("j")) <= 250_500
+        assert 249_000 < raw.pttl(bucket("j")) <= 250_505
 
 
 def test_reschedule_of_a_job_not_waiting_is_none(url: str, raw: "redis.Redis") -> None:

@@ -150,10 +150,10 @@ def test_backoff_values() -> None:
     assert Backoff.fixed(1.2345) == Backoff("fixed", 1235, 1235)
     assert Backoff.fixed(3) == Backoff("fixed", 3000, 3000)
     assert Backoff.exponential(0.5, 60) == Backoff("exponential", 500, 60_000)
-    # compared as given, so an equal pair after rounding is fine either way round
-    assert Backoff.exponential(1.0001, 1.0001) == Backoff("exponential", 1000, 1000)
+    # compared once rounded to the millisecond, as the other SDKs do
+    assert Backoff.exponential(1.0004, 1.0001) == Backoff("exponential", 1000, 1000)
     with pytest.raises(InvalidArgument, match="below"):
-        Backoff.exponential(1.0004, 1.0001)
+        Backoff.exponential(1.002, 1.001)
     with pytest.raises(InvalidArgument):
         Backoff("fixed", 1000, 2000)
     with pytest.raises(InvalidArgument):

@@ -150,6 +150,9 @@ pub(crate) fn reserve(keys: &Keys, topic: &str, ttr: Duration) -> Result<ScriptI
 
 fn job_ref<'a>(job: JobRef<'a>) -> Result<(&'a str, &'a str)> {
     validate::name("id", job.id)?;
+    if job.receipt == Some("") {
+        return Err(Error::InvalidArgument("receipt must not be empty: give none for any current reservation".into()));
+    }
     Ok((job.id, job.receipt.unwrap_or("")))
 }
 

@@ -287,3 +287,38 @@ fn reserve_parks_a_job_with_unreadable_retry_fields() {
     assert_eq!(parked, vec!["odd"], "reported, not lost");
     assert!(wait_until(DEADLINE, || conn.exists::<_, bool>("delayer:job_bucket:odd").unwrap_or(false)));
 }
+
+#[test]
+fn a_dead_letter_belongs_to_its_topic_only() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = client(&redis);
+    push_ready(&d, &mut conn, Job::new("a", "x", Duration::ZERO));
+    assert!(d.bury(&reserve(&d, "a")).expect("bury on a"));
+    // Pushed again under the same id, on another topic, where it dies too.
+    push_ready(&d, &mut conn, Job::new("b", "x", Duration::ZERO));
+    assert!(d.bury(&reserve(&d, "b")).expect("bury on b"));
+    assert!(d.dead_letters("a", 0, 10).expect("list a").is_empty(), "a's entry is stale");
+    assert_eq!(d.dead_letters("b", 0, 10).expect("list b").len(), 1);
+    assert_eq!(d.requeue_dead("a", None).expect("requeue a"), 0, "a stale entry re-queues nothing");
+    assert_eq!(pool_score(&mut conn, "x"), None);
+    assert_eq!(d.requeue_dead("b", Some(&["x"])).expect("requeue b"), 1);
+}
+
+#[test]
+fn a_long_exponential_backoff_from_zero_stays_a_number() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = client(&redis);
+    let zero = Backoff::exponential(Duration::ZERO, Duration::ZERO);
+    push_ready(&d, &mut conn, Job::new("t", "many", Duration::ZERO).max_attempts(0).backoff(zero));
+    let _: () = conn.hset("delayer:job_bucket:many", "attempts", 5000).expect("hset");
+    let job = reserve(&d, "t");
+    assert_eq!(job.attempts, 5001);
+    let now = redis_now(&mut conn);
+    assert!(d.release(&job, None).expect("release"), "0 * 2^5000 is 0, not NaN");
+    let score = pool_score(&mut conn, "many").expect("in the pool");
+    assert!((score - now).abs() < 0.5);
+    let empty = JobRef::with_receipt("many", "");
+    assert!(matches!(d.ack(empty), Err(Error::InvalidArgument(_))), "an empty receipt is a bug");
+}

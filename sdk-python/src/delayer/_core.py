@@ -351,6 +351,8 @@ def held(job: object, receipt: object) -> Tuple[str, str]:
         return job_id, ""
     if not isinstance(receipt, str):
         raise InvalidArgument(f"receipt must be a str, not {type(receipt).__name__}")
+    if receipt == "":
+        raise InvalidArgument('receipt must not be empty: pass None for "whichever reservation is current"')
     try:
         receipt.encode("utf-8")
     except UnicodeEncodeError:

@@ -113,13 +113,13 @@ class Backoff:
         """Wait ``base``, ``2 * base``, ``4 * base``, ... seconds, never more than ``max``.
 
         Both follow the delay rules (0 to 10 years); ``max`` must not be
-        below ``base`` (compared as given, before rounding).
+        below ``base`` once both are rounded to the millisecond.
         """
         from ._core import delay_ms  # _core imports this module
 
         base_ms = delay_ms(base, "backoff base")
         max_ms = delay_ms(max, "backoff max")
-        if max < base:
+        if max_ms < base_ms:
             raise InvalidArgument(f"backoff max ({max!r} s) must not be below its base ({base!r} s)")
         return cls("exponential", base_ms, max_ms)
 

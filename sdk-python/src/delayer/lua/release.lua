@@ -40,7 +40,9 @@ local function backoff(kind, attempts, base, cap)
   if kind == 'fixed' then
     return base
   end
-  local delay = base * 2 ^ math.max(attempts - 1, 0)
+  -- The exponent stops at 62: past it every delay is over any cap, and
+  -- 0 * 2^1024 (infinity) would be NaN, not a score.
+  local delay = base * 2 ^ math.min(math.max(attempts - 1, 0), 62)
   return math.min(delay, cap)
 end
 

@@ -1,0 +1,21 @@
+-- ack: a reserved job is done; delete it.
+--
+-- KEYS[1]  reserved    ZSET  <prefix>reserved
+-- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
+-- ARGV[1]  job id
+-- ARGV[2]  receipt from reserve, or "" for whichever reservation is current
+--
+-- Returns 1 when the reservation was held and the job is deleted, 0 when it
+-- was not (unknown id, already acked, or expired and handed out again).
+--
+-- A reservation is held while its id is in the reserved set and its bucket
+-- carries its receipt. An ack after the deadline still counts as long as the
+-- server has not yet put the job back: nobody else holds it then.
+local receipt = redis.pcall('HGET', KEYS[2], 'receipt')
+if type(receipt) ~= 'string' or (ARGV[2] ~= '' and receipt ~= ARGV[2])
+    or not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  return 0
+end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2])
+return 1

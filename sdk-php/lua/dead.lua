@@ -1,0 +1,83 @@
+-- dead: list, re-queue or purge a topic's dead-letter list.
+--
+-- KEYS[1]  dead-letter list  LIST  <prefix>dead:<topic>
+-- KEYS[2]  job pool          ZSET  <prefix>job_pool
+-- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
+-- ARGV[2]  "list":    ARGV[3] start, ARGV[4] count (newest first)
+--            Returns {{id, topic, body, attempts, reason, dead_at}, ...}
+--          "requeue": schedule jobs again, due now, with attempts reset
+--          "purge":   delete jobs for good
+--            for both: ARGV[3] how many to take from the oldest end, or
+--            ARGV[4..] the ids to take (then ARGV[3] is ignored)
+--            Returns {done, taken}: jobs re-queued / purged, and entries
+--            taken off the list (stale ones included); with a count, taken
+--            below it means the list is empty.
+--
+-- An entry counts only while its bucket says it is dead (dead_reason) on
+-- this list's topic: an id removed or pushed again since it died is stale,
+-- skipped by "list" and dropped by the other two without touching its bucket.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+
+local list, pool, buckets, action = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+-- The topic is the list's name after "<prefix>dead:", and the prefix is the
+-- bucket prefix without "job_bucket:" (both as PROTOCOL.md names them).
+local prefix = string.sub(buckets, 1, #buckets - #'job_bucket:')
+local topic = string.sub(list, #prefix + #'dead:' + 1)
+
+local function dead_job(id)
+  local job = redis.pcall('HMGET', buckets .. id, 'topic', 'body', 'attempts', 'dead_reason', 'dead_at')
+  if job.err or not job[4] or job[1] ~= topic then
+    return nil
+  end
+  return job
+end
+
+if action == 'list' then
+  local out = {}
+  for _, id in ipairs(redis.call('LRANGE', list, tonumber(ARGV[3]), tonumber(ARGV[3]) + tonumber(ARGV[4]) - 1)) do
+    local job = dead_job(id)
+    if job then
+      out[#out + 1] = {id, job[1] or '', job[2] or '', tonumber(job[3]) or 0, job[4], job[5] or ''}
+    end
+  end
+  return out
+end
+
+-- Each job is re-queued or purged before its entry leaves the list (ZADD
+-- is the call that can fail, and Redis does not roll back): a failure
+-- leaves dead letters dead, never nowhere.
+local ids, by_id = {}, #ARGV > 3
+if by_id then
+  for i = 4, #ARGV do
+    if redis.call('LPOS', list, ARGV[i]) then
+      ids[#ids + 1] = ARGV[i]
+    end
+  end
+else
+  -- the oldest entries are at the right end
+  ids = redis.call('LRANGE', list, -tonumber(ARGV[3]), -1)
+end
+
+local t = redis.call('TIME')
+local now = t[1] .. '.' .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+local done = 0
+for _, id in ipairs(ids) do
+  if dead_job(id) then
+    local bucket = buckets .. id
+    if action == 'requeue' then
+      redis.call('ZADD', pool, now, id)
+      redis.call('HDEL', bucket, 'dead_reason', 'dead_at')
+      redis.call('HSET', bucket, 'attempts', 0)
+    else
+      redis.call('DEL', bucket)
+    end
+    done = done + 1
+  end
+  if by_id then
+    redis.call('LREM', list, 0, id)
+  end
+end
+if not by_id and #ids > 0 then
+  redis.call('LTRIM', list, 0, -#ids - 1)
+end
+return {done, #ids}

@@ -1,0 +1,108 @@
+-- release: end reservations without success. One home for what a failed
+-- attempt means, whoever ends it: a worker's release (try again later) or
+-- bury (give up), and the server's expiry of reservations past their ttr.
+--
+-- KEYS[1]  reserved        ZSET  <prefix>reserved
+-- KEYS[2]  job pool        ZSET  <prefix>job_pool
+-- KEYS[3]  malformed list  LIST  <prefix>malformed
+-- ARGV[1]  key prefix, e.g. "delayer:" (buckets <prefix>job_bucket:<id>,
+--          dead-letter lists <prefix>dead:<topic>)
+-- ARGV[2]  what happens to the job: a delay in ms (release with a delay),
+--          "backoff" (the job's own backoff), or "bury" (dead letters now)
+-- ARGV[3]  "held": end one reservation held by a worker
+--            ARGV[4] job id, ARGV[5] receipt, or "" for the current one
+--            Returns the new due time "s.mmm", "dead" when the job went to
+--            its dead-letter list, or nil when the reservation was not held.
+--          "expired": end up to ARGV[4] reservations whose deadline passed
+--            Returns {taken, retried, dead, dropped, malformed_ids,
+--                     next_deadline, now}; taken == ARGV[4] means call again,
+--            next_deadline is the earliest deadline left ("" if none).
+--
+-- A failed attempt schedules the job again (pool score now + delay), unless
+-- it was buried or its attempts reached max_attempts (0: no limit): then its
+-- id goes to <prefix>dead:<topic> and the bucket records why and when.
+-- Reserved ids whose bucket no longer carries a receipt (removed, or pushed
+-- again while reserved) are dropped from the reserved set and left alone.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+
+local reserved, pool, malformed = KEYS[1], KEYS[2], KEYS[3]
+local prefix, action = ARGV[1], ARGV[2]
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function seconds(ms)
+  return string.format('%d.%03d', math.floor(ms / 1000), ms % 1000)
+end
+local now = seconds(now_ms)
+
+-- The delay before attempt n + 1 after n failed ones: fixed, or doubling from
+-- backoff_ms, never above backoff_max_ms.
+local function backoff(kind, attempts, base, cap)
+  if kind == 'fixed' then
+    return base
+  end
+  -- The exponent stops at 62: past it every delay is over any cap, and
+  -- 0 * 2^1024 (infinity) would be NaN, not a score.
+  local delay = base * 2 ^ math.min(math.max(attempts - 1, 0), 62)
+  return math.min(delay, cap)
+end
+
+-- Ends the reservation of `id` (its bucket read as `job`); returns the due
+-- time or "dead".
+-- The id's new place is written before it leaves the reserved set: LPUSH and
+-- ZADD are the calls that can fail (a key of the wrong type), and Redis does
+-- not roll back, so a failure leaves the job reserved, not nowhere.
+local function fail(id, bucket, job)
+  local attempts, max_attempts = tonumber(job[3]) or 0, tonumber(job[4]) or 0
+  if action == 'bury' or (max_attempts > 0 and attempts >= max_attempts) then
+    local reason = action == 'bury' and 'buried' or 'max_attempts'
+    redis.call('LPUSH', prefix .. 'dead:' .. job[1], id)
+    redis.call('ZREM', reserved, id)
+    redis.call('HDEL', bucket, 'receipt')
+    redis.call('HSET', bucket, 'dead_reason', reason, 'dead_at', now)
+    return 'dead'
+  end
+  local delay = tonumber(action)
+  if not delay then
+    delay = backoff(job[5], attempts, tonumber(job[6]) or 0, tonumber(job[7]) or 0)
+  end
+  local due = seconds(now_ms + math.floor(delay))
+  redis.call('ZADD', pool, due, id)
+  redis.call('ZREM', reserved, id)
+  redis.call('HDEL', bucket, 'receipt')
+  return due
+end
+
+local FIELDS = {'topic', 'receipt', 'attempts', 'max_attempts', 'backoff', 'backoff_ms', 'backoff_max_ms'}
+
+if ARGV[3] == 'held' then
+  local id, receipt = ARGV[4], ARGV[5]
+  local bucket = prefix .. 'job_bucket:' .. id
+  local job = redis.pcall('HMGET', bucket, unpack(FIELDS))
+  if job.err or not job[2] or (receipt ~= '' and job[2] ~= receipt) or not job[1] or job[1] == ''
+      or not redis.call('ZSCORE', reserved, id) then
+    return false
+  end
+  return fail(id, bucket, job)
+end
+
+local batch = tonumber(ARGV[4])
+local expired = redis.call('ZRANGEBYSCORE', reserved, '-inf', now, 'LIMIT', 0, batch)
+local retried, dead, dropped, malformed_ids = 0, 0, 0, {}
+for _, id in ipairs(expired) do
+  local bucket = prefix .. 'job_bucket:' .. id
+  local job = redis.pcall('HMGET', bucket, unpack(FIELDS))
+  if job.err or (job[2] and (not job[1] or job[1] == '')) then
+    redis.call('ZREM', reserved, id)
+    malformed_ids[#malformed_ids + 1] = id
+    redis.call('LPUSH', malformed, id)
+  elseif not job[2] then
+    redis.call('ZREM', reserved, id)
+    dropped = dropped + 1
+  elseif fail(id, bucket, job) == 'dead' then
+    dead = dead + 1
+  else
+    retried = retried + 1
+  end
+end
+local next_deadline = redis.call('ZRANGE', reserved, 0, 0, 'WITHSCORES')
+return {#expired, retried, dead, dropped, malformed_ids, next_deadline[2] or '', now}

@@ -1,0 +1,30 @@
+-- reschedule: change the due time of a job that is still waiting.
+--
+-- KEYS[1]  job pool    ZSET  <prefix>job_pool
+-- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
+-- ARGV[1]  job id
+-- ARGV[2]  new delay from now in milliseconds, integer >= 0
+--
+-- Returns the new due time "s.mmm", or nil when the job is not waiting (never
+-- pushed, already due and moved, reserved, dead, or removed).
+--
+-- A bucket with a TTL keeps the same lifetime after its due time, so its
+-- TTL moves with the due time. A bucket without one (a job reserved before)
+-- stays without.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+
+local old = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not old or redis.call('EXISTS', KEYS[2]) == 0 then
+  return false
+end
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due_ms = now_ms + tonumber(ARGV[2])
+local due = string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
+redis.call('ZADD', KEYS[1], 'XX', due, ARGV[1])
+local ttl = redis.call('PTTL', KEYS[2])
+if ttl > 0 then
+  local old_ms = math.floor(tonumber(old) * 1000 + 0.5)
+  redis.call('PEXPIRE', KEYS[2], math.max(ttl + due_ms - math.max(old_ms, now_ms), tonumber(ARGV[2]) + 1000))
+end
+return due

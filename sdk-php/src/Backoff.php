@@ -1,0 +1,77 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer;
+
+use Delayer\Exception\InvalidArgumentException;
+
+/**
+ * How long a reserved job waits before its next attempt after a failed one
+ * (a release without a delay, or a reservation whose ttr ran out).
+ *
+ * Give it to a pushed job with {@see Message::withBackoff()}:
+ *
+ *     Message::create('mail:1', 'mail', $body)->withBackoff(Backoff::fixed(30));
+ *     Message::create('mail:2', 'mail', $body)->withBackoff(Backoff::exponential(1, 600));
+ *
+ * A job pushed without one retries exponentially from 1 s, doubling up to
+ * 1 h (reserve.lua writes those defaults, so they have a single home). Both
+ * delays are checked by the rules of a push delay when the Backoff is made:
+ * nothing invalid can reach Redis.
+ */
+final class Backoff
+{
+    /** Kind sent to push.lua for {@see fixed()}. */
+    public const FIXED = 'fixed';
+
+    /** Kind sent to push.lua for {@see exponential()}. */
+    public const EXPONENTIAL = 'exponential';
+
+    /**
+     * @param self::FIXED|self::EXPONENTIAL $kind
+     * @param int $backoffMs    fixed: the wait; exponential: the first wait (backoff_ms)
+     * @param int $backoffMaxMs the longest wait (backoff_max_ms; equal to $backoffMs when fixed)
+     */
+    private function __construct(
+        public readonly string $kind,
+        public readonly int $backoffMs,
+        public readonly int $backoffMaxMs,
+    ) {
+    }
+
+    /**
+     * Always the same wait.
+     *
+     * @param int|float $delay seconds, 0 to 315360000, rounded to the millisecond
+     * @throws InvalidArgumentException
+     */
+    public static function fixed(int|float $delay): self
+    {
+        $ms = Validator::delayMs($delay, 'fixed backoff');
+        return new self(self::FIXED, $ms, $ms);
+    }
+
+    /**
+     * $base after the first failure, doubled after each further one
+     * ($base, 2 * $base, 4 * $base, ...), never more than $max.
+     *
+     * @param int|float $base seconds, 0 to 315360000, rounded to the millisecond
+     * @param int|float $max  seconds, same rules, not below $base (compared
+     *                        after rounding, as sent)
+     * @throws InvalidArgumentException
+     */
+    public static function exponential(int|float $base, int|float $max): self
+    {
+        $baseMs = Validator::delayMs($base, 'exponential backoff base');
+        $maxMs = Validator::delayMs($max, 'exponential backoff max');
+        if ($maxMs < $baseMs) {
+            throw new InvalidArgumentException(sprintf(
+                'exponential backoff: the max (%s s) is below the base (%s s)',
+                var_export($max, true),
+                var_export($base, true)
+            ));
+        }
+        return new self(self::EXPONENTIAL, $baseMs, $maxMs);
+    }
+}
