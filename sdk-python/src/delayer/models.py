@@ -24,8 +24,19 @@ DEFAULT_READY_MAX_LIFETIME = 604800
 DEFAULT_MAX_ATTEMPTS = 25
 
 
+class _Body:
+    """``text`` for every type that carries a job body, written once."""
+
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        """The body decoded as UTF-8 (raises ``UnicodeDecodeError`` if it is not)."""
+        return self.body.decode("utf-8")
+
+
 @dataclass(frozen=True)
-class Message:
+class Message(_Body):
     """A job handed out by ``pop`` / ``bpop``; it is gone from Redis already."""
 
     #: The job id given to ``push``.
@@ -34,11 +45,6 @@ class Message:
     topic: str
     #: The job body, exactly the bytes pushed.
     body: bytes
-
-    @property
-    def text(self) -> str:
-        """The body decoded as UTF-8 (raises ``UnicodeDecodeError`` if it is not)."""
-        return self.body.decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -125,7 +131,7 @@ class Backoff:
 
 
 @dataclass(frozen=True)
-class ReservedMessage:
+class ReservedMessage(_Body):
     """A job handed out by ``reserve`` / ``breserve``: still in Redis, reserved.
 
     No other consumer gets it until this worker ends the reservation with
@@ -152,18 +158,13 @@ class ReservedMessage:
     deadline: float
 
     @property
-    def text(self) -> str:
-        """The body decoded as UTF-8 (raises ``UnicodeDecodeError`` if it is not)."""
-        return self.body.decode("utf-8")
-
-    @property
     def is_last_attempt(self) -> bool:
         """Whether a failure now (release without bury) sends the job to dead letters."""
         return self.max_attempts > 0 and self.attempts >= self.max_attempts
 
 
 @dataclass(frozen=True)
-class DeadLetter:
+class DeadLetter(_Body):
     """A job on its topic's dead-letter list: buried, or out of attempts.
 
     It stays there (no expiry) until ``requeue_dead`` or ``purge_dead``.
@@ -181,8 +182,3 @@ class DeadLetter:
     reason: str
     #: When it died: Unix seconds by Redis's clock.
     dead_at: float
-
-    @property
-    def text(self) -> str:
-        """The body decoded as UTF-8 (raises ``UnicodeDecodeError`` if it is not)."""
-        return self.body.decode("utf-8")
