@@ -149,7 +149,7 @@ fn metrics_are_served_for_prometheus() {
     let mut conn = redis.connection();
     let port = testkit::free_port();
     let conf = server_conf(redis.port(), 20, &format!("metrics_addr = 127.0.0.1:{port}"));
-    let _server = testkit::DelayerProcess::start(BIN, &conf);
+    let server = testkit::DelayerProcess::start(BIN, &conf);
     let d = Delayer::open(&redis.url()).expect("client");
     let jobs: Vec<Job> = (0..7).map(|i| Job::new("mail", format!("m{i}"), Duration::ZERO)).collect();
     d.push_many(&jobs).expect("push");
@@ -163,7 +163,7 @@ fn metrics_are_served_for_prometheus() {
         sample(&body, "delayer_jobs_moved_total{topic=\"mail\"}") == Some(7.0)
             && sample(&body, "delayer_orphans_removed_total") == Some(1.0)
     });
-    assert!(ready, "{body}");
+    assert!(ready, "metrics: {body}\nserver output:\n{}", server.output());
     assert_eq!(sample(&body, "delayer_pool_size"), Some(1.0), "{body}");
     assert_eq!(sample(&body, "delayer_lateness_seconds_count"), Some(7.0), "{body}");
     assert!(sample(&body, "delayer_batch_duration_seconds_count").is_some_and(|n| n >= 1.0), "{body}");

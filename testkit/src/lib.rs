@@ -5,12 +5,14 @@
 //! `delayer` binary. This crate owns the starting, waiting and cleaning up, so
 //! each test reads as what it checks.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,10 +34,23 @@ pub fn wait_until(deadline: Duration, mut check: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// A loopback port nobody listens on right now.
+/// A loopback port nobody listens on right now, and one this test process
+/// has not handed out before.
+///
+/// The port is free only until someone binds it, and the kernel may offer
+/// the same one to the next `bind(0)`: two tests running side by side could
+/// then be given one port (a Redis and a metrics endpoint on the same
+/// number, and one of them fails to start). Remembering the ports already
+/// handed out rules that out within the process.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local addr").port()
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = listener.local_addr().expect("local addr").port();
+        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A fresh directory under the system temp dir, removed by its owner.
