@@ -49,7 +49,7 @@ fn a_reservation_that_runs_out_is_delivered_again() {
     assert!(d.ack(&second).expect("ack"));
     let mut conn = redis.connection();
     assert!(!conn.exists::<_, bool>("delayer:job_bucket:j").expect("exists"));
-    assert!(server.output().contains("expired 1 reservation(s): retried=1"), "{}", server.output());
+    assert!(server.wait_for_output(|o| o.contains("expired 1 reservation(s): retried=1")), "{}", server.output());
 }
 
 #[test]
@@ -123,5 +123,5 @@ fn a_reserved_job_removed_or_pushed_again_is_left_alone_by_expiry() {
     let now = now as f64;
     assert!(score.is_some_and(|s| s > now + 50.0), "the new push keeps its own due time: {score:?}");
     assert!(!d.ack(&repushed).expect("ack"), "the old reservation is gone");
-    assert!(server.output().contains("dropped=2") || server.output().contains("dropped=1"), "{}", server.output());
+    assert!(server.wait_for_output(|o| o.contains("dropped=2") || o.contains("dropped=1")), "{}", server.output());
 }

@@ -90,8 +90,13 @@ fn several_servers_never_deliver_an_id_twice() {
     d.push_many(&jobs).expect("push");
     assert!(wait_until(Duration::from_secs(60), || pool_size(&mut conn) == 0), "pool not drained");
     assert_exactly_once(&ready_ids(&mut conn, &topics), n);
-    let moved_by: Vec<bool> = servers.iter().map(|s| s.output().contains("moved ")).collect();
-    assert!(moved_by.iter().filter(|m| **m).count() >= 2, "servers did not share the work: {moved_by:?}");
+    // Each server logs its batches after moving them: wait for the lines.
+    let mut moved_by = Vec::new();
+    let shared = wait_until(DEADLINE, || {
+        moved_by = servers.iter().map(|s| s.output().contains("moved ")).collect();
+        moved_by.iter().filter(|m| **m).count() >= 2
+    });
+    assert!(shared, "servers did not share the work: {moved_by:?}");
 }
 
 #[test]
@@ -193,8 +198,8 @@ fn a_redis_restart_mid_run_loses_nothing() {
     assert!(wait_until(Duration::from_secs(60), || pool_size(&mut conn) == 0), "pool not drained after restart");
     assert_exactly_once(&ready_ids(&mut conn, &topics), n);
     assert!(server.is_running());
-    let log = server.output();
-    assert!(log.contains("redis unavailable") && log.contains("reachable again"), "{log}");
+    let logged = server.wait_for_output(|log| log.contains("redis unavailable") && log.contains("reachable again"));
+    assert!(logged, "{}", server.output());
 }
 
 #[test]
@@ -315,7 +320,7 @@ fn redis_down_at_start_is_waited_for() {
     let d = Delayer::open(&redis.url()).expect("client");
     d.push("t", "after-start", Duration::ZERO).expect("push");
     assert_eq!(d.bpop("t", DEADLINE).expect("bpop").map(|m| m.id), Some("after-start".into()));
-    assert!(server.output().contains("moved 1"), "{}", server.output());
+    assert!(server.wait_for_output(|o| o.contains("moved 1")), "{}", server.output());
 }
 
 #[test]

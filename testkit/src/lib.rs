@@ -243,6 +243,14 @@ impl DelayerProcess {
         format!("{out}{err}")
     }
 
+    /// Waits until the output so far satisfies `check`, up to [`DEADLINE`].
+    ///
+    /// The server logs a step after doing it, so a test that has just seen
+    /// the step's effect in Redis must wait for the line too.
+    pub fn wait_for_output(&self, mut check: impl FnMut(&str) -> bool) -> bool {
+        wait_until(DEADLINE, || check(&self.output()))
+    }
+
     /// Sends a signal by name (`TERM`, `INT`, `KILL`).
     pub fn signal(&self, name: &str) {
         let _ = Command::new("kill").arg(format!("-{name}")).arg(self.pid().to_string()).status();
