@@ -23,6 +23,9 @@
 -- id goes to <prefix>dead:<topic> and the bucket records why and when.
 -- Reserved ids whose bucket no longer carries a receipt (removed, or pushed
 -- again while reserved) are dropped from the reserved set and left alone.
+-- Expired ids that cannot be ended (a bucket without a topic or not a hash,
+-- or a dead-letter list that is not a list) are parked on the malformed
+-- list with their bucket kept, and reported.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
 local reserved, pool, malformed = KEYS[1], KEYS[2], KEYS[3]
@@ -91,17 +94,22 @@ local retried, dead, dropped, malformed_ids = 0, 0, 0, {}
 for _, id in ipairs(expired) do
   local bucket = prefix .. 'job_bucket:' .. id
   local job = redis.pcall('HMGET', bucket, unpack(FIELDS))
-  if job.err or (job[2] and (not job[1] or job[1] == '')) then
+  local ended, outcome = false, nil
+  if not job.err and job[1] and job[1] ~= '' and job[2] then
+    -- A key of the wrong type where fail() writes (the topic's dead list,
+    -- say) must cost this job only, not stop every later expiry: fail()
+    -- writes nothing before the call that raised, so parking is safe.
+    ended, outcome = pcall(fail, id, bucket, job)
+  end
+  if ended then
+    if outcome == 'dead' then dead = dead + 1 else retried = retried + 1 end
+  elseif not job.err and not job[2] then
+    redis.call('ZREM', reserved, id)
+    dropped = dropped + 1
+  else
     redis.call('ZREM', reserved, id)
     malformed_ids[#malformed_ids + 1] = id
     redis.call('LPUSH', malformed, id)
-  elseif not job[2] then
-    redis.call('ZREM', reserved, id)
-    dropped = dropped + 1
-  elseif fail(id, bucket, job) == 'dead' then
-    dead = dead + 1
-  else
-    retried = retried + 1
   end
 end
 local next_deadline = redis.call('ZRANGE', reserved, 0, 0, 'WITHSCORES')

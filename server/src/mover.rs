@@ -123,7 +123,11 @@ fn log_expired(reply: &ExpireReply) {
         warn!("{} job(s) out of attempts after their ttr ran out: sent to dead letters", reply.dead);
     }
     if !reply.malformed.is_empty() {
-        warn!("reserved job(s) without a topic parked on the malformed list: {}", reply.malformed.join(" "));
+        warn!(
+            "expired reservation(s) that could not be ended (no topic, or a key of the wrong type) parked on the \
+             malformed list, buckets kept: {}",
+            reply.malformed.join(" ")
+        );
     }
 }
 

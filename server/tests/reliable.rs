@@ -125,3 +125,29 @@ fn a_reserved_job_removed_or_pushed_again_is_left_alone_by_expiry() {
     assert!(!d.ack(&repushed).expect("ack"), "the old reservation is gone");
     assert!(server.wait_for_output(|o| o.contains("dropped=2") || o.contains("dropped=1")), "{}", server.output());
 }
+
+#[test]
+fn an_expiry_that_cannot_be_written_parks_that_job_only() {
+    let redis = RedisServer::start();
+    let server = start_server(&redis);
+    let d = Delayer::open(&redis.url()).expect("client");
+    let mut conn = redis.connection();
+    // Topic p's dead-letter list is not a list: p's job cannot die there.
+    let _: () = conn.set("delayer:dead:p", "not a list").expect("set");
+    d.push_job(&Job::new("p", "poison", Duration::ZERO).max_attempts(1)).expect("push");
+    let ttr = Duration::from_millis(200);
+    d.breserve("p", ttr, DEADLINE).expect("breserve").expect("poison");
+    d.push_job(&Job::new("f", "fine", Duration::ZERO).max_attempts(1)).expect("push");
+    d.breserve("f", ttr, DEADLINE).expect("breserve").expect("fine");
+
+    // The first to expire is the poison; the one after it is still ended.
+    let ended = wait_until(DEADLINE, || conn.zcard::<_, u64>("delayer:reserved").unwrap_or(1) == 0);
+    assert!(ended, "expiry is stuck: {}", server.output());
+    let dead: Vec<String> = conn.lrange("delayer:dead:f", 0, -1).expect("lrange");
+    assert_eq!(dead, ["fine"]);
+    let parked: Vec<String> = conn.lrange("delayer:malformed", 0, -1).expect("lrange");
+    assert_eq!(parked, ["poison"]);
+    assert!(conn.exists::<_, bool>("delayer:job_bucket:poison").expect("exists"), "its data is kept");
+    let logged = server.wait_for_output(|o| o.contains("could not be ended") && o.contains("poison"));
+    assert!(logged, "{}", server.output());
+}
