@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 CANON = REPO / "lua"
 CLIENT_SCRIPTS = [
     "push.lua", "push_many.lua", "pop.lua", "take.lua", "remove.lua",
-    "reserve.lua", "ack.lua", "release.lua", "reschedule.lua", "dead.lua",
+    "reserve.lua", "ack.lua", "touch.lua", "release.lua", "reschedule.lua", "dead.lua",
 ]
 COPIES = {
     "python": REPO / "sdk-python" / "src" / "delayer" / "lua",

@@ -1,8 +1,8 @@
 """The at-least-once mode (docs/PROTOCOL.md, "Reserve and ack") is one
 semantics in three SDKs: a job pushed by any client is reserved by any SDK,
-ended by any other with the receipt, expired by the real server and handed
-out again, retried with the same backoff, and its dead letter listed,
-re-queued and purged alike. The same bad input is refused by all three.
+ended or touched by any other with the receipt, expired by the real server
+and handed out again, retried with the same backoff, and its dead letter
+listed, re-queued and purged alike. The same bad input is refused by all three.
 """
 
 from __future__ import annotations
@@ -90,6 +90,35 @@ def test_reserve_then_ack_with_another_sdk(drivers: Any, rds: Any, keys: Any, x:
     assert end(drivers, acker, "ack", job) is True
     assert rds.exists(keys.bucket(job_id)) == 0
     assert end(drivers, y, "ack", job) is False, "a second ack finds nothing"
+
+
+@pytest.mark.parametrize("y", SDKS)
+def test_touch_keeps_a_reservation_from_the_server(drivers: Any, rds: Any, keys: Any, y: str) -> None:
+    """y reserves for 400 ms, z extends it with y's receipt: the server leaves
+    it alone past the first deadline; w shortens it and the server takes it
+    back on the new deadline."""
+    z = SDKS[(SDKS.index(y) + 1) % 3]
+    w = SDKS[(SDKS.index(y) + 2) % 3]
+    t = topic("touch", y)
+    job_id = new_id(y)
+    push(drivers, y, t, job_id)
+    first = breserve(drivers, y, t, ttr_ms=400)
+    assert first is not None
+    before = now(rds)
+    deadline = ok(drivers, z, {"op": "touch", "id": job_id, "receipt": first["receipt"], "ttr_ms": 30_000})["deadline"]
+    assert deadline is not None and abs(deadline - (before + 30)) < 1.0
+    assert abs(rds.zscore(keys.prefix + "reserved", job_id) - deadline) < 0.002
+    # Well past the first deadline and several server ticks: still held.
+    assert breserve(drivers, w, t, timeout_ms=1500) is None, "a touched reservation was handed out again"
+    assert rds.hget(keys.bucket(job_id), "attempts") == b"1", "a touch is not an attempt"
+
+    shorter = ok(drivers, w, {"op": "touch", "id": job_id, "receipt": None, "ttr_ms": 200})["deadline"]
+    assert shorter is not None and shorter < deadline, "touch sets the deadline, it does not add to it"
+    second = breserve(drivers, w, t)
+    assert second is not None and second["attempts"] == 2, "the server expires on the touched deadline"
+    stale = ok(drivers, z, {"op": "touch", "id": job_id, "receipt": first["receipt"], "ttr_ms": 30_000})
+    assert stale["deadline"] is None, "an expired reservation cannot be touched"
+    assert end(drivers, y, "ack", second) is True
 
 
 # ------------------------------------------------------ expiry, retries, dead
@@ -205,6 +234,8 @@ BAD = [
                                      "backoff": {"kind": "fixed", "delay_ms": 315_360_000_001}}),
     ("ack empty id", {"op": "ack", "id": "", "receipt": None}),
     ("ack empty receipt", {"op": "ack", "id": "x", "receipt": ""}),
+    ("touch ttr 0", {"op": "touch", "id": "x", "receipt": None, "ttr_ms": 0}),
+    ("touch empty receipt", {"op": "touch", "id": "x", "receipt": "", "ttr_ms": 1000}),
     ("backoff cap below base after rounding", {"op": "push", "topic": "t", "id": "x", "delay_ms": 0,
                                                "backoff": {"kind": "exponential", "base_ms": 2, "max_ms": 1}}),
     ("release bad id", {"op": "release", "id": "a b", "receipt": None, "delay_ms": None}),

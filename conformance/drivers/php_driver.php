@@ -138,6 +138,9 @@ function handle(Client $client, array $req): array
             ))];
         case 'ack':
             return ['done' => $client->ack($req['id'], receipt($req))];
+        case 'touch':
+            $deadline = $client->touch($req['id'], seconds($req['ttr_ms']), receipt($req));
+            return ['deadline' => $deadline === false ? null : $deadline];
         case 'release':
             $delay = $req['delay_ms'] ?? null;
             return ['done' => $client->release($req['id'], $delay === null ? null : seconds($delay), receipt($req))];

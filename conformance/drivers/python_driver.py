@@ -98,6 +98,8 @@ def main() -> None:
             return {"job": reserved(job)}
         if op == "ack":
             return {"done": client.ack(req["id"], **held(req))}
+        if op == "touch":
+            return {"deadline": client.touch(req["id"], seconds(req["ttr_ms"]), **held(req))}
         if op == "release":
             delay_ms = req.get("delay_ms")
             return {"done": client.release(req["id"], None if delay_ms is None else seconds(delay_ms), **held(req))}

@@ -497,6 +497,42 @@ class Client
     }
 
     /**
+     * Extends a reservation a worker still needs: its deadline becomes
+     * $ttr seconds from now (Redis's clock). The deadline is set, not added
+     * to, so a shorter $ttr brings it in. The attempt count does not change:
+     * a touch lengthens this attempt, it does not start another. Which
+     * reservation: as {@see ack()}. A ReservedMessage is immutable: its
+     * $deadline stays the one reserve() gave; the new one is returned.
+     *
+     * @param string|ReservedMessage $job     the reserved job, or its id
+     * @param int|float              $ttr     as reserve(): more than 0, at most
+     *                                        315360000, rounded to the millisecond
+     *                                        (at least 1 ms)
+     * @param string|null            $receipt with an id only: the reservation's receipt
+     * @return float|false the new deadline in Unix seconds (ms precision), or
+     *                     false when the reservation was not held (already
+     *                     ended, expired and handed out again, unknown id):
+     *                     nothing changed
+     * @throws InvalidArgumentException on a bad id, receipt or ttr
+     * @throws ConnectionException      on a connection or Redis error
+     */
+    public function touch(string|ReservedMessage $job, int|float $ttr, ?string $receipt = null): float|false
+    {
+        [$id, $receipt] = self::reservation($job, $receipt);
+        $ttrMs = Validator::ttrMs($ttr);
+        $deadline = Scripts::run(
+            $this->redis,
+            Scripts::TOUCH,
+            [$this->keys->reserved(), $this->keys->bucket($id)],
+            [$id, $receipt, (string) $ttrMs]
+        );
+        if ($deadline === false || $deadline === null) {
+            return false;
+        }
+        return self::seconds($deadline, Scripts::TOUCH);
+    }
+
+    /**
      * Ends a reservation as a failed attempt: the job goes back to the pool,
      * due after $delay seconds, or after its backoff when $delay is null;
      * to its topic's dead letters instead when its attempts reached
@@ -840,7 +876,7 @@ class Client
     }
 
     /**
-     * The id and receipt ack / release / bury send: a ReservedMessage's own
+     * The id and receipt ack / touch / release / bury send: a ReservedMessage's own
      * (its id came from Redis and is not checked again: a job pushed by a
      * Delayer 1.x client with an id we would refuse must still be ackable),
      * or a checked id with the receipt given, "" for the current reservation.

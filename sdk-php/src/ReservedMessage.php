@@ -11,7 +11,8 @@ namespace Delayer;
  * this worker: end the reservation with {@see Client::ack()} (done),
  * {@see Client::release()} (try again later) or {@see Client::bury()} (give
  * up). Until then no other worker gets it; after {@see $deadline} a Delayer
- * 2 server counts a failed attempt and delivers it again.
+ * 2 server counts a failed attempt and delivers it again, unless
+ * {@see Client::touch()} extended the reservation.
  *
  * The receipt names this reservation: ack, release and bury given this
  * object act on it only, so a worker that overran its ttr cannot end the

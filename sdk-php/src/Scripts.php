@@ -93,6 +93,17 @@ final class Scripts
     public const ACK = 'ack';
 
     /**
+     * touch.lua: a worker still busy with a reserved job extends its
+     * reservation; attempts do not change.
+     *
+     * KEYS[1] reserved set, KEYS[2] bucket; ARGV[1] id, ARGV[2] receipt, or ""
+     * for whichever reservation is current, ARGV[3] ttr in ms (>= 1). Returns
+     * the new deadline "s.mmm" (now + ttr: set, not added to), or nil when
+     * the reservation was not held (the same test as ack.lua).
+     */
+    public const TOUCH = 'touch';
+
+    /**
      * release.lua: end a reservation without success (release or bury). The
      * SDK uses only its "held" mode; "expired" is the server's.
      *
@@ -128,7 +139,7 @@ final class Scripts
     /** Every script this SDK ships (lua/<name>.lua). */
     public const NAMES = [
         self::PUSH, self::PUSH_MANY, self::POP, self::TAKE, self::REMOVE,
-        self::RESERVE, self::ACK, self::RELEASE, self::RESCHEDULE, self::DEAD,
+        self::RESERVE, self::ACK, self::TOUCH, self::RELEASE, self::RESCHEDULE, self::DEAD,
     ];
 
     /** @var array<string, string> script name => source */

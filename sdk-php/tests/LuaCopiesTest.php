@@ -28,7 +28,7 @@ final class LuaCopiesTest extends TestCase
         // "held" mode (its "expired" mode is the server's too).
         self::assertSame([
             'ack.lua', 'dead.lua', 'pop.lua', 'push.lua', 'push_many.lua', 'release.lua',
-            'remove.lua', 'reschedule.lua', 'reserve.lua', 'take.lua',
+            'remove.lua', 'reschedule.lua', 'reserve.lua', 'take.lua', 'touch.lua',
         ], $names);
         $known = array_map(static fn (string $name): string => "{$name}.lua", Scripts::NAMES);
         sort($known);

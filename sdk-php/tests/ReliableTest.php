@@ -15,7 +15,7 @@ use Delayer\ScheduledMessage;
 
 /**
  * The at-least-once mode: retry settings on push, reserve / bReserve, ack,
- * release, bury, reschedule and dead letters (docs/PROTOCOL.md, "Reserve and
+ * touch, release, bury, reschedule and dead letters (docs/PROTOCOL.md, "Reserve and
  * ack"). No Delayer server runs here, so expiry of reservations (the
  * server's release.lua "expired" mode) is left to the conformance suite;
  * jobs are made ready with the repository's move.lua.
@@ -231,6 +231,55 @@ final class ReliableTest extends RedisTestCase
         self::assertSame($second->receipt, $this->redis->hGet('delayer:job_bucket:j', 'receipt'));
         self::assertTrue($client->ack($second));
         self::assertSame(0, $this->redis->exists('delayer:job_bucket:j'));
+    }
+
+    // ---- touch -------------------------------------------------------------
+
+    public function testTouchSetsANewDeadlineForTheHolderOnly(): void
+    {
+        $client = $this->client();
+        $this->ready($client, Message::create('a', 't'));
+        $job = $client->reserve('t', 5);
+
+        $before = $this->redisTime();
+        $deadline = $client->touch($job, 600);
+        self::assertIsFloat($deadline);
+        $stored = $this->redis->zScore('delayer:reserved', 'a');
+        self::assertIsFloat($stored);
+        self::assertEqualsWithDelta($stored, $deadline, 0.002, 'the deadline returned is the one stored');
+        self::assertEqualsWithDelta($before + 600, $stored, 0.5, 'now + ttr');
+        self::assertEqualsWithDelta($before + 5, $job->deadline, 0.5, 'the ReservedMessage keeps the deadline reserve() gave');
+
+        // set, not added to: a shorter ttr brings the deadline in
+        $shorter = $client->touch('a', 10);
+        self::assertIsFloat($shorter);
+        self::assertLessThan($deadline, $shorter);
+        self::assertEqualsWithDelta($shorter, $this->redis->zScore('delayer:reserved', 'a'), 0.002);
+        self::assertSame('1', $this->redis->hGet('delayer:job_bucket:a', 'attempts'), 'still the first attempt');
+
+        self::assertFalse($client->touch('a', 1, 'other'), 'a wrong receipt');
+        self::assertEqualsWithDelta($shorter, $this->redis->zScore('delayer:reserved', 'a'), 0.002, 'a refused touch changes nothing');
+        self::assertFalse($client->touch('unknown', 1));
+        self::assertTrue($client->ack($job));
+        self::assertFalse($client->touch($job, 1), 'after ack');
+        self::assertSame(0, $this->redis->zCard('delayer:reserved'), 'a late touch adds nothing');
+        self::assertSame(0, $this->redis->exists('delayer:job_bucket:a'));
+    }
+
+    public function testTouchByIdWithTheReceiptAndAfterAStaleReservation(): void
+    {
+        $client = $this->client();
+        $this->ready($client, Message::create('j', 't'));
+        $first = $client->reserve('t', 30);
+        self::assertIsFloat($client->touch('j', 60, $first->receipt));
+        self::assertTrue($client->release($first, 0));
+        self::assertFalse($client->touch($first, 60), 'released: not held');
+        $this->makeReady('j');
+        $second = $client->reserve('t', 30);
+        self::assertFalse($client->touch($first, 600), 'a stale receipt cannot extend the next reservation');
+        self::assertEqualsWithDelta($second->deadline, $this->redis->zScore('delayer:reserved', 'j'), 0.002);
+        self::assertIsFloat($client->touch($second, 0.0005), 'rounds to 1 ms');
+        self::assertSame('2', $this->redis->hGet('delayer:job_bucket:j', 'attempts'));
     }
 
     // ---- release -----------------------------------------------------------
@@ -604,6 +653,8 @@ final class ReliableTest extends RedisTestCase
         self::assertTrue($client->ack($a));
         $b = $client->reserve('t', 30);
         $this->redis->script('flush');
+        self::assertNotFalse($client->touch($b, 60));
+        $this->redis->script('flush');
         self::assertTrue($client->release($b, 10));
         $this->redis->script('flush');
         self::assertNotFalse($client->reschedule('b', 20));
@@ -633,6 +684,15 @@ final class ReliableTest extends RedisTestCase
         yield 'ack: empty id' => [static fn (Client $c) => $c->ack('')];
         yield 'ack: empty receipt' => [static fn (Client $c) => $c->ack('a', '')];
         yield 'ack: a ReservedMessage and a receipt' => [static fn (Client $c) => $c->ack($held, '1')];
+        yield 'touch: ttr 0' => [static fn (Client $c) => $c->touch('a', 0)];
+        yield 'touch: ttr 0.0' => [static fn (Client $c) => $c->touch($held, 0.0)];
+        yield 'touch: negative ttr' => [static fn (Client $c) => $c->touch('a', -1)];
+        yield 'touch: ttr under 0.5 ms' => [static fn (Client $c) => $c->touch('a', 0.0004)];
+        yield 'touch: ttr over 10 years' => [static fn (Client $c) => $c->touch('a', 315360000.001)];
+        yield 'touch: NaN ttr' => [static fn (Client $c) => $c->touch('a', NAN)];
+        yield 'touch: bad id' => [static fn (Client $c) => $c->touch('a b', 1)];
+        yield 'touch: empty receipt' => [static fn (Client $c) => $c->touch('a', 1, '')];
+        yield 'touch: a ReservedMessage and a receipt' => [static fn (Client $c) => $c->touch($held, 1, '1')];
         yield 'release: negative delay' => [static fn (Client $c) => $c->release('a', -1)];
         yield 'release: delay over 10 years' => [static fn (Client $c) => $c->release($held, 315360001)];
         yield 'release: NaN delay' => [static fn (Client $c) => $c->release('a', NAN)];

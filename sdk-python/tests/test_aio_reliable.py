@@ -73,6 +73,32 @@ def test_reserve_ack_release_and_backoff(url: str, raw: "redis.Redis") -> None:
     run(main)
 
 
+def test_touch_extends_the_held_reservation(url: str, raw: "redis.Redis") -> None:
+    async def main() -> None:
+        async with Delayer(url) as d:
+            await d.push("t", "a", 0)
+            move_until(raw, 1)
+            job = await d.reserve("t", 5)
+            assert job is not None
+            before = redis_now(raw)
+            deadline = await d.touch(job, 600)
+            stored = raw.zscore(RESERVED, "a")
+            assert deadline is not None and stored is not None and abs(deadline - stored) < 0.002
+            assert abs(stored - (before + 600)) < 0.5
+            shorter = await d.touch("a", 10)
+            assert shorter is not None and shorter < deadline
+            assert raw.hget(bucket("a"), "attempts") == b"1"
+            assert await d.touch("a", 1, receipt="other") is None
+            assert await d.touch("unknown", 1) is None
+            with pytest.raises(InvalidArgument):
+                await d.touch("a", 0)
+            assert await d.ack(job) is True
+            assert await d.touch(job, 1) is None
+            assert raw.zcard(RESERVED) == 0
+
+    run(main)
+
+
 def test_dead_letters_requeue_and_purge(url: str, raw: "redis.Redis") -> None:
     async def main() -> None:
         async with Delayer(url) as d:

@@ -220,6 +220,48 @@ def test_a_push_under_a_reserved_id_replaces_the_job(url: str, raw: "redis.Redis
 
 
 # --------------------------------------------------------------------------
+# touch
+
+
+def test_touch_sets_a_new_deadline_for_the_holder_only(url: str, raw: "redis.Redis") -> None:
+    with Delayer(url) as d:
+        make_ready(d, raw, "t", "a")
+        job = reserve_one(d, "t", 5)
+
+        before = redis_now(raw)
+        deadline = d.touch(job, 600)
+        assert deadline is not None
+        stored = raw.zscore(RESERVED, "a")
+        assert stored is not None and abs(deadline - stored) < 0.002
+        assert abs(stored - (before + 600)) < 0.5  # now + ttr
+        # set, not added to: a shorter ttr brings the deadline in
+        shorter = d.touch("a", 10)
+        assert shorter is not None and shorter < deadline
+        assert raw.hget(bucket("a"), "attempts") == b"1"  # still the first attempt
+
+        assert d.touch("a", 1, receipt="other") is None
+        assert d.touch("unknown", 1) is None
+        assert d.ack(job) is True
+        assert d.touch(job, 1) is None
+        assert raw.zcard(RESERVED) == 0  # a late touch adds nothing
+
+
+def test_touch_with_the_receipt_of_an_old_reservation_is_none(url: str, raw: "redis.Redis") -> None:
+    with Delayer(url) as d:
+        make_ready(d, raw, "t", "j")
+        first = reserve_one(d, "t")
+        assert d.release(first, 0) is True
+        move_until(raw, 1)
+        second = reserve_one(d, "t", 5)
+        assert d.touch(first, 600) is None
+        assert d.touch("j", 600, receipt=first.receipt) is None
+        assert raw.zscore(RESERVED, "j") == pytest.approx(second.deadline, abs=0.002)
+        touched = d.touch("j", 600, receipt=second.receipt)
+        assert touched is not None and touched > second.deadline + 500
+        assert raw.hget(bucket("j"), "attempts") == b"2"
+
+
+# --------------------------------------------------------------------------
 # release and bury
 
 
@@ -645,6 +687,9 @@ def test_invalid_reliable_input_is_refused_before_redis(url: str, raw: "redis.Re
             lambda: d.reserve("t", 0),
             lambda: d.reserve("t", -1),
             lambda: d.breserve("t", 0, 1),
+            lambda: d.touch("j", 0),
+            lambda: d.touch("j", -1),
+            lambda: d.touch("j", 1, receipt=""),
             lambda: d.push("t", "j", 0, max_attempts=-1),
             lambda: d.push("t", "j", 0, max_attempts=1_000_001),
             lambda: d.push("t", "j", 0, max_attempts=True),

@@ -31,6 +31,7 @@ def test_only_the_client_scripts_are_shipped() -> None:
         "reschedule.lua",
         "reserve.lua",
         "take.lua",
+        "touch.lua",
     ]
     assert sorted(scripts.NAMES) == sorted(p.stem for p in PKG_LUA.glob("*.lua"))
 

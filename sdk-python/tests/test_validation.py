@@ -71,6 +71,7 @@ for i, bad in enumerate(BAD_NAMES):
     CASES[f"reserve-topic-{i}"] = lambda d, bad=bad: d.reserve(bad, 1)
     CASES[f"breserve-topic-{i}"] = lambda d, bad=bad: d.breserve(bad, 1, 0.1)
     CASES[f"ack-id-{i}"] = lambda d, bad=bad: d.ack(bad)
+    CASES[f"touch-id-{i}"] = lambda d, bad=bad: d.touch(bad, 1)
     CASES[f"release-id-{i}"] = lambda d, bad=bad: d.release(bad, 1, "3")
     CASES[f"bury-id-{i}"] = lambda d, bad=bad: d.bury(bad)
     CASES[f"reschedule-id-{i}"] = lambda d, bad=bad: d.reschedule(bad, 1)
@@ -80,6 +81,7 @@ for i, bad in enumerate(BAD_NAMES):
 for i, bad in enumerate(BAD_TTRS):
     CASES[f"reserve-ttr-{i}"] = lambda d, bad=bad: d.reserve("t", bad)
     CASES[f"breserve-ttr-{i}"] = lambda d, bad=bad: d.breserve("t", bad, 0.1)
+    CASES[f"touch-ttr-{i}"] = lambda d, bad=bad: d.touch("j", bad)
 for i, bad in enumerate(BAD_TIMEOUTS):
     CASES[f"breserve-timeout-{i}"] = lambda d, bad=bad: d.breserve("t", 1, bad)
 for i, bad in enumerate(BAD_MAX_ATTEMPTS):
@@ -109,6 +111,10 @@ CASES["ack-receipt-surrogate"] = lambda d: d.ack("j", "\ud800")
 CASES["ack-job-int"] = lambda d: d.ack(7)  # type: ignore[arg-type]
 CASES["ack-reserved-and-receipt"] = lambda d: d.ack(HELD, "7")
 CASES["release-reserved-and-receipt"] = lambda d: d.release(HELD, None, "7")
+CASES["touch-receipt-empty"] = lambda d: d.touch("j", 1, "")
+CASES["touch-receipt-int"] = lambda d: d.touch("j", 1, 7)  # type: ignore[arg-type]
+CASES["touch-reserved-and-receipt"] = lambda d: d.touch(HELD, 1, "7")
+CASES["touch-reserved-empty-receipt"] = lambda d: d.touch(ReservedMessage("j", "t", b"", 1, 25, "", 0.0), 1)
 CASES["bury-reserved-bad-id"] = lambda d: d.bury(ReservedMessage("a b", "t", b"", 1, 25, "7", 0.0))
 
 

@@ -177,6 +177,13 @@ impl Delayer {
         Ok(n == 1)
     }
 
+    /// As [`crate::Delayer::touch`].
+    pub async fn touch<'a>(&self, job: impl Into<JobRef<'a>>, ttr: Duration) -> Result<Option<SystemTime>> {
+        let inv = ops::touch(&self.keys, job.into(), ttr)?;
+        let deadline: Option<String> = inv.invoke_async(&mut self.shared.clone()).await?;
+        deadline.map(|d| ops::parse_due(&d)).transpose()
+    }
+
     /// As [`crate::Delayer::release`].
     pub async fn release<'a>(&self, job: impl Into<JobRef<'a>>, delay: Option<Duration>) -> Result<bool> {
         let inv = ops::release(&self.keys, job.into(), delay.map_or(Ending::Backoff, Ending::After))?;

@@ -277,6 +277,15 @@ impl Delayer {
         Ok(n == 1)
     }
 
+    /// Still working on it: the reservation's deadline becomes `ttr` from
+    /// now, so the job is not handed out again meanwhile. Returns the new
+    /// deadline, or `None` when the reservation was not held (as for
+    /// [`Delayer::ack`]). The attempt count does not change.
+    pub fn touch<'a>(&self, job: impl Into<JobRef<'a>>, ttr: Duration) -> Result<Option<SystemTime>> {
+        let deadline: Option<String> = ops::touch(&self.keys, job.into(), ttr)?.invoke(&mut *self.conn()?)?;
+        deadline.map(|d| ops::parse_due(&d)).transpose()
+    }
+
     /// A failed attempt: the job is due again after `delay`, or after its
     /// backoff when `None`; past its max_attempts it goes to dead letters
     /// instead. `false` when the reservation was not held.

@@ -164,6 +164,15 @@ pub(crate) fn ack(keys: &Keys, job: JobRef<'_>) -> Result<ScriptInvocation<'stat
     Ok(inv)
 }
 
+/// touch.lua for one reservation: its deadline becomes now + `ttr`.
+pub(crate) fn touch(keys: &Keys, job: JobRef<'_>, ttr: Duration) -> Result<ScriptInvocation<'static>> {
+    let (id, receipt) = job_ref(job)?;
+    let ttr_ms = validate::ttr_ms(ttr)?;
+    let mut inv = scripts::TOUCH.prepare_invoke();
+    inv.key(keys.reserved()).key(keys.job_bucket(id)).arg(id).arg(receipt).arg(ttr_ms);
+    Ok(inv)
+}
+
 /// What release.lua does with a job whose reservation ends.
 pub(crate) enum Ending {
     /// Due again after this delay.

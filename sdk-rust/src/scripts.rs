@@ -23,6 +23,8 @@ pub static REMOVE: LazyLock<Script> = LazyLock::new(|| Script::new(REMOVE_SRC));
 pub static RESERVE: LazyLock<Script> = LazyLock::new(|| Script::new(RESERVE_SRC));
 /// `ack.lua`: KEYS reserved, bucket; ARGV id, receipt or "".
 pub static ACK: LazyLock<Script> = LazyLock::new(|| Script::new(ACK_SRC));
+/// `touch.lua`: KEYS reserved, bucket; ARGV id, receipt or "", ttr ms.
+pub static TOUCH: LazyLock<Script> = LazyLock::new(|| Script::new(TOUCH_SRC));
 /// `release.lua`: KEYS reserved, pool, malformed; ARGV key prefix, delay ms /
 /// "backoff" / "bury", then "held" id receipt, or "expired" batch size.
 pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SRC));
@@ -46,6 +48,8 @@ pub const REMOVE_SRC: &str = include_str!("../../lua/remove.lua");
 pub const RESERVE_SRC: &str = include_str!("../../lua/reserve.lua");
 /// Source of `lua/ack.lua`.
 pub const ACK_SRC: &str = include_str!("../../lua/ack.lua");
+/// Source of `lua/touch.lua`.
+pub const TOUCH_SRC: &str = include_str!("../../lua/touch.lua");
 /// Source of `lua/release.lua`.
 pub const RELEASE_SRC: &str = include_str!("../../lua/release.lua");
 /// Source of `lua/reschedule.lua`.

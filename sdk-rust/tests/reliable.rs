@@ -106,6 +106,33 @@ fn classic_push_and_pop_are_unchanged() {
 }
 
 #[test]
+fn touch_sets_a_new_deadline_for_the_holder_only() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = client(&redis);
+    push_ready(&d, &mut conn, Job::new("t", "a", Duration::ZERO));
+    let job = d.reserve("t", Duration::from_secs(5)).expect("reserve").expect("job");
+
+    let before = redis_now(&mut conn);
+    let deadline = d.touch(&job, Duration::from_secs(600)).expect("touch").expect("held");
+    let stored: f64 = conn.zscore("delayer:reserved", "a").expect("reserved");
+    let returned = deadline.duration_since(UNIX_EPOCH).expect("epoch").as_secs_f64();
+    assert!((returned - stored).abs() < 0.002, "returned {returned}, stored {stored}");
+    assert!((stored - (before + 600.0)).abs() < 0.5, "now + ttr: {stored} vs {before}");
+    // Set, not added: a shorter ttr brings the deadline in.
+    let shorter = d.touch("a", Duration::from_secs(10)).expect("touch by id").expect("held");
+    assert!(shorter < deadline);
+    let bucket: HashMap<String, String> = conn.hgetall("delayer:job_bucket:a").expect("hgetall");
+    assert_eq!(bucket.get("attempts").map(String::as_str), Some("1"), "still the first attempt");
+
+    assert_eq!(d.touch(JobRef::with_receipt("a", "other"), Duration::from_secs(1)).expect("touch"), None);
+    assert_eq!(d.touch("unknown", Duration::from_secs(1)).expect("touch"), None);
+    assert!(d.ack(&job).expect("ack"));
+    assert_eq!(d.touch(&job, Duration::from_secs(1)).expect("touch after ack"), None);
+    assert_eq!(conn.zcard::<_, u64>("delayer:reserved").expect("zcard"), 0, "a late touch adds nothing");
+}
+
+#[test]
 fn release_waits_the_given_delay_or_the_backoff() {
     let redis = RedisServer::start();
     let mut conn = redis.connection();
@@ -270,6 +297,8 @@ fn bad_input_is_refused_before_redis() {
     assert!(invalid(d.dead_letters("t", 0, 1001).map(|_| ())));
     assert!(invalid(d.requeue_dead("t", Some(&["a b"])).map(|_| ())));
     assert!(invalid(d.reschedule("x", Duration::from_secs(315_360_001)).map(|_| ())));
+    assert!(invalid(d.touch("x", Duration::ZERO).map(|_| ())));
+    assert!(invalid(d.touch(JobRef::with_receipt("x", ""), Duration::from_secs(1)).map(|_| ())));
     let mut conn = redis.connection();
     let keys: Vec<String> = conn.keys("*").expect("keys");
     assert!(keys.is_empty(), "nothing written: {keys:?}");

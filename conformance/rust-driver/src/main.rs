@@ -94,6 +94,16 @@ fn bad(msg: impl Into<String>) -> Fail {
     ("other", msg.into())
 }
 
+/// The reservation a request names: `id`, and `receipt` (null: any current one).
+fn job_ref(req: &Req) -> Result<JobRef<'_>, Fail> {
+    let id = str_field(req, "id")?;
+    match req.get("receipt") {
+        None | Some(Json::Null) => Ok(JobRef::from(id)),
+        Some(Json::Str(r)) => Ok(JobRef::with_receipt(id, r)),
+        _ => Err(bad("receipt must be a string or null")),
+    }
+}
+
 fn str_field<'a>(req: &'a Req, key: &str) -> Result<&'a str, Fail> {
     match req.get(key) {
         Some(Json::Str(s)) => Ok(s),
@@ -189,12 +199,7 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
             Ok(vec![("job", reserved_json(job))])
         }
         "ack" | "release" | "bury" => {
-            let id = str_field(req, "id")?;
-            let job = match req.get("receipt") {
-                None | Some(Json::Null) => JobRef::from(id),
-                Some(Json::Str(r)) => JobRef::with_receipt(id, r),
-                _ => return Err(bad("receipt must be a string or null")),
-            };
+            let job = job_ref(req)?;
             let done = match op {
                 "ack" => client.ack(job),
                 "bury" => client.bury(job),
@@ -206,6 +211,11 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
             .map_err(sdk_err)?;
             Ok(vec![("done", done.to_string())])
         }
+        "touch" => {
+            let ttr = ms_duration("ttr_ms", num_field(req, "ttr_ms")?.ok_or_else(|| bad("touch needs ttr_ms"))?)?;
+            let deadline = client.touch(job_ref(req)?, ttr).map_err(sdk_err)?;
+            Ok(vec![("deadline", deadline.map_or("null".into(), |t| format!("{:.3}", unix(t))))])
+        }
         "reschedule" => {
             let delay_ms = num_field(req, "delay_ms")?.ok_or_else(|| bad("reschedule needs delay_ms"))?;
             let due = client.reschedule(str_field(req, "id")?, ms_duration("delay_ms", delay_ms)?).map_err(sdk_err)?;
@@ -214,7 +224,8 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
         "dead_list" => {
             let start = whole("start", num_field(req, "start")?.unwrap_or(0.0))?;
             let count = whole("count", num_field(req, "count")?.unwrap_or(100.0))?;
-            let dead = client.dead_letters(str_field(req, "topic")?, start as usize, count as usize).map_err(sdk_err)?;
+            let dead =
+                client.dead_letters(str_field(req, "topic")?, start as usize, count as usize).map_err(sdk_err)?;
             Ok(vec![("dead", format!("[{}]", dead.iter().map(dead_json).collect::<Vec<_>>().join(",")))])
         }
         "requeue_dead" | "purge_dead" => {
@@ -427,7 +438,8 @@ impl Parser<'_> {
             Some(b'n') => self.lit("null", Json::Null),
             Some(c) if c == b'-' || c.is_ascii_digit() => {
                 let start = self.i;
-                while self.i < self.s.len() && matches!(self.s[self.i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                while self.i < self.s.len() && matches!(self.s[self.i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
                     self.i += 1;
                 }
                 let text = std::str::from_utf8(&self.s[start..self.i]).map_err(|e| e.to_string())?;

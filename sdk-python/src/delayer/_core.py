@@ -366,6 +366,16 @@ def ack_call(keys: Keys, job: object, receipt: object) -> ScriptCall:
     return ScriptCall([keys.reserved, keys.job_bucket(job_id)], [job_id, r])
 
 
+def touch_call(keys: Keys, job: object, ttr: object, receipt: object) -> ScriptCall:
+    """Validate a touch and return touch.lua's KEYS (reserved, bucket) and ARGV (id, receipt, ttr ms).
+
+    ``job`` and ``receipt`` as for ack (:func:`held`), ``ttr`` as for reserve (:func:`ttr_ms`).
+    """
+    job_id, r = held(job, receipt)
+    ms = ttr_ms(ttr)
+    return ScriptCall([keys.reserved, keys.job_bucket(job_id)], [job_id, r, ms])
+
+
 def _release_call(keys: Keys, job: object, receipt: object, action: Union[str, int]) -> ScriptCall:
     job_id, r = held(job, receipt)
     # "held": end this one reservation. The "expired" mode is the server's.
@@ -569,6 +579,13 @@ def parse_rescheduled(reply: object) -> Optional[float]:
     if reply is None:
         return None
     return parse_due(reply, "reschedule.lua")
+
+
+def parse_touched(reply: object) -> Optional[float]:
+    """touch.lua's reply: the new deadline, or nil when the reservation was not held."""
+    if reply is None:
+        return None
+    return parse_due(reply, "touch.lua", "deadline")
 
 
 def parse_dead_letters(reply: object) -> List[DeadLetter]:

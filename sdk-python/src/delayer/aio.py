@@ -238,6 +238,19 @@ class Delayer:
             reply = await self._scripts[scripts.ACK](keys=call.keys, args=call.args)
         return _core.parse_removed(reply, "ack.lua")
 
+    async def touch(
+        self, job: Union[ReservedMessage, str], ttr: float, receipt: Optional[str] = None
+    ) -> Optional[float]:
+        """Still working on it: the reservation's deadline becomes ``ttr`` seconds
+        from now. The new deadline, or None if the reservation was not held.
+
+        See :meth:`delayer.Delayer.touch`.
+        """
+        call = _core.touch_call(self._keys, job, ttr, receipt)
+        with self._guard:
+            reply = await self._scripts[scripts.TOUCH](keys=call.keys, args=call.args)
+        return _core.parse_touched(reply)
+
     async def release(
         self, job: Union[ReservedMessage, str], delay: Optional[float] = None, receipt: Optional[str] = None
     ) -> bool:

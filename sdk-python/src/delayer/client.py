@@ -275,6 +275,21 @@ class Delayer:
             reply = self._scripts[scripts.ACK](keys=call.keys, args=call.args)
         return _core.parse_removed(reply, "ack.lua")
 
+    def touch(self, job: Union[ReservedMessage, str], ttr: float, receipt: Optional[str] = None) -> Optional[float]:
+        """Still working on it: the reservation's deadline becomes ``ttr`` seconds from now.
+
+        So the job is not handed out again while the work goes on. The
+        deadline is set, not added to (a shorter ``ttr`` brings it in), and
+        the attempt count does not change. Returns the new deadline (Unix
+        seconds, Redis's clock), or None when the reservation was not held
+        (as for :meth:`ack`). ``job`` and ``receipt`` as in :meth:`ack`,
+        ``ttr`` as in :meth:`reserve`.
+        """
+        call = _core.touch_call(self._keys, job, ttr, receipt)
+        with self._guard:
+            reply = self._scripts[scripts.TOUCH](keys=call.keys, args=call.args)
+        return _core.parse_touched(reply)
+
     def release(
         self, job: Union[ReservedMessage, str], delay: Optional[float] = None, receipt: Optional[str] = None
     ) -> bool:

@@ -21,6 +21,7 @@ __all__ = [
     "REMOVE",
     "RESERVE",
     "ACK",
+    "TOUCH",
     "RELEASE",
     "RESCHEDULE",
     "DEAD",
@@ -38,16 +39,18 @@ TAKE = "take"
 REMOVE = "remove"
 #: The at-least-once mode (docs/PROTOCOL.md, "Reserve and ack"): reserve.lua
 #: hands a job out reserved (also after ``BLMOVE`` in ``breserve``); ack.lua
-#: ends a reservation with success.
+#: ends a reservation with success; touch.lua sets a held reservation's
+#: deadline to now + ttr (a worker still busy with the job).
 RESERVE = "reserve"
 ACK = "ack"
+TOUCH = "touch"
 #: release.lua ends a reservation without success (release and bury). Clients
 #: use only its ``held`` mode; its ``expired`` mode is the server's.
 RELEASE = "release"
 RESCHEDULE = "reschedule"
 #: dead.lua lists, re-queues and purges dead letters.
 DEAD = "dead"
-NAMES = (PUSH, PUSH_MANY, POP, TAKE, REMOVE, RESERVE, ACK, RELEASE, RESCHEDULE, DEAD)
+NAMES = (PUSH, PUSH_MANY, POP, TAKE, REMOVE, RESERVE, ACK, TOUCH, RELEASE, RESCHEDULE, DEAD)
 
 _cache: Dict[str, bytes] = {}
 

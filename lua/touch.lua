@@ -1,0 +1,25 @@
+-- touch: a worker still busy with a reserved job extends its reservation,
+-- so the server does not hand the job out again while the work goes on.
+--
+-- KEYS[1]  reserved    ZSET  <prefix>reserved
+-- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
+-- ARGV[1]  job id
+-- ARGV[2]  receipt from reserve, or "" for whichever reservation is current
+-- ARGV[3]  ttr in milliseconds, integer >= 1: the new deadline is now + ttr
+--
+-- Returns the new deadline "s.mmm" (Redis's clock), or nil when the
+-- reservation was not held (the same test as ack.lua). The deadline is set,
+-- not added to, so a touch may also shorten it. attempts does not change: a
+-- touch lengthens this attempt, it does not start another.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+
+local receipt = redis.pcall('HGET', KEYS[2], 'receipt')
+if type(receipt) ~= 'string' or (ARGV[2] ~= '' and receipt ~= ARGV[2])
+    or not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  return false
+end
+local t = redis.call('TIME')
+local deadline_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[3])
+local deadline = string.format('%d.%03d', math.floor(deadline_ms / 1000), deadline_ms % 1000)
+redis.call('ZADD', KEYS[1], 'XX', deadline, ARGV[1])
+return deadline
