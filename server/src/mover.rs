@@ -44,6 +44,29 @@ pub enum TickError {
     Redis(redis::RedisError),
 }
 
+impl TickError {
+    /// Whether Redis could not be reached or could not serve yet (down,
+    /// restarting, loading its data, a replica), as opposed to a command it
+    /// refused, such as a script meeting a key of the wrong type. The log
+    /// should send an operator to the right place.
+    pub fn is_unavailable(&self) -> bool {
+        use redis::{ErrorKind, ServerErrorKind as S};
+        match self {
+            TickError::Connect(_) => true,
+            TickError::Redis(e) => {
+                e.is_io_error()
+                    || e.is_connection_refusal()
+                    || e.is_connection_dropped()
+                    || e.is_timeout()
+                    || matches!(
+                        e.kind(),
+                        ErrorKind::Server(S::BusyLoading | S::TryAgain | S::ClusterDown | S::MasterDown | S::ReadOnly)
+                    )
+            }
+        }
+    }
+}
+
 impl std::fmt::Display for TickError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -71,7 +71,6 @@ pub fn batch(reply: &MoveReply, took: Duration) {
     }
 }
 
-/// One whole tick.
 /// One expire call.
 pub fn expired(reply: &ExpireReply) {
     for (outcome, n) in [
@@ -86,6 +85,7 @@ pub fn expired(reply: &ExpireReply) {
     }
 }
 
+/// One whole tick.
 pub fn tick(took: Duration) {
     histogram!(TICK).record(took.as_secs_f64());
 }

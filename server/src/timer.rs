@@ -39,31 +39,46 @@ impl Stop {
     }
 }
 
+/// Why ticks are failing, so the log says it once and where to look.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Failing {
+    /// Redis cannot be reached or cannot serve yet.
+    Unavailable,
+    /// Redis refused a command (a script error, a key of the wrong type).
+    Refused,
+}
+
 /// Ticks until stopped.
 pub async fn run(mover: Arc<Mover>, interval: Duration, stop: Arc<Stop>) {
     let mut backoff = BACKOFF_MIN;
-    let mut down = false;
+    let mut down: Option<Failing> = None;
     while !stop.requested() {
         let (m, s) = (mover.clone(), stop.clone());
         let outcome = tokio::task::spawn_blocking(move || m.tick(s.flag())).await;
         let pause = match outcome {
             Ok(Ok(report)) => {
-                if down {
-                    info!("redis is reachable again; moving jobs");
-                    telemetry::reconnected();
-                    down = false;
+                if let Some(failing) = down.take() {
+                    if failing == Failing::Unavailable {
+                        info!("redis is reachable again; moving jobs");
+                        telemetry::reconnected();
+                    } else {
+                        info!("ticks succeed again; moving jobs");
+                    }
                     backoff = BACKOFF_MIN;
                 }
                 next_sleep(&report, interval)
             }
             Ok(Err(e)) => {
                 telemetry::redis_error();
-                if down {
-                    debug!("redis still unavailable: {e}");
-                } else {
+                let now = if e.is_unavailable() { Failing::Unavailable } else { Failing::Refused };
+                if down == Some(now) {
+                    debug!("tick failed again: {e}");
+                } else if now == Failing::Unavailable {
                     error!("redis unavailable: {e}; retrying with backoff up to {}s", BACKOFF_MAX.as_secs());
-                    down = true;
+                } else {
+                    error!("a tick failed: {e}; retrying with backoff up to {}s", BACKOFF_MAX.as_secs());
                 }
+                down = Some(now);
                 backoff = (backoff * 2).min(BACKOFF_MAX);
                 backoff
             }

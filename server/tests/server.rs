@@ -136,6 +136,23 @@ fn a_due_job_is_ready_within_milliseconds_when_the_server_knew_of_it() {
 }
 
 #[test]
+fn a_command_redis_refuses_is_logged_as_such_and_recovered_from() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _: () = conn.set("delayer:job_pool", "not a zset").expect("set");
+    let server = start_server(&redis, 50, "");
+    let logged = server.wait_for_output(|o| o.contains("a tick failed") && o.contains("WRONGTYPE"));
+    assert!(logged, "{}", server.output());
+    assert!(!server.output().contains("redis unavailable"), "Redis was up: {}", server.output());
+
+    let _: () = conn.del("delayer:job_pool").expect("del");
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push("t", "after-fix", Duration::ZERO).expect("push");
+    assert_eq!(d.bpop("t", DEADLINE).expect("bpop").map(|m| m.id), Some("after-fix".into()));
+    assert!(server.wait_for_output(|o| o.contains("ticks succeed again")), "{}", server.output());
+}
+
+#[test]
 fn orphans_are_dropped_and_malformed_jobs_parked() {
     let redis = RedisServer::start();
     let mut conn = redis.connection();
