@@ -70,15 +70,15 @@ pub async fn run(mover: Arc<Mover>, interval: Duration, stop: Arc<Stop>) {
             }
             Ok(Err(e)) => {
                 telemetry::redis_error();
-                let now = if e.is_unavailable() { Failing::Unavailable } else { Failing::Refused };
-                if down == Some(now) {
+                let failing = if e.is_unavailable() { Failing::Unavailable } else { Failing::Refused };
+                if down == Some(failing) {
                     debug!("tick failed again: {e}");
-                } else if now == Failing::Unavailable {
+                } else if failing == Failing::Unavailable {
                     error!("redis unavailable: {e}; retrying with backoff up to {}s", BACKOFF_MAX.as_secs());
                 } else {
                     error!("a tick failed: {e}; retrying with backoff up to {}s", BACKOFF_MAX.as_secs());
                 }
-                down = Some(now);
+                down = Some(failing);
                 backoff = (backoff * 2).min(BACKOFF_MAX);
                 backoff
             }
