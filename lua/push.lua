@@ -10,21 +10,39 @@
 -- ARGV[6]  max_attempts (0: no limit), optional ("" or absent: not written)
 -- ARGV[7]  backoff, "fixed" or "exponential", with ARGV[8] backoff_ms and
 --          ARGV[9] backoff_max_ms; optional ("" or absent: not written)
+-- ARGV[10] duplicate policy: "replace" ("" or absent; Delayer 1.x's
+--          behaviour: the id's old job, on any topic, is replaced) or
+--          "absent" (only if no job has the id: otherwise nothing is written)
+-- ARGV[11] wake channel "<prefix>wake", or "" / absent: none
 --
 -- Returns the due time written to the pool: Unix seconds with millisecond
--- precision, as a string ("1763750000.125").
+-- precision, as a string ("1763750000.125"). With policy "absent" and the id
+-- taken: {topic, due} of the job holding it, due its pool score when it is
+-- still waiting, else "" (ready, reserved or dead).
 --
 -- "Now" is Redis's clock (TIME), not the caller's, so clients with skewed
 -- clocks schedule alike. The bucket is replaced, not merged, so a re-pushed id
 -- carries no stale fields; it expires delay + ready_max_lifetime from now.
 -- Retry settings are only read by reserve and its kin; leaving them out keeps
 -- the bucket exactly as Delayer 1.x writes it.
+-- A due time before the pool's earliest (or into an empty pool) is published
+-- on the wake channel: a server sleeping toward a later time wakes for it.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
+
+local policy, wake = ARGV[10] or '', ARGV[11] or ''
+if policy ~= '' and policy ~= 'replace' and policy ~= 'absent' then
+  return redis.error_reply('ERR push.lua: unknown duplicate policy "' .. policy .. '"')
+end
+if policy == 'absent' and redis.call('EXISTS', KEYS[2]) == 1 then
+  local topic = redis.pcall('HGET', KEYS[2], 'topic')
+  return {type(topic) == 'string' and topic or '', redis.call('ZSCORE', KEYS[1], ARGV[1]) or ''}
+end
 
 local t = redis.call('TIME')
 local delay_ms = tonumber(ARGV[4])
 local due_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + delay_ms
 local due = string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
+local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 
 -- ZADD first: Redis does not roll back a script that fails half-way, and
 -- ZADD is the call that can fail (a pool key of the wrong type); failing
@@ -39,4 +57,7 @@ if (ARGV[7] or '') ~= '' then
   redis.call('HSET', KEYS[2], 'backoff', ARGV[7], 'backoff_ms', ARGV[8], 'backoff_max_ms', ARGV[9])
 end
 redis.call('PEXPIRE', KEYS[2], delay_ms + tonumber(ARGV[5]))
+if head and (not head[2] or tonumber(due) < tonumber(head[2])) then
+  redis.call('PUBLISH', wake, due)
+end
 return due

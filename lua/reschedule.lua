@@ -4,6 +4,8 @@
 -- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
 -- ARGV[1]  job id
 -- ARGV[2]  new delay from now in milliseconds, integer >= 0
+-- ARGV[3]  wake channel "<prefix>wake", or "" / absent: none (published with
+--          the new due time when it comes before the pool's earliest)
 --
 -- Returns the new due time "s.mmm", or nil when the job is not waiting (never
 -- pushed, already due and moved, reserved, dead, or removed).
@@ -21,7 +23,12 @@ local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due_ms = now_ms + tonumber(ARGV[2])
 local due = string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
+local wake = ARGV[3] or ''
+local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 redis.call('ZADD', KEYS[1], 'XX', due, ARGV[1])
+if head and (not head[2] or tonumber(due) < tonumber(head[2])) then
+  redis.call('PUBLISH', wake, due)
+end
 local ttl = redis.call('PTTL', KEYS[2])
 if ttl > 0 then
   local old_ms = math.floor(tonumber(old) * 1000 + 0.5)

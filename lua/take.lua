@@ -3,17 +3,22 @@
 --
 -- KEYS[1]  job bucket      HASH  <prefix>job_bucket:<id>
 -- KEYS[2]  malformed list  LIST  <prefix>malformed
+-- KEYS[3]  job pool        ZSET  <prefix>job_pool
+-- KEYS[4]  reserved        ZSET  <prefix>reserved
 -- ARGV[1]  job id
 --
 -- Returns {id, topic, body}, or nil when there is no live job under the id;
 -- the caller then waits for the next id. An id whose bucket has no topic, or
 -- is not a hash, is parked on the malformed list (bucket kept), not lost.
-local job = redis.pcall('HMGET', KEYS[1], 'topic', 'body')
+-- A stale entry (the id has been pushed again and waits in the pool, or is
+-- reserved, or dead) gives nil as well: see pop.lua.
+local job = redis.pcall('HMGET', KEYS[1], 'topic', 'body', 'dead_reason')
 if job.err or job[1] == '' or (not job[1] and job[2]) then
   redis.call('LPUSH', KEYS[2], ARGV[1])
   return false
 end
-if not job[1] then
+if not job[1] or job[3] or redis.call('ZSCORE', KEYS[3], ARGV[1])
+    or redis.call('ZSCORE', KEYS[4], ARGV[1]) then
   return false
 end
 redis.call('DEL', KEYS[1])

@@ -2,6 +2,7 @@
 --
 -- KEYS[1]  reserved    ZSET  <prefix>reserved
 -- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
+-- KEYS[3]  job pool    ZSET  <prefix>job_pool
 -- ARGV[1]  job id
 -- ARGV[2]  receipt from reserve, or "" for whichever reservation is current
 --
@@ -9,11 +10,13 @@
 -- was not (unknown id, already acked, or expired and handed out again).
 --
 -- A reservation is held while its id is in the reserved set and its bucket
--- carries its receipt. An ack after the deadline still counts as long as the
+-- carries its receipt, and the id is not waiting in the pool (a 1.x-style
+-- push of the same id keeps the old receipt field: the reservation is stale,
+-- and acking it would delete the newer job). An ack after the deadline still counts as long as the
 -- server has not yet put the job back: nobody else holds it then.
 local receipt = redis.pcall('HGET', KEYS[2], 'receipt')
 if type(receipt) ~= 'string' or (ARGV[2] ~= '' and receipt ~= ARGV[2])
-    or not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+    or not redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZSCORE', KEYS[3], ARGV[1]) then
   return 0
 end
 redis.call('ZREM', KEYS[1], ARGV[1])

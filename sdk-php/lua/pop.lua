@@ -2,6 +2,8 @@
 --
 -- KEYS[1]  ready queue     LIST  <prefix>ready_queue:<topic>
 -- KEYS[2]  malformed list  LIST  <prefix>malformed
+-- KEYS[3]  job pool        ZSET  <prefix>job_pool
+-- KEYS[4]  reserved        ZSET  <prefix>reserved
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 --
 -- Returns {id, topic, body}, or nil when the queue holds no live job.
@@ -11,16 +13,20 @@
 -- move) are dropped and skipped: a consumer never sees an empty job. An id
 -- whose bucket has no topic, or is not a hash, is parked on the malformed
 -- list (bucket kept), as move.lua does: reported, not lost.
+-- A stale entry is dropped too: one left by an earlier push of an id that
+-- has since been pushed again (the id waits in the pool), reserved, or died.
+-- Handing it out would deliver the newer job before its due time.
 while true do
   local id = redis.call('RPOP', KEYS[1])
   if not id then
     return false
   end
   local bucket = ARGV[1] .. id
-  local job = redis.pcall('HMGET', bucket, 'topic', 'body')
+  local job = redis.pcall('HMGET', bucket, 'topic', 'body', 'dead_reason')
   if job.err or job[1] == '' or (not job[1] and job[2]) then
     redis.call('LPUSH', KEYS[2], id)
-  elseif job[1] then
+  elseif job[1] and not job[3] and not redis.call('ZSCORE', KEYS[3], id)
+      and not redis.call('ZSCORE', KEYS[4], id) then
     redis.call('DEL', bucket)
     return {id, job[1], job[2] or ''}
   end

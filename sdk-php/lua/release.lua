@@ -10,7 +10,10 @@
 -- ARGV[2]  what happens to the job: a delay in ms (release with a delay),
 --          "backoff" (the job's own backoff), or "bury" (dead letters now)
 -- ARGV[3]  "held": end one reservation held by a worker
---            ARGV[4] job id, ARGV[5] receipt, or "" for the current one
+--            ARGV[4] job id, ARGV[5] receipt, or "" for the current one,
+--            ARGV[6] wake channel "<prefix>wake", or "" / absent: none
+--            (published with the new due time when it comes before the
+--            pool's earliest, so a sleeping server wakes for it)
 --            Returns the new due time "s.mmm", "dead" when the job went to
 --            its dead-letter list, or nil when the reservation was not held.
 --          "expired": end up to ARGV[4] reservations whose deadline passed
@@ -22,7 +25,9 @@
 -- it was buried or its attempts reached max_attempts (0: no limit): then its
 -- id goes to <prefix>dead:<topic> and the bucket records why and when.
 -- Reserved ids whose bucket no longer carries a receipt (removed, or pushed
--- again while reserved) are dropped from the reserved set and left alone.
+-- again while reserved), or whose id waits in the pool (pushed again by a
+-- 1.x-style write, which keeps the old fields), are stale: not held, and
+-- dropped from the reserved set by expiry without touching the job.
 -- Expired ids that cannot be ended (a bucket without a topic or not a hash,
 -- or a dead-letter list that is not a list) are parked on the malformed
 -- list with their bucket kept, and reported.
@@ -82,10 +87,16 @@ if ARGV[3] == 'held' then
   local bucket = prefix .. 'job_bucket:' .. id
   local job = redis.pcall('HMGET', bucket, unpack(FIELDS))
   if job.err or not job[2] or (receipt ~= '' and job[2] ~= receipt) or not job[1] or job[1] == ''
-      or not redis.call('ZSCORE', reserved, id) then
+      or not redis.call('ZSCORE', reserved, id) or redis.call('ZSCORE', pool, id) then
     return false
   end
-  return fail(id, bucket, job)
+  local wake = ARGV[6] or ''
+  local head = wake ~= '' and redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
+  local outcome = fail(id, bucket, job)
+  if head and outcome ~= 'dead' and (not head[2] or tonumber(outcome) < tonumber(head[2])) then
+    redis.call('PUBLISH', wake, outcome)
+  end
+  return outcome
 end
 
 local batch = tonumber(ARGV[4])
@@ -95,7 +106,8 @@ for _, id in ipairs(expired) do
   local bucket = prefix .. 'job_bucket:' .. id
   local job = redis.pcall('HMGET', bucket, unpack(FIELDS))
   local ended, outcome = false, nil
-  if not job.err and job[1] and job[1] ~= '' and job[2] then
+  local waiting = redis.call('ZSCORE', pool, id)
+  if not job.err and job[1] and job[1] ~= '' and job[2] and not waiting then
     -- A key of the wrong type where fail() writes (the topic's dead list,
     -- say) must cost this job only, not stop every later expiry: fail()
     -- writes nothing before the call that raised, so parking is safe.
@@ -103,7 +115,7 @@ for _, id in ipairs(expired) do
   end
   if ended then
     if outcome == 'dead' then dead = dead + 1 else retried = retried + 1 end
-  elseif not job.err and not job[2] then
+  elseif waiting or (not job.err and not job[2]) then
     redis.call('ZREM', reserved, id)
     dropped = dropped + 1
   else

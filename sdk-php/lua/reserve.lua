@@ -5,6 +5,7 @@
 -- KEYS[2]  reserved         ZSET    <prefix>reserved
 -- KEYS[3]  malformed list   LIST    <prefix>malformed
 -- KEYS[4]  receipt counter  STRING  <prefix>receipt_seq
+-- KEYS[5]  job pool         ZSET    <prefix>job_pool
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  ttr in milliseconds, integer >= 1
 --
@@ -19,7 +20,7 @@
 -- the next worker's. Retry settings the pusher left out are written here,
 -- once, so every later step reads them from the bucket. The bucket loses its
 -- TTL: a job in at-least-once hands is kept until it is acked or purged.
--- Skipped and parked ids are handled as in pop.lua.
+-- Skipped, stale and parked ids are handled as in pop.lua.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
 local DEFAULT_MAX_ATTEMPTS, DEFAULT_BACKOFF = '25', 'exponential'
@@ -36,12 +37,13 @@ while true do
   end
   local bucket = ARGV[1] .. id
   local job = redis.pcall('HMGET', bucket, 'topic', 'body', 'attempts', 'max_attempts', 'backoff', 'backoff_ms',
-    'backoff_max_ms')
+    'backoff_max_ms', 'dead_reason')
   if job.err or job[1] == '' or (not job[1] and job[2])
       or (job[1] and not (count(job[3]) and count(job[4]) and count(job[6]) and count(job[7])
         and (not job[5] or job[5] == 'fixed' or job[5] == 'exponential'))) then
     redis.call('LPUSH', KEYS[3], id)
-  elseif job[1] then
+  elseif job[1] and not job[8] and not redis.call('ZSCORE', KEYS[5], id)
+      and not redis.call('ZSCORE', KEYS[2], id) then
     -- The two calls that can fail (keys of the wrong type) come before any
     -- write that cannot be undone; on failure the id goes back where it was.
     local seq = redis.pcall('INCR', KEYS[4])

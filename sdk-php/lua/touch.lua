@@ -3,6 +3,7 @@
 --
 -- KEYS[1]  reserved    ZSET  <prefix>reserved
 -- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
+-- KEYS[3]  job pool    ZSET  <prefix>job_pool
 -- ARGV[1]  job id
 -- ARGV[2]  receipt from reserve, or "" for whichever reservation is current
 -- ARGV[3]  ttr in milliseconds, integer >= 1: the new deadline is now + ttr
@@ -15,7 +16,7 @@ if redis.replicate_commands then pcall(redis.replicate_commands) end
 
 local receipt = redis.pcall('HGET', KEYS[2], 'receipt')
 if type(receipt) ~= 'string' or (ARGV[2] ~= '' and receipt ~= ARGV[2])
-    or not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+    or not redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZSCORE', KEYS[3], ARGV[1]) then
   return false
 end
 local t = redis.call('TIME')
