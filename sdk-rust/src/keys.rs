@@ -84,6 +84,12 @@ impl Keys {
         format!("{}receipt_seq", self.prefix)
     }
 
+    /// The pub/sub channel (not a key) on which pushes publish a due time
+    /// earlier than the pool's earliest, so a sleeping server wakes for it.
+    pub fn wake(&self) -> String {
+        format!("{}wake", self.prefix)
+    }
+
     /// The LIST of one topic's dead letters.
     pub fn dead(&self, topic: &str) -> String {
         format!("{}{topic}", self.dead_prefix())
