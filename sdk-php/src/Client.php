@@ -306,10 +306,10 @@ class Client
             }
         }
 
-        // push_many.lua: KEYS pool; ARGV bucket prefix, then push.lua's ARGV of each job
+        // push_many.lua: KEYS pool; ARGV bucket prefix, policy, wake channel, then push.lua's ARGV of each job
         $calls = [];
         foreach (array_chunk($jobs, Scripts::PUSH_MANY_MAX_JOBS) as $chunk) {
-            $argv = [$this->keys->bucketPrefix()];
+            $argv = [$this->keys->bucketPrefix(), Scripts::REPLACE, $this->keys->wake()];
             foreach ($chunk as [, $jobArgv]) {
                 array_push($argv, ...$jobArgv);
             }
@@ -317,7 +317,7 @@ class Client
         }
         foreach (array_chunk($calls, self::CALLS_PER_PIPELINE) as $pipeline) {
             foreach (Scripts::runPipelined($this->redis, Scripts::PUSH_MANY, $pipeline) as $i => $dues) {
-                $expected = intdiv(\count($pipeline[$i][1]) - 1, Scripts::PUSH_MANY_STRIDE);
+                $expected = intdiv(\count($pipeline[$i][1]) - Scripts::PUSH_MANY_HEAD, Scripts::PUSH_MANY_STRIDE);
                 if (!\is_array($dues) || \count($dues) !== $expected
                     || array_filter($dues, static fn (mixed $due): bool => !\is_string($due)) !== []
                 ) {
@@ -345,7 +345,7 @@ class Client
         $job = Scripts::run(
             $this->redis,
             Scripts::POP,
-            [$this->keys->readyQueue($topic), $this->keys->malformed()],
+            [$this->keys->readyQueue($topic), $this->keys->malformed(), $this->keys->pool(), $this->keys->reserved()],
             [$this->keys->bucketPrefix()]
         );
         return self::toMessage($job, Scripts::POP);
@@ -378,7 +378,7 @@ class Client
             $job = Scripts::run(
                 $this->redis,
                 Scripts::TAKE,
-                [$this->keys->bucket($id), $this->keys->malformed()],
+                [$this->keys->bucket($id), $this->keys->malformed(), $this->keys->pool(), $this->keys->reserved()],
                 [$id]
             );
             return self::toMessage($job, Scripts::TAKE);
@@ -487,7 +487,7 @@ class Client
         $result = Scripts::run(
             $this->redis,
             Scripts::ACK,
-            [$this->keys->reserved(), $this->keys->bucket($id)],
+            [$this->keys->reserved(), $this->keys->bucket($id), $this->keys->pool()],
             [$id, $receipt]
         );
         if (!\is_int($result)) {
@@ -523,7 +523,7 @@ class Client
         $deadline = Scripts::run(
             $this->redis,
             Scripts::TOUCH,
-            [$this->keys->reserved(), $this->keys->bucket($id)],
+            [$this->keys->reserved(), $this->keys->bucket($id), $this->keys->pool()],
             [$id, $receipt, (string) $ttrMs]
         );
         if ($deadline === false || $deadline === null) {
@@ -593,7 +593,7 @@ class Client
             $this->redis,
             Scripts::RESCHEDULE,
             [$this->keys->pool(), $this->keys->bucket($id)],
-            [$id, (string) $delayMs]
+            [$id, (string) $delayMs, $this->keys->wake()]
         );
         if ($due === false || $due === null) {
             return false;
@@ -824,7 +824,8 @@ class Client
     }
 
     /**
-     * Validates one job and builds push.lua's KEYS and ARGV.
+     * Validates one job and builds push.lua's KEYS and ARGV[1..9] (the job;
+     * the policy and wake channel are added by the caller).
      *
      * @return array{0: list<string>, 1: list<string>}
      * @throws InvalidArgumentException
@@ -854,7 +855,10 @@ class Client
         $job = Scripts::run(
             $this->redis,
             Scripts::RESERVE,
-            [$this->keys->readyQueue($topic), $this->keys->reserved(), $this->keys->malformed(), $this->keys->receiptSeq()],
+            [
+                $this->keys->readyQueue($topic), $this->keys->reserved(), $this->keys->malformed(),
+                $this->keys->receiptSeq(), $this->keys->pool(),
+            ],
             [$this->keys->bucketPrefix(), (string) $ttrMs]
         );
         if ($job === false || $job === null) {
@@ -906,7 +910,7 @@ class Client
             $this->redis,
             Scripts::RELEASE,
             [$this->keys->reserved(), $this->keys->pool(), $this->keys->malformed()],
-            [$this->keys->prefix(), $action, 'held', $id, $receipt]
+            [$this->keys->prefix(), $action, 'held', $id, $receipt, $this->keys->wake()]
         );
         if ($result === false || $result === null) {
             return false;
@@ -973,10 +977,10 @@ class Client
         return (float) $time;
     }
 
-    /** @param array{0: list<string>, 1: list<string>} $job */
+    /** @param array{0: list<string>, 1: list<string>} $job KEYS and ARGV[1..9] */
     private function runPush(array $job): void
     {
-        $due = Scripts::run($this->redis, Scripts::PUSH, $job[0], $job[1]);
+        $due = Scripts::run($this->redis, Scripts::PUSH, $job[0], [...$job[1], Scripts::REPLACE, $this->keys->wake()]);
         if (!\is_string($due)) {
             throw new ConnectionException('Redis error running push.lua: unexpected reply ' . get_debug_type($due));
         }

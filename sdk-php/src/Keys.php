@@ -17,6 +17,10 @@ namespace Delayer;
  * | <prefix>dead:<topic>          | LIST   | ids that failed for good, newest at left   |
  * | <prefix>receipt_seq           | STRING | the last reservation receipt handed out    |
  *
+ * and one pub/sub channel (not a key): `<prefix>wake`, where push, pushMany,
+ * release and reschedule publish a due time earlier than the pool's head, so
+ * that a sleeping server wakes for it.
+ *
  * The prefix is prepended as is ("shop:delayer:" gives "shop:delayer:job_pool").
  * Ids and topics are expected to be validated already ({@see Validator}).
  */
@@ -84,5 +88,14 @@ final class Keys
     public function receiptSeq(): string
     {
         return $this->prefix . 'receipt_seq';
+    }
+
+    /**
+     * `<prefix>wake`: the pub/sub channel (not a key) the scripts publish a
+     * new earliest due time on, so that a sleeping server wakes for it.
+     */
+    public function wake(): string
+    {
+        return $this->prefix . 'wake';
     }
 }

@@ -24,20 +24,32 @@ final class Scripts
      * ARGV[5] ready_max_lifetime in ms, ARGV[6] max_attempts, ARGV[7]
      * backoff ("fixed" / "exponential"), ARGV[8] backoff_ms, ARGV[9]
      * backoff_max_ms (the last four "" when not set: the bucket then stays
-     * exactly as Delayer 1.x writes it). Returns the due time "s.mmm".
+     * exactly as Delayer 1.x writes it), ARGV[10] duplicate policy
+     * ({@see self::REPLACE} or {@see self::IF_ABSENT}), ARGV[11] wake channel
+     * (`<prefix>wake`). Returns the due time "s.mmm"; with the policy
+     * "absent" and the id taken, [topic, due] of the job holding it (due ""
+     * when it is not waiting) and nothing is written.
      */
     public const PUSH = 'push';
+
+    /** Duplicate policy of push.lua / push_many.lua: a taken id's job is replaced (Delayer 1.x). */
+    public const REPLACE = 'replace';
+
+    /** Duplicate policy of push.lua / push_many.lua: a taken id is left alone and reported. */
+    public const IF_ABSENT = 'absent';
 
     /**
      * push_many.lua: schedule up to 100 jobs in one call, each written as
      * push.lua writes one; the jobs of one call are atomic together.
      *
      * KEYS[1] pool (`<prefix>job_pool`); ARGV[1] bucket prefix
-     * (`<prefix>job_bucket:`), then {@see self::PUSH_MANY_STRIDE} values per
-     * job: push.lua's ARGV (id, topic, body, delay in ms, ready_max_lifetime
-     * in ms, max_attempts, backoff, backoff_ms, backoff_max_ms; "" for the
-     * retry settings not set). Returns the due time "s.mmm" of each job, in
-     * order.
+     * (`<prefix>job_bucket:`), ARGV[2] duplicate policy, ARGV[3] wake
+     * channel, then {@see self::PUSH_MANY_STRIDE} values per job from
+     * {@see self::PUSH_MANY_HEAD} + 1: push.lua's ARGV[1..9] (id, topic,
+     * body, delay in ms, ready_max_lifetime in ms, max_attempts, backoff,
+     * backoff_ms, backoff_max_ms; "" for the retry settings not set). Returns
+     * one entry per job, in order: its due time "s.mmm", or push.lua's
+     * [topic, due] for a taken id (policy "absent"; that job is not written).
      */
     public const PUSH_MANY = 'push_many';
 
@@ -47,20 +59,27 @@ final class Scripts
     /** How many ARGV values push_many.lua takes per job. */
     public const PUSH_MANY_STRIDE = 9;
 
+    /** How many ARGV values push_many.lua takes before the jobs'. */
+    public const PUSH_MANY_HEAD = 3;
+
     /**
      * pop.lua: hand out the next live job of one topic, at most once.
      *
      * KEYS[1] ready queue (`<prefix>ready_queue:<topic>`), KEYS[2] malformed
-     * list (`<prefix>malformed`); ARGV[1] bucket prefix (`<prefix>job_bucket:`).
-     * Returns [id, topic, body], or nil (false in phpredis) when there is none.
+     * list (`<prefix>malformed`), KEYS[3] pool, KEYS[4] reserved set (to tell
+     * stale entries: an id pushed again, reserved or dead); ARGV[1] bucket
+     * prefix (`<prefix>job_bucket:`). Returns [id, topic, body], or nil
+     * (false in phpredis) when there is none.
      */
     public const POP = 'pop';
 
     /**
      * take.lua: fetch and delete the bucket of an id popped by BRPOP.
      *
-     * KEYS[1] bucket (`<prefix>job_bucket:<id>`), KEYS[2] malformed list;
-     * ARGV[1] id. Returns [id, topic, body], or nil when the bucket is gone.
+     * KEYS[1] bucket (`<prefix>job_bucket:<id>`), KEYS[2] malformed list,
+     * KEYS[3] pool, KEYS[4] reserved set; ARGV[1] id. Returns [id, topic,
+     * body], or nil when there is no live job under the id (gone, or the
+     * entry is stale).
      */
     public const TAKE = 'take';
 
@@ -77,8 +96,8 @@ final class Scripts
      * (at least once).
      *
      * KEYS[1] ready queue, KEYS[2] reserved set (`<prefix>reserved`), KEYS[3]
-     * malformed list, KEYS[4] receipt counter (`<prefix>receipt_seq`);
-     * ARGV[1] bucket prefix, ARGV[2] ttr in ms (>= 1). Returns [id, topic,
+     * malformed list, KEYS[4] receipt counter (`<prefix>receipt_seq`),
+     * KEYS[5] pool; ARGV[1] bucket prefix, ARGV[2] ttr in ms (>= 1). Returns [id, topic,
      * body, attempts, max_attempts, receipt, deadline "s.mmm"], or nil.
      */
     public const RESERVE = 'reserve';
@@ -86,9 +105,10 @@ final class Scripts
     /**
      * ack.lua: a reserved job is done; delete it.
      *
-     * KEYS[1] reserved set, KEYS[2] bucket; ARGV[1] id, ARGV[2] receipt, or ""
-     * for whichever reservation is current. Returns 1 when the reservation
-     * was held (the job is deleted), else 0.
+     * KEYS[1] reserved set, KEYS[2] bucket, KEYS[3] pool (an id waiting
+     * there was pushed again: its reservation is stale); ARGV[1] id, ARGV[2]
+     * receipt, or "" for whichever reservation is current. Returns 1 when the
+     * reservation was held (the job is deleted), else 0.
      */
     public const ACK = 'ack';
 
@@ -96,8 +116,8 @@ final class Scripts
      * touch.lua: a worker still busy with a reserved job extends its
      * reservation; attempts do not change.
      *
-     * KEYS[1] reserved set, KEYS[2] bucket; ARGV[1] id, ARGV[2] receipt, or ""
-     * for whichever reservation is current, ARGV[3] ttr in ms (>= 1). Returns
+     * KEYS[1] reserved set, KEYS[2] bucket, KEYS[3] pool; ARGV[1] id,
+     * ARGV[2] receipt, or "" for whichever reservation is current, ARGV[3] ttr in ms (>= 1). Returns
      * the new deadline "s.mmm" (now + ttr: set, not added to), or nil when
      * the reservation was not held (the same test as ack.lua).
      */
@@ -109,7 +129,7 @@ final class Scripts
      *
      * KEYS[1] reserved set, KEYS[2] pool, KEYS[3] malformed list; ARGV[1] key
      * prefix, ARGV[2] delay in ms / "backoff" / "bury", ARGV[3] "held",
-     * ARGV[4] id, ARGV[5] receipt or "". Returns the new due time "s.mmm",
+     * ARGV[4] id, ARGV[5] receipt or "", ARGV[6] wake channel. Returns the new due time "s.mmm",
      * "dead", or nil when the reservation was not held.
      */
     public const RELEASE = 'release';
@@ -117,7 +137,8 @@ final class Scripts
     /**
      * reschedule.lua: move the due time of a job still waiting in the pool.
      *
-     * KEYS[1] pool, KEYS[2] bucket; ARGV[1] id, ARGV[2] delay in ms. Returns
+     * KEYS[1] pool, KEYS[2] bucket; ARGV[1] id, ARGV[2] delay in ms, ARGV[3]
+     * wake channel. Returns
      * the new due time "s.mmm", or nil when the job is not waiting.
      */
     public const RESCHEDULE = 'reschedule';
@@ -229,8 +250,8 @@ final class Scripts
      * a restart or SCRIPT FLUSH), so the EVALSHAs that follow find it. A call
      * whose reply is an error anyway is run again alone with {@see run()},
      * which loads the script or raises. Only for scripts that never reply nil
-     * and may safely run twice for the same arguments (push.lua and
-     * push_many.lua: they replace their jobs).
+     * and may run again after an error reply (push.lua and push_many.lua: an
+     * error reply means a call that failed, which the run again reports).
      *
      * @param self::PUSH|self::PUSH_MANY $name
      * @param list<array{0: list<string>, 1: list<string>}> $calls KEYS and ARGV of each call
