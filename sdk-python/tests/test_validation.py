@@ -194,12 +194,14 @@ def test_dead_ids_go_1000_per_call() -> None:
 def test_push_sends_retry_settings_only_when_given() -> None:
     from delayer import Keys
 
+    # "" leaves a retry setting out, so the bucket stays exactly 1.x's;
+    # then the duplicate policy and the wake channel
     plain = _core.push_call(Keys(), "t", "j", 1, b"x", 60)
-    assert plain.args == ["j", "t", b"x", 1000, 60_000]
+    assert plain.args == ["j", "t", b"x", 1000, 60_000, "", "", "", "", "replace", "delayer:wake"]
     some = _core.push_call(Keys(), "t", "j", 1, b"x", 60, max_attempts=3)
-    assert some.args == ["j", "t", b"x", 1000, 60_000, 3, "", "", ""]
-    both = _core.push_call(Keys(), "t", "j", 1, b"x", 60, 0, Backoff.exponential(2, 10))
-    assert both.args[5:] == [0, "exponential", 2000, 10_000]
+    assert some.args[5:9] == [3, "", "", ""]
+    both = _core.push_call(Keys("p:"), "t", "j", 1, b"x", 60, 0, Backoff.exponential(2, 10), True)
+    assert both.args[5:] == [0, "exponential", 2000, 10_000, "absent", "p:wake"]
 
 
 def test_limits_are_inclusive(url: str, raw: "redis.Redis") -> None:
@@ -218,11 +220,12 @@ def test_push_many_calls_take_100_jobs_each() -> None:
     calls = _core.push_many_calls(Keys("p:"), jobs)
     assert [_core.push_many_jobs(c) for c in calls] == [100, 100, 50]
     assert all(c.keys == ["p:job_pool"] for c in calls)
-    assert calls[1].args[0] == "p:job_bucket:"
+    assert calls[1].args[:3] == ["p:job_bucket:", "replace", "p:wake"]
     # nine values per job: the last four ("" = not set) are the retry settings
-    assert calls[1].args[1:10] == ["j100", "t1", b"b100", 100_000, 10_000, "", "", "", ""]
+    assert calls[1].args[3:12] == ["j100", "t1", b"b100", 100_000, 10_000, "", "", "", ""]
     assert calls[2].args[-9:] == ["j249", "t0", b"b249", 249_000, 10_000, "", "", "", ""]
-    assert len(calls[2].args) == 1 + 50 * 9
+    assert len(calls[2].args) == 3 + 50 * 9
+    assert _core.push_many_calls(Keys("p:"), jobs[:1], True)[0].args[1] == "absent"
     assert [len(c) for c in _core.chunks(_core.push_many_calls(Keys(), jobs * 9))] == [10, 10, 3]
     assert _core.push_many_calls(Keys(), []) == []
 

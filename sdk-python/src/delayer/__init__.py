@@ -15,9 +15,18 @@ The asyncio twin is :class:`delayer.aio.Delayer`.
 """
 
 from .client import Delayer
-from .errors import ConfigError, ConnectionFailed, DelayerError, InvalidArgument, ProtocolError
+from .errors import ConfigError, ConnectionFailed, DelayerError, IdTakenError, InvalidArgument, ProtocolError
 from .keys import DEFAULT_PREFIX, Keys
-from .models import DEFAULT_MAX_ATTEMPTS, DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
+from .models import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_READY_MAX_LIFETIME,
+    Backoff,
+    DeadLetter,
+    Job,
+    Message,
+    ReservedMessage,
+    Taken,
+)
 
 __all__ = [
     "Delayer",
@@ -26,6 +35,7 @@ __all__ = [
     "Backoff",
     "ReservedMessage",
     "DeadLetter",
+    "Taken",
     "DEFAULT_MAX_ATTEMPTS",
     "Keys",
     "DEFAULT_PREFIX",
@@ -35,6 +45,7 @@ __all__ = [
     "ConfigError",
     "ConnectionFailed",
     "ProtocolError",
+    "IdTakenError",
 ]
 
 __version__ = "2.0.0"

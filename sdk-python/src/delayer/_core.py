@@ -37,9 +37,9 @@ from redis.exceptions import (
     TimeoutError as RedisTimeoutError,
 )
 
-from .errors import ConfigError, ConnectionFailed, DelayerError, InvalidArgument, ProtocolError
+from .errors import ConfigError, ConnectionFailed, DelayerError, IdTakenError, InvalidArgument, ProtocolError
 from .keys import Keys
-from .models import Backoff, DeadLetter, Job, Message, ReservedMessage
+from .models import Backoff, DeadLetter, Job, Message, ReservedMessage, Taken
 
 #: Longest id or topic, in UTF-8 bytes.
 MAX_NAME_BYTES = 200
@@ -237,34 +237,44 @@ def push_call(
     ready_max_lifetime: object,
     max_attempts: object = None,
     backoff: object = None,
+    if_absent: object = False,
 ) -> ScriptCall:
     """Validate one push and return push.lua's KEYS and ARGV.
 
-    ARGV is id, topic, body, delay ms, lifetime ms, and then, only when a
-    retry setting is given, max_attempts, backoff, backoff_ms and
-    backoff_max_ms ("" for the unset ones). Without them the call is the
-    classic five values and the bucket exactly Delayer 1.x's.
+    ARGV is id, topic, body, delay ms, lifetime ms, max_attempts, backoff,
+    backoff_ms, backoff_max_ms ("" for the unset ones: the bucket is then
+    exactly Delayer 1.x's), the duplicate policy (:func:`policy`) and the
+    wake channel.
     """
     topic_s = check_name("topic", topic)
     id_s = check_name("id", job_id)
     ms = delay_ms(delay)
     life = lifetime_ms(ready_max_lifetime)
     data = encode_body(body)
-    retry = retry_args(max_attempts, backoff)
     args: List[Union[str, bytes, int]] = [id_s, topic_s, data, ms, life]
-    if any(a != "" for a in retry):
-        args += retry
+    args += retry_args(max_attempts, backoff)
+    args += [policy(if_absent), keys.wake]
     return ScriptCall([keys.job_pool, keys.job_bucket(id_s)], args)
 
 
-def push_many_calls(keys: Keys, jobs: object) -> List[ScriptCall]:
+def policy(if_absent: object) -> str:
+    """push.lua's / push_many.lua's duplicate policy for ``if_absent``:
+    ``"absent"`` (write nothing for an id that is taken) or ``"replace"``."""
+    if not isinstance(if_absent, bool):
+        raise InvalidArgument(f"if_absent must be a bool, not {type(if_absent).__name__}")
+    return "absent" if if_absent else "replace"
+
+
+def push_many_calls(keys: Keys, jobs: object, if_absent: object = False) -> List[ScriptCall]:
     """Validate every job of a ``push_many``, then build its push_many.lua calls.
 
     Nothing is built unless every job is valid. Each call takes up to
     :data:`JOBS_PER_CALL` jobs: KEYS is the pool; ARGV is the bucket prefix,
-    then nine values per job: id, topic, body, delay ms, lifetime ms,
-    max_attempts, backoff, backoff_ms, backoff_max_ms ("" when not set).
+    the duplicate policy, the wake channel, then nine values per job: id,
+    topic, body, delay ms, lifetime ms, max_attempts, backoff, backoff_ms,
+    backoff_max_ms ("" when not set).
     """
+    mode = policy(if_absent)
     try:
         items = list(jobs)  # type: ignore[call-overload]
     except TypeError:
@@ -277,23 +287,26 @@ def push_many_calls(keys: Keys, jobs: object) -> List[ScriptCall]:
             push = push_call(
                 keys, job.topic, job.id, job.delay, job.body, job.ready_max_lifetime, job.max_attempts, job.backoff
             )
-            if len(push.args) == 5:  # push_many.lua always takes all nine
-                push.args.extend(["", "", "", ""])
             pushes.append(push)
         except InvalidArgument as e:
             raise InvalidArgument(f"jobs[{i}]: {e}") from None
     calls = []
     for start in range(0, len(pushes), JOBS_PER_CALL):
-        args: List[Union[str, bytes, int]] = [keys.bucket_prefix]
+        args: List[Union[str, bytes, int]] = [keys.bucket_prefix, mode, keys.wake]
         for push in pushes[start : start + JOBS_PER_CALL]:
-            args.extend(push.args)  # push.lua's nine ARGV
+            args.extend(push.args[:VALUES_PER_JOB])  # push.lua's first nine ARGV
         calls.append(ScriptCall([keys.job_pool], args))
     return calls
 
 
 def push_many_jobs(call: ScriptCall) -> int:
     """How many jobs a push_many.lua call from :func:`push_many_calls` holds."""
-    return (len(call.args) - 1) // VALUES_PER_JOB
+    return (len(call.args) - 3) // VALUES_PER_JOB
+
+
+def push_many_ids(call: ScriptCall) -> List[str]:
+    """The ids of the jobs of a push_many.lua call from :func:`push_many_calls`, in order."""
+    return [str(a) for a in call.args[3::VALUES_PER_JOB]]
 
 
 #: How many ARGV values push_many.lua takes per job.
@@ -303,12 +316,12 @@ VALUES_PER_JOB = 9
 def pop_call(keys: Keys, topic: object) -> ScriptCall:
     """Validate a pop and return pop.lua's KEYS and ARGV."""
     t = check_name("topic", topic)
-    return ScriptCall([keys.ready_queue(t), keys.malformed], [keys.bucket_prefix])
+    return ScriptCall([keys.ready_queue(t), keys.malformed, keys.job_pool, keys.reserved], [keys.bucket_prefix])
 
 
 def take_call(keys: Keys, job_id: str) -> ScriptCall:
     """take.lua's KEYS and ARGV for an id just popped with BRPOP."""
-    return ScriptCall([keys.job_bucket(job_id), keys.malformed], [job_id])
+    return ScriptCall([keys.job_bucket(job_id), keys.malformed, keys.job_pool, keys.reserved], [job_id])
 
 
 def remove_call(keys: Keys, job_id: object) -> ScriptCall:
@@ -320,13 +333,14 @@ def remove_call(keys: Keys, job_id: object) -> ScriptCall:
 def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
     """Validate a reserve and return reserve.lua's KEYS and ARGV.
 
-    KEYS: ready queue, reserved, malformed, receipt_seq; ARGV: bucket
+    KEYS: ready queue, reserved, malformed, receipt_seq, pool; ARGV: bucket
     prefix, ttr ms. KEYS[0] is also the list ``breserve`` waits on.
     """
     t = check_name("topic", topic)
     ms = ttr_ms(ttr)
     return ScriptCall(
-        [keys.ready_queue(t), keys.reserved, keys.malformed, keys.receipt_seq], [keys.bucket_prefix, ms]
+        [keys.ready_queue(t), keys.reserved, keys.malformed, keys.receipt_seq, keys.job_pool],
+        [keys.bucket_prefix, ms],
     )
 
 
@@ -361,25 +375,27 @@ def held(job: object, receipt: object) -> Tuple[str, str]:
 
 
 def ack_call(keys: Keys, job: object, receipt: object) -> ScriptCall:
-    """Validate an ack and return ack.lua's KEYS (reserved, bucket) and ARGV (id, receipt)."""
+    """Validate an ack and return ack.lua's KEYS (reserved, bucket, pool) and ARGV (id, receipt)."""
     job_id, r = held(job, receipt)
-    return ScriptCall([keys.reserved, keys.job_bucket(job_id)], [job_id, r])
+    return ScriptCall([keys.reserved, keys.job_bucket(job_id), keys.job_pool], [job_id, r])
 
 
 def touch_call(keys: Keys, job: object, ttr: object, receipt: object) -> ScriptCall:
-    """Validate a touch and return touch.lua's KEYS (reserved, bucket) and ARGV (id, receipt, ttr ms).
+    """Validate a touch and return touch.lua's KEYS (reserved, bucket, pool) and ARGV (id, receipt, ttr ms).
 
     ``job`` and ``receipt`` as for ack (:func:`held`), ``ttr`` as for reserve (:func:`ttr_ms`).
     """
     job_id, r = held(job, receipt)
     ms = ttr_ms(ttr)
-    return ScriptCall([keys.reserved, keys.job_bucket(job_id)], [job_id, r, ms])
+    return ScriptCall([keys.reserved, keys.job_bucket(job_id), keys.job_pool], [job_id, r, ms])
 
 
 def _release_call(keys: Keys, job: object, receipt: object, action: Union[str, int]) -> ScriptCall:
     job_id, r = held(job, receipt)
     # "held": end this one reservation. The "expired" mode is the server's.
-    return ScriptCall([keys.reserved, keys.job_pool, keys.malformed], [keys.prefix, action, "held", job_id, r])
+    return ScriptCall(
+        [keys.reserved, keys.job_pool, keys.malformed], [keys.prefix, action, "held", job_id, r, keys.wake]
+    )
 
 
 def release_call(keys: Keys, job: object, delay: object, receipt: object) -> ScriptCall:
@@ -398,10 +414,10 @@ def bury_call(keys: Keys, job: object, receipt: object) -> ScriptCall:
 
 
 def reschedule_call(keys: Keys, job_id: object, delay: object) -> ScriptCall:
-    """Validate a reschedule and return reschedule.lua's KEYS (pool, bucket) and ARGV (id, delay ms)."""
+    """Validate a reschedule and return reschedule.lua's KEYS (pool, bucket) and ARGV (id, delay ms, wake channel)."""
     i = check_name("id", job_id)
     ms = delay_ms(delay)
-    return ScriptCall([keys.job_pool, keys.job_bucket(i)], [i, ms])
+    return ScriptCall([keys.job_pool, keys.job_bucket(i)], [i, ms, keys.wake])
 
 
 def dead_list_call(keys: Keys, topic: object, start: object, count: object) -> ScriptCall:
@@ -495,21 +511,50 @@ def parse_due(reply: object, script: str = "push.lua", what: str = "due time") -
     return due
 
 
-def parse_dues(reply: object, count: int) -> List[float]:
-    """push_many.lua's reply: a list of ``count`` due times, as float Unix seconds."""
-    if not isinstance(reply, (list, tuple)) or len(reply) != count:
-        raise ProtocolError(f"push_many.lua returned {reply!r:.200}, expected a list of {count} due times")
-    return [parse_due(r) for r in reply]
+def parse_pushed(reply: object, job_id: str, script: str = "push.lua") -> Union[float, Taken]:
+    """One job's outcome as push.lua (or push_many.lua, per job) returns it:
+    its due time ``"s.mmm"``, or ``[topic, due]`` of the job holding a taken id
+    (due ``""`` when that job does not wait any more)."""
+    if not isinstance(reply, (list, tuple)):
+        return parse_due(reply, script)
+    if len(reply) != 2:
+        raise ProtocolError(f"{script} returned {reply!r:.200}, expected a due time or [topic, due]")
+    topic, due = reply
+    return Taken(job_id, _text("topic", topic), None if due in (b"", "") else parse_due(due, script))
 
 
-def parse_push_many(calls: Sequence[ScriptCall], replies: object) -> List[float]:
-    """The due times of a ``push_many`` pipeline: SCRIPT LOAD's reply, then one list per call."""
+def parse_push(call: ScriptCall, reply: object) -> float:
+    """push.lua's reply to ``call`` as the due time; :class:`IdTakenError` when the id was taken."""
+    pushed = parse_pushed(reply, str(call.args[0]))
+    if isinstance(pushed, Taken):
+        raise IdTakenError([pushed], [None])
+    return pushed
+
+
+def parse_dues(reply: object, call: ScriptCall) -> List[Union[float, Taken]]:
+    """push_many.lua's reply to ``call``: one due time (or :class:`Taken`) per job."""
+    ids = push_many_ids(call)
+    if not isinstance(reply, (list, tuple)) or len(reply) != len(ids):
+        raise ProtocolError(f"push_many.lua returned {reply!r:.200}, expected a list of {len(ids)} due times")
+    return [parse_pushed(r, i, "push_many.lua") for r, i in zip(reply, ids)]
+
+
+def parse_push_many(calls: Sequence[ScriptCall], replies: object) -> List[Union[float, Taken]]:
+    """The outcomes of a ``push_many`` pipeline: SCRIPT LOAD's reply, then one list per call."""
     if not isinstance(replies, (list, tuple)) or len(replies) != len(calls) + 1:
         raise ProtocolError(f"expected {len(calls) + 1} replies from a push_many pipeline, got {replies!r:.200}")
-    dues: List[float] = []
+    dues: List[Union[float, Taken]] = []
     for call, reply in zip(calls, replies[1:]):
-        dues.extend(parse_dues(reply, push_many_jobs(call)))
+        dues.extend(parse_dues(reply, call))
     return dues
+
+
+def pushed_all(outcomes: Sequence[Union[float, Taken]]) -> List[float]:
+    """The due times of a whole ``push_many``; :class:`IdTakenError` if any id was taken."""
+    taken = [o for o in outcomes if isinstance(o, Taken)]
+    if taken:
+        raise IdTakenError(taken, [None if isinstance(o, Taken) else o for o in outcomes])
+    return [o for o in outcomes if not isinstance(o, Taken)]
 
 
 def parse_message(reply: object) -> Optional[Message]:

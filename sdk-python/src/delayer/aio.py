@@ -19,7 +19,7 @@ from redis.commands.core import AsyncScript
 from . import _core, config, scripts
 from .errors import InvalidArgument
 from .keys import DEFAULT_PREFIX, Keys
-from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
+from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage, Taken
 
 __all__ = ["Delayer"]
 
@@ -126,23 +126,28 @@ class Delayer:
         *,
         max_attempts: Optional[int] = None,
         backoff: Optional[Backoff] = None,
+        if_absent: bool = False,
     ) -> float:
         """Schedule job ``id`` on ``topic`` in ``delay`` seconds; return its due time.
 
-        See :meth:`delayer.Delayer.push` (also for ``max_attempts`` and ``backoff``).
+        Ids are global across topics: the job replaces any job with its id,
+        unless ``if_absent=True`` (then :class:`delayer.IdTakenError` when it is
+        taken). See :meth:`delayer.Delayer.push` (also for ``max_attempts`` and ``backoff``).
         """
-        call = _core.push_call(self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff)
+        call = _core.push_call(
+            self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent
+        )
         with self._guard:
             reply = await self._scripts[scripts.PUSH](keys=call.keys, args=call.args)
-        return _core.parse_due(reply)
+        return _core.parse_push(call, reply)
 
-    async def push_many(self, jobs: Iterable[Job]) -> List[float]:
+    async def push_many(self, jobs: Iterable[Job], *, if_absent: bool = False) -> List[float]:
         """Push many jobs, pipelined; return their due times in order.
 
         See :meth:`delayer.Delayer.push_many`.
         """
-        calls = _core.push_many_calls(self._keys, jobs)
-        dues: List[float] = []
+        calls = _core.push_many_calls(self._keys, jobs, if_absent)
+        dues: List[Union[float, Taken]] = []
         source = scripts.source(scripts.PUSH_MANY)
         sha = self._scripts[scripts.PUSH_MANY].sha
         with self._guard:
@@ -154,7 +159,7 @@ class Delayer:
                         pipe.evalsha(sha, len(call.keys), *call.keys, *call.args)
                     replies = await pipe.execute()
                 dues.extend(_core.parse_push_many(chunk, replies))
-        return dues
+        return _core.pushed_all(dues)
 
     async def pop(self, topic: str) -> Optional[Message]:
         """Take the next ready job of ``topic``, or None if there is none."""

@@ -15,7 +15,7 @@ from redis.retry import Retry
 from . import _core, config, scripts
 from .errors import InvalidArgument
 from .keys import DEFAULT_PREFIX, Keys
-from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
+from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage, Taken
 
 __all__ = ["Delayer"]
 
@@ -40,8 +40,12 @@ class Delayer:
     if the given client sets one, must exceed the longest :meth:`bpop` /
     :meth:`breserve` wait.
 
+    Job ids are global across topics (the classic 1.x key layout): a push
+    replaces any job with its id, whatever its topic, unless ``if_absent``.
+
     Every error is a :class:`delayer.DelayerError`: :class:`InvalidArgument`
-    (nothing sent), :class:`ConnectionFailed`, :class:`ProtocolError`.
+    (nothing sent), :class:`ConnectionFailed`, :class:`ProtocolError`,
+    :class:`IdTakenError` (``if_absent``).
     """
 
     def __init__(
@@ -127,14 +131,21 @@ class Delayer:
         *,
         max_attempts: Optional[int] = None,
         backoff: Optional[Backoff] = None,
+        if_absent: bool = False,
     ) -> float:
         """Schedule job ``id`` on ``topic`` in ``delay`` seconds; return its due time.
 
         ``delay`` is rounded to the nearest millisecond; ``body`` is bytes (a
         ``str`` is encoded as UTF-8). The job's data expires
-        ``delay + ready_max_lifetime`` seconds from now. Pushing an id that is
-        still waiting replaces it. Returns the due time as Unix seconds by
-        Redis's clock.
+        ``delay + ready_max_lifetime`` seconds from now. Returns the due time
+        as Unix seconds by Redis's clock.
+
+        **Ids are global across topics** (the classic 1.x key layout): by
+        default a push replaces whatever job has the id, on any topic (pushing
+        ``"42"`` on ``"sms"`` replaces a waiting ``"42"`` on
+        ``"close_order"``). With ``if_absent=True`` nothing is written when
+        the id is taken: :class:`IdTakenError` says which job holds it (its
+        topic, and its due time while it waits).
 
         ``max_attempts`` (0 = no limit, at most 1,000,000) and ``backoff``
         matter only to :meth:`reserve`: how many reservations the job gets
@@ -142,21 +153,30 @@ class Delayer:
         one. Left out, reserve uses 25 and exponential backoff from 1 s up to
         1 h, and the bucket stays exactly as Delayer 1.x writes it.
         """
-        call = _core.push_call(self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff)
+        call = _core.push_call(
+            self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent
+        )
         with self._guard:
             reply = self._scripts[scripts.PUSH](keys=call.keys, args=call.args)
-        return _core.parse_due(reply)
+        return _core.parse_push(call, reply)
 
-    def push_many(self, jobs: Iterable[Job]) -> List[float]:
+    def push_many(self, jobs: Iterable[Job], *, if_absent: bool = False) -> List[float]:
         """Push many jobs, pipelined; return their due times in order.
 
         Every job is validated before anything is sent. Jobs go by
         push_many.lua, 100 per call and 10 calls per round trip; the jobs of
         one call are atomic together, the batch as a whole is not (a failure
         may leave earlier jobs pushed).
+
+        Ids are global across topics, and a job replaces any job with its id,
+        as in :meth:`push`. With ``if_absent=True`` the jobs whose id is
+        taken are not written, the others are; :class:`IdTakenError` then
+        lists the taken ids (:attr:`~IdTakenError.taken`) and carries every
+        job's due time in order (:attr:`~IdTakenError.due`, None for a taken
+        one).
         """
-        calls = _core.push_many_calls(self._keys, jobs)
-        dues: List[float] = []
+        calls = _core.push_many_calls(self._keys, jobs, if_absent)
+        dues: List[Union[float, Taken]] = []
         source = scripts.source(scripts.PUSH_MANY)
         sha = self._scripts[scripts.PUSH_MANY].sha
         with self._guard:
@@ -168,7 +188,7 @@ class Delayer:
                         pipe.evalsha(sha, len(call.keys), *call.keys, *call.args)
                     replies = pipe.execute()
                 dues.extend(_core.parse_push_many(chunk, replies))
-        return dues
+        return _core.pushed_all(dues)
 
     def pop(self, topic: str) -> Optional[Message]:
         """Take the next ready job of ``topic``, or None if there is none.

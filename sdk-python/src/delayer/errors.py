@@ -7,12 +7,18 @@ exception escapes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, List, Optional, Sequence
+
+if TYPE_CHECKING:  # models imports this module
+    from .models import Taken
+
 __all__ = [
     "DelayerError",
     "InvalidArgument",
     "ConfigError",
     "ConnectionFailed",
     "ProtocolError",
+    "IdTakenError",
 ]
 
 
@@ -34,3 +40,30 @@ class ConnectionFailed(DelayerError):
 
 class ProtocolError(DelayerError):
     """Redis answered with an error or with a reply the protocol does not allow."""
+
+
+class IdTakenError(DelayerError):
+    """A push with ``if_absent=True`` found ids already taken, and wrote nothing for them.
+
+    :attr:`taken` says, for each such id, which job holds it (its topic and,
+    while it waits, its due time). :attr:`due` has one entry per job pushed,
+    in order: the due time of each job that was written, None for each taken
+    one (for ``push_many``, the free ids were written all the same).
+    """
+
+    def __init__(self, taken: Sequence["Taken"], due: Sequence[Optional[float]]) -> None:
+        self.taken: List["Taken"] = list(taken)
+        self.due: List[Optional[float]] = list(due)
+        super().__init__(_describe(self.taken))
+
+
+def _describe(taken: Sequence["Taken"]) -> str:
+    """``id 'a' is taken (topic 'sms', due at 1763750000.125)``, for up to five ids."""
+    shown = ", ".join(
+        f"{t.id!r} (topic {t.topic!r}, {'not waiting' if t.due is None else f'due at {t.due:.3f}'})"
+        for t in taken[:5]
+    )
+    more = f" and {len(taken) - 5} more" if len(taken) > 5 else ""
+    if len(taken) == 1:
+        return f"id {shown} is taken; nothing was written for it"
+    return f"{len(taken)} ids are taken: {shown}{more}; nothing was written for them"

@@ -1,7 +1,8 @@
 """Redis key names of the Delayer protocol (docs/PROTOCOL.md, "Keys").
 
-This is the only module that builds key names, so a later layout (for example
-per-topic hash tags for Redis Cluster) changes one place.
+This is the only module that builds key names (and the name of the one pub/sub
+channel), so a later layout (for example per-topic hash tags for Redis
+Cluster) changes one place.
 """
 
 from __future__ import annotations
@@ -57,6 +58,16 @@ class Keys:
     def receipt_seq(self) -> str:
         """The counter reserve takes receipts from: ``<prefix>receipt_seq``."""
         return self.prefix + "receipt_seq"
+
+    @property
+    def wake(self) -> str:
+        """The pub/sub channel on which scripts announce an earlier due time: ``<prefix>wake``.
+
+        A channel, not a key: push, push_many, release and reschedule publish
+        the new due time there when it comes before the pool's earliest, so a
+        sleeping server wakes for it.
+        """
+        return self.prefix + "wake"
 
     def dead(self, topic: str) -> str:
         """The LIST of one topic's dead letters, newest at the left: ``<prefix>dead:<topic>``."""

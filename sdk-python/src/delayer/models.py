@@ -13,6 +13,7 @@ __all__ = [
     "Backoff",
     "ReservedMessage",
     "DeadLetter",
+    "Taken",
     "DEFAULT_READY_MAX_LIFETIME",
     "DEFAULT_MAX_ATTEMPTS",
 ]
@@ -182,3 +183,20 @@ class DeadLetter(_Body):
     reason: str
     #: When it died: Unix seconds by Redis's clock.
     dead_at: float
+
+
+@dataclass(frozen=True)
+class Taken:
+    """An id a push with ``if_absent=True`` found taken: nothing was written for it.
+
+    In the classic (1.x) key layout ids are global across topics, so the job
+    holding the id may be on another topic than the one pushed to.
+    """
+
+    #: The id pushed.
+    id: str
+    #: The topic of the job holding the id ("" if its data is unreadable).
+    topic: str
+    #: When that job is due (Unix seconds, Redis's clock) while it still
+    #: waits; None when it does not wait any more (ready, reserved or dead).
+    due: Optional[float]
