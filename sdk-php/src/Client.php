@@ -6,6 +6,7 @@ namespace Delayer;
 
 use Delayer\Exception\ConfigException;
 use Delayer\Exception\ConnectionException;
+use Delayer\Exception\IdTakenException;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
@@ -28,6 +29,10 @@ use Delayer\Exception\InvalidArgumentException;
  *     if ($job = $client->bReserve('order', 30, 5)) { // ttr 30 s, wait up to 5 s
  *         handle($job->body) ? $client->ack($job) : $client->release($job);
  *     }
+ *
+ * Ids are global across topics (Delayer 1.x's key layout): a push replaces
+ * the job that has its id, whatever that job's topic, unless it is made with
+ * `ifAbsent: true` ({@see push()}).
  *
  * One Client holds one Redis connection, opened by the constructor; it is not
  * meant to be shared between processes (fork after connecting).
@@ -202,57 +207,73 @@ class Client
 
     /**
      * Schedules a job: it reaches its topic's ready queue $delay seconds
-     * from now (Redis's clock). Pushing an id that is still waiting replaces
-     * its data and due time.
+     * from now (Redis's clock).
+     *
+     * Ids are global across topics (the Delayer 1.x key layout): pushing
+     * an id that a job already has, on any topic, replaces that job (its
+     * topic, data and due time), as Delayer 1.x does; push("sms", "42", ...)
+     * replaces a waiting "42" of topic "close_order". With `ifAbsent: true`
+     * nothing is written when the id is taken and IdTakenException names the
+     * job holding it (its topic, and its due time while it waits).
      *
      * Two shapes, told apart by the first argument:
      *
-     *     push(Message $message, int|float $delay, int $readyMaxLifetime = 604800): bool
-     *     push(string $topic, string $id, int|float $delay, string $body = ''): bool
+     *     push(Message $message, int|float $delay, int $readyMaxLifetime = 604800, bool ifAbsent: false): bool
+     *     push(string $topic, string $id, int|float $delay, string $body = '', bool ifAbsent: false): bool
      *
      * The first is mix/delayer-client's; the second is a short form (its
-     * ready_max_lifetime is the default, 7 days).
+     * ready_max_lifetime is the default, 7 days). Pass ifAbsent by name:
+     * `$client->push($message, 60, ifAbsent: true)`.
      *
      * $delay is in seconds, 0 to 315360000, fractions allowed (rounded to the
      * millisecond). $readyMaxLifetime is how long, in whole seconds (1 to
      * 315360000), a due job waits for a consumer before it expires.
      *
-     * @param Message|string   $messageOrTopic           the Message, or the topic (short form)
-     * @param int|float|string $delayOrId                the delay, or the id (short form)
-     * @param int|float        $readyMaxLifetimeOrDelay  ready_max_lifetime, or the delay (short form)
-     * @param string           $body                     the body (short form only)
+     * @param Message|string       $messageOrTopic          the Message, or the topic (short form)
+     * @param int|float|string     $delayOrId               the delay, or the id (short form)
+     * @param int|float|null       $readyMaxLifetimeOrDelay ready_max_lifetime (null: 7 days), or the delay (short form)
+     * @param string|null          $body                    the body (short form only; null: "")
+     * @param bool                 $ifAbsent                true: only if no job has the id, else
+     *                                                      IdTakenException; false: replace (1.x)
      * @return bool true (failures raise exceptions; never false)
      * @throws InvalidArgumentException on bad input (nothing is sent to Redis)
+     * @throws IdTakenException         with ifAbsent, when the id is taken (nothing was written)
      * @throws ConnectionException      on a connection or Redis error
      */
     public function push(
         Message|string $messageOrTopic,
         int|float|string $delayOrId,
-        int|float $readyMaxLifetimeOrDelay = self::DEFAULT_READY_MAX_LIFETIME,
-        string $body = '',
+        int|float|null $readyMaxLifetimeOrDelay = null,
+        ?string $body = null,
+        bool $ifAbsent = false,
     ): bool {
         if ($messageOrTopic instanceof Message) {
-            if (\func_num_args() > 3) {
+            if ($body !== null) {
                 throw new InvalidArgumentException('push(Message, delay, readyMaxLifetime) takes no body: the body is in the Message');
             }
             if (\is_string($delayOrId)) {
                 throw new InvalidArgumentException('push(Message, delay, ...): delay must be a number of seconds, got a string');
             }
-            $job = $this->prepare($messageOrTopic, $delayOrId, $readyMaxLifetimeOrDelay);
+            $job = $this->prepare($messageOrTopic, $delayOrId, $readyMaxLifetimeOrDelay ?? self::DEFAULT_READY_MAX_LIFETIME);
         } else {
-            if (\func_num_args() < 3) {
+            if ($readyMaxLifetimeOrDelay === null) {
                 throw new InvalidArgumentException('push(topic, id, delay, body = \'\'): the delay is missing');
             }
             if (!\is_string($delayOrId)) {
                 throw new InvalidArgumentException('push(topic, id, delay, ...): id must be a string');
             }
             $job = $this->prepare(
-                Message::create($delayOrId, $messageOrTopic, $body),
+                Message::create($delayOrId, $messageOrTopic, $body ?? ''),
                 $readyMaxLifetimeOrDelay,
                 self::DEFAULT_READY_MAX_LIFETIME
             );
         }
-        $this->runPush($job);
+        $policy = $ifAbsent ? Scripts::IF_ABSENT : Scripts::REPLACE;
+        $reply = Scripts::run($this->redis, Scripts::PUSH, $job[0], [...$job[1], $policy, $this->keys->wake()]);
+        $due = PushReply::read($reply, $job[1][0], Scripts::PUSH);
+        if ($due instanceof Taken) {
+            throw new IdTakenException([$due], [null]);
+        }
         return true;
     }
 
@@ -266,12 +287,20 @@ class Client
      * [Message $message, int|float $delay] or
      * [Message $message, int|float $delay, int $readyMaxLifetime].
      *
+     * Ids are global across topics, as in {@see push()}: by default a taken
+     * id's job is replaced (also by a later item of the same batch). With
+     * `ifAbsent: true` the jobs whose id is taken are not written, the others
+     * are, and then IdTakenException lists the taken ids and carries the due
+     * time of every job written.
+     *
      * @param iterable<ScheduledMessage|array{0: Message, 1: int|float, 2?: int}> $messagesWithDelays
+     * @param bool $ifAbsent true: write only the jobs whose id no job has; false: replace (1.x)
      * @return int the number of jobs pushed
      * @throws InvalidArgumentException on a bad item (nothing is sent to Redis)
+     * @throws IdTakenException         with ifAbsent, when ids were taken (after the others were written)
      * @throws ConnectionException      on a connection or Redis error
      */
-    public function pushMany(iterable $messagesWithDelays): int
+    public function pushMany(iterable $messagesWithDelays, bool $ifAbsent = false): int
     {
         $jobs = [];
         foreach ($messagesWithDelays as $index => $item) {
@@ -309,23 +338,34 @@ class Client
         // push_many.lua: KEYS pool; ARGV bucket prefix, policy, wake channel, then push.lua's ARGV of each job
         $calls = [];
         foreach (array_chunk($jobs, Scripts::PUSH_MANY_MAX_JOBS) as $chunk) {
-            $argv = [$this->keys->bucketPrefix(), Scripts::REPLACE, $this->keys->wake()];
+            $argv = [$this->keys->bucketPrefix(), $ifAbsent ? Scripts::IF_ABSENT : Scripts::REPLACE, $this->keys->wake()];
             foreach ($chunk as [, $jobArgv]) {
                 array_push($argv, ...$jobArgv);
             }
             $calls[] = [[$this->keys->pool()], $argv];
         }
+        $dues = [];
+        $taken = [];
         foreach (array_chunk($calls, self::CALLS_PER_PIPELINE) as $pipeline) {
-            foreach (Scripts::runPipelined($this->redis, Scripts::PUSH_MANY, $pipeline) as $i => $dues) {
+            foreach (Scripts::runPipelined($this->redis, Scripts::PUSH_MANY, $pipeline) as $i => $entries) {
                 $expected = intdiv(\count($pipeline[$i][1]) - Scripts::PUSH_MANY_HEAD, Scripts::PUSH_MANY_STRIDE);
-                if (!\is_array($dues) || \count($dues) !== $expected
-                    || array_filter($dues, static fn (mixed $due): bool => !\is_string($due)) !== []
-                ) {
+                if (!\is_array($entries) || \count($entries) !== $expected) {
                     throw new ConnectionException(
-                        'Redis error running push_many.lua: unexpected reply ' . get_debug_type($dues)
+                        'Redis error running push_many.lua: unexpected reply ' . get_debug_type($entries)
                     );
                 }
+                foreach (array_values($entries) as $entry) {
+                    $due = PushReply::read($entry, $jobs[\count($dues)][1][0], Scripts::PUSH_MANY);
+                    if ($due instanceof Taken) {
+                        $taken[] = $due;
+                        $due = null;
+                    }
+                    $dues[] = $due;
+                }
             }
+        }
+        if ($taken !== []) {
+            throw new IdTakenException($taken, $dues);
         }
         return \count($jobs);
     }
@@ -975,15 +1015,6 @@ class Client
             throw new ConnectionException("Redis error running {$script}.lua: unexpected time " . get_debug_type($time));
         }
         return (float) $time;
-    }
-
-    /** @param array{0: list<string>, 1: list<string>} $job KEYS and ARGV[1..9] */
-    private function runPush(array $job): void
-    {
-        $due = Scripts::run($this->redis, Scripts::PUSH, $job[0], [...$job[1], Scripts::REPLACE, $this->keys->wake()]);
-        if (!\is_string($due)) {
-            throw new ConnectionException('Redis error running push.lua: unexpected reply ' . get_debug_type($due));
-        }
     }
 
     /** A whole number of seconds given as int or integral float. */

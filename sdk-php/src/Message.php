@@ -7,7 +7,7 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * One job: an id (unique per job, chosen by the caller), the topic whose
+ * One job: an id (chosen by the caller, unique across all topics), the topic whose
  * ready queue it goes to, and an opaque, binary-safe body.
  *
  * Built like mix/delayer-client's Message, from an array:
@@ -34,7 +34,11 @@ class Message
 {
     use JobAccessors;
 
-    /** @var string the job id (1..200 bytes, no whitespace, control characters or braces) */
+    /**
+     * @var string the job id (1..200 bytes, no whitespace, control characters
+     *             or braces); unique across all topics: pushing an id that a
+     *             job of any topic has replaces that job (see Client::push())
+     */
     public string $id = '';
 
     /** @var string the topic (same rules as the id) */

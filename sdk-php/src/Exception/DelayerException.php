@@ -13,8 +13,9 @@ namespace Delayer\Exception;
  *
  * Implemented by {@see InvalidArgumentException} (bad input, nothing was sent
  * to Redis), {@see ConnectionException} (cannot connect, authentication
- * failed, Redis answered with an error) and {@see ConfigException} (bad
- * client configuration or delayer.conf).
+ * failed, Redis answered with an error), {@see ConfigException} (bad
+ * client configuration or delayer.conf) and {@see IdTakenException} (push
+ * with ifAbsent met a taken id).
  */
 interface DelayerException extends \Throwable
 {
