@@ -3,6 +3,7 @@
 --
 -- KEYS[1]  job pool        ZSET  <prefix>job_pool
 -- KEYS[2]  malformed list  LIST  <prefix>malformed
+-- KEYS[3]  reserved        ZSET  <prefix>reserved (optional)
 -- ARGV[1]  key prefix, e.g. "delayer:"; buckets are <prefix>job_bucket:<id>,
 --          ready queues <prefix>ready_queue:<topic>
 -- ARGV[2]  batch size: the most ids taken from the pool in this call
@@ -18,7 +19,8 @@
 --                  on KEYS[2], bucket kept for inspection
 --   per_topic      flat {topic1, count1, topic2, count2, ...}
 --   next_due       score of the earliest job left in the pool, "" if none
---   now            Redis's clock, Unix seconds "s.mmm"
+--   now            Redis's clock, Unix seconds "s.uuuuuu" (microseconds:
+--                  the server times its next wake-up from it)
 --   oldest_due     score of the first id taken, "" if none
 --   pool_size      ids left in the pool
 --   lateness_ms    with ARGV[3] = "1": for each id moved, ms behind its due
@@ -27,6 +29,10 @@
 -- Ids are read with ZRANGEBYSCORE -inf now LIMIT 0 n, which are exactly ranks
 -- 0..n-1, so one ZREMRANGEBYRANK removes them. Ready queues get ids by LPUSH
 -- in due order; consumers RPOP, so the first due is the first out.
+-- A moved id that is also in the reserved set was pushed again by a 1.x-style
+-- write while reserved (that write keeps the old receipt field): its old
+-- reservation is stale and is ended here, so the old worker's ack cannot
+-- delete the newer job. Skipped while nothing is reserved, the common case.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
 local pool, malformed = KEYS[1], KEYS[2]
@@ -65,9 +71,13 @@ for i = 1, #due, 2 do
 end
 
 local per_topic = {}
+local reserved = KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 and KEYS[3]
 for _, topic in ipairs(topics) do
   local ids = by_topic[topic]
   redis.call('LPUSH', prefix .. 'ready_queue:' .. topic, unpack(ids))
+  if reserved then
+    redis.call('ZREM', reserved, unpack(ids))
+  end
   per_topic[#per_topic + 1] = topic
   per_topic[#per_topic + 1] = #ids
 end
@@ -81,5 +91,5 @@ end
 local next_due = redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
 local oldest = ''
 if taken > 0 then oldest = due[2] end
-return {taken, orphans, malformed_ids, per_topic, next_due[2] or '', now, oldest,
+return {taken, orphans, malformed_ids, per_topic, next_due[2] or '', t[1] .. '.' .. string.format('%06d', tonumber(t[2])), oldest,
         redis.call('ZCARD', pool), lateness}

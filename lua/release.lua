@@ -94,7 +94,7 @@ if ARGV[3] == 'held' then
   local head = wake ~= '' and redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
   local outcome = fail(id, bucket, job)
   if head and outcome ~= 'dead' and (not head[2] or tonumber(outcome) < tonumber(head[2])) then
-    redis.call('PUBLISH', wake, outcome)
+    redis.pcall('PUBLISH', wake, outcome)
   end
   return outcome
 end

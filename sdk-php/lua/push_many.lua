@@ -54,6 +54,6 @@ for i = 4, #ARGV, 9 do
   end
 end
 if head and earliest_ms and (not head[2] or earliest_ms < math.floor(tonumber(head[2]) * 1000 + 0.5)) then
-  redis.call('PUBLISH', wake, string.format('%d.%03d', math.floor(earliest_ms / 1000), earliest_ms % 1000))
+  redis.pcall('PUBLISH', wake, string.format('%d.%03d', math.floor(earliest_ms / 1000), earliest_ms % 1000))
 end
 return due

@@ -27,7 +27,7 @@ local wake = ARGV[3] or ''
 local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 redis.call('ZADD', KEYS[1], 'XX', due, ARGV[1])
 if head and (not head[2] or tonumber(due) < tonumber(head[2])) then
-  redis.call('PUBLISH', wake, due)
+  redis.pcall('PUBLISH', wake, due)
 end
 local ttl = redis.call('PTTL', KEYS[2])
 if ttl > 0 then

@@ -17,6 +17,7 @@ mod pidfile;
 mod scripts;
 mod telemetry;
 mod timer;
+mod wake;
 
 use clap::Parser;
 use delayer::connection::{build_pool, Manager};
@@ -153,7 +154,7 @@ fn serve(config: &config::Config, log_files: logging::LogFiles) -> Result<(), St
         );
         let client = config.redis.client().map_err(|e| format!("bad redis settings: {e}"))?;
         let pool = build_pool(client.clone(), &config.pool);
-        probe(client, config)?;
+        probe(client.clone(), config)?;
         if let Some(addr) = config.metrics_addr {
             telemetry::serve(addr)?;
             info!("serving metrics on http://{addr}/metrics");
@@ -165,8 +166,10 @@ fn serve(config: &config::Config, log_files: logging::LogFiles) -> Result<(), St
             config.batch_size,
             config.metrics_addr.is_some(),
         ));
+        let keys = Keys::new(&config.key_prefix);
+        let wakes = wake::listen(client, keys.wake(), config.pool.connect_timeout, stop.clone());
         tokio::spawn(signals.handle(stop.clone(), log_files));
-        timer::run(mover, config.timer_interval, stop).await;
+        timer::run(mover, config.timer_interval, stop, Some(wakes)).await;
         Ok::<(), String>(())
     })?;
     info!("stopped");

@@ -31,8 +31,11 @@ pub struct TickReport {
     pub next_due: Option<f64>,
     /// Earliest reservation deadline left.
     pub next_deadline: Option<f64>,
-    /// Redis's clock at the last batch.
+    /// Redis's clock at the last batch (Unix seconds, to the microsecond).
     pub now: f64,
+    /// When the last batch's reply arrived here: with `now`, it maps Redis's
+    /// clock onto this machine's, to wake exactly at the next due time.
+    pub now_seen_at: Option<Instant>,
 }
 
 /// Why a tick stopped early.
@@ -120,6 +123,7 @@ impl Mover {
             report.malformed += reply.malformed.len() as u64;
             report.next_due = reply.next_due;
             report.now = reply.now;
+            report.now_seen_at = Some(Instant::now());
             log_batch(&reply);
             if reply.taken < u64::from(self.batch_size) || stop.load(Ordering::SeqCst) {
                 telemetry::tick(started.elapsed());

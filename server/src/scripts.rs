@@ -12,7 +12,8 @@ use delayer::Keys;
 use redis::{Script, Value};
 use std::sync::LazyLock;
 
-/// `move.lua`: KEYS pool, malformed list; ARGV key prefix, batch size.
+/// `move.lua`: KEYS pool, malformed list, reserved; ARGV key prefix, batch
+/// size, "1" for per-job lateness.
 pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/move.lua")));
 
 /// `release.lua`: KEYS reserved, pool, malformed list; ARGV key prefix,
@@ -84,7 +85,7 @@ pub struct MoveReply {
     pub per_topic: Vec<(String, u64)>,
     /// Due time of the earliest job left in the pool (Unix seconds).
     pub next_due: Option<f64>,
-    /// Redis's clock when the script ran (Unix seconds).
+    /// Redis's clock when the script ran (Unix seconds, to the microsecond).
     pub now: f64,
     /// Due time of the first id taken.
     pub oldest_due: Option<f64>,
@@ -112,6 +113,7 @@ pub fn move_batch(
     let value: Value = MOVE
         .key(keys.job_pool())
         .key(keys.malformed())
+        .key(keys.reserved())
         .arg(keys.prefix())
         .arg(batch_size)
         .arg(if lateness { "1" } else { "0" })

@@ -1,21 +1,42 @@
 //! The timer: when to tick, what to do when Redis is away, and how to stop.
 //!
 //! After a tick it sleeps until the earliest due job or reservation deadline,
-//! or `timer_interval` when that comes first, so a job is ready within milliseconds of its due
-//! time. When Redis is unreachable it says so once, retries with backoff and
-//! says so again when Redis is back; nothing is lost meanwhile, since jobs
-//! wait in Redis. A stop request lets the batch in flight finish.
+//! or `timer_interval` when that comes first, and wakes earlier when the
+//! wake-up listener (`wake`) reports a push due before that. It wakes at the
+//! due time itself, to well under a millisecond: the last moment is slept
+//! on a blocking thread, since tokio's timer rounds up to whole milliseconds.
+//! When Redis is unreachable it says so once, retries often (a retry is one
+//! connection attempt) and says so again when Redis is back; nothing is lost
+//! meanwhile, since jobs wait in Redis. A stop request lets the batch in
+//! flight finish.
 
-use crate::mover::{Mover, TickReport};
+use crate::mover::{Mover, TickError, TickReport};
 use crate::telemetry;
+use crate::wake::Wake;
 use log::{debug, error, info};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::Notify;
 
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Retry delays while Redis is away: short, so that once Redis answers again
+/// the first move follows within a fraction of a second.
+pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
+pub const BACKOFF_MAX: Duration = Duration::from_millis(500);
+
+/// A connection found dead (Redis restarted under it) is retried at once
+/// with a fresh one, this many times in a row, before backing off: the pool
+/// may hold several such connections, and each costs one failed call.
+const QUICK_RETRIES: u32 = 4;
+
+/// The last stretch before a wake-up, slept on a blocking thread to the
+/// microsecond rather than on tokio's millisecond timer.
+const PRECISE: Duration = Duration::from_millis(2);
+
+/// Wake this long after a due time, so Redis's clock has surely reached it
+/// (its reply is read with some delay, so our estimate of its clock lags).
+const MARGIN: Duration = Duration::from_micros(50);
 
 /// A request to stop, shared by the signal handler and the timer.
 #[derive(Default)]
@@ -48,14 +69,40 @@ enum Failing {
     Refused,
 }
 
-/// Ticks until stopped.
-pub async fn run(mover: Arc<Mover>, interval: Duration, stop: Arc<Stop>) {
+/// Redis's clock as seen at one instant here, to turn due times into instants.
+#[derive(Clone, Copy)]
+struct Clock {
+    redis_now: f64,
+    at: Instant,
+}
+
+impl Clock {
+    fn from_report(report: &TickReport) -> Option<Clock> {
+        report.now_seen_at.map(|at| Clock { redis_now: report.now, at })
+    }
+
+    /// The instant here at which Redis's clock reads `due` (plus the margin).
+    fn instant_of(&self, due: f64) -> Instant {
+        self.at + Duration::from_secs_f64((due - self.redis_now).max(0.0)) + MARGIN
+    }
+}
+
+/// Ticks until stopped. `wakes` comes from the wake-up listener.
+pub async fn run(mover: Arc<Mover>, interval: Duration, stop: Arc<Stop>, mut wakes: Option<UnboundedReceiver<Wake>>) {
     let mut backoff = BACKOFF_MIN;
+    let mut quick_retries = 0;
     let mut down: Option<Failing> = None;
+    let mut not_before: Option<Instant> = None;
     while !stop.requested() {
         let (m, s) = (mover.clone(), stop.clone());
-        let outcome = tokio::task::spawn_blocking(move || m.tick(s.flag())).await;
-        let pause = match outcome {
+        let outcome = tokio::task::spawn_blocking(move || {
+            if let Some(t) = not_before {
+                std::thread::sleep(t.saturating_duration_since(Instant::now()));
+            }
+            m.tick(s.flag())
+        })
+        .await;
+        let (mut wake_at, clock) = match outcome {
             Ok(Ok(report)) => {
                 if let Some(failing) = down.take() {
                     if failing == Failing::Unavailable {
@@ -64,9 +111,15 @@ pub async fn run(mover: Arc<Mover>, interval: Duration, stop: Arc<Stop>) {
                     } else {
                         info!("ticks succeed again; moving jobs");
                     }
-                    backoff = BACKOFF_MIN;
                 }
-                next_sleep(&report, interval)
+                backoff = BACKOFF_MIN;
+                quick_retries = 0;
+                let clock = Clock::from_report(&report);
+                let wake_at = match (clock, next_due(&report)) {
+                    (Some(clock), Some(due)) => clock.instant_of(due).min(Instant::now() + interval),
+                    _ => Instant::now() + interval,
+                };
+                (wake_at, clock)
             }
             Ok(Err(e)) => {
                 telemetry::redis_error();
@@ -74,39 +127,70 @@ pub async fn run(mover: Arc<Mover>, interval: Duration, stop: Arc<Stop>) {
                 if down == Some(failing) {
                     debug!("tick failed again: {e}");
                 } else if failing == Failing::Unavailable {
-                    error!("redis unavailable: {e}; retrying with backoff up to {}s", BACKOFF_MAX.as_secs());
+                    error!("redis unavailable: {e}; retrying every {} ms at most", BACKOFF_MAX.as_millis());
                 } else {
-                    error!("a tick failed: {e}; retrying with backoff up to {}s", BACKOFF_MAX.as_secs());
+                    error!("a tick failed: {e}; retrying every {} ms at most", BACKOFF_MAX.as_millis());
                 }
                 down = Some(failing);
-                backoff = (backoff * 2).min(BACKOFF_MAX);
-                backoff
+                let pause = if stale_connection(&e) && quick_retries < QUICK_RETRIES {
+                    quick_retries += 1;
+                    Duration::ZERO
+                } else {
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    backoff
+                };
+                (Instant::now() + pause, None)
             }
             Err(e) => {
                 error!("a tick failed: {e}");
-                backoff
+                (Instant::now() + backoff, None)
             }
         };
-        tokio::select! {
-            _ = tokio::time::sleep(pause) => {}
-            _ = stop.notify.notified() => {}
+        not_before = None;
+        // Wait for the wake-up time, a stop, or a wake-up message.
+        loop {
+            let coarse = wake_at.checked_sub(PRECISE).unwrap_or(wake_at);
+            tokio::select! {
+                _ = tokio::time::sleep_until(coarse.into()) => {
+                    not_before = Some(wake_at);
+                    break;
+                }
+                _ = stop.notify.notified() => break,
+                wake = recv(&mut wakes) => match wake {
+                    // (Re)subscribed: Redis is there, and what was published
+                    // meanwhile is unknown. Look now.
+                    Some(Wake::Now) => break,
+                    Some(Wake::At(due)) => {
+                        if let Some(clock) = clock {
+                            wake_at = wake_at.min(clock.instant_of(due));
+                        }
+                    }
+                    None => wakes = None,
+                },
+            }
         }
     }
 }
 
-/// Until the next due job or deadline, at most `interval`, at least 0; 1 ms
-/// late rather than early, since the scripts compare whole milliseconds.
-pub fn next_sleep(report: &TickReport, interval: Duration) -> Duration {
-    let next = match (report.next_due, report.next_deadline) {
+/// The next message of the wake-up listener; never, without one.
+async fn recv(wakes: &mut Option<UnboundedReceiver<Wake>>) -> Option<Wake> {
+    match wakes {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A call failed on a connection that had died under us (Redis restarted):
+/// the next attempt, on a fresh connection, may well succeed at once.
+fn stale_connection(e: &TickError) -> bool {
+    matches!(e, TickError::Redis(e) if e.is_connection_dropped() || e.is_io_error())
+}
+
+/// The earliest due job or reservation deadline the tick saw, if any.
+fn next_due(report: &TickReport) -> Option<f64> {
+    match (report.next_due, report.next_deadline) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
-    };
-    match next {
-        Some(due) => {
-            let ms = ((due - report.now) * 1000.0).ceil().max(0.0) + 1.0;
-            Duration::from_millis(ms as u64).min(interval)
-        }
-        None => interval,
     }
 }
 
@@ -115,17 +199,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sleeps_until_next_due_within_interval() {
-        let second = Duration::from_secs(1);
-        let r = |next_due: Option<f64>| TickReport { next_due, now: 100.0, ..Default::default() };
-        assert_eq!(next_sleep(&r(None), second), second);
-        assert_eq!(next_sleep(&r(Some(100.25)), second), Duration::from_millis(251));
-        assert_eq!(next_sleep(&r(Some(500.0)), second), second);
-        assert_eq!(next_sleep(&r(Some(99.0)), second), Duration::from_millis(1));
-        let deadline =
-            TickReport { next_due: Some(100.5), next_deadline: Some(100.1), now: 100.0, ..Default::default() };
-        assert_eq!(next_sleep(&deadline, second), Duration::from_millis(101));
-        let only_deadline = TickReport { next_deadline: Some(100.375), now: 100.0, ..Default::default() };
-        assert_eq!(next_sleep(&only_deadline, second), Duration::from_millis(376));
+    fn the_next_wake_up_is_the_earliest_due_job_or_deadline() {
+        let r = |next_due, next_deadline| TickReport { next_due, next_deadline, now: 100.0, ..Default::default() };
+        assert_eq!(next_due(&r(None, None)), None);
+        assert_eq!(next_due(&r(Some(100.25), None)), Some(100.25));
+        assert_eq!(next_due(&r(Some(100.5), Some(100.1))), Some(100.1));
+        assert_eq!(next_due(&r(None, Some(100.375))), Some(100.375));
+    }
+
+    #[test]
+    fn due_times_map_onto_this_machines_clock_never_early() {
+        let at = Instant::now();
+        let clock = Clock { redis_now: 1000.000_250, at };
+        assert_eq!(clock.instant_of(1000.250_250), at + Duration::from_millis(250) + MARGIN);
+        // Already due: at once (plus the margin), not in the past.
+        assert_eq!(clock.instant_of(999.0), at + MARGIN);
+        let d = clock.instant_of(1000.001) - at;
+        assert!(d >= Duration::from_micros(750) && d < Duration::from_micros(850), "{d:?}");
     }
 }

@@ -27,6 +27,8 @@
 -- the bucket exactly as Delayer 1.x writes it.
 -- A due time before the pool's earliest (or into an empty pool) is published
 -- on the wake channel: a server sleeping toward a later time wakes for it.
+-- PUBLISH is a pcall: an ACL user without the channel still pushes (the
+-- server then finds the job within timer_interval).
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
 local policy, wake = ARGV[10] or '', ARGV[11] or ''
@@ -58,6 +60,6 @@ if (ARGV[7] or '') ~= '' then
 end
 redis.call('PEXPIRE', KEYS[2], delay_ms + tonumber(ARGV[5]))
 if head and (not head[2] or tonumber(due) < tonumber(head[2])) then
-  redis.call('PUBLISH', wake, due)
+  redis.pcall('PUBLISH', wake, due)
 end
 return due

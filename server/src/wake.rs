@@ -1,0 +1,111 @@
+//! Wake-ups: a push whose due time comes before the pool's earliest
+//! publishes it on `<prefix>wake` (see `lua/push.lua`), so a server asleep
+//! toward a later job, or toward `timer_interval`, moves a short-delay job on
+//! time instead of up to `timer_interval` late.
+//!
+//! A subscribed connection can do nothing else, so a thread of its own holds
+//! one and hands the due times to the timer. Messages published while it is
+//! disconnected are lost, so after every (re)subscription it asks for a tick
+//! at once: a lost wake-up can make a job at most `timer_interval` late,
+//! never lose it. Writers that do not publish (Delayer 1.x clients) get that
+//! same bound.
+
+use crate::timer::{Stop, BACKOFF_MAX, BACKOFF_MIN};
+use log::{debug, info, warn};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+
+/// What the listener tells the timer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Wake {
+    /// Tick now: the listener has just (re)subscribed, and anything published
+    /// before that is unknown.
+    Now,
+    /// A job falls due at this time (Unix seconds, Redis's clock).
+    At(f64),
+}
+
+/// A refused SUBSCRIBE (an ACL user without the channel) is retried this
+/// seldom: the server works without wake-ups, only less promptly.
+const REFUSED_RETRY: Duration = Duration::from_secs(30);
+
+/// Starts the listener thread; it runs until `stop` is requested or the
+/// returned receiver is dropped.
+pub fn listen(client: redis::Client, channel: String, connect_timeout: Duration, stop: Arc<Stop>) -> UnboundedReceiver<Wake> {
+    let (tx, rx) = unbounded_channel();
+    let spawned = std::thread::Builder::new()
+        .name("wake".into())
+        .spawn(move || run(&client, &channel, connect_timeout, &stop, &tx));
+    if let Err(e) = spawned {
+        warn!("cannot start the wake-up listener ({e}); short delays may wait up to timer_interval");
+    }
+    rx
+}
+
+fn run(client: &redis::Client, channel: &str, connect_timeout: Duration, stop: &Stop, tx: &UnboundedSender<Wake>) {
+    let mut backoff = BACKOFF_MIN;
+    let mut refused_said = false;
+    while !stop.requested() {
+        let pause = match subscribe_and_forward(client, channel, connect_timeout, tx) {
+            Ended::ReceiverGone => return,
+            Ended::Lost(e) => {
+                debug!("wake-up listener: {e}; subscribing again");
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                backoff
+            }
+            Ended::Refused(e) => {
+                if !refused_said {
+                    warn!(
+                        "redis refused SUBSCRIBE {channel} ({e}); jobs pushed with short delays may wait up to \
+                         timer_interval. An ACL user needs the channel (&{channel})"
+                    );
+                    refused_said = true;
+                }
+                REFUSED_RETRY
+            }
+        };
+        std::thread::sleep(pause);
+    }
+}
+
+enum Ended {
+    ReceiverGone,
+    /// Connection lost or not to be had: try again soon.
+    Lost(redis::RedisError),
+    /// Redis answered with an error (NOPERM, say): try again seldom.
+    Refused(redis::RedisError),
+}
+
+fn subscribe_and_forward(
+    client: &redis::Client,
+    channel: &str,
+    connect_timeout: Duration,
+    tx: &UnboundedSender<Wake>,
+) -> Ended {
+    let mut conn = match client.get_connection_with_timeout(connect_timeout) {
+        Ok(conn) => conn,
+        Err(e) => return Ended::Lost(e),
+    };
+    let mut pubsub = conn.as_pubsub();
+    if let Err(e) = pubsub.subscribe(channel) {
+        let lost = e.is_io_error() || e.is_connection_dropped() || e.is_timeout();
+        return if lost { Ended::Lost(e) } else { Ended::Refused(e) };
+    }
+    info!("listening for wake-ups on {channel}");
+    if tx.send(Wake::Now).is_err() {
+        return Ended::ReceiverGone;
+    }
+    loop {
+        let msg = match pubsub.get_message() {
+            Ok(msg) => msg,
+            Err(e) => return Ended::Lost(e),
+        };
+        // A payload that is not a time (someone else publishing) still means
+        // "look now": cheaper than being late.
+        let wake = msg.get_payload::<String>().ok().and_then(|s| s.parse::<f64>().ok()).map_or(Wake::Now, Wake::At);
+        if tx.send(wake).is_err() {
+            return Ended::ReceiverGone;
+        }
+    }
+}
