@@ -14,6 +14,7 @@ use Delayer\Backoff;
 use Delayer\Client;
 use Delayer\DeadLetter;
 use Delayer\Exception\ConnectionException;
+use Delayer\Exception\IdTakenException;
 use Delayer\Exception\InvalidArgumentException;
 use Delayer\Message;
 use Delayer\ReservedMessage;
@@ -120,8 +121,28 @@ function handle(Client $client, array $req): array
             }
             $message = $message->withBackoff(backoff($req['backoff'] ?? null));
             $life = $req['ready_max_lifetime_s'] ?? Client::DEFAULT_READY_MAX_LIFETIME;
-            $client->push($message, seconds($req['delay_ms']), $life);
+            try {
+                $client->push($message, seconds($req['delay_ms']), $life, ifAbsent: (bool)($req['if_absent'] ?? false));
+            } catch (IdTakenException $e) {
+                return ['taken' => ['topic' => $e->taken[0]->topic, 'due' => $e->taken[0]->due]];
+            }
             return []; // push() returns true, not the due time
+        case 'push_many':
+            $items = [];
+            foreach ($req['jobs'] as $j) {
+                $body = base64_decode($j['body_b64'] ?? '', true);
+                if ($body === false) {
+                    throw new \RuntimeException('body_b64 is not base64');
+                }
+                $items[] = [Message::create($j['id'], $j['topic'], $body), seconds($j['delay_ms'])];
+            }
+            try {
+                $client->pushMany($items, (bool)($req['if_absent'] ?? false));
+            } catch (IdTakenException $e) {
+                $taken = array_map(fn ($t) => ['id' => $t->id, 'topic' => $t->topic, 'due' => $t->due], $e->taken);
+                return ['due' => $e->dues, 'taken' => $taken];
+            }
+            return ['due' => null, 'taken' => []]; // pushMany() returns a count, not the due times
         case 'pop':
             return ['job' => job_json($client->pop($req['topic']))];
         case 'bpop':

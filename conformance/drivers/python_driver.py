@@ -83,8 +83,25 @@ def main() -> None:
             if req.get("backoff") is not None:
                 kwargs["backoff"] = backoff(req["backoff"])
             delay = seconds(req["delay_ms"])
-            due = client.push(req["topic"], req["id"], delay, unb64(req.get("body_b64")), **kwargs)
+            try:
+                due = client.push(
+                    req["topic"], req["id"], delay, unb64(req.get("body_b64")),
+                    if_absent=bool(req.get("if_absent")), **kwargs,
+                )
+            except delayer.IdTakenError as e:
+                return {"taken": {"topic": e.taken[0].topic, "due": e.taken[0].due}}
             return {"due": due}
+        if op == "push_many":
+            jobs = [
+                delayer.Job(j["topic"], j["id"], seconds(j["delay_ms"]), unb64(j.get("body_b64")))
+                for j in req["jobs"]
+            ]
+            try:
+                dues = client.push_many(jobs, if_absent=bool(req.get("if_absent")))
+                return {"due": dues, "taken": []}
+            except delayer.IdTakenError as e:
+                taken = [{"id": t.id, "topic": t.topic, "due": t.due} for t in e.taken]
+                return {"due": e.due, "taken": taken}
         if op == "pop":
             return {"job": message(client.pop(req["topic"]))}
         if op == "bpop":
