@@ -149,7 +149,12 @@ pub async fn run(mover: Arc<Mover>, interval: Duration, stop: Arc<Stop>, mut wak
         not_before = None;
         // Wait for the wake-up time, a stop, or a wake-up message.
         loop {
-            let coarse = wake_at.checked_sub(PRECISE).unwrap_or(wake_at);
+            // Close enough: the rest is slept precisely before the tick.
+            if wake_at <= Instant::now() + PRECISE {
+                not_before = Some(wake_at);
+                break;
+            }
+            let coarse = wake_at - PRECISE;
             tokio::select! {
                 _ = tokio::time::sleep_until(coarse.into()) => {
                     not_before = Some(wake_at);
