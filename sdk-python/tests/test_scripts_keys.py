@@ -46,4 +46,5 @@ def test_key_names() -> None:
     assert k.reserved == "shop:delayer:reserved"
     assert k.dead("mail") == "shop:delayer:dead:mail"
     assert k.receipt_seq == "shop:delayer:receipt_seq"
+    assert k.wake == "shop:delayer:wake"
     assert Keys().job_pool == "delayer:job_pool"

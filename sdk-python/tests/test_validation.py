@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from delayer import Backoff, Delayer, InvalidArgument, Job, Message, ReservedMessage
-from delayer import _core
+from delayer import _calls, _rules, _waits
 
 BAD_NAMES = [
     "",
@@ -170,25 +170,25 @@ def test_backoff_values() -> None:
 
 
 def test_ttr_rounds_like_a_delay() -> None:
-    assert _core.ttr_ms(0.0005) == 1
-    assert _core.ttr_ms(1.2345) == 1235
-    assert _core.ttr_ms(30) == 30_000
+    assert _rules.ttr_ms(0.0005) == 1
+    assert _rules.ttr_ms(1.2345) == 1235
+    assert _rules.ttr_ms(30) == 30_000
     with pytest.raises(InvalidArgument, match="at least 1 ms"):
-        _core.ttr_ms(0.00049)
+        _rules.ttr_ms(0.00049)
 
 
 def test_dead_ids_go_1000_per_call() -> None:
     from delayer import Keys
 
-    every, calls = _core.dead_take_calls(Keys("p:"), "purge", "t", (f"i{n}" for n in range(2500)))
+    every, calls = _calls.dead_take_calls(Keys("p:"), "purge", "t", (f"i{n}" for n in range(2500)))
     assert every is None
     assert [len(c.args) - 3 for c in calls] == [1000, 1000, 500]
     assert calls[2].keys == ["p:dead:t", "p:job_pool"]
     assert calls[2].args[:5] == ["p:job_bucket:", "purge", 500, "i2000", "i2001"]
-    every, calls = _core.dead_take_calls(Keys("p:"), "requeue", "t", None)
+    every, calls = _calls.dead_take_calls(Keys("p:"), "requeue", "t", None)
     assert every is not None and calls == []
     assert every.args == ["p:job_bucket:", "requeue", 1000]
-    assert _core.dead_take_calls(Keys(), "purge", "t", []) == (None, [])
+    assert _calls.dead_take_calls(Keys(), "purge", "t", []) == (None, [])
 
 
 def test_push_sends_retry_settings_only_when_given() -> None:
@@ -196,11 +196,11 @@ def test_push_sends_retry_settings_only_when_given() -> None:
 
     # "" leaves a retry setting out, so the bucket stays exactly 1.x's;
     # then the duplicate policy and the wake channel
-    plain = _core.push_call(Keys(), "t", "j", 1, b"x", 60)
+    plain = _calls.push_call(Keys(), "t", "j", 1, b"x", 60)
     assert plain.args == ["j", "t", b"x", 1000, 60_000, "", "", "", "", "replace", "delayer:wake"]
-    some = _core.push_call(Keys(), "t", "j", 1, b"x", 60, max_attempts=3)
+    some = _calls.push_call(Keys(), "t", "j", 1, b"x", 60, max_attempts=3)
     assert some.args[5:9] == [3, "", "", ""]
-    both = _core.push_call(Keys("p:"), "t", "j", 1, b"x", 60, 0, Backoff.exponential(2, 10), True)
+    both = _calls.push_call(Keys("p:"), "t", "j", 1, b"x", 60, 0, Backoff.exponential(2, 10), True)
     assert both.args[5:] == [0, "exponential", 2000, 10_000, "absent", "p:wake"]
 
 
@@ -217,36 +217,36 @@ def test_push_many_calls_take_100_jobs_each() -> None:
     from delayer import Keys
 
     jobs = [Job(f"t{i % 3}", f"j{i}", i, f"b{i}", ready_max_lifetime=10) for i in range(250)]
-    calls = _core.push_many_calls(Keys("p:"), jobs)
-    assert [_core.push_many_jobs(c) for c in calls] == [100, 100, 50]
+    calls = _calls.push_many_calls(Keys("p:"), jobs)
+    assert [len(_calls.push_many_ids(c)) for c in calls] == [100, 100, 50]
     assert all(c.keys == ["p:job_pool"] for c in calls)
     assert calls[1].args[:3] == ["p:job_bucket:", "replace", "p:wake"]
     # nine values per job: the last four ("" = not set) are the retry settings
     assert calls[1].args[3:12] == ["j100", "t1", b"b100", 100_000, 10_000, "", "", "", ""]
     assert calls[2].args[-9:] == ["j249", "t0", b"b249", 249_000, 10_000, "", "", "", ""]
     assert len(calls[2].args) == 3 + 50 * 9
-    assert _core.push_many_calls(Keys("p:"), jobs[:1], True)[0].args[1] == "absent"
-    assert [len(c) for c in _core.chunks(_core.push_many_calls(Keys(), jobs * 9))] == [10, 10, 3]
-    assert _core.push_many_calls(Keys(), []) == []
+    assert _calls.push_many_calls(Keys("p:"), jobs[:1], True)[0].args[1] == "absent"
+    assert [len(c) for c in _calls.chunks(_calls.push_many_calls(Keys(), jobs * 9))] == [10, 10, 3]
+    assert _calls.push_many_calls(Keys(), []) == []
 
 
 def test_delay_rounds_to_nearest_millisecond() -> None:
-    assert _core.delay_ms(0) == 0
-    assert _core.delay_ms(2) == 2000
-    assert _core.delay_ms(2.5) == 2500
-    assert _core.delay_ms(1.0004) == 1000
-    assert _core.delay_ms(1.0006) == 1001
-    assert _core.delay_ms(0.0015) == 2
-    assert _core.delay_ms(0.0004) == 0
-    assert _core.delay_ms(315_360_000) == 315_360_000_000
+    assert _rules.delay_ms(0) == 0
+    assert _rules.delay_ms(2) == 2000
+    assert _rules.delay_ms(2.5) == 2500
+    assert _rules.delay_ms(1.0004) == 1000
+    assert _rules.delay_ms(1.0006) == 1001
+    assert _rules.delay_ms(0.0015) == 2
+    assert _rules.delay_ms(0.0004) == 0
+    assert _rules.delay_ms(315_360_000) == 315_360_000_000
 
 
 def test_brpop_seconds_never_sends_zero_for_a_deadline() -> None:
-    assert _core.brpop_seconds(None, 5.0) == 0
-    assert _core.brpop_seconds(10.0, 10.0) is None
-    assert _core.brpop_seconds(10.0, 10.5) is None
-    assert _core.brpop_seconds(10.0001, 10.0) == 0.001
-    assert _core.brpop_seconds(10.25, 10.0) == 0.25
+    assert _waits.seconds(10.0, 10.0) is None
+    assert _waits.seconds(10.0, 10.5) is None
+    assert _waits.seconds(10.0001, 10.0) == 0.001
+    assert _waits.seconds(10.25, 10.0) == 0.25
+    assert _waits.seconds(None, 5.0) == 0
 
 
 def test_message_is_frozen_and_decodes_text() -> None:

@@ -1,32 +1,29 @@
-"""The synchronous Delayer client, on redis-py."""
+"""The synchronous Delayer client, on redis-py.
+
+Only I/O lives here: every operation is built, checked and parsed by
+:mod:`delayer._ops` (shared with the asyncio client), and driven by
+:meth:`Delayer._drive`.
+"""
 
 from __future__ import annotations
 
-import os
-import time
 from types import TracebackType
-from typing import Any, Dict, Iterable, List, Optional, Type, Union
+from typing import Any, Iterable, List, Optional, Type, TypeVar, Union
 
 import redis
 from redis.backoff import NoBackoff
-from redis.commands.core import Script
 from redis.retry import Retry
 
-from . import _core, config, scripts
-from .errors import InvalidArgument
-from .keys import DEFAULT_PREFIX, Keys
-from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage, Taken
+from . import _ops, scripts
+from ._base import ClientBase, Flavour
+from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
 
 __all__ = ["Delayer"]
 
-PathArg = Union[str, "os.PathLike[str]"]
+T = TypeVar("T")
 
 
-def _no_retry() -> Retry:
-    return Retry(NoBackoff(), 0)
-
-
-class Delayer:
+class Delayer(ClientBase["redis.Redis"]):
     """A Delayer client: push delayed jobs, pop them when due, remove them.
 
     Two ways to consume: :meth:`pop` / :meth:`bpop` hand a job out at most
@@ -36,90 +33,47 @@ class Delayer:
 
     ``Delayer(url, prefix)`` connects lazily to the Redis at ``url``;
     ``client=`` uses an existing ``redis.Redis`` instead (it must not decode
-    responses, and :meth:`close` leaves it open). Redis's own socket timeout,
-    if the given client sets one, must exceed the longest :meth:`bpop` /
-    :meth:`breserve` wait.
+    responses, and :meth:`close` leaves it open). :meth:`bpop` and
+    :meth:`breserve` wait their whole timeout whatever the client's socket
+    timeout: they wait on connections of their own, made like the client's.
 
     Job ids are global across topics (the classic 1.x key layout): a push
     replaces any job with its id, whatever its topic, unless ``if_absent``.
 
     Every error is a :class:`delayer.DelayerError`: :class:`InvalidArgument`
-    (nothing sent), :class:`ConnectionFailed`, :class:`ProtocolError`,
-    :class:`IdTakenError` (``if_absent``).
+    (nothing sent), :class:`ConnectionFailed` (also when Redis went away: the
+    next call connects again), :class:`ProtocolError`, :class:`IdTakenError`
+    (``if_absent``).
     """
 
-    def __init__(
-        self,
-        url: str = _core.DEFAULT_URL,
-        prefix: str = DEFAULT_PREFIX,
-        *,
-        client: Optional["redis.Redis"] = None,
-        username: Optional[str] = None,
-        password: Optional[str] = None,
-        tls_ca_file: Optional[PathArg] = None,
-        tls_cert_file: Optional[PathArg] = None,
-        tls_key_file: Optional[PathArg] = None,
-    ) -> None:
-        """Create a client for ``url`` (or ``client``) with key prefix ``prefix``.
+    _flavour = Flavour(redis.Redis, redis.ConnectionPool, lambda: Retry(NoBackoff(), 0), "redis.Redis")
 
-        ``url`` is ``redis://[user:password@]host:port/db``, ``rediss://...``
-        (TLS) or ``unix:///path/to/redis.sock`` (also ``redis+unix://``).
-        ``username`` / ``password``, when given, override the URL's. With
-        ``rediss://``, ``tls_ca_file`` (PEM) is the CA to trust instead of the
-        system's, and ``tls_cert_file`` + ``tls_key_file`` a client
-        certificate and its key (mutual TLS). These options are for ``url``
-        only, not for ``client=``.
-        """
-        self._keys = Keys(_core.check_prefix(prefix))
-        secrets: List[str] = []
-        if client is None:
-            made, secrets = _core.open_client(
-                redis.Redis.from_url, _no_retry(), url, password, (tls_ca_file, tls_cert_file, tls_key_file)
-            )
-            client = made
-            _core.set_credentials(client.connection_pool.connection_kwargs, username, password)
-            self._owns_client = True
-        else:
-            _core.reject_url_options(username, password, tls_ca_file, tls_cert_file, tls_key_file)
-            if not isinstance(client, redis.Redis):
-                raise InvalidArgument(f"client must be a redis.Redis, not {type(client).__name__}")
-            self._owns_client = False
-        kwargs: Dict[str, Any] = dict(client.connection_pool.connection_kwargs)
-        _core.check_binary(kwargs)
-        where, more = _core.describe(kwargs)
-        self._redis: "redis.Redis" = client
-        self._where = where
-        self._guard = _core.Guard(where, secrets + more)
-        self._scripts: Dict[str, Script] = {name: client.register_script(scripts.source(name)) for name in scripts.NAMES}
+    def _drive(self, op: _ops.Op[T]) -> T:
+        """Run ``op`` to its result, doing each step it asks for."""
+        with self._guard:
+            try:
+                step = next(op)
+                while True:
+                    step = op.send(self._do(step))
+            except StopIteration as done:
+                result: T = done.value
+                return result
 
-    @classmethod
-    def from_config(cls, path: Union[str, "os.PathLike[str]"]) -> "Delayer":
-        """Create a client from the ``delayer.conf`` file the server uses.
-
-        Reads ``[redis]`` url (or host, port, database), username, password,
-        tls_ca_file, tls_cert_file, tls_key_file and ``[delayer]`` key_prefix;
-        raises :class:`ConfigError` naming the file, line, section and key.
-        """
-        s = config.load(path)
-        return cls(
-            s.url if s.url is not None else _core.tcp_url(s.host, s.port, s.database),
-            s.key_prefix,
-            username=s.username,
-            password=s.password,
-            tls_ca_file=s.tls_ca_file,
-            tls_cert_file=s.tls_cert_file,
-            tls_key_file=s.tls_key_file,
-        )
-
-    @property
-    def keys(self) -> Keys:
-        """The key names this client uses."""
-        return self._keys
-
-    @property
-    def redis(self) -> "redis.Redis":
-        """The underlying redis-py client."""
-        return self._redis
+    def _do(self, step: _ops.Step) -> Any:
+        if isinstance(step, _ops.Wait):
+            if step.command == "BRPOP":
+                return self._redis.brpop([step.queue], timeout=step.seconds)
+            # redis-py types the timeout as int; Redis 6.2+ takes fractions
+            return self._redis.blmove(step.queue, step.queue, step.seconds, "RIGHT", "RIGHT")  # type: ignore[arg-type]
+        if isinstance(step, _ops.Pipeline):
+            with self._redis.pipeline(transaction=False) as pipe:
+                for name in step.scripts:
+                    pipe.script_load(scripts.source(name))
+                for call in step.calls:
+                    pipe.evalsha(self._scripts[call.script].sha, len(call.keys), *call.keys, *call.args)
+                return pipe.execute()
+        # redis-py's Script sends EVALSHA, and the script again on NOSCRIPT
+        return self._scripts[step.script](keys=step.keys, args=step.args)
 
     def push(
         self,
@@ -153,12 +107,9 @@ class Delayer:
         one. Left out, reserve uses 25 and exponential backoff from 1 s up to
         1 h, and the bucket stays exactly as Delayer 1.x writes it.
         """
-        call = _core.push_call(
-            self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent
+        return self._drive(
+            _ops.push(self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent)
         )
-        with self._guard:
-            reply = self._scripts[scripts.PUSH](keys=call.keys, args=call.args)
-        return _core.parse_push(call, reply)
 
     def push_many(self, jobs: Iterable[Job], *, if_absent: bool = False) -> List[float]:
         """Push many jobs, pipelined; return their due times in order.
@@ -175,53 +126,22 @@ class Delayer:
         job's due time in order (:attr:`~IdTakenError.due`, None for a taken
         one).
         """
-        calls = _core.push_many_calls(self._keys, jobs, if_absent)
-        dues: List[Union[float, Taken]] = []
-        source = scripts.source(scripts.PUSH_MANY)
-        sha = self._scripts[scripts.PUSH_MANY].sha
-        with self._guard:
-            for chunk in _core.chunks(calls):
-                with self._redis.pipeline(transaction=False) as pipe:
-                    # a no-op unless Redis lost the script (restart, SCRIPT FLUSH)
-                    pipe.script_load(source)
-                    for call in chunk:
-                        pipe.evalsha(sha, len(call.keys), *call.keys, *call.args)
-                    replies = pipe.execute()
-                dues.extend(_core.parse_push_many(chunk, replies))
-        return _core.pushed_all(dues)
+        return self._drive(_ops.push_many(self._keys, jobs, if_absent))
 
     def pop(self, topic: str) -> Optional[Message]:
         """Take the next ready job of ``topic``, or None if there is none.
 
         The job is deleted from Redis as it is handed out (at most once).
         """
-        call = _core.pop_call(self._keys, topic)
-        with self._guard:
-            reply = self._scripts[scripts.POP](keys=call.keys, args=call.args)
-        return _core.parse_message(reply)
+        return self._drive(_ops.pop(self._keys, topic))
 
     def bpop(self, topic: str, timeout: float) -> Optional[Message]:
         """Like :meth:`pop`, but wait up to ``timeout`` seconds (0 = forever) for a job.
 
-        Returns None when the time is up.
+        Returns None when the time is up. The whole timeout is waited,
+        whatever the client's socket timeout.
         """
-        queue = _core.pop_call(self._keys, topic).keys[0]
-        deadline = _core.wait_deadline(_core.check_timeout(timeout), time.monotonic())
-        take = self._scripts[scripts.TAKE]
-        with self._guard:
-            while True:
-                wait = _core.brpop_seconds(deadline, time.monotonic())
-                if wait is None:
-                    return None
-                job_id = _core.parse_brpop(self._redis.brpop([queue], timeout=wait))
-                if job_id is None:
-                    if deadline is None:
-                        continue
-                    return None
-                call = _core.take_call(self._keys, job_id)
-                message = _core.parse_message(take(keys=call.keys, args=call.args))
-                if message is not None:
-                    return message
+        return self._drive(_ops.bpop(self._keys, topic, timeout))
 
     def remove(self, id: str) -> bool:
         """Cancel job ``id``; True if there was something to cancel.
@@ -229,10 +149,7 @@ class Delayer:
         A waiting job is never delivered; a job already in its ready queue is
         skipped by pop. A job already popped cannot be recalled (False).
         """
-        call = _core.remove_call(self._keys, id)
-        with self._guard:
-            reply = self._scripts[scripts.REMOVE](keys=call.keys, args=call.args)
-        return _core.parse_removed(reply)
+        return self._drive(_ops.remove(self._keys, id))
 
     # ------------------------------------------------------------------
     # at least once: reserve / ack (docs/PROTOCOL.md, "Reserve and ack")
@@ -248,10 +165,7 @@ class Delayer:
         worker that dies loses nothing; the price is that a job can be
         delivered more than once, and must be safe to do twice.
         """
-        call = _core.reserve_call(self._keys, topic, ttr)
-        with self._guard:
-            reply = self._scripts[scripts.RESERVE](keys=call.keys, args=call.args)
-        return _core.parse_reserved(reply)
+        return self._drive(_ops.reserve(self._keys, topic, ttr))
 
     def breserve(self, topic: str, ttr: float, timeout: float) -> Optional[ReservedMessage]:
         """Like :meth:`reserve`, but wait up to ``timeout`` seconds (0 = forever) for a job.
@@ -262,24 +176,7 @@ class Delayer:
         job. If another worker reserves the job first, it waits again within
         the same timeout.
         """
-        call = _core.reserve_call(self._keys, topic, ttr)
-        queue = call.keys[0]
-        deadline = _core.wait_deadline(_core.check_timeout(timeout), time.monotonic())
-        reserve = self._scripts[scripts.RESERVE]
-        with self._guard:
-            while True:
-                wait = _core.brpop_seconds(deadline, time.monotonic())
-                if wait is None:
-                    return None
-                # redis-py types the timeout as int; Redis 6.2+ takes fractions
-                ready = self._redis.blmove(queue, queue, wait, "RIGHT", "RIGHT")  # type: ignore[arg-type]
-                if not _core.parse_blmove(ready):
-                    if deadline is None:
-                        continue
-                    return None
-                job = _core.parse_reserved(reserve(keys=call.keys, args=call.args))
-                if job is not None:
-                    return job
+        return self._drive(_ops.breserve(self._keys, topic, ttr, timeout))
 
     def ack(self, job: Union[ReservedMessage, str], receipt: Optional[str] = None) -> bool:
         """The job is done: delete it. True if the reservation was still held.
@@ -288,12 +185,10 @@ class Delayer:
         is acked), or an id with its ``receipt`` if known (without one,
         whichever reservation is current). False means nothing changed: the
         job was acked already, or its reservation ran out and the job went to
-        another worker (whose work then counts, not this one's).
+        another worker (whose work then counts, not this one's), or the id
+        was pushed again.
         """
-        call = _core.ack_call(self._keys, job, receipt)
-        with self._guard:
-            reply = self._scripts[scripts.ACK](keys=call.keys, args=call.args)
-        return _core.parse_removed(reply, "ack.lua")
+        return self._drive(_ops.ack(self._keys, job, receipt))
 
     def touch(self, job: Union[ReservedMessage, str], ttr: float, receipt: Optional[str] = None) -> Optional[float]:
         """Still working on it: the reservation's deadline becomes ``ttr`` seconds from now.
@@ -305,10 +200,7 @@ class Delayer:
         (as for :meth:`ack`). ``job`` and ``receipt`` as in :meth:`ack`,
         ``ttr`` as in :meth:`reserve`.
         """
-        call = _core.touch_call(self._keys, job, ttr, receipt)
-        with self._guard:
-            reply = self._scripts[scripts.TOUCH](keys=call.keys, args=call.args)
-        return _core.parse_touched(reply)
+        return self._drive(_ops.touch(self._keys, job, ttr, receipt))
 
     def release(
         self, job: Union[ReservedMessage, str], delay: Optional[float] = None, receipt: Optional[str] = None
@@ -321,19 +213,13 @@ class Delayer:
         ``max_attempts`` goes to its topic's dead letters instead. ``job``
         and ``receipt`` as in :meth:`ack`.
         """
-        call = _core.release_call(self._keys, job, delay, receipt)
-        with self._guard:
-            reply = self._scripts[scripts.RELEASE](keys=call.keys, args=call.args)
-        return _core.parse_ended(reply)
+        return self._drive(_ops.release(self._keys, job, delay, receipt))
 
     def bury(self, job: Union[ReservedMessage, str], receipt: Optional[str] = None) -> bool:
         """Give up on the job: send it to its topic's dead letters now, whatever
         its attempts (for a job that can never succeed). True if the
         reservation was held. ``job`` and ``receipt`` as in :meth:`ack`."""
-        call = _core.bury_call(self._keys, job, receipt)
-        with self._guard:
-            reply = self._scripts[scripts.RELEASE](keys=call.keys, args=call.args)
-        return _core.parse_ended(reply)
+        return self._drive(_ops.bury(self._keys, job, receipt))
 
     def reschedule(self, id: str, delay: float) -> Optional[float]:
         """Make waiting job ``id`` due ``delay`` seconds from now; return the new due time.
@@ -342,10 +228,7 @@ class Delayer:
         or unknown): rescheduling never creates or brings back a job. The
         job's data keeps the same lifetime after its new due time.
         """
-        call = _core.reschedule_call(self._keys, id, delay)
-        with self._guard:
-            reply = self._scripts[scripts.RESCHEDULE](keys=call.keys, args=call.args)
-        return _core.parse_rescheduled(reply)
+        return self._drive(_ops.reschedule(self._keys, id, delay))
 
     def dead_letters(self, topic: str, start: int = 0, count: int = 100) -> List[DeadLetter]:
         """List ``topic``'s dead letters, newest first: ``count`` (1 to 1000)
@@ -354,46 +237,27 @@ class Delayer:
         Entries whose job was removed or pushed again since it died are
         skipped, so a page can hold fewer than ``count``.
         """
-        call = _core.dead_list_call(self._keys, topic, start, count)
-        with self._guard:
-            reply = self._scripts[scripts.DEAD](keys=call.keys, args=call.args)
-        return _core.parse_dead_letters(reply)
+        return self._drive(_ops.dead_letters(self._keys, topic, start, count))
 
     def requeue_dead(self, topic: str, ids: Optional[Iterable[str]] = None) -> int:
         """Give dead letters of ``topic`` a new start: due now, attempts reset to 0.
 
-        ``ids`` picks which (an empty iterable: none); None means all of them.
-        Returns how many jobs were re-queued.
+        ``ids`` picks which (an empty iterable: none); None means all of them,
+        in calls of 1000. Returns how many jobs were re-queued.
         """
-        return self._dead_take("requeue", topic, ids)
+        return self._drive(_ops.dead_take(self._keys, "requeue", topic, ids))
 
     def purge_dead(self, topic: str, ids: Optional[Iterable[str]] = None) -> int:
         """Delete dead letters of ``topic`` for good; ``ids`` as in :meth:`requeue_dead`.
 
         Returns how many jobs were deleted.
         """
-        return self._dead_take("purge", topic, ids)
-
-    def _dead_take(self, action: str, topic: str, ids: Optional[Iterable[str]]) -> int:
-        # Every call handles at most 1000 entries so that Redis is never held
-        # for long; "all" repeats until a call takes fewer than asked.
-        every, calls = _core.dead_take_calls(self._keys, action, topic, ids)
-        dead = self._scripts[scripts.DEAD]
-        total = 0
-        with self._guard:
-            while every is not None:
-                done, taken = _core.parse_dead_taken(dead(keys=every.keys, args=every.args))
-                total += done
-                if taken < _core.DEAD_BATCH:
-                    break
-            for call in calls:
-                total += _core.parse_dead_taken(dead(keys=call.keys, args=call.args))[0]
-        return total
+        return self._drive(_ops.dead_take(self._keys, "purge", topic, ids))
 
     def close(self) -> None:
-        """Close the connections, if this client created them."""
-        if self._owns_client:
-            with self._guard:
+        """Close the connections: the waits' always, the client's if this client created it."""
+        with self._guard:
+            if self._owns_client:
                 self._redis.close()
 
     def __enter__(self) -> "Delayer":
@@ -403,6 +267,3 @@ class Delayer:
         self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
     ) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        return f"Delayer(redis={self._where!r}, prefix={self._keys.prefix!r})"

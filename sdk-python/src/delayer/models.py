@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from ._rules import MAX_SECONDS, delay_ms
 from .errors import InvalidArgument
 
 __all__ = [
@@ -91,8 +92,6 @@ class Backoff:
     def __post_init__(self) -> None:
         # The fields go to Redis as they are, so even a Backoff built field by
         # field must hold what release.lua can compute with.
-        from ._core import MAX_SECONDS  # _core imports this module
-
         most = MAX_SECONDS * 1000
         if self.kind not in ("fixed", "exponential"):
             raise InvalidArgument(f"backoff kind must be 'fixed' or 'exponential', got {self.kind!r}")
@@ -110,8 +109,6 @@ class Backoff:
     @classmethod
     def fixed(cls, delay: float) -> "Backoff":
         """Always wait ``delay`` seconds (0 to 10 years) before a retry."""
-        from ._core import delay_ms  # _core imports this module
-
         ms = delay_ms(delay, "backoff delay")
         return cls("fixed", ms, ms)
 
@@ -122,8 +119,6 @@ class Backoff:
         Both follow the delay rules (0 to 10 years); ``max`` must not be
         below ``base`` once both are rounded to the millisecond.
         """
-        from ._core import delay_ms  # _core imports this module
-
         base_ms = delay_ms(base, "backoff base")
         max_ms = delay_ms(max, "backoff max")
         if max_ms < base_ms:

@@ -1,0 +1,125 @@
+"""What the sync and asyncio clients share beyond their operations: the
+constructor, ``from_config``, the properties and ``repr``.
+
+Each client subclasses :class:`ClientBase` with a :class:`Flavour` naming its
+redis-py classes, and adds only I/O: driving the operations of
+:mod:`delayer._ops` and closing connections.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, ClassVar, Dict, Generic, List, NamedTuple, Optional, Type, TypeVar, Union
+
+from . import _connect, config, scripts
+from ._rules import check_prefix
+from ._translate import Guard
+from .errors import InvalidArgument
+from .keys import DEFAULT_PREFIX, Keys
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+R = TypeVar("R")  # the redis-py client: redis.Redis or redis.asyncio.Redis
+D = TypeVar("D", bound="ClientBase[Any]")
+
+
+class Flavour(NamedTuple):
+    """The redis-py classes of one kind of client, sync or asyncio."""
+
+    #: ``redis.Redis`` or ``redis.asyncio.Redis``.
+    client_class: Type[Any]
+    #: Its connection pool class.
+    pool_class: Type[Any]
+    #: Makes the retry policy of clients the SDK creates (none: fail fast).
+    no_retry: Callable[[], object]
+    #: How messages name ``client_class``.
+    name: str
+
+
+class ClientBase(Generic[R]):
+    """The shared half of :class:`delayer.Delayer` and :class:`delayer.aio.Delayer`."""
+
+    _flavour: ClassVar[Flavour]
+
+    def __init__(
+        self,
+        url: str = _connect.DEFAULT_URL,
+        prefix: str = DEFAULT_PREFIX,
+        *,
+        client: Optional[R] = None,
+        username: Optional[str] = None,
+        password: Optional[str] = None,
+        tls_ca_file: Optional[PathArg] = None,
+        tls_cert_file: Optional[PathArg] = None,
+        tls_key_file: Optional[PathArg] = None,
+    ) -> None:
+        """Create a client for ``url`` (or ``client``) with key prefix ``prefix``.
+
+        ``url`` is ``redis://[user:password@]host:port/db``, ``rediss://...``
+        (TLS) or ``unix:///path/to/redis.sock`` (also ``redis+unix://``).
+        ``username`` / ``password``, when given, override the URL's. With
+        ``rediss://``, ``tls_ca_file`` (PEM) is the CA to trust instead of the
+        system's, and ``tls_cert_file`` + ``tls_key_file`` a client
+        certificate and its key (mutual TLS). These options are for ``url``
+        only, not for ``client=``.
+        """
+        flavour = self._flavour
+        self._keys = Keys(check_prefix(prefix))
+        secrets: List[str] = []
+        if client is None:
+            made, secrets = _connect.open_client(
+                flavour.client_class.from_url,
+                flavour.no_retry(),
+                url,
+                password,
+                (tls_ca_file, tls_cert_file, tls_key_file),
+            )
+            _connect.set_credentials(made.connection_pool.connection_kwargs, username, password)
+            self._owns_client = True
+        else:
+            _connect.reject_url_options(username, password, tls_ca_file, tls_cert_file, tls_key_file)
+            if not isinstance(client, flavour.client_class):
+                raise InvalidArgument(f"client must be a {flavour.name}, not {type(client).__name__}")
+            made = client
+            self._owns_client = False
+        pool = made.connection_pool
+        kwargs: Dict[str, Any] = dict(pool.connection_kwargs)
+        _connect.check_binary(kwargs)
+        where, more = _connect.describe(kwargs)
+        self._redis: R = made
+        self._where = where
+        self._guard = Guard(where, secrets + more)
+        self._scripts: Dict[str, Any] = {name: made.register_script(scripts.source(name)) for name in scripts.NAMES}
+
+    @classmethod
+    def from_config(cls: Type[D], path: PathArg) -> D:
+        """Create a client from the ``delayer.conf`` file the server uses.
+
+        Reads ``[redis]`` url (or host, port, database), username, password,
+        tls_ca_file, tls_cert_file, tls_key_file and ``[delayer]`` key_prefix;
+        refuses what the server refuses (an unknown section or key, a bad
+        value) with :class:`ConfigError` naming the file, line, section and key.
+        """
+        s = config.load(path)
+        return cls(
+            s.url if s.url is not None else _connect.tcp_url(s.host, s.port, s.database),
+            s.key_prefix,
+            username=s.username,
+            password=s.password,
+            tls_ca_file=s.tls_ca_file,
+            tls_cert_file=s.tls_cert_file,
+            tls_key_file=s.tls_key_file,
+        )
+
+    @property
+    def keys(self) -> Keys:
+        """The key names this client uses."""
+        return self._keys
+
+    @property
+    def redis(self) -> R:
+        """The underlying redis-py client."""
+        return self._redis
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(redis={self._where!r}, prefix={self._keys.prefix!r})"

@@ -1,0 +1,294 @@
+"""The KEYS and ARGV of every script call, from checked arguments.
+
+What each script takes is written in its header (``lua/*.lua``); this module
+is the Python SDK's one translation of those headers. Each builder checks its
+arguments by the input rules (:mod:`delayer._rules`) first, so a call that is
+built is a call that may be sent; key and channel names come from
+:class:`~delayer.keys.Keys`.
+"""
+
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from . import scripts
+from ._rules import (
+    check_if_absent,
+    check_max_attempts,
+    check_name,
+    count,
+    delay_ms,
+    encode_body,
+    lifetime_ms,
+    ttr_ms,
+)
+from .errors import InvalidArgument
+from .keys import Keys
+from .models import Backoff, Job, ReservedMessage
+
+#: How many jobs one push_many.lua call takes (the script's limit).
+JOBS_PER_CALL = 100
+#: How many push_many.lua calls ``push_many`` pipelines per round trip.
+CALLS_PER_PIPELINE = 10
+#: How many ARGV values push_many.lua takes per job.
+VALUES_PER_JOB = 9
+#: How many ARGV values come before the jobs in a push_many.lua call.
+PUSH_MANY_HEAD = 3
+#: The most dead letters one dead.lua call lists, re-queues or purges: one
+#: call must not hold Redis for long.
+DEAD_BATCH = 1000
+
+Arg = Union[str, bytes, int]
+
+
+class ScriptCall(NamedTuple):
+    """One script call: the script's name (:mod:`delayer.scripts`), its KEYS and ARGV."""
+
+    script: str
+    keys: List[str]
+    args: List[Arg]
+
+
+def _retry_args(max_attempts: object, backoff: object) -> List[Arg]:
+    """Check push's retry settings; return push.lua's ARGV[6..9] ("" = not set).
+
+    max_attempts, then backoff kind, backoff_ms, backoff_max_ms.
+    """
+    args: List[Arg] = ["" if max_attempts is None else check_max_attempts(max_attempts)]
+    if backoff is None:
+        args += ["", "", ""]
+    elif isinstance(backoff, Backoff):
+        args += [backoff.kind, backoff.backoff_ms, backoff.backoff_max_ms]
+    else:
+        raise InvalidArgument(
+            f"backoff must be a delayer.Backoff (Backoff.fixed / Backoff.exponential), not {type(backoff).__name__}"
+        )
+    return args
+
+
+def push_call(
+    keys: Keys,
+    topic: object,
+    job_id: object,
+    delay: object,
+    body: object,
+    ready_max_lifetime: object,
+    max_attempts: object = None,
+    backoff: object = None,
+    if_absent: object = False,
+) -> ScriptCall:
+    """Check one push and return its push.lua call.
+
+    ARGV is id, topic, body, delay ms, lifetime ms, max_attempts, backoff,
+    backoff_ms, backoff_max_ms ("" for the unset ones: the bucket is then
+    exactly Delayer 1.x's), the duplicate policy and the wake channel.
+    """
+    topic_s = check_name("topic", topic)
+    id_s = check_name("id", job_id)
+    ms = delay_ms(delay)
+    life = lifetime_ms(ready_max_lifetime)
+    data = encode_body(body)
+    args: List[Arg] = [id_s, topic_s, data, ms, life]
+    args += _retry_args(max_attempts, backoff)
+    args += [check_if_absent(if_absent), keys.wake]
+    return ScriptCall(scripts.PUSH, [keys.job_pool, keys.job_bucket(id_s)], args)
+
+
+def push_many_calls(keys: Keys, jobs: object, if_absent: object = False) -> List[ScriptCall]:
+    """Check every job of a ``push_many``, then build its push_many.lua calls.
+
+    Nothing is built unless every job is valid. Each call takes up to
+    :data:`JOBS_PER_CALL` jobs: KEYS is the pool; ARGV is the bucket prefix,
+    the duplicate policy, the wake channel, then nine values per job: id,
+    topic, body, delay ms, lifetime ms, max_attempts, backoff, backoff_ms,
+    backoff_max_ms ("" when not set).
+    """
+    policy = check_if_absent(if_absent)
+    try:
+        items = list(jobs)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidArgument(f"jobs must be an iterable of Job, not {type(jobs).__name__}") from None
+    pushes = []
+    for i, job in enumerate(items):
+        if not isinstance(job, Job):
+            raise InvalidArgument(f"jobs[{i}] must be a delayer.Job, not {type(job).__name__}")
+        try:
+            pushes.append(
+                push_call(
+                    keys, job.topic, job.id, job.delay, job.body, job.ready_max_lifetime, job.max_attempts, job.backoff
+                )
+            )
+        except InvalidArgument as e:
+            raise InvalidArgument(f"jobs[{i}]: {e}") from None
+    calls = []
+    for start in range(0, len(pushes), JOBS_PER_CALL):
+        args: List[Arg] = [keys.bucket_prefix, policy, keys.wake]
+        for push in pushes[start : start + JOBS_PER_CALL]:
+            args.extend(push.args[:VALUES_PER_JOB])  # push.lua's first nine ARGV
+        calls.append(ScriptCall(scripts.PUSH_MANY, [keys.job_pool], args))
+    return calls
+
+
+def push_many_ids(call: ScriptCall) -> List[str]:
+    """The ids of the jobs of a push_many.lua call from :func:`push_many_calls`, in order."""
+    return [str(a) for a in call.args[PUSH_MANY_HEAD::VALUES_PER_JOB]]
+
+
+def chunks(calls: Sequence[ScriptCall], size: int = CALLS_PER_PIPELINE) -> List[Sequence[ScriptCall]]:
+    """Split ``calls`` into pipeline-sized pieces."""
+    return [calls[i : i + size] for i in range(0, len(calls), size)]
+
+
+def pop_call(keys: Keys, topic: object) -> ScriptCall:
+    """Check a pop and return its pop.lua call. KEYS[0] is also the list ``bpop`` waits on."""
+    t = check_name("topic", topic)
+    return ScriptCall(
+        scripts.POP, [keys.ready_queue(t), keys.malformed, keys.job_pool, keys.reserved], [keys.bucket_prefix]
+    )
+
+
+def take_call(keys: Keys, job_id: str) -> ScriptCall:
+    """The take.lua call for an id just popped with BRPOP."""
+    return ScriptCall(scripts.TAKE, [keys.job_bucket(job_id), keys.malformed, keys.job_pool, keys.reserved], [job_id])
+
+
+def remove_call(keys: Keys, job_id: object) -> ScriptCall:
+    """Check a remove and return its remove.lua call."""
+    i = check_name("id", job_id)
+    return ScriptCall(scripts.REMOVE, [keys.job_pool, keys.job_bucket(i)], [i])
+
+
+def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
+    """Check a reserve and return its reserve.lua call.
+
+    KEYS: ready queue, reserved, malformed, receipt_seq, pool; ARGV: bucket
+    prefix, ttr ms. KEYS[0] is also the list ``breserve`` waits on.
+    """
+    t = check_name("topic", topic)
+    ms = ttr_ms(ttr)
+    return ScriptCall(
+        scripts.RESERVE,
+        [keys.ready_queue(t), keys.reserved, keys.malformed, keys.receipt_seq, keys.job_pool],
+        [keys.bucket_prefix, ms],
+    )
+
+
+def _held(job: object, receipt: object) -> Tuple[str, str]:
+    """The id and receipt (``""``: whichever reservation is current) that ack,
+    touch, release and bury act on.
+
+    ``job`` is a :class:`ReservedMessage` (its id and receipt: only that
+    reservation) or an id, with ``receipt`` when the caller knows it.
+    """
+    if isinstance(job, ReservedMessage):
+        if receipt is not None:
+            raise InvalidArgument("receipt= is for a job given by id; a ReservedMessage carries its own")
+        if not isinstance(job.receipt, str) or job.receipt == "":
+            raise InvalidArgument("the ReservedMessage has no receipt")
+        receipt = job.receipt
+        job = job.id
+    elif not isinstance(job, str):
+        raise InvalidArgument(f"job must be a ReservedMessage or an id (str), not {type(job).__name__}")
+    job_id = check_name("id", job)
+    if receipt is None:
+        return job_id, ""
+    if not isinstance(receipt, str):
+        raise InvalidArgument(f"receipt must be a str, not {type(receipt).__name__}")
+    if receipt == "":
+        raise InvalidArgument('receipt must not be empty: pass None for "whichever reservation is current"')
+    try:
+        receipt.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument("receipt is not valid UTF-8 (it holds a lone surrogate)") from None
+    return job_id, receipt
+
+
+def ack_call(keys: Keys, job: object, receipt: object) -> ScriptCall:
+    """Check an ack and return its ack.lua call: KEYS reserved, bucket, pool; ARGV id, receipt."""
+    job_id, r = _held(job, receipt)
+    return ScriptCall(scripts.ACK, [keys.reserved, keys.job_bucket(job_id), keys.job_pool], [job_id, r])
+
+
+def touch_call(keys: Keys, job: object, ttr: object, receipt: object) -> ScriptCall:
+    """Check a touch and return its touch.lua call: KEYS reserved, bucket, pool;
+    ARGV id, receipt, ttr ms (``ttr`` as for reserve)."""
+    job_id, r = _held(job, receipt)
+    ms = ttr_ms(ttr)
+    return ScriptCall(scripts.TOUCH, [keys.reserved, keys.job_bucket(job_id), keys.job_pool], [job_id, r, ms])
+
+
+def _release_call(keys: Keys, job: object, receipt: object, action: Arg) -> ScriptCall:
+    job_id, r = _held(job, receipt)
+    # "held": end this one reservation. The "expired" mode is the server's.
+    return ScriptCall(
+        scripts.RELEASE,
+        [keys.reserved, keys.job_pool, keys.malformed],
+        [keys.prefix, action, "held", job_id, r, keys.wake],
+    )
+
+
+def release_call(keys: Keys, job: object, delay: object, receipt: object) -> ScriptCall:
+    """Check a release and return its release.lua call.
+
+    No ``delay`` means the job's own backoff (``"backoff"``); otherwise the
+    delay in ms, by the delay rules.
+    """
+    action: Arg = "backoff" if delay is None else delay_ms(delay)
+    return _release_call(keys, job, receipt, action)
+
+
+def bury_call(keys: Keys, job: object, receipt: object) -> ScriptCall:
+    """Check a bury and return its release.lua call (action ``"bury"``)."""
+    return _release_call(keys, job, receipt, "bury")
+
+
+def reschedule_call(keys: Keys, job_id: object, delay: object) -> ScriptCall:
+    """Check a reschedule and return its reschedule.lua call: KEYS pool,
+    bucket; ARGV id, delay ms, wake channel."""
+    i = check_name("id", job_id)
+    ms = delay_ms(delay)
+    return ScriptCall(scripts.RESCHEDULE, [keys.job_pool, keys.job_bucket(i)], [i, ms, keys.wake])
+
+
+def dead_list_call(keys: Keys, topic: object, start: object, how_many: object) -> ScriptCall:
+    """Check a dead-letter listing (start >= 0, count 1..1000) and return its dead.lua call."""
+    t = check_name("topic", topic)
+    first = count("start", start, 0, None)
+    n = count("count", how_many, 1, DEAD_BATCH)
+    return ScriptCall(scripts.DEAD, [keys.dead(t), keys.job_pool], [keys.bucket_prefix, "list", first, n])
+
+
+def dead_take_calls(
+    keys: Keys, action: str, topic: object, ids: object
+) -> Tuple[Optional[ScriptCall], List[ScriptCall]]:
+    """Check a re-queue or purge (``action``) of dead letters; return ``(every, by_ids)``.
+
+    ``ids`` None means all: ``every`` is the call taking :data:`DEAD_BATCH`
+    entries from the oldest end, to repeat until a call takes fewer.
+    Otherwise ``by_ids`` holds one call per :data:`DEAD_BATCH` ids (none for
+    no ids), every id checked first.
+    """
+    if action not in ("requeue", "purge"):
+        raise ValueError(f"dead.lua takes requeue or purge here, not {action!r}")
+    t = check_name("topic", topic)
+    call_keys = [keys.dead(t), keys.job_pool]
+    if ids is None:
+        return ScriptCall(scripts.DEAD, call_keys, [keys.bucket_prefix, action, DEAD_BATCH]), []
+    if isinstance(ids, (str, bytes, bytearray, memoryview)):
+        raise InvalidArgument("ids must be an iterable of ids (a str is one id: wrap it in a list)")
+    try:
+        items = list(ids)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidArgument(f"ids must be an iterable of ids or None (all), not {type(ids).__name__}") from None
+    checked = []
+    for n, item in enumerate(items):
+        try:
+            checked.append(check_name("id", item))
+        except InvalidArgument as e:
+            raise InvalidArgument(f"ids[{n}]: {e}") from None
+    calls = []
+    for start in range(0, len(checked), DEAD_BATCH):
+        part = checked[start : start + DEAD_BATCH]
+        # ARGV[3] (a count) is ignored when ids follow; it says how many.
+        calls.append(ScriptCall(scripts.DEAD, call_keys, [keys.bucket_prefix, action, len(part), *part]))
+    return None, calls

@@ -1,0 +1,202 @@
+"""Redis's replies, as the SDK's values.
+
+What each script returns is written in its header (``lua/*.lua``); a reply
+that does not fit is a :class:`ProtocolError` (a wrong key type, a script of
+another version), never a value made up from it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import List, Optional, Sequence, Tuple, Union
+
+from ._calls import ScriptCall, push_many_ids
+from .errors import IdTakenError, ProtocolError
+from .models import DeadLetter, Message, ReservedMessage, Taken
+
+
+def _text(kind: str, value: object) -> str:
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError(f"{kind} in Redis's reply is not UTF-8: {value!r}") from None
+    if isinstance(value, str):
+        return value
+    raise ProtocolError(f"expected {kind} as a string in Redis's reply, got {value!r}")
+
+
+def _int(kind: str, value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ProtocolError(f"expected {kind} as a count in Redis's reply, got {value!r:.200}")
+
+
+def _body(value: object) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if not isinstance(value, bytes):
+        raise ProtocolError(f"expected the body as bytes, got {value!r:.200}")
+    return value
+
+
+def due(reply: object, script: str = "push.lua", what: str = "due time") -> float:
+    """A time a script returned, ``"s.mmm"`` (push.lua's due time), as float Unix seconds."""
+    text = _text(what, reply)
+    try:
+        value = float(text)
+    except ValueError:
+        raise ProtocolError(f"{script} returned {text!r}, not a {what}") from None
+    if not math.isfinite(value):
+        raise ProtocolError(f"{script} returned {text!r}, not a {what}")
+    return value
+
+
+def _pushed(reply: object, job_id: str, script: str) -> Union[float, Taken]:
+    """One job's outcome as push.lua (or push_many.lua, per job) returns it:
+    its due time ``"s.mmm"``, or ``[topic, due]`` of the job holding a taken id
+    (due ``""`` when that job does not wait any more)."""
+    if not isinstance(reply, (list, tuple)):
+        return due(reply, script)
+    if len(reply) != 2:
+        raise ProtocolError(f"{script} returned {reply!r:.200}, expected a due time or [topic, due]")
+    topic, when = reply
+    return Taken(job_id, _text("topic", topic), None if when in (b"", "") else due(when, script))
+
+
+def push(call: ScriptCall, reply: object) -> float:
+    """push.lua's reply to ``call`` as the due time; :class:`IdTakenError` when the id was taken."""
+    pushed = _pushed(reply, str(call.args[0]), "push.lua")
+    if isinstance(pushed, Taken):
+        raise IdTakenError([pushed], [None])
+    return pushed
+
+
+def push_many_pipeline(calls: Sequence[ScriptCall], replies: object, loads: int) -> List[Union[float, Taken]]:
+    """The outcomes of a ``push_many`` pipeline: ``loads`` SCRIPT LOAD replies, then one list per call."""
+    if not isinstance(replies, (list, tuple)) or len(replies) != loads + len(calls):
+        raise ProtocolError(
+            f"expected {loads + len(calls)} replies from a push_many pipeline, got {replies!r:.200}"
+        )
+    out: List[Union[float, Taken]] = []
+    for call, reply in zip(calls, replies[loads:]):
+        ids = push_many_ids(call)
+        if not isinstance(reply, (list, tuple)) or len(reply) != len(ids):
+            raise ProtocolError(f"push_many.lua returned {reply!r:.200}, expected a list of {len(ids)} due times")
+        out.extend(_pushed(r, i, "push_many.lua") for r, i in zip(reply, ids))
+    return out
+
+
+def push_many(outcomes: Sequence[Union[float, Taken]]) -> List[float]:
+    """The due times of a whole ``push_many``; :class:`IdTakenError` if any id was taken."""
+    taken = [o for o in outcomes if isinstance(o, Taken)]
+    if taken:
+        raise IdTakenError(taken, [None if isinstance(o, Taken) else o for o in outcomes])
+    return [o for o in outcomes if not isinstance(o, Taken)]
+
+
+def message(reply: object) -> Optional[Message]:
+    """pop.lua's / take.lua's reply: ``[id, topic, body]`` or nil."""
+    if reply is None:
+        return None
+    if not isinstance(reply, (list, tuple)) or len(reply) != 3:
+        raise ProtocolError(f"expected [id, topic, body] or nil, got {reply!r:.200}")
+    job_id, topic, body = reply
+    return Message(id=_text("id", job_id), topic=_text("topic", topic), body=_body(body))
+
+
+def flag(reply: object, script: str) -> bool:
+    """remove.lua's or ack.lua's reply: 1 or 0."""
+    if isinstance(reply, int) and not isinstance(reply, bool) and reply in (0, 1):
+        return reply == 1
+    raise ProtocolError(f"{script} returned {reply!r}, expected 0 or 1")
+
+
+def reserved(reply: object) -> Optional[ReservedMessage]:
+    """reserve.lua's reply: ``[id, topic, body, attempts, max_attempts, receipt, deadline]`` or nil."""
+    if reply is None:
+        return None
+    if not isinstance(reply, (list, tuple)) or len(reply) != 7:
+        raise ProtocolError(
+            f"expected [id, topic, body, attempts, max_attempts, receipt, deadline] or nil, got {reply!r:.200}"
+        )
+    job_id, topic, body, attempts, max_attempts, receipt, deadline = reply
+    return ReservedMessage(
+        id=_text("id", job_id),
+        topic=_text("topic", topic),
+        body=_body(body),
+        attempts=_int("attempts", attempts),
+        max_attempts=_int("max_attempts", max_attempts),
+        receipt=_text("receipt", receipt),
+        deadline=due(deadline, "reserve.lua", "deadline"),
+    )
+
+
+def ended(reply: object) -> bool:
+    """release.lua's reply in "held" mode: a due time or ``"dead"`` (the
+    reservation was held and is ended) or nil (it was not)."""
+    if reply is None:
+        return False
+    if _text("release result", reply) == "dead":
+        return True
+    due(reply, "release.lua")
+    return True
+
+
+def optional_time(reply: object, script: str, what: str) -> Optional[float]:
+    """reschedule.lua's new due time or touch.lua's new deadline; nil: None
+    (the job is not waiting, the reservation not held)."""
+    if reply is None:
+        return None
+    return due(reply, script, what)
+
+
+def dead_letters(reply: object) -> List[DeadLetter]:
+    """dead.lua's ``list`` reply: ``[id, topic, body, attempts, reason, dead_at]`` per entry."""
+    if not isinstance(reply, (list, tuple)):
+        raise ProtocolError(f"dead.lua returned {reply!r:.200}, expected a list of dead letters")
+    out = []
+    for entry in reply:
+        if not isinstance(entry, (list, tuple)) or len(entry) != 6:
+            raise ProtocolError(f"expected [id, topic, body, attempts, reason, dead_at], got {entry!r:.200}")
+        job_id, topic, body, attempts, reason, dead_at = entry
+        # dead.lua sends "" for a dead_at the bucket lacks (only a bucket
+        # written by hand): 0.0 then, rather than failing the whole listing.
+        when = 0.0 if dead_at in (b"", "") else due(dead_at, "dead.lua", "dead_at")
+        out.append(
+            DeadLetter(
+                id=_text("id", job_id),
+                topic=_text("topic", topic),
+                body=_body(body),
+                attempts=_int("attempts", attempts),
+                reason=_text("reason", reason),
+                dead_at=when,
+            )
+        )
+    return out
+
+
+def dead_taken(reply: object) -> Tuple[int, int]:
+    """dead.lua's ``requeue`` / ``purge`` reply: ``(done, taken)``."""
+    if not isinstance(reply, (list, tuple)) or len(reply) != 2:
+        raise ProtocolError(f"dead.lua returned {reply!r:.200}, expected [done, taken]")
+    return _int("done", reply[0]), _int("taken", reply[1])
+
+
+def blmove(reply: object) -> bool:
+    """BLMOVE's reply: the id it moved back in place (True: the queue holds
+    something, for reserve.lua to judge) or nil on timeout (False)."""
+    if reply is None:
+        return False
+    if not isinstance(reply, (bytes, str)):
+        raise ProtocolError(f"expected an id or nil from BLMOVE, got {reply!r:.200}")
+    return True
+
+
+def brpop(reply: object) -> Optional[str]:
+    """BRPOP's reply ``[key, id]`` (or nil on timeout) as the id."""
+    if reply is None:
+        return None
+    if not isinstance(reply, (list, tuple)) or len(reply) != 2:
+        raise ProtocolError(f"expected [key, id] from BRPOP, got {reply!r:.200}")
+    return _text("id", reply[1])

@@ -1,0 +1,164 @@
+"""The protocol's input rules (docs/PROTOCOL.md, "Input rules"), checked before
+anything is sent.
+
+Every SDK refuses the same values with the same limits and rounds delays the
+same way; this module is the Python SDK's one copy of those rules. Each check
+returns the value as the scripts take it, or raises :class:`InvalidArgument`.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from fractions import Fraction
+from typing import Optional, Union
+
+from .errors import InvalidArgument
+
+#: Longest id or topic, in UTF-8 bytes.
+MAX_NAME_BYTES = 200
+#: Longest delay and ready_max_lifetime: 10 years, in seconds.
+MAX_SECONDS = 315_360_000
+#: The largest max_attempts (0 means no limit).
+MAX_ATTEMPTS_LIMIT = 1_000_000
+
+# Unicode White_Space (the same set as Rust's char::is_whitespace), fixed here
+# so that every Python version rejects the same names.
+_WHITESPACE = frozenset(
+    "\t\n\x0b\x0c\r \x85\xa0\u1680"
+    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
+
+Number = Union[int, float]
+
+
+def check_name(kind: str, value: object) -> str:
+    """Check an id or topic: 1..200 UTF-8 bytes, no whitespace, controls or braces."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{kind} must be a str, not {type(value).__name__}")
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{kind} is not valid UTF-8 (it holds a lone surrogate)") from None
+    if size == 0:
+        raise InvalidArgument(f"{kind} must not be empty")
+    if size > MAX_NAME_BYTES:
+        raise InvalidArgument(f"{kind} is {size} bytes of UTF-8; at most {MAX_NAME_BYTES} allowed")
+    for pos, ch in enumerate(value):
+        if ch in _WHITESPACE:
+            raise InvalidArgument(f"{kind} must not contain whitespace (U+{ord(ch):04X} at {pos})")
+        if unicodedata.category(ch) == "Cc":
+            raise InvalidArgument(f"{kind} must not contain control characters (U+{ord(ch):04X} at {pos})")
+        if ch in "{}":
+            raise InvalidArgument(f"{kind} must not contain '{{' or '}}' (reserved for Redis Cluster hash tags)")
+    return value
+
+
+def _number(kind: str, value: object) -> Number:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(f"{kind} must be an int or float, not {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidArgument(f"{kind} must be finite, got {value!r}")
+    return value
+
+
+def delay_ms(value: object, kind: str = "delay") -> int:
+    """Check a delay (0 to 10 years, seconds) and return it in whole milliseconds, rounded.
+
+    ``kind`` names the argument in the error (a backoff or reschedule delay
+    follows the same rules).
+    """
+    seconds = _number(kind, value)
+    if seconds < 0 or seconds > MAX_SECONDS:
+        raise InvalidArgument(f"{kind} must be 0 to {MAX_SECONDS} seconds, got {seconds!r}")
+    return _round_ms(seconds)
+
+
+def _round_ms(seconds: Number) -> int:
+    """``seconds`` (checked: 0 to 10 years) in whole milliseconds, rounded as PROTOCOL.md says."""
+    if isinstance(seconds, int):
+        return seconds * 1000
+    # As docs/PROTOCOL.md: to the nearest nanosecond, then to the millisecond,
+    # halves up (Rust's Duration semantics, so 1.2345 s is 1235 ms). Exact
+    # arithmetic: seconds * 1000.0 in floating point loses precision on huge delays.
+    nanos = math.floor(Fraction(seconds) * 1_000_000_000 + Fraction(1, 2))
+    return min((nanos + 500_000) // 1_000_000, MAX_SECONDS * 1000)
+
+
+def lifetime_ms(value: object) -> int:
+    """Check a ready_max_lifetime (1 s to 10 years, whole seconds) and return milliseconds."""
+    seconds = _number("ready_max_lifetime", value)
+    if isinstance(seconds, float):
+        if not seconds.is_integer():
+            raise InvalidArgument(f"ready_max_lifetime must be whole seconds, got {seconds!r}")
+        seconds = int(seconds)
+    if seconds < 1 or seconds > MAX_SECONDS:
+        raise InvalidArgument(f"ready_max_lifetime must be 1 to {MAX_SECONDS} seconds, got {seconds!r}")
+    return seconds * 1000
+
+
+def ttr_ms(value: object) -> int:
+    """Check a reserve ttr (more than 0, at most 10 years) and return whole milliseconds.
+
+    Rounded as a delay is, and at least 1 ms after rounding: a ttr of 0 would
+    hand the job out and take it back at once.
+    """
+    seconds = _number("ttr", value)
+    if seconds <= 0 or seconds > MAX_SECONDS:
+        raise InvalidArgument(f"ttr must be more than 0 and at most {MAX_SECONDS} seconds, got {seconds!r}")
+    ms = _round_ms(seconds)
+    if ms < 1:
+        raise InvalidArgument(f"ttr must be at least 1 ms after rounding to the millisecond, got {seconds!r} s")
+    return ms
+
+
+def check_max_attempts(value: object) -> int:
+    """Check a max_attempts: an int from 0 (no limit) to 1,000,000."""
+    return count("max_attempts", value, 0, MAX_ATTEMPTS_LIMIT)
+
+
+def count(kind: str, value: object, low: int, high: Optional[int]) -> int:
+    """Check a whole number from ``low`` to ``high`` (None: no upper bound); bool is refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{kind} must be an int, not {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        bounds = f"{low} to {high}" if high is not None else f"{low} or more"
+        raise InvalidArgument(f"{kind} must be {bounds}, got {value!r}")
+    return value
+
+
+def check_timeout(value: object) -> float:
+    """Check a bpop / breserve timeout: seconds >= 0, 0 meaning forever."""
+    seconds = _number("timeout", value)
+    if seconds < 0:
+        raise InvalidArgument(f"timeout must be 0 (forever) or more seconds, got {seconds!r}")
+    return float(seconds)
+
+
+def encode_body(value: object) -> bytes:
+    """Return the body as bytes: bytes-like as is, ``str`` encoded as UTF-8."""
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgument("body is a str that is not valid UTF-8 (lone surrogate)") from None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise InvalidArgument(f"body must be bytes or str, not {type(value).__name__}")
+
+
+def check_prefix(value: object) -> str:
+    """Check a key prefix: any ``str`` (prepended as is)."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"prefix must be a str, not {type(value).__name__}")
+    return value
+
+
+def check_if_absent(value: object) -> str:
+    """push.lua's / push_many.lua's duplicate policy for ``if_absent``:
+    ``"absent"`` (write nothing for an id that is taken) or ``"replace"``."""
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"if_absent must be a bool, not {type(value).__name__}")
+    return "absent" if value else "replace"
+
