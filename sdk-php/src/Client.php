@@ -35,7 +35,10 @@ use Delayer\Exception\InvalidArgumentException;
  * `ifAbsent: true` ({@see push()}).
  *
  * One Client holds one Redis connection, opened by the constructor; it is not
- * meant to be shared between processes (fork after connecting).
+ * meant to be shared between processes (fork after connecting). A call that
+ * loses it (Redis restarted, the network dropped) raises ConnectionException,
+ * and the next call connects again: a worker catches the exception, waits a
+ * little and goes on (sdk-php/examples/worker.php).
  */
 class Client
 {
@@ -56,32 +59,9 @@ class Client
     /** The stream-context options of the tls option (PHP's ssl context names). */
     private const TLS_KEYS = ['cafile', 'local_cert', 'local_pk'];
 
-    private readonly \Redis $redis;
+    private readonly Connection $connection;
 
     private readonly Keys $keys;
-
-    /** What phpredis connects to: a host, "tls://host", or a socket path. */
-    private readonly string $host;
-
-    /** The TCP port, 0 for a unix socket. */
-    private readonly int $port;
-
-    /** Where Redis is, for messages: "host:port" or the socket path. */
-    private readonly string $where;
-
-    /** @var array{stream: array<string, mixed>}|null the stream context of a TLS connection */
-    private readonly ?array $context;
-
-    /** @var list<string> passwords to keep out of messages (the URL's may differ) */
-    private readonly array $secrets;
-
-    private readonly int $database;
-
-    private readonly ?string $username;
-
-    private readonly ?string $password;
-
-    private readonly float $timeout;
 
     /**
      * Connects to Redis (and authenticates, and selects the database).
@@ -123,14 +103,13 @@ class Client
         $password = self::configString($config, 'password', '', true);
         $tls = self::tlsOptions($config['tls'] ?? []);
         $secrets = $password === '' ? [] : [$password];
+        $context = null;
         if ($url === '') {
             $host = self::configString($config, 'host', '127.0.0.1', false);
             $port = self::configInt($config, 'port', 6379, 1, 65535);
-            $this->database = self::configInt($config, 'database', 0, 0, PHP_INT_MAX);
-            $this->host = $host;
-            $this->port = str_starts_with($host, '/') ? 0 : $port;
-            $this->where = str_starts_with($host, '/') ? $host : "{$host}:{$port}";
-            $this->context = null;
+            $database = self::configInt($config, 'database', 0, 0, PHP_INT_MAX);
+            $where = str_starts_with($host, '/') ? $host : "{$host}:{$port}";
+            $port = str_starts_with($host, '/') ? 0 : $port;
         } else {
             foreach (['host', 'port', 'database'] as $key) {
                 if (($config[$key] ?? null) !== null) {
@@ -146,36 +125,41 @@ class Client
             }
             $username = $username !== '' ? $username : (string) $parsed->username;
             $password = $password !== '' ? $password : (string) $parsed->password;
-            $this->database = $parsed->database;
+            $database = $parsed->database;
             if ($parsed->socket !== null) {
-                $this->host = $this->where = $parsed->socket;
-                $this->port = 0;
-                $this->context = null;
+                $host = $where = $parsed->socket;
+                $port = 0;
             } else {
-                $host = (string) $parsed->host;
-                $this->host = ($parsed->tls ? 'tls://' : '') . (str_contains($host, ':') ? "[{$host}]" : $host);
-                $this->port = $parsed->port;
-                $this->where = (str_contains($host, ':') ? "[{$host}]" : $host) . ":{$parsed->port}";
+                $bare = (string) $parsed->host;
+                $host = ($parsed->tls ? 'tls://' : '') . (str_contains($bare, ':') ? "[{$bare}]" : $bare);
+                $port = $parsed->port;
+                $where = (str_contains($bare, ':') ? "[{$bare}]" : $bare) . ":{$parsed->port}";
                 // Certificates matter only for rediss:// (as in the Rust SDK).
-                $this->context = $parsed->tls
-                    ? ['stream' => $tls + ['verify_peer' => true, 'verify_peer_name' => true, 'peer_name' => $host]]
+                $context = $parsed->tls
+                    ? ['stream' => $tls + ['verify_peer' => true, 'verify_peer_name' => true, 'peer_name' => $bare]]
                     : null;
             }
         }
-        $this->secrets = $secrets;
-        $this->username = $username === '' ? null : $username;
-        $this->password = $password === '' ? null : $password;
         $this->keys = new Keys(self::configString($config, 'prefix', Keys::DEFAULT_PREFIX, true));
         $timeout = $config['timeout'] ?? self::DEFAULT_TIMEOUT;
         if (!(\is_int($timeout) || \is_float($timeout)) || !is_finite((float) $timeout) || $timeout <= 0) {
             throw new ConfigException('option timeout must be a positive number of seconds');
         }
-        $this->timeout = (float) $timeout;
-        if ($this->username !== null && $this->password === null) {
+        if ($username !== '' && $password === '') {
             throw new ConfigException('option username needs a password');
         }
-        $this->redis = new \Redis();
-        $this->connect();
+        $this->connection = new Connection(
+            $host,
+            $port,
+            $where,
+            $context,
+            $username === '' ? null : $username,
+            $password === '' ? null : $password,
+            $database,
+            (float) $timeout,
+            $secrets,
+        );
+        $this->connection->open();
     }
 
     /**
@@ -269,7 +253,7 @@ class Client
             );
         }
         $policy = $ifAbsent ? Scripts::IF_ABSENT : Scripts::REPLACE;
-        $reply = Scripts::run($this->redis, Scripts::PUSH, $job[0], [...$job[1], $policy, $this->keys->wake()]);
+        $reply = $this->connection->script(Scripts::PUSH, $job[0], [...$job[1], $policy, $this->keys->wake()]);
         $due = PushReply::read($reply, $job[1][0], Scripts::PUSH);
         if ($due instanceof Taken) {
             throw new IdTakenException([$due], [null]);
@@ -347,7 +331,7 @@ class Client
         $dues = [];
         $taken = [];
         foreach (array_chunk($calls, self::CALLS_PER_PIPELINE) as $pipeline) {
-            foreach (Scripts::runPipelined($this->redis, Scripts::PUSH_MANY, $pipeline) as $i => $entries) {
+            foreach ($this->connection->pipelined(Scripts::PUSH_MANY, $pipeline) as $i => $entries) {
                 $expected = intdiv(\count($pipeline[$i][1]) - Scripts::PUSH_MANY_HEAD, Scripts::PUSH_MANY_STRIDE);
                 if (!\is_array($entries) || \count($entries) !== $expected) {
                     throw new ConnectionException(
@@ -382,8 +366,7 @@ class Client
     public function pop(string $topic): Message|false
     {
         Validator::name('topic', $topic);
-        $job = Scripts::run(
-            $this->redis,
+        $job = $this->connection->script(
             Scripts::POP,
             [$this->keys->readyQueue($topic), $this->keys->malformed(), $this->keys->pool(), $this->keys->reserved()],
             [$this->keys->bucketPrefix()]
@@ -407,7 +390,7 @@ class Client
         $timeout = Validator::timeout($timeout);
         $queue = $this->keys->readyQueue($topic);
         return $this->waitFor($timeout, function (float $wait) use ($queue): Message|false|null {
-            $reply = $this->blockingCommand('BRPOP', [$queue], $wait);
+            $reply = $this->connection->blocking('BRPOP', [$queue], $wait);
             if ($reply === null) {
                 return null;
             }
@@ -415,8 +398,7 @@ class Client
                 throw new ConnectionException('Redis error running BRPOP: unexpected reply ' . get_debug_type($reply));
             }
             $id = $reply[1];
-            $job = Scripts::run(
-                $this->redis,
+            $job = $this->connection->script(
                 Scripts::TAKE,
                 [$this->keys->bucket($id), $this->keys->malformed(), $this->keys->pool(), $this->keys->reserved()],
                 [$id]
@@ -438,8 +420,7 @@ class Client
     public function remove(string $id): bool
     {
         Validator::name('id', $id);
-        $result = Scripts::run(
-            $this->redis,
+        $result = $this->connection->script(
             Scripts::REMOVE,
             [$this->keys->pool(), $this->keys->bucket($id)],
             [$id]
@@ -496,7 +477,7 @@ class Client
         $timeout = Validator::timeout($timeout);
         $queue = $this->keys->readyQueue($topic);
         return $this->waitFor($timeout, function (float $wait) use ($queue, $topic, $ttrMs): ReservedMessage|false|null {
-            if ($this->blockingCommand('BLMOVE', [$queue, $queue, 'RIGHT', 'RIGHT'], $wait) === null) {
+            if ($this->connection->blocking('BLMOVE', [$queue, $queue, 'RIGHT', 'RIGHT'], $wait) === null) {
                 return null;
             }
             return $this->runReserve($topic, $ttrMs);
@@ -524,8 +505,7 @@ class Client
     public function ack(string|ReservedMessage $job, ?string $receipt = null): bool
     {
         [$id, $receipt] = self::reservation($job, $receipt);
-        $result = Scripts::run(
-            $this->redis,
+        $result = $this->connection->script(
             Scripts::ACK,
             [$this->keys->reserved(), $this->keys->bucket($id), $this->keys->pool()],
             [$id, $receipt]
@@ -560,8 +540,7 @@ class Client
     {
         [$id, $receipt] = self::reservation($job, $receipt);
         $ttrMs = Validator::ttrMs($ttr);
-        $deadline = Scripts::run(
-            $this->redis,
+        $deadline = $this->connection->script(
             Scripts::TOUCH,
             [$this->keys->reserved(), $this->keys->bucket($id), $this->keys->pool()],
             [$id, $receipt, (string) $ttrMs]
@@ -629,8 +608,7 @@ class Client
     {
         Validator::name('id', $id);
         $delayMs = Validator::delayMs($delay);
-        $due = Scripts::run(
-            $this->redis,
+        $due = $this->connection->script(
             Scripts::RESCHEDULE,
             [$this->keys->pool(), $this->keys->bucket($id)],
             [$id, (string) $delayMs, $this->keys->wake()]
@@ -660,8 +638,7 @@ class Client
         // Beyond any list's length either way; keeps start + count exact in
         // Lua's doubles.
         $start = min($start, self::MAX_LIST_INDEX);
-        $entries = Scripts::run(
-            $this->redis,
+        $entries = $this->connection->script(
             Scripts::DEAD,
             [$this->keys->dead($topic), $this->keys->pool()],
             [$this->keys->bucketPrefix(), 'list', (string) $start, (string) $count]
@@ -720,69 +697,13 @@ class Client
         return $this->dead($topic, $ids, 'purge');
     }
 
-    /** Closes the Redis connection; the client cannot be used afterwards. */
+    /**
+     * Closes the Redis connection. A later call opens a new one (as after a
+     * lost connection), so a client may be closed while idle.
+     */
     public function close(): void
     {
-        try {
-            $this->redis->close();
-        } catch (\RedisException) {
-            // already gone
-        }
-    }
-
-    private function connect(): void
-    {
-        $where = $this->where;
-        // A failed TLS handshake is also reported as PHP warnings: their
-        // text goes into the exception instead.
-        $warnings = [];
-        set_error_handler(static function (int $no, string $message) use (&$warnings): bool {
-            $warnings[] = trim((string) preg_replace(['/^Redis::connect\(\):\s*/', '/\s+/'], ['', ' '], $message));
-            return true;
-        });
-        try {
-            $ok = $this->context === null
-                ? $this->redis->connect($this->host, $this->port, $this->timeout, null, 0, $this->timeout)
-                : $this->redis->connect($this->host, $this->port, $this->timeout, null, 0, $this->timeout, $this->context);
-        } catch (\RedisException $e) {
-            $detail = implode('; ', [...$warnings, $e->getMessage()]);
-            throw new ConnectionException("cannot connect to Redis at {$where}: " . $this->scrub($detail), 0, $e);
-        } finally {
-            restore_error_handler();
-        }
-        if (!$ok) {
-            $detail = $warnings === [] ? '' : ': ' . implode('; ', $warnings);
-            throw new ConnectionException("cannot connect to Redis at {$where}" . $this->scrub($detail));
-        }
-        if ($this->password !== null) {
-            $error = null;
-            try {
-                $this->redis->clearLastError();
-                $credentials = $this->username !== null ? [$this->username, $this->password] : $this->password;
-                if (!$this->redis->auth($credentials)) {
-                    $error = $this->redis->getLastError() ?? 'AUTH refused';
-                }
-            } catch (\RedisException $e) {
-                // Not chained on purpose: the previous exception's trace
-                // would hold Redis::auth()'s arguments, the password.
-                $error = $e->getMessage();
-            }
-            if ($error !== null) {
-                throw new ConnectionException("Redis authentication failed at {$where}: " . $this->scrub($error));
-            }
-        }
-        if ($this->database !== 0) {
-            try {
-                $this->redis->clearLastError();
-                if (!$this->redis->select($this->database)) {
-                    throw new ConnectionException("Redis refused database {$this->database} at {$where}: "
-                        . $this->scrub((string) $this->redis->getLastError()));
-                }
-            } catch (\RedisException $e) {
-                throw new ConnectionException("Redis refused database {$this->database} at {$where}: "
-                    . $this->scrub($e->getMessage()), 0, $e);
-            }
-        }
+        $this->connection->close();
     }
 
     /**
@@ -828,42 +749,6 @@ class Client
     }
 
     /**
-     * A blocking command (BRPOP, BLMOVE) whose last argument is the timeout,
-     * sent raw with a fractional timeout (phpredis 5 only takes whole
-     * seconds), with the socket read timeout raised above the wait for the
-     * time of the call, so a long wait is not a socket error.
-     *
-     * @param list<string> $args the arguments before the timeout
-     * @param float        $wait seconds; 0 waits forever
-     * @return mixed the reply, or null on timeout
-     * @throws ConnectionException
-     */
-    private function blockingCommand(string $command, array $args, float $wait): mixed
-    {
-        // Rounded up to the millisecond so that we wait at least $wait.
-        $waitArg = $wait > 0 ? sprintf('%.3F', ceil($wait * 1000) / 1000) : '0';
-        try {
-            $this->redis->setOption(\Redis::OPT_READ_TIMEOUT, $wait > 0 ? $wait + $this->timeout : -1);
-            try {
-                $this->redis->clearLastError();
-                $reply = $this->redis->rawCommand($command, ...[...$args, $waitArg]);
-            } finally {
-                $this->redis->setOption(\Redis::OPT_READ_TIMEOUT, $this->timeout);
-            }
-        } catch (\RedisException $e) {
-            throw new ConnectionException("Redis error running {$command}: " . $this->scrub($e->getMessage()), 0, $e);
-        }
-        // phpredis gives a timeout's nil array (*-1) as [], and an error as false.
-        if ($reply === false || $reply === null || $reply === []) {
-            if ($reply === false && ($error = $this->redis->getLastError()) !== null) {
-                throw new ConnectionException("Redis error running {$command}: " . $this->scrub($error));
-            }
-            return null;
-        }
-        return $reply;
-    }
-
-    /**
      * Validates one job and builds push.lua's KEYS and ARGV[1..9] (the job;
      * the policy and wake channel are added by the caller).
      *
@@ -892,8 +777,7 @@ class Client
     /** reserve.lua for a validated topic and ttr. */
     private function runReserve(string $topic, int $ttrMs): ReservedMessage|false
     {
-        $job = Scripts::run(
-            $this->redis,
+        $job = $this->connection->script(
             Scripts::RESERVE,
             [
                 $this->keys->readyQueue($topic), $this->keys->reserved(), $this->keys->malformed(),
@@ -946,8 +830,7 @@ class Client
     /** release.lua in "held" mode; true when the reservation was held. */
     private function endReservation(string $id, string $receipt, string $action): bool
     {
-        $result = Scripts::run(
-            $this->redis,
+        $result = $this->connection->script(
             Scripts::RELEASE,
             [$this->keys->reserved(), $this->keys->pool(), $this->keys->malformed()],
             [$this->keys->prefix(), $action, 'held', $id, $receipt, $this->keys->wake()]
@@ -1001,7 +884,7 @@ class Client
      */
     private function runDead(array $keys, array $argv): array
     {
-        $result = Scripts::run($this->redis, Scripts::DEAD, $keys, $argv);
+        $result = $this->connection->script(Scripts::DEAD, $keys, $argv);
         if (!\is_array($result) || \count($result) !== 2 || !\is_int($result[0]) || !\is_int($result[1])) {
             throw new ConnectionException('Redis error running dead.lua: unexpected reply ' . get_debug_type($result));
         }
@@ -1043,15 +926,6 @@ class Client
         }
         [$id, $topic, $body] = array_map(static fn ($v): string => \is_string($v) ? $v : (string) $v, $job);
         return Message::create($id, $topic, $body);
-    }
-
-    /** Removes the passwords from a message that is about to be raised. */
-    private function scrub(string $message): string
-    {
-        foreach ($this->secrets as $secret) {
-            $message = str_replace($secret, '***', $message);
-        }
-        return $message;
     }
 
     /**

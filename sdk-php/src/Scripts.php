@@ -276,7 +276,9 @@ final class Scripts
             throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$e->getMessage()}", 0, $e);
         }
         if (!\is_array($results) || \count($results) !== \count($calls) + 1) {
-            throw new ConnectionException("Redis error running {$name}.lua (pipelined): unexpected reply");
+            // phpredis lost the connection under the pipeline (its calls may have run)
+            $error = $redis->getLastError() ?? 'the connection failed, the replies are lost';
+            throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$error}");
         }
         $results = \array_slice(array_values($results), 1); // SCRIPT LOAD's reply
         foreach ($results as $i => $result) {

@@ -21,6 +21,9 @@ final class RedisServer
     /** @var resource|null */
     private $process;
 
+    /** @var list<string> the redis-server command line, for restart() */
+    private array $command = [];
+
     private function __construct(
         public readonly int $port,
         public readonly string $dir,
@@ -82,15 +85,49 @@ final class RedisServer
             array_push($command, '--unixsocket', $socketPath, '--unixsocketperm', '700');
         }
         array_push($command, ...$args);
-        $process = proc_open($command, [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['file', $dir . '/stderr.log', 'w']], $pipes);
+        $server = new self($port, $dir, $password, $tls, $socketPath);
+        $server->command = $command;
+        self::$running[] = $server;
+        $server->launch($deadline);
+        return $server;
+    }
+
+    /**
+     * Stops redis-server (SIGTERM, as a restart by an operator) and leaves
+     * it stopped: the port refuses connections until {@see restart()}.
+     */
+    public function kill(): void
+    {
+        $this->terminate();
+    }
+
+    /** The redis-server process id (0 when stopped). */
+    public function pid(): int
+    {
+        return $this->process === null ? 0 : (int) proc_get_status($this->process)['pid'];
+    }
+
+    /** Whether redis-server still runs (it may have been stopped by a signal from elsewhere). */
+    public function running(): bool
+    {
+        return $this->process !== null && proc_get_status($this->process)['running'];
+    }
+
+    /** Starts redis-server again on the same port (empty: no persistence); stops it first if it runs. */
+    public function restart(float $deadline = 10.0): void
+    {
+        $this->terminate();
+        $this->launch($deadline);
+    }
+
+    private function launch(float $deadline): void
+    {
+        $process = proc_open($this->command, [0 => ['file', '/dev/null', 'r'], 1 => ['file', '/dev/null', 'w'], 2 => ['file', $this->dir . '/stderr.log', 'w']], $pipes);
         if (!\is_resource($process)) {
             throw new \RuntimeException('cannot start ' . self::BINARY);
         }
-        $server = new self($port, $dir, $password, $tls, $socketPath);
-        $server->process = $process;
-        self::$running[] = $server;
-        $server->waitReady($deadline);
-        return $server;
+        $this->process = $process;
+        $this->waitReady($deadline);
     }
 
     /**
@@ -189,6 +226,19 @@ final class RedisServer
 
     public function stop(): void
     {
+        $this->terminate();
+        foreach (glob($this->dir . '/*') ?: [] as $file) {
+            @unlink($file);
+        }
+        @rmdir($this->dir);
+        self::$running = array_values(array_filter(self::$running, fn (self $s): bool => $s !== $this));
+        if (self::$shared === $this) {
+            self::$shared = null;
+        }
+    }
+
+    private function terminate(): void
+    {
         if ($this->process !== null) {
             proc_terminate($this->process, SIGTERM);
             $until = microtime(true) + 5.0;
@@ -200,14 +250,6 @@ final class RedisServer
             }
             proc_close($this->process);
             $this->process = null;
-        }
-        foreach (glob($this->dir . '/*') ?: [] as $file) {
-            @unlink($file);
-        }
-        @rmdir($this->dir);
-        self::$running = array_values(array_filter(self::$running, fn (self $s): bool => $s !== $this));
-        if (self::$shared === $this) {
-            self::$shared = null;
         }
     }
 

@@ -1,0 +1,298 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer;
+
+use Delayer\Exception\ConnectionException;
+
+/**
+ * The client's one Redis connection, and the reason a client outlives a
+ * Redis restart: a call that loses the connection raises
+ * ConnectionException and drops it, and the next call opens a new one
+ * (connect, AUTH, SELECT), blocking or not. phpredis alone does not do this
+ * for a connection that failed while it was blocked: every later call got
+ * "Redis server ... went away", even once Redis was back.
+ *
+ * No call is retried: whether a lost call ran in Redis is unknown (a pop
+ * may have taken its job), so the caller decides.
+ *
+ * Every way the client talks to Redis goes through here: scripts
+ * ({@see Scripts}), pipelined scripts, and blocking commands.
+ *
+ * @internal used by {@see Client}
+ */
+final class Connection
+{
+    /**
+     * A pipeline on a connection idle this long (seconds) is preceded by a
+     * PING. phpredis reconnects a socket that Redis closed meanwhile (a
+     * restart) before a plain command, but a pipeline sent on it runs and
+     * then fails with its replies lost. Short: no restart fits in it, and
+     * calls closer together than this pay no round trip.
+     */
+    private const PIPELINE_IDLE_CHECK = 0.1;
+
+    /** The live connection; null before the first call and after one was lost. */
+    private ?\Redis $redis = null;
+
+    /** When the last call on the live connection ended (hrtime seconds). */
+    private float $lastUsed = 0.0;
+
+    /**
+     * @param string $host     what phpredis connects to: a host, "tls://host", or a socket path
+     * @param int    $port     the TCP port, 0 for a unix socket
+     * @param string $where    where Redis is, for messages: "host:port" or the socket path
+     * @param array{stream: array<string, mixed>}|null $context the stream context of a TLS connection
+     * @param list<string> $secrets passwords to keep out of messages
+     * @param float  $timeout  connect and read timeout, seconds
+     */
+    public function __construct(
+        private readonly string $host,
+        private readonly int $port,
+        private readonly string $where,
+        private readonly ?array $context,
+        private readonly ?string $username,
+        #[\SensitiveParameter] private readonly ?string $password,
+        private readonly int $database,
+        private readonly float $timeout,
+        #[\SensitiveParameter] private readonly array $secrets,
+    ) {
+    }
+
+    /**
+     * Connects now unless connected.
+     *
+     * @throws ConnectionException when Redis cannot be reached, refuses the
+     *                             credentials (or needs some and has none),
+     *                             or refuses the database
+     */
+    public function open(): void
+    {
+        $this->redis();
+    }
+
+    /**
+     * {@see Scripts::run()} on the live connection.
+     *
+     * @param value-of<Scripts::NAMES> $name
+     * @param list<string> $keys
+     * @param list<string> $argv
+     * @throws ConnectionException
+     */
+    public function script(string $name, array $keys, array $argv): mixed
+    {
+        return $this->use(static fn (\Redis $redis): mixed => Scripts::run($redis, $name, $keys, $argv));
+    }
+
+    /**
+     * {@see Scripts::runPipelined()} on the live connection.
+     *
+     * @param Scripts::PUSH|Scripts::PUSH_MANY $name
+     * @param list<array{0: list<string>, 1: list<string>}> $calls
+     * @return list<mixed>
+     * @throws ConnectionException
+     */
+    public function pipelined(string $name, array $calls): array
+    {
+        return $this->use(function (\Redis $redis) use ($name, $calls): array {
+            if (self::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
+                try {
+                    $redis->ping();
+                } catch (\RedisException $e) {
+                    throw new ConnectionException("Redis error at {$this->where}: " . $this->scrub($e->getMessage()), 0, $e);
+                }
+            }
+            return Scripts::runPipelined($redis, $name, $calls);
+        });
+    }
+
+    /**
+     * A blocking command (BRPOP, BLMOVE) whose last argument is the timeout,
+     * sent raw with a fractional timeout (phpredis 5 only takes whole
+     * seconds), with the socket read timeout raised above the wait for the
+     * time of the call (none when waiting forever), so that a long wait is
+     * not a socket error whatever the client's timeout or PHP's
+     * default_socket_timeout.
+     *
+     * @param list<string> $args the arguments before the timeout
+     * @param float        $wait seconds; 0 waits forever
+     * @return mixed the reply, or null on timeout
+     * @throws ConnectionException
+     */
+    public function blocking(string $command, array $args, float $wait): mixed
+    {
+        // Rounded up to the millisecond so that we wait at least $wait.
+        $waitArg = $wait > 0 ? sprintf('%.3F', ceil($wait * 1000) / 1000) : '0';
+        return $this->use(function (\Redis $redis) use ($command, $args, $wait, $waitArg): mixed {
+            try {
+                $redis->setOption(\Redis::OPT_READ_TIMEOUT, $wait > 0 ? $wait + $this->timeout : -1);
+                try {
+                    $redis->clearLastError();
+                    $reply = $redis->rawCommand($command, ...[...$args, $waitArg]);
+                } finally {
+                    $redis->setOption(\Redis::OPT_READ_TIMEOUT, $this->timeout);
+                }
+            } catch (\RedisException $e) {
+                throw new ConnectionException("Redis error running {$command}: " . $this->scrub($e->getMessage()), 0, $e);
+            }
+            // phpredis gives a timeout's nil array (*-1) as [], and an error as false.
+            if ($reply === false || $reply === null || $reply === []) {
+                if ($reply === false && ($error = $redis->getLastError()) !== null) {
+                    throw new ConnectionException("Redis error running {$command}: " . $this->scrub($error));
+                }
+                return null;
+            }
+            return $reply;
+        });
+    }
+
+    /** Closes the connection; a later call opens a new one. */
+    public function close(): void
+    {
+        $this->drop();
+    }
+
+    /**
+     * Runs $call on the live connection (opening one if needed). A
+     * connection that failed under it is dropped, so that the next call
+     * connects again.
+     *
+     * @template T
+     * @param \Closure(\Redis): T $call
+     * @return T
+     * @throws ConnectionException
+     */
+    private function use(\Closure $call): mixed
+    {
+        $redis = $this->redis();
+        try {
+            $result = $call($redis);
+            $this->lastUsed = self::now();
+            return $result;
+        } catch (ConnectionException $e) {
+            // Mostly a socket that failed (read, write, timeout), which
+            // phpredis cannot always tell from an error reply: a new
+            // connection costs little, using a broken one fails every call.
+            $this->drop();
+            throw $e;
+        } catch (\RedisException $e) {
+            $this->drop();
+            throw new ConnectionException("Redis error at {$this->where}: " . $this->scrub($e->getMessage()), 0, $e);
+        }
+    }
+
+    /** @throws ConnectionException */
+    private function redis(): \Redis
+    {
+        if ($this->redis === null) {
+            $redis = new \Redis();
+            try {
+                $this->connect($redis);
+            } catch (ConnectionException $e) {
+                self::closeQuietly($redis);
+                throw $e;
+            }
+            $this->redis = $redis;
+            $this->lastUsed = self::now();
+        }
+        return $this->redis;
+    }
+
+    private function drop(): void
+    {
+        if ($this->redis !== null) {
+            self::closeQuietly($this->redis);
+            $this->redis = null;
+        }
+    }
+
+    private static function now(): float
+    {
+        return hrtime(true) / 1e9;
+    }
+
+    private static function closeQuietly(\Redis $redis): void
+    {
+        try {
+            $redis->close();
+        } catch (\RedisException) {
+            // already gone
+        }
+    }
+
+    /** Connects $redis, authenticates, and selects the database. */
+    private function connect(\Redis $redis): void
+    {
+        $where = $this->where;
+        // A failed TLS handshake is also reported as PHP warnings: their
+        // text goes into the exception instead.
+        $warnings = [];
+        set_error_handler(static function (int $no, string $message) use (&$warnings): bool {
+            $warnings[] = trim((string) preg_replace(['/^Redis::connect\(\):\s*/', '/\s+/'], ['', ' '], $message));
+            return true;
+        });
+        try {
+            $ok = $this->context === null
+                ? $redis->connect($this->host, $this->port, $this->timeout, null, 0, $this->timeout)
+                : $redis->connect($this->host, $this->port, $this->timeout, null, 0, $this->timeout, $this->context);
+        } catch (\RedisException $e) {
+            $detail = implode('; ', [...$warnings, $e->getMessage()]);
+            throw new ConnectionException("cannot connect to Redis at {$where}: " . $this->scrub($detail), 0, $e);
+        } finally {
+            restore_error_handler();
+        }
+        if (!$ok) {
+            $detail = $warnings === [] ? '' : ': ' . implode('; ', $warnings);
+            throw new ConnectionException("cannot connect to Redis at {$where}" . $this->scrub($detail));
+        }
+        $this->authenticate($redis);
+        if ($this->database !== 0) {
+            try {
+                $redis->clearLastError();
+                if (!$redis->select($this->database)) {
+                    throw new ConnectionException("Redis refused database {$this->database} at {$where}: "
+                        . $this->scrub((string) $redis->getLastError()));
+                }
+            } catch (\RedisException $e) {
+                throw new ConnectionException("Redis refused database {$this->database} at {$where}: "
+                    . $this->scrub($e->getMessage()), 0, $e);
+            }
+        }
+    }
+
+    /**
+     * AUTH with the password (and user) given.
+     *
+     * @throws ConnectionException "Redis authentication failed at ...",
+     *         never with the password, never chained (the previous
+     *         exception's trace would hold Redis::auth()'s arguments)
+     */
+    private function authenticate(\Redis $redis): void
+    {
+        $error = null;
+        try {
+            $redis->clearLastError();
+            if ($this->password !== null) {
+                $credentials = $this->username !== null ? [$this->username, $this->password] : $this->password;
+                if (!$redis->auth($credentials)) {
+                    $error = $redis->getLastError() ?? 'AUTH refused';
+                }
+            }
+        } catch (\RedisException $e) {
+            $error = $e->getMessage();
+        }
+        if ($error !== null) {
+            throw new ConnectionException("Redis authentication failed at {$this->where}: " . $this->scrub($error));
+        }
+    }
+
+    /** Removes the passwords from a message that is about to be raised. */
+    private function scrub(string $message): string
+    {
+        foreach ($this->secrets as $secret) {
+            $message = str_replace($secret, '***', $message);
+        }
+        return $message;
+    }
+}
