@@ -262,7 +262,11 @@ final class Connection
     }
 
     /**
-     * AUTH with the password (and user) given.
+     * AUTH with the password (and user) given. Without one, a PING asks
+     * whether Redis wants one: otherwise the first command would fail with
+     * NOAUTH, or a push with "Protocol error: unauthenticated multibulk
+     * length" (Redis refuses long commands before AUTH), neither of which
+     * says what is wrong.
      *
      * @throws ConnectionException "Redis authentication failed at ...",
      *         never with the password, never chained (the previous
@@ -278,9 +282,18 @@ final class Connection
                 if (!$redis->auth($credentials)) {
                     $error = $redis->getLastError() ?? 'AUTH refused';
                 }
+            } elseif ($redis->ping() === false) {
+                $error = (string) $redis->getLastError();
             }
         } catch (\RedisException $e) {
             $error = $e->getMessage();
+        }
+        if ($this->password === null) {
+            // Anything else a PING may meet (an ACL that denies it) is not
+            // about credentials: the commands that matter will tell.
+            $error = str_starts_with((string) $error, 'NOAUTH')
+                ? "Redis requires a password and none was given ({$error})"
+                : null;
         }
         if ($error !== null) {
             throw new ConnectionException("Redis authentication failed at {$this->where}: " . $this->scrub($error));

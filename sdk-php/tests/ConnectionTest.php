@@ -63,12 +63,25 @@ final class ConnectionTest extends TestCase
         }
     }
 
-    public function testMissingPasswordFailsAtTheFirstCommand(): void
+    public function testAMissingPasswordIsAnAuthenticationError(): void
     {
-        $client = new Client(['host' => '127.0.0.1', 'port' => self::protectedServer()->port]);
-        $this->expectException(ConnectionException::class);
-        $this->expectExceptionMessage('NOAUTH');
-        $client->pop('t');
+        $port = self::protectedServer()->port;
+        foreach ([['password' => ''], ['password' => null], []] as $credentials) {
+            try {
+                // before: the constructor passed, and a push failed with
+                // "Protocol error: unauthenticated multibulk length"
+                $client = new Client(['host' => '127.0.0.1', 'port' => $port] + $credentials);
+                $client->push(Message::create('x', 't'), 1);
+                self::fail('expected ConnectionException');
+            } catch (ConnectionException $e) {
+                self::assertSame(
+                    "Redis authentication failed at 127.0.0.1:{$port}: Redis requires a password and none was given"
+                    . ' (NOAUTH Authentication required.)',
+                    $e->getMessage()
+                );
+                self::assertSecretHidden($e, self::PASSWORD);
+            }
+        }
     }
 
     public function testRightPasswordWorks(): void
