@@ -167,15 +167,18 @@ class Client
      *
      * Reads [redis] url (or host, port, database), username, password,
      * tls_ca_file, tls_cert_file, tls_key_file and [delayer] key_prefix;
-     * every other section and key is ignored. Comments start with ";" or "#"
+     * the server's other keys are accepted and not used, and a key or
+     * section the server does not know is refused as the server refuses it
+     * (file:line, section, key, and the keys allowed). Comments start with ";" or "#"
      * (whole line or inline, as "port = 6380 ; the test instance"); quote a
      * value that starts with ";" ("password = \";secret\"").
      *
      * @param string $iniPath path of delayer.conf
      * @param array{timeout?: int|float} $overrides options applied on top of
      *        the file's (any constructor option)
-     * @throws ConfigException     when the file cannot be read or holds a bad
-     *                             value (the message names file, section, key)
+     * @throws ConfigException     when the file cannot be read, holds a bad
+     *                             value or an unknown key or section (the
+     *                             message names file, line, section, key)
      * @throws ConnectionException as the constructor
      */
     public static function fromConfig(string $iniPath, #[\SensitiveParameter] array $overrides = []): static

@@ -11,8 +11,12 @@ use Delayer\Exception\ConfigException;
  *
  * Used keys: [redis] url, host, port, database, username, password,
  * tls_ca_file, tls_cert_file, tls_key_file and [delayer] key_prefix (relative
- * certificate paths are relative to the file's directory). Every other section and key is ignored, so one file
- * serves the server and its clients. Comments start with ";" or "#", on
+ * certificate paths are relative to the file's directory). The server's
+ * other keys are accepted and not used, so one file serves the server and
+ * its clients; a key or section the server does not know is an error, as it
+ * is for the server (a typo such as "prot = 6380" would otherwise connect to
+ * the default port), with the server's message: "<file>:<line>: [redis]
+ * prot: unknown key; [redis] takes url, host, ...". Comments start with ";" or "#", on
  * their own line or after a value preceded by whitespace
  * ("port = 6380 ; test instance"); a value may be double-quoted to keep
  * " ;" or " #" in it ("password = \"a ;b\""). Errors name the file, line,
@@ -22,6 +26,18 @@ use Delayer\Exception\ConfigException;
  */
 final class ConfigFile
 {
+    /**
+     * Every key the server reads, per section (server/src/config.rs,
+     * KNOWN_KEYS, in its order: the error lists them so).
+     */
+    public const KNOWN_KEYS = [
+        'delayer' => ['pid', 'timer_interval', 'access_log', 'error_log', 'batch_size', 'key_prefix', 'log_level', 'metrics_addr'],
+        'redis' => [
+            'url', 'host', 'port', 'database', 'username', 'password', 'tls_ca_file', 'tls_cert_file', 'tls_key_file',
+            'max_idle', 'max_active', 'idle_timeout', 'conn_max_lifetime',
+        ],
+    ];
+
     private function __construct()
     {
     }
@@ -42,7 +58,8 @@ final class ConfigFile
             throw new ConfigException("{$path}: cannot read the Delayer config file");
         }
         error_clear_last();
-        [$normalized, $lines] = self::normalize($text);
+        [$normalized, $lines, $entries, $sections] = self::normalize($text);
+        self::rejectUnknown($path, $entries, $sections);
         $ini = @parse_ini_string($normalized, true, INI_SCANNER_RAW);
         if ($ini === false) {
             $why = error_get_last()['message'] ?? 'syntax error';
@@ -135,8 +152,13 @@ final class ConfigFile
      * then written back quoted, so that PHP keeps a bare ";" (as in
      * "pa;ss") instead of cutting the value there. Line numbers are kept.
      *
-     * @return array{0: string, 1: array<string, int>} the text for
-     *         parse_ini_string(), and the 1-based line of each "section key"
+     * Keys are split from values at the first "=" or ":", as the server's
+     * INI reader does.
+     *
+     * @return array{0: string, 1: array<string, int>, 2: list<array{0: ?string, 1: string, 2: int}>, 3: array<string, int>}
+     *         the text for parse_ini_string(), the 1-based line of each
+     *         "section key", every entry in file order (section, null before
+     *         the first header; key; line), and the first line of each section
      */
     private static function normalize(string $text): array
     {
@@ -145,7 +167,9 @@ final class ConfigFile
         }
         $out = [];
         $lines = [];
-        $section = '';
+        $entries = [];
+        $sections = [];
+        $section = null;
         foreach (preg_split('/\r\n|\n|\r/', $text) ?: [] as $n => $line) {
             $trimmed = trim($line);
             if ($trimmed === '' || $trimmed[0] === ';' || $trimmed[0] === '#') {
@@ -155,16 +179,18 @@ final class ConfigFile
             if ($trimmed[0] === '[') {
                 $header = self::stripComment($trimmed);
                 $section = trim(substr($header, 1, (int) strrpos($header, ']') - 1));
+                $sections[$section] ??= $n + 1;
                 $out[] = $header;
                 continue;
             }
-            $eq = strpos($line, '=');
-            if ($eq === false) {
+            $eq = strcspn($line, '=:');
+            if ($eq === \strlen($line)) {
                 $out[] = $line; // let PHP judge it
                 continue;
             }
             $key = trim(substr($line, 0, $eq));
             $lines["{$section} {$key}"] = $n + 1;
+            $entries[] = [$section, $key, $n + 1];
             $value = trim(substr($line, $eq + 1));
             $quote = $value[0] ?? '';
             $close = \strlen($value) > 1 && ($quote === '"' || $quote === "'") ? strpos($value, $quote, 1) : false;
@@ -179,7 +205,34 @@ final class ConfigFile
                 ? "{$key} = {$value}"
                 : "{$key} = \"{$value}\"";
         }
-        return [implode("\n", $out), $lines];
+        return [implode("\n", $out), $lines, $entries, $sections];
+    }
+
+    /**
+     * The server's rule (server/src/config.rs, reject_unknown): every key is
+     * in [delayer] or [redis] and is one the server knows. The first
+     * offender in file order is reported, worded as the server words it. A
+     * section without keys is not looked at (the server's reader does not
+     * see it either).
+     *
+     * @param list<array{0: ?string, 1: string, 2: int}> $entries
+     * @param array<string, int> $sections
+     * @throws ConfigException
+     */
+    private static function rejectUnknown(string $path, array $entries, array $sections): void
+    {
+        foreach ($entries as [$section, $key, $line]) {
+            if ($section === null) {
+                throw new ConfigException("{$path}:{$line}: {$key}: keys must be inside a [delayer] or [redis] section");
+            }
+            $known = self::KNOWN_KEYS[$section] ?? null;
+            if ($known === null) {
+                throw new ConfigException("{$path}:{$sections[$section]}: [{$section}]: unknown section; known sections are [delayer] and [redis]");
+            }
+            if (!\in_array($key, $known, true)) {
+                throw new ConfigException("{$path}:{$line}: [{$section}] {$key}: unknown key; [{$section}] takes " . implode(', ', $known));
+            }
+        }
     }
 
     /** Cuts an inline comment: ";" or "#" preceded by whitespace. */

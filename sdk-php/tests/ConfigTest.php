@@ -100,7 +100,7 @@ final class ConfigTest extends RedisTestCase
             'port out of range' => ["[redis]\nport = 70000\n", ':2: [redis] port: '],
             'port zero' => ["[redis]\r\n\r\nport = 0\r\n", ':3: [redis] port: '],
             'port negative' => ["[redis]\nport = -1\n", ':2: [redis] port: '],
-            'database fraction' => ["[delayer]\nport = x\n[redis]\ndatabase = 1.5\n", ':4: [redis] database: '],
+            'database fraction' => ["[delayer]\npid = x\n[redis]\ndatabase = 1.5\n", ':4: [redis] database: '],
         ];
     }
 
@@ -114,6 +114,73 @@ final class ConfigTest extends RedisTestCase
         } catch (ConfigException $e) {
             self::assertStringStartsWith($path . $where, $e->getMessage());
         }
+    }
+
+    private const REDIS_KEYS = 'url, host, port, database, username, password, tls_ca_file, tls_cert_file, tls_key_file,'
+        . ' max_idle, max_active, idle_timeout, conn_max_lifetime';
+
+    private const DELAYER_KEYS = 'pid, timer_interval, access_log, error_log, batch_size, key_prefix, log_level, metrics_addr';
+
+    /** @return array<string, array{string, string}> file text, and the error after the file's path */
+    public static function unknownNames(): array
+    {
+        return [
+            'a typo in [redis]' => ["[redis]\nhost = 127.0.0.1\nprot = 16391\n", ':3: [redis] prot: unknown key; [redis] takes ' . self::REDIS_KEYS],
+            'a typo in [delayer]' => ["; c\n[delayer]\ntimer_intervall = 5 ; x\n", ':3: [delayer] timer_intervall: unknown key; [delayer] takes ' . self::DELAYER_KEYS],
+            'a key of the other section' => ["[delayer]\nport = 6380\n", ':2: [delayer] port: unknown key; [delayer] takes ' . self::DELAYER_KEYS],
+            'keys are case-sensitive' => ["[redis]\nPort = 6380\n", ':2: [redis] Port: unknown key; [redis] takes ' . self::REDIS_KEYS],
+            'an unknown section' => ["[redis]\nport = 1\n\n[mysql]\nhost = x\n", ':4: [mysql]: unknown section; known sections are [delayer] and [redis]'],
+            'sections are case-sensitive' => ["[Redis]\nport = 1\n", ':1: [Redis]: unknown section; known sections are [delayer] and [redis]'],
+            'a key before any section' => ["port = 6380\n[redis]\n", ':1: port: keys must be inside a [delayer] or [redis] section'],
+            'a key with ":"' => ["[redis]\nprot: 6380\n", ':2: [redis] prot: unknown key; [redis] takes ' . self::REDIS_KEYS],
+            'before any bad value' => ["[redis]\nport = abc\n[delayer]\nkey_prefx = x\n", ':4: [delayer] key_prefx: unknown key; [delayer] takes ' . self::DELAYER_KEYS],
+            'the first in the file' => ["[redis]\nprot = 1\n[mysql]\nx = 1\n", ':2: [redis] prot: unknown key; [redis] takes ' . self::REDIS_KEYS],
+        ];
+    }
+
+    /** @dataProvider unknownNames */
+    public function testUnknownKeysAndSectionsAreRejectedAsTheServerRejectsThem(string $text, string $error): void
+    {
+        $path = $this->writeConfig($text);
+        try {
+            Client::fromConfig($path);
+            self::fail('expected ConfigException');
+        } catch (ConfigException $e) {
+            self::assertSame($path . $error, $e->getMessage());
+        }
+    }
+
+    public function testEveryKeyOfTheServerIsAccepted(): void
+    {
+        $port = RedisServer::shared()->port;
+        $path = $this->writeConfig(<<<INI
+            [delayer]
+            pid = /run/delayer.pid
+            timer_interval = 1000
+            access_log = logs/access.log
+            error_log = logs/error.log
+            batch_size = 1000
+            key_prefix = every:
+            log_level = info
+            metrics_addr = 127.0.0.1:9464
+            [redis]
+            url =
+            host = 127.0.0.1
+            port: {$port}
+            database = 0
+            username =
+            password =
+            tls_ca_file =
+            tls_cert_file =
+            tls_key_file =
+            max_idle = 2
+            max_active = 20
+            idle_timeout = 3600
+            conn_max_lifetime = 3600
+            [mysql]
+            INI);
+        self::assertSame(['host' => '127.0.0.1', 'port' => $port, 'database' => 0, 'prefix' => 'every:'], \Delayer\ConfigFile::load($path));
+        self::assertSame('every:', Client::fromConfig($path)->getKeys()->prefix());
     }
 
     public function testAMissingFileRaisesConfigException(): void
