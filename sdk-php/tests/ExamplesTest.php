@@ -127,7 +127,9 @@ final class ExamplesTest extends TestCase
         $move = (string) file_get_contents(\dirname(__DIR__, 2) . '/lua/move.lua');
         $moved = 0;
         $this->waitUntil(static function () use ($redis, $move, $messages, &$moved): bool {
-            $moved += (int) $redis->eval($move, ['delayer:job_pool', 'delayer:malformed', 'delayer:', '1000'], 2)[0];
+            $result = $redis->eval($move, ['delayer:job_pool', 'delayer:malformed', 'delayer:', '1000'], 2);
+            self::assertIsArray($result, 'move.lua failed: ' . $redis->getLastError());
+            $moved += (int) $result[0];
             return $moved >= \count($messages);
         }, 'the jobs are moved');
     }
