@@ -70,17 +70,25 @@ pub struct Config {
 }
 
 /// The file to read: `explicit` if given, else the first of [`SEARCH_PATH`]
-/// that exists.
+/// that exists; always as an absolute path, so the paths it holds (relative
+/// to its directory) stay right for a daemon, which runs in `/`.
 pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, ConfError> {
-    if let Some(path) = explicit {
-        return Ok(path.to_path_buf());
-    }
-    SEARCH_PATH.iter().map(PathBuf::from).find(|p| p.is_file()).ok_or_else(|| ConfError {
-        file: PathBuf::from(SEARCH_PATH[0]),
+    let found = match explicit {
+        Some(path) => path.to_path_buf(),
+        None => SEARCH_PATH.iter().map(PathBuf::from).find(|p| p.is_file()).ok_or_else(|| ConfError {
+            file: PathBuf::from(SEARCH_PATH[0]),
+            section: None,
+            key: None,
+            line: None,
+            message: format!("no configuration file: looked for {}; give one with -c FILE", SEARCH_PATH.join(" and ")),
+        })?,
+    };
+    std::path::absolute(&found).map_err(|e| ConfError {
+        file: found.clone(),
         section: None,
         key: None,
         line: None,
-        message: format!("no configuration file: looked for {}; give one with -c FILE", SEARCH_PATH.join(" and ")),
+        message: format!("cannot tell where it is: {e}"),
     })
 }
 
@@ -95,7 +103,8 @@ impl Config {
         reject_unknown(file)?;
         let base = file.path().parent().map(Path::to_path_buf).unwrap_or_default();
         // Relative paths are relative to the configuration file, so the
-        // daemon (which runs in /) finds them where the operator meant.
+        // daemon (which runs in /) finds them where the operator meant; the
+        // file's own path is absolute (see `locate`).
         let path_of = |key: &str| file.string("delayer", key).map(|p| base.join(p));
 
         let timer_ms: u64 = ranged(file, "delayer", "timer_interval", 1, 3_600_000, "milliseconds")?.unwrap_or(1000);
@@ -227,6 +236,16 @@ mod tests {
         assert_eq!(e.key.as_deref(), Some("log_level"));
         let e = parse("[delayer]\nmetrics_addr = localhost\n").expect_err("bad address");
         assert_eq!(e.key.as_deref(), Some("metrics_addr"));
+    }
+
+    #[test]
+    fn the_file_is_located_by_its_absolute_path() {
+        let cwd = std::env::current_dir().expect("cwd");
+        let found = locate(Some(Path::new("conf/delayer.conf"))).expect("located");
+        assert_eq!(found, cwd.join("conf/delayer.conf"));
+        let c =
+            Config::from_file(&ConfFile::parse(found, "[delayer]\npid = run/d.pid\n").expect("parse")).expect("valid");
+        assert_eq!(c.pid, Some(cwd.join("conf/run/d.pid")));
     }
 
     #[test]

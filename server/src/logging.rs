@@ -1,12 +1,13 @@
 //! Logging: info lines to the access log, warnings and errors to the error
 //! log, as Delayer 1.x splits them.
 //!
-//! In the foreground both also go to stdout / stderr, so a server run by hand
-//! (or by systemd, which collects them) shows what it does. Log files can be
-//! reopened (on SIGHUP, after logrotate moved them). Passwords never reach a
-//! log line: nothing here formats configuration values.
+//! Both also go to stdout / stderr (see [`init`]). Log files can be reopened
+//! under their absolute paths (on SIGHUP, after logrotate moved them).
+//! Passwords never reach a log line: nothing here formats configuration
+//! values.
 
 use crate::config::Config;
+use crate::fatal::Fatal;
 use log::{Level, LevelFilter};
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -21,12 +22,15 @@ struct LogFile {
 }
 
 impl LogFile {
-    fn open(path: &Path, key: &str) -> Result<LogFile, String> {
+    /// Opens `path` (the file's `key`), creating its directory; a failure
+    /// is the configuration's to fix.
+    fn open(path: &Path, key: &str, config: &Path) -> Result<LogFile, Fatal> {
+        let failed = |what: String| Fatal::config(format!("{}: {what}", config.display()));
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create the directory of {key} {}: {e}", dir.display()))?;
+                .map_err(|e| failed(format!("cannot create the directory of {key} {}: {e}", dir.display())))?;
         }
-        let file = append(path).map_err(|e| format!("cannot open {key} {}: {e}", path.display()))?;
+        let file = append(path).map_err(|e| failed(format!("cannot open {key} {}: {e}", path.display())))?;
         Ok(LogFile { path: path.to_path_buf(), file: Arc::new(Mutex::new(file)) })
     }
 
@@ -64,24 +68,23 @@ impl LogFiles {
 }
 
 /// Installs the global logger; returns its files, for reopening.
-pub fn init(config: &Config, foreground: bool) -> Result<LogFiles, String> {
+///
+/// Info lines also go to stdout, warnings and errors to stderr: a server
+/// run by hand (or by systemd, which collects them) shows what it does, and
+/// a daemon about to detach tells its operator. Once detached, the daemon's
+/// stdout and stderr are /dev/null, and only the files remain.
+pub fn init(config: &Config) -> Result<LogFiles, Fatal> {
     let mut files = LogFiles::default();
-    let access = fern::Dispatch::new().filter(|meta| meta.level() > Level::Warn);
+    let access = fern::Dispatch::new().filter(|meta| meta.level() > Level::Warn).chain(std::io::stdout());
     let access = match &config.access_log {
-        Some(path) => access.chain(files.add(path, "access_log")?),
+        Some(path) => access.chain(files.add(path, "access_log", &config.path)?),
         None => access,
     };
-    let errors = fern::Dispatch::new().level(LevelFilter::Warn);
+    let errors = fern::Dispatch::new().level(LevelFilter::Warn).chain(std::io::stderr());
     let errors = match &config.error_log {
-        Some(path) => errors.chain(files.add(path, "error_log")?),
+        Some(path) => errors.chain(files.add(path, "error_log", &config.path)?),
         None => errors,
     };
-    let (access, errors) = if foreground || config.access_log.is_none() {
-        (access.chain(std::io::stdout()), errors)
-    } else {
-        (access, errors)
-    };
-    let errors = if foreground || config.error_log.is_none() { errors.chain(std::io::stderr()) } else { errors };
 
     fern::Dispatch::new()
         .format(|out, message, record| {
@@ -98,13 +101,13 @@ pub fn init(config: &Config, foreground: bool) -> Result<LogFiles, String> {
         .chain(access)
         .chain(errors)
         .apply()
-        .map_err(|e| format!("cannot install the logger: {e}"))?;
+        .map_err(|e| Fatal::failed(format!("cannot install the logger: {e}")))?;
     Ok(files)
 }
 
 impl LogFiles {
-    fn add(&mut self, path: &Path, key: &str) -> Result<Box<dyn Write + Send>, String> {
-        let file = LogFile::open(path, key)?;
+    fn add(&mut self, path: &Path, key: &str, config: &Path) -> Result<Box<dyn Write + Send>, Fatal> {
+        let file = LogFile::open(path, key, config)?;
         self.0.push(file.clone());
         Ok(Box::new(file))
     }

@@ -55,7 +55,7 @@ impl TickError {
     pub fn is_unavailable(&self) -> bool {
         use redis::{ErrorKind, ServerErrorKind as S};
         match self {
-            TickError::Connect(_) => true,
+            TickError::Connect(_) => !self.is_refused_credentials(),
             TickError::Redis(e) => {
                 e.is_io_error()
                     || e.is_connection_refusal()
@@ -68,10 +68,22 @@ impl TickError {
             }
         }
     }
+
+    /// Whether Redis refused who we are (restarted with a new password, an
+    /// ACL change): not "unavailable", since only the operator can fix it.
+    pub fn is_refused_credentials(&self) -> bool {
+        match self {
+            TickError::Connect(e) => crate::credentials::refused_text(&e.to_string()),
+            TickError::Redis(e) => crate::credentials::refused(e),
+        }
+    }
 }
 
 impl std::fmt::Display for TickError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.is_refused_credentials() {
+            f.write_str("redis refused our credentials (check [redis] username and password): ")?;
+        }
         match self {
             TickError::Connect(e) => write!(f, "cannot connect: {e}"),
             TickError::Redis(e) => write!(f, "{e}"),

@@ -1,0 +1,156 @@
+//! Running the server: the checks before it starts, detaching in daemon
+//! mode, then the timer until SIGTERM or SIGINT.
+//!
+//! Everything that can keep it from running is checked first, in the
+//! foreground, so daemon and foreground refuse alike and the reason reaches
+//! the operator's terminal: the configuration file (exit 2), the pid file's
+//! lock, the log files, and Redis's answer to our credentials (exit 1).
+
+use crate::config::Config;
+use crate::daemon::{self, Launcher};
+use crate::fatal::Fatal;
+use crate::pidfile::PidFile;
+use crate::{config, credentials, logging, mover, telemetry, timer, wake};
+use delayer::connection::{build_pool, Manager};
+use delayer::Keys;
+use log::{error, info, warn};
+use r2d2::ManageConnection;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Runs the server with the configuration file at `configuration` (or the
+/// default places), as a daemon when `daemon` is set. Returns when stopped
+/// by a signal; in daemon mode, the launching process never returns.
+pub fn run(configuration: Option<&Path>, daemon: bool) -> Result<(), Fatal> {
+    let config = Config::load(&config::locate(configuration)?)?;
+    let mut pid_file = config.pid.as_deref().map(PidFile::lock).transpose()?;
+    let log_files = logging::init(&config)?;
+    let client = config
+        .redis
+        .client()
+        .map_err(|e| Fatal::config(format!("{}: [redis]: cannot use these settings: {e}", config.path.display())))?;
+    probe(&client, &config, daemon)?;
+
+    let mut launcher = if daemon { daemon::detach()? } else { Launcher::foreground() };
+    let served = pid_file
+        .as_mut()
+        .map_or(Ok(()), PidFile::write_pid)
+        .and_then(|()| serve(&config, client, log_files, &mut launcher));
+    if let Err(e) = &served {
+        launcher.failed(e);
+    }
+    // The pid file goes with a clean stop (it is removed on drop).
+    drop(pid_file);
+    served
+}
+
+/// Fails fast on credentials Redis refuses (retrying cannot fix them). An
+/// unreachable Redis is waited for in the foreground (a supervisor may start
+/// us first); a daemon is not started without it, since nobody would see it
+/// wait.
+fn probe(client: &redis::Client, config: &Config, daemon: bool) -> Result<(), Fatal> {
+    let timeout = config.pool.connect_timeout;
+    let manager = Manager::new(client.clone(), timeout, Some(timeout));
+    let answer = manager.connect().and_then(|mut conn| redis::cmd("PING").query::<()>(&mut conn));
+    let redis = config.redis.describe();
+    match answer {
+        Ok(()) => Ok(()),
+        Err(e) if credentials::refused(&e) => Err(Fatal::failed(format!(
+            "redis at {redis} refused our credentials: {e}; check [redis] username and password in {}",
+            config.path.display()
+        ))),
+        Err(e) if daemon => Err(Fatal::failed(format!(
+            "cannot reach redis at {redis}: {e}; not starting the daemon (in the foreground, the server waits for \
+             Redis)"
+        ))),
+        Err(e) => {
+            warn!("redis at {redis} is not reachable yet ({e}); will keep trying");
+            Ok(())
+        }
+    }
+}
+
+/// Runs the timer until SIGINT or SIGTERM; tells the launcher once running.
+fn serve(
+    config: &Config,
+    client: redis::Client,
+    log_files: logging::LogFiles,
+    launcher: &mut Launcher,
+) -> Result<(), Fatal> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Fatal::failed(format!("cannot start the runtime: {e}")))?;
+    runtime.block_on(async {
+        // Signal handlers first: a SIGTERM from here on is a clean stop.
+        let signals = Signals::register().map_err(|e| Fatal::failed(format!("cannot listen for signals: {e}")))?;
+        info!(
+            "delayer {} starting (pid {}): redis {}, key_prefix {:?}, timer_interval {} ms, batch_size {}, config {}",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id(),
+            config.redis.describe(),
+            config.key_prefix,
+            config.timer_interval.as_millis(),
+            config.batch_size,
+            config.path.display()
+        );
+        // The pool and the wake-up listener start threads: only after detaching.
+        let pool = build_pool(client.clone(), &config.pool);
+        if let Some(addr) = config.metrics_addr {
+            telemetry::serve(addr).map_err(Fatal::failed)?;
+            info!("serving metrics on http://{addr}/metrics");
+        }
+        let stop = Arc::new(timer::Stop::default());
+        let mover = Arc::new(mover::Mover::new(
+            pool,
+            Keys::new(&config.key_prefix),
+            config.batch_size,
+            config.metrics_addr.is_some(),
+        ));
+        let wakes =
+            wake::listen(client, Keys::new(&config.key_prefix).wake(), config.pool.connect_timeout, stop.clone());
+        tokio::spawn(signals.handle(stop.clone(), log_files));
+        launcher.ready();
+        timer::run(mover, config.timer_interval, stop, Some(wakes)).await;
+        Ok::<(), Fatal>(())
+    })?;
+    info!("stopped");
+    Ok(())
+}
+
+/// SIGTERM and SIGINT (stop), SIGHUP (reopen the log files), listened for.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn register() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    async fn handle(mut self, stop: Arc<timer::Stop>, log_files: logging::LogFiles) {
+        let name = loop {
+            tokio::select! {
+                _ = self.term.recv() => break "SIGTERM",
+                _ = self.int.recv() => break "SIGINT",
+                _ = self.hup.recv() => {
+                    let failed = log_files.reopen();
+                    if failed.is_empty() {
+                        info!("SIGHUP: log files reopened");
+                    } else {
+                        error!("SIGHUP: cannot reopen {}", failed.join(", "));
+                    }
+                }
+            }
+        };
+        info!("{name}: finishing the batch in flight, then stopping");
+        stop.request();
+    }
+}
