@@ -1,8 +1,10 @@
 //! Read-only views of the queue for operators: `delayer stats`, `delayer
-//! peek` and `delayer dead list`. They read the same delayer.conf as the
-//! server and never write to Redis. (Re-queueing and purging dead letters
-//! go through the SDK, which owns those scripts.)
+//! peek` and `delayer dead list`, read from Redis and written for people
+//! (durations in human units) or for programs (JSON, bodies byte for byte).
+//! They never write to Redis. (Re-queueing and purging dead letters go
+//! through the SDK, which owns those scripts.)
 
+use crate::fatal::Fatal;
 use delayer::conf::RedisSettings;
 use delayer::Keys;
 use redis::{Commands, Connection};
@@ -58,11 +60,11 @@ impl Stats {
         match self.next_due {
             None => out.push_str("next due        -\n"),
             Some(due) if due > self.now => {
-                out.push_str(&format!("next due        {} (in {:.3} s)\n", rfc3339(due), due - self.now))
+                out.push_str(&format!("next due        {} (in {})\n", rfc3339(due), human_seconds(due - self.now)))
             }
             Some(due) => out.push_str(&format!("next due        {} (due now)\n", rfc3339(due))),
         }
-        out.push_str(&format!("behind          {:.3} s\n", self.behind()));
+        out.push_str(&format!("behind          {}\n", human_seconds(self.behind())));
         out.push_str(&format!("malformed       {}\n", self.malformed));
         out.push_str(&format!("reserved        {} ({} past deadline)\n", self.reserved, self.reserved_overdue));
         for (title, lists) in [("ready queues", &self.ready), ("dead letters", &self.dead)] {
@@ -89,12 +91,12 @@ pub struct Peeked {
     pub ttl: Option<Duration>,
 }
 
-/// Connects once, with the server's settings.
-pub fn connect(settings: &RedisSettings) -> Result<Connection, String> {
-    let client = settings.client().map_err(|e| format!("bad redis settings: {e}"))?;
+/// Connects once.
+pub fn connect(settings: &RedisSettings) -> Result<Connection, Fatal> {
+    let client = settings.client().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
     client
         .get_connection_with_timeout(delayer::connection::DEFAULT_CONNECT_TIMEOUT)
-        .map_err(|e| format!("cannot reach redis at {}: {e}", settings.describe()))
+        .map_err(|e| Fatal::failed(format!("cannot reach redis at {}: {e}", settings.describe())))
 }
 
 fn redis_now(conn: &mut Connection) -> redis::RedisResult<f64> {
@@ -141,14 +143,15 @@ pub fn dead_json(letters: &[delayer::DeadLetter]) -> serde_json::Value {
     let items: Vec<_> = letters
         .iter()
         .map(|d| {
-            json!({
+            let mut item = json!({
                 "id": d.id,
                 "topic": d.topic,
-                "body": String::from_utf8_lossy(&d.body),
                 "attempts": d.attempts,
                 "reason": d.reason,
                 "dead_at": unix(d.dead_at),
-            })
+            });
+            add_body(&mut item, Some(&d.body));
+            item
         })
         .collect();
     json!(items)
@@ -160,8 +163,9 @@ pub fn dead_text(topic: &str, letters: &[delayer::DeadLetter]) -> String {
     }
     let mut out = String::new();
     for d in letters {
+        let ago = d.dead_at.elapsed().map(|ago| format!(" ({} ago)", human(ago))).unwrap_or_default();
         out.push_str(&format!(
-            "{}  {}  attempts={} died {}  {}\n",
+            "{}  {}  attempts={} died {}{ago}  {}\n",
             d.id,
             d.reason,
             d.attempts,
@@ -200,11 +204,12 @@ pub fn peek_json(jobs: &[Peeked]) -> serde_json::Value {
     let items: Vec<_> = jobs
         .iter()
         .map(|j| {
-            json!({
+            let mut item = json!({
                 "id": j.id,
-                "body": j.body.as_ref().map(|b| String::from_utf8_lossy(b).into_owned()),
                 "ttl_seconds": j.ttl.map(|t| t.as_secs_f64()),
-            })
+            });
+            add_body(&mut item, j.body.as_deref());
+            item
         })
         .collect();
     json!(items)
@@ -220,7 +225,8 @@ pub fn peek_text(topic: &str, jobs: &[Peeked]) -> String {
             None => "(bucket gone: pop will skip it)".to_string(),
             Some(b) => preview(b),
         };
-        out.push_str(&format!("{:>3}. {}  {}\n", n + 1, j.id, body));
+        let expires = j.ttl.map(|t| format!("  (expires in {})", human(t))).unwrap_or_default();
+        out.push_str(&format!("{:>3}. {}  {}{expires}\n", n + 1, j.id, body));
     }
     out
 }
@@ -243,4 +249,104 @@ fn preview(body: &[u8]) -> String {
 fn rfc3339(unix: f64) -> String {
     let t = std::time::UNIX_EPOCH + Duration::from_millis((unix.max(0.0) * 1000.0) as u64);
     humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// A body in JSON, byte for byte: `body` when it is UTF-8 text,
+/// `body_base64` (standard alphabet, padded) when it is not; `body: null`
+/// when there is none.
+fn add_body(item: &mut serde_json::Value, body: Option<&[u8]>) {
+    let (key, value) = match body.map(std::str::from_utf8) {
+        None => ("body", serde_json::Value::Null),
+        Some(Ok(text)) => ("body", json!(text)),
+        Some(Err(_)) => ("body_base64", json!(base64(body.unwrap_or_default()))),
+    };
+    item[key] = value;
+}
+
+/// Standard base64 (RFC 4648, with padding).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A duration for people, to its two largest units: `850 ms`, `12 s 40 ms`,
+/// `59 min 58 s`, `3 d 4 h` (cut, not rounded: `in 59 min 59 s` is never
+/// shown as an hour).
+pub fn human(d: Duration) -> String {
+    const UNITS: [(&str, u128); 5] = [("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000), ("ms", 1)];
+    let ms = d.as_millis();
+    let Some(first) = UNITS.iter().position(|(_, size)| ms >= *size) else { return "0 ms".into() };
+    let (name, size) = UNITS[first];
+    let mut out = format!("{} {name}", ms / size);
+    if let Some((next, next_size)) = UNITS.get(first + 1) {
+        let rest = ms % size / next_size;
+        if rest > 0 {
+            out.push_str(&format!(" {rest} {next}"));
+        }
+    }
+    out
+}
+
+/// [`human`] for a number of seconds (negative counts as 0).
+fn human_seconds(secs: f64) -> String {
+    human(Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        let ms = Duration::from_millis;
+        assert_eq!(human(ms(0)), "0 ms");
+        assert_eq!(human(ms(850)), "850 ms");
+        assert_eq!(human(ms(12_040)), "12 s 40 ms");
+        assert_eq!(human(ms(5_000)), "5 s");
+        assert_eq!(human(ms((59 * 60 + 58) * 1000 + 999)), "59 min 58 s");
+        assert_eq!(human(ms(3_600_000)), "1 h");
+        assert_eq!(human(ms((3 * 86_400 + 4 * 3600 + 59 * 60) * 1000)), "3 d 4 h");
+        assert_eq!(human(Duration::from_secs(10 * 365 * 86_400)), "3650 d");
+        assert_eq!(human_seconds(-3.0), "0 ms");
+        assert_eq!(human_seconds(f64::NAN), "0 ms");
+    }
+
+    #[test]
+    fn base64_is_the_standard_alphabet_with_padding() {
+        let cases: [(&[u8], &str); 7] = [
+            (b"", ""),
+            (b"f", "Zg=="),
+            (b"fo", "Zm8="),
+            (b"foo", "Zm9v"),
+            (b"foobar", "Zm9vYmFy"),
+            (&[0xff, 0x00, b'a', 0xc3], "/wBhww=="),
+            (&[0xfb, 0xff], "+/8="),
+        ];
+        for (bytes, encoded) in cases {
+            assert_eq!(base64(bytes), encoded, "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn bodies_are_kept_byte_for_byte_in_json() {
+        let body = |b: Option<&[u8]>| {
+            let mut item = json!({"id": "x"});
+            add_body(&mut item, b);
+            item
+        };
+        assert_eq!(body(Some("héllo".as_bytes())), json!({"id": "x", "body": "héllo"}));
+        assert_eq!(body(Some(&[0xc3])), json!({"id": "x", "body_base64": "ww=="}));
+        assert_eq!(body(None), json!({"id": "x", "body": null}));
+    }
 }

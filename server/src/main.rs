@@ -8,9 +8,11 @@
 //! logging (`logging`), the pid file (`pidfile`), refused credentials
 //! (`credentials`), the Lua scripts (`scripts`), one tick of moving
 //! (`mover`), the timer around it (`timer`) and what wakes it (`wake`),
-//! metrics (`telemetry`), and read-only views for operators (`inspect`).
+//! metrics (`telemetry`), and the operator commands (`commands`) with their
+//! read-only views (`inspect`).
 
 mod cli;
+mod commands;
 mod config;
 mod credentials;
 mod daemon;
@@ -26,17 +28,20 @@ mod timer;
 mod wake;
 
 use clap::Parser;
-use delayer::Keys;
 use fatal::Fatal;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let done = match cli.command {
-        Some(command) => config::locate(cli.configuration.as_deref())
-            .and_then(|path| config::Config::load(&path))
-            .map_err(Fatal::from)
-            .and_then(|config| run_command(&config, command)),
+        Some(_) if cli.daemon => Err(Fatal::usage("-d runs the server; the commands run in the foreground")),
+        Some(command) => {
+            commands::Target::resolve(cli.url.as_deref(), cli.prefix.as_deref(), cli.configuration.as_deref())
+                .and_then(|target| commands::run(&target, command))
+        }
+        None if cli.url.is_some() || cli.prefix.is_some() => {
+            Err(Fatal::usage("--url and --prefix are for the commands (stats, peek, dead); the server reads -c FILE"))
+        }
         None => server::run(cli.configuration.as_deref(), cli.daemon),
     };
     match done {
@@ -46,68 +51,15 @@ fn main() -> ExitCode {
 }
 
 /// Says why, once: through the logger when the server installed one (it
-/// writes errors to stderr and to the error log), else on stderr.
+/// writes errors to stderr and to the error log), else on stderr. A usage
+/// error ends as clap's do.
 fn report(fatal: &Fatal) -> ExitCode {
     if log::log_enabled!(log::Level::Error) {
         log::error!("{fatal}");
+    } else if fatal.kind == fatal::Kind::Usage {
+        eprintln!("error: {fatal}\n\nFor more information, try '--help'.");
     } else {
         eprintln!("delayer: {fatal}");
     }
     ExitCode::from(fatal.code())
-}
-
-/// `delayer stats` / `peek` / `dead ...`: print and exit.
-fn run_command(config: &config::Config, command: cli::Command) -> Result<(), Fatal> {
-    let mut conn = inspect::connect(&config.redis).map_err(Fatal::failed)?;
-    let keys = Keys::new(&config.key_prefix);
-    let failed =
-        |e: redis::RedisError| Fatal::failed(format!("reading from redis at {}: {e}", config.redis.describe()));
-    match command {
-        cli::Command::Stats { json } => {
-            let stats = inspect::stats(&mut conn, &keys).map_err(failed)?;
-            if json {
-                println!("{}", stats.to_json());
-            } else {
-                print!("{}", stats.to_text());
-            }
-        }
-        cli::Command::Peek { topic, count, json } => {
-            delayer::validate::name("topic", &topic).map_err(|e| Fatal::failed(e.to_string()))?;
-            let jobs = inspect::peek(&mut conn, &keys, &topic, count).map_err(failed)?;
-            if json {
-                println!("{}", inspect::peek_json(&jobs));
-            } else {
-                print!("{}", inspect::peek_text(&topic, &jobs));
-            }
-        }
-        cli::Command::Dead { action } => return dead_letters(config, action),
-    }
-    Ok(())
-}
-
-/// `delayer dead list|requeue|purge`, through the SDK (it owns dead.lua).
-fn dead_letters(config: &config::Config, action: cli::DeadCommand) -> Result<(), Fatal> {
-    let client = config.redis.client().map_err(|e| Fatal::failed(format!("bad redis settings: {e}")))?;
-    let pool = delayer::PoolOptions { max_size: 1, ..Default::default() };
-    let delayer = delayer::Delayer::with_options(client, &config.key_prefix, &pool);
-    let failed = |e: delayer::Error| Fatal::failed(format!("redis at {}: {e}", config.redis.describe()));
-    let (which, purge) = match action {
-        cli::DeadCommand::List { topic, count, start, json } => {
-            let letters = delayer.dead_letters(&topic, start, count).map_err(failed)?;
-            if json {
-                println!("{}", inspect::dead_json(&letters));
-            } else {
-                print!("{}", inspect::dead_text(&topic, &letters));
-            }
-            return Ok(());
-        }
-        cli::DeadCommand::Requeue(which) => (which, false),
-        cli::DeadCommand::Purge(which) => (which, true),
-    };
-    let ids: Vec<&str> = which.ids.iter().map(String::as_str).collect();
-    let ids = (!which.all).then_some(&ids[..]);
-    let n = if purge { delayer.purge_dead(&which.topic, ids) } else { delayer.requeue_dead(&which.topic, ids) };
-    let verb = if purge { "purged" } else { "re-queued" };
-    println!("{verb} {} dead letter(s) of {:?}", n.map_err(failed)?, which.topic);
-    Ok(())
 }

@@ -93,7 +93,7 @@ fn peek_shows_the_next_jobs_in_pop_order_without_popping() {
     assert_eq!(dump(&mut conn), before, "peek changed data");
 
     let bad = run(&dir, &["peek", "bad topic"]);
-    assert_eq!(bad.status.code(), Some(1));
+    assert_eq!(bad.status.code(), Some(2), "a usage error: {}", String::from_utf8_lossy(&bad.stderr));
 }
 
 #[test]
@@ -171,4 +171,185 @@ fn metrics_are_served_for_prometheus() {
     let build = format!("delayer_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"));
     assert_eq!(sample(&body, &build), Some(1.0), "{body}");
     assert!(body.contains("# HELP delayer_lateness_seconds"), "{body}");
+}
+
+/// Runs `delayer args...` in `cwd` (no `-c`), with `env` set and
+/// `DELAYER_URL` unset unless given.
+fn run_in(cwd: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).current_dir(cwd).env_remove("DELAYER_URL");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run delayer")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A dead letter of `topic` with `id` and `body`, written as bury leaves
+/// one (docs/PROTOCOL.md): a bucket marked dead, its id on the topic's list.
+fn dead_letter(conn: &mut redis::Connection, topic: &str, id: &str, body: &[u8]) {
+    let bucket = format!("delayer:job_bucket:{id}");
+    let _: () = redis::cmd("HSET")
+        .arg(&bucket)
+        .arg(&[("topic", topic.as_bytes()), ("body", body), ("attempts", b"1"), ("dead_reason", b"buried")])
+        .arg("dead_at")
+        .arg("1700000000.000")
+        .query(conn)
+        .expect("hset");
+    let _: () = conn.lpush(format!("delayer:dead:{topic}"), id).expect("lpush");
+}
+
+#[test]
+fn dead_requeue_and_purge_name_the_ids_they_did_not_find() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    for id in ["d1", "d2"] {
+        dead_letter(&mut conn, "t", id, b"x");
+    }
+    let dir = testkit::temp_dir("operate-dead");
+    std::fs::write(dir.join("delayer.conf"), server_conf(redis.port(), 1000, "")).expect("conf");
+
+    let none = run(&dir, &["dead", "requeue", "t", "nosuch"]);
+    assert_eq!(none.status.code(), Some(1), "{}{}", stdout(&none), stderr(&none));
+    assert!(stderr(&none).contains("nosuch"), "{}", stderr(&none));
+
+    let some = run(&dir, &["dead", "requeue", "t", "d1", "nosuch", "other"]);
+    assert_eq!(some.status.code(), Some(1), "{}", stderr(&some));
+    assert!(stdout(&some).contains("re-queued 1"), "{}", stdout(&some));
+    let err = stderr(&some);
+    assert!(err.contains("nosuch") && err.contains("other") && !err.contains("d1"), "{err}");
+    assert_eq!(conn.llen::<_, u64>("delayer:dead:t").expect("llen"), 1, "d1 was re-queued");
+
+    let purge = run(&dir, &["dead", "purge", "t", "d2", "d1"]);
+    assert_eq!(purge.status.code(), Some(1), "{}", stderr(&purge));
+    assert!(stdout(&purge).contains("purged 1") && stderr(&purge).contains("d1"), "{}", stderr(&purge));
+    let all = run(&dir, &["dead", "purge", "t", "--all"]);
+    assert!(all.status.success() && stdout(&all).contains("purged 0"), "{}", stderr(&all));
+}
+
+#[test]
+fn argument_errors_are_usage_errors_not_redis_errors() {
+    // Nothing listens on this port: an argument error must be found first.
+    let dir = testkit::temp_dir("operate-usage");
+    std::fs::write(dir.join("delayer.conf"), server_conf(testkit::free_port(), 1000, "")).expect("conf");
+    let cases: [&[&str]; 9] = [
+        &["peek", "bad topic"],
+        &["peek", "t", "lots"],
+        &["dead", "list", "t", "0"],
+        &["dead", "list", "t", "5000"],
+        &["dead", "list", "t{x}"],
+        &["dead", "requeue", "t", "bad id"],
+        &["dead", "purge", "t", ""],
+        &["dead", "frobnicate", "t"],
+        &["frobnicate"],
+    ];
+    for args in cases {
+        let out = run(&dir, args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(!err.to_lowercase().contains("redis"), "{args:?} blamed on Redis: {err}");
+        assert!(err.contains("--help"), "points to the help: {args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn durations_are_shown_in_human_units() {
+    let (redis, dir) = known_state();
+    let mut conn = redis.connection();
+    let _: () = conn.del("delayer:job_pool").expect("del");
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push("later", "hour", Duration::from_secs(3600)).expect("push");
+    let text = stdout(&run(&dir, &["stats"]));
+    assert!(text.contains("(in 59 min "), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("behind") && l.ends_with(" 0 ms")), "{text}");
+
+    let (now, _): (u64, u64) = redis::cmd("TIME").query(&mut conn).expect("time");
+    let _: () = conn.zadd("delayer:job_pool", "hour", now - (3 * 86_400 + 4 * 3600 + 60)).expect("zadd");
+    let text = stdout(&run(&dir, &["stats"]));
+    assert!(text.lines().any(|l| l.starts_with("behind") && l.ends_with(" 3 d 4 h")), "{text}");
+
+    // The bucket of a ready job expires after ready_max_lifetime (7 days).
+    let peeked = stdout(&run(&dir, &["peek", "mail"]));
+    assert!(peeked.contains("expires in 6 d 23 h"), "{peeked}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn url_flag_and_environment_need_no_configuration_file() {
+    let redis = RedisServer::start();
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push("t", "waiting", Duration::from_secs(60)).expect("push");
+    let client = redis::Client::open(redis.url()).expect("client");
+    let prefixed = Delayer::with_options(client, "app:", &delayer::PoolOptions::default());
+    prefixed.push("t", "a1", Duration::from_secs(60)).expect("push");
+    prefixed.push("t", "a2", Duration::from_secs(60)).expect("push");
+    let empty = testkit::temp_dir("operate-url"); // no delayer.conf here
+    let url = redis.url();
+
+    let out = run_in(&empty, &["stats", "--json", "--url", &url], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["pool_size"], 1);
+
+    let out = run_in(&empty, &["--url", &url, "--prefix", "app:", "stats", "--json"], &[]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["pool_size"], 2, "{}", stderr(&out));
+
+    let out = run_in(&empty, &["stats", "--json"], &[("DELAYER_URL", &url)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["pool_size"], 1);
+    let listed = run_in(&empty, &["dead", "list", "t"], &[("DELAYER_URL", &url)]);
+    assert!(listed.status.success() && stdout(&listed).contains("no dead letters"), "{}", stderr(&listed));
+
+    // A bad URL is a usage error, and a password in it is never echoed.
+    let bad = run_in(&empty, &["stats", "--url", "http://user:hunter2@127.0.0.1/"], &[]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(!stderr(&bad).contains("hunter2"), "{}", stderr(&bad));
+    let down = format!("redis://:hunter2@127.0.0.1:{}/", testkit::free_port());
+    let down = run_in(&empty, &["stats", "--url", &down], &[]);
+    assert_eq!(down.status.code(), Some(1), "{}", stderr(&down));
+    assert!(stderr(&down).contains("cannot reach redis") && !stderr(&down).contains("hunter2"), "{}", stderr(&down));
+    // --url is for the commands: the server reads its configuration file.
+    let server = run_in(&empty, &["--url", &url], &[]);
+    assert_eq!(server.status.code(), Some(2), "{}", stderr(&server));
+    let _ = std::fs::remove_dir_all(empty);
+}
+
+#[test]
+fn peek_and_dead_list_json_keep_bodies_byte_for_byte() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = Delayer::open(&redis.url()).expect("client");
+    let binary: &[u8] = &[0xff, 0x00, b'a', 0xc3];
+    for (id, body) in [("bin", binary), ("text", "héllo".as_bytes())] {
+        d.push_job(&Job::new("mail", id, Duration::ZERO).body(body)).expect("push");
+        let _: () = conn.zrem("delayer:job_pool", id).expect("zrem");
+        let _: () = conn.lpush("delayer:ready_queue:mail", id).expect("lpush");
+    }
+    let dir = testkit::temp_dir("operate-bytes");
+    std::fs::write(dir.join("delayer.conf"), server_conf(redis.port(), 1000, "")).expect("conf");
+
+    let out = run(&dir, &["peek", "mail", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!((v[0]["id"].as_str(), v[0]["body_base64"].as_str()), (Some("bin"), Some("/wBhww==")), "{v}");
+    assert!(v[0].get("body").is_none(), "{v}");
+    assert_eq!((v[1]["id"].as_str(), v[1]["body"].as_str()), (Some("text"), Some("héllo")), "{v}");
+    assert!(v[1].get("body_base64").is_none(), "{v}");
+
+    // Same for dead letters.
+    dead_letter(&mut conn, "dead", "bin", binary);
+    let out = run(&dir, &["dead", "list", "dead", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!((v[0]["id"].as_str(), v[0]["body_base64"].as_str()), (Some("bin"), Some("/wBhww==")), "{v}");
+    assert!(v[0].get("body").is_none(), "{v}");
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -1,0 +1,151 @@
+//! The operator commands: `delayer stats`, `peek` and `dead list|requeue|purge`.
+//!
+//! They reach Redis through `--url` (or `DELAYER_URL`), so an operator needs
+//! no configuration file, or through the server's delayer.conf. Arguments
+//! were checked while parsing; what fails here is Redis, or dead letters
+//! that are not there, and each failure is reported as such, never the one
+//! as the other.
+
+use crate::cli::{self, Command, DeadCommand};
+use crate::config::{self, Config};
+use crate::fatal::Fatal;
+use crate::inspect;
+use delayer::conf::RedisSettings;
+use delayer::Keys;
+use std::path::Path;
+
+/// The Redis and key prefix a command works on.
+pub struct Target {
+    redis: RedisSettings,
+    prefix: String,
+}
+
+impl Target {
+    /// `--url` (with `--prefix`), else `DELAYER_URL` unless a file is named
+    /// with `-c`, else the configuration file.
+    pub fn resolve(url: Option<&str>, prefix: Option<&str>, configuration: Option<&Path>) -> Result<Target, Fatal> {
+        let from_env = || std::env::var(cli::URL_ENV).ok().filter(|u| !u.is_empty());
+        let (url, source) = match url {
+            Some(url) => (Some(url.to_string()), "--url"),
+            None if configuration.is_none() => (from_env(), cli::URL_ENV),
+            None => (None, ""),
+        };
+        if let Some(url) = url {
+            return Target::from_url(url, source, prefix);
+        }
+        if prefix.is_some() {
+            return Err(Fatal::usage(format!(
+                "--prefix goes with --url or {}; the configuration file has key_prefix",
+                cli::URL_ENV
+            )));
+        }
+        let config = Config::load(&config::locate(configuration)?)?;
+        Ok(Target { redis: config.redis, prefix: config.key_prefix })
+    }
+
+    /// A URL given by `source`. Never echoed: it may hold a password.
+    fn from_url(url: String, source: &str, prefix: Option<&str>) -> Result<Target, Fatal> {
+        let scheme_ok = redis::parse_redis_url(&url)
+            .is_some_and(|u| ["redis", "rediss", "unix", "redis+unix"].contains(&u.scheme()));
+        if !scheme_ok {
+            return Err(Fatal::usage(format!(
+                "{source}: not a redis://, rediss:// or unix:// URL (redis://[user:password@]host:port/db)"
+            )));
+        }
+        let redis = RedisSettings { url: Some(url), ..RedisSettings::default() };
+        // Checked now, so a bad one is the command line's fault, not Redis's.
+        redis.client().map_err(|e| Fatal::usage(format!("{source}: cannot use this URL: {e}")))?;
+        Ok(Target { redis, prefix: prefix.unwrap_or(delayer::keys::DEFAULT_PREFIX).to_string() })
+    }
+}
+
+/// Runs `command` against `target`: prints, and fails with what went wrong.
+pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
+    match command {
+        Command::Stats { json } => {
+            let mut conn = inspect::connect(&target.redis)?;
+            let stats = inspect::stats(&mut conn, &Keys::new(&target.prefix)).map_err(|e| target.failed(e))?;
+            if json {
+                println!("{}", stats.to_json());
+            } else {
+                print!("{}", stats.to_text());
+            }
+        }
+        Command::Peek { topic, count, json } => {
+            let mut conn = inspect::connect(&target.redis)?;
+            let jobs =
+                inspect::peek(&mut conn, &Keys::new(&target.prefix), &topic, count).map_err(|e| target.failed(e))?;
+            if json {
+                println!("{}", inspect::peek_json(&jobs));
+            } else {
+                print!("{}", inspect::peek_text(&topic, &jobs));
+            }
+        }
+        Command::Dead { action } => dead_letters(target, action)?,
+    }
+    Ok(())
+}
+
+impl Target {
+    fn failed(&self, e: impl std::fmt::Display) -> Fatal {
+        Fatal::failed(format!("reading from redis at {}: {e}", self.redis.describe()))
+    }
+
+    /// An SDK error: an argument it refused is the command line's fault.
+    fn sdk_failed(&self, e: delayer::Error) -> Fatal {
+        match e {
+            delayer::Error::InvalidArgument(why) => Fatal::usage(why),
+            other => Fatal::failed(format!("redis at {}: {other}", self.redis.describe())),
+        }
+    }
+}
+
+/// `delayer dead list|requeue|purge`, through the SDK (it owns dead.lua).
+fn dead_letters(target: &Target, action: DeadCommand) -> Result<(), Fatal> {
+    let client = target.redis.client().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
+    let pool = delayer::PoolOptions { max_size: 1, ..Default::default() };
+    let delayer = delayer::Delayer::with_options(client, &target.prefix, &pool);
+    let (which, purge) = match action {
+        DeadCommand::List { topic, count, start, json } => {
+            let letters = delayer.dead_letters(&topic, start, count).map_err(|e| target.sdk_failed(e))?;
+            if json {
+                println!("{}", inspect::dead_json(&letters));
+            } else {
+                print!("{}", inspect::dead_text(&topic, &letters));
+            }
+            return Ok(());
+        }
+        DeadCommand::Requeue(which) => (which, false),
+        DeadCommand::Purge(which) => (which, true),
+    };
+    let take = |ids: Option<&[&str]>| {
+        let done = if purge { delayer.purge_dead(&which.topic, ids) } else { delayer.requeue_dead(&which.topic, ids) };
+        done.map_err(|e| target.sdk_failed(e))
+    };
+    let verb = if purge { "purged" } else { "re-queued" };
+    if which.all {
+        println!("{verb} {} dead letter(s) of {:?}", take(None)?, which.topic);
+        return Ok(());
+    }
+    // One id per call: each call tells whether that id was a dead letter.
+    let mut done = 0;
+    let mut missing = Vec::new();
+    for id in unique(&which.ids) {
+        match take(Some(&[id]))? {
+            0 => missing.push(id),
+            n => done += n,
+        }
+    }
+    println!("{verb} {done} dead letter(s) of {:?}", which.topic);
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Fatal::failed(format!("not dead letters of topic {:?}: {}", which.topic, missing.join(" "))))
+    }
+}
+
+/// `ids` without repeats, in the order given.
+fn unique(ids: &[String]) -> Vec<&str> {
+    let mut seen = std::collections::HashSet::new();
+    ids.iter().map(String::as_str).filter(|id| seen.insert(*id)).collect()
+}
