@@ -17,8 +17,17 @@ if job.err or job[1] == '' or (not job[1] and job[2]) then
   redis.call('LPUSH', KEYS[2], ARGV[1])
   return false
 end
-if not job[1] or job[3] or redis.call('ZSCORE', KEYS[3], ARGV[1])
-    or redis.call('ZSCORE', KEYS[4], ARGV[1]) then
+if not job[1] then
+  return false
+end
+-- The caller's BRPOP has taken the id already: on a key of the wrong type
+-- it is parked on the malformed list, not lost, and the error returned.
+local waiting, held = redis.pcall('ZSCORE', KEYS[3], ARGV[1]), redis.pcall('ZSCORE', KEYS[4], ARGV[1])
+if type(waiting) == 'table' or type(held) == 'table' then
+  redis.call('LPUSH', KEYS[2], ARGV[1])
+  return type(waiting) == 'table' and waiting or held
+end
+if job[3] or waiting or held then
   return false
 end
 redis.call('DEL', KEYS[1])

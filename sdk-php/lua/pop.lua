@@ -25,9 +25,17 @@ while true do
   local job = redis.pcall('HMGET', bucket, 'topic', 'body', 'dead_reason')
   if job.err or job[1] == '' or (not job[1] and job[2]) then
     redis.call('LPUSH', KEYS[2], id)
-  elseif job[1] and not job[3] and not redis.call('ZSCORE', KEYS[3], id)
-      and not redis.call('ZSCORE', KEYS[4], id) then
-    redis.call('DEL', bucket)
-    return {id, job[1], job[2] or ''}
+  elseif job[1] then
+    -- A key of the wrong type must not lose the id just popped: it goes
+    -- back, and the error is returned.
+    local waiting, held = redis.pcall('ZSCORE', KEYS[3], id), redis.pcall('ZSCORE', KEYS[4], id)
+    if type(waiting) == 'table' or type(held) == 'table' then
+      redis.call('RPUSH', KEYS[1], id)
+      return type(waiting) == 'table' and waiting or held
+    end
+    if not (job[3] or waiting or held) then
+      redis.call('DEL', bucket)
+      return {id, job[1], job[2] or ''}
+    end
   end
 end

@@ -38,12 +38,22 @@ while true do
   local bucket = ARGV[1] .. id
   local job = redis.pcall('HMGET', bucket, 'topic', 'body', 'attempts', 'max_attempts', 'backoff', 'backoff_ms',
     'backoff_max_ms', 'dead_reason')
+  local live = false
   if job.err or job[1] == '' or (not job[1] and job[2])
       or (job[1] and not (count(job[3]) and count(job[4]) and count(job[6]) and count(job[7])
         and (not job[5] or job[5] == 'fixed' or job[5] == 'exponential'))) then
     redis.call('LPUSH', KEYS[3], id)
-  elseif job[1] and not job[8] and not redis.call('ZSCORE', KEYS[5], id)
-      and not redis.call('ZSCORE', KEYS[2], id) then
+  elseif job[1] then
+    -- Stale-entry checks; a key of the wrong type must not lose the id
+    -- just popped: it goes back, and the error is returned.
+    local waiting, held = redis.pcall('ZSCORE', KEYS[5], id), redis.pcall('ZSCORE', KEYS[2], id)
+    if type(waiting) == 'table' or type(held) == 'table' then
+      redis.call('RPUSH', KEYS[1], id)
+      return type(waiting) == 'table' and waiting or held
+    end
+    live = not (job[8] or waiting or held) -- else stale: dropped, try the next
+  end
+  if live then
     -- The two calls that can fail (keys of the wrong type) come before any
     -- write that cannot be undone; on failure the id goes back where it was.
     local seq = redis.pcall('INCR', KEYS[4])
