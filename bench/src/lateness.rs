@@ -1,7 +1,8 @@
-//! Lateness: jobs pushed at a steady rate, due 50 ms to 3 s later, popped
-//! with bpop by consumer threads while the real server runs; each job's
-//! lateness is (pop time - due time), the due time being what push returned
-//! (Redis's clock, the same machine's clock).
+//! Lateness: jobs pushed at a steady rate, with delays drawn uniformly from
+//! a scenario's range, popped with bpop by consumer threads while the real
+//! server runs; each job's lateness is (pop time - due time), the due time
+//! being what push returned (Redis's clock, the same machine's clock).
+//! The same scenarios run on BullMQ in bullmq.rs.
 
 use crate::redisx;
 use crate::stats::Summary;
@@ -13,20 +14,78 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use testkit::{DelayerProcess, RedisServer};
 
 pub const TOPICS: usize = 4;
-const DELAY_MIN_MS: u64 = 50;
-const DELAY_MAX_MS: u64 = 3000;
+
+/// One lateness run: a push rate, for how long, and the delay range.
+#[derive(Debug, Clone, Copy)]
+pub struct Scenario {
+    /// Short name in the report ("delay < 1 s").
+    pub label: &'static str,
+    pub rate: u64,
+    pub secs: u64,
+    /// Delays are uniform in [min_ms, max_ms], whole milliseconds.
+    pub min_ms: u64,
+    pub max_ms: u64,
+    /// Whether the report splits the jobs due < 1 s and >= 1 s ahead
+    /// (the mixed scenario spans both).
+    pub split: bool,
+}
+
+impl Scenario {
+    /// "1,000/s, delays 50-800 ms" for the report.
+    pub fn describe(&self) -> String {
+        let ms =
+            |v: u64| if v >= 1000 && v.is_multiple_of(1000) { format!("{} s", v / 1000) } else { format!("{v} ms") };
+        let delays = if self.max_ms == 0 {
+            "delay 0".to_string()
+        } else {
+            format!("delays {}-{}", ms(self.min_ms), ms(self.max_ms))
+        };
+        format!("{}/s for {} s, {delays}", crate::report::thousands(self.rate as f64), self.secs)
+    }
+}
+
+/// The scenarios of a run: the mixed one at `rate` (default 5,000/s), then
+/// short delays, long-ish delays and "run now" at 1,000/s.
+pub fn scenarios(rate: u64, secs: u64) -> Vec<Scenario> {
+    let s = |label, rate, min_ms, max_ms, split| Scenario { label, rate, secs, min_ms, max_ms, split };
+    vec![
+        s("mixed 50 ms-3 s", rate, 50, 3000, true),
+        s("delay < 1 s", 1000, 50, 800, false),
+        s("delay 1-3 s", 1000, 1000, 3000, false),
+        s("run now", 1000, 0, 0, false),
+    ]
+}
+
+/// Summaries of one run's samples (lateness ms, delay ms).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Groups {
+    pub all: Summary,
+    pub under_1s: Summary,
+    pub ahead_1s: Summary,
+    /// Jobs handed out before their due time (should be none).
+    pub early: u64,
+}
+
+impl Groups {
+    pub fn of(samples: &[(f64, u64)]) -> Groups {
+        let pick = |keep: &dyn Fn(u64) -> bool| -> Summary {
+            Summary::of(samples.iter().filter(|(_, d)| keep(*d)).map(|(l, _)| *l).collect())
+        };
+        Groups {
+            all: pick(&|_| true),
+            under_1s: pick(&|d| d < 1000),
+            ahead_1s: pick(&|d| d >= 1000),
+            early: samples.iter().filter(|(l, _)| *l < 0.0).count() as u64,
+        }
+    }
+}
 
 pub struct Lateness {
-    pub rate: f64,
-    pub secs: u64,
+    pub scenario: Scenario,
     pub pushed: u64,
     pub achieved_rate: f64,
     pub consumed: u64,
-    pub all_ms: Summary,
-    pub ahead_1s_ms: Summary,
-    pub under_1s_ms: Summary,
-    /// Jobs popped before their due time (should be none).
-    pub early: u64,
+    pub late: Groups,
     /// How late the server moved the oldest id of each batch (its log's
     /// oldest_late_ms), ms.
     pub move_ms: Summary,
@@ -52,7 +111,8 @@ fn unix_ms(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64() * 1e3).unwrap_or(0.0)
 }
 
-pub fn run(redis: &RedisServer, bin: &str, rate: u64, secs: u64) -> Lateness {
+pub fn run(redis: &RedisServer, bin: &str, sc: Scenario) -> Lateness {
+    let (rate, secs) = (sc.rate, sc.secs);
     let mut conn = redis.connection();
     redisx::reset(&mut conn);
     let d = Delayer::open(&redis.url()).expect("client");
@@ -83,7 +143,7 @@ pub fn run(redis: &RedisServer, bin: &str, rate: u64, secs: u64) -> Lateness {
                     let Some(job) = d.bpop(&topic, Duration::from_millis(200)).expect("bpop") else { continue };
                     let popped = unix_ms(SystemTime::now());
                     let i: usize = job.id.strip_prefix("late-").and_then(|s| s.parse().ok()).expect("job id");
-                    // The push reply may still be on its way back (delay >= 50 ms makes this rare).
+                    // The push reply may still be on its way back (with delay 0, often).
                     let mut due = due_ms[i].load(Ordering::Acquire);
                     while due == 0 {
                         thread::yield_now();
@@ -107,7 +167,7 @@ pub fn run(redis: &RedisServer, bin: &str, rate: u64, secs: u64) -> Lateness {
         if at > now {
             thread::sleep(at - now);
         }
-        let delay = DELAY_MIN_MS + rng.next() % (DELAY_MAX_MS - DELAY_MIN_MS + 1);
+        let delay = sc.min_ms + rng.next() % (sc.max_ms - sc.min_ms + 1);
         let job = Job::new(format!("late{}", i % TOPICS), format!("late-{i}"), Duration::from_millis(delay))
             .body(redisx::BODY);
         let due = d.push_job(&job).expect("push");
@@ -116,7 +176,7 @@ pub fn run(redis: &RedisServer, bin: &str, rate: u64, secs: u64) -> Lateness {
     }
     let push_secs = start.elapsed().as_secs_f64();
     // Wait for the last jobs to fall due and be popped.
-    let deadline = Instant::now() + Duration::from_millis(DELAY_MAX_MS + 10_000);
+    let deadline = Instant::now() + Duration::from_millis(sc.max_ms + 10_000);
     while consumed.load(Ordering::Relaxed) < total as u64 && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(20));
     }
@@ -138,20 +198,12 @@ pub fn run(redis: &RedisServer, bin: &str, rate: u64, secs: u64) -> Lateness {
     drop(process);
 
     let results = std::mem::take(&mut *results.lock().expect("results"));
-    let early = results.iter().filter(|(late, _)| *late < 0.0).count() as u64;
-    let all: Vec<f64> = results.iter().map(|(l, _)| *l).collect();
-    let ahead: Vec<f64> = results.iter().filter(|(_, d)| *d >= 1000).map(|(l, _)| *l).collect();
-    let under: Vec<f64> = results.iter().filter(|(_, d)| *d < 1000).map(|(l, _)| *l).collect();
     Lateness {
-        rate: rate as f64,
-        secs,
+        scenario: sc,
         pushed: total as u64,
         achieved_rate: total as f64 / push_secs,
         consumed: results.len() as u64,
-        all_ms: Summary::of(all),
-        ahead_1s_ms: Summary::of(ahead),
-        under_1s_ms: Summary::of(under),
-        early,
+        late: Groups::of(&results),
         move_ms,
         jitter_ms,
         server_cpu_pct,

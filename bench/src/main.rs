@@ -1,6 +1,7 @@
 //! `delayer-bench`: Delayer's benchmarks, in one run, against a redis-server
 //! of its own on a free loopback port. See bench/README.md.
 
+mod bullmq;
 mod drain;
 mod idle;
 mod lateness;
@@ -22,12 +23,15 @@ usage: delayer-bench [options]        (normally via bench/run.sh)
                        5 s idle; writes no RESULTS.md unless --out is given
   --backlog N          largest drain backlog (default 1000000; 10,000 and
                        100,000 are always run too when smaller)
-  --lateness-secs N    how long jobs are pushed in the lateness test (default 30)
-  --rate N             lateness push rate, jobs/s (default 5000)
+  --lateness-secs N    how long jobs are pushed in each lateness scenario
+                       (default 20)
+  --rate N             push rate of the mixed lateness scenario, jobs/s
+                       (default 5000; the short-delay ones run at 1000)
   --ops N              ops per SDK operation (default 20000)
   --bulk-ops N         jobs in the Rust push_many measurement (default 100000)
   --idle-secs N        idle measurement window (default 10)
   --no-sdks            skip the Python and PHP SDKs
+  --no-bullmq          skip BullMQ in the lateness scenarios
   --only LIST          run only these parts, comma-separated: drain, lateness,
                        pushpop, idle (for profiling one of them)
   --out FILE           markdown report (default bench/RESULTS.md, written by
@@ -46,6 +50,7 @@ pub struct Opts {
     pub bulk_ops: u64,
     pub idle_secs: u64,
     pub sdks: bool,
+    pub bullmq: bool,
     pub only: Vec<String>,
     pub out: Option<PathBuf>,
     pub bin: PathBuf,
@@ -63,12 +68,13 @@ fn parse_args() -> Result<Opts, String> {
     let mut o = Opts {
         quick,
         backlog: if quick { 100_000 } else { 1_000_000 },
-        lateness_secs: if quick { 5 } else { 30 },
+        lateness_secs: if quick { 5 } else { 20 },
         rate: 5000,
         ops: if quick { 5000 } else { 20_000 },
         bulk_ops: if quick { 20_000 } else { 100_000 },
         idle_secs: if quick { 5 } else { 10 },
         sdks: true,
+        bullmq: true,
         only: vec!["drain".into(), "lateness".into(), "pushpop".into(), "idle".into()],
         out: (!quick).then(|| root.join("bench/RESULTS.md")),
         bin: root.join("target/release/delayer"),
@@ -95,6 +101,7 @@ fn parse_args() -> Result<Opts, String> {
             "--bulk-ops" => o.bulk_ops = num(a)?,
             "--idle-secs" => o.idle_secs = num(a)?,
             "--no-sdks" => o.sdks = false,
+            "--no-bullmq" => o.bullmq = false,
             "--no-out" => o.out = None,
             "--only" => {
                 let list = it.next().ok_or("--only needs a list")?;
@@ -169,10 +176,16 @@ fn main() {
         drains.push((bare, server));
     }
 
-    let late = run("lateness").then(|| {
-        step(started, &format!("lateness: {} jobs/s for {} s", opts.rate, opts.lateness_secs));
-        lateness::run(&redis, &bin, opts.rate, opts.lateness_secs)
-    });
+    let mut late = Vec::new();
+    for sc in lateness::scenarios(opts.rate, opts.lateness_secs).into_iter().filter(|_| run("lateness")) {
+        step(started, &format!("lateness, {}: Delayer, {}", sc.label, sc.describe()));
+        let ours = lateness::run(&redis, &bin, sc);
+        let peer = opts.bullmq.then(|| {
+            step(started, &format!("lateness, {}: BullMQ", sc.label));
+            bullmq::run(&redis, &root(), sc)
+        });
+        late.push((ours, peer));
+    }
 
     let mut sdks = Vec::new();
     if run("pushpop") {

@@ -1,6 +1,7 @@
 //! The report: one table for the terminal, the same in markdown with the
 //! date, the machine, the command and a timing breakdown.
 
+use crate::bullmq::Peer;
 use crate::drain::{Bare, Drain};
 use crate::idle::Idle;
 use crate::lateness::Lateness;
@@ -15,7 +16,8 @@ pub struct Results<'a> {
     pub loadavg_end: String,
     pub wall_secs: f64,
     pub drains: Vec<(Bare, Drain)>,
-    pub late: Option<Lateness>,
+    /// Each lateness scenario: Delayer, and BullMQ unless --no-bullmq.
+    pub late: Vec<(Lateness, Option<Peer>)>,
     pub sdks: Vec<SdkRates>,
     pub idle: Option<Idle>,
 }
@@ -75,8 +77,8 @@ fn mib(kb: u64) -> String {
 fn rows(r: &Results) -> (Vec<Row>, Vec<String>) {
     let mut rows = Vec::new();
     drain_rows(r, &mut rows);
-    if let Some(l) = &r.late {
-        lateness_rows(l, &mut rows);
+    for (ours, peer) in &r.late {
+        lateness_rows(ours, peer.as_ref(), &mut rows);
     }
     sdk_rows(r, &mut rows);
     if let Some(i) = &r.idle {
@@ -157,27 +159,72 @@ fn drain_rows(r: &Results, rows: &mut Vec<Row>) {
     ));
 }
 
-fn lateness_rows(l: &Lateness, rows: &mut Vec<Row>) {
+fn lateness_rows(ours: &Lateness, peer: Option<&Peer>, rows: &mut Vec<Row>) {
+    let sc = &ours.scenario;
+    let name = sc.label;
     rows.push(row(
-        format!("Lateness: pushed at {}/s for {} s", thousands(l.rate), l.secs),
+        format!("Lateness, {name}: {}", sc.describe()),
         format!(
-            "{} pushed (achieved {}/s), {} popped, {} early; server CPU {:.1} % of one core",
-            thousands(l.pushed as f64),
-            thousands(l.achieved_rate),
-            thousands(l.consumed as f64),
-            l.early,
-            l.server_cpu_pct
+            "Delayer: {} pushed (achieved {}/s), {} popped, {} early; server CPU {:.1} % of one core",
+            thousands(ours.pushed as f64),
+            thousands(ours.achieved_rate),
+            thousands(ours.consumed as f64),
+            ours.late.early,
+            ours.server_cpu_pct
         ),
     ));
-    rows.push(row("Lateness p50/p99/max, all jobs", ms3(&l.all_ms)));
-    rows.push(row("Lateness: server move, oldest id per batch (its log), p50/p99/max", ms3(&l.move_ms)));
-    rows.push(row("Machine noise meanwhile: 1 ms sleep oversleep p50/p99/max", ms3(&l.jitter_ms)));
-    rows.push(row("Lateness p50/p99/max, due < 1 s ahead", ms3(&l.under_1s_ms)));
+    let all_popped = ours.consumed == ours.pushed;
+    let target = |what: String, s: &Summary| {
+        check(what, ms3(s), "p99 <= 10 ms", s.count > 0 && s.p99 <= LATE_P99_MAX_MS && all_popped)
+    };
+    if sc.split {
+        rows.push(row(format!("Delayer lateness p50/p99/max, {name}: all jobs"), ms3(&ours.late.all)));
+        rows.push(target(format!("Delayer lateness p50/p99/max, {name}: due < 1 s ahead"), &ours.late.under_1s));
+        rows.push(target(format!("Delayer lateness p50/p99/max, {name}: due >= 1 s ahead"), &ours.late.ahead_1s));
+    } else {
+        rows.push(target(format!("Delayer lateness p50/p99/max, {name}"), &ours.late.all));
+    }
+    rows.push(row(
+        format!("Delayer, {name}: server move, oldest id per batch (its log), p50/p99/max"),
+        ms3(&ours.move_ms),
+    ));
+    rows.push(row(
+        format!("Machine noise, {name}, Delayer run: 1 ms sleep oversleep p50/p99/max"),
+        ms3(&ours.jitter_ms),
+    ));
+    let Some(peer) = peer else { return };
+    let theirs = match &peer.result {
+        Ok(t) => t,
+        Err(e) => {
+            rows.push(row(format!("BullMQ, {name}"), format!("skipped: {e}")));
+            return;
+        }
+    };
+    rows.push(row(
+        format!("BullMQ, {name}: same rate and delays, Worker concurrency 50"),
+        format!(
+            "{} added (achieved {}/s), {} processed, {} early; clock drift corrected {:.2} ms; noise p99 {:.2} ms",
+            thousands(theirs.pushed as f64),
+            thousands(theirs.achieved_rate),
+            thousands(theirs.consumed as f64),
+            theirs.late.early,
+            theirs.clock_drift_ms,
+            theirs.jitter_ms.p99
+        ),
+    ));
+    if sc.split {
+        rows.push(row(format!("BullMQ lateness p50/p99/max, {name}: all jobs"), ms3(&theirs.late.all)));
+        rows.push(row(format!("BullMQ lateness p50/p99/max, {name}: due < 1 s ahead"), ms3(&theirs.late.under_1s)));
+        rows.push(row(format!("BullMQ lateness p50/p99/max, {name}: due >= 1 s ahead"), ms3(&theirs.late.ahead_1s)));
+    } else {
+        rows.push(row(format!("BullMQ lateness p50/p99/max, {name}"), ms3(&theirs.late.all)));
+    }
+    let (a, b) = (&ours.late.all, &theirs.late.all);
     rows.push(check(
-        "Lateness p50/p99/max, due >= 1 s ahead",
-        ms3(&l.ahead_1s_ms),
-        "p99 <= 10 ms",
-        l.ahead_1s_ms.count > 0 && l.ahead_1s_ms.p99 <= LATE_P99_MAX_MS && l.consumed == l.pushed,
+        format!("Delayer vs BullMQ, {name}: p50 and p99, all jobs"),
+        format!("p50 {:.2} vs {:.2} ms, p99 {:.2} vs {:.2} ms", a.p50, b.p50, a.p99, b.p99),
+        "Delayer lower on both",
+        a.count > 0 && b.count > 0 && a.p50 < b.p50 && a.p99 < b.p99 && all_popped,
     ));
 }
 
@@ -343,7 +390,7 @@ pub fn render(r: &Results) -> (String, String) {
         "# Delayer benchmark results\n\n\
          Written by `{cmd}` ({mode} run); see [README.md](README.md) for what each number means.\n\n\
          - Date: {date}\n- Machine: {machine}\n- Command: `{cmd}`\n- Run took {wall:.0} s\n\
-         - Settings: timer_interval 1000 ms, batch_size 1000 (defaults); {topics} topics; 32-byte bodies\n\n\
+         - Settings: timer_interval 1000 ms, batch_size 1000 (defaults); {topics} topics in the drains, {late_topics} in the lateness scenarios; 32-byte bodies\n\n\
          ## Results\n\n{table}\n\n**{summary}.**\n\n\
          ## Where each drain's time went\n\n\
          Per EVALSHA call (one batch of up to 1000 ids). \"Redis script\" is INFO commandstats `usec` for evalsha \
@@ -353,6 +400,7 @@ pub fn render(r: &Results) -> (String, String) {
         date = m.date,
         wall = r.wall_secs,
         topics = crate::drain::TOPICS,
+        late_topics = crate::lateness::TOPICS,
         table = md_table(&head, &body),
         bd = md_table(&BREAKDOWN_HEAD, &bd),
     );
