@@ -32,7 +32,12 @@ const REFUSED_RETRY: Duration = Duration::from_secs(30);
 
 /// Starts the listener thread; it runs until `stop` is requested or the
 /// returned receiver is dropped.
-pub fn listen(client: redis::Client, channel: String, connect_timeout: Duration, stop: Arc<Stop>) -> UnboundedReceiver<Wake> {
+pub fn listen(
+    client: redis::Client,
+    channel: String,
+    connect_timeout: Duration,
+    stop: Arc<Stop>,
+) -> UnboundedReceiver<Wake> {
     let (tx, rx) = unbounded_channel();
     let spawned = std::thread::Builder::new()
         .name("wake".into())
@@ -73,7 +78,7 @@ enum Ended {
     ReceiverGone,
     /// Connection lost or not to be had: try again soon.
     Lost(redis::RedisError),
-    /// Redis answered with an error (NOPERM, say): try again seldom.
+    /// Redis refused the channel to our ACL user (NOPERM): try again seldom.
     Refused(redis::RedisError),
 }
 
@@ -89,8 +94,9 @@ fn subscribe_and_forward(
     };
     let mut pubsub = conn.as_pubsub();
     if let Err(e) = pubsub.subscribe(channel) {
-        let lost = e.is_io_error() || e.is_connection_dropped() || e.is_timeout();
-        return if lost { Ended::Lost(e) } else { Ended::Refused(e) };
+        // Only an ACL refusal lasts; anything else (NOAUTH while Redis
+        // restarts with new credentials, say) is retried at the usual pace.
+        return if e.code() == Some("NOPERM") { Ended::Refused(e) } else { Ended::Lost(e) };
     }
     info!("listening for wake-ups on {channel}");
     if tx.send(Wake::Now).is_err() {

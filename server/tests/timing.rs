@@ -30,9 +30,10 @@ fn short_delays_pushed_while_the_server_sleeps_are_moved_on_time() {
     for (i, delay_ms) in [0u64, 30, 250, 120, 700].into_iter().enumerate() {
         let id = format!("short{i}");
         let due = d.push("t", &id, Duration::from_millis(delay_ms)).expect("push");
-        let job = d.bpop("t", Duration::from_secs(10)).expect("bpop").unwrap_or_else(|| {
-            panic!("{id} (delay {delay_ms} ms) not delivered within 10 s: {}", server.output())
-        });
+        let job = d
+            .bpop("t", Duration::from_secs(10))
+            .expect("bpop")
+            .unwrap_or_else(|| panic!("{id} (delay {delay_ms} ms) not delivered within 10 s: {}", server.output()));
         let popped = SystemTime::now();
         assert_eq!(job.id, id);
         let late = popped.duration_since(due).unwrap_or_else(|e| panic!("{id} popped {:?} early", e.duration()));
@@ -97,10 +98,10 @@ fn once_a_restarted_redis_answers_the_first_move_follows_within_a_second() {
     let mut redis = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always", "--save", ""]);
     let topics: Vec<String> = (0..4).map(|i| format!("r{i}")).collect();
     // Several pooled connections, all of which die with Redis.
-    let server = DelayerProcess::start(BIN, &server_conf(redis.port(), 60_000, "").replace(
-        "password =\n",
-        "password =\nmax_idle = 4\nmax_active = 8\n",
-    ));
+    let server = DelayerProcess::start(
+        BIN,
+        &server_conf(redis.port(), 60_000, "").replace("password =\n", "password =\nmax_idle = 4\nmax_active = 8\n"),
+    );
     wait_until_listening(&server);
     let d = Delayer::open(&redis.url()).expect("client");
     let n = 10_000;
