@@ -14,6 +14,8 @@ cargo test --workspace --locked -- --test-threads 2
 echo "== Python SDK"
 .venv/bin/mypy --strict sdk-python/src
 .venv/bin/pytest -q sdk-python/tests
+echo "== Python SDK on the oldest redis-py it allows"
+.venv-redis-oldest/bin/pytest -q sdk-python/tests
 
 echo "== PHP SDK"
 (cd sdk-php && composer validate --strict --no-check-publish -q && composer dump-autoload -q)

@@ -13,6 +13,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LUA_DIR = REPO_ROOT / "lua"
@@ -225,6 +226,12 @@ def raw(redis_server: RedisServer) -> Iterator["redis.Redis"]:
 def url(redis_server: RedisServer, raw: "redis.Redis") -> str:
     """The URL of the (emptied) test Redis."""
     return redis_server.url
+
+
+async def aclose(client: "aioredis.Redis") -> None:
+    """Close an asyncio client on every redis-py the package allows (aclose: 5.0.1+)."""
+    closer = getattr(client, "aclose", None)
+    await (closer() if closer is not None else client.close())
 
 
 def move(raw: "redis.Redis", prefix: str = "delayer:", batch: int = 1000) -> List[object]:

@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 from delayer import ConnectionFailed, InvalidArgument, Job, Message
 from delayer.aio import Delayer
 
-from conftest import RedisServer, free_port, move, move_until, redis_now, wait_until_past
+from conftest import RedisServer, aclose, free_port, move, move_until, redis_now, wait_until_past
 
 T = TypeVar("T")
 POOL = "delayer:job_pool"
@@ -75,7 +75,7 @@ def test_bpop_waits_for_a_concurrent_push_and_times_out(url: str, raw: "redis.Re
             start = time.monotonic()
             assert await d.bpop("t", 0.2) is None
             assert time.monotonic() - start >= 0.2
-        await other.aclose()
+        await aclose(other)
 
     run(main)
     assert raw.dbsize() == 0
@@ -197,6 +197,6 @@ def test_custom_prefix_and_existing_client(url: str, raw: "redis.Redis") -> None
         assert await d.bpop("t", 1) == Message("j", "t", b"x")
         await d.close()
         assert await client.ping() is True  # not ours to close
-        await client.aclose()
+        await aclose(client)
 
     run(main)

@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from delayer import Backoff, InvalidArgument, Job, ProtocolError
 from delayer.aio import Delayer
 
-from conftest import move_until, redis_now
+from conftest import aclose, move_until, redis_now
 
 T = TypeVar("T")
 POOL = "delayer:job_pool"
@@ -178,7 +178,7 @@ def test_breserve_waits_wakes_and_times_out(url: str, raw: "redis.Redis") -> Non
             with pytest.raises(ProtocolError):
                 await d.breserve("t", 10, 1)
             assert raw.lrange("delayer:ready_queue:t", 0, -1) == [b"keep"]
-        await other.aclose()
+        await aclose(other)
 
     run(main)
 

@@ -246,7 +246,9 @@ def test_brpop_seconds_never_sends_zero_for_a_deadline() -> None:
     assert _waits.seconds(10.0, 10.5) is None
     assert _waits.seconds(10.0001, 10.0) == 0.001
     assert _waits.seconds(10.25, 10.0) == 0.25
-    assert _waits.seconds(None, 5.0) == 0
+    # one wait is at most a slice, also "forever" (0): a dead connection is noticed
+    assert _waits.seconds(None, 5.0) == _waits.WAIT_SLICE
+    assert _waits.seconds(1000.0, 10.0) == _waits.WAIT_SLICE
 
 
 def test_message_is_frozen_and_decodes_text() -> None:

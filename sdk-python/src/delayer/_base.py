@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, ClassVar, Dict, Generic, List, NamedTuple, Optional, Type, TypeVar, Union
 
-from . import _connect, config, scripts
+from . import _connect, _waits, config, scripts
 from ._rules import check_prefix
 from ._translate import Guard
 from .errors import InvalidArgument
@@ -90,6 +90,13 @@ class ClientBase(Generic[R]):
         self._where = where
         self._guard = Guard(where, secrets + more)
         self._scripts: Dict[str, Any] = {name: made.register_script(scripts.source(name)) for name in scripts.NAMES}
+        # bpop and breserve wait on connections of their own, whose read
+        # timeout outlasts a wait whatever the client's socket timeout.
+        self._waiter: R = flavour.client_class(
+            connection_pool=flavour.pool_class(
+                connection_class=pool.connection_class, **_waits.connection_kwargs(kwargs)
+            )
+        )
 
     @classmethod
     def from_config(cls: Type[D], path: PathArg) -> D:

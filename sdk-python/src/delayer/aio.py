@@ -55,9 +55,9 @@ class Delayer(ClientBase["aioredis.Redis"]):
     async def _do(self, step: _ops.Step) -> Any:
         if isinstance(step, _ops.Wait):
             if step.command == "BRPOP":
-                return await self._redis.brpop([step.queue], timeout=step.seconds)
+                return await self._waiter.brpop([step.queue], timeout=step.seconds)
             # redis-py types the timeout as int; Redis 6.2+ takes fractions
-            return await self._redis.blmove(
+            return await self._waiter.blmove(
                 step.queue, step.queue, step.seconds, "RIGHT", "RIGHT"  # type: ignore[arg-type]
             )
         if isinstance(step, _ops.Pipeline):
@@ -252,6 +252,7 @@ class Delayer(ClientBase["aioredis.Redis"]):
     async def close(self) -> None:
         """Close the connections: the waits' always, the client's if this client created it."""
         with self._guard:
+            await self._waiter.connection_pool.disconnect()
             if self._owns_client:
                 closer = getattr(self._redis, "aclose", None)
                 if closer is not None:

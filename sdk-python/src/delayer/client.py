@@ -62,9 +62,9 @@ class Delayer(ClientBase["redis.Redis"]):
     def _do(self, step: _ops.Step) -> Any:
         if isinstance(step, _ops.Wait):
             if step.command == "BRPOP":
-                return self._redis.brpop([step.queue], timeout=step.seconds)
+                return self._waiter.brpop([step.queue], timeout=step.seconds)
             # redis-py types the timeout as int; Redis 6.2+ takes fractions
-            return self._redis.blmove(step.queue, step.queue, step.seconds, "RIGHT", "RIGHT")  # type: ignore[arg-type]
+            return self._waiter.blmove(step.queue, step.queue, step.seconds, "RIGHT", "RIGHT")  # type: ignore[arg-type]
         if isinstance(step, _ops.Pipeline):
             with self._redis.pipeline(transaction=False) as pipe:
                 for name in step.scripts:
@@ -257,6 +257,7 @@ class Delayer(ClientBase["redis.Redis"]):
     def close(self) -> None:
         """Close the connections: the waits' always, the client's if this client created it."""
         with self._guard:
+            self._waiter.connection_pool.disconnect()
             if self._owns_client:
                 self._redis.close()
 
