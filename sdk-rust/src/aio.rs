@@ -1,18 +1,20 @@
 //! The async client: the blocking [`crate::Delayer`]'s methods, on tokio.
 //!
 //! Ordinary operations share one multiplexed connection that reconnects by
-//! itself. `bpop` blocks its connection inside Redis (BRPOP), so it takes a
-//! dedicated connection, kept for reuse afterwards: one waiting consumer
-//! never stalls the others' pushes and pops.
+//! itself. `bpop` and `breserve` block their connection inside Redis, so
+//! each takes a dedicated connection, kept for reuse afterwards: one waiting
+//! consumer never stalls the others' pushes and pops. What is sent and how
+//! replies read is shared with the blocking client (`ops`, `wait`).
 
 use crate::conf::{self, ConfFile, RedisSettings};
 use crate::connection::DEFAULT_CONNECT_TIMEOUT as CONNECT_TIMEOUT;
-use crate::error::{Error, Result};
+use crate::error::{is_lost_connection, Error, Result};
 use crate::keys::{Keys, DEFAULT_PREFIX};
-use crate::ops::{self, DeadAction, Ending};
+use crate::ops::{self, DeadAction, Ending, Request};
+use crate::wait::{Step, Wait};
 use crate::{DeadLetter, Job, JobRef, Message, Reserved};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use redis::{AsyncConnectionConfig, Client};
+use redis::{AsyncConnectionConfig, Client, Value};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -88,72 +90,83 @@ impl Delayer {
         &self.keys
     }
 
+    /// One request on the shared connection. A request that fails because
+    /// the connection is gone (Redis restarted or went away) is made once
+    /// more: the connection manager has started a new connection meanwhile,
+    /// so once Redis answers again the next call works.
+    async fn call(&self, req: &Request) -> Result<Value> {
+        let mut conn = self.shared.clone();
+        match send(&mut conn, req).await {
+            Err(e) if is_lost_connection(&e) => Ok(send(&mut conn, req).await?),
+            reply => Ok(reply?),
+        }
+    }
+
+    /// Runs a bpop or breserve on a connection of its own (reused after a
+    /// clean finish). An idle connection kept from an earlier wait may have
+    /// been closed by Redis meanwhile: a request that finds it gone before
+    /// its first reply is made again on a new connection.
+    async fn wait<T>(&self, mut wait: Wait<T>) -> Result<Option<T>> {
+        let idle = self.blocking.lock().ok().and_then(|mut idle| idle.pop());
+        let (mut conn, mut fresh) = match idle {
+            Some(conn) => (conn, true),
+            None => (self.blocking_connection().await?, false),
+        };
+        let mut step = wait.start();
+        let job = loop {
+            let req = match step {
+                Step::Done(job) => break job,
+                Step::Send(req) => req,
+            };
+            let reply = match send(&mut conn, &req).await {
+                Err(e) if fresh && is_lost_connection(&e) => {
+                    conn = self.blocking_connection().await?;
+                    send(&mut conn, &req).await?
+                }
+                reply => reply?,
+            };
+            fresh = false;
+            step = wait.next(reply)?;
+        };
+        self.reuse(conn);
+        Ok(job)
+    }
+
     /// As [`crate::Delayer::push`].
     pub async fn push(&self, topic: &str, id: &str, delay: Duration) -> Result<SystemTime> {
         self.push_job(&Job::new(topic, id, delay)).await
     }
 
-    /// As [`crate::Delayer::push_job`].
+    /// As [`crate::Delayer::push_job`]: with [`Job::if_absent`] and the id
+    /// taken, [`crate::Error::IdTaken`].
     pub async fn push_job(&self, job: &Job) -> Result<SystemTime> {
-        let due: String = ops::push(&self.keys, job)?.invoke_async(&mut self.shared.clone()).await?;
-        ops::parse_due(&due)
+        ops::parse_push(job, self.call(&ops::push(&self.keys, job)?.into()).await?)
     }
 
     /// As [`crate::Delayer::push_many`].
     pub async fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
-        let mut conn = self.shared.clone();
-        let mut due = Vec::with_capacity(jobs.len());
+        let mut pushed = ops::PushedMany::new(jobs);
         for pipe in ops::push_many(&self.keys, jobs)? {
-            let replies: Vec<Vec<String>> = pipe.query_async(&mut conn).await?;
-            for r in replies.iter().flatten() {
-                due.push(ops::parse_due(r)?);
-            }
+            pushed.add(self.call(&Request::Pipeline(pipe)).await?)?;
         }
-        Ok(due)
+        pushed.finish()
     }
 
     /// As [`crate::Delayer::pop`].
     pub async fn pop(&self, topic: &str) -> Result<Option<Message>> {
-        let inv = ops::pop(&self.keys, topic)?;
-        ops::parse_message(inv.invoke_async(&mut self.shared.clone()).await?)
+        ops::parse_message(self.call(&ops::pop(&self.keys, topic)?.into()).await?)
     }
 
     /// As [`crate::Delayer::bpop`]: waits up to `timeout`
     /// (`Duration::ZERO`: forever) on a connection of its own.
     pub async fn bpop(&self, topic: &str, timeout: Duration) -> Result<Option<Message>> {
-        let deadline = ops::bpop_deadline(topic, timeout)?;
-        let mut conn = self.blocking_connection().await?;
-        let mut found = None;
-        while let Some(brpop) = ops::brpop(&self.keys, topic, deadline) {
-            let Some((_, id)): Option<(Vec<u8>, Vec<u8>)> = brpop.query_async(&mut conn).await? else { break };
-            if let Some(message) = ops::parse_message(ops::take(&self.keys, &id).invoke_async(&mut conn).await?)? {
-                found = Some(message);
-                break;
-            }
-        }
-        self.reuse(conn);
-        Ok(found)
+        self.wait(Wait::bpop(&self.keys, topic, timeout)?).await
     }
 
     /// As [`crate::Delayer::breserve`]: waits up to `timeout`
     /// (`Duration::ZERO`: forever) on a connection of its own.
     pub async fn breserve(&self, topic: &str, ttr: Duration, timeout: Duration) -> Result<Option<Reserved>> {
-        let reserve = ops::reserve(&self.keys, topic, ttr)?;
-        let deadline = ops::bpop_deadline(topic, timeout)?;
-        let mut conn = self.blocking_connection().await?;
-        let mut found = None;
-        while let Some(wait) = ops::wait_ready(&self.keys, topic, deadline) {
-            let ready: Option<Vec<u8>> = wait.query_async(&mut conn).await?;
-            if ready.is_none() {
-                break;
-            }
-            if let Some(job) = ops::parse_reserved(reserve.invoke_async(&mut conn).await?)? {
-                found = Some(job);
-                break;
-            }
-        }
-        self.reuse(conn);
-        Ok(found)
+        self.wait(Wait::breserve(&self.keys, topic, ttr, timeout)?).await
     }
 
     /// Keeps a blocking connection that finished cleanly for the next wait.
@@ -167,46 +180,38 @@ impl Delayer {
 
     /// As [`crate::Delayer::reserve`].
     pub async fn reserve(&self, topic: &str, ttr: Duration) -> Result<Option<Reserved>> {
-        let inv = ops::reserve(&self.keys, topic, ttr)?;
-        ops::parse_reserved(inv.invoke_async(&mut self.shared.clone()).await?)
+        ops::parse_reserved(self.call(&ops::reserve(&self.keys, topic, ttr)?.into()).await?)
     }
 
     /// As [`crate::Delayer::ack`].
     pub async fn ack<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        let n: i64 = ops::ack(&self.keys, job.into())?.invoke_async(&mut self.shared.clone()).await?;
-        Ok(n == 1)
+        ops::parse_flag(self.call(&ops::ack(&self.keys, job.into())?.into()).await?)
     }
 
     /// As [`crate::Delayer::touch`].
     pub async fn touch<'a>(&self, job: impl Into<JobRef<'a>>, ttr: Duration) -> Result<Option<SystemTime>> {
-        let inv = ops::touch(&self.keys, job.into(), ttr)?;
-        let deadline: Option<String> = inv.invoke_async(&mut self.shared.clone()).await?;
-        deadline.map(|d| ops::parse_due(&d)).transpose()
+        ops::parse_maybe_due(self.call(&ops::touch(&self.keys, job.into(), ttr)?.into()).await?)
     }
 
     /// As [`crate::Delayer::release`].
     pub async fn release<'a>(&self, job: impl Into<JobRef<'a>>, delay: Option<Duration>) -> Result<bool> {
         let inv = ops::release(&self.keys, job.into(), delay.map_or(Ending::Backoff, Ending::After))?;
-        ops::parse_released(inv.invoke_async(&mut self.shared.clone()).await?)
+        ops::parse_released(self.call(&inv.into()).await?)
     }
 
     /// As [`crate::Delayer::bury`].
     pub async fn bury<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        let inv = ops::release(&self.keys, job.into(), Ending::Bury)?;
-        ops::parse_released(inv.invoke_async(&mut self.shared.clone()).await?)
+        ops::parse_released(self.call(&ops::release(&self.keys, job.into(), Ending::Bury)?.into()).await?)
     }
 
     /// As [`crate::Delayer::reschedule`].
     pub async fn reschedule(&self, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
-        let inv = ops::reschedule(&self.keys, id, delay)?;
-        let due: Option<String> = inv.invoke_async(&mut self.shared.clone()).await?;
-        due.map(|d| ops::parse_due(&d)).transpose()
+        ops::parse_maybe_due(self.call(&ops::reschedule(&self.keys, id, delay)?.into()).await?)
     }
 
     /// As [`crate::Delayer::dead_letters`].
     pub async fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> {
-        let inv = ops::dead_list(&self.keys, topic, start, count)?;
-        ops::parse_dead_letters(inv.invoke_async(&mut self.shared.clone()).await?)
+        ops::parse_dead_letters(self.call(&ops::dead_list(&self.keys, topic, start, count)?.into()).await?)
     }
 
     /// As [`crate::Delayer::requeue_dead`].
@@ -220,11 +225,11 @@ impl Delayer {
     }
 
     async fn drain_dead(&self, topic: &str, action: DeadAction, ids: Option<&[&str]>) -> Result<u64> {
-        let mut conn = self.shared.clone();
         let mut total = 0;
         for call in ops::dead_drain(&self.keys, topic, action, ids)? {
+            let call = Request::Script(call);
             loop {
-                let (done, taken) = ops::parse_drained(call.invoke_async(&mut conn).await?)?;
+                let (done, taken) = ops::parse_drained(self.call(&call).await?)?;
                 total += done;
                 if !ops::drain_again(ids, taken) {
                     break;
@@ -236,18 +241,24 @@ impl Delayer {
 
     /// As [`crate::Delayer::remove`].
     pub async fn remove(&self, id: &str) -> Result<bool> {
-        let n: i64 = ops::remove(&self.keys, id)?.invoke_async(&mut self.shared.clone()).await?;
-        Ok(n == 1)
+        ops::parse_flag(self.call(&ops::remove(&self.keys, id)?.into()).await?)
     }
 
+    /// A new connection for blocking waits.
     async fn blocking_connection(&self) -> Result<MultiplexedConnection> {
-        let reused = self.blocking.lock().ok().and_then(|mut idle| idle.pop());
-        if let Some(conn) = reused {
-            return Ok(conn);
-        }
-        // No response timeout: BRPOP answers when a job comes or its own wait ends.
+        // No response timeout: a blocking command answers when a job comes
+        // or its own wait ends, however long that is.
         let config =
             AsyncConnectionConfig::new().set_connection_timeout(Some(CONNECT_TIMEOUT)).set_response_timeout(None);
         Ok(self.client.get_multiplexed_async_connection_with_config(&config).await?)
+    }
+}
+
+/// Sends `req` on an async connection.
+async fn send(conn: &mut impl redis::aio::ConnectionLike, req: &Request) -> redis::RedisResult<Value> {
+    match req {
+        Request::Script(inv) => inv.invoke_async(conn).await,
+        Request::Pipeline(pipe) => pipe.query_async(conn).await,
+        Request::Blocking(cmd, _) => cmd.query_async(conn).await,
     }
 }

@@ -1,15 +1,19 @@
-//! The blocking client: push, pop, bpop, remove.
+//! The blocking client: push, pop, bpop, remove, and the at-least-once calls.
 //!
 //! Each operation validates its input, then runs one of the protocol's Lua
 //! scripts on a pooled connection. See docs/PROTOCOL.md for the semantics.
+//! What to send and how to read the reply is `ops` and `wait`, shared with
+//! the async client; this module only does the I/O.
 
 use crate::conf::{self, ConfFile, RedisSettings};
 use crate::connection::{build_pool, Manager, PoolOptions};
-use crate::error::{Error, Result};
+use crate::error::{is_lost_connection, Error, Result};
 use crate::keys::{Keys, DEFAULT_PREFIX};
-use crate::ops::{self, DeadAction, Ending};
+use crate::ops::{self, DeadAction, Ending, Request};
 use crate::reliable::{Backoff, DeadLetter, JobRef, Reserved};
 use crate::validate::DEFAULT_READY_MAX_LIFETIME;
+use crate::wait::{Step, Wait};
+use redis::Value;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -37,7 +41,9 @@ impl Message {
 pub struct Job {
     /// The ready queue the job goes to when due.
     pub topic: String,
-    /// The caller's id for the job; one job per id.
+    /// The caller's id for the job: one job per id, *across all topics*
+    /// (the Delayer 1.x layout): a push replaces the job holding the id,
+    /// whatever its topic, unless [`Job::if_absent`] is set.
     pub id: String,
     /// How long from now (Redis's clock) until it is due.
     pub delay: Duration,
@@ -51,6 +57,9 @@ pub struct Job {
     /// For reserve: the wait before a retry. `None` leaves it to reserve's
     /// default, exponential from 1 s to 1 h.
     pub backoff: Option<Backoff>,
+    /// Write the job only if no job holds its id: otherwise write nothing
+    /// and fail with [`Error::IdTaken`]. `false` (the default): replace.
+    pub if_absent: bool,
 }
 
 impl Job {
@@ -64,6 +73,7 @@ impl Job {
             ready_max_lifetime: DEFAULT_READY_MAX_LIFETIME,
             max_attempts: None,
             backoff: None,
+            if_absent: false,
         }
     }
 
@@ -91,9 +101,24 @@ impl Job {
         self.backoff = Some(backoff);
         self
     }
+
+    /// Pushes only if no job holds the id (on any topic): when one does,
+    /// nothing is written and the push fails with [`Error::IdTaken`],
+    /// naming that job's topic and due time. Without it a push replaces
+    /// the job holding the id, as Delayer 1.x does.
+    pub fn if_absent(mut self) -> Job {
+        self.if_absent = true;
+        self
+    }
 }
 
 /// A Delayer client. Cheap to clone; clones share one connection pool.
+///
+/// A call that finds its pooled connection closed by Redis (a restart, an
+/// idle timeout) is made once more on a new connection, so once Redis
+/// answers again the next call works. While Redis is away, calls fail with
+/// [`Error::Connection`]: a worker backs off and calls again (see
+/// `examples/worker.rs`).
 ///
 /// ```no_run
 /// use delayer::Delayer;
@@ -112,12 +137,41 @@ impl Job {
 #[derive(Clone)]
 pub struct Delayer {
     pool: r2d2::Pool<Manager>,
+    /// Makes the connection a call moves to when its pooled one was stale.
+    manager: Manager,
+    /// The pool's bound on each reply, put back after a blocking wait.
+    io_timeout: Option<Duration>,
     keys: Keys,
 }
 
 impl std::fmt::Debug for Delayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Delayer").field("keys", &self.keys).finish_non_exhaustive()
+    }
+}
+
+/// How long past its own wait a blocking command's reply may take before the
+/// connection counts as dead (Redis answers a finished wait at once).
+const BLOCKING_GRACE: Duration = Duration::from_secs(10);
+
+/// A connection for one call: checked out of the pool, or made for the call
+/// when the pooled one turned out to be closed.
+enum Conn {
+    /// From the pool; `fresh` until a reply has come on it in this call:
+    /// until then, it may have been closed by Redis while idle.
+    Pooled {
+        conn: r2d2::PooledConnection<Manager>,
+        fresh: bool,
+    },
+    Own(redis::Connection),
+}
+
+impl Conn {
+    fn get(&mut self) -> &mut redis::Connection {
+        match self {
+            Conn::Pooled { conn, .. } => conn,
+            Conn::Own(conn) => conn,
+        }
     }
 }
 
@@ -132,7 +186,8 @@ impl Delayer {
     }
 
     /// A client configured by a `delayer.conf`: its `[redis]` section and
-    /// `[delayer] key_prefix`, as the server reads them.
+    /// `[delayer] key_prefix`, as the server reads them. A file the server
+    /// refuses (an unknown section or key, a bad value) is refused here too.
     pub fn from_conf(path: impl AsRef<Path>) -> Result<Delayer> {
         let file = ConfFile::load(path)?;
         let client = RedisSettings::from_conf(&file)?.client()?;
@@ -142,7 +197,12 @@ impl Delayer {
     /// A client from a redis-rs client (any address, TLS settings), a key
     /// prefix and pool options.
     pub fn with_options(client: redis::Client, prefix: &str, pool: &PoolOptions) -> Delayer {
-        Delayer { pool: build_pool(client, pool), keys: Keys::new(prefix) }
+        Delayer {
+            manager: Manager::new(client.clone(), pool.connect_timeout, pool.io_timeout),
+            pool: build_pool(client, pool),
+            io_timeout: pool.io_timeout,
+            keys: Keys::new(prefix),
+        }
     }
 
     /// The same client under another key prefix.
@@ -156,97 +216,118 @@ impl Delayer {
         &self.keys
     }
 
-    fn conn(&self) -> Result<r2d2::PooledConnection<Manager>> {
-        Ok(self.pool.get()?)
+    fn checkout(&self) -> Result<Conn> {
+        Ok(Conn::Pooled { conn: self.pool.get()?, fresh: true })
+    }
+
+    /// Sends `req` on `conn`. When a pooled connection fails before its
+    /// first reply because it is gone (Redis closed it while it sat idle),
+    /// the request never reached Redis: it is sent again on a new connection.
+    fn send(&self, conn: &mut Conn, req: &Request) -> Result<Value> {
+        let reply = self.send_once(conn.get(), req);
+        let stale = matches!(conn, Conn::Pooled { fresh: true, .. }) && reply.as_ref().is_err_and(is_lost_connection);
+        if stale {
+            *conn = Conn::Own(r2d2::ManageConnection::connect(&self.manager)?);
+            return Ok(self.send_once(conn.get(), req)?);
+        }
+        if let Conn::Pooled { fresh, .. } = conn {
+            *fresh = false;
+        }
+        Ok(reply?)
+    }
+
+    fn send_once(&self, conn: &mut redis::Connection, req: &Request) -> redis::RedisResult<Value> {
+        match req {
+            Request::Script(inv) => inv.invoke(conn),
+            Request::Pipeline(pipe) => pipe.query(conn),
+            Request::Blocking(cmd, wait) => {
+                // The pool's read timeout must not cut a wait short.
+                conn.set_read_timeout(wait.map(|w| w + BLOCKING_GRACE))?;
+                let reply = cmd.query(conn);
+                conn.set_read_timeout(self.io_timeout)?;
+                reply
+            }
+        }
+    }
+
+    /// One request on a connection of the pool.
+    fn call(&self, req: &Request) -> Result<Value> {
+        self.send(&mut self.checkout()?, req)
+    }
+
+    /// Runs a bpop or breserve on one connection.
+    fn wait<T>(&self, mut wait: Wait<T>) -> Result<Option<T>> {
+        let mut conn = self.checkout()?;
+        let mut step = wait.start();
+        loop {
+            match step {
+                Step::Done(job) => return Ok(job),
+                Step::Send(req) => step = wait.next(self.send(&mut conn, &req)?)?,
+            }
+        }
     }
 
     /// Schedules an empty-bodied job `id` on `topic`, due after `delay`.
-    /// Returns its due time (Redis's clock). Pushing an id that is still
-    /// waiting replaces it.
+    /// Returns its due time (Redis's clock).
+    ///
+    /// Ids are global across topics (the Delayer 1.x layout): pushing an id
+    /// that a job holds replaces that job, whatever its topic. Use
+    /// [`Job::if_absent`] with [`Delayer::push_job`] to be told instead.
     pub fn push(&self, topic: &str, id: &str, delay: Duration) -> Result<SystemTime> {
         self.push_job(&Job::new(topic, id, delay))
     }
 
-    /// Schedules a job with a body and ready_max_lifetime of its own.
+    /// Schedules a job with a body and settings of its own. With
+    /// [`Job::if_absent`] and the id taken, nothing is written and the
+    /// result is [`Error::IdTaken`].
     pub fn push_job(&self, job: &Job) -> Result<SystemTime> {
-        let inv = ops::push(&self.keys, job)?;
-        let due: String = inv.invoke(&mut *self.conn()?)?;
-        ops::parse_due(&due)
+        ops::parse_push(job, self.call(&ops::push(&self.keys, job)?.into())?)
     }
 
     /// Schedules many jobs: 100 per script call, 10 calls per round trip.
     /// Each call's jobs are written atomically together; the whole is not.
-    /// All jobs are validated before anything is sent.
+    /// All jobs are validated before anything is sent. When jobs pushed
+    /// [`Job::if_absent`] find their id taken, the others are written all
+    /// the same and the result is [`Error::IdTaken`], with the due time of
+    /// every job written.
     pub fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
-        let pipes = ops::push_many(&self.keys, jobs)?;
-        let mut conn = self.conn()?;
-        let mut due = Vec::with_capacity(jobs.len());
-        for pipe in pipes {
-            let replies: Vec<Vec<String>> = pipe.query(&mut *conn)?;
-            for r in replies.iter().flatten() {
-                due.push(ops::parse_due(r)?);
-            }
+        let mut pushed = ops::PushedMany::new(jobs);
+        for pipe in ops::push_many(&self.keys, jobs)? {
+            pushed.add(self.call(&Request::Pipeline(pipe))?)?;
         }
-        Ok(due)
+        pushed.finish()
     }
 
     /// Takes the next ready job of `topic`, if any. The job is deleted as it
     /// is handed out (at most once).
     pub fn pop(&self, topic: &str) -> Result<Option<Message>> {
-        let inv = ops::pop(&self.keys, topic)?;
-        ops::parse_message(inv.invoke(&mut *self.conn()?)?)
+        ops::parse_message(self.call(&ops::pop(&self.keys, topic)?.into())?)
     }
 
     /// Like [`Delayer::pop`], but waits up to `timeout` for a job
     /// (`Duration::ZERO` waits forever). `None` when the time ran out.
     pub fn bpop(&self, topic: &str, timeout: Duration) -> Result<Option<Message>> {
-        let deadline = ops::bpop_deadline(topic, timeout)?;
-        let mut conn = self.conn()?;
-        while let Some(brpop) = ops::brpop(&self.keys, topic, deadline) {
-            let Some((_, id)): Option<(Vec<u8>, Vec<u8>)> = brpop.query(&mut *conn)? else { return Ok(None) };
-            if let Some(message) = ops::parse_message(ops::take(&self.keys, &id).invoke(&mut *conn)?)? {
-                return Ok(Some(message));
-            }
-        }
-        Ok(None)
+        self.wait(Wait::bpop(&self.keys, topic, timeout)?)
     }
 
     /// Cancels job `id`: a waiting job is never delivered, a ready one is
     /// skipped by pop. `false` when there was nothing to cancel.
     pub fn remove(&self, id: &str) -> Result<bool> {
-        let n: i64 = ops::remove(&self.keys, id)?.invoke(&mut *self.conn()?)?;
-        Ok(n == 1)
+        ops::parse_flag(self.call(&ops::remove(&self.keys, id)?.into())?)
     }
 
     /// Moves waiting job `id` to be due `delay` from now. `None` when it is
     /// not waiting (ready, reserved, dead, gone or unknown).
     pub fn reschedule(&self, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
-        let due: Option<String> = ops::reschedule(&self.keys, id, delay)?.invoke(&mut *self.conn()?)?;
-        due.map(|d| ops::parse_due(&d)).transpose()
+        ops::parse_maybe_due(self.call(&ops::reschedule(&self.keys, id, delay)?.into())?)
     }
 
     /// Takes the next ready job of `topic` *reserved*: no other worker gets it
     /// until [`Delayer::ack`], [`Delayer::release`] or [`Delayer::bury`], or
     /// until `ttr` has passed, when the server hands it out again (at least
-    /// once).
-    ///
-    /// ```no_run
-    /// # fn work(_: &[u8]) -> Result<(), ()> { Ok(()) }
-    /// # fn main() -> delayer::Result<()> {
-    /// # let delayer = delayer::Delayer::open("redis://127.0.0.1/")?;
-    /// use std::time::Duration;
-    /// while let Some(job) = delayer.breserve("sms", Duration::from_secs(60), Duration::from_secs(5))? {
-    ///     match work(&job.body) {
-    ///         Ok(()) => delayer.ack(&job)?,
-    ///         Err(()) => delayer.release(&job, None)?, // retry after its backoff
-    ///     };
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
+    /// once). `examples/reliable_worker.rs` is a whole worker.
     pub fn reserve(&self, topic: &str, ttr: Duration) -> Result<Option<Reserved>> {
-        let inv = ops::reserve(&self.keys, topic, ttr)?;
-        ops::parse_reserved(inv.invoke(&mut *self.conn()?)?)
+        ops::parse_reserved(self.call(&ops::reserve(&self.keys, topic, ttr)?.into())?)
     }
 
     /// Like [`Delayer::reserve`], but waits up to `timeout` for a job
@@ -254,27 +335,14 @@ impl Delayer {
     /// Waiting takes nothing from the queue, so a worker that dies while
     /// waiting loses nothing.
     pub fn breserve(&self, topic: &str, ttr: Duration, timeout: Duration) -> Result<Option<Reserved>> {
-        let reserve = ops::reserve(&self.keys, topic, ttr)?;
-        let deadline = ops::bpop_deadline(topic, timeout)?;
-        let mut conn = self.conn()?;
-        while let Some(wait) = ops::wait_ready(&self.keys, topic, deadline) {
-            let ready: Option<Vec<u8>> = wait.query(&mut *conn)?;
-            if ready.is_none() {
-                break;
-            }
-            if let Some(job) = ops::parse_reserved(reserve.invoke(&mut *conn)?)? {
-                return Ok(Some(job));
-            }
-        }
-        Ok(None)
+        self.wait(Wait::breserve(&self.keys, topic, ttr, timeout)?)
     }
 
     /// The job is done: deletes it. `false` when the reservation was not
     /// held (already ended, or expired and handed out again): then nothing
     /// changes. Takes a [`Reserved`] job, or an id (any current reservation).
     pub fn ack<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        let n: i64 = ops::ack(&self.keys, job.into())?.invoke(&mut *self.conn()?)?;
-        Ok(n == 1)
+        ops::parse_flag(self.call(&ops::ack(&self.keys, job.into())?.into())?)
     }
 
     /// Still working on it: the reservation's deadline becomes `ttr` from
@@ -282,8 +350,7 @@ impl Delayer {
     /// deadline, or `None` when the reservation was not held (as for
     /// [`Delayer::ack`]). The attempt count does not change.
     pub fn touch<'a>(&self, job: impl Into<JobRef<'a>>, ttr: Duration) -> Result<Option<SystemTime>> {
-        let deadline: Option<String> = ops::touch(&self.keys, job.into(), ttr)?.invoke(&mut *self.conn()?)?;
-        deadline.map(|d| ops::parse_due(&d)).transpose()
+        ops::parse_maybe_due(self.call(&ops::touch(&self.keys, job.into(), ttr)?.into())?)
     }
 
     /// A failed attempt: the job is due again after `delay`, or after its
@@ -291,20 +358,19 @@ impl Delayer {
     /// instead. `false` when the reservation was not held.
     pub fn release<'a>(&self, job: impl Into<JobRef<'a>>, delay: Option<Duration>) -> Result<bool> {
         let ending = delay.map_or(Ending::Backoff, Ending::After);
-        ops::parse_released(ops::release(&self.keys, job.into(), ending)?.invoke(&mut *self.conn()?)?)
+        ops::parse_released(self.call(&ops::release(&self.keys, job.into(), ending)?.into())?)
     }
 
     /// Gives up on the job: it goes to its topic's dead letters now.
     /// `false` when the reservation was not held.
     pub fn bury<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        ops::parse_released(ops::release(&self.keys, job.into(), Ending::Bury)?.invoke(&mut *self.conn()?)?)
+        ops::parse_released(self.call(&ops::release(&self.keys, job.into(), Ending::Bury)?.into())?)
     }
 
     /// Up to `count` (1 to 1000) of `topic`'s dead letters, newest first,
     /// from position `start`.
     pub fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> {
-        let inv = ops::dead_list(&self.keys, topic, start, count)?;
-        ops::parse_dead_letters(inv.invoke(&mut *self.conn()?)?)
+        ops::parse_dead_letters(self.call(&ops::dead_list(&self.keys, topic, start, count)?.into())?)
     }
 
     /// Puts dead letters back into the pool, due now, with their attempts
@@ -320,12 +386,11 @@ impl Delayer {
     }
 
     fn drain_dead(&self, topic: &str, action: DeadAction, ids: Option<&[&str]>) -> Result<u64> {
-        let calls = ops::dead_drain(&self.keys, topic, action, ids)?;
-        let mut conn = self.conn()?;
         let mut total = 0;
-        for call in calls {
+        for call in ops::dead_drain(&self.keys, topic, action, ids)? {
+            let call = Request::Script(call);
             loop {
-                let (done, taken) = ops::parse_drained(call.invoke(&mut *conn)?)?;
+                let (done, taken) = ops::parse_drained(self.call(&call)?)?;
                 total += done;
                 if !ops::drain_again(ids, taken) {
                     break;

@@ -1,6 +1,7 @@
 //! The crate's error type: every failure is a value the caller can match on.
 
 use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What went wrong.
 #[derive(Debug)]
@@ -10,12 +11,40 @@ pub enum Error {
     InvalidArgument(String),
     /// A configuration file could not be used.
     Config(crate::conf::ConfError),
-    /// Redis could not be reached or refused us (connect, auth, timeout).
+    /// Redis could not be reached, went away, timed out or refused the
+    /// credentials. Transient for a worker: back off and call again (the
+    /// next call reconnects).
     Connection(String),
     /// Redis answered with an error.
     Redis(redis::RedisError),
     /// Redis answered something the protocol does not allow.
     Protocol(String),
+    /// A push with [`crate::Job::if_absent`] found ids already taken and
+    /// wrote nothing for them (push_many wrote the others all the same).
+    IdTaken(IdTaken),
+}
+
+/// The ids a push "if absent" found taken, and what was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdTaken {
+    /// Each taken id, in the order pushed, with the job holding it.
+    pub taken: Vec<Taken>,
+    /// One entry per job pushed, in order: its due time when it was written,
+    /// `None` when its id was taken.
+    pub due: Vec<Option<SystemTime>>,
+}
+
+/// A job id already held by a job (ids are global across topics in the
+/// Delayer 1.x layout), as a push "if absent" found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taken {
+    /// The id pushed.
+    pub id: String,
+    /// The topic of the job holding it ("" when unreadable).
+    pub topic: String,
+    /// That job's due time while it waits; `None` when it is not waiting
+    /// (ready, reserved or dead).
+    pub due: Option<SystemTime>,
 }
 
 /// `Result` with this crate's [`Error`].
@@ -29,6 +58,32 @@ impl fmt::Display for Error {
             Error::Connection(m) => write!(f, "cannot use Redis: {m}"),
             Error::Redis(e) => write!(f, "redis error: {e}"),
             Error::Protocol(m) => write!(f, "unexpected reply from Redis: {m}"),
+            Error::IdTaken(t) => write!(f, "{t}"),
+        }
+    }
+}
+
+/// `id "a" is taken (topic "sms", due at 1763750000.125); nothing was
+/// written for it`, naming up to five ids.
+impl fmt::Display for IdTaken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown: Vec<String> = self
+            .taken
+            .iter()
+            .take(5)
+            .map(|t| {
+                let when = match t.due.and_then(|d| d.duration_since(UNIX_EPOCH).ok()) {
+                    Some(d) => format!("due at {:.3}", d.as_secs_f64()),
+                    None => "not waiting".into(),
+                };
+                format!("{:?} (topic {:?}, {when})", t.id, t.topic)
+            })
+            .collect();
+        let more = self.taken.len().saturating_sub(5);
+        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        match self.taken.len() {
+            1 => write!(f, "id {} is taken; nothing was written for it", shown.join("")),
+            n => write!(f, "{n} ids are taken: {}{more}; nothing was written for them", shown.join(", ")),
         }
     }
 }
@@ -43,13 +98,20 @@ impl std::error::Error for Error {
     }
 }
 
+/// Whether `e` says the connection is gone (closed by Redis, reset, refused):
+/// the cases a new connection may cure, as opposed to timeouts and replies.
+pub(crate) fn is_lost_connection(e: &redis::RedisError) -> bool {
+    e.is_connection_dropped() || e.is_connection_refusal()
+}
+
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
-        let connection_trouble = e.is_io_error()
-            || e.is_connection_refusal()
-            || e.is_timeout()
-            || e.is_connection_dropped()
-            || e.kind() == redis::ErrorKind::AuthenticationFailed;
+        // No secret can be in these messages: Redis's errors never echo a
+        // password, and the URL is not part of them.
+        if e.kind() == redis::ErrorKind::AuthenticationFailed {
+            return Error::Connection(format!("authentication failed: Redis refused the credentials ({e})"));
+        }
+        let connection_trouble = e.is_io_error() || is_lost_connection(&e) || e.is_timeout();
         if connection_trouble {
             Error::Connection(e.to_string())
         } else {

@@ -45,9 +45,10 @@ mod ops;
 mod reliable;
 pub mod scripts;
 pub mod validate;
+mod wait;
 
 pub use client::{Delayer, Job, Message};
 pub use connection::PoolOptions;
-pub use error::{Error, Result};
+pub use error::{Error, IdTaken, Result, Taken};
 pub use keys::Keys;
 pub use reliable::{Backoff, DeadLetter, JobRef, Reserved};

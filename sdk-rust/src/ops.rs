@@ -2,13 +2,30 @@
 //! blocking client ([`crate::Delayer`]) and the async one
 //! ([`crate::aio::Delayer`]), which differ only in how they wait.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IdTaken, Result, Taken};
 use crate::keys::Keys;
 use crate::scripts;
 use crate::validate;
 use crate::{DeadLetter, Job, JobRef, Reserved};
 use redis::{Cmd, Pipeline, ScriptInvocation, ToRedisArgs, Value};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// One thing to send to Redis; the clients run it, each its own way.
+pub(crate) enum Request {
+    /// A script call.
+    Script(ScriptInvocation<'static>),
+    /// A pipeline (push_many).
+    Pipeline(Pipeline),
+    /// A command Redis answers only when there is something, or after this
+    /// wait (`None`: no limit): a connection's read timeout must not cut it.
+    Blocking(Cmd, Option<Duration>),
+}
+
+impl From<ScriptInvocation<'static>> for Request {
+    fn from(inv: ScriptInvocation<'static>) -> Self {
+        Request::Script(inv)
+    }
+}
 
 /// How many jobs one push_many.lua call takes.
 pub(crate) const JOBS_PER_CALL: usize = 100;
@@ -42,35 +59,54 @@ pub(crate) fn validate_job(job: &Job) -> Result<PushArgs> {
     Ok(PushArgs([delay, lifetime, max_attempts.unwrap_or_default(), kind, base, cap]))
 }
 
+/// The duplicate policy push.lua and push_many.lua take.
+fn policy(job: &Job) -> &'static str {
+    if job.if_absent {
+        "absent"
+    } else {
+        "replace"
+    }
+}
+
 /// push.lua for one job.
 pub(crate) fn push(keys: &Keys, job: &Job) -> Result<ScriptInvocation<'static>> {
     let args = validate_job(job)?;
     let mut inv = scripts::PUSH.prepare_invoke();
     inv.key(keys.job_pool()).key(keys.job_bucket(&job.id));
-    inv.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(args);
+    inv.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(args).arg(policy(job)).arg(keys.wake());
     Ok(inv)
 }
 
-/// push_many.lua for many jobs: [`JOBS_PER_CALL`] jobs per call,
-/// [`CALLS_PER_PIPELINE`] calls per pipeline, each pipeline starting with a
-/// SCRIPT LOAD (a no-op unless Redis lost the script). Everything is
-/// validated before anything is built. Each pipeline answers with one list
-/// of due times per call.
+/// push_many.lua for many jobs: calls of up to [`JOBS_PER_CALL`]
+/// consecutive jobs with the same duplicate policy, [`CALLS_PER_PIPELINE`]
+/// calls per pipeline, each pipeline starting with a SCRIPT LOAD (a no-op
+/// unless Redis lost the script). Everything is validated before anything is
+/// built. Each pipeline answers with one list of replies per call, one reply
+/// per job: read them with [`PushedMany`].
 pub(crate) fn push_many(keys: &Keys, jobs: &[Job]) -> Result<Vec<Pipeline>> {
-    let limits = jobs.iter().map(validate_job).collect::<Result<Vec<_>>>()?;
-    let per_pipeline = JOBS_PER_CALL * CALLS_PER_PIPELINE;
-    let pipes = jobs
-        .chunks(per_pipeline)
-        .zip(limits.chunks(per_pipeline))
-        .map(|(jobs, limits)| {
+    let args = jobs.iter().map(validate_job).collect::<Result<Vec<_>>>()?;
+    let mut calls: Vec<&[Job]> = Vec::new();
+    let mut start = 0;
+    for end in 1..=jobs.len() {
+        let full = end - start == JOBS_PER_CALL;
+        if end == jobs.len() || full || jobs[end].if_absent != jobs[start].if_absent {
+            calls.push(&jobs[start..end]);
+            start = end;
+        }
+    }
+    let mut done = 0;
+    let pipes = calls
+        .chunks(CALLS_PER_PIPELINE)
+        .map(|calls| {
             let mut pipe = redis::pipe();
             pipe.cmd("SCRIPT").arg("LOAD").arg(scripts::PUSH_MANY_SRC).ignore();
-            for (jobs, limits) in jobs.chunks(JOBS_PER_CALL).zip(limits.chunks(JOBS_PER_CALL)) {
+            for call_jobs in calls {
                 let call = pipe.cmd("EVALSHA").arg(scripts::PUSH_MANY.get_hash()).arg(1).arg(keys.job_pool());
-                call.arg(keys.bucket_prefix());
-                for (job, args) in jobs.iter().zip(limits) {
+                call.arg(keys.bucket_prefix()).arg(policy(&call_jobs[0])).arg(keys.wake());
+                for (job, args) in call_jobs.iter().zip(&args[done..]) {
                     call.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(args);
                 }
+                done += call_jobs.len();
             }
             pipe
         })
@@ -78,18 +114,101 @@ pub(crate) fn push_many(keys: &Keys, jobs: &[Job]) -> Result<Vec<Pipeline>> {
     Ok(pipes)
 }
 
+/// What push.lua (or push_many.lua, for one job) answered.
+enum Pushed {
+    /// Written: due at this time.
+    Due(SystemTime),
+    /// Not written: "if absent" found the id held by this topic's job, due
+    /// then (`None`: not waiting).
+    Taken(String, Option<SystemTime>),
+}
+
+/// `"s.mmm"`, or `{topic, due}` for a taken id (due "" when not waiting).
+fn parse_pushed(reply: Value) -> Result<Pushed> {
+    match reply {
+        Value::Array(_) => {
+            let mut p = array(reply, 2, "{topic, due}")?.into_iter();
+            let topic = text(p.next())?;
+            let due = text(p.next())?;
+            let due = if due.is_empty() { None } else { Some(parse_due(&due)?) };
+            Ok(Pushed::Taken(topic, due))
+        }
+        other => Ok(Pushed::Due(parse_due(&text(Some(other))?)?)),
+    }
+}
+
+/// push.lua's reply for `job`: its due time, or [`Error::IdTaken`].
+pub(crate) fn parse_push(job: &Job, reply: Value) -> Result<SystemTime> {
+    match parse_pushed(reply)? {
+        Pushed::Due(due) => Ok(due),
+        Pushed::Taken(topic, due) => {
+            Err(Error::IdTaken(IdTaken { taken: vec![Taken { id: job.id.clone(), topic, due }], due: vec![None] }))
+        }
+    }
+}
+
+/// Collects push_many's replies, pipeline after pipeline, for its jobs.
+pub(crate) struct PushedMany<'a> {
+    jobs: &'a [Job],
+    due: Vec<Option<SystemTime>>,
+    taken: Vec<Taken>,
+}
+
+impl<'a> PushedMany<'a> {
+    pub(crate) fn new(jobs: &'a [Job]) -> Self {
+        PushedMany { jobs, due: Vec::with_capacity(jobs.len()), taken: Vec::new() }
+    }
+
+    /// One pipeline's reply: a list per call, a reply per job.
+    pub(crate) fn add(&mut self, reply: Value) -> Result<()> {
+        let Value::Array(calls) = reply else {
+            return Err(Error::Protocol(format!("push_many: expected a list of calls, got {reply:?}")));
+        };
+        for call in calls {
+            let Value::Array(replies) = call else {
+                return Err(Error::Protocol(format!("push_many: expected a list of due times, got {call:?}")));
+            };
+            for reply in replies {
+                let job = self.jobs.get(self.due.len()).ok_or_else(|| {
+                    Error::Protocol(format!("push_many: more replies than the {} jobs pushed", self.jobs.len()))
+                })?;
+                match parse_pushed(reply)? {
+                    Pushed::Due(due) => self.due.push(Some(due)),
+                    Pushed::Taken(topic, due) => {
+                        self.taken.push(Taken { id: job.id.clone(), topic, due });
+                        self.due.push(None);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every job's due time, or [`Error::IdTaken`] when some ids were taken.
+    pub(crate) fn finish(self) -> Result<Vec<SystemTime>> {
+        if self.due.len() != self.jobs.len() {
+            return Err(Error::Protocol(format!("push_many: {} replies for {} jobs", self.due.len(), self.jobs.len())));
+        }
+        if !self.taken.is_empty() {
+            return Err(Error::IdTaken(IdTaken { taken: self.taken, due: self.due }));
+        }
+        Ok(self.due.into_iter().flatten().collect())
+    }
+}
+
 /// pop.lua for one topic.
 pub(crate) fn pop(keys: &Keys, topic: &str) -> Result<ScriptInvocation<'static>> {
     validate::name("topic", topic)?;
     let mut inv = scripts::POP.prepare_invoke();
-    inv.key(keys.ready_queue(topic)).key(keys.malformed()).arg(keys.bucket_prefix());
+    inv.key(keys.ready_queue(topic)).key(keys.malformed()).key(keys.job_pool()).key(keys.reserved());
+    inv.arg(keys.bucket_prefix());
     Ok(inv)
 }
 
 /// take.lua for an id BRPOP returned (raw bytes: used exactly as stored).
 pub(crate) fn take(keys: &Keys, id: &[u8]) -> ScriptInvocation<'static> {
     let mut inv = scripts::TAKE.prepare_invoke();
-    inv.key(keys.job_bucket_bytes(id)).key(keys.malformed()).arg(id);
+    inv.key(keys.job_bucket_bytes(id)).key(keys.malformed()).key(keys.job_pool()).key(keys.reserved()).arg(id);
     inv
 }
 
@@ -101,50 +220,13 @@ pub(crate) fn remove(keys: &Keys, id: &str) -> Result<ScriptInvocation<'static>>
     Ok(inv)
 }
 
-/// The deadline of a bpop; `None` waits forever (`Duration::ZERO`).
-pub(crate) fn bpop_deadline(topic: &str, timeout: Duration) -> Result<Option<Instant>> {
-    validate::name("topic", topic)?;
-    Ok((!timeout.is_zero()).then(|| Instant::now() + timeout))
-}
-
-/// The seconds the next wait of a blocking call may take, or `None` when its
-/// time is up. Redis takes seconds, and 0 means forever, so a remainder
-/// under 1 ms is sent as 1 ms.
-fn wait_seconds(deadline: Option<Instant>) -> Option<f64> {
-    match deadline {
-        None => Some(0.0),
-        Some(d) => {
-            let left = d.saturating_duration_since(Instant::now());
-            (!left.is_zero()).then(|| left.as_secs_f64().max(0.001))
-        }
-    }
-}
-
-/// The next BRPOP of a bpop, or `None` when its time is up.
-pub(crate) fn brpop(keys: &Keys, topic: &str, deadline: Option<Instant>) -> Option<Cmd> {
-    let mut cmd = redis::cmd("BRPOP");
-    cmd.arg(keys.ready_queue(topic)).arg(wait_seconds(deadline)?);
-    Some(cmd)
-}
-
-/// The next wait of a breserve, or `None` when its time is up: BLMOVE from
-/// the ready queue's right end to the same end, which answers when the queue
-/// is not empty and leaves it as it was. Taking the id is reserve.lua's job:
-/// a worker that dies after a BRPOP would lose the id it popped.
-pub(crate) fn wait_ready(keys: &Keys, topic: &str, deadline: Option<Instant>) -> Option<Cmd> {
-    let queue = keys.ready_queue(topic);
-    let mut cmd = redis::cmd("BLMOVE");
-    cmd.arg(&queue).arg(&queue).arg("RIGHT").arg("RIGHT").arg(wait_seconds(deadline)?);
-    Some(cmd)
-}
-
 /// reserve.lua for one topic.
 pub(crate) fn reserve(keys: &Keys, topic: &str, ttr: Duration) -> Result<ScriptInvocation<'static>> {
     validate::name("topic", topic)?;
     let ttr_ms = validate::ttr_ms(ttr)?;
     let mut inv = scripts::RESERVE.prepare_invoke();
     inv.key(keys.ready_queue(topic)).key(keys.reserved()).key(keys.malformed()).key(keys.receipt_seq());
-    inv.arg(keys.bucket_prefix()).arg(ttr_ms);
+    inv.key(keys.job_pool()).arg(keys.bucket_prefix()).arg(ttr_ms);
     Ok(inv)
 }
 
@@ -160,7 +242,7 @@ fn job_ref<'a>(job: JobRef<'a>) -> Result<(&'a str, &'a str)> {
 pub(crate) fn ack(keys: &Keys, job: JobRef<'_>) -> Result<ScriptInvocation<'static>> {
     let (id, receipt) = job_ref(job)?;
     let mut inv = scripts::ACK.prepare_invoke();
-    inv.key(keys.reserved()).key(keys.job_bucket(id)).arg(id).arg(receipt);
+    inv.key(keys.reserved()).key(keys.job_bucket(id)).key(keys.job_pool()).arg(id).arg(receipt);
     Ok(inv)
 }
 
@@ -169,7 +251,8 @@ pub(crate) fn touch(keys: &Keys, job: JobRef<'_>, ttr: Duration) -> Result<Scrip
     let (id, receipt) = job_ref(job)?;
     let ttr_ms = validate::ttr_ms(ttr)?;
     let mut inv = scripts::TOUCH.prepare_invoke();
-    inv.key(keys.reserved()).key(keys.job_bucket(id)).arg(id).arg(receipt).arg(ttr_ms);
+    inv.key(keys.reserved()).key(keys.job_bucket(id)).key(keys.job_pool());
+    inv.arg(id).arg(receipt).arg(ttr_ms);
     Ok(inv)
 }
 
@@ -193,7 +276,7 @@ pub(crate) fn release(keys: &Keys, job: JobRef<'_>, ending: Ending) -> Result<Sc
     };
     let mut inv = scripts::RELEASE.prepare_invoke();
     inv.key(keys.reserved()).key(keys.job_pool()).key(keys.malformed());
-    inv.arg(keys.prefix()).arg(action).arg("held").arg(id).arg(receipt);
+    inv.arg(keys.prefix()).arg(action).arg("held").arg(id).arg(receipt).arg(keys.wake());
     Ok(inv)
 }
 
@@ -212,7 +295,7 @@ pub(crate) fn reschedule(keys: &Keys, id: &str, delay: Duration) -> Result<Scrip
     validate::name("id", id)?;
     let delay_ms = validate::delay_ms(delay)?;
     let mut inv = scripts::RESCHEDULE.prepare_invoke();
-    inv.key(keys.job_pool()).key(keys.job_bucket(id)).arg(id).arg(delay_ms);
+    inv.key(keys.job_pool()).key(keys.job_bucket(id)).arg(id).arg(delay_ms).arg(keys.wake());
     Ok(inv)
 }
 
@@ -366,4 +449,20 @@ pub(crate) fn parse_dead_letters(reply: Value) -> Result<Vec<DeadLetter>> {
             })
         })
         .collect()
+}
+
+/// A script's 1 (done) or 0 (nothing to do): ack, remove.
+pub(crate) fn parse_flag(reply: Value) -> Result<bool> {
+    match reply {
+        Value::Int(n) => Ok(n == 1),
+        other => Err(Error::Protocol(format!("expected 0 or 1, got {other:?}"))),
+    }
+}
+
+/// A time `"s.mmm"`, or nil: touch, reschedule.
+pub(crate) fn parse_maybe_due(reply: Value) -> Result<Option<SystemTime>> {
+    match reply {
+        Value::Nil => Ok(None),
+        other => Ok(Some(parse_due(&text(Some(other))?)?)),
+    }
 }

@@ -7,28 +7,31 @@
 use redis::Script;
 use std::sync::LazyLock;
 
-/// `push.lua`: KEYS pool, bucket; ARGV id, topic, body, delay ms, lifetime ms.
+/// `push.lua`: KEYS pool, bucket; ARGV id, topic, body, delay ms, lifetime
+/// ms, max_attempts, backoff, backoff ms, backoff max ms, duplicate policy,
+/// wake channel.
 pub static PUSH: LazyLock<Script> = LazyLock::new(|| Script::new(PUSH_SRC));
-/// `pop.lua`: KEYS ready queue, malformed; ARGV bucket prefix.
+/// `pop.lua`: KEYS ready queue, malformed, pool, reserved; ARGV bucket prefix.
 pub static POP: LazyLock<Script> = LazyLock::new(|| Script::new(POP_SRC));
-/// `take.lua`: KEYS bucket, malformed; ARGV id.
+/// `take.lua`: KEYS bucket, malformed, pool, reserved; ARGV id.
 pub static TAKE: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE_SRC));
-/// `push_many.lua`: KEYS pool; ARGV bucket prefix, then id, topic, body,
-/// delay ms, lifetime ms per job (up to 100 jobs).
+/// `push_many.lua`: KEYS pool; ARGV bucket prefix, duplicate policy, wake
+/// channel, then push.lua's ARGV[1..9] per job (up to 100 jobs).
 pub static PUSH_MANY: LazyLock<Script> = LazyLock::new(|| Script::new(PUSH_MANY_SRC));
 /// `remove.lua`: KEYS pool, bucket; ARGV id.
 pub static REMOVE: LazyLock<Script> = LazyLock::new(|| Script::new(REMOVE_SRC));
-/// `reserve.lua`: KEYS ready queue, reserved, malformed, receipt_seq; ARGV
-/// bucket prefix, ttr ms.
+/// `reserve.lua`: KEYS ready queue, reserved, malformed, receipt_seq, pool;
+/// ARGV bucket prefix, ttr ms.
 pub static RESERVE: LazyLock<Script> = LazyLock::new(|| Script::new(RESERVE_SRC));
-/// `ack.lua`: KEYS reserved, bucket; ARGV id, receipt or "".
+/// `ack.lua`: KEYS reserved, bucket, pool; ARGV id, receipt or "".
 pub static ACK: LazyLock<Script> = LazyLock::new(|| Script::new(ACK_SRC));
-/// `touch.lua`: KEYS reserved, bucket; ARGV id, receipt or "", ttr ms.
+/// `touch.lua`: KEYS reserved, bucket, pool; ARGV id, receipt or "", ttr ms.
 pub static TOUCH: LazyLock<Script> = LazyLock::new(|| Script::new(TOUCH_SRC));
 /// `release.lua`: KEYS reserved, pool, malformed; ARGV key prefix, delay ms /
-/// "backoff" / "bury", then "held" id receipt, or "expired" batch size.
+/// "backoff" / "bury", then "held" id receipt wake-channel, or "expired"
+/// batch size.
 pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SRC));
-/// `reschedule.lua`: KEYS pool, bucket; ARGV id, delay ms.
+/// `reschedule.lua`: KEYS pool, bucket; ARGV id, delay ms, wake channel.
 pub static RESCHEDULE: LazyLock<Script> = LazyLock::new(|| Script::new(RESCHEDULE_SRC));
 /// `dead.lua`: KEYS dead list, pool; ARGV bucket prefix, then "list" start
 /// count, or "requeue" / "purge" with a count or ids.

@@ -1,0 +1,200 @@
+//! The wait of the blocking calls (bpop, breserve) as a state machine
+//! without I/O, so the blocking and the async client share all of it and
+//! differ only in how they send.
+//!
+//! A wait is rounds of: a blocking command that Redis answers when the
+//! topic's ready queue holds an id, or when the time is up; then the script
+//! that claims a job (take.lua / reserve.lua), which finds none when the id
+//! was stale or another worker was faster, and the next round begins with
+//! whatever time is left.
+
+use crate::error::{Error, Result};
+use crate::keys::Keys;
+use crate::ops::{self, Request};
+use crate::validate;
+use crate::{Message, Reserved};
+use redis::Value;
+use std::time::{Duration, Instant};
+
+/// What a client does next.
+pub(crate) enum Step<T> {
+    /// Send this, then hand Redis's reply to [`Wait::next`].
+    Send(Request),
+    /// The wait is over: the job, or `None` when the time ran out.
+    Done(Option<T>),
+}
+
+/// How the job is claimed once the queue is not empty.
+enum Claim {
+    /// BRPOP takes the id; take.lua deletes its bucket and hands it out.
+    Pop,
+    /// BLMOVE (queue to itself) only says the queue is not empty; reserve.lua
+    /// then takes an id: a worker that dies while waiting loses nothing.
+    Reserve { ttr: Duration },
+}
+
+/// One bpop or breserve in progress.
+pub(crate) struct Wait<T> {
+    keys: Keys,
+    topic: String,
+    /// `None`: wait forever.
+    deadline: Option<Instant>,
+    claim: Claim,
+    /// Whether the reply expected is the blocking command's (else the claim's).
+    blocked: bool,
+    parse: fn(Value) -> Result<Option<T>>,
+}
+
+impl Wait<Message> {
+    /// A bpop of `topic`, up to `timeout` (`Duration::ZERO`: forever).
+    pub(crate) fn bpop(keys: &Keys, topic: &str, timeout: Duration) -> Result<Self> {
+        Wait::new(keys, topic, timeout, Claim::Pop, ops::parse_message)
+    }
+}
+
+impl Wait<Reserved> {
+    /// A breserve of `topic` with `ttr`, up to `timeout` (`ZERO`: forever).
+    pub(crate) fn breserve(keys: &Keys, topic: &str, ttr: Duration, timeout: Duration) -> Result<Self> {
+        validate::ttr_ms(ttr)?;
+        Wait::new(keys, topic, timeout, Claim::Reserve { ttr }, ops::parse_reserved)
+    }
+}
+
+impl<T> Wait<T> {
+    fn new(
+        keys: &Keys,
+        topic: &str,
+        timeout: Duration,
+        claim: Claim,
+        parse: fn(Value) -> Result<Option<T>>,
+    ) -> Result<Self> {
+        validate::name("topic", topic)?;
+        let deadline = (!timeout.is_zero()).then(|| Instant::now() + timeout);
+        Ok(Wait { keys: keys.clone(), topic: topic.to_string(), deadline, claim, blocked: false, parse })
+    }
+
+    /// The first step.
+    pub(crate) fn start(&mut self) -> Step<T> {
+        self.block()
+    }
+
+    /// The step after Redis answered the last one with `reply`.
+    pub(crate) fn next(&mut self, reply: Value) -> Result<Step<T>> {
+        if !self.blocked {
+            return Ok(match (self.parse)(reply)? {
+                Some(job) => Step::Done(Some(job)),
+                None => self.block(),
+            });
+        }
+        self.blocked = false;
+        if reply == Value::Nil {
+            return Ok(Step::Done(None)); // Redis's wait ran out: so did ours
+        }
+        let claim = match &self.claim {
+            Claim::Pop => ops::take(&self.keys, &popped_id(reply)?),
+            Claim::Reserve { ttr } => ops::reserve(&self.keys, &self.topic, *ttr)?,
+        };
+        Ok(Step::Send(claim.into()))
+    }
+
+    /// Another blocking command for the time left, or the end.
+    fn block(&mut self) -> Step<T> {
+        let left = match self.deadline {
+            None => None,
+            Some(d) => match d.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) {
+                Some(left) => Some(left),
+                None => return Step::Done(None),
+            },
+        };
+        // Redis takes seconds and reads 0 as forever: less than 1 ms left
+        // is sent as 1 ms.
+        let seconds = left.map_or(0.0, |l| l.as_secs_f64().max(0.001));
+        let queue = self.keys.ready_queue(&self.topic);
+        let mut cmd = match self.claim {
+            Claim::Pop => redis::cmd("BRPOP").arg(&queue).clone(),
+            Claim::Reserve { .. } => redis::cmd("BLMOVE").arg(&queue).arg(&queue).arg("RIGHT").arg("RIGHT").clone(),
+        };
+        cmd.arg(seconds);
+        self.blocked = true;
+        Step::Send(Request::Blocking(cmd, left))
+    }
+}
+
+/// The id of BRPOP's `[queue, id]`, as raw bytes (used exactly as stored).
+fn popped_id(reply: Value) -> Result<Vec<u8>> {
+    match reply {
+        Value::Array(mut parts) if parts.len() == 2 => match parts.pop() {
+            Some(Value::BulkString(id)) => Ok(id),
+            other => Err(Error::Protocol(format!("BRPOP: expected an id, got {other:?}"))),
+        },
+        other => Err(Error::Protocol(format!("BRPOP: expected [queue, id], got {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(cmd: &redis::Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "<cursor>".into(),
+            })
+            .collect()
+    }
+
+    fn sent<T>(step: Step<T>) -> Request {
+        match step {
+            Step::Send(r) => r,
+            Step::Done(_) => panic!("expected a request, got the end"),
+        }
+    }
+
+    #[test]
+    fn a_stale_id_means_waiting_again_and_a_job_ends_the_wait() {
+        let mut w = Wait::bpop(&Keys::default(), "t", Duration::from_secs(60)).expect("wait");
+        match sent(w.start()) {
+            Request::Blocking(cmd, Some(left)) => {
+                assert!(left <= Duration::from_secs(60));
+                let secs: f64 = words(&cmd)[2].parse().expect("seconds");
+                assert!(secs > 59.0 && secs <= 60.0, "{secs}");
+                assert_eq!(words(&cmd)[..2], ["BRPOP", "delayer:ready_queue:t"]);
+            }
+            _ => panic!("expected BRPOP with a time limit"),
+        }
+        let popped = Value::Array(vec![Value::BulkString(b"q".to_vec()), Value::BulkString(b"x".to_vec())]);
+        assert!(matches!(sent(w.next(popped).expect("claim")), Request::Script(_)));
+        // take.lua found nothing (stale id): block again.
+        assert!(matches!(sent(w.next(Value::Nil).expect("again")), Request::Blocking(..)));
+        let popped = Value::Array(vec![Value::BulkString(b"q".to_vec()), Value::BulkString(b"y".to_vec())]);
+        sent(w.next(popped).expect("claim"));
+        let job = Value::Array(["y", "t", "body"].iter().map(|s| Value::BulkString(s.as_bytes().to_vec())).collect());
+        match w.next(job).expect("job") {
+            Step::Done(Some(m)) => assert_eq!((m.id.as_str(), m.body_str()), ("y", Some("body"))),
+            _ => panic!("expected the job"),
+        }
+    }
+
+    #[test]
+    fn redis_timing_out_or_no_time_left_ends_the_wait() {
+        let mut w = Wait::breserve(&Keys::default(), "t", Duration::from_secs(1), Duration::from_secs(5)).expect("w");
+        match sent(w.start()) {
+            Request::Blocking(cmd, _) => {
+                let q = "delayer:ready_queue:t";
+                assert_eq!(words(&cmd)[..5], ["BLMOVE", q, q, "RIGHT", "RIGHT"]);
+            }
+            _ => panic!("expected BLMOVE"),
+        }
+        assert!(matches!(w.next(Value::Nil).expect("timeout"), Step::Done(None)));
+
+        let mut forever = Wait::bpop(&Keys::default(), "t", Duration::ZERO).expect("wait");
+        assert!(matches!(sent(forever.start()), Request::Blocking(_, None)), "no limit, forever");
+
+        let mut short = Wait::bpop(&Keys::default(), "t", Duration::from_nanos(1)).expect("wait");
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(matches!(short.start(), Step::Done(None)));
+        assert!(Wait::bpop(&Keys::default(), "bad topic", Duration::ZERO).is_err());
+        assert!(Wait::breserve(&Keys::default(), "t", Duration::ZERO, Duration::ZERO).is_err(), "ttr 0");
+    }
+}
