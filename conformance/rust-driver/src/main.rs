@@ -146,29 +146,50 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
     let op = str_field(req, "op")?;
     match op {
         "push" => {
-            let topic = str_field(req, "topic")?;
-            let id = str_field(req, "id")?;
-            let delay_ms = num_field(req, "delay_ms")?.ok_or_else(|| bad("push needs delay_ms"))?;
-            let body = match req.get("body_b64") {
-                None | Some(Json::Null) => Vec::new(),
-                Some(Json::Str(s)) => b64_decode(s).map_err(|e| bad(format!("body_b64: {e}")))?,
-                _ => return Err(bad("body_b64 must be a string")),
+            let job = job_of(req)?;
+            match client.push_job(&job) {
+                Ok(due) => Ok(vec![("due", format!("{:.3}", unix(due)))]),
+                Err(Error::IdTaken(t)) => {
+                    let first = t.taken.first().ok_or_else(|| bad("IdTaken without a taken id"))?;
+                    Ok(vec![(
+                        "taken",
+                        format!("{{\"topic\":{},\"due\":{}}}", json_string(&first.topic), time_or_null(first.due)),
+                    )])
+                }
+                Err(e) => Err(sdk_err(e)),
+            }
+        }
+        "push_many" => {
+            let Some(Json::Array(items)) = req.get("jobs") else { return Err(bad("push_many needs a jobs list")) };
+            let jobs = items
+                .iter()
+                .map(|j| match j {
+                    Json::Object(j) => {
+                        let mut j = j.clone();
+                        j.insert("if_absent".into(), req.get("if_absent").cloned().unwrap_or(Json::Null));
+                        job_of(&j)
+                    }
+                    _ => Err(bad("each job must be an object")),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let (due, taken) = match client.push_many(&jobs) {
+                Ok(due) => (due.into_iter().map(Some).collect(), Vec::new()),
+                Err(Error::IdTaken(t)) => (t.due, t.taken),
+                Err(e) => return Err(sdk_err(e)),
             };
-            let mut job = Job::new(topic, id, ms_duration("delay_ms", delay_ms)?).body(body);
-            if let Some(life) = num_field(req, "ready_max_lifetime_s")? {
-                job = job.ready_max_lifetime(duration("ready_max_lifetime_s", life, 1000.0)?);
-            }
-            if let Some(n) = num_field(req, "max_attempts")? {
-                job = job.max_attempts(whole("max_attempts", n)?);
-            }
-            match req.get("backoff") {
-                None | Some(Json::Null) => {}
-                Some(Json::Object(b)) => job = job.backoff(backoff(b)?),
-                _ => return Err(bad("backoff must be an object")),
-            }
-            let due = client.push_job(&job).map_err(sdk_err)?;
-            let due = due.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-            Ok(vec![("due", format!("{due:.3}"))])
+            let due: Vec<String> = due.into_iter().map(time_or_null).collect();
+            let taken: Vec<String> = taken
+                .iter()
+                .map(|t| {
+                    format!(
+                        "{{\"id\":{},\"topic\":{},\"due\":{}}}",
+                        json_string(&t.id),
+                        json_string(&t.topic),
+                        time_or_null(t.due)
+                    )
+                })
+                .collect();
+            Ok(vec![("due", format!("[{}]", due.join(","))), ("taken", format!("[{}]", taken.join(",")))])
         }
         "pop" => {
             let topic = str_field(req, "topic")?;
@@ -255,6 +276,41 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
     }
 }
 
+/// The job a push request (or one of push_many's jobs) describes.
+fn job_of(req: &Req) -> Result<Job, Fail> {
+    let topic = str_field(req, "topic")?;
+    let id = str_field(req, "id")?;
+    let delay_ms = num_field(req, "delay_ms")?.ok_or_else(|| bad("push needs delay_ms"))?;
+    let body = match req.get("body_b64") {
+        None | Some(Json::Null) => Vec::new(),
+        Some(Json::Str(s)) => b64_decode(s).map_err(|e| bad(format!("body_b64: {e}")))?,
+        _ => return Err(bad("body_b64 must be a string")),
+    };
+    let mut job = Job::new(topic, id, ms_duration("delay_ms", delay_ms)?).body(body);
+    if let Some(life) = num_field(req, "ready_max_lifetime_s")? {
+        job = job.ready_max_lifetime(duration("ready_max_lifetime_s", life, 1000.0)?);
+    }
+    if let Some(n) = num_field(req, "max_attempts")? {
+        job = job.max_attempts(whole("max_attempts", n)?);
+    }
+    match req.get("backoff") {
+        None | Some(Json::Null) => {}
+        Some(Json::Object(b)) => job = job.backoff(backoff(b)?),
+        _ => return Err(bad("backoff must be an object")),
+    }
+    match req.get("if_absent") {
+        None | Some(Json::Null) | Some(Json::Bool(false)) => {}
+        Some(Json::Bool(true)) => job = job.if_absent(),
+        _ => return Err(bad("if_absent must be a boolean")),
+    }
+    Ok(job)
+}
+
+/// Unix seconds with milliseconds, or null.
+fn time_or_null(t: Option<std::time::SystemTime>) -> String {
+    t.map_or("null".into(), |t| format!("{:.3}", unix(t)))
+}
+
 /// A JSON number as a whole u32; anything else cannot be passed to the Rust
 /// SDK, which takes u32 counts, and is answered as the invalid argument it is.
 fn whole(what: &str, n: f64) -> Result<u32, Fail> {
@@ -326,10 +382,10 @@ fn failure(kind: &str, msg: &str) -> String {
 
 // ---------------------------------------------------------------- JSON
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Json {
     Null,
-    Bool(#[allow(dead_code)] bool),
+    Bool(bool),
     Num(f64),
     Str(String),
     Array(Vec<Json>),
