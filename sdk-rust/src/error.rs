@@ -104,12 +104,32 @@ pub(crate) fn is_lost_connection(e: &redis::RedisError) -> bool {
     e.is_connection_dropped() || e.is_connection_refusal()
 }
 
+/// Whether Redis refused a command because the connection never
+/// authenticated: `NOAUTH`, or the protocol error Redis gives a client that
+/// has not authenticated and sends a long command (it then hangs up); in a
+/// pipeline's errors too.
+fn needs_auth(e: &redis::RedisError) -> bool {
+    let says =
+        |code: &str, detail: Option<&str>| code == "NOAUTH" || detail.is_some_and(|d| d.contains("unauthenticated"));
+    if let Some(errors) = e.clone().into_server_errors() {
+        return errors.iter().any(|(_, e)| says(e.code(), e.details()));
+    }
+    says(e.code().unwrap_or(""), e.detail())
+}
+
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         // No secret can be in these messages: Redis's errors never echo a
         // password, and the URL is not part of them.
         if e.kind() == redis::ErrorKind::AuthenticationFailed {
             return Error::Connection(format!("authentication failed: Redis refused the credentials ({e})"));
+        }
+        if needs_auth(&e) {
+            return Error::Connection(
+                "authentication required: Redis wants a password and none was given \
+                 (put it in the URL, redis://:PASSWORD@host:port/, or in [redis] password)"
+                    .into(),
+            );
         }
         let connection_trouble = e.is_io_error() || is_lost_connection(&e) || e.is_timeout();
         if connection_trouble {

@@ -261,3 +261,40 @@ fn unreachable_or_refusing_redis_is_a_clear_connection_error() {
     let ok = Delayer::open(&format!("redis://:s3cret-pw@127.0.0.1:{}/", redis.port())).expect("client");
     ok.push("t", "x", Duration::ZERO).expect("right password");
 }
+
+#[test]
+fn a_missing_password_is_an_authentication_error() {
+    let redis = RedisServer::start_with(&["--save", "", "--requirepass", "s3cret-pw"]);
+    let d = client(&redis);
+    let body = vec![b'x'; 100_000]; // past what Redis reads from a client that has not authenticated
+    let calls: Vec<(&str, delayer::Result<()>)> = vec![
+        ("push", d.push("t", "x", Duration::ZERO).map(drop)),
+        ("push with a body", d.push_job(&Job::new("t", "x", Duration::ZERO).body(body)).map(drop)),
+        ("push_many", d.push_many(&[Job::new("t", "x", Duration::ZERO)]).map(drop)),
+        ("pop", d.pop("t").map(drop)),
+        ("bpop", d.bpop("t", Duration::from_millis(100)).map(drop)),
+        ("breserve", d.breserve("t", Duration::from_secs(1), Duration::from_millis(100)).map(drop)),
+        ("remove", d.remove("x").map(drop)),
+    ];
+    for (what, result) in calls {
+        let err = result.expect_err(what);
+        let text = err.to_string();
+        assert!(matches!(err, Error::Connection(_)), "{what}: {err:?}");
+        assert!(text.contains("authentication"), "{what}: {text}");
+        assert!(!text.contains("s3cret-pw"), "{what}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_password_is_an_authentication_error_for_the_async_client() {
+    let redis = RedisServer::start_with(&["--save", "", "--requirepass", "s3cret-pw"]);
+    let d = delayer::aio::Delayer::open(&redis.url()).expect("client");
+    for (what, result) in [
+        ("push", d.push("t", "x", Duration::ZERO).await.map(drop)),
+        ("pop", d.pop("t").await.map(drop)),
+        ("bpop", d.bpop("t", Duration::from_millis(100)).await.map(drop)),
+    ] {
+        let err = result.expect_err(what);
+        assert!(matches!(err, Error::Connection(_)) && err.to_string().contains("authentication"), "{what}: {err:?}");
+    }
+}
