@@ -6,7 +6,7 @@
 //! consumer never stalls the others' pushes and pops. What is sent and how
 //! replies read is shared with the blocking client (`ops`, `wait`).
 
-use crate::conf::{self, ConfFile, RedisSettings};
+use crate::conf;
 use crate::connection::DEFAULT_CONNECT_TIMEOUT as CONNECT_TIMEOUT;
 use crate::error::{is_lost_connection, Error, Result};
 use crate::keys::{Keys, DEFAULT_PREFIX};
@@ -61,11 +61,11 @@ impl Delayer {
         Delayer::with_options(client, DEFAULT_PREFIX)
     }
 
-    /// A client configured by a `delayer.conf` (`[redis]` and `key_prefix`).
+    /// As [`crate::Delayer::from_conf`]: `[redis]` and `key_prefix`, from a
+    /// file the server would accept as to its sections and keys.
     pub fn from_conf(path: impl AsRef<Path>) -> Result<Delayer> {
-        let file = ConfFile::load(path)?;
-        let client = RedisSettings::from_conf(&file)?.client()?;
-        Delayer::with_options(client, &conf::key_prefix(&file))
+        let (redis, prefix) = conf::for_client(path)?;
+        Delayer::with_options(redis.client()?, &prefix)
     }
 
     /// A client from a redis-rs client (any address, TLS settings) and a key

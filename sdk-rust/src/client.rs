@@ -5,7 +5,7 @@
 //! What to send and how to read the reply is `ops` and `wait`, shared with
 //! the async client; this module only does the I/O.
 
-use crate::conf::{self, ConfFile, RedisSettings};
+use crate::conf;
 use crate::connection::{build_pool, Manager, PoolOptions};
 use crate::error::{is_lost_connection, Error, Result};
 use crate::keys::{Keys, DEFAULT_PREFIX};
@@ -189,9 +189,8 @@ impl Delayer {
     /// `[delayer] key_prefix`, as the server reads them. A file the server
     /// refuses (an unknown section or key, a bad value) is refused here too.
     pub fn from_conf(path: impl AsRef<Path>) -> Result<Delayer> {
-        let file = ConfFile::load(path)?;
-        let client = RedisSettings::from_conf(&file)?.client()?;
-        Ok(Delayer::with_options(client, &conf::key_prefix(&file), &PoolOptions::default()))
+        let (redis, prefix) = conf::for_client(path)?;
+        Ok(Delayer::with_options(redis.client()?, &prefix, &PoolOptions::default()))
     }
 
     /// A client from a redis-rs client (any address, TLS settings), a key

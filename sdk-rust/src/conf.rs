@@ -2,9 +2,12 @@
 //!
 //! The file is parsed with rust-ini; this module adds what an operator needs
 //! when something is wrong: every error names the file, the section, the key
-//! and the line. The SDK reads only the `[redis]` connection keys and
-//! `[delayer] key_prefix`; the server layers its full schema on top of
-//! [`ConfFile`].
+//! and the line. One rule says which sections and keys a file may hold
+//! ([`KNOWN_KEYS`], checked by [`reject_unknown`]), for the server and the
+//! SDK alike, so a typo is refused by both instead of silently meaning a
+//! default. The SDK reads only the `[redis]` connection keys and
+//! `[delayer] key_prefix` ([`for_client`]); the server layers its full schema
+//! on top of [`ConfFile`].
 
 use crate::keys::DEFAULT_PREFIX;
 use ini::{Ini, ParseOption};
@@ -13,6 +16,71 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+
+/// Every key a `delayer.conf` may hold, per section: Delayer 1.x's keys and
+/// ours. The server uses them all; a client reads the ones it needs and
+/// accepts the others, so one file serves both.
+pub const KNOWN_KEYS: [(&str, &[&str]); 2] = [
+    (
+        "delayer",
+        &["pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "log_level", "metrics_addr"],
+    ),
+    (
+        "redis",
+        &[
+            "url",
+            "host",
+            "port",
+            "database",
+            "username",
+            "password",
+            "tls_ca_file",
+            "tls_cert_file",
+            "tls_key_file",
+            "max_idle",
+            "max_active",
+            "idle_timeout",
+            "conn_max_lifetime",
+        ],
+    ),
+];
+
+/// Refuses a key outside a section, an unknown section and an unknown key,
+/// naming the file, line, section and key, and what is allowed there:
+/// `delayer.conf:3: [redis] prot: unknown key; [redis] takes url, host, ...`.
+pub fn reject_unknown(file: &ConfFile) -> Result<(), ConfError> {
+    for (section, key) in file.entries() {
+        let Some(section) = section else {
+            return Err(file.error(None, Some(key), "keys must be inside a [delayer] or [redis] section"));
+        };
+        match KNOWN_KEYS.iter().find(|(name, _)| *name == section) {
+            None => {
+                return Err(file.error(
+                    Some(section),
+                    None,
+                    "unknown section; known sections are [delayer] and [redis]",
+                ))
+            }
+            Some((_, keys)) if !keys.contains(&key) => {
+                return Err(file.error(
+                    Some(section),
+                    Some(key),
+                    format!("unknown key; [{section}] takes {}", keys.join(", ")),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// What a client takes from the `delayer.conf` at `path`: how to reach Redis
+/// and the key prefix, from a file that passes [`reject_unknown`].
+pub fn for_client(path: impl AsRef<Path>) -> Result<(RedisSettings, String), ConfError> {
+    let file = ConfFile::load(path)?;
+    reject_unknown(&file)?;
+    Ok((RedisSettings::from_conf(&file)?, key_prefix(&file)))
+}
 
 /// A problem with a configuration file, located as precisely as known.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +121,7 @@ impl std::error::Error for ConfError {}
 pub struct ConfFile {
     path: PathBuf,
     ini: Ini,
-    lines: HashMap<(Option<String>, String), usize>,
+    lines: KeyLines,
     section_lines: HashMap<String, usize>,
 }
 
@@ -165,8 +233,11 @@ fn blank_comment_values(text: &str) -> String {
     out
 }
 
+/// The line of each key, by (section, key).
+type KeyLines = HashMap<(Option<String>, String), usize>;
+
 /// Finds the line of every `key =` and `[section]` in the text.
-fn locate(text: &str) -> (HashMap<(Option<String>, String), usize>, HashMap<String, usize>) {
+fn locate(text: &str) -> (KeyLines, HashMap<String, usize>) {
     let mut keys = HashMap::new();
     let mut sections = HashMap::new();
     let mut section: Option<String> = None;
@@ -361,6 +432,16 @@ mod tests {
         let err = RedisSettings::from_conf(&conf).expect_err("bad port");
         assert_eq!(err.line, Some(3));
         assert_eq!(err.to_string(), "d.conf:3: [redis] port: \"sixty\" is not a port number (1-65535)");
+    }
+
+    #[test]
+    fn unknown_keys_and_sections_are_refused_with_what_is_allowed() {
+        let conf = ConfFile::parse("d.conf".into(), "[redis]\nhost = h\nprot = 16391\n").expect("parses");
+        let err = reject_unknown(&conf).expect_err("typo");
+        assert_eq!((err.section.as_deref(), err.key.as_deref(), err.line), (Some("redis"), Some("prot"), Some(3)));
+        assert!(err.to_string().starts_with("d.conf:3: [redis] prot: unknown key; [redis] takes url, host, port,"));
+        let conf = ConfFile::parse("d.conf".into(), ORIGINAL).expect("parses");
+        assert!(reject_unknown(&conf).is_ok(), "Delayer 1.x's own file");
     }
 
     #[test]

@@ -298,3 +298,47 @@ async fn a_missing_password_is_an_authentication_error_for_the_async_client() {
         assert!(matches!(err, Error::Connection(_)) && err.to_string().contains("authentication"), "{what}: {err:?}");
     }
 }
+
+#[tokio::test]
+async fn from_conf_refuses_unknown_keys_and_sections_as_the_server_does() {
+    let dir = testkit::temp_dir("conf-typos");
+    let path = dir.join("delayer.conf");
+    let redis_keys = "url, host, port, database, username, password, tls_ca_file, tls_cert_file, tls_key_file, \
+                      max_idle, max_active, idle_timeout, conn_max_lifetime";
+    let delayer_keys = "pid, timer_interval, access_log, error_log, batch_size, key_prefix, log_level, metrics_addr";
+    let p = path.display();
+    let cases = [
+        (
+            "[redis]\nhost = 127.0.0.1\nprot = 16391\n",
+            format!("{p}:3: [redis] prot: unknown key; [redis] takes {redis_keys}"),
+        ),
+        (
+            "[delayer]\nkey_prefix = x:\ntimer_intervall = 5\n[redis]\nport = 1\n",
+            format!("{p}:3: [delayer] timer_intervall: unknown key; [delayer] takes {delayer_keys}"),
+        ),
+        (
+            "[redis]\nport = 1\n\n[mysql]\nhost = x\n",
+            format!("{p}:4: [mysql]: unknown section; known sections are [delayer] and [redis]"),
+        ),
+        ("port = 6379\n[redis]\n", format!("{p}:1: port: keys must be inside a [delayer] or [redis] section")),
+    ];
+    for (text, expected) in cases {
+        std::fs::write(&path, text).expect("write conf");
+        let err = Delayer::from_conf(&path).expect_err(text);
+        assert!(matches!(err, Error::Config(_)), "{err:?}");
+        assert_eq!(err.to_string(), expected);
+        let err = delayer::aio::Delayer::from_conf(&path).expect_err(text);
+        assert_eq!(err.to_string(), expected, "async");
+    }
+    // Every key the server takes is taken (a 1.x file, and the 2.x keys).
+    std::fs::write(
+        &path,
+        "[delayer]\npid = d.pid\ntimer_interval = 1000\naccess_log = a.log\nerror_log = e.log\nbatch_size = 10\n\
+         key_prefix = k:\nlog_level = info\nmetrics_addr = 127.0.0.1:9464\n\
+         [redis]\nhost = 127.0.0.1\nport = 6379\ndatabase = 0\nusername =\npassword =   ; none\nmax_idle = 2\n\
+         max_active = 20\nidle_timeout = 3600\nconn_max_lifetime = 3600\n",
+    )
+    .expect("write conf");
+    assert_eq!(Delayer::from_conf(&path).expect("every server key").keys().prefix(), "k:");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -20,32 +20,6 @@ pub const SEARCH_PATH: [&str; 2] = ["./delayer.conf", "/etc/delayer/delayer.conf
 /// which Lua limits to about 8000 values.
 pub const MAX_BATCH_SIZE: u32 = 5000;
 
-/// Every key the server understands, per section.
-const KNOWN_KEYS: [(&str, &[&str]); 2] = [
-    (
-        "delayer",
-        &["pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "log_level", "metrics_addr"],
-    ),
-    (
-        "redis",
-        &[
-            "url",
-            "host",
-            "port",
-            "database",
-            "username",
-            "password",
-            "tls_ca_file",
-            "tls_cert_file",
-            "tls_key_file",
-            "max_idle",
-            "max_active",
-            "idle_timeout",
-            "conn_max_lifetime",
-        ],
-    ),
-];
-
 /// The server's settings.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -100,7 +74,9 @@ impl Config {
 
     /// Checks a parsed file against the schema.
     pub fn from_file(file: &ConfFile) -> Result<Config, ConfError> {
-        reject_unknown(file)?;
+        // The one rule of which sections and keys a file may hold, shared
+        // with the SDKs' readers.
+        conf::reject_unknown(file)?;
         let base = file.path().parent().map(Path::to_path_buf).unwrap_or_default();
         // Relative paths are relative to the configuration file, so the
         // daemon (which runs in /) finds them where the operator meant; the
@@ -156,32 +132,6 @@ impl Config {
             metrics_addr: file.parse_value("delayer", "metrics_addr", "an address such as 127.0.0.1:9464")?,
         })
     }
-}
-
-fn reject_unknown(file: &ConfFile) -> Result<(), ConfError> {
-    for (section, key) in file.entries() {
-        let Some(section) = section else {
-            return Err(file.error(None, Some(key), "keys must be inside a [delayer] or [redis] section"));
-        };
-        match KNOWN_KEYS.iter().find(|(name, _)| *name == section) {
-            None => {
-                return Err(file.error(
-                    Some(section),
-                    None,
-                    "unknown section; known sections are [delayer] and [redis]",
-                ))
-            }
-            Some((_, keys)) if !keys.contains(&key) => {
-                return Err(file.error(
-                    Some(section),
-                    Some(key),
-                    format!("unknown key; [{section}] takes {}", keys.join(", ")),
-                ))
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(())
 }
 
 /// An integer key within `min..=max`, `None` when absent or empty.
