@@ -13,6 +13,7 @@ declare(strict_types=1);
 use Delayer\Backoff;
 use Delayer\Client;
 use Delayer\DeadLetter;
+use Delayer\Exception\ConfigException;
 use Delayer\Exception\ConnectionException;
 use Delayer\Exception\IdTakenException;
 use Delayer\Exception\InvalidArgumentException;
@@ -177,6 +178,8 @@ function handle(Client $client, array $req): array
             return ['count' => $client->requeueDead($req['topic'], ids($req))];
         case 'purge_dead':
             return ['count' => $client->purgeDead($req['topic'], ids($req))];
+        case 'read_config':
+            return ['prefix' => Client::fromConfig($req['path'])->getKeys()->prefix()];
         default:
             throw new \RuntimeException('unknown op ' . json_encode($req['op'] ?? null));
     }
@@ -197,6 +200,7 @@ while (($line = fgets($in)) !== false) {
         $kind = match (true) {
             $e instanceof InvalidArgumentException => 'invalid_argument',
             $e instanceof ConnectionException => 'connection',
+            $e instanceof ConfigException => 'config',
             default => 'other',
         };
         $response = ['ok' => false, 'error' => $kind . ': ' . get_class($e) . ': ' . $e->getMessage()];

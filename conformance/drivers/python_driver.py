@@ -130,6 +130,8 @@ def main() -> None:
             return {"count": client.requeue_dead(req["topic"], req.get("ids"))}
         if op == "purge_dead":
             return {"count": client.purge_dead(req["topic"], req.get("ids"))}
+        if op == "read_config":
+            return {"prefix": delayer.Delayer.from_config(req["path"]).keys.prefix}
         raise ValueError(f"unknown op {op!r}")
 
     def classify(e: BaseException) -> Optional[str]:
@@ -137,6 +139,8 @@ def main() -> None:
             return "invalid_argument"
         if isinstance(e, delayer.ConnectionFailed):
             return "connection"
+        if isinstance(e, delayer.ConfigError):
+            return "config"
         return "other"
 
     serve(handle, classify)

@@ -85,6 +85,7 @@ fn sdk_err(e: Error) -> Fail {
     let kind = match e {
         Error::InvalidArgument(_) => "invalid_argument",
         Error::Connection(_) => "connection",
+        Error::Config(_) => "config",
         _ => "other",
     };
     (kind, e.to_string())
@@ -271,6 +272,10 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
             }
             .map_err(sdk_err)?;
             Ok(vec![("count", n.to_string())])
+        }
+        "read_config" => {
+            let client = Delayer::from_conf(str_field(req, "path")?).map_err(sdk_err)?;
+            Ok(vec![("prefix", json_string(client.keys().prefix()))])
         }
         other => Err(bad(format!("unknown op {other:?}"))),
     }
