@@ -6,8 +6,12 @@
 //! Delayer 1.x's, so this client works with the original server and clients
 //! too; docs/PROTOCOL.md in the repository describes it.
 //!
+//! **Ids are global across topics** in that layout: pushing an id that a
+//! job holds replaces that job, whatever its topic, unless the push is
+//! [`Job::if_absent`] (then it fails with [`Error::IdTaken`]).
+//!
 //! ```no_run
-//! use delayer::{Delayer, Job};
+//! use delayer::{Delayer, Error, Job};
 //! use std::time::Duration;
 //!
 //! # fn main() -> delayer::Result<()> {
@@ -24,13 +28,23 @@
 //! // Paid: cancel it.
 //! delayer.remove("order:42")?;
 //!
-//! // A worker:
-//! while let Some(job) = delayer.bpop("sms", Duration::from_secs(5))? {
-//!     println!("{} {:?}", job.id, job.body_str());
+//! // A worker: a Redis restart is a connection error to wait out.
+//! loop {
+//!     match delayer.bpop("sms", Duration::from_secs(5)) {
+//!         Ok(Some(job)) => println!("{} {:?}", job.id, job.body_str()),
+//!         Ok(None) => {}
+//!         Err(e @ Error::Connection(_)) => {
+//!             eprintln!("{e}; trying again in 1 s");
+//!             std::thread::sleep(Duration::from_secs(1));
+//!         }
+//!         Err(e) => return Err(e),
+//!     }
 //! }
-//! # Ok(())
 //! # }
 //! ```
+//!
+//! The repository's `sdk-rust/examples` (producer, worker, reliable_worker)
+//! are whole programs, shown in its README and run by its tests.
 
 #![warn(missing_docs)]
 
