@@ -123,6 +123,22 @@ class RedisServer:
             kwargs.setdefault("ssl_ca_certs", str(self.tls[2]))
         return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, **kwargs)
 
+    def halt(self) -> None:
+        """Shut redis-server down (SIGTERM, as a service manager would): its
+        clients' connections are closed and nothing listens on the port."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+    def start_again(self) -> None:
+        """Start redis-server again on the same port, after :meth:`halt`
+        (with an empty dataset: nothing is saved). Returns once it answers."""
+        deadline = time.monotonic() + 30
+        while not self._start():  # the port may take a moment to be free again
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"could not start redis-server again on port {self.port}")
+            time.sleep(0.1)
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
@@ -205,6 +221,16 @@ def acl_server() -> Iterator[RedisServer]:
 def socket_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A redis-server also listening on a unix socket (``server.socket_path``)."""
     server = RedisServer(socket_path=tmp_path_factory.mktemp("sock") / "redis.sock")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def own_server() -> Iterator[RedisServer]:
+    """A redis-server of the test's own, which it may halt and start again."""
+    server = RedisServer()
     try:
         yield server
     finally:

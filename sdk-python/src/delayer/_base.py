@@ -9,7 +9,7 @@ redis-py classes, and adds only I/O: driving the operations of
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, ClassVar, Dict, Generic, List, NamedTuple, Optional, Type, TypeVar, Union
+from typing import Any, ClassVar, Dict, Generic, List, NamedTuple, Optional, Type, TypeVar, Union
 
 from . import _connect, _waits, config, scripts
 from ._rules import check_prefix
@@ -30,8 +30,8 @@ class Flavour(NamedTuple):
     client_class: Type[Any]
     #: Its connection pool class.
     pool_class: Type[Any]
-    #: Makes the retry policy of clients the SDK creates (none: fail fast).
-    no_retry: Callable[[], object]
+    #: Its ``Retry`` class.
+    retry_class: Type[Any]
     #: How messages name ``client_class``.
     name: str
 
@@ -69,7 +69,7 @@ class ClientBase(Generic[R]):
         if client is None:
             made, secrets = _connect.open_client(
                 flavour.client_class.from_url,
-                flavour.no_retry(),
+                flavour.retry_class,
                 url,
                 password,
                 (tls_ca_file, tls_cert_file, tls_key_file),

@@ -11,6 +11,7 @@ from os import PathLike, fspath
 from typing import Any, Callable, Dict, List, Mapping, MutableMapping, Optional, Tuple, TypeVar
 from urllib.parse import quote, unquote, urlsplit
 
+from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from ._translate import scrub
@@ -26,19 +27,20 @@ _Client = TypeVar("_Client")
 
 def open_client(
     from_url: Callable[..., _Client],
-    retry: object,
+    retry_class: Callable[[NoBackoff, int], object],
     url: object,
     password: Optional[str],
     tls_files: Tuple[object, object, object],
 ) -> Tuple[_Client, List[str]]:
-    """Build a redis-py client, sync or asyncio (``from_url`` says which), as
-    both Delayer clients do. Returns it with the secrets to scrub from errors.
-    The caller applies username/password overrides with :func:`set_credentials`."""
+    """Build a redis-py client, sync or asyncio (``from_url`` and its
+    ``retry_class`` say which), as both Delayer clients do. Returns it with the
+    secrets to scrub from errors. The caller applies username/password
+    overrides with :func:`set_credentials`."""
     checked = redis_url(url)
     secrets = [s for s in (url_secret(checked), password) if isinstance(s, str) and s]
     options = tls_options(checked, *tls_files)
     try:
-        client = from_url(checked, **options, **client_options(retry))
+        client = from_url(checked, **options, **client_options(retry_class(NoBackoff(), 0)))
     except (ValueError, TypeError, RedisError) as e:
         raise ConfigError(f"invalid Redis URL: {scrub(str(e), secrets)}") from None
     return client, secrets
@@ -51,7 +53,8 @@ def reject_url_options(*options: object) -> None:
 
 
 def client_options(retry: object) -> Dict[str, Any]:
-    """Options for clients the SDK creates: fail fast, with ``retry`` (no retries)."""
+    """Options for clients the SDK creates: fail fast, with ``retry`` (none:
+    the clients decide what to send again, see ``Delayer._do_again_once``)."""
     return {"socket_connect_timeout": CONNECT_TIMEOUT, "decode_responses": False, "retry": retry}
 
 

@@ -41,6 +41,14 @@ def translate(exc: RedisError, where: str, secrets: Sequence[str]) -> DelayerErr
     return ProtocolError(f"unexpected reply from Redis at {where}: {detail}")
 
 
+def lost_connection(exc: BaseException) -> bool:
+    """Whether ``exc`` means the connection is gone (closed, reset, refused),
+    as after a Redis restart: worth one more try on a new connection. Not a
+    timeout (Redis may be busy: trying again doubles the wait) and not
+    refused credentials."""
+    return isinstance(exc, RedisConnectionError) and not isinstance(exc, AuthenticationError)
+
+
 class Guard:
     """A context manager turning redis-py errors into the SDK's (sync or async code)."""
 

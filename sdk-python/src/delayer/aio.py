@@ -13,10 +13,11 @@ from typing import Any, Iterable, List, Optional, Type, TypeVar, Union
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
 
 from . import _ops, scripts
 from ._base import ClientBase, Flavour
+from ._translate import lost_connection
 from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
 
 __all__ = ["Delayer"]
@@ -37,9 +38,7 @@ class Delayer(ClientBase["aioredis.Redis"]):
     Every error is a :class:`delayer.DelayerError`; see :class:`delayer.Delayer`.
     """
 
-    _flavour = Flavour(
-        aioredis.Redis, aioredis.ConnectionPool, lambda: Retry(NoBackoff(), 0), "redis.asyncio.Redis"
-    )
+    _flavour = Flavour(aioredis.Redis, aioredis.ConnectionPool, Retry, "redis.asyncio.Redis")
 
     async def _drive(self, op: _ops.Op[T]) -> T:
         """Run ``op`` to its result, doing each step it asks for."""
@@ -47,10 +46,26 @@ class Delayer(ClientBase["aioredis.Redis"]):
             try:
                 step = next(op)
                 while True:
-                    step = op.send(await self._do(step))
+                    step = op.send(await self._do_again_once(step))
             except StopIteration as done:
                 result: T = done.value
                 return result
+
+    async def _do_again_once(self, step: _ops.Step) -> Any:
+        """Do ``step``; if its connection turns out to be gone (Redis restarted
+        since it was last used, which redis-py does not always notice before
+        use), drop the pool's idle connections and do it once more on a new
+        one. So the first call after Redis is back works; while Redis is down
+        it fails fast all the same."""
+        try:
+            return await self._do(step)
+        except RedisError as e:
+            if not lost_connection(e):
+                raise
+        await (self._waiter if isinstance(step, _ops.Wait) else self._redis).connection_pool.disconnect(
+            inuse_connections=False
+        )
+        return await self._do(step)
 
     async def _do(self, step: _ops.Step) -> Any:
         if isinstance(step, _ops.Wait):

@@ -11,11 +11,12 @@ from types import TracebackType
 from typing import Any, Iterable, List, Optional, Type, TypeVar, Union
 
 import redis
-from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
 from redis.retry import Retry
 
 from . import _ops, scripts
 from ._base import ClientBase, Flavour
+from ._translate import lost_connection
 from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
 
 __all__ = ["Delayer"]
@@ -46,7 +47,7 @@ class Delayer(ClientBase["redis.Redis"]):
     (``if_absent``).
     """
 
-    _flavour = Flavour(redis.Redis, redis.ConnectionPool, lambda: Retry(NoBackoff(), 0), "redis.Redis")
+    _flavour = Flavour(redis.Redis, redis.ConnectionPool, Retry, "redis.Redis")
 
     def _drive(self, op: _ops.Op[T]) -> T:
         """Run ``op`` to its result, doing each step it asks for."""
@@ -54,10 +55,26 @@ class Delayer(ClientBase["redis.Redis"]):
             try:
                 step = next(op)
                 while True:
-                    step = op.send(self._do(step))
+                    step = op.send(self._do_again_once(step))
             except StopIteration as done:
                 result: T = done.value
                 return result
+
+    def _do_again_once(self, step: _ops.Step) -> Any:
+        """Do ``step``; if its connection turns out to be gone (Redis restarted
+        since it was last used, which redis-py does not always notice before
+        use), drop the pool's idle connections and do it once more on a new
+        one. So the first call after Redis is back works; while Redis is down
+        it fails fast all the same."""
+        try:
+            return self._do(step)
+        except RedisError as e:
+            if not lost_connection(e):
+                raise
+        (self._waiter if isinstance(step, _ops.Wait) else self._redis).connection_pool.disconnect(
+            inuse_connections=False
+        )
+        return self._do(step)
 
     def _do(self, step: _ops.Step) -> Any:
         if isinstance(step, _ops.Wait):
