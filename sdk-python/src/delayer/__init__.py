@@ -15,7 +15,15 @@ The asyncio twin is :class:`delayer.aio.Delayer`.
 """
 
 from .client import Delayer
-from .errors import ConfigError, ConnectionFailed, DelayerError, IdTakenError, InvalidArgument, ProtocolError
+from .errors import (
+    AuthenticationFailed,
+    ConfigError,
+    ConnectionFailed,
+    DelayerError,
+    IdTakenError,
+    InvalidArgument,
+    ProtocolError,
+)
 from .keys import DEFAULT_PREFIX, Keys
 from .models import (
     DEFAULT_MAX_ATTEMPTS,
@@ -44,6 +52,7 @@ __all__ = [
     "InvalidArgument",
     "ConfigError",
     "ConnectionFailed",
+    "AuthenticationFailed",
     "ProtocolError",
     "IdTakenError",
 ]

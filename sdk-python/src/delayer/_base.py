@@ -88,7 +88,9 @@ class ClientBase(Generic[R]):
         where, more = _connect.describe(kwargs)
         self._redis: R = made
         self._where = where
-        self._guard = Guard(where, secrets + more)
+        # credentials from a provider (redis-py 5+) are not in the kwargs
+        has_password = bool(kwargs.get("password") or kwargs.get("credential_provider"))
+        self._guard = Guard(where, secrets + more, has_password)
         self._scripts: Dict[str, Any] = {name: made.register_script(scripts.source(name)) for name in scripts.NAMES}
         # bpop and breserve wait on connections of their own, whose read
         # timeout outlasts a wait whatever the client's socket timeout.

@@ -18,7 +18,7 @@ from redis.exceptions import (
     TimeoutError as RedisTimeoutError,
 )
 
-from .errors import ConnectionFailed, DelayerError, ProtocolError
+from .errors import AuthenticationFailed, ConnectionFailed, DelayerError, ProtocolError
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:
@@ -29,11 +29,33 @@ def scrub(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
-def translate(exc: RedisError, where: str, secrets: Sequence[str]) -> DelayerError:
-    """The SDK's error for a redis-py error."""
+#: How Redis words "authenticate first" when redis-py does not make it an
+#: AuthenticationError: an unauthenticated client sending a command with many
+#: arguments (a push) is cut off with "Protocol error: unauthenticated
+#: multibulk length" before Redis even says NOAUTH.
+_UNAUTHENTICATED = ("Protocol error: unauthenticated", "NOAUTH", "Authentication required")
+
+
+def _refused(exc: RedisError) -> bool:
+    """Whether ``exc`` is Redis refusing this client until it authenticates."""
+    return isinstance(exc, AuthenticationError) or (
+        isinstance(exc, (ResponseError, RedisConnectionError)) and any(m in str(exc) for m in _UNAUTHENTICATED)
+    )
+
+
+def translate(exc: RedisError, where: str, secrets: Sequence[str], has_password: bool = True) -> DelayerError:
+    """The SDK's error for a redis-py error; ``has_password``: whether the
+    client sends credentials (else a refusal means a password is missing)."""
     detail = scrub(str(exc) or type(exc).__name__, secrets)
-    if isinstance(exc, AuthenticationError):
-        return ConnectionFailed(f"Redis at {where} refused the credentials: {detail}")
+    if _refused(exc):
+        if has_password:
+            return AuthenticationFailed(f"Redis at {where} refused the credentials: {detail}")
+        # Redis's own words here ("Protocol error: unauthenticated multibulk
+        # length", "HELLO must be called ...") would only mislead.
+        return AuthenticationFailed(
+            f"Redis at {where} requires a password and none was given (set one in the URL, "
+            "password= or delayer.conf)"
+        )
     if isinstance(exc, (RedisConnectionError, RedisTimeoutError)):
         return ConnectionFailed(f"cannot reach Redis at {where}: {detail}")
     if isinstance(exc, ResponseError):
@@ -46,17 +68,18 @@ def lost_connection(exc: BaseException) -> bool:
     as after a Redis restart: worth one more try on a new connection. Not a
     timeout (Redis may be busy: trying again doubles the wait) and not
     refused credentials."""
-    return isinstance(exc, RedisConnectionError) and not isinstance(exc, AuthenticationError)
+    return isinstance(exc, RedisConnectionError) and not _refused(exc)
 
 
 class Guard:
     """A context manager turning redis-py errors into the SDK's (sync or async code)."""
 
-    __slots__ = ("where", "secrets")
+    __slots__ = ("where", "secrets", "has_password")
 
-    def __init__(self, where: str, secrets: Sequence[str]) -> None:
+    def __init__(self, where: str, secrets: Sequence[str], has_password: bool = True) -> None:
         self.where = where
         self.secrets = list(secrets)
+        self.has_password = has_password
 
     def __enter__(self) -> None:
         return None
@@ -65,4 +88,4 @@ class Guard:
         self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
     ) -> None:
         if isinstance(exc, RedisError):
-            raise translate(exc, self.where, self.secrets) from exc
+            raise translate(exc, self.where, self.secrets, self.has_password) from exc

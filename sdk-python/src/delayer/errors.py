@@ -17,6 +17,7 @@ __all__ = [
     "InvalidArgument",
     "ConfigError",
     "ConnectionFailed",
+    "AuthenticationFailed",
     "ProtocolError",
     "IdTakenError",
 ]
@@ -36,6 +37,14 @@ class ConfigError(DelayerError):
 
 class ConnectionFailed(DelayerError):
     """Redis could not be reached, timed out, or refused the credentials."""
+
+
+class AuthenticationFailed(ConnectionFailed):
+    """Redis refused the credentials, or requires a password and none was given.
+
+    A :class:`ConnectionFailed`, so code catching that still catches it. It
+    never shows the password.
+    """
 
 
 class ProtocolError(DelayerError):
