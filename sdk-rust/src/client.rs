@@ -219,9 +219,11 @@ impl Delayer {
         Ok(Conn::Pooled { conn: self.pool.get()?, fresh: true })
     }
 
-    /// Sends `req` on `conn`. When a pooled connection fails before its
-    /// first reply because it is gone (Redis closed it while it sat idle),
-    /// the request never reached Redis: it is sent again on a new connection.
+    /// Sends `req` on `conn`. A pooled connection found gone before its
+    /// first reply was closed by Redis while it sat idle (a restart, Redis's
+    /// idle timeout), so the request did not reach Redis: it is sent again
+    /// on a new connection. (Had Redis died during this very request, the
+    /// new connection finds it gone too, and the call fails.)
     fn send(&self, conn: &mut Conn, req: &Request) -> Result<Value> {
         let reply = self.send_once(conn.get(), req);
         let stale = matches!(conn, Conn::Pooled { fresh: true, .. }) && reply.as_ref().is_err_and(is_lost_connection);
