@@ -14,8 +14,11 @@ use crate::telemetry;
 use delayer::connection::Manager;
 use delayer::Keys;
 use log::{debug, info, warn};
+use r2d2::ManageConnection;
+use redis::ConnectionLike;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// What a tick did, and when the next job falls due.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -42,7 +45,7 @@ pub struct TickReport {
 #[derive(Debug)]
 pub enum TickError {
     /// No connection could be had (Redis down, refused, auth failed).
-    Connect(r2d2::Error),
+    Connect(redis::RedisError),
     /// A call failed (connection lost, script error, bad reply).
     Redis(redis::RedisError),
 }
@@ -92,8 +95,18 @@ impl std::fmt::Display for TickError {
 }
 
 /// Moves due jobs for one key prefix.
+///
+/// It holds one connection of its own, not a pool's: ticks run one at a time,
+/// and a pool's checkout waits on the pool's own reconnection schedule (up to
+/// 1.5 s between attempts in r2d2), which kept a tick waiting long after a
+/// restarted Redis answered. Connecting here is one bounded attempt; the
+/// timer decides when to try again.
 pub struct Mover {
-    pool: r2d2::Pool<Manager>,
+    manager: Manager,
+    /// The connection and when it was opened; `None` after an error.
+    conn: Mutex<Option<(redis::Connection, Instant)>>,
+    /// Reconnect once the connection is this old (`conn_max_lifetime`).
+    max_lifetime: Option<Duration>,
     keys: Keys,
     batch_size: u32,
     /// Ask the script for per-job lateness (only when metrics are served).
@@ -101,18 +114,35 @@ pub struct Mover {
 }
 
 impl Mover {
-    pub fn new(pool: r2d2::Pool<Manager>, keys: Keys, batch_size: u32, lateness: bool) -> Mover {
-        Mover { pool, keys, batch_size, lateness }
+    pub fn new(manager: Manager, max_lifetime: Option<Duration>, keys: Keys, batch_size: u32, lateness: bool) -> Mover {
+        let max_lifetime = max_lifetime.filter(|d| !d.is_zero());
+        Mover { manager, conn: Mutex::new(None), max_lifetime, keys, batch_size, lateness }
     }
 
     /// Moves batches until one comes back short, or `stop` is set (the batch
-    /// in flight always completes: it is one atomic script).
+    /// in flight always completes: it is one atomic script). A connection
+    /// that failed is dropped, so the next tick starts on a fresh one.
     pub fn tick(&self, stop: &AtomicBool) -> Result<TickReport, TickError> {
+        let mut slot = self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let reusable = slot
+            .take()
+            .filter(|(conn, opened)| conn.is_open() && self.max_lifetime.is_none_or(|max| opened.elapsed() < max));
+        let (mut conn, opened) = match reusable {
+            Some(held) => held,
+            None => (self.manager.connect().map_err(TickError::Connect)?, Instant::now()),
+        };
+        let result = self.tick_on(&mut conn, stop);
+        if result.is_ok() {
+            *slot = Some((conn, opened));
+        }
+        result
+    }
+
+    fn tick_on(&self, conn: &mut redis::Connection, stop: &AtomicBool) -> Result<TickReport, TickError> {
         let started = Instant::now();
-        let mut conn = self.pool.get().map_err(TickError::Connect)?;
         let mut report = TickReport::default();
         loop {
-            let reply = scripts::expire_batch(&mut conn, &self.keys, self.batch_size).map_err(TickError::Redis)?;
+            let reply = scripts::expire_batch(conn, &self.keys, self.batch_size).map_err(TickError::Redis)?;
             telemetry::expired(&reply);
             report.batches += 1;
             report.retried += reply.retried;
@@ -127,7 +157,7 @@ impl Mover {
         loop {
             let batch_started = Instant::now();
             let reply =
-                scripts::move_batch(&mut conn, &self.keys, self.batch_size, self.lateness).map_err(TickError::Redis)?;
+                scripts::move_batch(conn, &self.keys, self.batch_size, self.lateness).map_err(TickError::Redis)?;
             telemetry::batch(&reply, batch_started.elapsed());
             report.batches += 1;
             report.moved += reply.moved();

@@ -11,7 +11,7 @@ use crate::daemon::{self, Launcher};
 use crate::fatal::Fatal;
 use crate::pidfile::PidFile;
 use crate::{config, credentials, logging, mover, telemetry, timer, wake};
-use delayer::connection::{build_pool, Manager};
+use delayer::connection::Manager;
 use delayer::Keys;
 use log::{error, info, warn};
 use r2d2::ManageConnection;
@@ -94,15 +94,15 @@ fn serve(
             config.batch_size,
             config.path.display()
         );
-        // The pool and the wake-up listener start threads: only after detaching.
-        let pool = build_pool(client.clone(), &config.pool);
+        // The wake-up listener starts a thread: only after detaching.
         if let Some(addr) = config.metrics_addr {
             telemetry::serve(addr).map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");
         }
         let stop = Arc::new(timer::Stop::default());
         let mover = Arc::new(mover::Mover::new(
-            pool,
+            Manager::new(client.clone(), config.pool.connect_timeout, config.pool.io_timeout),
+            config.pool.max_lifetime,
             Keys::new(&config.key_prefix),
             config.batch_size,
             config.metrics_addr.is_some(),
