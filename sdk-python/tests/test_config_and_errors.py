@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from delayer import ConfigError, ConnectionFailed, Delayer, DelayerError, Message
-from delayer import config
+from delayer import aio, config
 
 from conftest import RedisServer, free_port, move_until
 
@@ -26,9 +26,6 @@ port = {port}   ; comment after the value
 database = 3 # hash comment
 password = {password}
 max_idle = 2
-
-[log]
-level = info
 """
 
 
@@ -72,6 +69,50 @@ def test_bad_numbers_name_file_section_and_key(tmp_path: Path, key: str, value: 
     msg = str(info.value)
     assert str(path) in msg and "[redis]" in msg and key in msg
     assert "hunter2-secret" not in msg
+
+
+REDIS_KEYS = (
+    "url, host, port, database, username, password, tls_ca_file, tls_cert_file, tls_key_file, "
+    "max_idle, max_active, idle_timeout, conn_max_lifetime"
+)
+DELAYER_KEYS = "pid, timer_interval, access_log, error_log, batch_size, key_prefix, log_level, metrics_addr"
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        # a typo must not silently mean the default (127.0.0.1:6379)
+        ("[redis]\nhost = 127.0.0.1\nprot = 16391\n", f"3: [redis] prot: unknown key; [redis] takes {REDIS_KEYS}"),
+        (
+            "[delayer]\ntimer_interval = 1000\ntimer_intervall = 5\n[redis]\nport = 6379\n",
+            f"3: [delayer] timer_intervall: unknown key; [delayer] takes {DELAYER_KEYS}",
+        ),
+        (
+            "[redis]\npasword = hunter2-secret   ; a typo\n",
+            f"2: [redis] pasword: unknown key; [redis] takes {REDIS_KEYS}",
+        ),
+        ("[redis]\nport = 6379\n\n[mysql]\nhost = db\n", "4: [mysql]: unknown section; known sections are [delayer] and [redis]"),
+        ("port = 6379\n[redis]\nhost = 127.0.0.1\n", "1: port: keys must be inside a [delayer] or [redis] section"),
+    ],
+)
+def test_what_the_server_refuses_from_config_refuses_with_its_message(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    for reader in (Delayer.from_config, aio.Delayer.from_config, config.load):
+        with pytest.raises(ConfigError) as info:
+            reader(path)
+        assert str(info.value) == f"{path}:{message}"
+        assert "hunter2-secret" not in str(info.value)
+
+
+def test_every_key_the_server_takes_is_taken(tmp_path: Path) -> None:
+    text = (
+        "[delayer]\npid = d.pid\ntimer_interval = 1000\naccess_log = a.log\nerror_log = e.log\nbatch_size = 100\n"
+        "key_prefix = k:\nlog_level = info\nmetrics_addr = 127.0.0.1:9464\n[empty]\n"
+        "[redis]\nurl =\nhost = 127.0.0.1\nport = 6380\ndatabase = 1\nusername =\npassword =\ntls_ca_file =\n"
+        "tls_cert_file =\ntls_key_file =\nmax_idle = 2\nmax_active = 20\nidle_timeout = 3600\nconn_max_lifetime = 0\n"
+    )
+    s = config.load(write(tmp_path, text))  # a section without keys is let be, as by the server
+    assert (s.host, s.port, s.database, s.key_prefix) == ("127.0.0.1", 6380, 1, "k:")
 
 
 def test_unreadable_or_broken_files(tmp_path: Path) -> None:

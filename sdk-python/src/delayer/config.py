@@ -2,9 +2,13 @@
 
 Only what a client needs is read: ``[redis]`` url, host, port, database,
 username, password, tls_ca_file, tls_cert_file, tls_key_file, and
-``[delayer]`` key_prefix. Other keys are the server's business and are
-ignored here. The rules are those of docs/PROTOCOL.md ("delayer.conf, as every
-SDK reads it"), the same as the Rust server's:
+``[delayer]`` key_prefix. The server's other keys are accepted (one file
+serves both), but what the server refuses, a client refuses too: a section
+other than ``[delayer]`` and ``[redis]``, a key outside them, and a key the
+server does not know (:data:`KNOWN_KEYS`, the server's list), so that a typo
+(``prot = 16391``) is an error rather than a silent default. The rules are
+those of docs/PROTOCOL.md ("delayer.conf, as every SDK reads it"), the same
+as the Rust server's:
 
 * comments start with ``;`` or ``#``, on their own line or after a value when
   preceded by whitespace (``port = 6379   ; comment``); a value that is only a
@@ -15,7 +19,8 @@ SDK reads it"), the same as the Rust server's:
 * relative certificate paths are relative to the file's directory.
 
 Every error names the file, the line, the section and the key
-(``/etc/delayer.conf:12: [redis] port: ...``) and never shows a password.
+(``/etc/delayer.conf:12: [redis] port: ...``), worded as the server words it,
+and never shows a password.
 """
 
 from __future__ import annotations
@@ -29,10 +34,22 @@ from urllib.parse import urlsplit
 from .errors import ConfigError
 from .keys import DEFAULT_PREFIX
 
-__all__ = ["Settings", "load", "URL_SCHEMES"]
+__all__ = ["Settings", "load", "URL_SCHEMES", "KNOWN_KEYS"]
 
 #: The schemes a ``url`` may have (``redis+unix`` is another name for ``unix``).
 URL_SCHEMES = ("redis", "rediss", "unix", "redis+unix")
+
+#: Every key a ``delayer.conf`` may hold, per section, in the server's order
+#: (server/src/config.rs, sdk-rust/src/conf.rs: one rule for all readers).
+KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
+    "delayer": (
+        "pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "log_level", "metrics_addr",
+    ),
+    "redis": (
+        "url", "host", "port", "database", "username", "password", "tls_ca_file", "tls_cert_file", "tls_key_file",
+        "max_idle", "max_active", "idle_timeout", "conn_max_lifetime",
+    ),
+}
 
 _DIGITS = re.compile(r"[0-9]+")
 _INLINE_COMMENT = re.compile(r"\s[;#].*$", re.S)
@@ -74,13 +91,15 @@ def _value(raw: str) -> str:
 _Entries = Dict[Tuple[str, str], Tuple[str, int]]
 
 
-def _parse(name: str, text: str) -> _Entries:
-    """``{(section, key): (value, line)}``; raises :class:`ConfigError` on bad INI.
+def _parse(name: str, text: str) -> Tuple[_Entries, Dict[str, int]]:
+    """``{(section, key): (value, line)}`` in file order, and the line of each
+    section header; raises :class:`ConfigError` on bad INI or a key outside
+    the known sections and keys.
 
     Messages give positions only: a line could hold a password.
     """
     entries: _Entries = {}
-    sections = set()
+    sections: Dict[str, int] = {}
     section: Optional[str] = None
     for n, line in enumerate(text.splitlines(), start=1):
         t = line.strip()
@@ -93,18 +112,32 @@ def _parse(name: str, text: str) -> _Entries:
             section = header[1:-1].strip()
             if section in sections:
                 raise ConfigError(f"{name}:{n}: section [{section}] appears twice")
-            sections.add(section)
+            sections[section] = n
             continue
         eq = min((i for i in (t.find("="), t.find(":")) if i >= 0), default=-1)
         if eq <= 0:
             raise ConfigError(f"{name}:{n}: not a 'key = value' line")
-        if section is None:
-            raise ConfigError(f"{name}:{n}: a key before any [section] header")
         key = t[:eq].strip()
+        if section is None:
+            raise ConfigError(f"{name}:{n}: {key}: keys must be inside a [delayer] or [redis] section")
         if (section, key) in entries:
             raise ConfigError(f"{name}:{n}: [{section}] {key} appears twice")
         entries[(section, key)] = (_value(t[eq + 1 :]), n)
-    return entries
+    return entries, sections
+
+
+def _reject_unknown(name: str, entries: _Entries, sections: Dict[str, int]) -> None:
+    """The server's rule (server/src/config.rs, ``reject_unknown``), with its
+    messages: the first key, in file order, of an unknown section or unknown
+    to its section is an error. (A section without keys is let be, as there.)"""
+    for (section, key), (_, line) in entries.items():
+        known = KNOWN_KEYS.get(section)
+        if known is None:
+            raise ConfigError(
+                f"{name}:{sections[section]}: [{section}]: unknown section; known sections are [delayer] and [redis]"
+            )
+        if key not in known:
+            raise ConfigError(f"{name}:{line}: [{section}] {key}: unknown key; [{section}] takes {', '.join(known)}")
 
 
 def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
@@ -121,7 +154,8 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
         raise ConfigError(f"{name}: cannot read the file: {e.strerror or e}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{name}: the file is not UTF-8") from None
-    entries = _parse(name, text)
+    entries, sections = _parse(name, text)
+    _reject_unknown(name, entries, sections)
     base = os.path.dirname(os.path.abspath(name))
 
     def get(section: str, key: str) -> Optional[str]:
