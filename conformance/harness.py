@@ -102,6 +102,24 @@ def binary(env_var: str, name: str, package: str) -> Path:
     return path
 
 
+def new_id(tag: str) -> str:
+    """A job id no other test uses: ``<tag>:<12 hex digits>``."""
+    return f"{tag}:{uuid.uuid4().hex[:12]}"
+
+
+def ok(drivers: "Drivers", who: str, req: Dict[str, Any], timeout: float = 40) -> Dict[str, Any]:
+    """Send ``req`` to driver ``who``; its response, which must be a success."""
+    r: Dict[str, Any] = drivers[who].request(req, timeout=timeout)
+    assert r["ok"] is True, f"{req['op']} by {who} failed: {r.get('error')}"
+    return r
+
+
+def redis_now(rds: "redis.Redis") -> float:
+    """Redis's clock (TIME), Unix seconds."""
+    s, us = rds.time()
+    return float(s + us / 1e6)
+
+
 class RedisServer:
     """A real redis-server on a free loopback port, persistence off."""
 

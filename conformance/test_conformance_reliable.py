@@ -14,6 +14,9 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
+from harness import new_id, ok
+from harness import redis_now as now
+
 SDKS = ["rust", "python", "php"]
 PRODUCERS = SDKS + ["raw1x"]
 _SESSION = uuid.uuid4().hex[:8]
@@ -31,14 +34,6 @@ def topic(*parts: str) -> str:
     return "rl-" + _SESSION + "-" + "-".join(parts)
 
 
-def new_id(tag: str) -> str:
-    return f"{tag}:{uuid.uuid4().hex[:12]}"
-
-
-def ok(drivers: Any, who: str, req: Dict[str, Any], timeout: float = 40) -> Dict[str, Any]:
-    r: Dict[str, Any] = drivers[who].request(req, timeout=timeout)
-    assert r["ok"] is True, f"{req['op']} by {who} failed: {r.get('error')}"
-    return r
 
 
 def push(drivers: Any, who: str, t: str, job_id: str, body: bytes = b"", **retry: Any) -> None:
@@ -60,10 +55,6 @@ def end(drivers: Any, who: str, op: str, job: Dict[str, Any], receipt: bool = Tr
     done: bool = ok(drivers, who, req)["done"]
     return done
 
-
-def now(rds: Any) -> float:
-    s, us = rds.time()
-    return float(s + us / 1e6)
 
 
 # ------------------------------------------------------------ reserve / ack

@@ -22,6 +22,9 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
+from harness import new_id, ok, wait_until
+from harness import redis_now as now
+
 SDKS = ["rust", "python", "php"]
 PRODUCERS = SDKS + ["raw1x"]
 _SESSION = uuid.uuid4().hex[:8]
@@ -37,14 +40,6 @@ def topic(*parts: str) -> str:
     return "rp-" + _SESSION + "-" + "-".join(parts)
 
 
-def new_id(tag: str) -> str:
-    return f"{tag}:{uuid.uuid4().hex[:12]}"
-
-
-def ok(drivers: Any, who: str, req: Dict[str, Any], timeout: float = 40) -> Dict[str, Any]:
-    r: Dict[str, Any] = drivers[who].request(req, timeout=timeout)
-    assert r["ok"] is True, f"{req['op']} by {who} failed: {r.get('error')}"
-    return r
 
 
 def push(drivers: Any, who: str, t: str, job_id: str, delay_ms: int, body: bytes, **extra: Any) -> Dict[str, Any]:
@@ -53,14 +48,8 @@ def push(drivers: Any, who: str, t: str, job_id: str, delay_ms: int, body: bytes
     return ok(drivers, who, req)
 
 
-def now(rds: Any) -> float:
-    s, us = rds.time()
-    return float(s + us / 1e6)
-
 
 def wait_ready(rds: Any, keys: Any, t: str, job_id: str) -> None:
-    from harness import wait_until
-
     assert wait_until(lambda: job_id.encode() in rds.lrange(keys.ready(t), 0, -1)), f"{job_id} never became ready"
 
 
@@ -119,8 +108,6 @@ def test_a_stale_reservation_neither_deletes_nor_releases_the_newer_job(
 def test_the_server_drops_a_stale_reservation_without_moving_the_newer_job(
     drivers: Any, rds: Any, keys: Any, repusher: str
 ) -> None:
-    from harness import wait_until
-
     t = topic("expiry", repusher)
     job_id = new_id(repusher)
     push(drivers, "php", t, job_id, 0, b"first")
