@@ -105,9 +105,11 @@ class ClientBase(Generic[R]):
         """Create a client from the ``delayer.conf`` file the server uses.
 
         Reads ``[redis]`` url (or host, port, database), username, password,
-        tls_ca_file, tls_cert_file, tls_key_file and ``[delayer]`` key_prefix;
-        refuses what the server refuses (an unknown section or key, a bad
-        value) with :class:`ConfigError` naming the file, line, section and key.
+        tls_ca_file, tls_cert_file, tls_key_file and ``[delayer]`` key_prefix,
+        and accepts the server's other keys. Raises :class:`ConfigError`,
+        naming the file, line, section and key, for what the server refuses
+        too (an unknown section or key, with the server's message) and for a
+        bad value of a key it reads.
         """
         s = config.load(path)
         return cls(
