@@ -9,11 +9,19 @@ python ``from_config``, php ``fromConfig``):
 - a file holds the sections ``[delayer]`` and ``[redis]`` only, every key
   inside one of them, and only the keys listed in ``KNOWN_KEYS`` (the server
   uses them all; an SDK reads what it needs and accepts the others);
+- what a Delayer 1.x release wrote and this version does not use
+  (``IGNORED_1X``: the early ``[delayerd]`` section, ``[redis] timeout``) is
+  accepted: the server logs each such key with its file and line and starts,
+  an SDK takes the file (silently, or with a warning on its logger); so the
+  ``delayer.conf`` of every 1.x release works unchanged;
 - anything else is refused with one message, the same everywhere:
   ``<file>:<line>: [<section>] <key>: unknown key; [<section>] takes <keys>``
   (``<file>:<line>: [<section>]: unknown section; known sections are
   [delayer] and [redis]``, ``<file>:<line>: <key>: keys must be inside a
-  [delayer] or [redis] section``).
+  [delayer] or [redis] section``), with `` (did you mean <name>?)`` after
+  ``unknown key`` (``[<name>]`` after ``unknown section``) when a known name
+  is at most 2 edits away, or a third of the name's length in bytes
+  (Levenshtein; the first such name in the order below wins a tie).
 
 The server exits 2 with that message on stderr; each driver answers the
 ``read_config`` request with ``config: ...`` holding it.
@@ -23,7 +31,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -40,25 +48,42 @@ KNOWN_KEYS: Dict[str, List[str]] = {
 }
 
 
-def unknown_key(line: int, section: str, key: str) -> Tuple[int, str]:
-    return line, f"{line}: [{section}] {key}: unknown key; [{section}] takes {', '.join(KNOWN_KEYS[section])}"
+def unknown_key(line: int, section: str, key: str, near: Optional[str] = None) -> Tuple[int, str]:
+    hint = f" (did you mean {near}?)" if near else ""
+    return line, f"{line}: [{section}] {key}: unknown key{hint}; [{section}] takes {', '.join(KNOWN_KEYS[section])}"
 
 
 #: name: (file text, (line, the message after "<file>:")).
 BAD_FILES: Dict[str, Tuple[str, Tuple[int, str]]] = {
     "redis-typo": (
         "[redis]\nhost = 127.0.0.1\nprot = 16391\n",
-        unknown_key(3, "redis", "prot"),
+        unknown_key(3, "redis", "prot", "port"),
     ),
     "delayer-typo": (
         "[delayer]\ntimer_interval = 1000\ntimer_intervall = 5\n\n[redis]\nport = 6379\n",
-        unknown_key(3, "delayer", "timer_intervall"),
+        unknown_key(3, "delayer", "timer_intervall", "timer_interval"),
     ),
     "1x-file-with-a-typo": (
         "[delayer]\npid = /var/run/delayer.pid      ; comment\ntimer_interval = 1000\n\n"
         "[redis]\nhost = 127.0.0.1                ; address\nport = 6379\ndatabase = 0\n"
         "pasword = secret                ; a typo of password\n",
-        unknown_key(9, "redis", "pasword"),
+        unknown_key(9, "redis", "pasword", "password"),
+    ),
+    "nothing-close": (
+        "[delayer]\nworkers = 4\n",
+        unknown_key(2, "delayer", "workers"),
+    ),
+    "case-of-a-key": (
+        "[redis]\nPort = 6379\n",
+        unknown_key(2, "redis", "Port", "port"),
+    ),
+    "a-1x-key-in-the-wrong-section": (
+        "[delayer]\ntimeout = 3\n",
+        unknown_key(2, "delayer", "timeout"),
+    ),
+    "section-typo": (
+        "[reddis]\nport = 6379\n",
+        (1, "1: [reddis]: unknown section (did you mean [redis]?); known sections are [delayer] and [redis]"),
     ),
     "unknown-section": (
         "[redis]\nport = 6379\n\n[mysql]\nhost = db\n",
@@ -127,3 +152,71 @@ def test_every_sdk_takes_every_key_the_server_takes(
     path = write(confdir, "every-key", "\n".join(lines) + "\n")
     r = drivers[sdk].request({"op": "read_config", "path": str(path)})
     assert r == {"ok": True, "prefix": "conf-rule:"}, f"{sdk}: {r}"
+
+
+#: The delayer.conf of each Delayer 1.x layout (mix-basic/delayer's history),
+#: with its inline comments; {port} and {dir} are filled in. name: (text,
+#: the (line, section, key) the server reports as ignored).
+FILES_1X: Dict[str, Tuple[str, List[Tuple[int, str, str]]]] = {
+    "1.0-early": (
+        "[delayerd]\ninterval = 1000                 ; ms\naccess_log = {dir}/access.log    ; log\n"
+        "error_log = {dir}/error.log      ; log\n\n[redis]\nhost = 127.0.0.1                ; address\n"
+        "port = {port}\ndatabase = 0                    ; db\npassword =                      ; none\n"
+        "timeout = 3                     ; seconds\nmax_idle = 2\nmax_active = 20\n",
+        [(2, "delayerd", "interval"), (3, "delayerd", "access_log"), (4, "delayerd", "error_log"),
+         (11, "redis", "timeout")],
+    ),
+    "1.0.x": (
+        "[delayer]\npid = delayer.pid      ; single instance\ntimer_interval = 1000           ; ms\n"
+        "access_log = logs/access.log    ; log\nerror_log = logs/error.log      ; log\n\n"
+        "[redis]\nhost = 127.0.0.1                ; address\nport = {port}\ndatabase = 0\n"
+        "password =                      ; none\nmax_idle = 2\nmax_active = 20\nidle_timeout = 3600\n"
+        "conn_max_lifetime = 3600        ; seconds\n",
+        [],
+    ),
+}
+
+
+def write_1x(confdir: Path, name: str, port: int) -> Path:
+    d = confdir / f"1x-{name}"
+    d.mkdir(exist_ok=True)
+    return write(d, "delayer", FILES_1X[name][0].format(port=port, dir=d))
+
+
+@pytest.mark.parametrize("name", FILES_1X)
+@pytest.mark.parametrize("sdk", SDKS)
+def test_every_sdk_takes_the_file_of_every_1x_release(
+    drivers: Any, confdir: Path, redis_server: harness.RedisServer, sdk: str, name: str
+) -> None:
+    path = write_1x(confdir, name, redis_server.port)
+    r = drivers[sdk].request({"op": "read_config", "path": str(path)})
+    assert r == {"ok": True, "prefix": "delayer:"}, f"{sdk}: {r}"
+
+
+@pytest.mark.parametrize("name", FILES_1X)
+def test_the_server_starts_on_the_file_of_every_1x_release_saying_what_it_ignores(
+    confdir: Path, redis_server: harness.RedisServer, name: str
+) -> None:
+    path = write_1x(confdir, name, redis_server.port)
+    log = path.parent / "server.out"
+    exe = harness.binary("DELAYER_BIN", "delayer", "delayer-server")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([str(exe), "-c", str(path)], cwd=path.parent, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        # The access log is the 1.x file's own (1.0.x), or stdout (the early
+        # layout's log keys are ignored).
+        logs = [log, path.parent / "logs" / "access.log", path.parent / "logs" / "error.log"]
+
+        def said() -> str:
+            return "".join(harness.tail(p, 100_000) for p in logs)
+
+        assert harness.wait_until(lambda: proc.poll() is not None or "starting" in said()), said()
+        assert proc.poll() is None, f"exited {proc.returncode}: {said()}"
+        # Said before "starting", once the logger runs.
+        for line, section, key in FILES_1X[name][1]:
+            assert f"{path}:{line}: [{section}] {key}: ignored: " in said(), said()
+        if not FILES_1X[name][1]:
+            assert "ignored" not in said(), said()
+    finally:
+        harness.stop_process(proc)

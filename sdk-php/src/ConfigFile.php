@@ -16,7 +16,10 @@ use Delayer\Exception\ConfigException;
  * its clients; a key or section the server does not know is an error, as it
  * is for the server (a typo such as "prot = 6380" would otherwise connect to
  * the default port), with the server's message: "<file>:<line>: [redis]
- * prot: unknown key; [redis] takes url, host, ...". Comments start with ";" or "#", on
+ * prot: unknown key (did you mean port?); [redis] takes url, host, ...".
+ * What a Delayer 1.x release wrote and this version does not use
+ * (IGNORED_1X: the early [delayerd] section, [redis] timeout) is accepted
+ * silently. Comments start with ";" or "#", on
  * their own line or after a value preceded by whitespace
  * ("port = 6380 ; test instance"); a value may be double-quoted to keep
  * " ;" or " #" in it ("password = \"a ;b\""). Errors name the file, line,
@@ -36,6 +39,16 @@ final class ConfigFile
             'url', 'host', 'port', 'database', 'username', 'password', 'tls_ca_file', 'tls_cert_file', 'tls_key_file',
             'max_idle', 'max_active', 'idle_timeout', 'conn_max_lifetime',
         ],
+    ];
+
+    /**
+     * Delayer 1.x sections and keys this version does not use, accepted so a
+     * 1.x file works unchanged: section => null (every key) or its keys
+     * (sdk-rust/src/conf.rs, IGNORED_1X; the server logs them).
+     */
+    public const IGNORED_1X = [
+        'delayerd' => null,
+        'redis' => ['timeout'],
     ];
 
     private function __construct()
@@ -209,9 +222,10 @@ final class ConfigFile
     }
 
     /**
-     * The server's rule (server/src/config.rs, reject_unknown): every key is
-     * in [delayer] or [redis] and is one the server knows. The first
-     * offender in file order is reported, worded as the server words it. A
+     * The server's rule (sdk-rust/src/conf.rs, reject_unknown): every key is
+     * in [delayer] or [redis] and is one the server knows, or is a Delayer
+     * 1.x key this version ignores. The first offender in file order is
+     * reported, worded as the server words it, with the closest known name. A
      * section without keys is not looked at (the server's reader does not
      * see it either).
      *
@@ -225,14 +239,43 @@ final class ConfigFile
             if ($section === null) {
                 throw new ConfigException("{$path}:{$line}: {$key}: keys must be inside a [delayer] or [redis] section");
             }
+            if (\array_key_exists($section, self::IGNORED_1X)
+                && (self::IGNORED_1X[$section] === null || \in_array($key, self::IGNORED_1X[$section], true))) {
+                continue;
+            }
             $known = self::KNOWN_KEYS[$section] ?? null;
             if ($known === null) {
-                throw new ConfigException("{$path}:{$sections[$section]}: [{$section}]: unknown section; known sections are [delayer] and [redis]");
+                $near = self::closest($section, array_keys(self::KNOWN_KEYS));
+                $hint = $near === null ? '' : " (did you mean [{$near}]?)";
+                throw new ConfigException("{$path}:{$sections[$section]}: [{$section}]: unknown section{$hint}; known sections are [delayer] and [redis]");
             }
             if (!\in_array($key, $known, true)) {
-                throw new ConfigException("{$path}:{$line}: [{$section}] {$key}: unknown key; [{$section}] takes " . implode(', ', $known));
+                $near = self::closest($key, $known);
+                $hint = $near === null ? '' : " (did you mean {$near}?)";
+                throw new ConfigException("{$path}:{$line}: [{$section}] {$key}: unknown key{$hint}; [{$section}] takes " . implode(', ', $known));
             }
         }
+    }
+
+    /**
+     * The candidate nearest to $name by edit distance (Levenshtein, on
+     * bytes) if it is a likely typo: at most 2 edits, or a third of the
+     * name's length; ties go to the first (sdk-rust/src/conf.rs, closest).
+     *
+     * @param list<string> $candidates
+     */
+    private static function closest(string $name, array $candidates): ?string
+    {
+        $limit = max(2, intdiv(\strlen($name), 3));
+        $best = null;
+        $bestDistance = PHP_INT_MAX;
+        foreach ($candidates as $candidate) {
+            $distance = levenshtein($name, $candidate);
+            if ($distance <= $limit && $distance < $bestDistance) {
+                [$best, $bestDistance] = [$candidate, $distance];
+            }
+        }
+        return $best;
     }
 
     /** Cuts an inline comment: ";" or "#" preceded by whitespace. */

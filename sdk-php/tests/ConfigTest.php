@@ -125,16 +125,16 @@ final class ConfigTest extends RedisTestCase
     public static function unknownNames(): array
     {
         return [
-            'a typo in [redis]' => ["[redis]\nhost = 127.0.0.1\nprot = 16391\n", ':3: [redis] prot: unknown key; [redis] takes ' . self::REDIS_KEYS],
-            'a typo in [delayer]' => ["; c\n[delayer]\ntimer_intervall = 5 ; x\n", ':3: [delayer] timer_intervall: unknown key; [delayer] takes ' . self::DELAYER_KEYS],
+            'a typo in [redis]' => ["[redis]\nhost = 127.0.0.1\nprot = 16391\n", ':3: [redis] prot: unknown key (did you mean port?); [redis] takes ' . self::REDIS_KEYS],
+            'a typo in [delayer]' => ["; c\n[delayer]\ntimer_intervall = 5 ; x\n", ':3: [delayer] timer_intervall: unknown key (did you mean timer_interval?); [delayer] takes ' . self::DELAYER_KEYS],
             'a key of the other section' => ["[delayer]\nport = 6380\n", ':2: [delayer] port: unknown key; [delayer] takes ' . self::DELAYER_KEYS],
-            'keys are case-sensitive' => ["[redis]\nPort = 6380\n", ':2: [redis] Port: unknown key; [redis] takes ' . self::REDIS_KEYS],
+            'keys are case-sensitive' => ["[redis]\nPort = 6380\n", ':2: [redis] Port: unknown key (did you mean port?); [redis] takes ' . self::REDIS_KEYS],
             'an unknown section' => ["[redis]\nport = 1\n\n[mysql]\nhost = x\n", ':4: [mysql]: unknown section; known sections are [delayer] and [redis]'],
-            'sections are case-sensitive' => ["[Redis]\nport = 1\n", ':1: [Redis]: unknown section; known sections are [delayer] and [redis]'],
+            'sections are case-sensitive' => ["[Redis]\nport = 1\n", ':1: [Redis]: unknown section (did you mean [redis]?); known sections are [delayer] and [redis]'],
             'a key before any section' => ["port = 6380\n[redis]\n", ':1: port: keys must be inside a [delayer] or [redis] section'],
-            'a key with ":"' => ["[redis]\nprot: 6380\n", ':2: [redis] prot: unknown key; [redis] takes ' . self::REDIS_KEYS],
-            'before any bad value' => ["[redis]\nport = abc\n[delayer]\nkey_prefx = x\n", ':4: [delayer] key_prefx: unknown key; [delayer] takes ' . self::DELAYER_KEYS],
-            'the first in the file' => ["[redis]\nprot = 1\n[mysql]\nx = 1\n", ':2: [redis] prot: unknown key; [redis] takes ' . self::REDIS_KEYS],
+            'a key with ":"' => ["[redis]\nprot: 6380\n", ':2: [redis] prot: unknown key (did you mean port?); [redis] takes ' . self::REDIS_KEYS],
+            'before any bad value' => ["[redis]\nport = abc\n[delayer]\nkey_prefx = x\n", ':4: [delayer] key_prefx: unknown key (did you mean key_prefix?); [delayer] takes ' . self::DELAYER_KEYS],
+            'the first in the file' => ["[redis]\nprot = 1\n[mysql]\nx = 1\n", ':2: [redis] prot: unknown key (did you mean port?); [redis] takes ' . self::REDIS_KEYS],
         ];
     }
 
@@ -181,6 +181,22 @@ final class ConfigTest extends RedisTestCase
             INI);
         self::assertSame(['host' => '127.0.0.1', 'port' => $port, 'database' => 0, 'prefix' => 'every:'], \Delayer\ConfigFile::load($path));
         self::assertSame('every:', Client::fromConfig($path)->getKeys()->prefix());
+    }
+
+    /** The first 1.0 layout of mix-basic/delayer's delayer.conf: [delayerd] and [redis] timeout. */
+    public function testDelayer1xKeysThisVersionDoesNotUseAreAccepted(): void
+    {
+        $path = $this->writeConfig("[delayerd]\ninterval = 1000 ; ms\naccess_log = logs/access.log\nerror_log = logs/error.log\n\n"
+            . "[redis]\nhost = 127.0.0.1\nport = 6390\ndatabase = 0\npassword =   ; none\ntimeout = 3\nmax_idle = 2\nmax_active = 20\n");
+        self::assertSame(['host' => '127.0.0.1', 'port' => 6390, 'database' => 0], \Delayer\ConfigFile::load($path));
+        // Only those: another unknown key in [redis] is still refused.
+        $path = $this->writeConfig("[redis]\ntimeout = 3\ntimeouts = 3\n");
+        try {
+            \Delayer\ConfigFile::load($path);
+            self::fail('expected ConfigException');
+        } catch (ConfigException $e) {
+            self::assertSame("{$path}:3: [redis] timeouts: unknown key; [redis] takes " . self::REDIS_KEYS, $e->getMessage());
+        }
     }
 
     public function testAMissingFileRaisesConfigException(): void

@@ -82,14 +82,20 @@ DELAYER_KEYS = "pid, timer_interval, access_log, error_log, batch_size, key_pref
     "text,message",
     [
         # a typo must not silently mean the default (127.0.0.1:6379)
-        ("[redis]\nhost = 127.0.0.1\nprot = 16391\n", f"3: [redis] prot: unknown key; [redis] takes {REDIS_KEYS}"),
+        ("[redis]\nhost = 127.0.0.1\nprot = 16391\n", f"3: [redis] prot: unknown key (did you mean port?); [redis] takes {REDIS_KEYS}"),
         (
             "[delayer]\ntimer_interval = 1000\ntimer_intervall = 5\n[redis]\nport = 6379\n",
-            f"3: [delayer] timer_intervall: unknown key; [delayer] takes {DELAYER_KEYS}",
+            f"3: [delayer] timer_intervall: unknown key (did you mean timer_interval?); [delayer] takes {DELAYER_KEYS}",
         ),
         (
             "[redis]\npasword = hunter2-secret   ; a typo\n",
-            f"2: [redis] pasword: unknown key; [redis] takes {REDIS_KEYS}",
+            f"2: [redis] pasword: unknown key (did you mean password?); [redis] takes {REDIS_KEYS}",
+        ),
+        # nothing close: no suggestion
+        ("[delayer]\nworkers = 4\n", f"2: [delayer] workers: unknown key; [delayer] takes {DELAYER_KEYS}"),
+        (
+            "[Redis]\nport = 1\n",
+            "1: [Redis]: unknown section (did you mean [redis]?); known sections are [delayer] and [redis]",
         ),
         ("[redis]\nport = 6379\n\n[mysql]\nhost = db\n", "4: [mysql]: unknown section; known sections are [delayer] and [redis]"),
         ("port = 6379\n[redis]\nhost = 127.0.0.1\n", "1: port: keys must be inside a [delayer] or [redis] section"),
@@ -102,6 +108,28 @@ def test_what_the_server_refuses_from_config_refuses_with_its_message(tmp_path: 
             reader(path)
         assert str(info.value) == f"{path}:{message}"
         assert "hunter2-secret" not in str(info.value)
+
+
+def test_delayer_1x_keys_this_version_does_not_use_are_logged_not_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the first 1.0 layout of mix-basic/delayer's delayer.conf
+    path = write(
+        tmp_path,
+        "[delayerd]\ninterval = 1000 ; ms\naccess_log = logs/access.log\nerror_log = logs/error.log\n\n"
+        "[redis]\nhost = 127.0.0.1\nport = 6390\ndatabase = 0\npassword =   ; none\ntimeout = 3\n"
+        "max_idle = 2\nmax_active = 20\n",
+    )
+    with caplog.at_level("WARNING", logger="delayer"):
+        settings = config.load(path)
+    assert (settings.host, settings.port) == ("127.0.0.1", 6390)
+    warned = [r.getMessage() for r in caplog.records if r.name == "delayer"]
+    assert warned == [
+        f"{path}:2: [delayerd] interval: ignored: {config.IGNORED_1X[('delayerd', None)]}",
+        f"{path}:3: [delayerd] access_log: ignored: {config.IGNORED_1X[('delayerd', None)]}",
+        f"{path}:4: [delayerd] error_log: ignored: {config.IGNORED_1X[('delayerd', None)]}",
+        f"{path}:11: [redis] timeout: ignored: Delayer 1.x's command timeout, not used",
+    ]
 
 
 def test_every_key_the_server_takes_is_taken(tmp_path: Path) -> None:

@@ -2,11 +2,13 @@
 //! INI reader (`delayer::conf`).
 //!
 //! Every key of Delayer 1.x is accepted with its meaning; keys we added have
-//! defaults, so a 1.x file works unchanged. Anything we cannot use — an
-//! unknown section or key, a bad number, a missing file — is a [`ConfError`]
-//! naming the file, section, key and line, and the server exits with code 2.
+//! defaults, so a 1.x file works unchanged. The few 1.x keys this version has
+//! no use for are kept in [`Config::ignored`], for the server to log once its
+//! logger runs. Anything else we cannot use — an unknown section or key, a
+//! bad number, a missing file — is a [`ConfError`] naming the file, section,
+//! key and line, and the server exits with code 2.
 
-use delayer::conf::{self, ConfError, ConfFile, RedisSettings};
+use delayer::conf::{self, ConfError, ConfFile, Ignored, RedisSettings};
 use delayer::PoolOptions;
 use log::LevelFilter;
 use std::net::SocketAddr;
@@ -41,6 +43,8 @@ pub struct Config {
     pub pool: PoolOptions,
     /// Where to serve Prometheus metrics (`None`: nowhere).
     pub metrics_addr: Option<SocketAddr>,
+    /// Delayer 1.x keys in the file that this version does not use.
+    pub ignored: Vec<Ignored>,
 }
 
 /// The file to read: `explicit` if given, else the first of [`SEARCH_PATH`]
@@ -76,7 +80,7 @@ impl Config {
     pub fn from_file(file: &ConfFile) -> Result<Config, ConfError> {
         // The one rule of which sections and keys a file may hold, shared
         // with the SDKs' readers.
-        conf::reject_unknown(file)?;
+        let ignored = conf::reject_unknown(file)?;
         let base = file.path().parent().map(Path::to_path_buf).unwrap_or_default();
         // Relative paths are relative to the configuration file, so the
         // daemon (which runs in /) finds them where the operator meant; the
@@ -130,6 +134,7 @@ impl Config {
             redis: RedisSettings::from_conf(file)?,
             pool,
             metrics_addr: file.parse_value("delayer", "metrics_addr", "an address such as 127.0.0.1:9464")?,
+            ignored,
         })
     }
 }
@@ -176,6 +181,7 @@ mod tests {
             (e.section.as_deref(), e.key.as_deref(), e.line),
             (Some("delayer"), Some("timer_intervall"), Some(3))
         );
+        assert!(e.to_string().contains("unknown key (did you mean timer_interval?); [delayer] takes"), "{e}");
         let e = parse("[redis]\nmax_active = 0\n").expect_err("zero pool");
         assert_eq!((e.key.as_deref(), e.line), (Some("max_active"), Some(2)));
         let e = parse("[delayer]\nbatch_size = 9000\n").expect_err("too big");
@@ -196,6 +202,26 @@ mod tests {
         let c =
             Config::from_file(&ConfFile::parse(found, "[delayer]\npid = run/d.pid\n").expect("parse")).expect("valid");
         assert_eq!(c.pid, Some(cwd.join("conf/run/d.pid")));
+    }
+
+    /// Each layout a Delayer 1.x release shipped (mix-basic/delayer's
+    /// delayer.conf through its history) starts the server; what it does not
+    /// use is listed for the log.
+    #[test]
+    fn every_1x_layout_is_accepted() {
+        let early = parse(
+            "[delayerd]\ninterval = 1000\naccess_log = logs/access.log\nerror_log = logs/error.log\n\n[redis]\nhost = 127.0.0.1\nport = 6379\ndatabase = 0\npassword =\ntimeout = 3\nmax_idle = 2\nmax_active = 20\n",
+        )
+        .expect("the first 1.0 layout");
+        let keys: Vec<String> = early.ignored.iter().map(|i| format!("{}:{:?}", i.key, i.line)).collect();
+        assert_eq!(keys, ["interval:Some(2)", "access_log:Some(3)", "error_log:Some(4)", "timeout:Some(11)"]);
+        // Its logs were in the ignored section: the defaults apply.
+        assert_eq!((early.access_log.as_ref(), early.timer_interval), (None, Duration::from_millis(1000)));
+        let windows = parse(
+            "[delayer]\npid = C:\\tmp\\delayer.pid            ;/var/run/delayer.pid      ; pid\ntimer_interval = 1000\n\n[redis]\nhost = 127.0.0.1\nidle_timeout = 3600\nconn_max_lifetime = 3600\n",
+        )
+        .expect("a 1.0.x layout with a Windows pid path");
+        assert!(windows.ignored.is_empty());
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub fn run(configuration: Option<&Path>, daemon: bool) -> Result<(), Fatal> {
     let config = Config::load(&config::locate(configuration)?)?;
     let mut pid_file = config.pid.as_deref().map(PidFile::lock).transpose()?;
     let log_files = logging::init(&config)?;
+    // Delayer 1.x keys we let through unused: said, not silently dropped.
+    config.ignored.iter().for_each(|ignored| warn!("{ignored}"));
     let client = config
         .redis
         .client()

@@ -6,7 +6,11 @@ username, password, tls_ca_file, tls_cert_file, tls_key_file, and
 serves both), but what the server refuses, a client refuses too: a section
 other than ``[delayer]`` and ``[redis]``, a key outside them, and a key the
 server does not know (:data:`KNOWN_KEYS`, the server's list), so that a typo
-(``prot = 16391``) is an error rather than a silent default. The rules are
+(``prot = 16391``) is an error rather than a silent default, naming the
+closest known key when one is close (``did you mean port?``). What a Delayer
+1.x release wrote and this version does not use (:data:`IGNORED_1X`: the
+early ``[delayerd]`` section, ``[redis] timeout``) is accepted, with a
+warning on the ``delayer`` logger. The rules are
 those of docs/PROTOCOL.md ("delayer.conf, as every SDK reads it"), the same
 as the Rust server's:
 
@@ -25,6 +29,7 @@ and never shows a password.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -34,7 +39,7 @@ from urllib.parse import urlsplit
 from .errors import ConfigError
 from .keys import DEFAULT_PREFIX
 
-__all__ = ["Settings", "load", "URL_SCHEMES", "KNOWN_KEYS"]
+__all__ = ["Settings", "load", "URL_SCHEMES", "KNOWN_KEYS", "IGNORED_1X"]
 
 #: The schemes a ``url`` may have (``redis+unix`` is another name for ``unix``).
 URL_SCHEMES = ("redis", "rediss", "unix", "redis+unix")
@@ -50,6 +55,16 @@ KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
         "max_idle", "max_active", "idle_timeout", "conn_max_lifetime",
     ),
 }
+
+#: Delayer 1.x sections and keys this version does not use: (section, key or
+#: None for the whole section) -> why; accepted and reported, as by the server
+#: (sdk-rust/src/conf.rs, ``IGNORED_1X``).
+IGNORED_1X: Dict[Tuple[str, Optional[str]], str] = {
+    ("delayerd", None): "Delayer 1.x's early section, not used; [delayer] sets the server (interval is timer_interval)",
+    ("redis", "timeout"): "Delayer 1.x's command timeout, not used",
+}
+
+_log = logging.getLogger("delayer")
 
 _DIGITS = re.compile(r"[0-9]+")
 _INLINE_COMMENT = re.compile(r"\s[;#].*$", re.S)
@@ -126,18 +141,54 @@ def _parse(name: str, text: str) -> Tuple[_Entries, Dict[str, int]]:
     return entries, sections
 
 
+def _edit_distance(a: bytes, b: bytes) -> int:
+    """Levenshtein distance: insertions, deletions and substitutions, each 1."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a):
+        diagonal, row[0] = row[0], i + 1
+        for j, cb in enumerate(b):
+            diagonal, row[j + 1] = row[j + 1], min(diagonal + (ca != cb), row[j] + 1, row[j + 1] + 1)
+    return row[len(b)]
+
+
+def _closest(name: str, candidates: Tuple[str, ...]) -> Optional[str]:
+    """The candidate nearest to ``name`` if it is a likely typo: the server's
+    rule (sdk-rust/src/conf.rs, ``closest``): at most 2 edits, or a third of
+    the name's length in bytes; ties go to the first."""
+    raw = name.encode("utf-8", "surrogateescape")
+    limit = max(2, len(raw) // 3)
+    best: Optional[Tuple[int, str]] = None
+    for candidate in candidates:
+        d = _edit_distance(raw, candidate.encode("utf-8"))
+        if d <= limit and (best is None or d < best[0]):
+            best = (d, candidate)
+    return best[1] if best else None
+
+
 def _reject_unknown(name: str, entries: _Entries, sections: Dict[str, int]) -> None:
-    """The server's rule (server/src/config.rs, ``reject_unknown``), with its
+    """The server's rule (sdk-rust/src/conf.rs, ``reject_unknown``), with its
     messages: the first key, in file order, of an unknown section or unknown
-    to its section is an error. (A section without keys is let be, as there.)"""
+    to its section is an error; a Delayer 1.x key this version does not use
+    is logged. (A section without keys is let be, as there.)"""
     for (section, key), (_, line) in entries.items():
+        note = IGNORED_1X.get((section, None)) or IGNORED_1X.get((section, key))
+        if note is not None:
+            _log.warning("%s:%d: [%s] %s: ignored: %s", name, line, section, key, note)
+            continue
         known = KNOWN_KEYS.get(section)
         if known is None:
+            near = _closest(section, tuple(KNOWN_KEYS))
+            hint = f" (did you mean [{near}]?)" if near else ""
             raise ConfigError(
-                f"{name}:{sections[section]}: [{section}]: unknown section; known sections are [delayer] and [redis]"
+                f"{name}:{sections[section]}: [{section}]: unknown section{hint}; "
+                "known sections are [delayer] and [redis]"
             )
         if key not in known:
-            raise ConfigError(f"{name}:{line}: [{section}] {key}: unknown key; [{section}] takes {', '.join(known)}")
+            near = _closest(key, known)
+            hint = f" (did you mean {near}?)" if near else ""
+            raise ConfigError(
+                f"{name}:{line}: [{section}] {key}: unknown key{hint}; [{section}] takes {', '.join(known)}"
+            )
 
 
 def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
