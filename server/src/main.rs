@@ -2,9 +2,10 @@
 //!
 //! It does one thing: on a timer, it moves due job ids from Redis's job pool
 //! to their topics' ready queues, in atomic batches (see docs/PROTOCOL.md).
-//! Each concern has its own module: the command line (`cli`), the
-//! configuration file (`config`), failures and their exit codes (`fatal`),
-//! starting and stopping the server (`server`), detaching (`daemon`),
+//! Each concern has its own module: the command line (`cli`) and Delayer
+//! 1.x's spellings of its flags (`goflags`), the configuration file
+//! (`config`), failures and their exit codes (`fatal`), starting and
+//! stopping the server (`server`), detaching (`daemon`),
 //! logging (`logging`), the pid file (`pidfile`), refused credentials
 //! (`credentials`), the Lua scripts (`scripts`), one tick of moving
 //! (`mover`), the timer around it (`timer`) and what wakes it (`wake`),
@@ -17,6 +18,7 @@ mod config;
 mod credentials;
 mod daemon;
 mod fatal;
+mod goflags;
 mod inspect;
 mod logging;
 mod mover;
@@ -32,7 +34,9 @@ use fatal::Fatal;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    // 1.x's Go-style flags (`-daemon`, `-configuration=FILE`, `--c FILE`)
+    // are rewritten first, so its scripts and unit files work unchanged.
+    let cli = cli::Cli::parse_from(goflags::normalize::<cli::Cli>(std::env::args_os()));
     let done = match cli.command {
         Some(_) if cli.daemon => Err(Fatal::usage("-d runs the server; the commands run in the foreground")),
         Some(command) => {
