@@ -123,11 +123,11 @@ function handle(Client $client, array $req): array
             $message = $message->withBackoff(backoff($req['backoff'] ?? null));
             $life = $req['ready_max_lifetime_s'] ?? Client::DEFAULT_READY_MAX_LIFETIME;
             try {
-                $client->push($message, seconds($req['delay_ms']), $life, ifAbsent: (bool)($req['if_absent'] ?? false));
+                $client->schedule($message, seconds($req['delay_ms']), $life, ifAbsent: (bool)($req['if_absent'] ?? false));
             } catch (IdTakenException $e) {
                 return ['taken' => ['topic' => $e->taken[0]->topic, 'due' => $e->taken[0]->due]];
             }
-            return []; // push() returns true, not the due time
+            return []; // schedule() returns true, not the due time
         case 'push_many':
             $items = [];
             foreach ($req['jobs'] as $j) {

@@ -8,13 +8,19 @@ use Delayer\Exception\ConfigException;
 use Delayer\Exception\ConnectionException;
 use Delayer\Exception\IdTakenException;
 use Delayer\Exception\InvalidArgumentException;
+use Delayer\Exception\ProtocolException;
+use Delayer\Exception\RedisErrorException;
 
 /**
  * Delayer 2 client: push delayed jobs, pop or wait for due ones, cancel them;
  * or, at least once, reserve them and ack, release or bury them.
  *
- * A drop-in replacement for mix/delayer-client's Delayer\Client (see
- * sdk-php/README.md for every difference). It speaks docs/PROTOCOL.md: every
+ * A drop-in replacement for mix/delayer-client 1.x's Delayer\Client: its
+ * constants, its public properties ($host, $port, $database, $password), its
+ * protected $_driver and connect(), and its four methods with their 1.x
+ * declarations (untyped, so a 1.x subclass that overrides them still
+ * loads; the 1.x parameter names, so named arguments work). See
+ * sdk-php/README.md for every difference. It speaks docs/PROTOCOL.md: every
  * write is one Lua script run by EVALSHA, "now" is Redis's clock, and all
  * input is checked before any Redis call.
  *
@@ -32,32 +38,66 @@ use Delayer\Exception\InvalidArgumentException;
  *
  * Ids are global across topics (Delayer 1.x's key layout): a push replaces
  * the job that has its id, whatever that job's topic, unless it is made with
- * `ifAbsent: true` ({@see push()}).
+ * `ifAbsent: true` ({@see schedule()}).
  *
- * One Client holds one Redis connection, opened by the constructor; it is not
- * meant to be shared between processes (fork after connecting). A call that
- * loses it (Redis restarted, the network dropped) raises ConnectionException,
- * and the next call connects again: a worker catches the exception, waits a
- * little and goes on (sdk-php/examples/worker.php).
+ * This class is the public methods only: options are {@see Options}'s, the
+ * calls and their replies {@see Ops}'s (no I/O), the socket
+ * {@see Connection}'s. One Client holds one Redis connection, opened by the
+ * constructor; it is not meant to be shared between processes (fork after
+ * connecting). A call that loses it (Redis restarted, the network dropped)
+ * raises ConnectionException, and the next call connects again: a worker
+ * catches the exception, waits a little and goes on
+ * (sdk-php/examples/worker.php). A command Redis refuses raises
+ * RedisErrorException instead, which calling again does not cure.
  */
+#[\AllowDynamicProperties]
 class Client
 {
+    /** mix/delayer-client 1.x's key names, for the default prefix (the client's own: {@see getKeys()}). */
+    public const KEY_JOB_POOL = Keys::DEFAULT_PREFIX . 'job_pool';
+
+    /** The bucket key of a job is this and its id (default prefix). */
+    public const PREFIX_JOB_BUCKET = Keys::DEFAULT_PREFIX . 'job_bucket:';
+
+    /** The ready queue of a topic is this and the topic (default prefix). */
+    public const PREFIX_READY_QUEUE = Keys::DEFAULT_PREFIX . 'ready_queue:';
+
     /** How long a ready job waits for a consumer by default: 7 days, in seconds. */
     public const DEFAULT_READY_MAX_LIFETIME = 604800;
 
     /** Default connect and read timeout, in seconds. */
-    public const DEFAULT_TIMEOUT = 5.0;
+    public const DEFAULT_TIMEOUT = Options::DEFAULT_TIMEOUT;
 
     /** How many push_many.lua calls pushMany() sends per pipeline. */
     private const CALLS_PER_PIPELINE = 10;
 
-    /** deadLetters() caps its start here: past any list's length, exact in Lua's doubles. */
-    private const MAX_LIST_INDEX = 1 << 50;
+    /**
+     * The Redis host (1.x's property). Set from the options when the client
+     * is built; a subclass may declare another default. Changing it later
+     * changes nothing: the connection is the constructor's.
+     *
+     * @var string
+     */
+    public $host = '127.0.0.1';
 
-    private const CONFIG_KEYS = ['url', 'host', 'port', 'database', 'username', 'password', 'tls', 'prefix', 'timeout'];
+    /** @var int the Redis port (1.x's property; 0 for a unix socket), as $host */
+    public $port = 6379;
 
-    /** The stream-context options of the tls option (PHP's ssl context names). */
-    private const TLS_KEYS = ['cafile', 'local_cert', 'local_pk'];
+    /** @var int the database number (1.x's property), as $host */
+    public $database = 0;
+
+    /** @var string the password, "" for none (1.x's property), as $host */
+    public $password = '';
+
+    /**
+     * The live phpredis instance, for 1.x subclasses that call Redis
+     * themselves. Read-only here: it is unset by the constructor and read
+     * through __get(), so that it is always the live connection (a lost
+     * connection is replaced by the next call).
+     *
+     * @var \Redis
+     */
+    protected $_driver;
 
     private readonly Connection $connection;
 
@@ -66,9 +106,13 @@ class Client
     /**
      * Connects to Redis (and authenticates, and selects the database).
      *
-     * Either url, or host / port / database (not both).
+     * Either url, or host / port / database (not both). As in 1.x, any other
+     * key becomes a property of the client (a subclass may declare it and
+     * use it; the client itself does not read it): `timeout` is this SDK's,
+     * `persistent` or `read_timeout` of a 1.x configuration are kept and
+     * ignored.
      *
-     * @param array{url?: string, host?: string, port?: int|string, database?: int|string, username?: ?string, password?: ?string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, timeout?: int|float} $config
+     * @param array{url?: string, host?: string, port?: int|string, database?: int|string, username?: ?string, password?: ?string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, timeout?: int|float|string} $config
      *        url      redis://[user:password@]host:port/db, rediss://... (TLS)
      *                 or unix:///path/to/redis.sock (also redis+unix://; ?db=N)
      *        host     Redis host name, IP or unix socket path (default "127.0.0.1")
@@ -83,83 +127,33 @@ class Client
      *                 client certificate and key, for mutual TLS)
      *        prefix   key prefix, as the server's key_prefix (default "delayer:")
      *        timeout  connect and read timeout in seconds (default 5)
-     * @throws ConfigException     on an unknown key or a bad value
+     * @throws ConfigException     on a bad value
      * @throws ConnectionException when Redis cannot be reached, refuses the
-     *                             credentials, or refuses the database
+     *                             credentials, or refuses the database (a
+     *                             \RedisException, as in 1.x)
      */
     public function __construct(#[\SensitiveParameter] array $config = [])
     {
-        foreach (array_keys($config) as $key) {
-            if (!\in_array($key, self::CONFIG_KEYS, true)) {
-                throw new ConfigException(sprintf(
-                    'unknown Delayer\Client option %s (expected one of %s)',
-                    var_export($key, true),
-                    implode(', ', self::CONFIG_KEYS)
-                ));
+        foreach ($config as $key => $value) {
+            if (\in_array($key, Options::KEYS, true)) {
+                continue;
             }
+            if (!\is_string($key) || $key === '' || \in_array($key, ['connection', 'keys', '_driver'], true)) {
+                throw new ConfigException(sprintf('option %s is not a name the client can keep', var_export($key, true)));
+            }
+            $this->$key = $value;
         }
-        $url = self::configString($config, 'url', '', true);
-        $username = self::configString($config, 'username', '', true);
-        $password = self::configString($config, 'password', '', true);
-        $tls = self::tlsOptions($config['tls'] ?? []);
-        $secrets = $password === '' ? [] : [$password];
-        $context = null;
-        if ($url === '') {
-            $host = self::configString($config, 'host', '127.0.0.1', false);
-            $port = self::configInt($config, 'port', 6379, 1, 65535);
-            $database = self::configInt($config, 'database', 0, 0, PHP_INT_MAX);
-            $where = str_starts_with($host, '/') ? $host : "{$host}:{$port}";
-            $port = str_starts_with($host, '/') ? 0 : $port;
-        } else {
-            foreach (['host', 'port', 'database'] as $key) {
-                if (($config[$key] ?? null) !== null) {
-                    throw new ConfigException("option {$key}: set either url or host/port/database, not both");
-                }
-            }
-            $parsed = RedisUrl::parse($url);
-            if ($parsed === null) {
-                throw new ConfigException('option url: not a redis://, rediss:// or unix:// URL');
-            }
-            if ($parsed->password !== null) {
-                $secrets[] = $parsed->password;
-            }
-            $username = $username !== '' ? $username : (string) $parsed->username;
-            $password = $password !== '' ? $password : (string) $parsed->password;
-            $database = $parsed->database;
-            if ($parsed->socket !== null) {
-                $host = $where = $parsed->socket;
-                $port = 0;
-            } else {
-                $bare = (string) $parsed->host;
-                $host = ($parsed->tls ? 'tls://' : '') . (str_contains($bare, ':') ? "[{$bare}]" : $bare);
-                $port = $parsed->port;
-                $where = (str_contains($bare, ':') ? "[{$bare}]" : $bare) . ":{$parsed->port}";
-                // Certificates matter only for rediss:// (as in the Rust SDK).
-                $context = $parsed->tls
-                    ? ['stream' => $tls + ['verify_peer' => true, 'verify_peer_name' => true, 'peer_name' => $bare]]
-                    : null;
-            }
-        }
-        $this->keys = new Keys(self::configString($config, 'prefix', Keys::DEFAULT_PREFIX, true));
-        $timeout = $config['timeout'] ?? self::DEFAULT_TIMEOUT;
-        if (!(\is_int($timeout) || \is_float($timeout)) || !is_finite((float) $timeout) || $timeout <= 0) {
-            throw new ConfigException('option timeout must be a positive number of seconds');
-        }
-        if ($username !== '' && $password === '') {
-            throw new ConfigException('option username needs a password');
-        }
-        $this->connection = new Connection(
-            $host,
-            $port,
-            $where,
-            $context,
-            $username === '' ? null : $username,
-            $password === '' ? null : $password,
-            $database,
-            (float) $timeout,
-            $secrets,
-        );
-        $this->connection->open();
+        $options = Options::parse($config, [
+            'host' => $this->host, 'port' => $this->port, 'database' => $this->database, 'password' => $this->password,
+        ]);
+        $this->connection = $options->connection;
+        $this->keys = $options->keys;
+        $this->host = $options->host;
+        $this->port = $options->port;
+        $this->database = $options->database;
+        $this->password = $options->password;
+        unset($this->_driver); // read through __get(): always the live connection
+        $this->connect();
     }
 
     /**
@@ -186,6 +180,25 @@ class Client
         return new static(array_merge(ConfigFile::load($iniPath), $overrides));
     }
 
+    /**
+     * `$this->_driver` for 1.x subclasses: the live phpredis instance.
+     *
+     * @throws ConnectionException when there is none and Redis cannot be reached
+     */
+    public function __get(string $name): mixed
+    {
+        if ($name === '_driver') {
+            return $this->connection->driver();
+        }
+        trigger_error(sprintf('Undefined property: %s::$%s', static::class, $name), E_USER_WARNING);
+        return null;
+    }
+
+    public function __isset(string $name): bool
+    {
+        return $name === '_driver';
+    }
+
     /** The key names this client uses (built from its prefix). */
     public function getKeys(): Keys
     {
@@ -193,75 +206,105 @@ class Client
     }
 
     /**
-     * Schedules a job: it reaches its topic's ready queue $delay seconds
-     * from now (Redis's clock).
+     * Connects now unless connected (1.x's connect(), called by the
+     * constructor; a subclass may override it and call parent::connect()).
      *
-     * Ids are global across topics (the Delayer 1.x key layout): pushing
-     * an id that a job already has, on any topic, replaces that job (its
-     * topic, data and due time), as Delayer 1.x does; push("sms", "42", ...)
-     * replaces a waiting "42" of topic "close_order". With `ifAbsent: true`
-     * nothing is written when the id is taken and IdTakenException names the
+     * @return void
+     * @throws ConnectionException
+     */
+    protected function connect()
+    {
+        $this->connection->open();
+    }
+
+    /**
+     * Schedules a job, as mix/delayer-client 1.x did: it reaches its topic's
+     * ready queue $delayTime seconds from now (Redis's clock).
+     *
+     * Takes what 1.x took: a delay or lifetime given as a numeric string
+     * ("30"), a negative delay (due now), an int id. Like 1.x it refuses a
+     * Message whose id, topic or body is empty: a Delayer 1.x server drops
+     * a job with an empty body ("Job bucket has expired or is incomplete"),
+     * so a fleet that still runs one must not push it (docs/PROTOCOL.md, "The
+     * job bucket"); {@see schedule()} pushes one. Declared as 1.x declared
+     * it, so a 1.x subclass overriding it still loads.
+     *
+     * Ids are global across topics (the Delayer 1.x key layout): pushing an
+     * id that a job already has, on any topic, replaces that job (its
+     * topic, data and due time), as Delayer 1.x does. To be told instead,
+     * use schedule(..., ifAbsent: true).
+     *
+     * @param Message         $message          the job
+     * @param int|float|string $delayTime       seconds, up to 315360000, fractions allowed
+     *                                          (rounded to the millisecond); below 0: now
+     * @param int|float|string $readyMaxLifetime how long, in whole seconds (1 to 315360000),
+     *                                          a due job waits for a consumer before it expires
+     * @return bool true (failures raise exceptions; never false)
+     * @throws InvalidArgumentException on bad input, an empty body included
+     *                                  (nothing is sent to Redis)
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
+     */
+    public function push(Message $message, $delayTime, $readyMaxLifetime = 604800)
+    {
+        if ($message->body === '') {
+            throw new InvalidArgumentException(
+                'Invalid message: the body is empty (Delayer 1.x consumers drop such a job; schedule() pushes it)'
+            );
+        }
+        $delay = Validator::legacySeconds('delayTime', $delayTime);
+        return $this->pushOne(
+            Ops::job($this->keys, $message, max($delay, 0), Validator::legacySeconds('readyMaxLifetime', $readyMaxLifetime)),
+            false
+        );
+    }
+
+    /**
+     * Schedules a job (the typed push of Delayer 2): as {@see push()}, but an
+     * empty body is valid, a delay is 0 or more, and with `ifAbsent: true`
+     * nothing is written when the id is taken: IdTakenException names the
      * job holding it (its topic, and its due time while it waits).
      *
-     * Two shapes, told apart by the first argument:
-     *
-     *     push(Message $message, int|float $delay, int $readyMaxLifetime = 604800, bool ifAbsent: false): bool
-     *     push(string $topic, string $id, int|float $delay, string $body = '', bool ifAbsent: false): bool
-     *
-     * The first is mix/delayer-client's; the second is a short form (its
-     * ready_max_lifetime is the default, 7 days). Pass ifAbsent by name:
-     * `$client->push($message, 60, ifAbsent: true)`.
-     *
-     * $delay is in seconds, 0 to 315360000, fractions allowed (rounded to the
-     * millisecond). $readyMaxLifetime is how long, in whole seconds (1 to
-     * 315360000), a due job waits for a consumer before it expires.
-     *
-     * @param Message|string       $messageOrTopic          the Message, or the topic (short form)
-     * @param int|float|string     $delayOrId               the delay, or the id (short form)
-     * @param int|float|null       $readyMaxLifetimeOrDelay ready_max_lifetime (null: 7 days), or the delay (short form)
-     * @param string|null          $body                    the body (short form only; null: "")
-     * @param bool                 $ifAbsent                true: only if no job has the id, else
-     *                                                      IdTakenException; false: replace (1.x)
+     * @param int|float $delay            seconds, 0 to 315360000, fractions allowed
+     *                                    (rounded to the millisecond)
+     * @param int|float $readyMaxLifetime whole seconds, 1 to 315360000
+     * @param bool      $ifAbsent         true: only if no job has the id, else
+     *                                    IdTakenException; false: replace (1.x)
      * @return bool true (failures raise exceptions; never false)
      * @throws InvalidArgumentException on bad input (nothing is sent to Redis)
      * @throws IdTakenException         with ifAbsent, when the id is taken (nothing was written)
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
-    public function push(
-        Message|string $messageOrTopic,
-        int|float|string $delayOrId,
-        int|float|null $readyMaxLifetimeOrDelay = null,
-        ?string $body = null,
+    public function schedule(
+        Message $message,
+        int|float $delay,
+        int|float $readyMaxLifetime = self::DEFAULT_READY_MAX_LIFETIME,
         bool $ifAbsent = false,
     ): bool {
-        if ($messageOrTopic instanceof Message) {
-            if ($body !== null) {
-                throw new InvalidArgumentException('push(Message, delay, readyMaxLifetime) takes no body: the body is in the Message');
-            }
-            if (\is_string($delayOrId)) {
-                throw new InvalidArgumentException('push(Message, delay, ...): delay must be a number of seconds, got a string');
-            }
-            $job = $this->prepare($messageOrTopic, $delayOrId, $readyMaxLifetimeOrDelay ?? self::DEFAULT_READY_MAX_LIFETIME);
-        } else {
-            if ($readyMaxLifetimeOrDelay === null) {
-                throw new InvalidArgumentException('push(topic, id, delay, body = \'\'): the delay is missing');
-            }
-            if (!\is_string($delayOrId)) {
-                throw new InvalidArgumentException('push(topic, id, delay, ...): id must be a string');
-            }
-            $job = $this->prepare(
-                Message::create($delayOrId, $messageOrTopic, $body ?? ''),
-                $readyMaxLifetimeOrDelay,
-                self::DEFAULT_READY_MAX_LIFETIME
-            );
-        }
-        $policy = $ifAbsent ? Scripts::IF_ABSENT : Scripts::REPLACE;
-        $reply = $this->connection->script(Scripts::PUSH, $job[0], [...$job[1], $policy, $this->keys->wake()]);
-        $due = PushReply::read($reply, $job[1][0], Scripts::PUSH);
-        if ($due instanceof Taken) {
-            throw new IdTakenException([$due], [null]);
-        }
-        return true;
+        return $this->pushOne(Ops::job($this->keys, $message, $delay, $readyMaxLifetime), $ifAbsent);
+    }
+
+    /**
+     * The short form of {@see schedule()}: a job from its parts, with the
+     * default ready_max_lifetime (7 days).
+     *
+     *     $client->pushTo('order', 'order:43:close', 1.5, '{"order":43}');
+     *
+     * @param int|float $delay seconds, 0 to 315360000, fractions allowed
+     * @return bool true (failures raise exceptions; never false)
+     * @throws InvalidArgumentException on bad input (nothing is sent to Redis)
+     * @throws IdTakenException         with ifAbsent, when the id is taken (nothing was written)
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
+     */
+    public function pushTo(string $topic, string|int $id, int|float $delay, string $body = '', bool $ifAbsent = false): bool
+    {
+        $message = Message::create(Validator::name('id', $id), $topic, $body);
+        return $this->schedule($message, $delay, self::DEFAULT_READY_MAX_LIFETIME, $ifAbsent);
     }
 
     /**
@@ -285,7 +328,9 @@ class Client
      * @return int the number of jobs pushed
      * @throws InvalidArgumentException on a bad item (nothing is sent to Redis)
      * @throws IdTakenException         with ifAbsent, when ids were taken (after the others were written)
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function pushMany(iterable $messagesWithDelays, bool $ifAbsent = false): int
     {
@@ -312,7 +357,7 @@ class Client
                 ));
             }
             try {
-                $jobs[] = $this->prepare($item->message, $item->delay, $item->readyMaxLifetime);
+                $jobs[] = Ops::job($this->keys, $item->message, $item->delay, $item->readyMaxLifetime);
             } catch (InvalidArgumentException $e) {
                 throw new InvalidArgumentException(
                     sprintf('pushMany item %s: %s', var_export($index, true), $e->getMessage()),
@@ -321,27 +366,11 @@ class Client
                 );
             }
         }
-
-        // push_many.lua: KEYS pool; ARGV bucket prefix, policy, wake channel, then push.lua's ARGV of each job
-        $calls = [];
-        foreach (array_chunk($jobs, Scripts::PUSH_MANY_MAX_JOBS) as $chunk) {
-            $argv = [$this->keys->bucketPrefix(), $ifAbsent ? Scripts::IF_ABSENT : Scripts::REPLACE, $this->keys->wake()];
-            foreach ($chunk as [, $jobArgv]) {
-                array_push($argv, ...$jobArgv);
-            }
-            $calls[] = [[$this->keys->pool()], $argv];
-        }
         $dues = [];
         $taken = [];
-        foreach (array_chunk($calls, self::CALLS_PER_PIPELINE) as $pipeline) {
-            foreach ($this->connection->pipelined(Scripts::PUSH_MANY, $pipeline) as $i => $entries) {
-                $expected = intdiv(\count($pipeline[$i][1]) - Scripts::PUSH_MANY_HEAD, Scripts::PUSH_MANY_STRIDE);
-                if (!\is_array($entries) || \count($entries) !== $expected) {
-                    throw new ConnectionException(
-                        'Redis error running push_many.lua: unexpected reply ' . get_debug_type($entries)
-                    );
-                }
-                foreach (array_values($entries) as $entry) {
+        foreach (array_chunk(Ops::pushMany($this->keys, $jobs, $ifAbsent), self::CALLS_PER_PIPELINE) as $pipeline) {
+            foreach ($this->connection->pipelined(Scripts::PUSH_MANY, $pipeline) as $i => $reply) {
+                foreach (Ops::pushManyEntries($reply, $pipeline[$i]) as $entry) {
                     $due = PushReply::read($entry, $jobs[\count($dues)][1][0], Scripts::PUSH_MANY);
                     if ($due instanceof Taken) {
                         $taken[] = $due;
@@ -360,75 +389,68 @@ class Client
     /**
      * Takes the next ready job of a topic, if any, without waiting. The job
      * is deleted from Redis as it is handed out (at most once). Ids whose
-     * job expired or was removed are skipped.
+     * job expired or was removed are skipped. Declared as 1.x declared it.
+     *
+     * @param string|int $topic any non-empty string (an int is its decimal string)
      *
      * @return Message|false the job, or false when none is ready
      * @throws InvalidArgumentException on a bad topic
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
-    public function pop(string $topic): Message|false
+    public function pop($topic)
     {
-        Validator::name('topic', $topic);
-        $job = $this->connection->script(
-            Scripts::POP,
-            [$this->keys->readyQueue($topic), $this->keys->malformed(), $this->keys->pool(), $this->keys->reserved()],
-            [$this->keys->bucketPrefix()]
-        );
-        return self::toMessage($job, Scripts::POP);
+        $call = Ops::pop($this->keys, Validator::name('topic', $topic));
+        return Ops::message($this->connection->script(...$call), Scripts::POP);
     }
 
     /**
      * Takes the next ready job of a topic, waiting up to $timeout seconds
      * for one (BRPOP, then take.lua; an id whose job is gone is skipped and
-     * the wait goes on within the same timeout).
+     * the wait goes on within the same timeout). Declared as 1.x declared it.
      *
-     * @param int|float $timeout seconds, fractions allowed; 0 waits forever
+     * @param string|int       $topic   any non-empty string (an int is its decimal string)
+     * @param int|float|string $timeout seconds, fractions allowed (a numeric string too); 0 waits forever
      * @return Message|false the job, or false when the timeout passed
      * @throws InvalidArgumentException on a bad topic or timeout
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
-    public function bPop(string $topic, int|float $timeout): Message|false
+    public function bPop($topic, $timeout)
     {
-        Validator::name('topic', $topic);
-        $timeout = Validator::timeout($timeout);
+        $topic = Validator::name('topic', $topic);
+        $timeout = Validator::timeout(Validator::legacySeconds('timeout', $timeout));
         $queue = $this->keys->readyQueue($topic);
         return $this->waitFor($timeout, function (float $wait) use ($queue): Message|false|null {
             $reply = $this->connection->blocking('BRPOP', [$queue], $wait);
             if ($reply === null) {
                 return null;
             }
-            if (!\is_array($reply) || \count($reply) !== 2 || !\is_string($reply[1] ?? null)) {
-                throw new ConnectionException('Redis error running BRPOP: unexpected reply ' . get_debug_type($reply));
-            }
-            $id = $reply[1];
-            $job = $this->connection->script(
-                Scripts::TAKE,
-                [$this->keys->bucket($id), $this->keys->malformed(), $this->keys->pool(), $this->keys->reserved()],
-                [$id]
-            );
-            return self::toMessage($job, Scripts::TAKE);
+            $call = Ops::take($this->keys, Ops::poppedId($reply));
+            return Ops::message($this->connection->script(...$call), Scripts::TAKE);
         });
     }
 
     /**
      * Cancels a job: a waiting job is never delivered; a job already in its
      * ready queue loses its data, so pop skips it. A job already popped
-     * cannot be recalled.
+     * cannot be recalled. Declared as 1.x declared it.
+     *
+     * @param string|int $id any non-empty string (an int is its decimal string)
      *
      * @return bool true when something was cancelled, false when the id was
      *              unknown (never pushed, already popped, or expired)
      * @throws InvalidArgumentException on a bad id
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
-    public function remove(string $id): bool
+    public function remove($id)
     {
-        Validator::name('id', $id);
-        $result = $this->connection->script(
-            Scripts::REMOVE,
-            [$this->keys->pool(), $this->keys->bucket($id)],
-            [$id]
-        );
-        return (int) $result === 1;
+        $call = Ops::remove($this->keys, Validator::name('id', $id));
+        return Ops::flag($this->connection->script(...$call), Scripts::REMOVE);
     }
 
     /**
@@ -449,13 +471,14 @@ class Client
      *                       315360000, rounded to the millisecond (at least 1 ms)
      * @return ReservedMessage|false the job, or false when none is ready
      * @throws InvalidArgumentException on a bad topic or ttr
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function reserve(string $topic, int|float $ttr): ReservedMessage|false
     {
-        Validator::name('topic', $topic);
-        $ttrMs = Validator::ttrMs($ttr);
-        return $this->runReserve($topic, $ttrMs);
+        $topic = Validator::name('topic', $topic);
+        return $this->runReserve($topic, Validator::ttrMs($ttr));
     }
 
     /**
@@ -471,11 +494,13 @@ class Client
      * @param int|float $timeout seconds, fractions allowed; 0 waits forever
      * @return ReservedMessage|false the job, or false when the timeout passed
      * @throws InvalidArgumentException on a bad topic, ttr or timeout
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function bReserve(string $topic, int|float $ttr, int|float $timeout = 0): ReservedMessage|false
     {
-        Validator::name('topic', $topic);
+        $topic = Validator::name('topic', $topic);
         $ttrMs = Validator::ttrMs($ttr);
         $timeout = Validator::timeout($timeout);
         $queue = $this->keys->readyQueue($topic);
@@ -503,20 +528,14 @@ class Client
      *              false when it was not (already ended, expired and handed
      *              out again, unknown id): nothing changed
      * @throws InvalidArgumentException on a bad id or receipt
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function ack(string|ReservedMessage $job, ?string $receipt = null): bool
     {
-        [$id, $receipt] = self::reservation($job, $receipt);
-        $result = $this->connection->script(
-            Scripts::ACK,
-            [$this->keys->reserved(), $this->keys->bucket($id), $this->keys->pool()],
-            [$id, $receipt]
-        );
-        if (!\is_int($result)) {
-            throw new ConnectionException('Redis error running ack.lua: unexpected reply ' . get_debug_type($result));
-        }
-        return $result === 1;
+        [$id, $receipt] = Ops::reservation($job, $receipt);
+        return Ops::flag($this->connection->script(...Ops::ack($this->keys, $id, $receipt)), Scripts::ACK);
     }
 
     /**
@@ -537,21 +556,15 @@ class Client
      *                     ended, expired and handed out again, unknown id):
      *                     nothing changed
      * @throws InvalidArgumentException on a bad id, receipt or ttr
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function touch(string|ReservedMessage $job, int|float $ttr, ?string $receipt = null): float|false
     {
-        [$id, $receipt] = self::reservation($job, $receipt);
-        $ttrMs = Validator::ttrMs($ttr);
-        $deadline = $this->connection->script(
-            Scripts::TOUCH,
-            [$this->keys->reserved(), $this->keys->bucket($id), $this->keys->pool()],
-            [$id, $receipt, (string) $ttrMs]
-        );
-        if ($deadline === false || $deadline === null) {
-            return false;
-        }
-        return self::seconds($deadline, Scripts::TOUCH);
+        [$id, $receipt] = Ops::reservation($job, $receipt);
+        $call = Ops::touch($this->keys, $id, $receipt, Validator::ttrMs($ttr));
+        return Ops::timeOrFalse($this->connection->script(...$call), Scripts::TOUCH);
     }
 
     /**
@@ -567,13 +580,15 @@ class Client
      * @return bool true when the reservation was held (the job is scheduled
      *              again or dead), false when it was not: nothing changed
      * @throws InvalidArgumentException on a bad id, receipt or delay
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function release(string|ReservedMessage $job, int|float|null $delay = null, ?string $receipt = null): bool
     {
-        [$id, $receipt] = self::reservation($job, $receipt);
+        [$id, $receipt] = Ops::reservation($job, $receipt);
         $action = $delay === null ? 'backoff' : (string) Validator::delayMs($delay);
-        return $this->endReservation($id, $receipt, $action);
+        return Ops::released($this->connection->script(...Ops::release($this->keys, $id, $receipt, $action)));
     }
 
     /**
@@ -586,12 +601,14 @@ class Client
      * @return bool true when the reservation was held (the job is dead),
      *              false when it was not: nothing changed
      * @throws InvalidArgumentException on a bad id or receipt
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function bury(string|ReservedMessage $job, ?string $receipt = null): bool
     {
-        [$id, $receipt] = self::reservation($job, $receipt);
-        return $this->endReservation($id, $receipt, 'bury');
+        [$id, $receipt] = Ops::reservation($job, $receipt);
+        return Ops::released($this->connection->script(...Ops::release($this->keys, $id, $receipt, 'bury')));
     }
 
     /**
@@ -605,21 +622,14 @@ class Client
      * @return float|false the new due time in Unix seconds (ms precision), or
      *                     false when the job is not waiting
      * @throws InvalidArgumentException on a bad id or delay
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function reschedule(string $id, int|float $delay): float|false
     {
-        Validator::name('id', $id);
-        $delayMs = Validator::delayMs($delay);
-        $due = $this->connection->script(
-            Scripts::RESCHEDULE,
-            [$this->keys->pool(), $this->keys->bucket($id)],
-            [$id, (string) $delayMs, $this->keys->wake()]
-        );
-        if ($due === false || $due === null) {
-            return false;
-        }
-        return self::seconds($due, Scripts::RESCHEDULE);
+        $call = Ops::reschedule($this->keys, Validator::name('id', $id), Validator::delayMs($delay));
+        return Ops::timeOrFalse($this->connection->script(...$call), Scripts::RESCHEDULE);
     }
 
     /**
@@ -632,40 +642,15 @@ class Client
      *                   Redis for long)
      * @return list<DeadLetter>
      * @throws InvalidArgumentException on a bad topic, start or count
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function deadLetters(string $topic, int $start = 0, int $count = 100): array
     {
-        Validator::name('topic', $topic);
+        $topic = Validator::name('topic', $topic);
         Validator::deadRange($start, $count);
-        // Beyond any list's length either way; keeps start + count exact in
-        // Lua's doubles.
-        $start = min($start, self::MAX_LIST_INDEX);
-        $entries = $this->connection->script(
-            Scripts::DEAD,
-            [$this->keys->dead($topic), $this->keys->pool()],
-            [$this->keys->bucketPrefix(), 'list', (string) $start, (string) $count]
-        );
-        if (!\is_array($entries)) {
-            throw new ConnectionException('Redis error running dead.lua: unexpected reply ' . get_debug_type($entries));
-        }
-        $letters = [];
-        foreach ($entries as $entry) {
-            if (!\is_array($entry) || \count($entry) !== 6 || !\is_int($entry[3])) {
-                throw new ConnectionException('Redis error running dead.lua: unexpected entry ' . get_debug_type($entry));
-            }
-            [$id, $topicOf, $body, $attempts, $reason, $deadAt] = $entry;
-            $letters[] = new DeadLetter(
-                (string) $id,
-                (string) $topicOf,
-                (string) $body,
-                $attempts,
-                (string) $reason,
-                // dead_at is written with dead_reason; a hand-edited bucket without it reads as 0
-                \is_string($deadAt) && is_numeric($deadAt) ? (float) $deadAt : 0.0
-            );
-        }
-        return $letters;
+        return Ops::deadLetters($this->connection->script(...Ops::deadList($this->keys, $topic, $start, $count)));
     }
 
     /**
@@ -678,7 +663,9 @@ class Client
      * @return int how many jobs were re-queued (ids not on the list, or whose
      *             job was removed or pushed again since, are not counted)
      * @throws InvalidArgumentException on a bad topic or id
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function requeueDead(string $topic, ?array $ids = null): int
     {
@@ -693,7 +680,9 @@ class Client
      * @return int how many jobs were deleted (ids not on the list, or whose
      *             job was removed or pushed again since, are not counted)
      * @throws InvalidArgumentException on a bad topic or id
-     * @throws ConnectionException      on a connection or Redis error
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function purgeDead(string $topic, ?array $ids = null): int
     {
@@ -707,6 +696,52 @@ class Client
     public function close(): void
     {
         $this->connection->close();
+    }
+
+    /**
+     * push.lua for one job of Ops::job().
+     *
+     * @param array{0: list<string>, 1: list<string>} $job
+     */
+    private function pushOne(array $job, bool $ifAbsent): bool
+    {
+        $due = PushReply::read($this->connection->script(...Ops::push($this->keys, $job, $ifAbsent)), $job[1][0], Scripts::PUSH);
+        if ($due instanceof Taken) {
+            throw new IdTakenException([$due], [null]);
+        }
+        return true;
+    }
+
+    /** reserve.lua for a checked topic and ttr. */
+    private function runReserve(string $topic, int $ttrMs): ReservedMessage|false
+    {
+        return Ops::reserved($this->connection->script(...Ops::reserve($this->keys, $topic, $ttrMs)));
+    }
+
+    /**
+     * dead.lua's requeue or purge: the ids in calls of at most 1000, or the
+     * whole list in calls of 1000 until one takes fewer (the list is empty).
+     *
+     * @param array<mixed>|null  $ids
+     * @param 'requeue'|'purge' $action
+     */
+    private function dead(string $topic, ?array $ids, string $action): int
+    {
+        $topic = Validator::name('topic', $topic);
+        $done = 0;
+        if ($ids !== null) {
+            $ids = array_values(array_unique(Validator::ids($ids)));
+            foreach (array_chunk($ids, Scripts::DEAD_MAX_PER_CALL) as $batch) {
+                [$n] = Ops::deadCounts($this->connection->script(...Ops::deadAction($this->keys, $topic, $action, $batch)));
+                $done += $n;
+            }
+            return $done;
+        }
+        do {
+            [$n, $taken] = Ops::deadCounts($this->connection->script(...Ops::deadAction($this->keys, $topic, $action, null)));
+            $done += $n;
+        } while ($taken >= Scripts::DEAD_MAX_PER_CALL);
+        return $done;
     }
 
     /**
@@ -751,263 +786,8 @@ class Client
         }
     }
 
-    /**
-     * Validates one job and builds push.lua's KEYS and ARGV[1..9] (the job;
-     * the policy and wake channel are added by the caller).
-     *
-     * @return array{0: list<string>, 1: list<string>}
-     * @throws InvalidArgumentException
-     */
-    private function prepare(Message $message, int|float $delay, int|float $readyMaxLifetime): array
-    {
-        $id = Validator::name('id', $message->id);
-        $topic = Validator::name('topic', $message->topic);
-        $delayMs = Validator::delayMs($delay);
-        $lifetimeMs = Validator::lifetimeMs(self::wholeSeconds($readyMaxLifetime));
-        // Retry settings not set go as "": push.lua then writes nothing, and
-        // the bucket stays exactly Delayer 1.x's.
-        $maxAttempts = $message->maxAttempts === null ? '' : (string) Validator::maxAttempts($message->maxAttempts);
-        $backoff = $message->backoff;
-        return [
-            [$this->keys->pool(), $this->keys->bucket($id)],
-            [
-                $id, $topic, $message->body, (string) $delayMs, (string) $lifetimeMs, $maxAttempts,
-                $backoff?->kind ?? '', (string) ($backoff?->backoffMs ?? ''), (string) ($backoff?->backoffMaxMs ?? ''),
-            ],
-        ];
-    }
-
-    /** reserve.lua for a validated topic and ttr. */
-    private function runReserve(string $topic, int $ttrMs): ReservedMessage|false
-    {
-        $job = $this->connection->script(
-            Scripts::RESERVE,
-            [
-                $this->keys->readyQueue($topic), $this->keys->reserved(), $this->keys->malformed(),
-                $this->keys->receiptSeq(), $this->keys->pool(),
-            ],
-            [$this->keys->bucketPrefix(), (string) $ttrMs]
-        );
-        if ($job === false || $job === null) {
-            return false;
-        }
-        if (!\is_array($job) || \count($job) !== 7 || !\is_int($job[3]) || !\is_int($job[4])) {
-            throw new ConnectionException('Redis error running reserve.lua: unexpected reply ' . get_debug_type($job));
-        }
-        [$id, $topicOf, $body, $attempts, $maxAttempts, $receipt, $deadline] = $job;
-        return new ReservedMessage(
-            (string) $id,
-            (string) $topicOf,
-            (string) $body,
-            $attempts,
-            $maxAttempts,
-            (string) $receipt,
-            self::seconds($deadline, Scripts::RESERVE)
-        );
-    }
-
-    /**
-     * The id and receipt ack / touch / release / bury send: a ReservedMessage's own
-     * (its id came from Redis and is not checked again: a job pushed by a
-     * Delayer 1.x client with an id we would refuse must still be ackable),
-     * or a checked id with the receipt given, "" for the current reservation.
-     *
-     * @return array{0: string, 1: string}
-     * @throws InvalidArgumentException
-     */
-    private static function reservation(string|ReservedMessage $job, ?string $receipt): array
-    {
-        if ($job instanceof ReservedMessage) {
-            if ($receipt !== null) {
-                throw new InvalidArgumentException('a ReservedMessage carries its receipt: pass a receipt only with an id');
-            }
-            return [$job->id, $job->receipt];
-        }
-        Validator::name('id', $job);
-        if ($receipt === '') {
-            throw new InvalidArgumentException('receipt must not be empty: pass null to act on the current reservation');
-        }
-        return [$job, $receipt ?? ''];
-    }
-
-    /** release.lua in "held" mode; true when the reservation was held. */
-    private function endReservation(string $id, string $receipt, string $action): bool
-    {
-        $result = $this->connection->script(
-            Scripts::RELEASE,
-            [$this->keys->reserved(), $this->keys->pool(), $this->keys->malformed()],
-            [$this->keys->prefix(), $action, 'held', $id, $receipt, $this->keys->wake()]
-        );
-        if ($result === false || $result === null) {
-            return false;
-        }
-        if (!\is_string($result)) {
-            throw new ConnectionException('Redis error running release.lua: unexpected reply ' . get_debug_type($result));
-        }
-        return true;
-    }
-
-    /**
-     * dead.lua's requeue or purge: the ids in calls of at most 1000, or the
-     * whole list in calls of 1000 until one takes fewer (the list is empty).
-     *
-     * @param array<mixed>|null  $ids
-     * @param 'requeue'|'purge' $action
-     * @throws InvalidArgumentException
-     * @throws ConnectionException
-     */
-    private function dead(string $topic, ?array $ids, string $action): int
-    {
-        Validator::name('topic', $topic);
-        $batches = null;
-        if ($ids !== null) {
-            $ids = array_values(array_unique(Validator::ids($ids)));
-            $batches = array_chunk($ids, Scripts::DEAD_MAX_PER_CALL);
-        }
-        $keys = [$this->keys->dead($topic), $this->keys->pool()];
-        $done = 0;
-        if ($batches !== null) {
-            foreach ($batches as $batch) {
-                [$n] = $this->runDead($keys, [$this->keys->bucketPrefix(), $action, (string) \count($batch), ...$batch]);
-                $done += $n;
-            }
-            return $done;
-        }
-        do {
-            [$n, $taken] = $this->runDead($keys, [$this->keys->bucketPrefix(), $action, (string) Scripts::DEAD_MAX_PER_CALL]);
-            $done += $n;
-        } while ($taken >= Scripts::DEAD_MAX_PER_CALL);
-        return $done;
-    }
-
-    /**
-     * @param list<string> $keys
-     * @param list<string> $argv
-     * @return array{0: int, 1: int} done, taken
-     */
-    private function runDead(array $keys, array $argv): array
-    {
-        $result = $this->connection->script(Scripts::DEAD, $keys, $argv);
-        if (!\is_array($result) || \count($result) !== 2 || !\is_int($result[0]) || !\is_int($result[1])) {
-            throw new ConnectionException('Redis error running dead.lua: unexpected reply ' . get_debug_type($result));
-        }
-        return [$result[0], $result[1]];
-    }
-
-    /** A script's "s.mmm" time as Unix seconds. */
-    private static function seconds(mixed $time, string $script): float
-    {
-        if (!\is_string($time) || !is_numeric($time)) {
-            throw new ConnectionException("Redis error running {$script}.lua: unexpected time " . get_debug_type($time));
-        }
-        return (float) $time;
-    }
-
-    /** A whole number of seconds given as int or integral float. */
-    private static function wholeSeconds(int|float $seconds): int
-    {
-        if (\is_float($seconds)) {
-            if (!is_finite($seconds) || floor($seconds) !== $seconds || abs($seconds) > PHP_INT_MAX / 1000) {
-                throw new InvalidArgumentException(sprintf(
-                    'readyMaxLifetime must be a whole number of seconds, got %s',
-                    var_export($seconds, true)
-                ));
-            }
-            return (int) $seconds;
-        }
-        return $seconds;
-    }
-
-    /** Turns a script's [id, topic, body] (or nil) into a Message (or false). */
-    private static function toMessage(mixed $job, string $script): Message|false
-    {
-        if ($job === false || $job === null) {
-            return false;
-        }
-        if (!\is_array($job) || \count($job) !== 3) {
-            throw new ConnectionException("Redis error running {$script}.lua: unexpected reply " . get_debug_type($job));
-        }
-        [$id, $topic, $body] = array_map(static fn ($v): string => \is_string($v) ? $v : (string) $v, $job);
-        return Message::create($id, $topic, $body);
-    }
-
-    /**
-     * Checks the tls option: cafile, local_cert and local_pk, readable files;
-     * local_cert and local_pk together.
-     *
-     * @return array<string, string>
-     * @throws ConfigException naming the bad key
-     */
-    private static function tlsOptions(mixed $tls): array
-    {
-        if (!\is_array($tls)) {
-            throw new ConfigException('option tls must be an array (cafile, local_cert, local_pk), got ' . get_debug_type($tls));
-        }
-        foreach ($tls as $key => $file) {
-            if (!\in_array($key, self::TLS_KEYS, true)) {
-                throw new ConfigException(sprintf(
-                    'unknown tls option %s (expected one of %s)',
-                    var_export($key, true),
-                    implode(', ', self::TLS_KEYS)
-                ));
-            }
-            if (!\is_string($file) || $file === '') {
-                throw new ConfigException("option tls.{$key} must be a file path, got " . get_debug_type($file));
-            }
-            if (!is_file($file) || !is_readable($file)) {
-                throw new ConfigException("option tls.{$key}: cannot read {$file}");
-            }
-        }
-        if (isset($tls['local_cert']) !== isset($tls['local_pk'])) {
-            [$set, $missing] = isset($tls['local_cert']) ? ['local_cert', 'local_pk'] : ['local_pk', 'local_cert'];
-            throw new ConfigException("option tls.{$set} needs tls.{$missing} too");
-        }
-        /** @var array<string, string> $tls */
-        return $tls;
-    }
-
     private static function now(): float
     {
         return hrtime(true) / 1e9;
-    }
-
-    /**
-     * @param array<string, mixed> $config
-     * @throws ConfigException
-     */
-    private static function configString(#[\SensitiveParameter] array $config, string $key, string $default, bool $allowEmpty): string
-    {
-        $value = $config[$key] ?? $default;
-        if (!\is_string($value) || (!$allowEmpty && $value === '')) {
-            throw new ConfigException(sprintf(
-                'option %s must be a %sstring, got %s',
-                $key,
-                $allowEmpty ? '' : 'non-empty ',
-                get_debug_type($value)
-            ));
-        }
-        return $value;
-    }
-
-    /**
-     * @param array<string, mixed> $config
-     * @throws ConfigException
-     */
-    private static function configInt(#[\SensitiveParameter] array $config, string $key, int $default, int $min, int $max): int
-    {
-        $value = $config[$key] ?? $default;
-        if (\is_string($value) && preg_match('/^\d{1,18}$/', $value) === 1) {
-            $value = (int) $value;
-        }
-        if (!\is_int($value) || $value < $min || $value > $max) {
-            throw new ConfigException(sprintf(
-                'option %s must be an integer from %d to %d, got %s',
-                $key,
-                $min,
-                $max,
-                \is_scalar($value) ? var_export($value, true) : get_debug_type($value)
-            ));
-        }
-        return $value;
     }
 }

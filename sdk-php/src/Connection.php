@@ -5,9 +5,11 @@ declare(strict_types=1);
 namespace Delayer;
 
 use Delayer\Exception\ConnectionException;
+use Delayer\Exception\RedisErrorException;
 
 /**
- * The client's one Redis connection, and the reason a client outlives a
+ * The I/O half of the client (sdk-rust's `connection`): its one Redis
+ * connection, and the reason a client outlives a
  * Redis restart: a call that loses the connection raises
  * ConnectionException and drops it, and the next call opens a new one
  * (connect, AUTH, SELECT), blocking or not. phpredis alone does not do this
@@ -18,7 +20,10 @@ use Delayer\Exception\ConnectionException;
  * may have taken its job), so the caller decides.
  *
  * Every way the client talks to Redis goes through here: scripts
- * ({@see Scripts}), pipelined scripts, and blocking commands.
+ * ({@see Scripts}), pipelined scripts, and blocking commands. What is sent
+ * and what the replies mean is {@see Ops}'s. Errors keep their kind: a lost
+ * socket is ConnectionException (and drops the connection), an error reply
+ * RedisErrorException (the connection stays).
  *
  * @internal used by {@see Client}
  */
@@ -73,6 +78,18 @@ final class Connection
     }
 
     /**
+     * The live phpredis instance (connecting first when there is none), for
+     * the `$_driver` of mix/delayer-client 1.x's subclasses. A lost
+     * connection replaces it: read it again rather than keep it.
+     *
+     * @throws ConnectionException
+     */
+    public function driver(): \Redis
+    {
+        return $this->redis();
+    }
+
+    /**
      * {@see Scripts::run()} on the live connection.
      *
      * @param value-of<Scripts::NAMES> $name
@@ -119,6 +136,7 @@ final class Connection
      * @param float        $wait seconds; 0 waits forever
      * @return mixed the reply, or null on timeout
      * @throws ConnectionException
+     * @throws RedisErrorException
      */
     public function blocking(string $command, array $args, float $wait): mixed
     {
@@ -139,7 +157,7 @@ final class Connection
             // phpredis gives a timeout's nil array (*-1) as [], and an error as false.
             if ($reply === false || $reply === null || $reply === []) {
                 if ($reply === false && ($error = $redis->getLastError()) !== null) {
-                    throw new ConnectionException("Redis error running {$command}: " . $this->scrub($error));
+                    throw new RedisErrorException("Redis error running {$command}: " . $this->scrub($error));
                 }
                 return null;
             }
@@ -254,6 +272,8 @@ final class Connection
                     throw new ConnectionException("Redis refused database {$this->database} at {$where}: "
                         . $this->scrub((string) $redis->getLastError()));
                 }
+            } catch (ConnectionException $e) {
+                throw $e; // a \RedisException itself: not to be wrapped again
             } catch (\RedisException $e) {
                 throw new ConnectionException("Redis refused database {$this->database} at {$where}: "
                     . $this->scrub($e->getMessage()), 0, $e);

@@ -16,7 +16,9 @@ use Delayer\Exception\InvalidArgumentException;
  *
  * or with {@see Message::create()}. Missing keys stay "" (the id and topic
  * are checked when the message is pushed); int, float and Stringable values
- * are converted to strings; unknown keys are rejected.
+ * are converted to strings; any other key becomes a property of the message,
+ * as in 1.x (it is not pushed: only id, topic, body and the retry settings
+ * are).
  *
  * Retry settings for the at-least-once mode (read only by reserve and its
  * kin; classic pop ignores them) are optional, and left out the bucket is
@@ -30,18 +32,19 @@ use Delayer\Exception\InvalidArgumentException;
  * Unset, reserve uses max_attempts 25 and an exponential backoff from 1 s
  * doubling up to 1 h.
  */
+#[\AllowDynamicProperties]
 class Message
 {
     use JobAccessors;
 
     /**
-     * @var string the job id (1..200 bytes, no whitespace, control characters
-     *             or braces); unique across all topics: pushing an id that a
-     *             job of any topic has replaces that job (see Client::push())
+     * @var string the job id (any non-empty string); unique across all
+     *             topics: pushing an id that a job of any topic has replaces
+     *             that job (see Client::push())
      */
     public string $id = '';
 
-    /** @var string the topic (same rules as the id) */
+    /** @var string the topic (any non-empty string) */
     public string $topic = '';
 
     /** @var string the body: any bytes, may be empty */
@@ -59,8 +62,8 @@ class Message
 
     /**
      * @param array{id?: string|int|float|\Stringable, topic?: string|int|float|\Stringable, body?: string|int|float|\Stringable|null, maxAttempts?: int|null, backoff?: Backoff|null} $config
-     * @throws InvalidArgumentException on an unknown key, a value of the wrong
-     *                                  type, or a maxAttempts out of range
+     * @throws InvalidArgumentException on a value of the wrong type, or a
+     *                                  maxAttempts out of range
      */
     public function __construct(array $config = [])
     {
@@ -80,13 +83,14 @@ class Message
                 continue;
             }
             if ($name !== 'id' && $name !== 'topic' && $name !== 'body') {
-                throw new InvalidArgumentException(sprintf(
-                    'unknown Message field %s (expected id, topic, body, maxAttempts, backoff)',
-                    var_export($name, true)
-                ));
+                if (!\is_string($name) || $name === '') {
+                    throw new InvalidArgumentException(sprintf('Message key %s is not a property name', var_export($name, true)));
+                }
+                $this->$name = $value; // 1.x kept every key as a property
+                continue;
             }
-            if ($value === null && $name === 'body') {
-                $value = '';
+            if ($value === null) {
+                $value = ''; // 1.x left it null; validate() and push() refuse it alike
             }
             if (\is_int($value) || \is_float($value) || $value instanceof \Stringable) {
                 $value = (string) $value;
@@ -148,12 +152,15 @@ class Message
     }
 
     /**
-     * Whether the message would pass push()'s checks on id, topic and
-     * maxAttempts (mix/delayer-client had this method; unlike it, an empty
-     * body is valid).
+     * Whether Client::push() takes the message: id, topic and body not
+     * empty, as mix/delayer-client 1.x's validate() said (Client::schedule()
+     * also takes an empty body), and maxAttempts in range.
      */
     public function validate(): bool
     {
+        if ($this->body === '') {
+            return false;
+        }
         try {
             Validator::name('id', $this->id);
             Validator::name('topic', $this->topic);

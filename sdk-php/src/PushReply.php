@@ -4,7 +4,7 @@ declare(strict_types=1);
 
 namespace Delayer;
 
-use Delayer\Exception\ConnectionException;
+use Delayer\Exception\ProtocolException;
 
 /**
  * What push.lua and push_many.lua answer for one job: the due time written,
@@ -24,7 +24,7 @@ final class PushReply
      * @param string $id     the job's id
      * @param string $script the script's name, for errors
      * @return float|Taken the due time in Unix seconds, or the id's holder
-     * @throws ConnectionException on an answer of another shape
+     * @throws ProtocolException on an answer of another shape
      */
     public static function read(mixed $entry, string $id, string $script): float|Taken
     {
@@ -36,6 +36,6 @@ final class PushReply
         ) {
             return new Taken($id, $entry[0], $entry[1] === '' ? null : (float) $entry[1]);
         }
-        throw new ConnectionException("Redis error running {$script}.lua: unexpected reply " . get_debug_type($entry));
+        throw new ProtocolException("unexpected reply from {$script}.lua: " . get_debug_type($entry));
     }
 }

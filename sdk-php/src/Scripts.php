@@ -5,6 +5,8 @@ declare(strict_types=1);
 namespace Delayer;
 
 use Delayer\Exception\ConnectionException;
+use Delayer\Exception\ProtocolException;
+use Delayer\Exception\RedisErrorException;
 
 /**
  * The one place where this SDK knows the Lua scripts of docs/PROTOCOL.md.
@@ -214,12 +216,14 @@ final class Scripts
      * Runs one script by EVALSHA, loading it first when Redis answers NOSCRIPT.
      *
      * A nil reply comes back as false (phpredis maps nil to false); an error
-     * reply raises ConnectionException.
+     * reply raises RedisErrorException, a failed socket ConnectionException.
      *
      * @param value-of<self::NAMES> $name
      * @param list<string> $keys
      * @param list<string> $argv
      * @throws ConnectionException
+     * @throws RedisErrorException
+     * @throws ProtocolException
      */
     public static function run(\Redis $redis, string $name, array $keys, array $argv): mixed
     {
@@ -235,10 +239,12 @@ final class Scripts
                     $error = $result === false ? $redis->getLastError() : null;
                 }
                 if ($error !== null) {
-                    throw new ConnectionException("Redis error running {$name}.lua: {$error}");
+                    throw new RedisErrorException("Redis error running {$name}.lua: {$error}");
                 }
             }
             return $result;
+        } catch (ConnectionException $e) {
+            throw $e; // from load(): a \RedisException already explained
         } catch (\RedisException $e) {
             throw new ConnectionException("Redis error running {$name}.lua: {$e->getMessage()}", 0, $e);
         }
@@ -257,6 +263,8 @@ final class Scripts
      * @param list<array{0: list<string>, 1: list<string>}> $calls KEYS and ARGV of each call
      * @return list<mixed> the replies, in order
      * @throws ConnectionException
+     * @throws RedisErrorException
+     * @throws ProtocolException
      */
     public static function runPipelined(\Redis $redis, string $name, array $calls): array
     {
@@ -294,6 +302,8 @@ final class Scripts
      *
      * @param value-of<self::NAMES> $name
      * @throws ConnectionException
+     * @throws RedisErrorException
+     * @throws ProtocolException
      */
     public static function load(\Redis $redis, string $name): void
     {
@@ -301,8 +311,11 @@ final class Scripts
             $redis->clearLastError();
             $sha = $redis->script('load', self::source($name));
             if (!\is_string($sha) || strtolower($sha) !== self::sha($name)) {
-                $error = $redis->getLastError() ?? 'unexpected reply ' . var_export($sha, true);
-                throw new ConnectionException("Redis error loading {$name}.lua: {$error}");
+                $error = $redis->getLastError();
+                if ($error !== null) {
+                    throw new RedisErrorException("Redis error loading {$name}.lua: {$error}");
+                }
+                throw new ProtocolException("unexpected reply loading {$name}.lua: " . var_export($sha, true));
             }
         } catch (\RedisException $e) {
             throw new ConnectionException("Redis error loading {$name}.lua: {$e->getMessage()}", 0, $e);

@@ -15,9 +15,6 @@ use Delayer\Exception\InvalidArgumentException;
  */
 final class Validator
 {
-    /** Longest id or topic, in bytes. */
-    public const MAX_NAME_BYTES = 200;
-
     /** Longest delay and ready_max_lifetime: 10 years, in seconds. */
     public const MAX_SECONDS = 315360000;
 
@@ -32,32 +29,46 @@ final class Validator
     }
 
     /**
-     * An id or a topic: 1 to 200 bytes of UTF-8, no whitespace (Unicode
-     * White_Space), no control character (Cc), no "{" or "}".
+     * An id or a topic: any non-empty string, as Delayer 1.x wrote them
+     * (spaces, braces, any length: a 1.x job on topic "close order" must be
+     * poppable); an int is taken as its decimal string (1.x ids were often
+     * ints). docs/PROTOCOL.md, "Input rules", says why nothing more is
+     * refused.
      *
      * @param string $what "id" or "topic", for the message
      * @throws InvalidArgumentException
      */
-    public static function name(string $what, string $value): string
+    public static function name(string $what, mixed $value): string
     {
-        $len = \strlen($value);
-        if ($len === 0 || $len > self::MAX_NAME_BYTES) {
-            throw new InvalidArgumentException(sprintf(
-                '%s must be 1 to %d bytes long, got %d bytes',
-                $what,
-                self::MAX_NAME_BYTES,
-                $len
-            ));
+        if (\is_int($value)) {
+            return (string) $value;
         }
-        if (!mb_check_encoding($value, 'UTF-8')) {
-            throw new InvalidArgumentException(sprintf('%s must be valid UTF-8', $what));
+        if (!\is_string($value)) {
+            throw new InvalidArgumentException(sprintf('%s must be a string or an int, got %s', $what, get_debug_type($value)));
         }
-        // \p{Z} + \p{Cc} is exactly Unicode White_Space plus the control characters.
-        if (preg_match('/[\p{Z}\p{Cc}{}]/u', $value) !== 0) {
+        if ($value === '') {
+            throw new InvalidArgumentException(sprintf('%s must not be empty', $what));
+        }
+        return $value;
+    }
+
+    /**
+     * A number of seconds as mix/delayer-client 1.x took it: an int, a float
+     * or a numeric string ("30", "1.5"); anything else is refused.
+     *
+     * @param string $what what the number is ("delayTime", ...), for the message
+     * @throws InvalidArgumentException
+     */
+    public static function legacySeconds(string $what, mixed $value): int|float
+    {
+        if (\is_string($value) && is_numeric($value)) {
+            $value = $value + 0;
+        }
+        if (!\is_int($value) && !\is_float($value)) {
             throw new InvalidArgumentException(sprintf(
-                '%s %s must not contain whitespace, control characters, "{" or "}"',
+                '%s must be a number of seconds, got %s',
                 $what,
-                json_encode($value, JSON_INVALID_UTF8_SUBSTITUTE | JSON_UNESCAPED_UNICODE | JSON_UNESCAPED_SLASHES)
+                \is_string($value) ? var_export($value, true) : get_debug_type($value)
             ));
         }
         return $value;
@@ -193,7 +204,7 @@ final class Validator
     }
 
     /**
-     * A list of job ids, each by the rules of {@see name()}.
+     * A list of job ids, each by the rules of {@see name()} (ints allowed).
      *
      * @param array<mixed> $ids
      * @return list<string>
@@ -203,14 +214,7 @@ final class Validator
     {
         $checked = [];
         foreach ($ids as $key => $id) {
-            if (!\is_string($id)) {
-                throw new InvalidArgumentException(sprintf(
-                    'ids[%s] must be a string, got %s',
-                    var_export($key, true),
-                    get_debug_type($id)
-                ));
-            }
-            $checked[] = self::name('id', $id);
+            $checked[] = self::name(sprintf('ids[%s]', var_export($key, true)), $id);
         }
         return $checked;
     }

@@ -71,7 +71,7 @@ final class ConnectionTest extends TestCase
                 // before: the constructor passed, and a push failed with
                 // "Protocol error: unauthenticated multibulk length"
                 $client = new Client(['host' => '127.0.0.1', 'port' => $port] + $credentials);
-                $client->push(Message::create('x', 't'), 1);
+                $client->schedule(Message::create('x', 't'), 1);
                 self::fail('expected ConnectionException');
             } catch (ConnectionException $e) {
                 self::assertSame(
@@ -89,7 +89,7 @@ final class ConnectionTest extends TestCase
         $server = self::protectedServer();
         foreach ([['password' => self::PASSWORD], ['username' => 'default', 'password' => self::PASSWORD]] as $i => $credentials) {
             $client = new Client(['host' => '127.0.0.1', 'port' => $server->port] + $credentials);
-            self::assertTrue($client->push(Message::create("auth:{$i}", 't'), 100));
+            self::assertTrue($client->schedule(Message::create("auth:{$i}", 't'), 100));
             self::assertTrue($client->remove("auth:{$i}"));
         }
     }
@@ -100,7 +100,7 @@ final class ConnectionTest extends TestCase
         $raw = $server->connect();
         $raw->flushAll();
         $client = new Client(['host' => '127.0.0.1', 'port' => (string) $server->port, 'database' => '3']);
-        $client->push(Message::create('db3', 't'), 10);
+        $client->schedule(Message::create('db3', 't'), 10);
         $raw->select(3);
         self::assertSame(['db3'], $raw->zRange('delayer:job_pool', 0, -1));
         $raw->flushAll();
@@ -108,6 +108,37 @@ final class ConnectionTest extends TestCase
         $this->expectException(ConnectionException::class);
         $this->expectExceptionMessage('database 99');
         new Client(['port' => $server->port, 'database' => 99]);
+    }
+
+    /**
+     * As in mix/delayer-client 1.x, a key the client does not read becomes a
+     * property (a subclass may use it), and the 1.x properties show where
+     * the client connected; the subclass's own defaults count.
+     */
+    public function testConfigKeysAndPropertiesAreThose1xHad(): void
+    {
+        $port = RedisServer::shared()->port;
+        $client = new Client(['port' => (string) $port, 'persistent' => true, 'read_timeout' => 3]);
+        self::assertTrue($client->persistent);
+        self::assertSame(3, $client->read_timeout);
+        self::assertSame(['127.0.0.1', $port, 0, ''], [$client->host, $client->port, $client->database, $client->password]);
+        $sub = new class (['port' => $port]) extends Client {
+            public $host = 'localhost';
+
+            public $database = 2;
+
+            public function driver(): \Redis
+            {
+                return $this->_driver;
+            }
+        };
+        self::assertSame(['localhost', 2], [$sub->host, $sub->database]);
+        $sub->driver()->set('delayer-compat-probe', 'x');
+        self::assertSame('x', $sub->driver()->get('delayer-compat-probe'));
+        $redis = RedisServer::shared()->connect();
+        $redis->select(2);
+        self::assertSame('x', $redis->get('delayer-compat-probe'), 'the subclass default database is used');
+        $redis->del('delayer-compat-probe');
     }
 
     public function testBadOptionsRaiseConfigException(): void
@@ -118,7 +149,7 @@ final class ConnectionTest extends TestCase
             ['database' => -1],
             ['timeout' => 0],
             ['host' => ''],
-            ['passwrd' => 'typo'],
+            [0 => 'not a name'],
             ['username' => 'bob'],
         ] as $config) {
             try {

@@ -108,7 +108,7 @@ final class ConnectionsTest extends TestCase
     private static function roundTrip(Client $client, \Redis $raw): void
     {
         $id = 'job-' . bin2hex(random_bytes(4));
-        self::assertTrue($client->push('t', $id, 0, 'via-conf'));
+        self::assertTrue($client->pushTo('t', $id, 0, 'via-conf'));
         $source = (string) file_get_contents(\dirname(__DIR__, 2) . '/lua/move.lua');
         $until = microtime(true) + 5.0;
         do {
@@ -239,7 +239,7 @@ final class ConnectionsTest extends TestCase
         }
         $raw->select(2);
         $client = new Client(['url' => "unix://{$server->socket}?db=2"]);
-        $client->push('t', 'in-db-2', 100);
+        $client->pushTo('t', 'in-db-2', 100);
         self::assertSame(['in-db-2'], $raw->zRange('delayer:job_pool', 0, -1));
         $raw->flushAll();
         $raw->close();

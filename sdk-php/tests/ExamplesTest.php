@@ -121,7 +121,7 @@ final class ExamplesTest extends TestCase
     {
         $client = $this->client();
         foreach ($messages as $message) {
-            $client->push($message, 0);
+            $client->schedule($message, 0);
         }
         $redis = $this->server->connect();
         $move = (string) file_get_contents(\dirname(__DIR__, 2) . '/lua/move.lua');

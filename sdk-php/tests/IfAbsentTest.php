@@ -22,8 +22,8 @@ final class IfAbsentTest extends RedisTestCase
     public function testByDefaultAnIdOfAnotherTopicIsReplaced(): void
     {
         $client = $this->client();
-        $client->push(Message::create('42', 'close_order', 'order'), 60);
-        self::assertTrue($client->push(Message::create('42', 'sms', 'text'), 30));
+        $client->schedule(Message::create('42', 'close_order', 'order'), 60);
+        self::assertTrue($client->schedule(Message::create('42', 'sms', 'text'), 30));
         self::assertSame(['topic' => 'sms', 'body' => 'text'], $this->redis->hGetAll('delayer:job_bucket:42'));
         self::assertSame(1, $this->redis->zCard('delayer:job_pool'), 'one job per id: the close_order job is gone');
     }
@@ -31,8 +31,8 @@ final class IfAbsentTest extends RedisTestCase
     public function testIfAbsentWritesAFreeId(): void
     {
         $client = $this->client();
-        self::assertTrue($client->push(Message::create('free', 't', 'b'), 5, ifAbsent: true));
-        self::assertTrue($client->push('t', 'free2', 5, 'b2', ifAbsent: true));
+        self::assertTrue($client->schedule(Message::create('free', 't', 'b'), 5, ifAbsent: true));
+        self::assertTrue($client->pushTo('t', 'free2', 5, 'b2', ifAbsent: true));
         self::assertSame(['topic' => 't', 'body' => 'b2'], $this->redis->hGetAll('delayer:job_bucket:free2'));
         self::assertSame(2, $this->redis->zCard('delayer:job_pool'));
     }
@@ -40,11 +40,11 @@ final class IfAbsentTest extends RedisTestCase
     public function testIfAbsentLeavesAWaitingJobAloneAndNamesIt(): void
     {
         $client = $this->client();
-        $client->push(Message::create('42', 'close_order', 'order'), 60);
+        $client->schedule(Message::create('42', 'close_order', 'order'), 60);
         $due = $this->redis->zScore('delayer:job_pool', '42');
         $ttl = $this->redis->pTtl('delayer:job_bucket:42');
         try {
-            $client->push(Message::create('42', 'sms', 'text'), 1, ifAbsent: true);
+            $client->schedule(Message::create('42', 'sms', 'text'), 1, ifAbsent: true);
             self::fail('expected IdTakenException');
         } catch (IdTakenException $e) {
             self::assertInstanceOf(DelayerException::class, $e);
@@ -60,13 +60,13 @@ final class IfAbsentTest extends RedisTestCase
     public function testATakenIdThatIsNotWaitingHasNoDueTime(): void
     {
         $client = $this->client();
-        $client->push('t', 'reserved', 0);
-        $client->push('t', 'ready', 0.002);
+        $client->pushTo('t', 'reserved', 0);
+        $client->pushTo('t', 'ready', 0.002);
         $this->moveDue(2);
         self::assertSame('reserved', $client->reserve('t', 60)->id, 'first due, first out');
         foreach (['ready', 'reserved'] as $id) {
             try {
-                $client->push('other', $id, 10, ifAbsent: true);
+                $client->pushTo('other', $id, 10, ifAbsent: true);
                 self::fail('expected IdTakenException');
             } catch (IdTakenException $e) {
                 self::assertEquals([new Taken($id, 't', null)], $e->taken);
@@ -75,7 +75,7 @@ final class IfAbsentTest extends RedisTestCase
         }
         $this->redis->set('delayer:job_bucket:broken', 'not a hash');
         try {
-            $client->push('t', 'broken', 10, ifAbsent: true);
+            $client->pushTo('t', 'broken', 10, ifAbsent: true);
             self::fail('expected IdTakenException');
         } catch (IdTakenException $e) {
             self::assertEquals([new Taken('broken', '', null)], $e->taken, 'an unreadable job still holds its id');
@@ -86,8 +86,8 @@ final class IfAbsentTest extends RedisTestCase
     public function testPushManyIfAbsentWritesTheFreeIdsAndReportsTheTakenOnes(): void
     {
         $client = $this->client();
-        $client->push(Message::create('taken:waiting', 'a', 'old'), 100);
-        $client->push(Message::create('taken:ready', 'b', 'old'), 0);
+        $client->schedule(Message::create('taken:waiting', 'a', 'old'), 100);
+        $client->schedule(Message::create('taken:ready', 'b', 'old'), 0);
         $this->moveDue(1);
         $waitingDue = $this->redis->zScore('delayer:job_pool', 'taken:waiting');
         // 150 jobs: two push_many.lua calls; taken ids in both, and an id
@@ -139,7 +139,7 @@ final class IfAbsentTest extends RedisTestCase
     public function testPushManyByDefaultReplacesAcrossTopics(): void
     {
         $client = $this->client();
-        $client->push(Message::create('42', 'close_order', 'order'), 60);
+        $client->schedule(Message::create('42', 'close_order', 'order'), 60);
         self::assertSame(1, $client->pushMany([[Message::create('42', 'sms', 'text'), 30]]));
         self::assertSame(['topic' => 'sms', 'body' => 'text'], $this->redis->hGetAll('delayer:job_bucket:42'));
     }
@@ -163,9 +163,9 @@ final class IfAbsentTest extends RedisTestCase
         }
     }
 
-    public function testTheShortFormStillNeedsADelay(): void
+    public function testIfAbsentStillChecksItsInput(): void
     {
-        $this->assertRejectedBeforeRedis(static fn (Client $c) => $c->push('t', 'id', ifAbsent: true));
-        $this->assertRejectedBeforeRedis(static fn (Client $c) => $c->push(Message::create('id', 't'), 1, body: 'b'));
+        $this->assertRejectedBeforeRedis(static fn (Client $c) => $c->pushTo('t', '', 1, ifAbsent: true));
+        $this->assertRejectedBeforeRedis(static fn (Client $c) => $c->schedule(Message::create('id', 't'), -1, ifAbsent: true));
     }
 }

@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Delayer\Tests;
 
 use Delayer\Exception\ConnectionException;
+use Delayer\Exception\RedisErrorException;
 use Delayer\Exception\DelayerException;
 use Delayer\Message;
 
@@ -18,7 +19,7 @@ final class PopTest extends RedisTestCase
     public function testJobIsNotReadyBeforeItsDueTime(): void
     {
         $client = $this->client();
-        $client->push(Message::create('later', 't', 'b'), 60);
+        $client->schedule(Message::create('later', 't', 'b'), 60);
         $source = file_get_contents(self::repoLuaDir() . '/move.lua');
         $result = $this->redis->eval($source, ['delayer:job_pool', 'delayer:malformed', 'delayer:', '1000'], 2);
         self::assertSame(0, $result[0]);
@@ -28,10 +29,10 @@ final class PopTest extends RedisTestCase
     public function testPopIsFirstDueFirstOut(): void
     {
         $client = $this->client();
-        $client->push(Message::create('third', 'fifo', '3'), 0.3);
-        $client->push(Message::create('first', 'fifo', '1'), 0.1);
-        $client->push(Message::create('second', 'fifo', '2'), 0.2);
-        $client->push(Message::create('elsewhere', 'other', 'x'), 0);
+        $client->schedule(Message::create('third', 'fifo', '3'), 0.3);
+        $client->schedule(Message::create('first', 'fifo', '1'), 0.1);
+        $client->schedule(Message::create('second', 'fifo', '2'), 0.2);
+        $client->schedule(Message::create('elsewhere', 'other', 'x'), 0);
         self::assertSame(['fifo' => 3, 'other' => 1], $this->moveDue(4));
 
         foreach (['first' => '1', 'second' => '2', 'third' => '3'] as $id => $body) {
@@ -48,8 +49,8 @@ final class PopTest extends RedisTestCase
     public function testPopSkipsIdsWhoseBucketIsGone(): void
     {
         $client = $this->client();
-        $client->push(Message::create('expired', 'skip', 'x'), 0);
-        $client->push(Message::create('alive', 'skip', 'y'), 0.05);
+        $client->schedule(Message::create('expired', 'skip', 'x'), 0);
+        $client->schedule(Message::create('alive', 'skip', 'y'), 0.05);
         $this->moveDue(2);
         $this->redis->del('delayer:job_bucket:expired'); // as if its TTL ran out
         $message = $client->pop('skip');
@@ -62,7 +63,7 @@ final class PopTest extends RedisTestCase
     public function testBPopReturnsAJobAlreadyReady(): void
     {
         $client = $this->client();
-        $client->push(Message::create('ready', 'bq', 'now'), 0);
+        $client->schedule(Message::create('ready', 'bq', 'now'), 0);
         $this->moveDue(1);
         $start = microtime(true);
         $message = $client->bPop('bq', 5);
@@ -75,7 +76,7 @@ final class PopTest extends RedisTestCase
     public function testBPopWithTimeoutZeroWaitsForeverButReturnsAReadyJob(): void
     {
         $client = $this->client(['timeout' => 0.5]);
-        $client->push(Message::create('forever', 'bq', 'f'), 0);
+        $client->schedule(Message::create('forever', 'bq', 'f'), 0);
         $this->moveDue(1);
         self::assertSame('forever', $client->bPop('bq', 0)->id);
         self::assertFalse($client->pop('bq'), 'the read timeout is restored and the connection usable');
@@ -85,7 +86,7 @@ final class PopTest extends RedisTestCase
     {
         $client = $this->client();
         $this->redis->lPush('delayer:ready_queue:bq', 'ghost-1', 'ghost-2');
-        $client->push(Message::create('real', 'bq', 'r'), 0);
+        $client->schedule(Message::create('real', 'bq', 'r'), 0);
         $this->moveDue(1);
         $message = $client->bPop('bq', 2);
         self::assertInstanceOf(Message::class, $message);
@@ -118,8 +119,8 @@ final class PopTest extends RedisTestCase
     public function testRemoveBeforeDuePreventsDelivery(): void
     {
         $client = $this->client();
-        $client->push(Message::create('cancel-me', 'rm', 'x'), 0);
-        $client->push(Message::create('keep-me', 'rm', 'y'), 0);
+        $client->schedule(Message::create('cancel-me', 'rm', 'x'), 0);
+        $client->schedule(Message::create('keep-me', 'rm', 'y'), 0);
         self::assertTrue($client->remove('cancel-me'));
         self::assertSame(0, $this->redis->exists('delayer:job_bucket:cancel-me'));
         self::assertSame(['rm' => 1], $this->moveDue(1));
@@ -131,7 +132,7 @@ final class PopTest extends RedisTestCase
     public function testRemoveAfterTheMoveMakesPopSkipIt(): void
     {
         $client = $this->client();
-        $client->push(Message::create('moved', 'rm', 'x'), 0);
+        $client->schedule(Message::create('moved', 'rm', 'x'), 0);
         $this->moveDue(1);
         self::assertTrue($client->remove('moved'));
         self::assertFalse($client->pop('rm'));
@@ -150,9 +151,9 @@ final class PopTest extends RedisTestCase
             $allBytes .= \chr($i);
         }
         $large = random_bytes(1 << 20);
-        $client->push(Message::create('bin', 'bin', $allBytes), 0);
-        $client->push('bin', 'large', 0.001, $large);
-        $client->push(Message::create('empty', 'bin', ''), 0.002);
+        $client->schedule(Message::create('bin', 'bin', $allBytes), 0);
+        $client->pushTo('bin', 'large', 0.001, $large);
+        $client->schedule(Message::create('empty', 'bin', ''), 0.002);
         $this->moveDue(3);
 
         $bin = $client->pop('bin');
@@ -182,7 +183,7 @@ final class PopTest extends RedisTestCase
 
     public function testAJobWePushIsReadableTheOriginalWay(): void
     {
-        $this->client()->push(Message::create('ours', 'compat', "raw\0body"), 0);
+        $this->client()->schedule(Message::create('ours', 'compat', "raw\0body"), 0);
         $this->moveDue(1);
         // mix/delayer-client's pop(): RPOP; HGETALL; DEL
         $id = $this->redis->rPop('delayer:ready_queue:compat');
@@ -195,23 +196,38 @@ final class PopTest extends RedisTestCase
     {
         $client = $this->client();
         self::assertFalse($client->pop('t')); // loads pop.lua
-        $client->push(Message::create('a', 't'), 0);
+        $client->schedule(Message::create('a', 't'), 0);
         $this->moveDue(1);
         $this->redis->script('flush');
         self::assertSame('a', $client->pop('t')->id);
     }
 
-    public function testARedisErrorRaisesConnectionException(): void
+    /**
+     * A command Redis refuses is RedisErrorException, not ConnectionException
+     * (a worker retrying on connection errors would retry it forever), and
+     * the connection stays up.
+     */
+    public function testARedisErrorRaisesRedisErrorException(): void
     {
         $client = $this->client();
         $this->redis->set('delayer:ready_queue:wrongtype', 'not a list');
-        try {
-            $client->pop('wrongtype');
-            self::fail('expected ConnectionException');
-        } catch (ConnectionException $e) {
-            self::assertInstanceOf(DelayerException::class, $e);
-            self::assertStringContainsString('WRONGTYPE', $e->getMessage());
+        foreach ([
+            'pop' => static fn () => $client->pop('wrongtype'),
+            'bPop' => static fn () => $client->bPop('wrongtype', 1),
+        ] as $name => $call) {
+            try {
+                $call();
+                self::fail("{$name}: expected RedisErrorException");
+            } catch (RedisErrorException $e) {
+                self::assertInstanceOf(DelayerException::class, $e);
+                self::assertNotInstanceOf(ConnectionException::class, $e, $name);
+                self::assertNotInstanceOf(\RedisException::class, $e, $name);
+                self::assertStringContainsString('WRONGTYPE', $e->getMessage(), $name);
+            }
         }
+        $clients = $this->redis->client('list');
+        self::assertFalse($client->pop('t'), 'the same connection goes on');
+        self::assertSame(\count($clients), \count($this->redis->client('list')), 'no new connection');
     }
 
     public function testAMalformedBucketIsParkedNotLost(): void

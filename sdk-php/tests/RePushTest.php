@@ -42,7 +42,7 @@ final class RePushTest extends RedisTestCase
     public function testAReadyEntryOfAnEarlierPushDoesNotCarryTheNewJobOutEarly(\Closure $consume, bool $legacy): void
     {
         $client = $this->client();
-        $client->push('t', 'X', 0, 'first');
+        $client->pushTo('t', 'X', 0, 'first');
         $this->moveDue(1);
         self::assertSame(['X'], $this->redis->lRange('delayer:ready_queue:t', 0, -1));
 
@@ -66,7 +66,7 @@ final class RePushTest extends RedisTestCase
     public function testAnEntryForAReservedIdIsNotHandedOutAgain(\Closure $consume): void
     {
         $client = $this->client();
-        $client->push('t', 'R', 0, 'body');
+        $client->pushTo('t', 'R', 0, 'body');
         $this->moveDue(1);
         $held = $client->reserve('t', 60);
         self::assertInstanceOf(ReservedMessage::class, $held);
@@ -86,7 +86,7 @@ final class RePushTest extends RedisTestCase
     public function testAReservationOfAnEarlierPushIsNoLongerHeld(bool $legacy): void
     {
         $client = $this->client();
-        $client->push('t', 'Y', 0, 'first');
+        $client->pushTo('t', 'Y', 0, 'first');
         $this->moveDue(1);
         $old = $client->reserve('t', 60);
         self::assertInstanceOf(ReservedMessage::class, $old);
@@ -108,7 +108,7 @@ final class RePushTest extends RedisTestCase
     private function rePush(Client $client, string $id, int $delay, string $body, bool $legacy): void
     {
         if (!$legacy) {
-            $client->push('t', $id, $delay, $body);
+            $client->pushTo('t', $id, $delay, $body);
             return;
         }
         $now = (int) $this->redis->time()[0];

@@ -47,8 +47,8 @@ final class ReconnectTest extends TestCase
     private static function calls(): array
     {
         return [
-            'push' => static fn (Client $c) => $c->push(Message::create('p', 'other'), 60),
-            'push ifAbsent' => static fn (Client $c) => $c->push(Message::create('q', 'other'), 60, ifAbsent: true),
+            'push' => static fn (Client $c) => $c->schedule(Message::create('p', 'other'), 60),
+            'push ifAbsent' => static fn (Client $c) => $c->schedule(Message::create('q', 'other'), 60, ifAbsent: true),
             'pushMany' => static fn (Client $c) => $c->pushMany([[Message::create('m', 'other'), 60]]),
             'pop' => static fn (Client $c) => $c->pop('t:pop')->id,
             'bPop' => static fn (Client $c) => $c->bPop('t:bPop', 5)->id,

@@ -31,9 +31,9 @@ final class WakeTest extends RedisTestCase
         $this->subscribe('delayer:wake');
         $client = $this->client();
 
-        $client->push(Message::create('a', 't'), 100); // empty pool: published
+        $client->schedule(Message::create('a', 't'), 100); // empty pool: published
         self::assertSame($this->due('a'), $this->nextMessage());
-        $client->push(Message::create('later', 't'), 200); // after the head: nothing
+        $client->schedule(Message::create('later', 't'), 200); // after the head: nothing
         $client->pushMany([[Message::create('b', 't'), 80], [Message::create('c', 't'), 50]]); // one message, the earliest
         self::assertSame($this->due('c'), $this->nextMessage(), 'nothing for "later"; c, the earliest of the batch');
         $client->reschedule('later', 10);
@@ -50,7 +50,7 @@ final class WakeTest extends RedisTestCase
     public function testTheChannelFollowsThePrefix(): void
     {
         $this->subscribe('shop:wake');
-        $this->client(['prefix' => 'shop:'])->push(Message::create('x', 't'), 1);
+        $this->client(['prefix' => 'shop:'])->schedule(Message::create('x', 't'), 1);
         self::assertSame(
             number_format((float) $this->redis->zScore('shop:job_pool', 'x'), 3, '.', ''),
             $this->nextMessage()

@@ -13,9 +13,11 @@ namespace Delayer\Exception;
  *
  * Implemented by {@see InvalidArgumentException} (bad input, nothing was sent
  * to Redis), {@see ConnectionException} (cannot connect, authentication
- * failed, Redis answered with an error), {@see ConfigException} (bad
- * client configuration or delayer.conf) and {@see IdTakenException} (push
- * with ifAbsent met a taken id).
+ * failed, connection lost: transient), {@see RedisErrorException} (Redis
+ * refused the command), {@see ProtocolException} (a reply the protocol does
+ * not allow), {@see ConfigException} (bad client configuration or
+ * delayer.conf) and {@see IdTakenException} (a push with ifAbsent met a
+ * taken id).
  */
 interface DelayerException extends \Throwable
 {

@@ -1,0 +1,202 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer;
+
+use Delayer\Exception\ConfigException;
+
+/**
+ * The client's options, checked: the constructor's array (or delayer.conf's
+ * values, {@see ConfigFile}) turned into where Redis is, how to log in, the
+ * key prefix and the timeout, before anything connects. Kept apart from the
+ * client so that {@see Client} is its public methods.
+ *
+ * @internal used by {@see Client}
+ */
+final class Options
+{
+    /** The options this SDK reads; any other key is the caller's own (1.x made it a property). */
+    public const KEYS = ['url', 'host', 'port', 'database', 'username', 'password', 'tls', 'prefix', 'timeout'];
+
+    /** Default connect and read timeout, in seconds. */
+    public const DEFAULT_TIMEOUT = 5.0;
+
+    /** The stream-context options of the tls option (PHP's ssl context names). */
+    private const TLS_KEYS = ['cafile', 'local_cert', 'local_pk'];
+
+    /**
+     * @param string     $host     the Redis host (or socket path) as 1.x's `$host` shows it
+     * @param int        $port     the port (0 for a unix socket)
+     * @param int        $database the database number
+     * @param string     $password the password, "" for none
+     * @param Keys       $keys     the key names of the prefix
+     * @param Connection $connection not yet connected
+     */
+    private function __construct(
+        public readonly string $host,
+        public readonly int $port,
+        public readonly int $database,
+        #[\SensitiveParameter] public readonly string $password,
+        public readonly Keys $keys,
+        public readonly Connection $connection,
+    ) {
+    }
+
+    /**
+     * Checks the options this SDK reads (the keys of {@see KEYS}; others are
+     * left to the caller).
+     *
+     * @param array<string, mixed> $config
+     * @param array{host: mixed, port: mixed, database: mixed, password: mixed} $defaults
+     *        what host, port, database and password are when not given (the
+     *        client's properties: a 1.x subclass may declare other defaults)
+     * @throws ConfigException on a bad value
+     */
+    public static function parse(#[\SensitiveParameter] array $config, #[\SensitiveParameter] array $defaults): self
+    {
+        $url = self::string($config, 'url', '', true);
+        $username = self::string($config, 'username', '', true);
+        $password = self::string($config + ['password' => $defaults['password']], 'password', '', true);
+        $tls = self::tlsOptions($config['tls'] ?? []);
+        $secrets = $password === '' ? [] : [$password];
+        $context = null;
+        if ($url === '') {
+            $config += ['host' => $defaults['host'], 'port' => $defaults['port'], 'database' => $defaults['database']];
+            $host = self::string($config, 'host', '127.0.0.1', false);
+            $port = self::int($config, 'port', 6379, 1, 65535);
+            $database = self::int($config, 'database', 0, 0, PHP_INT_MAX);
+            $where = str_starts_with($host, '/') ? $host : "{$host}:{$port}";
+            $port = str_starts_with($host, '/') ? 0 : $port;
+            $shownHost = $host;
+        } else {
+            foreach (['host', 'port', 'database'] as $key) {
+                if (($config[$key] ?? null) !== null) {
+                    throw new ConfigException("option {$key}: set either url or host/port/database, not both");
+                }
+            }
+            $parsed = RedisUrl::parse($url);
+            if ($parsed === null) {
+                throw new ConfigException('option url: not a redis://, rediss:// or unix:// URL');
+            }
+            if ($parsed->password !== null) {
+                $secrets[] = $parsed->password;
+            }
+            $username = $username !== '' ? $username : (string) $parsed->username;
+            $password = $password !== '' ? $password : (string) $parsed->password;
+            $database = $parsed->database;
+            if ($parsed->socket !== null) {
+                $host = $where = $shownHost = $parsed->socket;
+                $port = 0;
+            } else {
+                $bare = (string) $parsed->host;
+                $shownHost = $bare;
+                $host = ($parsed->tls ? 'tls://' : '') . (str_contains($bare, ':') ? "[{$bare}]" : $bare);
+                $port = $parsed->port;
+                $where = (str_contains($bare, ':') ? "[{$bare}]" : $bare) . ":{$parsed->port}";
+                // Certificates matter only for rediss:// (as in the Rust SDK).
+                $context = $parsed->tls
+                    ? ['stream' => $tls + ['verify_peer' => true, 'verify_peer_name' => true, 'peer_name' => $bare]]
+                    : null;
+            }
+        }
+        $keys = new Keys(self::string($config, 'prefix', Keys::DEFAULT_PREFIX, true));
+        $timeout = $config['timeout'] ?? self::DEFAULT_TIMEOUT;
+        if (\is_string($timeout) && is_numeric($timeout)) {
+            $timeout = $timeout + 0; // 1.x users passed phpredis's options as they came
+        }
+        if (!(\is_int($timeout) || \is_float($timeout)) || !is_finite((float) $timeout) || $timeout <= 0) {
+            throw new ConfigException('option timeout must be a positive number of seconds');
+        }
+        if ($username !== '' && $password === '') {
+            throw new ConfigException('option username needs a password');
+        }
+        $connection = new Connection(
+            $host,
+            $port,
+            $where,
+            $context,
+            $username === '' ? null : $username,
+            $password === '' ? null : $password,
+            $database,
+            (float) $timeout,
+            $secrets,
+        );
+        return new self($shownHost, $port, $database, $password, $keys, $connection);
+    }
+
+    /**
+     * Checks the tls option: cafile, local_cert and local_pk, readable files;
+     * local_cert and local_pk together.
+     *
+     * @return array<string, string>
+     * @throws ConfigException naming the bad key
+     */
+    private static function tlsOptions(mixed $tls): array
+    {
+        if (!\is_array($tls)) {
+            throw new ConfigException('option tls must be an array (cafile, local_cert, local_pk), got ' . get_debug_type($tls));
+        }
+        foreach ($tls as $key => $file) {
+            if (!\in_array($key, self::TLS_KEYS, true)) {
+                throw new ConfigException(sprintf(
+                    'unknown tls option %s (expected one of %s)',
+                    var_export($key, true),
+                    implode(', ', self::TLS_KEYS)
+                ));
+            }
+            if (!\is_string($file) || $file === '') {
+                throw new ConfigException("option tls.{$key} must be a file path, got " . get_debug_type($file));
+            }
+            if (!is_file($file) || !is_readable($file)) {
+                throw new ConfigException("option tls.{$key}: cannot read {$file}");
+            }
+        }
+        if (isset($tls['local_cert']) !== isset($tls['local_pk'])) {
+            [$set, $missing] = isset($tls['local_cert']) ? ['local_cert', 'local_pk'] : ['local_pk', 'local_cert'];
+            throw new ConfigException("option tls.{$set} needs tls.{$missing} too");
+        }
+        /** @var array<string, string> $tls */
+        return $tls;
+    }
+
+    /**
+     * @param array<string, mixed> $config
+     * @throws ConfigException
+     */
+    private static function string(#[\SensitiveParameter] array $config, string $key, string $default, bool $allowEmpty): string
+    {
+        $value = $config[$key] ?? $default;
+        if (!\is_string($value) || (!$allowEmpty && $value === '')) {
+            throw new ConfigException(sprintf(
+                'option %s must be a %sstring, got %s',
+                $key,
+                $allowEmpty ? '' : 'non-empty ',
+                get_debug_type($value)
+            ));
+        }
+        return $value;
+    }
+
+    /**
+     * @param array<string, mixed> $config
+     * @throws ConfigException
+     */
+    private static function int(#[\SensitiveParameter] array $config, string $key, int $default, int $min, int $max): int
+    {
+        $value = $config[$key] ?? $default;
+        if (\is_string($value) && preg_match('/^\d{1,18}$/', $value) === 1) {
+            $value = (int) $value;
+        }
+        if (!\is_int($value) || $value < $min || $value > $max) {
+            throw new ConfigException(sprintf(
+                'option %s must be an integer from %d to %d, got %s',
+                $key,
+                $min,
+                $max,
+                \is_scalar($value) ? var_export($value, true) : get_debug_type($value)
+            ));
+        }
+        return $value;
+    }
+}
