@@ -199,6 +199,22 @@ class Client
         return $name === '_driver';
     }
 
+    /**
+     * What var_dump() and print_r() show: the properties, with the password
+     * masked (1.x's $password is public, but dumps end up in logs).
+     *
+     * @return array<string, mixed>
+     */
+    public function __debugInfo(): array
+    {
+        $shown = get_object_vars($this);
+        unset($shown['connection']);
+        if (($shown['password'] ?? '') !== '') {
+            $shown['password'] = '***';
+        }
+        return $shown;
+    }
+
     /** The key names this client uses (built from its prefix). */
     public function getKeys(): Keys
     {

@@ -63,6 +63,18 @@ final class ConnectionTest extends TestCase
         }
     }
 
+    /** $password is public, as in 1.x; dumping a client does not print it. */
+    public function testDumpingAClientHidesThePassword(): void
+    {
+        $client = new Client(['host' => '127.0.0.1', 'port' => self::protectedServer()->port, 'password' => self::PASSWORD]);
+        self::assertSame(self::PASSWORD, $client->password);
+        ob_start();
+        var_dump($client);
+        $dump = (string) ob_get_clean() . print_r($client, true);
+        self::assertStringContainsString('password', $dump);
+        self::assertStringNotContainsString(self::PASSWORD, $dump);
+    }
+
     public function testAMissingPasswordIsAnAuthenticationError(): void
     {
         $port = self::protectedServer()->port;
