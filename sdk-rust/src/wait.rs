@@ -194,7 +194,7 @@ mod tests {
         let mut short = Wait::bpop(&Keys::default(), "t", Duration::from_nanos(1)).expect("wait");
         std::thread::sleep(Duration::from_millis(2));
         assert!(matches!(short.start(), Step::Done(None)));
-        assert!(Wait::bpop(&Keys::default(), "bad topic", Duration::ZERO).is_err());
+        assert!(Wait::bpop(&Keys::default(), "", Duration::ZERO).is_err());
         assert!(Wait::breserve(&Keys::default(), "t", Duration::ZERO, Duration::ZERO).is_err(), "ttr 0");
     }
 }

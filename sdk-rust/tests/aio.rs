@@ -73,7 +73,8 @@ async fn bpop_times_out_and_remove_and_push_many_work() {
 async fn errors_match_the_blocking_client() {
     let redis = RedisServer::start();
     let d = Delayer::open(&redis.url()).expect("client");
-    assert!(matches!(d.push("t", "bad id", Duration::ZERO).await, Err(Error::InvalidArgument(_))));
+    assert!(matches!(d.push("t", "", Duration::ZERO).await, Err(Error::InvalidArgument(_))));
+    assert!(d.push("close order", "any {id}", Duration::ZERO).await.is_ok(), "names 1.x wrote are taken");
     assert!(matches!(d.bpop("", Duration::ZERO).await, Err(Error::InvalidArgument(_))));
     let closed = Delayer::open(&format!("redis://127.0.0.1:{}/", testkit::free_port())).expect("lazy");
     let start = Instant::now();

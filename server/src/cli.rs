@@ -149,13 +149,13 @@ mod tests {
     #[test]
     fn bad_arguments_are_refused_while_parsing() {
         for args in [
-            &["peek", "a b"][..],
+            &["peek", ""][..],
             &["peek", "t", "0"],
             &["peek", "t", "1001"],
             &["dead", "list", "t", "x"],
             &["dead", "requeue", "t"],
             &["dead", "purge", "t", "a", "--all"],
-            &["dead", "purge", "t", "{x}"],
+            &["dead", "purge", "t", ""],
             &["-c", "f", "--url", "redis://x/", "stats"],
         ] {
             assert_eq!(parse(args).map(|_| ()).map_err(|e| e.exit_code()), Err(2), "{args:?}");
@@ -163,5 +163,9 @@ mod tests {
         let ok = parse(&["stats", "--url", "redis://x/", "--prefix", "app:"]).expect("valid");
         assert_eq!((ok.url.as_deref(), ok.prefix.as_deref()), (Some("redis://x/"), Some("app:")));
         assert!(parse(&["dead", "requeue", "t", "a", "b"]).is_ok());
+        // Any non-empty name, as Delayer 1.x wrote them.
+        assert!(parse(&["peek", "close order"]).is_ok());
+        assert!(parse(&["dead", "list", "{t}"]).is_ok());
+        assert!(parse(&["dead", "purge", "close order", "order 42", "{x}", "x".repeat(300).as_str()]).is_ok());
     }
 }

@@ -140,6 +140,8 @@ fn dead_letters(target: &Target, action: DeadCommand) -> Result<(), Fatal> {
     if missing.is_empty() {
         Ok(())
     } else {
+        // Quoted: an id may hold spaces.
+        let missing: Vec<String> = missing.iter().map(|id| format!("{id:?}")).collect();
         Err(Fatal::failed(format!("not dead letters of topic {:?}: {}", which.topic, missing.join(" "))))
     }
 }
