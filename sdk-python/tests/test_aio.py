@@ -149,15 +149,15 @@ def test_validation_touches_nothing(url: str, raw: "redis.Redis") -> None:
     async def main() -> None:
         async with Delayer(url) as d:
             bad: list[Callable[[], Awaitable[Any]]] = [
-                lambda: d.push("t", "a b", 0),
-                lambda: d.push("t{x}", "a", 0),
+                lambda: d.push("t", "", 0),
+                lambda: d.push("", "a", 0),
                 lambda: d.push("t", "a", -1),
                 lambda: d.push("t", "a", float("nan")),
                 lambda: d.push("t", "a", 1, b"", 0),
                 lambda: d.pop(""),
                 lambda: d.bpop("t", -1),
-                lambda: d.remove("x" * 201),
-                lambda: d.push_many([Job("t", "ok", 0), Job("t", "bad\n", 0)]),
+                lambda: d.remove(""),
+                lambda: d.push_many([Job("t", "ok", 0), Job("t", "", 0)]),
             ]
             for call in bad:
                 with pytest.raises(InvalidArgument):

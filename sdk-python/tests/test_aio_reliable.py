@@ -194,7 +194,7 @@ def test_validation_touches_nothing(url: str, raw: "redis.Redis") -> None:
                 lambda: d.push("t", "j", 0, max_attempts=-1),
                 lambda: d.push("t", "j", 0, max_attempts=1_000_001),
                 lambda: d.push("t", "j", 0, max_attempts=True),
-                lambda: d.ack("a b"),
+                lambda: d.ack(""),
                 lambda: d.release("j", -1),
                 lambda: d.bury("j", 5),  # type: ignore[arg-type]
                 lambda: d.reschedule("j", -1),

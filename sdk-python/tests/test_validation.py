@@ -11,21 +11,9 @@ import redis
 from delayer import Backoff, Delayer, InvalidArgument, Job, Message, ReservedMessage
 from delayer import _calls, _rules, _waits
 
+# Any non-empty text is a name (test_odd_names.py); only these are not.
 BAD_NAMES = [
     "",
-    "a b",
-    "a\tb",
-    "a\nb",
-    "a\u00a0b",  # no-break space
-    "a\u3000b",  # ideographic space
-    "a\x00b",
-    "a\x1bb",
-    "a\x7fb",
-    "a\x85b",
-    "a{b",
-    "a}b",
-    "x" * 201,
-    "\u00e9" * 101,  # 202 bytes of UTF-8
     "a\ud800",  # lone surrogate: not UTF-8
     b"bytes",
     123,
@@ -51,13 +39,13 @@ for i, bad in enumerate(BAD_TIMEOUTS):
 CASES["push-body-int"] = lambda d: d.push("t", "id", 1, 123)
 CASES["push-body-surrogate"] = lambda d: d.push("t", "id", 1, "\ud800")
 CASES["push_many-one-bad"] = lambda d: d.push_many(
-    [Job("t", "ok-1", 0), Job("t", "bad id", 0), Job("t", "ok-2", 0)]
+    [Job("t", "ok-1", 0), Job("t", "", 0), Job("t", "ok-2", 0)]
 )
 CASES["push_many-bad-last-of-250"] = lambda d: d.push_many(
     [Job(f"t{i % 3}", f"ok-{i}", 0) for i in range(249)] + [Job("t", "late", 0, b"", 0)]
 )
 CASES["push_many-bad-in-second-call"] = lambda d: d.push_many(
-    [Job(f"t{i % 3}", f"ok-{i}" if i != 150 else "a{b}", 0) for i in range(250)]
+    [Job(f"t{i % 3}", f"ok-{i}" if i != 150 else "", 0) for i in range(250)]
 )
 CASES["push_many-not-job"] = lambda d: d.push_many([Job("t", "ok", 0), ("t", "x", 0)])  # type: ignore[list-item]
 CASES["push_many-not-iterable"] = lambda d: d.push_many(5)  # type: ignore[arg-type]
@@ -105,7 +93,7 @@ CASES["dead_letters-start-negative"] = lambda d: d.dead_letters("t", -1, 10)
 CASES["dead_letters-start-float"] = lambda d: d.dead_letters("t", 0.0, 10)  # type: ignore[arg-type]
 CASES["requeue_dead-ids-str"] = lambda d: d.requeue_dead("t", "abc")
 CASES["requeue_dead-ids-not-iterable"] = lambda d: d.requeue_dead("t", 5)  # type: ignore[arg-type]
-CASES["purge_dead-bad-id-late"] = lambda d: d.purge_dead("t", [f"ok-{n}" for n in range(1500)] + ["a b"])
+CASES["purge_dead-bad-id-late"] = lambda d: d.purge_dead("t", [f"ok-{n}" for n in range(1500)] + [""])
 CASES["ack-receipt-int"] = lambda d: d.ack("j", 7)  # type: ignore[arg-type]
 CASES["ack-receipt-surrogate"] = lambda d: d.ack("j", "\ud800")
 CASES["ack-job-int"] = lambda d: d.ack(7)  # type: ignore[arg-type]
@@ -115,7 +103,7 @@ CASES["touch-receipt-empty"] = lambda d: d.touch("j", 1, "")
 CASES["touch-receipt-int"] = lambda d: d.touch("j", 1, 7)  # type: ignore[arg-type]
 CASES["touch-reserved-and-receipt"] = lambda d: d.touch(HELD, 1, "7")
 CASES["touch-reserved-empty-receipt"] = lambda d: d.touch(ReservedMessage("j", "t", b"", 1, 25, "", 0.0), 1)
-CASES["bury-reserved-bad-id"] = lambda d: d.bury(ReservedMessage("a b", "t", b"", 1, 25, "7", 0.0))
+CASES["bury-reserved-bad-id"] = lambda d: d.bury(ReservedMessage("", "t", b"", 1, 25, "7", 0.0))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -9,49 +9,35 @@ returns the value as the scripts take it, or raises :class:`InvalidArgument`.
 from __future__ import annotations
 
 import math
-import unicodedata
 from fractions import Fraction
 from typing import Optional, Union
 
 from .errors import InvalidArgument
 
-#: Longest id or topic, in UTF-8 bytes.
-MAX_NAME_BYTES = 200
 #: Longest delay and ready_max_lifetime: 10 years, in seconds.
 MAX_SECONDS = 315_360_000
 #: The largest max_attempts (0 means no limit).
 MAX_ATTEMPTS_LIMIT = 1_000_000
 
-# Unicode White_Space (the same set as Rust's char::is_whitespace), fixed here
-# so that every Python version rejects the same names.
-_WHITESPACE = frozenset(
-    "\t\n\x0b\x0c\r \x85\xa0\u1680"
-    "\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
-    "\u2028\u2029\u202f\u205f\u3000"
-)
-
 Number = Union[int, float]
 
 
 def check_name(kind: str, value: object) -> str:
-    """Check an id or topic: 1..200 UTF-8 bytes, no whitespace, controls or braces."""
+    """Check an id or topic: any non-empty ``str`` that is text (encodable as UTF-8).
+
+    The classic layout puts it in key names as is, and Redis takes any bytes
+    there, so everything Delayer 1.x accepted (spaces, braces, control
+    characters, any length) is accepted; only the empty name, which 1.x
+    refused too, is a caller's bug.
+    """
     if not isinstance(value, str):
         raise InvalidArgument(f"{kind} must be a str, not {type(value).__name__}")
+    if not value:
+        raise InvalidArgument(f"{kind} must not be empty")
     try:
-        size = len(value.encode("utf-8"))
+        value.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidArgument(f"{kind} is not valid UTF-8 (it holds a lone surrogate)") from None
-    if size == 0:
-        raise InvalidArgument(f"{kind} must not be empty")
-    if size > MAX_NAME_BYTES:
-        raise InvalidArgument(f"{kind} is {size} bytes of UTF-8; at most {MAX_NAME_BYTES} allowed")
-    for pos, ch in enumerate(value):
-        if ch in _WHITESPACE:
-            raise InvalidArgument(f"{kind} must not contain whitespace (U+{ord(ch):04X} at {pos})")
-        if unicodedata.category(ch) == "Cc":
-            raise InvalidArgument(f"{kind} must not contain control characters (U+{ord(ch):04X} at {pos})")
-        if ch in "{}":
-            raise InvalidArgument(f"{kind} must not contain '{{' or '}}' (reserved for Redis Cluster hash tags)")
     return value
 
 
