@@ -1,8 +1,9 @@
 """The SDKs' copies of the Lua scripts are byte-identical to lua/.
 
 Python ships them as package data (sdk-python/src/delayer/lua/) and PHP
-reads them from sdk-php/lua/. The Rust SDK has no copy: it compiles lua/*.lua
-in with include_str!("../../lua/...") (sdk-rust/src/scripts.rs), so there is
+reads them from sdk-php/lua/. The Rust crates have no copy: sdk-rust/lua is a
+link to lua/ and server/lua/move.lua a link to lua/move.lua, compiled in with
+include_str!("../lua/...") and followed by `cargo package`, so there is
 nothing to drift. move.lua is the server's alone and has no client copy.
 """
 
@@ -37,7 +38,12 @@ def test_lua_copy_is_byte_identical(sdk: str, script: str) -> None:
     assert copy == canon, f"{COPIES[sdk] / script} differs from lua/{script}"
 
 
-def test_rust_sdk_includes_lua_directly() -> None:
+def test_rust_crates_include_lua_through_links() -> None:
+    assert (REPO / "sdk-rust" / "lua").resolve() == CANON.resolve(), "sdk-rust/lua must link to lua/"
     src = "".join(p.read_text() for p in (REPO / "sdk-rust" / "src").rglob("*.rs"))
     for script in CLIENT_SCRIPTS:
-        assert f'include_str!("../../lua/{script}")' in src, f"sdk-rust no longer includes lua/{script}"
+        assert f'include_str!("../lua/{script}")' in src, f"sdk-rust no longer includes lua/{script}"
+    move = REPO / "server" / "lua" / "move.lua"
+    assert move.is_symlink() and move.resolve() == (CANON / "move.lua").resolve(), "server/lua/move.lua must link to lua/"
+    server_src = (REPO / "server" / "src" / "scripts.rs").read_text()
+    assert 'include_str!("../lua/move.lua")' in server_src, "the server no longer includes lua/move.lua"

@@ -1,7 +1,9 @@
 //! The client-side Lua scripts, named.
 //!
 //! The script texts live once in the repository's `lua/` folder (each states
-//! its KEYS and ARGV in its header); this module only gives them names.
+//! its KEYS and ARGV in its header); `sdk-rust/lua` is a link to it, which
+//! `cargo package` follows, so the published crate carries them too. This
+//! module only gives them names.
 //! `redis::Script` sends them by SHA and loads them again on `NOSCRIPT`.
 
 use redis::Script;
@@ -38,24 +40,24 @@ pub static RESCHEDULE: LazyLock<Script> = LazyLock::new(|| Script::new(RESCHEDUL
 pub static DEAD: LazyLock<Script> = LazyLock::new(|| Script::new(DEAD_SRC));
 
 /// Source of `lua/push.lua`.
-pub const PUSH_SRC: &str = include_str!("../../lua/push.lua");
+pub const PUSH_SRC: &str = include_str!("../lua/push.lua");
 /// Source of `lua/push_many.lua`.
-pub const PUSH_MANY_SRC: &str = include_str!("../../lua/push_many.lua");
+pub const PUSH_MANY_SRC: &str = include_str!("../lua/push_many.lua");
 /// Source of `lua/pop.lua`.
-pub const POP_SRC: &str = include_str!("../../lua/pop.lua");
+pub const POP_SRC: &str = include_str!("../lua/pop.lua");
 /// Source of `lua/take.lua`.
-pub const TAKE_SRC: &str = include_str!("../../lua/take.lua");
+pub const TAKE_SRC: &str = include_str!("../lua/take.lua");
 /// Source of `lua/remove.lua`.
-pub const REMOVE_SRC: &str = include_str!("../../lua/remove.lua");
+pub const REMOVE_SRC: &str = include_str!("../lua/remove.lua");
 /// Source of `lua/reserve.lua`.
-pub const RESERVE_SRC: &str = include_str!("../../lua/reserve.lua");
+pub const RESERVE_SRC: &str = include_str!("../lua/reserve.lua");
 /// Source of `lua/ack.lua`.
-pub const ACK_SRC: &str = include_str!("../../lua/ack.lua");
+pub const ACK_SRC: &str = include_str!("../lua/ack.lua");
 /// Source of `lua/touch.lua`.
-pub const TOUCH_SRC: &str = include_str!("../../lua/touch.lua");
+pub const TOUCH_SRC: &str = include_str!("../lua/touch.lua");
 /// Source of `lua/release.lua`.
-pub const RELEASE_SRC: &str = include_str!("../../lua/release.lua");
+pub const RELEASE_SRC: &str = include_str!("../lua/release.lua");
 /// Source of `lua/reschedule.lua`.
-pub const RESCHEDULE_SRC: &str = include_str!("../../lua/reschedule.lua");
+pub const RESCHEDULE_SRC: &str = include_str!("../lua/reschedule.lua");
 /// Source of `lua/dead.lua`.
-pub const DEAD_SRC: &str = include_str!("../../lua/dead.lua");
+pub const DEAD_SRC: &str = include_str!("../lua/dead.lua");

@@ -3,7 +3,8 @@
 //! (reservations past their deadline: retry or dead letters).
 //!
 //! The script texts live once in the repository's `lua/` folder, with their
-//! KEYS and ARGV in their headers. release.lua is the one the SDKs run for
+//! KEYS and ARGV in their headers (`server/lua/move.lua` links to it, so
+//! `cargo package` carries it). release.lua is the one the SDKs run for
 //! release and bury, so an expired reservation is a failed attempt by the
 //! very same rules. It is sent by SHA; `redis::Script` loads it
 //! again when Redis answers NOSCRIPT (after a restart or SCRIPT FLUSH).
@@ -14,7 +15,7 @@ use std::sync::LazyLock;
 
 /// `move.lua`: KEYS pool, malformed list, reserved; ARGV key prefix, batch
 /// size, "1" for per-job lateness.
-pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/move.lua")));
+pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/move.lua")));
 
 /// `release.lua`: KEYS reserved, pool, malformed list; ARGV key prefix,
 /// "backoff", "expired", batch size (the SDKs' copy, via the SDK crate).
