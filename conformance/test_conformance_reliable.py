@@ -216,7 +216,7 @@ BAD = [
     ("ttr 0", {"op": "reserve", "topic": "t", "ttr_ms": 0}),
     ("ttr over 10 years", {"op": "reserve", "topic": "t", "ttr_ms": 315_360_000_001}),
     ("breserve ttr 0", {"op": "breserve", "topic": "t", "ttr_ms": 0, "timeout_ms": 10}),
-    ("reserve bad topic", {"op": "reserve", "topic": "a b", "ttr_ms": 1000}),
+    ("reserve empty topic", {"op": "reserve", "topic": "", "ttr_ms": 1000}),
     ("max_attempts -1", {"op": "push", "topic": "t", "id": "x", "delay_ms": 0, "max_attempts": -1}),
     ("max_attempts 1000001", {"op": "push", "topic": "t", "id": "x", "delay_ms": 0, "max_attempts": 1_000_001}),
     ("backoff cap below base", {"op": "push", "topic": "t", "id": "x", "delay_ms": 0,
@@ -229,12 +229,12 @@ BAD = [
     ("touch empty receipt", {"op": "touch", "id": "x", "receipt": "", "ttr_ms": 1000}),
     ("backoff cap below base after rounding", {"op": "push", "topic": "t", "id": "x", "delay_ms": 0,
                                                "backoff": {"kind": "exponential", "base_ms": 2, "max_ms": 1}}),
-    ("release bad id", {"op": "release", "id": "a b", "receipt": None, "delay_ms": None}),
+    ("release empty id", {"op": "release", "id": "", "receipt": None, "delay_ms": None}),
     ("release delay over 10 years", {"op": "release", "id": "x", "receipt": None, "delay_ms": 315_360_000_001}),
     ("reschedule delay over 10 years", {"op": "reschedule", "id": "x", "delay_ms": 315_360_000_001}),
     ("dead_list count 0", {"op": "dead_list", "topic": "t", "start": 0, "count": 0}),
     ("dead_list count 1001", {"op": "dead_list", "topic": "t", "start": 0, "count": 1001}),
-    ("requeue bad id", {"op": "requeue_dead", "topic": "t", "ids": ["a b"]}),
+    ("requeue empty id", {"op": "requeue_dead", "topic": "t", "ids": ["ok", ""]}),
 ]
 
 
