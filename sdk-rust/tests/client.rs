@@ -307,11 +307,14 @@ async fn from_conf_refuses_unknown_keys_and_sections_as_the_server_does() {
     let cases = [
         (
             "[redis]\nhost = 127.0.0.1\nprot = 16391\n",
-            format!("{p}:3: [redis] prot: unknown key; [redis] takes {redis_keys}"),
+            format!("{p}:3: [redis] prot: unknown key (did you mean port?); [redis] takes {redis_keys}"),
         ),
         (
             "[delayer]\nkey_prefix = x:\ntimer_intervall = 5\n[redis]\nport = 1\n",
-            format!("{p}:3: [delayer] timer_intervall: unknown key; [delayer] takes {delayer_keys}"),
+            format!(
+                "{p}:3: [delayer] timer_intervall: unknown key (did you mean timer_interval?); [delayer] takes \
+                 {delayer_keys}"
+            ),
         ),
         (
             "[redis]\nport = 1\n\n[mysql]\nhost = x\n",
@@ -337,5 +340,12 @@ async fn from_conf_refuses_unknown_keys_and_sections_as_the_server_does() {
     )
     .expect("write conf");
     assert_eq!(Delayer::from_conf(&path).expect("every server key").keys().prefix(), "k:");
+    // The first 1.0 layout's keys with no use now are taken too.
+    std::fs::write(
+        &path,
+        "[delayerd]\ninterval = 1000\naccess_log = a.log\nerror_log = e.log\n[redis]\nport = 6379\ntimeout = 3\n",
+    )
+    .expect("write conf");
+    assert_eq!(Delayer::from_conf(&path).expect("a 1.0 file").keys().prefix(), "delayer:");
     let _ = std::fs::remove_dir_all(dir);
 }
