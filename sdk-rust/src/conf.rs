@@ -100,13 +100,13 @@ pub fn reject_unknown(file: &ConfFile) -> Result<Vec<Ignored>, ConfError> {
         let Some(section) = section else {
             return Err(file.error(None, Some(key), "keys must be inside a [delayer] or [redis] section"));
         };
-        if let Some((_, _, note)) = IGNORED_1X.iter().find(|(s, k, _)| *s == section && k.map_or(true, |k| k == key)) {
+        if let Some(&(_, _, note)) = IGNORED_1X.iter().find(|(s, k, _)| *s == section && k.is_none_or(|k| k == key)) {
             ignored.push(Ignored {
                 file: file.path().to_path_buf(),
                 section: section.to_string(),
                 key: key.to_string(),
                 line: file.line_of(Some(section), key),
-                note: *note,
+                note,
             });
             continue;
         }
@@ -143,7 +143,7 @@ pub fn closest<'a>(name: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let mut best: Option<(usize, &'a str)> = None;
     for &candidate in candidates {
         let d = edit_distance(name.as_bytes(), candidate.as_bytes());
-        if d <= limit && best.map_or(true, |(b, _)| d < b) {
+        if d <= limit && best.is_none_or(|(b, _)| d < b) {
             best = Some((d, candidate));
         }
     }
