@@ -81,6 +81,33 @@ fn every_1x_spelling_of_the_daemon_flag_means_daemon() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `-daemon -configuration=FILE`, as a 1.x init script wrote it, starts a
+/// daemon that moves jobs and stops on SIGTERM.
+#[test]
+fn a_daemon_started_with_the_1x_spellings_runs() {
+    let redis = RedisServer::start();
+    let dir = testkit::temp_dir("flags-daemon-runs");
+    let conf = testkit::server_conf(redis.port(), 100, "pid = run/delayer.pid\nerror_log = logs/error.log");
+    std::fs::write(dir.join("delayer.conf"), conf).expect("conf");
+    let out = run(&dir, &["-daemon", "-configuration=delayer.conf"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let pid_file = dir.join("run/delayer.pid");
+    let pid = std::fs::read_to_string(&pid_file).expect("pid file written once -daemon returns");
+    let pid = pid.trim().to_string();
+    let alive = || std::path::Path::new(&format!("/proc/{pid}")).exists() && pid_file.exists();
+    let mut conn = redis.connection();
+    delayer_1x_push(&mut conn, "d-1", "t", "b", 0);
+    let moved = wait_until(DEADLINE, || conn.llen::<_, u64>("delayer:ready_queue:t").unwrap_or(0) == 1);
+    let _ = Command::new("kill").arg("-TERM").arg(&pid).status();
+    assert!(
+        moved,
+        "the daemon did not move the job: {}",
+        std::fs::read_to_string(dir.join("logs/error.log")).unwrap_or_default()
+    );
+    assert!(wait_until(DEADLINE, || !alive()), "daemon {pid} still runs after SIGTERM");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn every_1x_spelling_of_help_and_version_prints_and_exits() {
     let dir = testkit::temp_dir("flags-help");
