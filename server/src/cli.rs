@@ -1,6 +1,7 @@
 //! The command line, flag for flag as Delayer 1.x (`-d`, `-c FILE`, `-h`,
-//! `-v`), plus commands for operators: read-only inspection, and the
-//! dead-letter lists.
+//! `-v`; 1.x's Go-style spellings such as `-daemon` or `--c FILE` are
+//! rewritten into these first, by `goflags`), plus commands for operators:
+//! read-only inspection, and the dead-letter lists.
 //!
 //! Every argument is checked here (names, counts), so a bad one is a usage
 //! error (exit 2) before anything connects to Redis.
