@@ -96,21 +96,21 @@ fn serve(
             config.batch_size,
             config.path.display()
         );
-        // The wake-up listener starts a thread: only after detaching.
         if let Some(addr) = config.metrics_addr {
             telemetry::serve(addr).map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");
         }
         let stop = Arc::new(timer::Stop::default());
+        let keys = Keys::new(&config.key_prefix);
+        // The wake-up listener starts a thread: only after detaching.
+        let wakes = wake::listen(client.clone(), keys.wake(), config.pool.connect_timeout, stop.clone());
         let mover = Arc::new(mover::Mover::new(
-            Manager::new(client.clone(), config.pool.connect_timeout, config.pool.io_timeout),
+            Manager::new(client, config.pool.connect_timeout, config.pool.io_timeout),
             config.pool.max_lifetime,
-            Keys::new(&config.key_prefix),
+            keys,
             config.batch_size,
             config.metrics_addr.is_some(),
         ));
-        let wakes =
-            wake::listen(client, Keys::new(&config.key_prefix).wake(), config.pool.connect_timeout, stop.clone());
         tokio::spawn(signals.handle(stop.clone(), log_files));
         launcher.ready();
         timer::run(mover, config.timer_interval, stop, Some(wakes)).await;
