@@ -24,3 +24,4 @@ phpunit -c sdk-php/phpunit.xml
 echo "== Conformance: every SDK pair through the real server"
 cargo build -q --locked -p delayer-server -p delayer-conformance-driver
 .venv/bin/pytest -q conformance
+tools/check-packaging.sh   # crates, wheel and sdist, composer package: built and installed

@@ -156,11 +156,13 @@ def make_certificates(dir: Path) -> Tuple[Path, Path, Path]:
         out = subprocess.run(["openssl", *args], cwd=dir, capture_output=True)
         assert out.returncode == 0, f"openssl {args}: {out.stderr.decode(errors='replace')}"
 
+    # Python 3.13 verifies strictly (VERIFY_X509_STRICT): the CA needs its key
+    # usage, the leaf its Authority Key Identifier.
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
-            "-days", "2", "-subj", "/CN=delayer test CA")
+            "-days", "2", "-subj", "/CN=delayer test CA", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
             "-subj", "/CN=127.0.0.1")
-    (dir / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    (dir / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nauthorityKeyIdentifier=keyid,issuer\n")
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
             "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")
     return dir / "server.pem", dir / "server.key", dir / "ca.pem"

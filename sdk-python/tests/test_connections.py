@@ -96,8 +96,14 @@ def test_client_certificate_files_are_passed_to_redis_py(tmp_path: Path, certs: 
     path = write(tmp_path, f"[redis]\nurl = rediss://127.0.0.1:1/0\ntls_cert_file = {cert}\ntls_key_file = {key}\n")
     s = config.load(path)
     assert (s.tls_cert_file, s.tls_key_file, s.tls_ca_file) == (str(cert), str(key), None)
-    d2 = aio.Delayer.from_config(path)
-    assert d2.redis.connection_pool.connection_kwargs["ssl_certfile"] == str(cert)
+
+    # Made inside a running loop: on Python 3.9, redis-py's asyncio pool binds
+    # to the loop current when it is made, and there is none after asyncio.run.
+    async def made_in_a_loop() -> str:
+        d2 = aio.Delayer.from_config(path)
+        return str(d2.redis.connection_pool.connection_kwargs["ssl_certfile"])
+
+    assert asyncio.run(made_in_a_loop()) == str(cert)
 
 
 # --------------------------------------------------------------------------

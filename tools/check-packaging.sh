@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Checks that every package installs the way its ecosystem installs it, so a
+# release is not the first time anyone tries:
+#  - Rust: `cargo package` (with its verification build) of the SDK crate
+#    `delayer` and the server crate `delayer-server`, each carrying its Lua
+#    scripts and the LICENSE;
+#  - Python: wheel and sdist built with `python -m build`, the Lua scripts
+#    inside both, the SDK's tests run against the installed wheel under the
+#    oldest (3.9) and newest Python found here;
+#  - PHP: `composer validate --strict`, then `composer require
+#    delayer/delayer-client:^2.0` in a fresh project from a path repository,
+#    and a script that uses the installed package (autoload only) against a
+#    real redis-server.
+# Called by test.sh; run it alone from anywhere.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
+
+work=$(mktemp -d)
+redis_pid=
+cleanup() {
+  if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "check-packaging: $*" >&2; exit 1; }
+
+# Fails unless the file list on stdin has every path given.
+has_all() {
+  local list; list=$(cat)
+  local path
+  for path in "$@"; do
+    grep -qxF "$path" <<<"$list" || fail "$path is missing from the package"
+  done
+}
+
+client_scripts=(push push_many pop take remove reserve ack touch release reschedule dead)
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+
+echo "== packaging: Rust crates (cargo package, verified)"
+# Both at once: the server's dependency on `delayer` (path and version) is
+# then resolved against the SDK crate just packaged, as after publishing it.
+# --allow-dirty: the checks also run on a working tree with edits.
+cargo package -q -j 2 --offline --allow-dirty -p delayer -p delayer-server
+crate_files() { tar -tzf "$CARGO_TARGET_DIR/package/$1-$version.crate" | sed "s|^$1-$version/||"; }
+crate_files delayer | has_all LICENSE README.md $(printf 'lua/%s.lua ' "${client_scripts[@]}")
+crate_files delayer-server | has_all LICENSE README.md lua/move.lua
+
+echo "== packaging: Python wheel and sdist (python -m build)"
+.venv/bin/python -m build -q --outdir "$work/dist" sdk-python >"$work/build.log" 2>&1 \
+  || { cat "$work/build.log" >&2; fail "python -m build failed"; }
+wheel=$(ls "$work"/dist/delayer-"$version"-py3-none-any.whl)
+sdist=$(ls "$work"/dist/delayer-"$version".tar.gz)
+.venv/bin/python -c 'import sys, zipfile; print("\n".join(zipfile.ZipFile(sys.argv[1]).namelist()))' "$wheel" \
+  >"$work/wheel.txt"
+has_all delayer/py.typed $(printf 'delayer/lua/%s.lua ' "${client_scripts[@]}") <"$work/wheel.txt"
+# setuptools puts it under dist-info/ or, since PEP 639, dist-info/licenses/.
+grep -q "^delayer-$version.dist-info/\(licenses/\)\?LICENSE$" "$work/wheel.txt" || fail "the wheel has no LICENSE"
+tar -tzf "$sdist" | sed "s|^delayer-$version/||" \
+  | has_all pyproject.toml README.md LICENSE src/delayer/py.typed $(printf 'src/delayer/lua/%s.lua ' "${client_scripts[@]}")
+
+# The oldest Python the package claims (requires-python) and the newest one
+# this machine has: from PATH or pyenv.
+find_python() {
+  local v=$1 p
+  # pyenv's shims are on PATH for every version, so each is tried.
+  for p in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$v".*/bin/"python$v" "$(command -v "python$v" 2>/dev/null)"; do
+    if [ -n "$p" ] && [ -x "$p" ] && "$p" -c "import sys, venv; assert sys.version.startswith('$v.')" 2>/dev/null; then
+      echo "$p"; return 0
+    fi
+  done
+  return 1
+}
+oldest=$(sed -n 's/^requires-python = ">=\([0-9.]*\)"/\1/p' sdk-python/pyproject.toml)
+[ -n "$oldest" ] || fail "cannot read requires-python from sdk-python/pyproject.toml"
+newest=
+for minor in $(seq 20 -1 "${oldest#3.}"); do
+  if find_python "3.$minor" >/dev/null; then newest="3.$minor"; break; fi
+done
+# Both versions' test runs go side by side (they mostly wait on Redis), each
+# into a log shown when it fails.
+pids=()
+for v in $(printf '%s\n' "$oldest" "$newest" | sort -u); do
+  if ! py=$(find_python "$v"); then
+    echo "check-packaging: WARNING: no python$v here (pyenv install $v): the wheel is not tested under it" >&2
+    continue
+  fi
+  echo "== packaging: the wheel's tests under Python $v ($py)"
+  venv=".venv-py$v"
+  [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "$wheel" pytest
+  # The same version number as last run, so pip would keep the old build.
+  "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+  # From outside the source tree, so that `import delayer` is the wheel's.
+  (cd "$work" && "$repo/$venv/bin/python" -c 'import delayer, sys; assert "site-packages" in delayer.__file__, delayer.__file__')
+  "$venv/bin/pytest" -q -p no:cacheprovider sdk-python/tests >"$work/pytest-$v.log" 2>&1 &
+  pids+=("$!:$v")
+done
+for entry in "${pids[@]}"; do
+  if ! wait "${entry%%:*}"; then
+    cat "$work/pytest-${entry#*:}.log" >&2
+    fail "the Python SDK's tests fail against the wheel under Python ${entry#*:}"
+  fi
+  tail -n 1 "$work/pytest-${entry#*:}.log"
+done
+
+echo "== packaging: PHP (composer validate, composer require from a path repository)"
+(cd sdk-php && composer validate --strict -q)
+mkdir "$work/php-app"
+cat >"$work/php-app/composer.json" <<EOF
+{
+    "name": "delayer/packaging-check",
+    "require": {},
+    "repositories": [
+        {"type": "path", "url": "$repo/sdk-php", "options": {"symlink": false, "versions": {"delayer/delayer-client": "$version"}}},
+        {"packagist.org": false}
+    ]
+}
+EOF
+(cd "$work/php-app" && composer require -q --no-interaction --no-progress 'delayer/delayer-client:^2.0')
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" >/dev/null &
+redis_pid=$!
+cat >"$work/php-app/check.php" <<'EOF'
+<?php
+// Uses the installed package through Composer's autoloader only.
+require __DIR__ . '/vendor/autoload.php';
+
+$port = (int) $argv[1];
+$deadline = microtime(true) + 30;
+for (;;) {
+    try {
+        $client = new Delayer\Client(['host' => '127.0.0.1', 'port' => $port]);
+        $message = new Delayer\Message(['id' => 'packaging-1', 'topic' => 'packaging', 'body' => 'hello']);
+        $pushed = $client->push($message, 60);
+        break;
+    } catch (RedisException $e) {
+        if (microtime(true) > $deadline) {
+            throw $e;
+        }
+        usleep(100000);
+    }
+}
+$removed = $client->remove('packaging-1');
+if ($pushed !== true || $removed !== true || Delayer\Client::KEY_JOB_POOL !== 'delayer:job_pool') {
+    fwrite(STDERR, "installed delayer/delayer-client does not work: push, remove or constants\n");
+    exit(1);
+}
+echo "installed delayer/delayer-client pushed and removed a job\n";
+EOF
+(cd "$work/php-app" && php check.php "$port")
+echo "== packaging: all packages built and installed"
