@@ -215,8 +215,8 @@ mod tests {
     #[test]
     fn due_times_map_onto_this_machines_clock_never_early() {
         let at = Instant::now();
-        let clock = Clock { redis_now: 1000.000_250, at };
-        assert_eq!(clock.instant_of(1000.250_250), at + Duration::from_millis(250) + MARGIN);
+        let clock = Clock { redis_now: 1_000.000_25, at };
+        assert_eq!(clock.instant_of(1_000.250_25), at + Duration::from_millis(250) + MARGIN);
         // Already due: at once (plus the margin), not in the past.
         assert_eq!(clock.instant_of(999.0), at + MARGIN);
         let d = clock.instant_of(1000.001) - at;

@@ -5,7 +5,7 @@
 
 use delayer::{Delayer, Job};
 use redis::Commands;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 use testkit::{delayer_1x_push, server_conf, wait_until, DelayerProcess, RedisServer, DEADLINE};
 
 /// The server under test: this build, or `DELAYER_BIN` (to check that a
