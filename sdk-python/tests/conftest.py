@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -9,7 +10,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Coroutine, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 import pytest
 import redis
@@ -295,3 +296,16 @@ def wait_until_past(raw: "redis.Redis", due: float, within: float = 5.0) -> None
         if time.monotonic() > deadline:
             raise AssertionError("Redis's clock did not reach the due time")
         time.sleep(0.01)
+
+
+T = TypeVar("T")
+
+
+def run(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run an async test body to completion (one event loop per test)."""
+    return asyncio.run(fn())
+
+
+def bucket(job_id: str, prefix: str = "delayer:") -> str:
+    """The job's bucket key (docs/PROTOCOL.md)."""
+    return f"{prefix}job_bucket:{job_id}"

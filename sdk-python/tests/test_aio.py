@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any, Awaitable, Callable, Coroutine, TypeVar
+from typing import Any, Awaitable, Callable
 
 import pytest
 import redis
@@ -14,14 +14,10 @@ import redis.asyncio as aioredis
 from delayer import ConnectionFailed, InvalidArgument, Job, Message
 from delayer.aio import Delayer
 
-from conftest import RedisServer, aclose, free_port, move, move_until, redis_now, wait_until_past
+from conftest import RedisServer, aclose, free_port, move, move_until, redis_now, run, wait_until_past
 
-T = TypeVar("T")
 POOL = "delayer:job_pool"
 
-
-def run(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    return asyncio.run(fn())
 
 
 def test_push_layout_and_pop(url: str, raw: "redis.Redis") -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Coroutine, List, TypeVar
+from typing import Any, Callable, Coroutine, List
 
 import pytest
 import redis
@@ -15,19 +15,12 @@ import redis.asyncio as aioredis
 from delayer import Backoff, InvalidArgument, Job, ProtocolError
 from delayer.aio import Delayer
 
-from conftest import aclose, move_until, redis_now
+from conftest import aclose, bucket, move_until, redis_now, run
 
-T = TypeVar("T")
 POOL = "delayer:job_pool"
 RESERVED = "delayer:reserved"
 
 
-def run(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    return asyncio.run(fn())
-
-
-def bucket(job_id: str) -> str:
-    return f"delayer:job_bucket:{job_id}"
 
 
 def test_reserve_ack_release_and_backoff(url: str, raw: "redis.Redis") -> None:

@@ -11,13 +11,10 @@ import redis
 
 from delayer import Delayer, InvalidArgument, Job, Message, ProtocolError
 
-from conftest import move, move_until, redis_now, wait_until_past
+from conftest import bucket, move, move_until, redis_now, wait_until_past
 
 POOL = "delayer:job_pool"
 
-
-def bucket(job_id: str, prefix: str = "delayer:") -> str:
-    return f"{prefix}job_bucket:{job_id}"
 
 
 def ready(topic: str, prefix: str = "delayer:") -> str:

@@ -7,9 +7,8 @@ move.lua making jobs due.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from typing import Any, Callable, Coroutine, Optional, TypeVar
+from typing import Optional
 
 import pytest
 import redis
@@ -17,19 +16,12 @@ import redis
 from delayer import Delayer, IdTakenError, InvalidArgument, Job, Taken
 from delayer import aio
 
-from conftest import move_until, redis_now
+from conftest import bucket, move_until, redis_now, run
 
-T = TypeVar("T")
 POOL = "delayer:job_pool"
 RESERVED = "delayer:reserved"
 
 
-def run(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    return asyncio.run(fn())
-
-
-def bucket(job_id: str) -> str:
-    return f"delayer:job_bucket:{job_id}"
 
 
 def ready(topic: str) -> str:

@@ -17,14 +17,11 @@ import redis
 
 from delayer import Backoff, DeadLetter, Delayer, InvalidArgument, Job, ProtocolError, ReservedMessage
 
-from conftest import move_until, redis_now
+from conftest import bucket, move_until, redis_now
 
 POOL = "delayer:job_pool"
 RESERVED = "delayer:reserved"
 
-
-def bucket(job_id: str) -> str:
-    return f"delayer:job_bucket:{job_id}"
 
 
 def ready(topic: str) -> str:
