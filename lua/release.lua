@@ -14,6 +14,9 @@
 --            ARGV[6] wake channel "<prefix>wake", or "" / absent: none
 --            (published with the new due time when it comes before the
 --            pool's earliest, so a sleeping server wakes for it)
+--            ARGV[7] why the attempt failed ("" / absent: not said), kept in
+--            the bucket's last_error (first 1000 bytes), so dead letters and
+--            job lookups show it; e.g. a worker's "ValueError: bad order"
 --            Returns the new due time "s.mmm", "dead" when the job went to
 --            its dead-letter list, or nil when the reservation was not held.
 --          "expired": end up to ARGV[4] reservations whose deadline passed
@@ -28,6 +31,8 @@
 -- again while reserved), or whose id waits in the pool (pushed again by a
 -- 1.x-style write, which keeps the old fields), are stale: not held, and
 -- dropped from the reserved set by expiry without touching the job.
+-- Expiry records last_error "ttr expired". A retried job counts again in
+-- <prefix>scheduled_count (its topic's waiting jobs; see PROTOCOL.md).
 -- Expired ids that cannot be ended (a bucket without a topic or not a hash,
 -- or a dead-letter list that is not a list) are parked on the malformed
 -- list with their bucket kept, and reported.
@@ -59,7 +64,7 @@ end
 -- The id's new place is written before it leaves the reserved set: LPUSH and
 -- ZADD are the calls that can fail (a key of the wrong type), and Redis does
 -- not roll back, so a failure leaves the job reserved, not nowhere.
-local function fail(id, bucket, job)
+local function fail(id, bucket, job, why)
   local attempts, max_attempts = tonumber(job[3]) or 0, tonumber(job[4]) or 0
   if action == 'bury' or (max_attempts > 0 and attempts >= max_attempts) then
     local reason = action == 'bury' and 'buried' or 'max_attempts'
@@ -67,6 +72,7 @@ local function fail(id, bucket, job)
     redis.call('ZREM', reserved, id)
     redis.call('HDEL', bucket, 'receipt')
     redis.call('HSET', bucket, 'dead_reason', reason, 'dead_at', now)
+    if why ~= '' then redis.call('HSET', bucket, 'last_error', why) end
     return 'dead'
   end
   local delay = tonumber(action)
@@ -77,6 +83,8 @@ local function fail(id, bucket, job)
   redis.call('ZADD', pool, due, id)
   redis.call('ZREM', reserved, id)
   redis.call('HDEL', bucket, 'receipt')
+  if why ~= '' then redis.call('HSET', bucket, 'last_error', why) end
+  redis.pcall('HINCRBY', prefix .. 'scheduled_count', job[1], 1) -- a count only: never fails the release
   return due
 end
 
@@ -92,7 +100,7 @@ if ARGV[3] == 'held' then
   end
   local wake = ARGV[6] or ''
   local head = wake ~= '' and redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
-  local outcome = fail(id, bucket, job)
+  local outcome = fail(id, bucket, job, string.sub(ARGV[7] or '', 1, 1000))
   if head and outcome ~= 'dead' and (not head[2] or tonumber(outcome) < tonumber(head[2])) then
     redis.pcall('PUBLISH', wake, outcome)
   end
@@ -111,7 +119,7 @@ for _, id in ipairs(expired) do
     -- A key of the wrong type where fail() writes (the topic's dead list,
     -- say) must cost this job only, not stop every later expiry: fail()
     -- writes nothing before the call that raised, so parking is safe.
-    ended, outcome = pcall(fail, id, bucket, job)
+    ended, outcome = pcall(fail, id, bucket, job, 'ttr expired')
   end
   if ended then
     if outcome == 'dead' then dead = dead + 1 else retried = retried + 1 end
