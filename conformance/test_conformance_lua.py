@@ -18,6 +18,7 @@ CANON = REPO / "lua"
 CLIENT_SCRIPTS = [
     "push.lua", "push_many.lua", "pop.lua", "take.lua", "remove.lua",
     "reserve.lua", "ack.lua", "touch.lua", "release.lua", "reschedule.lua", "dead.lua",
+    "lookup.lua", "list.lua", "stats.lua",
 ]
 COPIES = {
     "python": REPO / "sdk-python" / "src" / "delayer" / "lua",

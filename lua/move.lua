@@ -33,6 +33,12 @@
 -- write while reserved (that write keeps the old receipt field): its old
 -- reservation is stale and is ended here, so the old worker's ack cannot
 -- delete the newer job. Skipped while nothing is reserved, the common case.
+-- Per-topic numbers (PROTOCOL.md, "Inspecting jobs"), a few calls per batch,
+-- none per job: <prefix>scheduled_count loses each topic's moved ids
+-- (HINCRBY -n, never below 0), <prefix>topics gets the batch's topics (so
+-- topics only Delayer 1.x clients push to are known too), and the count hash
+-- is deleted when the pool is left empty, which resets any drift (jobs of
+-- 1.x clients, orphans) to exact.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
 local pool, malformed = KEYS[1], KEYS[2]
@@ -81,6 +87,13 @@ for _, topic in ipairs(topics) do
   per_topic[#per_topic + 1] = topic
   per_topic[#per_topic + 1] = #ids
 end
+if #topics > 0 then
+  local counts = prefix .. 'scheduled_count'
+  for _, topic in ipairs(topics) do
+    if redis.call('HINCRBY', counts, topic, -#by_topic[topic]) <= 0 then redis.call('HDEL', counts, topic) end
+  end
+  redis.call('SADD', prefix .. 'topics', unpack(topics))
+end
 if #malformed_ids > 0 then
   redis.call('LPUSH', malformed, unpack(malformed_ids))
 end
@@ -91,5 +104,7 @@ end
 local next_due = redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
 local oldest = ''
 if taken > 0 then oldest = due[2] end
+local left = redis.call('ZCARD', pool)
+if left == 0 then redis.call('DEL', prefix .. 'scheduled_count') end
 return {taken, orphans, malformed_ids, per_topic, next_due[2] or '', t[1] .. '.' .. string.format('%06d', tonumber(t[2])), oldest,
-        redis.call('ZCARD', pool), lateness}
+        left, lateness}

@@ -8,6 +8,10 @@
 --           ms, max_attempts, backoff, backoff_ms, backoff_max_ms (the last
 --           four "" when not set; see push.lua)
 --
+-- Also written, as push.lua does: <prefix>topics (SADD) and
+-- <prefix>scheduled_count (HINCRBY per topic, once per call), the prefix being
+-- ARGV[1] minus "job_bucket:".
+--
 -- Returns one entry per job, in order: its due time, as push.lua returns it,
 -- or with policy "absent" and the id taken, {topic, due} of the job holding
 -- it (that job is not written; the others are).
@@ -29,6 +33,15 @@ local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local earliest_ms
 local due = {}
+-- per-topic changes of the scheduled counts, applied once per topic
+local delta, topics = {}, {}
+local function count(topic, n)
+  if not delta[topic] then
+    delta[topic] = 0
+    topics[#topics + 1] = topic
+  end
+  delta[topic] = delta[topic] + n
+end
 for i = 4, #ARGV, 9 do
   local id, delay_ms = ARGV[i], tonumber(ARGV[i + 3])
   local bucket = ARGV[1] .. id
@@ -39,7 +52,11 @@ for i = 4, #ARGV, 9 do
     local due_ms = now_ms + delay_ms
     local score = string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
     -- ZADD first, as in push.lua: the call that can fail writes nothing after it.
-    redis.call('ZADD', KEYS[1], score, id)
+    if redis.call('ZADD', KEYS[1], score, id) == 0 then
+      local old_topic = redis.pcall('HGET', bucket, 'topic')
+      if type(old_topic) == 'string' and old_topic ~= '' then count(old_topic, -1) end
+    end
+    count(ARGV[i + 1], 1)
     redis.call('DEL', bucket)
     redis.call('HSET', bucket, 'topic', ARGV[i + 1], 'body', ARGV[i + 2])
     if ARGV[i + 5] ~= '' then
@@ -52,6 +69,16 @@ for i = 4, #ARGV, 9 do
     due[#due + 1] = score
     if not earliest_ms or due_ms < earliest_ms then earliest_ms = due_ms end
   end
+end
+if #topics > 0 then
+  local prefix = string.sub(ARGV[1], 1, #ARGV[1] - #'job_bucket:')
+  local counts = prefix .. 'scheduled_count'
+  for _, topic in ipairs(topics) do
+    if delta[topic] ~= 0 and redis.call('HINCRBY', counts, topic, delta[topic]) <= 0 then
+      redis.call('HDEL', counts, topic)
+    end
+  end
+  redis.call('SADD', prefix .. 'topics', unpack(topics))
 end
 if head and earliest_ms and (not head[2] or earliest_ms < math.floor(tonumber(head[2]) * 1000 + 0.5)) then
   redis.pcall('PUBLISH', wake, string.format('%d.%03d', math.floor(earliest_ms / 1000), earliest_ms % 1000))

@@ -13,6 +13,8 @@
 --            taken off the list (stale ones included); with a count, taken
 --            below it means the list is empty.
 --
+-- A re-queue adds its jobs to <prefix>scheduled_count (HINCRBY topic n).
+--
 -- An entry counts only while its bucket says it is dead (dead_reason) on
 -- this list's topic: an id removed or pushed again since it died is stale,
 -- skipped by "list" and dropped by the other two without touching its bucket.
@@ -76,6 +78,9 @@ for _, id in ipairs(ids) do
   if by_id then
     redis.call('LREM', list, 0, id)
   end
+end
+if action == 'requeue' and done > 0 then
+  redis.call('HINCRBY', prefix .. 'scheduled_count', topic, done)
 end
 if not by_id and #ids > 0 then
   redis.call('LTRIM', list, 0, -#ids - 1)

@@ -14,6 +14,10 @@
 --          behaviour: the id's old job, on any topic, is replaced) or
 --          "absent" (only if no job has the id: otherwise nothing is written)
 -- ARGV[11] wake channel "<prefix>wake", or "" / absent: none
+-- Also written: <prefix>topics (SET, SADD topic) and <prefix>scheduled_count
+-- (HASH topic -> jobs waiting in the pool: +1; a replaced id that was waiting
+-- -1 on its old topic), named from the prefix KEYS[2] starts with (KEYS[2]
+-- minus "job_bucket:<id>"), so callers pass nothing new.
 --
 -- Returns the due time written to the pool: Unix seconds with millisecond
 -- precision, as a string ("1763750000.125"). With policy "absent" and the id
@@ -49,7 +53,9 @@ local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 -- ZADD first: Redis does not roll back a script that fails half-way, and
 -- ZADD is the call that can fail (a pool key of the wrong type); failing
 -- first leaves nothing behind.
-redis.call('ZADD', KEYS[1], due, ARGV[1])
+local was_waiting = redis.call('ZADD', KEYS[1], due, ARGV[1]) == 0
+local prefix = string.sub(KEYS[2], 1, #KEYS[2] - #ARGV[1] - #'job_bucket:')
+local old_topic = was_waiting and redis.pcall('HGET', KEYS[2], 'topic')
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'topic', ARGV[2], 'body', ARGV[3])
 if (ARGV[6] or '') ~= '' then
@@ -59,6 +65,13 @@ if (ARGV[7] or '') ~= '' then
   redis.call('HSET', KEYS[2], 'backoff', ARGV[7], 'backoff_ms', ARGV[8], 'backoff_max_ms', ARGV[9])
 end
 redis.call('PEXPIRE', KEYS[2], delay_ms + tonumber(ARGV[5]))
+-- The counts last: the job is written whatever happens to them.
+local counts = prefix .. 'scheduled_count'
+if type(old_topic) == 'string' and old_topic ~= '' and old_topic ~= ARGV[2] then
+  if redis.call('HINCRBY', counts, old_topic, -1) <= 0 then redis.call('HDEL', counts, old_topic) end
+end
+if old_topic ~= ARGV[2] then redis.call('HINCRBY', counts, ARGV[2], 1) end
+redis.call('SADD', prefix .. 'topics', ARGV[2])
 if head and (not head[2] or tonumber(due) < tonumber(head[2])) then
   redis.pcall('PUBLISH', wake, due)
 end
