@@ -1,0 +1,36 @@
+-- list: one page of a topic's jobs in a ZSET, by score (scheduled jobs by
+-- due time from the pool, reservations by deadline from the reserved set).
+--
+-- KEYS[1]  the ZSET  <prefix>job_pool or <prefix>reserved
+-- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
+-- ARGV[2]  topic
+-- ARGV[3]  start rank in the ZSET (0: the lowest score)
+-- ARGV[4]  most entries returned, integer >= 1
+-- ARGV[5]  most entries examined in this call, integer >= 1 (bounds the
+--          time Redis spends here when the topic is rare in the ZSET)
+--
+-- Returns {next_rank, id1, score1, id2, score2, ...}: the ids whose bucket's
+-- topic is ARGV[2], lowest score first. next_rank is "" when the end of the
+-- ZSET was reached, else the rank to pass next time. A page may hold fewer
+-- than ARGV[4] entries (even none) while next_rank is not "": keep going.
+--
+-- Ranks shift as jobs come and go, so a listing that pages while the ZSET
+-- changes can skip or repeat entries, as any offset paging does; each page
+-- is a consistent snapshot. Read-only.
+local start, want, budget = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local entries = redis.call('ZRANGE', KEYS[1], start, start + budget - 1, 'WITHSCORES')
+local out = {''}
+local examined = 0
+for i = 1, #entries, 2 do
+  if (#out - 1) / 2 == want then break end
+  examined = examined + 1
+  local topic = redis.pcall('HGET', ARGV[1] .. entries[i], 'topic')
+  if topic == ARGV[2] then
+    out[#out + 1] = entries[i]
+    out[#out + 1] = entries[i + 1]
+  end
+end
+if examined < #entries / 2 or #entries / 2 == budget then
+  out[1] = tostring(start + examined)
+end
+return out

@@ -1,0 +1,58 @@
+-- lookup: where one job is and what it carries, read-only ("was order 42's
+-- auto-close scheduled, and when does it fire?").
+--
+-- KEYS[1]  job bucket  HASH  <prefix>job_bucket:<id>
+-- KEYS[2]  job pool    ZSET  <prefix>job_pool
+-- KEYS[3]  reserved    ZSET  <prefix>reserved
+-- ARGV[1]  job id
+-- ARGV[2]  topic the caller expects, or "": any
+--
+-- Returns {state, topic, body_size, attempts, max_attempts, time,
+--          dead_reason, last_error}, "" for what is not known:
+--   state  "scheduled"  waiting in the pool; time = due time (pool score)
+--          "ready"      due and in its ready queue (not waiting, reserved
+--                       or dead); time ""
+--          "reserved"   held by a worker; time = the reservation's deadline
+--          "dead"       in its dead-letter list; time = dead_at
+--          "malformed"  the bucket has no topic, or is not a hash
+--          "unknown"    no bucket (never pushed, done, removed or expired),
+--                       or a bucket of another topic than ARGV[2]
+--   attempts      reservations so far ("0" when never reserved)
+--   max_attempts  as pushed or filled in by reserve, "" when not set
+--   dead_reason   "buried" / "max_attempts" while dead
+--   last_error    the last failed attempt's error (release.lua), if any
+--
+-- The states follow PROTOCOL.md's rules for stale entries: a dead bucket is
+-- dead even if a 1.x-style push put its id back in the pool, and a reserved
+-- entry counts only while the bucket carries its receipt and the id does not
+-- wait in the pool. "ready" is what is left, so no ready queue is scanned:
+-- O(1) whatever the backlog.
+local kind = redis.call('TYPE', KEYS[1])
+kind = type(kind) == 'table' and kind.ok or kind
+if kind == 'none' then
+  return {'unknown', '', '', '', '', '', '', ''}
+end
+if kind ~= 'hash' then
+  return {'malformed', '', '', '', '', '', '', ''}
+end
+local f = redis.call('HMGET', KEYS[1], 'topic', 'attempts', 'max_attempts', 'dead_reason', 'dead_at',
+  'last_error', 'receipt')
+local topic = f[1]
+if not topic or topic == '' then
+  return {'malformed', '', tostring(redis.call('HSTRLEN', KEYS[1], 'body')), f[2] or '0', f[3] or '', '', '', f[6] or ''}
+end
+if ARGV[2] ~= '' and topic ~= ARGV[2] then
+  return {'unknown', '', '', '', '', '', '', ''}
+end
+local state, time = 'ready', ''
+local due = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if f[4] then
+  state, time = 'dead', f[5] or ''
+elseif due then
+  state, time = 'scheduled', due
+else
+  local deadline = f[7] and redis.call('ZSCORE', KEYS[3], ARGV[1])
+  if deadline then state, time = 'reserved', deadline end
+end
+return {state, topic, tostring(redis.call('HSTRLEN', KEYS[1], 'body')), f[2] or '0', f[3] or '',
+        time, f[4] or '', f[6] or ''}

@@ -1,0 +1,59 @@
+-- stats: per-topic numbers (scheduled, ready, reserved, dead) for operators,
+-- dashboards and Prometheus gauges. Read-only, and cheap on any backlog:
+-- O(topics + min(reserved, ARGV[4])), never a scan of the pool.
+--
+-- KEYS[1]  topics           SET   <prefix>topics
+-- KEYS[2]  scheduled counts HASH  <prefix>scheduled_count
+-- KEYS[3]  job pool         ZSET  <prefix>job_pool
+-- KEYS[4]  reserved         ZSET  <prefix>reserved
+-- ARGV[1]  ready queue prefix "<prefix>ready_queue:"
+-- ARGV[2]  dead-letter prefix "<prefix>dead:"
+-- ARGV[3]  bucket key prefix  "<prefix>job_bucket:"
+-- ARGV[4]  the most reserved ids whose topic is read: per-topic reserved
+--          counts are given only when the reserved set is no larger
+--
+-- Returns {pool_total, reserved_total, reserved_by_topic_known (1|0),
+--          {topic, scheduled, ready, reserved, dead}, ...} sorted by topic;
+--   scheduled  <prefix>scheduled_count's field (exact for Delayer 2
+--              writers; jobs pushed by 1.x clients are not counted until the
+--              pool has been empty once: pool_total counts them all)
+--   ready      LLEN of the topic's ready queue (stale entries included)
+--   reserved   ids in the reserved set of that topic (0 when not known)
+--   dead       LLEN of the topic's dead-letter list
+-- Topics are those of <prefix>topics (every topic pushed to by Delayer 2, or
+-- moved by a Delayer 2 server), of the count hash and of the reserved ids.
+local pool_total = redis.call('ZCARD', KEYS[3])
+local reserved_total = redis.call('ZCARD', KEYS[4])
+local cap = tonumber(ARGV[4])
+local seen, names = {}, {}
+local function topic_of(name)
+  if not seen[name] then
+    seen[name] = {0, 0}
+    names[#names + 1] = name
+  end
+  return seen[name]
+end
+for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do topic_of(name) end
+local counts = redis.call('HGETALL', KEYS[2])
+for i = 1, #counts, 2 do topic_of(counts[i])[1] = tonumber(counts[i + 1]) or 0 end
+local known = 0
+if reserved_total <= cap then
+  known = 1
+  for _, id in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+    local name = redis.pcall('HGET', ARGV[3] .. id, 'topic')
+    if type(name) == 'string' and name ~= '' then
+      local t = topic_of(name)
+      t[2] = t[2] + 1
+    end
+  end
+end
+table.sort(names)
+local out = {pool_total, reserved_total, known}
+for _, name in ipairs(names) do
+  local t = seen[name]
+  local ready = redis.pcall('LLEN', ARGV[1] .. name)
+  local dead = redis.pcall('LLEN', ARGV[2] .. name)
+  out[#out + 1] = {name, math.max(t[1], 0), type(ready) == 'number' and ready or 0, t[2],
+                   type(dead) == 'number' and dead or 0}
+end
+return out
