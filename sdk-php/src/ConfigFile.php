@@ -42,6 +42,12 @@ final class ConfigFile
     ];
 
     /**
+     * The keys of a [webhook.<topic>] section, read by `delayer webhook` only;
+     * accepted by every reader (sdk-rust/src/conf.rs, WEBHOOK_KEYS).
+     */
+    public const WEBHOOK_KEYS = ['url', 'secret', 'timeout', 'concurrency', 'ttr'];
+
+    /**
      * Delayer 1.x sections and keys this version does not use, accepted so a
      * 1.x file works unchanged: section => null (every key) or its keys
      * (sdk-rust/src/conf.rs, IGNORED_1X; the server logs them).
@@ -244,6 +250,9 @@ final class ConfigFile
                 continue;
             }
             $known = self::KNOWN_KEYS[$section] ?? null;
+            if ($known === null && str_starts_with($section, 'webhook.') && $section !== 'webhook.') {
+                $known = self::WEBHOOK_KEYS;
+            }
             if ($known === null) {
                 $near = self::closest($section, array_keys(self::KNOWN_KEYS));
                 $hint = $near === null ? '' : " (did you mean [{$near}]?)";

@@ -48,6 +48,16 @@ pub const KNOWN_KEYS: [(&str, &[&str]); 2] = [
     ),
 ];
 
+/// The keys of a `[webhook.<topic>]` section (one per topic that
+/// `delayer webhook` delivers over HTTP). Every reader accepts such sections
+/// so one file serves all; only the webhook process reads them.
+pub const WEBHOOK_KEYS: &[&str] = &["url", "secret", "timeout", "concurrency", "ttr"];
+
+/// The topic a `[webhook.<topic>]` section is for, when `section` is one.
+pub fn webhook_topic(section: &str) -> Option<&str> {
+    section.strip_prefix("webhook.").filter(|topic| !topic.is_empty())
+}
+
 /// Sections and keys that a Delayer 1.x release wrote in its `delayer.conf`
 /// and this version does not use: (section, key or `None` for every key of
 /// the section, why). They are accepted, so a 1.x file works unchanged, and
@@ -110,7 +120,8 @@ pub fn reject_unknown(file: &ConfFile) -> Result<Vec<Ignored>, ConfError> {
             });
             continue;
         }
-        match KNOWN_KEYS.iter().find(|(name, _)| *name == section) {
+        let known = KNOWN_KEYS.iter().find(|(name, _)| *name == section);
+        match known.or_else(|| webhook_topic(section).map(|_| &("webhook", WEBHOOK_KEYS))) {
             None => {
                 let names: Vec<&str> = KNOWN_KEYS.iter().map(|(name, _)| *name).collect();
                 let hint = closest(section, &names).map(|s| format!(" (did you mean [{s}]?)")).unwrap_or_default();
@@ -562,6 +573,27 @@ port = 1
             err.to_string(),
             "d.conf:1: [Redis]: unknown section (did you mean [redis]?); known sections are [delayer] and [redis]"
         );
+    }
+
+    /// `delayer webhook` reads `[webhook.<topic>]` from the same file: every
+    /// reader accepts those sections, and refuses a typo inside them alike.
+    #[test]
+    fn webhook_sections_are_accepted_and_checked() {
+        let text = "[redis]\nport = 6379\n\n[webhook.close order]\nurl = https://example.com/hook\nsecret = s\ntimeout = 5\nconcurrency = 4\nttr = 60\n";
+        let conf = ConfFile::parse("d.conf".into(), text).expect("parses");
+        assert_eq!(reject_unknown(&conf), Ok(Vec::new()));
+        assert_eq!(webhook_topic("webhook.close order"), Some("close order"));
+        let conf = ConfFile::parse("d.conf".into(), "[webhook.orders]\nurl = http://x/\nsecert = s\n").expect("parses");
+        let err = reject_unknown(&conf).expect_err("typo");
+        assert_eq!(
+            err.to_string(),
+            "d.conf:3: [webhook.orders] secert: unknown key (did you mean secret?); [webhook.orders] takes url, secret, timeout, concurrency, ttr"
+        );
+        for section in ["webhook", "webhook."] {
+            let conf = ConfFile::parse("d.conf".into(), &format!("[{section}]\nurl = http://x/\n")).expect("parses");
+            let err = reject_unknown(&conf).expect_err("no topic");
+            assert!(err.to_string().contains("unknown section"), "{err}");
+        }
     }
 
     #[test]

@@ -56,6 +56,10 @@ KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
     ),
 }
 
+#: The keys of a ``[webhook.<topic>]`` section, read by ``delayer webhook``
+#: only; accepted by every reader (sdk-rust/src/conf.rs, ``WEBHOOK_KEYS``).
+WEBHOOK_KEYS: Tuple[str, ...] = ("url", "secret", "timeout", "concurrency", "ttr")
+
 #: Delayer 1.x sections and keys this version does not use: (section, key or
 #: None for the whole section) -> why; accepted and reported, as by the server
 #: (sdk-rust/src/conf.rs, ``IGNORED_1X``).
@@ -176,6 +180,8 @@ def _reject_unknown(name: str, entries: _Entries, sections: Dict[str, int]) -> N
             _log.warning("%s:%d: [%s] %s: ignored: %s", name, line, section, key, note)
             continue
         known = KNOWN_KEYS.get(section)
+        if known is None and section.startswith("webhook.") and section != "webhook.":
+            known = WEBHOOK_KEYS
         if known is None:
             near = _closest(section, tuple(KNOWN_KEYS))
             hint = f" (did you mean [{near}]?)" if near else ""
