@@ -9,7 +9,7 @@
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  ttr in milliseconds, integer >= 1
 -- ARGV[3]  batch mode (optional): the most jobs to reserve, integer 0..1000
--- ARGV[4..] batch mode: pairs (id, receipt) to ack first, exactly as ack.lua
+-- ARGV[4..] batch mode (optional): pairs (id, receipt) to ack first, as ack.lua
 --          (receipt "" = whichever reservation is current)
 --
 -- Returns {id, topic, body, attempts, max_attempts, receipt, deadline}, or
