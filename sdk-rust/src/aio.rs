@@ -94,7 +94,7 @@ impl Delayer {
     /// the connection is gone (Redis restarted or went away) is made once
     /// more: the connection manager has started a new connection meanwhile,
     /// so once Redis answers again the next call works.
-    async fn call(&self, req: &Request) -> Result<Value> {
+    pub(crate) async fn call(&self, req: &Request) -> Result<Value> {
         let mut conn = self.shared.clone();
         match send(&mut conn, req).await {
             Err(e) if is_lost_connection(&e) => Ok(send(&mut conn, req).await?),

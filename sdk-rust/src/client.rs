@@ -252,7 +252,7 @@ impl Delayer {
     }
 
     /// One request on a connection of the pool.
-    fn call(&self, req: &Request) -> Result<Value> {
+    pub(crate) fn call(&self, req: &Request) -> Result<Value> {
         self.send(&mut self.checkout()?, req)
     }
 

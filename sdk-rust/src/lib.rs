@@ -54,6 +54,7 @@ mod client;
 pub mod conf;
 pub mod connection;
 mod error;
+pub mod inspect;
 pub mod keys;
 mod ops;
 mod reliable;
