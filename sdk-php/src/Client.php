@@ -529,6 +529,58 @@ class Client
     }
 
     /**
+     * Acks finished reservations and reserves up to $n more jobs of a topic,
+     * in one call (one round trip; reserve.lua's batch mode): a worker's
+     * "done with these, give me the next". The acks come first and act as
+     * {@see ack()} does; the jobs are reserved as {@see reserve()} reserves
+     * one, in ready order. Does not wait.
+     *
+     *     [, $jobs] = $client->reserveMany('mail', 60, 1);
+     *     // ... run $jobs[0] ...
+     *     [$acked, $jobs] = $client->reserveMany('mail', 60, 1, [$jobs[0]]);
+     *
+     * If the call fails on a lost connection, it may still have run: the
+     * acks sent again return false the second time, and jobs it reserved
+     * come back after their ttr (at least once).
+     *
+     * @param int|float                    $ttr  as reserve()
+     * @param int                          $n    the most jobs to reserve, 0 (acks only) to 1000
+     * @param list<ReservedMessage|string> $acks reservations to end with success first (at
+     *                                           most 1000): a ReservedMessage (that
+     *                                           reservation), or an id (its current one)
+     * @return array{0: list<bool>, 1: list<ReservedMessage>} one flag per ack, in
+     *         order (as ack()'s result), and 0 to $n jobs
+     * @throws InvalidArgumentException on a bad topic, ttr, n or ack (nothing is sent to Redis)
+     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
+     * @throws RedisErrorException      when Redis refused the command
+     * @throws ProtocolException        on a reply the protocol does not allow
+     */
+    public function reserveMany(string $topic, int|float $ttr, int $n, array $acks = []): array
+    {
+        $topic = Validator::name('topic', $topic);
+        $ttrMs = Validator::ttrMs($ttr);
+        if ($n < 0 || $n > Scripts::RESERVE_MAX_JOBS) {
+            throw new InvalidArgumentException(sprintf('n must be from 0 to %d, got %d', Scripts::RESERVE_MAX_JOBS, $n));
+        }
+        if (\count($acks) > Scripts::RESERVE_MAX_JOBS) {
+            throw new InvalidArgumentException(sprintf('at most %d acks per call, got %d', Scripts::RESERVE_MAX_JOBS, \count($acks)));
+        }
+        $pairs = [];
+        foreach ($acks as $key => $job) {
+            if (!$job instanceof ReservedMessage && !\is_string($job) && !\is_int($job)) {
+                throw new InvalidArgumentException(sprintf(
+                    'acks[%s] must be a ReservedMessage or a job id, got %s',
+                    var_export($key, true),
+                    get_debug_type($job)
+                ));
+            }
+            $pairs[] = Ops::reservation($job, null);
+        }
+        $call = Ops::reserveMany($this->keys, $topic, $ttrMs, $n, $pairs);
+        return Ops::reservedMany($this->connection->script(...$call), \count($pairs), $n);
+    }
+
+    /**
      * Ends a reservation with success: the job is deleted.
      *
      * Given the ReservedMessage, it acts on that reservation only (its
@@ -593,6 +645,10 @@ class Client
      * @param int|float|null         $delay   seconds, 0 to 315360000 (rounded to the
      *                                        millisecond); null: the job's backoff
      * @param string|null            $receipt with an id only: the reservation's receipt
+     * @param string|null            $error   why the attempt failed, kept on the job
+     *                                        (its first 1000 bytes, shown by dead
+     *                                        letters and job lookups) until it is
+     *                                        pushed again or acked; null: nothing
      * @return bool true when the reservation was held (the job is scheduled
      *              again or dead), false when it was not: nothing changed
      * @throws InvalidArgumentException on a bad id, receipt or delay
@@ -600,11 +656,15 @@ class Client
      * @throws RedisErrorException      when Redis refused the command
      * @throws ProtocolException        on a reply the protocol does not allow
      */
-    public function release(string|ReservedMessage $job, int|float|null $delay = null, ?string $receipt = null): bool
-    {
+    public function release(
+        string|ReservedMessage $job,
+        int|float|null $delay = null,
+        ?string $receipt = null,
+        ?string $error = null,
+    ): bool {
         [$id, $receipt] = Ops::reservation($job, $receipt);
         $action = $delay === null ? 'backoff' : (string) Validator::delayMs($delay);
-        return Ops::released($this->connection->script(...Ops::release($this->keys, $id, $receipt, $action)));
+        return Ops::released($this->connection->script(...Ops::release($this->keys, $id, $receipt, $action, $error ?? '')));
     }
 
     /**
@@ -614,6 +674,7 @@ class Client
      *
      * @param string|ReservedMessage $job     the reserved job, or its id
      * @param string|null            $receipt with an id only: the reservation's receipt
+     * @param string|null            $error   why, kept on the job as release()'s
      * @return bool true when the reservation was held (the job is dead),
      *              false when it was not: nothing changed
      * @throws InvalidArgumentException on a bad id or receipt
@@ -621,10 +682,10 @@ class Client
      * @throws RedisErrorException      when Redis refused the command
      * @throws ProtocolException        on a reply the protocol does not allow
      */
-    public function bury(string|ReservedMessage $job, ?string $receipt = null): bool
+    public function bury(string|ReservedMessage $job, ?string $receipt = null, ?string $error = null): bool
     {
         [$id, $receipt] = Ops::reservation($job, $receipt);
-        return Ops::released($this->connection->script(...Ops::release($this->keys, $id, $receipt, 'bury')));
+        return Ops::released($this->connection->script(...Ops::release($this->keys, $id, $receipt, 'bury', $error ?? '')));
     }
 
     /**
@@ -703,6 +764,26 @@ class Client
     public function purgeDead(string $topic, ?array $ids = null): int
     {
         return $this->dead($topic, $ids, 'purge');
+    }
+
+    /**
+     * A client with this one's options (server, credentials, database,
+     * prefix, timeout) on a connection of its own, opened by its first call:
+     * for calls that must not interleave with this client's, such as the
+     * {@see Worker}'s touches from a signal handler. It is a plain Client,
+     * whatever this one's class, and keeps none of 1.x's extra properties.
+     */
+    public function withOwnConnection(): self
+    {
+        $copy = (new \ReflectionClass(self::class))->newInstanceWithoutConstructor();
+        $copy->connection = $this->connection->copy();
+        $copy->keys = $this->keys;
+        $copy->host = $this->host;
+        $copy->port = $this->port;
+        $copy->database = $this->database;
+        $copy->password = $this->password;
+        unset($copy->_driver); // read through __get(), as the constructor does
+        return $copy;
     }
 
     /**

@@ -165,6 +165,22 @@ final class Connection
         });
     }
 
+    /** A connection with the same settings, not yet open. */
+    public function copy(): self
+    {
+        return new self(
+            $this->host,
+            $this->port,
+            $this->where,
+            $this->context,
+            $this->username,
+            $this->password,
+            $this->database,
+            $this->timeout,
+            $this->secrets,
+        );
+    }
+
     /** Closes the connection; a later call opens a new one. */
     public function close(): void
     {

@@ -193,6 +193,48 @@ final class Ops
     }
 
     /**
+     * reserve.lua in batch mode: ack the reservations of {@see reservation()}
+     * first, then reserve up to $n jobs of a checked topic.
+     *
+     * @param list<array{0: string, 1: string}> $acks (id, receipt) pairs
+     * @return array{0: string, 1: list<string>, 2: list<string>}
+     */
+    public static function reserveMany(Keys $keys, string $topic, int $ttrMs, int $n, array $acks): array
+    {
+        [$script, $keyList, $argv] = self::reserve($keys, $topic, $ttrMs);
+        $argv[] = (string) $n;
+        foreach ($acks as [$id, $receipt]) {
+            array_push($argv, $id, $receipt);
+        }
+        return [$script, $keyList, $argv];
+    }
+
+    /**
+     * reserve.lua's batch reply {acks, jobs}: one flag per ack sent, and
+     * at most $n jobs.
+     *
+     * @return array{0: list<bool>, 1: list<ReservedMessage>}
+     * @throws ProtocolException
+     */
+    public static function reservedMany(mixed $reply, int $acks, int $n): array
+    {
+        if (!\is_array($reply) || \count($reply) !== 2 || !\is_array($reply[0] ?? null) || !\is_array($reply[1] ?? null)
+            || \count($reply[0]) !== $acks || \count($reply[1]) > $n
+        ) {
+            throw new ProtocolException('unexpected reply from reserve.lua (batch): ' . get_debug_type($reply));
+        }
+        $flags = [];
+        foreach ($reply[0] as $flag) {
+            $flags[] = self::flag($flag, Scripts::RESERVE);
+        }
+        $jobs = [];
+        foreach ($reply[1] as $job) {
+            $jobs[] = self::reserved($job) ?: throw new ProtocolException('unexpected nil job from reserve.lua (batch)');
+        }
+        return [$flags, $jobs];
+    }
+
+    /**
      * reserve.lua's reply as a ReservedMessage (false for nil).
      *
      * @throws ProtocolException
@@ -262,16 +304,18 @@ final class Ops
     }
 
     /**
-     * release.lua in "held" mode: $action is a delay in ms, "backoff" or "bury".
+     * release.lua in "held" mode: $action is a delay in ms, "backoff" or
+     * "bury"; $error why the attempt failed ("" for nothing to say), sent
+     * cut to the bytes the script keeps.
      *
      * @return array{0: string, 1: list<string>, 2: list<string>}
      */
-    public static function release(Keys $keys, string $id, string $receipt, string $action): array
+    public static function release(Keys $keys, string $id, string $receipt, string $action, string $error = ''): array
     {
         return [
             Scripts::RELEASE,
             [$keys->reserved(), $keys->pool(), $keys->malformed()],
-            [$keys->prefix(), $action, 'held', $id, $receipt, $keys->wake()],
+            [$keys->prefix(), $action, 'held', $id, $receipt, $keys->wake(), substr($error, 0, Scripts::ERROR_MAX_BYTES)],
         ];
     }
 

@@ -101,8 +101,15 @@ final class Scripts
      * malformed list, KEYS[4] receipt counter (`<prefix>receipt_seq`),
      * KEYS[5] pool; ARGV[1] bucket prefix, ARGV[2] ttr in ms (>= 1). Returns [id, topic,
      * body, attempts, max_attempts, receipt, deadline "s.mmm"], or nil.
+     * Batch mode: ARGV[3] the most jobs to reserve (0 to
+     * {@see self::RESERVE_MAX_JOBS}), ARGV[4..] (id, receipt) pairs to ack
+     * first, as ack.lua (receipt "" = the current reservation); returns
+     * [acks, jobs]: one 1|0 per pair, then 0..n jobs as above.
      */
     public const RESERVE = 'reserve';
+
+    /** The most jobs one reserve.lua call reserves in batch mode (and, here, the most acks one call sends). */
+    public const RESERVE_MAX_JOBS = 1000;
 
     /**
      * ack.lua: a reserved job is done; delete it.
@@ -131,10 +138,15 @@ final class Scripts
      *
      * KEYS[1] reserved set, KEYS[2] pool, KEYS[3] malformed list; ARGV[1] key
      * prefix, ARGV[2] delay in ms / "backoff" / "bury", ARGV[3] "held",
-     * ARGV[4] id, ARGV[5] receipt or "", ARGV[6] wake channel. Returns the new due time "s.mmm",
+     * ARGV[4] id, ARGV[5] receipt or "", ARGV[6] wake channel, ARGV[7]
+     * why the attempt failed ("": nothing; kept as the bucket's last_error,
+     * its first {@see self::ERROR_MAX_BYTES} bytes). Returns the new due time "s.mmm",
      * "dead", or nil when the reservation was not held.
      */
     public const RELEASE = 'release';
+
+    /** The most bytes of an error text release.lua keeps (last_error). */
+    public const ERROR_MAX_BYTES = 1000;
 
     /**
      * reschedule.lua: move the due time of a job still waiting in the pool.
