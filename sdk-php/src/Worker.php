@@ -1,0 +1,488 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer;
+
+use Delayer\Exception\ConnectionException;
+use Delayer\Exception\InvalidArgumentException;
+use Delayer\Exception\ProtocolException;
+use Delayer\Exception\RedisErrorException;
+use Delayer\Exception\WorkerStoppedException;
+
+/**
+ * A consumer loop that runs itself: one handler per topic, at least once by
+ * default, touching long jobs, stopping gracefully on SIGTERM / SIGINT and
+ * riding out Redis restarts. So that users stop writing (and getting wrong)
+ * their own loop around reserve / ack.
+ *
+ *     $worker = new Worker(Client::fromConfig('/etc/delayer.conf'));
+ *     $worker->handle('mail', function (Job $job): void { send($job->body); }, ttr: 60);
+ *     $worker->run(); // returns once stopped
+ *
+ * One process runs one handler at a time: run several processes (under
+ * supervisor or systemd) for concurrency. Each turn takes one job of the
+ * next topic in turn (fair across topics); when every topic is empty it
+ * waits on them in turn, idleWait seconds per round.
+ *
+ * At least once (default): a job is reserved for its handler's ttr; the
+ * handler returning acks it (in the same reserve.lua call that takes the
+ * next job: one round trip per job); the handler throwing releases it with
+ * its backoff and records "<class>: <message>" on the job (dead letters and
+ * job lookups show it); past max_attempts it goes to dead letters. A worker
+ * that dies (kill -9) loses nothing: its job comes back after the ttr.
+ * At most once ({@see self::AT_MOST_ONCE}): pop; a handler that throws
+ * loses the job (it is logged).
+ *
+ * With pcntl (PHP's CLI has it), a reservation is touched once half its ttr
+ * has passed while the handler still runs (SIGALRM, whole seconds: ttrs of
+ * 3 s and more), and SIGTERM / SIGINT stop the worker: it takes no more
+ * jobs, lets the running handler finish within stopGrace seconds (then
+ * interrupts it with WorkerStoppedException and releases its job), acks
+ * what finished, and run() returns. SIGALRM and async signals are the
+ * worker's while run() runs: a handler must not use pcntl_alarm(), and a
+ * sleep() in a handler may end early when a signal comes.
+ */
+final class Worker
+{
+    /** Reserve, run, ack (release on failure): a job is never lost, and may run again. */
+    public const AT_LEAST_ONCE = 'at-least-once';
+
+    /** Pop, run: a job never runs twice, and is lost when its handler fails or the worker dies. */
+    public const AT_MOST_ONCE = 'at-most-once';
+
+    /** The shortest ttr touched automatically: the alarm has a resolution of 1 s. */
+    public const MIN_AUTO_TOUCH_TTR = 3.0;
+
+    /** @var array<string, array{0: \Closure(Job): mixed, 1: float}> topic => handler, ttr */
+    private array $handlers = [];
+
+    /** @var list<string> the topics, in the order they were registered */
+    private array $topics = [];
+
+    private readonly WorkerHooks $hooks;
+
+    private readonly float $ttr;
+
+    private readonly float $idleWait;
+
+    private readonly ?float $stopGrace;
+
+    private readonly float $reconnectMin;
+
+    private readonly float $reconnectMax;
+
+    private int $cursor = 0;
+
+    private int $waitCursor = 0;
+
+    /** @var list<ReservedMessage> finished jobs whose ack goes with the next call */
+    private array $acks = [];
+
+    private bool $running = false;
+
+    private bool $stopping = false;
+
+    /** When the grace period of a stop ends (hrtime seconds), or null. */
+    private ?float $stopAt = null;
+
+    private bool $aborting = false;
+
+    /** The job whose handler runs, or null. */
+    private ?Job $current = null;
+
+    private ?WorkerSignals $pcntl = null;
+
+    /** A connection of its own for touches made from a signal handler. */
+    private ?Client $touchClient = null;
+
+    /**
+     * @param Client $client the connection the worker reserves, acks and
+     *        releases on (a handler may use it too)
+     * @param string $mode {@see self::AT_LEAST_ONCE} or {@see self::AT_MOST_ONCE}
+     * @param int|float $ttr seconds a job is reserved for (handlers may set their own)
+     * @param int|float $idleWait most seconds an idle worker waits before it
+     *        looks at every topic again (and notices a stop); spread over the topics
+     * @param bool $autoTouch touch a reservation whose handler has run half its ttr (pcntl)
+     * @param bool $signals stop on SIGTERM and SIGINT (pcntl)
+     * @param int|float|null $stopGrace seconds a running handler gets once a stop
+     *        is asked for, then it is interrupted and its job released; null: no limit
+     * @param callable|object|null $logger callable(string $level, string $message,
+     *        array $context), or a PSR-3 logger; null: error_log() for notice and above
+     * @param int|float $reconnectMin first wait after a lost connection, seconds (doubling)
+     * @param int|float $reconnectMax longest wait between reconnection attempts, seconds
+     * @throws InvalidArgumentException on a bad option
+     */
+    public function __construct(
+        private readonly Client $client,
+        private readonly string $mode = self::AT_LEAST_ONCE,
+        int|float $ttr = 60,
+        int|float $idleWait = 1.0,
+        private readonly bool $autoTouch = true,
+        private readonly bool $signals = true,
+        int|float|null $stopGrace = 25,
+        callable|object|null $logger = null,
+        int|float $reconnectMin = 0.1,
+        int|float $reconnectMax = 5.0,
+    ) {
+        if ($mode !== self::AT_LEAST_ONCE && $mode !== self::AT_MOST_ONCE) {
+            throw new InvalidArgumentException(sprintf(
+                'mode must be Worker::AT_LEAST_ONCE or Worker::AT_MOST_ONCE, got %s',
+                var_export($mode, true)
+            ));
+        }
+        $this->ttr = Validator::ttrMs($ttr) / 1000;
+        $this->idleWait = self::positive('idleWait', $idleWait);
+        $this->stopGrace = $stopGrace === null ? null : self::positive('stopGrace', $stopGrace, true);
+        $this->reconnectMin = self::positive('reconnectMin', $reconnectMin);
+        $this->reconnectMax = max(self::positive('reconnectMax', $reconnectMax), $this->reconnectMin);
+        $this->hooks = new WorkerHooks($logger);
+    }
+
+    /**
+     * Registers the handler of a topic (replacing any before). It gets a
+     * {@see Job}; returning means done, throwing means failed.
+     *
+     * @param callable(Job): mixed $handler
+     * @param int|float|null $ttr seconds its jobs are reserved for; null: the worker's
+     * @throws InvalidArgumentException on a bad topic or ttr
+     */
+    public function handle(string $topic, callable $handler, int|float|null $ttr = null): self
+    {
+        $topic = Validator::name('topic', $topic);
+        $ttr = $ttr === null ? $this->ttr : Validator::ttrMs($ttr) / 1000;
+        if (!isset($this->handlers[$topic])) {
+            $this->topics[] = $topic;
+        }
+        $this->handlers[$topic] = [$handler(...), $ttr];
+        return $this;
+    }
+
+    /**
+     * Adds a listener of the worker's events, for metrics:
+     * `started` {topics, mode, pid}; `job_started` {topic, id, attempts};
+     * `job_succeeded` {topic, id, attempts, seconds}; `job_failed` {topic,
+     * id, attempts, seconds, error, exception, outcome: "retried" | "dead" |
+     * "lost" (its reservation was no longer held) | "dropped" (at most once)};
+     * `acked` {topic, id}; `ack_lost` {topic, id} (a finished job's ack found its reservation
+     * gone: it may run again); `touched` {topic, id, deadline};
+     * `reservation_lost` {topic, id}; `connection_lost` {error, retry_in};
+     * `stopping` {signal}; `stopped` {}. A listener that throws is logged.
+     *
+     * @param callable(string, array<string, mixed>): void $listener
+     */
+    public function on(callable $listener): self
+    {
+        $this->hooks->listen($listener);
+        return $this;
+    }
+
+    /**
+     * Runs until stopped (a signal, or {@see stop()}): takes jobs, runs
+     * their handlers, acks or releases them. Returns once the last handler
+     * finished and its ack was sent.
+     *
+     * @throws \LogicException when no handler is registered, or run() already runs
+     */
+    public function run(): void
+    {
+        if ($this->topics === []) {
+            throw new \LogicException('the worker has no handler: call handle() first');
+        }
+        if ($this->running) {
+            throw new \LogicException('the worker is already running');
+        }
+        $this->running = true;
+        $this->stopping = false;
+        $this->stopAt = null;
+        $this->aborting = false;
+        $pcntl = WorkerSignals::available();
+        if ($pcntl && ($this->signals || $this->autoTouch || $this->stopGrace !== null)) {
+            $this->pcntl = WorkerSignals::install(
+                $this->signals,
+                $this->autoTouch || $this->stopGrace !== null,
+                fn (int $signal) => $this->requestStop($signal),
+                fn () => $this->alarm(),
+            );
+        } elseif (!$pcntl) {
+            $this->hooks->log('notice', 'no pcntl: no stop on SIGTERM/SIGINT, no automatic touch, no stop grace period');
+        }
+        $this->hooks->log('info', sprintf('worker %d started (%s) on %s', getmypid(), $this->mode, implode(', ', $this->topics)));
+        $this->hooks->emit('started', ['topics' => $this->topics, 'mode' => $this->mode, 'pid' => getmypid()]);
+        try {
+            $this->loop();
+        } finally {
+            $this->pcntl?->restore();
+            $this->pcntl = null;
+            $this->running = false;
+            $this->hooks->log('info', sprintf('worker %d stopped', getmypid()));
+            $this->hooks->emit('stopped');
+        }
+    }
+
+    /**
+     * Asks the worker to stop (what SIGTERM and SIGINT do): it takes no more
+     * jobs, and run() returns once the running handler finished (within
+     * stopGrace). May be called from a handler or a listener.
+     */
+    public function stop(): void
+    {
+        $this->requestStop(0);
+    }
+
+    /** Whether a stop was asked for. */
+    public function isStopping(): bool
+    {
+        return $this->stopping;
+    }
+
+    /** stop(), by $signal (0: none). */
+    private function requestStop(int $signal): void
+    {
+        if ($this->stopping) {
+            return;
+        }
+        $this->stopping = true;
+        if ($this->stopGrace !== null) {
+            $this->stopAt = self::now() + $this->stopGrace;
+        }
+        $this->hooks->log('info', $signal === 0 ? 'stopping' : "stopping on signal {$signal}");
+        $this->hooks->emit('stopping', ['signal' => $signal]);
+        $this->armAlarm();
+    }
+
+    private function loop(): void
+    {
+        $pause = $this->reconnectMin;
+        while (!$this->stopping) {
+            try {
+                $job = $this->next();
+                $pause = $this->reconnectMin;
+                if ($job !== null) {
+                    $this->process($job);
+                }
+            } catch (ConnectionException|RedisErrorException|ProtocolException $e) {
+                $this->lost($e, $pause);
+                $this->pause($pause, true);
+                $pause = min($pause * 2, $this->reconnectMax);
+            }
+        }
+        $this->flushAcks();
+    }
+
+    /** The next job: one call per topic in turn, then a wait on one of them. */
+    private function next(): ?Job
+    {
+        $count = \count($this->topics);
+        for ($i = 0; $i < $count && !$this->stopping; $i++) {
+            $topic = $this->topics[$this->cursor];
+            $this->cursor = ($this->cursor + 1) % $count;
+            if (($job = $this->take($topic)) !== null) {
+                return $job;
+            }
+        }
+        if ($this->stopping) {
+            return null;
+        }
+        $topic = $this->topics[$this->waitCursor];
+        $this->waitCursor = ($this->waitCursor + 1) % $count;
+        $wait = max(0.05, $this->idleWait / $count);
+        $ttr = $this->handlers[$topic][1];
+        $taken = $this->mode === self::AT_MOST_ONCE
+            ? $this->client->bPop($topic, $wait)
+            : $this->client->bReserve($topic, $ttr, $wait);
+        return $taken === false ? null : new Job($topic, $taken, $this->client, $ttr);
+    }
+
+    /** A job of $topic without waiting; at least once, the finished jobs are acked by the same call. */
+    private function take(string $topic): ?Job
+    {
+        $ttr = $this->handlers[$topic][1];
+        if ($this->mode === self::AT_MOST_ONCE) {
+            $message = $this->client->pop($topic);
+            return $message === false ? null : new Job($topic, $message, $this->client, $ttr);
+        }
+        $acks = $this->acks;
+        [$acked, $jobs] = $this->client->reserveMany($topic, $ttr, 1, $acks);
+        $this->acks = [];
+        $this->acked($acks, $acked);
+        return $jobs === [] ? null : new Job($topic, $jobs[0], $this->client, $ttr);
+    }
+
+    private function process(Job $job): void
+    {
+        $started = self::now();
+        $this->hooks->emit('job_started', ['topic' => $job->topic, 'id' => $job->id, 'attempts' => $job->attempts]);
+        $error = null;
+        try {
+            $this->current = $job;
+            $this->armAlarm();
+            ($this->handlers[$job->topic][0])($job);
+        } catch (\Throwable $e) {
+            $error = $e;
+        } finally {
+            $this->current = null;
+            $this->armAlarm();
+        }
+        $facts = ['topic' => $job->topic, 'id' => $job->id, 'attempts' => $job->attempts, 'seconds' => self::now() - $started];
+        if ($error === null) {
+            if ($job->reservation !== null) {
+                $this->acks[] = $job->reservation;
+            }
+            $this->hooks->emit('job_succeeded', $facts);
+            return;
+        }
+        $text = $error::class . ': ' . $error->getMessage();
+        if ($job->reservation === null) {
+            $this->hooks->log('error', "job {$job->id} of {$job->topic} failed and is dropped (at most once): {$text}");
+            $this->hooks->emit('job_failed', $facts + ['error' => $text, 'exception' => $error, 'outcome' => 'dropped']);
+            return;
+        }
+        $client = $this->client;
+        if ($error instanceof WorkerStoppedException && $this->aborting) {
+            // The handler was interrupted anywhere, maybe inside a call of its
+            // own on the worker's connection: release on the other one, and
+            // drop this one.
+            $client = $this->touchClient();
+            $this->client->close();
+        }
+        $held = $client->release($job->reservation, $this->aborting ? 0 : null, null, $text);
+        $outcome = !$held ? 'lost' : ($job->isLastAttempt() ? 'dead' : 'retried');
+        $this->hooks->log('warning', "job {$job->id} of {$job->topic} failed (attempt {$job->attempts}, {$outcome}): {$text}");
+        $this->hooks->emit('job_failed', $facts + ['error' => $text, 'exception' => $error, 'outcome' => $outcome]);
+    }
+
+    /**
+     * reserve.lua's answer to the acks sent.
+     *
+     * @param list<ReservedMessage> $acks
+     * @param list<bool>            $acked
+     */
+    private function acked(array $acks, array $acked): void
+    {
+        foreach ($acks as $i => $job) {
+            if ($acked[$i] ?? false) {
+                $this->hooks->emit('acked', ['topic' => $job->topic, 'id' => $job->id]);
+            } else {
+                $this->hooks->log('warning', "job {$job->id} of {$job->topic} finished, but its reservation was no longer held"
+                    . ' (its ttr ran out, or it was removed): it may run again');
+                $this->hooks->emit('ack_lost', ['topic' => $job->topic, 'id' => $job->id]);
+            }
+        }
+    }
+
+    /** Sends the acks still pending when the loop ends, trying for a few seconds if Redis is away. */
+    private function flushAcks(): void
+    {
+        $until = self::now() + min(max($this->stopGrace ?? 5.0, 1.0), 5.0);
+        $pause = $this->reconnectMin;
+        while ($this->acks !== []) {
+            $acks = $this->acks;
+            try {
+                [$acked] = $this->client->reserveMany($this->topics[0], $this->ttr, 0, $acks);
+                $this->acks = [];
+                $this->acked($acks, $acked);
+            } catch (ConnectionException|RedisErrorException|ProtocolException $e) {
+                if (self::now() + $pause > $until) {
+                    $this->hooks->log('error', \count($acks) . ' finished jobs could not be acked (they will run again'
+                        . " after their ttr): {$e->getMessage()}");
+                    $this->acks = [];
+                    return;
+                }
+                $this->lost($e, $pause);
+                $this->pause($pause, false);
+                $pause = min($pause * 2, $this->reconnectMax);
+            }
+        }
+    }
+
+    /** SIGALRM: touch the running job's reservation, or end a handler past the stop's grace. */
+    private function alarm(): void
+    {
+        $job = $this->current;
+        if ($job === null) {
+            return;
+        }
+        if ($this->stopAt !== null && self::now() >= $this->stopAt && !$this->aborting) {
+            $this->aborting = true;
+            throw new WorkerStoppedException(sprintf('the worker stopped and the handler ran past the grace period (%s s)', $this->stopGrace));
+        }
+        if ($this->autoTouches($job) && $job->remaining() <= $job->ttr / 2 + 0.5) {
+            try {
+                $deadline = $job->touchVia($this->touchClient(), $job->ttr);
+                if ($deadline === false) {
+                    $this->hooks->log('warning', "job {$job->id} of {$job->topic}: its reservation is no longer held"
+                        . ' (its ttr ran out): it may be running elsewhere');
+                    $this->hooks->emit('reservation_lost', ['topic' => $job->topic, 'id' => $job->id]);
+                } else {
+                    $this->hooks->emit('touched', ['topic' => $job->topic, 'id' => $job->id, 'deadline' => $deadline]);
+                }
+            } catch (\Throwable $e) {
+                // never into the handler: it would see an error that is not its own
+                $this->hooks->log('warning', "job {$job->id} of {$job->topic}: touch failed, trying again in 1 s: {$e->getMessage()}");
+            }
+        }
+        $this->armAlarm();
+    }
+
+    /** Sets SIGALRM for the next thing due while a handler runs (a touch, the end of the grace), or none. */
+    private function armAlarm(): void
+    {
+        if ($this->pcntl === null || !$this->pcntl->hasAlarm()) {
+            return;
+        }
+        $job = $this->current;
+        $in = INF;
+        if ($job !== null && $this->autoTouches($job)) {
+            $in = max($job->remaining() - $job->ttr / 2, 0.0);
+        }
+        if ($job !== null && $this->stopAt !== null && !$this->aborting) {
+            $in = min($in, max($this->stopAt - self::now(), 0.0));
+        }
+        $in === INF ? $this->pcntl->cancelAlarm() : $this->pcntl->alarmIn($in);
+    }
+
+    private function autoTouches(Job $job): bool
+    {
+        return $this->autoTouch && $job->reservation !== null && !$job->isReservationLost()
+            && $job->ttr >= self::MIN_AUTO_TOUCH_TTR;
+    }
+
+    private function touchClient(): Client
+    {
+        return $this->touchClient ??= $this->client->withOwnConnection();
+    }
+
+    private function lost(\Throwable $e, float $pause): void
+    {
+        $this->hooks->log('warning', sprintf('Redis: %s; trying again in %.1f s', $e->getMessage(), $pause));
+        $this->hooks->emit('connection_lost', ['error' => $e->getMessage(), 'retry_in' => $pause]);
+    }
+
+    /** Sleeps $seconds, in short steps so that a stop ends it when $interruptible. */
+    private function pause(float $seconds, bool $interruptible): void
+    {
+        $until = self::now() + $seconds;
+        while (($left = $until - self::now()) > 0 && !($interruptible && $this->stopping)) {
+            usleep((int) (min($left, 0.05) * 1e6));
+        }
+    }
+
+    private static function positive(string $what, int|float $value, bool $zero = false): float
+    {
+        if (!is_finite((float) $value) || $value < 0 || (!$zero && $value == 0)) {
+            throw new InvalidArgumentException(sprintf(
+                '%s must be a %s number of seconds, got %s',
+                $what,
+                $zero ? 'non-negative' : 'positive',
+                var_export($value, true)
+            ));
+        }
+        return (float) $value;
+    }
+
+    private static function now(): float
+    {
+        return hrtime(true) / 1e9;
+    }
+}

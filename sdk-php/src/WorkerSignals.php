@@ -1,0 +1,101 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer;
+
+/**
+ * The signals a {@see Worker} uses, through pcntl: SIGTERM and SIGINT ask
+ * it to stop, SIGALRM wakes it while a handler runs (to touch the job's
+ * reservation, or to end a handler that outlived the stop's grace period).
+ * A PHP process has one thread, so a signal is the only way to act while
+ * the handler's own code runs; with async signals the handler is
+ * interrupted between two of its PHP statements, never inside a Redis call.
+ * What was installed before is put back when the worker stops.
+ *
+ * @internal used by {@see Worker}
+ */
+final class WorkerSignals
+{
+    /** @var array<int, mixed> signal => the handler installed before */
+    private array $previous = [];
+
+    private bool $asyncBefore = false;
+
+    private bool $alarm = false;
+
+    private function __construct()
+    {
+    }
+
+    /** Whether this PHP has what the worker needs (the pcntl extension, CLI). */
+    public static function available(): bool
+    {
+        return \function_exists('pcntl_async_signals') && \function_exists('pcntl_signal')
+            && \function_exists('pcntl_alarm') && \function_exists('pcntl_signal_get_handler');
+    }
+
+    /**
+     * Installs the handlers (async signals on).
+     *
+     * @param \Closure(int): void $onStop  run on SIGTERM / SIGINT (when $stop)
+     * @param \Closure(): void    $onAlarm run on SIGALRM (when $alarm)
+     */
+    public static function install(bool $stop, bool $alarm, \Closure $onStop, \Closure $onAlarm): self
+    {
+        $signals = new self();
+        $signals->asyncBefore = pcntl_async_signals(true);
+        if ($stop) {
+            foreach ([SIGTERM, SIGINT] as $signal) {
+                $signals->previous[$signal] = pcntl_signal_get_handler($signal);
+                pcntl_signal($signal, static function (int $signo) use ($onStop): void {
+                    $onStop($signo);
+                });
+            }
+        }
+        if ($alarm) {
+            $signals->alarm = true;
+            $signals->previous[SIGALRM] = pcntl_signal_get_handler(SIGALRM);
+            pcntl_signal(SIGALRM, static function () use ($onAlarm): void {
+                $onAlarm();
+            });
+        }
+        return $signals;
+    }
+
+    /** Whether SIGALRM is the worker's. */
+    public function hasAlarm(): bool
+    {
+        return $this->alarm;
+    }
+
+    /**
+     * SIGALRM in $seconds (whole seconds, at least 1: alarm(2)'s resolution),
+     * replacing any alarm set before.
+     */
+    public function alarmIn(float $seconds): void
+    {
+        if ($this->alarm) {
+            pcntl_alarm(max(1, (int) ceil($seconds)));
+        }
+    }
+
+    public function cancelAlarm(): void
+    {
+        if ($this->alarm) {
+            pcntl_alarm(0);
+        }
+    }
+
+    /** Puts back the handlers and async-signal setting found at install(). */
+    public function restore(): void
+    {
+        $this->cancelAlarm();
+        foreach ($this->previous as $signal => $handler) {
+            pcntl_signal($signal, $handler ?? SIG_DFL);
+        }
+        $this->previous = [];
+        $this->alarm = false;
+        pcntl_async_signals($this->asyncBefore);
+    }
+}
