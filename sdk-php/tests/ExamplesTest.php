@@ -17,7 +17,7 @@ use PHPUnit\Framework\TestCase;
  */
 final class ExamplesTest extends TestCase
 {
-    private const EXAMPLES = ['worker.php', 'reliable_worker.php'];
+    private const EXAMPLES = ['worker.php', 'reliable_worker.php', 'job_worker.php'];
 
     private ?RedisServer $server = null;
 
@@ -85,6 +85,40 @@ final class ExamplesTest extends TestCase
         $this->waitUntil(fn (): bool => $this->server->connect()->exists('delayer:job_bucket:m2') === 0, 'm2 is acked');
     }
 
+    public function testTheJobWorkerRidesOutARedisRestartAndStopsOnSigterm(): void
+    {
+        $this->startWorker('job_worker.php');
+        $this->ready(
+            Message::create('m1', 'mail', '{"to":"ann@example.com"}'),
+            Message::create('m0', 'mail', 'not json')->withMaxAttempts(1),
+            Message::create('r1', 'report', 'sales,costs'),
+        );
+        $this->waitForLines(['mail m1 to ann@example.com, attempt 1', 'report r1: sales', 'report r1: costs']);
+        $client = $this->client();
+        $this->waitUntil(fn (): bool => $client->deadLetters('mail') !== [], 'm0 is dead');
+        self::assertSame('JsonException: Syntax error', $this->server->connect()->hGet('delayer:job_bucket:m0', 'last_error'));
+        self::assertStringContainsString('delayer: mail m0 failed (dead): JsonException: Syntax error', $this->read('stderr'));
+        $this->waitUntil(fn (): bool => $this->server->connect()->exists('delayer:job_bucket:m1', 'delayer:job_bucket:r1') === 0, 'm1 and r1 acked');
+
+        $this->restartRedisUnderTheWorker('delayer worker: warning: Redis: ');
+
+        $this->ready(Message::create('m2', 'mail', '{"to":"bob@example.com"}'));
+        $this->waitForLines(['mail m1 to ann@example.com, attempt 1', 'report r1: sales', 'report r1: costs', 'mail m2 to bob@example.com, attempt 1']);
+        $this->waitUntil(fn (): bool => $this->server->connect()->exists('delayer:job_bucket:m2') === 0, 'm2 is acked');
+
+        proc_terminate($this->worker, SIGTERM);
+        $status = proc_get_status($this->worker);
+        $until = microtime(true) + 30;
+        while ($status['running'] && microtime(true) < $until) {
+            usleep(20000);
+            $status = proc_get_status($this->worker);
+        }
+        self::assertFalse($status['running'], 'the worker stopped on SIGTERM');
+        self::assertSame(0, $status['exitcode']);
+        proc_close($this->worker);
+        $this->worker = null;
+    }
+
     private function startWorker(string $example): void
     {
         $this->server = RedisServer::start();
@@ -104,10 +138,10 @@ final class ExamplesTest extends TestCase
      * fail a few times against the closed port (its loop backs off), and
      * starts Redis again on the same port.
      */
-    private function restartRedisUnderTheWorker(): void
+    private function restartRedisUnderTheWorker(string $marker = 'delayer: '): void
     {
         $this->server->kill();
-        $this->waitUntil(fn (): bool => substr_count($this->read('stderr'), 'delayer: ') >= 3, 'the worker saw Redis go');
+        $this->waitUntil(fn (): bool => substr_count($this->read('stderr'), $marker) >= 3, 'the worker saw Redis go');
         $this->server->restart();
     }
 
@@ -137,6 +171,22 @@ final class ExamplesTest extends TestCase
     private function waitForOutput(string $expected): void
     {
         $this->waitUntil(fn (): bool => $this->read('stdout') === $expected, 'worker output ' . json_encode($expected));
+    }
+
+    /**
+     * The worker's output is these lines, in any order (its topics take
+     * turns, and which it looks at first depends on when the jobs arrive).
+     *
+     * @param list<string> $lines
+     */
+    private function waitForLines(array $lines): void
+    {
+        sort($lines);
+        $this->waitUntil(function () use ($lines): bool {
+            $seen = explode("\n", rtrim($this->read('stdout'), "\n"));
+            sort($seen);
+            return $seen === $lines;
+        }, 'worker output lines ' . json_encode($lines));
     }
 
     private function read(string $stream): string
