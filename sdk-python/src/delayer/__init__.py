@@ -11,7 +11,9 @@ once). See ``docs/PROTOCOL.md`` for the data in Redis.
 ...     d.push("email", "order-42:confirm", 30, b"...")
 ...     msg = d.bpop("email", timeout=5)
 
-The asyncio twin is :class:`delayer.aio.Delayer`.
+The asyncio twin is :class:`delayer.aio.Delayer`. :class:`Worker` (and
+:class:`delayer.aio.Worker`) runs a handler per topic, with retries,
+heartbeats, graceful stop and reconnects.
 """
 
 from .client import Delayer
@@ -35,9 +37,13 @@ from .models import (
     ReservedMessage,
     Taken,
 )
+from .worker import Delivery, Worker, WorkerHooks
 
 __all__ = [
     "Delayer",
+    "Worker",
+    "Delivery",
+    "WorkerHooks",
     "Job",
     "Message",
     "Backoff",

@@ -37,6 +37,12 @@ PUSH_MANY_HEAD = 3
 #: The most dead letters one dead.lua call lists, re-queues or purges: one
 #: call must not hold Redis for long.
 DEAD_BATCH = 1000
+#: The most jobs one reserve.lua batch call reserves, and the most acks it
+#: takes (the script's limit on n; acks kept to the same bound).
+RESERVE_BATCH = 1000
+#: How much of a failed attempt's error text release.lua keeps (in bytes);
+#: a longer text is cut here, on a character boundary, before it is sent.
+ERROR_TEXT_LIMIT = 1000
 
 Arg = Union[str, bytes, int]
 
@@ -173,6 +179,53 @@ def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
     )
 
 
+def reserve_many_call(keys: Keys, topic: object, ttr: object, n: object, acks: object) -> ScriptCall:
+    """Check a ``reserve_many`` and return its reserve.lua call in batch mode.
+
+    KEYS as for :func:`reserve_call`; ARGV: bucket prefix, ttr ms, ``n``
+    (0..:data:`RESERVE_BATCH`), then an (id, receipt) pair per ack, acked
+    first. Each ack is a :class:`ReservedMessage`, an id, or an
+    ``(id, receipt)`` pair (receipt None: whichever reservation is current).
+    """
+    call = reserve_call(keys, topic, ttr)
+    most = count("n", n, 0, RESERVE_BATCH)
+    if isinstance(acks, (str, bytes, bytearray, memoryview, ReservedMessage)):
+        raise InvalidArgument("acks must be an iterable of jobs to ack (wrap one job in a list)")
+    try:
+        items = list(acks)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidArgument(f"acks must be an iterable of jobs to ack, not {type(acks).__name__}") from None
+    if len(items) > RESERVE_BATCH:
+        raise InvalidArgument(f"acks holds {len(items)} jobs; at most {RESERVE_BATCH} per call")
+    args: List[Arg] = [*call.args, most]
+    for i, item in enumerate(items):
+        try:
+            if isinstance(item, tuple):
+                if len(item) != 2:
+                    raise InvalidArgument("a pair must be (id, receipt)")
+                job_id, receipt = _held(item[0], item[1])
+            else:
+                job_id, receipt = _held(item, None)
+        except InvalidArgument as e:
+            raise InvalidArgument(f"acks[{i}]: {e}") from None
+        args += [job_id, receipt]
+    return ScriptCall(call.script, call.keys, args)
+
+
+def error_text(error: object) -> str:
+    """Check a release's or bury's error text (None: none) and cut it to
+    :data:`ERROR_TEXT_LIMIT` bytes of UTF-8, on a character boundary."""
+    if error is None:
+        return ""
+    if not isinstance(error, str):
+        raise InvalidArgument(f"error must be a str or None, not {type(error).__name__}")
+    try:
+        data = error.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument("error is not valid UTF-8 (it holds a lone surrogate)") from None
+    return data[:ERROR_TEXT_LIMIT].decode("utf-8", "ignore")
+
+
 def _held(job: object, receipt: object) -> Tuple[str, str]:
     """The id and receipt (``""``: whichever reservation is current) that ack,
     touch, release and bury act on.
@@ -217,29 +270,30 @@ def touch_call(keys: Keys, job: object, ttr: object, receipt: object) -> ScriptC
     return ScriptCall(scripts.TOUCH, [keys.reserved, keys.job_bucket(job_id), keys.job_pool], [job_id, r, ms])
 
 
-def _release_call(keys: Keys, job: object, receipt: object, action: Arg) -> ScriptCall:
+def _release_call(keys: Keys, job: object, receipt: object, action: Arg, error: object) -> ScriptCall:
     job_id, r = _held(job, receipt)
+    why = error_text(error)
     # "held": end this one reservation. The "expired" mode is the server's.
-    return ScriptCall(
-        scripts.RELEASE,
-        [keys.reserved, keys.job_pool, keys.malformed],
-        [keys.prefix, action, "held", job_id, r, keys.wake],
-    )
+    args: List[Arg] = [keys.prefix, action, "held", job_id, r, keys.wake]
+    if why:  # ARGV[7], kept as the job's last_error; left out, the call is a 1.x-era one
+        args.append(why)
+    return ScriptCall(scripts.RELEASE, [keys.reserved, keys.job_pool, keys.malformed], args)
 
 
-def release_call(keys: Keys, job: object, delay: object, receipt: object) -> ScriptCall:
+def release_call(keys: Keys, job: object, delay: object, receipt: object, error: object = None) -> ScriptCall:
     """Check a release and return its release.lua call.
 
     No ``delay`` means the job's own backoff (``"backoff"``); otherwise the
-    delay in ms, by the delay rules.
+    delay in ms, by the delay rules. ``error`` (str or None): why the
+    attempt failed, kept on the job (ARGV[7]).
     """
     action: Arg = "backoff" if delay is None else delay_ms(delay)
-    return _release_call(keys, job, receipt, action)
+    return _release_call(keys, job, receipt, action, error)
 
 
-def bury_call(keys: Keys, job: object, receipt: object) -> ScriptCall:
+def bury_call(keys: Keys, job: object, receipt: object, error: object = None) -> ScriptCall:
     """Check a bury and return its release.lua call (action ``"bury"``)."""
-    return _release_call(keys, job, receipt, "bury")
+    return _release_call(keys, job, receipt, "bury", error)
 
 
 def reschedule_call(keys: Keys, job_id: object, delay: object) -> ScriptCall:

@@ -13,7 +13,7 @@ live here.
 from __future__ import annotations
 
 import time
-from typing import Any, Generator, List, NamedTuple, Optional, Sequence, TypeVar, Union
+from typing import Any, Generator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _calls, _replies, _waits
 from ._calls import ScriptCall
@@ -111,6 +111,13 @@ def reserve(keys: Keys, topic: object, ttr: object) -> Op[Optional[ReservedMessa
     return _replies.reserved((yield _calls.reserve_call(keys, topic, ttr)))
 
 
+def reserve_many(
+    keys: Keys, topic: object, ttr: object, n: object, acks: object
+) -> Op[Tuple[List[bool], List[ReservedMessage]]]:
+    call = _calls.reserve_many_call(keys, topic, ttr, n, acks)
+    return _replies.reserved_many((yield call), (len(call.args) - 3) // 2)
+
+
 def breserve(keys: Keys, topic: object, ttr: object, timeout: object) -> Op[Optional[ReservedMessage]]:
     call = _calls.reserve_call(keys, topic, ttr)
     queue = call.keys[0]
@@ -135,12 +142,12 @@ def touch(keys: Keys, job: object, ttr: object, receipt: object) -> Op[Optional[
     return _replies.optional_time((yield _calls.touch_call(keys, job, ttr, receipt)), "touch.lua", "deadline")
 
 
-def release(keys: Keys, job: object, delay: object, receipt: object) -> Op[bool]:
-    return _replies.ended((yield _calls.release_call(keys, job, delay, receipt)))
+def release(keys: Keys, job: object, delay: object, receipt: object, error: object = None) -> Op[bool]:
+    return _replies.ended((yield _calls.release_call(keys, job, delay, receipt, error)))
 
 
-def bury(keys: Keys, job: object, receipt: object) -> Op[bool]:
-    return _replies.ended((yield _calls.bury_call(keys, job, receipt)))
+def bury(keys: Keys, job: object, receipt: object, error: object = None) -> Op[bool]:
+    return _replies.ended((yield _calls.bury_call(keys, job, receipt, error)))
 
 
 def reschedule(keys: Keys, job_id: object, delay: object) -> Op[Optional[float]]:

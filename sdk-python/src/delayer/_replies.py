@@ -132,6 +132,25 @@ def reserved(reply: object) -> Optional[ReservedMessage]:
     )
 
 
+def reserved_many(reply: object, acks: int) -> Tuple[List[bool], List[ReservedMessage]]:
+    """reserve.lua's batch-mode reply ``{acks, jobs}``: one 1|0 per ack sent
+    (``acks`` of them), then the jobs reserved, each as :func:`reserved`."""
+    if not isinstance(reply, (list, tuple)) or len(reply) != 2:
+        raise ProtocolError(f"reserve.lua returned {reply!r:.200}, expected {{acks, jobs}} in batch mode")
+    done, jobs = reply
+    if not isinstance(done, (list, tuple)) or len(done) != acks:
+        raise ProtocolError(f"reserve.lua returned {done!r:.200}, expected {acks} ack results")
+    if not isinstance(jobs, (list, tuple)):
+        raise ProtocolError(f"reserve.lua returned {jobs!r:.200}, expected a list of jobs")
+    out = []
+    for entry in jobs:
+        job = reserved(entry)
+        if job is None:
+            raise ProtocolError("reserve.lua returned nil among the jobs of a batch")
+        out.append(job)
+    return [flag(d, "reserve.lua") for d in done], out
+
+
 def ended(reply: object) -> bool:
     """release.lua's reply in "held" mode: a due time or ``"dead"`` (the
     reservation was held and is ended) or nil (it was not)."""

@@ -9,7 +9,7 @@ I/O lives here: every operation is built, checked and parsed by
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Iterable, List, Optional, Type, TypeVar, Union
+from typing import Any, Iterable, List, Optional, Tuple, Type, TypeVar, Union
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -17,15 +17,16 @@ from redis.exceptions import RedisError
 
 from . import _ops, scripts
 from ._base import ClientBase, Flavour
+from .inspect import AsyncInspectMixin
 from ._translate import lost_connection
 from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
 
-__all__ = ["Delayer"]
+__all__ = ["Delayer", "Worker", "Delivery"]
 
 T = TypeVar("T")
 
 
-class Delayer(ClientBase["aioredis.Redis"]):
+class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
     """An asyncio Delayer client: push delayed jobs, pop or reserve them when due, remove them.
 
     ``Delayer(url, prefix)`` connects lazily to the Redis at ``url``;
@@ -177,6 +178,24 @@ class Delayer(ClientBase["aioredis.Redis"]):
         """
         return await self._drive(_ops.reserve(self._keys, topic, ttr))
 
+    async def reserve_many(
+        self,
+        topic: str,
+        ttr: float,
+        n: int,
+        acks: Iterable[Union[ReservedMessage, str, Tuple[str, Optional[str]]]] = (),
+    ) -> Tuple[List[bool], List[ReservedMessage]]:
+        """Ack ``acks``, then reserve up to ``n`` ready jobs of ``topic``, in one script call.
+
+        Returns ``(acked, jobs)``: one bool per ack in order (as :meth:`ack`
+        returns), and 0 to ``n`` (at most 1000) jobs reserved for ``ttr``
+        seconds, in ready order, each as :meth:`reserve` returns it. An ack is
+        a :class:`ReservedMessage`, an id, or an ``(id, receipt)`` pair. A
+        worker acks what it finished and takes its next jobs in one round
+        trip; ``n=0`` only acks. Never waits: see :meth:`breserve`.
+        """
+        return await self._drive(_ops.reserve_many(self._keys, topic, ttr, n, acks))
+
     async def breserve(self, topic: str, ttr: float, timeout: float) -> Optional[ReservedMessage]:
         """Like :meth:`reserve`, but wait up to ``timeout`` seconds (0 = forever) for a job.
 
@@ -213,7 +232,12 @@ class Delayer(ClientBase["aioredis.Redis"]):
         return await self._drive(_ops.touch(self._keys, job, ttr, receipt))
 
     async def release(
-        self, job: Union[ReservedMessage, str], delay: Optional[float] = None, receipt: Optional[str] = None
+        self,
+        job: Union[ReservedMessage, str],
+        delay: Optional[float] = None,
+        receipt: Optional[str] = None,
+        *,
+        error: Optional[str] = None,
     ) -> bool:
         """A failed attempt: give the job back for a retry. True if the reservation was held.
 
@@ -221,15 +245,21 @@ class Delayer(ClientBase["aioredis.Redis"]):
         its backoff (the point of a backoff: a job failing for a reason that
         lasts is not retried in a tight loop). A job that has used up its
         ``max_attempts`` goes to its topic's dead letters instead. ``job``
-        and ``receipt`` as in :meth:`ack`.
+        and ``receipt`` as in :meth:`ack`. ``error``, when given, says why
+        the attempt failed (a Worker sends ``"ValueError: bad order"``): it is
+        kept on the job as its last error (the first 1000 bytes), shown by
+        dead letters and job lookups.
         """
-        return await self._drive(_ops.release(self._keys, job, delay, receipt))
+        return await self._drive(_ops.release(self._keys, job, delay, receipt, error))
 
-    async def bury(self, job: Union[ReservedMessage, str], receipt: Optional[str] = None) -> bool:
+    async def bury(
+        self, job: Union[ReservedMessage, str], receipt: Optional[str] = None, *, error: Optional[str] = None
+    ) -> bool:
         """Give up on the job: send it to its topic's dead letters now, whatever
         its attempts (for a job that can never succeed). True if the
-        reservation was held. ``job`` and ``receipt`` as in :meth:`ack`."""
-        return await self._drive(_ops.bury(self._keys, job, receipt))
+        reservation was held. ``job`` and ``receipt`` as in :meth:`ack`,
+        ``error`` as in :meth:`release`."""
+        return await self._drive(_ops.bury(self._keys, job, receipt, error))
 
     async def reschedule(self, id: str, delay: float) -> Optional[float]:
         """Make waiting job ``id`` due ``delay`` seconds from now; return the new due time.
@@ -282,3 +312,7 @@ class Delayer(ClientBase["aioredis.Redis"]):
         self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
     ) -> None:
         await self.close()
+
+
+# The asyncio Worker runs on this client; imported last, as it imports Delayer from here.
+from .aio_worker import Delivery, Worker  # noqa: E402

@@ -8,7 +8,7 @@ Only I/O lives here: every operation is built, checked and parsed by
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Iterable, List, Optional, Type, TypeVar, Union
+from typing import Any, Iterable, List, Optional, Tuple, Type, TypeVar, Union
 
 import redis
 from redis.exceptions import RedisError
@@ -16,6 +16,7 @@ from redis.retry import Retry
 
 from . import _ops, scripts
 from ._base import ClientBase, Flavour
+from .inspect import InspectMixin
 from ._translate import lost_connection
 from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
 
@@ -24,7 +25,7 @@ __all__ = ["Delayer"]
 T = TypeVar("T")
 
 
-class Delayer(ClientBase["redis.Redis"]):
+class Delayer(ClientBase["redis.Redis"], InspectMixin):
     """A Delayer client: push delayed jobs, pop them when due, remove them.
 
     Two ways to consume: :meth:`pop` / :meth:`bpop` hand a job out at most
@@ -184,6 +185,24 @@ class Delayer(ClientBase["redis.Redis"]):
         """
         return self._drive(_ops.reserve(self._keys, topic, ttr))
 
+    def reserve_many(
+        self,
+        topic: str,
+        ttr: float,
+        n: int,
+        acks: Iterable[Union[ReservedMessage, str, Tuple[str, Optional[str]]]] = (),
+    ) -> Tuple[List[bool], List[ReservedMessage]]:
+        """Ack ``acks``, then reserve up to ``n`` ready jobs of ``topic``, in one script call.
+
+        Returns ``(acked, jobs)``: one bool per ack in order (as :meth:`ack`
+        returns), and 0 to ``n`` (at most 1000) jobs reserved for ``ttr``
+        seconds, in ready order, each as :meth:`reserve` returns it. An ack is
+        a :class:`ReservedMessage`, an id, or an ``(id, receipt)`` pair. A
+        worker acks what it finished and takes its next jobs in one round
+        trip; ``n=0`` only acks. Never waits: see :meth:`breserve`.
+        """
+        return self._drive(_ops.reserve_many(self._keys, topic, ttr, n, acks))
+
     def breserve(self, topic: str, ttr: float, timeout: float) -> Optional[ReservedMessage]:
         """Like :meth:`reserve`, but wait up to ``timeout`` seconds (0 = forever) for a job.
 
@@ -220,7 +239,12 @@ class Delayer(ClientBase["redis.Redis"]):
         return self._drive(_ops.touch(self._keys, job, ttr, receipt))
 
     def release(
-        self, job: Union[ReservedMessage, str], delay: Optional[float] = None, receipt: Optional[str] = None
+        self,
+        job: Union[ReservedMessage, str],
+        delay: Optional[float] = None,
+        receipt: Optional[str] = None,
+        *,
+        error: Optional[str] = None,
     ) -> bool:
         """A failed attempt: give the job back for a retry. True if the reservation was held.
 
@@ -228,15 +252,21 @@ class Delayer(ClientBase["redis.Redis"]):
         its backoff (the point of a backoff: a job failing for a reason that
         lasts is not retried in a tight loop). A job that has used up its
         ``max_attempts`` goes to its topic's dead letters instead. ``job``
-        and ``receipt`` as in :meth:`ack`.
+        and ``receipt`` as in :meth:`ack`. ``error``, when given, says why
+        the attempt failed (a Worker sends ``"ValueError: bad order"``): it is
+        kept on the job as its last error (the first 1000 bytes), shown by
+        dead letters and job lookups.
         """
-        return self._drive(_ops.release(self._keys, job, delay, receipt))
+        return self._drive(_ops.release(self._keys, job, delay, receipt, error))
 
-    def bury(self, job: Union[ReservedMessage, str], receipt: Optional[str] = None) -> bool:
+    def bury(
+        self, job: Union[ReservedMessage, str], receipt: Optional[str] = None, *, error: Optional[str] = None
+    ) -> bool:
         """Give up on the job: send it to its topic's dead letters now, whatever
         its attempts (for a job that can never succeed). True if the
-        reservation was held. ``job`` and ``receipt`` as in :meth:`ack`."""
-        return self._drive(_ops.bury(self._keys, job, receipt))
+        reservation was held. ``job`` and ``receipt`` as in :meth:`ack`,
+        ``error`` as in :meth:`release`."""
+        return self._drive(_ops.bury(self._keys, job, receipt, error))
 
     def reschedule(self, id: str, delay: float) -> Optional[float]:
         """Make waiting job ``id`` due ``delay`` seconds from now; return the new due time.

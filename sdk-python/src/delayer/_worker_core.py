@@ -1,0 +1,429 @@
+"""What the sync and asyncio Workers share: everything that does no I/O.
+
+A Worker is a fetch loop feeding N handler runners, plus a keeper that
+touches long-running reservations. The fetch loop is written once here, as
+a generator of :data:`Action` values (like :mod:`delayer._ops`); the thread
+Worker (:mod:`delayer.worker`) and the asyncio Worker
+(:mod:`delayer.aio_worker`) only carry the actions out. The state both sides
+touch (free slots, acks waiting to be sent, reservations in flight) lives in
+:class:`Core`, guarded by the lock the driver gives it (a condition for
+threads, nothing for asyncio).
+
+Throughput comes from batching: one reserve.lua call acks every job finished
+since the last call and reserves as many jobs as there are free slots. When
+nothing is ready the loop waits with ``breserve``; while it waits, a handler
+that finishes sends its own ack, so an ack never waits for the next job.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, ContextManager, Dict, Generator, List, NamedTuple, Optional, Tuple, Union
+
+from ._rules import check_name, count, ttr_ms
+from .errors import DelayerError, InvalidArgument
+from .models import Message, ReservedMessage
+
+log = logging.getLogger("delayer.worker")
+
+#: The longest one idle wait (breserve / bpop) lasts: a stop is noticed within it.
+IDLE_WAIT = 1.0
+#: Shortest idle wait per topic when a worker serves many topics.
+MIN_IDLE_WAIT = 0.1
+#: Pauses between attempts to reach Redis again: first, then doubling up to the most.
+FIRST_PAUSE, MOST_PAUSE = 0.1, 5.0
+#: How long the fetch loop waits for more slots to free up before it fetches
+#: for the few that are free (a batch per round trip, and fetching while
+#: the other half of the handlers still run).
+GATHER = 0.005
+#: What a handler that did not finish within the grace period is released with.
+STOPPED_ERROR = "WorkerStopped: the worker stopped before the handler finished"
+
+
+def error_text(error: BaseException) -> str:
+    """How a failed attempt is recorded on the job: ``"ClassName: message"``."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A Worker's checked settings (see :class:`delayer.Worker`)."""
+
+    concurrency: int
+    ttr: float
+    at_most_once: bool
+    grace: float
+
+
+def check_settings(concurrency: object, ttr: object, at_most_once: object, grace: object) -> Settings:
+    n = count("concurrency", concurrency, 1, 10_000)
+    ttr_ms(ttr)  # the reserve rules: > 0, at most ten years
+    if not isinstance(at_most_once, bool):
+        raise InvalidArgument(f"at_most_once must be a bool, not {type(at_most_once).__name__}")
+    if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not math.isfinite(grace) or grace < 0:
+        raise InvalidArgument(f"grace must be a number of seconds >= 0, not {grace!r}")
+    return Settings(n, float(ttr), at_most_once, float(grace))  # type: ignore[arg-type]
+
+
+class WorkerHooks:
+    """What a Worker tells about its work: subclass and override for logging
+    and metrics. The defaults log to the ``delayer.worker`` logger. A hook
+    that raises is logged and otherwise ignored. Hooks run on the thread (or
+    task) where the event happens: keep them quick."""
+
+    def job_started(self, job: "Delivery") -> None:
+        """A handler is about to run ``job``."""
+
+    def job_succeeded(self, job: "Delivery", seconds: float) -> None:
+        """``job``'s handler returned after ``seconds``; its ack is on its way."""
+
+    def job_acked(self, job: "Delivery") -> None:
+        """``job``'s ack reached Redis while its reservation was held: it is done
+        and deleted (at least once; sent with the next fetch, or at once when idle)."""
+
+    def job_failed(self, job: "Delivery", error: BaseException, seconds: float) -> None:
+        """``job``'s handler raised ``error``; the job was released with its backoff
+        (or went to dead letters on its last attempt; at most once: it is gone)."""
+        log.warning("job %r of topic %r failed (attempt %d): %s", job.id, job.topic, job.attempts, error_text(error))
+
+    def job_lost(self, job: "Delivery", what: str) -> None:
+        """``what`` (ack, release, touch) found ``job``'s reservation no longer
+        held: its ttr ran out and it may run elsewhere (raise the ttr, or extend)."""
+        log.warning("job %r of topic %r: %s found its reservation gone (ttr ran out?)", job.id, job.topic, what)
+
+    def connection_lost(self, error: DelayerError, pause: float) -> None:
+        """A call to Redis failed; the worker tries again after ``pause`` seconds."""
+        log.warning("Redis unavailable, retrying in %.1f s: %s", pause, error)
+
+    def stopping(self, in_flight: int) -> None:
+        """A stop was asked for; ``in_flight`` handlers are still running."""
+        log.info("stopping: waiting for %d running handlers", in_flight)
+
+    def stopped(self, abandoned: int) -> None:
+        """The worker stopped; ``abandoned`` jobs whose handler did not finish
+        within the grace period were released."""
+        log.info("stopped (%d unfinished jobs released)", abandoned)
+
+
+def overridden(hooks: WorkerHooks, name: str) -> Optional[Callable[..., None]]:
+    """``hooks``'s method ``name``, or None when it is WorkerHooks' own (a no-op)."""
+    if getattr(type(hooks), name) is getattr(WorkerHooks, name):
+        return None
+    method: Callable[..., None] = getattr(hooks, name)
+    return method
+
+
+def call_hook(hook: Callable[..., None], *args: Any) -> None:
+    """Run a hook; its failure is logged, never the worker's."""
+    try:
+        hook(*args)
+    except Exception:
+        log.exception("a worker hook (%s) raised", getattr(hook, "__name__", hook))
+
+
+@dataclass(eq=False)
+class Delivery:
+    """A job a Worker hands to a handler: the job's data, and for the
+    at-least-once mode its reservation (``extend`` lives in each Worker's
+    subclass)."""
+
+    #: What reserve (at least once) or pop (at most once) returned.
+    message: Union[ReservedMessage, Message]
+    #: The ttr of the reservation, in seconds (0 at most once).
+    ttr: float
+    started: float = field(default=0.0, repr=False)
+    touch_at: float = field(default=math.inf, repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.message.id
+
+    @property
+    def topic(self) -> str:
+        return self.message.topic
+
+    @property
+    def body(self) -> bytes:
+        return self.message.body
+
+    @property
+    def text(self) -> str:
+        """The body decoded as UTF-8."""
+        return self.message.text
+
+    @property
+    def attempts(self) -> int:
+        """Deliveries so far, this one included (1 at most once)."""
+        return self.message.attempts if isinstance(self.message, ReservedMessage) else 1
+
+    @property
+    def reserved(self) -> ReservedMessage:
+        """The reservation (at least once); InvalidArgument at most once."""
+        if not isinstance(self.message, ReservedMessage):
+            raise InvalidArgument("a job popped at most once has no reservation to extend")
+        return self.message
+
+
+class Fetch(NamedTuple):
+    """Ack ``acks`` and reserve up to ``n`` jobs of ``topic`` (reserve_many),
+    or at most once pop up to ``n``. Reply: the list of ack results (None at
+    most once) and the list of messages."""
+
+    topic: str
+    ttr: float
+    n: int
+    acks: List[Delivery]
+
+
+class Await(NamedTuple):
+    """Wait up to ``seconds`` for one job of ``topic`` (breserve or bpop). Reply: the message or None."""
+
+    topic: str
+    ttr: float
+    seconds: float
+
+
+class Idle(NamedTuple):
+    """Wait up to ``seconds`` until ``want`` slots are free (handlers finished) or a stop."""
+
+    want: int
+    seconds: float
+
+
+class Pause(NamedTuple):
+    """Wait ``seconds`` (before trying Redis again), unless a stop comes first."""
+
+    seconds: float
+
+
+class Start(NamedTuple):
+    """Hand these deliveries to handlers (one free slot each)."""
+
+    deliveries: List[Delivery]
+
+
+Action = Union[Fetch, Await, Idle, Pause, Start]
+
+
+class Core:
+    """A Worker's shared state and fetch loop. Every method that reads or
+    changes the state takes ``lock`` itself; hooks run outside it."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        hooks: WorkerHooks,
+        lock: ContextManager[Any],
+        make: Callable[[Union[ReservedMessage, Message], float], Delivery],
+    ) -> None:
+        self.settings = settings
+        self.make = make
+        self.hooks = hooks
+        self.lock = lock
+        self.ttrs: Dict[str, float] = {}  # topic -> ttr, in registration order
+        self.in_flight = 0
+        self.acks: List[Delivery] = []
+        self.direct = False  # the fetch loop cannot send acks now: runners send their own
+        self.running: Dict[int, Delivery] = {}  # id(delivery) -> reservations to touch
+        self.want = 0  # the fetch loop waits (Idle) for this many free slots; 0: it does not wait
+        self.stopping = False
+        self._next = 0  # rotation: the topic served first next round
+        self._pause = FIRST_PAUSE
+
+    def register(self, topic: object, ttr: Optional[float]) -> str:
+        t = check_name("topic", topic)
+        if t in self.ttrs:
+            raise InvalidArgument(f"topic {t!r} has a handler already")
+        if ttr is not None:
+            ttr_ms(ttr)
+        self.ttrs[t] = self.settings.ttr if ttr is None else float(ttr)
+        return t
+
+    # -- handler runners ------------------------------------------------
+
+    def begin(self, d: Delivery, now: float) -> None:
+        """A runner starts ``d``: its reservation is touched from half its ttr on."""
+        d.started = now
+        if not self.settings.at_most_once:
+            d.touch_at = now + d.ttr / 2
+            with self.lock:
+                self.running[id(d)] = d
+
+    def finish(self, d: Delivery, ack: bool) -> Tuple[bool, bool]:
+        """A runner is done with ``d`` (``ack``: it succeeded, at least once;
+        a failure was released already). Returns ``(send, wake)``: ``send``
+        when the runner must send the ack itself (the fetch loop is waiting
+        or stopped) and then call :meth:`free` (else the next fetch carries
+        it and the slot is free); ``wake`` when the fetch loop's wait is over."""
+        with self.lock:
+            self.running.pop(id(d), None)
+            if ack and self.direct:
+                return True, False  # the slot stays taken until the ack is sent: a stop waits for it
+            self.in_flight -= 1
+            if ack:
+                self.acks.append(d)
+            return False, self.enough()
+
+    def free(self, unsent: Optional[Delivery] = None) -> bool:
+        """A runner sent its own ack (``unsent``: the ack failed; the next
+        fetch retries it). Returns whether the fetch loop's wait is over."""
+        with self.lock:
+            self.in_flight -= 1
+            if unsent is not None:
+                self.acks.append(unsent)
+            return self.enough()
+
+    def enough(self) -> bool:
+        """Whether an Idle wait is over (call with the lock held)."""
+        return self.stopping or (self.want > 0 and self.settings.concurrency - self.in_flight >= self.want)
+
+    def forget(self, d: Delivery) -> None:
+        """Touch ``d`` no more (its reservation is gone)."""
+        with self.lock:
+            self.running.pop(id(d), None)
+
+    def requeue_acks(self, acks: List[Delivery]) -> None:
+        """Acks whose call failed go with the next one (an ack by receipt is
+        safe to send twice: the second finds nothing)."""
+        with self.lock:
+            self.acks[:0] = acks
+
+    # -- the keeper -----------------------------------------------------
+
+    def touches(self, now: float) -> Tuple[List[Delivery], float]:
+        """Reservations to touch now, and how long the keeper may sleep.
+
+        A reservation is touched from half its ttr on, then every half ttr;
+        the keeper never sleeps more than a quarter of the shortest ttr (a
+        job started meanwhile is then touched before 3/4 of its ttr)."""
+        with self.lock:
+            running = list(self.running.values())
+        due = [d for d in running if d.touch_at <= now]
+        nxt = min((d.touch_at for d in running if d.touch_at > now), default=math.inf)
+        shortest = min(self.ttrs.values(), default=self.settings.ttr)
+        return due, max(0.001, min(nxt - now, shortest / 4, IDLE_WAIT))
+
+    @staticmethod
+    def touched(d: Delivery, now: float, ttr: Optional[float] = None) -> None:
+        """``d``'s reservation was touched at ``now`` (for ``ttr`` seconds: an extend)."""
+        if ttr is not None:
+            d.ttr = ttr
+        d.touch_at = now + d.ttr / 2
+
+    def unfinished(self) -> List[Delivery]:
+        """The deliveries whose handler still runs (to release at the end of a stop)."""
+        with self.lock:
+            return list(self.running.values())
+
+    # -- the fetch loop -------------------------------------------------
+
+    def _order(self) -> List[str]:
+        """Every topic once, starting with the next in turn (fair across topics)."""
+        topics = list(self.ttrs)
+        start = self._next % len(topics)
+        self._next = start + 1
+        return topics[start:] + topics[:start]
+
+    def _take_acks(self) -> List[Delivery]:
+        with self.lock:
+            acks, self.acks = self.acks, []
+        return acks
+
+    def _io(self, action: Action) -> Generator[Action, Any, Tuple[bool, Any]]:
+        """Carry out ``action``; on a Redis failure report it and pause
+        (doubling up to :data:`MOST_PAUSE`), then return ``(False, None)``."""
+        try:
+            reply = yield action
+        except DelayerError as e:
+            pause, self._pause = self._pause, min(self._pause * 2, MOST_PAUSE)
+            call_hook(self.hooks.connection_lost, e, pause)
+            yield Pause(pause)
+            return False, None
+        self._pause = FIRST_PAUSE
+        return True, reply
+
+    def _fetched(self, topic: str, acks: List[Delivery], reply: Any) -> List[Delivery]:
+        """Report the acks of a fetch; make deliveries of its jobs (one slot each)."""
+        acked, messages = reply
+        if acks:
+            on_acked = overridden(self.hooks, "job_acked")
+            for d, held in zip(acks, acked):
+                if not held:
+                    call_hook(self.hooks.job_lost, d, "ack")
+                elif on_acked is not None:
+                    call_hook(on_acked, d)
+        ttr = 0.0 if self.settings.at_most_once else self.ttrs[topic]
+        return [self.make(m, ttr) for m in messages]
+
+    def fetch_loop(self) -> Generator[Action, Any, None]:
+        """The Worker's fetch loop, until :attr:`stopping`; then it sends the
+        acks left and returns (the driver waits for the running handlers)."""
+        if not self.ttrs:
+            raise InvalidArgument("the worker has no handler: register one per topic with handle()")
+        # Fetch once half the slots are free (or after GATHER): while one
+        # half of the handlers runs, the other half's jobs are on their way.
+        half = max(1, self.settings.concurrency // 2)
+        gathered = False
+        while not self.stopping:
+            with self.lock:
+                free = self.settings.concurrency - self.in_flight
+                busy = self.in_flight > 0
+            if free <= 0:
+                yield Idle(1, IDLE_WAIT)
+                continue
+            if free < half and busy and not gathered:
+                gathered = True
+                yield Idle(half, GATHER)
+                continue
+            gathered = False
+            got, ok = 0, True
+            acks = self._take_acks()
+            topics = self._order()
+            per_topic = max(1, math.ceil(self.settings.concurrency / len(topics)))
+            for topic in topics:
+                n = min(free - got, per_topic)
+                fetch = Fetch(topic, self.ttrs[topic], n, acks)
+                ok, reply = yield from self._io(fetch)
+                if not ok:
+                    self.requeue_acks(acks)
+                    break
+                deliveries = self._fetched(topic, acks, reply)
+                acks = []
+                if deliveries:
+                    with self.lock:
+                        self.in_flight += len(deliveries)
+                    got += len(deliveries)
+                    yield Start(deliveries)
+                if got >= free or self.stopping:
+                    break
+            if got or not ok or self.stopping:
+                continue
+            # Nothing ready anywhere: wait for a job of the next topic in
+            # turn, while finishing runners send their own acks.
+            with self.lock:
+                if self.acks:
+                    continue
+                self.direct = True
+            topic = topics[0]
+            wait = max(MIN_IDLE_WAIT, IDLE_WAIT / len(topics))
+            try:
+                ok, message = yield from self._io(Await(topic, self.ttrs[topic], wait))
+            finally:
+                with self.lock:
+                    self.direct = False
+            if ok and message is not None:
+                with self.lock:
+                    self.in_flight += 1
+                yield Start(self._fetched(topic, [], (None, [message])))
+        # Stopping: runners send their own acks from now on; send what waits.
+        with self.lock:
+            self.direct = True
+        acks = self._take_acks()
+        if acks:
+            ok, reply = yield from self._io(Fetch(next(iter(self.ttrs)), self.settings.ttr, 0, acks))
+            if ok:
+                self._fetched(next(iter(self.ttrs)), acks, reply)
+

@@ -1,0 +1,314 @@
+"""The asyncio Worker: runs an async handler per topic on N tasks.
+
+The twin of :mod:`delayer.worker` (threads): what to fetch, when to wait,
+which acks to send and which reservations to touch is decided by
+:mod:`delayer._worker_core`; only the tasks and the I/O live here. Use it
+as ``delayer.aio.Worker``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar, Union, cast
+
+from . import _worker_core as core
+from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Start, WorkerHooks, call_hook, error_text
+from .aio import Delayer
+from .errors import DelayerError
+from .models import Message, ReservedMessage
+
+__all__ = ["Worker", "Delivery", "WorkerHooks"]
+
+Handler = Callable[["Delivery"], Awaitable[Any]]
+F = TypeVar("F", bound=Handler)
+
+
+@dataclass(eq=False)
+class Delivery(core.Delivery):
+    """A job handed to an async handler; as :class:`delayer.Delivery`, with
+    :meth:`extend` a coroutine."""
+
+    _worker: Optional["Worker"] = field(default=None, repr=False)
+
+    async def extend(self, ttr: Optional[float] = None) -> Optional[float]:
+        """Still working: see :meth:`delayer.Delivery.extend`."""
+        assert self._worker is not None
+        ttr = self.ttr if ttr is None else ttr
+        deadline = await self._worker.client.touch(self.reserved, ttr)
+        if deadline is None:
+            self._worker._core.forget(self)
+        else:
+            self._worker._core.touched(self, time.monotonic(), ttr)
+        return deadline
+
+
+class Worker:
+    """Runs an async handler per topic on ``concurrency`` tasks; the asyncio
+    twin of :class:`delayer.Worker`, with the same settings and hooks.
+
+    ``worker.handle("email", send_email)`` with ``async def send_email(job)``,
+    then ``await worker.run()``. :meth:`stop` (or SIGTERM / SIGINT, when run
+    in the main thread's loop) stops it gracefully; handlers still running
+    after ``grace`` seconds are cancelled and their jobs released.
+    """
+
+    def __init__(
+        self,
+        client: Delayer,
+        *,
+        concurrency: int = 10,
+        ttr: float = 60.0,
+        at_most_once: bool = False,
+        grace: float = 30.0,
+        hooks: Optional[WorkerHooks] = None,
+    ) -> None:
+        self.client = client
+        self.hooks = hooks if hooks is not None else WorkerHooks()
+        self._core = core.Core(
+            core.check_settings(concurrency, ttr, at_most_once, grace),
+            self.hooks,
+            contextlib.nullcontext(),  # one thread: nothing to lock
+            self._delivery,
+        )
+        self._handlers: Dict[str, Handler] = {}
+        self._jobs: Optional["asyncio.Queue[Optional[Delivery]]"] = None
+        self._wake: Optional[asyncio.Event] = None
+        self._stopped: Optional[asyncio.Event] = None
+        self._abandon = False
+
+    def _delivery(self, message: Union[ReservedMessage, Message], ttr: float) -> Delivery:
+        return Delivery(message, ttr, _worker=self)
+
+    def handle(self, topic: str, handler: Handler, *, ttr: Optional[float] = None) -> None:
+        """Run ``await handler(job)`` for each job of ``topic`` (``ttr``: this topic's, else the worker's)."""
+        if not callable(handler):
+            raise TypeError(f"handler must be an async function, not {type(handler).__name__}")
+        self._handlers[self._core.register(topic, ttr)] = handler
+
+    def handler(self, topic: str, *, ttr: Optional[float] = None) -> Callable[[F], F]:
+        """Decorator form of :meth:`handle`."""
+
+        def register(fn: F) -> F:
+            self.handle(topic, fn, ttr=ttr)
+            return fn
+
+        return register
+
+    def stop(self) -> None:
+        """Ask the worker to stop (from the loop's thread: a signal handler, a
+        task; from another thread use ``loop.call_soon_threadsafe(worker.stop)``)."""
+        self._core.stopping = True
+        for event in (self._stopped, self._wake):
+            if event is not None:
+                event.set()
+
+    async def run(self, *, signals: bool = True) -> None:
+        """Work until :meth:`stop` (or, with ``signals``, SIGTERM / SIGINT); then stop gracefully and return."""
+        c = self._core
+        loop = asyncio.get_running_loop()
+        self._jobs, self._wake, self._stopped = asyncio.Queue(), asyncio.Event(), asyncio.Event()
+        if c.stopping:
+            self._stopped.set()
+        installed: List[signal.Signals] = []
+        if signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                try:
+                    loop.add_signal_handler(sig, self.stop)
+                    installed.append(sig)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass  # not the main thread, or no signals on this platform
+        runners = [loop.create_task(self._runner()) for _ in range(c.settings.concurrency)]
+        keeper_done = asyncio.Event()
+        keeper = loop.create_task(self._keeper(keeper_done))
+        try:
+            await self._fetch()
+            abandoned = await self._wind_down(runners)
+        finally:
+            self.stop()
+            keeper_done.set()
+            for task in runners:
+                task.cancel()
+            await asyncio.gather(keeper, *runners, return_exceptions=True)
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+        call_hook(self.hooks.stopped, abandoned)
+
+    # -- the fetch loop's I/O -------------------------------------------
+
+    async def _fetch(self) -> None:
+        loop = self._core.fetch_loop()
+        try:
+            step = next(loop)
+            while True:
+                try:
+                    reply = await self._do(step)
+                except DelayerError as e:
+                    step = loop.throw(e)
+                    continue
+                step = loop.send(reply)
+        except StopIteration:
+            return
+
+    async def _do(self, step: core.Action) -> Any:
+        c = self._core
+        assert self._jobs is not None and self._wake is not None and self._stopped is not None
+        if isinstance(step, Fetch):
+            if not c.settings.at_most_once:
+                return await self.client.reserve_many(step.topic, step.ttr, step.n, [d.reserved for d in step.acks])
+            popped: List[Message] = []
+            try:
+                while len(popped) < step.n:
+                    m = await self.client.pop(step.topic)
+                    if m is None:
+                        break
+                    popped.append(m)
+            except DelayerError:
+                if not popped:
+                    raise
+            return None, popped  # jobs popped before a failure are gone from Redis: run them
+        if isinstance(step, Await):
+            if c.settings.at_most_once:
+                return await self.client.bpop(step.topic, step.seconds)
+            return await self.client.breserve(step.topic, step.ttr, step.seconds)
+        if isinstance(step, Idle):
+            c.want = step.want
+            if not c.enough():
+                self._wake.clear()
+                await _wait(self._wake, step.seconds)
+            c.want = 0
+            return None
+        if isinstance(step, Pause):
+            await _wait(self._stopped, step.seconds)
+            return None
+        if isinstance(step, Start):
+            for d in step.deliveries:
+                self._jobs.put_nowait(cast(Delivery, d))  # made by self._delivery
+            return None
+        raise TypeError(f"unknown worker step {step!r}")
+
+    async def _wind_down(self, runners: "List[asyncio.Task[None]]") -> int:
+        """After the fetch loop: wait up to the grace period for the running
+        handlers, then cancel them and release their jobs. Returns how many."""
+        c = self._core
+        assert self._wake is not None and self._jobs is not None
+        call_hook(self.hooks.stopping, c.in_flight)
+        deadline = time.monotonic() + c.settings.grace
+        while c.in_flight > 0 and time.monotonic() < deadline:
+            self._wake.clear()
+            await _wait(self._wake, min(0.5, max(0.0, deadline - time.monotonic())))
+        left = c.in_flight
+        if left:
+            self._abandon = True
+            for task in runners:
+                task.cancel()
+            await asyncio.gather(*runners, return_exceptions=True)
+            queued: List[Delivery] = []
+            while not self._jobs.empty():
+                item = self._jobs.get_nowait()
+                if item is not None:
+                    queued.append(item)
+            if not c.settings.at_most_once:
+                for running in c.unfinished():
+                    await self._give_back(running, STOPPED_ERROR)
+                for waiting in queued:
+                    await self._give_back(waiting, None)
+        return left
+
+    async def _give_back(self, d: core.Delivery, error: Optional[str]) -> None:
+        """Release ``d`` at once (a stop): another worker may take it."""
+        try:
+            if not await self.client.release(d.reserved, delay=0, error=error):
+                call_hook(self.hooks.job_lost, d, "release")
+        except DelayerError as e:
+            call_hook(self.hooks.connection_lost, e, 0.0)
+
+    # -- handler tasks --------------------------------------------------
+
+    async def _runner(self) -> None:
+        c = self._core
+        assert self._jobs is not None
+        at_least_once = not c.settings.at_most_once
+        started = core.overridden(self.hooks, "job_started")
+        succeeded = core.overridden(self.hooks, "job_succeeded")
+        while True:
+            d = await self._jobs.get()
+            if d is None:
+                return
+            handler = self._handlers[d.topic]
+            start = time.monotonic()
+            c.begin(d, start)
+            if started is not None:
+                call_hook(started, d)
+            try:
+                await handler(d)
+            except Exception as e:  # a handler's failure is the job's, never the worker's
+                if at_least_once:
+                    await self._release(d, e)
+                if c.finish(d, False)[1]:
+                    self._set_wake()
+                call_hook(self.hooks.job_failed, d, e, time.monotonic() - start)
+                continue
+            send, wake = c.finish(d, at_least_once)
+            if send:
+                wake = await self._ack(d)
+            if wake:
+                self._set_wake()
+            if succeeded is not None:
+                call_hook(succeeded, d, time.monotonic() - start)
+
+    def _set_wake(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _release(self, d: Delivery, e: BaseException) -> None:
+        try:
+            if not await self.client.release(d.reserved, error=error_text(e)):
+                call_hook(self.hooks.job_lost, d, "release")
+        except DelayerError as lost:
+            # The reservation runs out and the server retries the job.
+            call_hook(self.hooks.connection_lost, lost, 0.0)
+
+    async def _ack(self, d: Delivery) -> bool:
+        """Send ``d``'s ack now; returns whether the fetch loop's wait is over."""
+        try:
+            held = await self.client.ack(d.reserved)
+        except DelayerError:
+            return self._core.free(unsent=d)  # the next fetch sends it again
+        if held:
+            call_hook(self.hooks.job_acked, d)
+        else:
+            call_hook(self.hooks.job_lost, d, "ack")
+        return self._core.free()
+
+    # -- the keeper: touches long-running reservations -------------------
+
+    async def _keeper(self, done: asyncio.Event) -> None:
+        c = self._core
+        if c.settings.at_most_once:
+            return
+        while not done.is_set():
+            due, sleep = c.touches(time.monotonic())
+            for d in due:
+                try:
+                    deadline = await self.client.touch(d.reserved, d.ttr)
+                except DelayerError:
+                    d.touch_at = time.monotonic() + min(1.0, d.ttr / 10)  # try again soon
+                    continue
+                if deadline is None:
+                    c.forget(d)
+                    call_hook(self.hooks.job_lost, d, "touch")
+                else:
+                    c.touched(d, time.monotonic())
+            await _wait(done, sleep)
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    """Wait for ``event`` at most ``seconds``."""
+    try:
+        await asyncio.wait_for(event.wait(), seconds)
+    except asyncio.TimeoutError:
+        pass

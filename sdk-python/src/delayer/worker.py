@@ -1,0 +1,305 @@
+"""The thread Worker: runs a handler per topic on N threads, so that users
+need not write (and get wrong) their own consumer loop.
+
+Only I/O and threads live here; what to fetch, when to wait, which acks to
+send and which reservations to touch is decided by
+:mod:`delayer._worker_core`, shared with the asyncio Worker.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, Callable, Dict, List, Optional, TypeVar, Union, cast
+
+from . import _worker_core as core
+from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Start, WorkerHooks, call_hook, error_text
+from .client import Delayer
+from .errors import DelayerError
+from .models import Message, ReservedMessage
+
+__all__ = ["Worker", "Delivery", "WorkerHooks"]
+
+F = TypeVar("F", bound=Callable[["Delivery"], Any])
+
+
+@dataclass(eq=False)
+class Delivery(core.Delivery):
+    """A job handed to a handler: ``id``, ``topic``, ``body``, ``text``,
+    ``attempts``, the raw ``message``, and :meth:`extend`."""
+
+    _worker: Optional["Worker"] = field(default=None, repr=False)
+
+    def extend(self, ttr: Optional[float] = None) -> Optional[float]:
+        """Still working: the reservation now runs out ``ttr`` seconds from now
+        (default: the topic's ttr), and the worker keeps touching it every
+        half ``ttr`` after. Returns the new deadline (Unix seconds, Redis's
+        clock), or None when the reservation is gone (its ttr ran out: the
+        job may run elsewhere). The worker touches a long handler's
+        reservation by itself; extend is for a handler that knows it needs
+        longer than its ttr between two touches (a single long call)."""
+        assert self._worker is not None
+        ttr = self.ttr if ttr is None else ttr
+        deadline = self._worker.client.touch(self.reserved, ttr)
+        if deadline is None:
+            self._worker._core.forget(self)
+        else:
+            self._worker._core.touched(self, time.monotonic(), ttr)
+        return deadline
+
+
+class Worker:
+    """Runs a handler per topic on ``concurrency`` threads.
+
+    ``worker.handle("email", send_email)`` (or ``@worker.handler("email")``),
+    then ``worker.run()``: it blocks until :meth:`stop`, SIGTERM or SIGINT.
+
+    At least once (the default), each job is reserved for ``ttr`` seconds;
+    a handler that returns acks it, one that raises releases it with its
+    backoff and records ``"ClassName: message"`` as its last error (after
+    ``max_attempts`` it goes to dead letters). A reservation whose handler
+    runs past half its ttr is touched. ``at_most_once=True`` pops instead:
+    a job is gone once handed out, whatever its handler does.
+
+    A stop takes no new jobs, lets running handlers finish for up to
+    ``grace`` seconds, then releases the jobs of those still running (due at
+    once, for another worker). When Redis is lost the worker tries again,
+    0.1 s after the first failure, doubling up to 5 s. Topics are served in
+    turn. ``hooks`` (a :class:`WorkerHooks`) hears about every job and
+    every lost connection, for logging and metrics.
+    """
+
+    def __init__(
+        self,
+        client: Delayer,
+        *,
+        concurrency: int = 10,
+        ttr: float = 60.0,
+        at_most_once: bool = False,
+        grace: float = 30.0,
+        hooks: Optional[WorkerHooks] = None,
+    ) -> None:
+        self.client = client
+        self._cond = threading.Condition()
+        self.hooks = hooks if hooks is not None else WorkerHooks()
+        self._core = core.Core(
+            core.check_settings(concurrency, ttr, at_most_once, grace), self.hooks, self._cond, self._delivery
+        )
+        self._handlers: Dict[str, Callable[[Delivery], Any]] = {}
+        self._jobs: "queue.SimpleQueue[Optional[Delivery]]" = queue.SimpleQueue()
+        self._stopped = threading.Event()
+        self._abandon = False
+
+    def _delivery(self, message: Union[ReservedMessage, Message], ttr: float) -> Delivery:
+        return Delivery(message, ttr, _worker=self)
+
+    def handle(self, topic: str, handler: Callable[[Delivery], Any], *, ttr: Optional[float] = None) -> None:
+        """Run ``handler(job)`` for each job of ``topic`` (``ttr``: this topic's, else the worker's)."""
+        if not callable(handler):
+            raise TypeError(f"handler must be callable, not {type(handler).__name__}")
+        self._handlers[self._core.register(topic, ttr)] = handler
+
+    def handler(self, topic: str, *, ttr: Optional[float] = None) -> Callable[[F], F]:
+        """Decorator form of :meth:`handle`."""
+
+        def register(fn: F) -> F:
+            self.handle(topic, fn, ttr=ttr)
+            return fn
+
+        return register
+
+    def stop(self) -> None:
+        """Ask the worker to stop (from any thread or a signal handler); :meth:`run` returns once it has."""
+        self._core.stopping = True
+        self._stopped.set()
+
+    def run(self, *, signals: bool = True) -> None:
+        """Work until :meth:`stop` (or, with ``signals``, SIGTERM / SIGINT, when
+        run on the main thread); then stop gracefully and return."""
+        settings = self._core.settings
+        previous: Dict[signal.Signals, Any] = {}
+        if signals and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, self._on_signal)
+        runners = [threading.Thread(target=self._runner, daemon=True) for _ in range(settings.concurrency)]
+        keeper_done = threading.Event()
+        keeper = threading.Thread(target=self._keeper, args=(keeper_done,), daemon=True)
+        try:
+            for t in runners:
+                t.start()
+            if not settings.at_most_once:
+                keeper.start()
+            self._fetch()
+            abandoned = self._wind_down()
+        finally:
+            self.stop()
+            keeper_done.set()
+            for _ in runners:
+                self._jobs.put(None)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        call_hook(self.hooks.stopped, abandoned)
+
+    def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
+        self.stop()
+
+    # -- the fetch loop's I/O -------------------------------------------
+
+    def _fetch(self) -> None:
+        loop = self._core.fetch_loop()
+        try:
+            step = next(loop)
+            while True:
+                try:
+                    reply = self._do(step)
+                except DelayerError as e:
+                    step = loop.throw(e)
+                    continue
+                step = loop.send(reply)
+        except StopIteration:
+            return
+
+    def _do(self, step: core.Action) -> Any:
+        c = self._core
+        if isinstance(step, Fetch):
+            if not c.settings.at_most_once:
+                return self.client.reserve_many(step.topic, step.ttr, step.n, [d.reserved for d in step.acks])
+            popped: List[Message] = []
+            try:
+                while len(popped) < step.n:
+                    m = self.client.pop(step.topic)
+                    if m is None:
+                        break
+                    popped.append(m)
+            except DelayerError:
+                if not popped:
+                    raise
+            return None, popped  # jobs popped before a failure are gone from Redis: run them
+        if isinstance(step, Await):
+            if c.settings.at_most_once:
+                return self.client.bpop(step.topic, step.seconds)
+            return self.client.breserve(step.topic, step.ttr, step.seconds)
+        if isinstance(step, Idle):
+            with self._cond:
+                c.want = step.want
+                if not c.enough():
+                    self._cond.wait(step.seconds)
+                c.want = 0
+            return None
+        if isinstance(step, Pause):
+            self._stopped.wait(step.seconds)
+            return None
+        if isinstance(step, Start):
+            for d in step.deliveries:
+                self._jobs.put(cast(Delivery, d))  # made by self._delivery
+            return None
+        raise TypeError(f"unknown worker step {step!r}")
+
+    def _wind_down(self) -> int:
+        """After the fetch loop: wait up to the grace period for the running
+        handlers, then release what is left. Returns how many were left."""
+        c = self._core
+        call_hook(self.hooks.stopping, c.in_flight)
+        deadline = time.monotonic() + c.settings.grace
+        with self._cond:
+            while c.in_flight > 0 and time.monotonic() < deadline:
+                self._cond.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+            left = c.in_flight
+            self._abandon = True
+        for d in c.unfinished():
+            self._give_back(d, STOPPED_ERROR)
+        return left
+
+    def _give_back(self, d: core.Delivery, error: Optional[str]) -> None:
+        """Release ``d`` at once (a stop): another worker may take it."""
+        try:
+            if not self.client.release(d.reserved, delay=0, error=error):
+                call_hook(self.hooks.job_lost, d, "release")
+        except DelayerError as e:
+            call_hook(self.hooks.connection_lost, e, 0.0)
+
+    # -- handler threads ------------------------------------------------
+
+    def _runner(self) -> None:
+        c = self._core
+        at_least_once = not c.settings.at_most_once
+        # Hooks left as WorkerHooks' do-nothing defaults cost nothing per job.
+        started = core.overridden(self.hooks, "job_started")
+        succeeded = core.overridden(self.hooks, "job_succeeded")
+        while True:
+            d = self._jobs.get()
+            if d is None:
+                return
+            if self._abandon:  # handed over but never started: give it back
+                if at_least_once:
+                    self._give_back(d, None)
+                c.finish(d, False)
+                continue
+            handler = self._handlers[d.topic]
+            start = time.monotonic()
+            c.begin(d, start)
+            if started is not None:
+                call_hook(started, d)
+            try:
+                handler(d)
+            except BaseException as e:  # a handler's failure is the job's, never the worker's
+                if at_least_once:
+                    self._release(d, e)
+                if c.finish(d, False)[1]:
+                    self._wake()
+                call_hook(self.hooks.job_failed, d, e, time.monotonic() - start)
+                continue
+            send, wake = c.finish(d, at_least_once)
+            if send:
+                wake = self._ack(d)
+            if wake:
+                self._wake()
+            if succeeded is not None:
+                call_hook(succeeded, d, time.monotonic() - start)
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _release(self, d: Delivery, e: BaseException) -> None:
+        try:
+            if not self.client.release(d.reserved, error=error_text(e)):
+                call_hook(self.hooks.job_lost, d, "release")
+        except DelayerError as lost:
+            # The reservation runs out and the server retries the job.
+            call_hook(self.hooks.connection_lost, lost, 0.0)
+
+    def _ack(self, d: Delivery) -> bool:
+        """Send ``d``'s ack now; returns whether the fetch loop's wait is over."""
+        try:
+            held = self.client.ack(d.reserved)
+        except DelayerError:
+            return self._core.free(unsent=d)  # the next fetch sends it again
+        if held:
+            call_hook(self.hooks.job_acked, d)
+        else:
+            call_hook(self.hooks.job_lost, d, "ack")
+        return self._core.free()
+
+    # -- the keeper: touches long-running reservations -------------------
+
+    def _keeper(self, done: threading.Event) -> None:
+        c = self._core
+        while not done.is_set():
+            due, sleep = c.touches(time.monotonic())
+            for d in due:
+                try:
+                    deadline = self.client.touch(d.reserved, d.ttr)
+                except DelayerError:
+                    d.touch_at = time.monotonic() + min(1.0, d.ttr / 10)  # try again soon
+                    continue
+                if deadline is None:
+                    c.forget(d)
+                    call_hook(self.hooks.job_lost, d, "touch")
+                else:
+                    c.touched(d, time.monotonic())
+            done.wait(sleep)
