@@ -195,13 +195,42 @@ impl Delayer {
 
     /// As [`crate::Delayer::release`].
     pub async fn release<'a>(&self, job: impl Into<JobRef<'a>>, delay: Option<Duration>) -> Result<bool> {
-        let inv = ops::release(&self.keys, job.into(), delay.map_or(Ending::Backoff, Ending::After))?;
+        self.release_with_error(job, delay, "").await
+    }
+
+    /// As [`crate::Delayer::release_with_error`]: `error` becomes the job's
+    /// last error.
+    pub async fn release_with_error<'a>(
+        &self,
+        job: impl Into<JobRef<'a>>,
+        delay: Option<Duration>,
+        error: &str,
+    ) -> Result<bool> {
+        let inv = ops::release(&self.keys, job.into(), delay.map_or(Ending::Backoff, Ending::After), error)?;
         ops::parse_released(self.call(&inv.into()).await?)
     }
 
     /// As [`crate::Delayer::bury`].
     pub async fn bury<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        ops::parse_released(self.call(&ops::release(&self.keys, job.into(), Ending::Bury)?.into()).await?)
+        self.bury_with_error(job, "").await
+    }
+
+    /// As [`crate::Delayer::bury_with_error`].
+    pub async fn bury_with_error<'a>(&self, job: impl Into<JobRef<'a>>, error: &str) -> Result<bool> {
+        ops::parse_released(self.call(&ops::release(&self.keys, job.into(), Ending::Bury, error)?.into()).await?)
+    }
+
+    /// As [`crate::Delayer::reserve_many`]: acks, then up to `n` jobs, in
+    /// one call.
+    pub async fn reserve_many(
+        &self,
+        topic: &str,
+        ttr: Duration,
+        n: usize,
+        acks: &[JobRef<'_>],
+    ) -> Result<(Vec<bool>, Vec<Reserved>)> {
+        let reply = self.call(&ops::reserve_many(&self.keys, topic, ttr, n, acks)?.into()).await?;
+        ops::parse_reserved_many(reply, acks.len())
     }
 
     /// As [`crate::Delayer::reschedule`].

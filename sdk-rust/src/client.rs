@@ -358,14 +358,49 @@ impl Delayer {
     /// backoff when `None`; past its max_attempts it goes to dead letters
     /// instead. `false` when the reservation was not held.
     pub fn release<'a>(&self, job: impl Into<JobRef<'a>>, delay: Option<Duration>) -> Result<bool> {
+        self.release_with_error(job, delay, "")
+    }
+
+    /// [`Delayer::release`], recording why the attempt failed: `error`
+    /// (its first 1000 bytes) becomes the job's last error, shown by dead
+    /// letters and job lookups ("": none).
+    pub fn release_with_error<'a>(
+        &self,
+        job: impl Into<JobRef<'a>>,
+        delay: Option<Duration>,
+        error: &str,
+    ) -> Result<bool> {
         let ending = delay.map_or(Ending::Backoff, Ending::After);
-        ops::parse_released(self.call(&ops::release(&self.keys, job.into(), ending)?.into())?)
+        ops::parse_released(self.call(&ops::release(&self.keys, job.into(), ending, error)?.into())?)
     }
 
     /// Gives up on the job: it goes to its topic's dead letters now.
     /// `false` when the reservation was not held.
     pub fn bury<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        ops::parse_released(self.call(&ops::release(&self.keys, job.into(), Ending::Bury)?.into())?)
+        self.bury_with_error(job, "")
+    }
+
+    /// [`Delayer::bury`], recording why as the job's last error (as
+    /// [`Delayer::release_with_error`]).
+    pub fn bury_with_error<'a>(&self, job: impl Into<JobRef<'a>>, error: &str) -> Result<bool> {
+        ops::parse_released(self.call(&ops::release(&self.keys, job.into(), Ending::Bury, error)?.into())?)
+    }
+
+    /// Acks `acks` (as [`Delayer::ack`] each), then reserves up to `n` (0 to
+    /// 1000) ready jobs of `topic` for `ttr`, in one script call: a worker
+    /// hands back what it finished and takes its next jobs in one round
+    /// trip. Returns one flag per ack (`false`: that reservation was no
+    /// longer held), and the jobs reserved (fewer than `n` when the queue
+    /// ran out).
+    pub fn reserve_many(
+        &self,
+        topic: &str,
+        ttr: Duration,
+        n: usize,
+        acks: &[JobRef<'_>],
+    ) -> Result<(Vec<bool>, Vec<Reserved>)> {
+        let reply = self.call(&ops::reserve_many(&self.keys, topic, ttr, n, acks)?.into())?;
+        ops::parse_reserved_many(reply, acks.len())
     }
 
     /// Up to `count` (1 to 1000) of `topic`'s dead letters, newest first,

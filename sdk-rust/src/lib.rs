@@ -61,6 +61,7 @@ mod reliable;
 pub mod scripts;
 pub mod validate;
 mod wait;
+pub mod worker;
 
 pub use client::{Delayer, Job, Message};
 pub use connection::PoolOptions;

@@ -230,6 +230,48 @@ pub(crate) fn reserve(keys: &Keys, topic: &str, ttr: Duration) -> Result<ScriptI
     Ok(inv)
 }
 
+/// reserve.lua in batch mode: first acks `acks` (each as ack.lua would),
+/// then reserves up to `n` jobs of `topic`, in one call.
+pub(crate) fn reserve_many(
+    keys: &Keys,
+    topic: &str,
+    ttr: Duration,
+    n: usize,
+    acks: &[JobRef<'_>],
+) -> Result<ScriptInvocation<'static>> {
+    validate::name("topic", topic)?;
+    let ttr_ms = validate::ttr_ms(ttr)?;
+    let n = validate::reserve_count(n)?;
+    let mut inv = scripts::RESERVE.prepare_invoke();
+    inv.key(keys.ready_queue(topic)).key(keys.reserved()).key(keys.malformed()).key(keys.receipt_seq());
+    inv.key(keys.job_pool()).arg(keys.bucket_prefix()).arg(ttr_ms).arg(n);
+    for job in acks {
+        let (id, receipt) = job_ref(*job)?;
+        inv.arg(id).arg(receipt);
+    }
+    Ok(inv)
+}
+
+/// reserve.lua's batch reply `{acks, jobs}`: one flag per ack sent (`acks`
+/// of them), then the jobs reserved.
+pub(crate) fn parse_reserved_many(reply: Value, acks: usize) -> Result<(Vec<bool>, Vec<Reserved>)> {
+    let mut p = array(reply, 2, "{acks, jobs}")?.into_iter();
+    let (Some(Value::Array(flags)), Some(jobs)) = (p.next(), p.next()) else {
+        return Err(Error::Protocol("reserve_many: expected a list of ack results".into()));
+    };
+    if flags.len() != acks {
+        return Err(Error::Protocol(format!("reserve_many: {} ack results for {acks} acks", flags.len())));
+    }
+    let flags = flags.into_iter().map(parse_flag).collect::<Result<Vec<_>>>()?;
+    let jobs = match jobs {
+        Value::Array(jobs) => jobs.into_iter().map(reserved_job).collect::<Result<Vec<_>>>()?,
+        // An empty table reaches Redis as an empty array, but a nil is no harm.
+        Value::Nil => Vec::new(),
+        other => return Err(Error::Protocol(format!("reserve_many: expected a list of jobs, got {other:?}"))),
+    };
+    Ok((flags, jobs))
+}
+
 fn job_ref<'a>(job: JobRef<'a>) -> Result<(&'a str, &'a str)> {
     validate::name("id", job.id)?;
     if job.receipt == Some("") {
@@ -266,8 +308,27 @@ pub(crate) enum Ending {
     Bury,
 }
 
-/// release.lua ("held") for one reservation: release or bury.
-pub(crate) fn release(keys: &Keys, job: JobRef<'_>, ending: Ending) -> Result<ScriptInvocation<'static>> {
+/// The most bytes of a failed attempt's error text release.lua keeps.
+pub(crate) const MAX_ERROR_BYTES: usize = 1000;
+
+/// `error` cut to [`MAX_ERROR_BYTES`] at a character boundary, so what the
+/// bucket keeps is still UTF-8 (the script would cut bytes blindly).
+fn error_text(error: &str) -> &str {
+    let mut end = error.len().min(MAX_ERROR_BYTES);
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    &error[..end]
+}
+
+/// release.lua ("held") for one reservation: release or bury, recording
+/// `error` ("": none) as the job's last_error.
+pub(crate) fn release(
+    keys: &Keys,
+    job: JobRef<'_>,
+    ending: Ending,
+    error: &str,
+) -> Result<ScriptInvocation<'static>> {
     let (id, receipt) = job_ref(job)?;
     let action = match ending {
         Ending::After(delay) => validate::delay_ms(delay)?.to_string(),
@@ -276,7 +337,7 @@ pub(crate) fn release(keys: &Keys, job: JobRef<'_>, ending: Ending) -> Result<Sc
     };
     let mut inv = scripts::RELEASE.prepare_invoke();
     inv.key(keys.reserved()).key(keys.job_pool()).key(keys.malformed());
-    inv.arg(keys.prefix()).arg(action).arg("held").arg(id).arg(receipt).arg(keys.wake());
+    inv.arg(keys.prefix()).arg(action).arg("held").arg(id).arg(receipt).arg(keys.wake()).arg(error_text(error));
     Ok(inv)
 }
 
@@ -418,8 +479,14 @@ pub(crate) fn parse_reserved(reply: Value) -> Result<Option<Reserved>> {
     if reply == Value::Nil {
         return Ok(None);
     }
+    reserved_job(reply).map(Some)
+}
+
+/// One reserved job, `[id, topic, body, attempts, max_attempts, receipt,
+/// deadline]`.
+fn reserved_job(reply: Value) -> Result<Reserved> {
     let mut p = array(reply, 7, "a reserved job")?.into_iter();
-    Ok(Some(Reserved {
+    Ok(Reserved {
         id: text(p.next())?,
         topic: text(p.next())?,
         body: bytes(p.next())?,
@@ -427,7 +494,7 @@ pub(crate) fn parse_reserved(reply: Value) -> Result<Option<Reserved>> {
         max_attempts: int(p.next())?,
         receipt: text(p.next())?,
         deadline: parse_due(&text(p.next())?)?,
-    }))
+    })
 }
 
 /// dead.lua "list": `[[id, topic, body, attempts, reason, dead_at], ...]`.

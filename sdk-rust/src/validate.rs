@@ -41,6 +41,8 @@ pub fn ready_max_lifetime_ms(lifetime: Duration) -> Result<u64> {
 pub const MAX_MAX_ATTEMPTS: u32 = 1_000_000;
 /// Most dead letters listed, or ids re-queued or purged, per script call.
 pub const MAX_DEAD_PER_CALL: usize = 1000;
+/// Most jobs one `reserve_many` call reserves.
+pub const MAX_RESERVE_MANY: usize = 1000;
 
 /// A reservation's time-to-run, in whole milliseconds (rounded as a delay
 /// is), at least 1.
@@ -129,4 +131,12 @@ mod tests {
         assert!(backoff(&crate::Backoff::exponential(s(2), s(1))).is_err());
         assert!(dead_count(0).is_err() && dead_count(1001).is_err() && dead_count(1000).is_ok());
     }
+}
+
+/// How many jobs a `reserve_many` call may take: 0 to [`MAX_RESERVE_MANY`].
+pub fn reserve_count(n: usize) -> Result<usize> {
+    if n > MAX_RESERVE_MANY {
+        return Err(Error::InvalidArgument(format!("reserve_many takes 0 to {MAX_RESERVE_MANY} jobs a call, not {n}")));
+    }
+    Ok(n)
 }

@@ -1,0 +1,310 @@
+//! The tokio worker: handlers run as tasks (at most `concurrency` at once),
+//! the loop calls Redis with the async client, and blocking waits run as
+//! tasks of their own. Decisions are the engine's.
+
+use super::engine::{panic_text, Action, Core, Lease, Mode, Settings, Start, WAIT};
+use super::{settings_builder, Delivery, Stopper};
+use crate::aio::Delayer;
+use crate::Result;
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::task::{Id, JoinSet};
+
+type Outcome = std::result::Result<(), String>;
+type Handler = Arc<dyn Fn(Task) -> Pin<Box<dyn Future<Output = Outcome> + Send>> + Send + Sync>;
+
+/// A job in a handler's hands: the [`Delivery`] (by `Deref`), and
+/// [`Task::extend`]. Cheap to clone.
+#[derive(Clone)]
+pub struct Task {
+    delivery: Arc<Delivery>,
+    lease: Arc<Lease>,
+    client: Delayer,
+}
+
+impl std::ops::Deref for Task {
+    type Target = Delivery;
+    fn deref(&self) -> &Delivery {
+        &self.delivery
+    }
+}
+
+impl std::fmt::Debug for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Task").field(&self.delivery).finish()
+    }
+}
+
+impl Task {
+    /// The job.
+    pub fn delivery(&self) -> &Delivery {
+        &self.delivery
+    }
+
+    /// As [`crate::worker::Task::extend`]: the reservation now ends `ttr`
+    /// from now; `false` when it was no longer held, and at most once.
+    pub async fn extend(&self, ttr: Duration) -> Result<bool> {
+        if self.delivery.receipt.is_none() {
+            return Ok(false);
+        }
+        let now = Instant::now();
+        let held = self.client.touch(self.delivery.job_ref(), ttr).await?.is_some();
+        if held {
+            self.lease.extended(ttr, now);
+        }
+        Ok(held)
+    }
+}
+
+/// Resolves on the first SIGTERM or SIGINT: give it to
+/// [`Worker::run_until`]. If the handlers cannot be set, it never resolves
+/// (and says so on stderr): the process is then stopped the default way.
+#[cfg(unix)]
+pub async fn shutdown_signal() {
+    match super::stop::Signals::new() {
+        Ok(mut signals) => signals.recv().await,
+        Err(e) => {
+            eprintln!("delayer worker: cannot listen for SIGTERM/SIGINT: {e}");
+            std::future::pending::<()>().await
+        }
+    }
+}
+
+/// A worker of tokio tasks, with the async client.
+///
+/// ```no_run
+/// use delayer::worker::aio::{shutdown_signal, Task, Worker};
+///
+/// # async fn run() -> delayer::Result<()> {
+/// let delayer = delayer::aio::Delayer::open("redis://127.0.0.1:6379/0")?;
+/// Worker::new(delayer)
+///     .concurrency(20)
+///     .handle("sms", |task: Task| async move {
+///         let text = task.body_str().filter(|t| !t.is_empty()).ok_or("no text")?;
+///         println!("sent {}: {text}", task.id);
+///         Ok::<(), &str>(())
+///     })
+///     .run_until(shutdown_signal())
+///     .await
+/// # }
+/// ```
+pub struct Worker {
+    client: Delayer,
+    settings: Settings,
+    handlers: HashMap<String, Handler>,
+    stopper: Stopper,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("aio::Worker").field("topics", &self.handlers.keys()).finish_non_exhaustive()
+    }
+}
+
+enum Msg {
+    Waited(String, Result<Option<Delivery>>),
+    Stop,
+}
+
+impl Worker {
+    /// A worker taking jobs with `delayer`; add handlers, then [`Worker::run`].
+    pub fn new(delayer: Delayer) -> Worker {
+        Worker { client: delayer, settings: Settings::new(), handlers: HashMap::new(), stopper: Stopper::new() }
+    }
+
+    /// Runs `handler` for the jobs of `topic` (replacing an earlier one).
+    /// `Ok` acks the job; `Err` releases it with its backoff, its `Display`
+    /// becoming the job's last error.
+    pub fn handle<F, Fut, E>(mut self, topic: &str, handler: F) -> Worker
+    where
+        F: Fn(Task) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+        E: Display + Send + 'static,
+    {
+        let handler: Handler = Arc::new(move |task: Task| {
+            let run = handler(task);
+            Box::pin(async move { run.await.map_err(|e| e.to_string()) })
+        });
+        self.handlers.insert(topic.to_string(), handler);
+        self
+    }
+
+    settings_builder!();
+
+    /// Runs until `shutdown` resolves (e.g. [`shutdown_signal`]) or the
+    /// stopper is stopped; then as [`Worker::run`].
+    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send) -> Result<()> {
+        let stopper = self.stopper.clone();
+        let run = self.run();
+        tokio::pin!(run);
+        tokio::select! {
+            done = &mut run => return done,
+            _ = shutdown => stopper.stop(),
+        }
+        run.await
+    }
+
+    /// Runs until stopped (see [`Worker::stopper`]): then takes no more
+    /// jobs, waits up to the grace period for running handlers, releases
+    /// the reservations of those still running (aborting their tasks) and
+    /// returns. Lost connections are retried for ever; an error Redis
+    /// answers to a fetch stops the worker and is returned. Call it inside a
+    /// tokio runtime.
+    pub async fn run(self) -> Result<()> {
+        let mut topics: Vec<String> = self.handlers.keys().cloned().collect();
+        topics.sort();
+        self.settings.check(&topics)?;
+        let (events, mut inbox) = mpsc::unbounded_channel();
+        let stop_events = events.clone();
+        self.stopper.on_stop(move || {
+            let _ = stop_events.send(Msg::Stop);
+        });
+        let mut core = Core::new(self.settings.clone(), topics);
+        let mut run = Loop { worker: &self, core: &mut core, events, tasks: JoinSet::new(), slots: HashMap::new() };
+        run.run(&mut inbox).await;
+        core.finish()
+    }
+}
+
+/// One run of the loop.
+struct Loop<'a> {
+    worker: &'a Worker,
+    core: &'a mut Core,
+    events: UnboundedSender<Msg>,
+    tasks: JoinSet<Outcome>,
+    slots: HashMap<Id, u64>,
+}
+
+impl Loop<'_> {
+    async fn run(&mut self, inbox: &mut UnboundedReceiver<Msg>) {
+        let client = &self.worker.client;
+        loop {
+            while let Ok(msg) = inbox.try_recv() {
+                self.take(msg);
+            }
+            while let Some(joined) = self.tasks.try_join_next_with_id() {
+                self.joined(joined);
+            }
+            match self.core.next(Instant::now()) {
+                Action::Fetch { topic, n, acks } => {
+                    let result = self.fetch(&topic, n, &acks).await;
+                    for start in self.core.fetched(&topic, n, acks, result, Instant::now()) {
+                        self.dispatch(start);
+                    }
+                }
+                Action::Release { delivery, error, now } => {
+                    let delay = now.then_some(Duration::ZERO);
+                    let result = client.release_with_error(delivery.job_ref(), delay, &error).await;
+                    self.core.released(delivery, error, now, result, Instant::now());
+                }
+                Action::Touch { slot, delivery, ttr } => {
+                    let result = client.touch(delivery.job_ref(), ttr).await.map(|d| d.is_some());
+                    self.core.touched(slot, result, Instant::now());
+                }
+                Action::Wait { topic } => self.wait(topic),
+                Action::Abort => {
+                    self.tasks.abort_all();
+                    self.slots.clear();
+                }
+                Action::Idle { until } => {
+                    let sleep = async {
+                        match until {
+                            Some(at) => tokio::time::sleep_until(at.into()).await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        Some(msg) = inbox.recv() => self.take(msg),
+                        Some(joined) = self.tasks.join_next_with_id() => self.joined(joined),
+                        _ = sleep => {}
+                    }
+                }
+                Action::Done => return,
+            }
+        }
+    }
+
+    fn take(&mut self, msg: Msg) {
+        let now = Instant::now();
+        match msg {
+            Msg::Waited(topic, result) => {
+                if let Some(start) = self.core.waited(&topic, result, now) {
+                    self.dispatch(start);
+                }
+            }
+            Msg::Stop => self.core.stop(now),
+        }
+    }
+
+    fn joined(&mut self, joined: std::result::Result<(Id, Outcome), tokio::task::JoinError>) {
+        let (id, outcome) = match joined {
+            Ok((id, outcome)) => (id, outcome),
+            Err(e) => {
+                let id = e.id();
+                if e.is_cancelled() {
+                    self.slots.remove(&id);
+                    return;
+                }
+                (id, Err(panic_text(e.into_panic())))
+            }
+        };
+        if let Some(slot) = self.slots.remove(&id) {
+            self.core.done(slot, outcome, Instant::now());
+        }
+    }
+
+    async fn fetch(&self, topic: &str, n: usize, acks: &[Arc<Delivery>]) -> Result<(Vec<bool>, Vec<Delivery>)> {
+        let (client, ttr) = (&self.worker.client, self.core.settings().ttr);
+        if self.core.settings().mode == Mode::AtMostOnce {
+            let mut jobs = Vec::new();
+            while jobs.len() < n {
+                match client.pop(topic).await {
+                    Ok(Some(m)) => jobs.push(m.into()),
+                    Ok(None) => break,
+                    // The jobs popped are gone from Redis: run them.
+                    Err(_) if !jobs.is_empty() => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok((Vec::new(), jobs));
+        }
+        let refs: Vec<_> = acks.iter().map(|d| d.job_ref()).collect();
+        let (flags, jobs) = client.reserve_many(topic, ttr, n, &refs).await?;
+        Ok((flags, jobs.into_iter().map(Delivery::from).collect()))
+    }
+
+    /// A blocking wait for one job, as a task of its own, so finished jobs
+    /// are acked meanwhile. It is never aborted: a wait cut between
+    /// reserving a job and handing it over would strand the job until its
+    /// ttr; it ends within [`WAIT`] anyway.
+    fn wait(&mut self, topic: String) {
+        let (client, events) = (self.worker.client.clone(), self.events.clone());
+        let (mode, ttr) = (self.core.settings().mode, self.core.settings().ttr);
+        tokio::spawn(async move {
+            let result = match mode {
+                Mode::AtLeastOnce => client.breserve(&topic, ttr, WAIT).await.map(|j| j.map(Delivery::from)),
+                Mode::AtMostOnce => client.bpop(&topic, WAIT).await.map(|j| j.map(Delivery::from)),
+            };
+            let _ = events.send(Msg::Waited(topic, result));
+        });
+    }
+
+    fn dispatch(&mut self, start: Start) {
+        let Start { slot, delivery, lease } = start;
+        let Some(handler) = self.worker.handlers.get(&delivery.topic).cloned() else {
+            // Only topics with a handler are fetched; a foreign job in a
+            // queue names another topic: it fails, to be seen.
+            let error = format!("no handler for topic {:?}", delivery.topic);
+            self.core.done(slot, Err(error), Instant::now());
+            return;
+        };
+        let task = Task { delivery, lease, client: self.worker.client.clone() };
+        let handle = self.tasks.spawn(handler(task));
+        self.slots.insert(handle.id(), slot);
+    }
+}

@@ -1,0 +1,275 @@
+//! The thread worker: handlers run on a pool of `concurrency` threads, the
+//! loop calls Redis with the blocking client, and blocking waits run on
+//! threads of their own. Decisions are the engine's.
+
+use super::engine::{panic_text, Action, Core, Lease, Mode, Settings, Start, WAIT};
+use super::{settings_builder, Delivery, Stopper};
+use crate::{Delayer, Result};
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+type Handler = Arc<dyn Fn(&Task) -> std::result::Result<(), String> + Send + Sync>;
+
+/// A job in a handler's hands: the [`Delivery`] (by `Deref`), and
+/// [`Task::extend`].
+pub struct Task {
+    delivery: Arc<Delivery>,
+    lease: Arc<Lease>,
+    client: Delayer,
+}
+
+impl std::ops::Deref for Task {
+    type Target = Delivery;
+    fn deref(&self) -> &Delivery {
+        &self.delivery
+    }
+}
+
+impl std::fmt::Debug for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Task").field(&self.delivery).finish()
+    }
+}
+
+impl Task {
+    /// The job.
+    pub fn delivery(&self) -> &Delivery {
+        &self.delivery
+    }
+
+    /// Still working: the reservation now ends `ttr` from now (the worker's
+    /// own touches then keep it up by `ttr` at a time). `false` when it was
+    /// no longer held, and at most once (nothing to extend).
+    pub fn extend(&self, ttr: Duration) -> Result<bool> {
+        if self.delivery.receipt.is_none() {
+            return Ok(false);
+        }
+        let now = Instant::now();
+        let held = self.client.touch(self.delivery.job_ref(), ttr)?.is_some();
+        if held {
+            self.lease.extended(ttr, now);
+        }
+        Ok(held)
+    }
+}
+
+/// A worker on threads, with the blocking client.
+///
+/// ```no_run
+/// use delayer::worker::{Task, Worker};
+///
+/// # fn main() -> delayer::Result<()> {
+/// let worker = delayer::worker::Worker::new(delayer::Delayer::open("redis://127.0.0.1:6379/0")?)
+///     .concurrency(4)
+///     .handle("sms", |task: &Task| match task.body_str() {
+///         Some(text) if !text.is_empty() => Ok(println!("sent {}: {text}", task.id)),
+///         _ => Err("no text"),
+///     });
+/// worker.stopper().stop_on_signals()?;
+/// worker.run()
+/// # }
+/// ```
+pub struct Worker {
+    client: Delayer,
+    settings: Settings,
+    handlers: HashMap<String, Handler>,
+    stopper: Stopper,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker").field("topics", &self.handlers.keys()).finish_non_exhaustive()
+    }
+}
+
+enum Msg {
+    Done(u64, std::result::Result<(), String>),
+    Waited(String, Result<Option<Delivery>>),
+    Stop,
+}
+
+impl Worker {
+    /// A worker taking jobs with `delayer`; add handlers, then [`Worker::run`].
+    pub fn new(delayer: Delayer) -> Worker {
+        Worker { client: delayer, settings: Settings::new(), handlers: HashMap::new(), stopper: Stopper::new() }
+    }
+
+    /// Runs `handler` for the jobs of `topic` (replacing an earlier one).
+    /// `Ok` acks the job; `Err` releases it with its backoff, its `Display`
+    /// becoming the job's last error.
+    pub fn handle<F, E>(mut self, topic: &str, handler: F) -> Worker
+    where
+        F: Fn(&Task) -> std::result::Result<(), E> + Send + Sync + 'static,
+        E: Display,
+    {
+        let handler: Handler = Arc::new(move |task: &Task| handler(task).map_err(|e| e.to_string()));
+        self.handlers.insert(topic.to_string(), handler);
+        self
+    }
+
+    settings_builder!();
+
+    /// Runs until stopped (see [`Worker::stopper`]): then takes no more
+    /// jobs, waits up to the grace period for running handlers, releases
+    /// the reservations of those still running (their threads are left to
+    /// finish on their own) and returns. Lost connections are retried for
+    /// ever; an error Redis answers to a fetch stops the worker and is
+    /// returned.
+    pub fn run(self) -> Result<()> {
+        let mut topics: Vec<String> = self.handlers.keys().cloned().collect();
+        topics.sort();
+        self.settings.check(&topics)?;
+        let (events, inbox) = mpsc::channel();
+        let stop_events = events.clone();
+        self.stopper.on_stop(move || {
+            let _ = stop_events.send(Msg::Stop);
+        });
+        let jobs = self.start_threads(&events)?;
+        let mut core = Core::new(self.settings.clone(), topics);
+        let mut run = Loop { worker: &self, core: &mut core, events, jobs };
+        run.run(&inbox);
+        core.finish()
+    }
+
+    /// The handler threads, taking jobs from one queue.
+    fn start_threads(&self, events: &Sender<Msg>) -> Result<Sender<(u64, Task, Handler)>> {
+        let (jobs, queue) = mpsc::channel::<(u64, Task, Handler)>();
+        let queue = Arc::new(Mutex::new(queue));
+        for n in 0..self.settings.concurrency {
+            let (queue, events) = (queue.clone(), events.clone());
+            thread::Builder::new()
+                .name(format!("delayer-worker-{n}"))
+                .spawn(move || loop {
+                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    let Ok((slot, task, handler)) = next else { return };
+                    let outcome = catch_unwind(AssertUnwindSafe(|| handler(&task))).unwrap_or_else(|p| Err(panic_text(p)));
+                    if events.send(Msg::Done(slot, outcome)).is_err() {
+                        return;
+                    }
+                })
+                .map_err(|e| crate::Error::InvalidArgument(format!("cannot start a worker thread: {e}")))?;
+        }
+        Ok(jobs)
+    }
+}
+
+/// One run of the loop.
+struct Loop<'a> {
+    worker: &'a Worker,
+    core: &'a mut Core,
+    events: Sender<Msg>,
+    jobs: Sender<(u64, Task, Handler)>,
+}
+
+impl Loop<'_> {
+    fn run(&mut self, inbox: &Receiver<Msg>) {
+        let client = &self.worker.client;
+        loop {
+            while let Ok(msg) = inbox.try_recv() {
+                self.take(msg);
+            }
+            match self.core.next(Instant::now()) {
+                Action::Fetch { topic, n, acks } => {
+                    let result = self.fetch(&topic, n, &acks);
+                    for start in self.core.fetched(&topic, n, acks, result, Instant::now()) {
+                        self.dispatch(start);
+                    }
+                }
+                Action::Release { delivery, error, now } => {
+                    let delay = now.then_some(Duration::ZERO);
+                    let result = client.release_with_error(delivery.job_ref(), delay, &error);
+                    self.core.released(delivery, error, now, result, Instant::now());
+                }
+                Action::Touch { slot, delivery, ttr } => {
+                    let result = client.touch(delivery.job_ref(), ttr).map(|d| d.is_some());
+                    self.core.touched(slot, result, Instant::now());
+                }
+                Action::Wait { topic } => self.wait(topic),
+                Action::Abort => {}
+                Action::Idle { until } => {
+                    let msg = match until {
+                        Some(at) => inbox.recv_timeout(at.saturating_duration_since(Instant::now())),
+                        None => inbox.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                    };
+                    if let Ok(msg) = msg {
+                        self.take(msg);
+                    }
+                }
+                Action::Done => return,
+            }
+        }
+    }
+
+    fn take(&mut self, msg: Msg) {
+        let now = Instant::now();
+        match msg {
+            Msg::Done(slot, outcome) => self.core.done(slot, outcome, now),
+            Msg::Waited(topic, result) => {
+                if let Some(start) = self.core.waited(&topic, result, now) {
+                    self.dispatch(start);
+                }
+            }
+            Msg::Stop => self.core.stop(now),
+        }
+    }
+
+    fn fetch(&self, topic: &str, n: usize, acks: &[Arc<Delivery>]) -> Result<(Vec<bool>, Vec<Delivery>)> {
+        let (client, ttr) = (&self.worker.client, self.core.settings().ttr);
+        if self.core.settings().mode == Mode::AtMostOnce {
+            let mut jobs = Vec::new();
+            while jobs.len() < n {
+                match client.pop(topic) {
+                    Ok(Some(m)) => jobs.push(m.into()),
+                    Ok(None) => break,
+                    // The jobs popped are gone from Redis: run them.
+                    Err(_) if !jobs.is_empty() => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok((Vec::new(), jobs));
+        }
+        let refs: Vec<_> = acks.iter().map(|d| d.job_ref()).collect();
+        let (flags, jobs) = client.reserve_many(topic, ttr, n, &refs)?;
+        Ok((flags, jobs.into_iter().map(Delivery::from).collect()))
+    }
+
+    /// A blocking wait for one job, on a thread of its own, so finished
+    /// jobs are acked meanwhile.
+    fn wait(&mut self, topic: String) {
+        let (client, events) = (self.worker.client.clone(), self.events.clone());
+        let (mode, ttr) = (self.core.settings().mode, self.core.settings().ttr);
+        let name = topic.clone();
+        let waiter = thread::Builder::new().name("delayer-wait".into()).spawn(move || {
+            let result = match mode {
+                Mode::AtLeastOnce => client.breserve(&topic, ttr, WAIT).map(|j| j.map(Delivery::from)),
+                Mode::AtMostOnce => client.bpop(&topic, WAIT).map(|j| j.map(Delivery::from)),
+            };
+            let _ = events.send(Msg::Waited(topic, result));
+        });
+        if let Err(e) = waiter {
+            let error = crate::Error::Connection(format!("cannot start a waiting thread: {e}"));
+            let _ = self.events.send(Msg::Waited(name, Err(error)));
+        }
+    }
+
+    fn dispatch(&mut self, start: Start) {
+        let Start { slot, delivery, lease } = start;
+        let handler = self.worker.handlers.get(&delivery.topic).cloned();
+        let Some(handler) = handler else {
+            // Only topics with a handler are fetched; a foreign job in a
+            // queue names another topic: it fails, to be seen.
+            let error = format!("no handler for topic {:?}", delivery.topic);
+            self.core.done(slot, Err(error), Instant::now());
+            return;
+        };
+        let task = Task { delivery, lease, client: self.worker.client.clone() };
+        if self.jobs.send((slot, task, handler)).is_err() {
+            self.core.done(slot, Err("the worker's threads are gone".into()), Instant::now());
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! The worker's decisions, without I/O, so the thread worker and the tokio
+//! worker share all of them and differ only in how they call Redis, run
+//! handlers and wait.
+//!
+//! The loop asks [`Core::next`] what to do (fetch jobs for the free slots,
+//! with the finished acks riding along; release a failed job; touch a long
+//! one; start a blocking wait; sleep), does it, and reports the outcome
+//! back. Everything the worker knows (slots, leases, pending acks, the
+//! reconnect backoff, the stop) lives here.
+
+use super::hooks::{Event, Hooks};
+use super::Delivery;
+use crate::error::Error;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One blocking wait (breserve / bpop): short, so a stop is never held up.
+pub(crate) const WAIT: Duration = Duration::from_secs(1);
+/// The first and the longest pause before trying Redis again.
+const RETRY_MIN: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(1);
+/// What a reservation released at stop carries as its last error.
+pub(crate) const STOPPED: &str = "worker stopped before the handler finished";
+
+/// How jobs are taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// reserve, run, ack (release on failure).
+    AtLeastOnce,
+    /// pop, run: a failure is only reported.
+    AtMostOnce,
+}
+
+/// A worker's settings, the same for both kinds.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) concurrency: usize,
+    pub(crate) ttr: Duration,
+    pub(crate) grace: Duration,
+    pub(crate) mode: Mode,
+    pub(crate) hooks: Arc<dyn Hooks>,
+}
+
+impl Settings {
+    pub(crate) fn new() -> Settings {
+        Settings {
+            concurrency: 10,
+            ttr: Duration::from_secs(30),
+            grace: Duration::from_secs(30),
+            mode: Mode::AtLeastOnce,
+            hooks: Arc::new(super::hooks::Silent),
+        }
+    }
+
+    /// Refuses settings no worker can run with, before anything starts.
+    pub(crate) fn check(&self, topics: &[String]) -> crate::Result<()> {
+        if topics.is_empty() {
+            return Err(Error::InvalidArgument("a worker needs at least one handler".into()));
+        }
+        if self.concurrency == 0 {
+            return Err(Error::InvalidArgument("a worker's concurrency must be at least 1".into()));
+        }
+        crate::validate::ttr_ms(self.ttr)?;
+        topics.iter().try_for_each(|t| crate::validate::name("topic", t))
+    }
+}
+
+/// When a running job's reservation is next touched, and for how long; the
+/// handler's `extend` moves it too.
+pub(crate) struct Lease {
+    state: Mutex<(Duration, Instant)>,
+}
+
+impl Lease {
+    fn new(ttr: Duration, now: Instant) -> Lease {
+        Lease { state: Mutex::new((ttr, now + ttr / 2)) }
+    }
+
+    /// The reservation now lasts `ttr` from `now`: touch again half way.
+    pub(crate) fn extended(&self, ttr: Duration, now: Instant) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = (ttr, now + ttr / 2);
+    }
+
+    fn get(&self) -> (Duration, Instant) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_next(&self, at: Instant) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1 = at;
+    }
+}
+
+/// A job to hand to a handler: its slot (to report its end with), what it
+/// is, and its lease.
+pub(crate) struct Start {
+    pub(crate) slot: u64,
+    pub(crate) delivery: Arc<Delivery>,
+    pub(crate) lease: Arc<Lease>,
+}
+
+/// What the loop does next.
+pub(crate) enum Action {
+    /// reserve_many (acks first, then up to `n` jobs), or at most once up to
+    /// `n` pops; report with [`Core::fetched`].
+    Fetch { topic: String, n: usize, acks: Vec<Arc<Delivery>> },
+    /// Release a reservation: with its backoff and `error`, or (`now`) due
+    /// at once; report with [`Core::released`].
+    Release { delivery: Arc<Delivery>, error: String, now: bool },
+    /// Touch a running job's reservation for `ttr`; report with
+    /// [`Core::touched`].
+    Touch { slot: u64, delivery: Arc<Delivery>, ttr: Duration },
+    /// Start a blocking wait for one job of `topic` (up to [`WAIT`]); report
+    /// with [`Core::waited`].
+    Wait { topic: String },
+    /// The grace period is over: stop waiting for the running handlers
+    /// (their releases are queued).
+    Abort,
+    /// Nothing to do until an event comes, or `until`.
+    Idle { until: Option<Instant> },
+    /// Stopped: return [`Core::finish`].
+    Done,
+}
+
+struct Topic {
+    name: String,
+    /// The last fetch came back short: wait rather than fetch again.
+    empty: bool,
+    /// A blocking wait is out for it.
+    waiting: bool,
+}
+
+struct Running {
+    delivery: Arc<Delivery>,
+    lease: Arc<Lease>,
+    started: Instant,
+}
+
+struct Release {
+    delivery: Arc<Delivery>,
+    error: String,
+    now: bool,
+}
+
+/// The state of one worker.
+pub(crate) struct Core {
+    s: Settings,
+    topics: Vec<Topic>,
+    cursor: usize,
+    running: HashMap<u64, Running>,
+    waiters: usize,
+    next_slot: u64,
+    acks: Vec<Arc<Delivery>>,
+    releases: VecDeque<Release>,
+    retry_at: Option<Instant>,
+    retry_delay: Duration,
+    lost: bool,
+    /// Set on stop: when the grace period ends.
+    stop_by: Option<Instant>,
+    fatal: Option<Error>,
+    done: bool,
+}
+
+impl Core {
+    pub(crate) fn new(s: Settings, topics: Vec<String>) -> Core {
+        let topics = topics.into_iter().map(|name| Topic { name, empty: false, waiting: false }).collect();
+        Core {
+            s,
+            topics,
+            cursor: 0,
+            running: HashMap::new(),
+            waiters: 0,
+            next_slot: 0,
+            acks: Vec::new(),
+            releases: VecDeque::new(),
+            retry_at: None,
+            retry_delay: RETRY_MIN,
+            lost: false,
+            stop_by: None,
+            fatal: None,
+            done: false,
+        }
+    }
+
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.s
+    }
+
+    fn emit(&self, event: Event<'_>) {
+        self.s.hooks.event(&event);
+    }
+
+    fn free(&self) -> usize {
+        self.s.concurrency.saturating_sub(self.running.len() + self.waiters)
+    }
+
+    /// The next topic in turn that `pick` accepts (round robin: fair).
+    fn rotate(&mut self, pick: impl Fn(&Topic) -> bool) -> Option<usize> {
+        let n = self.topics.len();
+        let ix = (0..n).map(|k| (self.cursor + k) % n).find(|&ix| pick(&self.topics[ix]))?;
+        self.cursor = (ix + 1) % n;
+        Some(ix)
+    }
+
+    /// What to do next, at `now`.
+    pub(crate) fn next(&mut self, now: Instant) -> Action {
+        if self.done {
+            return Action::Done;
+        }
+        let stopping = self.stop_by.is_some();
+        if let Some(by) = self.stop_by.filter(|by| now >= *by) {
+            if !self.running.is_empty() {
+                return self.abort();
+            }
+            if self.waiters == 0 && (self.nothing_to_send() || now >= by + RETRY_MAX) {
+                return self.finish_now();
+            }
+        }
+        if let Some(at) = self.retry_at {
+            if now < at {
+                return Action::Idle { until: Some(self.stop_by.map_or(at, |by| by.min(at))) };
+            }
+            self.retry_at = None;
+        }
+        if let Some(r) = self.releases.pop_front() {
+            return Action::Release { delivery: r.delivery, error: r.error, now: r.now };
+        }
+        if let Some(touch) = self.due_touch(now) {
+            return touch;
+        }
+        let free = self.free();
+        if !stopping && free > 0 {
+            if let Some(ix) = self.rotate(|t| !t.empty && !t.waiting) {
+                let share = self.s.concurrency.div_ceil(self.topics.len());
+                let n = free.min(share).min(crate::validate::MAX_RESERVE_MANY);
+                return Action::Fetch { topic: self.topics[ix].name.clone(), n, acks: std::mem::take(&mut self.acks) };
+            }
+        }
+        if !self.acks.is_empty() {
+            let topic = self.topics[self.cursor].name.clone();
+            return Action::Fetch { topic, n: 0, acks: std::mem::take(&mut self.acks) };
+        }
+        if !stopping && free > 0 {
+            if let Some(ix) = self.rotate(|t| !t.waiting) {
+                self.topics[ix].waiting = true;
+                self.waiters += 1;
+                return Action::Wait { topic: self.topics[ix].name.clone() };
+            }
+        }
+        if stopping && self.running.is_empty() && self.waiters == 0 && self.nothing_to_send() {
+            return self.finish_now();
+        }
+        let touch_at = self.running.values().filter(|r| r.delivery.receipt.is_some()).map(|r| r.lease.get().1).min();
+        let until = [touch_at, self.stop_by].into_iter().flatten().min();
+        Action::Idle { until }
+    }
+
+    fn nothing_to_send(&self) -> bool {
+        self.acks.is_empty() && self.releases.is_empty()
+    }
+
+    fn finish_now(&mut self) -> Action {
+        self.done = true;
+        self.emit(Event::Stopped);
+        Action::Done
+    }
+
+    /// The grace period is over: every running reservation is released, due
+    /// now, and its handler forgotten.
+    fn abort(&mut self) -> Action {
+        for (_, r) in self.running.drain() {
+            self.s.hooks.event(&Event::ReleasedAtStop { delivery: &r.delivery });
+            if r.delivery.receipt.is_some() {
+                self.releases.push_back(Release { delivery: r.delivery, error: STOPPED.into(), now: true });
+            }
+        }
+        Action::Abort
+    }
+
+    fn due_touch(&mut self, now: Instant) -> Option<Action> {
+        let (slot, r) =
+            self.running.iter().find(|(_, r)| r.delivery.receipt.is_some() && r.lease.get().1 <= now)?;
+        let (ttr, _) = r.lease.get();
+        // Not again before this one is answered: the answer sets the next.
+        r.lease.set_next(now + ttr);
+        Some(Action::Touch { slot: *slot, delivery: r.delivery.clone(), ttr })
+    }
+
+    /// Asks the worker to stop (once).
+    pub(crate) fn stop(&mut self, now: Instant) {
+        if self.stop_by.is_none() {
+            self.stop_by = Some(now + self.s.grace);
+            self.emit(Event::Stopping);
+        }
+    }
+
+    fn start(&mut self, delivery: Delivery, now: Instant) -> Start {
+        self.next_slot += 1;
+        let delivery = Arc::new(delivery);
+        let lease = Arc::new(Lease::new(self.s.ttr, now));
+        self.emit(Event::Started { delivery: &delivery });
+        self.running.insert(self.next_slot, Running { delivery: delivery.clone(), lease: lease.clone(), started: now });
+        Start { slot: self.next_slot, delivery, lease }
+    }
+
+    /// Redis answered a call: a lost connection is back.
+    fn answered(&mut self) {
+        self.retry_delay = RETRY_MIN;
+        if self.lost {
+            self.lost = false;
+            self.emit(Event::Reconnected);
+        }
+    }
+
+    /// A call failed: a lost connection is tried again after a pause; any
+    /// other error is reported (`fatal`: and stops the worker).
+    fn failed(&mut self, e: Error, now: Instant, fatal: bool) {
+        if matches!(e, Error::Connection(_)) {
+            self.emit(Event::ConnectionLost { error: &e, retry_in: self.retry_delay });
+            self.lost = true;
+            self.retry_at = Some(now + self.retry_delay);
+            self.retry_delay = (self.retry_delay * 2).min(RETRY_MAX);
+        } else if fatal {
+            self.emit(Event::Error { error: &e });
+            self.fatal.get_or_insert(e);
+            self.stop(now);
+        } else {
+            self.emit(Event::Error { error: &e });
+        }
+    }
+
+    /// The answer to [`Action::Fetch`]: the ack flags and the jobs taken
+    /// (`n` asked), or the error. Returns the jobs to start.
+    pub(crate) fn fetched(
+        &mut self,
+        topic: &str,
+        n: usize,
+        acks: Vec<Arc<Delivery>>,
+        result: crate::Result<(Vec<bool>, Vec<Delivery>)>,
+        now: Instant,
+    ) -> Vec<Start> {
+        let (flags, jobs) = match result {
+            Ok(answer) => answer,
+            Err(e) => {
+                // Sent again with the next call: an ack that did land
+                // answers 0 then, and a job is never run twice for it.
+                self.acks.extend(acks);
+                self.failed(e, now, true);
+                return Vec::new();
+            }
+        };
+        self.answered();
+        for (delivery, held) in acks.iter().zip(flags) {
+            if !held {
+                self.emit(Event::NotHeld { delivery });
+            }
+        }
+        if let Some(t) = self.topics.iter_mut().find(|t| t.name == topic) {
+            t.empty = jobs.len() < n;
+        }
+        jobs.into_iter().map(|d| self.start(d, now)).collect()
+    }
+
+    /// The answer to [`Action::Wait`]: a job, none within [`WAIT`], or the
+    /// error. Returns the job to start.
+    pub(crate) fn waited(&mut self, topic: &str, result: crate::Result<Option<Delivery>>, now: Instant) -> Option<Start> {
+        self.waiters = self.waiters.saturating_sub(1);
+        let t = self.topics.iter_mut().find(|t| t.name == topic)?;
+        t.waiting = false;
+        match result {
+            Ok(job) => {
+                // A job: there may be more, fetch them in a batch; none:
+                // the next wait starts at once.
+                t.empty = job.is_none();
+                self.answered();
+                job.map(|d| self.start(d, now))
+            }
+            Err(e) => {
+                self.failed(e, now, true);
+                None
+            }
+        }
+    }
+
+    /// A handler ended: `Ok`, or its error's text.
+    pub(crate) fn done(&mut self, slot: u64, outcome: Result<(), String>, now: Instant) {
+        let Some(r) = self.running.remove(&slot) else {
+            return; // released at the end of the grace period
+        };
+        let elapsed = now.saturating_duration_since(r.started);
+        match outcome {
+            Ok(()) => {
+                self.emit(Event::Succeeded { delivery: &r.delivery, elapsed });
+                if self.s.mode == Mode::AtLeastOnce {
+                    self.acks.push(r.delivery);
+                }
+            }
+            Err(error) => {
+                self.emit(Event::Failed { delivery: &r.delivery, error: &error, elapsed });
+                if self.s.mode == Mode::AtLeastOnce {
+                    self.releases.push_back(Release { delivery: r.delivery, error, now: false });
+                }
+            }
+        }
+    }
+
+    /// The answer to [`Action::Release`] (given back for a retry).
+    pub(crate) fn released(
+        &mut self,
+        delivery: Arc<Delivery>,
+        error: String,
+        now_due: bool,
+        result: crate::Result<bool>,
+        now: Instant,
+    ) {
+        match result {
+            Ok(held) => {
+                self.answered();
+                if !held {
+                    self.emit(Event::NotHeld { delivery: &delivery });
+                }
+            }
+            Err(e) => {
+                let lost = matches!(e, Error::Connection(_));
+                self.failed(e, now, false);
+                if lost {
+                    self.releases.push_front(Release { delivery, error, now: now_due });
+                }
+            }
+        }
+    }
+
+    /// The answer to [`Action::Touch`]: the reservation's new deadline, or
+    /// `None` when it was no longer held.
+    pub(crate) fn touched(&mut self, slot: u64, result: crate::Result<bool>, now: Instant) {
+        let lease = self.running.get(&slot).map(|r| (r.delivery.clone(), r.lease.clone()));
+        match result {
+            Ok(held) => {
+                self.answered();
+                let Some((delivery, lease)) = lease else { return };
+                if held {
+                    let (ttr, _) = lease.get();
+                    lease.set_next(now + ttr / 2);
+                    self.emit(Event::Touched { delivery: &delivery });
+                } else {
+                    // Lost to the server's expiry: touching again is no use.
+                    lease.set_next(now + Duration::from_secs(86_400 * 365));
+                    self.emit(Event::NotHeld { delivery: &delivery });
+                }
+            }
+            Err(e) => {
+                if let Some((_, lease)) = lease {
+                    lease.set_next(now + RETRY_MIN);
+                }
+                self.failed(e, now, false);
+            }
+        }
+    }
+
+    /// How `run` ends: `Ok`, or the error that stopped the worker.
+    pub(crate) fn finish(&mut self) -> crate::Result<()> {
+        self.fatal.take().map_or(Ok(()), Err)
+    }
+}
+
+/// A panicking handler's failure text.
+pub(crate) fn panic_text(panic: Box<dyn std::any::Any + Send>) -> String {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into());
+    format!("handler panicked: {what}")
+}

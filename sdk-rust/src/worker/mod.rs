@@ -1,0 +1,137 @@
+//! Workers that run themselves: register a handler per topic, and the
+//! worker takes the jobs, runs the handlers (N at once), acks what succeeds,
+//! releases what fails with the job's backoff and the error as its last
+//! error, touches long-running jobs, rides out Redis restarts, and stops
+//! gracefully. Every consumer used to write that loop by hand.
+//!
+//! Two kinds, one behaviour: [`Worker`] runs handlers on threads, with the
+//! blocking [`crate::Delayer`]; [`aio::Worker`] (feature `aio`) runs them as
+//! tokio tasks, with [`crate::aio::Delayer`]. All their decisions are shared
+//! (`engine`); each does only its own I/O.
+//!
+//! At least once (the default): jobs are reserved for the worker's ttr, a
+//! handler returning `Ok` acks its job, one returning `Err` (or panicking)
+//! releases it to run again after its backoff, a dead letter after its last
+//! attempt. A handler still running at half its ttr has its reservation
+//! touched. Fetching is batched: one `reserve_many` call sends the acks of
+//! the jobs just finished and takes jobs for every free slot; a worker with
+//! nothing to do waits in `breserve`. At most once ([`Worker::at_most_once`]):
+//! jobs are popped, and a failure is only reported.
+
+#[cfg(feature = "aio")]
+pub mod aio;
+mod blocking;
+mod engine;
+mod hooks;
+mod stop;
+
+pub use blocking::{Task, Worker};
+pub use hooks::{Event, Hooks};
+pub use stop::Stopper;
+
+use crate::{Message, Reserved};
+
+/// A job as a handler gets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// The id given at push.
+    pub id: String,
+    /// Its topic.
+    pub topic: String,
+    /// The body given at push (empty if none).
+    pub body: Vec<u8>,
+    /// How many times it has been reserved, this time included; 0 at most
+    /// once.
+    pub attempts: u32,
+    /// Reservations allowed before it goes to dead letters (0: no limit, or
+    /// at most once).
+    pub max_attempts: u32,
+    /// The reservation's receipt; `None` at most once.
+    pub receipt: Option<String>,
+}
+
+impl Delivery {
+    /// The body as UTF-8 text, if it is.
+    pub fn body_str(&self) -> Option<&str> {
+        std::str::from_utf8(&self.body).ok()
+    }
+
+    /// Whether a failure now makes it a dead letter.
+    pub fn is_last_attempt(&self) -> bool {
+        self.max_attempts > 0 && self.attempts >= self.max_attempts
+    }
+
+    fn job_ref(&self) -> crate::JobRef<'_> {
+        crate::JobRef { id: &self.id, receipt: self.receipt.as_deref() }
+    }
+}
+
+impl From<Reserved> for Delivery {
+    fn from(r: Reserved) -> Self {
+        Delivery {
+            id: r.id,
+            topic: r.topic,
+            body: r.body,
+            attempts: r.attempts,
+            max_attempts: r.max_attempts,
+            receipt: Some(r.receipt),
+        }
+    }
+}
+
+impl From<Message> for Delivery {
+    fn from(m: Message) -> Self {
+        Delivery { id: m.id, topic: m.topic, body: m.body, attempts: 0, max_attempts: 0, receipt: None }
+    }
+}
+
+/// The builder methods both workers share, on their `settings` field.
+macro_rules! settings_builder {
+    () => {
+        /// How many handlers run at once, all topics together (default 10).
+        pub fn concurrency(mut self, n: usize) -> Self {
+            self.settings.concurrency = n;
+            self
+        }
+
+        /// How long a job is reserved for (default 30 s); a handler running
+        /// past half of it has its reservation touched for as long again.
+        pub fn ttr(mut self, ttr: std::time::Duration) -> Self {
+            self.settings.ttr = ttr;
+            self
+        }
+
+        /// How long, after a stop, running handlers may take to finish
+        /// (default 30 s); then their reservations are released.
+        pub fn grace(mut self, grace: std::time::Duration) -> Self {
+            self.settings.grace = grace;
+            self
+        }
+
+        /// Pops jobs instead of reserving them: each runs at most once, and a
+        /// failure is only reported (no retry, no dead letter).
+        pub fn at_most_once(mut self) -> Self {
+            self.settings.mode = $crate::worker::engine::Mode::AtMostOnce;
+            self
+        }
+
+        /// Receives the worker's [`Event`](crate::worker::Event)s (a closure `|e: &Event| ...`
+        /// will do): logging, metrics.
+        pub fn hooks(mut self, hooks: impl $crate::worker::Hooks) -> Self {
+            self.settings.hooks = std::sync::Arc::new(hooks);
+            self
+        }
+
+        /// Its stop handle: [`Stopper::stop`](crate::worker::Stopper::stop) stops it.
+        pub fn stopper(&self) -> $crate::worker::Stopper {
+            self.stopper.clone()
+        }
+
+        /// Stops with `stopper` (one stopper can stop many workers).
+        pub fn with_stopper(mut self, stopper: $crate::worker::Stopper) -> Self {
+            self.stopper = stopper;
+            self
+        }
+    };
+}
+use settings_builder;
