@@ -72,29 +72,29 @@ final class WorkerTest extends WorkerHarness
 
     public function testAHandlerKeepsItsReservationWithTouchAndExtend(): void
     {
-        // ttr 1 s (too short for automatic touches): without its own touches
+        // ttr 2 s (too short for automatic touches): without its own touches
         // each job would expire, run again, and its ack would fail
-        $this->push([Message::create('touching', 'long', 'touch:3:0.3'), Message::create('extending', 'long', 'extend:2.5:3')]);
-        $pid = $this->startWorker(['WORKER_TOPICS' => 'long', 'WORKER_TTR' => '1']);
+        $this->push([Message::create('touching', 'long', 'touch:5:0.3'), Message::create('extending', 'long', 'extend:4:4')]);
+        $pid = $this->startWorker(['WORKER_TOPICS' => 'long', 'WORKER_TTR' => '2']);
         $this->waitUntil(fn (): bool => \count($this->events(['event' => 'acked'])) === 2, 'both jobs acked');
 
         self::assertCount(2, $this->events(['event' => 'run']), 'each job ran once');
         self::assertSame([], $this->events(['event' => 'ack_lost']));
         $touches = array_column($this->events(['event' => 'explicit_touch']), 'deadline');
-        self::assertGreaterThanOrEqual(5, \count($touches));
+        self::assertGreaterThanOrEqual(8, \count($touches));
         self::assertSame($touches, array_values(array_unique($touches)), 'each touch moves the deadline');
         $extend = $this->events(['event' => 'extend'])[0];
-        self::assertEqualsWithDelta($extend['before'] + 3, $extend['after'], 0.1);
+        self::assertEqualsWithDelta($extend['before'] + 4, $extend['after'], 0.5);
         $this->signal($pid, SIGTERM);
         self::assertSame(0, $this->waitForExit($pid));
     }
 
     public function testALongHandlerIsTouchedAutomatically(): void
     {
-        // the same 7 s job under ttr 3 s, with and without automatic touches
-        $this->push([Message::create('auto', 'auto', 'sleep:7'), Message::create('manual', 'manual', 'sleep:7')]);
-        $auto = $this->startWorker(['WORKER_TOPICS' => 'auto', 'WORKER_TTR' => '3']);
-        $manual = $this->startWorker(['WORKER_TOPICS' => 'manual', 'WORKER_TTR' => '3', 'WORKER_AUTO_TOUCH' => '0']);
+        // the same 9 s job under ttr 4 s, with and without automatic touches
+        $this->push([Message::create('auto', 'auto', 'sleep:9'), Message::create('manual', 'manual', 'sleep:9')]);
+        $auto = $this->startWorker(['WORKER_TOPICS' => 'auto', 'WORKER_TTR' => '4']);
+        $manual = $this->startWorker(['WORKER_TOPICS' => 'manual', 'WORKER_TTR' => '4', 'WORKER_AUTO_TOUCH' => '0']);
         $this->waitUntil(fn (): bool => $this->events(['event' => 'acked', 'id' => 'auto']) !== []
             && $this->events(['event' => 'ack_lost', 'id' => 'manual']) !== [], 'auto acked, manual expired');
 
