@@ -35,8 +35,8 @@
 -- delete the newer job. Skipped while nothing is reserved, the common case.
 -- Per-topic numbers (PROTOCOL.md, "Inspecting jobs"), a few calls per batch,
 -- none per job: <prefix>scheduled_count loses each topic's moved ids
--- (HINCRBY -n, never below 0), <prefix>topics gets the batch's topics (so
--- topics only Delayer 1.x clients push to are known too), and the count hash
+-- (HINCRBY -n, never below 0), <prefix>topics gets the batch's topics (every
+-- topic with jobs moved, Delayer 1.x pushers included), and the count hash
 -- is deleted when the pool is left empty, which resets any drift (jobs of
 -- 1.x clients, orphans) to exact.
 if redis.replicate_commands then pcall(redis.replicate_commands) end

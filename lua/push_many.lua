@@ -8,9 +8,8 @@
 --           ms, max_attempts, backoff, backoff_ms, backoff_max_ms (the last
 --           four "" when not set; see push.lua)
 --
--- Also written, as push.lua does: <prefix>topics (SADD) and
--- <prefix>scheduled_count (HINCRBY per topic, once per call), the prefix being
--- ARGV[1] minus "job_bucket:".
+-- Also written, as push.lua does: <prefix>scheduled_count (HINCRBY per
+-- topic, once per call), the prefix being ARGV[1] minus "job_bucket:".
 --
 -- Returns one entry per job, in order: its due time, as push.lua returns it,
 -- or with policy "absent" and the id taken, {topic, due} of the job holding
@@ -71,14 +70,12 @@ for i = 4, #ARGV, 9 do
   end
 end
 if #topics > 0 then
-  local prefix = string.sub(ARGV[1], 1, #ARGV[1] - #'job_bucket:')
-  local counts = prefix .. 'scheduled_count'
+  local counts = string.sub(ARGV[1], 1, #ARGV[1] - #'job_bucket:') .. 'scheduled_count'
   for _, topic in ipairs(topics) do
     if delta[topic] ~= 0 and redis.call('HINCRBY', counts, topic, delta[topic]) <= 0 then
       redis.call('HDEL', counts, topic)
     end
   end
-  redis.call('SADD', prefix .. 'topics', unpack(topics))
 end
 if head and earliest_ms and (not head[2] or earliest_ms < math.floor(tonumber(head[2]) * 1000 + 0.5)) then
   redis.pcall('PUBLISH', wake, string.format('%d.%03d', math.floor(earliest_ms / 1000), earliest_ms % 1000))

@@ -20,8 +20,9 @@
 --   ready      LLEN of the topic's ready queue (stale entries included)
 --   reserved   ids in the reserved set of that topic (0 when not known)
 --   dead       LLEN of the topic's dead-letter list
--- Topics are those of <prefix>topics (every topic pushed to by Delayer 2, or
--- moved by a Delayer 2 server), of the count hash and of the reserved ids.
+-- Topics are those of <prefix>topics (every topic a Delayer 2 server moved
+-- jobs of), of the count hash (topics with jobs pushed by Delayer 2 and
+-- waiting) and of the reserved ids.
 local pool_total = redis.call('ZCARD', KEYS[3])
 local reserved_total = redis.call('ZCARD', KEYS[4])
 local cap = tonumber(ARGV[4])

@@ -8,6 +8,11 @@
 -- ARGV[4]  most entries returned, integer >= 1
 -- ARGV[5]  most entries examined in this call, integer >= 1 (bounds the
 --          time Redis spends here when the topic is rare in the ZSET)
+-- ARGV[6]  optional: "ready" lists a ready queue instead: KEYS[1] is
+--          <prefix>ready_queue:<topic>, ARGV[3] the offset from its right end
+--          (the next id out is 0), ARGV[4] the count; every id is the
+--          topic's and its score is "" (the same as an LRANGE from the right,
+--          for clients that only send scripts)
 --
 -- Returns {next_rank, id1, score1, id2, score2, ...}: the ids whose bucket's
 -- topic is ARGV[2], lowest score first. next_rank is "" when the end of the
@@ -18,6 +23,16 @@
 -- changes can skip or repeat entries, as any offset paging does; each page
 -- is a consistent snapshot. Read-only.
 local start, want, budget = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+if ARGV[6] == 'ready' then
+  -- one more than wanted, to tell whether a next page exists
+  local ids = redis.call('LRANGE', KEYS[1], -start - want - 1, -start - 1)
+  local out = {#ids > want and tostring(start + want) or ''}
+  for i = #ids, math.max(#ids - want + 1, 1), -1 do
+    out[#out + 1] = ids[i]
+    out[#out + 1] = ''
+  end
+  return out
+end
 local entries = redis.call('ZRANGE', KEYS[1], start, start + budget - 1, 'WITHSCORES')
 local out = {''}
 local examined = 0

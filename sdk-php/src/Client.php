@@ -53,6 +53,8 @@ use Delayer\Exception\RedisErrorException;
 #[\AllowDynamicProperties]
 class Client
 {
+    use Inspect;
+
     /** mix/delayer-client 1.x's key names, for the default prefix (the client's own: {@see getKeys()}). */
     public const KEY_JOB_POOL = Keys::DEFAULT_PREFIX . 'job_pool';
 

@@ -171,10 +171,21 @@ final class Scripts
     /** The most dead letters one dead.lua call lists, re-queues or purges. */
     public const DEAD_MAX_PER_CALL = 1000;
 
+    /**
+     * Read-only inspection ({@see Inspect}): lookup.lua (one job's state),
+     * list.lua (a page of a topic's jobs in the pool, the reserved set or a
+     * ready queue), stats.lua (per-topic numbers). Their headers say what
+     * they take and return.
+     */
+    public const LOOKUP = 'lookup';
+    public const LIST = 'list';
+    public const STATS = 'stats';
+
     /** Every script this SDK ships (lua/<name>.lua). */
     public const NAMES = [
         self::PUSH, self::PUSH_MANY, self::POP, self::TAKE, self::REMOVE,
         self::RESERVE, self::ACK, self::TOUCH, self::RELEASE, self::RESCHEDULE, self::DEAD,
+        self::LOOKUP, self::LIST, self::STATS,
     ];
 
     /** @var array<string, string> script name => source */

@@ -67,11 +67,72 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// A topic's dead letters: jobs buried, or out of attempts.
+    /// Where one job is: scheduled (and when it is due), ready, reserved (until when), dead (why), or unknown.
+    Job {
+        /// The job's topic (a job of another topic is reported unknown).
+        #[arg(value_parser = topic)]
+        topic: String,
+        /// The job's id.
+        #[arg(value_parser = id)]
+        id: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A page of a topic's jobs in one state: scheduled (by due time), ready (next out first), reserved
+    /// (by deadline) or dead (newest first).
+    List {
+        /// The topic whose jobs to list.
+        #[arg(value_parser = topic)]
+        topic: String,
+        /// Which jobs.
+        #[arg(long, value_enum)]
+        state: ListState,
+        /// How many to show (1 to 1000).
+        #[arg(long, default_value_t = 20, value_parser = count)]
+        count: usize,
+        /// Where to start: 0, or the "next" cursor a previous page printed.
+        #[arg(long, default_value_t = 0)]
+        cursor: u64,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a job of TOPIC, wherever it is (waiting, ready, reserved or dead).
+    Remove {
+        /// The job's topic (the job is not touched if it belongs to another).
+        #[arg(value_parser = topic)]
+        topic: String,
+        /// The job's id.
+        #[arg(value_parser = id)]
+        id: String,
+    },
+    /// Change when a waiting job of TOPIC is due: DELAY from now (seconds, or "90s", "5m", "2h").
+    Reschedule {
+        /// The job's topic (the job is not touched if it belongs to another).
+        #[arg(value_parser = topic)]
+        topic: String,
+        /// The job's id.
+        #[arg(value_parser = id)]
+        id: String,
+        /// The new delay from now.
+        #[arg(value_parser = delay)]
+        delay: std::time::Duration,
+    },
+    /// A topic's dead letters: jobs buried, or out of attempts (`dead requeue TOPIC ID` re-queues one).
     Dead {
         #[command(subcommand)]
         action: DeadCommand,
     },
+}
+
+/// The states `delayer list` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListState {
+    Scheduled,
+    Ready,
+    Reserved,
+    Dead,
 }
 
 /// What to do with dead letters.
@@ -139,6 +200,20 @@ fn count(value: &str) -> Result<usize, String> {
     }
 }
 
+/// A delay: seconds (fractions allowed) or a duration with units ("90s",
+/// "5m", "1h 30m"), within the SDK's limits.
+fn delay(value: &str) -> Result<std::time::Duration, String> {
+    let parsed = match value.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 && secs <= delayer::validate::MAX_DELAY.as_secs_f64() => {
+            Ok(std::time::Duration::from_secs_f64(secs))
+        }
+        Ok(_) => Err("a delay from 0 to 10 years".to_string()),
+        Err(_) => humantime::parse_duration(value.trim()).map_err(|e| format!("not a delay ({e}): use seconds or e.g. 90s, 5m")),
+    }?;
+    delayer::validate::delay_ms(parsed).map_err(|e| e.to_string())?;
+    Ok(parsed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,12 +233,25 @@ mod tests {
             &["dead", "purge", "t", "a", "--all"],
             &["dead", "purge", "t", ""],
             &["-c", "f", "--url", "redis://x/", "stats"],
+            &["job", "t"],
+            &["job", "", "a"],
+            &["list", "t"],
+            &["list", "t", "--state", "waiting"],
+            &["list", "t", "--state", "ready", "--count", "0"],
+            &["reschedule", "t", "a", "-1"],
+            &["reschedule", "t", "a", "soon"],
+            &["reschedule", "t", "a", "11y"],
+            &["remove", "t"],
         ] {
             assert_eq!(parse(args).map(|_| ()).map_err(|e| e.exit_code()), Err(2), "{args:?}");
         }
         let ok = parse(&["stats", "--url", "redis://x/", "--prefix", "app:"]).expect("valid");
         assert_eq!((ok.url.as_deref(), ok.prefix.as_deref()), (Some("redis://x/"), Some("app:")));
         assert!(parse(&["dead", "requeue", "t", "a", "b"]).is_ok());
+        assert!(parse(&["list", "t", "--state", "dead", "--cursor", "40", "--count", "20", "--json"]).is_ok());
+        for d in ["1.5", "90s", "1h 30m"] {
+            assert!(parse(&["reschedule", "t", "a", d]).is_ok(), "{d}");
+        }
         // Any non-empty name, as Delayer 1.x wrote them.
         assert!(parse(&["peek", "close order"]).is_ok());
         assert!(parse(&["dead", "list", "{t}"]).is_ok());

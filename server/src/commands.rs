@@ -1,4 +1,5 @@
-//! The operator commands: `delayer stats`, `peek` and `dead list|requeue|purge`.
+//! The operator commands: `delayer stats`, `peek`, `job`, `list`, `remove`,
+//! `reschedule` and `dead list|requeue|purge`.
 //!
 //! They reach Redis through `--url` (or `DELAYER_URL`), so an operator needs
 //! no configuration file, or through the server's delayer.conf. Arguments
@@ -6,11 +7,13 @@
 //! that are not there, and each failure is reported as such, never the one
 //! as the other.
 
-use crate::cli::{self, Command, DeadCommand};
+use crate::cli::{self, Command, DeadCommand, ListState};
 use crate::config::{self, Config};
 use crate::fatal::Fatal;
 use crate::inspect;
+use crate::jobview;
 use delayer::conf::RedisSettings;
+use delayer::inspect::JobState;
 use delayer::Keys;
 use std::path::Path;
 
@@ -64,11 +67,15 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
     match command {
         Command::Stats { json } => {
             let mut conn = inspect::connect(&target.redis)?;
-            let stats = inspect::stats(&mut conn, &Keys::new(&target.prefix)).map_err(|e| target.failed(e))?;
+            let topics = target.client()?.stats().map_err(|e| target.sdk_failed(e))?;
+            let stats = inspect::stats(&mut conn, &Keys::new(&target.prefix), &topics).map_err(|e| target.failed(e))?;
             if json {
-                println!("{}", stats.to_json());
+                let mut v = stats.to_json();
+                v["topics"] = jobview::topics_json(&topics);
+                println!("{v}");
             } else {
                 print!("{}", stats.to_text());
+                print!("{}", jobview::topics_text(&topics));
             }
         }
         Command::Peek { topic, count, json } => {
@@ -82,13 +89,99 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
             }
         }
         Command::Dead { action } => dead_letters(target, action)?,
+        Command::Job { topic, id, json } => {
+            let job = target.client()?.job(&topic, &id).map_err(|e| target.sdk_failed(e))?;
+            if json {
+                println!("{}", jobview::job_json(&job));
+            } else {
+                print!("{}", jobview::job_text(&topic, &job, std::time::SystemTime::now()));
+            }
+        }
+        Command::List { topic, state, count, cursor, json } => list(target, &topic, state, count, cursor, json)?,
+        Command::Remove { topic, id } => {
+            let client = target.client()?;
+            of_topic(target, &client, &topic, &id)?;
+            client.remove(&id).map_err(|e| target.sdk_failed(e))?;
+            println!("removed job {id:?} of topic {topic:?}");
+        }
+        Command::Reschedule { topic, id, delay } => {
+            let client = target.client()?;
+            let state = of_topic(target, &client, &topic, &id)?;
+            match client.reschedule(&id, delay).map_err(|e| target.sdk_failed(e))? {
+                Some(due) => println!("job {id:?} of topic {topic:?} is due {}", inspect::rfc3339(inspect::unix(due))),
+                None => {
+                    return Err(Fatal::failed(format!(
+                        "job {id:?} of topic {topic:?} is {state}, not waiting: only a scheduled job can be rescheduled"
+                    )))
+                }
+            }
+        }
     }
+    Ok(())
+}
+
+/// The state of job `id` when it is one of `topic`'s, else the error that
+/// it is not (so a command never touches another topic's job by mistake).
+fn of_topic(target: &Target, client: &delayer::Delayer, topic: &str, id: &str) -> Result<JobState, Fatal> {
+    let job = client.job(topic, id).map_err(|e| target.sdk_failed(e))?;
+    if job.state == JobState::Unknown {
+        return Err(Fatal::failed(format!("no job {id:?} on topic {topic:?}")));
+    }
+    Ok(job.state)
+}
+
+/// `delayer list`: one page of a topic's jobs in one state.
+fn list(target: &Target, topic: &str, state: ListState, count: usize, cursor: u64, json: bool) -> Result<(), Fatal> {
+    let client = target.client()?;
+    let failed = |e| target.sdk_failed(e);
+    let now = std::time::SystemTime::now();
+    let out = match state {
+        ListState::Scheduled | ListState::Reserved => {
+            let (page, field) = if state == ListState::Scheduled {
+                (client.list_scheduled(topic, cursor, count).map_err(failed)?, "due")
+            } else {
+                (client.list_reserved_with_deadlines(topic, cursor, count).map_err(failed)?, "deadline")
+            };
+            if json {
+                jobview::timed_json(&page, field).to_string() + "\n"
+            } else {
+                jobview::timed_text(field, &page, now)
+            }
+        }
+        ListState::Ready => {
+            let page = client.list_ready(topic, cursor, count).map_err(failed)?;
+            if json {
+                jobview::ids_json(&page).to_string() + "\n"
+            } else {
+                jobview::ids_text(&page)
+            }
+        }
+        ListState::Dead => {
+            let start = usize::try_from(cursor).map_err(|_| Fatal::usage(format!("cursor {cursor} is too large")))?;
+            let letters = client.dead_letters(topic, start, count).map_err(failed)?;
+            // dead.lua skips stale entries, so a short page is no proof of the end.
+            let next = (!letters.is_empty()).then_some(cursor + count as u64);
+            if json {
+                serde_json::json!({ "items": inspect::dead_json(&letters), "next": next }).to_string() + "\n"
+            } else {
+                inspect::dead_text(topic, &letters) + &jobview::next_text(letters.is_empty(), next)
+            }
+        }
+    };
+    print!("{out}");
     Ok(())
 }
 
 impl Target {
     fn failed(&self, e: impl std::fmt::Display) -> Fatal {
         Fatal::failed(format!("reading from redis at {}: {e}", self.redis.describe()))
+    }
+
+    /// A one-connection SDK client.
+    fn client(&self) -> Result<delayer::Delayer, Fatal> {
+        let client = self.redis.client().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
+        let pool = delayer::PoolOptions { max_size: 1, ..Default::default() };
+        Ok(delayer::Delayer::with_options(client, &self.prefix, &pool))
     }
 
     /// An SDK error: an argument it refused is the command line's fault.
@@ -102,9 +195,7 @@ impl Target {
 
 /// `delayer dead list|requeue|purge`, through the SDK (it owns dead.lua).
 fn dead_letters(target: &Target, action: DeadCommand) -> Result<(), Fatal> {
-    let client = target.redis.client().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
-    let pool = delayer::PoolOptions { max_size: 1, ..Default::default() };
-    let delayer = delayer::Delayer::with_options(client, &target.prefix, &pool);
+    let delayer = target.client()?;
     let (which, purge) = match action {
         DeadCommand::List { topic, count, start, json } => {
             let letters = delayer.dead_letters(&topic, start, count).map_err(|e| target.sdk_failed(e))?;

@@ -21,7 +21,7 @@ pub struct Stats {
     pub pool_size: u64,
     /// The earliest due time in the pool.
     pub next_due: Option<f64>,
-    /// Ready ids per topic (non-empty queues only: Redis drops empty lists).
+    /// Ready ids per topic (non-empty queues of known topics only).
     pub ready: BTreeMap<String, u64>,
     /// Ids parked on the malformed list.
     pub malformed: u64,
@@ -30,7 +30,7 @@ pub struct Stats {
     /// Of those, how many are past their deadline (the server has yet to
     /// put them back).
     pub reserved_overdue: u64,
-    /// Dead letters per topic (non-empty lists only).
+    /// Dead letters per topic (non-empty lists of known topics only).
     pub dead: BTreeMap<String, u64>,
 }
 
@@ -104,16 +104,19 @@ fn redis_now(conn: &mut Connection) -> redis::RedisResult<f64> {
     Ok(secs as f64 + micros as f64 / 1e6)
 }
 
-/// Reads the queue's counters.
-pub fn stats(conn: &mut Connection, keys: &Keys) -> redis::RedisResult<Stats> {
+/// Reads the queue's counters; the per-topic ones come from `topics`
+/// (stats.lua through the SDK: no SCAN of the keyspace, however large).
+pub fn stats(conn: &mut Connection, keys: &Keys, topics: &delayer::inspect::Stats) -> redis::RedisResult<Stats> {
     let now = redis_now(conn)?;
     let pool_size: u64 = conn.zcard(keys.job_pool())?;
     let first: Vec<(String, f64)> = conn.zrange_withscores(keys.job_pool(), 0, 0)?;
     let malformed: u64 = conn.llen(keys.malformed())?;
     let reserved: u64 = conn.zcard(keys.reserved())?;
     let reserved_overdue: u64 = conn.zcount(keys.reserved(), "-inf", now)?;
-    let ready = list_lengths(conn, &keys.ready_queue_pattern(), &keys.ready_queue_prefix())?;
-    let dead = list_lengths(conn, &keys.dead_pattern(), &keys.dead_prefix())?;
+    let non_zero = |n: fn(&delayer::inspect::TopicStats) -> u64| -> BTreeMap<String, u64> {
+        topics.topics.iter().filter(|t| n(t) > 0).map(|t| (t.topic.clone(), n(t))).collect()
+    };
+    let (ready, dead) = (non_zero(|t| t.ready), non_zero(|t| t.dead));
     Ok(Stats {
         now,
         pool_size,
@@ -124,19 +127,6 @@ pub fn stats(conn: &mut Connection, keys: &Keys) -> redis::RedisResult<Stats> {
         reserved_overdue,
         dead,
     })
-}
-
-/// The length of every list matching `pattern`, by name without `prefix`.
-fn list_lengths(conn: &mut Connection, pattern: &str, prefix: &str) -> redis::RedisResult<BTreeMap<String, u64>> {
-    let mut lists: Vec<String> = conn.scan_match::<_, String>(pattern)?.collect::<redis::RedisResult<_>>()?;
-    lists.sort();
-    lists.dedup(); // SCAN may return a key twice
-    let mut pipe = redis::pipe();
-    for l in &lists {
-        pipe.llen(l);
-    }
-    let lengths: Vec<u64> = if lists.is_empty() { Vec::new() } else { pipe.query(conn)? };
-    Ok(lists.iter().zip(lengths).map(|(l, n)| (l.strip_prefix(prefix).unwrap_or(l).to_string(), n)).collect())
 }
 
 pub fn dead_json(letters: &[delayer::DeadLetter]) -> serde_json::Value {
@@ -176,7 +166,7 @@ pub fn dead_text(topic: &str, letters: &[delayer::DeadLetter]) -> String {
     out
 }
 
-fn unix(t: std::time::SystemTime) -> f64 {
+pub(crate) fn unix(t: std::time::SystemTime) -> f64 {
     t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
@@ -246,7 +236,7 @@ fn preview(body: &[u8]) -> String {
     }
 }
 
-fn rfc3339(unix: f64) -> String {
+pub(crate) fn rfc3339(unix: f64) -> String {
     let t = std::time::UNIX_EPOCH + Duration::from_millis((unix.max(0.0) * 1000.0) as u64);
     humantime::format_rfc3339_millis(t).to_string()
 }
@@ -299,7 +289,7 @@ pub fn human(d: Duration) -> String {
 }
 
 /// [`human`] for a number of seconds (negative counts as 0).
-fn human_seconds(secs: f64) -> String {
+pub(crate) fn human_seconds(secs: f64) -> String {
     human(Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX))
 }
 

@@ -20,6 +20,7 @@ mod daemon;
 mod fatal;
 mod goflags;
 mod inspect;
+mod jobview;
 mod logging;
 mod mover;
 mod pidfile;

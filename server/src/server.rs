@@ -99,6 +99,8 @@ fn serve(
         if let Some(addr) = config.metrics_addr {
             telemetry::serve(addr).map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");
+            // The per-topic gauges, read on a thread of their own.
+            telemetry::watch_topics(client.clone(), &config.key_prefix);
         }
         let stop = Arc::new(timer::Stop::default());
         let keys = Keys::new(&config.key_prefix);

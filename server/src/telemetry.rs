@@ -8,6 +8,7 @@
 use crate::scripts::{ExpireReply, MoveReply};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -22,6 +23,11 @@ const REDIS_ERRORS: &str = "delayer_redis_errors_total";
 const RECONNECTS: &str = "delayer_redis_reconnects_total";
 const BUILD: &str = "delayer_build_info";
 const EXPIRED: &str = "delayer_reservations_expired_total";
+const JOBS: &str = "delayer_jobs";
+
+/// How often the per-topic gauges are read from Redis (one stats.lua call:
+/// O(topics), whatever the backlog; see bench/RESULTS.md for its cost).
+const TOPICS_EVERY: Duration = Duration::from_secs(5);
 
 /// Buckets, in seconds: sub-millisecond scripts up to a backlog of minutes.
 const DURATION_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
@@ -50,6 +56,11 @@ pub fn serve(addr: SocketAddr) -> Result<(), String> {
     describe_counter!(
         EXPIRED,
         "Reservations that passed their ttr without ack, by outcome (retried, dead, dropped, malformed)."
+    );
+    describe_gauge!(
+        JOBS,
+        "Jobs per topic and state (scheduled, ready, reserved, dead), read from Redis every 5 s; reserved is left \
+         out when too many jobs are reserved to count per topic."
     );
     describe_gauge!(BUILD, "Always 1; the labels say which build runs.");
     gauge!(BUILD, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
@@ -98,4 +109,54 @@ pub fn redis_error() {
 /// Redis is back after an outage.
 pub fn reconnected() {
     counter!(RECONNECTS).increment(1);
+}
+
+/// Keeps the per-topic gauges (`delayer_jobs{topic, state}`) up to date from
+/// stats.lua, every [`TOPICS_EVERY`], on a thread of its own (the reads are
+/// blocking and must not delay a tick). A topic that drops out of the
+/// numbers is set to 0, so a gauge never shows a stale count.
+pub fn watch_topics(client: redis::Client, prefix: &str) {
+    let pool = delayer::PoolOptions { max_size: 1, ..Default::default() };
+    let delayer = delayer::Delayer::with_options(client, prefix, &pool);
+    let spawned = std::thread::Builder::new().name("topic-gauges".into()).spawn(move || {
+        let mut shown = std::collections::BTreeSet::new();
+        let mut failing = false;
+        loop {
+            match delayer.stats() {
+                Ok(stats) => {
+                    failing = false;
+                    shown = topic_gauges(&stats, shown);
+                }
+                Err(e) if !failing => {
+                    failing = true;
+                    log::warn!("cannot read the per-topic numbers for the metrics: {e}");
+                }
+                Err(_) => {}
+            }
+            std::thread::sleep(TOPICS_EVERY);
+        }
+    });
+    if let Err(e) = spawned {
+        log::warn!("cannot start the per-topic metrics: {e}");
+    }
+}
+
+/// Sets the gauges of `stats`; topics in `shown` but not in `stats` go to 0.
+/// Returns the topics shown now.
+fn topic_gauges(stats: &delayer::inspect::Stats, shown: BTreeSet<String>) -> BTreeSet<String> {
+    let now: BTreeSet<String> = stats.topics.iter().map(|t| t.topic.clone()).collect();
+    for gone in shown.difference(&now) {
+        for state in ["scheduled", "ready", "reserved", "dead"] {
+            gauge!(JOBS, "topic" => gone.clone(), "state" => state).set(0.0);
+        }
+    }
+    for t in &stats.topics {
+        let reserved = t.reserved.map(|n| n as f64);
+        for (state, n) in [("scheduled", Some(t.scheduled as f64)), ("ready", Some(t.ready as f64)), ("reserved", reserved), ("dead", Some(t.dead as f64))] {
+            if let Some(n) = n {
+                gauge!(JOBS, "topic" => t.topic.clone(), "state" => state).set(n);
+            }
+        }
+    }
+    now
 }

@@ -30,6 +30,8 @@ fn known_state() -> (RedisServer, std::path::PathBuf) {
         let _: () = conn.lpush("delayer:ready_queue:mail", id).expect("lpush");
     }
     let _: () = conn.lpush("delayer:ready_queue:sms", "ghost").expect("lpush");
+    // Moved by hand: the known topics are the server's to record (move.lua).
+    let _: () = conn.sadd("delayer:topics", &["mail", "sms"]).expect("sadd");
     let _: () = conn.lpush("delayer:malformed", "bad").expect("lpush");
     let dir = testkit::temp_dir("operate");
     std::fs::write(dir.join("delayer.conf"), server_conf(redis.port(), 1000, "")).expect("conf");

@@ -25,6 +25,9 @@ __all__ = [
     "RELEASE",
     "RESCHEDULE",
     "DEAD",
+    "LOOKUP",
+    "LIST",
+    "STATS",
     "NAMES",
     "source",
 ]
@@ -50,7 +53,12 @@ RELEASE = "release"
 RESCHEDULE = "reschedule"
 #: dead.lua lists, re-queues and purges dead letters.
 DEAD = "dead"
-NAMES = (PUSH, PUSH_MANY, POP, TAKE, REMOVE, RESERVE, ACK, TOUCH, RELEASE, RESCHEDULE, DEAD)
+#: Read-only inspection (delayer.inspect): one job's state, a page of a
+#: topic's jobs, per-topic numbers.
+LOOKUP = "lookup"
+LIST = "list"
+STATS = "stats"
+NAMES = (PUSH, PUSH_MANY, POP, TAKE, REMOVE, RESERVE, ACK, TOUCH, RELEASE, RESCHEDULE, DEAD, LOOKUP, LIST, STATS)
 
 _cache: Dict[str, bytes] = {}
 

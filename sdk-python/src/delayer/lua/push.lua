@@ -14,10 +14,11 @@
 --          behaviour: the id's old job, on any topic, is replaced) or
 --          "absent" (only if no job has the id: otherwise nothing is written)
 -- ARGV[11] wake channel "<prefix>wake", or "" / absent: none
--- Also written: <prefix>topics (SET, SADD topic) and <prefix>scheduled_count
--- (HASH topic -> jobs waiting in the pool: +1; a replaced id that was waiting
--- -1 on its old topic), named from the prefix KEYS[2] starts with (KEYS[2]
--- minus "job_bucket:<id>"), so callers pass nothing new.
+-- Also written: <prefix>scheduled_count (HASH topic -> jobs waiting in the
+-- pool: +1; a replaced id that was waiting -1 on its old topic), named from
+-- the prefix KEYS[2] starts with (KEYS[2] minus "job_bucket:<id>"), so
+-- callers pass nothing new. (Its fields also make the topic known to
+-- stats.lua; move.lua adds it to <prefix>topics.)
 --
 -- Returns the due time written to the pool: Unix seconds with millisecond
 -- precision, as a string ("1763750000.125"). With policy "absent" and the id
@@ -71,7 +72,6 @@ if type(old_topic) == 'string' and old_topic ~= '' and old_topic ~= ARGV[2] then
   if redis.call('HINCRBY', counts, old_topic, -1) <= 0 then redis.call('HDEL', counts, old_topic) end
 end
 if old_topic ~= ARGV[2] then redis.call('HINCRBY', counts, ARGV[2], 1) end
-redis.call('SADD', prefix .. 'topics', ARGV[2])
 if head and (not head[2] or tonumber(due) < tonumber(head[2])) then
   redis.pcall('PUBLISH', wake, due)
 end

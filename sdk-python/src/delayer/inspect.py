@@ -1,0 +1,280 @@
+"""Seeing every job: where one job is (:meth:`job`), pages of a topic's
+scheduled, ready and reserved jobs, and per-topic numbers (:meth:`stats`).
+
+So that "was order 42's auto-close scheduled, and when does it fire?" needs
+no redis-cli and no knowledge of the keys. Everything here only reads, with
+lookup.lua, list.lua and stats.lua (their headers, and docs/PROTOCOL.md
+"Inspecting jobs", say what they take and return). Each operation is a
+generator (as in :mod:`delayer._ops`); :class:`InspectMixin` and
+:class:`AsyncInspectMixin` give the sync and asyncio clients their methods,
+which only drive them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Awaitable, Generic, List, Optional, Tuple, TypeVar
+
+from . import scripts
+from ._calls import ScriptCall
+from ._rules import check_name, count
+from .errors import ProtocolError
+from .keys import Keys
+
+if TYPE_CHECKING:
+    from ._ops import Op
+
+__all__ = ["JobInfo", "Listed", "Page", "TopicStats", "Stats", "STATES", "InspectMixin", "AsyncInspectMixin"]
+
+T = TypeVar("T")
+
+#: The states :meth:`job` reports.
+STATES = ("scheduled", "ready", "reserved", "dead", "malformed", "unknown")
+#: The most entries one page holds.
+MAX_PAGE = 1000
+#: Entries list.lua examines per call (bounds each call's time in Redis).
+EXAMINE_PER_CALL = 1000
+#: Calls one page may take before it is handed back short, with a cursor.
+CALLS_PER_PAGE = 10
+#: Per-topic reserved counts are read while the reserved set is no larger.
+RESERVED_CAP = 1000
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What :meth:`job` found; what does not apply to the state is None."""
+
+    id: str
+    #: One of :data:`STATES`.
+    state: str
+    topic: Optional[str]
+    #: The body's length in bytes.
+    body_size: Optional[int]
+    #: Reservations so far.
+    attempts: Optional[int]
+    #: Reservations allowed (0: no limit), when set.
+    max_attempts: Optional[int]
+    #: Scheduled: the due time (Unix seconds).
+    due: Optional[float]
+    #: Reserved: the reservation's deadline.
+    deadline: Optional[float]
+    #: Dead: when it died.
+    dead_at: Optional[float]
+    #: Dead: ``"buried"`` or ``"max_attempts"``.
+    dead_reason: Optional[str]
+    #: The last failed attempt's error, when a worker gave one (or ``"ttr expired"``).
+    last_error: Optional[str]
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A scheduled job (``time`` = due time) or a reserved one (``time`` = deadline)."""
+
+    id: str
+    time: float
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a listing. ``next`` is the cursor of the next page, None at
+    the end; a page may be short (even empty) while ``next`` is not None."""
+
+    items: List[T]
+    next: Optional[int]
+
+
+@dataclass(frozen=True)
+class TopicStats:
+    """One topic's numbers; ``reserved`` is None when too many jobs are
+    reserved to count per topic (:data:`RESERVED_CAP`)."""
+
+    topic: str
+    scheduled: int
+    ready: int
+    reserved: Optional[int]
+    dead: int
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Per-topic numbers (sorted by topic) and totals that count every job."""
+
+    scheduled_total: int
+    reserved_total: int
+    topics: List[TopicStats]
+
+
+def _text(value: object) -> Optional[str]:
+    """A script's string, None when empty (the scripts' "not known")."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise ProtocolError(f"expected a string in Redis's reply, got {value!r:.200}")
+    return value
+
+
+def _number(value: object) -> Optional[int]:
+    text = _text(value)
+    if text is None:
+        return None
+    if not text.isdigit():
+        raise ProtocolError(f"expected a count in Redis's reply, got {text!r:.200}")
+    return int(text)
+
+
+def _time(value: object) -> Optional[float]:
+    text = _text(value)
+    try:
+        return None if text is None else round(float(text), 3)
+    except ValueError:
+        raise ProtocolError(f"expected a time in Unix seconds, got {text!r:.200}") from None
+
+
+def _count(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ProtocolError(f"expected a count in Redis's reply, got {value!r:.200}")
+
+
+def _page_args(topic: object, cursor: object, how_many: object) -> Tuple[str, int, int]:
+    return check_name("topic", topic), count("cursor", cursor, 0, None), count("count", how_many, 1, MAX_PAGE)
+
+
+def job_op(keys: Keys, topic: object, job_id: object) -> Op[JobInfo]:
+    t, i = check_name("topic", topic), check_name("id", job_id)
+    reply = yield ScriptCall(scripts.LOOKUP, [keys.job_bucket(i), keys.job_pool, keys.reserved], [i, t])
+    if not isinstance(reply, list) or len(reply) != 8:
+        raise ProtocolError(f"lookup.lua: expected 8 fields, got {reply!r:.200}")
+    state = _text(reply[0]) or ""
+    if state not in STATES:
+        raise ProtocolError(f"lookup.lua: unknown state {state!r}")
+    time = _time(reply[5])
+    return JobInfo(
+        id=i,
+        state=state,
+        topic=_text(reply[1]),
+        body_size=_number(reply[2]),
+        attempts=_number(reply[3]),
+        max_attempts=_number(reply[4]),
+        due=time if state == "scheduled" else None,
+        deadline=time if state == "reserved" else None,
+        dead_at=time if state == "dead" else None,
+        dead_reason=_text(reply[6]),
+        last_error=_text(reply[7]),
+    )
+
+
+def _list_reply(reply: object) -> Tuple[Optional[int], List[Tuple[str, Optional[float]]]]:
+    if not isinstance(reply, list) or len(reply) % 2 != 1:
+        raise ProtocolError(f"list.lua: expected the next rank then pairs, got {reply!r:.200}")
+    pairs = [(_text(reply[k]) or "", _time(reply[k + 1])) for k in range(1, len(reply), 2)]
+    return _number(reply[0]), pairs
+
+
+def scan_op(keys: Keys, zset: str, topic: object, cursor: object, how_many: object) -> Op[Page[Listed]]:
+    t, rank, n = _page_args(topic, cursor, how_many)
+    items: List[Listed] = []
+    for _ in range(CALLS_PER_PAGE):
+        call = ScriptCall(scripts.LIST, [zset], [keys.bucket_prefix, t, rank, n - len(items), EXAMINE_PER_CALL])
+        nxt, pairs = _list_reply((yield call))
+        items.extend(Listed(i, time if time is not None else 0.0) for i, time in pairs)
+        if nxt is None or len(items) >= n:
+            return Page(items, nxt)
+        rank = nxt
+    return Page(items, rank)
+
+
+def ready_op(keys: Keys, topic: object, cursor: object, how_many: object) -> Op[Page[str]]:
+    t, start, n = _page_args(topic, cursor, how_many)
+    call = ScriptCall(scripts.LIST, [keys.ready_queue(t)], ["", t, start, n, 1, "ready"])
+    nxt, pairs = _list_reply((yield call))
+    return Page([i for i, _ in pairs], nxt)
+
+
+def stats_op(keys: Keys) -> Op[Stats]:
+    prefix = keys.prefix
+    call = ScriptCall(
+        scripts.STATS,
+        [prefix + "topics", prefix + "scheduled_count", keys.job_pool, keys.reserved],
+        [prefix + "ready_queue:", prefix + "dead:", keys.bucket_prefix, RESERVED_CAP],
+    )
+    reply = yield call
+    if not isinstance(reply, list) or len(reply) < 3:
+        raise ProtocolError(f"stats.lua: unexpected reply {reply!r:.200}")
+    known = _count(reply[2]) == 1
+    topics = []
+    for entry in reply[3:]:
+        if not isinstance(entry, list) or len(entry) != 5:
+            raise ProtocolError(f"stats.lua: unexpected topic entry {entry!r:.200}")
+        reserved = _count(entry[3])
+        topics.append(
+            TopicStats(_text(entry[0]) or "", _count(entry[1]), _count(entry[2]), reserved if known else None,
+                       _count(entry[4]))
+        )
+    return Stats(_count(reply[0]), _count(reply[1]), topics)
+
+
+class InspectMixin:
+    """Inspection methods of the sync :class:`delayer.Delayer`."""
+
+    _keys: Keys
+
+    if TYPE_CHECKING:
+
+        def _drive(self, op: Op[T]) -> T: ...
+
+    def job(self, topic: str, id: str) -> JobInfo:
+        """Where job ``id`` of ``topic`` is, and what it carries (a job of another topic is ``unknown``)."""
+        return self._drive(job_op(self._keys, topic, id))
+
+    def list_scheduled(self, topic: str, cursor: int = 0, count: int = 100) -> Page[Listed]:
+        """A page of ``topic``'s scheduled jobs, earliest due first, from ``cursor`` (0, then ``page.next``)."""
+        return self._drive(scan_op(self._keys, self._keys.job_pool, topic, cursor, count))
+
+    def list_reserved(self, topic: str, cursor: int = 0, count: int = 100) -> Page[Listed]:
+        """A page of ``topic``'s reserved jobs, earliest deadline first (``time`` = deadline)."""
+        return self._drive(scan_op(self._keys, self._keys.reserved, topic, cursor, count))
+
+    def list_ready(self, topic: str, cursor: int = 0, count: int = 100) -> Page[str]:
+        """A page of the ids in ``topic``'s ready queue, next out first."""
+        return self._drive(ready_op(self._keys, topic, cursor, count))
+
+    def stats(self) -> Stats:
+        """Scheduled, ready, reserved and dead jobs per topic; no scan of the pool."""
+        return self._drive(stats_op(self._keys))
+
+
+class AsyncInspectMixin:
+    """The same for :class:`delayer.aio.Delayer` (each method is a coroutine)."""
+
+    _keys: Keys
+
+    if TYPE_CHECKING:
+
+        def _drive(self, op: Op[T]) -> Awaitable[T]: ...
+
+    async def job(self, topic: str, id: str) -> JobInfo:
+        """As :meth:`InspectMixin.job`."""
+        return await self._drive(job_op(self._keys, topic, id))
+
+    async def list_scheduled(self, topic: str, cursor: int = 0, count: int = 100) -> Page[Listed]:
+        """As :meth:`InspectMixin.list_scheduled`."""
+        return await self._drive(scan_op(self._keys, self._keys.job_pool, topic, cursor, count))
+
+    async def list_reserved(self, topic: str, cursor: int = 0, count: int = 100) -> Page[Listed]:
+        """As :meth:`InspectMixin.list_reserved`."""
+        return await self._drive(scan_op(self._keys, self._keys.reserved, topic, cursor, count))
+
+    async def list_ready(self, topic: str, cursor: int = 0, count: int = 100) -> Page[str]:
+        """As :meth:`InspectMixin.list_ready`."""
+        return await self._drive(ready_op(self._keys, topic, cursor, count))
+
+    async def stats(self) -> Stats:
+        """As :meth:`InspectMixin.stats`."""
+        return await self._drive(stats_op(self._keys))
+
+

@@ -1,0 +1,183 @@
+//! How `delayer job`, `delayer list` and the per-topic part of `delayer
+//! stats` print what the SDK's inspection (`delayer::inspect`) found: text
+//! for people, JSON for programs.
+//!
+//! The JSON of one job is the shape every viewpoint shares (the CLI here,
+//! the HTTP API's `GET /v1/topics/{topic}/jobs/{id}`, the conformance test):
+//! `id`, `state`, `topic`, `body_size`, `attempts`, `max_attempts`, `due`,
+//! `deadline`, `dead_at` (Unix seconds, millisecond precision),
+//! `dead_reason`, `last_error`; what does not apply is `null`.
+
+use crate::inspect::{human_seconds, rfc3339, unix};
+use delayer::inspect::{JobInfo, JobState, Listed, Page, Stats};
+use serde_json::{json, Value};
+use std::time::SystemTime;
+
+/// One job, as JSON.
+pub fn job_json(job: &JobInfo) -> Value {
+    let time = |t: Option<SystemTime>| t.map(|t| ms(unix(t)));
+    json!({
+        "id": job.id,
+        "state": job.state.as_str(),
+        "topic": job.topic,
+        "body_size": job.body_size,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "due": time(job.due),
+        "deadline": time(job.deadline),
+        "dead_at": time(job.dead_at),
+        "dead_reason": job.dead_reason,
+        "last_error": job.last_error,
+    })
+}
+
+/// Seconds rounded to the millisecond, as Redis keeps them.
+fn ms(secs: f64) -> f64 {
+    (secs * 1000.0).round() / 1000.0
+}
+
+/// One job, for people. `now` is the time the distances are counted from.
+pub fn job_text(topic: &str, job: &JobInfo, now: SystemTime) -> String {
+    let when = |t: SystemTime| {
+        let (t, now) = (unix(t), unix(now));
+        let rel = if t >= now {
+            format!("in {}", human_seconds(t - now))
+        } else {
+            format!("{} ago", human_seconds(now - t))
+        };
+        format!("{} ({rel})", rfc3339(t))
+    };
+    let mut out = format!("job {:?} on topic {topic:?}: {}\n", job.id, job.state);
+    let mut line = |name: &str, value: String| match name {
+        "" => out.push_str(&format!("  {value}\n")),
+        _ => out.push_str(&format!("  {name:<13} {value}\n")),
+    };
+    match job.state {
+        JobState::Unknown => line("", "no such job on this topic (never pushed, done, removed or expired)".into()),
+        JobState::Malformed => line("", "its data has no topic or is not a hash (PROTOCOL.md, malformed)".into()),
+        _ => {}
+    }
+    if let Some(due) = job.due {
+        line("due", when(due));
+    }
+    if let Some(deadline) = job.deadline {
+        line("deadline", when(deadline));
+    }
+    if let Some(dead_at) = job.dead_at {
+        line("dead since", when(dead_at));
+    }
+    if let Some(reason) = &job.dead_reason {
+        line("dead reason", reason.clone());
+    }
+    if let Some(size) = job.body_size {
+        line("body", format!("{size} bytes"));
+    }
+    if let Some(attempts) = job.attempts {
+        let limit = match job.max_attempts {
+            Some(0) => " (no limit)".to_string(),
+            Some(n) => format!(" of {n}"),
+            None => String::new(),
+        };
+        line("attempts", format!("{attempts}{limit}"));
+    }
+    if let Some(error) = &job.last_error {
+        line("last error", error.clone());
+    }
+    out
+}
+
+/// A page of scheduled (due) or reserved (deadline) jobs, as JSON.
+pub fn timed_json(page: &Page<Listed>, field: &str) -> Value {
+    let items: Vec<Value> = page.items.iter().map(|l| json!({ "id": l.id, field: ms(unix(l.time)) })).collect();
+    json!({ "items": items, "next": page.next })
+}
+
+/// A page of ready ids, as JSON.
+pub fn ids_json(page: &Page<String>) -> Value {
+    let items: Vec<Value> = page.items.iter().map(|id| json!({ "id": id })).collect();
+    json!({ "items": items, "next": page.next })
+}
+
+/// A page of scheduled or reserved jobs, for people.
+pub fn timed_text(what: &str, page: &Page<Listed>, now: SystemTime) -> String {
+    let mut out = String::new();
+    for l in &page.items {
+        let (t, now) = (unix(l.time), unix(now));
+        let rel = if t >= now { format!("in {}", human_seconds(t - now)) } else { "now".to_string() };
+        out.push_str(&format!("{}  {what} {} ({rel})\n", l.id, rfc3339(t)));
+    }
+    out + &next_text(page.items.is_empty(), page.next)
+}
+
+/// A page of ready ids, for people.
+pub fn ids_text(page: &Page<String>) -> String {
+    let mut out: String = page.items.iter().map(|id| format!("{id}\n")).collect();
+    out.push_str(&next_text(page.items.is_empty(), page.next));
+    out
+}
+
+/// The paging line under a listing.
+pub fn next_text(empty: bool, next: Option<u64>) -> String {
+    match (empty, next) {
+        (true, None) => "(none)\n".to_string(),
+        (_, Some(next)) => format!("(more: --cursor {next})\n"),
+        (false, None) => String::new(),
+    }
+}
+
+/// Per-topic numbers, as JSON: a list of `{topic, scheduled, ready,
+/// reserved, dead}` (`reserved` null when too many jobs are reserved to
+/// count per topic).
+pub fn topics_json(stats: &Stats) -> Value {
+    let topics: Vec<Value> = stats
+        .topics
+        .iter()
+        .map(|t| {
+            json!({
+                "topic": t.topic, "scheduled": t.scheduled, "ready": t.ready, "reserved": t.reserved, "dead": t.dead,
+            })
+        })
+        .collect();
+    json!(topics)
+}
+
+/// Per-topic numbers, as a table.
+pub fn topics_text(stats: &Stats) -> String {
+    let mut out = format!("{:<30} {:>10} {:>10} {:>10} {:>10}\n", "topic", "scheduled", "ready", "reserved", "dead");
+    if stats.topics.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for t in &stats.topics {
+        let reserved = t.reserved.map_or("?".to_string(), |n| n.to_string());
+        out.push_str(&format!("{:<30} {:>10} {:>10} {:>10} {:>10}\n", t.topic, t.scheduled, t.ready, reserved, t.dead));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn job_json_keeps_times_to_the_millisecond_and_nulls_the_rest() {
+        let job = JobInfo {
+            id: "42".into(),
+            state: JobState::Scheduled,
+            topic: Some("t".into()),
+            body_size: Some(3),
+            attempts: Some(0),
+            max_attempts: None,
+            due: Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_125)),
+            deadline: None,
+            dead_at: None,
+            dead_reason: None,
+            last_error: None,
+        };
+        let v = job_json(&job);
+        assert_eq!(v["due"], json!(1_700_000_000.125));
+        assert_eq!((v["state"].as_str(), v["deadline"].is_null()), (Some("scheduled"), true));
+        let text = job_text("t", &job, UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+        assert!(text.contains("due") && text.contains("(in 125 ms)"), "{text}");
+    }
+}

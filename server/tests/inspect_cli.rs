@@ -1,0 +1,169 @@
+//! `delayer job`, `delayer list`, `remove`, `reschedule`, the per-topic
+//! part of `delayer stats`, and the per-topic Prometheus gauges (issue 13),
+//! with the real binary against a real redis-server.
+
+use delayer::{Delayer, Job};
+use redis::Commands;
+use std::process::{Command, Output};
+use std::time::Duration;
+use testkit::{server_conf, RedisServer};
+
+const BIN: &str = env!("CARGO_BIN_EXE_delayer");
+const MOVE: &str = include_str!("../../lua/move.lua");
+
+fn run(redis: &RedisServer, args: &[&str]) -> Output {
+    Command::new(BIN).args(args).arg("--url").arg(redis.url()).env_remove("DELAYER_URL").output().expect("run delayer")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+fn text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn run_move(conn: &mut redis::Connection) {
+    let _: redis::Value =
+        redis::Script::new(MOVE).key("delayer:job_pool").key("delayer:malformed").key("delayer:reserved").arg("delayer:").arg(1000).invoke(conn).expect("move");
+}
+
+#[test]
+fn job_shows_each_state_as_text_and_json() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = Delayer::open(&redis.url()).expect("client");
+    let v = json(&run(&redis, &["job", "orders", "42", "--json"]));
+    assert_eq!(v["state"], "unknown");
+
+    d.push_job(&Job::new("orders", "42", Duration::from_secs(1800)).body("close")).expect("push");
+    let v = json(&run(&redis, &["job", "orders", "42", "--json"]));
+    let due: f64 = conn.zscore("delayer:job_pool", "42").expect("zscore");
+    assert_eq!((v["state"].as_str(), v["topic"].as_str(), v["body_size"].as_u64()), (Some("scheduled"), Some("orders"), Some(5)));
+    assert!((v["due"].as_f64().expect("due") - due).abs() < 0.0005, "{v}");
+    assert!(v["deadline"].is_null() && v["dead_reason"].is_null(), "{v}");
+    let t = text(&run(&redis, &["job", "orders", "42"]));
+    assert!(t.contains("scheduled") && t.contains("(in 29 min"), "{t}");
+    assert_eq!(json(&run(&redis, &["job", "sms", "42", "--json"]))["state"], "unknown", "another topic's job");
+
+    d.reschedule("42", Duration::ZERO).expect("reschedule");
+    run_move(&mut conn);
+    assert_eq!(json(&run(&redis, &["job", "orders", "42", "--json"]))["state"], "ready");
+    let job = d.reserve("orders", Duration::from_secs(60)).expect("reserve").expect("job");
+    let v = json(&run(&redis, &["job", "orders", "42", "--json"]));
+    assert_eq!((v["state"].as_str(), v["attempts"].as_u64()), (Some("reserved"), Some(1)));
+    assert!(v["deadline"].as_f64().is_some(), "{v}");
+    d.bury(&job).expect("bury");
+    let v = json(&run(&redis, &["job", "orders", "42", "--json"]));
+    assert_eq!((v["state"].as_str(), v["dead_reason"].as_str()), (Some("dead"), Some("buried")));
+    let t = text(&run(&redis, &["job", "orders", "42"]));
+    assert!(t.contains("dead reason") && t.contains("buried"), "{t}");
+}
+
+#[test]
+fn list_pages_each_state() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = Delayer::open(&redis.url()).expect("client");
+    for i in 0..5 {
+        d.push("t", &format!("s{i}"), Duration::from_secs(100 + i)).expect("push");
+        d.push("other", &format!("o{i}"), Duration::from_secs(100 + i)).expect("push");
+    }
+    let first = json(&run(&redis, &["list", "t", "--state", "scheduled", "--count", "3", "--json"]));
+    let ids: Vec<&str> = first["items"].as_array().expect("items").iter().filter_map(|i| i["id"].as_str()).collect();
+    assert_eq!(ids, ["s0", "s1", "s2"]);
+    let cursor = first["next"].as_u64().expect("a next page").to_string();
+    let second = json(&run(&redis, &["list", "t", "--state", "scheduled", "--count", "3", "--cursor", &cursor, "--json"]));
+    let ids: Vec<&str> = second["items"].as_array().expect("items").iter().filter_map(|i| i["id"].as_str()).collect();
+    assert_eq!(ids, ["s3", "s4"]);
+    assert!(second["next"].is_null());
+    let t = text(&run(&redis, &["list", "t", "--state", "scheduled", "--count", "3"]));
+    assert!(t.contains("s0  due ") && t.contains(&format!("--cursor {cursor}")), "{t}");
+
+    for i in 0..3 {
+        let _: () = conn.lpush("delayer:ready_queue:r", format!("r{i}")).expect("lpush");
+    }
+    let ready = json(&run(&redis, &["list", "r", "--state", "ready", "--json"]));
+    assert_eq!(ready["items"], serde_json::json!([{"id": "r0"}, {"id": "r1"}, {"id": "r2"}]));
+    assert_eq!(text(&run(&redis, &["list", "none", "--state", "reserved"])), "(none)\n");
+    let dead = json(&run(&redis, &["list", "t", "--state", "dead", "--json"]));
+    assert_eq!(dead["items"], serde_json::json!([]));
+    let bad = run(&redis, &["list", "t", "--state", "waiting"]);
+    assert_eq!(bad.status.code(), Some(2), "a usage error");
+}
+
+#[test]
+fn remove_and_reschedule_touch_only_the_topic_named() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push("t", "a", Duration::from_secs(600)).expect("push");
+    let wrong = run(&redis, &["remove", "other", "a"]);
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("no job \"a\" on topic \"other\""));
+    assert_eq!(json(&run(&redis, &["job", "t", "a", "--json"]))["state"], "scheduled", "untouched");
+
+    let before: f64 = conn.zscore("delayer:job_pool", "a").expect("zscore");
+    let out = run(&redis, &["reschedule", "t", "a", "90s"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let after: f64 = conn.zscore("delayer:job_pool", "a").expect("zscore");
+    assert!(after < before - 400.0, "{before} -> {after}");
+    assert!(!run(&redis, &["reschedule", "other", "a", "10"]).status.success());
+
+    assert!(run(&redis, &["remove", "t", "a"]).status.success());
+    assert_eq!(json(&run(&redis, &["job", "t", "a", "--json"]))["state"], "unknown");
+    let gone = run(&redis, &["remove", "t", "a"]);
+    assert_eq!(gone.status.code(), Some(1), "nothing to remove");
+}
+
+#[test]
+fn stats_shows_per_topic_numbers() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push_many(&(0..4).map(|i| Job::new("mail", format!("m{i}"), Duration::from_secs(60))).collect::<Vec<_>>())
+        .expect("push");
+    d.push("sms", "s", Duration::ZERO).expect("push");
+    run_move(&mut conn);
+    let v = json(&run(&redis, &["stats", "--json"]));
+    assert_eq!(
+        v["topics"],
+        serde_json::json!([
+            {"topic": "mail", "scheduled": 4, "ready": 0, "reserved": 0, "dead": 0},
+            {"topic": "sms", "scheduled": 0, "ready": 1, "reserved": 0, "dead": 0},
+        ])
+    );
+    let t = text(&run(&redis, &["stats"]));
+    assert!(t.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["mail", "4", "0", "0", "0"]), "{t}");
+}
+
+/// GET /metrics.
+fn scrape(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    Some(body)
+}
+
+#[test]
+fn per_topic_gauges_are_served() {
+    let redis = RedisServer::start();
+    let port = testkit::free_port();
+    let conf = server_conf(redis.port(), 20, &format!("metrics_addr = 127.0.0.1:{port}"));
+    let server = testkit::DelayerProcess::start(BIN, &conf);
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push_many(&(0..3).map(|i| Job::new("mail", format!("m{i}"), Duration::from_secs(600))).collect::<Vec<_>>())
+        .expect("push");
+    d.push("sms", "s", Duration::ZERO).expect("push");
+    let mut body = String::new();
+    let seen = testkit::wait_until(Duration::from_secs(30), || {
+        body = scrape(port).unwrap_or_default();
+        body.contains("delayer_jobs{topic=\"mail\",state=\"scheduled\"} 3")
+            && body.contains("delayer_jobs{topic=\"sms\",state=\"ready\"} 1")
+    });
+    assert!(seen, "metrics: {body}\nserver output:\n{}", server.output());
+    assert!(body.contains("# HELP delayer_jobs"), "{body}");
+}
