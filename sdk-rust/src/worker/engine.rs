@@ -351,7 +351,9 @@ impl Core {
         };
         self.answered();
         for (delivery, held) in acks.iter().zip(flags) {
-            if !held {
+            if held {
+                self.emit(Event::Acked { delivery });
+            } else {
                 self.emit(Event::NotHeld { delivery });
             }
         }

@@ -33,6 +33,11 @@ pub enum Event<'a> {
         /// How long the handler ran.
         elapsed: Duration,
     },
+    /// The job's ack was done: it is deleted, and never runs again.
+    Acked {
+        /// The job.
+        delivery: &'a Delivery,
+    },
     /// An ack, release or touch found the reservation no longer held: it
     /// ran past its ttr and the server handed the job out again.
     NotHeld {
