@@ -13,7 +13,9 @@ use crate::keys::{Keys, DEFAULT_PREFIX};
 use crate::ops::{self, DeadAction, Ending, Request};
 use crate::wait::{Step, Wait};
 use crate::{DeadLetter, Job, JobRef, Message, Reserved};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use crate::aio_shared::Shared;
+use crate::target::{is_read_only, Target};
+use redis::aio::{ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Client, Value};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -41,8 +43,8 @@ const MAX_IDLE_BLOCKING: usize = 16;
 /// ```
 #[derive(Clone)]
 pub struct Delayer {
-    client: Client,
-    shared: ConnectionManager,
+    target: Target,
+    shared: Shared,
     blocking: Arc<Mutex<Vec<MultiplexedConnection>>>,
     keys: Keys,
 }
@@ -65,18 +67,24 @@ impl Delayer {
     /// file the server would accept as to its sections and keys.
     pub fn from_conf(path: impl AsRef<Path>) -> Result<Delayer> {
         let (redis, prefix) = conf::for_client(path)?;
-        Delayer::with_options(redis.client()?, &prefix)
+        Delayer::with_target(redis.target()?, &prefix)
     }
 
     /// A client from a redis-rs client (any address, TLS settings) and a key
     /// prefix.
     pub fn with_options(client: Client, prefix: &str) -> Result<Delayer> {
+        Delayer::with_target(Target::fixed(client), prefix)
+    }
+
+    /// A client for a [`Target`]: with [`crate::conf::RedisSettings::target`]
+    /// in sentinel mode, it follows the master through failovers.
+    pub fn with_target(target: Target, prefix: &str) -> Result<Delayer> {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_number_of_retries(1);
-        let shared = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
-        Ok(Delayer { client, shared, blocking: Arc::default(), keys: Keys::new(prefix) })
+        let shared = Shared::new(target.clone(), config)?;
+        Ok(Delayer { target, shared, blocking: Arc::default(), keys: Keys::new(prefix) })
     }
 
     /// The same client under another key prefix.
@@ -94,9 +102,15 @@ impl Delayer {
     /// the connection is gone (Redis restarted or went away) is made once
     /// more: the connection manager has started a new connection meanwhile,
     /// so once Redis answers again the next call works.
+    /// In sentinel mode a lost connection or a demoted master's `READONLY`
+    /// (nothing written) sends the request to the master the sentinels name.
     pub(crate) async fn call(&self, req: &Request) -> Result<Value> {
-        let mut conn = self.shared.clone();
+        let (mut conn, generation) = self.shared.get().await?;
         match send(&mut conn, req).await {
+            Err(e) if self.shared.follows_failover() && (is_lost_connection(&e) || is_read_only(&e)) => {
+                let (mut conn, _) = self.shared.replace(generation).await?;
+                Ok(send(&mut conn, req).await?)
+            }
             Err(e) if is_lost_connection(&e) => Ok(send(&mut conn, req).await?),
             reply => Ok(reply?),
         }
@@ -119,7 +133,7 @@ impl Delayer {
                 Step::Send(req) => req,
             };
             let reply = match send(&mut conn, &req).await {
-                Err(e) if fresh && is_lost_connection(&e) => {
+                Err(e) if (fresh && is_lost_connection(&e)) || (self.target.follows_failover() && is_read_only(&e)) => {
                     conn = self.blocking_connection().await?;
                     send(&mut conn, &req).await?
                 }
@@ -279,7 +293,7 @@ impl Delayer {
         // or its own wait ends, however long that is.
         let config =
             AsyncConnectionConfig::new().set_connection_timeout(Some(CONNECT_TIMEOUT)).set_response_timeout(None);
-        Ok(self.client.get_multiplexed_async_connection_with_config(&config).await?)
+        Ok(self.target.connect_async(CONNECT_TIMEOUT, &config).await?)
     }
 }
 

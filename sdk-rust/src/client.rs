@@ -6,11 +6,12 @@
 //! the async client; this module only does the I/O.
 
 use crate::conf;
-use crate::connection::{build_pool, Manager, PoolOptions};
+use crate::connection::{build_pool_for, Manager, PoolOptions};
 use crate::error::{is_lost_connection, Error, Result};
 use crate::keys::{Keys, DEFAULT_PREFIX};
 use crate::ops::{self, DeadAction, Ending, Request};
 use crate::reliable::{Backoff, DeadLetter, JobRef, Reserved};
+use crate::target::{is_read_only, Target};
 use crate::validate::DEFAULT_READY_MAX_LIFETIME;
 use crate::wait::{Step, Wait};
 use redis::Value;
@@ -190,15 +191,21 @@ impl Delayer {
     /// refuses (an unknown section or key, a bad value) is refused here too.
     pub fn from_conf(path: impl AsRef<Path>) -> Result<Delayer> {
         let (redis, prefix) = conf::for_client(path)?;
-        Ok(Delayer::with_options(redis.client()?, &prefix, &PoolOptions::default()))
+        Ok(Delayer::with_target(redis.target()?, &prefix, &PoolOptions::default()))
     }
 
     /// A client from a redis-rs client (any address, TLS settings), a key
     /// prefix and pool options.
     pub fn with_options(client: redis::Client, prefix: &str, pool: &PoolOptions) -> Delayer {
+        Delayer::with_target(Target::fixed(client), prefix, pool)
+    }
+
+    /// A client for a [`Target`]: with [`crate::conf::RedisSettings::target`]
+    /// in sentinel mode, it follows the master through failovers.
+    pub fn with_target(target: Target, prefix: &str, pool: &PoolOptions) -> Delayer {
         Delayer {
-            manager: Manager::new(client.clone(), pool.connect_timeout, pool.io_timeout),
-            pool: build_pool(client, pool),
+            manager: Manager::with_target(target.clone(), pool.connect_timeout, pool.io_timeout),
+            pool: build_pool_for(target, pool),
             io_timeout: pool.io_timeout,
             keys: Keys::new(prefix),
         }
@@ -227,8 +234,14 @@ impl Delayer {
     fn send(&self, conn: &mut Conn, req: &Request) -> Result<Value> {
         let reply = self.send_once(conn.get(), req);
         let stale = matches!(conn, Conn::Pooled { fresh: true, .. }) && reply.as_ref().is_err_and(is_lost_connection);
-        if stale {
-            *conn = Conn::Own(r2d2::ManageConnection::connect(&self.manager)?);
+        // A demoted master (sentinel mode) refused to write: nothing was
+        // written, so the call goes to the master of the moment.
+        let demoted = self.manager.target().follows_failover() && reply.as_ref().is_err_and(is_read_only);
+        if stale || demoted {
+            if let Conn::Pooled { conn, .. } = conn {
+                conn.retire();
+            }
+            *conn = Conn::Own(self.manager.connect()?);
             return Ok(self.send_once(conn.get(), req)?);
         }
         if let Conn::Pooled { fresh, .. } = conn {

@@ -13,6 +13,8 @@
 //! on top of [`ConfFile`].
 
 use crate::keys::DEFAULT_PREFIX;
+use crate::sentinel::{self, SentinelSettings};
+use crate::target::Target;
 use ini::{Ini, ParseOption};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 use std::collections::HashMap;
@@ -44,6 +46,12 @@ pub const KNOWN_KEYS: [(&str, &[&str]); 2] = [
             "max_active",
             "idle_timeout",
             "conn_max_lifetime",
+            "mode",
+            "nodes",
+            "master_name",
+            "sentinel_username",
+            "sentinel_password",
+            "tls",
         ],
     ),
 ];
@@ -387,6 +395,9 @@ pub struct RedisSettings {
     pub tls_ca: Option<Vec<u8>>,
     /// PEM: a client certificate and its key.
     pub tls_client: Option<(Vec<u8>, Vec<u8>)>,
+    /// `mode = sentinel`: the master is the one these sentinels name, and
+    /// url/host/port are unused.
+    pub sentinel: Option<SentinelSettings>,
 }
 
 impl Default for RedisSettings {
@@ -400,6 +411,7 @@ impl Default for RedisSettings {
             password: None,
             tls_ca: None,
             tls_client: None,
+            sentinel: None,
         }
     }
 }
@@ -413,6 +425,7 @@ impl fmt::Debug for RedisSettings {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("tls_ca", &self.tls_ca.as_ref().map(|_| "<pem>"))
             .field("tls_client", &self.tls_client.as_ref().map(|_| "<pem>"))
+            .field("sentinel", &self.sentinel)
             .finish()
     }
 }
@@ -421,6 +434,7 @@ impl RedisSettings {
     /// Reads the `[redis]` connection keys.
     pub fn from_conf(conf: &ConfFile) -> Result<RedisSettings, ConfError> {
         let d = RedisSettings::default();
+        let sentinel = crate::sentinel::from_conf(conf)?;
         let url = conf.string("redis", "url");
         if let Some(url) = &url {
             if let Some(key) = ["host", "port", "database"].into_iter().find(|k| conf.string("redis", k).is_some()) {
@@ -460,11 +474,16 @@ impl RedisSettings {
             password: conf.string("redis", "password"),
             tls_ca: pem("tls_ca_file")?,
             tls_client,
+            sentinel,
         })
     }
 
     /// Where it connects, for logs: never credentials.
     pub fn describe(&self) -> String {
+        if let Some(s) = &self.sentinel {
+            let nodes: Vec<String> = s.nodes.iter().map(|(h, p)| format!("{h}:{p}")).collect();
+            return format!("master {:?} of sentinels {}/{}", s.master_name, nodes.join(","), self.database);
+        }
         match self.connection_info() {
             Ok(info) => format!("{}/{}", info.addr(), info.redis_settings().db()),
             Err(_) => format!("{}:{}/{}", self.host, self.port, self.database),
@@ -489,9 +508,41 @@ impl RedisSettings {
         Ok(info.set_redis_settings(redis))
     }
 
-    /// A redis-rs client, with the TLS certificates when given.
+    /// A redis-rs client, with the TLS certificates when given. In sentinel
+    /// mode, a client for the master the sentinels name now: it does not
+    /// follow a failover (use [`RedisSettings::target`] for that).
     pub fn client(&self) -> redis::RedisResult<redis::Client> {
-        let info = self.connection_info()?;
+        if self.sentinel.is_some() {
+            return self.target()?.client(crate::connection::DEFAULT_CONNECT_TIMEOUT);
+        }
+        self.client_for(self.connection_info()?)
+    }
+
+    /// Where connections go: this address, or the master the sentinels name
+    /// at each connection (sentinel mode).
+    pub fn target(&self) -> redis::RedisResult<Target> {
+        match &self.sentinel {
+            None => Ok(Target::fixed(self.client()?)),
+            Some(_) => Ok(Target::sentinel(self.clone())),
+        }
+    }
+
+    /// A client for the master at `host:port` (sentinel mode): this file's
+    /// database, credentials and TLS settings.
+    pub fn master_client(&self, host: &str, port: u16) -> redis::RedisResult<redis::Client> {
+        let tls = self.sentinel.as_ref().is_some_and(|s| s.tls);
+        let mut redis = RedisConnectionInfo::default().set_db(self.database);
+        if let Some(u) = &self.username {
+            redis = redis.set_username(u);
+        }
+        if let Some(p) = &self.password {
+            redis = redis.set_password(p);
+        }
+        self.client_for(sentinel::address(host, port, tls).into_connection_info()?.set_redis_settings(redis))
+    }
+
+    /// A client for `info` with this file's TLS certificates.
+    pub(crate) fn client_for(&self, info: ConnectionInfo) -> redis::RedisResult<redis::Client> {
         if self.tls_ca.is_none() && self.tls_client.is_none() {
             return redis::Client::open(info);
         }

@@ -5,16 +5,18 @@
 //! hanging), optionally bounds each reply, and leaves health checks to the
 //! errors the commands themselves return. The server and the SDK share it.
 
+use crate::target::Target;
 use redis::{Client, Connection, ConnectionLike, RedisError};
 use std::time::Duration;
 
 /// How long connecting (TCP, AUTH, SELECT) may take, unless told otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// An r2d2 connection manager for one Redis.
+/// An r2d2 connection manager for one Redis, or for the master of a
+/// Sentinel deployment (each new connection asks the sentinels).
 #[derive(Debug, Clone)]
 pub struct Manager {
-    client: Client,
+    target: Target,
     connect_timeout: Duration,
     io_timeout: Option<Duration>,
 }
@@ -23,27 +25,70 @@ impl Manager {
     /// A manager for `client`'s Redis. `io_timeout` bounds every read and
     /// write (`None` for clients that block on BRPOP).
     pub fn new(client: Client, connect_timeout: Duration, io_timeout: Option<Duration>) -> Self {
-        Manager { client, connect_timeout, io_timeout }
+        Manager::with_target(Target::fixed(client), connect_timeout, io_timeout)
     }
-}
 
-impl r2d2::ManageConnection for Manager {
-    type Connection = Connection;
-    type Error = RedisError;
+    /// A manager for `target` (a fixed Redis, or the sentinels' master).
+    pub fn with_target(target: Target, connect_timeout: Duration, io_timeout: Option<Duration>) -> Self {
+        Manager { target, connect_timeout, io_timeout }
+    }
 
-    fn connect(&self) -> Result<Connection, RedisError> {
-        let conn = self.client.get_connection_with_timeout(self.connect_timeout)?;
+    /// Where connections go.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// A new connection with this manager's timeouts (sentinel mode: to the
+    /// master of the moment).
+    pub fn connect(&self) -> Result<Connection, RedisError> {
+        let conn = self.target.connect(self.connect_timeout)?;
         conn.set_read_timeout(self.io_timeout)?;
         conn.set_write_timeout(self.io_timeout)?;
         Ok(conn)
     }
+}
 
-    fn is_valid(&self, conn: &mut Connection) -> Result<(), RedisError> {
-        redis::cmd("PING").query::<()>(conn)
+/// A pooled connection that can be retired: one that met a demoted master
+/// (`READONLY`) is still open, but must not go back into the pool.
+pub struct PooledConn {
+    conn: Connection,
+    retired: bool,
+}
+
+impl PooledConn {
+    /// Drops the connection from the pool once it is returned.
+    pub fn retire(&mut self) {
+        self.retired = true;
+    }
+}
+
+impl std::ops::Deref for PooledConn {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for PooledConn {
+    fn deref_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = PooledConn;
+    type Error = RedisError;
+
+    fn connect(&self) -> Result<PooledConn, RedisError> {
+        Ok(PooledConn { conn: Manager::connect(self)?, retired: false })
     }
 
-    fn has_broken(&self, conn: &mut Connection) -> bool {
-        !conn.is_open()
+    fn is_valid(&self, conn: &mut PooledConn) -> Result<(), RedisError> {
+        redis::cmd("PING").query::<()>(&mut conn.conn)
+    }
+
+    fn has_broken(&self, conn: &mut PooledConn) -> bool {
+        conn.retired || !conn.conn.is_open()
     }
 }
 
@@ -80,7 +125,12 @@ impl Default for PoolOptions {
 /// A connection pool: no connection is opened until one is needed, and
 /// connection errors are returned to the caller rather than logged by r2d2.
 pub fn build_pool(client: Client, opts: &PoolOptions) -> r2d2::Pool<Manager> {
-    let manager = Manager::new(client, opts.connect_timeout, opts.io_timeout);
+    build_pool_for(Target::fixed(client), opts)
+}
+
+/// As [`build_pool`], for a [`Target`] (sentinel mode included).
+pub fn build_pool_for(target: Target, opts: &PoolOptions) -> r2d2::Pool<Manager> {
+    let manager = Manager::with_target(target, opts.connect_timeout, opts.io_timeout);
     r2d2::Pool::builder()
         .max_size(opts.max_size.max(1))
         .min_idle(Some(opts.min_idle.min(opts.max_size)))

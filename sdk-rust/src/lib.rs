@@ -50,6 +50,8 @@
 
 #[cfg(feature = "aio")]
 pub mod aio;
+#[cfg(feature = "aio")]
+mod aio_shared;
 mod client;
 pub mod conf;
 pub mod connection;
@@ -59,6 +61,8 @@ pub mod keys;
 mod ops;
 mod reliable;
 pub mod scripts;
+pub mod sentinel;
+pub mod target;
 pub mod validate;
 mod wait;
 pub mod worker;

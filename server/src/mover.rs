@@ -14,7 +14,6 @@ use crate::telemetry;
 use delayer::connection::Manager;
 use delayer::Keys;
 use log::{debug, info, warn};
-use r2d2::ManageConnection;
 use redis::ConnectionLike;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

@@ -12,9 +12,9 @@ use crate::fatal::Fatal;
 use crate::pidfile::PidFile;
 use crate::{config, credentials, logging, mover, telemetry, timer, wake};
 use delayer::connection::Manager;
+use delayer::target::Target;
 use delayer::Keys;
 use log::{error, info, warn};
-use r2d2::ManageConnection;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -27,17 +27,19 @@ pub fn run(configuration: Option<&Path>, daemon: bool) -> Result<(), Fatal> {
     let log_files = logging::init(&config)?;
     // Delayer 1.x keys we let through unused: said, not silently dropped.
     config.ignored.iter().for_each(|ignored| warn!("{ignored}"));
-    let client = config
+    // In sentinel mode the target asks the sentinels at every connection,
+    // so the mover and the wake-up listener follow a failover.
+    let target = config
         .redis
-        .client()
+        .target()
         .map_err(|e| Fatal::config(format!("{}: [redis]: cannot use these settings: {e}", config.path.display())))?;
-    probe(&client, &config, daemon)?;
+    probe_target(&target, &config, daemon)?;
 
     let mut launcher = if daemon { daemon::detach()? } else { Launcher::foreground() };
     let served = pid_file
         .as_mut()
         .map_or(Ok(()), PidFile::write_pid)
-        .and_then(|()| serve(&config, client, log_files, &mut launcher));
+        .and_then(|()| serve(&config, target, log_files, &mut launcher));
     if let Err(e) = &served {
         launcher.failed(e);
     }
@@ -50,9 +52,14 @@ pub fn run(configuration: Option<&Path>, daemon: bool) -> Result<(), Fatal> {
 /// unreachable Redis is waited for in the foreground (a supervisor may start
 /// us first); a daemon is not started without it, since nobody would see it
 /// wait.
-fn probe(client: &redis::Client, config: &Config, daemon: bool) -> Result<(), Fatal> {
+pub fn probe(client: &redis::Client, config: &Config, daemon: bool) -> Result<(), Fatal> {
+    probe_target(&Target::fixed(client.clone()), config, daemon)
+}
+
+/// As [`probe`], for a target (a fixed Redis or the sentinels' master).
+pub fn probe_target(target: &Target, config: &Config, daemon: bool) -> Result<(), Fatal> {
     let timeout = config.pool.connect_timeout;
-    let manager = Manager::new(client.clone(), timeout, Some(timeout));
+    let manager = Manager::with_target(target.clone(), timeout, Some(timeout));
     let answer = manager.connect().and_then(|mut conn| redis::cmd("PING").query::<()>(&mut conn));
     let redis = config.redis.describe();
     match answer {
@@ -75,7 +82,7 @@ fn probe(client: &redis::Client, config: &Config, daemon: bool) -> Result<(), Fa
 /// Runs the timer until SIGINT or SIGTERM; tells the launcher once running.
 fn serve(
     config: &Config,
-    client: redis::Client,
+    target: Target,
     log_files: logging::LogFiles,
     launcher: &mut Launcher,
 ) -> Result<(), Fatal> {
@@ -99,15 +106,13 @@ fn serve(
         if let Some(addr) = config.metrics_addr {
             telemetry::serve(addr).map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");
-            // The per-topic gauges, read on a thread of their own.
-            telemetry::watch_topics(client.clone(), &config.key_prefix);
         }
         let stop = Arc::new(timer::Stop::default());
         let keys = Keys::new(&config.key_prefix);
         // The wake-up listener starts a thread: only after detaching.
-        let wakes = wake::listen(client.clone(), keys.wake(), config.pool.connect_timeout, stop.clone());
+        let wakes = wake::listen(target.clone(), keys.wake(), config.pool.connect_timeout, stop.clone());
         let mover = Arc::new(mover::Mover::new(
-            Manager::new(client, config.pool.connect_timeout, config.pool.io_timeout),
+            Manager::with_target(target, config.pool.connect_timeout, config.pool.io_timeout),
             config.pool.max_lifetime,
             keys,
             config.batch_size,

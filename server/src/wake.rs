@@ -11,6 +11,7 @@
 //! same bound.
 
 use crate::timer::{Stop, BACKOFF_MAX, BACKOFF_MIN};
+use delayer::target::Target;
 use log::{debug, info, warn};
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +34,7 @@ const REFUSED_RETRY: Duration = Duration::from_secs(30);
 /// Starts the listener thread; it runs until `stop` is requested or the
 /// returned receiver is dropped.
 pub fn listen(
-    client: redis::Client,
+    client: Target,
     channel: String,
     connect_timeout: Duration,
     stop: Arc<Stop>,
@@ -48,7 +49,7 @@ pub fn listen(
     rx
 }
 
-fn run(client: &redis::Client, channel: &str, connect_timeout: Duration, stop: &Stop, tx: &UnboundedSender<Wake>) {
+fn run(client: &Target, channel: &str, connect_timeout: Duration, stop: &Stop, tx: &UnboundedSender<Wake>) {
     let mut backoff = BACKOFF_MIN;
     let mut refused_said = false;
     while !stop.requested() {
@@ -83,12 +84,14 @@ enum Ended {
 }
 
 fn subscribe_and_forward(
-    client: &redis::Client,
+    client: &Target,
     channel: &str,
     connect_timeout: Duration,
     tx: &UnboundedSender<Wake>,
 ) -> Ended {
-    let mut conn = match client.get_connection_with_timeout(connect_timeout) {
+    // Sentinel mode: the master of the moment (a subscription on a node
+    // demoted later still hears PUBLISH, which replicas receive too).
+    let mut conn = match client.connect(connect_timeout) {
         Ok(conn) => conn,
         Err(e) => return Ended::Lost(e),
     };

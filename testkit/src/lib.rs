@@ -16,6 +16,8 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
+pub mod sentinel;
+
 /// How long anything in a test may take to come up or happen.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -182,6 +184,15 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.stop();
         self.spawn();
+    }
+
+    /// Kills the server with SIGKILL and leaves it down (a failover test's
+    /// dead master).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// Kills the server with SIGKILL (no save, no goodbye), then starts it
