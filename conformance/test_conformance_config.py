@@ -46,7 +46,8 @@ KNOWN_KEYS: Dict[str, List[str]] = {
     "delayer": ["pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "log_level",
                 "metrics_addr"],
     "redis": ["url", "host", "port", "database", "username", "password", "tls_ca_file", "tls_cert_file",
-              "tls_key_file", "max_idle", "max_active", "idle_timeout", "conn_max_lifetime"],
+              "tls_key_file", "max_idle", "max_active", "idle_timeout", "conn_max_lifetime", "mode", "nodes",
+              "master_name", "sentinel_username", "sentinel_password", "tls"],
 }
 
 #: The keys of a ``[webhook.<topic>]`` section (any non-empty topic after the
@@ -99,6 +100,33 @@ BAD_FILES: Dict[str, Tuple[str, Tuple[int, str]]] = {
         "[redis]\nport = 6379\n\n[webhook.orders]\nurl = http://127.0.0.1:9/hook\ntmeout = 5\n",
         (6, "6: [webhook.orders] tmeout: unknown key (did you mean timeout?); [webhook.orders] takes "
             + ", ".join(WEBHOOK_KEYS)),
+    ),
+    # [redis] mode: cluster waits for the per-topic layout; sentinel needs its
+    # keys and takes no fixed address; sentinel keys need sentinel mode.
+    "cluster-mode": (
+        "[redis]\nmode = cluster\n",
+        (2, "2: [redis] mode: cluster needs the per-topic key layout, which is not there yet; "
+            "use standalone or sentinel"),
+    ),
+    "sentinel-without-master-name": (
+        "[redis]\nmode = sentinel\nnodes = 127.0.0.1:26379\n",
+        (2, "2: [redis] mode: mode = sentinel needs master_name"),
+    ),
+    "sentinel-without-nodes": (
+        "[redis]\nmode = sentinel\nmaster_name = m\n",
+        (2, "2: [redis] mode: mode = sentinel needs nodes (the sentinels: host:port,host:port,...)"),
+    ),
+    "sentinel-with-a-bad-node": (
+        "[redis]\nmode = sentinel\nnodes = 127.0.0.1:26379,sentinel-2\nmaster_name = m\n",
+        (3, '3: [redis] nodes: "sentinel-2" is not host:port'),
+    ),
+    "sentinel-with-a-host": (
+        "[redis]\nmode = sentinel\nnodes = 127.0.0.1:26379\nmaster_name = m\nhost = 127.0.0.1\n",
+        (5, "5: [redis] host: not used with mode = sentinel: the sentinels name the master (nodes)"),
+    ),
+    "nodes-in-standalone-mode": (
+        "[redis]\nhost = 127.0.0.1\nnodes = 127.0.0.1:26379\n",
+        (3, "3: [redis] nodes: is only used with mode = sentinel (mode is standalone)"),
     ),
     "key-outside-a-section": (
         "port = 6379\n[redis]\nhost = 127.0.0.1\n",

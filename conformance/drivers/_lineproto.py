@@ -21,6 +21,8 @@ def options(description: str) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--url", default=os.environ.get("DELAYER_URL", "redis://127.0.0.1:6379/0"))
     p.add_argument("--prefix", default=os.environ.get("DELAYER_PREFIX", "delayer:"))
+    # A delayer.conf instead of --url/--prefix (sentinel mode, for one).
+    p.add_argument("--config", default=os.environ.get("DELAYER_CONFIG"))
     return p.parse_args()
 
 

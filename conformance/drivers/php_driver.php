@@ -22,12 +22,15 @@ use Delayer\ReservedMessage;
 
 require getenv('DELAYER_PHP_AUTOLOAD') ?: dirname(__DIR__, 2) . '/sdk-php/vendor/autoload.php';
 
-$opts = getopt('', ['host:', 'port:', 'prefix:']);
+$opts = getopt('', ['host:', 'port:', 'prefix:', 'config:']);
 $host = $opts['host'] ?? (getenv('DELAYER_HOST') ?: '127.0.0.1');
 $port = (int) ($opts['port'] ?? (getenv('DELAYER_PORT') ?: 6379));
 $prefix = $opts['prefix'] ?? (getenv('DELAYER_PREFIX') ?: 'delayer:');
 
-$client = new Client(['host' => $host, 'port' => $port, 'database' => 0, 'password' => '', 'prefix' => $prefix]);
+// --config: a delayer.conf instead of host/port/prefix (sentinel mode, for one).
+$client = isset($opts['config']) && \is_string($opts['config'])
+    ? Client::fromConfig($opts['config'])
+    : new Client(['host' => $host, 'port' => $port, 'database' => 0, 'password' => '', 'prefix' => $prefix]);
 
 /** @return array<string, mixed>|null */
 function job_json(Message|false $m): ?array

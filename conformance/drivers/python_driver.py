@@ -41,7 +41,7 @@ def backoff(spec: Any) -> delayer.Backoff:
 
 def main() -> None:
     opts = options(__doc__ or "")
-    client = delayer.Delayer(opts.url, prefix=opts.prefix)
+    client = delayer.Delayer.from_config(opts.config) if opts.config else delayer.Delayer(opts.url, prefix=opts.prefix)
 
     def message(m: Optional[delayer.Message]) -> Any:
         return None if m is None else job_json(m.id, m.topic, m.body)

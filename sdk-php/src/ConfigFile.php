@@ -38,6 +38,7 @@ final class ConfigFile
         'redis' => [
             'url', 'host', 'port', 'database', 'username', 'password', 'tls_ca_file', 'tls_cert_file', 'tls_key_file',
             'max_idle', 'max_active', 'idle_timeout', 'conn_max_lifetime',
+            'mode', 'nodes', 'master_name', 'sentinel_username', 'sentinel_password', 'tls',
         ],
     ];
 
@@ -62,7 +63,7 @@ final class ConfigFile
     }
 
     /**
-     * @return array{url?: string, host?: string, port?: int, database?: int, username?: string, password?: string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string}
+     * @return array{url?: string, host?: string, port?: int, database?: int, username?: string, password?: string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, sentinels?: list<array{0: string, 1: int}>, master_name?: string, sentinel_tls?: bool, sentinel_username?: string, sentinel_password?: string}
      *         options for {@see Client::__construct()}; keys absent from the
      *         file are absent here (the client's defaults apply)
      * @throws ConfigException naming the file, and the section and key of a bad value
@@ -106,7 +107,11 @@ final class ConfigFile
 
         // Checked in the Rust SDK's order (sdk-rust/src/conf.rs), so that a
         // file with several mistakes gets the same first error in every SDK.
-        $config = [];
+        // mode = sentinel: the options of Sentinels (sentinels, master_name, ...).
+        $config = Sentinels::readConfig(
+            static fn (string $key): ?string => $get($redis, $key),
+            static fn (string $key, string $message): ConfigException => self::error($path, $lines, 'redis', $key, $message),
+        );
         $url = $get($redis, 'url');
         if ($url !== null) {
             foreach (['host', 'port', 'database'] as $key) {

@@ -62,6 +62,7 @@ final class Connection
         private readonly int $database,
         private readonly float $timeout,
         #[\SensitiveParameter] private readonly array $secrets,
+        private readonly ?Sentinels $sentinels = null,
     ) {
     }
 
@@ -178,6 +179,7 @@ final class Connection
             $this->database,
             $this->timeout,
             $this->secrets,
+            $this->sentinels,
         );
     }
 
@@ -201,7 +203,17 @@ final class Connection
     {
         $redis = $this->redis();
         try {
-            $result = $call($redis);
+            try {
+                $result = $call($redis);
+            } catch (RedisErrorException $e) {
+                // Sentinel mode: a demoted master refused to write (nothing
+                // was written), so the call goes to the master of the moment.
+                if ($this->sentinels === null || !str_contains($e->getMessage(), 'READONLY')) {
+                    throw $e;
+                }
+                $this->drop();
+                $result = $call($this->redis());
+            }
             $this->lastUsed = self::now();
             return $result;
         } catch (ConnectionException $e) {
@@ -255,10 +267,36 @@ final class Connection
         }
     }
 
-    /** Connects $redis, authenticates, and selects the database. */
+    /**
+     * Connects $redis, authenticates, and selects the database; in sentinel
+     * mode, to the node the sentinels name, checked to be a master.
+     */
     private function connect(\Redis $redis): void
     {
-        $where = $this->where;
+        if ($this->sentinels !== null) {
+            [$host, $port] = $this->sentinels->master();
+            $bare = str_contains($host, ':') ? "[{$host}]" : $host;
+            $context = $this->sentinels->tls() ? ['stream' => $this->sentinels->streamOptions() + ['peer_name' => $host]] : null;
+            $this->connectTo($redis, ($this->sentinels->tls() ? 'tls://' : '') . $bare, $port, "{$bare}:{$port}", $context);
+            try {
+                $role = $redis->rawCommand('ROLE');
+            } catch (\RedisException $e) {
+                throw new ConnectionException("Redis error at {$bare}:{$port}: " . $this->scrub($e->getMessage()), 0, $e);
+            }
+            if (!\is_array($role) || ($role[0] ?? null) !== 'master') {
+                throw new ConnectionException("{$bare}:{$port} is not a master (a failover is under way)");
+            }
+            return;
+        }
+        $this->connectTo($redis, $this->host, $this->port, $this->where, $this->context);
+    }
+
+    /**
+     * @param array{stream: array<string, mixed>}|null $context
+     * @throws ConnectionException
+     */
+    private function connectTo(\Redis $redis, string $host, int $port, string $where, ?array $context): void
+    {
         // A failed TLS handshake is also reported as PHP warnings: their
         // text goes into the exception instead.
         $warnings = [];
@@ -267,9 +305,9 @@ final class Connection
             return true;
         });
         try {
-            $ok = $this->context === null
-                ? $redis->connect($this->host, $this->port, $this->timeout, null, 0, $this->timeout)
-                : $redis->connect($this->host, $this->port, $this->timeout, null, 0, $this->timeout, $this->context);
+            $ok = $context === null
+                ? $redis->connect($host, $port, $this->timeout, null, 0, $this->timeout)
+                : $redis->connect($host, $port, $this->timeout, null, 0, $this->timeout, $context);
         } catch (\RedisException $e) {
             $detail = implode('; ', [...$warnings, $e->getMessage()]);
             throw new ConnectionException("cannot connect to Redis at {$where}: " . $this->scrub($detail), 0, $e);

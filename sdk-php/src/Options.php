@@ -17,7 +17,13 @@ use Delayer\Exception\ConfigException;
 final class Options
 {
     /** The options this SDK reads; any other key is the caller's own (1.x made it a property). */
-    public const KEYS = ['url', 'host', 'port', 'database', 'username', 'password', 'tls', 'prefix', 'timeout'];
+    public const KEYS = [
+        'url', 'host', 'port', 'database', 'username', 'password', 'tls', 'prefix', 'timeout',
+        'sentinels', 'master_name', 'sentinel_username', 'sentinel_password', 'sentinel_tls',
+    ];
+
+    /** The options that go with sentinels (Redis Sentinel mode). */
+    private const SENTINEL_KEYS = ['master_name', 'sentinel_username', 'sentinel_password', 'sentinel_tls'];
 
     /** Default connect and read timeout, in seconds. */
     public const DEFAULT_TIMEOUT = 5.0;
@@ -61,7 +67,25 @@ final class Options
         $tls = self::tlsOptions($config['tls'] ?? []);
         $secrets = $password === '' ? [] : [$password];
         $context = null;
-        if ($url === '') {
+        $sentinel = ($config['sentinels'] ?? null) !== null;
+        if (!$sentinel) {
+            foreach (self::SENTINEL_KEYS as $key) {
+                if (($config[$key] ?? null) !== null) {
+                    throw new ConfigException("option {$key} goes with the sentinels option");
+                }
+            }
+        }
+        if ($sentinel) {
+            foreach (['url', 'host', 'port'] as $key) {
+                if (($config[$key] ?? null) !== null) {
+                    throw new ConfigException("option {$key}: not used with sentinels (the sentinels name the master)");
+                }
+            }
+            $database = self::int($config, 'database', 0, 0, PHP_INT_MAX);
+            $host = '';
+            $port = 0;
+            $where = $shownHost = "the master '" . self::string($config, 'master_name', '', false) . "' of the sentinels";
+        } elseif ($url === '') {
             $config += ['host' => $defaults['host'], 'port' => $defaults['port'], 'database' => $defaults['database']];
             $host = self::string($config, 'host', '127.0.0.1', false);
             $port = self::int($config, 'port', 6379, 1, 65535);
@@ -111,6 +135,10 @@ final class Options
         if ($username !== '' && $password === '') {
             throw new ConfigException('option username needs a password');
         }
+        $sentinels = $sentinel ? self::sentinels($config, $tls, (float) $timeout) : null;
+        if ($sentinels !== null && ($sentinelPassword = self::string($config, 'sentinel_password', '', true)) !== '') {
+            $secrets[] = $sentinelPassword;
+        }
         $connection = new Connection(
             $host,
             $port,
@@ -121,8 +149,54 @@ final class Options
             $database,
             (float) $timeout,
             $secrets,
+            $sentinels,
         );
         return new self($shownHost, $port, $database, $password, $keys, $connection);
+    }
+
+    /**
+     * The sentinels option ("host:port,..." or [host, port] pairs) with
+     * master_name, the sentinels' credentials and sentinel_tls (TLS to the
+     * sentinels and the master, with the tls files).
+     *
+     * @param array<string, mixed> $config
+     * @param array<string, string> $tls
+     * @throws ConfigException
+     */
+    private static function sentinels(#[\SensitiveParameter] array $config, array $tls, float $timeout): Sentinels
+    {
+        $nodes = $config['sentinels'];
+        if (\is_string($nodes)) {
+            try {
+                $nodes = Sentinels::parseNodes($nodes);
+            } catch (\InvalidArgumentException $bad) {
+                throw new ConfigException('option sentinels: ' . json_encode($bad->getMessage()) . ' is not host:port');
+            }
+        }
+        if (!\is_array($nodes) || $nodes === [] || !array_is_list($nodes)) {
+            throw new ConfigException('option sentinels must be "host:port,..." or a list of [host, port]');
+        }
+        foreach ($nodes as $node) {
+            if (!\is_array($node) || !array_is_list($node) || \count($node) !== 2 || !\is_string($node[0])
+                || !\is_int($node[1]) || $node[1] < 1 || $node[1] > 65535) {
+                throw new ConfigException('option sentinels: each sentinel is [host, port], got ' . get_debug_type($node));
+            }
+        }
+        /** @var list<array{0: string, 1: int}> $nodes */
+        $secure = $config['sentinel_tls'] ?? false;
+        if (!\is_bool($secure)) {
+            throw new ConfigException('option sentinel_tls must be a bool, got ' . get_debug_type($secure));
+        }
+        $username = self::string($config, 'sentinel_username', '', true);
+        $password = self::string($config, 'sentinel_password', '', true);
+        return new Sentinels(
+            $nodes,
+            self::string($config, 'master_name', '', false),
+            $username === '' ? null : $username,
+            $password === '' ? null : $password,
+            $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null,
+            $timeout,
+        );
     }
 
     /**

@@ -117,7 +117,8 @@ final class ConfigTest extends RedisTestCase
     }
 
     private const REDIS_KEYS = 'url, host, port, database, username, password, tls_ca_file, tls_cert_file, tls_key_file,'
-        . ' max_idle, max_active, idle_timeout, conn_max_lifetime';
+        . ' max_idle, max_active, idle_timeout, conn_max_lifetime, mode, nodes, master_name, sentinel_username,'
+        . ' sentinel_password, tls';
 
     private const DELAYER_KEYS = 'pid, timer_interval, access_log, error_log, batch_size, key_prefix, log_level, metrics_addr';
 

@@ -17,21 +17,28 @@ use std::time::{Duration, UNIX_EPOCH};
 fn main() {
     let mut url = std::env::var("DELAYER_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/0".into());
     let mut prefix = std::env::var("DELAYER_PREFIX").unwrap_or_else(|_| "delayer:".into());
+    // A delayer.conf instead of --url/--prefix (sentinel mode, for one).
+    let mut config: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--url" => url = args.next().expect("--url needs a value"),
             "--prefix" => prefix = args.next().expect("--prefix needs a value"),
+            "--config" => config = Some(args.next().expect("--config needs a value")),
             other => {
                 eprintln!("unknown argument {other:?}");
                 std::process::exit(2);
             }
         }
     }
-    let client = match Delayer::open(&url) {
-        Ok(c) => c.with_prefix(&prefix),
+    let opened = match &config {
+        Some(path) => Delayer::from_conf(path),
+        None => Delayer::open(&url).map(|c| c.with_prefix(&prefix)),
+    };
+    let client = match opened {
+        Ok(c) => c,
         Err(e) => {
-            eprintln!("cannot open {url}: {e}");
+            eprintln!("cannot open the client ({}): {e}", config.as_deref().unwrap_or(&url));
             std::process::exit(1);
         }
     };

@@ -9,9 +9,11 @@ redis-py classes, and adds only I/O: driving the operations of
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar, Dict, Generic, List, NamedTuple, Optional, Type, TypeVar, Union
+from typing import Any, ClassVar, Dict, Generic, List, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
 
-from . import _connect, _waits, config, scripts
+from redis.backoff import NoBackoff
+
+from . import _connect, _sentinel, _waits, config, scripts
 from ._rules import check_prefix
 from ._translate import Guard
 from .errors import InvalidArgument
@@ -43,7 +45,7 @@ class ClientBase(Generic[R]):
 
     def __init__(
         self,
-        url: str = _connect.DEFAULT_URL,
+        url: Optional[str] = None,
         prefix: str = DEFAULT_PREFIX,
         *,
         client: Optional[R] = None,
@@ -52,6 +54,12 @@ class ClientBase(Generic[R]):
         tls_ca_file: Optional[PathArg] = None,
         tls_cert_file: Optional[PathArg] = None,
         tls_key_file: Optional[PathArg] = None,
+        sentinels: Union[str, Sequence[Tuple[str, int]], None] = None,
+        master_name: Optional[str] = None,
+        database: int = 0,
+        sentinel_username: Optional[str] = None,
+        sentinel_password: Optional[str] = None,
+        tls: bool = False,
     ) -> None:
         """Create a client for ``url`` (or ``client``) with key prefix ``prefix``.
 
@@ -62,15 +70,42 @@ class ClientBase(Generic[R]):
         system's, and ``tls_cert_file`` + ``tls_key_file`` a client
         certificate and its key (mutual TLS). These options are for ``url``
         only, not for ``client=``.
+
+        Redis Sentinel: ``sentinels`` (``"host:port,host:port"`` or (host,
+        port) pairs) and ``master_name`` instead of ``url``; ``database``,
+        ``username``, ``password`` and ``tls_*`` are the master's,
+        ``sentinel_username`` / ``sentinel_password`` the sentinels', ``tls``
+        turns TLS on for both. Every new connection goes to the master the
+        sentinels name, so the client follows a failover.
         """
         flavour = self._flavour
         self._keys = Keys(check_prefix(prefix))
         secrets: List[str] = []
-        if client is None:
+        waiter: Optional[R] = None
+        if sentinels is not None:
+            if url is not None or client is not None:
+                raise InvalidArgument("sentinels= finds the master itself: give neither url= nor client=")
+            made, waiter, secrets = _sentinel.open_clients(
+                _sentinel_class(flavour),
+                flavour.client_class,
+                flavour.retry_class(NoBackoff(), 0),
+                _sentinel.check_nodes(sentinels),
+                master_name,
+                database,
+                (username, password, sentinel_username, sentinel_password),
+                tls,
+                (tls_ca_file, tls_cert_file, tls_key_file),
+            )
+            self._owns_client = True
+        elif master_name is not None or sentinel_username is not None or sentinel_password is not None or tls:
+            raise InvalidArgument("master_name, sentinel_username, sentinel_password and tls go with sentinels=")
+        elif database != 0:
+            raise InvalidArgument("database goes with sentinels=; with url= it is the URL's path (/0)")
+        elif client is None:
             made, secrets = _connect.open_client(
                 flavour.client_class.from_url,
                 flavour.retry_class,
-                url,
+                url if url is not None else _connect.DEFAULT_URL,
                 password,
                 (tls_ca_file, tls_cert_file, tls_key_file),
             )
@@ -86,6 +121,8 @@ class ClientBase(Generic[R]):
         kwargs: Dict[str, Any] = dict(pool.connection_kwargs)
         _connect.check_binary(kwargs)
         where, more = _connect.describe(kwargs)
+        if sentinels is not None:
+            where = f"the master {master_name!r} of the sentinels"
         self._redis: R = made
         self._where = where
         # credentials from a provider (redis-py 5+) are not in the kwargs
@@ -94,7 +131,7 @@ class ClientBase(Generic[R]):
         self._scripts: Dict[str, Any] = {name: made.register_script(scripts.source(name)) for name in scripts.NAMES}
         # bpop and breserve wait on connections of their own, whose read
         # timeout outlasts a wait whatever the client's socket timeout.
-        self._waiter: R = flavour.client_class(
+        self._waiter: R = waiter if waiter is not None else flavour.client_class(
             connection_pool=flavour.pool_class(
                 connection_class=pool.connection_class, **_waits.connection_kwargs(kwargs)
             )
@@ -112,6 +149,21 @@ class ClientBase(Generic[R]):
         bad value of a key it reads.
         """
         s = config.load(path)
+        if s.sentinels:
+            return cls(
+                prefix=s.key_prefix,
+                sentinels=s.sentinels,
+                master_name=s.master_name,
+                database=s.database,
+                username=s.username,
+                password=s.password,
+                sentinel_username=s.sentinel_username,
+                sentinel_password=s.sentinel_password,
+                tls=s.tls,
+                tls_ca_file=s.tls_ca_file,
+                tls_cert_file=s.tls_cert_file,
+                tls_key_file=s.tls_key_file,
+            )
         return cls(
             s.url if s.url is not None else _connect.tcp_url(s.host, s.port, s.database),
             s.key_prefix,
@@ -134,3 +186,14 @@ class ClientBase(Generic[R]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(redis={self._where!r}, prefix={self._keys.prefix!r})"
+
+
+def _sentinel_class(flavour: Flavour) -> Any:
+    """redis-py's Sentinel class for the client's kind, sync or asyncio."""
+    if flavour.client_class.__module__.startswith("redis.asyncio"):
+        from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+
+        return AsyncSentinel
+    from redis.sentinel import Sentinel
+
+    return Sentinel

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple, Union
 from urllib.parse import urlsplit
 
+from . import _sentinel
 from .errors import ConfigError
 from .keys import DEFAULT_PREFIX
 
@@ -53,6 +54,7 @@ KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
     "redis": (
         "url", "host", "port", "database", "username", "password", "tls_ca_file", "tls_cert_file", "tls_key_file",
         "max_idle", "max_active", "idle_timeout", "conn_max_lifetime",
+        "mode", "nodes", "master_name", "sentinel_username", "sentinel_password", "tls",
     ),
 }
 
@@ -94,6 +96,14 @@ class Settings:
     tls_ca_file: Optional[str] = None
     tls_cert_file: Optional[str] = None
     tls_key_file: Optional[str] = None
+    #: ``mode = sentinel``: the sentinels (empty in standalone mode) and the
+    #: master's name; url, host and port are then unused.
+    sentinels: Tuple[Tuple[str, int], ...] = ()
+    master_name: Optional[str] = None
+    sentinel_username: Optional[str] = None
+    sentinel_password: Optional[str] = field(default=None, repr=False)
+    #: TLS to the sentinels and the master (sentinel mode).
+    tls: bool = False
 
 
 def _value(raw: str) -> str:
@@ -246,6 +256,7 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
 
     # Checked in the Rust SDK's order (sdk-rust/src/conf.rs), so that a file
     # with several mistakes gets the same first error from every SDK.
+    mode = _sentinel.read_mode(get, error)
     url = get("redis", "url")
     if url is not None:
         for key in ("host", "port", "database"):
@@ -279,4 +290,9 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
         tls_ca_file=readable("tls_ca_file"),
         tls_cert_file=cert,
         tls_key_file=key_file,
+        sentinels=tuple(mode.nodes),
+        master_name=mode.master_name,
+        sentinel_username=mode.username,
+        sentinel_password=mode.password,
+        tls=mode.tls,
     )

@@ -1,0 +1,199 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer;
+
+use Delayer\Exception\ConfigException;
+use Delayer\Exception\ConnectionException;
+
+/**
+ * Redis Sentinel: [redis] mode = sentinel, and asking the sentinels which
+ * node is the master.
+ *
+ * A failover moves the master, so in sentinel mode no address is
+ * configured: {@see Connection} asks the sentinels at every new connection
+ * (SENTINEL get-master-addr-by-name), checks with ROLE that it reached a
+ * master, and drops its connection after a connection failure or a demoted
+ * master's READONLY, so the next call reaches the new master. The sentinels
+ * are asked through plain phpredis connections with rawCommand rather than
+ * RedisSentinel, which (phpredis 5) can neither authenticate nor use TLS.
+ * The config rule is the server's (sdk-rust/src/sentinel.rs), with its
+ * messages.
+ *
+ * @internal used by {@see Options}, {@see ConfigFile} and {@see Connection}
+ */
+final class Sentinels
+{
+    /** Keys that only mean something in sentinel mode. */
+    private const SENTINEL_ONLY = ['nodes', 'master_name', 'sentinel_username', 'sentinel_password', 'tls'];
+
+    /** Keys naming one fixed address, which sentinel mode does not have. */
+    private const FIXED_ONLY = ['url', 'host', 'port'];
+
+    /**
+     * @param list<array{0: string, 1: int}> $nodes the sentinels, asked in this order
+     * @param array<string, mixed>|null $context TLS stream options (null: no TLS)
+     */
+    public function __construct(
+        public readonly array $nodes,
+        public readonly string $masterName,
+        private readonly ?string $username,
+        #[\SensitiveParameter] private readonly ?string $password,
+        private readonly ?array $context,
+        private readonly float $timeout,
+    ) {
+    }
+
+    /** Whether connections (to the sentinels and the master) use TLS. */
+    public function tls(): bool
+    {
+        return $this->context !== null;
+    }
+
+    /**
+     * The TLS stream options (certificate files, peer verification) for the
+     * master too.
+     *
+     * @return array<string, mixed>
+     */
+    public function streamOptions(): array
+    {
+        return $this->context ?? [];
+    }
+
+    /**
+     * The master's address as the first sentinel that knows it says.
+     *
+     * @return array{0: string, 1: int}
+     * @throws ConnectionException when no sentinel names a master
+     */
+    public function master(): array
+    {
+        $why = [];
+        foreach ($this->nodes as [$host, $port]) {
+            $redis = new \Redis();
+            try {
+                $target = ($this->tls() ? 'tls://' : '') . (str_contains($host, ':') ? "[{$host}]" : $host);
+                $ok = $this->context === null
+                    ? @$redis->connect($target, $port, $this->timeout, null, 0, $this->timeout)
+                    : @$redis->connect($target, $port, $this->timeout, null, 0, $this->timeout,
+                        ['stream' => $this->context + ['peer_name' => $host]]);
+                if (!$ok) {
+                    $why[] = "{$host}:{$port}: cannot connect";
+                    continue;
+                }
+                if ($this->password !== null
+                    && !$redis->auth($this->username !== null ? [$this->username, $this->password] : $this->password)) {
+                    $why[] = "{$host}:{$port}: refused the sentinel credentials";
+                    continue;
+                }
+                $reply = $redis->rawCommand('SENTINEL', 'get-master-addr-by-name', $this->masterName);
+                if (\is_array($reply) && \count($reply) === 2 && ctype_digit((string) $reply[1])) {
+                    return [(string) $reply[0], (int) $reply[1]];
+                }
+                $why[] = "{$host}:{$port}: does not know the master";
+            } catch (\RedisException $e) {
+                $why[] = "{$host}:{$port}: " . str_replace((string) $this->password, '***', $e->getMessage());
+            } finally {
+                try {
+                    $redis->close();
+                } catch (\RedisException) {
+                    // already gone
+                }
+            }
+        }
+        throw new ConnectionException("no sentinel named a master for '{$this->masterName}' (" . implode('; ', $why) . ')');
+    }
+
+    /**
+     * "host:port,host:port,..." ("[::1]:26379" for IPv6).
+     *
+     * @return list<array{0: string, 1: int}>
+     * @throws \InvalidArgumentException with the first entry that is not host:port
+     */
+    public static function parseNodes(string $text): array
+    {
+        $nodes = [];
+        foreach (explode(',', $text) as $entry) {
+            $entry = trim($entry);
+            $colon = strrpos($entry, ':');
+            $host = $colon === false ? '' : substr($entry, 0, $colon);
+            $port = $colon === false ? '' : substr($entry, $colon + 1);
+            if (str_starts_with($host, '[') && str_ends_with($host, ']')) {
+                $host = substr($host, 1, -1);
+            }
+            if ($host === '' || strpbrk($host, ' []') !== false || preg_match('/^\d{1,5}$/', $port) !== 1
+                || (int) $port < 1 || (int) $port > 65535) {
+                throw new \InvalidArgumentException($entry);
+            }
+            $nodes[] = [$host, (int) $port];
+        }
+        return $nodes;
+    }
+
+    /**
+     * The server's rule for [redis] mode and its keys: standalone by default
+     * (sentinel keys refused), cluster refused (it needs the per-topic
+     * layout), sentinel needs nodes and master_name and no fixed address.
+     *
+     * @param \Closure(string): ?string $get a [redis] value, null when absent or empty
+     * @param \Closure(string, string): ConfigException $error an error about a [redis] key
+     * @return array<string, mixed> the constructor options of sentinel mode ([] in standalone mode)
+     * @throws ConfigException
+     */
+    public static function readConfig(\Closure $get, \Closure $error): array
+    {
+        $mode = $get('mode');
+        if ($mode === null || $mode === 'standalone') {
+            foreach (self::SENTINEL_ONLY as $key) {
+                if ($get($key) !== null) {
+                    throw $error($key, 'is only used with mode = sentinel (mode is standalone)');
+                }
+            }
+            return [];
+        }
+        if ($mode === 'cluster') {
+            throw $error('mode', 'cluster needs the per-topic key layout, which is not there yet; use standalone or sentinel');
+        }
+        if ($mode !== 'sentinel') {
+            throw $error('mode', self::quoted($mode) . ' is not a mode: standalone or sentinel');
+        }
+        foreach (self::FIXED_ONLY as $key) {
+            if ($get($key) !== null) {
+                throw $error($key, 'not used with mode = sentinel: the sentinels name the master (nodes)');
+            }
+        }
+        $nodes = $get('nodes');
+        if ($nodes === null) {
+            throw $error('mode', 'mode = sentinel needs nodes (the sentinels: host:port,host:port,...)');
+        }
+        $name = $get('master_name');
+        if ($name === null) {
+            throw $error('mode', 'mode = sentinel needs master_name');
+        }
+        $tls = $get('tls');
+        if (!\in_array($tls, [null, 'yes', 'no', 'true', 'false'], true)) {
+            throw $error('tls', self::quoted((string) $tls) . ' is not yes or no');
+        }
+        try {
+            $parsed = self::parseNodes($nodes);
+        } catch (\InvalidArgumentException $bad) {
+            throw $error('nodes', self::quoted($bad->getMessage()) . ' is not host:port');
+        }
+        $options = ['sentinels' => $parsed, 'master_name' => $name, 'sentinel_tls' => \in_array($tls, ['yes', 'true'], true)];
+        if (($user = $get('sentinel_username')) !== null) {
+            $options['sentinel_username'] = $user;
+        }
+        if (($password = $get('sentinel_password')) !== null) {
+            $options['sentinel_password'] = $password;
+        }
+        return $options;
+    }
+
+    /** $text in double quotes, as Rust's {:?} shows a plain string. */
+    private static function quoted(string $text): string
+    {
+        return '"' . str_replace(['\\', '"'], ['\\\\', '\\"'], $text) . '"';
+    }
+}

@@ -1,0 +1,153 @@
+"""Redis Sentinel: ``[redis] mode = sentinel`` and the clients that follow the master.
+
+A failover moves the master, so in sentinel mode no address is configured:
+redis-py's Sentinel support asks the sentinels for the master at every new
+connection, and turns a demoted master's ``READONLY`` into a connection
+error (the SDK then sends the call once more, on a new connection, to the
+new master). The config rule is the server's (sdk-rust/src/sentinel.rs),
+with its messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import _waits
+from ._connect import CONNECT_TIMEOUT, client_options, tls_options
+from .errors import ConfigError, InvalidArgument
+
+#: Keys that only mean something in sentinel mode.
+SENTINEL_ONLY = ("nodes", "master_name", "sentinel_username", "sentinel_password", "tls")
+#: Keys naming one fixed address, which sentinel mode does not have.
+FIXED_ONLY = ("url", "host", "port")
+
+Node = Tuple[str, int]
+
+
+def parse_nodes(text: str) -> List[Node]:
+    """``host:port,host:port,...`` (``[::1]:26379`` for IPv6); raises
+    ValueError with the first entry that is not ``host:port``."""
+    nodes: List[Node] = []
+    for entry in (e.strip() for e in text.split(",")):
+        host, sep, port = entry.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        ok = sep and host and port.isascii() and port.isdigit() and 0 < int(port) < 65536
+        if not ok or any(c in host for c in " []"):
+            raise ValueError(entry)
+        nodes.append((host, int(port)))
+    return nodes
+
+
+class Mode:
+    """What ``[redis] mode`` and its keys say: ``nodes`` empty in standalone mode."""
+
+    def __init__(self, nodes: List[Node], master_name: Optional[str], username: Optional[str],
+                 password: Optional[str], tls: bool) -> None:
+        self.nodes = nodes
+        self.master_name = master_name
+        self.username = username
+        self.password = password
+        self.tls = tls
+
+
+def read_mode(get: Callable[[str, str], Optional[str]], error: Callable[[str, str, str], ConfigError]) -> Mode:
+    """The server's rule: standalone by default (sentinel keys refused),
+    cluster refused (it needs the per-topic layout), sentinel needs nodes and
+    master_name and takes no fixed address."""
+
+    def err(key: str, message: str) -> ConfigError:
+        return error("redis", key, message)
+
+    mode = get("redis", "mode")
+    if mode is None or mode == "standalone":
+        for key in SENTINEL_ONLY:
+            if get("redis", key) is not None:
+                raise err(key, "is only used with mode = sentinel (mode is standalone)")
+        return Mode([], None, None, None, False)
+    if mode == "cluster":
+        raise err("mode", "cluster needs the per-topic key layout, which is not there yet; use standalone or sentinel")
+    if mode != "sentinel":
+        raise err("mode", f"{_quoted(mode)} is not a mode: standalone or sentinel")
+    for key in FIXED_ONLY:
+        if get("redis", key) is not None:
+            raise err(key, "not used with mode = sentinel: the sentinels name the master (nodes)")
+    nodes = get("redis", "nodes")
+    if nodes is None:
+        raise err("mode", "mode = sentinel needs nodes (the sentinels: host:port,host:port,...)")
+    master_name = get("redis", "master_name")
+    if master_name is None:
+        raise err("mode", "mode = sentinel needs master_name")
+    tls_raw = get("redis", "tls")
+    if tls_raw not in (None, "yes", "no", "true", "false"):
+        raise err("tls", f"{_quoted(tls_raw or '')} is not yes or no")
+    try:
+        parsed = parse_nodes(nodes)
+    except ValueError as bad:
+        raise err("nodes", f"{_quoted(str(bad))} is not host:port") from None
+    return Mode(parsed, master_name, get("redis", "sentinel_username"), get("redis", "sentinel_password"),
+                tls_raw in ("yes", "true"))
+
+
+def _quoted(text: str) -> str:
+    """``text`` in double quotes, as Rust's ``{:?}`` shows a plain string."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def check_nodes(nodes: Union[str, Sequence[Any]]) -> List[Node]:
+    """``sentinels=`` as given to a constructor: a ``host:port,...`` string or (host, port) pairs."""
+    if isinstance(nodes, str):
+        try:
+            return parse_nodes(nodes)
+        except ValueError as bad:
+            raise InvalidArgument(f"sentinels: {str(bad)!r} is not host:port") from None
+    out: List[Node] = []
+    for node in nodes:
+        if not (isinstance(node, (tuple, list)) and len(node) == 2 and isinstance(node[0], str)
+                and isinstance(node[1], int) and 0 < node[1] < 65536):
+            raise InvalidArgument(f"sentinels: {node!r} is not a (host, port) pair")
+        out.append((node[0], node[1]))
+    if not out:
+        raise InvalidArgument("sentinels: at least one sentinel is needed")
+    return out
+
+
+def open_clients(
+    sentinel_class: Any,
+    client_class: Any,
+    retry: object,
+    nodes: List[Node],
+    master_name: object,
+    database: object,
+    credentials: Tuple[Optional[str], Optional[str], Optional[str], Optional[str]],
+    tls: bool,
+    tls_files: Tuple[object, object, object],
+) -> Tuple[Any, Any, List[str]]:
+    """The client for ordinary calls and the one for blocking waits, both on
+    the master the sentinels name, and the secrets to hide from messages.
+    ``credentials`` are (username, password, sentinel_username,
+    sentinel_password)."""
+    if not isinstance(master_name, str) or not master_name:
+        raise InvalidArgument("sentinels= needs master_name (the name the sentinels monitor)")
+    if not isinstance(database, int) or database < 0:
+        raise InvalidArgument("database must be an integer, 0 or more")
+    username, password, s_username, s_password = credentials
+    for name, value in zip(("username", "password", "sentinel_username", "sentinel_password"), credentials):
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{name} must be a str, not {type(value).__name__}")
+    ssl: Dict[str, Any] = {}
+    if tls:
+        ssl = {"ssl": True, **tls_options("rediss://", *tls_files)}
+    else:
+        tls_options("redis://", *tls_files)  # checked readable, as with a redis:// URL
+    auth = {"username": username, "password": password} if password else {}
+    s_auth = {"username": s_username, "password": s_password} if s_password else {}
+    sentinel_kwargs = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": CONNECT_TIMEOUT,
+                       **s_auth, **ssl}
+    sentinel = sentinel_class(nodes, sentinel_kwargs=sentinel_kwargs)
+    common = {"db": database, **auth, **ssl}
+    made = sentinel.master_for(master_name, redis_class=client_class, **common, **client_options(retry))
+    wait_kwargs = _waits.connection_kwargs(client_options(retry))
+    waiter = sentinel.master_for(master_name, redis_class=client_class, **common, **wait_kwargs)
+    secrets = [s for s in (password, s_password) if s]
+    return made, waiter, secrets
