@@ -23,6 +23,8 @@ def test_only_the_client_scripts_are_shipped() -> None:
     assert sorted(p.name for p in PKG_LUA.glob("*.lua")) == [
         "ack.lua",
         "dead.lua",
+        "list.lua",
+        "lookup.lua",
         "pop.lua",
         "push.lua",
         "push_many.lua",
@@ -30,6 +32,7 @@ def test_only_the_client_scripts_are_shipped() -> None:
         "remove.lua",
         "reschedule.lua",
         "reserve.lua",
+        "stats.lua",
         "take.lua",
         "touch.lua",
     ]
