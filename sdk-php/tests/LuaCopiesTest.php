@@ -27,8 +27,8 @@ final class LuaCopiesTest extends TestCase
         // move.lua is the server's alone; release.lua is shipped for its
         // "held" mode (its "expired" mode is the server's too).
         self::assertSame([
-            'ack.lua', 'dead.lua', 'pop.lua', 'push.lua', 'push_many.lua', 'release.lua',
-            'remove.lua', 'reschedule.lua', 'reserve.lua', 'take.lua', 'touch.lua',
+            'ack.lua', 'dead.lua', 'list.lua', 'lookup.lua', 'pop.lua', 'push.lua', 'push_many.lua', 'release.lua',
+            'remove.lua', 'reschedule.lua', 'reserve.lua', 'stats.lua', 'take.lua', 'touch.lua',
         ], $names);
         $known = array_map(static fn (string $name): string => "{$name}.lua", Scripts::NAMES);
         sort($known);
