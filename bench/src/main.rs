@@ -10,6 +10,7 @@ mod redisx;
 mod report;
 mod stats;
 mod sys;
+mod throughput;
 
 use delayer::Delayer;
 use std::path::{Path, PathBuf};
@@ -30,10 +31,11 @@ usage: delayer-bench [options]        (normally via bench/run.sh)
   --ops N              ops per SDK operation (default 20000)
   --bulk-ops N         jobs in the Rust push_many measurement (default 100000)
   --idle-secs N        idle measurement window (default 10)
+  --worker-jobs N      backlog of the worker-throughput part (default 100000)
   --no-sdks            skip the Python and PHP SDKs
-  --no-bullmq          skip BullMQ in the lateness scenarios
+  --no-bullmq          skip BullMQ (lateness scenarios, worker throughput)
   --only LIST          run only these parts, comma-separated: drain, lateness,
-                       pushpop, idle (for profiling one of them)
+                       pushpop, idle, worker (for profiling one of them)
   --out FILE           markdown report (default bench/RESULTS.md, written by
                        full runs only: not with --quick or --only)
   --no-out             write no markdown report
@@ -49,6 +51,7 @@ pub struct Opts {
     pub ops: u64,
     pub bulk_ops: u64,
     pub idle_secs: u64,
+    pub worker_jobs: u64,
     pub sdks: bool,
     pub bullmq: bool,
     pub only: Vec<String>,
@@ -56,6 +59,9 @@ pub struct Opts {
     pub bin: PathBuf,
     pub command: String,
 }
+
+/// The parts of a run, in order.
+const PARTS: [&str; 5] = ["drain", "lateness", "pushpop", "idle", "worker"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
@@ -73,9 +79,10 @@ fn parse_args() -> Result<Opts, String> {
         ops: if quick { 5000 } else { 20_000 },
         bulk_ops: if quick { 20_000 } else { 100_000 },
         idle_secs: if quick { 5 } else { 10 },
+        worker_jobs: 100_000,
         sdks: true,
         bullmq: true,
-        only: vec!["drain".into(), "lateness".into(), "pushpop".into(), "idle".into()],
+        only: PARTS.iter().map(|p| p.to_string()).collect(),
         out: (!quick).then(|| root.join("bench/RESULTS.md")),
         bin: root.join("target/release/delayer"),
         command: std::env::var("BENCH_COMMAND")
@@ -100,15 +107,14 @@ fn parse_args() -> Result<Opts, String> {
             "--ops" => o.ops = num(a)?,
             "--bulk-ops" => o.bulk_ops = num(a)?,
             "--idle-secs" => o.idle_secs = num(a)?,
+            "--worker-jobs" => o.worker_jobs = num(a)?,
             "--no-sdks" => o.sdks = false,
             "--no-bullmq" => o.bullmq = false,
             "--no-out" => o.out = None,
             "--only" => {
                 let list = it.next().ok_or("--only needs a list")?;
                 o.only = list.split(',').map(|p| p.trim().to_string()).collect();
-                if let Some(bad) =
-                    o.only.iter().find(|p| !["drain", "lateness", "pushpop", "idle"].contains(&p.as_str()))
-                {
+                if let Some(bad) = o.only.iter().find(|p| !PARTS.contains(&p.as_str())) {
                     return Err(format!("--only: unknown part {bad:?}"));
                 }
             }
@@ -124,7 +130,7 @@ fn parse_args() -> Result<Opts, String> {
             other => return Err(format!("unknown option {other:?}\n\n{USAGE}")),
         }
     }
-    if o.only.len() < 4 && !explicit_out {
+    if o.only.len() < PARTS.len() && !explicit_out {
         o.out = None; // a partial run does not replace the full report
     }
     Ok(o)
@@ -205,6 +211,11 @@ fn main() {
         idle::run(&redis, &bin, opts.idle_secs)
     });
 
+    let throughput = run("worker").then(|| {
+        step(started, &format!("worker throughput: {} jobs, Rust Workers and BullMQ", opts.worker_jobs));
+        throughput::run(&redis, &root(), opts.worker_jobs, opts.bullmq)
+    });
+
     let results = report::Results {
         opts: &opts,
         machine,
@@ -214,6 +225,7 @@ fn main() {
         late,
         sdks,
         idle,
+        throughput,
     };
     let (table, markdown) = report::render(&results);
     println!("{table}");

@@ -8,6 +8,7 @@ use crate::lateness::Lateness;
 use crate::pushpop::SdkRates;
 use crate::stats::Summary;
 use crate::sys::Machine;
+use crate::throughput::{self, Throughput};
 use crate::Opts;
 
 pub struct Results<'a> {
@@ -20,6 +21,7 @@ pub struct Results<'a> {
     pub late: Vec<(Lateness, Option<Peer>)>,
     pub sdks: Vec<SdkRates>,
     pub idle: Option<Idle>,
+    pub throughput: Option<Throughput>,
 }
 
 /// Targets (see bench/README.md).
@@ -29,6 +31,7 @@ const RSS_MAX_KB: u64 = 20 * 1024;
 const PING_P99_MAX_MS: f64 = 5.0;
 const IDLE_CPU_MAX_PCT: f64 = 1.0;
 const BULK_PUSH_MIN: f64 = 100_000.0;
+const WORKER_VS_BULLMQ_MIN: f64 = 2.0;
 
 struct Row {
     what: String,
@@ -83,6 +86,9 @@ fn rows(r: &Results) -> (Vec<Row>, Vec<String>) {
     sdk_rows(r, &mut rows);
     if let Some(i) = &r.idle {
         idle_rows(i, &mut rows);
+    }
+    if let Some(t) = &r.throughput {
+        throughput_rows(t, &mut rows);
     }
     let verdicts =
         rows.iter().filter(|x| !x.verdict.is_empty()).map(|x| format!("{}: {}", x.verdict, x.what)).collect();
@@ -262,6 +268,32 @@ fn sdk_rows(r: &Results, rows: &mut Vec<Row>) {
             rows.push(row(
                 "Redis time per job in push_many (commandstats, push_many.lua)",
                 format!("{:.1} us: Redis alone allows {} jobs/s", l.push_usec, thousands(1e6 / l.push_usec.max(0.001))),
+            ));
+        }
+    }
+}
+
+fn throughput_rows(t: &Throughput, rows: &mut Vec<Row>) {
+    let n = thousands(t.jobs as f64);
+    for run in &t.runs {
+        let what = format!("Worker throughput, {n} no-op jobs due at once: {}, concurrency {}", run.name, throughput::CONCURRENCY);
+        match &run.result {
+            Ok(d) => {
+                rows.push(row(what, format!("{} jobs/s ({:.2} s)", thousands(d.rate()), d.secs)));
+                rows.push(row(format!("Another client's PING p50/p99/max during {}", run.name), ms3(&d.ping_ms)));
+            }
+            Err(e) => rows.push(row(what, format!("skipped: {e}"))),
+        }
+    }
+    let Some(theirs) = t.rate(throughput::BULLMQ) else { return };
+    for ours in [throughput::ASYNC, throughput::THREADS] {
+        if let Some(rate) = t.rate(ours) {
+            let ratio = rate / theirs;
+            rows.push(check(
+                format!("Worker throughput: {ours} / BullMQ Worker"),
+                format!("{ratio:.2}x"),
+                format!(">= {WORKER_VS_BULLMQ_MIN:.0}x"),
+                ratio >= WORKER_VS_BULLMQ_MIN,
             ));
         }
     }
