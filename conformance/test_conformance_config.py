@@ -44,7 +44,7 @@ SDKS = ["rust", "python", "php"]
 #: Every key a delayer.conf may hold, per section, in the order messages list them.
 KNOWN_KEYS: Dict[str, List[str]] = {
     "delayer": ["pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "log_level",
-                "metrics_addr"],
+                "metrics_addr", "http_addr", "http_token", "http_read_token", "http_allow_remote"],
     "redis": ["url", "host", "port", "database", "username", "password", "tls_ca_file", "tls_cert_file",
               "tls_key_file", "max_idle", "max_active", "idle_timeout", "conn_max_lifetime", "mode", "nodes",
               "master_name", "sentinel_username", "sentinel_password", "tls"],
@@ -181,6 +181,8 @@ def test_every_sdk_takes_every_key_the_server_takes(
     values = {
         "pid": "delayer.pid", "timer_interval": "1000", "access_log": "access.log", "error_log": "error.log",
         "batch_size": "100", "key_prefix": "conf-rule:", "log_level": "info", "metrics_addr": "127.0.0.1:9464",
+        "http_addr": "127.0.0.1:8080", "http_token": "a-token-of-32-characters-0123456",
+        "http_read_token": "a-read-token-of-32-characters-01", "http_allow_remote": "no",
         "host": "127.0.0.1", "port": str(redis_server.port), "database": "0", "username": "", "password": "",
         "max_idle": "2", "max_active": "20", "idle_timeout": "3600", "conn_max_lifetime": "3600",
     }

@@ -34,7 +34,10 @@ final class ConfigFile
      * KNOWN_KEYS, in its order: the error lists them so).
      */
     public const KNOWN_KEYS = [
-        'delayer' => ['pid', 'timer_interval', 'access_log', 'error_log', 'batch_size', 'key_prefix', 'log_level', 'metrics_addr'],
+        'delayer' => [
+            'pid', 'timer_interval', 'access_log', 'error_log', 'batch_size', 'key_prefix', 'log_level', 'metrics_addr',
+            'http_addr', 'http_token', 'http_read_token', 'http_allow_remote',
+        ],
         'redis' => [
             'url', 'host', 'port', 'database', 'username', 'password', 'tls_ca_file', 'tls_cert_file', 'tls_key_file',
             'max_idle', 'max_active', 'idle_timeout', 'conn_max_lifetime',

@@ -76,7 +76,10 @@ REDIS_KEYS = (
     "max_idle, max_active, idle_timeout, conn_max_lifetime, mode, nodes, master_name, sentinel_username, "
     "sentinel_password, tls"
 )
-DELAYER_KEYS = "pid, timer_interval, access_log, error_log, batch_size, key_prefix, log_level, metrics_addr"
+DELAYER_KEYS = (
+    "pid, timer_interval, access_log, error_log, batch_size, key_prefix, log_level, metrics_addr, "
+    "http_addr, http_token, http_read_token, http_allow_remote"
+)
 
 
 @pytest.mark.parametrize(

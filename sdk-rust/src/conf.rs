@@ -28,7 +28,20 @@ use std::str::FromStr;
 pub const KNOWN_KEYS: [(&str, &[&str]); 2] = [
     (
         "delayer",
-        &["pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "log_level", "metrics_addr"],
+        &[
+            "pid",
+            "timer_interval",
+            "access_log",
+            "error_log",
+            "batch_size",
+            "key_prefix",
+            "log_level",
+            "metrics_addr",
+            "http_addr",
+            "http_token",
+            "http_read_token",
+            "http_allow_remote",
+        ],
     ),
     (
         "redis",

@@ -43,6 +43,8 @@ pub struct Config {
     pub pool: PoolOptions,
     /// Where to serve Prometheus metrics (`None`: nowhere).
     pub metrics_addr: Option<SocketAddr>,
+    /// The HTTP API and dashboard (`None`: off, `http_addr` unset).
+    pub http: Option<crate::http::settings::HttpSettings>,
     /// Delayer 1.x keys in the file that this version does not use.
     pub ignored: Vec<Ignored>,
 }
@@ -134,6 +136,7 @@ impl Config {
             redis: RedisSettings::from_conf(file)?,
             pool,
             metrics_addr: file.parse_value("delayer", "metrics_addr", "an address such as 127.0.0.1:9464")?,
+            http: crate::http::settings::HttpSettings::from_file(file)?,
             ignored,
         })
     }

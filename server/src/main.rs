@@ -10,7 +10,7 @@
 //! (`credentials`), the Lua scripts (`scripts`), one tick of moving
 //! (`mover`), the timer around it (`timer`) and what wakes it (`wake`),
 //! metrics (`telemetry`), and the operator commands (`commands`) with their
-//! read-only views (`inspect`).
+//! read-only views (`inspect`), and the HTTP API with its dashboard (`http`).
 
 mod cli;
 mod commands;
@@ -19,6 +19,7 @@ mod credentials;
 mod daemon;
 mod fatal;
 mod goflags;
+mod http;
 mod inspect;
 mod jobview;
 mod logging;

@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::daemon::{self, Launcher};
 use crate::fatal::Fatal;
 use crate::pidfile::PidFile;
-use crate::{config, credentials, logging, mover, telemetry, timer, wake};
+use crate::{config, credentials, http, logging, mover, telemetry, timer, wake};
 use delayer::connection::Manager;
 use delayer::target::Target;
 use delayer::Keys;
@@ -107,6 +107,12 @@ fn serve(
             telemetry::serve(addr).map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");
         }
+        if let Some(settings) = &config.http {
+            // Sentinel mode: the master named at start (the API does not follow a failover yet).
+            let client = target.client(config.pool.connect_timeout).map_err(|e| Fatal::failed(e.to_string()))?;
+            let addr = http::serve(settings, client, &config.key_prefix).await.map_err(Fatal::failed)?;
+            info!("serving the HTTP API and dashboard on http://{addr}/");
+        }
         let stop = Arc::new(timer::Stop::default());
         let keys = Keys::new(&config.key_prefix);
         // The wake-up listener starts a thread: only after detaching.
@@ -116,7 +122,8 @@ fn serve(
             config.pool.max_lifetime,
             keys,
             config.batch_size,
-            config.metrics_addr.is_some(),
+            // Per-job lateness feeds the metrics and the dashboard's chart.
+            config.metrics_addr.is_some() || config.http.is_some(),
         ));
         tokio::spawn(signals.handle(stop.clone(), log_files));
         launcher.ready();

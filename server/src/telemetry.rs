@@ -80,6 +80,7 @@ pub fn batch(reply: &MoveReply, took: Duration) {
     for ms in &reply.lateness_ms {
         lateness.record(*ms as f64 / 1000.0);
     }
+    crate::http::history::record(reply);
 }
 
 /// One expire call.

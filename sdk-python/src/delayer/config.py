@@ -50,6 +50,7 @@ URL_SCHEMES = ("redis", "rediss", "unix", "redis+unix")
 KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
     "delayer": (
         "pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "log_level", "metrics_addr",
+        "http_addr", "http_token", "http_read_token", "http_allow_remote",
     ),
     "redis": (
         "url", "host", "port", "database", "username", "password", "tls_ca_file", "tls_cert_file", "tls_key_file",

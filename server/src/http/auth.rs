@@ -1,0 +1,176 @@
+//! Who may do what: the bearer tokens of `http_token` (everything) and
+//! `http_read_token` (GET only), or the dashboard's cookie holding one.
+//!
+//! Tokens are compared in constant time, so the time an answer takes says
+//! nothing about how much of a guess was right. A cookie is sent by the
+//! browser on its own, so a request that changes something with the cookie
+//! must also carry the [`CSRF_HEADER`] header, which a page of another site
+//! cannot add without a CORS preflight we never grant (the cookie is
+//! SameSite=Strict too: two locks, each enough on its own).
+
+use crate::http::error::ApiError;
+use crate::http::settings::{HttpSettings, Token};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use subtle::ConstantTimeEq;
+
+/// The dashboard's cookie.
+pub const COOKIE: &str = "delayer_token";
+/// The header the dashboard sends with every request it makes.
+pub const CSRF_HEADER: &str = "x-delayer-dashboard";
+
+/// What a request may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Denied,
+    Read,
+    Full,
+}
+
+/// The configured tokens.
+#[derive(Debug, Clone)]
+pub struct Tokens {
+    token: Option<Token>,
+    read_token: Option<Token>,
+}
+
+impl Tokens {
+    pub fn new(settings: &HttpSettings) -> Tokens {
+        Tokens { token: settings.token.clone(), read_token: settings.read_token.clone() }
+    }
+
+    /// Whether a token is needed at all.
+    pub fn required(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// What `presented` allows. Both tokens are always compared, so the time
+    /// taken does not tell which one matched.
+    pub fn access(&self, presented: &str) -> Access {
+        let Some(token) = &self.token else { return Access::Full };
+        let full = same(presented.as_bytes(), token.as_bytes());
+        let read = self.read_token.as_ref().is_some_and(|t| same(presented.as_bytes(), t.as_bytes()));
+        if full {
+            Access::Full
+        } else if read {
+            Access::Read
+        } else {
+            Access::Denied
+        }
+    }
+}
+
+/// Constant-time equality: the time depends on the lengths only, never on
+/// where the bytes first differ.
+pub fn same(presented: &[u8], expected: &[u8]) -> bool {
+    let mut equal = presented.len().ct_eq(&expected.len());
+    for (i, b) in presented.iter().enumerate() {
+        let e = expected.get(i).copied().unwrap_or(0);
+        equal &= b.ct_eq(&e);
+    }
+    bool::from(equal)
+}
+
+/// The routes anyone may call: health, the API's description and the
+/// dashboard's page, sign-in and assets (the page itself holds no data).
+fn public(path: &str) -> bool {
+    matches!(path, "/v1/health" | "/v1/openapi.json" | "/" | "/signin" | "/signout") || path.starts_with("/assets/")
+}
+
+/// The token a request carries: `Authorization: Bearer`, else the cookie
+/// (then `true`: the browser may have sent it on its own).
+fn presented(headers: &HeaderMap) -> Option<(String, bool)> {
+    if let Some(value) = headers.get(header::AUTHORIZATION) {
+        let value = value.to_str().unwrap_or("");
+        let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")).unwrap_or("");
+        return Some((token.trim().to_string(), false));
+    }
+    cookie(headers).map(|token| (token, true))
+}
+
+/// The dashboard's cookie, if the request has one.
+pub fn cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.to_string())
+}
+
+/// The middleware in front of every route.
+pub async fn check(State(tokens): State<Arc<Tokens>>, req: Request, next: Next) -> Response {
+    if public(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let reading = matches!(*req.method(), Method::GET | Method::HEAD);
+    let (access, by_cookie) = match presented(req.headers()) {
+        None if tokens.required() => {
+            return unauthorized("this route needs a token: send Authorization: Bearer <http_token>")
+        }
+        None => (Access::Full, false),
+        Some((token, by_cookie)) => (tokens.access(&token), by_cookie),
+    };
+    match access {
+        Access::Denied => return unauthorized("the token is not valid"),
+        Access::Read if !reading => {
+            return ApiError::new(StatusCode::FORBIDDEN, "read_only", "this token may only read (GET)")
+                .into_response()
+        }
+        _ => {}
+    }
+    if by_cookie && !reading && !req.headers().contains_key(CSRF_HEADER) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "csrf",
+            format!("a request that changes something with the dashboard's cookie needs the {CSRF_HEADER} header"),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut response = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_compares_every_byte_and_the_length() {
+        assert!(same(b"abcdef", b"abcdef"));
+        assert!(!same(b"abcdeg", b"abcdef"));
+        assert!(!same(b"abcde", b"abcdef"));
+        assert!(!same(b"abcdefg", b"abcdef"));
+        assert!(!same(b"", b"abcdef"));
+    }
+
+    #[test]
+    fn tokens_give_their_access() {
+        let token = |s: &str| Some(Token::from_test(s));
+        let tokens = Tokens { token: token("full-token-0123456"), read_token: token("read-token-0123456") };
+        assert_eq!(tokens.access("full-token-0123456"), Access::Full);
+        assert_eq!(tokens.access("read-token-0123456"), Access::Read);
+        assert_eq!(tokens.access("full-token-012345"), Access::Denied);
+        assert_eq!(Tokens { token: None, read_token: None }.access(""), Access::Full);
+    }
+
+    #[test]
+    fn the_cookie_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::COOKIE, "a=1; delayer_token=xyz; b=2".parse().expect("header"));
+        assert_eq!(cookie(&headers).as_deref(), Some("xyz"));
+        assert_eq!(presented(&headers), Some(("xyz".to_string(), true)));
+        headers.insert(header::AUTHORIZATION, "Bearer abc".parse().expect("header"));
+        assert_eq!(presented(&headers), Some(("abc".to_string(), false)));
+    }
+}

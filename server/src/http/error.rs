@@ -1,0 +1,163 @@
+//! Errors as JSON, one shape for every failure of the API:
+//! `{"error": {"code": "...", "message": "..."}}`, with the HTTP status that
+//! says who must act (400 the caller's input, 401/403 its credentials, 409 a
+//! taken id, 503 Redis). axum's own rejections (bad JSON, a wrong content
+//! type, a body over the limit) are turned into the same shape by the
+//! extractors here, so a client never has to parse plain text.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+/// A failed request: its status, a stable code and a message for people.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    /// More fields for the error object (the taken ids of a push).
+    pub extra: Option<Value>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into(), extra: None }
+    }
+
+    /// The caller's input broke a rule.
+    pub fn invalid(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let (Some(Value::Object(extra)), Some(obj)) = (self.extra, error.as_object_mut()) {
+            obj.extend(extra);
+        }
+        (self.status, Json(json!({ "error": error }))).into_response()
+    }
+}
+
+/// The SDK's errors: its validation is the API's (one rule for every way in).
+impl From<delayer::Error> for ApiError {
+    fn from(e: delayer::Error) -> ApiError {
+        use delayer::Error as E;
+        match e {
+            E::InvalidArgument(m) => ApiError::invalid(m),
+            E::IdTaken(taken) => {
+                let mut err = ApiError::new(StatusCode::CONFLICT, "id_taken", taken.to_string());
+                let ids: Vec<Value> = taken
+                    .taken
+                    .iter()
+                    .map(|t| json!({"id": t.id, "topic": t.topic, "due": t.due.map(crate::http::wire::secs)}))
+                    .collect();
+                let due: Vec<Value> = taken.due.iter().map(|d| json!(d.map(crate::http::wire::secs))).collect();
+                err.extra = Some(json!({"taken": ids, "due": due}));
+                err
+            }
+            E::Connection(m) => {
+                log::warn!("http: redis unavailable: {m}");
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "redis_unavailable", format!("cannot use Redis: {m}"))
+            }
+            other => {
+                log::error!("http: {other}");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "redis_error", other.to_string())
+            }
+        }
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A JSON request body; an empty body reads as `T::default()` (every field
+/// optional), so `POST .../pop` needs no body at all.
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let empty = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .is_some_and(|len| len.as_bytes() == b"0");
+        let typed = req.headers().contains_key(axum::http::header::CONTENT_TYPE);
+        if empty && !typed {
+            return Ok(Body(T::default()));
+        }
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(value)) => Ok(Body(value)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    // Bad syntax and a wrong shape alike are the caller's input: 400.
+    let status = match rejection.status() {
+        s @ (StatusCode::PAYLOAD_TOO_LARGE | StatusCode::UNSUPPORTED_MEDIA_TYPE) => s,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    let code = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        _ => "invalid_json",
+    };
+    let message = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            format!("the request body is over the limit of {} bytes", crate::http::MAX_REQUEST_BYTES)
+        }
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "send the body as JSON (Content-Type: application/json)".to_string(),
+        _ => rejection.body_text(),
+    };
+    ApiError::new(status, code, message)
+}
+
+/// Query parameters, rejected as JSON errors.
+pub struct Query<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| Query(q.0))
+            .map_err(|e: QueryRejection| ApiError::invalid(e.body_text()))
+    }
+}
+
+/// Path parameters (percent-decoded), rejected as JSON errors.
+pub struct Path<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| Path(p.0))
+            .map_err(|e| ApiError::invalid(e.body_text()))
+    }
+}
+
+/// Unknown paths.
+pub async fn not_found() -> ApiError {
+    ApiError::not_found("no such route; the API is described at /v1/openapi.json")
+}
+
+/// Known paths, other methods.
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "this route does not take that method")
+}

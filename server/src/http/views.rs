@@ -1,0 +1,117 @@
+//! The read-only views: a job by id, a topic's jobs by state, and the
+//! per-topic numbers. They are the Rust SDK's inspect functions, in the JSON
+//! shapes `delayer job --json` and `delayer list --json` print (the
+//! conformance suite checks that every viewpoint agrees).
+
+use crate::http::error::{ApiError, ApiResult, Path, Query};
+use crate::http::wire::secs;
+use crate::http::Api;
+use axum::extract::State;
+use axum::Json;
+use delayer::inspect::{JobInfo, JobState, Listed, Page, Stats};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// Whether job `id` is one of `topic`'s (see [`Api::of_topic`]).
+pub async fn of_topic(delayer: &delayer::aio::Delayer, topic: &str, id: &str) -> ApiResult<bool> {
+    Ok(delayer.job(topic, id).await?.state != JobState::Unknown)
+}
+
+/// `GET /v1/topics/{topic}/jobs/{id}`: the job's state and what is known of
+/// it; a job unknown to this topic is `{"state": "unknown", ...}` (200: the
+/// question had an answer).
+pub async fn lookup(State(api): State<Arc<Api>>, Path((topic, id)): Path<(String, String)>) -> ApiResult<Json<Value>> {
+    Ok(Json(job_json(&api.delayer.job(&topic, &id).await?)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    state: Option<String>,
+    #[serde(default)]
+    cursor: u64,
+    #[serde(default = "default_count")]
+    count: usize,
+}
+
+fn default_count() -> usize {
+    100
+}
+
+/// `GET /v1/topics/{topic}/jobs?state=scheduled|ready|reserved&cursor=&count=`:
+/// one page, `{"items": [...], "next": cursor | null}`. A page may be short,
+/// even empty, while `next` is not null: keep going until it is.
+pub async fn list(
+    State(api): State<Arc<Api>>,
+    Path(topic): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Json<Value>> {
+    let d = &api.delayer;
+    let page = match q.state.as_deref() {
+        Some("scheduled") => timed_json(&d.list_scheduled(&topic, q.cursor, q.count).await?, "due"),
+        Some("reserved") => {
+            timed_json(&d.list_reserved_with_deadlines(&topic, q.cursor, q.count).await?, "deadline")
+        }
+        Some("ready") => ids_json(&d.list_ready(&topic, q.cursor, q.count).await?),
+        Some("dead") => {
+            return Err(ApiError::invalid("dead letters are listed at /v1/topics/{topic}/dead"));
+        }
+        Some(other) => {
+            return Err(ApiError::invalid(format!("state {other:?} is not one of scheduled, ready, reserved")))
+        }
+        None => return Err(ApiError::invalid("state is required: scheduled, ready or reserved")),
+    };
+    Ok(Json(page))
+}
+
+/// `GET /v1/stats`: totals and per-topic numbers (`reserved` null when too
+/// many jobs are reserved to count per topic cheaply).
+pub async fn stats(State(api): State<Arc<Api>>) -> ApiResult<Json<Value>> {
+    let stats = api.delayer.stats().await?;
+    Ok(Json(json!({
+        "scheduled": stats.scheduled_total,
+        "reserved": stats.reserved_total,
+        "topics": topics_json(&stats),
+    })))
+}
+
+/// One job: `id`, `state`, `topic`, `body_size`, `attempts`, `max_attempts`,
+/// `due`, `deadline`, `dead_at` (Unix seconds), `dead_reason`,
+/// `last_error`; what does not apply is `null`.
+pub fn job_json(job: &JobInfo) -> Value {
+    json!({
+        "id": job.id,
+        "state": job.state.as_str(),
+        "topic": job.topic,
+        "body_size": job.body_size,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "due": job.due.map(secs),
+        "deadline": job.deadline.map(secs),
+        "dead_at": job.dead_at.map(secs),
+        "dead_reason": job.dead_reason,
+        "last_error": job.last_error,
+    })
+}
+
+/// A page of scheduled (`due`) or reserved (`deadline`) jobs.
+fn timed_json(page: &Page<Listed>, field: &str) -> Value {
+    let items: Vec<Value> = page.items.iter().map(|l| json!({ "id": l.id, field: secs(l.time) })).collect();
+    json!({ "items": items, "next": page.next })
+}
+
+/// A page of ready ids, next out first.
+fn ids_json(page: &Page<String>) -> Value {
+    let items: Vec<Value> = page.items.iter().map(|id| json!({ "id": id })).collect();
+    json!({ "items": items, "next": page.next })
+}
+
+fn topics_json(stats: &Stats) -> Value {
+    let topics: Vec<Value> = stats
+        .topics
+        .iter()
+        .map(|t| json!({"topic": t.topic, "scheduled": t.scheduled, "ready": t.ready, "reserved": t.reserved, "dead": t.dead}))
+        .collect();
+    json!(topics)
+}

@@ -1,0 +1,171 @@
+//! The API's JSON shapes and their conversions to and from the SDK's types:
+//! times as Unix seconds (to the millisecond), durations as seconds, bodies
+//! as `body` (UTF-8 text) or `body_base64` (any bytes). Only shapes are
+//! checked here; the protocol's rules (delay limits, max_attempts, backoff)
+//! are the SDK's, applied when the job is sent.
+
+use crate::http::error::{ApiError, ApiResult};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use delayer::{Backoff, DeadLetter, Job, Message, Reserved};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A time as Unix seconds, rounded to the millisecond (as the CLI's JSON).
+pub fn secs(t: SystemTime) -> f64 {
+    let s = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+    (s * 1000.0).round() / 1000.0
+}
+
+/// A number of seconds given for `field`: finite, not negative.
+pub fn duration(field: &str, seconds: f64) -> ApiResult<Duration> {
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err(ApiError::invalid(format!("{field} must be a number of seconds, 0 or more, not {seconds}")));
+    }
+    Duration::try_from_secs_f64(seconds)
+        .map_err(|_| ApiError::invalid(format!("{field} of {seconds} seconds is too large")))
+}
+
+/// `body` (text) or `body_base64` (bytes): one at most; none is empty.
+pub fn body(text: Option<String>, base64: Option<String>) -> ApiResult<Vec<u8>> {
+    match (text, base64) {
+        (Some(_), Some(_)) => Err(ApiError::invalid("give body or body_base64, not both")),
+        (Some(text), None) => Ok(text.into_bytes()),
+        (None, Some(encoded)) => {
+            BASE64.decode(encoded.as_bytes()).map_err(|e| ApiError::invalid(format!("body_base64 is not base64: {e}")))
+        }
+        (None, None) => Ok(Vec::new()),
+    }
+}
+
+/// Puts `bytes` in `obj` as `body` when they are UTF-8 text, else as
+/// `body_base64`.
+pub fn put_body(obj: &mut Map<String, Value>, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => obj.insert("body".into(), Value::String(text.to_string())),
+        Err(_) => obj.insert("body_base64".into(), Value::String(BASE64.encode(bytes))),
+    };
+}
+
+/// A retry setting: `{"kind": "fixed", "delay": s}` or
+/// `{"kind": "exponential", "base": s, "max": s}`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum BackoffSpec {
+    Fixed { delay: f64 },
+    Exponential { base: f64, max: f64 },
+}
+
+/// One job to push. `topic` comes from the path for a single push and from
+/// each job for a push of many.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    pub topic: Option<String>,
+    pub id: Option<String>,
+    pub delay: Option<f64>,
+    pub body: Option<String>,
+    pub body_base64: Option<String>,
+    /// Seconds the job's data is kept once due (default 7 days).
+    pub ready_max_lifetime: Option<f64>,
+    pub max_attempts: Option<u32>,
+    pub backoff: Option<BackoffSpec>,
+    /// Refuse (409) instead of replacing a job that holds the id.
+    #[serde(default)]
+    pub if_absent: bool,
+}
+
+impl JobSpec {
+    /// The SDK job for this spec, on `topic`.
+    pub fn into_job(self, topic: String) -> ApiResult<Job> {
+        let id = self.id.ok_or_else(|| ApiError::invalid("id is required"))?;
+        let delay = duration("delay", self.delay.ok_or_else(|| ApiError::invalid("delay (seconds) is required"))?)?;
+        let mut job = Job::new(topic, id, delay).body(body(self.body, self.body_base64)?);
+        if let Some(lifetime) = self.ready_max_lifetime {
+            job = job.ready_max_lifetime(duration("ready_max_lifetime", lifetime)?);
+        }
+        if let Some(n) = self.max_attempts {
+            job = job.max_attempts(n);
+        }
+        if let Some(spec) = self.backoff {
+            job = job.backoff(match spec {
+                BackoffSpec::Fixed { delay } => Backoff::fixed(duration("backoff delay", delay)?),
+                BackoffSpec::Exponential { base, max } => {
+                    Backoff::exponential(duration("backoff base", base)?, duration("backoff max", max)?)
+                }
+            });
+        }
+        if self.if_absent {
+            job = job.if_absent();
+        }
+        Ok(job)
+    }
+}
+
+/// A popped job.
+pub fn message(m: &Message) -> Value {
+    let mut obj = Map::new();
+    obj.insert("id".into(), json!(m.id));
+    obj.insert("topic".into(), json!(m.topic));
+    put_body(&mut obj, &m.body);
+    Value::Object(obj)
+}
+
+/// A reserved job, with what ack/release/touch need.
+pub fn reserved(r: &Reserved) -> Value {
+    let mut obj = Map::new();
+    obj.insert("id".into(), json!(r.id));
+    obj.insert("topic".into(), json!(r.topic));
+    put_body(&mut obj, &r.body);
+    obj.insert("attempts".into(), json!(r.attempts));
+    obj.insert("max_attempts".into(), json!(r.max_attempts));
+    obj.insert("receipt".into(), json!(r.receipt));
+    obj.insert("deadline".into(), json!(secs(r.deadline)));
+    Value::Object(obj)
+}
+
+/// A dead letter.
+pub fn dead_letter(d: &DeadLetter) -> Value {
+    let mut obj = Map::new();
+    obj.insert("id".into(), json!(d.id));
+    obj.insert("topic".into(), json!(d.topic));
+    put_body(&mut obj, &d.body);
+    obj.insert("attempts".into(), json!(d.attempts));
+    obj.insert("reason".into(), json!(d.reason));
+    obj.insert("dead_at".into(), json!(secs(d.dead_at)));
+    Value::Object(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_bodies() {
+        assert_eq!(duration("delay", 1.5).ok(), Some(Duration::from_millis(1500)));
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 1e300] {
+            assert!(duration("delay", bad).is_err(), "{bad}");
+        }
+        assert_eq!(body(None, Some("AAH/".into())).ok(), Some(vec![0, 1, 255]));
+        assert!(body(Some("a".into()), Some("YQ==".into())).is_err());
+        assert!(body(None, Some("not base64!".into())).is_err());
+        let mut obj = Map::new();
+        put_body(&mut obj, &[0xff, 0]);
+        assert_eq!(obj.get("body_base64"), Some(&json!("/wA=")));
+        put_body(&mut obj, b"<b>hi</b>");
+        assert_eq!(obj.get("body"), Some(&json!("<b>hi</b>")));
+    }
+
+    #[test]
+    fn a_spec_needs_id_and_delay() {
+        let spec = |v: Value| serde_json::from_value::<JobSpec>(v).expect("shape");
+        assert!(spec(json!({"delay": 1})).into_job("t".into()).is_err());
+        assert!(spec(json!({"id": "a"})).into_job("t".into()).is_err());
+        let job = spec(json!({"id": "a", "delay": 2, "max_attempts": 3, "backoff": {"kind": "fixed", "delay": 1}}))
+            .into_job("t".into())
+            .expect("valid");
+        assert_eq!((job.max_attempts, job.backoff), (Some(3), Some(Backoff::fixed(Duration::from_secs(1)))));
+        assert!(serde_json::from_value::<JobSpec>(json!({"id": "a", "delai": 1})).is_err());
+    }
+}

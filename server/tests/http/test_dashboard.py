@@ -1,0 +1,138 @@
+"""The dashboard in a real browser: headless Chromium (Debian's chromium and
+chromium-driver, driven by Selenium) against the real server. It signs in,
+finds a pushed job by id, requeues a dead letter after the confirmation, and
+saves a screenshot (target/test-artifacts/dashboard.png; with
+UPDATE_SCREENSHOT=1 also docs/img/dashboard.png, the README's)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import WebDriverWait
+
+import harness
+from conftest import REPO, TOKEN, HttpServer, request
+
+ARTIFACTS = REPO / "target" / "test-artifacts"
+#: A body that would run a script if the page ever parsed bodies as HTML.
+HOSTILE = '<img src=x onerror="document.title=\'pwned\'"><b>bold</b>'
+
+
+def find(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed: run tools/install-deps.sh (apt-get install chromium chromium-driver)")
+    return path
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    profile = tempfile.mkdtemp(prefix="delayer-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = find("chromium")
+    for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1200,1500"]:
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(find("chromedriver")), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def api(server: HttpServer, method: str, path: str, body: Any = None, status: int = 200) -> Any:
+    got, data, _ = request(server.base, method, path, body)
+    assert got == status, f"{method} {path}: {got} {data}"
+    return data
+
+
+def wait(driver: WebDriver, condition: Any, what: str) -> Any:
+    try:
+        return WebDriverWait(driver, harness.DEADLINE, poll_frequency=0.1).until(condition)
+    except Exception as e:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(ARTIFACTS / "dashboard-failure.png"))
+        raise AssertionError(f"waiting for {what}: {e!r}") from e
+
+
+def test_sign_in_find_a_job_and_requeue_a_dead_letter(server: HttpServer, browser: WebDriver) -> None:
+    topic = "orders-" + uuid.uuid4().hex[:6]
+    jobs = f"/v1/topics/{topic}/jobs"
+    # A job waiting an hour, and a dead letter with a body that is not text
+    # for a browser to interpret.
+    api(server, "POST", jobs, {"id": "order:42", "delay": 3600, "body": '{"total": 99}'}, 201)
+    for i in range(5):
+        api(server, "POST", jobs, {"id": f"order:{100 + i}", "delay": 600 + 60 * i}, 201)
+    api(server, "POST", jobs, {"id": "order:7", "delay": 0, "body": HOSTILE}, 201)
+    reserved = api(server, "POST", f"/v1/topics/{topic}/reserve", {"ttr": 30, "wait": 20})["job"]
+    assert reserved is not None and reserved["id"] == "order:7"
+    api(server, "POST", f"{jobs}/order:7/bury", {"receipt": reserved["receipt"]})
+
+    # Sign in: a wrong token is refused, the right one opens the app.
+    browser.get(server.base + "/")
+    wait(browser, EC.presence_of_element_located((By.NAME, "token")), "the sign-in form")
+    browser.find_element(By.NAME, "token").send_keys("not-the-token-at-all")
+    browser.find_element(By.CSS_SELECTOR, "#signin button").click()
+    wait(browser, EC.text_to_be_present_in_element((By.ID, "signin-error"), "not valid"), "the refusal")
+    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "#signin button").click()
+    wait(browser, EC.presence_of_element_located((By.ID, "topics")), "the app page")
+    # The cookie is HttpOnly: the page's script cannot read the token.
+    assert TOKEN not in browser.execute_script("return document.cookie")
+    cookie = browser.get_cookie("delayer_token")
+    assert cookie is not None and cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
+
+    # The topic shows with its numbers.
+    row = (By.CSS_SELECTOR, f'#topics tr[data-topic="{topic}"]')
+    wait(browser, EC.presence_of_element_located(row), "the topic's row")
+    wait(browser, lambda d: [c.text for c in d.find_element(*row).find_elements(By.TAG_NAME, "td")][1:5]
+         == ["6", "0", "0", "1"], "the topic's counts")
+
+    # Find the pushed job by id.
+    browser.find_element(By.ID, "find-topic").send_keys(topic)
+    browser.find_element(By.ID, "find-id").send_keys("order:42")
+    browser.find_element(By.CSS_SELECTOR, "#find button").click()
+    wait(browser, lambda d: d.find_element(By.ID, "job").get_attribute("data-state") == "scheduled", "the job")
+    shown = browser.find_element(By.ID, "job").text
+    assert "order:42" in shown and "due" in shown, shown
+    assert "in 59." in shown or "in 60.0 min" in shown, shown
+
+    # The dead letter, its body shown as text, never as HTML.
+    browser.find_element(*row).click()
+    dead_row = (By.CSS_SELECTOR, '#dead tr[data-id="order:7"]')
+    wait(browser, EC.presence_of_element_located(dead_row), "the dead letter")
+    assert browser.find_element(*dead_row).find_element(By.CSS_SELECTOR, "td.body").text == HOSTILE
+    assert browser.find_elements(By.CSS_SELECTOR, "#dead img, #dead b") == []
+    assert browser.title != "pwned"
+    wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#scheduled tbody tr")) == 6, "scheduled jobs")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "dashboard.png"
+    browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("UPDATE_SCREENSHOT"):
+        (REPO / "docs" / "img").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, REPO / "docs" / "img" / "dashboard.png")
+
+    # Requeue it: dismissing the confirmation does nothing, accepting does.
+    browser.find_element(*dead_row).find_element(By.CSS_SELECTOR, "button.requeue").click()
+    wait(browser, EC.alert_is_present(), "the confirmation").dismiss()
+    assert api(server, "GET", f"{jobs}/order:7")["state"] == "dead"
+    browser.find_element(*dead_row).find_element(By.CSS_SELECTOR, "button.requeue").click()
+    wait(browser, EC.alert_is_present(), "the confirmation").accept()
+    wait(browser, EC.text_to_be_present_in_element((By.ID, "message"), "Requeued 1."), "the requeue")
+    wait(browser, EC.invisibility_of_element_located(dead_row), "the dead letter to leave the list")
+    assert api(server, "GET", f"{jobs}/order:7")["state"] in ("scheduled", "ready")
+    browser.save_screenshot(str(ARTIFACTS / "dashboard-after-requeue.png"))
