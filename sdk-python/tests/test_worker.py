@@ -272,3 +272,20 @@ def test_bad_registrations_are_refused(d: Delayer) -> None:
         w.handle("u", "not a function")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="no handler"):
         Worker(d).run(signals=False)
+
+
+def test_a_concurrency_past_one_calls_limit_fetches_in_several_calls(
+    d: Delayer, raw: "redis.Redis", server: Server
+) -> None:
+    # reserve.lua takes at most 1000 jobs per call: a worker with more free
+    # slots than that asks in several calls (it once asked for all at once,
+    # was refused, and retried for ever).
+    hooks = Recorder()
+    w = Worker(d, concurrency=1100, hooks=hooks)
+    w.handle("t", lambda job: None)
+    push_now(d, (f"j{i}" for i in range(1050)))
+    wait_for("ready jobs", lambda: raw.llen("delayer:ready_queue:t") == 1050)
+    running = Running(w)
+    wait_for("every ack", lambda: len(hooks.names("acked")) == 1050)
+    running.stop()
+    assert hooks.names("connection_lost") == []

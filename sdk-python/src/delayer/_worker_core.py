@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Dict, Generator, List, NamedTuple, Optional, Tuple, Union
 
+from ._calls import RESERVE_BATCH
 from ._rules import check_name, count, ttr_ms
 from .errors import DelayerError, InvalidArgument
 from .models import Message, ReservedMessage
@@ -280,10 +281,11 @@ class Core:
         """Whether an Idle wait is over (call with the lock held)."""
         return self.stopping or (self.want > 0 and self.settings.concurrency - self.in_flight >= self.want)
 
-    def forget(self, d: Delivery) -> None:
-        """Touch ``d`` no more (its reservation is gone)."""
+    def forget(self, d: Delivery) -> bool:
+        """Touch ``d`` no more (its reservation is gone); returns whether its
+        handler was still running (else the touch only met its ack)."""
         with self.lock:
-            self.running.pop(id(d), None)
+            return self.running.pop(id(d), None) is not None
 
     def requeue_acks(self, acks: List[Delivery]) -> None:
         """Acks whose call failed go with the next one (an ack by receipt is
@@ -328,8 +330,9 @@ class Core:
         return topics[start:] + topics[:start]
 
     def _take_acks(self) -> List[Delivery]:
+        """The acks waiting, as many as one call takes."""
         with self.lock:
-            acks, self.acks = self.acks, []
+            acks, self.acks = self.acks[:RESERVE_BATCH], self.acks[RESERVE_BATCH:]
         return acks
 
     def _io(self, action: Action) -> Generator[Action, Any, Tuple[bool, Any]]:
@@ -337,6 +340,8 @@ class Core:
         (doubling up to :data:`MOST_PAUSE`), then return ``(False, None)``."""
         try:
             reply = yield action
+        except InvalidArgument:
+            raise  # a bug, not Redis: trying again would not help
         except DelayerError as e:
             pause, self._pause = self._pause, min(self._pause * 2, MOST_PAUSE)
             call_hook(self.hooks.connection_lost, e, pause)
@@ -384,7 +389,7 @@ class Core:
             topics = self._order()
             per_topic = max(1, math.ceil(self.settings.concurrency / len(topics)))
             for topic in topics:
-                n = min(free - got, per_topic)
+                n = min(free - got, per_topic, RESERVE_BATCH)
                 fetch = Fetch(topic, self.ttrs[topic], n, acks)
                 ok, reply = yield from self._io(fetch)
                 if not ok:
@@ -418,12 +423,20 @@ class Core:
                 with self.lock:
                     self.in_flight += 1
                 yield Start(self._fetched(topic, [], (None, [message])))
-        # Stopping: runners send their own acks from now on; send what waits.
+        # Stopping: runners send their own acks from now on; send what
+        # waits (a few tries: an ack lost here means the job runs again).
         with self.lock:
             self.direct = True
-        acks = self._take_acks()
-        if acks:
-            ok, reply = yield from self._io(Fetch(next(iter(self.ttrs)), self.settings.ttr, 0, acks))
+        topic = next(iter(self.ttrs))
+        tries = 0
+        while tries < 5:
+            acks = self._take_acks()
+            if not acks:
+                break
+            ok, reply = yield from self._io(Fetch(topic, self.ttrs[topic], 0, acks))
             if ok:
-                self._fetched(next(iter(self.ttrs)), acks, reply)
+                self._fetched(topic, acks, reply)
+            else:
+                self.requeue_acks(acks)
+                tries += 1
 

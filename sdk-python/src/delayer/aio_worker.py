@@ -299,8 +299,8 @@ class Worker:
                     d.touch_at = time.monotonic() + min(1.0, d.ttr / 10)  # try again soon
                     continue
                 if deadline is None:
-                    c.forget(d)
-                    call_hook(self.hooks.job_lost, d, "touch")
+                    if c.forget(d):  # else the handler ended and acked meanwhile
+                        call_hook(self.hooks.job_lost, d, "touch")
                 else:
                     c.touched(d, time.monotonic())
             await _wait(done, sleep)

@@ -141,7 +141,8 @@ class Worker:
             for _ in runners:
                 self._jobs.put(None)
             for sig, handler in previous.items():
-                signal.signal(sig, handler)
+                if handler is not None:  # None: set outside Python, cannot be put back
+                    signal.signal(sig, handler)
         call_hook(self.hooks.stopped, abandoned)
 
     def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
@@ -298,8 +299,8 @@ class Worker:
                     d.touch_at = time.monotonic() + min(1.0, d.ttr / 10)  # try again soon
                     continue
                 if deadline is None:
-                    c.forget(d)
-                    call_hook(self.hooks.job_lost, d, "touch")
+                    if c.forget(d):  # else the handler ended and acked meanwhile
+                        call_hook(self.hooks.job_lost, d, "touch")
                 else:
                     c.touched(d, time.monotonic())
             done.wait(sleep)
