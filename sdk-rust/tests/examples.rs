@@ -1,4 +1,4 @@
-//! The README's Rust examples are the files in sdk-rust/examples, verbatim,
+//! The READMEs' Rust examples are the files in sdk-rust/examples, verbatim,
 //! and those files work: each is built and run as a process of its own
 //! against a real redis-server, the workers through a Redis restart.
 
@@ -14,7 +14,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 use testkit::{wait_until, RedisServer, DEADLINE};
 
+/// Shown in the repository's README.md.
 const EXAMPLES: [&str; 3] = ["producer", "worker", "reliable_worker"];
+/// Shown in sdk-rust/README.md.
+const SDK_README_EXAMPLES: [&str; 1] = ["task_worker"];
 
 fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -133,11 +136,13 @@ fn readme_block(readme: &str, name: &str) -> Option<String> {
 
 #[test]
 fn the_readme_shows_each_example_verbatim() {
-    let readme = std::fs::read_to_string(manifest_dir().join("../README.md")).expect("README.md");
-    for name in EXAMPLES {
-        let file = std::fs::read_to_string(manifest_dir().join(format!("examples/{name}.rs"))).expect("example");
-        let block = readme_block(&readme, name).unwrap_or_else(|| panic!("README.md does not show {name}.rs"));
-        assert!(block == file, "README.md's {name}.rs differs from sdk-rust/examples/{name}.rs: copy the file over");
+    for (readme, names) in [("../README.md", &EXAMPLES[..]), ("README.md", &SDK_README_EXAMPLES[..])] {
+        let text = std::fs::read_to_string(manifest_dir().join(readme)).expect("README");
+        for name in names {
+            let file = std::fs::read_to_string(manifest_dir().join(format!("examples/{name}.rs"))).expect("example");
+            let block = readme_block(&text, name).unwrap_or_else(|| panic!("{readme} does not show {name}.rs"));
+            assert!(block == file, "{readme}'s {name}.rs differs from sdk-rust/examples/{name}.rs: copy the file over");
+        }
     }
 }
 
@@ -193,4 +198,39 @@ fn the_reliable_worker_acks_releases_and_carries_on_through_a_redis_restart() {
     redis.restart();
     push_ready(&redis, Job::new("sms", "r3", Duration::ZERO).body("after the restart"));
     assert_eq!(worker.said(), "sent r3: after the restart");
+}
+
+#[test]
+fn the_task_worker_acks_records_failures_rides_out_a_restart_and_stops_on_sigterm() {
+    let mut redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let mut worker = Running::start("task_worker", &redis);
+    push_ready(&redis, Job::new("sms", "w1", Duration::ZERO).body("hello"));
+    assert_eq!(worker.said(), "sent w1: hello");
+    assert!(wait_until(DEADLINE, || !conn.exists::<_, bool>("delayer:job_bucket:w1").expect("exists")), "acked");
+
+    // A failing job is released with its error; after its last attempt it
+    // is a dead letter that says why.
+    push_ready(&redis, Job::new("sms", "w2", Duration::ZERO).max_attempts(1));
+    assert!(worker.complained("w2 failed (no text), attempt 1 of 1").contains("w2"));
+    let d = Delayer::open(&redis.url()).expect("client");
+    assert!(wait_until(DEADLINE, || d.dead_letters("sms", 0, 10).expect("dead").iter().any(|l| l.id == "w2")));
+    let why: Option<String> = conn.hget("delayer:job_bucket:w2", "last_error").expect("hget");
+    assert_eq!(why.as_deref(), Some("no text"));
+
+    assert!(wait_until(DEADLINE, || blocked_on(&redis, "blmove")), "the worker waits in breserve");
+    redis.stop();
+    assert!(worker.complained("trying again").contains("cannot use Redis"));
+    redis.restart();
+    push_ready(&redis, Job::new("sms", "w3", Duration::ZERO).body("after the restart"));
+    assert_eq!(worker.said(), "sent w3: after the restart");
+
+    let _ = Command::new("kill").arg("-TERM").arg(worker.child.id().to_string()).status();
+    worker.complained("stopping");
+    let mut status = None;
+    assert!(wait_until(DEADLINE, || {
+        status = worker.child.try_wait().expect("try_wait");
+        status.is_some()
+    }));
+    assert!(status.is_some_and(|s| s.success()), "exits 0 on SIGTERM: {status:?}");
 }
