@@ -91,7 +91,6 @@ class Worker:
         )
         self._handlers: Dict[str, Callable[[Delivery], Any]] = {}
         self._jobs: "queue.SimpleQueue[Optional[Delivery]]" = queue.SimpleQueue()
-        self._stopped = threading.Event()
         self._abandon = False
 
     def _delivery(self, message: Union[ReservedMessage, Message], ttr: float) -> Delivery:
@@ -113,9 +112,13 @@ class Worker:
         return register
 
     def stop(self) -> None:
-        """Ask the worker to stop (from any thread or a signal handler); :meth:`run` returns once it has."""
+        """Ask the worker to stop (from any thread or a signal handler); :meth:`run` returns once it has.
+
+        Only a flag is set (a signal handler must take no lock the
+        interrupted code may hold); every wait of the worker looks at it at
+        least once a second.
+        """
         self._core.stopping = True
-        self._stopped.set()
 
     def run(self, *, signals: bool = True) -> None:
         """Work until :meth:`stop` (or, with ``signals``, SIGTERM / SIGINT, when
@@ -192,7 +195,9 @@ class Worker:
                 c.want = 0
             return None
         if isinstance(step, Pause):
-            self._stopped.wait(step.seconds)
+            deadline = time.monotonic() + step.seconds
+            while not c.stopping and time.monotonic() < deadline:
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
             return None
         if isinstance(step, Start):
             for d in step.deliveries:
