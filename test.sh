@@ -24,4 +24,7 @@ phpunit -c sdk-php/phpunit.xml
 echo "== Conformance: every SDK pair through the real server"
 cargo build -q --locked -p delayer-server -p delayer-conformance-driver
 .venv/bin/pytest -q conformance
+
+echo "== HTTP API and dashboard: the real server, headless Chromium"
+.venv/bin/pytest -q -p no:cacheprovider server/tests/http
 tools/check-packaging.sh   # crates, wheel and sdist, composer package: built and installed

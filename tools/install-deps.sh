@@ -19,6 +19,9 @@ if [ "${1:-}" != "--redis-only" ]; then
   command -v phpunit >/dev/null || need+=(phpunit)
   command -v composer >/dev/null || need+=(composer)
   python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+  # The dashboard's browser test (server/tests/http/test_dashboard.py).
+  command -v chromium >/dev/null || need+=(chromium)
+  command -v chromedriver >/dev/null || need+=(chromium-driver)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -35,6 +38,8 @@ if [ "${1:-}" != "--redis-only" ]; then
     python3 -m venv .venv
   fi
   .venv/bin/pip install -q --disable-pip-version-check -e 'sdk-python[dev]'
+  # Selenium drives Debian's Chromium in the dashboard's browser test.
+  .venv/bin/python -c 'import selenium' 2>/dev/null || .venv/bin/pip install -q --disable-pip-version-check 'selenium>=4.11'
   # A second venv with the oldest redis-py the Python SDK allows (the lower
   # bound in its pyproject.toml); test.sh runs the SDK's tests under it too.
   oldest=$(sed -n 's/^dependencies = \["redis>=\([0-9.]*\),.*/\1/p' sdk-python/pyproject.toml)

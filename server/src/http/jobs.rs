@@ -116,6 +116,9 @@ pub struct ReservationSpec {
     delay: Option<f64>,
     /// touch: the new time-to-run, in seconds.
     ttr: Option<f64>,
+    /// release, bury: why the attempt failed; kept on the job as its
+    /// last error (job lookup and dead letters show it).
+    error: Option<String>,
 }
 
 impl ReservationSpec {
@@ -124,7 +127,10 @@ impl ReservationSpec {
     }
 
     /// Refuses the fields another command takes, so a typo is not ignored.
-    fn only(&self, delay: bool, ttr: bool) -> ApiResult<()> {
+    fn only(&self, delay: bool, ttr: bool, error: bool) -> ApiResult<()> {
+        if self.error.is_some() && !error {
+            return Err(ApiError::invalid("error is not taken here (release and bury take it)"));
+        }
         if self.delay.is_some() && !delay {
             return Err(ApiError::invalid("delay is not taken here (release takes it)"));
         }
@@ -141,7 +147,7 @@ pub async fn ack(
     Path((_topic, id)): Path<(String, String)>,
     Body(spec): Body<ReservationSpec>,
 ) -> Reply {
-    spec.only(false, false)?;
+    spec.only(false, false, false)?;
     Ok(Json(json!({"acked": api.delayer.ack(spec.job(&id)).await?})))
 }
 
@@ -151,9 +157,10 @@ pub async fn release(
     Path((_topic, id)): Path<(String, String)>,
     Body(spec): Body<ReservationSpec>,
 ) -> Reply {
-    spec.only(true, false)?;
+    spec.only(true, false, true)?;
     let delay = spec.delay.map(|d| wire::duration("delay", d)).transpose()?;
-    Ok(Json(json!({"released": api.delayer.release(spec.job(&id), delay).await?})))
+    let error = spec.error.as_deref().unwrap_or("");
+    Ok(Json(json!({"released": api.delayer.release_with_error(spec.job(&id), delay, error).await?})))
 }
 
 /// `POST /v1/topics/{topic}/jobs/{id}/bury`
@@ -162,8 +169,9 @@ pub async fn bury(
     Path((_topic, id)): Path<(String, String)>,
     Body(spec): Body<ReservationSpec>,
 ) -> Reply {
-    spec.only(false, false)?;
-    Ok(Json(json!({"buried": api.delayer.bury(spec.job(&id)).await?})))
+    spec.only(false, false, true)?;
+    let error = spec.error.as_deref().unwrap_or("");
+    Ok(Json(json!({"buried": api.delayer.bury_with_error(spec.job(&id), error).await?})))
 }
 
 /// `POST /v1/topics/{topic}/jobs/{id}/touch`: `{"deadline": t | null}`.
@@ -172,7 +180,7 @@ pub async fn touch(
     Path((_topic, id)): Path<(String, String)>,
     Body(spec): Body<ReservationSpec>,
 ) -> Reply {
-    spec.only(false, true)?;
+    spec.only(false, true, false)?;
     let ttr = wire::duration("ttr", spec.ttr.ok_or_else(|| ApiError::invalid("ttr (seconds) is required"))?)?;
     let deadline = api.delayer.touch(spec.job(&id), ttr).await?;
     Ok(Json(json!({"deadline": deadline.map(wire::secs)})))

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -60,12 +61,30 @@ def api(server: HttpServer, method: str, path: str, body: Any = None, status: in
 
 
 def wait(driver: WebDriver, condition: Any, what: str) -> Any:
+    # The page redraws its tables every 2 s: an element found a moment ago
+    # may be gone; look again.
+    ignored = (StaleElementReferenceException, NoSuchElementException)
     try:
-        return WebDriverWait(driver, harness.DEADLINE, poll_frequency=0.1).until(condition)
+        return WebDriverWait(driver, harness.DEADLINE, poll_frequency=0.1, ignored_exceptions=ignored).until(condition)
     except Exception as e:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(ARTIFACTS / "dashboard-failure.png"))
         raise AssertionError(f"waiting for {what}: {e!r}") from e
+
+
+def topic_cells(driver: WebDriver, topic: str) -> Any:
+    """The texts of a topic's row in the topics table, read in one go."""
+    return driver.execute_script(
+        "const row = Array.from(document.querySelectorAll('#topics tbody tr'))"
+        ".find((r) => r.dataset.topic === arguments[0]);"
+        "return row ? Array.from(row.cells).map((c) => c.textContent) : null;", topic)
+
+
+def click(driver: WebDriver, locator: Any, what: str) -> None:
+    def clicked(d: WebDriver) -> bool:
+        d.find_element(*locator).click()
+        return True
+    wait(driver, clicked, what)
 
 
 def test_sign_in_find_a_job_and_requeue_a_dead_letter(server: HttpServer, browser: WebDriver) -> None:
@@ -80,6 +99,9 @@ def test_sign_in_find_a_job_and_requeue_a_dead_letter(server: HttpServer, browse
     reserved = api(server, "POST", f"/v1/topics/{topic}/reserve", {"ttr": 30, "wait": 20})["job"]
     assert reserved is not None and reserved["id"] == "order:7"
     api(server, "POST", f"{jobs}/order:7/bury", {"receipt": reserved["receipt"]})
+    # Some traffic for the chart: 200 jobs due over the next 4 seconds.
+    mail = "mail-" + uuid.uuid4().hex[:6]
+    api(server, "POST", "/v1/jobs", {"jobs": [{"topic": mail, "id": f"m{i}", "delay": i * 0.02} for i in range(200)]})
 
     # Sign in: a wrong token is refused, the right one opens the app.
     browser.get(server.base + "/")
@@ -98,8 +120,7 @@ def test_sign_in_find_a_job_and_requeue_a_dead_letter(server: HttpServer, browse
     # The topic shows with its numbers.
     row = (By.CSS_SELECTOR, f'#topics tr[data-topic="{topic}"]')
     wait(browser, EC.presence_of_element_located(row), "the topic's row")
-    wait(browser, lambda d: [c.text for c in d.find_element(*row).find_elements(By.TAG_NAME, "td")][1:5]
-         == ["6", "0", "0", "1"], "the topic's counts")
+    wait(browser, lambda d: (topic_cells(d, topic) or [])[1:5] == ["6", "0", "0", "1"], "the topic's counts")
 
     # Find the pushed job by id.
     browser.find_element(By.ID, "find-topic").send_keys(topic)
@@ -111,13 +132,17 @@ def test_sign_in_find_a_job_and_requeue_a_dead_letter(server: HttpServer, browse
     assert "in 59." in shown or "in 60.0 min" in shown, shown
 
     # The dead letter, its body shown as text, never as HTML.
-    browser.find_element(*row).click()
+    click(browser, row, "the topic's row")
     dead_row = (By.CSS_SELECTOR, '#dead tr[data-id="order:7"]')
     wait(browser, EC.presence_of_element_located(dead_row), "the dead letter")
-    assert browser.find_element(*dead_row).find_element(By.CSS_SELECTOR, "td.body").text == HOSTILE
+    body_cell = (By.CSS_SELECTOR, '#dead tr[data-id="order:7"] td.body')
+    wait(browser, lambda d: d.find_element(*body_cell).text == HOSTILE, "the body shown as text")
     assert browser.find_elements(By.CSS_SELECTOR, "#dead img, #dead b") == []
     assert browser.title != "pwned"
     wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#scheduled tbody tr")) == 6, "scheduled jobs")
+    wait(browser, lambda d: (topic_cells(d, mail) or [])[1:3] == ["0", "200"], "the mail jobs moved")
+    wait(browser, lambda d: "200 moved" in d.find_element(By.ID, "chart-summary").text
+         or "201 moved" in d.find_element(By.ID, "chart-summary").text, "the chart")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "dashboard.png"
     browser.save_screenshot(str(shot))
@@ -127,10 +152,11 @@ def test_sign_in_find_a_job_and_requeue_a_dead_letter(server: HttpServer, browse
         shutil.copyfile(shot, REPO / "docs" / "img" / "dashboard.png")
 
     # Requeue it: dismissing the confirmation does nothing, accepting does.
-    browser.find_element(*dead_row).find_element(By.CSS_SELECTOR, "button.requeue").click()
+    requeue = (By.CSS_SELECTOR, '#dead tr[data-id="order:7"] button.requeue')
+    click(browser, requeue, "Requeue")
     wait(browser, EC.alert_is_present(), "the confirmation").dismiss()
     assert api(server, "GET", f"{jobs}/order:7")["state"] == "dead"
-    browser.find_element(*dead_row).find_element(By.CSS_SELECTOR, "button.requeue").click()
+    click(browser, requeue, "Requeue")
     wait(browser, EC.alert_is_present(), "the confirmation").accept()
     wait(browser, EC.text_to_be_present_in_element((By.ID, "message"), "Requeued 1."), "the requeue")
     wait(browser, EC.invisibility_of_element_located(dead_row), "the dead letter to leave the list")

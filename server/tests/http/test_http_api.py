@@ -165,12 +165,14 @@ def test_a_reserved_jobs_life_over_http(server: HttpServer) -> None:
     touched = ok(server, "POST", f"{jobs}/{job}/touch", {"receipt": got["receipt"], "ttr": 120})["deadline"]
     assert touched > got["deadline"] + 60
     assert "ttr is not taken here" in error(server, "POST", f"{jobs}/{job}/ack", {"ttr": 1})["message"]
-    assert ok(server, "POST", f"{jobs}/{job}/release", {"receipt": got["receipt"], "delay": 0})["released"] is True
+    release = {"receipt": got["receipt"], "delay": 0, "error": "TimeoutError: slow"}
+    assert ok(server, "POST", f"{jobs}/{job}/release", release)["released"] is True
+    assert ok(server, "GET", f"{jobs}/{job}")["last_error"] == "TimeoutError: slow"
     got = ok(server, "POST", f"/v1/topics/{topic}/reserve", {"ttr": 30, "wait": 10})["job"]
     assert got is not None and got["attempts"] == 2
-    assert ok(server, "POST", f"{jobs}/{job}/bury", {"receipt": got["receipt"]})["buried"] is True
+    assert ok(server, "POST", f"{jobs}/{job}/bury", {"receipt": got["receipt"], "error": "E: no"})["buried"] is True
     info = ok(server, "GET", f"{jobs}/{job}")
-    assert (info["state"], info["dead_reason"]) == ("dead", "buried")
+    assert (info["state"], info["dead_reason"], info["last_error"]) == ("dead", "buried", "E: no")
     dead = ok(server, "GET", f"/v1/topics/{topic}/dead")
     assert [(d["id"], d["body"], d["reason"]) for d in dead["dead"]] == [(job, "work", "buried")]
     assert dead["next"] is None

@@ -63,7 +63,7 @@ function num(value) {
 
 // Topics and their numbers.
 async function refreshTopics() {
-  const [stats, history] = await Promise.all([api("GET", "/v1/stats"), api("GET", "/v1/history?seconds=300")]);
+  const [stats, history] = await Promise.all([api("GET", "/v1/stats"), api("GET", "/v1/history?seconds=120")]);
   const recent = history.topics || {};
   const body = $("topics").tBodies[0];
   body.replaceChildren();
@@ -117,7 +117,7 @@ function drawChart(samples) {
   ctx.font = "11px sans-serif";
   ctx.fillText(maxMoved + "/s", 2, pad - 4);
   ctx.fillText(maxLate + " ms", w - pad - 30, pad - 4);
-  ctx.fillText("-5 min", pad, h - 8);
+  ctx.fillText("-2 min", pad, h - 8);
   ctx.fillText("now", w - pad - 20, h - 8);
   const total = samples.reduce((a, s) => a + s.moved, 0);
   $("chart-summary").textContent = " " + total + " moved in the last " + samples.length + " s";
