@@ -7,6 +7,7 @@ namespace Delayer;
 use Delayer\Exception\ConfigException;
 use Delayer\Exception\ConnectionException;
 use Delayer\Exception\IdTakenException;
+use Delayer\Exception\NotReplicatedException;
 use Delayer\Exception\InvalidArgumentException;
 use Delayer\Exception\ProtocolException;
 use Delayer\Exception\RedisErrorException;
@@ -105,6 +106,9 @@ class Client
 
     private readonly Keys $keys;
 
+    /** Seconds a push waits for a replica (the durable option); null: no wait. */
+    private readonly ?float $durable;
+
     /**
      * Connects to Redis (and authenticates, and selects the database).
      *
@@ -129,6 +133,16 @@ class Client
      *                 client certificate and key, for mutual TLS)
      *        prefix   key prefix, as the server's key_prefix (default "delayer:")
      *        timeout  connect and read timeout in seconds (default 5)
+     *        durable  true (1 s) or seconds: each push (schedule, pushTo,
+     *                 pushMany; push() too) then waits for a replica to have
+     *                 it (WAIT 1) and throws NotReplicatedException when none
+     *                 did in time; without it a failover can lose the last
+     *                 acknowledged pushes (README, "Redis Sentinel")
+     *        sentinels, master_name, sentinel_username, sentinel_password,
+     *        sentinel_tls  Redis Sentinel instead of url/host/port: the
+     *                 sentinels ("host:port,..." or [host, port] pairs) and
+     *                 the name they monitor the master under; every new
+     *                 connection goes to the master they name
      * @throws ConfigException     on a bad value
      * @throws ConnectionException when Redis cannot be reached, refuses the
      *                             credentials, or refuses the database (a
@@ -150,6 +164,7 @@ class Client
         ]);
         $this->connection = $options->connection;
         $this->keys = $options->keys;
+        $this->durable = $options->durable;
         $this->host = $options->host;
         $this->port = $options->port;
         $this->database = $options->database;
@@ -398,6 +413,8 @@ class Client
                 }
             }
         }
+        // One WAIT covers every write this connection made.
+        $this->awaitReplica(\count($jobs) - \count($taken));
         if ($taken !== []) {
             throw new IdTakenException($taken, $dues);
         }
@@ -808,7 +825,21 @@ class Client
         if ($due instanceof Taken) {
             throw new IdTakenException([$due], [null]);
         }
+        $this->awaitReplica(1);
         return true;
+    }
+
+    /**
+     * With the durable option: WAIT for a replica to have the writes just
+     * made on this connection.
+     *
+     * @throws NotReplicatedException when none did in time
+     */
+    private function awaitReplica(int $jobs): void
+    {
+        if ($this->durable !== null && $jobs > 0 && $this->connection->waitForReplica($this->durable) < 1) {
+            throw new NotReplicatedException($jobs, $this->durable);
+        }
     }
 
     /** reserve.lua for a checked topic and ttr. */

@@ -166,6 +166,33 @@ final class Connection
         });
     }
 
+    /**
+     * WAIT 1 <timeout> on the live connection, after a write on it: how many
+     * replicas have every write this connection made (a durable push).
+     *
+     * @throws ConnectionException
+     */
+    public function waitForReplica(float $timeout): int
+    {
+        $ms = max(1, (int) round($timeout * 1000));
+        return $this->use(function (\Redis $redis) use ($ms): int {
+            try {
+                $redis->setOption(\Redis::OPT_READ_TIMEOUT, $ms / 1000 + $this->timeout);
+                try {
+                    $acked = $redis->rawCommand('WAIT', '1', (string) $ms);
+                } finally {
+                    $redis->setOption(\Redis::OPT_READ_TIMEOUT, $this->timeout);
+                }
+            } catch (\RedisException $e) {
+                throw new ConnectionException('Redis error running WAIT: ' . $this->scrub($e->getMessage()), 0, $e);
+            }
+            if (!\is_int($acked)) {
+                throw new RedisErrorException('Redis error running WAIT: ' . $this->scrub((string) $redis->getLastError()));
+            }
+            return $acked;
+        });
+    }
+
     /** A connection with the same settings, not yet open. */
     public function copy(): self
     {

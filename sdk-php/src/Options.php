@@ -19,7 +19,7 @@ final class Options
     /** The options this SDK reads; any other key is the caller's own (1.x made it a property). */
     public const KEYS = [
         'url', 'host', 'port', 'database', 'username', 'password', 'tls', 'prefix', 'timeout',
-        'sentinels', 'master_name', 'sentinel_username', 'sentinel_password', 'sentinel_tls',
+        'sentinels', 'master_name', 'sentinel_username', 'sentinel_password', 'sentinel_tls', 'durable',
     ];
 
     /** The options that go with sentinels (Redis Sentinel mode). */
@@ -46,6 +46,7 @@ final class Options
         #[\SensitiveParameter] public readonly string $password,
         public readonly Keys $keys,
         public readonly Connection $connection,
+        public readonly ?float $durable = null,
     ) {
     }
 
@@ -151,7 +152,27 @@ final class Options
             $secrets,
             $sentinels,
         );
-        return new self($shownHost, $port, $database, $password, $keys, $connection);
+        return new self($shownHost, $port, $database, $password, $keys, $connection, self::durable($config['durable'] ?? null));
+    }
+
+    /**
+     * The durable option: true (1 s) or seconds to wait for a replica after
+     * each push; null or false: pushes do not wait.
+     *
+     * @throws ConfigException
+     */
+    private static function durable(mixed $durable): ?float
+    {
+        if ($durable === null || $durable === false) {
+            return null;
+        }
+        if ($durable === true) {
+            return 1.0;
+        }
+        if (!(\is_int($durable) || \is_float($durable)) || $durable <= 0 || $durable > 3600) {
+            throw new ConfigException('option durable must be true or seconds in (0, 3600], got ' . var_export($durable, true));
+        }
+        return (float) $durable;
     }
 
     /**

@@ -14,6 +14,7 @@ use crate::ops::{self, DeadAction, Ending, Request};
 use crate::wait::{Step, Wait};
 use crate::{DeadLetter, Job, JobRef, Message, Reserved};
 use crate::aio_shared::Shared;
+use crate::durable;
 use crate::target::{is_read_only, Target};
 use redis::aio::{ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Client, Value};
@@ -47,6 +48,8 @@ pub struct Delayer {
     shared: Shared,
     blocking: Arc<Mutex<Vec<MultiplexedConnection>>>,
     keys: Keys,
+    /// Pushes wait this long for a replica's acknowledgement (`durable`).
+    durable: Option<Duration>,
 }
 
 impl std::fmt::Debug for Delayer {
@@ -84,7 +87,36 @@ impl Delayer {
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_number_of_retries(1);
         let shared = Shared::new(target.clone(), config)?;
-        Ok(Delayer { target, shared, blocking: Arc::default(), keys: Keys::new(prefix) })
+        Ok(Delayer { target, shared, blocking: Arc::default(), keys: Keys::new(prefix), durable: None })
+    }
+
+    /// As [`crate::Delayer::durable`]: pushes wait for a replica. The write
+    /// and its WAIT go on a connection of their own (as bpop's), so a WAIT
+    /// never holds up the calls sharing the multiplexed connection.
+    pub fn durable(&self, timeout: Duration) -> Delayer {
+        Delayer { durable: Some(timeout), ..self.clone() }
+    }
+
+    /// As the blocking client's: `req`, then WAIT on the same connection.
+    async fn call_durable(&self, req: &Request) -> Result<(Value, u64)> {
+        let Some(timeout) = self.durable else {
+            return Ok((self.call(req).await?, u64::MAX));
+        };
+        let idle = self.blocking.lock().ok().and_then(|mut idle| idle.pop());
+        let mut conn = match idle {
+            Some(conn) => conn,
+            None => self.blocking_connection().await?,
+        };
+        let reply = match send(&mut conn, req).await {
+            Err(e) if is_lost_connection(&e) || (self.target.follows_failover() && is_read_only(&e)) => {
+                conn = self.blocking_connection().await?;
+                send(&mut conn, req).await?
+            }
+            reply => reply?,
+        };
+        let acked = durable::acked(send(&mut conn, &Request::Blocking(durable::wait(timeout), Some(timeout))).await?)?;
+        self.reuse(conn);
+        Ok((reply, acked))
     }
 
     /// The same client under another key prefix.
@@ -154,16 +186,22 @@ impl Delayer {
     /// As [`crate::Delayer::push_job`]: with [`Job::if_absent`] and the id
     /// taken, [`crate::Error::IdTaken`].
     pub async fn push_job(&self, job: &Job) -> Result<SystemTime> {
-        ops::parse_push(job, self.call(&ops::push(&self.keys, job)?.into()).await?)
+        let (reply, acked) = self.call_durable(&ops::push(&self.keys, job)?.into()).await?;
+        let due = ops::parse_push(job, reply)?;
+        durable::check(acked, vec![due], self.durable.unwrap_or_default(), due)
     }
 
     /// As [`crate::Delayer::push_many`].
     pub async fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
         let mut pushed = ops::PushedMany::new(jobs);
+        let mut least_acked = u64::MAX;
         for pipe in ops::push_many(&self.keys, jobs)? {
-            pushed.add(self.call(&Request::Pipeline(pipe)).await?)?;
+            let (reply, acked) = self.call_durable(&Request::Pipeline(pipe)).await?;
+            least_acked = least_acked.min(acked);
+            pushed.add(reply)?;
         }
-        pushed.finish()
+        let due = pushed.finish()?;
+        durable::check(least_acked, due.clone(), self.durable.unwrap_or_default(), due)
     }
 
     /// As [`crate::Delayer::pop`].

@@ -7,6 +7,7 @@
 
 use crate::conf;
 use crate::connection::{build_pool_for, Manager, PoolOptions};
+use crate::durable;
 use crate::error::{is_lost_connection, Error, Result};
 use crate::keys::{Keys, DEFAULT_PREFIX};
 use crate::ops::{self, DeadAction, Ending, Request};
@@ -143,6 +144,8 @@ pub struct Delayer {
     /// The pool's bound on each reply, put back after a blocking wait.
     io_timeout: Option<Duration>,
     keys: Keys,
+    /// Pushes wait this long for a replica's acknowledgement (`durable`).
+    durable: Option<Duration>,
 }
 
 impl std::fmt::Debug for Delayer {
@@ -208,7 +211,31 @@ impl Delayer {
             pool: build_pool_for(target, pool),
             io_timeout: pool.io_timeout,
             keys: Keys::new(prefix),
+            durable: None,
         }
+    }
+
+    /// The same client, whose pushes (push, push_job, push_many) are
+    /// durable: after each write, on its connection, `WAIT 1 <timeout>`
+    /// waits for a replica to have it, and when none does in time the push
+    /// fails with [`Error::NotReplicated`] (the jobs are on the master, but a
+    /// failover now could lose them). Costs a round trip and the replica's
+    /// lag per push call; see bench/RESULTS.md.
+    pub fn durable(&self, timeout: Duration) -> Delayer {
+        Delayer { durable: Some(timeout), ..self.clone() }
+    }
+
+    /// `req` on one connection, then, for a durable client, WAIT on the same
+    /// connection: the reply and how many replicas have the write
+    /// (`u64::MAX` when not durable).
+    fn call_durable(&self, req: &Request) -> Result<(Value, u64)> {
+        let Some(timeout) = self.durable else {
+            return Ok((self.call(req)?, u64::MAX));
+        };
+        let mut conn = self.checkout()?;
+        let reply = self.send(&mut conn, req)?;
+        let acked = durable::acked(self.send(&mut conn, &Request::Blocking(durable::wait(timeout), Some(timeout)))?)?;
+        Ok((reply, acked))
     }
 
     /// The same client under another key prefix.
@@ -295,7 +322,9 @@ impl Delayer {
     /// [`Job::if_absent`] and the id taken, nothing is written and the
     /// result is [`Error::IdTaken`].
     pub fn push_job(&self, job: &Job) -> Result<SystemTime> {
-        ops::parse_push(job, self.call(&ops::push(&self.keys, job)?.into())?)
+        let (reply, acked) = self.call_durable(&ops::push(&self.keys, job)?.into())?;
+        let due = ops::parse_push(job, reply)?;
+        durable::check(acked, vec![due], self.durable.unwrap_or_default(), due)
     }
 
     /// Schedules many jobs: 100 per script call, 10 calls per round trip.
@@ -306,10 +335,14 @@ impl Delayer {
     /// every job written.
     pub fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
         let mut pushed = ops::PushedMany::new(jobs);
+        let mut least_acked = u64::MAX;
         for pipe in ops::push_many(&self.keys, jobs)? {
-            pushed.add(self.call(&Request::Pipeline(pipe))?)?;
+            let (reply, acked) = self.call_durable(&Request::Pipeline(pipe))?;
+            least_acked = least_acked.min(acked);
+            pushed.add(reply)?;
         }
-        pushed.finish()
+        let due = pushed.finish()?;
+        durable::check(least_acked, due.clone(), self.durable.unwrap_or_default(), due)
     }
 
     /// Takes the next ready job of `topic`, if any. The job is deleted as it

@@ -1,7 +1,7 @@
 //! The crate's error type: every failure is a value the caller can match on.
 
 use std::fmt;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What went wrong.
 #[derive(Debug)]
@@ -22,6 +22,20 @@ pub enum Error {
     /// A push with [`crate::Job::if_absent`] found ids already taken and
     /// wrote nothing for them (push_many wrote the others all the same).
     IdTaken(IdTaken),
+    /// A durable push (a client made with `durable(timeout)`) was written on
+    /// the master, but no replica acknowledged it in time: a failover now
+    /// could lose it.
+    NotReplicated(NotReplicated),
+}
+
+/// The jobs a durable push wrote on the master without a replica's
+/// acknowledgement within the timeout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotReplicated {
+    /// The due time of every job written, in order.
+    pub due: Vec<SystemTime>,
+    /// How long Redis waited for a replica.
+    pub timeout: Duration,
 }
 
 /// The ids a push "if absent" found taken, and what was written.
@@ -59,6 +73,13 @@ impl fmt::Display for Error {
             Error::Redis(e) => write!(f, "redis error: {e}"),
             Error::Protocol(m) => write!(f, "unexpected reply from Redis: {m}"),
             Error::IdTaken(t) => write!(f, "{t}"),
+            Error::NotReplicated(n) => write!(
+                f,
+                "{} job(s) written on the master, but no replica acknowledged them within {} ms: a failover now \
+                 could lose them",
+                n.due.len(),
+                n.timeout.as_millis()
+            ),
         }
     }
 }

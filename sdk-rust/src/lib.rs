@@ -53,6 +53,7 @@ pub mod aio;
 #[cfg(feature = "aio")]
 mod aio_shared;
 mod client;
+pub mod durable;
 pub mod conf;
 pub mod connection;
 mod error;
@@ -69,6 +70,6 @@ pub mod worker;
 
 pub use client::{Delayer, Job, Message};
 pub use connection::PoolOptions;
-pub use error::{Error, IdTaken, Result, Taken};
+pub use error::{Error, IdTaken, NotReplicated, Result, Taken};
 pub use keys::Keys;
 pub use reliable::{Backoff, DeadLetter, JobRef, Reserved};

@@ -18,7 +18,7 @@ pub struct Target(Kind);
 
 #[derive(Clone)]
 enum Kind {
-    Fixed(Client),
+    Fixed(Arc<Client>),
     Sentinel(Arc<RedisSettings>),
 }
 
@@ -34,7 +34,7 @@ impl std::fmt::Debug for Target {
 impl Target {
     /// Always this client's Redis.
     pub fn fixed(client: Client) -> Target {
-        Target(Kind::Fixed(client))
+        Target(Kind::Fixed(Arc::new(client)))
     }
 
     /// The master the sentinels of `settings` name, asked at each
@@ -58,7 +58,7 @@ impl Target {
     /// now; the client does not follow a later failover).
     pub fn client(&self, timeout: Duration) -> RedisResult<Client> {
         match &self.0 {
-            Kind::Fixed(client) => Ok(client.clone()),
+            Kind::Fixed(client) => Ok(Client::clone(client)),
             Kind::Sentinel(settings) => {
                 let s = Self::sentinel_settings(settings)?;
                 let (host, port) = sentinel::master_address(s, timeout, |info, t| {
@@ -89,7 +89,7 @@ impl Target {
     #[cfg(feature = "aio")]
     pub async fn client_async(&self, timeout: Duration) -> RedisResult<Client> {
         match &self.0 {
-            Kind::Fixed(client) => Ok(client.clone()),
+            Kind::Fixed(client) => Ok(Client::clone(client)),
             Kind::Sentinel(settings) => {
                 let s = Self::sentinel_settings(settings)?;
                 let config = redis::AsyncConnectionConfig::new()

@@ -24,6 +24,7 @@ from .errors import (
     DelayerError,
     IdTakenError,
     InvalidArgument,
+    NotReplicatedError,
     ProtocolError,
 )
 from .keys import DEFAULT_PREFIX, Keys
@@ -61,6 +62,7 @@ __all__ = [
     "AuthenticationFailed",
     "ProtocolError",
     "IdTakenError",
+    "NotReplicatedError",
 ]
 
 __version__ = "2.0.0"

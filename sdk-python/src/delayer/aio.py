@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.exceptions import RedisError
 
-from . import _ops, scripts
+from . import _durable, _ops, scripts
 from ._base import ClientBase, Flavour
 from .inspect import AsyncInspectMixin
 from ._translate import lost_connection
@@ -69,6 +69,10 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         return await self._do(step)
 
     async def _do(self, step: _ops.Step) -> Any:
+        if isinstance(step, _durable.Durable):
+            async with self._redis.pipeline(transaction=False) as pipe:
+                _durable.queue(pipe, step, self._scripts)
+                return _durable.split(step, await pipe.execute())
         if isinstance(step, _ops.Wait):
             if step.command == "BRPOP":
                 return await self._waiter.brpop([step.queue], timeout=step.seconds)
@@ -97,6 +101,7 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         max_attempts: Optional[int] = None,
         backoff: Optional[Backoff] = None,
         if_absent: bool = False,
+        durable: Union[bool, float] = False,
     ) -> float:
         """Schedule job ``id`` on ``topic`` in ``delay`` seconds; return its due time.
 
@@ -117,12 +122,20 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         before it goes to dead letters, and how long it waits after a failed
         one. Left out, reserve uses 25 and exponential backoff from 1 s up to
         1 h, and the bucket stays exactly as Delayer 1.x writes it.
-        """
-        return await self._drive(
-            _ops.push(self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent)
-        )
 
-    async def push_many(self, jobs: Iterable[Job], *, if_absent: bool = False) -> List[float]:
+        ``durable=True`` (or a number of seconds; True is 1 s) waits, after
+        the write and on its connection, for a replica to have it (``WAIT
+        1``): :class:`NotReplicatedError` when none did in time (the job is on
+        the master, but a failover now could lose it). Without it a failover
+        can lose the last acknowledged pushes (see the README).
+        """
+        op = _ops.push(self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent)
+        due: float = await self._drive(_durable.wrap(op, durable) if durable else op)
+        return due
+
+    async def push_many(
+        self, jobs: Iterable[Job], *, if_absent: bool = False, durable: Union[bool, float] = False
+    ) -> List[float]:
         """Push many jobs, pipelined; return their due times in order.
 
         Every job is validated before anything is sent. Jobs go by
@@ -137,7 +150,8 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         job's due time in order (:attr:`~IdTakenError.due`, None for a taken
         one).
         """
-        return await self._drive(_ops.push_many(self._keys, jobs, if_absent))
+        op = _ops.push_many(self._keys, jobs, if_absent)
+        return await self._drive(_durable.wrap(op, durable) if durable else op)
 
     async def pop(self, topic: str) -> Optional[Message]:
         """Take the next ready job of ``topic``, or None if there is none.

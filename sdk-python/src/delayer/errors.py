@@ -7,7 +7,7 @@ exception escapes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence
 
 if TYPE_CHECKING:  # models imports this module
     from .models import Taken
@@ -64,6 +64,25 @@ class IdTakenError(DelayerError):
         self.taken: List["Taken"] = list(taken)
         self.due: List[Optional[float]] = list(due)
         super().__init__(_describe(self.taken))
+
+
+class NotReplicatedError(DelayerError):
+    """A durable push (``durable=...``) was written on the master, but no
+    replica acknowledged it within the timeout: a failover now could lose it.
+
+    :attr:`due` is what the push returned without ``durable``: the due time
+    (``push``) or the list of them (``push_many``); :attr:`timeout` is the
+    wait, in seconds. Pushing the same ids again is safe (a push replaces).
+    """
+
+    def __init__(self, due: Any, timeout: float) -> None:
+        self.due = due
+        self.timeout = timeout
+        count = len(due) if isinstance(due, list) else 1
+        super().__init__(
+            f"{count} job(s) written on the master, but no replica acknowledged them within "
+            f"{timeout * 1000:.0f} ms: a failover now could lose them"
+        )
 
 
 def _describe(taken: Sequence["Taken"]) -> str:

@@ -1,0 +1,82 @@
+"""Durable pushes: ``WAIT 1 <timeout>`` after the write, on its connection.
+
+Redis replicates asynchronously: a push the master acknowledged can be lost
+when the master dies before its replica has it (bench/RESULTS.md measures
+how many per failover). With ``durable=...`` a push's script and a ``WAIT``
+go in one pipeline, so on one connection, and the push raises
+:class:`~delayer.NotReplicatedError` when no replica acknowledged the write
+in time. This module wraps an operation of :mod:`delayer._ops` and says
+what to queue and how the replies split; the clients run the pipeline.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generator, List, NamedTuple, Tuple, Union
+
+from . import _ops, scripts
+from ._calls import ScriptCall
+from .errors import InvalidArgument, NotReplicatedError
+
+#: The wait of ``durable=True``, in seconds.
+DEFAULT_TIMEOUT = 1.0
+
+
+class Durable(NamedTuple):
+    """A push step (a script call or a pipeline of them) followed by WAIT."""
+
+    step: Union[ScriptCall, _ops.Pipeline]
+    timeout_ms: int
+
+
+def timeout_of(durable: object) -> float:
+    """``durable=`` as seconds: True is :data:`DEFAULT_TIMEOUT`, a number is itself."""
+    if durable is True:
+        return DEFAULT_TIMEOUT
+    if isinstance(durable, bool) or not isinstance(durable, (int, float)) or not 0 < durable <= 3600:
+        raise InvalidArgument(f"durable must be True or a number of seconds (0, 3600], not {durable!r}")
+    return float(durable)
+
+
+def wrap(op: "_ops.Op[Any]", durable: object) -> "_ops.Op[Any]":
+    """``op`` with each of its steps followed by WAIT; raises
+    NotReplicatedError (with what ``op`` returned) when a WAIT saw no replica."""
+    timeout = timeout_of(durable)
+    return _wrapped(op, timeout)
+
+
+def _wrapped(op: "_ops.Op[Any]", timeout: float) -> Generator[Any, Any, Any]:
+    least = None
+    try:
+        step = next(op)
+        while True:
+            if isinstance(step, _ops.Wait):  # pushes never wait; nothing to make durable
+                raise TypeError("a blocking wait cannot be made durable")
+            reply, acked = yield Durable(step, max(1, round(timeout * 1000)))
+            least = acked if least is None else min(least, acked)
+            step = op.send(reply)
+    except StopIteration as done:
+        result = done.value
+    if least is not None and least < 1:
+        raise NotReplicatedError(result, timeout)
+    return result
+
+
+def queue(pipe: Any, step: Durable, loaded: Any) -> None:
+    """Queue ``step``'s commands on a non-transactional pipeline: SCRIPT LOAD
+    of each script (a no-op unless Redis lost its cache), the calls, WAIT 1.
+    ``loaded`` maps script names to redis-py Script objects (their sha)."""
+    calls: List[ScriptCall] = list(step.step.calls) if isinstance(step.step, _ops.Pipeline) else [step.step]
+    for name in dict.fromkeys(c.script for c in calls):
+        pipe.script_load(scripts.source(name))
+    for call in calls:
+        pipe.evalsha(loaded[call.script].sha, len(call.keys), *call.keys, *call.args)
+    pipe.execute_command("WAIT", 1, step.timeout_ms)
+
+
+def split(step: Durable, replies: List[Any]) -> Tuple[Any, int]:
+    """The replies of :func:`queue`'s pipeline as (what the step's own reply
+    would have been, how many replicas have the write)."""
+    acked = int(replies[-1])
+    if isinstance(step.step, _ops.Pipeline):
+        return replies[:-1], acked
+    return replies[-2], acked
