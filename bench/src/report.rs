@@ -276,11 +276,20 @@ fn sdk_rows(r: &Results, rows: &mut Vec<Row>) {
 fn throughput_rows(t: &Throughput, rows: &mut Vec<Row>) {
     let n = thousands(t.jobs as f64);
     for run in &t.runs {
-        let what = format!("Worker throughput, {n} no-op jobs due at once: {}, concurrency {}", run.name, throughput::CONCURRENCY);
+        let what = format!(
+            "Worker throughput, {n} no-op jobs due at once: {}, concurrency {}",
+            run.name,
+            throughput::CONCURRENCY
+        );
         match &run.result {
             Ok(d) => {
                 rows.push(row(what, format!("{} jobs/s ({:.2} s)", thousands(d.rate()), d.secs)));
                 rows.push(row(format!("Another client's PING p50/p99/max during {}", run.name), ms3(&d.ping_ms)));
+                let per_job = d.scripts.usec as f64 / d.jobs.max(1) as f64;
+                rows.push(row(
+                    format!("{}: script calls, Redis script time per job", run.name),
+                    format!("{} calls, {per_job:.1} us/job", thousands(d.scripts.calls as f64)),
+                ));
             }
             Err(e) => rows.push(row(what, format!("skipped: {e}"))),
         }

@@ -34,6 +34,8 @@ pub struct Done {
     pub secs: f64,
     /// Another client's PING round trips while the worker ran, ms.
     pub ping_ms: Summary,
+    /// Script calls (EVALSHA / EVAL / FCALL) and Redis's time in them.
+    pub scripts: redisx::CmdStat,
 }
 
 impl Done {
@@ -93,11 +95,9 @@ fn delayer_run(redis: &RedisServer, jobs: u64, kind: Kind) -> Done {
     let last = Arc::new(Mutex::new(None::<Instant>));
     let (count, at, stop) = (acked.clone(), last.clone(), stopper.clone());
     let hooks = move |e: &Event<'_>| match e {
-        Event::Acked { .. } => {
-            if count.fetch_add(1, Ordering::Relaxed) + 1 == jobs {
-                *at.lock().expect("last") = Some(Instant::now());
-                stop.stop();
-            }
+        Event::Acked { .. } if count.fetch_add(1, Ordering::Relaxed) + 1 == jobs => {
+            *at.lock().expect("last") = Some(Instant::now());
+            stop.stop();
         }
         Event::Failed { error, .. } => eprintln!("throughput: a no-op job failed: {error}"),
         Event::ConnectionLost { error, .. } | Event::Error { error } => eprintln!("throughput: {error}"),
@@ -135,8 +135,9 @@ fn delayer_run(redis: &RedisServer, jobs: u64, kind: Kind) -> Done {
     ended.expect("the worker ran");
     let end = last.lock().expect("last").unwrap_or_else(Instant::now);
     let ping_ms = Summary::of(pinger.finish(start, end));
+    let scripts = script_stats(&mut redis.connection());
     assert_eq!(acked.load(Ordering::Relaxed), jobs, "every job acked");
-    Done { jobs, secs: (end - start).as_secs_f64(), ping_ms }
+    Done { jobs, secs: (end - start).as_secs_f64(), ping_ms, scripts }
 }
 
 fn bullmq_run(redis: &RedisServer, root: &Path, jobs: u64) -> Result<Done, String> {
@@ -177,7 +178,18 @@ fn bullmq_run(redis: &RedisServer, root: &Path, jobs: u64) -> Result<Done, Strin
         return Err(format!("BullMQ completed {completed} of {jobs} jobs"));
     }
     let ping_ms = Summary::of(pinger.finish(at(start), at(end)));
-    Ok(Done { jobs, secs: (end - start) / 1e3, ping_ms })
+    // Includes addBulk's scripts: BullMQ adds with a script per job.
+    let scripts = script_stats(&mut conn);
+    Ok(Done { jobs, secs: (end - start) / 1e3, ping_ms, scripts })
+}
+
+/// Script calls and their Redis time since the last CONFIG RESETSTAT.
+fn script_stats(conn: &mut redis::Connection) -> redisx::CmdStat {
+    let stats = redisx::commandstats(conn);
+    ["evalsha", "eval", "fcall", "evalsha_ro", "eval_ro"]
+        .iter()
+        .filter_map(|c| stats.get(*c))
+        .fold(redisx::CmdStat::default(), |a, s| redisx::CmdStat { calls: a.calls + s.calls, usec: a.usec + s.usec })
 }
 
 fn wall_ms() -> f64 {

@@ -91,6 +91,14 @@ pub fn dead_count(count: usize) -> Result<usize> {
     Ok(count)
 }
 
+/// How many jobs a `reserve_many` call may take: 0 to [`MAX_RESERVE_MANY`].
+pub fn reserve_count(n: usize) -> Result<usize> {
+    if n > MAX_RESERVE_MANY {
+        return Err(Error::InvalidArgument(format!("reserve_many takes 0 to {MAX_RESERVE_MANY} jobs a call, not {n}")));
+    }
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,12 +139,4 @@ mod tests {
         assert!(backoff(&crate::Backoff::exponential(s(2), s(1))).is_err());
         assert!(dead_count(0).is_err() && dead_count(1001).is_err() && dead_count(1000).is_ok());
     }
-}
-
-/// How many jobs a `reserve_many` call may take: 0 to [`MAX_RESERVE_MANY`].
-pub fn reserve_count(n: usize) -> Result<usize> {
-    if n > MAX_RESERVE_MANY {
-        return Err(Error::InvalidArgument(format!("reserve_many takes 0 to {MAX_RESERVE_MANY} jobs a call, not {n}")));
-    }
-    Ok(n)
 }

@@ -56,7 +56,8 @@ fn a_failing_handler_releases_with_its_backoff_and_error_then_dead_letters() {
 
         // Its last attempt fails: a dead letter that says why.
         let _: () = redis::cmd("ZREM").arg("delayer:job_pool").arg("f1").query(&mut redis.connection()).expect("zrem");
-        let _: () = redis::cmd("LPUSH").arg("delayer:ready_queue:t").arg("f1").query(&mut redis.connection()).expect("lpush");
+        let _: () =
+            redis::cmd("LPUSH").arg("delayer:ready_queue:t").arg("f1").query(&mut redis.connection()).expect("lpush");
         let d = delayer::Delayer::open(&redis.url()).expect("client");
         assert!(wait_until(DEADLINE, || d.dead_letters("t", 0, 10).expect("dead").iter().any(|l| l.id == "f1")));
         let letter = d.dead_letters("t", 0, 10).expect("dead").remove(0);
@@ -229,9 +230,13 @@ fn bad_settings_and_a_reply_error_end_run_with_the_error() {
         assert!(matches!(w.join(DEADLINE).expect("returned"), Err(Error::InvalidArgument(_))));
 
         // A ready queue that is not a list: Redis refuses; the worker stops.
-        let _: () = redis::cmd("SET").arg("delayer:ready_queue:t").arg("x").query(&mut redis.connection()).expect("set");
+        let _: () =
+            redis::cmd("SET").arg("delayer:ready_queue:t").arg("x").query(&mut redis.connection()).expect("set");
         let mut w = start(kind, &redis.url(), Options::default(), ok());
         let ended = w.join(DEADLINE).expect("returned");
-        assert!(matches!(ended, Err(Error::Redis(ref e)) if e.to_string().contains("WRONGTYPE")), "{kind:?}: {ended:?}");
+        assert!(
+            matches!(ended, Err(Error::Redis(ref e)) if e.to_string().contains("WRONGTYPE")),
+            "{kind:?}: {ended:?}"
+        );
     }
 }

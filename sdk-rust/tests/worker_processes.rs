@@ -144,9 +144,12 @@ fn server_bin() -> String {
         .expect("the delayer binary")
 }
 
-/// (id, attempt, µs) of every handler run, and (id, µs) of every ack, from
+/// (id, µs) of every handler run and of every ack, from
 /// all logs. A line cut short by kill -9 is skipped.
-fn read_logs(workers: &[&Path]) -> (Vec<(String, u128)>, Vec<(String, u128)>) {
+/// (job id, µs) entries of the logs.
+type Lines = Vec<(String, u128)>;
+
+fn read_logs(workers: &[&Path]) -> (Lines, Lines) {
     let (mut runs, mut acks) = (Vec::new(), Vec::new());
     for log in workers {
         let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -171,13 +174,17 @@ fn all_jobs_end_acked_or_dead_through_a_kill_and_a_redis_restart() {
     let jobs: Vec<Job> = (0..JOBS)
         .map(|i| {
             let job = Job::new(TOPIC, format!("job-{i}"), Duration::ZERO).backoff(backoff);
-            if doomed(i) { job.max_attempts(3) } else { job.max_attempts(10) }
+            if doomed(i) {
+                job.max_attempts(3)
+            } else {
+                job.max_attempts(10)
+            }
         })
         .collect();
     d.push_many(&jobs).expect("push_many");
 
     let dir = temp_dir("worker-processes");
-    let mut workers = vec![
+    let mut workers = [
         start_worker(&redis, &dir, 0, "async"),
         start_worker(&redis, &dir, 1, "async"),
         start_worker(&redis, &dir, 2, "sync"),
@@ -195,7 +202,10 @@ fn all_jobs_end_acked_or_dead_through_a_kill_and_a_redis_restart() {
     let dead = |d: &Delayer| d.dead_letters(TOPIC, 0, 1000).map(|l| l.len()).unwrap_or(0);
     let settled = |d: &Delayer| {
         let mut conn = redis.connection();
-        let buckets: usize = redis::cmd("KEYS").arg("delayer:job_bucket:*").query::<Vec<String>>(&mut conn).map_or(usize::MAX, |k| k.len());
+        let buckets: usize = redis::cmd("KEYS")
+            .arg("delayer:job_bucket:*")
+            .query::<Vec<String>>(&mut conn)
+            .map_or(usize::MAX, |k| k.len());
         buckets == dead(d)
     };
     assert!(

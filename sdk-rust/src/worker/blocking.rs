@@ -147,7 +147,8 @@ impl Worker {
                 .spawn(move || loop {
                     let next = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
                     let Ok((slot, task, handler)) = next else { return };
-                    let outcome = catch_unwind(AssertUnwindSafe(|| handler(&task))).unwrap_or_else(|p| Err(panic_text(p)));
+                    let outcome =
+                        catch_unwind(AssertUnwindSafe(|| handler(&task))).unwrap_or_else(|p| Err(panic_text(p)));
                     if events.send(Msg::Done(slot, outcome)).is_err() {
                         return;
                     }

@@ -251,7 +251,10 @@ impl Core {
             return self.finish_now();
         }
         let touch_at = self.running.values().filter(|r| r.delivery.receipt.is_some()).map(|r| r.lease.get().1).min();
-        let until = [touch_at, self.stop_by].into_iter().flatten().min();
+        // Past the grace period, only waits and unsent acks are left: look
+        // again soon (they end within WAIT, or RETRY_MAX after it).
+        let stop_at = self.stop_by.map(|by| if by > now { by } else { now + RETRY_MIN });
+        let until = [touch_at, stop_at].into_iter().flatten().min();
         Action::Idle { until }
     }
 
@@ -278,8 +281,7 @@ impl Core {
     }
 
     fn due_touch(&mut self, now: Instant) -> Option<Action> {
-        let (slot, r) =
-            self.running.iter().find(|(_, r)| r.delivery.receipt.is_some() && r.lease.get().1 <= now)?;
+        let (slot, r) = self.running.iter().find(|(_, r)| r.delivery.receipt.is_some() && r.lease.get().1 <= now)?;
         let (ttr, _) = r.lease.get();
         // Not again before this one is answered: the answer sets the next.
         r.lease.set_next(now + ttr);
@@ -324,6 +326,8 @@ impl Core {
             self.emit(Event::Error { error: &e });
             self.fatal.get_or_insert(e);
             self.stop(now);
+            // Acks still to send are tried again, not in a tight loop.
+            self.retry_at = Some(now + RETRY_MIN);
         } else {
             self.emit(Event::Error { error: &e });
         }
@@ -365,7 +369,12 @@ impl Core {
 
     /// The answer to [`Action::Wait`]: a job, none within [`WAIT`], or the
     /// error. Returns the job to start.
-    pub(crate) fn waited(&mut self, topic: &str, result: crate::Result<Option<Delivery>>, now: Instant) -> Option<Start> {
+    pub(crate) fn waited(
+        &mut self,
+        topic: &str,
+        result: crate::Result<Option<Delivery>>,
+        now: Instant,
+    ) -> Option<Start> {
         self.waiters = self.waiters.saturating_sub(1);
         let t = self.topics.iter_mut().find(|t| t.name == topic)?;
         t.waiting = false;

@@ -64,7 +64,8 @@ impl Stopper {
             .map_err(|e| crate::Error::InvalidArgument(format!("cannot listen for signals: {e}")))?;
         // Set the handlers here, so a signal right after this returns counts.
         let listening = runtime.block_on(async { Signals::new() });
-        let mut signals = listening.map_err(|e| crate::Error::InvalidArgument(format!("cannot listen for signals: {e}")))?;
+        let mut signals =
+            listening.map_err(|e| crate::Error::InvalidArgument(format!("cannot listen for signals: {e}")))?;
         let stopper = self.clone();
         std::thread::Builder::new()
             .name("delayer-signals".into())

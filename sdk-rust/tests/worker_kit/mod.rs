@@ -145,7 +145,8 @@ pub fn start(kind: Kind, url: &str, opts: Options, plan: Behaviour) -> Running {
             configure_sync(w, &opts).hooks(hooks).with_stopper(stop).run()
         }
         Kind::Async => {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+            let rt =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
             rt.block_on(async move {
                 let mut w = worker::aio::Worker::new(delayer::aio::Delayer::open(&url)?);
                 for topic in &opts.topics {
@@ -171,12 +172,20 @@ pub fn start(kind: Kind, url: &str, opts: Options, plan: Behaviour) -> Running {
 
 fn configure_sync(w: worker::Worker, o: &Options) -> worker::Worker {
     let w = w.concurrency(o.concurrency).ttr(o.ttr).grace(o.grace);
-    if o.at_most_once { w.at_most_once() } else { w }
+    if o.at_most_once {
+        w.at_most_once()
+    } else {
+        w
+    }
 }
 
 fn configure_async(w: worker::aio::Worker, o: &Options) -> worker::aio::Worker {
     let w = w.concurrency(o.concurrency).ttr(o.ttr).grace(o.grace);
-    if o.at_most_once { w.at_most_once() } else { w }
+    if o.at_most_once {
+        w.at_most_once()
+    } else {
+        w
+    }
 }
 
 /// Pushes `jobs` and makes them ready at once, as the server would.
