@@ -106,6 +106,11 @@ fn serve(
         if let Some(addr) = config.metrics_addr {
             telemetry::serve(addr).map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");
+            // The per-topic gauges, read on a thread of their own.
+            match target.client(config.pool.connect_timeout) {
+                Ok(client) => telemetry::watch_topics(client, &config.key_prefix),
+                Err(e) => log::warn!("no per-topic metrics: {e}"),
+            }
         }
         if let Some(settings) = &config.http {
             // Sentinel mode: the master named at start (the API does not follow a failover yet).
