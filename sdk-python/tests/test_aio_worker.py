@@ -121,12 +121,12 @@ def test_touch_extend_and_a_grace_that_runs_out(url: str, raw: "redis.Redis", se
     extended: List[Any] = []
 
     async def body(d: aio.Delayer) -> None:
-        w = aio.Worker(d, ttr=1.0, grace=0.5, hooks=hooks)
+        w = aio.Worker(d, ttr=4.0, grace=0.5, hooks=hooks)
 
         async def handle(job: aio.Delivery) -> None:
             runs.append(job.id)
             if job.id == "slow":
-                await asyncio.sleep(3.5)  # past its ttr: touched by the worker
+                await asyncio.sleep(10)  # past its ttr twice over: touched every 2 s
             else:
                 extended.append(await job.extend(600))
                 await asyncio.sleep(3600)  # never ends: cancelled after the grace

@@ -111,11 +111,11 @@ def test_at_most_once_pops_and_a_failure_loses_the_job(d: Delayer, raw: "redis.R
 
 def test_a_long_handler_keeps_its_reservation(d: Delayer, raw: "redis.Redis", server: Server) -> None:
     runs: List[int] = []
-    w = Worker(d, ttr=1.0)
+    w = Worker(d, ttr=4.0)
 
     def slow(job: Delivery) -> None:
         runs.append(job.attempts)
-        time.sleep(3.5)  # past its ttr three times over: the worker touches it
+        time.sleep(10)  # past its ttr twice over: the worker touches it every 2 s
 
     w.handle("t", slow)
     d.push("t", "a", 0, "x")

@@ -39,6 +39,15 @@ FIRST_PAUSE, MOST_PAUSE = 0.1, 5.0
 #: for the few that are free (a batch per round trip, and fetching while
 #: the other half of the handlers still run).
 GATHER = 0.005
+#: How many fetch loops a Worker runs at once (one for a small concurrency):
+#: while Redis runs one loop's call, the other parses its reply.
+FETCH_LOOPS = 2
+
+
+def fetch_loops(concurrency: int) -> int:
+    return FETCH_LOOPS if concurrency >= 8 else 1
+
+
 #: What a handler that did not finish within the grace period is released with.
 STOPPED_ERROR = "WorkerStopped: the worker stopped before the handler finished"
 
@@ -227,7 +236,8 @@ class Core:
         self.ttrs: Dict[str, float] = {}  # topic -> ttr, in registration order
         self.in_flight = 0
         self.acks: List[Delivery] = []
-        self.direct = False  # the fetch loop cannot send acks now: runners send their own
+        self.awaiting = 0  # fetch loops waiting for a job (they send no acks meanwhile)
+        self.closing = False  # the fetch loops are done
         self.running: Dict[int, Delivery] = {}  # id(delivery) -> reservations to touch
         self.want = 0  # the fetch loop waits (Idle) for this many free slots; 0: it does not wait
         self.stopping = False
@@ -261,7 +271,7 @@ class Core:
         it and the slot is free); ``wake`` when the fetch loop's wait is over."""
         with self.lock:
             self.running.pop(id(d), None)
-            if ack and self.direct:
+            if ack and (self.awaiting or self.closing):
                 return True, False  # the slot stays taken until the ack is sent: a stop waits for it
             self.in_flight -= 1
             if ack:
@@ -363,11 +373,16 @@ class Core:
         ttr = 0.0 if self.settings.at_most_once else self.ttrs[topic]
         return [self.make(m, ttr) for m in messages]
 
-    def fetch_loop(self) -> Generator[Action, Any, None]:
-        """The Worker's fetch loop, until :attr:`stopping`; then it sends the
-        acks left and returns (the driver waits for the running handlers)."""
+    def check_ready(self) -> None:
+        """Before a run: there must be something to run."""
         if not self.ttrs:
             raise InvalidArgument("the worker has no handler: register one per topic with handle()")
+
+    def fetch_loop(self) -> Generator[Action, Any, None]:
+        """One fetch loop, until :attr:`stopping`; then it sends the acks
+        left and returns (the driver waits for the running handlers). A
+        Worker runs :func:`fetch_loops` of them at once."""
+        self.check_ready()
         # Fetch once half the slots are free (or after GATHER): while one
         # half of the handlers runs, the other half's jobs are on their way.
         half = max(1, self.settings.concurrency // 2)
@@ -389,17 +404,24 @@ class Core:
             topics = self._order()
             per_topic = max(1, math.ceil(self.settings.concurrency / len(topics)))
             for topic in topics:
-                n = min(free - got, per_topic, RESERVE_BATCH)
-                fetch = Fetch(topic, self.ttrs[topic], n, acks)
-                ok, reply = yield from self._io(fetch)
+                # Slots are claimed before the call: another fetch loop
+                # running meanwhile sees them taken.
+                with self.lock:
+                    n = max(0, min(self.settings.concurrency - self.in_flight, per_topic, RESERVE_BATCH))
+                    self.in_flight += n
+                if n == 0 and not acks:
+                    break
+                ok, reply = yield from self._io(Fetch(topic, self.ttrs[topic], n, acks))
                 if not ok:
+                    with self.lock:
+                        self.in_flight -= n
                     self.requeue_acks(acks)
                     break
                 deliveries = self._fetched(topic, acks, reply)
                 acks = []
+                with self.lock:
+                    self.in_flight -= n - len(deliveries)
                 if deliveries:
-                    with self.lock:
-                        self.in_flight += len(deliveries)
                     got += len(deliveries)
                     yield Start(deliveries)
                 if got >= free or self.stopping:
@@ -409,24 +431,23 @@ class Core:
             # Nothing ready anywhere: wait for a job of the next topic in
             # turn, while finishing runners send their own acks.
             with self.lock:
-                if self.acks:
+                if self.acks or self.in_flight >= self.settings.concurrency:
                     continue
-                self.direct = True
+                self.awaiting += 1
+                self.in_flight += 1
             topic = topics[0]
             wait = max(MIN_IDLE_WAIT, IDLE_WAIT / len(topics))
-            try:
-                ok, message = yield from self._io(Await(topic, self.ttrs[topic], wait))
-            finally:
-                with self.lock:
-                    self.direct = False
+            ok, message = yield from self._io(Await(topic, self.ttrs[topic], wait))
+            with self.lock:
+                self.awaiting -= 1
+                if not ok or message is None:
+                    self.in_flight -= 1
             if ok and message is not None:
-                with self.lock:
-                    self.in_flight += 1
                 yield Start(self._fetched(topic, [], (None, [message])))
         # Stopping: runners send their own acks from now on; send what
         # waits (a few tries: an ack lost here means the job runs again).
         with self.lock:
-            self.direct = True
+            self.closing = True
         topic = next(iter(self.ttrs))
         tries = 0
         while tries < 5:

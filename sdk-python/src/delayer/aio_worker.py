@@ -109,6 +109,7 @@ class Worker:
     async def run(self, *, signals: bool = True) -> None:
         """Work until :meth:`stop` (or, with ``signals``, SIGTERM / SIGINT); then stop gracefully and return."""
         c = self._core
+        c.check_ready()
         loop = asyncio.get_running_loop()
         self._jobs, self._wake, self._stopped = asyncio.Queue(), asyncio.Event(), asyncio.Event()
         if c.stopping:
@@ -125,7 +126,7 @@ class Worker:
         keeper_done = asyncio.Event()
         keeper = loop.create_task(self._keeper(keeper_done))
         try:
-            await self._fetch()
+            await asyncio.gather(*(self._fetch() for _ in range(core.fetch_loops(c.settings.concurrency))))
             abandoned = await self._wind_down(runners)
         finally:
             self.stop()

@@ -124,6 +124,7 @@ class Worker:
         """Work until :meth:`stop` (or, with ``signals``, SIGTERM / SIGINT, when
         run on the main thread); then stop gracefully and return."""
         settings = self._core.settings
+        self._core.check_ready()
         previous: Dict[signal.Signals, Any] = {}
         if signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -136,8 +137,18 @@ class Worker:
                 t.start()
             if not settings.at_most_once:
                 keeper.start()
-            self._fetch()
+            # The other fetch loops on threads of their own, one on this thread.
+            failed: List[BaseException] = []
+            fetchers = [threading.Thread(target=self._fetch, args=(failed,), daemon=True)
+                        for _ in range(core.fetch_loops(settings.concurrency) - 1)]
+            for t in fetchers:
+                t.start()
+            self._fetch(failed)
+            for t in fetchers:
+                t.join()
             abandoned = self._wind_down()
+            if failed:
+                raise failed[0]
         finally:
             self.stop()
             keeper_done.set()
@@ -153,7 +164,9 @@ class Worker:
 
     # -- the fetch loop's I/O -------------------------------------------
 
-    def _fetch(self) -> None:
+    def _fetch(self, failed: List[BaseException]) -> None:
+        """Drive one fetch loop; a failure (a bug: Redis's are handled in the
+        loop) stops the worker and is raised by :meth:`run`."""
         loop = self._core.fetch_loop()
         try:
             step = next(loop)
@@ -166,6 +179,9 @@ class Worker:
                 step = loop.send(reply)
         except StopIteration:
             return
+        except BaseException as e:
+            failed.append(e)
+            self.stop()
 
     def _do(self, step: core.Action) -> Any:
         c = self._core
