@@ -181,6 +181,14 @@ function handle(Client $client, array $req): array
             return ['count' => $client->requeueDead($req['topic'], ids($req))];
         case 'purge_dead':
             return ['count' => $client->purgeDead($req['topic'], ids($req))];
+        case 'job':
+            $j = $client->job($req['topic'], $req['id']);
+            return ['job' => [
+                'id' => $j->id, 'state' => $j->state, 'topic' => $j->topic, 'body_size' => $j->bodySize,
+                'attempts' => $j->attempts, 'max_attempts' => $j->maxAttempts, 'due' => $j->due,
+                'deadline' => $j->deadline, 'dead_at' => $j->deadAt, 'dead_reason' => $j->deadReason,
+                'last_error' => $j->lastError,
+            ]];
         case 'read_config':
             return ['prefix' => Client::fromConfig($req['path'])->getKeys()->prefix()];
         default:

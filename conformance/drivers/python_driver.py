@@ -39,6 +39,11 @@ def backoff(spec: Any) -> delayer.Backoff:
     raise ValueError(f"unknown backoff kind {spec.get('kind')!r}")
 
 
+#: The fields of the "job" op's answer (README: the lookup of issue 13).
+JOB_FIELDS = ("id", "state", "topic", "body_size", "attempts", "max_attempts", "due", "deadline", "dead_at",
+              "dead_reason", "last_error")
+
+
 def main() -> None:
     opts = options(__doc__ or "")
     client = delayer.Delayer.from_config(opts.config) if opts.config else delayer.Delayer(opts.url, prefix=opts.prefix)
@@ -130,6 +135,9 @@ def main() -> None:
             return {"count": client.requeue_dead(req["topic"], req.get("ids"))}
         if op == "purge_dead":
             return {"count": client.purge_dead(req["topic"], req.get("ids"))}
+        if op == "job":
+            info = client.job(req["topic"], req["id"])
+            return {"job": {k: getattr(info, k) for k in JOB_FIELDS}}
         if op == "read_config":
             return {"prefix": delayer.Delayer.from_config(req["path"]).keys.prefix}
         raise ValueError(f"unknown op {op!r}")

@@ -280,6 +280,10 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
             .map_err(sdk_err)?;
             Ok(vec![("count", n.to_string())])
         }
+        "job" => {
+            let info = client.job(str_field(req, "topic")?, str_field(req, "id")?).map_err(sdk_err)?;
+            Ok(vec![("job", job_info_json(&info))])
+        }
         "read_config" => {
             let client = Delayer::from_conf(str_field(req, "path")?).map_err(sdk_err)?;
             Ok(vec![("prefix", json_string(client.keys().prefix()))])
@@ -362,6 +366,26 @@ fn reserved_json(job: Option<Reserved>) -> String {
             unix(j.deadline)
         ),
     }
+}
+
+/// The "job" op's answer: the lookup of issue 13, every field, null when absent.
+fn job_info_json(j: &delayer::inspect::JobInfo) -> String {
+    let text = |s: &Option<String>| s.as_deref().map_or("null".into(), json_string);
+    let num = |n: Option<u64>| n.map_or("null".into(), |n| n.to_string());
+    format!(
+        "{{\"id\":{},\"state\":{},\"topic\":{},\"body_size\":{},\"attempts\":{},\"max_attempts\":{},\"due\":{},\"deadline\":{},\"dead_at\":{},\"dead_reason\":{},\"last_error\":{}}}",
+        json_string(&j.id),
+        json_string(j.state.as_str()),
+        text(&j.topic),
+        num(j.body_size),
+        num(j.attempts),
+        num(j.max_attempts),
+        time_or_null(j.due),
+        time_or_null(j.deadline),
+        time_or_null(j.dead_at),
+        text(&j.dead_reason),
+        text(&j.last_error)
+    )
 }
 
 fn dead_json(d: &DeadLetter) -> String {
