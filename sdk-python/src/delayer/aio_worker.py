@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar, Union, cast
 
 from . import _worker_core as core
-from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Start, WorkerHooks, call_hook, error_text
+from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Start
+from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
 from .aio import Delayer
 from .errors import DelayerError
 from .models import Message, ReservedMessage
@@ -233,8 +234,8 @@ class Worker:
         c = self._core
         assert self._jobs is not None
         at_least_once = not c.settings.at_most_once
-        started = core.overridden(self.hooks, "job_started")
-        succeeded = core.overridden(self.hooks, "job_succeeded")
+        started = overridden(self.hooks, "job_started")
+        succeeded = overridden(self.hooks, "job_succeeded")
         while True:
             d = await self._jobs.get()
             if d is None:

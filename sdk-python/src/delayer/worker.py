@@ -17,7 +17,8 @@ from types import FrameType
 from typing import Any, Callable, Dict, List, Optional, TypeVar, Union, cast
 
 from . import _worker_core as core
-from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Start, WorkerHooks, call_hook, error_text
+from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Start
+from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
 from .client import Delayer
 from .errors import DelayerError
 from .models import Message, ReservedMessage
@@ -250,8 +251,8 @@ class Worker:
         c = self._core
         at_least_once = not c.settings.at_most_once
         # Hooks left as WorkerHooks' do-nothing defaults cost nothing per job.
-        started = core.overridden(self.hooks, "job_started")
-        succeeded = core.overridden(self.hooks, "job_succeeded")
+        started = overridden(self.hooks, "job_started")
+        succeeded = overridden(self.hooks, "job_succeeded")
         while True:
             d = self._jobs.get()
             if d is None:

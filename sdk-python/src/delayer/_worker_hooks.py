@@ -1,0 +1,76 @@
+"""A Worker's hooks (logging, metrics) and how a failed attempt is worded:
+what users of both Workers see besides their handlers."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .errors import DelayerError
+
+if TYPE_CHECKING:  # the Worker core imports this module
+    from ._worker_core import Delivery
+
+log = logging.getLogger("delayer.worker")
+
+
+def error_text(error: BaseException) -> str:
+    """How a failed attempt is recorded on the job: ``"ClassName: message"``."""
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+class WorkerHooks:
+    """What a Worker tells about its work: subclass and override for logging
+    and metrics. The defaults log to the ``delayer.worker`` logger. A hook
+    that raises is logged and otherwise ignored. Hooks run on the thread (or
+    task) where the event happens: keep them quick."""
+
+    def job_started(self, job: "Delivery") -> None:
+        """A handler is about to run ``job``."""
+
+    def job_succeeded(self, job: "Delivery", seconds: float) -> None:
+        """``job``'s handler returned after ``seconds``; its ack is on its way."""
+
+    def job_acked(self, job: "Delivery") -> None:
+        """``job``'s ack reached Redis while its reservation was held: it is done
+        and deleted (at least once; sent with the next fetch, or at once when idle)."""
+
+    def job_failed(self, job: "Delivery", error: BaseException, seconds: float) -> None:
+        """``job``'s handler raised ``error``; the job was released with its backoff
+        (or went to dead letters on its last attempt; at most once: it is gone)."""
+        log.warning("job %r of topic %r failed (attempt %d): %s", job.id, job.topic, job.attempts, error_text(error))
+
+    def job_lost(self, job: "Delivery", what: str) -> None:
+        """``what`` (ack, release, touch) found ``job``'s reservation no longer
+        held: its ttr ran out and it may run elsewhere (raise the ttr, or extend)."""
+        log.warning("job %r of topic %r: %s found its reservation gone (ttr ran out?)", job.id, job.topic, what)
+
+    def connection_lost(self, error: DelayerError, pause: float) -> None:
+        """A call to Redis failed; the worker tries again after ``pause`` seconds."""
+        log.warning("Redis unavailable, retrying in %.1f s: %s", pause, error)
+
+    def stopping(self, in_flight: int) -> None:
+        """A stop was asked for; ``in_flight`` handlers are still running."""
+        log.info("stopping: waiting for %d running handlers", in_flight)
+
+    def stopped(self, abandoned: int) -> None:
+        """The worker stopped; ``abandoned`` jobs whose handler did not finish
+        within the grace period were released."""
+        log.info("stopped (%d unfinished jobs released)", abandoned)
+
+
+def overridden(hooks: WorkerHooks, name: str) -> Optional[Callable[..., None]]:
+    """``hooks``'s method ``name``, or None when it is WorkerHooks' own (a no-op)."""
+    if getattr(type(hooks), name) is getattr(WorkerHooks, name):
+        return None
+    method: Callable[..., None] = getattr(hooks, name)
+    return method
+
+
+def call_hook(hook: Callable[..., None], *args: Any) -> None:
+    """Run a hook; its failure is logged, never the worker's."""
+    try:
+        hook(*args)
+    except Exception:
+        log.exception("a worker hook (%s) raised", getattr(hook, "__name__", hook))
