@@ -119,8 +119,7 @@ pub async fn check(State(tokens): State<Arc<Tokens>>, req: Request, next: Next) 
     match access {
         Access::Denied => return unauthorized("the token is not valid"),
         Access::Read if !reading => {
-            return ApiError::new(StatusCode::FORBIDDEN, "read_only", "this token may only read (GET)")
-                .into_response()
+            return ApiError::new(StatusCode::FORBIDDEN, "read_only", "this token may only read (GET)").into_response()
         }
         _ => {}
     }

@@ -53,7 +53,11 @@ fn cookie_access(api: &Api, headers: &HeaderMap) -> Access {
 pub async fn index(State(api): State<Arc<Api>>, headers: HeaderMap) -> Response {
     match cookie_access(&api, &headers) {
         Access::Denied => signin_page(StatusCode::OK, ""),
-        Access::Read => page(StatusCode::OK, "text/html; charset=utf-8", APP_HTML.replace("data-access=\"full\"", "data-access=\"read\"")),
+        Access::Read => page(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            APP_HTML.replace("data-access=\"full\"", "data-access=\"read\""),
+        ),
         Access::Full => page(StatusCode::OK, "text/html; charset=utf-8", APP_HTML.to_string()),
     }
 }
@@ -64,7 +68,10 @@ pub struct SignIn {
 }
 
 /// `POST /signin` (form field `token`): sets the cookie and goes to `/`.
-pub async fn signin(State(api): State<Arc<Api>>, form: Result<Form<SignIn>, axum::extract::rejection::FormRejection>) -> Response {
+pub async fn signin(
+    State(api): State<Arc<Api>>,
+    form: Result<Form<SignIn>, axum::extract::rejection::FormRejection>,
+) -> Response {
     let Ok(Form(SignIn { token })) = form else {
         return signin_page(StatusCode::BAD_REQUEST, "Send the form's token field.");
     };

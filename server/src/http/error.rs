@@ -88,10 +88,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let empty = req
-            .headers()
-            .get(axum::http::header::CONTENT_LENGTH)
-            .is_some_and(|len| len.as_bytes() == b"0");
+        let empty = req.headers().get(axum::http::header::CONTENT_LENGTH).is_some_and(|len| len.as_bytes() == b"0");
         let typed = req.headers().contains_key(axum::http::header::CONTENT_TYPE);
         if empty && !typed {
             return Ok(Body(T::default()));

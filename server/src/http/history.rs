@@ -91,9 +91,8 @@ fn snapshot_at(now: u64, seconds: u64) -> Value {
     let mut slots = ring.iter().filter(|s| s.second >= first && s.second <= now).peekable();
     for second in first..=now {
         let slot = slots.next_if(|s| s.second == second);
-        let (moved, avg, max) = slot.map_or((0, 0, 0), |s| {
-            (s.moved, s.late_sum_ms.checked_div(s.late_count).unwrap_or(0), s.late_max_ms)
-        });
+        let (moved, avg, max) =
+            slot.map_or((0, 0, 0), |s| (s.moved, s.late_sum_ms.checked_div(s.late_count).unwrap_or(0), s.late_max_ms));
         samples.push(json!({"t": second, "moved": moved, "lateness_avg_ms": avg, "lateness_max_ms": max}));
     }
     let mut topics: BTreeMap<&str, (u64, u64)> = BTreeMap::new();

@@ -51,9 +51,7 @@ impl HttpSettings {
         let remote = match file.get("delayer", "http_allow_remote").unwrap_or("") {
             "" | "no" | "false" | "0" => false,
             "yes" | "true" | "1" => true,
-            other => {
-                return Err(file.error(section, Some("http_allow_remote"), format!("{other:?} is not yes or no")))
-            }
+            other => return Err(file.error(section, Some("http_allow_remote"), format!("{other:?} is not yes or no"))),
         };
         let token = read_token_key(file, "http_token")?;
         let read_token = read_token_key(file, "http_read_token")?;
@@ -155,6 +153,6 @@ mod tests {
         let same = format!("[delayer]\nhttp_addr = 127.0.0.1:1\nhttp_token = {T}\nhttp_read_token = {T}\n");
         assert!(parse(&same).is_err());
         let s = parse(&format!("[delayer]\nhttp_addr = 127.0.0.1:1\nhttp_token = {T}\n")).expect("ok").expect("on");
-        assert_eq!(format!("{s:?}").contains(T), false);
+        assert!(!format!("{s:?}").contains(T));
     }
 }

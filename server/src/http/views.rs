@@ -50,9 +50,7 @@ pub async fn list(
     let d = &api.delayer;
     let page = match q.state.as_deref() {
         Some("scheduled") => timed_json(&d.list_scheduled(&topic, q.cursor, q.count).await?, "due"),
-        Some("reserved") => {
-            timed_json(&d.list_reserved_with_deadlines(&topic, q.cursor, q.count).await?, "deadline")
-        }
+        Some("reserved") => timed_json(&d.list_reserved_with_deadlines(&topic, q.cursor, q.count).await?, "deadline"),
         Some("ready") => ids_json(&d.list_ready(&topic, q.cursor, q.count).await?),
         Some("dead") => {
             return Err(ApiError::invalid("dead letters are listed at /v1/topics/{topic}/dead"));
