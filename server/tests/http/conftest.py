@@ -73,6 +73,16 @@ class HttpServer:
         self._log_file.close()
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are answers to check, not to follow."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def request(
     base: str,
     method: str,
@@ -93,7 +103,7 @@ def request(
         all_headers.setdefault("Authorization", f"Bearer {token}")
     req = urllib.request.Request(base + path, data=data, method=method, headers=all_headers)
     try:
-        with urllib.request.urlopen(req, timeout=harness.DEADLINE) as resp:
+        with _OPENER.open(req, timeout=harness.DEADLINE) as resp:
             status, payload, got = resp.status, resp.read(), {k.lower(): v for k, v in resp.headers.items()}
     except urllib.error.HTTPError as e:
         status, payload, got = e.code, e.read(), {k.lower(): v for k, v in e.headers.items()}

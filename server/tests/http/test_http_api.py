@@ -237,3 +237,28 @@ def test_pop_waits_and_purge_all(server: HttpServer) -> None:
     assert ok(server, "POST", f"/v1/topics/{topic}/dead/purge", {"ids": ["d0"]})["purged"] == 1
     assert ok(server, "POST", f"/v1/topics/{topic}/dead/purge", {"all": True})["purged"] == 2
     assert ok(server, "GET", f"/v1/topics/{topic}/dead")["dead"] == []
+
+
+def test_dashboard_pages_sign_in_and_headers(server: HttpServer) -> None:
+    status, page, headers = call(server, "GET", "/", token=None)
+    assert status == 200 and 'name="token"' in page and "/assets/app.js" not in page
+    assert "script-src 'self'" in headers["content-security-policy"] and headers["x-content-type-options"] == "nosniff"
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    status, page, headers = call(server, "POST", "/signin", token=None, headers=form, raw=b"token=wrong-token-000000")
+    assert status == 401 and "not valid" in page and "set-cookie" not in headers
+    raw = urllib.parse.urlencode({"token": TOKEN}).encode()
+    status, _, headers = call(server, "POST", "/signin", token=None, headers=form, raw=raw)
+    assert (status, headers["location"]) == (303, "/")
+    assert headers["set-cookie"] == f"delayer_token={TOKEN}; Path=/; HttpOnly; SameSite=Strict"
+    status, page, _ = call(server, "GET", "/", token=None, headers={"Cookie": f"delayer_token={TOKEN}"})
+    assert status == 200 and 'data-access="full"' in page and "/assets/app.js" in page
+    page = call(server, "GET", "/", token=None, headers={"Cookie": f"delayer_token={READ_TOKEN}"})[1]
+    assert 'data-access="read"' in page
+    status, script, headers = call(server, "GET", "/assets/app.js", token=None)
+    assert status == 200 and headers["content-type"].startswith("text/javascript")
+    # Nothing is fetched from elsewhere, and data never goes through innerHTML.
+    for asset in ("/", "/assets/app.js", "/assets/app.css"):
+        text = call(server, "GET", asset, token=None, headers={"Cookie": f"delayer_token={TOKEN}"})[1]
+        assert "http://" not in text and "https://" not in text and "innerHTML" not in text, asset
+    status, _, headers = call(server, "POST", "/signout", token=None)
+    assert status == 303 and "Max-Age=0" in headers["set-cookie"]
