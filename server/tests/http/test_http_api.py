@@ -6,9 +6,11 @@ errors, and health without a token."""
 from __future__ import annotations
 
 import base64
+import subprocess
 import time
 import urllib.parse
 import uuid
+from pathlib import Path
 from typing import Any, Dict, Tuple
 
 import harness
@@ -262,3 +264,24 @@ def test_dashboard_pages_sign_in_and_headers(server: HttpServer) -> None:
         assert "http://" not in text and "https://" not in text and "innerHTML" not in text, asset
     status, _, headers = call(server, "POST", "/signout", token=None)
     assert status == 303 and "Max-Age=0" in headers["set-cookie"]
+
+
+def test_too_many_jobs_in_one_push_many(server: HttpServer) -> None:
+    jobs = [{"topic": "many", "id": f"x{i}", "delay": 1} for i in range(10_001)]
+    assert "at most 10000" in error(server, "POST", "/v1/jobs", {"jobs": jobs})["message"]
+
+
+def test_a_remote_address_needs_saying_so_and_a_token(workdir: Path, server: HttpServer) -> None:
+    """The server refuses to start (exit 2) instead of opening the API to a network."""
+    port = harness.free_port()
+    cases = [
+        (f"http_addr = 0.0.0.0:{port}\n", "http_allow_remote = yes"),
+        (f"http_addr = 0.0.0.0:{port}\nhttp_allow_remote = yes\n", "needs http_token"),
+        (f"http_addr = 127.0.0.1:{port}\nhttp_token = short-Secret\n", "at least 16 characters"),
+    ]
+    for i, (keys, message) in enumerate(cases):
+        conf = workdir / f"remote-{i}.conf"
+        conf.write_text(f"[delayer]\n{keys}\n[redis]\nport = 1\n")
+        run = subprocess.run([str(server.exe), "-c", str(conf)], capture_output=True, timeout=60)
+        stderr = run.stderr.decode()
+        assert run.returncode == 2 and message in stderr and "short-Secret" not in stderr, (keys, stderr)
