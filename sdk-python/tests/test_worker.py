@@ -289,3 +289,28 @@ def test_a_concurrency_past_one_calls_limit_fetches_in_several_calls(
     wait_for("every ack", lambda: len(hooks.names("acked")) == 1050)
     running.stop()
     assert hooks.names("connection_lost") == []
+
+
+def test_a_topic_may_have_its_own_ttr(d: Delayer, raw: "redis.Redis", server: Server) -> None:
+    deadlines: List[float] = []
+    go = threading.Event()
+    w = Worker(d, ttr=30)
+
+    def record(job: Delivery) -> None:
+        score = raw.zscore("delayer:reserved", job.id)
+        assert score is not None
+        deadlines.append(score - redis_now(raw))
+        go.wait(WITHIN_HANDLER)
+
+    w.handle("short", record, ttr=5)
+    w.handle("long", record)
+    d.push("short", "s", 0, "x")
+    d.push("long", "l", 0, "x")
+    running = Running(w)
+    try:
+        wait_for("both jobs", lambda: len(deadlines) == 2)
+    finally:
+        go.set()
+    running.stop()
+    short, long = sorted(deadlines)
+    assert short <= 5 and long > 25

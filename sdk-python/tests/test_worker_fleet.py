@@ -169,3 +169,22 @@ def test_sigterm_lets_the_running_handler_finish(jobs_redis: RedisServer, record
         server.close()
         raw.close()
         record.close()
+
+
+@pytest.mark.parametrize("example", ["managed_worker.py", "aio_managed_worker.py"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_the_example_workers_stop_on_a_signal(example: str, sig: signal.Signals, jobs_redis: RedisServer) -> None:
+    path = Path(__file__).resolve().parents[1] / "examples" / example
+    env = dict(os.environ, DELAYER_URL=jobs_redis.url, PYTHONUNBUFFERED="1")
+    p = subprocess.Popen([sys.executable, str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    raw = jobs_redis.client()
+    try:
+        wait_for("a wait for jobs", lambda: int(raw.info("clients")["blocked_clients"]) >= 1)
+        p.send_signal(sig)
+        assert p.wait(timeout=60) == 0
+        assert p.stderr is not None and p.stderr.read() == b""  # no traceback
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait(timeout=30)
+        raw.close()
