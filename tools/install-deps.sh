@@ -22,6 +22,7 @@ if [ "${1:-}" != "--redis-only" ]; then
   # The dashboard's browser test (server/tests/http/test_dashboard.py).
   command -v chromium >/dev/null || need+=(chromium)
   command -v chromedriver >/dev/null || need+=(chromium-driver)
+  command -v node >/dev/null || need+=(nodejs)   # runs docs/webhook-verify/verify.js in the webhook test
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -284,6 +284,11 @@ impl ConfFile {
         &self.path
     }
 
+    /// Every section's name, in file order (an empty one included).
+    pub fn sections(&self) -> impl Iterator<Item = &str> {
+        self.ini.sections().flatten()
+    }
+
     /// Every section (None for keys before the first header) and its keys.
     pub fn entries(&self) -> impl Iterator<Item = (Option<&str>, &str)> {
         self.ini.iter().flat_map(|(section, props)| props.iter().map(move |(key, _)| (section, key)))

@@ -124,6 +124,9 @@ pub enum Command {
         #[command(subcommand)]
         action: DeadCommand,
     },
+    /// Deliver the jobs of the topics in the file's [webhook.<topic>] sections as signed HTTP POSTs, until
+    /// SIGTERM or SIGINT (reads -c FILE, not --url).
+    Webhook,
 }
 
 /// The states `delayer list` shows.

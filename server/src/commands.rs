@@ -89,6 +89,8 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
             }
         }
         Command::Dead { action } => dead_letters(target, action)?,
+        // Not an operator command: main runs it (webhook::run), with -c only.
+        Command::Webhook => return Err(Fatal::usage("delayer webhook is not run against a --url")),
         Command::Job { topic, id, json } => {
             let job = target.client()?.job(&topic, &id).map_err(|e| target.sdk_failed(e))?;
             if json {

@@ -11,6 +11,8 @@
 //! (`mover`), the timer around it (`timer`) and what wakes it (`wake`),
 //! metrics (`telemetry`), and the operator commands (`commands`) with their
 //! read-only views (`inspect`), and the HTTP API with its dashboard (`http`).
+//! `delayer webhook` (`webhook`) is a consumer run from the same binary: it
+//! delivers jobs over HTTP.
 
 mod cli;
 mod commands;
@@ -30,6 +32,7 @@ mod server;
 mod telemetry;
 mod timer;
 mod wake;
+mod webhook;
 
 use clap::Parser;
 use fatal::Fatal;
@@ -41,6 +44,10 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse_from(goflags::normalize::<cli::Cli>(std::env::args_os()));
     let done = match cli.command {
         Some(_) if cli.daemon => Err(Fatal::usage("-d runs the server; the commands run in the foreground")),
+        Some(cli::Command::Webhook) if cli.url.is_some() || cli.prefix.is_some() => Err(Fatal::usage(
+            "delayer webhook reads -c FILE ([redis], key_prefix and its [webhook.<topic>] sections), not --url or --prefix",
+        )),
+        Some(cli::Command::Webhook) => webhook::run(cli.configuration.as_deref()),
         Some(command) => {
             commands::Target::resolve(cli.url.as_deref(), cli.prefix.as_deref(), cli.configuration.as_deref())
                 .and_then(|target| commands::run(&target, command))
