@@ -443,24 +443,30 @@ fn sigterm_lets_the_delivery_in_flight_finish_and_takes_no_new_job() {
 }
 
 #[test]
-fn deliveries_go_on_after_a_redis_restart() {
+fn deliveries_go_on_after_a_redis_restart_and_one_in_flight_is_acked_once_redis_is_back() {
     let mut redis = RedisServer::start_with(&["--appendonly", "yes"]);
-    let receiver = Receiver::start(|_, _| Answer::Status(200));
+    // "slow" is answered (200) while Redis is down; its ack waits for Redis.
+    let receiver = Receiver::start(|r, _| match r.json()["id"].as_str() {
+        Some("slow") => Answer::After(Duration::from_secs(3), 200),
+        _ => Answer::Status(200),
+    });
     let text = conf(&redis, &section("t", &receiver.url("/t"), ""));
     let _server = DelayerProcess::start(BIN, &text);
     let hook = Webhook::start(&text);
     let d = Delayer::open(&redis.url()).expect("client");
     d.push_job(&job("t", "before", b"1", 3)).expect("push");
     assert!(wait_until(DEADLINE, || gone(&redis, "before")), "{}", hook.output());
+    d.push_job(&job("t", "slow", b"2", 3)).expect("push");
+    assert!(wait_until(DEADLINE, || receiver.on("/t").len() == 2), "{}", hook.output());
 
     redis.stop();
     assert!(hook.wait_for(|o| o.contains("lost redis")), "{}", hook.output());
     redis.restart();
     let d = Delayer::open(&redis.url()).expect("client");
-    d.push_job(&job("t", "after", b"2", 3)).expect("push");
-    assert!(wait_until(DEADLINE, || gone(&redis, "after")), "{}", hook.output());
+    d.push_job(&job("t", "after", b"3", 3)).expect("push");
+    assert!(wait_until(DEADLINE, || gone(&redis, "after") && gone(&redis, "slow")), "{}", hook.output());
     let ids: Vec<serde_json::Value> = receiver.on("/t").iter().map(|r| r.json()["id"].clone()).collect();
-    assert_eq!(ids, ["before", "after"]);
+    assert_eq!(ids, ["before", "slow", "after"], "each once");
     assert!(hook.wait_for(|o| o.contains("redis answers again")), "{}", hook.output());
 }
 
@@ -489,6 +495,11 @@ fn a_bad_webhook_section_stops_it_with_file_line_and_key() {
     }
     let out = Command::new(BIN).args(["webhook", "--url", "redis://127.0.0.1:1/"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    // Delayer 1.x's Go-style spelling of -c reaches the same check.
+    let bad = dir.join("bad0.conf");
+    let out = Command::new(BIN).arg("webhook").arg(format!("-configuration={}", bad.display())).output().expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && stderr.contains(&format!("{}:", bad.display())), "{stderr}");
     let _ = fs::remove_dir_all(dir);
 }
 
