@@ -365,6 +365,13 @@ fn an_error_answer_retries_and_the_last_one_makes_a_dead_letter_with_the_status(
     let job = bucket(&redis, "d");
     assert_eq!(job.get("dead_reason").map(String::as_str), Some("max_attempts"), "{job:?}");
     assert_eq!(job.get("last_error").map(String::as_str), Some("HTTP 500 Internal Server Error"), "{job:?}");
+    // What an operator sees.
+    let out = Command::new(BIN).args(["job", "down", "d", "--json", "--url", &redis.url()]).output().expect("run");
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).expect("delayer job --json");
+    assert_eq!(
+        (seen["state"].as_str(), seen["last_error"].as_str()),
+        (Some("dead"), Some("HTTP 500 Internal Server Error"))
+    );
     // One line per failed delivery: 1 for /flaky, 3 for /down, the last
     // saying it is a dead letter; no secret, no token from the URL.
     assert!(hook.wait_for(|o| o.matches("failed after").count() == 4), "{}", hook.output());
