@@ -797,6 +797,7 @@ class Client
         $copy = (new \ReflectionClass(self::class))->newInstanceWithoutConstructor();
         $copy->connection = $this->connection->copy();
         $copy->keys = $this->keys;
+        $copy->durable = $this->durable;
         $copy->host = $this->host;
         $copy->port = $this->port;
         $copy->database = $this->database;

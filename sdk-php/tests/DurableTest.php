@@ -59,6 +59,12 @@ final class DurableTest extends TestCase
         } catch (NotReplicatedException $e) {
             self::assertSame(2, $e->jobs);
         }
+        try {
+            $client->withOwnConnection()->pushTo('t', 'copy', 60);
+            self::fail('the copy is not durable');
+        } catch (NotReplicatedException $e) {
+            self::assertSame(1, $e->jobs);
+        }
         $plain = new Client(['host' => '127.0.0.1', 'port' => $server->port]);
         self::assertTrue($plain->pushTo('t', 'plain', 60));
         $this->expectException(ConfigException::class);
