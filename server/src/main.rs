@@ -5,7 +5,8 @@
 //! Each concern has its own module: the command line (`cli`) and Delayer
 //! 1.x's spellings of its flags (`goflags`), the configuration file
 //! (`config`), failures and their exit codes (`fatal`), starting and
-//! stopping the server (`server`), detaching (`daemon`),
+//! stopping the server (`server`) and the signals it obeys (`signals`),
+//! detaching (`daemon`),
 //! logging (`logging`), the pid file (`pidfile`), refused credentials
 //! (`credentials`), the Lua scripts (`scripts`), one tick of moving
 //! (`mover`), the timer around it (`timer`) and what wakes it (`wake`),
@@ -29,6 +30,7 @@ mod mover;
 mod pidfile;
 mod scripts;
 mod server;
+mod signals;
 mod telemetry;
 mod timer;
 mod wake;

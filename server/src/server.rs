@@ -10,11 +10,12 @@ use crate::config::Config;
 use crate::daemon::{self, Launcher};
 use crate::fatal::Fatal;
 use crate::pidfile::PidFile;
+use crate::signals::Signals;
 use crate::{config, credentials, http, logging, mover, telemetry, timer, wake};
 use delayer::connection::Manager;
 use delayer::target::Target;
 use delayer::Keys;
-use log::{error, info, warn};
+use log::{info, warn};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -130,48 +131,16 @@ fn serve(
             // Per-job lateness feeds the metrics and the dashboard's chart.
             config.metrics_addr.is_some() || config.http.is_some(),
         ));
-        tokio::spawn(signals.handle(stop.clone(), log_files));
+        let stopping = stop.clone();
+        tokio::spawn(async move {
+            let name = signals.until_stop(log_files).await;
+            info!("{name}: finishing the batch in flight, then stopping");
+            stopping.request();
+        });
         launcher.ready();
         timer::run(mover, config.timer_interval, stop, Some(wakes)).await;
         Ok::<(), Fatal>(())
     })?;
     info!("stopped");
     Ok(())
-}
-
-/// SIGTERM and SIGINT (stop), SIGHUP (reopen the log files), listened for.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn register() -> std::io::Result<Signals> {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok(Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-            hup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    async fn handle(mut self, stop: Arc<timer::Stop>, log_files: logging::LogFiles) {
-        let name = loop {
-            tokio::select! {
-                _ = self.term.recv() => break "SIGTERM",
-                _ = self.int.recv() => break "SIGINT",
-                _ = self.hup.recv() => {
-                    let failed = log_files.reopen();
-                    if failed.is_empty() {
-                        info!("SIGHUP: log files reopened");
-                    } else {
-                        error!("SIGHUP: cannot reopen {}", failed.join(", "));
-                    }
-                }
-            }
-        };
-        info!("{name}: finishing the batch in flight, then stopping");
-        stop.request();
-    }
 }

@@ -426,12 +426,23 @@ fn slow_silent_hung_up_and_refused_deliveries_fail_with_their_reason() {
 }
 
 #[test]
-fn sigterm_lets_the_delivery_in_flight_finish_and_takes_no_new_job() {
+fn sighup_reopens_the_log_and_sigterm_lets_the_delivery_in_flight_finish_and_takes_no_new_job() {
     let redis = RedisServer::start();
     let receiver = Receiver::start(|_, _| Answer::After(Duration::from_secs(2), 200));
-    let text = conf(&redis, &section("t", &receiver.url("/t"), "timeout = 20"));
+    let text = format!(
+        "{}\n{}",
+        server_conf(redis.port(), 50, "access_log = access.log"),
+        section("t", &receiver.url("/t"), "timeout = 20")
+    );
     let _server = DelayerProcess::start(BIN, &text);
     let mut hook = Webhook::start(&text);
+    // SIGHUP reopens the log file (after logrotate moved it).
+    let log = hook.dir.join("access.log");
+    assert!(wait_until(DEADLINE, || fs::read_to_string(&log).is_ok_and(|l| l.contains("starting"))));
+    fs::rename(&log, hook.dir.join("access.log.1")).expect("rotate");
+    hook.signal("HUP");
+    let reopened = wait_until(DEADLINE, || fs::read_to_string(&log).is_ok_and(|l| l.contains("log files reopened")));
+    assert!(reopened, "{}", hook.output());
     let d = Delayer::open(&redis.url()).expect("client");
     d.push_job(&job("t", "in flight", b"1", 3)).expect("push");
     assert!(wait_until(DEADLINE, || receiver.on("/t").len() == 1), "{}", hook.output());

@@ -12,6 +12,7 @@ use super::config::{hooks, Hook};
 use super::deliver::{Failure, Sender};
 use crate::config::{self, Config};
 use crate::fatal::Fatal;
+use crate::signals::Signals;
 use crate::{logging, server};
 use delayer::conf::ConfFile;
 use delayer::worker::aio::{Task, Worker};
@@ -50,7 +51,12 @@ pub fn run(configuration: Option<&Path>) -> Result<(), Fatal> {
         let stopper = Stopper::new();
         // Signal handlers first: a SIGTERM from here on is a clean stop.
         let signals = Signals::register().map_err(|e| Fatal::failed(format!("cannot listen for signals: {e}")))?;
-        tokio::spawn(signals.handle(stopper.clone(), log_files));
+        let stopping = stopper.clone();
+        tokio::spawn(async move {
+            let name = signals.until_stop(log_files).await;
+            info!("{name}: finishing the deliveries in flight, then stopping");
+            stopping.stop();
+        });
         let delayer = delayer::aio::Delayer::with_options(client, &config.key_prefix)
             .map_err(|e| Fatal::failed(format!("cannot use redis at {}: {e}", config.redis.describe())))?;
         let grace = hooks.iter().map(|h| h.timeout).max().unwrap_or_default() + GRACE_MARGIN;
@@ -170,42 +176,5 @@ impl DeliveryLog {
             Event::Stopping => info!("webhook {topic}: stopping: no new jobs, waiting for deliveries in flight"),
             _ => {}
         }
-    }
-}
-
-/// SIGTERM and SIGINT (stop), SIGHUP (reopen the log files), listened for.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn register() -> std::io::Result<Signals> {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok(Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-            hup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    async fn handle(mut self, stopper: Stopper, log_files: logging::LogFiles) {
-        let name = loop {
-            tokio::select! {
-                _ = self.term.recv() => break "SIGTERM",
-                _ = self.int.recv() => break "SIGINT",
-                _ = self.hup.recv() => {
-                    let failed = log_files.reopen();
-                    if failed.is_empty() {
-                        info!("SIGHUP: log files reopened");
-                    } else {
-                        error!("SIGHUP: cannot reopen {}", failed.join(", "));
-                    }
-                }
-            }
-        };
-        info!("{name}: finishing the deliveries in flight, then stopping");
-        stopper.stop();
     }
 }
