@@ -6,16 +6,16 @@
 //! consumer never stalls the others' pushes and pops. What is sent and how
 //! replies read is shared with the blocking client (`ops`, `wait`).
 
+use crate::aio_shared::Shared;
 use crate::conf;
 use crate::connection::DEFAULT_CONNECT_TIMEOUT as CONNECT_TIMEOUT;
+use crate::durable;
 use crate::error::{is_lost_connection, Error, Result};
 use crate::keys::{Keys, DEFAULT_PREFIX};
 use crate::ops::{self, DeadAction, Ending, Request};
+use crate::target::{is_read_only, Target};
 use crate::wait::{Step, Wait};
 use crate::{DeadLetter, Job, JobRef, Message, Reserved};
-use crate::aio_shared::Shared;
-use crate::durable;
-use crate::target::{is_read_only, Target};
 use redis::aio::{ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Client, Value};
 use std::path::Path;

@@ -53,9 +53,9 @@ pub mod aio;
 #[cfg(feature = "aio")]
 mod aio_shared;
 mod client;
-pub mod durable;
 pub mod conf;
 pub mod connection;
+pub mod durable;
 mod error;
 pub mod inspect;
 pub mod keys;

@@ -40,11 +40,8 @@ fn a_durable_push_returns_once_a_replica_has_it() {
 #[test]
 fn without_a_replica_the_push_is_written_and_says_so() {
     let redis = RedisServer::start();
-    let client = Delayer::with_options(
-        redis::Client::open(redis.url()).expect("client"),
-        "delayer:",
-        &PoolOptions::default(),
-    );
+    let client =
+        Delayer::with_options(redis::Client::open(redis.url()).expect("client"), "delayer:", &PoolOptions::default());
     let durable = client.durable(Duration::from_millis(50));
     match durable.push("t", "alone", Duration::from_secs(60)) {
         Err(Error::NotReplicated(n)) => {

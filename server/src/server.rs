@@ -81,12 +81,7 @@ pub fn probe_target(target: &Target, config: &Config, daemon: bool) -> Result<()
 }
 
 /// Runs the timer until SIGINT or SIGTERM; tells the launcher once running.
-fn serve(
-    config: &Config,
-    target: Target,
-    log_files: logging::LogFiles,
-    launcher: &mut Launcher,
-) -> Result<(), Fatal> {
+fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher: &mut Launcher) -> Result<(), Fatal> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -33,12 +33,7 @@ const REFUSED_RETRY: Duration = Duration::from_secs(30);
 
 /// Starts the listener thread; it runs until `stop` is requested or the
 /// returned receiver is dropped.
-pub fn listen(
-    client: Target,
-    channel: String,
-    connect_timeout: Duration,
-    stop: Arc<Stop>,
-) -> UnboundedReceiver<Wake> {
+pub fn listen(client: Target, channel: String, connect_timeout: Duration, stop: Arc<Stop>) -> UnboundedReceiver<Wake> {
     let (tx, rx) = unbounded_channel();
     let spawned = std::thread::Builder::new()
         .name("wake".into())

@@ -93,10 +93,12 @@ impl Sentinels {
                 })
             })
         });
-        assert!(ready, "the sentinels did not find each other and the replica in time; see {}", deployment.dir.display());
-        let synced = wait_until(DEADLINE, || {
-            deployment.node_info(1, "master_link_status").as_deref() == Some("up")
-        });
+        assert!(
+            ready,
+            "the sentinels did not find each other and the replica in time; see {}",
+            deployment.dir.display()
+        );
+        let synced = wait_until(DEADLINE, || deployment.node_info(1, "master_link_status").as_deref() == Some("up"));
         assert!(synced, "the replica did not sync with the master");
         deployment
     }
@@ -113,7 +115,8 @@ impl Sentinels {
 
     /// The `[redis]` section of a delayer.conf for this deployment.
     pub fn redis_section(&self) -> String {
-        let mut text = format!("[redis]\nmode = sentinel\nnodes = {}\nmaster_name = {MASTER_NAME}\n", self.nodes_setting());
+        let mut text =
+            format!("[redis]\nmode = sentinel\nnodes = {}\nmaster_name = {MASTER_NAME}\n", self.nodes_setting());
         if let Some(pw) = &self.auth.redis_password {
             text.push_str(&format!("password = {pw}\n"));
         }
@@ -158,8 +161,7 @@ impl Sentinels {
         let new_port = self.nodes[new_i].port();
         let moved = wait_until(FAILOVER_DEADLINE, || self.master_port() == Some(new_port));
         assert!(moved, "no failover to port {new_port}; see {}", self.dir.display());
-        let writable =
-            wait_until(FAILOVER_DEADLINE, || self.node_info(new_i, "role").as_deref() == Some("master"));
+        let writable = wait_until(FAILOVER_DEADLINE, || self.node_info(new_i, "role").as_deref() == Some("master"));
         assert!(writable, "the promoted replica did not become a master");
         new_i
     }
