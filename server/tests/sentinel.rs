@@ -49,17 +49,31 @@ fn sync_round(client: &Delayer, tag: &str) {
     assert!(client.ack(&held).expect("ack"), "the reservation was held");
 }
 
-/// The same with the async client.
+/// The same with the async client: push, pop, push, reserve, ack, and a
+/// bpop that finds nothing left.
 async fn async_round(client: &delayer::aio::Delayer, tag: &str) {
     let topic = format!("aio-{tag}");
     let deadline = tokio::time::Instant::now() + FAILOVER_DEADLINE;
     let mut step = 0;
+    let mut held = None;
     let mut last = String::new();
-    while step < 3 {
+    while step < 6 {
         assert!(tokio::time::Instant::now() < deadline, "async {tag}: stuck at step {step}: {last}");
         let done = match step {
             0 => client.push(&topic, &format!("{tag}-1"), Duration::ZERO).await.map(|_| true),
             1 => client.pop(&topic).await.map(|job| job.is_some_and(|j| j.id == format!("{tag}-1"))),
+            2 => client.push(&topic, &format!("{tag}-2"), Duration::ZERO).await.map(|_| true),
+            3 => client.reserve(&topic, Duration::from_secs(60)).await.map(|job| {
+                held = job.filter(|j| j.id == format!("{tag}-2"));
+                held.is_some()
+            }),
+            4 => match &held {
+                Some(job) => client.ack(job).await.map(|acked| {
+                    assert!(acked, "the reservation was held");
+                    true
+                }),
+                None => Ok(false),
+            },
             _ => client.bpop(&topic, Duration::from_secs(1)).await.map(|job| job.is_none()),
         };
         match done {
