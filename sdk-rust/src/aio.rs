@@ -221,6 +221,12 @@ impl Delayer {
         self.wait(Wait::breserve(&self.keys, topic, ttr, timeout)?).await
     }
 
+    /// As [`crate::Delayer`]'s `wait_ready`: until `topic` has a ready job,
+    /// up to `timeout`, taking nothing; `false` when the time ran out.
+    pub(crate) async fn wait_ready(&self, topic: &str, timeout: Duration) -> Result<bool> {
+        Ok(self.wait(Wait::ready(&self.keys, topic, timeout)?).await?.is_some())
+    }
+
     /// Keeps a blocking connection that finished cleanly for the next wait.
     fn reuse(&self, conn: MultiplexedConnection) {
         if let Ok(mut idle) = self.blocking.lock() {

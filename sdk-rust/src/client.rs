@@ -385,6 +385,13 @@ impl Delayer {
         self.wait(Wait::breserve(&self.keys, topic, ttr, timeout)?)
     }
 
+    /// Waits up to `timeout` until `topic` has a ready job, taking nothing:
+    /// `false` when the time ran out. (A Worker's wait: it then fetches a
+    /// batch with reserve_many, unless it was stopped meanwhile.)
+    pub(crate) fn wait_ready(&self, topic: &str, timeout: Duration) -> Result<bool> {
+        Ok(self.wait(Wait::ready(&self.keys, topic, timeout)?)?.is_some())
+    }
+
     /// The job is done: deletes it. `false` when the reservation was not
     /// held (already ended, or expired and handed out again): then nothing
     /// changes. Takes a [`Reserved`] job, or an id (any current reservation).

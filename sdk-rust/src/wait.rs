@@ -31,6 +31,9 @@ enum Claim {
     /// BLMOVE (queue to itself) only says the queue is not empty; reserve.lua
     /// then takes an id: a worker that dies while waiting loses nothing.
     Reserve { ttr: Duration },
+    /// BLMOVE only: the wait ends when the queue holds an id, taking nothing
+    /// (a Worker then fetches a batch, or, stopped meanwhile, leaves it).
+    Peek,
 }
 
 /// One bpop or breserve in progress.
@@ -57,6 +60,14 @@ impl Wait<Reserved> {
     pub(crate) fn breserve(keys: &Keys, topic: &str, ttr: Duration, timeout: Duration) -> Result<Self> {
         validate::ttr_ms(ttr)?;
         Wait::new(keys, topic, timeout, Claim::Reserve { ttr }, ops::parse_reserved)
+    }
+}
+
+impl Wait<()> {
+    /// A wait until `topic`'s ready queue holds an id, up to `timeout`
+    /// (`ZERO`: forever); nothing is taken.
+    pub(crate) fn ready(keys: &Keys, topic: &str, timeout: Duration) -> Result<Self> {
+        Wait::new(keys, topic, timeout, Claim::Peek, |_| Ok(Some(())))
     }
 }
 
@@ -93,6 +104,8 @@ impl<T> Wait<T> {
         let claim = match &self.claim {
             Claim::Pop => ops::take(&self.keys, &popped_id(reply)?),
             Claim::Reserve { ttr } => ops::reserve(&self.keys, &self.topic, *ttr)?,
+            // The queue holds an id: the peek is over, nothing taken.
+            Claim::Peek => return Ok(Step::Done((self.parse)(reply)?)),
         };
         Ok(Step::Send(claim.into()))
     }
@@ -112,7 +125,7 @@ impl<T> Wait<T> {
         let queue = self.keys.ready_queue(&self.topic);
         let mut cmd = match self.claim {
             Claim::Pop => redis::cmd("BRPOP").arg(&queue).clone(),
-            Claim::Reserve { .. } => redis::cmd("BLMOVE").arg(&queue).arg(&queue).arg("RIGHT").arg("RIGHT").clone(),
+            Claim::Reserve { .. } | Claim::Peek => redis::cmd("BLMOVE").arg(&queue).arg(&queue).arg("RIGHT").arg("RIGHT").clone(),
         };
         cmd.arg(seconds);
         self.blocked = true;

@@ -144,6 +144,34 @@ fn a_stop_lets_running_handlers_finish_within_the_grace_period() {
 }
 
 #[test]
+fn a_job_that_comes_after_the_stop_is_left_for_other_workers() {
+    for kind in KINDS {
+        let redis = RedisServer::start();
+        ready(&redis, &[Job::new("t", "busy", Duration::ZERO)]);
+        let plan = behaviour(|_| Plan { sleep: Duration::from_millis(1500), ..Plan::default() });
+        let mut w = start(kind, &redis.url(), Options::default(), plan);
+        assert!(w.wait_for("started busy", 1));
+        // A free slot and an empty queue: the worker waits for a job.
+        assert!(wait_until(DEADLINE, || blocked_on(&redis, "blmove") > 0), "{kind:?}");
+        w.stop();
+        assert!(w.wait_for("stopping", 1));
+        ready(&redis, &[Job::new("t", "late", Duration::ZERO)]);
+        assert!(w.join(DEADLINE).expect("run returned").is_ok());
+        let events = w.events();
+        assert!(!events.iter().any(|e| e.ends_with(" late")), "{kind:?}: the late job was taken: {events:?}");
+        assert!(events.contains(&"acked busy".to_string()), "{kind:?}: {events:?}");
+        let queued: Vec<String> = redis::cmd("LRANGE")
+            .arg("delayer:ready_queue:t")
+            .arg(0)
+            .arg(-1)
+            .query(&mut redis.connection())
+            .expect("lrange");
+        assert_eq!(queued, ["late"], "{kind:?}: still ready, not reserved");
+        assert_eq!(field(&redis, "late", "attempts"), None, "{kind:?}: never reserved");
+    }
+}
+
+#[test]
 fn a_stop_releases_what_is_still_running_when_the_grace_period_ends() {
     for kind in KINDS {
         let redis = RedisServer::start();
@@ -189,6 +217,32 @@ fn a_lost_connection_is_retried_with_backoff_and_reported() {
         assert!(w.wait_for("reconnected", 1), "{kind:?}: {:?}", w.events());
         ready(&redis, &jobs("t", "c", 3));
         assert!(w.wait_for("acked c", 3), "{kind:?}: {:?}", w.events());
+    }
+}
+
+#[test]
+fn a_redis_that_cannot_serve_yet_is_waited_out() {
+    for kind in KINDS {
+        let redis = RedisServer::start();
+        ready(&redis, &jobs("t", "r", 3));
+        // A replica of a master that is not there: it keeps its data, and
+        // refuses writes with READONLY, as during a failover.
+        let nobody = testkit::free_port();
+        let replica = |on: bool| {
+            let mut cmd = redis::cmd("REPLICAOF");
+            if on {
+                cmd.arg("127.0.0.1").arg(nobody)
+            } else {
+                cmd.arg("NO").arg("ONE")
+            };
+            cmd.query::<()>(&mut redis.connection()).expect("REPLICAOF");
+        };
+        replica(true);
+        let mut w = start(kind, &redis.url(), Options::default(), ok());
+        assert!(w.wait_for("connection_lost", 2), "{kind:?}: {:?}", w.events());
+        assert!(w.join(Duration::from_millis(300)).is_none(), "{kind:?}: run gave up: {:?}", w.events());
+        replica(false);
+        assert!(w.wait_for("acked r", 3), "{kind:?}: {:?}", w.events());
     }
 }
 

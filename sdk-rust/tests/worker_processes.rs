@@ -193,11 +193,15 @@ fn all_jobs_end_acked_or_dead_through_a_kill_and_a_redis_restart() {
     let log_refs = || logs.iter().map(PathBuf::as_path).collect::<Vec<_>>();
     let acked = || read_logs(&log_refs()).1.len();
 
+    let began = std::time::Instant::now();
+    let phase = |what: &str| eprintln!("worker_processes: {what} after {:.1} s", began.elapsed().as_secs_f64());
     assert!(wait_until(PATIENCE, || acked() >= 250), "no progress: {} acked", acked());
+    phase("250 acked; kill -9");
     let victim = &mut workers[1].child;
     victim.kill().expect("kill -9"); // SIGKILL: holding reservations, acks unsent
     victim.wait().expect("reaped");
     assert!(wait_until(PATIENCE, || acked() >= 550), "no progress after the kill: {} acked", acked());
+    phase("550 acked; Redis restart");
     redis.restart(); // with the AOF: every job is still there
     let dead = |d: &Delayer| d.dead_letters(TOPIC, 0, 1000).map(|l| l.len()).unwrap_or(0);
     let settled = |d: &Delayer| {
@@ -216,6 +220,7 @@ fn all_jobs_end_acked_or_dead_through_a_kill_and_a_redis_restart() {
         server.output().lines().rev().take(5).collect::<Vec<_>>().join(" | ")
     );
 
+    phase("settled");
     // Every job is acked (deleted) or dead: none lost, none left anywhere.
     let letters = d.dead_letters(TOPIC, 0, 1000).expect("dead letters");
     let dead_ids: HashSet<String> = letters.iter().map(|l| l.id.clone()).collect();

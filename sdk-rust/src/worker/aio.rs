@@ -107,7 +107,7 @@ impl std::fmt::Debug for Worker {
 }
 
 enum Msg {
-    Waited(String, Result<Option<Delivery>>),
+    Waited(String, Result<bool>),
     Stop,
 }
 
@@ -232,11 +232,7 @@ impl Loop<'_> {
     fn take(&mut self, msg: Msg) {
         let now = Instant::now();
         match msg {
-            Msg::Waited(topic, result) => {
-                if let Some(start) = self.core.waited(&topic, result, now) {
-                    self.dispatch(start);
-                }
-            }
+            Msg::Waited(topic, result) => self.core.waited(&topic, result, now),
             Msg::Stop => self.core.stop(now),
         }
     }
@@ -278,18 +274,13 @@ impl Loop<'_> {
         Ok((flags, jobs.into_iter().map(Delivery::from).collect()))
     }
 
-    /// A blocking wait for one job, as a task of its own, so finished jobs
-    /// are acked meanwhile. It is never aborted: a wait cut between
-    /// reserving a job and handing it over would strand the job until its
-    /// ttr; it ends within [`WAIT`] anyway.
+    /// A blocking wait until the topic has a ready job (taking nothing),
+    /// as a task of its own, so finished jobs are acked meanwhile. Left to
+    /// end by itself at a stop (within [`WAIT`]).
     fn wait(&mut self, topic: String) {
         let (client, events) = (self.worker.client.clone(), self.events.clone());
-        let (mode, ttr) = (self.core.settings().mode, self.core.settings().ttr);
         tokio::spawn(async move {
-            let result = match mode {
-                Mode::AtLeastOnce => client.breserve(&topic, ttr, WAIT).await.map(|j| j.map(Delivery::from)),
-                Mode::AtMostOnce => client.bpop(&topic, WAIT).await.map(|j| j.map(Delivery::from)),
-            };
+            let result = client.wait_ready(&topic, WAIT).await;
             let _ = events.send(Msg::Waited(topic, result));
         });
     }

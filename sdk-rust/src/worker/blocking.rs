@@ -89,7 +89,7 @@ impl std::fmt::Debug for Worker {
 
 enum Msg {
     Done(u64, std::result::Result<(), String>),
-    Waited(String, Result<Option<Delivery>>),
+    Waited(String, Result<bool>),
     Stop,
 }
 
@@ -210,11 +210,7 @@ impl Loop<'_> {
         let now = Instant::now();
         match msg {
             Msg::Done(slot, outcome) => self.core.done(slot, outcome, now),
-            Msg::Waited(topic, result) => {
-                if let Some(start) = self.core.waited(&topic, result, now) {
-                    self.dispatch(start);
-                }
-            }
+            Msg::Waited(topic, result) => self.core.waited(&topic, result, now),
             Msg::Stop => self.core.stop(now),
         }
     }
@@ -239,17 +235,14 @@ impl Loop<'_> {
         Ok((flags, jobs.into_iter().map(Delivery::from).collect()))
     }
 
-    /// A blocking wait for one job, on a thread of its own, so finished
-    /// jobs are acked meanwhile.
+    /// A blocking wait until the topic has a ready job (taking nothing),
+    /// on a thread of its own, so finished jobs are acked meanwhile. Left
+    /// to end by itself at a stop.
     fn wait(&mut self, topic: String) {
         let (client, events) = (self.worker.client.clone(), self.events.clone());
-        let (mode, ttr) = (self.core.settings().mode, self.core.settings().ttr);
         let name = topic.clone();
         let waiter = thread::Builder::new().name("delayer-wait".into()).spawn(move || {
-            let result = match mode {
-                Mode::AtLeastOnce => client.breserve(&topic, ttr, WAIT).map(|j| j.map(Delivery::from)),
-                Mode::AtMostOnce => client.bpop(&topic, WAIT).map(|j| j.map(Delivery::from)),
-            };
+            let result = client.wait_ready(&topic, WAIT);
             let _ = events.send(Msg::Waited(topic, result));
         });
         if let Err(e) = waiter {

@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// One blocking wait (breserve / bpop): short, so a stop is never held up.
+/// One blocking wait for a ready job: short, so a stop is never held up.
 pub(crate) const WAIT: Duration = Duration::from_secs(1);
 /// The first and the longest pause before trying Redis again.
 const RETRY_MIN: Duration = Duration::from_millis(100);
@@ -110,8 +110,10 @@ pub(crate) enum Action {
     /// Touch a running job's reservation for `ttr`; report with
     /// [`Core::touched`].
     Touch { slot: u64, delivery: Arc<Delivery>, ttr: Duration },
-    /// Start a blocking wait for one job of `topic` (up to [`WAIT`]); report
-    /// with [`Core::waited`].
+    /// Start a blocking wait until `topic` has a ready job (up to [`WAIT`]),
+    /// taking nothing: the fetch that follows takes a batch, and a stop
+    /// meanwhile leaves the job to other workers. Report with
+    /// [`Core::waited`].
     Wait { topic: String },
     /// The grace period is over: stop waiting for the running handlers
     /// (their releases are queued).
@@ -148,7 +150,6 @@ pub(crate) struct Core {
     topics: Vec<Topic>,
     cursor: usize,
     running: HashMap<u64, Running>,
-    waiters: usize,
     next_slot: u64,
     acks: Vec<Arc<Delivery>>,
     releases: VecDeque<Release>,
@@ -169,7 +170,6 @@ impl Core {
             topics,
             cursor: 0,
             running: HashMap::new(),
-            waiters: 0,
             next_slot: 0,
             acks: Vec::new(),
             releases: VecDeque::new(),
@@ -191,7 +191,7 @@ impl Core {
     }
 
     fn free(&self) -> usize {
-        self.s.concurrency.saturating_sub(self.running.len() + self.waiters)
+        self.s.concurrency.saturating_sub(self.running.len())
     }
 
     /// The next topic in turn that `pick` accepts (round robin: fair).
@@ -212,7 +212,7 @@ impl Core {
             if !self.running.is_empty() {
                 return self.abort();
             }
-            if self.waiters == 0 && (self.nothing_to_send() || now >= by + RETRY_MAX) {
+            if self.nothing_to_send() || now >= by + RETRY_MAX {
                 return self.finish_now();
             }
         }
@@ -243,16 +243,16 @@ impl Core {
         if !stopping && free > 0 {
             if let Some(ix) = self.rotate(|t| !t.waiting) {
                 self.topics[ix].waiting = true;
-                self.waiters += 1;
                 return Action::Wait { topic: self.topics[ix].name.clone() };
             }
         }
-        if stopping && self.running.is_empty() && self.waiters == 0 && self.nothing_to_send() {
+        // A wait still out takes nothing: it is not waited for.
+        if stopping && self.running.is_empty() && self.nothing_to_send() {
             return self.finish_now();
         }
         let touch_at = self.running.values().filter(|r| r.delivery.receipt.is_some()).map(|r| r.lease.get().1).min();
-        // Past the grace period, only waits and unsent acks are left: look
-        // again soon (they end within WAIT, or RETRY_MAX after it).
+        // Past the grace period, only unsent acks are left: look again soon
+        // (they are given up RETRY_MAX after it).
         let stop_at = self.stop_by.map(|by| if by > now { by } else { now + RETRY_MIN });
         let until = [touch_at, stop_at].into_iter().flatten().min();
         Action::Idle { until }
@@ -314,10 +314,11 @@ impl Core {
         }
     }
 
-    /// A call failed: a lost connection is tried again after a pause; any
-    /// other error is reported (`fatal`: and stops the worker).
+    /// A call failed: a lost connection, or a Redis that cannot serve yet,
+    /// is tried again after a pause; any other error is reported (`fatal`:
+    /// and stops the worker).
     fn failed(&mut self, e: Error, now: Instant, fatal: bool) {
-        if matches!(e, Error::Connection(_)) {
+        if transient(&e) {
             self.emit(Event::ConnectionLost { error: &e, retry_in: self.retry_delay });
             self.lost = true;
             self.retry_at = Some(now + self.retry_delay);
@@ -367,29 +368,17 @@ impl Core {
         jobs.into_iter().map(|d| self.start(d, now)).collect()
     }
 
-    /// The answer to [`Action::Wait`]: a job, none within [`WAIT`], or the
-    /// error. Returns the job to start.
-    pub(crate) fn waited(
-        &mut self,
-        topic: &str,
-        result: crate::Result<Option<Delivery>>,
-        now: Instant,
-    ) -> Option<Start> {
-        self.waiters = self.waiters.saturating_sub(1);
-        let t = self.topics.iter_mut().find(|t| t.name == topic)?;
-        t.waiting = false;
+    /// The answer to [`Action::Wait`]: whether the topic has a ready job
+    /// (`false`: none within [`WAIT`]; the next wait starts at once), or the
+    /// error.
+    pub(crate) fn waited(&mut self, topic: &str, result: crate::Result<bool>, now: Instant) {
+        if let Some(t) = self.topics.iter_mut().find(|t| t.name == topic) {
+            t.waiting = false;
+            t.empty = !matches!(result, Ok(true));
+        }
         match result {
-            Ok(job) => {
-                // A job: there may be more, fetch them in a batch; none:
-                // the next wait starts at once.
-                t.empty = job.is_none();
-                self.answered();
-                job.map(|d| self.start(d, now))
-            }
-            Err(e) => {
-                self.failed(e, now, true);
-                None
-            }
+            Ok(_) => self.answered(),
+            Err(e) => self.failed(e, now, true),
         }
     }
 
@@ -432,7 +421,7 @@ impl Core {
                 }
             }
             Err(e) => {
-                let lost = matches!(e, Error::Connection(_));
+                let lost = transient(&e);
                 self.failed(e, now, false);
                 if lost {
                     self.releases.push_front(Release { delivery, error, now: now_due });
@@ -471,6 +460,20 @@ impl Core {
     /// How `run` ends: `Ok`, or the error that stopped the worker.
     pub(crate) fn finish(&mut self) -> crate::Result<()> {
         self.fatal.take().map_or(Ok(()), Err)
+    }
+}
+
+/// Whether `e` passes by itself: the connection is lost (the SDK's
+/// [`Error::Connection`]), or Redis answers that it cannot serve yet: loading
+/// its data after a restart, busy with a long script, a replica (a failover
+/// under way), a cluster reconfiguring.
+fn transient(e: &Error) -> bool {
+    match e {
+        Error::Connection(_) => true,
+        Error::Redis(e) => {
+            matches!(e.code(), Some("LOADING" | "BUSY" | "READONLY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN"))
+        }
+        _ => false,
     }
 }
 

@@ -55,8 +55,10 @@ pub enum Event<'a> {
         /// The job.
         delivery: &'a Delivery,
     },
-    /// Redis could not be reached or went away: the worker tries again in
-    /// `retry_in` (jobs keep running meanwhile; their acks wait).
+    /// Redis could not be reached, went away, or cannot serve yet (loading
+    /// its data after a restart, a read-only replica during a failover): the
+    /// worker tries again in `retry_in` (jobs keep running meanwhile; their
+    /// acks wait).
     ConnectionLost {
         /// What failed.
         error: &'a Error,

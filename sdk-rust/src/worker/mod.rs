@@ -14,9 +14,11 @@
 //! releases it to run again after its backoff, a dead letter after its last
 //! attempt. A handler still running at half its ttr has its reservation
 //! touched. Fetching is batched: one `reserve_many` call sends the acks of
-//! the jobs just finished and takes jobs for every free slot; a worker with
-//! nothing to do waits in `breserve`. At most once ([`Worker::at_most_once`]):
-//! jobs are popped, and a failure is only reported.
+//! the jobs just finished and takes jobs for every free slot. A worker with
+//! nothing to do waits as `breserve` does (BLMOVE) for a job to be ready,
+//! taking nothing until it fetches: a stop meanwhile leaves the job to other
+//! workers. At most once ([`Worker::at_most_once`]): jobs are popped, and a
+//! failure is only reported.
 
 #[cfg(feature = "aio")]
 pub mod aio;
