@@ -7,7 +7,7 @@
 use delayer::{Delayer, Job};
 use std::path::Path;
 use std::time::Duration;
-use testkit::sentinel::{Auth, Sentinels, FAILOVER_DEADLINE};
+use testkit::sentinel::{make_certificates, Auth, Sentinels, FAILOVER_DEADLINE};
 use testkit::{wait_until, DelayerProcess};
 
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
@@ -124,7 +124,22 @@ fn clients_and_the_server_follow_a_failover() {
 /// reaches the log.
 #[test]
 fn with_passwords_for_the_master_and_the_sentinels() {
-    run(Auth { redis_password: Some("master-secret".into()), sentinel_password: Some("sentinel-secret".into()) });
+    run(Auth {
+        redis_password: Some("master-secret".into()),
+        sentinel_password: Some("sentinel-secret".into()),
+        tls: None,
+    });
+}
+
+/// TLS everywhere (nodes, replication, sentinels) with a private CA:
+/// `tls = yes` and `tls_ca_file` take the clients and the server to the
+/// sentinels and the master over TLS, through a failover.
+#[test]
+fn over_tls_with_a_private_ca() {
+    let certs = testkit::temp_dir("sentinel-certs");
+    let tls = make_certificates(&certs);
+    run(Auth { tls: Some(tls), ..Auth::default() });
+    let _ = std::fs::remove_dir_all(certs);
 }
 
 /// A failover asked of the sentinels leaves the old master up, demoted (the

@@ -99,6 +99,12 @@ impl RedisServer {
     /// Starts a redis-server that speaks only TLS on its port, with the
     /// given PEM files (server certificate, its key, the CA of clients).
     pub fn start_tls(cert: &Path, key: &Path, ca: &Path) -> Self {
+        Self::start_tls_with(cert, key, ca, &[])
+    }
+
+    /// As [`RedisServer::start_tls`], with extra arguments (`--replicaof`,
+    /// `--tls-replication yes`, ...).
+    pub fn start_tls_with(cert: &Path, key: &Path, ca: &Path, extra: &[&str]) -> Self {
         let port = free_port();
         let mut server = RedisServer {
             child: None,
@@ -113,6 +119,7 @@ impl RedisServer {
                         .zip([cert, key, ca])
                         .flat_map(|(flag, path)| [flag.to_string(), path.display().to_string()]),
                 )
+                .chain(extra.iter().map(|s| s.to_string()))
                 .collect(),
             tls: true,
         };

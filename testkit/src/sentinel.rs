@@ -9,7 +9,7 @@
 
 use crate::{free_port, temp_dir, wait_until, RedisServer, DEADLINE};
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -19,13 +19,48 @@ pub const MASTER_NAME: &str = "delayer-master";
 /// How long a failover may take on a slow, loaded machine.
 pub const FAILOVER_DEADLINE: Duration = Duration::from_secs(60);
 
-/// The master's and the sentinels' passwords, when a test wants them.
+/// The master's and the sentinels' passwords, and TLS, when a test wants them.
 #[derive(Debug, Clone, Default)]
 pub struct Auth {
     /// `requirepass` of the master and replica (`masterauth` too).
     pub redis_password: Option<String>,
     /// `requirepass` of the sentinels.
     pub sentinel_password: Option<String>,
+    /// TLS only, everywhere (nodes, replication, sentinels): the server
+    /// certificate, its key and the CA (see [`make_certificates`]).
+    pub tls: Option<(PathBuf, PathBuf, PathBuf)>,
+}
+
+/// A CA, and a server certificate for 127.0.0.1 signed by it, made with
+/// openssl in `dir`: (certificate, key, CA).
+pub fn make_certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl installed");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let ca = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2"];
+    openssl(&[&ca[..], &["-subj", "/CN=delayer test CA"]].concat());
+    let csr = ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr"];
+    openssl(&[&csr[..], &["-subj", "/CN=127.0.0.1"]].concat());
+    fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").expect("ext");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    (dir.join("server.pem"), dir.join("server.key"), dir.join("ca.pem"))
 }
 
 /// One master, one replica, three sentinels.
@@ -50,19 +85,36 @@ impl Sentinels {
         if let Some(pw) = &auth.redis_password {
             common.extend(["--requirepass".into(), pw.clone(), "--masterauth".into(), pw.clone()]);
         }
+        if auth.tls.is_some() {
+            common.extend(["--tls-replication".into(), "yes".into()]);
+        }
         let args: Vec<&str> = common.iter().map(String::as_str).collect();
-        let master = RedisServer::start_with(&args);
+        let start = |args: &[&str]| match &auth.tls {
+            Some((cert, key, ca)) => RedisServer::start_tls_with(cert, key, ca, args),
+            None => RedisServer::start_with(args),
+        };
+        let master = start(&args);
         let replicaof = format!("127.0.0.1 {}", master.port());
         let mut replica_args = args.clone();
         replica_args.extend(["--replicaof", &replicaof]);
-        let replica = RedisServer::start_with(&replica_args);
+        let replica = start(&replica_args);
         let dir = temp_dir("sentinels");
         let mut sentinels = Vec::new();
         for i in 0..3 {
             let port = free_port();
             let conf = dir.join(format!("sentinel-{i}.conf"));
+            let listen = match &auth.tls {
+                Some((cert, key, ca)) => format!(
+                    "port 0\ntls-port {port}\ntls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\n\
+                     tls-auth-clients no\ntls-replication yes\n",
+                    cert.display(),
+                    key.display(),
+                    ca.display()
+                ),
+                None => format!("port {port}\n"),
+            };
             let mut text = format!(
-                "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile sentinel-{i}.log\n\
+                "{listen}bind 127.0.0.1\ndir {dir}\nlogfile sentinel-{i}.log\n\
                  sentinel monitor {MASTER_NAME} 127.0.0.1 {master} 2\n\
                  sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
                  sentinel failover-timeout {MASTER_NAME} 3000\nsentinel parallel-syncs {MASTER_NAME} 1\n",
@@ -123,6 +175,9 @@ impl Sentinels {
         if let Some(pw) = &self.auth.sentinel_password {
             text.push_str(&format!("sentinel_password = {pw}\n"));
         }
+        if let Some((_, _, ca)) = &self.auth.tls {
+            text.push_str(&format!("tls = yes\ntls_ca_file = {}\n", ca.display()));
+        }
         text
     }
 
@@ -136,11 +191,23 @@ impl Sentinels {
 
     /// A plain connection to the node at index `i` of [`Sentinels::nodes`].
     pub fn connection(&self, i: usize) -> redis::Connection {
-        let url = match &self.auth.redis_password {
-            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}/", self.nodes[i].port()),
-            None => self.nodes[i].url(),
-        };
-        redis::Client::open(url).and_then(|c| c.get_connection()).expect("connect to a test node")
+        self.client(self.nodes[i].port(), self.auth.redis_password.as_ref())
+            .and_then(|c| c.get_connection().ok())
+            .expect("connect to a test node")
+    }
+
+    /// A client of the process on `port` (TLS with the test CA when the
+    /// deployment speaks TLS).
+    fn client(&self, port: u16, password: Option<&String>) -> Option<redis::Client> {
+        let auth = password.map(|pw| format!(":{pw}@")).unwrap_or_default();
+        match &self.auth.tls {
+            None => redis::Client::open(format!("redis://{auth}127.0.0.1:{port}/")).ok(),
+            Some((_, _, ca)) => redis::Client::build_with_tls(
+                format!("rediss://{auth}127.0.0.1:{port}/"),
+                redis::TlsCertificates { client_tls: None, root_cert: Some(fs::read(ca).ok()?) },
+            )
+            .ok(),
+        }
     }
 
     /// A connection to the master of the moment.
@@ -188,11 +255,7 @@ impl Sentinels {
     }
 
     fn ask_ok(&self, port: u16, args: &[&str]) -> bool {
-        let url = match &self.auth.sentinel_password {
-            Some(pw) => format!("redis://:{pw}@127.0.0.1:{port}/"),
-            None => format!("redis://127.0.0.1:{port}/"),
-        };
-        let Ok(client) = redis::Client::open(url) else { return false };
+        let Some(client) = self.client(port, self.auth.sentinel_password.as_ref()) else { return false };
         let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_secs(2)) else { return false };
         let mut cmd = redis::cmd(args[0]);
         for a in &args[1..] {
@@ -203,11 +266,7 @@ impl Sentinels {
 
     /// A field of `INFO replication` of node `i`, if it answers.
     fn node_info(&self, i: usize, name: &str) -> Option<String> {
-        let client = redis::Client::open(match &self.auth.redis_password {
-            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}/", self.nodes[i].port()),
-            None => self.nodes[i].url(),
-        })
-        .ok()?;
+        let client = self.client(self.nodes[i].port(), self.auth.redis_password.as_ref())?;
         let mut conn = client.get_connection_with_timeout(Duration::from_secs(2)).ok()?;
         let info: String = redis::cmd("INFO").arg("replication").query(&mut conn).ok()?;
         info.lines().find_map(|l| l.strip_prefix(&format!("{name}:")).map(|v| v.trim().to_string()))
@@ -215,11 +274,7 @@ impl Sentinels {
 
     /// A sentinel's reply as strings (nil and errors: `None`).
     fn ask(&self, port: u16, args: &[&str]) -> Option<Vec<String>> {
-        let url = match &self.auth.sentinel_password {
-            Some(pw) => format!("redis://:{pw}@127.0.0.1:{port}/"),
-            None => format!("redis://127.0.0.1:{port}/"),
-        };
-        let client = redis::Client::open(url).ok()?;
+        let client = self.client(port, self.auth.sentinel_password.as_ref())?;
         let mut conn = client.get_connection_with_timeout(Duration::from_secs(2)).ok()?;
         conn.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
         let mut cmd = redis::cmd(args[0]);
