@@ -190,6 +190,20 @@ mod tests {
     }
 
     #[test]
+    fn a_peek_ends_when_the_queue_holds_an_id_and_claims_nothing() {
+        let mut w = Wait::ready(&Keys::default(), "t", Duration::from_secs(5)).expect("wait");
+        match sent(w.start()) {
+            Request::Blocking(cmd, _) => assert_eq!(words(&cmd)[0], "BLMOVE"),
+            _ => panic!("expected BLMOVE"),
+        }
+        let moved = Value::BulkString(b"x".to_vec());
+        assert!(matches!(w.next(moved).expect("ready"), Step::Done(Some(()))), "no claim is sent");
+        let mut idle = Wait::ready(&Keys::default(), "t", Duration::from_secs(5)).expect("wait");
+        sent(idle.start());
+        assert!(matches!(idle.next(Value::Nil).expect("timeout"), Step::Done(None)));
+    }
+
+    #[test]
     fn redis_timing_out_or_no_time_left_ends_the_wait() {
         let mut w = Wait::breserve(&Keys::default(), "t", Duration::from_secs(1), Duration::from_secs(5)).expect("w");
         match sent(w.start()) {
