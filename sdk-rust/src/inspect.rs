@@ -170,15 +170,12 @@ pub struct Stats {
     pub topics: Vec<TopicStats>,
 }
 
-/// lookup.lua for one id, of `topic` (`None`: any topic).
-pub(crate) fn lookup(keys: &Keys, topic: Option<&str>, id: &str) -> Result<ScriptInvocation<'static>> {
-    if let Some(topic) = topic {
-        validate::name("topic", topic)?;
-    }
+/// lookup.lua for job `id` of `topic`.
+pub(crate) fn lookup(keys: &Keys, topic: &str, id: &str) -> Result<ScriptInvocation<'static>> {
+    validate::name("topic", topic)?;
     validate::name("id", id)?;
     let mut inv = LOOKUP.prepare_invoke();
-    inv.key(keys.job_bucket(id)).key(keys.job_pool()).key(keys.reserved());
-    inv.arg(id).arg(topic.unwrap_or(""));
+    inv.key(keys.job_bucket(id)).key(keys.job_pool()).key(keys.reserved()).arg(id).arg(topic);
     Ok(inv)
 }
 
@@ -385,13 +382,7 @@ impl Delayer {
     /// when), malformed or unknown. A job of another topic is unknown. Only
     /// reads.
     pub fn job(&self, topic: &str, id: &str) -> Result<JobInfo> {
-        parse_lookup(id, self.call(&lookup(self.keys(), Some(topic), id)?.into())?)
-    }
-
-    /// As [`Delayer::job`], whatever the job's topic (ids are global in the
-    /// classic layout).
-    pub fn job_any_topic(&self, id: &str) -> Result<JobInfo> {
-        parse_lookup(id, self.call(&lookup(self.keys(), None, id)?.into())?)
+        parse_lookup(id, self.call(&lookup(self.keys(), topic, id)?.into())?)
     }
 
     /// A page of `topic`'s scheduled jobs, earliest due first, from `cursor`
@@ -436,12 +427,7 @@ impl Delayer {
 impl crate::aio::Delayer {
     /// As [`crate::Delayer::job`].
     pub async fn job(&self, topic: &str, id: &str) -> Result<JobInfo> {
-        parse_lookup(id, self.call(&lookup(self.keys(), Some(topic), id)?.into()).await?)
-    }
-
-    /// As [`crate::Delayer::job_any_topic`].
-    pub async fn job_any_topic(&self, id: &str) -> Result<JobInfo> {
-        parse_lookup(id, self.call(&lookup(self.keys(), None, id)?.into()).await?)
+        parse_lookup(id, self.call(&lookup(self.keys(), topic, id)?.into()).await?)
     }
 
     /// As [`crate::Delayer::list_scheduled`].
