@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import redis
 
@@ -64,10 +64,12 @@ class Sentinels:
     """One master, one replica, three sentinels (quorum 2, down after 1 s)."""
 
     def __init__(self, workdir: Optional[Path] = None, redis_password: Optional[str] = None,
-                 sentinel_password: Optional[str] = None) -> None:
+                 sentinel_password: Optional[str] = None, tls: Optional[Tuple[Path, Path, Path]] = None) -> None:
+        """``tls`` = (server certificate, key, CA): TLS only, everywhere."""
         self.dir = Path(tempfile.mkdtemp(prefix="delayer-sentinels-", dir=workdir))
         self.redis_password = redis_password
         self.sentinel_password = sentinel_password
+        self.tls = tls
         self.procs: Dict[int, subprocess.Popen] = {}
         self.node_ports = [free_port(), free_port()]
         self.sentinel_ports = [free_port() for _ in range(3)]
@@ -76,8 +78,17 @@ class Sentinels:
             raise RuntimeError("redis-server is not installed")
         try:
             auth = ["--requirepass", redis_password, "--masterauth", redis_password] if redis_password else []
+            listen = {port: ["--port", str(port)] for port in self.node_ports + self.sentinel_ports}
+            tls_conf = ""
+            if tls is not None:
+                cert, key, ca = (str(p) for p in tls)
+                files = ["--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca,
+                         "--tls-auth-clients", "no", "--tls-replication", "yes"]
+                listen = {port: ["--port", "0", "--tls-port", str(port), *files] for port in listen}
+                tls_conf = (f"tls-cert-file {cert}\ntls-key-file {key}\ntls-ca-cert-file {ca}\n"
+                            "tls-auth-clients no\ntls-replication yes\n")
             for i, port in enumerate(self.node_ports):
-                args = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+                args = [exe, *listen[port], "--bind", "127.0.0.1", "--dir", str(self.dir),
                         "--dbfilename", f"node-{port}.rdb", "--logfile", f"node-{port}.log", "--save", "",
                         "--appendonly", "no", *auth]
                 if i == 1:
@@ -85,7 +96,8 @@ class Sentinels:
                 self._spawn(port, args)
             for i, port in enumerate(self.sentinel_ports):
                 conf = self.dir / f"sentinel-{i}.conf"
-                text = (f"port {port}\nbind 127.0.0.1\ndir {self.dir}\nlogfile sentinel-{i}.log\n"
+                where = f"port 0\ntls-port {port}\n{tls_conf}" if tls is not None else f"port {port}\n"
+                text = (f"{where}bind 127.0.0.1\ndir {self.dir}\nlogfile sentinel-{i}.log\n"
                         f"sentinel monitor {MASTER_NAME} 127.0.0.1 {self.node_ports[0]} 2\n"
                         f"sentinel down-after-milliseconds {MASTER_NAME} 1000\n"
                         f"sentinel failover-timeout {MASTER_NAME} 3000\nsentinel parallel-syncs {MASTER_NAME} 1\n")
@@ -119,20 +131,25 @@ class Sentinels:
     def _pings(self, port: int) -> bool:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                if self.tls is not None:
+                    return True  # TLS only: listening is up enough
                 s.sendall(b"PING\r\n")
                 reply = s.recv(64)
             return reply.startswith(b"+PONG") or reply.startswith(b"-NOAUTH")
         except OSError:
             return False
 
+    def _ssl(self) -> Dict[str, object]:
+        return {} if self.tls is None else {"ssl": True, "ssl_ca_certs": str(self.tls[2])}
+
     def _sentinel(self, port: int) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=port, password=self.sentinel_password, decode_responses=True,
-                           socket_timeout=2, socket_connect_timeout=2)
+                           socket_timeout=2, socket_connect_timeout=2, **self._ssl())  # type: ignore[arg-type]
 
     def node(self, i: int) -> redis.Redis:
         """A plain client of node ``i`` (0: the first master)."""
         return redis.Redis(host="127.0.0.1", port=self.node_ports[i], password=self.redis_password,
-                           socket_timeout=5, socket_connect_timeout=2)
+                           socket_timeout=5, socket_connect_timeout=2, **self._ssl())  # type: ignore[arg-type]
 
     def _info(self, i: int) -> Dict[str, object]:
         with self.node(i) as r:
@@ -151,6 +168,8 @@ class Sentinels:
             text += f"password = {self.redis_password}\n"
         if self.sentinel_password:
             text += f"sentinel_password = {self.sentinel_password}\n"
+        if self.tls is not None:
+            text += f"tls = yes\ntls_ca_file = {self.tls[2]}\n"
         return text
 
     def master_port(self) -> Optional[int]:

@@ -9,7 +9,7 @@ import asyncio
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, TypeVar
+from typing import Any, Callable, Iterator, Optional, Tuple, TypeVar
 
 import pytest
 
@@ -70,9 +70,13 @@ def test_constructor_options_go_together() -> None:
         Delayer(sentinels=[("127.0.0.1", 1)])  # no master_name
 
 
-@pytest.fixture
-def sentinels() -> Iterator[kit.Sentinels]:
-    deployment = kit.Sentinels(redis_password="master-pw", sentinel_password="sentinel-pw")
+@pytest.fixture(params=["passwords", "tls"])
+def sentinels(request: pytest.FixtureRequest, certs: Tuple[Path, Path, Path]) -> Iterator[kit.Sentinels]:
+    """Passwords for the master and the sentinels; or TLS everywhere, with the test CA."""
+    if request.param == "tls":
+        deployment = kit.Sentinels(tls=certs)
+    else:
+        deployment = kit.Sentinels(redis_password="master-pw", sentinel_password="sentinel-pw")
     try:
         yield deployment
     finally:
