@@ -8,7 +8,8 @@ putting this directory on ``sys.path``), and by PHP's tests as a program::
 
     python3 testkit/sentinel.py <dir>
 
-starts the deployment, prints one JSON line (``nodes``, ``master_name``,
+starts the deployment (env ``SENTINEL_REDIS_PASSWORD``: the master's
+password; ``SENTINEL_TLS=cert,key,ca``: TLS only), prints one JSON line (``nodes``, ``master_name``,
 ``ports``) and then obeys lines on stdin: ``kill-master`` (answers
 ``{"master": <port>}`` once the replica has taken over) and ``stop``.
 """
@@ -214,7 +215,10 @@ class Sentinels:
 def main() -> int:
     workdir = Path(sys.argv[1]) if len(sys.argv) > 1 else None
     redis_password = os.environ.get("SENTINEL_REDIS_PASSWORD") or None
-    deployment = Sentinels(workdir, redis_password=redis_password)
+    # SENTINEL_TLS=cert,key,ca: TLS only, everywhere.
+    files = [Path(f) for f in os.environ.get("SENTINEL_TLS", "").split(",") if f]
+    tls = (files[0], files[1], files[2]) if len(files) == 3 else None
+    deployment = Sentinels(workdir, redis_password=redis_password, tls=tls)
     try:
         print(json.dumps({"nodes": deployment.nodes, "master_name": MASTER_NAME,
                           "ports": deployment.node_ports, "master": deployment.master_port()}), flush=True)

@@ -75,22 +75,38 @@ final class SentinelTest extends TestCase
         new Client(['host' => '127.0.0.1', 'master_name' => 'm']);
     }
 
-    public function testAClientAndTheServerFollowAFailover(): void
+    /** @return iterable<string, array{0: bool}> */
+    public static function transports(): iterable
     {
-        $this->dir = sys_get_temp_dir() . '/delayer-php-sentinel-' . getmypid();
+        yield 'password' => [false];
+        yield 'tls' => [true];
+    }
+
+    /** @dataProvider transports */
+    public function testAClientAndTheServerFollowAFailover(bool $tls): void
+    {
+        $this->dir = sys_get_temp_dir() . '/delayer-php-sentinel-' . getmypid() . '-' . bin2hex(random_bytes(3));
         @mkdir($this->dir);
+        $env = ['SENTINEL_REDIS_PASSWORD' => 'master-pw'];
+        $tlsLines = '';
+        if ($tls) {
+            $certs = RedisServer::makeCertificates($this->dir);
+            $env = ['SENTINEL_TLS' => "{$certs['cert']},{$certs['key']},{$certs['ca']}"];
+            $tlsLines = "tls = yes\ntls_ca_file = {$certs['ca']}\n";
+        }
         $root = \dirname(__DIR__, 2);
         // The repository's .venv has redis-py (tools/install-deps.sh), which sentinel.py uses.
         $python = getenv('DELAYER_PYTHON') ?: (is_file("{$root}/.venv/bin/python") ? "{$root}/.venv/bin/python" : 'python3');
         $this->kit = proc_open([$python, "{$root}/testkit/sentinel.py", $this->dir],
             [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['file', "{$this->dir}/kit.log", 'a']],
-            $this->pipes, null, ['SENTINEL_REDIS_PASSWORD' => 'master-pw'] + getenv());
+            $this->pipes, null, $env + getenv());
         self::assertIsResource($this->kit);
         $started = json_decode((string) fgets($this->pipes[1]), true);
         self::assertIsArray($started, 'sentinel.py did not start: ' . @file_get_contents("{$this->dir}/kit.log"));
         $conf = "{$this->dir}/delayer.conf";
         file_put_contents($conf, "[delayer]\ntimer_interval = 50\n\n[redis]\nmode = sentinel\n"
-            . "nodes = {$started['nodes']}\nmaster_name = {$started['master_name']}\npassword = master-pw\n");
+            . "nodes = {$started['nodes']}\nmaster_name = {$started['master_name']}\n"
+            . ($tls ? $tlsLines : "password = master-pw\n"));
         $this->startServer($conf);
         $client = Client::fromConfig($conf);
         $this->round($client, 'before');
