@@ -52,12 +52,7 @@ pub fn run(configuration: Option<&Path>, daemon: bool) -> Result<(), Fatal> {
 /// Fails fast on credentials Redis refuses (retrying cannot fix them). An
 /// unreachable Redis is waited for in the foreground (a supervisor may start
 /// us first); a daemon is not started without it, since nobody would see it
-/// wait.
-pub fn probe(client: &redis::Client, config: &Config, daemon: bool) -> Result<(), Fatal> {
-    probe_target(&Target::fixed(client.clone()), config, daemon)
-}
-
-/// As [`probe`], for a target (a fixed Redis or the sentinels' master).
+/// wait. `target`: a fixed Redis or the sentinels' master.
 pub fn probe_target(target: &Target, config: &Config, daemon: bool) -> Result<(), Fatal> {
     let timeout = config.pool.connect_timeout;
     let manager = Manager::with_target(target.clone(), timeout, Some(timeout));
@@ -103,15 +98,11 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
             telemetry::serve(addr).map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");
             // The per-topic gauges, read on a thread of their own.
-            match target.client(config.pool.connect_timeout) {
-                Ok(client) => telemetry::watch_topics(client, &config.key_prefix),
-                Err(e) => log::warn!("no per-topic metrics: {e}"),
-            }
+            telemetry::watch_topics(target.clone(), &config.key_prefix);
         }
         if let Some(settings) = &config.http {
-            // Sentinel mode: the master named at start (the API does not follow a failover yet).
-            let client = target.client(config.pool.connect_timeout).map_err(|e| Fatal::failed(e.to_string()))?;
-            let addr = http::serve(settings, client, &config.key_prefix).await.map_err(Fatal::failed)?;
+            // Through the target, so in sentinel mode the API follows a failover.
+            let addr = http::serve(settings, target.clone(), &config.key_prefix).await.map_err(Fatal::failed)?;
             info!("serving the HTTP API and dashboard on http://{addr}/");
         }
         let stop = Arc::new(timer::Stop::default());

@@ -116,9 +116,9 @@ pub fn reconnected() {
 /// stats.lua, every [`TOPICS_EVERY`], on a thread of its own (the reads are
 /// blocking and must not delay a tick). A topic that drops out of the
 /// numbers is set to 0, so a gauge never shows a stale count.
-pub fn watch_topics(client: redis::Client, prefix: &str) {
+pub fn watch_topics(target: delayer::target::Target, prefix: &str) {
     let pool = delayer::PoolOptions { max_size: 1, ..Default::default() };
-    let delayer = delayer::Delayer::with_options(client, prefix, &pool);
+    let delayer = delayer::Delayer::with_target(target, prefix, &pool);
     let spawned = std::thread::Builder::new().name("topic-gauges".into()).spawn(move || {
         let mut shown = std::collections::BTreeSet::new();
         let mut failing = false;

@@ -12,8 +12,30 @@ use testkit::{wait_until, DelayerProcess};
 
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
 
-fn conf(sentinels: &Sentinels) -> String {
-    format!("[delayer]\ntimer_interval = 100\n\n{}", sentinels.redis_section())
+fn conf(sentinels: &Sentinels, http_port: u16) -> String {
+    format!(
+        "[delayer]\ntimer_interval = 100\nhttp_addr = 127.0.0.1:{http_port}\n\n{}",
+        sentinels.redis_section()
+    )
+}
+
+/// A push through the server's HTTP API: `Some(())` on 201, `None` on any
+/// other answer (a 5xx while the failover is under way) or no answer.
+fn http_push(port: u16, topic: &str, id: &str) -> delayer::Result<Option<()>> {
+    use std::io::{Read, Write};
+    let body = format!(r#"{{"id":"{id}","delay":0,"body":"via http"}}"#);
+    let request = format!(
+        "POST /v1/topics/{topic}/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return Ok(None) };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut answer = String::new();
+    if stream.write_all(request.as_bytes()).is_err() || stream.read_to_string(&mut answer).is_err() {
+        return Ok(None);
+    }
+    Ok(answer.starts_with("HTTP/1.1 201").then_some(()))
 }
 
 /// Retries `f` until it gives `Some` (errors while the failover is under way
@@ -94,7 +116,8 @@ fn both_rounds(sync: &Delayer, aio: &delayer::aio::Delayer, rt: &tokio::runtime:
 
 fn run(auth: Auth) {
     let mut sentinels = Sentinels::start_with(auth);
-    let server = DelayerProcess::start(BIN, &conf(&sentinels));
+    let http_port = testkit::free_port();
+    let server = DelayerProcess::start(BIN, &conf(&sentinels, http_port));
     let path = server.dir.join("delayer.conf");
     assert!(server.wait_for_output(|out| out.contains("starting")), "{}", server.output());
     let sync = Delayer::from_conf(&path).expect("sync client");
@@ -102,10 +125,14 @@ fn run(auth: Auth) {
     let aio = rt.block_on(async { delayer::aio::Delayer::from_conf(Path::new(&path)) }).expect("async client");
 
     both_rounds(&sync, &aio, &rt, "before");
+    eventually("http push before", || http_push(http_port, "web", "before"));
     let before = sentinels.master_port();
     let new_master = sentinels.kill_master();
     assert_ne!(sentinels.master_port(), before);
     both_rounds(&sync, &aio, &rt, "after");
+    // The HTTP API follows the failover too: its push lands on the new master.
+    eventually("http push after", || http_push(http_port, "web", "after"));
+    eventually("the http push, popped", || sync.pop("web").map(|job| job.filter(|j| j.id == "after")));
     // The server moved the jobs on the new master, without a restart.
     let mut server = server;
     assert!(server.is_running(), "{}", server.output());
@@ -149,7 +176,7 @@ fn over_tls_with_a_private_ca() {
 #[test]
 fn a_demoted_master_sends_the_clients_to_the_new_one() {
     let mut sentinels = Sentinels::start();
-    let server = DelayerProcess::start(BIN, &conf(&sentinels));
+    let server = DelayerProcess::start(BIN, &conf(&sentinels, testkit::free_port()));
     let path = server.dir.join("delayer.conf");
     let sync = Delayer::from_conf(&path).expect("sync client");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");

@@ -27,6 +27,7 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
+use delayer::target::Target;
 use settings::HttpSettings;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -54,8 +55,8 @@ impl Api {
 
 /// Binds `settings.addr` and serves the API on the current tokio runtime
 /// until the runtime stops. Returns the address bound (port 0 picks one).
-pub async fn serve(settings: &HttpSettings, client: redis::Client, prefix: &str) -> Result<SocketAddr, String> {
-    let delayer = delayer::aio::Delayer::with_options(client, prefix).map_err(|e| format!("http: {e}"))?;
+pub async fn serve(settings: &HttpSettings, target: Target, prefix: &str) -> Result<SocketAddr, String> {
+    let delayer = delayer::aio::Delayer::with_target(target, prefix).map_err(|e| format!("http: {e}"))?;
     let listener = tokio::net::TcpListener::bind(settings.addr)
         .await
         .map_err(|e| format!("cannot serve the HTTP API on {}: {e}", settings.addr))?;

@@ -36,11 +36,12 @@ pub fn run(configuration: Option<&Path>) -> Result<(), Fatal> {
     let hooks = hooks(&file)?;
     let log_files = logging::init(&config)?;
     config.ignored.iter().for_each(|ignored| warn!("{ignored}"));
-    let client = config
+    // The server's target: in sentinel mode deliveries follow a failover.
+    let target = config
         .redis
-        .client()
+        .target()
         .map_err(|e| Fatal::config(format!("{}: [redis]: cannot use these settings: {e}", config.path.display())))?;
-    server::probe(&client, &config, false)?;
+    server::probe_target(&target, &config, false)?;
     let sender = Sender::new().map_err(Fatal::failed)?;
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -57,7 +58,7 @@ pub fn run(configuration: Option<&Path>) -> Result<(), Fatal> {
             info!("{name}: finishing the deliveries in flight, then stopping");
             stopping.stop();
         });
-        let delayer = delayer::aio::Delayer::with_options(client, &config.key_prefix)
+        let delayer = delayer::aio::Delayer::with_target(target, &config.key_prefix)
             .map_err(|e| Fatal::failed(format!("cannot use redis at {}: {e}", config.redis.describe())))?;
         let grace = hooks.iter().map(|h| h.timeout).max().unwrap_or_default() + GRACE_MARGIN;
         info!(
