@@ -296,7 +296,8 @@ pub(crate) fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Pag
     let Value::Array(ids) = ids else {
         return Err(Error::Protocol(format!("ready listing: expected a list of ids, got {ids:?}")));
     };
-    let mut ids = ids.into_iter().rev().map(|v| opt_text(v).map(Option::unwrap_or_default)).collect::<Result<Vec<_>>>()?;
+    let mut ids =
+        ids.into_iter().rev().map(|v| opt_text(v).map(Option::unwrap_or_default)).collect::<Result<Vec<_>>>()?;
     let more = ids.len() > count;
     ids.truncate(count);
     let next = more.then(|| cursor + count as u64);

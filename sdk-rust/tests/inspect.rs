@@ -49,7 +49,10 @@ fn one_job_through_its_whole_life() {
     let due = d.push_job(&Job::new("t", "a", Duration::from_secs(60)).body("hello").max_attempts(3)).expect("push");
     let info = d.job("t", "a").expect("lookup");
     assert_eq!(info.state, JobState::Scheduled);
-    assert_eq!((info.topic.as_deref(), info.body_size, info.attempts, info.max_attempts), (Some("t"), Some(5), Some(0), Some(3)));
+    assert_eq!(
+        (info.topic.as_deref(), info.body_size, info.attempts, info.max_attempts),
+        (Some("t"), Some(5), Some(0), Some(3))
+    );
     assert_eq!(info.due, Some(due));
     assert_eq!(d.job("other", "a").expect("lookup").state, JobState::Unknown, "ids of another topic are not shown");
     assert_eq!(numbers(&d, "t"), (1, 0, Some(0), 0));

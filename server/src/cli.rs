@@ -211,7 +211,8 @@ fn delay(value: &str) -> Result<std::time::Duration, String> {
             Ok(std::time::Duration::from_secs_f64(secs))
         }
         Ok(_) => Err("a delay from 0 to 10 years".to_string()),
-        Err(_) => humantime::parse_duration(value.trim()).map_err(|e| format!("not a delay ({e}): use seconds or e.g. 90s, 5m")),
+        Err(_) => humantime::parse_duration(value.trim())
+            .map_err(|e| format!("not a delay ({e}): use seconds or e.g. 90s, 5m")),
     }?;
     delayer::validate::delay_ms(parsed).map_err(|e| e.to_string())?;
     Ok(parsed)

@@ -40,11 +40,8 @@ fn ms(secs: f64) -> f64 {
 pub fn job_text(topic: &str, job: &JobInfo, now: SystemTime) -> String {
     let when = |t: SystemTime| {
         let (t, now) = (unix(t), unix(now));
-        let rel = if t >= now {
-            format!("in {}", human_seconds(t - now))
-        } else {
-            format!("{} ago", human_seconds(now - t))
-        };
+        let rel =
+            if t >= now { format!("in {}", human_seconds(t - now)) } else { format!("{} ago", human_seconds(now - t)) };
         format!("{} ({rel})", rfc3339(t))
     };
     let mut out = format!("job {:?} on topic {topic:?}: {}\n", job.id, job.state);

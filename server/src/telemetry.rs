@@ -153,7 +153,12 @@ fn topic_gauges(stats: &delayer::inspect::Stats, shown: BTreeSet<String>) -> BTr
     }
     for t in &stats.topics {
         let reserved = t.reserved.map(|n| n as f64);
-        for (state, n) in [("scheduled", Some(t.scheduled as f64)), ("ready", Some(t.ready as f64)), ("reserved", reserved), ("dead", Some(t.dead as f64))] {
+        for (state, n) in [
+            ("scheduled", Some(t.scheduled as f64)),
+            ("ready", Some(t.ready as f64)),
+            ("reserved", reserved),
+            ("dead", Some(t.dead as f64)),
+        ] {
             if let Some(n) = n {
                 gauge!(JOBS, "topic" => t.topic.clone(), "state" => state).set(n);
             }

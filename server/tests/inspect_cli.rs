@@ -25,8 +25,14 @@ fn text(out: &Output) -> String {
 }
 
 fn run_move(conn: &mut redis::Connection) {
-    let _: redis::Value =
-        redis::Script::new(MOVE).key("delayer:job_pool").key("delayer:malformed").key("delayer:reserved").arg("delayer:").arg(1000).invoke(conn).expect("move");
+    let _: redis::Value = redis::Script::new(MOVE)
+        .key("delayer:job_pool")
+        .key("delayer:malformed")
+        .key("delayer:reserved")
+        .arg("delayer:")
+        .arg(1000)
+        .invoke(conn)
+        .expect("move");
 }
 
 #[test]
@@ -40,7 +46,10 @@ fn job_shows_each_state_as_text_and_json() {
     d.push_job(&Job::new("orders", "42", Duration::from_secs(1800)).body("close")).expect("push");
     let v = json(&run(&redis, &["job", "orders", "42", "--json"]));
     let due: f64 = conn.zscore("delayer:job_pool", "42").expect("zscore");
-    assert_eq!((v["state"].as_str(), v["topic"].as_str(), v["body_size"].as_u64()), (Some("scheduled"), Some("orders"), Some(5)));
+    assert_eq!(
+        (v["state"].as_str(), v["topic"].as_str(), v["body_size"].as_u64()),
+        (Some("scheduled"), Some("orders"), Some(5))
+    );
     assert!((v["due"].as_f64().expect("due") - due).abs() < 0.0005, "{v}");
     assert!(v["deadline"].is_null() && v["dead_reason"].is_null(), "{v}");
     let t = text(&run(&redis, &["job", "orders", "42"]));
@@ -74,7 +83,8 @@ fn list_pages_each_state() {
     let ids: Vec<&str> = first["items"].as_array().expect("items").iter().filter_map(|i| i["id"].as_str()).collect();
     assert_eq!(ids, ["s0", "s1", "s2"]);
     let cursor = first["next"].as_u64().expect("a next page").to_string();
-    let second = json(&run(&redis, &["list", "t", "--state", "scheduled", "--count", "3", "--cursor", &cursor, "--json"]));
+    let second =
+        json(&run(&redis, &["list", "t", "--state", "scheduled", "--count", "3", "--cursor", &cursor, "--json"]));
     let ids: Vec<&str> = second["items"].as_array().expect("items").iter().filter_map(|i| i["id"].as_str()).collect();
     assert_eq!(ids, ["s3", "s4"]);
     assert!(second["next"].is_null());
