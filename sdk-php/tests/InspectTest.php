@@ -51,9 +51,9 @@ final class InspectTest extends RedisTestCase
         self::assertEqualsWithDelta($job->deadline, $info->deadline, 0.0005);
         self::assertSame([0, 0, 1, 0], self::numbers($client, 't'));
 
-        self::assertTrue($client->bury($job));
+        self::assertTrue($client->bury($job, null, 'RuntimeException: no such order'));
         $info = $client->job('t', 'a');
-        self::assertSame(['dead', 'buried'], [$info->state, $info->deadReason]);
+        self::assertSame(['dead', 'buried', 'RuntimeException: no such order'], [$info->state, $info->deadReason, $info->lastError]);
         self::assertNotNull($info->deadAt);
         self::assertSame([0, 0, 0, 1], self::numbers($client, 't'));
 

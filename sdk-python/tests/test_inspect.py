@@ -40,9 +40,9 @@ def test_one_job_through_its_whole_life(url: str, raw: "redis.Redis") -> None:
         assert (info.state, info.attempts, info.deadline) == ("reserved", 1, job.deadline)
         assert numbers(d, "t") == (0, 0, 1, 0)
 
-        assert d.bury(job)
+        assert d.bury(job, error="ValueError: no such order")
         info = d.job("t", "a")
-        assert (info.state, info.dead_reason) == ("dead", "buried")
+        assert (info.state, info.dead_reason, info.last_error) == ("dead", "buried", "ValueError: no such order")
         assert info.dead_at is not None
         assert numbers(d, "t") == (0, 0, 0, 1)
 

@@ -69,9 +69,10 @@ fn one_job_through_its_whole_life() {
     assert_eq!(info.deadline, Some(job.deadline));
     assert_eq!(numbers(&d, "t"), (0, 0, Some(1), 0));
 
-    assert!(d.bury(&job).expect("bury"));
+    assert!(d.bury_with_error(&job, "Boom: no such order").expect("bury"));
     let info = d.job("t", "a").expect("lookup");
     assert_eq!((info.state, info.dead_reason.as_deref()), (JobState::Dead, Some("buried")));
+    assert_eq!(info.last_error.as_deref(), Some("Boom: no such order"), "why it failed is shown");
     assert!(info.dead_at.is_some());
     assert_eq!(numbers(&d, "t"), (0, 0, Some(0), 1));
 
