@@ -1,0 +1,190 @@
+//! The INI text of a `delayer.conf`, parsed, with the line of every key and
+//! section kept, so that every error ([`ConfError`]) can point at the line to
+//! fix. What the keys mean is for the other parts of [`crate::conf`].
+
+use ini::{Ini, ParseOption};
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// A problem with a configuration file, located as precisely as known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfError {
+    /// The file.
+    pub file: PathBuf,
+    /// The section, when the problem is in one.
+    pub section: Option<String>,
+    /// The key, when the problem is with one.
+    pub key: Option<String>,
+    /// The line (from 1), when known.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        write!(f, ":")?;
+        match (&self.section, &self.key) {
+            (Some(s), Some(k)) => write!(f, " [{s}] {k}:")?,
+            (Some(s), None) => write!(f, " [{s}]:")?,
+            (None, Some(k)) => write!(f, " {k}:")?,
+            (None, None) => {}
+        }
+        write!(f, " {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfError {}
+
+/// A parsed INI file that remembers where each key was written.
+#[derive(Debug)]
+pub struct ConfFile {
+    path: PathBuf,
+    ini: Ini,
+    lines: KeyLines,
+    section_lines: HashMap<String, usize>,
+}
+
+impl ConfFile {
+    /// Reads and parses `path`.
+    pub fn load(path: impl AsRef<Path>) -> Result<ConfFile, ConfError> {
+        let path = path.as_ref().to_path_buf();
+        let text = std::fs::read_to_string(&path).map_err(|e| ConfError {
+            file: path.clone(),
+            section: None,
+            key: None,
+            line: None,
+            message: format!("cannot read the file: {e}"),
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses `text` as if read from `path`.
+    pub fn parse(path: PathBuf, text: &str) -> Result<ConfFile, ConfError> {
+        // No escapes: Windows-style paths in log settings must stay as written.
+        let opt = ParseOption { enabled_escape: false, ..ParseOption::default() };
+        let ini = Ini::load_from_str_opt(&blank_comment_values(text), opt).map_err(|e| ConfError {
+            file: path.clone(),
+            section: None,
+            key: None,
+            line: Some(e.line), // rust-ini counts from 1
+            message: format!("not valid INI: {}", e.msg),
+        })?;
+        let (lines, section_lines) = locate(text);
+        Ok(ConfFile { path, ini, lines, section_lines })
+    }
+
+    /// The file this was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every section's name, in file order (an empty one included).
+    pub fn sections(&self) -> impl Iterator<Item = &str> {
+        self.ini.sections().flatten()
+    }
+
+    /// Every section (None for keys before the first header) and its keys.
+    pub fn entries(&self) -> impl Iterator<Item = (Option<&str>, &str)> {
+        self.ini.iter().flat_map(|(section, props)| props.iter().map(move |(key, _)| (section, key)))
+    }
+
+    /// The raw value of `key` in `[section]`, if written.
+    pub fn get(&self, section: &str, key: &str) -> Option<&str> {
+        self.ini.get_from(Some(section), key)
+    }
+
+    /// The line `key` was written on in `[section]` (1-based).
+    pub fn line_of(&self, section: Option<&str>, key: &str) -> Option<usize> {
+        self.lines.get(&(section.map(str::to_string), key.to_string())).copied()
+    }
+
+    /// The line the `[section]` header is on.
+    pub fn section_line(&self, section: &str) -> Option<usize> {
+        self.section_lines.get(section).copied()
+    }
+
+    /// An error about `key` in `[section]`, located in the file.
+    pub fn error(&self, section: Option<&str>, key: Option<&str>, message: impl Into<String>) -> ConfError {
+        let line = match key {
+            Some(k) => self.line_of(section, k),
+            None => section.and_then(|s| self.section_line(s)),
+        };
+        ConfError {
+            file: self.path.clone(),
+            section: section.map(str::to_string),
+            key: key.map(str::to_string),
+            line,
+            message: message.into(),
+        }
+    }
+
+    /// `key` parsed as a `T`, `None` when absent or empty; `expected` says
+    /// what a good value looks like, for the error.
+    pub fn parse_value<T: FromStr>(&self, section: &str, key: &str, expected: &str) -> Result<Option<T>, ConfError> {
+        match self.get(section, key) {
+            None | Some("") => Ok(None),
+            Some(raw) => raw
+                .parse()
+                .map(Some)
+                .map_err(|_| self.error(Some(section), Some(key), format!("{raw:?} is not {expected}"))),
+        }
+    }
+
+    /// `key` as a string, `None` when absent or empty.
+    pub fn string(&self, section: &str, key: &str) -> Option<String> {
+        self.get(section, key).filter(|v| !v.is_empty()).map(str::to_string)
+    }
+}
+
+/// Empties values that are only a comment (`password =   ; none`): Delayer
+/// 1.x's sample file writes empty values that way, and rust-ini would read the
+/// comment as the value. Quote a value that really starts with `;` or `#`.
+fn blank_comment_values(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        let is_entry = !(t.starts_with(';') || t.starts_with('#') || t.starts_with('['));
+        match line.find('=').filter(|_| is_entry) {
+            Some(eq) if line[eq + 1..].trim_start().starts_with([';', '#']) => {
+                out.push_str(&line[..=eq]);
+                if line.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// The line of each key, by (section, key).
+type KeyLines = HashMap<(Option<String>, String), usize>;
+
+/// Finds the line of every `key =` and `[section]` in the text.
+fn locate(text: &str) -> (KeyLines, HashMap<String, usize>) {
+    let mut keys = HashMap::new();
+    let mut sections = HashMap::new();
+    let mut section: Option<String> = None;
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.starts_with(';') || line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let name = rest.split(']').next().unwrap_or("").trim().to_string();
+            sections.entry(name.clone()).or_insert(n + 1);
+            section = Some(name);
+        } else if let Some(pos) = line.find(['=', ':']) {
+            let key = line[..pos].trim().to_string();
+            keys.entry((section.clone(), key)).or_insert(n + 1);
+        }
+    }
+    (keys, sections)
+}
