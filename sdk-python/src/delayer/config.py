@@ -46,7 +46,7 @@ __all__ = ["Settings", "load", "URL_SCHEMES", "KNOWN_KEYS", "IGNORED_1X"]
 URL_SCHEMES = ("redis", "rediss", "unix", "redis+unix")
 
 #: Every key a ``delayer.conf`` may hold, per section, in the server's order
-#: (server/src/config.rs, sdk-rust/src/conf.rs: one rule for all readers).
+#: (server/src/config.rs, sdk-rust/src/conf/rules.rs: one rule for all readers).
 KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
     "delayer": (
         "pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "log_level", "metrics_addr",
@@ -60,12 +60,12 @@ KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
 }
 
 #: The keys of a ``[webhook.<topic>]`` section, read by ``delayer webhook``
-#: only; accepted by every reader (sdk-rust/src/conf.rs, ``WEBHOOK_KEYS``).
+#: only; accepted by every reader (sdk-rust/src/conf/rules.rs, ``WEBHOOK_KEYS``).
 WEBHOOK_KEYS: Tuple[str, ...] = ("url", "secret", "timeout", "concurrency", "ttr")
 
 #: Delayer 1.x sections and keys this version does not use: (section, key or
 #: None for the whole section) -> why; accepted and reported, as by the server
-#: (sdk-rust/src/conf.rs, ``IGNORED_1X``).
+#: (sdk-rust/src/conf/rules.rs, ``IGNORED_1X``).
 IGNORED_1X: Dict[Tuple[str, Optional[str]], str] = {
     ("delayerd", None): "Delayer 1.x's early section, not used; [delayer] sets the server (interval is timer_interval)",
     ("redis", "timeout"): "Delayer 1.x's command timeout, not used",
@@ -168,7 +168,7 @@ def _edit_distance(a: bytes, b: bytes) -> int:
 
 def _closest(name: str, candidates: Tuple[str, ...]) -> Optional[str]:
     """The candidate nearest to ``name`` if it is a likely typo: the server's
-    rule (sdk-rust/src/conf.rs, ``closest``): at most 2 edits, or a third of
+    rule (sdk-rust/src/conf/rules.rs, ``closest``): at most 2 edits, or a third of
     the name's length in bytes; ties go to the first."""
     raw = name.encode("utf-8", "surrogateescape")
     limit = max(2, len(raw) // 3)
@@ -181,7 +181,7 @@ def _closest(name: str, candidates: Tuple[str, ...]) -> Optional[str]:
 
 
 def _reject_unknown(name: str, entries: _Entries, sections: Dict[str, int]) -> None:
-    """The server's rule (sdk-rust/src/conf.rs, ``reject_unknown``), with its
+    """The server's rule (sdk-rust/src/conf/rules.rs, ``reject_unknown``), with its
     messages: the first key, in file order, of an unknown section or unknown
     to its section is an error; a Delayer 1.x key this version does not use
     is logged. (A section without keys is let be, as there.)"""
@@ -255,7 +255,7 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
             raise error("redis", key, f"cannot read {raw}: {e.strerror or e}") from None
         return full
 
-    # Checked in the Rust SDK's order (sdk-rust/src/conf.rs), so that a file
+    # Checked in the Rust SDK's order (sdk-rust/src/conf/rules.rs), so that a file
     # with several mistakes gets the same first error from every SDK.
     mode = _sentinel.read_mode(get, error)
     url = get("redis", "url")
