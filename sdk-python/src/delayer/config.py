@@ -255,7 +255,7 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
             raise error("redis", key, f"cannot read {raw}: {e.strerror or e}") from None
         return full
 
-    # Checked in the Rust SDK's order (sdk-rust/src/conf/rules.rs), so that a file
+    # Checked in the Rust SDK's order (sdk-rust/src/conf/redis.rs, RedisSettings::from_conf), so that a file
     # with several mistakes gets the same first error from every SDK.
     mode = _sentinel.read_mode(get, error)
     url = get("redis", "url")
