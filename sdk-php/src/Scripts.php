@@ -58,6 +58,9 @@ final class Scripts
     /** The most jobs one push_many.lua call takes. */
     public const PUSH_MANY_MAX_JOBS = 100;
 
+    /** How many push_many.lua calls pushMany() sends per pipeline (one round trip). */
+    public const PUSH_MANY_CALLS_PER_PIPELINE = 10;
+
     /** How many ARGV values push_many.lua takes per job. */
     public const PUSH_MANY_STRIDE = 9;
 
