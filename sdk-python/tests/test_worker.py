@@ -314,3 +314,34 @@ def test_a_topic_may_have_its_own_ttr(d: Delayer, raw: "redis.Redis", server: Se
     running.stop()
     short, long = sorted(deadlines)
     assert short <= 5 and long > 25
+
+
+def test_many_handlers_ending_at_once_share_a_few_connections(
+    url: str, raw: "redis.Redis", server: Server
+) -> None:
+    # 50 handlers fail (and 50 succeed) at the same moment through a client
+    # whose pool holds 24 connections: the releases and acks of the runners
+    # share a few of them. Each runner once made its own call, and redis-py
+    # refused the 25th with "Too many connections".
+    pool = redis.ConnectionPool.from_url(url, max_connections=24)
+    client = redis.Redis(connection_pool=pool)
+    hooks = Recorder()
+    together = threading.Barrier(100)
+    with Delayer(client=client) as d:
+        w = Worker(d, concurrency=100, hooks=hooks)
+
+        def handle(job: Delivery) -> None:
+            together.wait(WITHIN_HANDLER)
+            if int(job.id[1:]) % 2:
+                raise RuntimeError("odd")
+
+        w.handle("t", handle)
+        push_now(d, (f"j{i}" for i in range(100)), backoff=Backoff.fixed(3600))
+        wait_for("ready jobs", lambda: raw.llen("delayer:ready_queue:t") == 100)
+        running = Running(w)
+        wait_for("every end", lambda: len(hooks.names("acked")) + len(hooks.names("failed")) == 100)
+        wait_for("every release", lambda: raw.zcard("delayer:job_pool") == 50)
+        running.stop()
+    client.close()
+    assert hooks.names("connection_lost") == [] and hooks.names("lost") == []
+    assert all(raw.hget(bucket(f"j{i}"), "last_error") == b"RuntimeError: odd" for i in range(1, 100, 2))

@@ -46,6 +46,12 @@ def fetch_loops(concurrency: int) -> int:
     return FETCH_LOOPS if concurrency >= 8 else 1
 
 
+#: How many calls to Redis a Worker's runners make at once (releases, acks,
+#: extends): redis-py 8's pools hold 100 connections by default, and a
+#: worker at concurrency 100 must not run out of them.
+RUNNER_CALLS = 16
+
+
 #: What a handler that did not finish within the grace period is released with.
 STOPPED_ERROR = "WorkerStopped: the worker stopped before the handler finished"
 
@@ -174,6 +180,7 @@ class Core:
         self.acks: List[Delivery] = []
         self.awaiting = 0  # fetch loops waiting for a job (they send no acks meanwhile)
         self.closing = False  # the fetch loops are done
+        self.flushing = False  # a runner is sending acks (see finish)
         self.running: Dict[int, Delivery] = {}  # id(delivery) -> reservations to touch
         self.want = 0  # the fetch loop waits (Idle) for this many free slots; 0: it does not wait
         self.stopping = False
@@ -201,27 +208,34 @@ class Core:
 
     def finish(self, d: Delivery, ack: bool) -> Tuple[bool, bool]:
         """A runner is done with ``d`` (``ack``: it succeeded, at least once;
-        a failure was released already). Returns ``(send, wake)``: ``send``
-        when the runner must send the ack itself (the fetch loop is waiting
-        or stopped) and then call :meth:`free` (else the next fetch carries
-        it and the slot is free); ``wake`` when the fetch loop's wait is over."""
+        a failure was released already); its slot is free. Returns ``(flush,
+        wake)``: ``flush`` when no fetch is coming to carry the acks (a fetch
+        loop waits for a job, or they are done) and this runner must send
+        them (:meth:`flush_batch`); ``wake`` when the fetch loop's wait is over.
+        One runner flushes at a time: one connection, one call per 1000 acks."""
         with self.lock:
             self.running.pop(id(d), None)
-            if ack and (self.awaiting or self.closing):
-                return True, False  # the slot stays taken until the ack is sent: a stop waits for it
             self.in_flight -= 1
             if ack:
                 self.acks.append(d)
+                if (self.awaiting or self.closing) and not self.flushing:
+                    self.flushing = True
+                    return True, self.enough()
             return False, self.enough()
 
-    def free(self, unsent: Optional[Delivery] = None) -> bool:
-        """A runner sent its own ack (``unsent``: the ack failed; the next
-        fetch retries it). Returns whether the fetch loop's wait is over."""
+    def flush_batch(self) -> List[Delivery]:
+        """The flushing runner's next acks to send; empty: it is done flushing."""
         with self.lock:
-            self.in_flight -= 1
-            if unsent is not None:
-                self.acks.append(unsent)
-            return self.enough()
+            batch = self._take_acks()
+            if not batch:
+                self.flushing = False
+            return batch
+
+    def flush_failed(self, batch: List[Delivery]) -> None:
+        """The flush call failed: the acks wait for the next fetch (or flush)."""
+        with self.lock:
+            self.acks[:0] = batch
+            self.flushing = False
 
     def enough(self) -> bool:
         """Whether an Idle wait is over (call with the lock held)."""
@@ -281,6 +295,11 @@ class Core:
             acks, self.acks = self.acks[:RESERVE_BATCH], self.acks[RESERVE_BATCH:]
         return acks
 
+    def settled(self) -> bool:
+        """Whether no handler runs and no runner is flushing acks (a stop waits for it)."""
+        with self.lock:
+            return self.in_flight == 0 and not self.flushing
+
     def _io(self, action: Action) -> Generator[Action, Any, Tuple[bool, Any]]:
         """Carry out ``action``; on a Redis failure report it and pause
         (doubling up to :data:`MOST_PAUSE`), then return ``(False, None)``."""
@@ -299,15 +318,19 @@ class Core:
     def _fetched(self, topic: str, acks: List[Delivery], reply: Any) -> List[Delivery]:
         """Report the acks of a fetch; make deliveries of its jobs (one slot each)."""
         acked, messages = reply
-        if acks:
+        self.report_acks(acks, acked)
+        ttr = 0.0 if self.settings.at_most_once else self.ttrs[topic]
+        return [self.make(m, ttr) for m in messages]
+
+    def report_acks(self, acks: List[Delivery], acked: Optional[List[bool]]) -> None:
+        """Tell the hooks which acks found their reservation held."""
+        if acks and acked:
             on_acked = overridden(self.hooks, "job_acked")
             for d, held in zip(acks, acked):
                 if not held:
                     call_hook(self.hooks.job_lost, d, "ack")
                 elif on_acked is not None:
                     call_hook(on_acked, d)
-        ttr = 0.0 if self.settings.at_most_once else self.ttrs[topic]
-        return [self.make(m, ttr) for m in messages]
 
     def check_ready(self) -> None:
         """Before a run: there must be something to run."""

@@ -39,7 +39,8 @@ class Delivery(core.Delivery):
         """Still working: see :meth:`delayer.Delivery.extend`."""
         assert self._worker is not None
         ttr = self.ttr if ttr is None else ttr
-        deadline = await self._worker.client.touch(self.reserved, ttr)
+        async with self._worker._slots():
+            deadline = await self._worker.client.touch(self.reserved, ttr)
         if deadline is None:
             self._worker._core.forget(self)
         else:
@@ -79,6 +80,7 @@ class Worker:
         self._jobs: Optional["asyncio.Queue[Optional[Delivery]]"] = None
         self._wake: Optional[asyncio.Event] = None
         self._stopped: Optional[asyncio.Event] = None
+        self._calls: Optional[asyncio.Semaphore] = None  # made in run(): 3.9 binds it to the loop
         self._abandon = False
 
     def _delivery(self, message: Union[ReservedMessage, Message], ttr: float) -> Delivery:
@@ -113,6 +115,7 @@ class Worker:
         c.check_ready()
         loop = asyncio.get_running_loop()
         self._jobs, self._wake, self._stopped = asyncio.Queue(), asyncio.Event(), asyncio.Event()
+        self._calls = asyncio.Semaphore(core.RUNNER_CALLS)
         if c.stopping:
             self._stopped.set()
         installed: List[signal.Signals] = []
@@ -199,7 +202,7 @@ class Worker:
         assert self._wake is not None and self._jobs is not None
         call_hook(self.hooks.stopping, c.in_flight)
         deadline = time.monotonic() + c.settings.grace
-        while c.in_flight > 0 and time.monotonic() < deadline:
+        while not c.settled() and time.monotonic() < deadline:
             self._wake.clear()
             await _wait(self._wake, min(0.5, max(0.0, deadline - time.monotonic())))
         left = c.in_flight
@@ -223,7 +226,9 @@ class Worker:
     async def _give_back(self, d: core.Delivery, error: Optional[str]) -> None:
         """Release ``d`` at once (a stop): another worker may take it."""
         try:
-            if not await self.client.release(d.reserved, delay=0, error=error):
+            async with self._slots():
+                held = await self.client.release(d.reserved, delay=0, error=error)
+            if not held:
                 call_hook(self.hooks.job_lost, d, "release")
         except DelayerError as e:
             call_hook(self.hooks.connection_lost, e, 0.0)
@@ -254,11 +259,11 @@ class Worker:
                     self._set_wake()
                 call_hook(self.hooks.job_failed, d, e, time.monotonic() - start)
                 continue
-            send, wake = c.finish(d, at_least_once)
-            if send:
-                wake = await self._ack(d)
+            flush, wake = c.finish(d, at_least_once)
             if wake:
                 self._set_wake()
+            if flush:
+                await self._flush()
             if succeeded is not None:
                 call_hook(succeeded, d, time.monotonic() - start)
 
@@ -268,23 +273,35 @@ class Worker:
 
     async def _release(self, d: Delivery, e: BaseException) -> None:
         try:
-            if not await self.client.release(d.reserved, error=error_text(e)):
+            async with self._slots():
+                held = await self.client.release(d.reserved, error=error_text(e))
+            if not held:
                 call_hook(self.hooks.job_lost, d, "release")
         except DelayerError as lost:
             # The reservation runs out and the server retries the job.
             call_hook(self.hooks.connection_lost, lost, 0.0)
 
-    async def _ack(self, d: Delivery) -> bool:
-        """Send ``d``'s ack now; returns whether the fetch loop's wait is over."""
-        try:
-            held = await self.client.ack(d.reserved)
-        except DelayerError:
-            return self._core.free(unsent=d)  # the next fetch sends it again
-        if held:
-            call_hook(self.hooks.job_acked, d)
-        else:
-            call_hook(self.hooks.job_lost, d, "ack")
-        return self._core.free()
+    async def _flush(self) -> None:
+        """Send the acks waiting, while no fetch is coming to carry them."""
+        c = self._core
+        topic = next(iter(c.ttrs))  # any: a call that reserves nothing
+        while True:
+            batch = c.flush_batch()
+            if not batch:
+                break
+            try:
+                async with self._slots():
+                    acked, _ = await self.client.reserve_many(topic, c.ttrs[topic], 0, [d.reserved for d in batch])
+            except DelayerError:
+                c.flush_failed(batch)  # the next fetch sends them again
+                break
+            c.report_acks(batch, acked)
+        self._set_wake()  # a stop may be waiting for the flush
+
+    def _slots(self) -> asyncio.Semaphore:
+        """The runners' share of connections (see RUNNER_CALLS)."""
+        assert self._calls is not None
+        return self._calls
 
     # -- the keeper: touches long-running reservations -------------------
 

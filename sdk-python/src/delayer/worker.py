@@ -45,7 +45,8 @@ class Delivery(core.Delivery):
         longer than its ttr between two touches (a single long call)."""
         assert self._worker is not None
         ttr = self.ttr if ttr is None else ttr
-        deadline = self._worker.client.touch(self.reserved, ttr)
+        with self._worker._calls:
+            deadline = self._worker.client.touch(self.reserved, ttr)
         if deadline is None:
             self._worker._core.forget(self)
         else:
@@ -92,6 +93,8 @@ class Worker:
         )
         self._handlers: Dict[str, Callable[[Delivery], Any]] = {}
         self._jobs: "queue.SimpleQueue[Optional[Delivery]]" = queue.SimpleQueue()
+        # Runners' calls (release, flush, extend) share a few connections.
+        self._calls = threading.BoundedSemaphore(core.RUNNER_CALLS)
         self._abandon = False
 
     def _delivery(self, message: Union[ReservedMessage, Message], ttr: float) -> Delivery:
@@ -229,7 +232,7 @@ class Worker:
         call_hook(self.hooks.stopping, c.in_flight)
         deadline = time.monotonic() + c.settings.grace
         with self._cond:
-            while c.in_flight > 0 and time.monotonic() < deadline:
+            while not c.settled() and time.monotonic() < deadline:
                 self._cond.wait(min(0.5, max(0.0, deadline - time.monotonic())))
             left = c.in_flight
             self._abandon = True
@@ -240,7 +243,9 @@ class Worker:
     def _give_back(self, d: core.Delivery, error: Optional[str]) -> None:
         """Release ``d`` at once (a stop): another worker may take it."""
         try:
-            if not self.client.release(d.reserved, delay=0, error=error):
+            with self._calls:
+                held = self.client.release(d.reserved, delay=0, error=error)
+            if not held:
                 call_hook(self.hooks.job_lost, d, "release")
         except DelayerError as e:
             call_hook(self.hooks.connection_lost, e, 0.0)
@@ -276,11 +281,11 @@ class Worker:
                     self._wake()
                 call_hook(self.hooks.job_failed, d, e, time.monotonic() - start)
                 continue
-            send, wake = c.finish(d, at_least_once)
-            if send:
-                wake = self._ack(d)
+            flush, wake = c.finish(d, at_least_once)
             if wake:
                 self._wake()
+            if flush:
+                self._flush()
             if succeeded is not None:
                 call_hook(succeeded, d, time.monotonic() - start)
 
@@ -290,23 +295,30 @@ class Worker:
 
     def _release(self, d: Delivery, e: BaseException) -> None:
         try:
-            if not self.client.release(d.reserved, error=error_text(e)):
+            with self._calls:
+                held = self.client.release(d.reserved, error=error_text(e))
+            if not held:
                 call_hook(self.hooks.job_lost, d, "release")
         except DelayerError as lost:
             # The reservation runs out and the server retries the job.
             call_hook(self.hooks.connection_lost, lost, 0.0)
 
-    def _ack(self, d: Delivery) -> bool:
-        """Send ``d``'s ack now; returns whether the fetch loop's wait is over."""
-        try:
-            held = self.client.ack(d.reserved)
-        except DelayerError:
-            return self._core.free(unsent=d)  # the next fetch sends it again
-        if held:
-            call_hook(self.hooks.job_acked, d)
-        else:
-            call_hook(self.hooks.job_lost, d, "ack")
-        return self._core.free()
+    def _flush(self) -> None:
+        """Send the acks waiting, while no fetch is coming to carry them."""
+        c = self._core
+        topic = next(iter(c.ttrs))  # any: a call that reserves nothing
+        while True:
+            batch = c.flush_batch()
+            if not batch:
+                break
+            try:
+                with self._calls:
+                    acked, _ = self.client.reserve_many(topic, c.ttrs[topic], 0, [d.reserved for d in batch])
+            except DelayerError:
+                c.flush_failed(batch)  # the next fetch sends them again
+                break
+            c.report_acks(batch, acked)
+        self._wake()  # a stop may be waiting for the flush
 
     # -- the keeper: touches long-running reservations -------------------
 
