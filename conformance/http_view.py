@@ -75,9 +75,13 @@ class HttpView:
         except OSError:
             return False
 
+    def catch_up(self, master: "redis.Redis") -> None:
+        """Returns once the replica has every write made so far."""
+        assert master.execute_command("WAIT", 1, 10_000) == 1, "the replica did not acknowledge the writes"
+
     def job(self, master: "redis.Redis", topic: str, job_id: str) -> Dict[str, Any]:
         """The job as the API shows it, once the replica has every write."""
-        assert master.execute_command("WAIT", 1, 10_000) == 1, "the replica did not acknowledge the writes"
+        self.catch_up(master)
         q = lambda s: urllib.parse.quote(s, safe="")  # noqa: E731
         view: Dict[str, Any] = self._get(f"/v1/topics/{q(topic)}/jobs/{q(job_id)}")
         return view
@@ -92,9 +96,14 @@ class HttpView:
 _view: Optional[HttpView] = None
 
 
-def http_view(master: "redis.Redis", master_port: int, prefix: str, topic: str, job_id: str) -> Dict[str, Any]:
-    """The HTTP API's JSON of ``job_id``; starts the replica and server once."""
+def shared_view(master_port: int, prefix: str) -> HttpView:
+    """The one replica and server of this run (the dashboard view uses it too), started on first use."""
     global _view
     if _view is None:
         _view = HttpView(master_port, prefix)
-    return _view.job(master, topic, job_id)
+    return _view
+
+
+def http_view(master: "redis.Redis", master_port: int, prefix: str, topic: str, job_id: str) -> Dict[str, Any]:
+    """The HTTP API's JSON of ``job_id``; starts the replica and server once."""
+    return shared_view(master_port, prefix).job(master, topic, job_id)

@@ -23,6 +23,7 @@ import pytest
 import redis
 
 import harness
+from dashboard_view import dashboard_view
 from http_view import http_view
 
 PREFIX = "inspect:"
@@ -66,6 +67,7 @@ VIEWS: Dict[str, Callable[[Ctx, str, str], Dict[str, Any]]] = {
     "php": sdk_view("php"),
     # The server's GET /v1/topics/{topic}/jobs/{id}, reading a replica (http_view.py).
     "http": lambda ctx, topic, job_id: http_view(ctx.rds, ctx.redis_server.port, PREFIX, topic, job_id),
+    "dashboard": lambda ctx, topic, job_id: dashboard_view(ctx.rds, ctx.redis_server.port, PREFIX, topic, job_id),
 }
 
 

@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 import harness
+from browser import Browser, MissingTool
 from conftest import REPO, TOKEN, HttpServer, request
 
 ARTIFACTS = REPO / "target" / "test-artifacts"
@@ -30,28 +28,17 @@ ARTIFACTS = REPO / "target" / "test-artifacts"
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'"><b>bold</b>'
 
 
-def find(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.fail(f"{name} is not installed: run tools/install-deps.sh (apt-get install chromium chromium-driver)")
-    return path
-
-
 @pytest.fixture
 def browser() -> Iterator[WebDriver]:
-    profile = tempfile.mkdtemp(prefix="delayer-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = find("chromium")
-    for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1200,1500"]:
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(find("chromedriver")), options=options)
+    # Started as conformance/dashboard_view.py starts it (conformance/browser.py).
     try:
-        yield driver
+        chromium = Browser()
+    except MissingTool as e:
+        pytest.fail(str(e))
+    try:
+        yield chromium.driver
     finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+        chromium.quit()
 
 
 def api(server: HttpServer, method: str, path: str, body: Any = None, status: int = 200) -> Any:
