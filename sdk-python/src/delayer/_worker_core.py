@@ -11,8 +11,9 @@ threads, nothing for asyncio).
 
 Throughput comes from batching: one reserve.lua call acks every job finished
 since the last call and reserves as many jobs as there are free slots. When
-nothing is ready the loop waits with ``breserve``; while it waits, a handler
-that finishes sends its own ack, so an ack never waits for the next job.
+nothing is ready the loop waits with ``breserve``; while it waits, the
+runner of a handler that finishes sends the acks waiting (one runner at a
+time, one call), so an ack never waits for the next job.
 """
 
 from __future__ import annotations
@@ -388,7 +389,7 @@ class Core:
             if got or not ok or self.stopping:
                 continue
             # Nothing ready anywhere: wait for a job of the next topic in
-            # turn, while finishing runners send their own acks.
+            # turn, while finishing runners send the acks (see finish).
             with self.lock:
                 if self.acks or self.in_flight >= self.settings.concurrency:
                     continue
@@ -403,7 +404,7 @@ class Core:
                     self.in_flight -= 1
             if ok and message is not None:
                 yield Start(self._fetched(topic, [], (None, [message])))
-        # Stopping: runners send their own acks from now on; send what
+        # Stopping: runners send the acks from now on; send what
         # waits (a few tries: an ack lost here means the job runs again).
         with self.lock:
             self.closing = True
