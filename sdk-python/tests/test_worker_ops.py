@@ -51,6 +51,31 @@ def test_reserve_many_acks_first_one_result_per_ack(url: str, raw: "redis.Redis"
         assert raw.zcard("delayer:reserved") == 0
 
 
+def test_reserve_many_takes_an_id_queued_twice_once(url: str, raw: "redis.Redis") -> None:
+    # A batch enters the reserved set after all its checks: an id queued twice
+    # (a stale second entry) must still be handed out once, as reserve would.
+    with Delayer(url) as d:
+        ready(d, raw, ["a", "b"])
+        raw.lpush("delayer:ready_queue:t", "a")
+        _, jobs = d.reserve_many("t", 30, 10)
+        assert sorted(j.id for j in jobs) == ["a", "b"]
+        assert raw.llen("delayer:ready_queue:t") == 0
+        assert len({j.receipt for j in jobs}) == 2
+
+
+def test_reserve_many_meeting_a_wrong_type_key_loses_no_id(url: str, raw: "redis.Redis") -> None:
+    # The reserved set is not a ZSET: the popped ids go back, in order.
+    with Delayer(url) as d:
+        ready(d, raw, ["a", "b", "c"])
+        raw.set("delayer:reserved", "not a zset")
+        with pytest.raises(Exception):
+            d.reserve_many("t", 30, 10)
+        assert raw.lrange("delayer:ready_queue:t", 0, -1) == [b"c", b"b", b"a"]
+        raw.delete("delayer:reserved")
+        _, jobs = d.reserve_many("t", 30, 10)
+        assert [j.id for j in jobs] == ["a", "b", "c"]
+
+
 @pytest.mark.parametrize(
     "n, acks, message",
     [
