@@ -212,7 +212,7 @@ fn main() {
     });
 
     let throughput = run("worker").then(|| {
-        step(started, &format!("worker throughput: {} jobs, Rust Workers and BullMQ", opts.worker_jobs));
+        step(started, &format!("worker throughput: {} jobs, Rust and Python Workers and BullMQ", opts.worker_jobs));
         throughput::run(&redis, &root(), opts.worker_jobs, opts.bullmq)
     });
 

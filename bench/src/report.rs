@@ -295,7 +295,7 @@ fn throughput_rows(t: &Throughput, rows: &mut Vec<Row>) {
         }
     }
     let Some(theirs) = t.rate(throughput::BULLMQ) else { return };
-    for ours in [throughput::ASYNC, throughput::THREADS] {
+    for ours in throughput::OURS {
         if let Some(rate) = t.rate(ours) {
             let ratio = rate / theirs;
             rows.push(check(

@@ -1,6 +1,7 @@
 //! Worker throughput: a backlog of no-op jobs, all due at once, completed by
 //! a worker at concurrency 100, at least once: the Rust SDK's Worker (tokio
-//! tasks, and threads) and BullMQ's Worker (`bench/bullmq/throughput.js`),
+//! tasks, and threads), the Python SDK's (threads, and asyncio tasks:
+//! `bench/worker_bench.py`) and BullMQ's Worker (`bench/bullmq/throughput.js`),
 //! one after the other on the same Redis, each after a FLUSHALL, with
 //! another client sending PING after PING meanwhile.
 //!
@@ -58,12 +59,18 @@ impl Throughput {
 
 pub const ASYNC: &str = "Rust Worker (tokio tasks)";
 pub const THREADS: &str = "Rust Worker (threads)";
+pub const PY_THREADS: &str = "Python Worker (threads)";
+pub const PY_ASYNC: &str = "Python Worker (asyncio)";
 pub const BULLMQ: &str = "BullMQ Worker";
+/// Ours, each held to the same ratio against BullMQ.
+pub const OURS: [&str; 4] = [ASYNC, THREADS, PY_THREADS, PY_ASYNC];
 
 pub fn run(redis: &RedisServer, root: &Path, jobs: u64, bullmq: bool) -> Throughput {
     let mut runs = vec![
         Run { name: ASYNC, result: Ok(delayer_run(redis, jobs, Kind::Async)) },
         Run { name: THREADS, result: Ok(delayer_run(redis, jobs, Kind::Threads)) },
+        Run { name: PY_THREADS, result: python_run(redis, root, jobs, false) },
+        Run { name: PY_ASYNC, result: python_run(redis, root, jobs, true) },
     ];
     if bullmq {
         runs.push(Run { name: BULLMQ, result: bullmq_run(redis, root, jobs) });
@@ -140,6 +147,54 @@ fn delayer_run(redis: &RedisServer, jobs: u64, kind: Kind) -> Done {
     Done { jobs, secs: (end - start).as_secs_f64(), ping_ms, scripts }
 }
 
+/// `bench/worker_bench.py` on this Redis: it pushes and moves its backlog
+/// itself, then times the Worker from run() to the last job; its JSON gives
+/// the seconds.
+fn python_run(redis: &RedisServer, root: &Path, jobs: u64, asyncio: bool) -> Result<Done, String> {
+    let python = root.join(".venv/bin/python");
+    if !python.exists() {
+        return Err(format!("no {} (tools/install-deps.sh makes it)", python.display()));
+    }
+    let mut conn = redis.connection();
+    redisx::reset(&mut conn);
+    let pinger = Pinger::start(&redis.url());
+    let script = root.join("bench/worker_bench.py");
+    let mut cmd = Command::new(&python);
+    cmd.arg(&script).args(["--url", &redis.url(), "--jobs", &jobs.to_string()]);
+    cmd.args(["--concurrency", &CONCURRENCY.to_string()]);
+    if asyncio {
+        cmd.arg("--asyncio");
+    }
+    let started = Instant::now();
+    let out = cmd.output().map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    let ended = Instant::now();
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+        return Err(format!("{} failed: {last}", script.display()));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().rev().find(|l| l.trim_start().starts_with('{')).ok_or("no JSON in the output")?;
+    let secs = json_number(line, "seconds")?;
+    // The pings of the timed part: the last `secs` before the script ended
+    // (its fill and exit come before and after, and are short beside it).
+    let from = ended.checked_sub(Duration::from_secs_f64(secs)).unwrap_or(started).max(started);
+    let ping_ms = Summary::of(pinger.finish(from, ended));
+    // Redis's time in reserve.lua as the script measured it; the call count
+    // also has the fill's push_many and move.lua calls.
+    let usec = (json_number(line, "redis_script_usec_per_job")? * jobs as f64) as u64;
+    let scripts = redisx::CmdStat { usec, ..script_stats(&mut conn) };
+    Ok(Done { jobs, secs, ping_ms, scripts })
+}
+
+/// A number from a flat JSON line, as the bench scripts print them.
+fn json_number(line: &str, key: &str) -> Result<f64, String> {
+    let pat = format!("\"{key}\":");
+    let rest = line.split(&pat).nth(1).ok_or(format!("no {key:?} in {line}"))?;
+    let v = rest.split([',', '}']).next().unwrap_or("").trim();
+    v.parse().map_err(|_| format!("{key}: bad number {v:?}"))
+}
+
 fn bullmq_run(redis: &RedisServer, root: &Path, jobs: u64) -> Result<Done, String> {
     if let Some(why) = crate::bullmq::unavailable(root) {
         return Err(why);
@@ -167,12 +222,7 @@ fn bullmq_run(redis: &RedisServer, root: &Path, jobs: u64) -> Result<Done, Strin
         Ok(out) => String::from_utf8_lossy(&out.stdout).into_owned(),
     };
     let line = out.lines().rev().find(|l| l.trim_start().starts_with('{')).ok_or("no JSON in the output")?;
-    let number = |key: &str| -> Result<f64, String> {
-        let pat = format!("\"{key}\":");
-        let rest = line.split(&pat).nth(1).ok_or(format!("no {key:?} in {line}"))?;
-        let v = rest.split([',', '}']).next().unwrap_or("").trim();
-        v.parse().map_err(|_| format!("{key}: bad number {v:?}"))
-    };
+    let number = |key: &str| json_number(line, key);
     let (completed, start, end) = (number("completed")?, number("start_ms")?, number("end_ms")?);
     if completed as u64 != jobs {
         return Err(format!("BullMQ completed {completed} of {jobs} jobs"));
