@@ -145,7 +145,11 @@ final class WorkerTest extends WorkerHarness
 
         self::assertSame([], $this->events(['event' => 'done']));
         self::assertSame('retried', $this->events(['event' => 'job_failed', 'id' => 'stuck'])[0]['outcome']);
-        self::assertIsFloat($this->redis()->zScore('delayer:job_pool', 'stuck'), 'released: waiting in the pool');
+        // Released due now: still in the pool, or already moved on by the
+        // harness's tick (waitForExit moves due jobs while it waits).
+        $waiting = $this->redis()->zScore('delayer:job_pool', 'stuck');
+        $ready = $this->redis()->lRange('delayer:ready_queue:mail', 0, -1);
+        self::assertTrue(\is_float($waiting) || $ready === ['stuck'], 'released: in the pool or ready again');
         self::assertSame(0, $this->redis()->zCard('delayer:reserved'));
         self::assertStringStartsWith(
             'Delayer\Exception\WorkerStoppedException: ',
