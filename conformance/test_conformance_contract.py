@@ -119,10 +119,22 @@ def test_every_header_states_its_contract() -> None:
         assert c.keys, f"{c.name}.lua states no KEYS"
         assert c.argv_max is None or c.argv_max >= c.argv_required
     # Spot checks that the parser reads the headers as a person would.
-    assert [k for k, _ in by_name["push"].keys] == [["<prefix>job_pool"], ["<prefix>job_bucket:<id>"]]
+    assert [k for k, _ in by_name["push"].keys] == [
+        ["<prefix>job_pool"], ["<prefix>job_bucket:<id>"], ["<prefix>scheduled_count"]]
     assert by_name["push"].argv_required == 5 and by_name["push"].argv_max == 11
     assert by_name["push_many"].argv_max is None and by_name["push_many"].argv_names[1] == "<prefix>job_bucket:"
-    assert by_name["move"].keys[2] == (["<prefix>reserved"], True)
+    assert [k for k, _ in by_name["move"].keys[2:4]] == [["<prefix>scheduled_count"], ["<prefix>topics"]]
+    assert by_name["move"].keys[4] == (["<prefix>reserved"], True)
+    assert by_name["move"].argv_names == {1: "<prefix>job_bucket:", 2: "<prefix>ready_queue:"}
+    assert by_name["release"].argv_names[1] == "<prefix>job_bucket:"
+    assert by_name["release"].argv_names[2] == "<prefix>dead:"
+    assert by_name["release"].keys[3] == (["<prefix>scheduled_count"], False)
+    assert by_name["dead"].argv_required == 3 and by_name["dead"].argv_max is None
+    # No script is handed the bare prefix to build names from: every quoted
+    # name an argument carries is a per-kind prefix or the wake channel.
+    for c in by_name.values():
+        for name in c.argv_names.values():
+            assert name != "<prefix>" and (name.endswith(":") or name == "<prefix>wake"), (c.name, name)
     assert by_name["reserve"].argv_required == 2 and by_name["reserve"].argv_max is None
 
 
@@ -271,12 +283,19 @@ def test_the_check_catches_a_drifted_call() -> None:
     """The check itself can fail: a push with an argument short, a key in the wrong place."""
     push = (LUA / "push.lua").read_bytes()
     sha = hashlib.sha1(push).hexdigest()
-    good = ["EVALSHA", sha, "2", PREFIX + "job_pool", PREFIX + "job_bucket:1", "1", "t", "", "0", "1000"]
+    good = ["EVALSHA", sha, "3", PREFIX + "job_pool", PREFIX + "job_bucket:1", PREFIX + "scheduled_count",
+            "1", "t", "", "0", "1000"]
     assert check_call(good) == ("push", [])
     short = good[:-1]
     assert check_call(short)[1] == ["4 arguments; the header requires 5"]
     swapped = good[:3] + [good[4], good[3]] + good[5:]
     assert len(check_call(swapped)[1]) == 2
     many = (LUA / "push_many.lua").read_bytes()
-    wrong_prefix = ["EVALSHA", hashlib.sha1(many).hexdigest(), "1", PREFIX + "job_pool", "other:job_bucket:", "", ""]
+    wrong_prefix = ["EVALSHA", hashlib.sha1(many).hexdigest(), "2", PREFIX + "job_pool", PREFIX + "scheduled_count",
+                    "other:job_bucket:", "", "", "id"]
+    assert check_call(wrong_prefix)[1] == [f"ARGV[1] is 'other:job_bucket:', not '{PREFIX}job_bucket:'"]
+    move = (LUA / "move.lua").read_bytes()
+    bare = ["EVALSHA", hashlib.sha1(move).hexdigest(), "4", PREFIX + "job_pool", PREFIX + "malformed",
+            PREFIX + "scheduled_count", PREFIX + "topics", PREFIX, PREFIX + "ready_queue:", "1000"]
+    assert check_call(bare)[1] == [f"ARGV[1] is '{PREFIX}', not '{PREFIX}job_bucket:'"]
     assert f"ARGV[1] is 'other:job_bucket:', not '{PREFIX}job_bucket:'" in check_call(wrong_prefix)[1]

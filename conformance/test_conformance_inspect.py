@@ -81,7 +81,10 @@ def ctx(workdir: Path, redis_server: harness.RedisServer, rds: "redis.Redis") ->
 
 
 def move(rds: "redis.Redis") -> None:
-    rds.eval(MOVE_LUA, 3, PREFIX + "job_pool", PREFIX + "malformed", PREFIX + "reserved", PREFIX, 1000)
+    rds.eval(
+        MOVE_LUA, 5, PREFIX + "job_pool", PREFIX + "malformed", PREFIX + "scheduled_count", PREFIX + "topics",
+        PREFIX + "reserved", PREFIX + "job_bucket:", PREFIX + "ready_queue:", 1000,
+    )
 
 
 def agreed(ctx: Ctx, job_id: str, state: str) -> Dict[str, Any]:

@@ -108,7 +108,7 @@ def test_delay_rounding(drivers: Any, monitor: Monitor, sdk: str, ms: float) -> 
     assert r["ok"] is True, r
     drivers[sdk].request({"op": "remove", "id": job_id})
     assert wait_until(lambda: bool(monitor.find(job_id)), deadline=10), "MONITOR did not show the push"
-    # EVALSHA sha 2 pool bucket id topic body delay_ms lifetime_ms ... (push.lua's header;
+    # EVALSHA sha 3 pool bucket counts id topic body delay_ms lifetime_ms ... (push.lua's header;
     # the body is empty, which MONITOR shows as nothing between two spaces): the
     # delay is the third argument after the id.
     sent = [t.strip('"') for t in monitor.find(job_id)[0].split(" ")]

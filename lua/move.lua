@@ -1,13 +1,15 @@
 -- move: move one batch of due jobs from the pool to their topics' ready
 -- queues (the server's only write; atomic, so any number of servers can run).
 --
--- KEYS[1]  job pool        ZSET  <prefix>job_pool
--- KEYS[2]  malformed list  LIST  <prefix>malformed
--- KEYS[3]  reserved        ZSET  <prefix>reserved (optional)
--- ARGV[1]  key prefix, e.g. "delayer:"; buckets are <prefix>job_bucket:<id>,
---          ready queues <prefix>ready_queue:<topic>
--- ARGV[2]  batch size: the most ids taken from the pool in this call
--- ARGV[3]  "1" to return each moved id's lateness (for metrics); optional,
+-- KEYS[1]  job pool          ZSET  <prefix>job_pool
+-- KEYS[2]  malformed list    LIST  <prefix>malformed
+-- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count
+-- KEYS[4]  known topics      SET   <prefix>topics
+-- KEYS[5]  reserved          ZSET  <prefix>reserved (optional)
+-- ARGV[1]  bucket key prefix, "<prefix>job_bucket:" (a bucket is it + id)
+-- ARGV[2]  ready queue prefix, "<prefix>ready_queue:" (a queue is it + topic)
+-- ARGV[3]  batch size: the most ids taken from the pool in this call
+-- ARGV[4]  "1" to return each moved id's lateness (for metrics); optional,
 --          since building the list costs Redis time on every batch
 --
 -- Returns {taken, orphans, malformed_ids, per_topic, next_due, now, oldest_due,
@@ -23,7 +25,7 @@
 --                  the server times its next wake-up from it)
 --   oldest_due     score of the first id taken, "" if none
 --   pool_size      ids left in the pool
---   lateness_ms    with ARGV[3] = "1": for each id moved, ms behind its due
+--   lateness_ms    with ARGV[4] = "1": for each id moved, ms behind its due
 --                  time (the server's lateness histogram); else empty
 --
 -- Ids are read with ZRANGEBYSCORE -inf now LIMIT 0 n, which are exactly ranks
@@ -34,15 +36,15 @@
 -- reservation is stale and is ended here, so the old worker's ack cannot
 -- delete the newer job. Skipped while nothing is reserved, the common case.
 -- Per-topic numbers (PROTOCOL.md, "Inspecting jobs"), a few calls per batch,
--- none per job: <prefix>scheduled_count loses each topic's moved ids
--- (HINCRBY -n, never below 0), <prefix>topics gets the batch's topics (every
+-- none per job: KEYS[3] loses each topic's moved ids
+-- (HINCRBY -n, never below 0), KEYS[4] gets the batch's topics (every
 -- topic with jobs moved, Delayer 1.x pushers included), and the count hash
 -- is deleted when the pool is left empty, which resets any drift (jobs of
 -- 1.x clients, orphans) to exact.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
-local pool, malformed = KEYS[1], KEYS[2]
-local prefix, batch = ARGV[1], tonumber(ARGV[2])
+local pool, malformed, counts = KEYS[1], KEYS[2], KEYS[3]
+local buckets, queues, batch = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = t[1] .. '.' .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
 
@@ -51,12 +53,12 @@ local taken = #due / 2
 local orphans, malformed_ids = 0, {}
 local by_topic, topics = {}, {}
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lateness, want_lateness = {}, ARGV[3] == '1'
+local lateness, want_lateness = {}, ARGV[4] == '1'
 
 for i = 1, #due, 2 do
   local id = due[i]
   -- pcall: a bucket key of the wrong type must park its id, not fail the batch
-  local bucket = prefix .. 'job_bucket:' .. id
+  local bucket = buckets .. id
   local topic = redis.pcall('HGET', bucket, 'topic')
   if not topic and redis.call('EXISTS', bucket) == 0 then
     orphans = orphans + 1
@@ -77,10 +79,10 @@ for i = 1, #due, 2 do
 end
 
 local per_topic = {}
-local reserved = KEYS[3] and redis.call('EXISTS', KEYS[3]) == 1 and KEYS[3]
+local reserved = KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 and KEYS[5]
 for _, topic in ipairs(topics) do
   local ids = by_topic[topic]
-  redis.call('LPUSH', prefix .. 'ready_queue:' .. topic, unpack(ids))
+  redis.call('LPUSH', queues .. topic, unpack(ids))
   if reserved then
     redis.call('ZREM', reserved, unpack(ids))
   end
@@ -88,11 +90,10 @@ for _, topic in ipairs(topics) do
   per_topic[#per_topic + 1] = #ids
 end
 if #topics > 0 then
-  local counts = prefix .. 'scheduled_count'
   for _, topic in ipairs(topics) do
     if redis.call('HINCRBY', counts, topic, -#by_topic[topic]) <= 0 then redis.call('HDEL', counts, topic) end
   end
-  redis.call('SADD', prefix .. 'topics', unpack(topics))
+  redis.call('SADD', KEYS[4], unpack(topics))
 end
 if #malformed_ids > 0 then
   redis.call('LPUSH', malformed, unpack(malformed_ids))
@@ -105,6 +106,6 @@ local next_due = redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
 local oldest = ''
 if taken > 0 then oldest = due[2] end
 local left = redis.call('ZCARD', pool)
-if left == 0 then redis.call('DEL', prefix .. 'scheduled_count') end
+if left == 0 then redis.call('DEL', counts) end
 return {taken, orphans, malformed_ids, per_topic, next_due[2] or '', t[1] .. '.' .. string.format('%06d', tonumber(t[2])), oldest,
         left, lateness}

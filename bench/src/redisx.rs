@@ -1,7 +1,7 @@
 //! Redis-side helpers: filling the pool, the bare move script, counting what
 //! is where, INFO commandstats, and a thread that pings.
 
-use delayer::{Delayer, Job};
+use delayer::{Delayer, Job, Keys};
 use redis::{Script, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +14,6 @@ pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!(".
 
 pub const PREFIX: &str = "delayer:";
 pub const POOL: &str = "delayer:job_pool";
-pub const MALFORMED: &str = "delayer:malformed";
 pub const BATCH: u32 = 1000;
 /// Every benchmark job carries this body (32 bytes, a typical small payload).
 pub const BODY: &[u8] = b"{\"order\":1234567,\"act\":\"close\"}";
@@ -89,10 +88,21 @@ pub fn bare_move_all(conn: &mut redis::Connection) -> (u64, u64, Duration) {
         .arg(include_str!("../../lua/move.lua"))
         .query::<String>(conn)
         .expect("SCRIPT LOAD");
+    // Names from the SDK's keys module, as the server builds them.
+    let keys = Keys::new(PREFIX);
     let (mut taken, mut batches) = (0u64, 0u64);
     let t = Instant::now();
     loop {
-        let reply: Value = MOVE.key(POOL).key(MALFORMED).arg(PREFIX).arg(BATCH).invoke(conn).expect("move.lua");
+        let reply: Value = MOVE
+            .key(keys.job_pool())
+            .key(keys.malformed())
+            .key(keys.scheduled_count())
+            .key(keys.topics())
+            .arg(keys.bucket_prefix())
+            .arg(keys.ready_queue_prefix())
+            .arg(BATCH)
+            .invoke(conn)
+            .expect("move.lua");
         let n = match reply {
             Value::Array(items) => match items.first() {
                 Some(Value::Int(n)) => *n as u64,

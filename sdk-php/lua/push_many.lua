@@ -1,6 +1,7 @@
 -- push_many: schedule up to 100 jobs in one call (delayer's bulk PUSH).
 --
--- KEYS[1]  job pool  ZSET  <prefix>job_pool
+-- KEYS[1]  job pool          ZSET  <prefix>job_pool
+-- KEYS[2]  scheduled counts  HASH  <prefix>scheduled_count (as push.lua's KEYS[3])
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  duplicate policy, "replace" or "absent" (see push.lua)
 -- ARGV[3]  wake channel "<prefix>wake", or "": none (see push.lua)
@@ -8,8 +9,8 @@
 --           ms, max_attempts, backoff, backoff_ms, backoff_max_ms (the last
 --           four "" when not set; see push.lua)
 --
--- Also written, as push.lua does: <prefix>scheduled_count (HINCRBY per
--- topic, once per call), the prefix being ARGV[1] minus "job_bucket:".
+-- The scheduled counts are written as push.lua writes them, with one
+-- HINCRBY per topic per call.
 --
 -- Returns one entry per job, in order: its due time, as push.lua returns it,
 -- or with policy "absent" and the id taken, {topic, due} of the job holding
@@ -70,7 +71,7 @@ for i = 4, #ARGV, 9 do
   end
 end
 if #topics > 0 then
-  local counts = string.sub(ARGV[1], 1, #ARGV[1] - #'job_bucket:') .. 'scheduled_count'
+  local counts = KEYS[2]
   for _, topic in ipairs(topics) do
     if delta[topic] ~= 0 and redis.call('HINCRBY', counts, topic, delta[topic]) <= 0 then
       redis.call('HDEL', counts, topic)

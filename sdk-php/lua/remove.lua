@@ -1,11 +1,10 @@
 -- remove: cancel a job (delayer's REMOVE).
 --
--- KEYS[1]  job pool    ZSET  <prefix>job_pool
--- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
+-- KEYS[1]  job pool          ZSET  <prefix>job_pool
+-- KEYS[2]  job bucket        HASH  <prefix>job_bucket:<id>
+-- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (topic -> jobs
+--          waiting): -1 on the job's topic when it was waiting
 -- ARGV[1]  job id
--- Also written: <prefix>scheduled_count (HASH topic -> jobs waiting), -1 on
--- the job's topic when it was waiting, the prefix being KEYS[2] minus
--- "job_bucket:<id>" (as push.lua), so callers pass nothing new.
 --
 -- Returns 1 when there was something to cancel, 0 when the job was unknown
 -- (never pushed, already popped, or expired).
@@ -16,7 +15,7 @@ local topic = redis.pcall('HGET', KEYS[2], 'topic')
 local in_pool = redis.call('ZREM', KEYS[1], ARGV[1])
 local bucket = redis.call('DEL', KEYS[2])
 if in_pool == 1 and type(topic) == 'string' and topic ~= '' then
-  local counts = string.sub(KEYS[2], 1, #KEYS[2] - #ARGV[1] - #'job_bucket:') .. 'scheduled_count'
+  local counts = KEYS[3]
   if redis.call('HINCRBY', counts, topic, -1) <= 0 then redis.call('HDEL', counts, topic) end
 end
 if in_pool + bucket > 0 then

@@ -107,11 +107,11 @@ trait Inspect
      */
     public function stats(): Stats
     {
-        $p = $this->keys->prefix();
+        $k = $this->keys;
         $reply = $this->connection->script(
             Scripts::STATS,
-            [$p . 'topics', $p . 'scheduled_count', $this->keys->pool(), $this->keys->reserved()],
-            [$p . 'ready_queue:', $p . 'dead:', $this->keys->bucketPrefix(), (string) Stats::RESERVED_CAP],
+            [$k->topics(), $k->scheduledCount(), $k->pool(), $k->reserved()],
+            [$k->readyQueuePrefix(), $k->deadPrefix(), $k->bucketPrefix(), (string) Stats::RESERVED_CAP],
         );
         if (!\is_array($reply) || \count($reply) < 3) {
             throw new ProtocolException('unexpected reply from stats.lua: ' . get_debug_type($reply));

@@ -16,12 +16,16 @@ namespace Delayer;
  * | <prefix>reserved              | ZSET   | reserved ids, score = deadline (Unix s)    |
  * | <prefix>dead:<topic>          | LIST   | ids that failed for good, newest at left   |
  * | <prefix>receipt_seq           | STRING | the last reservation receipt handed out    |
+ * | <prefix>scheduled_count       | HASH   | topic => jobs waiting in the pool          |
+ * | <prefix>topics                | SET    | topics the server has moved jobs of        |
  *
  * and one pub/sub channel (not a key): `<prefix>wake`, where push, pushMany,
  * release and reschedule publish a due time earlier than the pool's head, so
  * that a sleeping server wakes for it.
  *
  * The prefix is prepended as is ("shop:delayer:" gives "shop:delayer:job_pool").
+ * Scripts get every name they touch as a key, or as a per-kind prefix
+ * (`*Prefix()`) for names that depend on data they read; they never build one.
  * Ids and topics are expected to be validated already ({@see Validator}).
  */
 final class Keys
@@ -57,10 +61,16 @@ final class Keys
         return $this->bucketPrefix() . $id;
     }
 
+    /** `<prefix>ready_queue:`: what every ready queue's name starts with. */
+    public function readyQueuePrefix(): string
+    {
+        return $this->prefix . 'ready_queue:';
+    }
+
     /** `<prefix>ready_queue:<topic>`: the LIST of due ids of one topic. */
     public function readyQueue(string $topic): string
     {
-        return $this->prefix . 'ready_queue:' . $topic;
+        return $this->readyQueuePrefix() . $topic;
     }
 
     /** `<prefix>malformed`: the LIST where unroutable ids are parked. */
@@ -78,10 +88,28 @@ final class Keys
         return $this->prefix . 'reserved';
     }
 
+    /** `<prefix>dead:`: what every dead-letter list's name starts with. */
+    public function deadPrefix(): string
+    {
+        return $this->prefix . 'dead:';
+    }
+
     /** `<prefix>dead:<topic>`: the LIST of one topic's dead letters, newest at the left. */
     public function dead(string $topic): string
     {
-        return $this->prefix . 'dead:' . $topic;
+        return $this->deadPrefix() . $topic;
+    }
+
+    /** `<prefix>scheduled_count`: the HASH of jobs waiting in the pool per topic. */
+    public function scheduledCount(): string
+    {
+        return $this->prefix . 'scheduled_count';
+    }
+
+    /** `<prefix>topics`: the SET of the topics the server has moved jobs of. */
+    public function topics(): string
+    {
+        return $this->prefix . 'topics';
     }
 
     /** `<prefix>receipt_seq`: the counter reserve.lua takes receipts from (INCR). */

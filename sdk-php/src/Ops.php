@@ -45,7 +45,7 @@ final class Ops
         $maxAttempts = $message->maxAttempts === null ? '' : (string) Validator::maxAttempts($message->maxAttempts);
         $backoff = $message->backoff;
         return [
-            [$keys->pool(), $keys->bucket($id)],
+            [$keys->pool(), $keys->bucket($id), $keys->scheduledCount()],
             [
                 $id, $topic, $message->body, (string) $delayMs, (string) $lifetimeMs, $maxAttempts,
                 $backoff?->kind ?? '', (string) ($backoff?->backoffMs ?? ''), (string) ($backoff?->backoffMaxMs ?? ''),
@@ -65,9 +65,8 @@ final class Ops
     }
 
     /**
-     * push_many.lua's calls for jobs of {@see job()}: KEYS pool; ARGV bucket
-     * prefix, policy, wake channel, then push.lua's ARGV of each job, at most
-     * {@see Scripts::PUSH_MANY_MAX_JOBS} jobs per call.
+     * push_many.lua's calls for jobs of {@see job()} (KEYS and ARGV as its
+     * header states), at most {@see Scripts::PUSH_MANY_MAX_JOBS} jobs per call.
      *
      * @param list<array{0: list<string>, 1: list<string>}> $jobs
      * @return list<array{0: list<string>, 1: list<string>}> KEYS and ARGV of each call
@@ -80,7 +79,7 @@ final class Ops
             foreach ($chunk as [, $jobArgv]) {
                 array_push($argv, ...$jobArgv);
             }
-            $calls[] = [[$keys->pool()], $argv];
+            $calls[] = [[$keys->pool(), $keys->scheduledCount()], $argv];
         }
         return $calls;
     }
@@ -162,7 +161,7 @@ final class Ops
      */
     public static function remove(Keys $keys, string $id): array
     {
-        return [Scripts::REMOVE, [$keys->pool(), $keys->bucket($id)], [$id]];
+        return [Scripts::REMOVE, [$keys->pool(), $keys->bucket($id), $keys->scheduledCount()], [$id]];
     }
 
     /**
@@ -314,8 +313,11 @@ final class Ops
     {
         return [
             Scripts::RELEASE,
-            [$keys->reserved(), $keys->pool(), $keys->malformed()],
-            [$keys->prefix(), $action, 'held', $id, $receipt, $keys->wake(), substr($error, 0, Scripts::ERROR_MAX_BYTES)],
+            [$keys->reserved(), $keys->pool(), $keys->malformed(), $keys->scheduledCount()],
+            [
+                $keys->bucketPrefix(), $keys->deadPrefix(), $action, 'held', $id, $receipt, $keys->wake(),
+                substr($error, 0, Scripts::ERROR_MAX_BYTES),
+            ],
         ];
     }
 
@@ -371,8 +373,8 @@ final class Ops
         $start = min($start, self::MAX_LIST_INDEX);
         return [
             Scripts::DEAD,
-            [$keys->dead($topic), $keys->pool()],
-            [$keys->bucketPrefix(), 'list', (string) $start, (string) $count],
+            [$keys->dead($topic), $keys->pool(), $keys->scheduledCount()],
+            [$keys->bucketPrefix(), $topic, 'list', (string) $start, (string) $count],
         ];
     }
 
@@ -417,11 +419,11 @@ final class Ops
      */
     public static function deadAction(Keys $keys, string $topic, string $action, ?array $ids): array
     {
-        $argv = [$keys->bucketPrefix(), $action];
+        $argv = [$keys->bucketPrefix(), $topic, $action];
         $argv = $ids === null
             ? [...$argv, (string) Scripts::DEAD_MAX_PER_CALL]
             : [...$argv, (string) \count($ids), ...$ids];
-        return [Scripts::DEAD, [$keys->dead($topic), $keys->pool()], $argv];
+        return [Scripts::DEAD, [$keys->dead($topic), $keys->pool(), $keys->scheduledCount()], $argv];
     }
 
     /**

@@ -19,18 +19,8 @@ use Delayer\Exception\RedisErrorException;
 final class Scripts
 {
     /**
-     * push.lua: schedule one job.
-     *
-     * KEYS[1] pool (`<prefix>job_pool`), KEYS[2] bucket (`<prefix>job_bucket:<id>`);
-     * ARGV[1] id, ARGV[2] topic, ARGV[3] body, ARGV[4] delay in ms,
-     * ARGV[5] ready_max_lifetime in ms, ARGV[6] max_attempts, ARGV[7]
-     * backoff ("fixed" / "exponential"), ARGV[8] backoff_ms, ARGV[9]
-     * backoff_max_ms (the last four "" when not set: the bucket then stays
-     * exactly as Delayer 1.x writes it), ARGV[10] duplicate policy
-     * ({@see self::REPLACE} or {@see self::IF_ABSENT}), ARGV[11] wake channel
-     * (`<prefix>wake`). Returns the due time "s.mmm"; with the policy
-     * "absent" and the id taken, [topic, due] of the job holding it (due ""
-     * when it is not waiting) and nothing is written.
+     * push.lua: schedule one job. KEYS, ARGV and reply: the header of
+     * lua/push.lua, the contract every caller follows.
      */
     public const PUSH = 'push';
 
@@ -42,16 +32,9 @@ final class Scripts
 
     /**
      * push_many.lua: schedule up to 100 jobs in one call, each written as
-     * push.lua writes one; the jobs of one call are atomic together.
-     *
-     * KEYS[1] pool (`<prefix>job_pool`); ARGV[1] bucket prefix
-     * (`<prefix>job_bucket:`), ARGV[2] duplicate policy, ARGV[3] wake
-     * channel, then {@see self::PUSH_MANY_STRIDE} values per job from
-     * {@see self::PUSH_MANY_HEAD} + 1: push.lua's ARGV[1..9] (id, topic,
-     * body, delay in ms, ready_max_lifetime in ms, max_attempts, backoff,
-     * backoff_ms, backoff_max_ms; "" for the retry settings not set). Returns
-     * one entry per job, in order: its due time "s.mmm", or push.lua's
-     * [topic, due] for a taken id (policy "absent"; that job is not written).
+     * push.lua writes one; the jobs of one call are atomic together. KEYS, ARGV
+     * and reply: the header of lua/push_many.lua, the contract every caller
+     * follows.
      */
     public const PUSH_MANY = 'push_many';
 
@@ -68,46 +51,27 @@ final class Scripts
     public const PUSH_MANY_HEAD = 3;
 
     /**
-     * pop.lua: hand out the next live job of one topic, at most once.
-     *
-     * KEYS[1] ready queue (`<prefix>ready_queue:<topic>`), KEYS[2] malformed
-     * list (`<prefix>malformed`), KEYS[3] pool, KEYS[4] reserved set (to tell
-     * stale entries: an id pushed again, reserved or dead); ARGV[1] bucket
-     * prefix (`<prefix>job_bucket:`). Returns [id, topic, body], or nil
-     * (false in phpredis) when there is none.
+     * pop.lua: hand out the next live job of one topic, at most once. KEYS, ARGV
+     * and reply: the header of lua/pop.lua, the contract every caller follows.
      */
     public const POP = 'pop';
 
     /**
-     * take.lua: fetch and delete the bucket of an id popped by BRPOP.
-     *
-     * KEYS[1] bucket (`<prefix>job_bucket:<id>`), KEYS[2] malformed list,
-     * KEYS[3] pool, KEYS[4] reserved set; ARGV[1] id. Returns [id, topic,
-     * body], or nil when there is no live job under the id (gone, or the
-     * entry is stale).
+     * take.lua: fetch and delete the bucket of an id popped by BRPOP. KEYS, ARGV
+     * and reply: the header of lua/take.lua, the contract every caller follows.
      */
     public const TAKE = 'take';
 
     /**
-     * remove.lua: cancel a job.
-     *
-     * KEYS[1] pool, KEYS[2] bucket; ARGV[1] id. Returns 1 when something was
-     * cancelled, 0 when the job was unknown.
+     * remove.lua: cancel a job. KEYS, ARGV and reply: the header of
+     * lua/remove.lua, the contract every caller follows.
      */
     public const REMOVE = 'remove';
 
     /**
-     * reserve.lua: hand out the next live job of one topic, reserved for ttr
-     * (at least once).
-     *
-     * KEYS[1] ready queue, KEYS[2] reserved set (`<prefix>reserved`), KEYS[3]
-     * malformed list, KEYS[4] receipt counter (`<prefix>receipt_seq`),
-     * KEYS[5] pool; ARGV[1] bucket prefix, ARGV[2] ttr in ms (>= 1). Returns [id, topic,
-     * body, attempts, max_attempts, receipt, deadline "s.mmm"], or nil.
-     * Batch mode: ARGV[3] the most jobs to reserve (0 to
-     * {@see self::RESERVE_MAX_JOBS}), ARGV[4..] (id, receipt) pairs to ack
-     * first, as ack.lua (receipt "" = the current reservation); returns
-     * [acks, jobs]: one 1|0 per pair, then 0..n jobs as above.
+     * reserve.lua: hand out the next live job of one topic, reserved for ttr (at
+     * least once). KEYS, ARGV and reply: the header of lua/reserve.lua, the
+     * contract every caller follows.
      */
     public const RESERVE = 'reserve';
 
@@ -115,36 +79,22 @@ final class Scripts
     public const RESERVE_MAX_JOBS = 1000;
 
     /**
-     * ack.lua: a reserved job is done; delete it.
-     *
-     * KEYS[1] reserved set, KEYS[2] bucket, KEYS[3] pool (an id waiting
-     * there was pushed again: its reservation is stale); ARGV[1] id, ARGV[2]
-     * receipt, or "" for whichever reservation is current. Returns 1 when the
-     * reservation was held (the job is deleted), else 0.
+     * ack.lua: a reserved job is done; delete it. KEYS, ARGV and reply: the
+     * header of lua/ack.lua, the contract every caller follows.
      */
     public const ACK = 'ack';
 
     /**
      * touch.lua: a worker still busy with a reserved job extends its
-     * reservation; attempts do not change.
-     *
-     * KEYS[1] reserved set, KEYS[2] bucket, KEYS[3] pool; ARGV[1] id,
-     * ARGV[2] receipt, or "" for whichever reservation is current, ARGV[3] ttr in ms (>= 1). Returns
-     * the new deadline "s.mmm" (now + ttr: set, not added to), or nil when
-     * the reservation was not held (the same test as ack.lua).
+     * reservation; attempts do not change. KEYS, ARGV and reply: the header of
+     * lua/touch.lua, the contract every caller follows.
      */
     public const TOUCH = 'touch';
 
     /**
-     * release.lua: end a reservation without success (release or bury). The
-     * SDK uses only its "held" mode; "expired" is the server's.
-     *
-     * KEYS[1] reserved set, KEYS[2] pool, KEYS[3] malformed list; ARGV[1] key
-     * prefix, ARGV[2] delay in ms / "backoff" / "bury", ARGV[3] "held",
-     * ARGV[4] id, ARGV[5] receipt or "", ARGV[6] wake channel, ARGV[7]
-     * why the attempt failed ("": nothing; kept as the bucket's last_error,
-     * its first {@see self::ERROR_MAX_BYTES} bytes). Returns the new due time "s.mmm",
-     * "dead", or nil when the reservation was not held.
+     * release.lua: end a reservation without success (release or bury). The SDK
+     * uses only its "held" mode; "expired" is the server's. KEYS, ARGV and
+     * reply: the header of lua/release.lua, the contract every caller follows.
      */
     public const RELEASE = 'release';
 
@@ -153,21 +103,14 @@ final class Scripts
 
     /**
      * reschedule.lua: move the due time of a job still waiting in the pool.
-     *
-     * KEYS[1] pool, KEYS[2] bucket; ARGV[1] id, ARGV[2] delay in ms, ARGV[3]
-     * wake channel. Returns
-     * the new due time "s.mmm", or nil when the job is not waiting.
+     * KEYS, ARGV and reply: the header of lua/reschedule.lua, the contract every
+     * caller follows.
      */
     public const RESCHEDULE = 'reschedule';
 
     /**
-     * dead.lua: list, re-queue or purge a topic's dead letters.
-     *
-     * KEYS[1] dead-letter list (`<prefix>dead:<topic>`), KEYS[2] pool;
-     * ARGV[1] bucket prefix, ARGV[2] "list" (ARGV[3] start, ARGV[4] count:
-     * returns [[id, topic, body, attempts, reason, dead_at], ...], newest
-     * first) or "requeue" / "purge" (ARGV[3] a count taken from the oldest
-     * end, or ARGV[4..] ids: returns [done, taken]).
+     * dead.lua: list, re-queue or purge a topic's dead letters. KEYS, ARGV and
+     * reply: the header of lua/dead.lua, the contract every caller follows.
      */
     public const DEAD = 'dead';
 

@@ -112,7 +112,10 @@ final class ConnectionsTest extends TestCase
         $source = (string) file_get_contents(\dirname(__DIR__, 2) . '/lua/move.lua');
         $until = microtime(true) + 5.0;
         do {
-            $moved = $raw->eval($source, ['delayer:job_pool', 'delayer:malformed', 'delayer:', '1000'], 2);
+            $moved = $raw->eval($source, [
+                'delayer:job_pool', 'delayer:malformed', 'delayer:scheduled_count', 'delayer:topics', 'delayer:reserved',
+                'delayer:job_bucket:', 'delayer:ready_queue:', '1000',
+            ], 5);
             self::assertIsArray($moved, 'move.lua failed: ' . $raw->getLastError());
             if ((int) $moved[0] > 0) {
                 break;

@@ -161,7 +161,10 @@ final class ExamplesTest extends TestCase
         $move = (string) file_get_contents(\dirname(__DIR__, 2) . '/lua/move.lua');
         $moved = 0;
         $this->waitUntil(static function () use ($redis, $move, $messages, &$moved): bool {
-            $result = $redis->eval($move, ['delayer:job_pool', 'delayer:malformed', 'delayer:', '1000'], 2);
+            $result = $redis->eval($move, [
+                'delayer:job_pool', 'delayer:malformed', 'delayer:scheduled_count', 'delayer:topics', 'delayer:reserved',
+                'delayer:job_bucket:', 'delayer:ready_queue:', '1000',
+            ], 5);
             self::assertIsArray($result, 'move.lua failed: ' . $redis->getLastError());
             $moved += (int) $result[0];
             return $moved >= \count($messages);

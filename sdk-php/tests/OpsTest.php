@@ -63,12 +63,12 @@ final class OpsTest extends TestCase
     {
         $keys = new Keys('p:');
         self::assertSame(
-            [Scripts::REMOVE, ['p:job_pool', 'p:job_bucket:close order'], ['close order']],
+            [Scripts::REMOVE, ['p:job_pool', 'p:job_bucket:close order', 'p:scheduled_count'], ['close order']],
             Ops::remove($keys, 'close order')
         );
         [$script, $k, $argv] = Ops::push($keys, Ops::job($keys, Message::create('i', 't', 'b'), 1.5, 60), true);
         self::assertSame(Scripts::PUSH, $script);
-        self::assertSame(['p:job_pool', 'p:job_bucket:i'], $k);
+        self::assertSame(['p:job_pool', 'p:job_bucket:i', 'p:scheduled_count'], $k);
         self::assertSame(['i', 't', 'b', '1500', '60000', '', '', '', '', Scripts::IF_ABSENT, 'p:wake'], $argv);
     }
 }

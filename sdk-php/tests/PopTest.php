@@ -21,7 +21,10 @@ final class PopTest extends RedisTestCase
         $client = $this->client();
         $client->schedule(Message::create('later', 't', 'b'), 60);
         $source = file_get_contents(self::repoLuaDir() . '/move.lua');
-        $result = $this->redis->eval($source, ['delayer:job_pool', 'delayer:malformed', 'delayer:', '1000'], 2);
+        $result = $this->redis->eval($source, [
+            'delayer:job_pool', 'delayer:malformed', 'delayer:scheduled_count', 'delayer:topics', 'delayer:reserved',
+            'delayer:job_bucket:', 'delayer:ready_queue:', '1000',
+        ], 5);
         self::assertSame(0, $result[0]);
         self::assertFalse($client->pop('t'));
     }

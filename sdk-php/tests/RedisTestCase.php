@@ -57,7 +57,11 @@ abstract class RedisTestCase extends TestCase
         $taken = 0;
         $perTopic = [];
         while (true) {
-            $result = $this->redis->eval($source, [$prefix . 'job_pool', $prefix . 'malformed', $prefix, '1000'], 2);
+            $k = new \Delayer\Keys($prefix);
+            $result = $this->redis->eval($source, [
+                $k->pool(), $k->malformed(), $k->scheduledCount(), $k->topics(), $k->reserved(),
+                $k->bucketPrefix(), $k->readyQueuePrefix(), '1000',
+            ], 5);
             self::assertIsArray($result, 'move.lua failed: ' . $this->redis->getLastError());
             $taken += (int) $result[0];
             for ($i = 0; $i + 1 < \count($result[3]); $i += 2) {

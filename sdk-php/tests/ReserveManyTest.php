@@ -13,7 +13,7 @@ use Delayer\ReservedMessage;
 /**
  * The worker's client operations (issue 14): reserveMany (reserve.lua's
  * batch mode: ack some, reserve up to n, one call) and the error text that
- * release and bury keep on the job (release.lua's ARGV[7], last_error).
+ * release and bury keep on the job (release.lua's ARGV[8], last_error).
  */
 final class ReserveManyTest extends RedisTestCase
 {

@@ -151,8 +151,15 @@ abstract class WorkerHarness extends TestCase
             $redis = $this->redis();
             $move = (string) file_get_contents(\dirname(__DIR__, 2) . '/lua/move.lua');
             $release = (string) file_get_contents(\dirname(__DIR__, 2) . '/lua/release.lua');
-            $redis->eval($move, ['delayer:job_pool', 'delayer:malformed', 'delayer:reserved', 'delayer:', '1000'], 3);
-            $redis->eval($release, ['delayer:reserved', 'delayer:job_pool', 'delayer:malformed', 'delayer:', 'backoff', 'expired', '1000'], 3);
+            $k = new \Delayer\Keys();
+            $redis->eval($move, [
+                $k->pool(), $k->malformed(), $k->scheduledCount(), $k->topics(), $k->reserved(),
+                $k->bucketPrefix(), $k->readyQueuePrefix(), '1000',
+            ], 5);
+            $redis->eval($release, [
+                $k->reserved(), $k->pool(), $k->malformed(), $k->scheduledCount(),
+                $k->bucketPrefix(), $k->deadPrefix(), 'backoff', 'expired', '1000',
+            ], 4);
         } catch (\RedisException) {
             $this->redis = null; // Redis restarting: next tick connects again
         }

@@ -16,6 +16,8 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
+from delayer.keys import Keys
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LUA_DIR = REPO_ROOT / "lua"
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -266,7 +268,11 @@ async def aclose(client: "aioredis.Redis") -> None:
 def move(raw: "redis.Redis", prefix: str = "delayer:", batch: int = 1000) -> List[object]:
     """Run the real server's move.lua once; return its reply."""
     script = (LUA_DIR / "move.lua").read_bytes()
-    reply = raw.eval(script, 2, prefix + "job_pool", prefix + "malformed", prefix, batch)
+    k = Keys(prefix)
+    reply = raw.eval(
+        script, 5, k.job_pool, k.malformed, k.scheduled_count, k.topics, k.reserved,
+        k.bucket_prefix, k.ready_queue_prefix, batch,
+    )
     assert isinstance(reply, list)
     return reply
 

@@ -170,12 +170,12 @@ def test_dead_ids_go_1000_per_call() -> None:
 
     every, calls = _calls.dead_take_calls(Keys("p:"), "purge", "t", (f"i{n}" for n in range(2500)))
     assert every is None
-    assert [len(c.args) - 3 for c in calls] == [1000, 1000, 500]
-    assert calls[2].keys == ["p:dead:t", "p:job_pool"]
-    assert calls[2].args[:5] == ["p:job_bucket:", "purge", 500, "i2000", "i2001"]
+    assert [len(c.args) - 4 for c in calls] == [1000, 1000, 500]
+    assert calls[2].keys == ["p:dead:t", "p:job_pool", "p:scheduled_count"]
+    assert calls[2].args[:6] == ["p:job_bucket:", "t", "purge", 500, "i2000", "i2001"]
     every, calls = _calls.dead_take_calls(Keys("p:"), "requeue", "t", None)
     assert every is not None and calls == []
-    assert every.args == ["p:job_bucket:", "requeue", 1000]
+    assert every.args == ["p:job_bucket:", "t", "requeue", 1000]
     assert _calls.dead_take_calls(Keys(), "purge", "t", []) == (None, [])
 
 
@@ -207,7 +207,7 @@ def test_push_many_calls_take_100_jobs_each() -> None:
     jobs = [Job(f"t{i % 3}", f"j{i}", i, f"b{i}", ready_max_lifetime=10) for i in range(250)]
     calls = _calls.push_many_calls(Keys("p:"), jobs)
     assert [len(_calls.push_many_ids(c)) for c in calls] == [100, 100, 50]
-    assert all(c.keys == ["p:job_pool"] for c in calls)
+    assert all(c.keys == ["p:job_pool", "p:scheduled_count"] for c in calls)
     assert calls[1].args[:3] == ["p:job_bucket:", "replace", "p:wake"]
     # nine values per job: the last four ("" = not set) are the retry settings
     assert calls[1].args[3:12] == ["j100", "t1", b"b100", 100_000, 10_000, "", "", "", ""]

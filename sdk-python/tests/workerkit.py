@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator, List, Optional, Tuple
 import redis
 
 from delayer import Delayer, Delivery, Worker, WorkerHooks
+from delayer.keys import Keys
 
 from conftest import LUA_DIR
 
@@ -45,8 +46,15 @@ class Server:
         p = self.prefix
         while not self.done.is_set():
             try:
-                self.move(keys=[p + "job_pool", p + "malformed"], args=[p, 1000])
-                self.expire(keys=[p + "reserved", p + "job_pool", p + "malformed"], args=[p, "backoff", "expired", 1000])
+                k = Keys(p)
+                self.move(
+                    keys=[k.job_pool, k.malformed, k.scheduled_count, k.topics, k.reserved],
+                    args=[k.bucket_prefix, k.ready_queue_prefix, 1000],
+                )
+                self.expire(
+                    keys=[k.reserved, k.job_pool, k.malformed, k.scheduled_count],
+                    args=[k.bucket_prefix, k.dead_prefix, "backoff", "expired", 1000],
+                )
             except redis.RedisError:
                 pass  # Redis is restarting: as the server, try again
             self.done.wait(0.01)

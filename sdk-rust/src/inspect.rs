@@ -307,10 +307,7 @@ pub(crate) fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Pag
 /// stats.lua.
 pub(crate) fn stats(keys: &Keys) -> Request {
     let mut inv = STATS.prepare_invoke();
-    inv.key(format!("{}topics", keys.prefix()))
-        .key(format!("{}scheduled_count", keys.prefix()))
-        .key(keys.job_pool())
-        .key(keys.reserved());
+    inv.key(keys.topics()).key(keys.scheduled_count()).key(keys.job_pool()).key(keys.reserved());
     inv.arg(keys.ready_queue_prefix()).arg(keys.dead_prefix()).arg(keys.bucket_prefix()).arg(RESERVED_CAP);
     Request::Script(inv)
 }

@@ -1,8 +1,10 @@
 //! Key names, built in one place.
 //!
-//! Every Redis key Delayer touches is named here (see docs/PROTOCOL.md). A
-//! future layout, such as per-topic hash tags for Redis Cluster, changes this
-//! module and nothing that calls it.
+//! Every Redis key Delayer touches is named here (see docs/PROTOCOL.md), the
+//! server's included: scripts get every name they touch as a key, or as a
+//! per-kind prefix (`*_prefix`) for names that depend on data they read, and
+//! never build one themselves. A future layout, such as per-topic hash tags
+//! for Redis Cluster, changes this module and nothing that calls it.
 
 /// The default key prefix, shared with Delayer 1.x.
 pub const DEFAULT_PREFIX: &str = "delayer:";
@@ -84,6 +86,16 @@ impl Keys {
         format!("{}receipt_seq", self.prefix)
     }
 
+    /// The HASH of jobs waiting in the pool per topic (topic -> count).
+    pub fn scheduled_count(&self) -> String {
+        format!("{}scheduled_count", self.prefix)
+    }
+
+    /// The SET of every topic the server has moved jobs of.
+    pub fn topics(&self) -> String {
+        format!("{}topics", self.prefix)
+    }
+
     /// The pub/sub channel (not a key) on which pushes publish a due time
     /// earlier than the pool's earliest, so a sleeping server wakes for it.
     pub fn wake(&self) -> String {
@@ -133,6 +145,9 @@ mod tests {
         assert_eq!(k.reserved(), "delayer:reserved");
         assert_eq!(k.dead("order"), "delayer:dead:order");
         assert_eq!(k.receipt_seq(), "delayer:receipt_seq");
+        assert_eq!(k.scheduled_count(), "delayer:scheduled_count");
+        assert_eq!(k.topics(), "delayer:topics");
+        assert_eq!(k.dead_prefix(), "delayer:dead:");
     }
 
     #[test]

@@ -72,7 +72,7 @@ fn policy(job: &Job) -> &'static str {
 pub(crate) fn push(keys: &Keys, job: &Job) -> Result<ScriptInvocation<'static>> {
     let args = validate_job(job)?;
     let mut inv = scripts::PUSH.prepare_invoke();
-    inv.key(keys.job_pool()).key(keys.job_bucket(&job.id));
+    inv.key(keys.job_pool()).key(keys.job_bucket(&job.id)).key(keys.scheduled_count());
     inv.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(args).arg(policy(job)).arg(keys.wake());
     Ok(inv)
 }
@@ -101,7 +101,8 @@ pub(crate) fn push_many(keys: &Keys, jobs: &[Job]) -> Result<Vec<Pipeline>> {
             let mut pipe = redis::pipe();
             pipe.cmd("SCRIPT").arg("LOAD").arg(scripts::PUSH_MANY_SRC).ignore();
             for call_jobs in calls {
-                let call = pipe.cmd("EVALSHA").arg(scripts::PUSH_MANY.get_hash()).arg(1).arg(keys.job_pool());
+                let call = pipe.cmd("EVALSHA").arg(scripts::PUSH_MANY.get_hash()).arg(2);
+                call.arg(keys.job_pool()).arg(keys.scheduled_count());
                 call.arg(keys.bucket_prefix()).arg(policy(&call_jobs[0])).arg(keys.wake());
                 for (job, args) in call_jobs.iter().zip(&args[done..]) {
                     call.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(args);
@@ -216,7 +217,7 @@ pub(crate) fn take(keys: &Keys, id: &[u8]) -> ScriptInvocation<'static> {
 pub(crate) fn remove(keys: &Keys, id: &str) -> Result<ScriptInvocation<'static>> {
     validate::name("id", id)?;
     let mut inv = scripts::REMOVE.prepare_invoke();
-    inv.key(keys.job_pool()).key(keys.job_bucket(id)).arg(id);
+    inv.key(keys.job_pool()).key(keys.job_bucket(id)).key(keys.scheduled_count()).arg(id);
     Ok(inv)
 }
 
@@ -336,8 +337,9 @@ pub(crate) fn release(
         Ending::Bury => "bury".into(),
     };
     let mut inv = scripts::RELEASE.prepare_invoke();
-    inv.key(keys.reserved()).key(keys.job_pool()).key(keys.malformed());
-    inv.arg(keys.prefix()).arg(action).arg("held").arg(id).arg(receipt).arg(keys.wake()).arg(error_text(error));
+    inv.key(keys.reserved()).key(keys.job_pool()).key(keys.malformed()).key(keys.scheduled_count());
+    inv.arg(keys.bucket_prefix()).arg(keys.dead_prefix()).arg(action);
+    inv.arg("held").arg(id).arg(receipt).arg(keys.wake()).arg(error_text(error));
     Ok(inv)
 }
 
@@ -362,7 +364,8 @@ pub(crate) fn reschedule(keys: &Keys, id: &str, delay: Duration) -> Result<Scrip
 
 fn dead_call(keys: &Keys, topic: &str, action: &str) -> ScriptInvocation<'static> {
     let mut inv = scripts::DEAD.prepare_invoke();
-    inv.key(keys.dead(topic)).key(keys.job_pool()).arg(keys.bucket_prefix()).arg(action);
+    inv.key(keys.dead(topic)).key(keys.job_pool()).key(keys.scheduled_count());
+    inv.arg(keys.bucket_prefix()).arg(topic).arg(action);
     inv
 }
 

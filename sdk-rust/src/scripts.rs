@@ -1,7 +1,10 @@
 //! The client-side Lua scripts, named.
 //!
-//! The script texts live once in the repository's `lua/` folder (each states
-//! its KEYS and ARGV in its header); `sdk-rust/lua` is a link to it, which
+//! The script texts live once in the repository's `lua/` folder; each states
+//! its KEYS and ARGV in its header, which is the contract the builders in
+//! `ops.rs` and `inspect.rs` (and the server's) follow, so it is not repeated
+//! here (conformance/test_conformance_contract.py holds every call to it).
+//! `sdk-rust/lua` is a link to that folder, which
 //! `cargo package` follows, so the published crate carries them too. This
 //! module only gives them names.
 //! `redis::Script` sends them by SHA and loads them again on `NOSCRIPT`.
@@ -9,34 +12,27 @@
 use redis::Script;
 use std::sync::LazyLock;
 
-/// `push.lua`: KEYS pool, bucket; ARGV id, topic, body, delay ms, lifetime
-/// ms, max_attempts, backoff, backoff ms, backoff max ms, duplicate policy,
-/// wake channel.
+/// `push.lua` (its header states its KEYS and ARGV).
 pub static PUSH: LazyLock<Script> = LazyLock::new(|| Script::new(PUSH_SRC));
-/// `pop.lua`: KEYS ready queue, malformed, pool, reserved; ARGV bucket prefix.
+/// `pop.lua` (its header states its KEYS and ARGV).
 pub static POP: LazyLock<Script> = LazyLock::new(|| Script::new(POP_SRC));
-/// `take.lua`: KEYS bucket, malformed, pool, reserved; ARGV id.
+/// `take.lua` (its header states its KEYS and ARGV).
 pub static TAKE: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE_SRC));
-/// `push_many.lua`: KEYS pool; ARGV bucket prefix, duplicate policy, wake
-/// channel, then push.lua's ARGV[1..9] per job (up to 100 jobs).
+/// `push_many.lua` (its header states its KEYS and ARGV).
 pub static PUSH_MANY: LazyLock<Script> = LazyLock::new(|| Script::new(PUSH_MANY_SRC));
-/// `remove.lua`: KEYS pool, bucket; ARGV id.
+/// `remove.lua` (its header states its KEYS and ARGV).
 pub static REMOVE: LazyLock<Script> = LazyLock::new(|| Script::new(REMOVE_SRC));
-/// `reserve.lua`: KEYS ready queue, reserved, malformed, receipt_seq, pool;
-/// ARGV bucket prefix, ttr ms.
+/// `reserve.lua` (its header states its KEYS and ARGV).
 pub static RESERVE: LazyLock<Script> = LazyLock::new(|| Script::new(RESERVE_SRC));
-/// `ack.lua`: KEYS reserved, bucket, pool; ARGV id, receipt or "".
+/// `ack.lua` (its header states its KEYS and ARGV).
 pub static ACK: LazyLock<Script> = LazyLock::new(|| Script::new(ACK_SRC));
-/// `touch.lua`: KEYS reserved, bucket, pool; ARGV id, receipt or "", ttr ms.
+/// `touch.lua` (its header states its KEYS and ARGV).
 pub static TOUCH: LazyLock<Script> = LazyLock::new(|| Script::new(TOUCH_SRC));
-/// `release.lua`: KEYS reserved, pool, malformed; ARGV key prefix, delay ms /
-/// "backoff" / "bury", then "held" id receipt wake-channel, or "expired"
-/// batch size.
+/// `release.lua` (its header states its KEYS and ARGV).
 pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SRC));
-/// `reschedule.lua`: KEYS pool, bucket; ARGV id, delay ms, wake channel.
+/// `reschedule.lua` (its header states its KEYS and ARGV).
 pub static RESCHEDULE: LazyLock<Script> = LazyLock::new(|| Script::new(RESCHEDULE_SRC));
-/// `dead.lua`: KEYS dead list, pool; ARGV bucket prefix, then "list" start
-/// count, or "requeue" / "purge" with a count or ids.
+/// `dead.lua` (its header states its KEYS and ARGV).
 pub static DEAD: LazyLock<Script> = LazyLock::new(|| Script::new(DEAD_SRC));
 
 /// Source of `lua/push.lua`.

@@ -128,7 +128,14 @@ impl Mover {
             .filter(|(conn, opened)| conn.is_open() && self.max_lifetime.is_none_or(|max| opened.elapsed() < max));
         let (mut conn, opened) = match reusable {
             Some(held) => held,
-            None => (self.manager.connect().map_err(TickError::Connect)?, Instant::now()),
+            None => {
+                let mut conn = self.manager.connect().map_err(TickError::Connect)?;
+                // A short command first: Redis answers an unauthenticated
+                // client's long command (the scripts' calls have over 10
+                // arguments) with a protocol error, not NOAUTH, and hangs up.
+                redis::cmd("PING").query::<()>(&mut conn).map_err(TickError::Redis)?;
+                (conn, Instant::now())
+            }
         };
         let result = self.tick_on(&mut conn, stop);
         if result.is_ok() {

@@ -13,12 +13,11 @@ use delayer::Keys;
 use redis::{Script, Value};
 use std::sync::LazyLock;
 
-/// `move.lua`: KEYS pool, malformed list, reserved; ARGV key prefix, batch
-/// size, "1" for per-job lateness.
+/// `move.lua` (its header states its KEYS and ARGV).
 pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/move.lua")));
 
-/// `release.lua`: KEYS reserved, pool, malformed list; ARGV key prefix,
-/// "backoff", "expired", batch size (the SDKs' copy, via the SDK crate).
+/// `release.lua`, run in its "expired" mode (its header states its KEYS and
+/// ARGV; the SDKs' copy, via the SDK crate).
 pub static EXPIRE: &LazyLock<Script> = &delayer::scripts::RELEASE;
 
 /// What one expire call did.
@@ -46,7 +45,9 @@ pub fn expire_batch(conn: &mut redis::Connection, keys: &Keys, batch_size: u32) 
         .key(keys.reserved())
         .key(keys.job_pool())
         .key(keys.malformed())
-        .arg(keys.prefix())
+        .key(keys.scheduled_count())
+        .arg(keys.bucket_prefix())
+        .arg(keys.dead_prefix())
         .arg("backoff")
         .arg("expired")
         .arg(batch_size)
@@ -114,8 +115,11 @@ pub fn move_batch(
     let value: Value = MOVE
         .key(keys.job_pool())
         .key(keys.malformed())
+        .key(keys.scheduled_count())
+        .key(keys.topics())
         .key(keys.reserved())
-        .arg(keys.prefix())
+        .arg(keys.bucket_prefix())
+        .arg(keys.ready_queue_prefix())
         .arg(batch_size)
         .arg(if lateness { "1" } else { "0" })
         .invoke(conn)?;

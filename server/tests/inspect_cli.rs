@@ -28,8 +28,11 @@ fn run_move(conn: &mut redis::Connection) {
     let _: redis::Value = redis::Script::new(MOVE)
         .key("delayer:job_pool")
         .key("delayer:malformed")
+        .key("delayer:scheduled_count")
+        .key("delayer:topics")
         .key("delayer:reserved")
-        .arg("delayer:")
+        .arg("delayer:job_bucket:")
+        .arg("delayer:ready_queue:")
         .arg(1000)
         .invoke(conn)
         .expect("move");

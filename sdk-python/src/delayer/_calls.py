@@ -97,17 +97,14 @@ def push_call(
     args: List[Arg] = [id_s, topic_s, data, ms, life]
     args += _retry_args(max_attempts, backoff)
     args += [check_if_absent(if_absent), keys.wake]
-    return ScriptCall(scripts.PUSH, [keys.job_pool, keys.job_bucket(id_s)], args)
+    return ScriptCall(scripts.PUSH, [keys.job_pool, keys.job_bucket(id_s), keys.scheduled_count], args)
 
 
 def push_many_calls(keys: Keys, jobs: object, if_absent: object = False) -> List[ScriptCall]:
     """Check every job of a ``push_many``, then build its push_many.lua calls.
 
     Nothing is built unless every job is valid. Each call takes up to
-    :data:`JOBS_PER_CALL` jobs: KEYS is the pool; ARGV is the bucket prefix,
-    the duplicate policy, the wake channel, then nine values per job: id,
-    topic, body, delay ms, lifetime ms, max_attempts, backoff, backoff_ms,
-    backoff_max_ms ("" when not set).
+    :data:`JOBS_PER_CALL` jobs (KEYS and ARGV: push_many.lua's header).
     """
     policy = check_if_absent(if_absent)
     try:
@@ -131,7 +128,7 @@ def push_many_calls(keys: Keys, jobs: object, if_absent: object = False) -> List
         args: List[Arg] = [keys.bucket_prefix, policy, keys.wake]
         for push in pushes[start : start + JOBS_PER_CALL]:
             args.extend(push.args[:VALUES_PER_JOB])  # push.lua's first nine ARGV
-        calls.append(ScriptCall(scripts.PUSH_MANY, [keys.job_pool], args))
+        calls.append(ScriptCall(scripts.PUSH_MANY, [keys.job_pool, keys.scheduled_count], args))
     return calls
 
 
@@ -161,7 +158,7 @@ def take_call(keys: Keys, job_id: str) -> ScriptCall:
 def remove_call(keys: Keys, job_id: object) -> ScriptCall:
     """Check a remove and return its remove.lua call."""
     i = check_name("id", job_id)
-    return ScriptCall(scripts.REMOVE, [keys.job_pool, keys.job_bucket(i)], [i])
+    return ScriptCall(scripts.REMOVE, [keys.job_pool, keys.job_bucket(i), keys.scheduled_count], [i])
 
 
 def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
@@ -274,10 +271,10 @@ def _release_call(keys: Keys, job: object, receipt: object, action: Arg, error: 
     job_id, r = _held(job, receipt)
     why = error_text(error)
     # "held": end this one reservation. The "expired" mode is the server's.
-    args: List[Arg] = [keys.prefix, action, "held", job_id, r, keys.wake]
-    if why:  # ARGV[7], kept as the job's last_error; left out, the call is a 1.x-era one
+    args: List[Arg] = [keys.bucket_prefix, keys.dead_prefix, action, "held", job_id, r, keys.wake]
+    if why:  # ARGV[8], kept as the job's last_error; left out: not said
         args.append(why)
-    return ScriptCall(scripts.RELEASE, [keys.reserved, keys.job_pool, keys.malformed], args)
+    return ScriptCall(scripts.RELEASE, [keys.reserved, keys.job_pool, keys.malformed, keys.scheduled_count], args)
 
 
 def release_call(keys: Keys, job: object, delay: object, receipt: object, error: object = None) -> ScriptCall:
@@ -285,7 +282,7 @@ def release_call(keys: Keys, job: object, delay: object, receipt: object, error:
 
     No ``delay`` means the job's own backoff (``"backoff"``); otherwise the
     delay in ms, by the delay rules. ``error`` (str or None): why the
-    attempt failed, kept on the job (ARGV[7]).
+    attempt failed, kept on the job (ARGV[8]).
     """
     action: Arg = "backoff" if delay is None else delay_ms(delay)
     return _release_call(keys, job, receipt, action, error)
@@ -309,7 +306,8 @@ def dead_list_call(keys: Keys, topic: object, start: object, how_many: object) -
     t = check_name("topic", topic)
     first = count("start", start, 0, None)
     n = count("count", how_many, 1, DEAD_BATCH)
-    return ScriptCall(scripts.DEAD, [keys.dead(t), keys.job_pool], [keys.bucket_prefix, "list", first, n])
+    call_keys = [keys.dead(t), keys.job_pool, keys.scheduled_count]
+    return ScriptCall(scripts.DEAD, call_keys, [keys.bucket_prefix, t, "list", first, n])
 
 
 def dead_take_calls(
@@ -325,9 +323,9 @@ def dead_take_calls(
     if action not in ("requeue", "purge"):
         raise ValueError(f"dead.lua takes requeue or purge here, not {action!r}")
     t = check_name("topic", topic)
-    call_keys = [keys.dead(t), keys.job_pool]
+    call_keys = [keys.dead(t), keys.job_pool, keys.scheduled_count]
     if ids is None:
-        return ScriptCall(scripts.DEAD, call_keys, [keys.bucket_prefix, action, DEAD_BATCH]), []
+        return ScriptCall(scripts.DEAD, call_keys, [keys.bucket_prefix, t, action, DEAD_BATCH]), []
     if isinstance(ids, (str, bytes, bytearray, memoryview)):
         raise InvalidArgument("ids must be an iterable of ids (a str is one id: wrap it in a list)")
     try:
@@ -343,6 +341,6 @@ def dead_take_calls(
     calls = []
     for start in range(0, len(checked), DEAD_BATCH):
         part = checked[start : start + DEAD_BATCH]
-        # ARGV[3] (a count) is ignored when ids follow; it says how many.
-        calls.append(ScriptCall(scripts.DEAD, call_keys, [keys.bucket_prefix, action, len(part), *part]))
+        # ARGV[4] (a count) is ignored when ids follow; it says how many.
+        calls.append(ScriptCall(scripts.DEAD, call_keys, [keys.bucket_prefix, t, action, len(part), *part]))
     return None, calls

@@ -196,11 +196,10 @@ def ready_op(keys: Keys, topic: object, cursor: object, how_many: object) -> Op[
 
 
 def stats_op(keys: Keys) -> Op[Stats]:
-    prefix = keys.prefix
     call = ScriptCall(
         scripts.STATS,
-        [prefix + "topics", prefix + "scheduled_count", keys.job_pool, keys.reserved],
-        [prefix + "ready_queue:", prefix + "dead:", keys.bucket_prefix, RESERVED_CAP],
+        [keys.topics, keys.scheduled_count, keys.job_pool, keys.reserved],
+        [keys.ready_queue_prefix, keys.dead_prefix, keys.bucket_prefix, RESERVED_CAP],
     )
     reply = yield call
     if not isinstance(reply, list) or len(reply) < 3:

@@ -2,7 +2,9 @@
 
 This is the only module that builds key names (and the name of the one pub/sub
 channel), so a later layout (for example per-topic hash tags for Redis
-Cluster) changes one place.
+Cluster) changes one place. Scripts get each name they touch as a key, or as
+a per-kind prefix (``*_prefix``) for names that depend on data they read; they
+never build one themselves.
 """
 
 from __future__ import annotations
@@ -45,9 +47,14 @@ class Keys:
         """The HASH holding one job (``topic``, ``body``): ``<prefix>job_bucket:<id>``."""
         return self.bucket_prefix + job_id
 
+    @property
+    def ready_queue_prefix(self) -> str:
+        """What every ready queue's name starts with: ``<prefix>ready_queue:``."""
+        return self.prefix + "ready_queue:"
+
     def ready_queue(self, topic: str) -> str:
         """The LIST of due ids of one topic: ``<prefix>ready_queue:<topic>``."""
-        return self.prefix + "ready_queue:" + topic
+        return self.ready_queue_prefix + topic
 
     @property
     def reserved(self) -> str:
@@ -69,9 +76,24 @@ class Keys:
         """
         return self.prefix + "wake"
 
+    @property
+    def dead_prefix(self) -> str:
+        """What every dead-letter list's name starts with: ``<prefix>dead:``."""
+        return self.prefix + "dead:"
+
     def dead(self, topic: str) -> str:
         """The LIST of one topic's dead letters, newest at the left: ``<prefix>dead:<topic>``."""
-        return self.prefix + "dead:" + topic
+        return self.dead_prefix + topic
+
+    @property
+    def scheduled_count(self) -> str:
+        """The HASH of jobs waiting in the pool per topic: ``<prefix>scheduled_count``."""
+        return self.prefix + "scheduled_count"
+
+    @property
+    def topics(self) -> str:
+        """The SET of the topics the server has moved jobs of: ``<prefix>topics``."""
+        return self.prefix + "topics"
 
     def __repr__(self) -> str:
         return f"Keys({self.prefix!r})"

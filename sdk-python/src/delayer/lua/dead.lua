@@ -2,29 +2,27 @@
 --
 -- KEYS[1]  dead-letter list  LIST  <prefix>dead:<topic>
 -- KEYS[2]  job pool          ZSET  <prefix>job_pool
+-- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (a re-queue adds
+--          its jobs to the topic's field)
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
--- ARGV[2]  "list":    ARGV[3] start, ARGV[4] count (newest first)
+-- ARGV[2]  topic (the one KEYS[1] belongs to)
+-- ARGV[3]  "list":    ARGV[4] start, ARGV[5] count (newest first)
 --            Returns {{id, topic, body, attempts, reason, dead_at}, ...}
 --          "requeue": schedule jobs again, due now, with attempts reset
 --          "purge":   delete jobs for good
---            for both: ARGV[3] how many to take from the oldest end, or
---            ARGV[4..] the ids to take (then ARGV[3] is ignored)
+--            for both: ARGV[4] how many to take from the oldest end, or
+--            ARGV[5..] the ids to take (then ARGV[4] is ignored)
 --            Returns {done, taken}: jobs re-queued / purged, and entries
 --            taken off the list (stale ones included); with a count, taken
 --            below it means the list is empty.
---
--- A re-queue adds its jobs to <prefix>scheduled_count (HINCRBY topic n).
 --
 -- An entry counts only while its bucket says it is dead (dead_reason) on
 -- this list's topic: an id removed or pushed again since it died is stale,
 -- skipped by "list" and dropped by the other two without touching its bucket.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
-local list, pool, buckets, action = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
--- The topic is the list's name after "<prefix>dead:", and the prefix is the
--- bucket prefix without "job_bucket:" (both as PROTOCOL.md names them).
-local prefix = string.sub(buckets, 1, #buckets - #'job_bucket:')
-local topic = string.sub(list, #prefix + #'dead:' + 1)
+local list, pool, counts = KEYS[1], KEYS[2], KEYS[3]
+local buckets, topic, action = ARGV[1], ARGV[2], ARGV[3]
 
 local function dead_job(id)
   local job = redis.pcall('HMGET', buckets .. id, 'topic', 'body', 'attempts', 'dead_reason', 'dead_at')
@@ -36,7 +34,7 @@ end
 
 if action == 'list' then
   local out = {}
-  for _, id in ipairs(redis.call('LRANGE', list, tonumber(ARGV[3]), tonumber(ARGV[3]) + tonumber(ARGV[4]) - 1)) do
+  for _, id in ipairs(redis.call('LRANGE', list, tonumber(ARGV[4]), tonumber(ARGV[4]) + tonumber(ARGV[5]) - 1)) do
     local job = dead_job(id)
     if job then
       out[#out + 1] = {id, job[1] or '', job[2] or '', tonumber(job[3]) or 0, job[4], job[5] or ''}
@@ -48,16 +46,16 @@ end
 -- Each job is re-queued or purged before its entry leaves the list (ZADD
 -- is the call that can fail, and Redis does not roll back): a failure
 -- leaves dead letters dead, never nowhere.
-local ids, by_id = {}, #ARGV > 3
+local ids, by_id = {}, #ARGV > 4
 if by_id then
-  for i = 4, #ARGV do
+  for i = 5, #ARGV do
     if redis.call('LPOS', list, ARGV[i]) then
       ids[#ids + 1] = ARGV[i]
     end
   end
 else
   -- the oldest entries are at the right end
-  ids = redis.call('LRANGE', list, -tonumber(ARGV[3]), -1)
+  ids = redis.call('LRANGE', list, -tonumber(ARGV[4]), -1)
 end
 
 local t = redis.call('TIME')
@@ -80,7 +78,7 @@ for _, id in ipairs(ids) do
   end
 end
 if action == 'requeue' and done > 0 then
-  redis.call('HINCRBY', prefix .. 'scheduled_count', topic, done)
+  redis.call('HINCRBY', counts, topic, done)
 end
 if not by_id and #ids > 0 then
   redis.call('LTRIM', list, 0, -#ids - 1)

@@ -1,7 +1,8 @@
 -- push: schedule one job (delayer's PUSH).
 --
--- KEYS[1]  job pool    ZSET  <prefix>job_pool
--- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
+-- KEYS[1]  job pool          ZSET  <prefix>job_pool
+-- KEYS[2]  job bucket        HASH  <prefix>job_bucket:<id>
+-- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (topic -> jobs waiting)
 -- ARGV[1]  job id
 -- ARGV[2]  topic
 -- ARGV[3]  body (binary-safe, may be empty)
@@ -14,11 +15,9 @@
 --          behaviour: the id's old job, on any topic, is replaced) or
 --          "absent" (only if no job has the id: otherwise nothing is written)
 -- ARGV[11] wake channel "<prefix>wake", or "" / absent: none
--- Also written: <prefix>scheduled_count (HASH topic -> jobs waiting in the
--- pool: +1; a replaced id that was waiting -1 on its old topic), named from
--- the prefix KEYS[2] starts with (KEYS[2] minus "job_bucket:<id>"), so
--- callers pass nothing new. (Its fields also make the topic known to
--- stats.lua; move.lua adds it to <prefix>topics.)
+-- The scheduled counts (KEYS[3]) get +1 on the topic (a replaced id that was
+-- waiting: -1 on its old topic). Their fields also make the topic known to
+-- stats.lua; move.lua adds it to <prefix>topics.
 --
 -- Returns the due time written to the pool: Unix seconds with millisecond
 -- precision, as a string ("1763750000.125"). With policy "absent" and the id
@@ -55,7 +54,6 @@ local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 -- ZADD is the call that can fail (a pool key of the wrong type); failing
 -- first leaves nothing behind.
 local was_waiting = redis.call('ZADD', KEYS[1], due, ARGV[1]) == 0
-local prefix = string.sub(KEYS[2], 1, #KEYS[2] - #ARGV[1] - #'job_bucket:')
 local old_topic = was_waiting and redis.pcall('HGET', KEYS[2], 'topic')
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'topic', ARGV[2], 'body', ARGV[3])
@@ -67,7 +65,7 @@ if (ARGV[7] or '') ~= '' then
 end
 redis.call('PEXPIRE', KEYS[2], delay_ms + tonumber(ARGV[5]))
 -- The counts last: the job is written whatever happens to them.
-local counts = prefix .. 'scheduled_count'
+local counts = KEYS[3]
 if type(old_topic) == 'string' and old_topic ~= '' and old_topic ~= ARGV[2] then
   if redis.call('HINCRBY', counts, old_topic, -1) <= 0 then redis.call('HDEL', counts, old_topic) end
 end

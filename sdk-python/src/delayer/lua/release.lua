@@ -2,44 +2,45 @@
 -- attempt means, whoever ends it: a worker's release (try again later) or
 -- bury (give up), and the server's expiry of reservations past their ttr.
 --
--- KEYS[1]  reserved        ZSET  <prefix>reserved
--- KEYS[2]  job pool        ZSET  <prefix>job_pool
--- KEYS[3]  malformed list  LIST  <prefix>malformed
--- ARGV[1]  key prefix, e.g. "delayer:" (buckets <prefix>job_bucket:<id>,
---          dead-letter lists <prefix>dead:<topic>)
--- ARGV[2]  what happens to the job: a delay in ms (release with a delay),
+-- KEYS[1]  reserved          ZSET  <prefix>reserved
+-- KEYS[2]  job pool          ZSET  <prefix>job_pool
+-- KEYS[3]  malformed list    LIST  <prefix>malformed
+-- KEYS[4]  scheduled counts  HASH  <prefix>scheduled_count (a retried job
+--          counts again on its topic's field)
+-- ARGV[1]  bucket key prefix, "<prefix>job_bucket:" (a bucket is it + id)
+-- ARGV[2]  dead-letter prefix, "<prefix>dead:" (a topic's list is it + topic)
+-- ARGV[3]  what happens to the job: a delay in ms (release with a delay),
 --          "backoff" (the job's own backoff), or "bury" (dead letters now)
--- ARGV[3]  "held": end one reservation held by a worker
---            ARGV[4] job id, ARGV[5] receipt, or "" for the current one,
---            ARGV[6] wake channel "<prefix>wake", or "" / absent: none
+-- ARGV[4]  "held": end one reservation held by a worker
+--            ARGV[5] job id, ARGV[6] receipt, or "" for the current one,
+--            ARGV[7] wake channel "<prefix>wake", or "" / absent: none
 --            (published with the new due time when it comes before the
 --            pool's earliest, so a sleeping server wakes for it)
---            ARGV[7] why the attempt failed ("" / absent: not said), kept in
+--            ARGV[8] why the attempt failed ("" / absent: not said), kept in
 --            the bucket's last_error (first 1000 bytes), so dead letters and
 --            job lookups show it; e.g. a worker's "ValueError: bad order"
 --            Returns the new due time "s.mmm", "dead" when the job went to
 --            its dead-letter list, or nil when the reservation was not held.
---          "expired": end up to ARGV[4] reservations whose deadline passed
+--          "expired": end up to ARGV[5] reservations whose deadline passed
 --            Returns {taken, retried, dead, dropped, malformed_ids,
---                     next_deadline, now}; taken == ARGV[4] means call again,
+--                     next_deadline, now}; taken == ARGV[5] means call again,
 --            next_deadline is the earliest deadline left ("" if none).
 --
 -- A failed attempt schedules the job again (pool score now + delay), unless
 -- it was buried or its attempts reached max_attempts (0: no limit): then its
--- id goes to <prefix>dead:<topic> and the bucket records why and when.
+-- id goes to its dead-letter list (ARGV[2] + topic) and the bucket records why and when.
 -- Reserved ids whose bucket no longer carries a receipt (removed, or pushed
 -- again while reserved), or whose id waits in the pool (pushed again by a
 -- 1.x-style write, which keeps the old fields), are stale: not held, and
 -- dropped from the reserved set by expiry without touching the job.
--- Expiry records last_error "ttr expired". A retried job counts again in
--- <prefix>scheduled_count (its topic's waiting jobs; see PROTOCOL.md).
+-- Expiry records last_error "ttr expired".
 -- Expired ids that cannot be ended (a bucket without a topic or not a hash,
 -- or a dead-letter list that is not a list) are parked on the malformed
 -- list with their bucket kept, and reported.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
-local reserved, pool, malformed = KEYS[1], KEYS[2], KEYS[3]
-local prefix, action = ARGV[1], ARGV[2]
+local reserved, pool, malformed, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local buckets, deads, action = ARGV[1], ARGV[2], ARGV[3]
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function seconds(ms)
@@ -68,7 +69,7 @@ local function fail(id, bucket, job, why)
   local attempts, max_attempts = tonumber(job[3]) or 0, tonumber(job[4]) or 0
   if action == 'bury' or (max_attempts > 0 and attempts >= max_attempts) then
     local reason = action == 'bury' and 'buried' or 'max_attempts'
-    redis.call('LPUSH', prefix .. 'dead:' .. job[1], id)
+    redis.call('LPUSH', deads .. job[1], id)
     redis.call('ZREM', reserved, id)
     redis.call('HDEL', bucket, 'receipt')
     redis.call('HSET', bucket, 'dead_reason', reason, 'dead_at', now)
@@ -84,34 +85,34 @@ local function fail(id, bucket, job, why)
   redis.call('ZREM', reserved, id)
   redis.call('HDEL', bucket, 'receipt')
   if why ~= '' then redis.call('HSET', bucket, 'last_error', why) end
-  redis.pcall('HINCRBY', prefix .. 'scheduled_count', job[1], 1) -- a count only: never fails the release
+  redis.pcall('HINCRBY', counts, job[1], 1) -- a count only: never fails the release
   return due
 end
 
 local FIELDS = {'topic', 'receipt', 'attempts', 'max_attempts', 'backoff', 'backoff_ms', 'backoff_max_ms'}
 
-if ARGV[3] == 'held' then
-  local id, receipt = ARGV[4], ARGV[5]
-  local bucket = prefix .. 'job_bucket:' .. id
+if ARGV[4] == 'held' then
+  local id, receipt = ARGV[5], ARGV[6]
+  local bucket = buckets .. id
   local job = redis.pcall('HMGET', bucket, unpack(FIELDS))
   if job.err or not job[2] or (receipt ~= '' and job[2] ~= receipt) or not job[1] or job[1] == ''
       or not redis.call('ZSCORE', reserved, id) or redis.call('ZSCORE', pool, id) then
     return false
   end
-  local wake = ARGV[6] or ''
+  local wake = ARGV[7] or ''
   local head = wake ~= '' and redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
-  local outcome = fail(id, bucket, job, string.sub(ARGV[7] or '', 1, 1000))
+  local outcome = fail(id, bucket, job, string.sub(ARGV[8] or '', 1, 1000))
   if head and outcome ~= 'dead' and (not head[2] or tonumber(outcome) < tonumber(head[2])) then
     redis.pcall('PUBLISH', wake, outcome)
   end
   return outcome
 end
 
-local batch = tonumber(ARGV[4])
+local batch = tonumber(ARGV[5])
 local expired = redis.call('ZRANGEBYSCORE', reserved, '-inf', now, 'LIMIT', 0, batch)
 local retried, dead, dropped, malformed_ids = 0, 0, 0, {}
 for _, id in ipairs(expired) do
-  local bucket = prefix .. 'job_bucket:' .. id
+  local bucket = buckets .. id
   local job = redis.pcall('HMGET', bucket, unpack(FIELDS))
   local ended, outcome = false, nil
   local waiting = redis.call('ZSCORE', pool, id)
