@@ -76,7 +76,13 @@ class HttpView:
             return False
 
     def catch_up(self, master: "redis.Redis") -> None:
-        """Returns once the replica has every write made so far."""
+        """Returns once the replica has every write made so far.
+
+        WAIT counts only this connection's own writes (the drivers wrote on
+        theirs), so it first writes something itself: the replication stream
+        is one ordered log, and a replica that has this write has every write
+        made before it, whoever made it."""
+        master.incr("__http_view_catch_up__")
         assert master.execute_command("WAIT", 1, 10_000) == 1, "the replica did not acknowledge the writes"
 
     def job(self, master: "redis.Redis", topic: str, job_id: str) -> Dict[str, Any]:
