@@ -8,7 +8,7 @@ use crate::http::wire::secs;
 use crate::http::Api;
 use axum::extract::State;
 use axum::Json;
-use delayer::inspect::{JobInfo, JobState, Listed, Page, Stats};
+use delayer::inspect::{JobState, Listed, Page, Stats};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -22,7 +22,8 @@ pub async fn of_topic(delayer: &delayer::aio::Delayer, topic: &str, id: &str) ->
 /// it; a job unknown to this topic is `{"state": "unknown", ...}` (200: the
 /// question had an answer).
 pub async fn lookup(State(api): State<Arc<Api>>, Path((topic, id)): Path<(String, String)>) -> ApiResult<Json<Value>> {
-    Ok(Json(job_json(&api.delayer.job(&topic, &id).await?)))
+    // The CLI's `job --json` shape: one definition, so the two cannot drift.
+    Ok(Json(crate::jobview::job_json(&api.delayer.job(&topic, &id).await?)))
 }
 
 #[derive(Deserialize)]
@@ -72,25 +73,6 @@ pub async fn stats(State(api): State<Arc<Api>>) -> ApiResult<Json<Value>> {
         "reserved": stats.reserved_total,
         "topics": topics_json(&stats),
     })))
-}
-
-/// One job: `id`, `state`, `topic`, `body_size`, `attempts`, `max_attempts`,
-/// `due`, `deadline`, `dead_at` (Unix seconds), `dead_reason`,
-/// `last_error`; what does not apply is `null`.
-pub fn job_json(job: &JobInfo) -> Value {
-    json!({
-        "id": job.id,
-        "state": job.state.as_str(),
-        "topic": job.topic,
-        "body_size": job.body_size,
-        "attempts": job.attempts,
-        "max_attempts": job.max_attempts,
-        "due": job.due.map(secs),
-        "deadline": job.deadline.map(secs),
-        "dead_at": job.dead_at.map(secs),
-        "dead_reason": job.dead_reason,
-        "last_error": job.last_error,
-    })
 }
 
 /// A page of scheduled (`due`) or reserved (`deadline`) jobs.
