@@ -23,13 +23,13 @@ $port = (int) ($u['port'] ?? 6379);
 $body = '{"order":1234567,"act":"close"}';
 
 $client = new Client(['host' => $host, 'port' => $port]);
-$client->push('warm', 'warm-1', 3600); // load the script
+$client->pushTo('warm', 'warm-1', 3600); // load the script
 $client->pop('warm');
 $rates = [];
 
 $t = hrtime(true);
 for ($i = 0; $i < $ops; $i++) {
-    $client->push('php_a', "php-a-$i", 0, $body);
+    $client->pushTo('php_a', "php-a-$i", 0, $body);
 }
 $rates['push'] = $ops / ((hrtime(true) - $t) / 1e9);
 
@@ -46,7 +46,9 @@ $redis->connect($host, $port);
 $sha = $redis->script('load', file_get_contents($moveLua));
 $moved = 0;
 do {
-    $reply = $redis->evalSha($sha, ['delayer:job_pool', 'delayer:malformed', 'delayer:', 1000], 2);
+    // move.lua's header: KEYS pool, malformed, scheduled_count, topics; ARGV bucket prefix, ready prefix, batch
+    $reply = $redis->evalSha($sha, ['delayer:job_pool', 'delayer:malformed', 'delayer:scheduled_count',
+        'delayer:topics', 'delayer:job_bucket:', 'delayer:ready_queue:', 1000], 4);
     if (!is_array($reply)) {
         fwrite(STDERR, 'move.lua failed: ' . $redis->getLastError() . "\n");
         exit(1);

@@ -38,7 +38,9 @@ def main() -> None:
         sha = d.redis.script_load(f.read())
     moved = 0
     while True:
-        taken = d.redis.evalsha(sha, 2, "delayer:job_pool", "delayer:malformed", "delayer:", 1000)[0]
+        # move.lua's header: KEYS pool, malformed, scheduled_count, topics; ARGV bucket prefix, ready prefix, batch
+        taken = d.redis.evalsha(sha, 4, "delayer:job_pool", "delayer:malformed", "delayer:scheduled_count",
+                                "delayer:topics", "delayer:job_bucket:", "delayer:ready_queue:", 1000)[0]
         moved += taken
         if taken < 1000:
             break

@@ -69,7 +69,9 @@ def fill(url: str, jobs: int) -> None:
     move = raw.register_script((ROOT / "lua" / "move.lua").read_bytes())
     moved = 0
     while moved < jobs:
-        moved += int(move(keys=["delayer:job_pool", "delayer:malformed"], args=["delayer:", 1000])[0])
+        # move.lua's header: KEYS pool, malformed, scheduled_count, topics; ARGV bucket prefix, ready prefix, batch
+        keys = ["delayer:job_pool", "delayer:malformed", "delayer:scheduled_count", "delayer:topics"]
+        moved += int(move(keys=keys, args=["delayer:job_bucket:", "delayer:ready_queue:", 1000])[0])
     raw.config_resetstat()
     raw.close()
 
