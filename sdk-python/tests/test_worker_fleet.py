@@ -119,10 +119,12 @@ def test_a_fleet_survives_a_kill_and_a_redis_restart(jobs_redis: RedisServer, re
         runs: Dict[str, int] = defaultdict(int)
         succeeded: Set[str] = set()
         acks: Dict[str, int] = defaultdict(int)
-        for kind, job_id, _name, _attempt in history:
+        first_runs: Dict[str, int] = {}
+        for kind, job_id, _name, attempt in history:
             if kind == "run":
                 assert job_id not in acks, f"{job_id} ran again after its ack"
                 runs[job_id] += 1
+                first_runs.setdefault(job_id, int(attempt))
             elif kind == "ok":
                 succeeded.add(job_id)
             else:
@@ -138,7 +140,10 @@ def test_a_fleet_survives_a_kill_and_a_redis_restart(jobs_redis: RedisServer, re
         assert set(acks) <= succeeded and all(count == 1 for count in acks.values())
         assert len(acks) >= len(succeeded) - 50  # confirmed acks; a kill or a lost reply may hide a few
         flaky = [f"job-{n}" for n in range(JOBS) if n % 10 == 3]
-        assert all(runs[j] >= 2 for j in flaky)  # failed once, ran again
+        # Failed once, ran again. A first attempt reserved by the killed worker, or whose reply the Redis
+        # restart cut off, never reached the handler: such a job runs once, at attempt 2 or later.
+        assert all(runs[j] >= 2 or first_runs[j] >= 2 for j in flaky)
+        assert sum(1 for j in flaky if first_runs[j] == 1 and runs[j] >= 2) >= len(flaky) - 50
         assert any(e[2] == "a" for e in history)  # the killed worker had taken part
     finally:
         fleet.close()
