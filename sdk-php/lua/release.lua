@@ -2,7 +2,7 @@
 -- attempt means, whoever ends it: a worker's release (try again later) or
 -- bury (give up), and the server's expiry of reservations past their ttr.
 --
--- KEYS[1]  reserved          ZSET  <prefix>reserved
+-- KEYS[1]  reserved          ZSET  <prefix>reserved (score: deadline, Unix ms)
 -- KEYS[2]  job pool          ZSET  <prefix>job_pool
 -- KEYS[3]  malformed list    LIST  <prefix>malformed
 -- KEYS[4]  scheduled counts  HASH  <prefix>scheduled_count (a retried job
@@ -109,7 +109,7 @@ if ARGV[4] == 'held' then
 end
 
 local batch = tonumber(ARGV[5])
-local expired = redis.call('ZRANGEBYSCORE', reserved, '-inf', now, 'LIMIT', 0, batch)
+local expired = redis.call('ZRANGEBYSCORE', reserved, '-inf', now_ms, 'LIMIT', 0, batch)
 local retried, dead, dropped, malformed_ids = 0, 0, 0, {}
 for _, id in ipairs(expired) do
   local bucket = buckets .. id
@@ -134,4 +134,5 @@ for _, id in ipairs(expired) do
   end
 end
 local next_deadline = redis.call('ZRANGE', reserved, 0, 0, 'WITHSCORES')
-return {#expired, retried, dead, dropped, malformed_ids, next_deadline[2] or '', now}
+return {#expired, retried, dead, dropped, malformed_ids,
+  next_deadline[2] and seconds(tonumber(next_deadline[2])) or '', now}

@@ -1,7 +1,7 @@
 -- touch: a worker still busy with a reserved job extends its reservation,
 -- so the server does not hand the job out again while the work goes on.
 --
--- KEYS[1]  reserved    ZSET  <prefix>reserved
+-- KEYS[1]  reserved    ZSET  <prefix>reserved (score: deadline, Unix ms)
 -- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
 -- KEYS[3]  job pool    ZSET  <prefix>job_pool
 -- ARGV[1]  job id
@@ -22,5 +22,5 @@ end
 local t = redis.call('TIME')
 local deadline_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[3])
 local deadline = string.format('%d.%03d', math.floor(deadline_ms / 1000), deadline_ms % 1000)
-redis.call('ZADD', KEYS[1], 'XX', deadline, ARGV[1])
+redis.call('ZADD', KEYS[1], 'XX', string.format('%d', deadline_ms), ARGV[1])
 return deadline

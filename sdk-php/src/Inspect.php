@@ -148,6 +148,9 @@ trait Inspect
         $rank = $cursor;
         for ($call = 0; $call < Page::CALLS_PER_PAGE; $call++) {
             $argv = [$this->keys->bucketPrefix(), $topic, (string) $rank, (string) ($count - \count($items)), (string) Page::EXAMINE_PER_CALL];
+            if ($zset === $this->keys->reserved()) {
+                $argv[] = 'reserved'; // its scores are ms; list.lua answers in seconds
+            }
             [$next, $pairs] = self::inspectListReply($this->connection->script(Scripts::LIST, [$zset], $argv));
             foreach ($pairs as [$id, $time]) {
                 $items[] = new Listed($id, $time ?? 0.0);

@@ -122,7 +122,7 @@ final class ReliableTest extends RedisTestCase
         self::assertLessThanOrEqual($after + 30 + 0.001, $job->deadline);
 
         self::assertSame(['r1'], $this->redis->zRange('delayer:reserved', 0, -1));
-        self::assertEqualsWithDelta($job->deadline, $this->redis->zScore('delayer:reserved', 'r1'), 0.0005);
+        self::assertEqualsWithDelta($job->deadline, $this->redis->zScore('delayer:reserved', 'r1') / 1000, 0.0005);
         self::assertSame(-1, $this->redis->pTtl('delayer:job_bucket:r1'), 'a reserved job is kept until acked');
         self::assertSame([
             'topic' => 'work', 'body' => "bin\0body", 'attempts' => '1', 'receipt' => '1', 'max_attempts' => '25',
@@ -149,7 +149,7 @@ final class ReliableTest extends RedisTestCase
         self::assertSame(['b', 0, '2'], [$b->id, $b->maxAttempts, $b->receipt]);
         self::assertSame('2', $this->redis->get('delayer:receipt_seq'));
         self::assertGreaterThan($a->deadline + 315359999, $b->deadline);
-        $score = $this->redis->zScore('delayer:reserved', 'a');
+        $score = $this->redis->zScore('delayer:reserved', 'a') / 1000;
         self::assertEqualsWithDelta($a->deadline, $score, 0.0005);
         self::assertLessThan($this->redisTime() + 0.01, $score, 'ttr of 1 ms');
     }
@@ -244,7 +244,7 @@ final class ReliableTest extends RedisTestCase
         $before = $this->redisTime();
         $deadline = $client->touch($job, 600);
         self::assertIsFloat($deadline);
-        $stored = $this->redis->zScore('delayer:reserved', 'a');
+        $stored = $this->redis->zScore('delayer:reserved', 'a') / 1000;
         self::assertIsFloat($stored);
         self::assertEqualsWithDelta($stored, $deadline, 0.002, 'the deadline returned is the one stored');
         self::assertEqualsWithDelta($before + 600, $stored, 0.5, 'now + ttr');
@@ -254,11 +254,11 @@ final class ReliableTest extends RedisTestCase
         $shorter = $client->touch('a', 10);
         self::assertIsFloat($shorter);
         self::assertLessThan($deadline, $shorter);
-        self::assertEqualsWithDelta($shorter, $this->redis->zScore('delayer:reserved', 'a'), 0.002);
+        self::assertEqualsWithDelta($shorter, $this->redis->zScore('delayer:reserved', 'a') / 1000, 0.002);
         self::assertSame('1', $this->redis->hGet('delayer:job_bucket:a', 'attempts'), 'still the first attempt');
 
         self::assertFalse($client->touch('a', 1, 'other'), 'a wrong receipt');
-        self::assertEqualsWithDelta($shorter, $this->redis->zScore('delayer:reserved', 'a'), 0.002, 'a refused touch changes nothing');
+        self::assertEqualsWithDelta($shorter, $this->redis->zScore('delayer:reserved', 'a') / 1000, 0.002, 'a refused touch changes nothing');
         self::assertFalse($client->touch('unknown', 1));
         self::assertTrue($client->ack($job));
         self::assertFalse($client->touch($job, 1), 'after ack');
@@ -277,7 +277,7 @@ final class ReliableTest extends RedisTestCase
         $this->makeReady('j');
         $second = $client->reserve('t', 30);
         self::assertFalse($client->touch($first, 600), 'a stale receipt cannot extend the next reservation');
-        self::assertEqualsWithDelta($second->deadline, $this->redis->zScore('delayer:reserved', 'j'), 0.002);
+        self::assertEqualsWithDelta($second->deadline, $this->redis->zScore('delayer:reserved', 'j') / 1000, 0.002);
         self::assertIsFloat($client->touch($second, 0.0005), 'rounds to 1 ms');
         self::assertSame('2', $this->redis->hGet('delayer:job_bucket:j', 'attempts'));
     }

@@ -295,6 +295,12 @@ def redis_now(raw: "redis.Redis") -> float:
     return sec + usec / 1e6
 
 
+def reserved_deadline(raw: "redis.Redis", job_id: str, prefix: str = "delayer:") -> Optional[float]:
+    """A reservation's deadline in seconds, as the reserved set keeps it (in ms)."""
+    score = raw.zscore(prefix + "reserved", job_id)
+    return None if score is None else score / 1000
+
+
 def wait_until_past(raw: "redis.Redis", due: float, within: float = 5.0) -> None:
     """Poll Redis's clock until it is past ``due``."""
     deadline = time.monotonic() + within

@@ -17,7 +17,7 @@ import redis
 
 from delayer import Backoff, DeadLetter, Delayer, InvalidArgument, Job, ProtocolError, ReservedMessage
 
-from conftest import bucket, move_until, redis_now
+from conftest import bucket, move_until, redis_now, reserved_deadline
 
 POOL = "delayer:job_pool"
 RESERVED = "delayer:reserved"
@@ -77,7 +77,7 @@ def test_reserve_hands_out_attempt_1_and_holds_the_job(url: str, raw: "redis.Red
         assert not job.is_last_attempt
         # out of the ready queue, into the reserved set scored by its deadline
         assert raw.llen(ready("mail")) == 0
-        score = raw.zscore(RESERVED, "order-1")
+        score = reserved_deadline(raw, "order-1")
         assert score is not None and abs(score - job.deadline) < 0.0005
         # kept until acked: no TTL; retry defaults written once, by reserve.lua
         assert raw.pttl(bucket("order-1")) == -1
@@ -204,7 +204,7 @@ def test_an_old_reservation_cannot_end_the_next_one(url: str, raw: "redis.Redis"
         assert d.bury(first) is False
         assert d.touch(first, 600) is None
         assert d.touch("j", 600, receipt=first.receipt) is None
-        assert raw.zscore(RESERVED, "j") == pytest.approx(second.deadline, abs=0.002)
+        assert reserved_deadline(raw, "j") == pytest.approx(second.deadline, abs=0.002)
         assert d.ack(second) is True
 
 
@@ -230,7 +230,7 @@ def test_touch_sets_a_new_deadline_for_the_holder_only(url: str, raw: "redis.Red
         before = redis_now(raw)
         deadline = d.touch(job, 600)
         assert deadline is not None
-        stored = raw.zscore(RESERVED, "a")
+        stored = reserved_deadline(raw, "a")
         assert stored is not None and abs(deadline - stored) < 0.002
         assert abs(stored - (before + 600)) < 0.5  # now + ttr
         # set, not added to: a shorter ttr brings the deadline in

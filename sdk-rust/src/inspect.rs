@@ -222,6 +222,8 @@ pub(crate) enum Walked {
 /// [`ListScan::feed`] each reply until it gives the page.
 pub(crate) struct ListScan {
     zset: String,
+    /// The reserved set: scores in ms, which list.lua is asked to answer in seconds.
+    in_ms: bool,
     bucket_prefix: String,
     topic: String,
     rank: u64,
@@ -234,18 +236,21 @@ impl ListScan {
     pub(crate) fn new(keys: &Keys, walked: Walked, topic: &str, cursor: u64, count: usize) -> Result<ListScan> {
         validate::name("topic", topic)?;
         let count = page_count(count)?;
-        let zset = match walked {
-            Walked::Pool => keys.job_pool(),
-            Walked::Reserved => keys.reserved(),
+        let (zset, in_ms) = match walked {
+            Walked::Pool => (keys.job_pool(), false),
+            Walked::Reserved => (keys.reserved(), true),
         };
         let (bucket_prefix, topic) = (keys.bucket_prefix(), topic.to_string());
-        Ok(ListScan { zset, bucket_prefix, topic, rank: cursor, count, calls: 0, items: Vec::new() })
+        Ok(ListScan { zset, in_ms, bucket_prefix, topic, rank: cursor, count, calls: 0, items: Vec::new() })
     }
 
     pub(crate) fn request(&self) -> Request {
         let mut inv = LIST.prepare_invoke();
         inv.key(&self.zset).arg(&self.bucket_prefix).arg(&self.topic).arg(self.rank);
         inv.arg(self.count - self.items.len()).arg(EXAMINE_PER_CALL);
+        if self.in_ms {
+            inv.arg("reserved"); // its scores are ms; list.lua answers in seconds
+        }
         Request::Script(inv)
     }
 

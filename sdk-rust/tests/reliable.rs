@@ -57,7 +57,7 @@ fn reserve_hides_the_job_until_ack() {
     assert_eq!((job.id.as_str(), job.topic.as_str(), job.body_str()), ("a", "t", Some("hello")));
     assert_eq!((job.attempts, job.max_attempts), (1, 25), "first attempt, default limit");
     assert!(!job.is_last_attempt());
-    let deadline: f64 = conn.zscore("delayer:reserved", "a").expect("reserved");
+    let deadline: f64 = conn.zscore::<_, _, f64>("delayer:reserved", "a").expect("reserved") / 1000.0; // ms
     assert!((deadline - (before + 1.5)).abs() < 0.5, "deadline {deadline} vs now {before}");
     let returned = job.deadline.duration_since(UNIX_EPOCH).expect("epoch").as_secs_f64();
     assert!((returned - deadline).abs() < 0.002);
@@ -115,7 +115,7 @@ fn touch_sets_a_new_deadline_for_the_holder_only() {
 
     let before = redis_now(&mut conn);
     let deadline = d.touch(&job, Duration::from_secs(600)).expect("touch").expect("held");
-    let stored: f64 = conn.zscore("delayer:reserved", "a").expect("reserved");
+    let stored: f64 = conn.zscore::<_, _, f64>("delayer:reserved", "a").expect("reserved") / 1000.0; // ms
     let returned = deadline.duration_since(UNIX_EPOCH).expect("epoch").as_secs_f64();
     assert!((returned - stored).abs() < 0.002, "returned {returned}, stored {stored}");
     assert!((stored - (before + 600.0)).abs() < 0.5, "now + ttr: {stored} vs {before}");

@@ -112,7 +112,8 @@ pub fn stats(conn: &mut Connection, keys: &Keys, topics: &delayer::inspect::Stat
     let first: Vec<(String, f64)> = conn.zrange_withscores(keys.job_pool(), 0, 0)?;
     let malformed: u64 = conn.llen(keys.malformed())?;
     let reserved: u64 = conn.zcard(keys.reserved())?;
-    let reserved_overdue: u64 = conn.zcount(keys.reserved(), "-inf", now)?;
+    // The reserved set is scored in ms.
+    let reserved_overdue: u64 = conn.zcount(keys.reserved(), "-inf", (now * 1000.0).floor())?;
     let non_zero = |n: fn(&delayer::inspect::TopicStats) -> u64| -> BTreeMap<String, u64> {
         topics.topics.iter().filter(|t| n(t) > 0).map(|t| (t.topic.clone(), n(t))).collect()
     };

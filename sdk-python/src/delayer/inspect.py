@@ -179,7 +179,9 @@ def scan_op(keys: Keys, zset: str, topic: object, cursor: object, how_many: obje
     t, rank, n = _page_args(topic, cursor, how_many)
     items: List[Listed] = []
     for _ in range(CALLS_PER_PAGE):
-        call = ScriptCall(scripts.LIST, [zset], [keys.bucket_prefix, t, rank, n - len(items), EXAMINE_PER_CALL])
+        # The reserved set's scores are ms; list.lua turns them into seconds.
+        mode = ["reserved"] if zset == keys.reserved else []
+        call = ScriptCall(scripts.LIST, [zset], [keys.bucket_prefix, t, rank, n - len(items), EXAMINE_PER_CALL, *mode])
         nxt, pairs = _list_reply((yield call))
         items.extend(Listed(i, time if time is not None else 0.0) for i, time in pairs)
         if nxt is None or len(items) >= n:

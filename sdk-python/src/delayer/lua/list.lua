@@ -12,7 +12,9 @@
 --          <prefix>ready_queue:<topic>, ARGV[3] the offset from its right end
 --          (the next id out is 0), ARGV[4] the count; every id is the
 --          topic's and its score is "" (the same as an LRANGE from the right,
---          for clients that only send scripts)
+--          for clients that only send scripts); or "reserved": KEYS[1] is
+--          <prefix>reserved, whose scores (deadlines in Unix ms) are returned
+--          in seconds, "s.mmm", as every other time
 --
 -- Returns {next_rank, id1, score1, id2, score2, ...}: the ids whose bucket's
 -- topic is ARGV[2], lowest score first. next_rank is "" when the end of the
@@ -33,6 +35,11 @@ if ARGV[6] == 'ready' then
   end
   return out
 end
+local in_ms = ARGV[6] == 'reserved'
+local function seconds(score)
+  local ms = tonumber(score)
+  return string.format('%d.%03d', math.floor(ms / 1000), ms % 1000)
+end
 local entries = redis.call('ZRANGE', KEYS[1], start, start + budget - 1, 'WITHSCORES')
 local out = {''}
 local examined = 0
@@ -42,7 +49,7 @@ for i = 1, #entries, 2 do
   local topic = redis.pcall('HGET', ARGV[1] .. entries[i], 'topic')
   if topic == ARGV[2] then
     out[#out + 1] = entries[i]
-    out[#out + 1] = entries[i + 1]
+    out[#out + 1] = in_ms and seconds(entries[i + 1]) or entries[i + 1]
   end
 end
 if examined < #entries / 2 or #entries / 2 == budget then

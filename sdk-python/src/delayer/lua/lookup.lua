@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  job bucket  HASH  <prefix>job_bucket:<id>
 -- KEYS[2]  job pool    ZSET  <prefix>job_pool
--- KEYS[3]  reserved    ZSET  <prefix>reserved
+-- KEYS[3]  reserved    ZSET  <prefix>reserved (score: deadline, Unix ms)
 -- ARGV[1]  job id
 -- ARGV[2]  topic the caller expects, or "": any
 --
@@ -52,7 +52,10 @@ elseif due then
   state, time = 'scheduled', due
 else
   local deadline = f[7] and redis.call('ZSCORE', KEYS[3], ARGV[1])
-  if deadline then state, time = 'reserved', deadline end
+  if deadline then -- the reserved set's scores are in ms
+    local ms = tonumber(deadline)
+    state, time = 'reserved', string.format('%d.%03d', math.floor(ms / 1000), ms % 1000)
+  end
 end
 return {state, topic, tostring(redis.call('HSTRLEN', KEYS[1], 'body')), f[2] or '0', f[3] or '',
         time, f[4] or '', f[6] or ''}

@@ -2,7 +2,7 @@
 -- for ttr (the at-least-once counterpart of pop.lua).
 --
 -- KEYS[1]  ready queue      LIST    <prefix>ready_queue:<topic>
--- KEYS[2]  reserved         ZSET    <prefix>reserved
+-- KEYS[2]  reserved         ZSET    <prefix>reserved (score: deadline, Unix ms)
 -- KEYS[3]  malformed list   LIST    <prefix>malformed
 -- KEYS[4]  receipt counter  STRING  <prefix>receipt_seq
 -- KEYS[5]  job pool         ZSET    <prefix>job_pool
@@ -34,7 +34,7 @@ if redis.replicate_commands then pcall(redis.replicate_commands) end
 
 local DEFAULT_MAX_ATTEMPTS, DEFAULT_BACKOFF = '25', 'exponential'
 local DEFAULT_BACKOFF_MS, DEFAULT_BACKOFF_MAX_MS = '1000', '3600000'
--- {field's place in inspect()'s HMGET, name, default}
+-- {field's place in read_bucket()'s HMGET, name, default}
 local DEFAULTS = {{4, 'max_attempts', DEFAULT_MAX_ATTEMPTS}, {5, 'backoff', DEFAULT_BACKOFF},
   {6, 'backoff_ms', DEFAULT_BACKOFF_MS}, {7, 'backoff_max_ms', DEFAULT_BACKOFF_MAX_MS}}
 
@@ -42,11 +42,11 @@ local function count(v)
   return v == false or (type(v) == 'string' and string.match(v, '^%d+$') ~= nil)
 end
 
--- Checks one id just popped off the ready queue. Returns its job when it is
--- live; nil when it was skipped (bucket gone), parked (malformed) or stale
--- (dropped); or nil and an error for a key of the wrong type, after which
--- the caller puts the id back.
-local function inspect(id)
+-- Reads the bucket of an id just popped off the ready queue. Returns its
+-- job when the bucket holds one; nil when it was skipped (bucket gone),
+-- parked (malformed) or is dead (a stale entry, dropped). The caller still
+-- checks the id is neither waiting in the pool nor reserved.
+local function read_bucket(id)
   local bucket = ARGV[1] .. id
   local f = redis.pcall('HMGET', bucket, 'topic', 'body', 'attempts', 'max_attempts', 'backoff', 'backoff_ms',
     'backoff_max_ms', 'dead_reason')
@@ -56,12 +56,7 @@ local function inspect(id)
     redis.call('LPUSH', KEYS[3], id)
     return nil
   end
-  if not f[1] then return nil end
-  local waiting, held = redis.pcall('ZSCORE', KEYS[5], id), redis.pcall('ZSCORE', KEYS[2], id)
-  if type(waiting) == 'table' or type(held) == 'table' then
-    return nil, type(waiting) == 'table' and waiting or held
-  end
-  if f[8] or waiting or held then return nil end -- stale: dropped
+  if not f[1] or f[8] then return nil end
   return {id = id, bucket = bucket, f = f}
 end
 
@@ -81,10 +76,12 @@ local function write(job, receipt, deadline)
   return {job.id, f[1], f[2] or '', attempts, tonumber(f[4] or DEFAULT_MAX_ATTEMPTS), receipt, deadline}
 end
 
+-- The deadline now + ttr twice: as the reserved set's score (Unix ms, an
+-- integer) and as the reply's "s.mmm".
 local function deadline_now()
   local t = redis.call('TIME')
   local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
-  return string.format('%d.%03d', math.floor(ms / 1000), ms % 1000)
+  return string.format('%d', ms), string.format('%d.%03d', math.floor(ms / 1000), ms % 1000)
 end
 
 local function reserve_one()
@@ -93,17 +90,21 @@ local function reserve_one()
     if not id then
       return false
     end
-    local job, err = inspect(id)
-    if err then
-      redis.call('RPUSH', KEYS[1], id)
-      return nil, err
-    end
+    local job = read_bucket(id)
+    local waiting, held = false, false
     if job then
+      waiting, held = redis.pcall('ZSCORE', KEYS[5], id), redis.pcall('ZSCORE', KEYS[2], id)
+      if type(waiting) == 'table' or type(held) == 'table' then
+        redis.call('RPUSH', KEYS[1], id)
+        return nil, type(waiting) == 'table' and waiting or held
+      end
+    end
+    if job and not (waiting or held) then -- else stale: dropped
       -- The two calls that can fail (keys of the wrong type) come before any
       -- write that cannot be undone; on failure the id goes back where it was.
       local seq = redis.pcall('INCR', KEYS[4])
-      local deadline = deadline_now()
-      local added = type(seq) == 'number' and redis.pcall('ZADD', KEYS[2], deadline, id)
+      local score, deadline = deadline_now()
+      local added = type(seq) == 'number' and redis.pcall('ZADD', KEYS[2], score, id)
       if type(added) ~= 'number' then
         redis.call('RPUSH', KEYS[1], id)
         return nil, type(seq) == 'number' and added or seq
@@ -127,17 +128,27 @@ if ARGV[3] == nil then
   return job
 end
 
--- Batch mode. The acks first: checked one by one, then ended together
--- (one ZREM, one DEL), which is most of their cost saved.
+-- Batch mode. The acks first, by ack.lua's rule, with the reserved and pool
+-- lookups of all pairs done in one ZMSCORE each; then ended together (one
+-- ZREM, one DEL). Per-call costs, not per-job work, dominate a script this
+-- size, so the batch pays them once where it can.
 local acks, done_ids, done_buckets = {}, {}, {}
-for i = 4, #ARGV - 1, 2 do
-  local id = ARGV[i]
-  if held(id, ARGV[i + 1]) and not done_buckets[ARGV[1] .. id] then
-    acks[#acks + 1] = 1
-    done_ids[#done_ids + 1] = id
-    done_buckets[ARGV[1] .. id] = true
-  else
-    acks[#acks + 1] = 0
+local pair_ids = {}
+for i = 4, #ARGV - 1, 2 do pair_ids[#pair_ids + 1] = ARGV[i] end
+if #pair_ids > 0 then
+  local held_at = redis.call('ZMSCORE', KEYS[2], unpack(pair_ids))
+  local waiting = redis.call('ZMSCORE', KEYS[5], unpack(pair_ids))
+  for k, id in ipairs(pair_ids) do
+    local bucket, receipt = ARGV[1] .. id, ARGV[3 + 2 * k]
+    local current = held_at[k] and not waiting[k] and not done_buckets[bucket]
+      and redis.pcall('HGET', bucket, 'receipt')
+    if type(current) == 'string' and (receipt == '' or current == receipt) then
+      acks[k] = 1
+      done_ids[#done_ids + 1] = id
+      done_buckets[bucket] = true
+    else
+      acks[k] = 0
+    end
   end
 end
 if #done_ids > 0 then
@@ -147,29 +158,31 @@ if #done_ids > 0 then
 end
 
 -- Then up to n jobs, with one clock reading and one receipt range for the
--- batch; per job only what differs (reserve_one's checks, its bucket).
+-- batch; per job only its bucket's reads and writes. The stale checks
+-- (waiting in the pool, already reserved) are one ZMSCORE each per pop.
 local want = math.min(tonumber(ARGV[3]) or 0, 1000)
 local jobs = {}
 if want > 0 then
-  local deadline = deadline_now()
+  local score, deadline = deadline_now()
   local live, seen = {}, {}
   while #live < want do
     local ids = redis.call('RPOP', KEYS[1], want - #live)
     if not ids then break end
+    local waiting = redis.pcall('ZMSCORE', KEYS[5], unpack(ids))
+    local held_at = not waiting.err and redis.pcall('ZMSCORE', KEYS[2], unpack(ids))
+    local err = waiting.err and waiting or held_at.err and held_at
+    if err then
+      -- A key of the wrong type: the ids go back where they were, and the
+      -- jobs taken so far are returned (the error comes again next call).
+      for j = #ids, 1, -1 do redis.call('RPUSH', KEYS[1], ids[j]) end
+      if #live == 0 and #acks == 0 then return err end
+      break
+    end
     for k, id in ipairs(ids) do
-      local job, err = inspect(id)
-      if err then
-        -- A key of the wrong type: this id and the ones popped after it
-        -- go back where they were, and the jobs taken so far are returned
-        -- (the error comes again on the next call).
-        for j = #ids, k, -1 do redis.call('RPUSH', KEYS[1], ids[j]) end
-        if #live == 0 and #acks == 0 then return err end
-        want = #live
-        break
-      end
-      -- The same id twice in the queue: the second entry is stale, as
-      -- reserve_one would find it reserved by the first.
-      if job and not seen[id] then
+      -- Stale: waiting again, reserved already, or the same id twice in
+      -- this batch (the second entry would find it reserved by the first).
+      local job = not (waiting[k] or held_at[k] or seen[id]) and read_bucket(id)
+      if job then
         seen[id] = true
         live[#live + 1] = job
       end
@@ -179,7 +192,7 @@ if want > 0 then
     local last = redis.pcall('INCRBY', KEYS[4], #live)
     local members = {}
     for i, job in ipairs(live) do
-      members[2 * i - 1], members[2 * i] = deadline, job.id
+      members[2 * i - 1], members[2 * i] = score, job.id
     end
     local added = type(last) == 'number' and redis.pcall('ZADD', KEYS[2], unpack(members))
     if type(added) ~= 'number' then
