@@ -20,6 +20,10 @@ pub(crate) const WAIT: Duration = Duration::from_secs(1);
 /// The first and the longest pause before trying Redis again.
 const RETRY_MIN: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(1);
+/// How long a fetch waits for half the slots to be free before it fetches
+/// for the few that are: one round trip then carries a batch (the Python
+/// worker's GATHER too), and Redis pays its per-call cost once per batch.
+const GATHER: Duration = Duration::from_millis(5);
 /// What a reservation released at stop carries as its last error.
 pub(crate) const STOPPED: &str = "worker stopped before the handler finished";
 
@@ -158,6 +162,8 @@ pub(crate) struct Core {
     lost: bool,
     /// Set on stop: when the grace period ends.
     stop_by: Option<Instant>,
+    /// While few slots are free: when the fetch stops waiting for more.
+    gather_until: Option<Instant>,
     fatal: Option<Error>,
     done: bool,
 }
@@ -177,6 +183,7 @@ impl Core {
             retry_delay: RETRY_MIN,
             lost: false,
             stop_by: None,
+            gather_until: None,
             fatal: None,
             done: false,
         }
@@ -229,18 +236,20 @@ impl Core {
             return touch;
         }
         let free = self.free();
-        if !stopping && free > 0 {
+        let gather = !stopping && free > 0 && self.gathering(free, now);
+        if !stopping && free > 0 && !gather {
             if let Some(ix) = self.rotate(|t| !t.empty && !t.waiting) {
                 let share = self.s.concurrency.div_ceil(self.topics.len());
                 let n = free.min(share).min(crate::validate::MAX_RESERVE_MANY);
+                self.gather_until = None;
                 return Action::Fetch { topic: self.topics[ix].name.clone(), n, acks: std::mem::take(&mut self.acks) };
             }
         }
-        if !self.acks.is_empty() {
+        if !self.acks.is_empty() && !gather {
             let topic = self.topics[self.cursor].name.clone();
             return Action::Fetch { topic, n: 0, acks: std::mem::take(&mut self.acks) };
         }
-        if !stopping && free > 0 {
+        if !stopping && free > 0 && !gather {
             if let Some(ix) = self.rotate(|t| !t.waiting) {
                 self.topics[ix].waiting = true;
                 return Action::Wait { topic: self.topics[ix].name.clone() };
@@ -254,8 +263,21 @@ impl Core {
         // Past the grace period, only unsent acks are left: look again soon
         // (they are given up RETRY_MAX after it).
         let stop_at = self.stop_by.map(|by| if by > now { by } else { now + RETRY_MIN });
-        let until = [touch_at, stop_at].into_iter().flatten().min();
+        let gather_at = self.gather_until.filter(|_| gather);
+        let until = [touch_at, stop_at, gather_at].into_iter().flatten().min();
         Action::Idle { until }
+    }
+
+    /// Whether to wait (up to [`GATHER`]) for more slots before fetching:
+    /// fewer than half are free, handlers still run (each that ends frees
+    /// one and wakes the loop), and a topic has jobs to fetch.
+    fn gathering(&mut self, free: usize, now: Instant) -> bool {
+        let few = free < self.s.concurrency.div_ceil(2) && !self.running.is_empty();
+        if !few || !self.topics.iter().any(|t| !t.empty && !t.waiting) {
+            self.gather_until = None;
+            return false;
+        }
+        now < *self.gather_until.get_or_insert(now + GATHER)
     }
 
     fn nothing_to_send(&self) -> bool {
