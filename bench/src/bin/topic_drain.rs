@@ -1,0 +1,149 @@
+//! `topic-drain`: the per-topic layout's drain script against the bare limit.
+//!
+//! Issue 12's target for the per-topic layout: a drain at >= 0.7x a bare
+//! script that only moves ids from a topic's ZSET to its LIST (no per-job
+//! lookup), and >= 1 M jobs/s on this machine. This fills `--topics` topics'
+//! pools (`<prefix>{<topic>}:pool`, every job already due) on a redis-server
+//! of its own, then drains them topic by topic, batch by batch, from one
+//! connection: once with the bare script, once with lua/move_topic.lua,
+//! alternating for `--rounds`, and
+//! prints each rate and the ratios of the same round. The server's own loop
+//! for the layout is not written yet: this measures the script it will call.
+//!
+//! usage: topic-drain [--jobs N] [--topics N] [--batch N] [--rounds N]
+
+use redis::{Script, Value};
+use std::time::{Duration, Instant};
+use testkit::RedisServer;
+
+const PREFIX: &str = "delayer:";
+
+/// The limit: ZRANGEBYSCORE, LPUSH, ZREMRANGEBYRANK, nothing else.
+const BARE: &str = r"
+local t = redis.call('TIME')
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', t[1], 'LIMIT', 0, tonumber(ARGV[1]))
+if #ids > 0 then
+  redis.call('LPUSH', KEYS[2], unpack(ids))
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #ids - 1)
+end
+return #ids
+";
+
+struct Options {
+    jobs: u64,
+    topics: u64,
+    batch: u64,
+    rounds: u64,
+}
+
+fn options() -> Result<Options, String> {
+    let mut o = Options { jobs: 1_000_000, topics: 10, batch: 1000, rounds: 2 };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut num = |name: &str| -> Result<u64, String> {
+            args.next().and_then(|v| v.replace('_', "").parse().ok()).filter(|n| *n > 0).ok_or(format!("{name} needs a positive number"))
+        };
+        match a.as_str() {
+            "--jobs" => o.jobs = num("--jobs")?,
+            "--topics" => o.topics = num("--topics")?,
+            "--batch" => o.batch = num("--batch")?,
+            "--rounds" => o.rounds = num("--rounds")?,
+            "-h" | "--help" => {
+                println!("usage: topic-drain [--jobs N] [--topics N] [--batch N] [--rounds N]");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(o)
+}
+
+fn pool(topic: &str) -> String {
+    format!("{PREFIX}{{{topic}}}:pool")
+}
+
+fn ready(topic: &str) -> String {
+    format!("{PREFIX}{{{topic}}}:ready")
+}
+
+fn topics(o: &Options) -> Vec<String> {
+    (0..o.topics).map(|i| format!("t{i}")).collect()
+}
+
+/// Every job due a minute ago, ids `<topic>-<n>`, 1000 per ZADD.
+fn fill(conn: &mut redis::Connection, o: &Options) {
+    redis::cmd("FLUSHALL").query::<()>(conn).expect("FLUSHALL");
+    let (now, _): (u64, u64) = redis::cmd("TIME").query(conn).expect("TIME");
+    let per_topic = o.jobs / o.topics;
+    for topic in topics(o) {
+        let mut n = 0;
+        while n < per_topic {
+            let mut cmd = redis::cmd("ZADD");
+            cmd.arg(pool(&topic));
+            for i in n..(n + 1000).min(per_topic) {
+                cmd.arg(now - 60).arg(format!("{topic}-{i}"));
+            }
+            cmd.query::<u64>(conn).expect("ZADD");
+            n += 1000;
+        }
+    }
+}
+
+/// Drains every topic with `call` (one script call per batch; it returns
+/// how many ids it moved) and checks every id reached its ready queue.
+fn drain(conn: &mut redis::Connection, o: &Options, call: &dyn Fn(&mut redis::Connection, &str) -> u64) -> Duration {
+    let start = Instant::now();
+    for topic in topics(o) {
+        while call(conn, &topic) == o.batch {}
+    }
+    let took = start.elapsed();
+    let per_topic = o.jobs / o.topics;
+    for topic in topics(o) {
+        let (left, moved): (u64, u64) =
+            redis::pipe().zcard(pool(&topic)).llen(ready(&topic)).query(conn).expect("ZCARD / LLEN");
+        assert!(left == 0 && moved == per_topic, "{topic}: {left} left in the pool, {moved} ready, expected 0 / {per_topic}");
+    }
+    took
+}
+
+fn main() {
+    let o = match options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("topic-drain: {e}");
+            std::process::exit(2);
+        }
+    };
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let bare = Script::new(BARE);
+    let mover = Script::new(include_str!("../../../lua/move_topic.lua"));
+    let batch = o.batch;
+    let bare_call = |c: &mut redis::Connection, topic: &str| -> u64 {
+        bare.key(pool(topic)).key(ready(topic)).arg(batch).invoke(c).expect("bare script")
+    };
+    let move_call = |c: &mut redis::Connection, topic: &str| -> u64 {
+        match mover.key(pool(topic)).key(ready(topic)).arg(batch).invoke::<Value>(c).expect("move_topic.lua") {
+            Value::Array(parts) => match parts.first() {
+                Some(Value::Int(n)) => *n as u64,
+                other => panic!("move_topic.lua: unexpected first element {other:?}"),
+            },
+            other => panic!("move_topic.lua: unexpected reply {other:?}"),
+        }
+    };
+    let rate = |d: Duration| o.jobs as f64 / d.as_secs_f64();
+    println!(
+        "topic-drain: {} jobs over {} topics, batch {}, redis-server on port {}",
+        o.jobs,
+        o.topics,
+        o.batch,
+        redis.port()
+    );
+    for round in 1..=o.rounds {
+        fill(&mut conn, &o);
+        let b = rate(drain(&mut conn, &o, &bare_call));
+        fill(&mut conn, &o);
+        let m = rate(drain(&mut conn, &o, &move_call));
+        println!("round {round}: bare {b:.0} jobs/s | move_topic.lua {m:.0} jobs/s ({:.2}x bare)", m / b);
+    }
+}
