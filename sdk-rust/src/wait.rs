@@ -125,7 +125,9 @@ impl<T> Wait<T> {
         let queue = self.keys.ready_queue(&self.topic);
         let mut cmd = match self.claim {
             Claim::Pop => redis::cmd("BRPOP").arg(&queue).clone(),
-            Claim::Reserve { .. } | Claim::Peek => redis::cmd("BLMOVE").arg(&queue).arg(&queue).arg("RIGHT").arg("RIGHT").clone(),
+            Claim::Reserve { .. } | Claim::Peek => {
+                redis::cmd("BLMOVE").arg(&queue).arg(&queue).arg("RIGHT").arg("RIGHT").clone()
+            }
         };
         cmd.arg(seconds);
         self.blocked = true;

@@ -143,7 +143,14 @@ impl Config {
 }
 
 /// An integer key within `min..=max`, `None` when absent or empty.
-pub fn ranged(file: &ConfFile, section: &str, key: &str, min: u64, max: u64, unit: &str) -> Result<Option<u64>, ConfError> {
+pub fn ranged(
+    file: &ConfFile,
+    section: &str,
+    key: &str,
+    min: u64,
+    max: u64,
+    unit: &str,
+) -> Result<Option<u64>, ConfError> {
     let expected = format!("a whole number of {unit} from {min} to {max}");
     match file.parse_value::<u64>(section, key, &expected)? {
         Some(v) if !(min..=max).contains(&v) => {

@@ -33,7 +33,9 @@ fn moves_due_ids_in_due_order_in_batches_and_leaves_the_rest() {
     let mut conn = redis.connection();
     let t = now(&mut conn);
     // Three due (out of insertion order), one due in an hour.
-    let _: () = conn.zadd_multiple(POOL, &[(t - 30.0, "b"), (t - 50.0, "a"), (t - 10.0, "c"), (t + 3600.0, "later")]).expect("ZADD");
+    let _: () = conn
+        .zadd_multiple(POOL, &[(t - 30.0, "b"), (t - 50.0, "a"), (t - 10.0, "c"), (t + 3600.0, "later")])
+        .expect("ZADD");
     // "c" was reserved once and pushed again by a 1.x-style write: stale.
     let _: () = conn.zadd(RESERVED, "c", 1).expect("ZADD reserved");
 

@@ -13,10 +13,7 @@ use testkit::{wait_until, DelayerProcess};
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
 
 fn conf(sentinels: &Sentinels, http_port: u16) -> String {
-    format!(
-        "[delayer]\ntimer_interval = 100\nhttp_addr = 127.0.0.1:{http_port}\n\n{}",
-        sentinels.redis_section()
-    )
+    format!("[delayer]\ntimer_interval = 100\nhttp_addr = 127.0.0.1:{http_port}\n\n{}", sentinels.redis_section())
 }
 
 /// A push through the server's HTTP API: `Some(())` on 201, `None` on any

@@ -41,7 +41,10 @@ fn options() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut num = |name: &str| -> Result<u64, String> {
-            args.next().and_then(|v| v.replace('_', "").parse().ok()).filter(|n| *n > 0).ok_or(format!("{name} needs a positive number"))
+            args.next()
+                .and_then(|v| v.replace('_', "").parse().ok())
+                .filter(|n| *n > 0)
+                .ok_or(format!("{name} needs a positive number"))
         };
         match a.as_str() {
             "--jobs" => o.jobs = num("--jobs")?,
@@ -101,7 +104,10 @@ fn drain(conn: &mut redis::Connection, o: &Options, call: &dyn Fn(&mut redis::Co
     for topic in topics(o) {
         let (left, moved): (u64, u64) =
             redis::pipe().zcard(pool(&topic)).llen(ready(&topic)).query(conn).expect("ZCARD / LLEN");
-        assert!(left == 0 && moved == per_topic, "{topic}: {left} left in the pool, {moved} ready, expected 0 / {per_topic}");
+        assert!(
+            left == 0 && moved == per_topic,
+            "{topic}: {left} left in the pool, {moved} ready, expected 0 / {per_topic}"
+        );
     }
     took
 }

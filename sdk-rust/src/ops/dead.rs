@@ -1,0 +1,74 @@
+//! Dead letters: listing, re-queueing and purging (dead.lua).
+
+use super::replies::{array, int};
+use crate::error::Result;
+use crate::keys::Keys;
+use crate::scripts;
+use crate::validate;
+use redis::{ScriptInvocation, Value};
+
+fn dead_call(keys: &Keys, topic: &str, action: &str) -> ScriptInvocation<'static> {
+    let mut inv = scripts::DEAD.prepare_invoke();
+    inv.key(keys.dead(topic)).key(keys.job_pool()).key(keys.scheduled_count());
+    inv.arg(keys.bucket_prefix()).arg(topic).arg(action);
+    inv
+}
+
+/// dead.lua "list".
+pub(crate) fn dead_list(keys: &Keys, topic: &str, start: usize, count: usize) -> Result<ScriptInvocation<'static>> {
+    validate::name("topic", topic)?;
+    let count = validate::dead_count(count)?;
+    let mut inv = dead_call(keys, topic, "list");
+    inv.arg(start).arg(count);
+    Ok(inv)
+}
+
+/// Which dead letters to re-queue or purge.
+pub(crate) enum DeadAction {
+    /// Back into the pool, due now.
+    Requeue,
+    /// Deleted.
+    Purge,
+}
+
+/// dead.lua "requeue" / "purge": the calls for `ids` (at most
+/// [`validate::MAX_DEAD_PER_CALL`] per call), or with `None` one call taking
+/// that many from the oldest end, to repeat while it takes a full count.
+pub(crate) fn dead_drain(
+    keys: &Keys,
+    topic: &str,
+    action: DeadAction,
+    ids: Option<&[&str]>,
+) -> Result<Vec<ScriptInvocation<'static>>> {
+    validate::name("topic", topic)?;
+    let action = match action {
+        DeadAction::Requeue => "requeue",
+        DeadAction::Purge => "purge",
+    };
+    let Some(ids) = ids else {
+        let mut inv = dead_call(keys, topic, action);
+        inv.arg(validate::MAX_DEAD_PER_CALL);
+        return Ok(vec![inv]);
+    };
+    ids.iter().try_for_each(|id| validate::name("id", id))?;
+    Ok(ids
+        .chunks(validate::MAX_DEAD_PER_CALL)
+        .map(|chunk| {
+            let mut inv = dead_call(keys, topic, action);
+            inv.arg(0).arg(chunk);
+            inv
+        })
+        .collect())
+}
+
+/// Whether a dead.lua call that took `taken` entries is to be made again:
+/// only when draining all (no ids) and it took a full count.
+pub(crate) fn drain_again(ids: Option<&[&str]>, taken: u64) -> bool {
+    ids.is_none() && taken >= validate::MAX_DEAD_PER_CALL as u64
+}
+
+/// dead.lua's `{done, taken}`.
+pub(crate) fn parse_drained(reply: Value) -> Result<(u64, u64)> {
+    let mut parts = array(reply, 2, "{done, taken}")?.into_iter();
+    Ok((int(parts.next())?, int(parts.next())?))
+}

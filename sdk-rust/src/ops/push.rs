@@ -1,0 +1,180 @@
+//! push and push_many: validating a job, building the calls, reading replies.
+
+use super::replies::{array, parse_due, text};
+use crate::error::{Error, IdTaken, Result, Taken};
+use crate::keys::Keys;
+use crate::scripts;
+use crate::validate;
+use crate::Job;
+use redis::{Pipeline, ScriptInvocation, ToRedisArgs, Value};
+use std::time::SystemTime;
+
+/// How many jobs one push_many.lua call takes.
+pub(crate) const JOBS_PER_CALL: usize = 100;
+/// How many calls `push_many` pipelines per round trip.
+pub(crate) const CALLS_PER_PIPELINE: usize = 10;
+
+/// A job's values after push.lua's ARGV[1..3] (id, topic, body), checked
+/// against the protocol's input rules: delay ms, lifetime ms, max_attempts,
+/// backoff, backoff_ms, backoff_max_ms ("" for a retry setting not given).
+pub(crate) struct PushArgs([String; 6]);
+
+impl ToRedisArgs for PushArgs {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        self.0.iter().for_each(|a| out.write_arg(a.as_bytes()));
+    }
+}
+
+pub(crate) fn validate_job(job: &Job) -> Result<PushArgs> {
+    validate::name("topic", &job.topic)?;
+    validate::name("id", &job.id)?;
+    let delay = validate::delay_ms(job.delay)?.to_string();
+    let lifetime = validate::ready_max_lifetime_ms(job.ready_max_lifetime)?.to_string();
+    let max_attempts = job.max_attempts.map(validate::max_attempts).transpose()?.map(|n| n.to_string());
+    let (kind, base, cap) = match &job.backoff {
+        Some(b) => {
+            let (kind, base, cap) = validate::backoff(b)?;
+            (kind.to_string(), base.to_string(), cap.to_string())
+        }
+        None => Default::default(),
+    };
+    Ok(PushArgs([delay, lifetime, max_attempts.unwrap_or_default(), kind, base, cap]))
+}
+
+/// The duplicate policy push.lua and push_many.lua take.
+fn policy(job: &Job) -> &'static str {
+    if job.if_absent {
+        "absent"
+    } else {
+        "replace"
+    }
+}
+
+/// push.lua for one job.
+pub(crate) fn push(keys: &Keys, job: &Job) -> Result<ScriptInvocation<'static>> {
+    let args = validate_job(job)?;
+    let mut inv = scripts::PUSH.prepare_invoke();
+    inv.key(keys.job_pool()).key(keys.job_bucket(&job.id)).key(keys.scheduled_count());
+    inv.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(args).arg(policy(job)).arg(keys.wake());
+    Ok(inv)
+}
+
+/// push_many.lua for many jobs: calls of up to [`JOBS_PER_CALL`]
+/// consecutive jobs with the same duplicate policy, [`CALLS_PER_PIPELINE`]
+/// calls per pipeline, each pipeline starting with a SCRIPT LOAD (a no-op
+/// unless Redis lost the script). Everything is validated before anything is
+/// built. Each pipeline answers with one list of replies per call, one reply
+/// per job: read them with [`PushedMany`].
+pub(crate) fn push_many(keys: &Keys, jobs: &[Job]) -> Result<Vec<Pipeline>> {
+    let args = jobs.iter().map(validate_job).collect::<Result<Vec<_>>>()?;
+    let mut calls: Vec<&[Job]> = Vec::new();
+    let mut start = 0;
+    for end in 1..=jobs.len() {
+        let full = end - start == JOBS_PER_CALL;
+        if end == jobs.len() || full || jobs[end].if_absent != jobs[start].if_absent {
+            calls.push(&jobs[start..end]);
+            start = end;
+        }
+    }
+    let mut done = 0;
+    let pipes = calls
+        .chunks(CALLS_PER_PIPELINE)
+        .map(|calls| {
+            let mut pipe = redis::pipe();
+            pipe.cmd("SCRIPT").arg("LOAD").arg(scripts::PUSH_MANY_SRC).ignore();
+            for call_jobs in calls {
+                let call = pipe.cmd("EVALSHA").arg(scripts::PUSH_MANY.get_hash()).arg(2);
+                call.arg(keys.job_pool()).arg(keys.scheduled_count());
+                call.arg(keys.bucket_prefix()).arg(policy(&call_jobs[0])).arg(keys.wake());
+                for (job, args) in call_jobs.iter().zip(&args[done..]) {
+                    call.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(args);
+                }
+                done += call_jobs.len();
+            }
+            pipe
+        })
+        .collect();
+    Ok(pipes)
+}
+
+/// What push.lua (or push_many.lua, for one job) answered.
+enum Pushed {
+    /// Written: due at this time.
+    Due(SystemTime),
+    /// Not written: "if absent" found the id held by this topic's job, due
+    /// then (`None`: not waiting).
+    Taken(String, Option<SystemTime>),
+}
+
+/// `"s.mmm"`, or `{topic, due}` for a taken id (due "" when not waiting).
+fn parse_pushed(reply: Value) -> Result<Pushed> {
+    match reply {
+        Value::Array(_) => {
+            let mut p = array(reply, 2, "{topic, due}")?.into_iter();
+            let topic = text(p.next())?;
+            let due = text(p.next())?;
+            let due = if due.is_empty() { None } else { Some(parse_due(&due)?) };
+            Ok(Pushed::Taken(topic, due))
+        }
+        other => Ok(Pushed::Due(parse_due(&text(Some(other))?)?)),
+    }
+}
+
+/// push.lua's reply for `job`: its due time, or [`Error::IdTaken`].
+pub(crate) fn parse_push(job: &Job, reply: Value) -> Result<SystemTime> {
+    match parse_pushed(reply)? {
+        Pushed::Due(due) => Ok(due),
+        Pushed::Taken(topic, due) => {
+            Err(Error::IdTaken(IdTaken { taken: vec![Taken { id: job.id.clone(), topic, due }], due: vec![None] }))
+        }
+    }
+}
+
+/// Collects push_many's replies, pipeline after pipeline, for its jobs.
+pub(crate) struct PushedMany<'a> {
+    jobs: &'a [Job],
+    due: Vec<Option<SystemTime>>,
+    taken: Vec<Taken>,
+}
+
+impl<'a> PushedMany<'a> {
+    pub(crate) fn new(jobs: &'a [Job]) -> Self {
+        PushedMany { jobs, due: Vec::with_capacity(jobs.len()), taken: Vec::new() }
+    }
+
+    /// One pipeline's reply: a list per call, a reply per job.
+    pub(crate) fn add(&mut self, reply: Value) -> Result<()> {
+        let Value::Array(calls) = reply else {
+            return Err(Error::Protocol(format!("push_many: expected a list of calls, got {reply:?}")));
+        };
+        for call in calls {
+            let Value::Array(replies) = call else {
+                return Err(Error::Protocol(format!("push_many: expected a list of due times, got {call:?}")));
+            };
+            for reply in replies {
+                let job = self.jobs.get(self.due.len()).ok_or_else(|| {
+                    Error::Protocol(format!("push_many: more replies than the {} jobs pushed", self.jobs.len()))
+                })?;
+                match parse_pushed(reply)? {
+                    Pushed::Due(due) => self.due.push(Some(due)),
+                    Pushed::Taken(topic, due) => {
+                        self.taken.push(Taken { id: job.id.clone(), topic, due });
+                        self.due.push(None);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every job's due time, or [`Error::IdTaken`] when some ids were taken.
+    pub(crate) fn finish(self) -> Result<Vec<SystemTime>> {
+        if self.due.len() != self.jobs.len() {
+            return Err(Error::Protocol(format!("push_many: {} replies for {} jobs", self.due.len(), self.jobs.len())));
+        }
+        if !self.taken.is_empty() {
+            return Err(Error::IdTaken(IdTaken { taken: self.taken, due: self.due }));
+        }
+        Ok(self.due.into_iter().flatten().collect())
+    }
+}
