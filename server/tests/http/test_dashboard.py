@@ -117,6 +117,15 @@ def test_sign_in_find_a_job_and_requeue_a_dead_letter(server: HttpServer, browse
     shown = browser.find_element(By.ID, "job").text
     assert "order:42" in shown and "due" in shown, shown
     assert "in 59." in shown or "in 60.0 min" in shown, shown
+    # A search that fails (the server unreachable) shows the error, not the
+    # last job's state.
+    browser.execute_script("window.realFetch = window.fetch;"
+                           "window.fetch = () => Promise.reject(new Error('server unreachable'));")
+    browser.find_element(By.CSS_SELECTOR, "#find button").click()
+    wait(browser, lambda d: d.find_element(By.ID, "job").get_attribute("data-state") == "error", "the failed search")
+    assert "server unreachable" in browser.find_element(By.ID, "job").text
+    assert "order:42" not in browser.find_element(By.ID, "job").text
+    browser.execute_script("window.fetch = window.realFetch;")
 
     # The dead letter, its body shown as text, never as HTML.
     click(browser, row, "the topic's row")

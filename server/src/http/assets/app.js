@@ -202,6 +202,8 @@ async function findJob(event) {
   const topic = $("find-topic").value, id = $("find-id").value;
   const out = $("job");
   out.replaceChildren();
+  // The state shown is this search's: never the last one's after a failure.
+  delete out.dataset.state;
   try {
     const job = await api("GET", "/v1/topics/" + enc(topic) + "/jobs/" + enc(id));
     const rows = [["state", job.state], ["topic", job.topic], ["id", job.id]];
@@ -215,6 +217,7 @@ async function findJob(event) {
     out.dataset.state = job.state;
   } catch (e) {
     out.append(el("dt", "error"), el("dd", e.message, "error"));
+    out.dataset.state = "error";
   }
 }
 
