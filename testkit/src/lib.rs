@@ -16,6 +16,7 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
+pub mod cluster;
 pub mod sentinel;
 
 /// How long anything in a test may take to come up or happen.
