@@ -43,7 +43,7 @@ SDKS = ["rust", "python", "php"]
 
 #: Every key a delayer.conf may hold, per section, in the order messages list them.
 KNOWN_KEYS: Dict[str, List[str]] = {
-    "delayer": ["pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "log_level",
+    "delayer": ["pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "layout", "log_level",
                 "metrics_addr", "http_addr", "http_token", "http_read_token", "http_allow_remote"],
     "redis": ["url", "host", "port", "database", "username", "password", "tls_ca_file", "tls_cert_file",
               "tls_key_file", "max_idle", "max_active", "idle_timeout", "conn_max_lifetime", "mode", "nodes",
@@ -100,6 +100,10 @@ BAD_FILES: Dict[str, Tuple[str, Tuple[int, str]]] = {
         "[redis]\nport = 6379\n\n[webhook.orders]\nurl = http://127.0.0.1:9/hook\ntmeout = 5\n",
         (6, "6: [webhook.orders] tmeout: unknown key (did you mean timeout?); [webhook.orders] takes "
             + ", ".join(WEBHOOK_KEYS)),
+    ),
+    "layout-unknown": (
+        "[delayer]\nlayout = columns\n",
+        (2, '2: [delayer] layout: "columns" is not one of classic, topic'),
     ),
     # [redis] mode: cluster waits for the per-topic layout; sentinel needs its
     # keys and takes no fixed address; sentinel keys need sentinel mode.
@@ -180,7 +184,7 @@ def test_every_sdk_takes_every_key_the_server_takes(
 ) -> None:
     values = {
         "pid": "delayer.pid", "timer_interval": "1000", "access_log": "access.log", "error_log": "error.log",
-        "batch_size": "100", "key_prefix": "conf-rule:", "log_level": "info", "metrics_addr": "127.0.0.1:9464",
+        "batch_size": "100", "key_prefix": "conf-rule:", "layout": "classic", "log_level": "info", "metrics_addr": "127.0.0.1:9464",
         "http_addr": "127.0.0.1:8080", "http_token": "a-token-of-32-characters-0123456",
         "http_read_token": "a-read-token-of-32-characters-01", "http_allow_remote": "no",
         "host": "127.0.0.1", "port": str(redis_server.port), "database": "0", "username": "", "password": "",
@@ -195,6 +199,17 @@ def test_every_sdk_takes_every_key_the_server_takes(
     path = write(confdir, "every-key", "\n".join(lines) + "\n")
     r = drivers[sdk].request({"op": "read_config", "path": str(path)})
     assert r == {"ok": True, "prefix": "conf-rule:"}, f"{sdk}: {r}"
+
+
+@pytest.mark.parametrize("sdk", SDKS)
+def test_no_sdk_starts_on_the_per_topic_layout_yet(drivers: Any, confdir: Path, sdk: str) -> None:
+    """Only the server moves the per-topic layout so far: a client that would
+    write classic keys beside it must refuse, naming the key."""
+    path = write(confdir, "topic-layout", "[delayer]\nlayout = topic\n\n[redis]\nport = 6379\n")
+    r = drivers[sdk].request({"op": "read_config", "path": str(path)})
+    assert r["ok"] is False, f"{sdk} accepted layout = topic: {r}"
+    assert f"{path}:2: [delayer] layout: layout = topic: the " in r["error"], r["error"]
+    assert "does not support the per-topic layout yet" in r["error"], r["error"]
 
 
 #: The delayer.conf of each Delayer 1.x layout (mix-basic/delayer's history),

@@ -35,7 +35,7 @@ final class ConfigFile
      */
     public const KNOWN_KEYS = [
         'delayer' => [
-            'pid', 'timer_interval', 'access_log', 'error_log', 'batch_size', 'key_prefix', 'log_level', 'metrics_addr',
+            'pid', 'timer_interval', 'access_log', 'error_log', 'batch_size', 'key_prefix', 'layout', 'log_level', 'metrics_addr',
             'http_addr', 'http_token', 'http_read_token', 'http_allow_remote',
         ],
         'redis' => [
@@ -107,6 +107,16 @@ final class ConfigFile
             }
             return $full;
         };
+
+        // The layout first, as the Rust reader does: a client that cannot use
+        // the keys the server moves must not start.
+        $layout = $get($delayer, 'layout') ?? 'classic';
+        if ($layout === 'topic') {
+            throw self::error($path, $lines, 'delayer', 'layout', 'layout = topic: the PHP client does not support the per-topic layout yet (only the server does)');
+        }
+        if ($layout !== 'classic') {
+            throw self::error($path, $lines, 'delayer', 'layout', sprintf('"%s" is not one of classic, topic', $layout));
+        }
 
         // Checked in the Rust SDK's order (sdk-rust/src/conf.rs), so that a
         // file with several mistakes gets the same first error in every SDK.

@@ -120,7 +120,7 @@ final class ConfigTest extends RedisTestCase
         . ' max_idle, max_active, idle_timeout, conn_max_lifetime, mode, nodes, master_name, sentinel_username,'
         . ' sentinel_password, tls';
 
-    private const DELAYER_KEYS = 'pid, timer_interval, access_log, error_log, batch_size, key_prefix, log_level, metrics_addr,'
+    private const DELAYER_KEYS = 'pid, timer_interval, access_log, error_log, batch_size, key_prefix, layout, log_level, metrics_addr,'
         . ' http_addr, http_token, http_read_token, http_allow_remote';
 
     /** @return array<string, array{string, string}> file text, and the error after the file's path */

@@ -77,7 +77,7 @@ REDIS_KEYS = (
     "sentinel_password, tls"
 )
 DELAYER_KEYS = (
-    "pid, timer_interval, access_log, error_log, batch_size, key_prefix, log_level, metrics_addr, "
+    "pid, timer_interval, access_log, error_log, batch_size, key_prefix, layout, log_level, metrics_addr, "
     "http_addr, http_token, http_read_token, http_allow_remote"
 )
 

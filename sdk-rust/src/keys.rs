@@ -118,6 +118,90 @@ impl Keys {
     }
 }
 
+/// Which key layout a deployment uses (`[delayer] layout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// Delayer 1.x's: one pool, global ids ([`Keys`]).
+    #[default]
+    Classic,
+    /// Everything of a topic in one hash slot ([`TopicKeys`]).
+    Topic,
+}
+
+/// The per-topic layout's names (PROTOCOL.md, "The per-topic layout"):
+/// `<prefix>{<topic>}:<kind>`, so a topic's keys share a hash slot, plus two
+/// index keys outside every topic's slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicKeys {
+    prefix: String,
+}
+
+impl TopicKeys {
+    /// Names under `prefix`, which must not contain `{` or `}` (it would
+    /// move the hash tag; the config reader refuses it).
+    pub fn new(prefix: impl Into<String>) -> Self {
+        TopicKeys { prefix: prefix.into() }
+    }
+
+    fn of(&self, topic: &str, kind: &str) -> String {
+        format!("{}{{{topic}}}:{kind}", self.prefix)
+    }
+
+    /// The topic's ZSET of waiting ids, scored by due time.
+    pub fn pool(&self, topic: &str) -> String {
+        self.of(topic, "pool")
+    }
+
+    /// The topic's LIST of ready ids.
+    pub fn ready(&self, topic: &str) -> String {
+        self.of(topic, "ready")
+    }
+
+    /// The topic's ZSET of reserved ids, scored by deadline (Unix ms).
+    pub fn reserved(&self, topic: &str) -> String {
+        self.of(topic, "reserved")
+    }
+
+    /// The topic's LIST of dead letters.
+    pub fn dead(&self, topic: &str) -> String {
+        self.of(topic, "dead")
+    }
+
+    /// What a job's HASH name puts before its id.
+    pub fn bucket_prefix(&self, topic: &str) -> String {
+        self.of(topic, "job:")
+    }
+
+    /// The index ZSET: topic -> the earliest time it needs the server.
+    pub fn due(&self) -> String {
+        format!("{}due", self.prefix)
+    }
+
+    /// The SET of every topic used (the classic layout's name, same meaning).
+    pub fn topics(&self) -> String {
+        format!("{}topics", self.prefix)
+    }
+
+    /// The wake-up channel (the classic layout's).
+    pub fn wake(&self) -> String {
+        format!("{}wake", self.prefix)
+    }
+
+    /// A SCAN pattern matching every topic's pool.
+    pub fn pool_pattern(&self) -> String {
+        let mut pattern = glob_prefix(&format!("{}{{", self.prefix));
+        pattern.push_str("}:pool");
+        pattern
+    }
+
+    /// The topic of a pool's name, as [`TopicKeys::pool_pattern`] finds them.
+    pub fn topic_of_pool<'a>(&self, key: &'a str) -> Option<&'a str> {
+        let rest = key.strip_prefix(&self.prefix)?.strip_prefix('{')?;
+        let topic = rest.strip_suffix("}:pool")?;
+        (!topic.is_empty() && !topic.contains(['{', '}'])).then_some(topic)
+    }
+}
+
 /// `prefix*`, with the prefix's glob characters escaped.
 fn glob_prefix(prefix: &str) -> String {
     let mut pattern = String::new();
@@ -134,6 +218,21 @@ fn glob_prefix(prefix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topic_layout_names_share_the_topics_hash_tag() {
+        let k = TopicKeys::new("shop:");
+        assert_eq!(k.pool("mail"), "shop:{mail}:pool");
+        assert_eq!(k.ready("mail"), "shop:{mail}:ready");
+        assert_eq!(k.reserved("mail"), "shop:{mail}:reserved");
+        assert_eq!(k.dead("mail"), "shop:{mail}:dead");
+        assert_eq!(format!("{}42", k.bucket_prefix("mail")), "shop:{mail}:job:42");
+        assert_eq!((k.due(), k.topics()), ("shop:due".to_string(), "shop:topics".to_string()));
+        assert_eq!(TopicKeys::new("a*b:").pool_pattern(), "a\\*b:{*}:pool");
+        assert_eq!(k.topic_of_pool("shop:{mail}:pool"), Some("mail"));
+        assert_eq!(k.topic_of_pool("shop:{}:pool"), None);
+        assert_eq!(k.topic_of_pool("shop:{mail}:ready"), None);
+    }
 
     #[test]
     fn default_layout_is_delayer_1x() {

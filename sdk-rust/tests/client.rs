@@ -303,7 +303,8 @@ async fn from_conf_refuses_unknown_keys_and_sections_as_the_server_does() {
     let redis_keys = "url, host, port, database, username, password, tls_ca_file, tls_cert_file, tls_key_file, \
                       max_idle, max_active, idle_timeout, conn_max_lifetime, mode, nodes, master_name, \
                       sentinel_username, sentinel_password, tls";
-    let delayer_keys = "pid, timer_interval, access_log, error_log, batch_size, key_prefix, log_level, metrics_addr, \
+    let delayer_keys =
+        "pid, timer_interval, access_log, error_log, batch_size, key_prefix, layout, log_level, metrics_addr, \
                         http_addr, http_token, http_read_token, http_allow_remote";
     let p = path.display();
     let cases = [

@@ -39,6 +39,8 @@ pub struct Config {
     /// Most ids moved by one script call.
     pub batch_size: u32,
     pub key_prefix: String,
+    /// `[delayer] layout`: classic (1.x's keys) or per topic.
+    pub layout: delayer::Layout,
     pub redis: RedisSettings,
     pub pool: PoolOptions,
     /// Where to serve Prometheus metrics (`None`: nowhere).
@@ -124,6 +126,12 @@ impl Config {
             io_timeout: Some(Duration::from_secs(30)),
         };
 
+        let layout = conf::layout(file)?;
+        let http = crate::http::settings::HttpSettings::from_file(file)?;
+        if layout == delayer::Layout::Topic && http.is_some() {
+            let msg = "the HTTP API and dashboard do not support layout = topic yet; leave http_addr out";
+            return Err(file.error(Some("delayer"), Some("http_addr"), msg));
+        }
         Ok(Config {
             path: file.path().to_path_buf(),
             pid: path_of("pid"),
@@ -133,10 +141,11 @@ impl Config {
             log_level,
             batch_size,
             key_prefix: conf::key_prefix(file),
+            layout,
             redis: RedisSettings::from_conf(file)?,
             pool,
             metrics_addr: file.parse_value("delayer", "metrics_addr", "an address such as 127.0.0.1:9464")?,
-            http: crate::http::settings::HttpSettings::from_file(file)?,
+            http,
             ignored,
         })
     }

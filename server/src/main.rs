@@ -33,6 +33,7 @@ mod server;
 mod signals;
 mod telemetry;
 mod timer;
+mod topic_mover;
 mod wake;
 mod webhook;
 

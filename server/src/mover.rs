@@ -93,35 +93,36 @@ impl std::fmt::Display for TickError {
     }
 }
 
-/// Moves due jobs for one key prefix.
-///
-/// It holds one connection of its own, not a pool's: ticks run one at a time,
-/// and a pool's checkout waits on the pool's own reconnection schedule (up to
-/// 1.5 s between attempts in r2d2), which kept a tick waiting long after a
-/// restarted Redis answered. Connecting here is one bounded attempt; the
-/// timer decides when to try again.
-pub struct Mover {
+/// What the timer drives: one tick moves what is due and says when to come
+/// back. One per key layout ([`Mover`] classic, the per-topic one in
+/// [`crate::topic_mover`]).
+pub trait Tick: Send + Sync {
+    /// Moves batches until nothing more is due, or `stop` is set (the batch
+    /// in flight always completes: it is one atomic script).
+    fn tick(&self, stop: &AtomicBool) -> Result<TickReport, TickError>;
+}
+
+/// A mover's one connection of its own, not a pool's: ticks run one at a
+/// time, and a pool's checkout waits on the pool's own reconnection schedule
+/// (up to 1.5 s between attempts in r2d2), which kept a tick waiting long
+/// after a restarted Redis answered. Connecting here is one bounded attempt;
+/// the timer decides when to try again.
+pub struct Link {
     manager: Manager,
     /// The connection and when it was opened; `None` after an error.
     conn: Mutex<Option<(redis::Connection, Instant)>>,
     /// Reconnect once the connection is this old (`conn_max_lifetime`).
     max_lifetime: Option<Duration>,
-    keys: Keys,
-    batch_size: u32,
-    /// Ask the script for per-job lateness (only when metrics are served).
-    lateness: bool,
 }
 
-impl Mover {
-    pub fn new(manager: Manager, max_lifetime: Option<Duration>, keys: Keys, batch_size: u32, lateness: bool) -> Mover {
-        let max_lifetime = max_lifetime.filter(|d| !d.is_zero());
-        Mover { manager, conn: Mutex::new(None), max_lifetime, keys, batch_size, lateness }
+impl Link {
+    pub fn new(manager: Manager, max_lifetime: Option<Duration>) -> Link {
+        Link { manager, conn: Mutex::new(None), max_lifetime: max_lifetime.filter(|d| !d.is_zero()) }
     }
 
-    /// Moves batches until one comes back short, or `stop` is set (the batch
-    /// in flight always completes: it is one atomic script). A connection
+    /// Runs `work` on the connection (opened first if needed). A connection
     /// that failed is dropped, so the next tick starts on a fresh one.
-    pub fn tick(&self, stop: &AtomicBool) -> Result<TickReport, TickError> {
+    pub fn with<T>(&self, work: impl FnOnce(&mut redis::Connection) -> Result<T, TickError>) -> Result<T, TickError> {
         let mut slot = self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let reusable = slot
             .take()
@@ -137,11 +138,32 @@ impl Mover {
                 (conn, Instant::now())
             }
         };
-        let result = self.tick_on(&mut conn, stop);
+        let result = work(&mut conn);
         if result.is_ok() {
             *slot = Some((conn, opened));
         }
         result
+    }
+}
+
+/// Moves due jobs for one key prefix, in the classic layout.
+pub struct Mover {
+    link: Link,
+    keys: Keys,
+    batch_size: u32,
+    /// Ask the script for per-job lateness (only when metrics are served).
+    lateness: bool,
+}
+
+impl Tick for Mover {
+    fn tick(&self, stop: &AtomicBool) -> Result<TickReport, TickError> {
+        self.link.with(|conn| self.tick_on(conn, stop))
+    }
+}
+
+impl Mover {
+    pub fn new(manager: Manager, max_lifetime: Option<Duration>, keys: Keys, batch_size: u32, lateness: bool) -> Mover {
+        Mover { link: Link::new(manager, max_lifetime), keys, batch_size, lateness }
     }
 
     fn tick_on(&self, conn: &mut redis::Connection, stop: &AtomicBool) -> Result<TickReport, TickError> {

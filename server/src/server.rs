@@ -11,10 +11,10 @@ use crate::daemon::{self, Launcher};
 use crate::fatal::Fatal;
 use crate::pidfile::PidFile;
 use crate::signals::Signals;
-use crate::{config, credentials, http, logging, mover, telemetry, timer, wake};
+use crate::{config, credentials, http, logging, mover, telemetry, timer, topic_mover, wake};
 use delayer::connection::Manager;
 use delayer::target::Target;
-use delayer::Keys;
+use delayer::{Keys, Layout, TopicKeys};
 use log::{info, warn};
 use std::path::Path;
 use std::sync::Arc;
@@ -85,11 +85,13 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
         // Signal handlers first: a SIGTERM from here on is a clean stop.
         let signals = Signals::register().map_err(|e| Fatal::failed(format!("cannot listen for signals: {e}")))?;
         info!(
-            "delayer {} starting (pid {}): redis {}, key_prefix {:?}, timer_interval {} ms, batch_size {}, config {}",
+            "delayer {} starting (pid {}): redis {}, key_prefix {:?}, layout {}, timer_interval {} ms, batch_size {}, \
+             config {}",
             env!("CARGO_PKG_VERSION"),
             std::process::id(),
             config.redis.describe(),
             config.key_prefix,
+            if config.layout == Layout::Topic { "topic" } else { "classic" },
             config.timer_interval.as_millis(),
             config.batch_size,
             config.path.display()
@@ -97,8 +99,11 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
         if let Some(addr) = config.metrics_addr {
             telemetry::serve(addr).map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");
-            // The per-topic gauges, read on a thread of their own.
-            telemetry::watch_topics(target.clone(), &config.key_prefix);
+            // The per-topic gauges, read on a thread of their own (stats.lua
+            // reads the classic layout's keys only).
+            if config.layout == Layout::Classic {
+                telemetry::watch_topics(target.clone(), &config.key_prefix);
+            }
         }
         if let Some(settings) = &config.http {
             // Through the target, so in sentinel mode the API follows a failover.
@@ -109,14 +114,21 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
         let keys = Keys::new(&config.key_prefix);
         // The wake-up listener starts a thread: only after detaching.
         let wakes = wake::listen(target.clone(), keys.wake(), config.pool.connect_timeout, stop.clone());
-        let mover = Arc::new(mover::Mover::new(
-            Manager::with_target(target, config.pool.connect_timeout, config.pool.io_timeout),
-            config.pool.max_lifetime,
-            keys,
-            config.batch_size,
-            // Per-job lateness feeds the metrics and the dashboard's chart.
-            config.metrics_addr.is_some() || config.http.is_some(),
-        ));
+        let manager = Manager::with_target(target, config.pool.connect_timeout, config.pool.io_timeout);
+        // Per-job lateness feeds the metrics and the dashboard's chart.
+        let lateness = config.metrics_addr.is_some() || config.http.is_some();
+        let mover: Arc<dyn mover::Tick> = match config.layout {
+            Layout::Classic => {
+                Arc::new(mover::Mover::new(manager, config.pool.max_lifetime, keys, config.batch_size, lateness))
+            }
+            Layout::Topic => Arc::new(topic_mover::TopicMover::new(
+                manager,
+                config.pool.max_lifetime,
+                TopicKeys::new(&config.key_prefix),
+                config.batch_size,
+                lateness,
+            )),
+        };
         let stopping = stop.clone();
         tokio::spawn(async move {
             let name = signals.until_stop(log_files).await;

@@ -10,7 +10,7 @@
 //! meanwhile, since jobs wait in Redis. A stop request lets the batch in
 //! flight finish.
 
-use crate::mover::{Mover, TickError, TickReport};
+use crate::mover::{Tick, TickError, TickReport};
 use crate::telemetry;
 use crate::wake::Wake;
 use log::{debug, error, info};
@@ -88,7 +88,12 @@ impl Clock {
 }
 
 /// Ticks until stopped. `wakes` comes from the wake-up listener.
-pub async fn run(mover: Arc<Mover>, interval: Duration, stop: Arc<Stop>, mut wakes: Option<UnboundedReceiver<Wake>>) {
+pub async fn run(
+    mover: Arc<dyn Tick>,
+    interval: Duration,
+    stop: Arc<Stop>,
+    mut wakes: Option<UnboundedReceiver<Wake>>,
+) {
     let mut backoff = BACKOFF_MIN;
     let mut quick_retries = 0;
     let mut down: Option<Failing> = None;

@@ -49,7 +49,7 @@ URL_SCHEMES = ("redis", "rediss", "unix", "redis+unix")
 #: (server/src/config.rs, sdk-rust/src/conf/rules.rs: one rule for all readers).
 KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
     "delayer": (
-        "pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "log_level", "metrics_addr",
+        "pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "layout", "log_level", "metrics_addr",
         "http_addr", "http_token", "http_read_token", "http_allow_remote",
     ),
     "redis": (
@@ -255,6 +255,13 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
             raise error("redis", key, f"cannot read {raw}: {e.strerror or e}") from None
         return full
 
+    # The layout first, as the Rust reader does: a client that cannot use the keys the server moves must not start.
+    layout = get("delayer", "layout") or "classic"
+    if layout == "topic":
+        raise error("delayer", "layout", "layout = topic: the Python client does not support the per-topic layout yet"
+                    " (only the server does)")
+    if layout != "classic":
+        raise error("delayer", "layout", f'"{layout}" is not one of classic, topic')
     # Checked in the Rust SDK's order (sdk-rust/src/conf/redis.rs, RedisSettings::from_conf), so that a file
     # with several mistakes gets the same first error from every SDK.
     mode = _sentinel.read_mode(get, error)

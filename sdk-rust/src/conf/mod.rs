@@ -25,7 +25,7 @@ mod rules;
 pub use self::file::{ConfError, ConfFile};
 pub use self::redis::RedisSettings;
 pub use self::rules::{closest, reject_unknown, webhook_topic, Ignored, IGNORED_1X, KNOWN_KEYS, WEBHOOK_KEYS};
-use crate::keys::DEFAULT_PREFIX;
+use crate::keys::{Layout, DEFAULT_PREFIX};
 use std::path::Path;
 
 /// What a client takes from the `delayer.conf` at `path`: how to reach Redis
@@ -35,7 +35,29 @@ use std::path::Path;
 pub fn for_client(path: impl AsRef<Path>) -> Result<(RedisSettings, String), ConfError> {
     let file = ConfFile::load(path)?;
     reject_unknown(&file)?;
+    if layout(&file)? == Layout::Topic {
+        let msg = "layout = topic: the Rust client does not support the per-topic layout yet (only the server does)";
+        return Err(file.error(Some("delayer"), Some("layout"), msg));
+    }
     Ok((RedisSettings::from_conf(&file)?, key_prefix(&file)))
+}
+
+/// `[delayer] layout`: `classic` (the default) or `topic`. In the per-topic
+/// layout neither the prefix nor (checked per call) a topic may hold `{` or
+/// `}`: they would move the hash tag every key name relies on.
+pub fn layout(conf: &ConfFile) -> Result<Layout, ConfError> {
+    match conf.get("delayer", "layout").unwrap_or("") {
+        "" | "classic" => Ok(Layout::Classic),
+        "topic" => {
+            let prefix = key_prefix(conf);
+            if prefix.contains(['{', '}']) {
+                let msg = format!("key_prefix {prefix:?} contains a brace, which the per-topic layout cannot use");
+                return Err(conf.error(Some("delayer"), Some("key_prefix"), msg));
+            }
+            Ok(Layout::Topic)
+        }
+        other => Err(conf.error(Some("delayer"), Some("layout"), format!("{other:?} is not one of classic, topic"))),
+    }
 }
 
 /// `[delayer] key_prefix`, or the default `delayer:`.

@@ -21,6 +21,7 @@ pub const KNOWN_KEYS: [(&str, &[&str]); 2] = [
             "error_log",
             "batch_size",
             "key_prefix",
+            "layout",
             "log_level",
             "metrics_addr",
             "http_addr",

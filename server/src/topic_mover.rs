@@ -1,0 +1,278 @@
+//! The mover of the per-topic layout (`layout = topic`, PROTOCOL.md "The
+//! per-topic layout"): which topics have work comes from the `<prefix>due`
+//! index, and each is drained by move_topic.lua, which reads nothing per job.
+//!
+//! The index is a hint written by clients after their per-topic call, so a
+//! write to it can be lost. Three rules keep a job from waiting for ever:
+//! after draining a topic the mover writes its next due time and then reads
+//! the pool head again, lowering the index if a push landed in between; every
+//! known topic's pool head is swept into the index ([`SWEEP_EVERY`]); and the
+//! key space is scanned for pools missing from `<prefix>topics`
+//! ([`RESCAN_EVERY`]). Idle topics cost nothing between sweeps.
+
+use crate::mover::{Link, Tick, TickError, TickReport};
+use crate::scripts::MoveReply;
+use crate::telemetry;
+use delayer::connection::Manager;
+use delayer::TopicKeys;
+use log::info;
+use redis::{Script, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+static MOVE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/move_topic.lua")));
+
+/// Index entries read per round.
+const DUE_PER_READ: isize = 100;
+/// Rounds per tick at most (a topic whose index entry stays due, e.g. a job
+/// due within the current millisecond, must not hold the tick).
+const ROUNDS_PER_TICK: usize = 1000;
+/// A full pass over the known topics' pool heads at most this often: the
+/// longest a job waits when its index write was lost.
+const SWEEP_EVERY: Duration = Duration::from_secs(10);
+/// A full pass over the key space for topics missing from `<prefix>topics`.
+const RESCAN_EVERY: Duration = Duration::from_secs(60);
+/// Topics, and keys, looked at per tick by each pass.
+const SLICE: usize = 500;
+
+/// Where each background pass stands.
+#[derive(Default)]
+struct Passes {
+    sweep: Pass,
+    rescan: Pass,
+}
+
+#[derive(Default)]
+struct Pass {
+    cursor: u64,
+    started: Option<Instant>,
+}
+
+impl Pass {
+    /// Whether to take a slice now: mid-pass, or a new pass is due.
+    fn due(&mut self, every: Duration) -> bool {
+        if self.cursor != 0 {
+            return true;
+        }
+        if self.started.is_some_and(|at| at.elapsed() < every) {
+            return false;
+        }
+        self.started = Some(Instant::now());
+        true
+    }
+}
+
+/// Moves due jobs, topic by topic, for one key prefix.
+pub struct TopicMover {
+    link: Link,
+    keys: TopicKeys,
+    batch_size: u32,
+    /// Record lateness (only when metrics are served).
+    lateness: bool,
+    passes: Mutex<Passes>,
+}
+
+impl Tick for TopicMover {
+    fn tick(&self, stop: &AtomicBool) -> Result<TickReport, TickError> {
+        self.link.with(|conn| self.tick_on(conn, stop))
+    }
+}
+
+impl TopicMover {
+    pub fn new(
+        manager: Manager,
+        max_lifetime: Option<Duration>,
+        keys: TopicKeys,
+        batch_size: u32,
+        lateness: bool,
+    ) -> TopicMover {
+        TopicMover { link: Link::new(manager, max_lifetime), keys, batch_size, lateness, passes: Default::default() }
+    }
+
+    fn tick_on(&self, conn: &mut redis::Connection, stop: &AtomicBool) -> Result<TickReport, TickError> {
+        let started = Instant::now();
+        let mut report = TickReport::default();
+        let failed = TickError::Redis;
+        self.passes_slice(conn).map_err(failed)?;
+        for _ in 0..ROUNDS_PER_TICK {
+            let ((secs, micros), head): ((u64, u64), Vec<(String, f64)>) = redis::pipe()
+                .cmd("TIME")
+                .zrange_withscores(self.keys.due(), 0, DUE_PER_READ - 1)
+                .query(conn)
+                .map_err(failed)?;
+            report.now = secs as f64 + micros as f64 / 1e6;
+            report.now_seen_at = Some(Instant::now());
+            let due: Vec<&String> = head.iter().filter(|(_, at)| *at <= report.now).map(|(t, _)| t).collect();
+            report.next_due = head.iter().find(|(_, at)| *at > report.now).map(|(_, at)| *at);
+            if due.is_empty() {
+                break;
+            }
+            for topic in due {
+                self.drain(conn, topic, stop, &mut report).map_err(failed)?;
+                if stop.load(Ordering::SeqCst) {
+                    report.next_due = Some(report.now);
+                    return Ok(report);
+                }
+            }
+            // Entries past the first DUE_PER_READ, or lowered meanwhile:
+            // read the head again.
+            report.next_due = Some(report.now);
+        }
+        telemetry::tick(started.elapsed());
+        Ok(report)
+    }
+
+    /// Moves one topic's due jobs, batch by batch, then sets its index entry.
+    fn drain(
+        &self,
+        conn: &mut redis::Connection,
+        topic: &str,
+        stop: &AtomicBool,
+        report: &mut TickReport,
+    ) -> redis::RedisResult<()> {
+        let (pool, due) = (self.keys.pool(topic), self.keys.due());
+        loop {
+            let started = Instant::now();
+            let value: Value = MOVE_TOPIC
+                .key(&pool)
+                .key(self.keys.ready(topic))
+                .key(self.keys.reserved(topic))
+                .arg(self.batch_size)
+                .invoke(conn)?;
+            let reply = parse(topic, value, self.lateness)?;
+            telemetry::batch(&reply, started.elapsed());
+            report.batches += 1;
+            report.moved += reply.taken;
+            if reply.taken > 0 {
+                let late_ms = reply.oldest_due.map(|due| ((reply.now - due) * 1000.0).max(0.0)).unwrap_or(0.0);
+                info!("moved {} [{topic}={}] oldest_late_ms={late_ms:.0}", reply.taken, reply.taken);
+            }
+            if reply.taken == u64::from(self.batch_size) && !stop.load(Ordering::SeqCst) {
+                continue;
+            }
+            // The index: the next due time, then the pool head read again in
+            // case a push (whose own index write may already have run) came
+            // between the move and this write.
+            let mut write = redis::pipe();
+            match reply.next_due {
+                Some(next) => write.zadd(&due, topic, next).ignore(),
+                None => write.zrem(&due, topic).ignore(),
+            };
+            let (head,): (Vec<(String, f64)>,) = write.zrange_withscores(&pool, 0, 0).query(conn)?;
+            if let Some((_, first)) = head.first() {
+                if reply.next_due.is_none_or(|next| *first < next) {
+                    redis::cmd("ZADD").arg(&due).arg("LT").arg(*first).arg(topic).query::<()>(conn)?;
+                }
+            }
+            return Ok(());
+        }
+    }
+
+    /// One slice of each background pass that is due: known topics' pool
+    /// heads into the index; pools in the key space into `<prefix>topics`.
+    fn passes_slice(&self, conn: &mut redis::Connection) -> redis::RedisResult<()> {
+        let mut passes = self.passes.lock().unwrap_or_else(|e| e.into_inner());
+        if passes.sweep.due(SWEEP_EVERY) {
+            let (cursor, topics): (u64, Vec<String>) = redis::cmd("SSCAN")
+                .arg(self.keys.topics())
+                .arg(passes.sweep.cursor)
+                .arg("COUNT")
+                .arg(SLICE)
+                .query(conn)?;
+            passes.sweep.cursor = cursor;
+            self.index_heads(conn, &topics)?;
+        }
+        if passes.rescan.due(RESCAN_EVERY) {
+            let (cursor, pools): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(passes.rescan.cursor)
+                .arg("MATCH")
+                .arg(self.keys.pool_pattern())
+                .arg("COUNT")
+                .arg(SLICE)
+                .query(conn)?;
+            passes.rescan.cursor = cursor;
+            let topics: Vec<&str> = pools.iter().filter_map(|k| self.keys.topic_of_pool(k)).collect();
+            if !topics.is_empty() {
+                redis::cmd("SADD").arg(self.keys.topics()).arg(&topics).query::<()>(conn)?;
+                let topics: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
+                self.index_heads(conn, &topics)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `ZADD <prefix>due LT <head> <topic>` for each topic whose pool is not
+    /// empty: an index entry never later than the topic's first job.
+    fn index_heads(&self, conn: &mut redis::Connection, topics: &[String]) -> redis::RedisResult<()> {
+        if topics.is_empty() {
+            return Ok(());
+        }
+        let mut read = redis::pipe();
+        topics.iter().for_each(|t| {
+            read.zrange_withscores(self.keys.pool(t), 0, 0);
+        });
+        let heads: Vec<Vec<(String, f64)>> = read.query(conn)?;
+        let mut write = redis::pipe();
+        let mut any = false;
+        for (topic, head) in topics.iter().zip(heads) {
+            if let Some((_, first)) = head.first() {
+                write.cmd("ZADD").arg(self.keys.due()).arg("LT").arg(*first).arg(topic).ignore();
+                any = true;
+            }
+        }
+        if any {
+            write.query::<()>(conn)?;
+        }
+        Ok(())
+    }
+}
+
+/// move_topic.lua's `{taken, next_due, now, oldest_due, newest_due,
+/// pool_size}` as the classic mover's reply, for the metrics. Lateness per
+/// job is spread evenly from the oldest to the newest (ids leave in due
+/// order): the script reads two scores, not one per job.
+fn parse(topic: &str, value: Value, lateness: bool) -> redis::RedisResult<MoveReply> {
+    let bad =
+        |detail: String| redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "move_topic.lua", detail));
+    let Value::Array(items) = value else { return Err(bad(format!("not an array: {value:?}"))) };
+    let [taken, next_due, now, oldest, newest, pool_size]: [Value; 6] =
+        items.try_into().map_err(|v: Vec<Value>| bad(format!("{} elements, expected 6", v.len())))?;
+    let int = |v: Value| match v {
+        Value::Int(n) if n >= 0 => Ok(n as u64),
+        other => Err(bad(format!("expected a count, got {other:?}"))),
+    };
+    let score = |v: Value| -> redis::RedisResult<Option<f64>> {
+        match v {
+            Value::BulkString(b) if b.is_empty() => Ok(None),
+            Value::BulkString(b) => String::from_utf8_lossy(&b)
+                .parse::<f64>()
+                .map(Some)
+                .map_err(|_| bad(format!("expected a time, got {:?}", String::from_utf8_lossy(&b)))),
+            Value::Nil => Ok(None),
+            other => Err(bad(format!("expected a time, got {other:?}"))),
+        }
+    };
+    let (taken, now) = (int(taken)?, score(now)?.ok_or_else(|| bad("empty clock".into()))?);
+    let (oldest_due, newest_due) = (score(oldest)?, score(newest)?);
+    let lateness_ms = match (lateness, oldest_due, newest_due) {
+        (true, Some(first), Some(last)) if taken > 0 => {
+            let ms = |due: f64| ((now - due) * 1000.0).max(0.0);
+            let (from, to) = (ms(first), ms(last));
+            let step = if taken > 1 { (to - from) / (taken - 1) as f64 } else { 0.0 };
+            (0..taken).map(|i| (from + step * i as f64).round() as u64).collect()
+        }
+        _ => Vec::new(),
+    };
+    Ok(MoveReply {
+        taken,
+        orphans: 0,
+        malformed: Vec::new(),
+        per_topic: if taken > 0 { vec![(topic.to_string(), taken)] } else { Vec::new() },
+        next_due: score(next_due)?,
+        now,
+        oldest_due,
+        pool_size: int(pool_size)?,
+        lateness_ms,
+    })
+}

@@ -1,0 +1,150 @@
+//! The server in the per-topic layout (`layout = topic`), with jobs written
+//! exactly as PROTOCOL.md's "The per-topic layout" tells a client to (no SDK
+//! writes this layout yet): moved when due and not before, found although
+//! the client's index write was lost, drained once by two servers at once.
+
+use delayer::TopicKeys;
+use redis::Commands;
+use std::collections::HashSet;
+use std::process::Command;
+use std::time::Duration;
+use testkit::{server_conf, temp_dir, wait_until, DelayerProcess, RedisServer, DEADLINE};
+
+const BIN: &str = env!("CARGO_BIN_EXE_delayer");
+
+fn keys() -> TopicKeys {
+    TopicKeys::new("delayer:")
+}
+
+fn start_server(redis: &RedisServer) -> DelayerProcess {
+    DelayerProcess::start(BIN, &server_conf(redis.port(), 1000, "layout = topic"))
+}
+
+fn redis_now(conn: &mut redis::Connection) -> f64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(conn).expect("TIME");
+    s as f64 + us as f64 / 1e6
+}
+
+/// What the protocol asks of a pushing client, in its order: the job and
+/// its pool entry, then (each skippable, to play a client that crashed) the
+/// index entry and the known-topics entry, then the wake-up.
+fn push(conn: &mut redis::Connection, topic: &str, id: &str, due: f64, index: bool, known: bool) {
+    let k = keys();
+    let _: () =
+        conn.hset_multiple(format!("{}{id}", k.bucket_prefix(topic)), &[("topic", topic), ("body", id)]).expect("HSET");
+    let _: () = conn.zadd(k.pool(topic), id, due).expect("ZADD pool");
+    if index {
+        redis::cmd("ZADD").arg(k.due()).arg("LT").arg(due).arg(topic).query::<()>(conn).expect("ZADD due");
+    }
+    if known {
+        let _: () = conn.sadd(k.topics(), topic).expect("SADD");
+    }
+    if index {
+        let _: () = conn.publish(k.wake(), format!("{due:.3}")).expect("PUBLISH");
+    }
+}
+
+fn ready(conn: &mut redis::Connection, topic: &str) -> Vec<String> {
+    conn.lrange(keys().ready(topic), 0, -1).expect("LRANGE")
+}
+
+#[test]
+fn a_job_is_moved_when_due_not_before_and_its_index_entry_follows() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    // Idle topics: known, nothing waiting.
+    let idle: Vec<String> = (0..1000).map(|i| format!("idle{i}")).collect();
+    let _: () = conn.sadd(keys().topics(), &idle).expect("SADD idle");
+    let server = start_server(&redis);
+    assert!(server.wait_for_output(|o| o.contains("layout topic")), "{}", server.output());
+
+    let due = redis_now(&mut conn) + 1.5;
+    push(&mut conn, "mail", "m1", due, true, true);
+    push(&mut conn, "mail", "m2", due + 3600.0, true, true);
+    assert!(wait_until(DEADLINE, || !ready(&mut conn, "mail").is_empty()), "never moved:\n{}", server.output());
+    let seen_at = redis_now(&mut conn);
+    assert!(seen_at >= due, "moved {:.3} s before its due time", due - seen_at);
+    assert_eq!(ready(&mut conn, "mail"), ["m1"], "only the due job");
+    // The index now points at the next job, and at nothing for idle topics.
+    let next: Option<f64> = conn.zscore(keys().due(), "mail").expect("ZSCORE");
+    assert_eq!(next.map(|s| s.round()), Some((due + 3600.0).round()));
+    let entries: u64 = conn.zcard(keys().due()).expect("ZCARD");
+    assert_eq!(entries, 1, "idle topics get no index entry");
+}
+
+#[test]
+fn a_lost_index_write_delays_a_job_but_never_loses_it() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    // A client that died before any index write, before the server started:
+    // found by the key-space scan, which starts at once.
+    let now = redis_now(&mut conn);
+    push(&mut conn, "early", "e1", now - 1.0, false, false);
+    let server = start_server(&redis);
+    assert!(wait_until(DEADLINE, || ready(&mut conn, "early") == ["e1"]), "never found:\n{}", server.output());
+    let known: bool = conn.sismember(keys().topics(), "early").expect("SISMEMBER");
+    assert!(known, "the scan records the topic");
+
+    // One that died after SADD but before the index write, while the server
+    // runs: the sweep of known topics (every 10 s) finds it.
+    let now = redis_now(&mut conn);
+    push(&mut conn, "late", "l1", now, false, true);
+    assert!(
+        wait_until(Duration::from_secs(60), || ready(&mut conn, "late") == ["l1"]),
+        "never found by the sweep:\n{}",
+        server.output()
+    );
+}
+
+#[test]
+fn two_servers_drain_many_topics_exactly_once() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let topics: Vec<String> = (0..10).map(|i| format!("t{i}")).collect();
+    let now = redis_now(&mut conn);
+    for topic in &topics {
+        for n in 0..2000 {
+            push(&mut conn, topic, &format!("{topic}-{n}"), now - 1.0 + n as f64 / 10_000.0, n == 0, n == 0);
+        }
+    }
+    let (a, b) = (start_server(&redis), start_server(&redis));
+    let total = |conn: &mut redis::Connection| -> usize { topics.iter().map(|t| ready(conn, t).len()).sum() };
+    assert!(
+        wait_until(DEADLINE, || total(&mut conn) >= 20_000),
+        "moved {}:\n{}\n{}",
+        total(&mut conn),
+        a.output(),
+        b.output()
+    );
+    std::thread::sleep(Duration::from_millis(500)); // a duplicate would show by now
+    let all: Vec<String> = topics.iter().flat_map(|t| ready(&mut conn, t)).collect();
+    let unique: HashSet<&String> = all.iter().collect();
+    assert_eq!((all.len(), unique.len()), (20_000, 20_000), "every job once");
+    for topic in &topics {
+        let order = ready(&mut conn, topic);
+        let first_out = order.last().map(String::as_str);
+        assert_eq!(first_out, Some(format!("{topic}-0").as_str()), "first due, first out");
+        let left: u64 = conn.zcard(keys().pool(topic)).expect("ZCARD");
+        assert_eq!(left, 0);
+    }
+    let entries: u64 = conn.zcard(keys().due()).expect("ZCARD");
+    assert_eq!(entries, 0, "drained topics leave the index");
+}
+
+#[test]
+fn the_config_refuses_what_the_layout_cannot_use() {
+    let dir = temp_dir("topic-layout-conf");
+    for (name, extra, key, message) in [
+        ("brace", "layout = topic\nkey_prefix = {app}:", "key_prefix", "contains a brace"),
+        ("http", "layout = topic\nhttp_addr = 127.0.0.1:0", "http_addr", "do not support layout = topic"),
+        ("unknown", "layout = columns", "layout", "\"columns\" is not one of classic, topic"),
+    ] {
+        let path = dir.join(format!("{name}.conf"));
+        std::fs::write(&path, server_conf(6379, 1000, extra)).expect("write conf");
+        let out = Command::new(BIN).arg("-c").arg(&path).output().expect("run delayer");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(&format!("[delayer] {key}: ")) && stderr.contains(message), "{name}: {stderr}");
+        assert!(stderr.contains(&path.display().to_string()), "{name}: names the file: {stderr}");
+    }
+}
