@@ -15,7 +15,7 @@ use crate::scripts::MoveReply;
 use crate::telemetry;
 use delayer::connection::Manager;
 use delayer::TopicKeys;
-use log::info;
+use log::{info, warn};
 use redis::{Script, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, Mutex};
@@ -109,7 +109,19 @@ impl TopicMover {
                 break;
             }
             for topic in due {
-                self.drain(conn, topic, stop, &mut report).map_err(failed)?;
+                match self.drain(conn, topic, stop, &mut report) {
+                    Ok(()) => {}
+                    // One topic's keys of the wrong type (written by hand, or
+                    // by a foreign client) must not stop every other topic:
+                    // it leaves the index, said once per sweep that finds it.
+                    Err(e) if bad_keys(&e) => {
+                        warn!(
+                            "topic {topic:?} cannot be moved, its keys hold the wrong type: {e}; left out until fixed"
+                        );
+                        redis::cmd("ZREM").arg(self.keys.due()).arg(topic).query::<()>(conn).map_err(failed)?;
+                    }
+                    Err(e) => return Err(failed(e)),
+                }
                 if stop.load(Ordering::SeqCst) {
                     report.next_due = Some(report.now);
                     return Ok(report);
@@ -212,10 +224,19 @@ impl TopicMover {
         topics.iter().for_each(|t| {
             read.zrange_withscores(self.keys.pool(t), 0, 0);
         });
-        let heads: Vec<Vec<(String, f64)>> = read.query(conn)?;
+        // A pool of the wrong type answers an error for itself alone.
+        let heads: Vec<redis::RedisResult<Vec<(String, f64)>>> = read.ignore_errors().query(conn)?;
         let mut write = redis::pipe();
         let mut any = false;
         for (topic, head) in topics.iter().zip(heads) {
+            let head = match head {
+                Ok(head) => head,
+                Err(e) if bad_keys(&e) => {
+                    warn!("topic {topic:?} cannot be moved, its pool holds the wrong type: {e}");
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if let Some((_, first)) = head.first() {
                 write.cmd("ZADD").arg(self.keys.due()).arg("LT").arg(*first).arg(topic).ignore();
                 any = true;
@@ -226,6 +247,12 @@ impl TopicMover {
         }
         Ok(())
     }
+}
+
+/// Whether Redis refused a topic's keys themselves (a key of the wrong type),
+/// as opposed to being unreachable.
+fn bad_keys(e: &redis::RedisError) -> bool {
+    e.code() == Some("WRONGTYPE") || e.to_string().contains("WRONGTYPE")
 }
 
 /// move_topic.lua's `{taken, next_due, now, oldest_due, newest_due,

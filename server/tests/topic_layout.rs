@@ -132,6 +132,29 @@ fn two_servers_drain_many_topics_exactly_once() {
 }
 
 #[test]
+fn a_topic_whose_keys_hold_the_wrong_type_does_not_stop_the_others() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let now = redis_now(&mut conn);
+    // "broken"'s ready list is a string: its moves fail with WRONGTYPE.
+    let _: () = conn.set(keys().ready("broken"), "not a list").expect("SET");
+    push(&mut conn, "broken", "b1", now - 2.0, true, true);
+    push(&mut conn, "fine", "f1", now - 1.0, true, true);
+    let server = start_server(&redis);
+    assert!(wait_until(DEADLINE, || ready(&mut conn, "fine") == ["f1"]), "the good topic waited:\n{}", server.output());
+    assert!(server.wait_for_output(|o| o.contains("\"broken\" cannot be moved")), "not reported:\n{}", server.output());
+    let waiting: u64 = conn.zcard(keys().pool("broken")).expect("ZCARD");
+    assert_eq!(waiting, 1, "the broken topic's job is kept, not lost");
+    // Fixed, it moves again (the sweep puts it back in the index).
+    let _: () = conn.del(keys().ready("broken")).expect("DEL");
+    assert!(
+        wait_until(Duration::from_secs(60), || ready(&mut conn, "broken") == ["b1"]),
+        "never moved after the fix:\n{}",
+        server.output()
+    );
+}
+
+#[test]
 fn the_config_refuses_what_the_layout_cannot_use() {
     let dir = temp_dir("topic-layout-conf");
     for (name, extra, key, message) in [
