@@ -120,8 +120,14 @@ fn main() {
             .hset_multiple(format!("{}{id}", keys.bucket_prefix(topic)), &[("topic", topic.as_str()), ("body", "x")])
             .expect("HSET");
         let _: () = conn.zadd(keys.pool(topic), &id, due).expect("ZADD pool");
-        let lowered: u64 =
-            redis::cmd("ZADD").arg(keys.due()).arg("LT").arg("CH").arg(due).arg(topic).query(&mut conn).expect("ZADD due");
+        let lowered: u64 = redis::cmd("ZADD")
+            .arg(keys.due())
+            .arg("LT")
+            .arg("CH")
+            .arg(due)
+            .arg(topic)
+            .query(&mut conn)
+            .expect("ZADD due");
         let _: () = conn.sadd(keys.topics(), topic).expect("SADD");
         if lowered > 0 {
             let _: () = conn.publish(keys.wake(), format!("{due:.3}")).expect("PUBLISH");
