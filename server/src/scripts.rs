@@ -1,5 +1,6 @@
 //! The server's Lua scripts and their replies: `lua/move.lua` (due jobs to
-//! their ready queues) and `lua/release.lua` in its "expired" mode
+//! their ready queues), `lua/move_topic.lua` (the same for one topic of the
+//! per-topic layout) and `lua/release.lua` in its "expired" mode
 //! (reservations past their deadline: retry or dead letters).
 //!
 //! The script texts live once in the repository's `lua/` folder, with their
@@ -9,12 +10,15 @@
 //! very same rules. It is sent by SHA; `redis::Script` loads it
 //! again when Redis answers NOSCRIPT (after a restart or SCRIPT FLUSH).
 
-use delayer::Keys;
+use delayer::{Keys, TopicKeys};
 use redis::{Script, Value};
 use std::sync::LazyLock;
 
 /// `move.lua` (its header states its KEYS and ARGV).
 pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/move.lua")));
+
+/// `move_topic.lua` (its header states its KEYS and ARGV).
+pub static MOVE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/move_topic.lua")));
 
 /// `release.lua`, run in its "expired" mode (its header states its KEYS and
 /// ARGV; the SDKs' copy, via the SDK crate).
@@ -148,6 +152,56 @@ fn parse(value: Value) -> Result<MoveReply, String> {
         next_due: score(next_due)?,
         now: score(now)?.ok_or("empty clock")?,
         oldest_due: score(oldest_due)?,
+        pool_size: int(pool_size)?,
+        lateness_ms,
+    })
+}
+
+/// Runs one move of at most `batch_size` due ids of one topic in the
+/// per-topic layout. The reply reads as move.lua's, for the metrics; with
+/// `lateness`, per-job lateness is spread evenly from the batch's oldest to
+/// its newest due time (ids leave in due order): the script reads two
+/// scores, not one per job.
+pub fn move_topic_batch(
+    conn: &mut redis::Connection,
+    keys: &TopicKeys,
+    topic: &str,
+    batch_size: u32,
+    lateness: bool,
+) -> redis::RedisResult<MoveReply> {
+    let value: Value = MOVE_TOPIC
+        .key(keys.pool(topic))
+        .key(keys.ready(topic))
+        .key(keys.reserved(topic))
+        .arg(batch_size)
+        .invoke(conn)?;
+    parse_topic(topic, value, lateness).map_err(|m| bad_reply("move_topic.lua reply", m))
+}
+
+/// move_topic.lua's `{taken, next_due, now, oldest_due, newest_due, pool_size}`.
+fn parse_topic(topic: &str, value: Value, lateness: bool) -> Result<MoveReply, String> {
+    let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
+    let [taken, next_due, now, oldest, newest, pool_size]: [Value; 6] =
+        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 6", v.len()))?;
+    let (taken, now) = (int(taken)?, score(now)?.ok_or("empty clock")?);
+    let (oldest_due, newest_due) = (score(oldest)?, score(newest)?);
+    let lateness_ms = match (lateness, oldest_due, newest_due) {
+        (true, Some(first), Some(last)) if taken > 0 => {
+            let ms = |due: f64| ((now - due) * 1000.0).max(0.0);
+            let (from, to) = (ms(first), ms(last));
+            let step = if taken > 1 { (to - from) / (taken - 1) as f64 } else { 0.0 };
+            (0..taken).map(|i| (from + step * i as f64).round() as u64).collect()
+        }
+        _ => Vec::new(),
+    };
+    Ok(MoveReply {
+        taken,
+        orphans: 0,
+        malformed: Vec::new(),
+        per_topic: if taken > 0 { vec![(topic.to_string(), taken)] } else { Vec::new() },
+        next_due: score(next_due)?,
+        now,
+        oldest_due,
         pool_size: int(pool_size)?,
         lateness_ms,
     })

@@ -11,17 +11,14 @@
 //! ([`RESCAN_EVERY`]). Idle topics cost nothing between sweeps.
 
 use crate::mover::{Link, Tick, TickError, TickReport};
-use crate::scripts::MoveReply;
+use crate::scripts;
 use crate::telemetry;
 use delayer::connection::Manager;
 use delayer::TopicKeys;
 use log::{info, warn};
-use redis::{Script, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{LazyLock, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-static MOVE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/move_topic.lua")));
 
 /// Index entries read per round.
 const DUE_PER_READ: isize = 100;
@@ -146,13 +143,7 @@ impl TopicMover {
         let (pool, due) = (self.keys.pool(topic), self.keys.due());
         loop {
             let started = Instant::now();
-            let value: Value = MOVE_TOPIC
-                .key(&pool)
-                .key(self.keys.ready(topic))
-                .key(self.keys.reserved(topic))
-                .arg(self.batch_size)
-                .invoke(conn)?;
-            let reply = parse(topic, value, self.lateness)?;
+            let reply = scripts::move_topic_batch(conn, &self.keys, topic, self.batch_size, self.lateness)?;
             telemetry::batch(&reply, started.elapsed());
             report.batches += 1;
             report.moved += reply.taken;
@@ -253,53 +244,4 @@ impl TopicMover {
 /// as opposed to being unreachable.
 fn bad_keys(e: &redis::RedisError) -> bool {
     e.code() == Some("WRONGTYPE") || e.to_string().contains("WRONGTYPE")
-}
-
-/// move_topic.lua's `{taken, next_due, now, oldest_due, newest_due,
-/// pool_size}` as the classic mover's reply, for the metrics. Lateness per
-/// job is spread evenly from the oldest to the newest (ids leave in due
-/// order): the script reads two scores, not one per job.
-fn parse(topic: &str, value: Value, lateness: bool) -> redis::RedisResult<MoveReply> {
-    let bad =
-        |detail: String| redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "move_topic.lua", detail));
-    let Value::Array(items) = value else { return Err(bad(format!("not an array: {value:?}"))) };
-    let [taken, next_due, now, oldest, newest, pool_size]: [Value; 6] =
-        items.try_into().map_err(|v: Vec<Value>| bad(format!("{} elements, expected 6", v.len())))?;
-    let int = |v: Value| match v {
-        Value::Int(n) if n >= 0 => Ok(n as u64),
-        other => Err(bad(format!("expected a count, got {other:?}"))),
-    };
-    let score = |v: Value| -> redis::RedisResult<Option<f64>> {
-        match v {
-            Value::BulkString(b) if b.is_empty() => Ok(None),
-            Value::BulkString(b) => String::from_utf8_lossy(&b)
-                .parse::<f64>()
-                .map(Some)
-                .map_err(|_| bad(format!("expected a time, got {:?}", String::from_utf8_lossy(&b)))),
-            Value::Nil => Ok(None),
-            other => Err(bad(format!("expected a time, got {other:?}"))),
-        }
-    };
-    let (taken, now) = (int(taken)?, score(now)?.ok_or_else(|| bad("empty clock".into()))?);
-    let (oldest_due, newest_due) = (score(oldest)?, score(newest)?);
-    let lateness_ms = match (lateness, oldest_due, newest_due) {
-        (true, Some(first), Some(last)) if taken > 0 => {
-            let ms = |due: f64| ((now - due) * 1000.0).max(0.0);
-            let (from, to) = (ms(first), ms(last));
-            let step = if taken > 1 { (to - from) / (taken - 1) as f64 } else { 0.0 };
-            (0..taken).map(|i| (from + step * i as f64).round() as u64).collect()
-        }
-        _ => Vec::new(),
-    };
-    Ok(MoveReply {
-        taken,
-        orphans: 0,
-        malformed: Vec::new(),
-        per_topic: if taken > 0 { vec![(topic.to_string(), taken)] } else { Vec::new() },
-        next_due: score(next_due)?,
-        now,
-        oldest_due,
-        pool_size: int(pool_size)?,
-        lateness_ms,
-    })
 }
