@@ -43,6 +43,13 @@ echo "== packaging: Rust crates (cargo package, verified)"
 # Both at once: the server's dependency on `delayer` (path and version) is
 # then resolved against the SDK crate just packaged, as after publishing it.
 # --allow-dirty: the checks also run on a working tree with edits.
+# Cargo unpacks the SDK crate from that temporary registry into
+# $CARGO_HOME/registry/src/-<hash of the target dir's path>/ and reuses a copy
+# already there: a machine that ran these checks from the same path before
+# would verify the server against an old SDK. Our copies go first.
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+rm -rf "$cargo_home"/registry/src/-*/delayer-"$version" "$cargo_home"/registry/src/-*/delayer-server-"$version" \
+  "$cargo_home"/registry/cache/-*/delayer-"$version".crate "$cargo_home"/registry/cache/-*/delayer-server-"$version".crate
 cargo package -q -j 2 --offline --allow-dirty -p delayer -p delayer-server
 crate_files() { tar -tzf "$CARGO_TARGET_DIR/package/$1-$version.crate" | sed "s|^$1-$version/||"; }
 crate_files delayer | has_all LICENSE README.md $(printf 'lua/%s.lua ' "${client_scripts[@]}")
