@@ -128,7 +128,8 @@ def test_every_header_states_its_contract() -> None:
     assert by_name["move"].argv_names == {1: "<prefix>job_bucket:", 2: "<prefix>ready_queue:"}
     assert by_name["release"].argv_names[1] == "<prefix>job_bucket:"
     assert by_name["release"].argv_names[2] == "<prefix>dead:"
-    assert by_name["release"].keys[3] == (["<prefix>scheduled_count"], False)
+    # Either the counts (classic) or the topic's dead list (per-topic layout).
+    assert by_name["release"].keys[3] == (["<prefix>scheduled_count", "<prefix>{<topic>}:dead"], False)
     assert by_name["dead"].argv_required == 3 and by_name["dead"].argv_max is None
     # No script is handed the bare prefix to build names from: every quoted
     # name an argument carries is a per-kind prefix or the wake channel.

@@ -3,7 +3,7 @@
 -- KEYS[1]  dead-letter list  LIST  <prefix>dead:<topic>
 -- KEYS[2]  job pool          ZSET  <prefix>job_pool
 -- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (a re-queue adds
---          its jobs to the topic's field)
+--          its jobs to the topic's field); absent in the per-topic layout
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  topic (the one KEYS[1] belongs to)
 -- ARGV[3]  "list":    ARGV[4] start, ARGV[5] count (newest first)
@@ -77,7 +77,7 @@ for _, id in ipairs(ids) do
     redis.call('LREM', list, 0, id)
   end
 end
-if action == 'requeue' and done > 0 then
+if action == 'requeue' and done > 0 and counts then
   redis.call('HINCRBY', counts, topic, done)
 end
 if not by_id and #ids > 0 then

@@ -2,7 +2,8 @@
 --
 -- KEYS[1]  job pool          ZSET  <prefix>job_pool
 -- KEYS[2]  job bucket        HASH  <prefix>job_bucket:<id>
--- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (topic -> jobs waiting)
+-- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (topic -> jobs waiting);
+--          absent in the per-topic layout (a topic's pool is its count)
 -- ARGV[1]  job id
 -- ARGV[2]  topic
 -- ARGV[3]  body (binary-safe, may be empty)
@@ -14,7 +15,8 @@
 -- ARGV[10] duplicate policy: "replace" ("" or absent; Delayer 1.x's
 --          behaviour: the id's old job, on any topic, is replaced) or
 --          "absent" (only if no job has the id: otherwise nothing is written)
--- ARGV[11] wake channel "<prefix>wake", or "" / absent: none
+-- ARGV[11] wake channel "<prefix>wake", or "" / absent: none (the per-topic
+--          layout's caller wakes the server itself, after its index write)
 -- The scheduled counts (KEYS[3]) get +1 on the topic (a replaced id that was
 -- waiting: -1 on its old topic). Their fields also make the topic known to
 -- stats.lua; move.lua adds it to <prefix>topics.
@@ -66,10 +68,10 @@ end
 redis.call('PEXPIRE', KEYS[2], delay_ms + tonumber(ARGV[5]))
 -- The counts last: the job is written whatever happens to them.
 local counts = KEYS[3]
-if type(old_topic) == 'string' and old_topic ~= '' and old_topic ~= ARGV[2] then
+if counts and type(old_topic) == 'string' and old_topic ~= '' and old_topic ~= ARGV[2] then
   if redis.call('HINCRBY', counts, old_topic, -1) <= 0 then redis.call('HDEL', counts, old_topic) end
 end
-if old_topic ~= ARGV[2] then redis.call('HINCRBY', counts, ARGV[2], 1) end
+if counts and old_topic ~= ARGV[2] then redis.call('HINCRBY', counts, ARGV[2], 1) end
 if head and (not head[2] or tonumber(due) < tonumber(head[2])) then
   redis.pcall('PUBLISH', wake, due)
 end

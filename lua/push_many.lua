@@ -1,7 +1,9 @@
 -- push_many: schedule up to 100 jobs in one call (delayer's bulk PUSH).
 --
 -- KEYS[1]  job pool          ZSET  <prefix>job_pool
--- KEYS[2]  scheduled counts  HASH  <prefix>scheduled_count (as push.lua's KEYS[3])
+-- KEYS[2]  scheduled counts  HASH  <prefix>scheduled_count (as push.lua's KEYS[3]);
+--          absent in the per-topic layout, where one call holds one topic's
+--          jobs (KEYS[1] and ARGV[1] are that topic's)
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  duplicate policy, "replace" or "absent" (see push.lua)
 -- ARGV[3]  wake channel "<prefix>wake", or "": none (see push.lua)
@@ -70,7 +72,7 @@ for i = 4, #ARGV, 9 do
     if not earliest_ms or due_ms < earliest_ms then earliest_ms = due_ms end
   end
 end
-if #topics > 0 then
+if #topics > 0 and KEYS[2] then
   local counts = KEYS[2]
   for _, topic in ipairs(topics) do
     if delta[topic] ~= 0 and redis.call('HINCRBY', counts, topic, delta[topic]) <= 0 then

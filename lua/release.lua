@@ -6,9 +6,13 @@
 -- KEYS[2]  job pool          ZSET  <prefix>job_pool
 -- KEYS[3]  malformed list    LIST  <prefix>malformed
 -- KEYS[4]  scheduled counts  HASH  <prefix>scheduled_count (a retried job
---          counts again on its topic's field)
+--          counts again on its topic's field); in the per-topic layout
+--          (ARGV[2] ""): the topic's dead-letter list  LIST
+--          <prefix>{<topic>}:dead, and nothing is counted
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:" (a bucket is it + id)
--- ARGV[2]  dead-letter prefix, "<prefix>dead:" (a topic's list is it + topic)
+-- ARGV[2]  dead-letter prefix, "<prefix>dead:" (a topic's list is it + topic),
+--          or "" in the per-topic layout, where every id of KEYS[1] is of
+--          KEYS[4]'s topic
 -- ARGV[3]  what happens to the job: a delay in ms (release with a delay),
 --          "backoff" (the job's own backoff), or "bury" (dead letters now)
 -- ARGV[4]  "held": end one reservation held by a worker
@@ -39,8 +43,12 @@
 -- list with their bucket kept, and reported.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
-local reserved, pool, malformed, counts = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local reserved, pool, malformed = KEYS[1], KEYS[2], KEYS[3]
 local buckets, deads, action = ARGV[1], ARGV[2], ARGV[3]
+local counts, dead_list = KEYS[4], nil
+if deads == '' then
+  counts, dead_list = nil, KEYS[4]
+end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function seconds(ms)
@@ -69,7 +77,7 @@ local function fail(id, bucket, job, why)
   local attempts, max_attempts = tonumber(job[3]) or 0, tonumber(job[4]) or 0
   if action == 'bury' or (max_attempts > 0 and attempts >= max_attempts) then
     local reason = action == 'bury' and 'buried' or 'max_attempts'
-    redis.call('LPUSH', deads .. job[1], id)
+    redis.call('LPUSH', dead_list or deads .. job[1], id)
     redis.call('ZREM', reserved, id)
     redis.call('HDEL', bucket, 'receipt')
     redis.call('HSET', bucket, 'dead_reason', reason, 'dead_at', now)
@@ -85,7 +93,7 @@ local function fail(id, bucket, job, why)
   redis.call('ZREM', reserved, id)
   redis.call('HDEL', bucket, 'receipt')
   if why ~= '' then redis.call('HSET', bucket, 'last_error', why) end
-  redis.pcall('HINCRBY', counts, job[1], 1) -- a count only: never fails the release
+  if counts then redis.pcall('HINCRBY', counts, job[1], 1) end -- a count only: never fails the release
   return due
 end
 

@@ -3,7 +3,8 @@
 -- KEYS[1]  job pool          ZSET  <prefix>job_pool
 -- KEYS[2]  job bucket        HASH  <prefix>job_bucket:<id>
 -- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (topic -> jobs
---          waiting): -1 on the job's topic when it was waiting
+--          waiting): -1 on the job's topic when it was waiting; absent in
+--          the per-topic layout
 -- ARGV[1]  job id
 --
 -- Returns 1 when there was something to cancel, 0 when the job was unknown
@@ -14,8 +15,8 @@
 local topic = redis.pcall('HGET', KEYS[2], 'topic')
 local in_pool = redis.call('ZREM', KEYS[1], ARGV[1])
 local bucket = redis.call('DEL', KEYS[2])
-if in_pool == 1 and type(topic) == 'string' and topic ~= '' then
-  local counts = KEYS[3]
+local counts = KEYS[3]
+if counts and in_pool == 1 and type(topic) == 'string' and topic ~= '' then
   if redis.call('HINCRBY', counts, topic, -1) <= 0 then redis.call('HDEL', counts, topic) end
 end
 if in_pool + bucket > 0 then
