@@ -172,6 +172,21 @@ impl TopicKeys {
         self.of(topic, "job:")
     }
 
+    /// The HASH of one job of the topic.
+    pub fn bucket(&self, topic: &str, id: &str) -> String {
+        format!("{}{id}", self.bucket_prefix(topic))
+    }
+
+    /// The topic's LIST of ids whose bucket could not be handled.
+    pub fn malformed(&self, topic: &str) -> String {
+        self.of(topic, "malformed")
+    }
+
+    /// The topic's counter reservation receipts are taken from.
+    pub fn receipt_seq(&self, topic: &str) -> String {
+        self.of(topic, "receipt_seq")
+    }
+
     /// The index ZSET: topic -> the earliest time it needs the server.
     pub fn due(&self) -> String {
         format!("{}due", self.prefix)
@@ -227,6 +242,9 @@ mod tests {
         assert_eq!(k.reserved("mail"), "shop:{mail}:reserved");
         assert_eq!(k.dead("mail"), "shop:{mail}:dead");
         assert_eq!(format!("{}42", k.bucket_prefix("mail")), "shop:{mail}:job:42");
+        assert_eq!(k.bucket("mail", "42"), "shop:{mail}:job:42");
+        assert_eq!(k.malformed("mail"), "shop:{mail}:malformed");
+        assert_eq!(k.receipt_seq("mail"), "shop:{mail}:receipt_seq");
         assert_eq!((k.due(), k.topics()), ("shop:due".to_string(), "shop:topics".to_string()));
         assert_eq!(TopicKeys::new("a*b:").pool_pattern(), "a\\*b:{*}:pool");
         assert_eq!(k.topic_of_pool("shop:{mail}:pool"), Some("mail"));

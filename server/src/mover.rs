@@ -204,7 +204,7 @@ impl Mover {
 }
 
 /// One access-log line per expire batch that did something.
-fn log_expired(reply: &ExpireReply) {
+pub(crate) fn log_expired(reply: &ExpireReply) {
     if reply.taken == 0 {
         return;
     }

@@ -59,6 +59,29 @@ pub fn expire_batch(conn: &mut redis::Connection, keys: &Keys, batch_size: u32) 
     parse_expire(value).map_err(|m| bad_reply("release.lua reply", m))
 }
 
+/// Ends at most `batch_size` of one topic's reservations whose deadline has
+/// passed, in the per-topic layout (the topic's keys; its dead-letter list as
+/// KEYS[4] with an empty dead-letter prefix, as release.lua's header says).
+pub fn expire_topic_batch(
+    conn: &mut redis::Connection,
+    keys: &TopicKeys,
+    topic: &str,
+    batch_size: u32,
+) -> redis::RedisResult<ExpireReply> {
+    let value: Value = EXPIRE
+        .key(keys.reserved(topic))
+        .key(keys.pool(topic))
+        .key(keys.malformed(topic))
+        .key(keys.dead(topic))
+        .arg(keys.bucket_prefix(topic))
+        .arg("")
+        .arg("backoff")
+        .arg("expired")
+        .arg(batch_size)
+        .invoke(conn)?;
+    parse_expire(value).map_err(|m| bad_reply("release.lua reply", m))
+}
+
 fn bad_reply(what: &'static str, detail: String) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what, detail))
 }

@@ -1,6 +1,9 @@
 //! The mover of the per-topic layout (`layout = topic`, PROTOCOL.md "The
 //! per-topic layout"): which topics have work comes from the `<prefix>due`
-//! index, and each is drained by move_topic.lua, which reads nothing per job.
+//! index, and each is drained by move_topic.lua, which reads nothing per job,
+//! after its reservations past their deadline are ended (release.lua, as in
+//! the classic layout). The index time of a topic is the earlier of its first
+//! due time and its first reservation deadline.
 //!
 //! The index is a hint written by clients after their per-topic call, so a
 //! write to it can be lost. Three rules keep a job from waiting for ever:
@@ -10,7 +13,7 @@
 //! key space is scanned for pools missing from `<prefix>topics`
 //! ([`RESCAN_EVERY`]). Idle topics cost nothing between sweeps.
 
-use crate::mover::{Link, Tick, TickError, TickReport};
+use crate::mover::{log_expired, Link, Tick, TickError, TickReport};
 use crate::scripts;
 use crate::telemetry;
 use delayer::connection::Manager;
@@ -132,7 +135,8 @@ impl TopicMover {
         Ok(report)
     }
 
-    /// Moves one topic's due jobs, batch by batch, then sets its index entry.
+    /// Ends one topic's expired reservations and moves its due jobs, batch
+    /// by batch, then sets its index entry.
     fn drain(
         &self,
         conn: &mut redis::Connection,
@@ -140,7 +144,20 @@ impl TopicMover {
         stop: &AtomicBool,
         report: &mut TickReport,
     ) -> redis::RedisResult<()> {
-        let (pool, due) = (self.keys.pool(topic), self.keys.due());
+        let due = self.keys.due();
+        // Expiry first: a retry due at once is then moved by this drain.
+        let next_deadline = loop {
+            let reply = scripts::expire_topic_batch(conn, &self.keys, topic, self.batch_size)?;
+            telemetry::expired(&reply);
+            report.batches += 1;
+            report.retried += reply.retried;
+            report.dead += reply.dead;
+            report.malformed += reply.malformed.len() as u64;
+            log_expired(&reply);
+            if reply.taken < u64::from(self.batch_size) || stop.load(Ordering::SeqCst) {
+                break reply.next_deadline;
+            }
+        };
         loop {
             let started = Instant::now();
             let reply = scripts::move_topic_batch(conn, &self.keys, topic, self.batch_size, self.lateness)?;
@@ -154,18 +171,20 @@ impl TopicMover {
             if reply.taken == u64::from(self.batch_size) && !stop.load(Ordering::SeqCst) {
                 continue;
             }
-            // The index: the next due time, then the pool head read again in
-            // case a push (whose own index write may already have run) came
-            // between the move and this write.
+            // The index: the topic's next time, then the heads read again in
+            // case a push or reserve (whose own index write may already have
+            // run) came between the drain and this write.
+            let next = earlier(reply.next_due, next_deadline);
             let mut write = redis::pipe();
-            match reply.next_due {
+            match next {
                 Some(next) => write.zadd(&due, topic, next).ignore(),
                 None => write.zrem(&due, topic).ignore(),
             };
-            let (head,): (Vec<(String, f64)>,) = write.zrange_withscores(&pool, 0, 0).query(conn)?;
-            if let Some((_, first)) = head.first() {
-                if reply.next_due.is_none_or(|next| *first < next) {
-                    redis::cmd("ZADD").arg(&due).arg("LT").arg(*first).arg(topic).query::<()>(conn)?;
+            self.read_head(&mut write, topic);
+            let (pool_head, reserved_head): (Vec<(String, f64)>, Vec<(String, f64)>) = write.query(conn)?;
+            if let Some(first) = head_time(&pool_head, &reserved_head) {
+                if next.is_none_or(|next| first < next) {
+                    redis::cmd("ZADD").arg(&due).arg("LT").arg(first).arg(topic).query::<()>(conn)?;
                 }
             }
             return Ok(());
@@ -205,31 +224,37 @@ impl TopicMover {
         Ok(())
     }
 
-    /// `ZADD <prefix>due LT <head> <topic>` for each topic whose pool is not
-    /// empty: an index entry never later than the topic's first job.
+    /// Adds the reads of a topic's pool head and reserved head to `pipe`
+    /// (read them with [`head_time`]).
+    fn read_head(&self, pipe: &mut redis::Pipeline, topic: &str) {
+        pipe.zrange_withscores(self.keys.pool(topic), 0, 0).zrange_withscores(self.keys.reserved(topic), 0, 0);
+    }
+
+    /// `ZADD <prefix>due LT <time> <topic>` for each topic with a job waiting
+    /// or reserved: an index entry never later than the topic's first due
+    /// time or deadline.
     fn index_heads(&self, conn: &mut redis::Connection, topics: &[String]) -> redis::RedisResult<()> {
         if topics.is_empty() {
             return Ok(());
         }
         let mut read = redis::pipe();
-        topics.iter().for_each(|t| {
-            read.zrange_withscores(self.keys.pool(t), 0, 0);
-        });
-        // A pool of the wrong type answers an error for itself alone.
+        topics.iter().for_each(|t| self.read_head(&mut read, t));
+        // A key of the wrong type answers an error for itself alone.
         let heads: Vec<redis::RedisResult<Vec<(String, f64)>>> = read.ignore_errors().query(conn)?;
         let mut write = redis::pipe();
         let mut any = false;
-        for (topic, head) in topics.iter().zip(heads) {
-            let head = match head {
-                Ok(head) => head,
-                Err(e) if bad_keys(&e) => {
-                    warn!("topic {topic:?} cannot be moved, its pool holds the wrong type: {e}");
+        for (topic, pair) in topics.iter().zip(heads.chunks(2)) {
+            let [pool_head, reserved_head] = pair else { break };
+            let (pool_head, reserved_head) = match (pool_head, reserved_head) {
+                (Ok(p), Ok(r)) => (p, r),
+                (Err(e), _) | (_, Err(e)) if bad_keys(e) => {
+                    warn!("topic {topic:?} cannot be moved, its keys hold the wrong type: {e}");
                     continue;
                 }
-                Err(e) => return Err(e),
+                (Err(e), _) | (_, Err(e)) => return Err(e.clone()),
             };
-            if let Some((_, first)) = head.first() {
-                write.cmd("ZADD").arg(self.keys.due()).arg("LT").arg(*first).arg(topic).ignore();
+            if let Some(first) = head_time(pool_head, reserved_head) {
+                write.cmd("ZADD").arg(self.keys.due()).arg("LT").arg(first).arg(topic).ignore();
                 any = true;
             }
         }
@@ -238,6 +263,20 @@ impl TopicMover {
         }
         Ok(())
     }
+}
+
+/// The earlier of two optional times.
+fn earlier(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// A topic's index time from its pool head (due time, seconds) and reserved
+/// head (deadline, Unix ms).
+fn head_time(pool_head: &[(String, f64)], reserved_head: &[(String, f64)]) -> Option<f64> {
+    earlier(pool_head.first().map(|(_, due)| *due), reserved_head.first().map(|(_, ms)| *ms / 1000.0))
 }
 
 /// Whether Redis refused a topic's keys themselves (a key of the wrong type),

@@ -171,3 +171,70 @@ fn the_config_refuses_what_the_layout_cannot_use() {
         assert!(stderr.contains(&path.display().to_string()), "{name}: names the file: {stderr}");
     }
 }
+
+/// A reservation as reserve.lua leaves it in the per-topic layout: the
+/// bucket with its receipt and attempts, the id in the topic's reserved set
+/// scored by its deadline (Unix ms), and (unless `index` is false, a client
+/// that crashed) the deadline in the index.
+fn reserved(conn: &mut redis::Connection, topic: &str, id: &str, deadline: f64, max_attempts: u32, index: bool) {
+    let k = keys();
+    let bucket = k.bucket(topic, id);
+    let fields = [("topic", topic.to_string()), ("body", id.to_string()), ("receipt", "7".to_string())];
+    let _: () = conn.hset_multiple(&bucket, &fields).expect("HSET");
+    let _: () =
+        conn.hset_multiple(&bucket, &[("attempts", "1"), ("max_attempts", &max_attempts.to_string())]).expect("HSET");
+    let _: () = conn.zadd(k.reserved(topic), id, (deadline * 1000.0).round() as i64).expect("ZADD reserved");
+    let _: () = conn.sadd(k.topics(), topic).expect("SADD");
+    if index {
+        redis::cmd("ZADD").arg(k.due()).arg("LT").arg(deadline).arg(topic).query::<()>(conn).expect("ZADD due");
+    }
+}
+
+#[test]
+fn expired_reservations_are_retried_or_dead_lettered_per_topic() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let server = start_server(&redis);
+    assert!(server.wait_for_output(|o| o.contains("layout topic")), "{}", server.output());
+
+    let deadline = redis_now(&mut conn) + 1.5;
+    reserved(&mut conn, "mail", "retry-me", deadline, 0, true);
+    reserved(&mut conn, "mail", "last-try", deadline, 1, true);
+    reserved(&mut conn, "mail", "held", deadline + 3600.0, 0, true);
+    assert!(
+        wait_until(DEADLINE, || ready(&mut conn, "mail") == ["retry-me"]),
+        "the expired job was not retried: ready {:?}\n{}",
+        ready(&mut conn, "mail"),
+        server.output()
+    );
+    assert!(redis_now(&mut conn) >= deadline, "expired before its deadline");
+    let dead: Vec<String> = conn.lrange(keys().dead("mail"), 0, -1).expect("LRANGE dead");
+    assert_eq!(dead, ["last-try"], "max_attempts reached: the topic's dead-letter list");
+    let reason: Option<String> = conn.hget(keys().bucket("mail", "last-try"), "dead_reason").expect("HGET");
+    assert_eq!(reason.as_deref(), Some("max_attempts"));
+    let still: Vec<String> = conn.zrange(keys().reserved("mail"), 0, -1).expect("ZRANGE");
+    assert_eq!(still, ["held"], "a reservation before its deadline stays");
+    // The index now points at the held job's deadline (seconds).
+    let next: Option<f64> = conn.zscore(keys().due(), "mail").expect("ZSCORE");
+    assert_eq!(next.map(|s| s.round()), Some((deadline + 3600.0).round()));
+    // Nothing was written to the classic layout's keys.
+    let classic: Vec<String> = conn.keys("delayer:dead:*").expect("KEYS");
+    assert!(classic.is_empty(), "{classic:?}");
+}
+
+#[test]
+fn a_reservation_whose_index_write_was_lost_still_expires() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    // Known topic, no index entry: the sweep (at start, then every 10 s)
+    // puts the reserved set's head in the index.
+    let deadline = redis_now(&mut conn) + 0.5;
+    reserved(&mut conn, "sms", "s1", deadline, 0, false);
+    let server = start_server(&redis);
+    assert!(
+        wait_until(DEADLINE, || ready(&mut conn, "sms") == ["s1"]),
+        "never expired: reserved {:?}\n{}",
+        conn.zrange::<_, Vec<String>>(keys().reserved("sms"), 0, -1),
+        server.output()
+    );
+}
