@@ -14,10 +14,10 @@ from typing import Any, ClassVar, Dict, Generic, List, NamedTuple, Optional, Seq
 from redis.backoff import NoBackoff
 
 from . import _connect, _sentinel, _waits, config, scripts
-from ._rules import check_prefix
+from ._rules import check_layout, check_prefix
 from ._translate import Guard
 from .errors import InvalidArgument
-from .keys import DEFAULT_PREFIX, Keys
+from .keys import CLASSIC, DEFAULT_PREFIX, Keys
 
 PathArg = Union[str, "os.PathLike[str]"]
 
@@ -60,6 +60,7 @@ class ClientBase(Generic[R]):
         sentinel_username: Optional[str] = None,
         sentinel_password: Optional[str] = None,
         tls: bool = False,
+        layout: str = CLASSIC,
     ) -> None:
         """Create a client for ``url`` (or ``client``) with key prefix ``prefix``.
 
@@ -77,9 +78,15 @@ class ClientBase(Generic[R]):
         ``sentinel_username`` / ``sentinel_password`` the sentinels', ``tls``
         turns TLS on for both. Every new connection goes to the master the
         sentinels name, so the client follows a failover.
+
+        ``layout``: the key layout the server moves (``[delayer] layout``):
+        ``"classic"`` (Delayer 1.x's, the default) or ``"topic"`` (the
+        per-topic layout: ids are per topic, and ``{`` / ``}`` may appear in
+        neither the prefix nor a topic).
         """
         flavour = self._flavour
-        self._keys = Keys(check_prefix(prefix))
+        checked = check_layout(layout)
+        self._keys = Keys(check_prefix(prefix, checked), checked)
         secrets: List[str] = []
         waiter: Optional[R] = None
         if sentinels is not None:
@@ -142,8 +149,8 @@ class ClientBase(Generic[R]):
         """Create a client from the ``delayer.conf`` file the server uses.
 
         Reads ``[redis]`` url (or host, port, database), username, password,
-        tls_ca_file, tls_cert_file, tls_key_file and ``[delayer]`` key_prefix,
-        and accepts the server's other keys. Raises :class:`ConfigError`,
+        tls_ca_file, tls_cert_file, tls_key_file and ``[delayer]`` key_prefix
+        and layout, and accepts the server's other keys. Raises :class:`ConfigError`,
         naming the file, line, section and key, for what the server refuses
         too (an unknown section or key, with the server's message) and for a
         bad value of a key it reads.
@@ -163,6 +170,7 @@ class ClientBase(Generic[R]):
                 tls_ca_file=s.tls_ca_file,
                 tls_cert_file=s.tls_cert_file,
                 tls_key_file=s.tls_key_file,
+                layout=s.layout,
             )
         return cls(
             s.url if s.url is not None else _connect.tcp_url(s.host, s.port, s.database),
@@ -172,6 +180,7 @@ class ClientBase(Generic[R]):
             tls_ca_file=s.tls_ca_file,
             tls_cert_file=s.tls_cert_file,
             tls_key_file=s.tls_key_file,
+            layout=s.layout,
         )
 
     @property
@@ -185,7 +194,8 @@ class ClientBase(Generic[R]):
         return self._redis
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(redis={self._where!r}, prefix={self._keys.prefix!r})"
+        layout = "" if self._keys.layout == CLASSIC else f", layout={self._keys.layout!r}"
+        return f"{type(self).__name__}(redis={self._where!r}, prefix={self._keys.prefix!r}{layout})"
 
 
 def _sentinel_class(flavour: Flavour) -> Any:

@@ -4,18 +4,22 @@ What each script takes is written in its header (``lua/*.lua``); this module
 is the Python SDK's one translation of those headers. Each builder checks its
 arguments by the input rules (:mod:`delayer._rules`) first, so a call that is
 built is a call that may be sent; key and channel names come from
-:class:`~delayer.keys.Keys`.
+:meth:`Keys.names <delayer.keys.Keys.names>`, in either layout: a builder
+takes a topic's names and passes them on, and only the calls that differ in
+kind between layouts (an id-only call needs its topic in the per-topic
+layout; push_many makes one call per topic there) say so here.
 """
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import scripts
 from ._rules import (
     check_if_absent,
     check_max_attempts,
     check_name,
+    check_topic,
     count,
     delay_ms,
     encode_body,
@@ -23,7 +27,7 @@ from ._rules import (
     ttr_ms,
 )
 from .errors import InvalidArgument
-from .keys import Keys
+from .keys import Keys, TopicNames
 from .models import Backoff, Job, ReservedMessage
 
 #: How many jobs one push_many.lua call takes (the script's limit).
@@ -72,6 +76,26 @@ def _retry_args(max_attempts: object, backoff: object) -> List[Arg]:
     return args
 
 
+def _counts(names: TopicNames) -> List[str]:
+    """The scheduled-count hash as a trailing key, or none (per-topic layout)."""
+    return [] if names.scheduled_count is None else [names.scheduled_count]
+
+
+def _names(keys: Keys, topic: object, usage: str) -> Tuple[Optional[str], TopicNames]:
+    """The topic (checked) and names of an id-only call given ``topic=``.
+
+    The classic layout's ids are global, so its calls need no topic (one
+    given is checked, then not needed); the per-topic layout's do, and
+    ``usage`` says how to give it.
+    """
+    if topic is None:
+        if keys.per_topic:
+            raise InvalidArgument(usage)
+        return None, keys.names(None)
+    t = check_topic(topic, keys.layout)
+    return t, keys.names(t)
+
+
 def push_call(
     keys: Keys,
     topic: object,
@@ -89,52 +113,76 @@ def push_call(
     backoff_ms, backoff_max_ms ("" for the unset ones: the bucket is then
     exactly Delayer 1.x's), the duplicate policy and the wake channel.
     """
-    topic_s = check_name("topic", topic)
+    topic_s = check_topic(topic, keys.layout)
     id_s = check_name("id", job_id)
     ms = delay_ms(delay)
     life = lifetime_ms(ready_max_lifetime)
     data = encode_body(body)
+    n = keys.names(topic_s)
     args: List[Arg] = [id_s, topic_s, data, ms, life]
     args += _retry_args(max_attempts, backoff)
-    args += [check_if_absent(if_absent), keys.wake]
-    return ScriptCall(scripts.PUSH, [keys.job_pool, keys.job_bucket(id_s), keys.scheduled_count], args)
+    args += [check_if_absent(if_absent), n.wake]
+    return ScriptCall(scripts.PUSH, [n.pool, n.bucket(id_s), *_counts(n)], args)
+
+
+class Batches(NamedTuple):
+    """A ``push_many``'s push_many.lua calls, and where each job of them was
+    in the input: ``order[k]`` is the input index of the calls' k-th job."""
+
+    calls: List[ScriptCall]
+    order: List[int]
 
 
 def push_many_calls(keys: Keys, jobs: object, if_absent: object = False) -> List[ScriptCall]:
+    """The calls of :func:`push_many_batches`, without where each job was."""
+    return push_many_batches(keys, jobs, if_absent).calls
+
+
+def push_many_batches(keys: Keys, jobs: object, if_absent: object = False) -> Batches:
     """Check every job of a ``push_many``, then build its push_many.lua calls.
 
     Nothing is built unless every job is valid. Each call takes up to
-    :data:`JOBS_PER_CALL` jobs (KEYS and ARGV: push_many.lua's header).
+    :data:`JOBS_PER_CALL` jobs (KEYS and ARGV: push_many.lua's header); in the
+    per-topic layout a call's jobs are of one topic (they share its pool and
+    bucket prefix), so the jobs are grouped by topic, in order of first use.
     """
     policy = check_if_absent(if_absent)
     try:
         items = list(jobs)  # type: ignore[call-overload]
     except TypeError:
         raise InvalidArgument(f"jobs must be an iterable of Job, not {type(jobs).__name__}") from None
-    pushes = []
+    groups: Dict[Optional[str], List[Tuple[int, ScriptCall]]] = {}
     for i, job in enumerate(items):
         if not isinstance(job, Job):
             raise InvalidArgument(f"jobs[{i}] must be a delayer.Job, not {type(job).__name__}")
         try:
-            pushes.append(
-                push_call(
-                    keys, job.topic, job.id, job.delay, job.body, job.ready_max_lifetime, job.max_attempts, job.backoff
-                )
+            push = push_call(
+                keys, job.topic, job.id, job.delay, job.body, job.ready_max_lifetime, job.max_attempts, job.backoff
             )
         except InvalidArgument as e:
             raise InvalidArgument(f"jobs[{i}]: {e}") from None
+        groups.setdefault(str(push.args[1]) if keys.per_topic else None, []).append((i, push))
     calls = []
-    for start in range(0, len(pushes), JOBS_PER_CALL):
-        args: List[Arg] = [keys.bucket_prefix, policy, keys.wake]
-        for push in pushes[start : start + JOBS_PER_CALL]:
-            args.extend(push.args[:VALUES_PER_JOB])  # push.lua's first nine ARGV
-        calls.append(ScriptCall(scripts.PUSH_MANY, [keys.job_pool, keys.scheduled_count], args))
-    return calls
+    order: List[int] = []
+    for topic, pushes in groups.items():
+        n = keys.names(topic)
+        for start in range(0, len(pushes), JOBS_PER_CALL):
+            args: List[Arg] = [n.bucket_prefix, policy, n.wake]
+            for i, push in pushes[start : start + JOBS_PER_CALL]:
+                args.extend(push.args[:VALUES_PER_JOB])  # push.lua's first nine ARGV
+                order.append(i)
+            calls.append(ScriptCall(scripts.PUSH_MANY, [n.pool, *_counts(n)], args))
+    return Batches(calls, order)
 
 
 def push_many_ids(call: ScriptCall) -> List[str]:
     """The ids of the jobs of a push_many.lua call from :func:`push_many_calls`, in order."""
     return [str(a) for a in call.args[PUSH_MANY_HEAD::VALUES_PER_JOB]]
+
+
+def push_many_topics(call: ScriptCall) -> List[str]:
+    """The topics of the jobs of a push_many.lua call, in order."""
+    return [str(a) for a in call.args[PUSH_MANY_HEAD + 1 :: VALUES_PER_JOB]]
 
 
 def chunks(calls: Sequence[ScriptCall], size: int = CALLS_PER_PIPELINE) -> List[Sequence[ScriptCall]]:
@@ -144,21 +192,21 @@ def chunks(calls: Sequence[ScriptCall], size: int = CALLS_PER_PIPELINE) -> List[
 
 def pop_call(keys: Keys, topic: object) -> ScriptCall:
     """Check a pop and return its pop.lua call. KEYS[0] is also the list ``bpop`` waits on."""
-    t = check_name("topic", topic)
-    return ScriptCall(
-        scripts.POP, [keys.ready_queue(t), keys.malformed, keys.job_pool, keys.reserved], [keys.bucket_prefix]
-    )
+    n = keys.names(check_topic(topic, keys.layout))
+    return ScriptCall(scripts.POP, [n.ready, n.malformed, n.pool, n.reserved], [n.bucket_prefix])
 
 
-def take_call(keys: Keys, job_id: str) -> ScriptCall:
-    """The take.lua call for an id just popped with BRPOP."""
-    return ScriptCall(scripts.TAKE, [keys.job_bucket(job_id), keys.malformed, keys.job_pool, keys.reserved], [job_id])
+def take_call(keys: Keys, topic: str, job_id: str) -> ScriptCall:
+    """The take.lua call for an id just popped with BRPOP from ``topic``'s ready list (checked)."""
+    n = keys.names(topic)
+    return ScriptCall(scripts.TAKE, [n.bucket(job_id), n.malformed, n.pool, n.reserved], [job_id])
 
 
-def remove_call(keys: Keys, job_id: object) -> ScriptCall:
+def remove_call(keys: Keys, job_id: object, topic: object = None) -> ScriptCall:
     """Check a remove and return its remove.lua call."""
     i = check_name("id", job_id)
-    return ScriptCall(scripts.REMOVE, [keys.job_pool, keys.job_bucket(i), keys.scheduled_count], [i])
+    _, n = _names(keys, topic, "remove() needs the topic in the per-topic layout: remove(id, topic=...)")
+    return ScriptCall(scripts.REMOVE, [n.pool, n.bucket(i), *_counts(n)], [i])
 
 
 def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
@@ -167,24 +215,38 @@ def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
     KEYS: ready queue, reserved, malformed, receipt_seq, pool; ARGV: bucket
     prefix, ttr ms. KEYS[0] is also the list ``breserve`` waits on.
     """
-    t = check_name("topic", topic)
+    n = keys.names(check_topic(topic, keys.layout))
     ms = ttr_ms(ttr)
-    return ScriptCall(
-        scripts.RESERVE,
-        [keys.ready_queue(t), keys.reserved, keys.malformed, keys.receipt_seq, keys.job_pool],
-        [keys.bucket_prefix, ms],
-    )
+    return ScriptCall(scripts.RESERVE, [n.ready, n.reserved, n.malformed, n.receipt_seq, n.pool], [n.bucket_prefix, ms])
 
 
-def reserve_many_call(keys: Keys, topic: object, ttr: object, n: object, acks: object) -> ScriptCall:
-    """Check a ``reserve_many`` and return its reserve.lua call in batch mode.
+class ReserveMany(NamedTuple):
+    """A ``reserve_many``'s reserve.lua calls in batch mode.
+
+    ``calls[0]`` reserves (with the acks of its topic) when ``reserves``;
+    every other call only acks (n = 0), one per other topic of the acks (the
+    per-topic layout: a call's acks are its topic's). ``acks[i]`` is
+    ``(call, position)`` of the i-th ack among its call's results.
+    """
+
+    calls: List[ScriptCall]
+    reserves: bool
+    acks: List[Tuple[int, int]]
+
+
+def reserve_many_calls(keys: Keys, topic: object, ttr: object, n: object, acks: object) -> ReserveMany:
+    """Check a ``reserve_many`` and return its reserve.lua calls in batch mode.
 
     KEYS as for :func:`reserve_call`; ARGV: bucket prefix, ttr ms, ``n``
     (0..:data:`RESERVE_BATCH`), then an (id, receipt) pair per ack, acked
     first. Each ack is a :class:`ReservedMessage`, an id, or an
-    ``(id, receipt)`` pair (receipt None: whichever reservation is current).
+    ``(id, receipt)`` pair (receipt None: whichever reservation is current);
+    an id or pair is of ``topic``, a ReservedMessage of its own topic. The
+    classic layout sends one call; the per-topic layout one per topic of the
+    acks, and none for ``topic`` when it neither reserves nor acks there.
     """
     call = reserve_call(keys, topic, ttr)
+    t = check_topic(topic, keys.layout)
     most = count("n", n, 0, RESERVE_BATCH)
     if isinstance(acks, (str, bytes, bytearray, memoryview, ReservedMessage)):
         raise InvalidArgument("acks must be an iterable of jobs to ack (wrap one job in a list)")
@@ -194,21 +256,39 @@ def reserve_many_call(keys: Keys, topic: object, ttr: object, n: object, acks: o
         raise InvalidArgument(f"acks must be an iterable of jobs to ack, not {type(acks).__name__}") from None
     if len(items) > RESERVE_BATCH:
         raise InvalidArgument(f"acks holds {len(items)} jobs; at most {RESERVE_BATCH} per call")
-    args: List[Arg] = [*call.args, most]
+    # topic -> its (id, receipt) pairs; the call's own topic first.
+    groups: Dict[str, List[Tuple[str, str]]] = {t: []}
+    where: List[Tuple[str, int]] = []
     for i, item in enumerate(items):
         try:
             if isinstance(item, tuple):
                 if len(item) != 2:
                     raise InvalidArgument("a pair must be (id, receipt)")
                 job_id, receipt = _held(item[0], item[1])
+                of = t
             else:
                 job_id, receipt = _held(item, None)
+                # Classic ids are global: every ack goes in the one call.
+                per_topic = keys.per_topic and isinstance(item, ReservedMessage)
+                of = check_topic(item.topic, keys.layout) if per_topic else t
         except InvalidArgument as e:
             raise InvalidArgument(f"acks[{i}]: {e}") from None
-        args += [job_id, receipt]
-    return ScriptCall(call.script, call.keys, args)
-
-
+        group = groups.setdefault(of, [])
+        where.append((of, len(group)))
+        group.append((job_id, receipt))
+    reserves = most > 0 or bool(groups[t]) or not keys.per_topic
+    calls: List[ScriptCall] = []
+    index: Dict[str, int] = {}
+    for of, pairs in groups.items():
+        if of == t and not reserves:
+            continue
+        base = call if of == t else reserve_call(keys, of, ttr)
+        args: List[Arg] = [*base.args, most if of == t else 0]
+        for job_id, receipt in pairs:
+            args += [job_id, receipt]
+        index[of] = len(calls)
+        calls.append(ScriptCall(base.script, base.keys, args))
+    return ReserveMany(calls, reserves, [(index[of], k) for of, k in where])
 def error_text(error: object) -> str:
     """Check a release's or bury's error text (None: none) and cut it to
     :data:`ERROR_TEXT_LIMIT` bytes of UTF-8, on a character boundary."""
@@ -253,31 +333,58 @@ def _held(job: object, receipt: object) -> Tuple[str, str]:
     return job_id, receipt
 
 
-def ack_call(keys: Keys, job: object, receipt: object) -> ScriptCall:
-    """Check an ack and return its ack.lua call: KEYS reserved, bucket, pool; ARGV id, receipt."""
+def held_topic(job: object, topic: object) -> Optional[str]:
+    """The topic an ack, touch, release or bury acts on (checked by its
+    builder): a ReservedMessage's own, else ``topic=`` (None: not given)."""
+    if isinstance(job, ReservedMessage):
+        return job.topic
+    return None if topic is None else str(topic)
+
+
+def _held_names(keys: Keys, job: object, receipt: object, topic: object, usage: str) -> Tuple[str, str, TopicNames]:
+    """The id, receipt (:func:`_held`) and topic names of an ack, touch,
+    release or bury: a ReservedMessage carries its topic, an id takes ``topic=``."""
     job_id, r = _held(job, receipt)
-    return ScriptCall(scripts.ACK, [keys.reserved, keys.job_bucket(job_id), keys.job_pool], [job_id, r])
+    if isinstance(job, ReservedMessage):
+        if topic is not None:
+            raise InvalidArgument("topic= is for a job given by id; a ReservedMessage carries its own")
+        # Classic ids are global: the topic is not needed (nor checked, as before).
+        return job_id, r, keys.names(check_topic(job.topic, keys.layout) if keys.per_topic else None)
+    _, n = _names(keys, topic, f"{usage} needs the topic in the per-topic layout: {usage}, or pass the reserved job")
+    return job_id, r, n
 
 
-def touch_call(keys: Keys, job: object, ttr: object, receipt: object) -> ScriptCall:
+def ack_call(keys: Keys, job: object, receipt: object, topic: object = None) -> ScriptCall:
+    """Check an ack and return its ack.lua call: KEYS reserved, bucket, pool; ARGV id, receipt."""
+    job_id, r, n = _held_names(keys, job, receipt, topic, "ack(id, receipt, topic=...)")
+    return ScriptCall(scripts.ACK, [n.reserved, n.bucket(job_id), n.pool], [job_id, r])
+
+
+def touch_call(keys: Keys, job: object, ttr: object, receipt: object, topic: object = None) -> ScriptCall:
     """Check a touch and return its touch.lua call: KEYS reserved, bucket, pool;
     ARGV id, receipt, ttr ms (``ttr`` as for reserve)."""
-    job_id, r = _held(job, receipt)
+    job_id, r, n = _held_names(keys, job, receipt, topic, "touch(id, ttr, receipt, topic=...)")
     ms = ttr_ms(ttr)
-    return ScriptCall(scripts.TOUCH, [keys.reserved, keys.job_bucket(job_id), keys.job_pool], [job_id, r, ms])
+    return ScriptCall(scripts.TOUCH, [n.reserved, n.bucket(job_id), n.pool], [job_id, r, ms])
 
 
-def _release_call(keys: Keys, job: object, receipt: object, action: Arg, error: object) -> ScriptCall:
-    job_id, r = _held(job, receipt)
+def _release_call(
+    keys: Keys, job: object, receipt: object, action: Arg, error: object, topic: object, usage: str
+) -> ScriptCall:
+    job_id, r, n = _held_names(keys, job, receipt, topic, usage)
     why = error_text(error)
     # "held": end this one reservation. The "expired" mode is the server's.
-    args: List[Arg] = [keys.bucket_prefix, keys.dead_prefix, action, "held", job_id, r, keys.wake]
+    args: List[Arg] = [n.bucket_prefix, n.dead_prefix, action, "held", job_id, r, n.wake]
     if why:  # ARGV[8], kept as the job's last_error; left out: not said
         args.append(why)
-    return ScriptCall(scripts.RELEASE, [keys.reserved, keys.job_pool, keys.malformed, keys.scheduled_count], args)
+    # KEYS[4]: the scheduled counts, or in the per-topic layout (ARGV[2] "") the topic's dead list.
+    fourth = n.scheduled_count if n.scheduled_count is not None else n.dead
+    return ScriptCall(scripts.RELEASE, [n.reserved, n.pool, n.malformed, fourth], args)
 
 
-def release_call(keys: Keys, job: object, delay: object, receipt: object, error: object = None) -> ScriptCall:
+def release_call(
+    keys: Keys, job: object, delay: object, receipt: object, error: object = None, topic: object = None
+) -> ScriptCall:
     """Check a release and return its release.lua call.
 
     No ``delay`` means the job's own backoff (``"backoff"``); otherwise the
@@ -285,29 +392,30 @@ def release_call(keys: Keys, job: object, delay: object, receipt: object, error:
     attempt failed, kept on the job (ARGV[8]).
     """
     action: Arg = "backoff" if delay is None else delay_ms(delay)
-    return _release_call(keys, job, receipt, action, error)
+    return _release_call(keys, job, receipt, action, error, topic, "release(id, delay, receipt, topic=...)")
 
 
-def bury_call(keys: Keys, job: object, receipt: object, error: object = None) -> ScriptCall:
+def bury_call(keys: Keys, job: object, receipt: object, error: object = None, topic: object = None) -> ScriptCall:
     """Check a bury and return its release.lua call (action ``"bury"``)."""
-    return _release_call(keys, job, receipt, "bury", error)
+    return _release_call(keys, job, receipt, "bury", error, topic, "bury(id, receipt, topic=...)")
 
 
-def reschedule_call(keys: Keys, job_id: object, delay: object) -> ScriptCall:
+def reschedule_call(keys: Keys, job_id: object, delay: object, topic: object = None) -> ScriptCall:
     """Check a reschedule and return its reschedule.lua call: KEYS pool,
     bucket; ARGV id, delay ms, wake channel."""
     i = check_name("id", job_id)
+    _, n = _names(keys, topic, "reschedule() needs the topic in the per-topic layout: reschedule(id, delay, topic=...)")
     ms = delay_ms(delay)
-    return ScriptCall(scripts.RESCHEDULE, [keys.job_pool, keys.job_bucket(i)], [i, ms, keys.wake])
+    return ScriptCall(scripts.RESCHEDULE, [n.pool, n.bucket(i)], [i, ms, n.wake])
 
 
 def dead_list_call(keys: Keys, topic: object, start: object, how_many: object) -> ScriptCall:
     """Check a dead-letter listing (start >= 0, count 1..1000) and return its dead.lua call."""
-    t = check_name("topic", topic)
+    t = check_topic(topic, keys.layout)
     first = count("start", start, 0, None)
     n = count("count", how_many, 1, DEAD_BATCH)
-    call_keys = [keys.dead(t), keys.job_pool, keys.scheduled_count]
-    return ScriptCall(scripts.DEAD, call_keys, [keys.bucket_prefix, t, "list", first, n])
+    names = keys.names(t)
+    return ScriptCall(scripts.DEAD, [names.dead, names.pool, *_counts(names)], [names.bucket_prefix, t, "list", first, n])
 
 
 def dead_take_calls(
@@ -322,10 +430,11 @@ def dead_take_calls(
     """
     if action not in ("requeue", "purge"):
         raise ValueError(f"dead.lua takes requeue or purge here, not {action!r}")
-    t = check_name("topic", topic)
-    call_keys = [keys.dead(t), keys.job_pool, keys.scheduled_count]
+    t = check_topic(topic, keys.layout)
+    names = keys.names(t)
+    call_keys = [names.dead, names.pool, *_counts(names)]
     if ids is None:
-        return ScriptCall(scripts.DEAD, call_keys, [keys.bucket_prefix, t, action, DEAD_BATCH]), []
+        return ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, action, DEAD_BATCH]), []
     if isinstance(ids, (str, bytes, bytearray, memoryview)):
         raise InvalidArgument("ids must be an iterable of ids (a str is one id: wrap it in a list)")
     try:
@@ -333,14 +442,14 @@ def dead_take_calls(
     except TypeError:
         raise InvalidArgument(f"ids must be an iterable of ids or None (all), not {type(ids).__name__}") from None
     checked = []
-    for n, item in enumerate(items):
+    for k, item in enumerate(items):
         try:
             checked.append(check_name("id", item))
         except InvalidArgument as e:
-            raise InvalidArgument(f"ids[{n}]: {e}") from None
+            raise InvalidArgument(f"ids[{k}]: {e}") from None
     calls = []
     for start in range(0, len(checked), DEAD_BATCH):
         part = checked[start : start + DEAD_BATCH]
         # ARGV[4] (a count) is ignored when ids follow; it says how many.
-        calls.append(ScriptCall(scripts.DEAD, call_keys, [keys.bucket_prefix, t, action, len(part), *part]))
+        calls.append(ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, action, len(part), *part]))
     return None, calls

@@ -24,7 +24,7 @@ DEFAULT_TIMEOUT = 1.0
 class Durable(NamedTuple):
     """A push step (a script call or a pipeline of them) followed by WAIT."""
 
-    step: Union[ScriptCall, _ops.Pipeline]
+    step: Union[ScriptCall, _ops.Pipeline]  # never _ops.Commands: see _wrapped
     timeout_ms: int
 
 
@@ -51,6 +51,9 @@ def _wrapped(op: "_ops.Op[Any]", timeout: float) -> Generator[Any, Any, Any]:
         while True:
             if isinstance(step, _ops.Wait):  # pushes never wait; nothing to make durable
                 raise TypeError("a blocking wait cannot be made durable")
+            if isinstance(step, _ops.Commands):  # the index write: a hint, rebuilt by the server
+                step = op.send((yield step))
+                continue
             reply, acked = yield Durable(step, max(1, round(timeout * 1000)))
             least = acked if least is None else min(least, acked)
             step = op.send(reply)

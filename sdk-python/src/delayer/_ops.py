@@ -2,23 +2,25 @@
 what it makes of the replies.
 
 An operation is a generator: it yields a :data:`Step` (a script call, a
-pipeline of script calls, or a blocking wait), is sent Redis's raw reply,
+pipeline of script calls, plain commands, or a blocking wait), is sent
+Redis's raw reply,
 and returns the operation's result. The sync client (:mod:`delayer.client`)
 and the asyncio client (:mod:`delayer.aio`) each drive them with a few lines
 of their own I/O, so the two cannot drift apart: checks, key names, loops
-(``bpop``, ``breserve``, dead-letter batches, pipelines) and reply parsing
-live here.
+(``bpop``, ``breserve``, dead-letter batches, pipelines), the per-topic
+layout's index write and reply parsing live here.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Generator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Dict, Generator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _calls, _replies, _waits
-from ._calls import ScriptCall
+from ._calls import Arg, ScriptCall
 from ._rules import check_timeout
 from .keys import Keys
+from .errors import ProtocolError
 from .models import DeadLetter, Message, ReservedMessage, Taken
 
 T = TypeVar("T")
@@ -52,10 +54,52 @@ class Wait(NamedTuple):
     seconds: float
 
 
+class Commands(NamedTuple):
+    """Plain Redis commands sent in one round trip (not a transaction): the
+    per-topic layout's index write and its stats. The reply is the list of
+    the commands' replies; with ``tolerate`` an error reply is a
+    ``redis.ResponseError`` in that list instead of raised (a PUBLISH an ACL
+    user may not send: the server finds the job by its index all the same).
+    """
+
+    commands: Sequence[Tuple[Arg, ...]]
+    tolerate: bool = False
+
+
 #: What an operation asks its client to do next.
-Step = Union[ScriptCall, Pipeline, Wait]
+Step = Union[ScriptCall, Pipeline, Commands, Wait]
 #: An operation: yields steps, is sent their replies, returns its result.
 Op = Generator[Step, Any, T]
+
+
+def _earlier(times: Dict[str, str], topic: str, text: str) -> None:
+    """Keep in ``times`` the earlier of ``topic``'s time there and ``text``."""
+    if topic not in times or float(text) < float(times[topic]):
+        times[topic] = text
+
+
+def index(keys: Keys, times: Dict[str, str], pushed: bool = False) -> Op[None]:
+    """The per-topic layout's index write (PROTOCOL.md, "Operations in the
+    per-topic layout"): after a call that schedules or reserves, lower each
+    topic's ``<prefix>due`` entry to ``times[topic]`` (``"s.mmm"`` as a script
+    answered it, or ``"0"``), add pushed topics to ``<prefix>topics``, and
+    publish the time on ``<prefix>wake`` for each topic whose entry it lowered.
+    Nothing in the classic layout, whose scripts do all of this themselves.
+    """
+    if not keys.per_topic or not times:
+        return
+    commands: List[Tuple[Arg, ...]] = []
+    for topic, time_text in times.items():
+        commands.append(("ZADD", keys.due, "LT", "CH", time_text, topic))
+        if pushed:
+            commands.append(("SADD", keys.topics, topic))
+    replies = yield Commands(commands)
+    step = 2 if pushed else 1
+    if not isinstance(replies, (list, tuple)) or len(replies) != len(commands):
+        raise ProtocolError(f"expected {len(commands)} replies to the index write, got {replies!r:.200}")
+    lowered = [t for t, reply in zip(times.values(), replies[::step]) if _replies.flag(reply, "ZADD")]
+    if lowered:
+        yield Commands([("PUBLISH", keys.wake, t) for t in lowered], tolerate=True)
 
 
 def push(
@@ -70,17 +114,30 @@ def push(
     if_absent: object,
 ) -> Op[float]:
     call = _calls.push_call(keys, topic, job_id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent)
-    return _replies.push(call, (yield call))
+    reply = yield call
+    due = _replies.push(call, reply)
+    yield from index(keys, {str(call.args[1]): _replies.time_text(reply)}, pushed=True)
+    return due
 
 
 def push_many(keys: Keys, jobs: object, if_absent: object) -> Op[List[float]]:
     # Every job is checked before the first pipeline is sent.
-    calls = _calls.push_many_calls(keys, jobs, if_absent)
+    batches = _calls.push_many_batches(keys, jobs, if_absent)
     outcomes: List[Union[float, Taken]] = []
-    for chunk in _calls.chunks(calls):
+    for chunk in _calls.chunks(batches.calls):
         step = Pipeline(chunk)
-        outcomes.extend(_replies.push_many_pipeline(chunk, (yield step), len(step.scripts)))
-    return _replies.push_many(outcomes)
+        replies = yield step
+        outcomes.extend(_replies.push_many_pipeline(chunk, replies, len(step.scripts)))
+        times: Dict[str, str] = {}
+        for call, reply in zip(chunk, replies[len(step.scripts) :]):
+            for topic, one in zip(_calls.push_many_topics(call), reply):
+                if not isinstance(one, (list, tuple)):  # a due time, not a taken id
+                    _earlier(times, topic, _replies.time_text(one))
+        yield from index(keys, times, pushed=True)
+    ordered: List[Union[float, Taken]] = [0.0] * len(outcomes)
+    for k, i in enumerate(batches.order):
+        ordered[i] = outcomes[k]
+    return _replies.push_many(ordered)
 
 
 def pop(keys: Keys, topic: object) -> Op[Optional[Message]]:
@@ -89,6 +146,7 @@ def pop(keys: Keys, topic: object) -> Op[Optional[Message]]:
 
 def bpop(keys: Keys, topic: object, timeout: object) -> Op[Optional[Message]]:
     queue = _calls.pop_call(keys, topic).keys[0]
+    t = str(topic)  # checked by pop_call
     deadline = _waits.deadline(check_timeout(timeout), time.monotonic())
     while True:
         wait = _waits.seconds(deadline, time.monotonic())
@@ -98,24 +156,52 @@ def bpop(keys: Keys, topic: object, timeout: object) -> Op[Optional[Message]]:
         if job_id is None:
             continue  # this wait is over; the deadline says whether to wait again
         # Another consumer's pop may have taken the job (nil): wait again.
-        message = _replies.message((yield _calls.take_call(keys, job_id)))
+        message = _replies.message((yield _calls.take_call(keys, t, job_id)))
         if message is not None:
             return message
 
 
-def remove(keys: Keys, job_id: object) -> Op[bool]:
-    return _replies.flag((yield _calls.remove_call(keys, job_id)), "remove.lua")
+def remove(keys: Keys, job_id: object, topic: object = None) -> Op[bool]:
+    return _replies.flag((yield _calls.remove_call(keys, job_id, topic)), "remove.lua")
+
+
+def _reserved(keys: Keys, call: ScriptCall, reply: object) -> Op[Optional[ReservedMessage]]:
+    """A reserve.lua reply, then the index write for the reservation's deadline."""
+    job = _replies.reserved(reply)
+    if job is not None:
+        yield from index(keys, {job.topic: _replies.time_text(reply[6])})  # type: ignore[index]
+    return job
 
 
 def reserve(keys: Keys, topic: object, ttr: object) -> Op[Optional[ReservedMessage]]:
-    return _replies.reserved((yield _calls.reserve_call(keys, topic, ttr)))
+    call = _calls.reserve_call(keys, topic, ttr)
+    return (yield from _reserved(keys, call, (yield call)))
 
 
 def reserve_many(
     keys: Keys, topic: object, ttr: object, n: object, acks: object
 ) -> Op[Tuple[List[bool], List[ReservedMessage]]]:
-    call = _calls.reserve_many_call(keys, topic, ttr, n, acks)
-    return _replies.reserved_many((yield call), (len(call.args) - 3) // 2)
+    many = _calls.reserve_many_calls(keys, topic, ttr, n, acks)
+    if not many.calls:
+        return [], []
+    if len(many.calls) == 1:
+        replies = [(yield many.calls[0])]
+    else:
+        step = Pipeline(many.calls)
+        got = yield step
+        if not isinstance(got, (list, tuple)) or len(got) != len(step.scripts) + len(many.calls):
+            raise ProtocolError(f"expected {len(step.scripts) + len(many.calls)} replies, got {got!r:.200}")
+        replies = list(got[len(step.scripts) :])
+    results = [
+        _replies.reserved_many(reply, (len(call.args) - 3) // 2) for call, reply in zip(many.calls, replies)
+    ]
+    jobs = results[0][1] if many.reserves else []
+    if jobs:
+        times: Dict[str, str] = {}
+        for entry in replies[0][1]:
+            _earlier(times, jobs[0].topic, _replies.time_text(entry[6]))
+        yield from index(keys, times)
+    return [results[c][0][k] for c, k in many.acks], jobs
 
 
 def breserve(keys: Keys, topic: object, ttr: object, timeout: object) -> Op[Optional[ReservedMessage]]:
@@ -129,29 +215,40 @@ def breserve(keys: Keys, topic: object, ttr: object, timeout: object) -> Op[Opti
         # BLMOVE of the queue onto itself: wakes when it holds an id, takes nothing.
         if not _replies.blmove((yield Wait("BLMOVE", queue, wait))):
             continue
-        job = _replies.reserved((yield call))
+        job = yield from _reserved(keys, call, (yield call))
         if job is not None:
             return job
 
 
-def ack(keys: Keys, job: object, receipt: object) -> Op[bool]:
-    return _replies.flag((yield _calls.ack_call(keys, job, receipt)), "ack.lua")
+def ack(keys: Keys, job: object, receipt: object, topic: object = None) -> Op[bool]:
+    return _replies.flag((yield _calls.ack_call(keys, job, receipt, topic)), "ack.lua")
 
 
-def touch(keys: Keys, job: object, ttr: object, receipt: object) -> Op[Optional[float]]:
-    return _replies.optional_time((yield _calls.touch_call(keys, job, ttr, receipt)), "touch.lua", "deadline")
+def touch(keys: Keys, job: object, ttr: object, receipt: object, topic: object = None) -> Op[Optional[float]]:
+    call = _calls.touch_call(keys, job, ttr, receipt, topic)
+    return _replies.optional_time((yield call), "touch.lua", "deadline")
 
 
-def release(keys: Keys, job: object, delay: object, receipt: object, error: object = None) -> Op[bool]:
-    return _replies.ended((yield _calls.release_call(keys, job, delay, receipt, error)))
+def release(
+    keys: Keys, job: object, delay: object, receipt: object, error: object = None, topic: object = None
+) -> Op[bool]:
+    reply = yield _calls.release_call(keys, job, delay, receipt, error, topic)
+    held = _replies.ended(reply)
+    if held and _replies.time_text(reply) != "dead":
+        yield from index(keys, {str(_calls.held_topic(job, topic)): _replies.time_text(reply)})
+    return held
 
 
-def bury(keys: Keys, job: object, receipt: object, error: object = None) -> Op[bool]:
-    return _replies.ended((yield _calls.bury_call(keys, job, receipt, error)))
+def bury(keys: Keys, job: object, receipt: object, error: object = None, topic: object = None) -> Op[bool]:
+    return _replies.ended((yield _calls.bury_call(keys, job, receipt, error, topic)))
 
 
-def reschedule(keys: Keys, job_id: object, delay: object) -> Op[Optional[float]]:
-    return _replies.optional_time((yield _calls.reschedule_call(keys, job_id, delay)), "reschedule.lua", "due time")
+def reschedule(keys: Keys, job_id: object, delay: object, topic: object = None) -> Op[Optional[float]]:
+    reply = yield _calls.reschedule_call(keys, job_id, delay, topic)
+    due = _replies.optional_time(reply, "reschedule.lua", "due time")
+    if due is not None:
+        yield from index(keys, {str(topic): _replies.time_text(reply)})
+    return due
 
 
 def dead_letters(keys: Keys, topic: object, start: object, count: object) -> Op[List[DeadLetter]]:
@@ -163,11 +260,20 @@ def dead_take(keys: Keys, action: str, topic: object, ids: object) -> Op[int]:
     # held for long; "all" repeats until a call takes fewer than asked.
     every, calls = _calls.dead_take_calls(keys, action, topic, ids)
     total = 0
+    indexed = action != "requeue"  # a requeue makes jobs due now: the index must say so, once
+
+    def done(count: int) -> Op[None]:
+        nonlocal total, indexed
+        total += count
+        if count and not indexed:
+            indexed = True
+            yield from index(keys, {str(topic): "0"})
+
     while every is not None:
-        done, taken = _replies.dead_taken((yield every))
-        total += done
+        count, taken = _replies.dead_taken((yield every))
+        yield from done(count)
         if taken < _calls.DEAD_BATCH:
             break
     for call in calls:
-        total += _replies.dead_taken((yield call))[0]
+        yield from done(_replies.dead_taken((yield call))[0])
     return total

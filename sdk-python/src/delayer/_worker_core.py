@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Dict, Generator, List, NamedTuple, Optional, Tuple, Union
 
 from ._calls import RESERVE_BATCH
-from ._rules import check_name, count, ttr_ms
+from ._rules import check_topic, count, ttr_ms
 from .errors import DelayerError, InvalidArgument
+from .keys import CLASSIC
 from ._worker_hooks import WorkerHooks, call_hook, overridden
 from .models import Message, ReservedMessage
 
@@ -188,8 +189,8 @@ class Core:
         self._next = 0  # rotation: the topic served first next round
         self._pause = FIRST_PAUSE
 
-    def register(self, topic: object, ttr: Optional[float]) -> str:
-        t = check_name("topic", topic)
+    def register(self, topic: object, ttr: Optional[float], layout: str = CLASSIC) -> str:
+        t = check_topic(topic, layout)
         if t in self.ttrs:
             raise InvalidArgument(f"topic {t!r} has a handler already")
         if ttr is not None:

@@ -34,8 +34,12 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
     decode responses, and :meth:`close` leaves it open). Use it as
     ``async with Delayer(...) as d:`` or call ``await d.close()``.
 
-    Job ids are global across topics (the classic 1.x key layout): a push
-    replaces any job with its id, whatever its topic, unless ``if_absent``.
+    Job ids are global across topics in the classic 1.x key layout (the
+    default): a push replaces any job with its id, whatever its topic, unless
+    ``if_absent``. With ``layout="topic"`` (``[delayer] layout = topic``)
+    every key of a topic shares one hash slot and ids are per topic; the
+    id-only calls (remove, reschedule, and ack, touch, release, bury by id)
+    then take the job's ``topic=``.
     Every error is a :class:`delayer.DelayerError`; see :class:`delayer.Delayer`.
     """
 
@@ -73,6 +77,11 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
             async with self._redis.pipeline(transaction=False) as pipe:
                 _durable.queue(pipe, step, self._scripts)
                 return _durable.split(step, await pipe.execute())
+        if isinstance(step, _ops.Commands):
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for command in step.commands:
+                    pipe.execute_command(*command)
+                return await pipe.execute(raise_on_error=not step.tolerate)
         if isinstance(step, _ops.Wait):
             if step.command == "BRPOP":
                 return await self._waiter.brpop([step.queue], timeout=step.seconds)
@@ -110,7 +119,8 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         ``delay + ready_max_lifetime`` seconds from now. Returns the due time
         as Unix seconds by Redis's clock.
 
-        **Ids are global across topics** (the classic 1.x key layout): by
+        **Ids are global across topics** in the classic 1.x key layout (per
+        topic in the per-topic layout, where this replaces only ``topic``'s): by
         default a push replaces whatever job has the id, on any topic (pushing
         ``"42"`` on ``"sms"`` replaces a waiting ``"42"`` on
         ``"close_order"``). With ``if_absent=True`` nothing is written when
@@ -168,13 +178,15 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         """
         return await self._drive(_ops.bpop(self._keys, topic, timeout))
 
-    async def remove(self, id: str) -> bool:
+    async def remove(self, id: str, topic: Optional[str] = None) -> bool:
         """Cancel job ``id``; True if there was something to cancel.
 
         A waiting job is never delivered; a job already in its ready queue is
         skipped by pop. A job already popped cannot be recalled (False).
+        ``topic``: the job's, which the per-topic layout needs (its ids are
+        per topic); the classic layout's ids are global, so it needs none.
         """
-        return await self._drive(_ops.remove(self._keys, id))
+        return await self._drive(_ops.remove(self._keys, id, topic))
 
     # ------------------------------------------------------------------
     # at least once: reserve / ack (docs/PROTOCOL.md, "Reserve and ack")
@@ -221,7 +233,9 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         """
         return await self._drive(_ops.breserve(self._keys, topic, ttr, timeout))
 
-    async def ack(self, job: Union[ReservedMessage, str], receipt: Optional[str] = None) -> bool:
+    async def ack(
+        self, job: Union[ReservedMessage, str], receipt: Optional[str] = None, *, topic: Optional[str] = None
+    ) -> bool:
         """The job is done: delete it. True if the reservation was still held.
 
         ``job`` is what :meth:`reserve` returned (then only that reservation
@@ -229,21 +243,29 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         whichever reservation is current). False means nothing changed: the
         job was acked already, or its reservation ran out and the job went to
         another worker (whose work then counts, not this one's), or the id
-        was pushed again.
+        was pushed again. ``topic``: the job's, for a job given by id in the
+        per-topic layout (a reserved job carries its own).
         """
-        return await self._drive(_ops.ack(self._keys, job, receipt))
+        return await self._drive(_ops.ack(self._keys, job, receipt, topic))
 
-    async def touch(self, job: Union[ReservedMessage, str], ttr: float, receipt: Optional[str] = None) -> Optional[float]:
+    async def touch(
+        self,
+        job: Union[ReservedMessage, str],
+        ttr: float,
+        receipt: Optional[str] = None,
+        *,
+        topic: Optional[str] = None,
+    ) -> Optional[float]:
         """Still working on it: the reservation's deadline becomes ``ttr`` seconds from now.
 
         So the job is not handed out again while the work goes on. The
         deadline is set, not added to (a shorter ``ttr`` brings it in), and
         the attempt count does not change. Returns the new deadline (Unix
         seconds, Redis's clock), or None when the reservation was not held
-        (as for :meth:`ack`). ``job`` and ``receipt`` as in :meth:`ack`,
-        ``ttr`` as in :meth:`reserve`.
+        (as for :meth:`ack`). ``job``, ``receipt`` and ``topic`` as in
+        :meth:`ack`, ``ttr`` as in :meth:`reserve`.
         """
-        return await self._drive(_ops.touch(self._keys, job, ttr, receipt))
+        return await self._drive(_ops.touch(self._keys, job, ttr, receipt, topic))
 
     async def release(
         self,
@@ -252,37 +274,44 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         receipt: Optional[str] = None,
         *,
         error: Optional[str] = None,
+        topic: Optional[str] = None,
     ) -> bool:
         """A failed attempt: give the job back for a retry. True if the reservation was held.
 
         The job is due again after ``delay`` seconds, or, without one, after
         its backoff (the point of a backoff: a job failing for a reason that
         lasts is not retried in a tight loop). A job that has used up its
-        ``max_attempts`` goes to its topic's dead letters instead. ``job``
-        and ``receipt`` as in :meth:`ack`. ``error``, when given, says why
+        ``max_attempts`` goes to its topic's dead letters instead. ``job``,
+        ``receipt`` and ``topic`` as in :meth:`ack`. ``error``, when given, says why
         the attempt failed (a Worker sends ``"ValueError: bad order"``): it is
         kept on the job as its last error (the first 1000 bytes), shown by
         dead letters and job lookups.
         """
-        return await self._drive(_ops.release(self._keys, job, delay, receipt, error))
+        return await self._drive(_ops.release(self._keys, job, delay, receipt, error, topic))
 
     async def bury(
-        self, job: Union[ReservedMessage, str], receipt: Optional[str] = None, *, error: Optional[str] = None
+        self,
+        job: Union[ReservedMessage, str],
+        receipt: Optional[str] = None,
+        *,
+        error: Optional[str] = None,
+        topic: Optional[str] = None,
     ) -> bool:
         """Give up on the job: send it to its topic's dead letters now, whatever
         its attempts (for a job that can never succeed). True if the
-        reservation was held. ``job`` and ``receipt`` as in :meth:`ack`,
-        ``error`` as in :meth:`release`."""
-        return await self._drive(_ops.bury(self._keys, job, receipt, error))
+        reservation was held. ``job``, ``receipt`` and ``topic`` as in
+        :meth:`ack`, ``error`` as in :meth:`release`."""
+        return await self._drive(_ops.bury(self._keys, job, receipt, error, topic))
 
-    async def reschedule(self, id: str, delay: float) -> Optional[float]:
+    async def reschedule(self, id: str, delay: float, topic: Optional[str] = None) -> Optional[float]:
         """Make waiting job ``id`` due ``delay`` seconds from now; return the new due time.
 
         Returns None when the job is not waiting (ready, reserved, dead, gone
         or unknown): rescheduling never creates or brings back a job. The
-        job's data keeps the same lifetime after its new due time.
+        job's data keeps the same lifetime after its new due time. ``topic``
+        as in :meth:`remove`.
         """
-        return await self._drive(_ops.reschedule(self._keys, id, delay))
+        return await self._drive(_ops.reschedule(self._keys, id, delay, topic))
 
     async def dead_letters(self, topic: str, start: int = 0, count: int = 100) -> List[DeadLetter]:
         """List ``topic``'s dead letters, newest first: ``count`` (1 to 1000)

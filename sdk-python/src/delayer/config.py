@@ -2,7 +2,7 @@
 
 Only what a client needs is read: ``[redis]`` url, host, port, database,
 username, password, tls_ca_file, tls_cert_file, tls_key_file, and
-``[delayer]`` key_prefix. The server's other keys are accepted (one file
+``[delayer]`` key_prefix and layout. The server's other keys are accepted (one file
 serves both), but what the server refuses, a client refuses too: a section
 other than ``[delayer]`` and ``[redis]``, a key outside them, and a key the
 server does not know (:data:`KNOWN_KEYS`, the server's list), so that a typo
@@ -29,6 +29,7 @@ and never shows a password.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -38,7 +39,7 @@ from urllib.parse import urlsplit
 
 from . import _sentinel
 from .errors import ConfigError
-from .keys import DEFAULT_PREFIX
+from .keys import CLASSIC, DEFAULT_PREFIX, LAYOUTS, TOPIC
 
 __all__ = ["Settings", "load", "URL_SCHEMES", "KNOWN_KEYS", "IGNORED_1X"]
 
@@ -105,6 +106,8 @@ class Settings:
     sentinel_password: Optional[str] = field(default=None, repr=False)
     #: TLS to the sentinels and the master (sentinel mode).
     tls: bool = False
+    #: ``[delayer] layout``: ``"classic"`` (the default) or ``"topic"``.
+    layout: str = CLASSIC
 
 
 def _value(raw: str) -> str:
@@ -255,13 +258,15 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
             raise error("redis", key, f"cannot read {raw}: {e.strerror or e}") from None
         return full
 
-    # The layout first, as the Rust reader does: a client that cannot use the keys the server moves must not start.
-    layout = get("delayer", "layout") or "classic"
-    if layout == "topic":
-        raise error("delayer", "layout", "layout = topic: the Python client does not support the per-topic layout yet"
-                    " (only the server does)")
-    if layout != "classic":
+    # The layout first, as the Rust reader does, so that a file with several mistakes gets the same first error.
+    layout = get("delayer", "layout") or CLASSIC
+    if layout not in LAYOUTS:
         raise error("delayer", "layout", f'"{layout}" is not one of classic, topic')
+    prefix = get("delayer", "key_prefix") or DEFAULT_PREFIX
+    if layout == TOPIC and ("{" in prefix or "}" in prefix):
+        # the Rust reader's message (sdk-rust/src/conf/mod.rs, layout)
+        raise error("delayer", "key_prefix", f"key_prefix {json.dumps(prefix, ensure_ascii=False)} contains a brace,"
+                    " which the per-topic layout cannot use")
     # Checked in the Rust SDK's order (sdk-rust/src/conf/redis.rs, RedisSettings::from_conf), so that a file
     # with several mistakes gets the same first error from every SDK.
     mode = _sentinel.read_mode(get, error)
@@ -293,7 +298,7 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
         database=database,
         username=get("redis", "username"),
         password=get("redis", "password"),
-        key_prefix=get("delayer", "key_prefix") or defaults.key_prefix,
+        key_prefix=prefix,
         url=url,
         tls_ca_file=readable("tls_ca_file"),
         tls_cert_file=cert,
@@ -303,4 +308,5 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
         sentinel_username=mode.username,
         sentinel_password=mode.password,
         tls=mode.tls,
+        layout=layout,
     )

@@ -4,7 +4,8 @@ scheduled, ready and reserved jobs, and per-topic numbers (:meth:`stats`).
 So that "was order 42's auto-close scheduled, and when does it fire?" needs
 no redis-cli and no knowledge of the keys. Everything here only reads, with
 lookup.lua, list.lua and stats.lua (their headers, and docs/PROTOCOL.md
-"Inspecting jobs", say what they take and return). Each operation is a
+"Inspecting jobs", say what they take and return); the per-topic layout's
+stats need no script (SSCAN of the topics, then ZCARD / LLEN per topic). Each operation is a
 generator (as in :mod:`delayer._ops`); :class:`InspectMixin` and
 :class:`AsyncInspectMixin` give the sync and asyncio clients their methods,
 which only drive them.
@@ -16,8 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Generic, List, Optional, Tuple, TypeVar
 
 from . import scripts
-from ._calls import ScriptCall
-from ._rules import check_name, count
+from ._calls import Arg, ScriptCall
+from ._ops import Commands
+from ._rules import check_name, check_topic, count
 from .errors import ProtocolError
 from .keys import Keys
 
@@ -38,6 +40,9 @@ EXAMINE_PER_CALL = 1000
 CALLS_PER_PAGE = 10
 #: Per-topic reserved counts are read while the reserved set is no larger.
 RESERVED_CAP = 1000
+#: Per-topic layout stats: topics asked of SSCAN per call, and read per round trip.
+TOPICS_PER_SCAN = 1000
+TOPICS_PER_ROUND = 250
 
 
 @dataclass(frozen=True)
@@ -140,13 +145,15 @@ def _count(value: object) -> int:
     raise ProtocolError(f"expected a count in Redis's reply, got {value!r:.200}")
 
 
-def _page_args(topic: object, cursor: object, how_many: object) -> Tuple[str, int, int]:
-    return check_name("topic", topic), count("cursor", cursor, 0, None), count("count", how_many, 1, MAX_PAGE)
+def _page_args(keys: Keys, topic: object, cursor: object, how_many: object) -> Tuple[str, int, int]:
+    t = check_topic(topic, keys.layout)
+    return t, count("cursor", cursor, 0, None), count("count", how_many, 1, MAX_PAGE)
 
 
 def job_op(keys: Keys, topic: object, job_id: object) -> Op[JobInfo]:
-    t, i = check_name("topic", topic), check_name("id", job_id)
-    reply = yield ScriptCall(scripts.LOOKUP, [keys.job_bucket(i), keys.job_pool, keys.reserved], [i, t])
+    t, i = check_topic(topic, keys.layout), check_name("id", job_id)
+    n = keys.names(t)
+    reply = yield ScriptCall(scripts.LOOKUP, [n.bucket(i), n.pool, n.reserved], [i, t])
     if not isinstance(reply, list) or len(reply) != 8:
         raise ProtocolError(f"lookup.lua: expected 8 fields, got {reply!r:.200}")
     state = _text(reply[0]) or ""
@@ -175,13 +182,16 @@ def _list_reply(reply: object) -> Tuple[Optional[int], List[Tuple[str, Optional[
     return _number(reply[0]), pairs
 
 
-def scan_op(keys: Keys, zset: str, topic: object, cursor: object, how_many: object) -> Op[Page[Listed]]:
-    t, rank, n = _page_args(topic, cursor, how_many)
+def scan_op(keys: Keys, reserved: bool, topic: object, cursor: object, how_many: object) -> Op[Page[Listed]]:
+    """A page of the topic's pool, or with ``reserved`` of its reservations."""
+    t, rank, n = _page_args(keys, topic, cursor, how_many)
+    names = keys.names(t)
+    zset = names.reserved if reserved else names.pool
+    # The reserved set's scores are ms; list.lua turns them into seconds.
+    mode = ["reserved"] if reserved else []
     items: List[Listed] = []
     for _ in range(CALLS_PER_PAGE):
-        # The reserved set's scores are ms; list.lua turns them into seconds.
-        mode = ["reserved"] if zset == keys.reserved else []
-        call = ScriptCall(scripts.LIST, [zset], [keys.bucket_prefix, t, rank, n - len(items), EXAMINE_PER_CALL, *mode])
+        call = ScriptCall(scripts.LIST, [zset], [names.bucket_prefix, t, rank, n - len(items), EXAMINE_PER_CALL, *mode])
         nxt, pairs = _list_reply((yield call))
         items.extend(Listed(i, time if time is not None else 0.0) for i, time in pairs)
         if nxt is None or len(items) >= n:
@@ -191,13 +201,56 @@ def scan_op(keys: Keys, zset: str, topic: object, cursor: object, how_many: obje
 
 
 def ready_op(keys: Keys, topic: object, cursor: object, how_many: object) -> Op[Page[str]]:
-    t, start, n = _page_args(topic, cursor, how_many)
-    call = ScriptCall(scripts.LIST, [keys.ready_queue(t)], ["", t, start, n, 1, "ready"])
+    t, start, n = _page_args(keys, topic, cursor, how_many)
+    call = ScriptCall(scripts.LIST, [keys.names(t).ready], ["", t, start, n, 1, "ready"])
     nxt, pairs = _list_reply((yield call))
     return Page([i for i, _ in pairs], nxt)
 
 
+def _scan_reply(reply: object) -> Tuple[int, List[str]]:
+    """SSCAN's ``[cursor, members]`` (as redis-py parses it, or raw)."""
+    if isinstance(reply, (list, tuple)) and len(reply) == 1:
+        reply = reply[0]  # one command's reply in a pipeline's list
+    if not isinstance(reply, (list, tuple)) or len(reply) != 2 or not isinstance(reply[1], (list, tuple)):
+        raise ProtocolError(f"SSCAN: expected [cursor, members], got {reply!r:.200}")
+    cursor = _text(reply[0]) or "0"
+    if not cursor.isdigit():
+        raise ProtocolError(f"SSCAN: expected a cursor, got {cursor!r:.200}")
+    return int(cursor), [_text(m) or "" for m in reply[1]]
+
+
+def topic_stats_op(keys: Keys) -> Op[Stats]:
+    """The per-topic layout's stats (PROTOCOL.md, "Operations in the per-topic
+    layout"): the topics of ``<prefix>topics``, each read by ZCARD / LLEN of
+    its own keys, a round trip per :data:`TOPICS_PER_ROUND` topics."""
+    names: List[str] = []
+    cursor = 0
+    while True:
+        cursor, found = _scan_reply((yield Commands([("SSCAN", keys.topics, cursor, "COUNT", TOPICS_PER_SCAN)])))
+        names.extend(found)
+        if cursor == 0:
+            break
+    # SSCAN may return a member twice; empty or braced members are no topic of this layout.
+    topics = sorted({t for t in names if t and "{" not in t and "}" not in t})
+    out: List[TopicStats] = []
+    for start in range(0, len(topics), TOPICS_PER_ROUND):
+        part = topics[start : start + TOPICS_PER_ROUND]
+        commands: List[Tuple[Arg, ...]] = []
+        for t in part:
+            n = keys.names(t)
+            commands += [("ZCARD", n.pool), ("LLEN", n.ready), ("ZCARD", n.reserved), ("LLEN", n.dead)]
+        replies = yield Commands(commands)
+        if not isinstance(replies, (list, tuple)) or len(replies) != len(commands):
+            raise ProtocolError(f"expected {len(commands)} counts, got {replies!r:.200}")
+        for k, t in enumerate(part):
+            pool, ready, reserved, dead = (_count(r) for r in replies[4 * k : 4 * k + 4])
+            out.append(TopicStats(t, pool, ready, reserved, dead))
+    return Stats(sum(t.scheduled for t in out), sum(t.reserved or 0 for t in out), out)
+
+
 def stats_op(keys: Keys) -> Op[Stats]:
+    if keys.per_topic:
+        return (yield from topic_stats_op(keys))
     call = ScriptCall(
         scripts.STATS,
         [keys.topics, keys.scheduled_count, keys.job_pool, keys.reserved],
@@ -234,11 +287,11 @@ class InspectMixin:
 
     def list_scheduled(self, topic: str, cursor: int = 0, count: int = 100) -> Page[Listed]:
         """A page of ``topic``'s scheduled jobs, earliest due first, from ``cursor`` (0, then ``page.next``)."""
-        return self._drive(scan_op(self._keys, self._keys.job_pool, topic, cursor, count))
+        return self._drive(scan_op(self._keys, False, topic, cursor, count))
 
     def list_reserved(self, topic: str, cursor: int = 0, count: int = 100) -> Page[Listed]:
         """A page of ``topic``'s reserved jobs, earliest deadline first (``time`` = deadline)."""
-        return self._drive(scan_op(self._keys, self._keys.reserved, topic, cursor, count))
+        return self._drive(scan_op(self._keys, True, topic, cursor, count))
 
     def list_ready(self, topic: str, cursor: int = 0, count: int = 100) -> Page[str]:
         """A page of the ids in ``topic``'s ready queue, next out first."""
@@ -264,11 +317,11 @@ class AsyncInspectMixin:
 
     async def list_scheduled(self, topic: str, cursor: int = 0, count: int = 100) -> Page[Listed]:
         """As :meth:`InspectMixin.list_scheduled`."""
-        return await self._drive(scan_op(self._keys, self._keys.job_pool, topic, cursor, count))
+        return await self._drive(scan_op(self._keys, False, topic, cursor, count))
 
     async def list_reserved(self, topic: str, cursor: int = 0, count: int = 100) -> Page[Listed]:
         """As :meth:`InspectMixin.list_reserved`."""
-        return await self._drive(scan_op(self._keys, self._keys.reserved, topic, cursor, count))
+        return await self._drive(scan_op(self._keys, True, topic, cursor, count))
 
     async def list_ready(self, topic: str, cursor: int = 0, count: int = 100) -> Page[str]:
         """As :meth:`InspectMixin.list_ready`."""

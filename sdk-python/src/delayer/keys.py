@@ -1,32 +1,127 @@
-"""Redis key names of the Delayer protocol (docs/PROTOCOL.md, "Keys").
+"""Redis key names of the Delayer protocol (docs/PROTOCOL.md, "Keys" and
+"The per-topic layout").
 
 This is the only module that builds key names (and the name of the one pub/sub
-channel), so a later layout (for example per-topic hash tags for Redis
-Cluster) changes one place. Scripts get each name they touch as a key, or as
+channel), for both layouts. Scripts get each name they touch as a key, or as
 a per-kind prefix (``*_prefix``) for names that depend on data they read; they
-never build one themselves.
+never build one themselves. A call builder asks :meth:`Keys.names` for the
+names of one topic and passes them on, so it does not care which layout it
+runs on; only what differs in kind (which scripts take a scheduled-count
+hash, release.lua's fourth key) is decided by the builders from these names.
 """
 
 from __future__ import annotations
 
-__all__ = ["Keys", "DEFAULT_PREFIX"]
+from typing import NamedTuple, Optional
+
+__all__ = ["Keys", "TopicNames", "DEFAULT_PREFIX", "CLASSIC", "TOPIC", "LAYOUTS"]
 
 #: The key prefix used when none is configured.
 DEFAULT_PREFIX = "delayer:"
+#: Delayer 1.x's layout: one pool, global ids (the default).
+CLASSIC = "classic"
+#: Everything of one topic in one hash slot, ids per topic (``layout = topic``).
+TOPIC = "topic"
+#: Every layout, as ``[delayer] layout`` and ``layout=`` name them.
+LAYOUTS = (CLASSIC, TOPIC)
+
+
+class TopicNames(NamedTuple):
+    """The names every call on one topic needs, in the client's layout.
+
+    In the classic layout most are shared by every topic (one pool, one
+    reserved set); in the per-topic layout each is the topic's own
+    (``<prefix>{<topic>}:<kind>``). Id-only calls of the classic layout know no
+    topic: :attr:`ready` and :attr:`dead` are then ``""`` (they use neither).
+    """
+
+    #: The ZSET of waiting ids, scored by due time.
+    pool: str
+    #: What a job's HASH name puts before its id.
+    bucket_prefix: str
+    #: The LIST of due ids of the topic.
+    ready: str
+    #: The ZSET of reserved ids, scored by deadline (Unix ms).
+    reserved: str
+    #: The LIST of ids whose bucket could not be routed.
+    malformed: str
+    #: The counter reserve takes receipts from.
+    receipt_seq: str
+    #: The LIST of the topic's dead letters.
+    dead: str
+    #: What a dead-letter list's name puts before its topic (release.lua's
+    #: ARGV[2]); ``""`` in the per-topic layout, whose lists are not prefix + topic.
+    dead_prefix: str
+    #: The HASH of waiting jobs per topic; None in the per-topic layout,
+    #: where a topic's pool is its count (the scripts take it as optional).
+    scheduled_count: Optional[str]
+    #: The wake channel the scripts publish on; ``""`` in the per-topic
+    #: layout, where the client wakes the server itself after its index write.
+    wake: str
+
+    def bucket(self, job_id: str) -> str:
+        """The HASH holding one job."""
+        return self.bucket_prefix + job_id
 
 
 class Keys:
-    """Key names under one prefix, which is prepended as is.
+    """Key names under one prefix, which is prepended as is, in one layout.
 
     >>> Keys("shop:delayer:").job_pool
     'shop:delayer:job_pool'
+    >>> Keys("shop:", "topic").names("mail").pool
+    'shop:{mail}:pool'
+
+    The properties below are the classic layout's names (and the index names
+    both layouts share); :meth:`names` gives a topic's names in either layout.
     """
 
-    __slots__ = ("prefix",)
+    __slots__ = ("prefix", "layout")
 
-    def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
-        """Build key names under ``prefix`` (e.g. ``"delayer:"``)."""
+    def __init__(self, prefix: str = DEFAULT_PREFIX, layout: str = CLASSIC) -> None:
+        """Build key names under ``prefix`` (e.g. ``"delayer:"``) in ``layout``
+        (``"classic"`` or ``"topic"``; the clients check both first)."""
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
         self.prefix: str = prefix
+        self.layout: str = layout
+
+    @property
+    def per_topic(self) -> bool:
+        """True in the per-topic layout."""
+        return self.layout == TOPIC
+
+    def names(self, topic: Optional[str]) -> TopicNames:
+        """The names of ``topic``'s calls in this layout (``topic`` checked by
+        the caller; None only for the classic layout's id-only calls)."""
+        if self.layout == TOPIC:
+            if topic is None:
+                raise ValueError("the per-topic layout's names need a topic")
+            tag = f"{self.prefix}{{{topic}}}:"
+            return TopicNames(
+                pool=tag + "pool",
+                bucket_prefix=tag + "job:",
+                ready=tag + "ready",
+                reserved=tag + "reserved",
+                malformed=tag + "malformed",
+                receipt_seq=tag + "receipt_seq",
+                dead=tag + "dead",
+                dead_prefix="",
+                scheduled_count=None,
+                wake="",
+            )
+        return TopicNames(
+            pool=self.job_pool,
+            bucket_prefix=self.bucket_prefix,
+            ready="" if topic is None else self.ready_queue(topic),
+            reserved=self.reserved,
+            malformed=self.malformed,
+            receipt_seq=self.receipt_seq,
+            dead="" if topic is None else self.dead(topic),
+            dead_prefix=self.dead_prefix,
+            scheduled_count=self.scheduled_count,
+            wake=self.wake,
+        )
 
     @property
     def job_pool(self) -> str:
@@ -68,11 +163,12 @@ class Keys:
 
     @property
     def wake(self) -> str:
-        """The pub/sub channel on which scripts announce an earlier due time: ``<prefix>wake``.
+        """The pub/sub channel that announces an earlier due time: ``<prefix>wake``.
 
-        A channel, not a key: push, push_many, release and reschedule publish
-        the new due time there when it comes before the pool's earliest, so a
-        sleeping server wakes for it.
+        A channel, not a key: a due time published there comes before what a
+        sleeping server waits for, so it wakes. The classic layout's scripts
+        publish it; in the per-topic layout the client does, after lowering
+        the index (:attr:`due`).
         """
         return self.prefix + "wake"
 
@@ -92,8 +188,17 @@ class Keys:
 
     @property
     def topics(self) -> str:
-        """The SET of the topics the server has moved jobs of: ``<prefix>topics``."""
+        """The SET of known topics: ``<prefix>topics`` (both layouts; in the
+        per-topic layout every push adds its topic)."""
         return self.prefix + "topics"
 
+    @property
+    def due(self) -> str:
+        """The per-topic layout's index: ZSET topic -> the earliest time it
+        needs the server (Unix seconds): ``<prefix>due``."""
+        return self.prefix + "due"
+
     def __repr__(self) -> str:
-        return f"Keys({self.prefix!r})"
+        if self.layout == CLASSIC:
+            return f"Keys({self.prefix!r})"
+        return f"Keys({self.prefix!r}, {self.layout!r})"

@@ -104,7 +104,7 @@ class Worker:
         """Run ``handler(job)`` for each job of ``topic`` (``ttr``: this topic's, else the worker's)."""
         if not callable(handler):
             raise TypeError(f"handler must be callable, not {type(handler).__name__}")
-        self._handlers[self._core.register(topic, ttr)] = handler
+        self._handlers[self._core.register(topic, ttr, self.client.keys.layout)] = handler
 
     def handler(self, topic: str, *, ttr: Optional[float] = None) -> Callable[[F], F]:
         """Decorator form of :meth:`handle`."""
