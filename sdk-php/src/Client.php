@@ -32,9 +32,15 @@ use Delayer\Exception\ConnectionException;
  *         handle($job->body) ? $client->ack($job) : $client->release($job);
  *     }
  *
- * Ids are global across topics (Delayer 1.x's key layout): a push replaces
- * the job that has its id, whatever that job's topic, unless it is made with
- * `ifAbsent: true` ({@see schedule()}).
+ * Ids are global across topics in the classic key layout (Delayer 1.x's, the
+ * default): a push replaces the job that has its id, whatever that job's
+ * topic, unless it is made with `ifAbsent: true` ({@see schedule()}). In the
+ * per-topic layout (option `layout => 'topic'`, or `[delayer] layout =
+ * topic`: every topic's keys in one hash slot) ids are per topic, a topic
+ * may not contain "{" or "}", and the calls that name a job by id alone
+ * take its topic too: remove($id, $topic), reschedule($id, $delay, $topic),
+ * and ack / touch / release / bury with an id and `topic:` (a
+ * ReservedMessage carries its own).
  *
  * This class is the public methods only, by concern: 1.x's four in
  * {@see LegacyApi}, Delayer 2's pushes in {@see Pushes}, at least once in
@@ -57,6 +63,7 @@ class Client
     use Reservations;
     use DeadLetters;
     use Inspect;
+    use TopicIndex;
 
     /** mix/delayer-client 1.x's key names, for the default prefix (the client's own: {@see getKeys()}). */
     public const KEY_JOB_POOL = Keys::DEFAULT_PREFIX . 'job_pool';
@@ -131,6 +138,9 @@ class Client
      *                 instead of the system's), local_cert + local_pk (PEM
      *                 client certificate and key, for mutual TLS)
      *        prefix   key prefix, as the server's key_prefix (default "delayer:")
+     *        layout   the key layout, as the server's [delayer] layout:
+     *                 "classic" (default; Delayer 1.x's) or "topic" (the
+     *                 per-topic layout; the prefix may not hold "{" or "}")
      *        timeout  connect and read timeout in seconds (default 5)
      *        durable  true (1 s) or seconds: each push (schedule, pushTo,
      *                 pushMany; push() too) then waits for a replica to have
@@ -169,7 +179,7 @@ class Client
      * Builds a client from the server's delayer.conf.
      *
      * Reads [redis] url (or host, port, database), username, password,
-     * tls_ca_file, tls_cert_file, tls_key_file and [delayer] key_prefix;
+     * tls_ca_file, tls_cert_file, tls_key_file and [delayer] key_prefix, layout;
      * the server's other keys are accepted and not used, and a key or
      * section the server does not know is refused as the server refuses it
      * (file:line, section, key, and the keys allowed). Comments start with ";" or "#"

@@ -10,7 +10,7 @@ use Delayer\Exception\ConfigException;
  * Reads the client's settings from the server's delayer.conf.
  *
  * Used keys: [redis] url, host, port, database, username, password,
- * tls_ca_file, tls_cert_file, tls_key_file and [delayer] key_prefix (relative
+ * tls_ca_file, tls_cert_file, tls_key_file and [delayer] key_prefix, layout (relative
  * certificate paths are relative to the file's directory). The server's
  * other keys are accepted and not used, so one file serves the server and
  * its clients; a key or section the server does not know is an error, as it
@@ -66,7 +66,7 @@ final class ConfigFile
     }
 
     /**
-     * @return array{url?: string, host?: string, port?: int, database?: int, username?: string, password?: string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, sentinels?: list<array{0: string, 1: int}>, master_name?: string, sentinel_tls?: bool, sentinel_username?: string, sentinel_password?: string}
+     * @return array{url?: string, host?: string, port?: int, database?: int, username?: string, password?: string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, sentinels?: list<array{0: string, 1: int}>, master_name?: string, sentinel_tls?: bool, sentinel_username?: string, sentinel_password?: string, layout?: 'topic'}
      *         options for {@see Client::__construct()}; keys absent from the
      *         file are absent here (the client's defaults apply)
      * @throws ConfigException naming the file, and the section and key of a bad value
@@ -110,12 +110,17 @@ final class ConfigFile
 
         // The layout first, as the Rust reader does: a client that cannot use
         // the keys the server moves must not start.
-        $layout = $get($delayer, 'layout') ?? 'classic';
-        if ($layout === 'topic') {
-            throw self::error($path, $lines, 'delayer', 'layout', 'layout = topic: the PHP client does not support the per-topic layout yet (only the server does)');
-        }
-        if ($layout !== 'classic') {
+        $layout = $get($delayer, 'layout') ?? Keys::CLASSIC;
+        if (!\in_array($layout, Keys::LAYOUTS, true)) {
             throw self::error($path, $lines, 'delayer', 'layout', sprintf('"%s" is not one of classic, topic', $layout));
+        }
+        $prefix = $get($delayer, 'key_prefix');
+        if ($layout === Keys::TOPIC && $prefix !== null && strpbrk($prefix, '{}') !== false) {
+            // as the Rust reader words it (sdk-rust/src/conf/mod.rs, layout)
+            throw self::error($path, $lines, 'delayer', 'key_prefix', sprintf(
+                'key_prefix %s contains a brace, which the per-topic layout cannot use',
+                json_encode($prefix, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_INVALID_UTF8_SUBSTITUTE)
+            ));
         }
 
         // Checked in the Rust SDK's order (sdk-rust/src/conf.rs), so that a
@@ -174,8 +179,11 @@ final class ConfigFile
         if ($tls !== []) {
             $config['tls'] = $tls;
         }
-        if (($prefix = $get($delayer, 'key_prefix')) !== null) {
+        if ($prefix !== null) {
             $config['prefix'] = $prefix;
+        }
+        if ($layout !== Keys::CLASSIC) {
+            $config['layout'] = $layout;
         }
         return $config;
     }

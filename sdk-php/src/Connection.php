@@ -126,6 +126,49 @@ final class Connection
     }
 
     /**
+     * Plain commands (no script), pipelined: one round trip. For the
+     * per-topic layout's index write and its numbers (ZADD, SADD, PUBLISH,
+     * SSCAN, ZCARD, LLEN).
+     *
+     * @param list<array{0: string, 1: list<string>}> $commands each command and its arguments
+     * @return list<mixed> the replies, in order
+     * @throws ConnectionException
+     * @throws RedisErrorException when Redis refused one of them
+     */
+    public function commands(array $commands): array
+    {
+        return $this->use(function (\Redis $redis) use ($commands): array {
+            $names = implode(', ', array_unique(array_column($commands, 0)));
+            try {
+                if (self::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
+                    $redis->ping(); // as pipelined(): a pipeline on a dead socket loses its replies
+                }
+                $redis->clearLastError();
+                $redis->multi(\Redis::PIPELINE);
+                foreach ($commands as [$command, $args]) {
+                    $redis->rawCommand($command, ...$args);
+                }
+                $replies = $redis->exec();
+            } catch (\RedisException $e) {
+                throw new ConnectionException("Redis error running {$names}: " . $this->scrub($e->getMessage()), 0, $e);
+            }
+            if (!\is_array($replies) || \count($replies) !== \count($commands)) {
+                $error = $redis->getLastError() ?? 'the connection failed, the replies are lost';
+                throw new ConnectionException("Redis error running {$names}: " . $this->scrub($error));
+            }
+            $replies = array_values($replies);
+            foreach ($replies as $i => $reply) {
+                // phpredis gives an error reply as false (no command here answers false)
+                if ($reply === false) {
+                    throw new RedisErrorException("Redis error running {$commands[$i][0]}: "
+                        . $this->scrub((string) ($redis->getLastError() ?? 'error reply')));
+                }
+            }
+            return $replies;
+        });
+    }
+
+    /**
      * A blocking command (BRPOP, BLMOVE) whose last argument is the timeout,
      * sent raw with a fractional timeout (phpredis 5 only takes whole
      * seconds), with the socket read timeout raised above the wait for the

@@ -35,7 +35,7 @@ trait DeadLetters
      */
     public function deadLetters(string $topic, int $start = 0, int $count = 100): array
     {
-        $topic = Validator::name('topic', $topic);
+        $topic = Validator::topic($topic, $this->keys->isPerTopic());
         Validator::deadRange($start, $count);
         return Ops::deadLetters($this->connection->script(...Ops::deadList($this->keys, $topic, $start, $count)));
     }
@@ -85,7 +85,7 @@ trait DeadLetters
      */
     private function dead(string $topic, ?array $ids, string $action): int
     {
-        $topic = Validator::name('topic', $topic);
+        $topic = Validator::topic($topic, $this->keys->isPerTopic());
         $done = 0;
         if ($ids !== null) {
             $ids = array_values(array_unique(Validator::ids($ids)));
@@ -93,12 +93,15 @@ trait DeadLetters
                 [$n] = Ops::deadCounts($this->connection->script(...Ops::deadAction($this->keys, $topic, $action, $batch)));
                 $done += $n;
             }
-            return $done;
+        } else {
+            do {
+                [$n, $taken] = Ops::deadCounts($this->connection->script(...Ops::deadAction($this->keys, $topic, $action, null)));
+                $done += $n;
+            } while ($taken >= Scripts::DEAD_MAX_PER_CALL);
         }
-        do {
-            [$n, $taken] = Ops::deadCounts($this->connection->script(...Ops::deadAction($this->keys, $topic, $action, null)));
-            $done += $n;
-        } while ($taken >= Scripts::DEAD_MAX_PER_CALL);
+        if ($action === 'requeue' && $done > 0) {
+            $this->indexWrite($topic, '0', false); // re-queued jobs are due now
+        }
         return $done;
     }
 }

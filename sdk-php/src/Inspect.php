@@ -33,9 +33,10 @@ trait Inspect
      */
     public function job(string $topic, string|int $id): JobInfo
     {
-        $topic = Validator::name('topic', $topic);
+        $topic = Validator::topic($topic, $this->keys->isPerTopic());
         $id = Validator::name('id', $id);
-        $keys = [$this->keys->bucket($id), $this->keys->pool(), $this->keys->reserved()];
+        $n = $this->keys->names($this->keys->isPerTopic() ? $topic : null);
+        $keys = [$n->bucket($id), $n->pool, $n->reserved];
         $reply = $this->connection->script(Scripts::LOOKUP, $keys, [$id, $topic]);
         if (!\is_array($reply) || \count($reply) !== 8) {
             throw new ProtocolException('unexpected reply from lookup.lua: ' . get_debug_type($reply));
@@ -71,7 +72,7 @@ trait Inspect
      */
     public function listScheduled(string $topic, int $cursor = 0, int $count = 100): Page
     {
-        return $this->inspectScan($this->keys->pool(), $topic, $cursor, $count);
+        return $this->inspectScan(false, $topic, $cursor, $count);
     }
 
     /**
@@ -82,7 +83,7 @@ trait Inspect
      */
     public function listReserved(string $topic, int $cursor = 0, int $count = 100): Page
     {
-        return $this->inspectScan($this->keys->reserved(), $topic, $cursor, $count);
+        return $this->inspectScan(true, $topic, $cursor, $count);
     }
 
     /**
@@ -93,20 +94,26 @@ trait Inspect
      */
     public function listReady(string $topic, int $cursor = 0, int $count = 100): Page
     {
-        $topic = self::inspectPageArgs($topic, $cursor, $count);
-        $reply = $this->connection->script(Scripts::LIST, [$this->keys->readyQueue($topic)], ['', $topic, (string) $cursor, (string) $count, '1', 'ready']);
+        $topic = $this->inspectPageArgs($topic, $cursor, $count);
+        $ready = (string) $this->keys->names($topic)->ready;
+        $reply = $this->connection->script(Scripts::LIST, [$ready], ['', $topic, (string) $cursor, (string) $count, '1', 'ready']);
         [$next, $pairs] = self::inspectListReply($reply);
         return new Page(array_map(static fn (array $p): string => $p[0], $pairs), $next);
     }
 
     /**
      * Scheduled, ready, reserved and dead jobs per topic. Cheap on any
-     * backlog: no scan of the pool.
+     * backlog: no scan of the pool. In the per-topic layout, the topics of
+     * `<prefix>topics` with the sizes of their own keys (reserved counts
+     * always known).
      *
      * @throws ConnectionException|RedisErrorException|ProtocolException
      */
     public function stats(): Stats
     {
+        if ($this->keys->isPerTopic()) {
+            return $this->perTopicStats();
+        }
         $k = $this->keys;
         $reply = $this->connection->script(
             Scripts::STATS,
@@ -136,19 +143,72 @@ trait Inspect
     }
 
     /**
-     * list.lua over $zset, call after call until the page is full, the end
-     * is reached, or {@see Page::CALLS_PER_PAGE} calls were made.
+     * The per-topic layout's numbers, without a script (docs/PROTOCOL.md,
+     * "Operations in the per-topic layout"): the topics of `<prefix>topics`
+     * (SSCAN), and for each ZCARD of its pool and reserved set, LLEN of its
+     * ready and dead lists, 100 topics per round trip.
+     *
+     * @throws ConnectionException|RedisErrorException|ProtocolException
+     */
+    private function perTopicStats(): Stats
+    {
+        $topics = [];
+        $cursor = '0';
+        do {
+            [$reply] = $this->connection->commands([['SSCAN', [$this->keys->topics(), $cursor, 'COUNT', '1000']]]);
+            if (!\is_array($reply) || \count($reply) !== 2 || !\is_array($reply[1] ?? null)) {
+                throw new ProtocolException('unexpected reply from SSCAN: ' . get_debug_type($reply));
+            }
+            $cursor = (string) self::inspectText($reply[0]);
+            foreach ($reply[1] as $topic) {
+                $topics[] = (string) self::inspectText($topic);
+            }
+        } while ($cursor !== '0');
+        $topics = array_values(array_unique($topics));
+        sort($topics, SORT_STRING);
+        $out = [];
+        $poolTotal = 0;
+        $reservedTotal = 0;
+        foreach (array_chunk($topics, 100) as $chunk) {
+            $commands = [];
+            foreach ($chunk as $topic) {
+                $n = $this->keys->names($topic);
+                array_push(
+                    $commands,
+                    ['ZCARD', [$n->pool]],
+                    ['LLEN', [(string) $n->ready]],
+                    ['ZCARD', [$n->reserved]],
+                    ['LLEN', [(string) $n->dead]],
+                );
+            }
+            $replies = array_map(static fn (mixed $v): int => self::inspectInt($v), $this->connection->commands($commands));
+            foreach ($chunk as $i => $topic) {
+                [$scheduled, $ready, $reserved, $dead] = \array_slice($replies, 4 * $i, 4);
+                $poolTotal += $scheduled;
+                $reservedTotal += $reserved;
+                $out[] = new TopicStats($topic, $scheduled, $ready, $reserved, $dead);
+            }
+        }
+        return new Stats($poolTotal, $reservedTotal, $out);
+    }
+
+    /**
+     * list.lua over the topic's pool or reserved set, call after call until
+     * the page is full, the end is reached, or {@see Page::CALLS_PER_PAGE}
+     * calls were made.
      *
      * @return Page<Listed>
      */
-    private function inspectScan(string $zset, string $topic, int $cursor, int $count): Page
+    private function inspectScan(bool $reserved, string $topic, int $cursor, int $count): Page
     {
-        $topic = self::inspectPageArgs($topic, $cursor, $count);
+        $topic = $this->inspectPageArgs($topic, $cursor, $count);
+        $n = $this->keys->names($topic);
+        $zset = $reserved ? $n->reserved : $n->pool;
         $items = [];
         $rank = $cursor;
         for ($call = 0; $call < Page::CALLS_PER_PAGE; $call++) {
-            $argv = [$this->keys->bucketPrefix(), $topic, (string) $rank, (string) ($count - \count($items)), (string) Page::EXAMINE_PER_CALL];
-            if ($zset === $this->keys->reserved()) {
+            $argv = [$n->bucketPrefix, $topic, (string) $rank, (string) ($count - \count($items)), (string) Page::EXAMINE_PER_CALL];
+            if ($reserved) {
                 $argv[] = 'reserved'; // its scores are ms; list.lua answers in seconds
             }
             [$next, $pairs] = self::inspectListReply($this->connection->script(Scripts::LIST, [$zset], $argv));
@@ -164,9 +224,9 @@ trait Inspect
     }
 
     /** @throws InvalidArgumentException */
-    private static function inspectPageArgs(string $topic, int $cursor, int $count): string
+    private function inspectPageArgs(string $topic, int $cursor, int $count): string
     {
-        $topic = Validator::name('topic', $topic);
+        $topic = Validator::topic($topic, $this->keys->isPerTopic());
         if ($cursor < 0) {
             throw new InvalidArgumentException("cursor must be 0 or more, got {$cursor}");
         }

@@ -4,6 +4,8 @@ declare(strict_types=1);
 
 namespace Delayer;
 
+use Delayer\Exception\InvalidArgumentException;
+
 /**
  * The one place where this SDK builds Redis key names (docs/PROTOCOL.md, "Keys").
  *
@@ -27,14 +29,117 @@ namespace Delayer;
  * Scripts get every name they touch as a key, or as a per-kind prefix
  * (`*Prefix()`) for names that depend on data they read; they never build one.
  * Ids and topics are expected to be validated already ({@see Validator}).
+ *
+ * The per-topic layout (`layout = topic`, docs/PROTOCOL.md "The per-topic
+ * layout") keeps everything of one topic in one hash slot:
+ *
+ * | key                           | type   | content                                    |
+ * | ----------------------------- | ------ | ------------------------------------------ |
+ * | <prefix>{<topic>}:pool        | ZSET   | the topic's waiting ids, score = due time  |
+ * | <prefix>{<topic>}:job:<id>    | HASH   | the job (as the bucket)                    |
+ * | <prefix>{<topic>}:ready       | LIST   | the topic's due ids                        |
+ * | <prefix>{<topic>}:reserved    | ZSET   | reserved ids, score = deadline (Unix ms)   |
+ * | <prefix>{<topic>}:dead        | LIST   | dead letters, newest at the left           |
+ * | <prefix>{<topic>}:malformed   | LIST   | the topic's unroutable ids                 |
+ * | <prefix>{<topic>}:receipt_seq | STRING | the topic's receipt counter                |
+ * | <prefix>due                   | ZSET   | index: topic => earliest time it needs     |
+ * | <prefix>topics                | SET    | index: every topic used                    |
+ *
+ * A call gets the names it needs for its topic from {@see names()} (one
+ * {@see Names}, whichever the layout), so the call builders ({@see Ops})
+ * do not depend on the layout.
  */
 final class Keys
 {
     /** The default key prefix, shared with the server's `key_prefix`. */
     public const DEFAULT_PREFIX = 'delayer:';
 
-    public function __construct(private readonly string $prefix = self::DEFAULT_PREFIX)
+    /** The classic layout (Delayer 1.x's): shared keys, ids global across topics. */
+    public const CLASSIC = 'classic';
+
+    /** The per-topic layout: every topic's keys in one hash slot, ids per topic. */
+    public const TOPIC = 'topic';
+
+    /** The layouts, as `[delayer] layout` and the `layout` option name them. */
+    public const LAYOUTS = [self::CLASSIC, self::TOPIC];
+
+    /**
+     * @param string $prefix the key prefix, as the server's key_prefix
+     * @param string $layout {@see CLASSIC} or {@see TOPIC}
+     * @throws InvalidArgumentException on another layout, or a per-topic
+     *                                  layout's prefix holding "{" or "}"
+     */
+    public function __construct(
+        private readonly string $prefix = self::DEFAULT_PREFIX,
+        private readonly string $layout = self::CLASSIC,
+    ) {
+        if (!\in_array($layout, self::LAYOUTS, true)) {
+            throw new InvalidArgumentException(sprintf('layout "%s" is not one of classic, topic', $layout));
+        }
+        if ($layout === self::TOPIC && strpbrk($prefix, '{}') !== false) {
+            // The hash tag is the first {...} of a name: a brace in the
+            // prefix would make it the prefix's, one slot for every topic.
+            throw new InvalidArgumentException(sprintf(
+                'key prefix "%s" may not contain "{" or "}" in the per-topic layout',
+                $prefix
+            ));
+        }
+    }
+
+    /** The key layout: {@see CLASSIC} or {@see TOPIC}. */
+    public function layout(): string
     {
+        return $this->layout;
+    }
+
+    /** Whether this is the per-topic layout. */
+    public function isPerTopic(): bool
+    {
+        return $this->layout === self::TOPIC;
+    }
+
+    /**
+     * The names one call needs, for $topic: in the classic layout the shared
+     * keys (and the topic's ready queue and dead-letter list when $topic is
+     * given; id-only calls pass null), in the per-topic layout the topic's
+     * own keys, with no scheduled counts and no wake channel for the
+     * scripts (the client writes the index and wakes the server itself).
+     *
+     * @param string|null $topic a checked topic; null only in the classic layout
+     */
+    public function names(?string $topic): Names
+    {
+        if ($this->layout === self::CLASSIC) {
+            return new Names(
+                false,
+                $topic,
+                $this->pool(),
+                $this->bucketPrefix(),
+                $topic === null ? null : $this->readyQueue($topic),
+                $this->malformed(),
+                $this->reserved(),
+                $this->receiptSeq(),
+                $topic === null ? null : $this->dead($topic),
+                $this->deadPrefix(),
+                $this->scheduledCount(),
+                $this->wake(),
+            );
+        }
+        if ($topic === null) {
+            throw new \LogicException('the per-topic layout names a topic for every call');
+        }
+        $of = fn (string $kind): string => "{$this->prefix}{{$topic}}:{$kind}";
+        return new Names(true, $topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'), '', null, '');
+    }
+
+    /**
+     * `<prefix>due`: the per-topic layout's index, topic => the earliest
+     * time (Unix seconds) the topic needs the server: a due time or a
+     * reservation deadline.
+     */
+    public function due(): string
+    {
+        return $this->prefix . 'due';
     }
 
     /** The key prefix, e.g. "delayer:". */
@@ -106,7 +211,10 @@ final class Keys
         return $this->prefix . 'scheduled_count';
     }
 
-    /** `<prefix>topics`: the SET of the topics the server has moved jobs of. */
+    /**
+     * `<prefix>topics`: the SET of the topics the server has moved jobs of
+     * (classic), of every topic pushed to (per-topic layout).
+     */
     public function topics(): string
     {
         return $this->prefix . 'topics';

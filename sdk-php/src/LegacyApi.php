@@ -80,7 +80,7 @@ trait LegacyApi
      */
     public function pop($topic)
     {
-        $call = Ops::pop($this->keys, Validator::name('topic', $topic));
+        $call = Ops::pop($this->keys, Validator::topic($topic, $this->keys->isPerTopic()));
         return Ops::message($this->connection->script(...$call), Scripts::POP);
     }
 
@@ -99,15 +99,15 @@ trait LegacyApi
      */
     public function bPop($topic, $timeout)
     {
-        $topic = Validator::name('topic', $topic);
+        $topic = Validator::topic($topic, $this->keys->isPerTopic());
         $timeout = Validator::timeout(Validator::legacySeconds('timeout', $timeout));
-        $queue = $this->keys->readyQueue($topic);
-        return BlockingWait::until($timeout, function (float $wait) use ($queue): Message|false|null {
+        $queue = (string) $this->keys->names($topic)->ready;
+        return BlockingWait::until($timeout, function (float $wait) use ($queue, $topic): Message|false|null {
             $reply = $this->connection->blocking('BRPOP', [$queue], $wait);
             if ($reply === null) {
                 return null;
             }
-            $call = Ops::take($this->keys, Ops::poppedId($reply));
+            $call = Ops::take($this->keys, Ops::poppedId($reply), $topic);
             return Ops::message($this->connection->script(...$call), Scripts::TAKE);
         });
     }
@@ -115,20 +115,30 @@ trait LegacyApi
     /**
      * Cancels a job: a waiting job is never delivered; a job already in its
      * ready queue loses its data, so pop skips it. A job already popped
-     * cannot be recalled. Declared as 1.x declared it.
+     * cannot be recalled. Declared as 1.x declared it, so a 1.x subclass
+     * overriding it still loads; the job's topic is an optional second
+     * argument, `remove($id, $topic)`, read with func_get_args(): needed in
+     * the per-topic layout (ids are per topic there), checked and not needed
+     * in the classic one.
      *
      * @param string|int $id any non-empty string (an int is its decimal string)
      *
      * @return bool true when something was cancelled, false when the id was
      *              unknown (never pushed, already popped, or expired)
-     * @throws InvalidArgumentException on a bad id
+     * @throws InvalidArgumentException on a bad id or topic, or no topic in the per-topic layout
      * @throws ConnectionException      when Redis cannot be reached or the connection was lost
      * @throws RedisErrorException      when Redis refused the command
      * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function remove($id)
     {
-        $call = Ops::remove($this->keys, Validator::name('id', $id));
+        $id = Validator::name('id', $id);
+        $args = \func_get_args();
+        if (\count($args) > 2) {
+            throw new InvalidArgumentException(sprintf('remove() takes an id and a topic, got %d arguments', \count($args)));
+        }
+        $topic = Ops::callTopic($this->keys, $args[1] ?? null, 'remove', 'remove($id, $topic)');
+        $call = Ops::remove($this->keys, $id, $topic);
         return Ops::flag($this->connection->script(...$call), Scripts::REMOVE);
     }
 }

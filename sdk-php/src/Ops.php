@@ -37,15 +37,16 @@ final class Ops
     public static function job(Keys $keys, Message $message, int|float $delay, int|float $readyMaxLifetime): array
     {
         $id = Validator::name('id', $message->id);
-        $topic = Validator::name('topic', $message->topic);
+        $topic = Validator::topic($message->topic, $keys->isPerTopic());
         $delayMs = Validator::delayMs($delay);
         $lifetimeMs = Validator::lifetimeMs(self::wholeSeconds($readyMaxLifetime));
         // Retry settings not set go as "": push.lua then writes nothing, and
         // the bucket stays exactly Delayer 1.x's.
         $maxAttempts = $message->maxAttempts === null ? '' : (string) Validator::maxAttempts($message->maxAttempts);
         $backoff = $message->backoff;
+        $n = $keys->names($topic);
         return [
-            [$keys->pool(), $keys->bucket($id), $keys->scheduledCount()],
+            self::withOptional([$n->pool, $n->bucket($id)], $n->scheduledCount),
             [
                 $id, $topic, $message->body, (string) $delayMs, (string) $lifetimeMs, $maxAttempts,
                 $backoff?->kind ?? '', (string) ($backoff?->backoffMs ?? ''), (string) ($backoff?->backoffMaxMs ?? ''),
@@ -61,25 +62,36 @@ final class Ops
      */
     public static function push(Keys $keys, array $job, bool $ifAbsent): array
     {
-        return [Scripts::PUSH, $job[0], [...$job[1], self::policy($ifAbsent), $keys->wake()]];
+        return [Scripts::PUSH, $job[0], [...$job[1], self::policy($ifAbsent), $keys->names($job[1][1])->wake]];
     }
 
     /**
      * push_many.lua's calls for jobs of {@see job()} (KEYS and ARGV as its
-     * header states), at most {@see Scripts::PUSH_MANY_MAX_JOBS} jobs per call.
+     * header states), at most {@see Scripts::PUSH_MANY_MAX_JOBS} jobs per call:
+     * in the input's order (classic layout), or grouped by topic, one topic
+     * per call (per-topic layout: a call's jobs share its pool and bucket
+     * prefix). Each call comes with the indexes in $jobs of its jobs, in the
+     * order of its reply's entries.
      *
      * @param list<array{0: list<string>, 1: list<string>}> $jobs
-     * @return list<array{0: list<string>, 1: list<string>}> KEYS and ARGV of each call
+     * @return list<array{0: list<string>, 1: list<string>, 2: list<int>}> KEYS, ARGV and job indexes of each call
      */
     public static function pushMany(Keys $keys, array $jobs, bool $ifAbsent): array
     {
+        $groups = [];
+        foreach ($jobs as $i => [, $jobArgv]) {
+            $groups[$keys->isPerTopic() ? $jobArgv[1] : ''][] = $i;
+        }
         $calls = [];
-        foreach (array_chunk($jobs, Scripts::PUSH_MANY_MAX_JOBS) as $chunk) {
-            $argv = [$keys->bucketPrefix(), self::policy($ifAbsent), $keys->wake()];
-            foreach ($chunk as [, $jobArgv]) {
-                array_push($argv, ...$jobArgv);
+        foreach ($groups as $topic => $indexes) {
+            $n = $keys->names($keys->isPerTopic() ? (string) $topic : null);
+            foreach (array_chunk($indexes, Scripts::PUSH_MANY_MAX_JOBS) as $chunk) {
+                $argv = [$n->bucketPrefix, self::policy($ifAbsent), $n->wake];
+                foreach ($chunk as $i) {
+                    array_push($argv, ...$jobs[$i][1]);
+                }
+                $calls[] = [self::withOptional([$n->pool], $n->scheduledCount), $argv, $chunk];
             }
-            $calls[] = [[$keys->pool(), $keys->scheduledCount()], $argv];
         }
         return $calls;
     }
@@ -107,11 +119,8 @@ final class Ops
      */
     public static function pop(Keys $keys, string $topic): array
     {
-        return [
-            Scripts::POP,
-            [$keys->readyQueue($topic), $keys->malformed(), $keys->pool(), $keys->reserved()],
-            [$keys->bucketPrefix()],
-        ];
+        $n = $keys->names($topic);
+        return [Scripts::POP, [(string) $n->ready, $n->malformed, $n->pool, $n->reserved], [$n->bucketPrefix]];
     }
 
     /**
@@ -128,13 +137,14 @@ final class Ops
     }
 
     /**
-     * take.lua for the id BRPOP handed out.
+     * take.lua for the id BRPOP handed out of $topic's ready list.
      *
      * @return array{0: string, 1: list<string>, 2: list<string>}
      */
-    public static function take(Keys $keys, string $id): array
+    public static function take(Keys $keys, string $id, ?string $topic = null): array
     {
-        return [Scripts::TAKE, [$keys->bucket($id), $keys->malformed(), $keys->pool(), $keys->reserved()], [$id]];
+        $n = $keys->names($keys->isPerTopic() ? $topic : null);
+        return [Scripts::TAKE, [$n->bucket($id), $n->malformed, $n->pool, $n->reserved], [$id]];
     }
 
     /**
@@ -155,13 +165,34 @@ final class Ops
     }
 
     /**
-     * remove.lua for a checked id.
+     * remove.lua for a checked id (and its topic, of {@see callTopic()}).
      *
      * @return array{0: string, 1: list<string>, 2: list<string>}
      */
-    public static function remove(Keys $keys, string $id): array
+    public static function remove(Keys $keys, string $id, ?string $topic = null): array
     {
-        return [Scripts::REMOVE, [$keys->pool(), $keys->bucket($id), $keys->scheduledCount()], [$id]];
+        $n = self::idNames($keys, $topic);
+        return [Scripts::REMOVE, self::withOptional([$n->pool, $n->bucket($id)], $n->scheduledCount), [$id]];
+    }
+
+    /**
+     * The topic of an id-only call (remove, reschedule, ack, touch, release,
+     * bury by id): checked when given; required in the per-topic layout,
+     * where ids are per topic. In the classic layout it is checked and
+     * otherwise not needed (ids are global).
+     *
+     * @param string $usage the call with its topic, for the message: "remove($id, $topic)"
+     * @throws InvalidArgumentException
+     */
+    public static function callTopic(Keys $keys, mixed $topic, string $call, string $usage): ?string
+    {
+        if ($topic !== null) {
+            return Validator::topic($topic, $keys->isPerTopic());
+        }
+        if ($keys->isPerTopic()) {
+            throw new InvalidArgumentException("{$call}() needs the topic in the per-topic layout: {$usage}");
+        }
+        return null;
     }
 
     /**
@@ -184,10 +215,11 @@ final class Ops
      */
     public static function reserve(Keys $keys, string $topic, int $ttrMs): array
     {
+        $n = $keys->names($topic);
         return [
             Scripts::RESERVE,
-            [$keys->readyQueue($topic), $keys->reserved(), $keys->malformed(), $keys->receiptSeq(), $keys->pool()],
-            [$keys->bucketPrefix(), (string) $ttrMs],
+            [(string) $n->ready, $n->reserved, $n->malformed, $n->receiptSeq, $n->pool],
+            [$n->bucketPrefix, (string) $ttrMs],
         ];
     }
 
@@ -264,22 +296,40 @@ final class Ops
      * again), or a checked id with the receipt given, "" for the current
      * reservation.
      *
-     * @return array{0: string, 1: string}
+     * With $keys and $call, also the topic: the ReservedMessage's own, or
+     * $topic with an id ({@see callTopic()}: required in the per-topic
+     * layout).
+     *
+     * @return array{0: string, 1: string, 2: string|null}
      * @throws InvalidArgumentException
      */
-    public static function reservation(string|int|ReservedMessage $job, ?string $receipt): array
-    {
+    public static function reservation(
+        string|int|ReservedMessage $job,
+        ?string $receipt,
+        ?Keys $keys = null,
+        ?string $topic = null,
+        string $call = 'ack',
+    ): array {
         if ($job instanceof ReservedMessage) {
             if ($receipt !== null) {
                 throw new InvalidArgumentException('a ReservedMessage carries its receipt: pass a receipt only with an id');
             }
-            return [$job->id, $job->receipt];
+            if ($topic !== null) {
+                throw new InvalidArgumentException('a ReservedMessage carries its topic: pass a topic only with an id');
+            }
+            return [$job->id, $job->receipt, $job->topic];
         }
         $id = Validator::name('id', $job);
         if ($receipt === '') {
             throw new InvalidArgumentException('receipt must not be empty: pass null to act on the current reservation');
         }
-        return [$id, $receipt ?? ''];
+        $topic = $keys === null ? $topic : self::callTopic(
+            $keys,
+            $topic,
+            $call,
+            "pass the ReservedMessage, or {$call}(\$id, ..., topic: \$topic)"
+        );
+        return [$id, $receipt ?? '', $topic];
     }
 
     /**
@@ -287,9 +337,10 @@ final class Ops
      *
      * @return array{0: string, 1: list<string>, 2: list<string>}
      */
-    public static function ack(Keys $keys, string $id, string $receipt): array
+    public static function ack(Keys $keys, string $id, string $receipt, ?string $topic = null): array
     {
-        return [Scripts::ACK, [$keys->reserved(), $keys->bucket($id), $keys->pool()], [$id, $receipt]];
+        $n = self::idNames($keys, $topic);
+        return [Scripts::ACK, [$n->reserved, $n->bucket($id), $n->pool], [$id, $receipt]];
     }
 
     /**
@@ -297,9 +348,10 @@ final class Ops
      *
      * @return array{0: string, 1: list<string>, 2: list<string>}
      */
-    public static function touch(Keys $keys, string $id, string $receipt, int $ttrMs): array
+    public static function touch(Keys $keys, string $id, string $receipt, int $ttrMs, ?string $topic = null): array
     {
-        return [Scripts::TOUCH, [$keys->reserved(), $keys->bucket($id), $keys->pool()], [$id, $receipt, (string) $ttrMs]];
+        $n = self::idNames($keys, $topic);
+        return [Scripts::TOUCH, [$n->reserved, $n->bucket($id), $n->pool], [$id, $receipt, (string) $ttrMs]];
     }
 
     /**
@@ -309,13 +361,21 @@ final class Ops
      *
      * @return array{0: string, 1: list<string>, 2: list<string>}
      */
-    public static function release(Keys $keys, string $id, string $receipt, string $action, string $error = ''): array
-    {
+    public static function release(
+        Keys $keys,
+        string $id,
+        string $receipt,
+        string $action,
+        string $error = '',
+        ?string $topic = null,
+    ): array {
+        $n = self::idNames($keys, $topic);
         return [
             Scripts::RELEASE,
-            [$keys->reserved(), $keys->pool(), $keys->malformed(), $keys->scheduledCount()],
+            // KEYS[4]: the counts (classic), or the topic's dead list (per topic, ARGV[2] "")
+            [$n->reserved, $n->pool, $n->malformed, $n->scheduledCount ?? (string) $n->dead],
             [
-                $keys->bucketPrefix(), $keys->deadPrefix(), $action, 'held', $id, $receipt, $keys->wake(),
+                $n->bucketPrefix, $n->deadPrefix, $action, 'held', $id, $receipt, $n->wake,
                 substr($error, 0, Scripts::ERROR_MAX_BYTES),
             ],
         ];
@@ -328,13 +388,24 @@ final class Ops
      */
     public static function released(mixed $reply): bool
     {
+        return self::releasedTime($reply) !== false;
+    }
+
+    /**
+     * release.lua's reply as it came: the new due time "s.mmm", "dead", or
+     * false when the reservation was not held.
+     *
+     * @throws ProtocolException
+     */
+    public static function releasedTime(mixed $reply): string|false
+    {
         if ($reply === false || $reply === null) {
             return false;
         }
-        if (!\is_string($reply)) {
+        if (!\is_string($reply) || ($reply !== 'dead' && !is_numeric($reply))) {
             throw new ProtocolException('unexpected reply from release.lua: ' . get_debug_type($reply));
         }
-        return true;
+        return $reply;
     }
 
     /**
@@ -342,9 +413,10 @@ final class Ops
      *
      * @return array{0: string, 1: list<string>, 2: list<string>}
      */
-    public static function reschedule(Keys $keys, string $id, int $delayMs): array
+    public static function reschedule(Keys $keys, string $id, int $delayMs, ?string $topic = null): array
     {
-        return [Scripts::RESCHEDULE, [$keys->pool(), $keys->bucket($id)], [$id, (string) $delayMs, $keys->wake()]];
+        $n = self::idNames($keys, $topic);
+        return [Scripts::RESCHEDULE, [$n->pool, $n->bucket($id)], [$id, (string) $delayMs, $n->wake]];
     }
 
     /**
@@ -371,10 +443,11 @@ final class Ops
         // Beyond any list's length either way; keeps start + count exact in
         // Lua's doubles.
         $start = min($start, self::MAX_LIST_INDEX);
+        $n = $keys->names($topic);
         return [
             Scripts::DEAD,
-            [$keys->dead($topic), $keys->pool(), $keys->scheduledCount()],
-            [$keys->bucketPrefix(), $topic, 'list', (string) $start, (string) $count],
+            self::withOptional([(string) $n->dead, $n->pool], $n->scheduledCount),
+            [$n->bucketPrefix, $topic, 'list', (string) $start, (string) $count],
         ];
     }
 
@@ -419,11 +492,12 @@ final class Ops
      */
     public static function deadAction(Keys $keys, string $topic, string $action, ?array $ids): array
     {
-        $argv = [$keys->bucketPrefix(), $topic, $action];
+        $n = $keys->names($topic);
+        $argv = [$n->bucketPrefix, $topic, $action];
         $argv = $ids === null
             ? [...$argv, (string) Scripts::DEAD_MAX_PER_CALL]
             : [...$argv, (string) \count($ids), ...$ids];
-        return [Scripts::DEAD, [$keys->dead($topic), $keys->pool(), $keys->scheduledCount()], $argv];
+        return [Scripts::DEAD, self::withOptional([(string) $n->dead, $n->pool], $n->scheduledCount), $argv];
     }
 
     /**
@@ -451,6 +525,91 @@ final class Ops
             throw new ProtocolException("unexpected time from {$script}.lua: " . get_debug_type($time));
         }
         return (float) $time;
+    }
+
+    /**
+     * The index write after a per-topic call that scheduled or reserved
+     * (docs/PROTOCOL.md, "The index write"): ZADD <prefix>due LT CH <time>
+     * <topic>, and for pushes SADD <prefix>topics <topic>; sent as one
+     * pipeline. $time is the call's earliest time as the script answered
+     * it ("s.mmm"), or "0" after a requeue.
+     *
+     * @return list<array{0: string, 1: list<string>}> commands and their arguments
+     */
+    public static function indexWrite(Keys $keys, string $topic, string $time, bool $pushed): array
+    {
+        $commands = [['ZADD', [$keys->due(), 'LT', 'CH', $time, $topic]]];
+        if ($pushed) {
+            $commands[] = ['SADD', [$keys->topics(), $topic]];
+        }
+        return $commands;
+    }
+
+    /**
+     * Whether the index write lowered the topic's time (ZADD LT CH answered
+     * 1): only then is the time published on the wake channel.
+     *
+     * @param list<mixed> $replies
+     * @throws ProtocolException
+     */
+    public static function indexLowered(array $replies): bool
+    {
+        $zadd = $replies[0] ?? null;
+        if ($zadd !== 0 && $zadd !== 1) {
+            throw new ProtocolException('unexpected reply from ZADD LT CH: ' . get_debug_type($zadd));
+        }
+        return $zadd === 1;
+    }
+
+    /**
+     * PUBLISH <prefix>wake <time>, after a lowered index (a sleeping server
+     * wakes for it).
+     *
+     * @return list<array{0: string, 1: list<string>}>
+     */
+    public static function wake(Keys $keys, string $time): array
+    {
+        return [['PUBLISH', [$keys->wake(), $time]]];
+    }
+
+    /**
+     * The earliest of some "s.mmm" times, as given (compared as numbers).
+     *
+     * @param list<string> $times not empty
+     */
+    public static function earliest(array $times): string
+    {
+        $best = $times[0];
+        foreach ($times as $time) {
+            if ((float) $time < (float) $best) {
+                $best = $time;
+            }
+        }
+        return $best;
+    }
+
+    /**
+     * The names of an id-only call: the topic's in the per-topic layout, the
+     * shared ones in the classic layout (whose ids are global).
+     */
+    private static function idNames(Keys $keys, ?string $topic): Names
+    {
+        return $keys->names($keys->isPerTopic() ? $topic : null);
+    }
+
+    /**
+     * KEYS with an optional last key (the scheduled counts, absent in the
+     * per-topic layout).
+     *
+     * @param list<string> $keys
+     * @return list<string>
+     */
+    private static function withOptional(array $keys, ?string $optional): array
+    {
+        if ($optional !== null) {
+            $keys[] = $optional;
+        }
+        return $keys;
     }
 
     private static function policy(bool $ifAbsent): string

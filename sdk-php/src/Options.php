@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Delayer;
 
 use Delayer\Exception\ConfigException;
+use Delayer\Exception\InvalidArgumentException;
 
 /**
  * The client's options, checked: the constructor's array (or delayer.conf's
@@ -19,7 +20,7 @@ final class Options
     /** The options this SDK reads; any other key is the caller's own (1.x made it a property). */
     public const KEYS = [
         'url', 'host', 'port', 'database', 'username', 'password', 'tls', 'prefix', 'timeout',
-        'sentinels', 'master_name', 'sentinel_username', 'sentinel_password', 'sentinel_tls', 'durable',
+        'sentinels', 'master_name', 'sentinel_username', 'sentinel_password', 'sentinel_tls', 'durable', 'layout',
     ];
 
     /** The options that go with sentinels (Redis Sentinel mode). */
@@ -125,7 +126,7 @@ final class Options
                     : null;
             }
         }
-        $keys = new Keys(self::string($config, 'prefix', Keys::DEFAULT_PREFIX, true));
+        $keys = self::keys($config);
         $timeout = $config['timeout'] ?? self::DEFAULT_TIMEOUT;
         if (\is_string($timeout) && is_numeric($timeout)) {
             $timeout = $timeout + 0; // 1.x users passed phpredis's options as they came
@@ -153,6 +154,31 @@ final class Options
             $sentinels,
         );
         return new self($shownHost, $port, $database, $password, $keys, $connection, self::durable($config['durable'] ?? null));
+    }
+
+    /**
+     * The key names: the prefix option and the layout option (classic, the
+     * default, or topic; in the per-topic layout the prefix may not hold
+     * "{" or "}").
+     *
+     * @param array<string, mixed> $config
+     * @throws ConfigException
+     */
+    private static function keys(#[\SensitiveParameter] array $config): Keys
+    {
+        $prefix = self::string($config, 'prefix', Keys::DEFAULT_PREFIX, true);
+        $layout = $config['layout'] ?? Keys::CLASSIC;
+        if (!\in_array($layout, Keys::LAYOUTS, true)) {
+            throw new ConfigException(sprintf(
+                'option layout must be "classic" or "topic", got %s',
+                \is_string($layout) ? json_encode($layout, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_INVALID_UTF8_SUBSTITUTE) : get_debug_type($layout)
+            ));
+        }
+        try {
+            return new Keys($prefix, $layout);
+        } catch (InvalidArgumentException $e) {
+            throw new ConfigException("option prefix: {$e->getMessage()}", 0, $e);
+        }
     }
 
     /**

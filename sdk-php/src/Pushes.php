@@ -129,24 +129,31 @@ trait Pushes
                 );
             }
         }
-        $dues = [];
+        $dues = array_fill(0, \count($jobs), null);
         $taken = [];
+        $times = []; // per topic, the due times written ("s.mmm"), for the per-topic index
         foreach (array_chunk(Ops::pushMany($this->keys, $jobs, $ifAbsent), Scripts::PUSH_MANY_CALLS_PER_PIPELINE) as $pipeline) {
             foreach ($this->connection->pipelined(Scripts::PUSH_MANY, $pipeline) as $i => $reply) {
-                foreach (Ops::pushManyEntries($reply, $pipeline[$i]) as $entry) {
-                    $due = PushReply::read($entry, $jobs[\count($dues)][1][0], Scripts::PUSH_MANY);
+                foreach (Ops::pushManyEntries($reply, $pipeline[$i]) as $k => $entry) {
+                    $index = $pipeline[$i][2][$k];
+                    $due = PushReply::read($entry, $jobs[$index][1][0], Scripts::PUSH_MANY);
                     if ($due instanceof Taken) {
-                        $taken[] = $due;
-                        $due = null;
+                        $taken[$index] = $due;
+                        continue;
                     }
-                    $dues[] = $due;
+                    $dues[$index] = $due;
+                    $times[$jobs[$index][1][1]][] = (string) $entry;
                 }
             }
+        }
+        foreach ($times as $topic => $topicTimes) {
+            $this->indexWrite((string) $topic, Ops::earliest($topicTimes), true);
         }
         // One WAIT covers every write this connection made.
         $this->awaitReplica(\count($jobs) - \count($taken));
         if ($taken !== []) {
-            throw new IdTakenException($taken, $dues);
+            ksort($taken); // calls are per topic in the per-topic layout: back to input order
+            throw new IdTakenException(array_values($taken), $dues);
         }
         return \count($jobs);
     }
@@ -158,18 +165,29 @@ trait Pushes
      * resurrects a job: a job that is ready, reserved, dead, gone or unknown
      * is left alone.
      *
-     * @param int|float $delay seconds, 0 to 315360000, rounded to the millisecond
+     * @param int|float   $delay seconds, 0 to 315360000, rounded to the millisecond
+     * @param string|null $topic the job's topic: needed in the per-topic layout
+     *                           (ids are per topic there), checked and not
+     *                           needed in the classic one
      * @return float|false the new due time in Unix seconds (ms precision), or
      *                     false when the job is not waiting
-     * @throws InvalidArgumentException on a bad id or delay
+     * @throws InvalidArgumentException on a bad id, delay or topic, or no topic
+     *                                  in the per-topic layout
      * @throws ConnectionException      when Redis cannot be reached or the connection was lost
      * @throws RedisErrorException      when Redis refused the command
      * @throws ProtocolException        on a reply the protocol does not allow
      */
-    public function reschedule(string $id, int|float $delay): float|false
+    public function reschedule(string $id, int|float $delay, ?string $topic = null): float|false
     {
-        $call = Ops::reschedule($this->keys, Validator::name('id', $id), Validator::delayMs($delay));
-        return Ops::timeOrFalse($this->connection->script(...$call), Scripts::RESCHEDULE);
+        $id = Validator::name('id', $id);
+        $delayMs = Validator::delayMs($delay);
+        $topic = Ops::callTopic($this->keys, $topic, 'reschedule', 'reschedule($id, $delay, $topic)');
+        $reply = $this->connection->script(...Ops::reschedule($this->keys, $id, $delayMs, $topic));
+        $due = Ops::timeOrFalse($reply, Scripts::RESCHEDULE);
+        if ($due !== false && $topic !== null) {
+            $this->indexWrite($topic, (string) $reply, false);
+        }
+        return $due;
     }
 
     /**
@@ -179,10 +197,12 @@ trait Pushes
      */
     private function pushOne(array $job, bool $ifAbsent): bool
     {
-        $due = PushReply::read($this->connection->script(...Ops::push($this->keys, $job, $ifAbsent)), $job[1][0], Scripts::PUSH);
+        $reply = $this->connection->script(...Ops::push($this->keys, $job, $ifAbsent));
+        $due = PushReply::read($reply, $job[1][0], Scripts::PUSH);
         if ($due instanceof Taken) {
             throw new IdTakenException([$due], [null]);
         }
+        $this->indexWrite($job[1][1], (string) $reply, true);
         $this->awaitReplica(1);
         return true;
     }

@@ -45,7 +45,7 @@ trait Reservations
      */
     public function reserve(string $topic, int|float $ttr): ReservedMessage|false
     {
-        $topic = Validator::name('topic', $topic);
+        $topic = Validator::topic($topic, $this->keys->isPerTopic());
         return $this->runReserve($topic, Validator::ttrMs($ttr));
     }
 
@@ -68,10 +68,10 @@ trait Reservations
      */
     public function bReserve(string $topic, int|float $ttr, int|float $timeout = 0): ReservedMessage|false
     {
-        $topic = Validator::name('topic', $topic);
+        $topic = Validator::topic($topic, $this->keys->isPerTopic());
         $ttrMs = Validator::ttrMs($ttr);
         $timeout = Validator::timeout($timeout);
-        $queue = $this->keys->readyQueue($topic);
+        $queue = (string) $this->keys->names($topic)->ready;
         return BlockingWait::until($timeout, function (float $wait) use ($queue, $topic, $ttrMs): ReservedMessage|false|null {
             if ($this->connection->blocking('BLMOVE', [$queue, $queue, 'RIGHT', 'RIGHT'], $wait) === null) {
                 return null;
@@ -99,7 +99,10 @@ trait Reservations
      * @param int                          $n    the most jobs to reserve, 0 (acks only) to 1000
      * @param list<ReservedMessage|string> $acks reservations to end with success first (at
      *                                           most 1000): a ReservedMessage (that
-     *                                           reservation), or an id (its current one)
+     *                                           reservation), or an id (its current one;
+     *                                           of $topic in the per-topic layout, where
+     *                                           a ReservedMessage of another topic is
+     *                                           acked by a call of its own)
      * @return array{0: list<bool>, 1: list<ReservedMessage>} one flag per ack, in
      *         order (as ack()'s result), and 0 to $n jobs
      * @throws InvalidArgumentException on a bad topic, ttr, n or ack (nothing is sent to Redis)
@@ -109,7 +112,7 @@ trait Reservations
      */
     public function reserveMany(string $topic, int|float $ttr, int $n, array $acks = []): array
     {
-        $topic = Validator::name('topic', $topic);
+        $topic = Validator::topic($topic, $this->keys->isPerTopic());
         $ttrMs = Validator::ttrMs($ttr);
         if ($n < 0 || $n > Scripts::RESERVE_MAX_JOBS) {
             throw new InvalidArgumentException(sprintf('n must be from 0 to %d, got %d', Scripts::RESERVE_MAX_JOBS, $n));
@@ -118,18 +121,39 @@ trait Reservations
             throw new InvalidArgumentException(sprintf('at most %d acks per call, got %d', Scripts::RESERVE_MAX_JOBS, \count($acks)));
         }
         $pairs = [];
-        foreach ($acks as $key => $job) {
+        $elsewhere = []; // per-topic layout: position in $acks => [id, receipt, topic] of another topic
+        foreach (array_values($acks) as $i => $job) {
             if (!$job instanceof ReservedMessage && !\is_string($job) && !\is_int($job)) {
                 throw new InvalidArgumentException(sprintf(
                     'acks[%s] must be a ReservedMessage or a job id, got %s',
-                    var_export($key, true),
+                    var_export(array_keys($acks)[$i], true),
                     get_debug_type($job)
                 ));
             }
-            $pairs[] = Ops::reservation($job, null);
+            [$id, $receipt] = Ops::reservation($job, null);
+            if ($this->keys->isPerTopic() && $job instanceof ReservedMessage && $job->topic !== $topic) {
+                $elsewhere[$i] = [$id, $receipt, $job->topic];
+            } else {
+                $pairs[$i] = [$id, $receipt];
+            }
         }
-        $call = Ops::reserveMany($this->keys, $topic, $ttrMs, $n, $pairs);
-        return Ops::reservedMany($this->connection->script(...$call), \count($pairs), $n);
+        // Acks first, as in one call: those of other topics by ack.lua on theirs.
+        $flags = [];
+        foreach ($elsewhere as $i => [$id, $receipt, $of]) {
+            $flags[$i] = Ops::flag($this->connection->script(...Ops::ack($this->keys, $id, $receipt, $of)), Scripts::ACK);
+        }
+        $call = Ops::reserveMany($this->keys, $topic, $ttrMs, $n, array_values($pairs));
+        $reply = $this->connection->script(...$call);
+        [$acked, $jobs] = Ops::reservedMany($reply, \count($pairs), $n);
+        foreach (array_keys($pairs) as $k => $i) {
+            $flags[$i] = $acked[$k];
+        }
+        ksort($flags);
+        if ($jobs !== []) {
+            // one deadline for the batch: its earliest is any job's
+            $this->indexWrite($topic, Ops::earliest(array_map(static fn (array $job): string => (string) $job[6], $reply[1])), false);
+        }
+        return [array_values($flags), $jobs];
     }
 
     /**
@@ -144,6 +168,8 @@ trait Reservations
      *
      * @param string|ReservedMessage $job     the reserved job, or its id
      * @param string|null            $receipt with an id only: the reservation's receipt
+     * @param string|null            $topic   with an id only: its topic, needed in the
+     *                                        per-topic layout (ids are per topic there)
      * @return bool true when the reservation was held (the job is deleted),
      *              false when it was not (already ended, expired and handed
      *              out again, unknown id): nothing changed
@@ -152,10 +178,10 @@ trait Reservations
      * @throws RedisErrorException      when Redis refused the command
      * @throws ProtocolException        on a reply the protocol does not allow
      */
-    public function ack(string|ReservedMessage $job, ?string $receipt = null): bool
+    public function ack(string|ReservedMessage $job, ?string $receipt = null, ?string $topic = null): bool
     {
-        [$id, $receipt] = Ops::reservation($job, $receipt);
-        return Ops::flag($this->connection->script(...Ops::ack($this->keys, $id, $receipt)), Scripts::ACK);
+        [$id, $receipt, $topic] = Ops::reservation($job, $receipt, $this->keys, $topic, 'ack');
+        return Ops::flag($this->connection->script(...Ops::ack($this->keys, $id, $receipt, $topic)), Scripts::ACK);
     }
 
     /**
@@ -171,6 +197,7 @@ trait Reservations
      *                                        315360000, rounded to the millisecond
      *                                        (at least 1 ms)
      * @param string|null            $receipt with an id only: the reservation's receipt
+     * @param string|null            $topic   with an id only: as ack()'s
      * @return float|false the new deadline in Unix seconds (ms precision), or
      *                     false when the reservation was not held (already
      *                     ended, expired and handed out again, unknown id):
@@ -180,10 +207,10 @@ trait Reservations
      * @throws RedisErrorException      when Redis refused the command
      * @throws ProtocolException        on a reply the protocol does not allow
      */
-    public function touch(string|ReservedMessage $job, int|float $ttr, ?string $receipt = null): float|false
+    public function touch(string|ReservedMessage $job, int|float $ttr, ?string $receipt = null, ?string $topic = null): float|false
     {
-        [$id, $receipt] = Ops::reservation($job, $receipt);
-        $call = Ops::touch($this->keys, $id, $receipt, Validator::ttrMs($ttr));
+        [$id, $receipt, $topic] = Ops::reservation($job, $receipt, $this->keys, $topic, 'touch');
+        $call = Ops::touch($this->keys, $id, $receipt, Validator::ttrMs($ttr), $topic);
         return Ops::timeOrFalse($this->connection->script(...$call), Scripts::TOUCH);
     }
 
@@ -201,6 +228,7 @@ trait Reservations
      *                                        (its first 1000 bytes, shown by dead
      *                                        letters and job lookups) until it is
      *                                        pushed again or acked; null: nothing
+     * @param string|null            $topic   with an id only: as ack()'s
      * @return bool true when the reservation was held (the job is scheduled
      *              again or dead), false when it was not: nothing changed
      * @throws InvalidArgumentException on a bad id, receipt or delay
@@ -213,10 +241,11 @@ trait Reservations
         int|float|null $delay = null,
         ?string $receipt = null,
         ?string $error = null,
+        ?string $topic = null,
     ): bool {
-        [$id, $receipt] = Ops::reservation($job, $receipt);
+        [$id, $receipt, $topic] = Ops::reservation($job, $receipt, $this->keys, $topic, 'release');
         $action = $delay === null ? 'backoff' : (string) Validator::delayMs($delay);
-        return Ops::released($this->connection->script(...Ops::release($this->keys, $id, $receipt, $action, $error ?? '')));
+        return $this->runRelease($id, $receipt, $action, $error, $topic);
     }
 
     /**
@@ -227,6 +256,7 @@ trait Reservations
      * @param string|ReservedMessage $job     the reserved job, or its id
      * @param string|null            $receipt with an id only: the reservation's receipt
      * @param string|null            $error   why, kept on the job as release()'s
+     * @param string|null            $topic   with an id only: as ack()'s
      * @return bool true when the reservation was held (the job is dead),
      *              false when it was not: nothing changed
      * @throws InvalidArgumentException on a bad id or receipt
@@ -234,15 +264,30 @@ trait Reservations
      * @throws RedisErrorException      when Redis refused the command
      * @throws ProtocolException        on a reply the protocol does not allow
      */
-    public function bury(string|ReservedMessage $job, ?string $receipt = null, ?string $error = null): bool
+    public function bury(string|ReservedMessage $job, ?string $receipt = null, ?string $error = null, ?string $topic = null): bool
     {
-        [$id, $receipt] = Ops::reservation($job, $receipt);
-        return Ops::released($this->connection->script(...Ops::release($this->keys, $id, $receipt, 'bury', $error ?? '')));
+        [$id, $receipt, $topic] = Ops::reservation($job, $receipt, $this->keys, $topic, 'bury');
+        return $this->runRelease($id, $receipt, 'bury', $error, $topic);
     }
 
-    /** reserve.lua for a checked topic and ttr. */
+    /** reserve.lua for a checked topic and ttr; a job handed out goes into the per-topic index. */
     private function runReserve(string $topic, int $ttrMs): ReservedMessage|false
     {
-        return Ops::reserved($this->connection->script(...Ops::reserve($this->keys, $topic, $ttrMs)));
+        $reply = $this->connection->script(...Ops::reserve($this->keys, $topic, $ttrMs));
+        $job = Ops::reserved($reply);
+        if ($job !== false) {
+            $this->indexWrite($topic, (string) $reply[6], false);
+        }
+        return $job;
+    }
+
+    /** release.lua in "held" mode; a retry's due time goes into the per-topic index. */
+    private function runRelease(string $id, string $receipt, string $action, ?string $error, ?string $topic): bool
+    {
+        $time = Ops::releasedTime($this->connection->script(...Ops::release($this->keys, $id, $receipt, $action, $error ?? '', $topic)));
+        if ($time !== false && $time !== 'dead' && $topic !== null) {
+            $this->indexWrite($topic, $time, false);
+        }
+        return $time !== false;
     }
 }

@@ -1,0 +1,488 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer\Tests;
+
+use Delayer\Backoff;
+use Delayer\Client;
+use Delayer\Exception\ConfigException;
+use Delayer\Exception\IdTakenException;
+use Delayer\Exception\InvalidArgumentException;
+use Delayer\Job;
+use Delayer\Keys;
+use Delayer\Message;
+use Delayer\Ops;
+use Delayer\ScheduledMessage;
+use Delayer\Worker;
+
+/**
+ * The per-topic layout (issue 12; docs/PROTOCOL.md "The per-topic layout"
+ * and "Operations in the per-topic layout"), on a real redis-server: the
+ * exact keys every operation writes (`<prefix>{<topic>}:...`), ids per
+ * topic, the index (`<prefix>due`, `<prefix>topics`) and the wake message
+ * sent only when the index was lowered, the refusals that name the layout,
+ * and delayer.conf's `layout = topic`. The test plays the server with the
+ * repository's lua/move_topic.lua.
+ */
+final class TopicLayoutTest extends RedisTestCase
+{
+    private const P = 'tl:';
+
+    /** @param array<string, mixed> $config */
+    private function topicClient(array $config = []): Client
+    {
+        return $this->client($config + ['layout' => 'topic', 'prefix' => self::P]);
+    }
+
+    /** `<prefix>{<topic>}:<kind>`, written out here on purpose: the protocol's names, not the SDK's. */
+    private static function key(string $topic, string $kind): string
+    {
+        return self::P . '{' . $topic . '}:' . $kind;
+    }
+
+    /** Runs lua/move_topic.lua on $topic until $expected ids were moved (waiting for future ones), or fails. */
+    private function moveTopic(string $topic, int $expected, float $deadline = 10.0): void
+    {
+        $source = (string) file_get_contents(self::repoLuaDir() . '/move_topic.lua');
+        $until = microtime(true) + $deadline;
+        $taken = 0;
+        while (true) {
+            $r = $this->redis->eval($source, [self::key($topic, 'pool'), self::key($topic, 'ready'), self::key($topic, 'reserved'), '1000'], 3);
+            self::assertIsArray($r, 'move_topic.lua failed: ' . $this->redis->getLastError());
+            $taken += (int) $r[0];
+            if ($taken >= $expected) {
+                self::assertSame($expected, $taken, 'move_topic.lua moved more ids than expected');
+                return;
+            }
+            self::assertLessThan($until, microtime(true), "move_topic.lua moved {$taken} of {$expected} ids within {$deadline} s");
+            usleep(5000);
+        }
+    }
+
+    private function dueOf(string $topic): ?float
+    {
+        $score = $this->redis->zScore(self::P . 'due', $topic);
+        return $score === false ? null : (float) $score;
+    }
+
+    public function testPushWritesTheTopicsKeysAndTheIndexAndIdsArePerTopic(): void
+    {
+        $client = $this->topicClient();
+        $before = $this->redisTime();
+        self::assertTrue($client->pushTo('mail', 'a', 30, 'to mail'));
+        self::assertTrue($client->push(Message::create('a', 'sms', 'to sms'), 60)); // 1.x's push, same id
+
+        $score = $this->redis->zScore(self::key('mail', 'pool'), 'a');
+        self::assertEqualsWithDelta($before + 30, $score, 5);
+        self::assertSame(['topic' => 'mail', 'body' => 'to mail'], $this->redis->hGetAll(self::key('mail', 'job:a')));
+        self::assertSame(['topic' => 'sms', 'body' => 'to sms'], $this->redis->hGetAll(self::key('sms', 'job:a')));
+        self::assertGreaterThan(0, $this->redis->ttl(self::key('mail', 'job:a')));
+        // the index: each topic's earliest due time, as the pool holds it
+        self::assertSame($score, $this->dueOf('mail'));
+        self::assertSame($this->redis->zScore(self::key('sms', 'pool'), 'a'), $this->dueOf('sms'));
+        $topics = $this->redis->sMembers(self::P . 'topics');
+        sort($topics);
+        self::assertSame(['mail', 'sms'], $topics);
+        // nothing of the classic layout, and no other key
+        $keys = $this->redis->keys(self::P . '*');
+        sort($keys);
+        self::assertSame([
+            self::P . 'due', self::P . 'topics',
+            self::key('mail', 'job:a'), self::key('mail', 'pool'), self::key('sms', 'job:a'), self::key('sms', 'pool'),
+        ], $keys);
+        self::assertSame('topic', $client->getKeys()->layout());
+
+        // ids per topic: removing one leaves the other
+        self::assertTrue($client->remove('a', 'mail'));
+        self::assertSame(0, $this->redis->exists(self::key('mail', 'job:a')));
+        self::assertFalse($this->redis->zScore(self::key('mail', 'pool'), 'a'));
+        self::assertSame(1, $this->redis->exists(self::key('sms', 'job:a')));
+        self::assertFalse($client->remove('a', 'mail'));
+    }
+
+    public function testTheIndexIsOnlyLoweredAndAWakeMessageOnlyFollowsALoweredIndex(): void
+    {
+        $client = $this->topicClient();
+        $wake = new WakeListener(RedisServer::shared()->port, self::P . 'wake');
+        try {
+            $client->pushTo('mail', 'late', 60);
+            $first = $this->dueOf('mail');
+            self::assertEqualsWithDelta($first, (float) $wake->next(), 0.0005, 'a new topic in the index wakes the server');
+
+            $client->pushTo('mail', 'later', 120); // not earlier: index kept, nothing published
+            self::assertSame($first, $this->dueOf('mail'));
+            $client->pushTo('mail', 'sooner', 30);  // earlier: lowered and published
+            $sooner = $this->redis->zScore(self::key('mail', 'pool'), 'sooner');
+            self::assertSame($sooner, $this->dueOf('mail'));
+            self::assertSame($sooner, (float) $wake->next(), 'the next message is the lowered time, none for the later push');
+
+            // reschedule: later writes nothing, earlier lowers and wakes
+            self::assertIsFloat($client->reschedule('late', 300, 'mail'));
+            self::assertSame($sooner, $this->dueOf('mail'));
+            $due = $client->reschedule('late', 5, 'mail');
+            self::assertIsFloat($due);
+            self::assertEqualsWithDelta($due, $this->dueOf('mail'), 0.0005);
+            self::assertEqualsWithDelta($due, (float) $wake->next(), 0.0005);
+
+            // push_many: one index write per topic, with that topic's earliest
+            $client->pushMany([[Message::create('x', 'sms', ''), 50], [Message::create('y', 'sms', ''), 20], [Message::create('z', 'mail', ''), 200]]);
+            $smsDue = $this->redis->zScore(self::key('sms', 'pool'), 'y');
+            self::assertSame($smsDue, $this->dueOf('sms'));
+            self::assertEqualsWithDelta($due, $this->dueOf('mail'), 0.0005, 'mail kept its earlier time');
+            self::assertSame($smsDue, (float) $wake->next(), 'one message, for sms only');
+
+            // a requeue of dead letters is due now: "0"
+            $client->pushTo('dl', 'd', 0);
+            self::assertNotNull($wake->next());
+            $this->moveTopic('dl', 1);
+            self::assertTrue($client->bury($client->reserve('dl', 30) ?: self::fail('no job')));
+            $this->redis->zAdd(self::P . 'due', 1000.0, 'dl'); // as the server writes it back
+            self::assertSame(1, $client->requeueDead('dl'));
+            self::assertSame(0.0, $this->dueOf('dl'));
+            self::assertSame('0', $wake->nextAfter(static fn (string $m): bool => $m === '0'));
+            self::assertSame(0, $client->requeueDead('dl'), 'nothing re-queued: no index write');
+        } finally {
+            $wake->close();
+        }
+    }
+
+    public function testPushManyMakesOneCallPerTopicAndKeepsTheInputOrder(): void
+    {
+        $keys = new Keys(self::P, Keys::TOPIC);
+        $jobs = [];
+        foreach ([['mail', 'a'], ['sms', 'a'], ['mail', 'b']] as [$topic, $id]) {
+            $jobs[] = Ops::job($keys, Message::create($id, $topic, ''), 1, 60);
+        }
+        for ($i = 0; $i < 101; $i++) {
+            $jobs[] = Ops::job($keys, Message::create("n{$i}", 'bulk', ''), 1, 60);
+        }
+        $calls = Ops::pushMany($keys, $jobs, false);
+        self::assertSame([[self::key('mail', 'pool')], [self::key('sms', 'pool')], [self::key('bulk', 'pool')], [self::key('bulk', 'pool')]], array_column($calls, 0));
+        self::assertSame([[0, 2], [1], range(3, 102), [103]], array_column($calls, 2));
+        self::assertSame([self::key('mail', 'job:'), 'replace', ''], \array_slice($calls[0][1], 0, 3), 'bucket prefix, policy, no wake channel');
+
+        $client = $this->topicClient();
+        self::assertSame(3, $client->pushMany([
+            new ScheduledMessage(Message::create('a', 'mail', 'm'), 5),
+            [Message::create('a', 'sms', 's'), 1],
+            [Message::create('b', 'mail', 'b'), 2],
+        ]));
+        self::assertSame(['b', 'a'], $this->redis->zRange(self::key('mail', 'pool'), 0, -1));
+        self::assertSame(['a'], $this->redis->zRange(self::key('sms', 'pool'), 0, -1));
+        self::assertSame('s', $this->redis->hGet(self::key('sms', 'job:a'), 'body'));
+
+        try {
+            $client->pushMany([[Message::create('a', 'sms', ''), 9], [Message::create('new', 'mail', ''), 9], [Message::create('a', 'mail', ''), 9]], true);
+            self::fail('expected IdTakenException');
+        } catch (IdTakenException $e) {
+            self::assertSame([['a', 'sms'], ['a', 'mail']], array_map(static fn ($t): array => [$t->id, $t->topic], $e->taken));
+            self::assertNull($e->dues[0]);
+            self::assertEqualsWithDelta($this->redis->zScore(self::key('mail', 'pool'), 'new'), $e->dues[1], 0.0005);
+            self::assertNull($e->dues[2]);
+        }
+        self::assertSame('m', $this->redis->hGet(self::key('mail', 'job:a'), 'body'), 'the taken id kept its job');
+    }
+
+    public function testPopAndBpopTakeFromTheTopicsReadyList(): void
+    {
+        $client = $this->topicClient();
+        $client->pushTo('mail', 'a', 0, 'one');
+        $client->pushTo('mail', 'b', 0, 'two');
+        $client->pushTo('sms', 'a', 0, 'other topic');
+        self::assertFalse($client->pop('mail'), 'not moved yet');
+        $this->moveTopic('mail', 2);
+        self::assertSame(2, $this->redis->lLen(self::key('mail', 'ready')));
+
+        $first = $client->pop('mail');
+        self::assertSame(['a', 'mail', 'one'], [$first->id, $first->topic, $first->body]);
+        self::assertSame(0, $this->redis->exists(self::key('mail', 'job:a')));
+        $second = $client->bPop('mail', 1);
+        self::assertSame(['b', 'mail', 'two'], [$second->id, $second->topic, $second->body]);
+        self::assertFalse($client->bPop('mail', 0.05));
+        self::assertSame(1, $this->redis->exists(self::key('sms', 'job:a')), 'the same id on another topic is another job');
+
+        // bpop wakes for a job moved while it waits, then runs take.lua on the topic's keys
+        $this->moveTopic('sms', 1);
+        $job = $client->bPop('sms', 2);
+        self::assertSame(['a', 'other topic'], [$job->id, $job->body]);
+        self::assertSame([], $this->redis->keys(self::P . '{*'), 'every job taken');
+    }
+
+    public function testReservationsLiveInTheTopicsKeys(): void
+    {
+        $client = $this->topicClient();
+        $client->schedule(Message::create('a', 'mail', 'A')->withMaxAttempts(2)->withBackoff(Backoff::fixed(60)), 0);
+        $client->pushTo('mail', 'b', 0, 'B');
+        $this->moveTopic('mail', 2);
+        $this->redis->del(self::P . 'due'); // as the server leaves it once the topic has nothing due
+
+        $job = $client->reserve('mail', 30);
+        self::assertSame(['a', 'mail', 1, 2, '1'], [$job->id, $job->topic, $job->attempts, $job->maxAttempts, $job->receipt]);
+        self::assertSame('1', $this->redis->get(self::key('mail', 'receipt_seq')));
+        $deadlineMs = $this->redis->zScore(self::key('mail', 'reserved'), 'a');
+        self::assertEqualsWithDelta($job->deadline * 1000, $deadlineMs, 1);
+        self::assertEqualsWithDelta($job->deadline, $this->dueOf('mail'), 0.0005, 'the deadline goes into the index');
+        self::assertSame(0, $this->redis->exists(self::P . 'reserved', self::P . 'receipt_seq', self::P . 'malformed'));
+
+        // touch writes no index (an earlier index time only wakes the server early)
+        $touched = $client->touch($job, 120);
+        self::assertGreaterThan($job->deadline, $touched);
+        self::assertEqualsWithDelta($job->deadline, $this->dueOf('mail'), 0.0005);
+
+        // release: back into the topic's pool after its backoff; then out of attempts: the topic's dead list
+        self::assertTrue($client->release($job, null, null, 'boom'));
+        $due = $this->redis->zScore(self::key('mail', 'pool'), 'a');
+        self::assertEqualsWithDelta($job->deadline + 30, $due, 5, 'the backoff (60 s) from now');
+        self::assertEqualsWithDelta($job->deadline, $this->dueOf('mail'), 0.0005, 'a later due time does not raise the index');
+        $this->redis->zAdd(self::key('mail', 'pool'), 0, 'a');
+        $this->moveTopic('mail', 1);
+        $client->pushTo('mail', 'c', 0); // waits in the pool for now
+        $again = $client->reserve('mail', 30);
+        self::assertSame(['b', 1], [$again->id, $again->attempts], 'b was ready first');
+        $retry = $client->reserve('mail', 30);
+        self::assertSame(['a', 2], [$retry->id, $retry->attempts]);
+        self::assertTrue($client->release($retry));
+        self::assertSame(['a'], $this->redis->lRange(self::key('mail', 'dead'), 0, -1));
+        self::assertSame(0, $this->redis->exists(self::P . 'dead:mail', self::P . 'scheduled_count'));
+
+        // by id: the topic is needed, and enough
+        self::assertTrue($client->ack('b', null, 'mail'));
+        self::assertSame(0, $this->redis->exists(self::key('mail', 'job:b')));
+        $this->assertRejectedBeforeRedis(static fn (Client $c) => $c->ack('b'), $client);
+        try {
+            $client->release('b', 1);
+            self::fail('expected InvalidArgumentException');
+        } catch (InvalidArgumentException $e) {
+            self::assertStringContainsString('release() needs the topic in the per-topic layout', $e->getMessage());
+        }
+
+        // dead letters of the topic
+        $dead = $client->deadLetters('mail');
+        self::assertSame([['a', 'mail', 'max_attempts', 2]], array_map(static fn ($d): array => [$d->id, $d->topic, $d->reason, $d->attempts], $dead));
+        self::assertSame(1, $client->purgeDead('mail', ['a']));
+        self::assertSame(0, $this->redis->exists(self::key('mail', 'job:a'), self::key('mail', 'dead')));
+
+        // bury by id, touch by id, then the reservation of c ends
+        $this->moveTopic('mail', 1);
+        $c = $client->bReserve('mail', 30, 2);
+        self::assertSame('c', $c->id);
+        self::assertIsFloat($client->touch('c', 10, $c->receipt, 'mail'));
+        self::assertTrue($client->bury('c', null, 'given up', 'mail'));
+        self::assertSame(['c'], $this->redis->lRange(self::key('mail', 'dead'), 0, -1));
+        self::assertSame('given up', $this->redis->hGet(self::key('mail', 'job:c'), 'last_error'));
+        self::assertFalse($client->ack($c), 'buried: no longer held');
+        self::assertSame(0, $this->redis->zCard(self::key('mail', 'reserved')));
+    }
+
+    public function testReleaseByIdWithADelayLowersTheIndex(): void
+    {
+        $client = $this->topicClient();
+        $client->pushTo('mail', 'a', 0);
+        $this->moveTopic('mail', 1);
+        $this->redis->del(self::P . 'due');
+        $job = $client->reserve('mail', 600);
+        self::assertEqualsWithDelta($job->deadline, $this->dueOf('mail'), 0.0005);
+        self::assertTrue($client->release('a', 2, $job->receipt, null, 'mail'));
+        $due = $this->redis->zScore(self::key('mail', 'pool'), 'a');
+        self::assertLessThan($job->deadline, $due);
+        self::assertSame($due, $this->dueOf('mail'), 'the retry is earlier than the deadline');
+    }
+
+    public function testReserveManyAndAcksOfOtherTopics(): void
+    {
+        $client = $this->topicClient();
+        $client->pushMany([[Message::create('m1', 'mail', ''), 0], [Message::create('m2', 'mail', ''), 0], [Message::create('s1', 'sms', ''), 0]]);
+        $this->moveTopic('mail', 2);
+        $this->moveTopic('sms', 1);
+        $this->redis->del(self::P . 'due');
+
+        [$acked, $mail] = $client->reserveMany('mail', 30, 5);
+        self::assertSame([], $acked);
+        self::assertSame(['m1', 'm2'], array_map(static fn ($j): string => $j->id, $mail));
+        self::assertEqualsWithDelta($mail[0]->deadline, $this->dueOf('mail'), 0.0005);
+        [, $sms] = $client->reserveMany('sms', 30, 1);
+
+        // sms's call acks mail's jobs too (each on its own topic's keys), and ids of its own topic
+        [$acked, $more] = $client->reserveMany('sms', 30, 1, [$mail[0], 's1', $mail[1], $mail[0]]);
+        self::assertSame([true, true, true, false], $acked);
+        self::assertSame([], $more);
+        self::assertSame([], $this->jobKeys());
+        self::assertCount(1, $sms);
+    }
+
+    public function testInspectAndStatsReadTheTopicsKeys(): void
+    {
+        $client = $this->topicClient();
+        $client->pushTo('mail', 'w', 100, 'waiting');
+        $client->pushTo('mail', 'r', 0, 'ready');
+        $client->pushTo('mail', 'h', 0, 'held');
+        $client->pushTo('sms', 'w', 50, 'other');
+        $this->redis->zAdd(self::key('mail', 'pool'), 1, 'r', 2, 'h'); // r first out
+        $this->moveTopic('mail', 2);
+        $held = $client->reserve('mail', 60);
+        self::assertSame('r', $held->id);
+
+        $info = $client->job('mail', 'w');
+        self::assertSame(['scheduled', 'mail', 7], [$info->state, $info->topic, $info->bodySize]);
+        self::assertEqualsWithDelta($this->redis->zScore(self::key('mail', 'pool'), 'w'), $info->due, 0.001);
+        self::assertSame('reserved', $client->job('mail', 'r')->state);
+        self::assertSame('ready', $client->job('mail', 'h')->state);
+        self::assertSame('scheduled', $client->job('sms', 'w')->state);
+        self::assertSame('unknown', $client->job('sms', 'h')->state, 'ids are per topic');
+
+        self::assertSame(['w'], array_map(static fn ($l): string => $l->id, $client->listScheduled('mail')->items));
+        self::assertSame(['h'], $client->listReady('mail')->items);
+        $reserved = $client->listReserved('mail')->items;
+        self::assertSame('r', $reserved[0]->id);
+        self::assertEqualsWithDelta($held->deadline, $reserved[0]->time, 0.001);
+
+        $stats = $client->stats();
+        self::assertSame([2, 1], [$stats->scheduledTotal, $stats->reservedTotal]);
+        self::assertSame(
+            [['mail', 1, 1, 1, 0], ['sms', 1, 0, 0, 0]],
+            array_map(static fn ($t): array => [$t->topic, $t->scheduled, $t->ready, $t->reserved, $t->dead], $stats->topics)
+        );
+    }
+
+    public function testBracesAndMissingTopicsAreRefusedNamingTheLayout(): void
+    {
+        $client = $this->topicClient();
+        $brace = 'topic "a{b}" may not contain "{" or "}" in the per-topic layout';
+        $calls = [
+            static fn (Client $c) => $c->pushTo('a{b}', 'i', 1),
+            static fn (Client $c) => $c->push(Message::create('i', 'a{b}', 'x'), 1),
+            static fn (Client $c) => $c->pushMany([[Message::create('i', 'ok', ''), 1], [Message::create('i', 'a{b}', ''), 1]]),
+            static fn (Client $c) => $c->pop('a{b}'),
+            static fn (Client $c) => $c->bPop('a{b}', 1),
+            static fn (Client $c) => $c->reserve('a{b}', 1),
+            static fn (Client $c) => $c->bReserve('a{b}', 1, 1),
+            static fn (Client $c) => $c->reserveMany('a{b}', 1, 1),
+            static fn (Client $c) => $c->remove('i', 'a{b}'),
+            static fn (Client $c) => $c->reschedule('i', 1, 'a{b}'),
+            static fn (Client $c) => $c->ack('i', null, 'a{b}'),
+            static fn (Client $c) => $c->deadLetters('a{b}'),
+            static fn (Client $c) => $c->requeueDead('a{b}'),
+            static fn (Client $c) => $c->job('a{b}', 'i'),
+            static fn (Client $c) => $c->listScheduled('a{b}'),
+        ];
+        foreach ($calls as $i => $call) {
+            $this->assertRejectedBeforeRedis(static function (Client $c) use ($call, $brace, $i): void {
+                try {
+                    $call($c);
+                } catch (InvalidArgumentException $e) {
+                    self::assertStringContainsString($brace, $e->getMessage(), "call #{$i}");
+                    throw $e;
+                }
+            }, $client);
+        }
+        $this->assertRejectedBeforeRedis(static fn (Client $c) => $c->pushTo('a}', 'i', 1), $client);
+
+        $missing = [
+            'remove() needs the topic in the per-topic layout: remove($id, $topic)' => static fn (Client $c) => $c->remove('i'),
+            'reschedule() needs the topic in the per-topic layout: reschedule($id, $delay, $topic)' => static fn (Client $c) => $c->reschedule('i', 1),
+            'ack() needs the topic in the per-topic layout: pass the ReservedMessage, or ack($id, ..., topic: $topic)' => static fn (Client $c) => $c->ack('i'),
+            'touch() needs the topic' => static fn (Client $c) => $c->touch('i', 1),
+            'bury() needs the topic' => static fn (Client $c) => $c->bury('i'),
+        ];
+        foreach ($missing as $message => $call) {
+            $this->assertRejectedBeforeRedis(static function (Client $c) use ($call, $message): void {
+                try {
+                    $call($c);
+                } catch (InvalidArgumentException $e) {
+                    self::assertStringContainsString($message, $e->getMessage());
+                    throw $e;
+                }
+            }, $client);
+        }
+
+        // the classic layout still takes braces, and ids alone
+        $classic = $this->client();
+        self::assertTrue($classic->pushTo('a{b}', 'i', 1));
+        self::assertTrue($classic->remove('i'));
+        self::assertTrue($classic->pushTo('a{b}', 'i', 1));
+        self::assertTrue($classic->remove('i', 'a{b}'), 'a topic is taken (and not needed) in the classic layout');
+    }
+
+    public function testTheLayoutOptionAndThePrefixAreChecked(): void
+    {
+        foreach ([['layout' => 'columns'], ['layout' => 1], ['layout' => 'topic', 'prefix' => 'a{b}:']] as $bad) {
+            try {
+                $this->client($bad);
+                self::fail('expected ConfigException for ' . json_encode($bad));
+            } catch (ConfigException $e) {
+                self::assertMatchesRegularExpression('/option (layout must be "classic" or "topic"|prefix: key prefix "a\{b\}:" may not contain "\{" or "\}" in the per-topic layout)/', $e->getMessage());
+            }
+        }
+        self::assertSame('classic', $this->client(['prefix' => 'a{b}:'])->getKeys()->layout());
+    }
+
+    public function testTheConfigFileSelectsTheLayout(): void
+    {
+        $dir = sys_get_temp_dir() . '/delayer-php-topic-' . bin2hex(random_bytes(4));
+        mkdir($dir, 0700);
+        try {
+            $port = RedisServer::shared()->port;
+            file_put_contents("{$dir}/ok.conf", "[delayer]\nkey_prefix = cf:\nlayout = topic ; per topic\n\n[redis]\nhost = 127.0.0.1\nport = {$port}\n");
+            $client = Client::fromConfig("{$dir}/ok.conf");
+            self::assertSame(['cf:', 'topic'], [$client->getKeys()->prefix(), $client->getKeys()->layout()]);
+            $client->pushTo('t', 'i', 5);
+            self::assertSame(2, $this->redis->exists('cf:{t}:pool', 'cf:{t}:job:i'));
+            self::assertSame(['t'], $this->redis->sMembers('cf:topics'));
+
+            file_put_contents("{$dir}/classic.conf", "[delayer]\nlayout = classic\n[redis]\nport = {$port}\n");
+            self::assertSame('classic', Client::fromConfig("{$dir}/classic.conf")->getKeys()->layout());
+
+            $refused = [
+                "[delayer]\nkey_prefix = x:\nlayout = columns\n" => ':3: [delayer] layout: "columns" is not one of classic, topic',
+                "[delayer]\nlayout = topic\nkey_prefix = a{b}:\n" => ':3: [delayer] key_prefix: key_prefix "a{b}:" contains a brace, which the per-topic layout cannot use',
+            ];
+            foreach ($refused as $text => $message) {
+                file_put_contents("{$dir}/bad.conf", $text . "[redis]\nport = {$port}\n");
+                try {
+                    Client::fromConfig("{$dir}/bad.conf");
+                    self::fail("expected ConfigException for {$text}");
+                } catch (ConfigException $e) {
+                    self::assertSame("{$dir}/bad.conf{$message}", $e->getMessage());
+                }
+            }
+        } finally {
+            array_map('unlink', glob("{$dir}/*") ?: []);
+            rmdir($dir);
+        }
+    }
+
+    public function testAWorkerRunsTopicsOnTheirOwnKeys(): void
+    {
+        $client = $this->topicClient();
+        $client->pushMany([[Message::create('1', 'mail', ''), 0], [Message::create('1', 'sms', ''), 0], [Message::create('2', 'mail', ''), 0]]);
+        $this->moveTopic('mail', 2);
+        $this->moveTopic('sms', 1);
+        $worker = new Worker($client, ttr: 30, idleWait: 0.05, autoTouch: false, signals: false, logger: static fn () => null);
+        $ran = [];
+        $handler = static function (Job $job) use (&$ran, &$worker): void {
+            $ran[] = "{$job->topic}/{$job->id}";
+            if (\count($ran) === 3) {
+                $worker->stop();
+            }
+        };
+        $acked = [];
+        $worker->handle('mail', $handler)->handle('sms', $handler)->on(static function (string $event, array $data) use (&$acked): void {
+            if ($event === 'acked') {
+                $acked[] = "{$data['topic']}/{$data['id']}";
+            }
+        });
+        $worker->run();
+        sort($ran);
+        sort($acked);
+        self::assertSame(['mail/1', 'mail/2', 'sms/1'], $ran);
+        self::assertSame($ran, $acked, 'every job acked on its own topic');
+        self::assertSame([], $this->jobKeys());
+    }
+
+    /** The keys of the topics that hold jobs (the receipt counters left aside). */
+    private function jobKeys(): array
+    {
+        return array_values(array_filter($this->redis->keys(self::P . '{*'), static fn (string $k): bool => !str_ends_with($k, ':receipt_seq')));
+    }
+}
