@@ -94,6 +94,16 @@ function receipt(array $req): ?string
     return $receipt;
 }
 
+/** The optional "topic" of an id-only op (remove, reschedule, ack, ...): needed in the per-topic layout. */
+function topic(array $req): ?string
+{
+    $topic = $req['topic'] ?? null;
+    if ($topic !== null && !\is_string($topic)) {
+        throw new \RuntimeException('topic must be a string or null');
+    }
+    return $topic;
+}
+
 /** "ids": a list of ids, or null for all. */
 function ids(array $req): ?array
 {
@@ -152,7 +162,8 @@ function handle(Client $client, array $req): array
         case 'bpop':
             return ['job' => job_json($client->bPop($req['topic'], seconds($req['timeout_ms'])))];
         case 'remove':
-            return ['removed' => $client->remove($req['id'])];
+            // remove()'s 1.x declaration takes the topic as an extra argument
+            return ['removed' => topic($req) === null ? $client->remove($req['id']) : $client->remove($req['id'], topic($req))];
         case 'reserve':
             return ['job' => reserved_json($client->reserve($req['topic'], seconds($req['ttr_ms'])))];
         case 'breserve':
@@ -162,17 +173,17 @@ function handle(Client $client, array $req): array
                 seconds($req['timeout_ms'])
             ))];
         case 'ack':
-            return ['done' => $client->ack($req['id'], receipt($req))];
+            return ['done' => $client->ack($req['id'], receipt($req), topic($req))];
         case 'touch':
-            $deadline = $client->touch($req['id'], seconds($req['ttr_ms']), receipt($req));
+            $deadline = $client->touch($req['id'], seconds($req['ttr_ms']), receipt($req), topic($req));
             return ['deadline' => $deadline === false ? null : $deadline];
         case 'release':
             $delay = $req['delay_ms'] ?? null;
-            return ['done' => $client->release($req['id'], $delay === null ? null : seconds($delay), receipt($req))];
+            return ['done' => $client->release($req['id'], $delay === null ? null : seconds($delay), receipt($req), null, topic($req))];
         case 'bury':
-            return ['done' => $client->bury($req['id'], receipt($req))];
+            return ['done' => $client->bury($req['id'], receipt($req), null, topic($req))];
         case 'reschedule':
-            $due = $client->reschedule($req['id'], seconds($req['delay_ms']));
+            $due = $client->reschedule($req['id'], seconds($req['delay_ms']), topic($req));
             return ['due' => $due === false ? null : $due];
         case 'dead_list':
             $dead = $client->deadLetters($req['topic'], $req['start'] ?? 0, $req['count'] ?? 100);
