@@ -161,20 +161,14 @@ class RedisServer:
 class DelayerServer:
     """The real ``delayer`` binary, configured for ``redis``'s port."""
 
-    def __init__(self, workdir: Path, redis_server: RedisServer, prefix: str, timer_interval_ms: int) -> None:
+    def __init__(self, workdir: Path, redis_server: RedisServer, prefix: str, timer_interval_ms: int,
+                 layout: str = "classic") -> None:
         self.exe = binary("DELAYER_BIN", "delayer", "delayer-server")
         self.dir = workdir / "server"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.conf = self.dir / "delayer.conf"
-        self.conf.write_text(
-            "[delayer]\n"
-            f"timer_interval = {timer_interval_ms}\n"
-            f"key_prefix = {prefix}\n"
-            "log_level = info\n"
-            "\n[redis]\nhost = 127.0.0.1\n"
-            f"port = {redis_server.port}\n"
-            "database = 0\npassword =\n"
-        )
+        self.conf.write_text(conf_text(redis_server, prefix, layout, f"timer_interval = {timer_interval_ms}\n"
+                                                                     "log_level = info\n"))
         self.log = self.dir / "server.log"
         self._log_file = open(self.log, "wb")
         self.proc: Optional[subprocess.Popen] = subprocess.Popen(
@@ -185,9 +179,16 @@ class DelayerServer:
         # Up means moving: a due probe job must reach its ready queue.
         r = redis_server.client()
         probe = "probe-" + uuid.uuid4().hex
-        r.hset(prefix + "job_bucket:" + probe, mapping={"topic": "conformance-probe", "body": ""})
-        r.zadd(prefix + "job_pool", {probe: 0})
-        queue_key = prefix + "ready_queue:conformance-probe"
+        if layout == "topic":
+            tag = prefix + "{conformance-probe}:"
+            bucket, queue_key = tag + "job:" + probe, tag + "ready"
+            r.hset(bucket, mapping={"topic": "conformance-probe", "body": ""})
+            r.zadd(tag + "pool", {probe: 0})
+            r.zadd(prefix + "due", {"conformance-probe": 0})
+        else:
+            bucket, queue_key = prefix + "job_bucket:" + probe, prefix + "ready_queue:conformance-probe"
+            r.hset(bucket, mapping={"topic": "conformance-probe", "body": ""})
+            r.zadd(prefix + "job_pool", {probe: 0})
 
         def moved() -> bool:
             if self.proc is None or self.proc.poll() is not None:
@@ -197,7 +198,7 @@ class DelayerServer:
         if not wait_until(moved):
             self.stop()
             raise RuntimeError(f"delayer server did not move a due job: {tail(self.log)}")
-        r.delete(prefix + "job_bucket:" + probe)
+        r.delete(bucket)
         r.close()
 
     def stop(self) -> None:
@@ -277,35 +278,58 @@ class Driver:
         self._log_file.close()
 
 
-def driver_argv(name: str, redis_server: RedisServer, prefix: str) -> List[str]:
-    """The command line of one driver."""
+def conf_text(redis_server: RedisServer, prefix: str, layout: str, extra: str = "") -> str:
+    """A delayer.conf for ``redis_server``, read by the server and the SDKs alike."""
+    return (
+        "[delayer]\n"
+        f"key_prefix = {prefix}\n"
+        f"layout = {layout}\n"
+        f"{extra}"
+        "\n[redis]\nhost = 127.0.0.1\n"
+        f"port = {redis_server.port}\n"
+        "database = 0\npassword =\n"
+    )
+
+
+def driver_argv(name: str, redis_server: RedisServer, prefix: str, layout: str = "classic",
+                logdir: Optional[Path] = None) -> List[str]:
+    """The command line of one driver. In the per-topic layout the SDK drivers
+    read a delayer.conf that says so (raw1x, a 1.x client, has no layout)."""
     url = redis_server.url
     if name == "rust":
-        exe = binary("DELAYER_DRIVER_BIN", "delayer-conformance-driver", "delayer-conformance-driver")
-        return [str(exe), "--url", url, "--prefix", prefix]
-    if name == "python":
-        return [sys.executable, str(HERE / "drivers" / "python_driver.py"), "--url", url, "--prefix", prefix]
-    if name == "raw1x":
-        return [sys.executable, str(HERE / "drivers" / "raw1x_driver.py"), "--url", url, "--prefix", prefix]
-    if name == "php":
+        program = [str(binary("DELAYER_DRIVER_BIN", "delayer-conformance-driver", "delayer-conformance-driver"))]
+        connect = ["--url", url, "--prefix", prefix]
+    elif name in ("python", "raw1x"):
+        program = [sys.executable, str(HERE / "drivers" / f"{name}_driver.py")]
+        connect = ["--url", url, "--prefix", prefix]
+    elif name == "php":
         php = shutil.which(os.environ.get("PHP", "php"))
         if php is None:
             raise RuntimeError("php is not installed")
         autoload = REPO / "sdk-php" / "vendor" / "autoload.php"
         if not autoload.exists() and not os.environ.get("DELAYER_PHP_AUTOLOAD"):
             subprocess.run(["composer", "dump-autoload", "-q"], cwd=REPO / "sdk-php", check=True, timeout=300)
-        return [php, str(HERE / "drivers" / "php_driver.php"), "--host", "127.0.0.1",
-                "--port", str(redis_server.port), "--prefix", prefix]
-    raise ValueError(f"unknown driver {name!r}")
+        program = [php, str(HERE / "drivers" / "php_driver.php")]
+        connect = ["--host", "127.0.0.1", "--port", str(redis_server.port), "--prefix", prefix]
+    else:
+        raise ValueError(f"unknown driver {name!r}")
+    if layout != "classic" and name != "raw1x":
+        if logdir is None:
+            raise ValueError("a driver in the per-topic layout needs a directory for its delayer.conf")
+        conf = logdir / f"{name}-driver.conf"
+        conf.write_text(conf_text(redis_server, prefix, layout))
+        connect = ["--config", str(conf)]
+    return program + connect
 
 
 class Drivers:
     """The four drivers, started on first use and restarted if one died."""
 
-    def __init__(self, redis_server: RedisServer, prefix: str, logdir: Path) -> None:
+    def __init__(self, redis_server: RedisServer, prefix: str, logdir: Path, layout: str = "classic") -> None:
         self.redis_server = redis_server
         self.prefix = prefix
         self.logdir = logdir
+        self.layout = layout
         self._running: Dict[str, Driver] = {}
 
     def __getitem__(self, name: str) -> Driver:
@@ -313,7 +337,8 @@ class Drivers:
         if d is None or not d.alive:
             if d is not None:
                 d.stop()
-            d = Driver(name, driver_argv(name, self.redis_server, self.prefix), self.logdir)
+            argv = driver_argv(name, self.redis_server, self.prefix, self.layout, self.logdir)
+            d = Driver(name, argv, self.logdir)
             self._running[name] = d
         return d
 

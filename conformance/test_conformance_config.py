@@ -202,14 +202,16 @@ def test_every_sdk_takes_every_key_the_server_takes(
 
 
 @pytest.mark.parametrize("sdk", SDKS)
-def test_no_sdk_starts_on_the_per_topic_layout_yet(drivers: Any, confdir: Path, sdk: str) -> None:
-    """Only the server moves the per-topic layout so far: a client that would
-    write classic keys beside it must refuse, naming the key."""
+def test_every_sdk_reads_the_per_topic_layout(drivers: Any, confdir: Path, sdk: str) -> None:
+    """layout = topic is taken by every SDK's reader; a prefix with a brace
+    (it would move every name's hash tag) is refused, naming the key."""
     path = write(confdir, "topic-layout", "[delayer]\nlayout = topic\n\n[redis]\nport = 6379\n")
     r = drivers[sdk].request({"op": "read_config", "path": str(path)})
-    assert r["ok"] is False, f"{sdk} accepted layout = topic: {r}"
-    assert f"{path}:2: [delayer] layout: layout = topic: the " in r["error"], r["error"]
-    assert "does not support the per-topic layout yet" in r["error"], r["error"]
+    assert r["ok"] is True, f"{sdk} refused layout = topic: {r}"
+    path = write(confdir, "topic-brace", "[delayer]\nlayout = topic\nkey_prefix = a{b}:\n\n[redis]\nport = 6379\n")
+    r = drivers[sdk].request({"op": "read_config", "path": str(path)})
+    assert r["ok"] is False, f"{sdk} accepted a brace in the prefix: {r}"
+    assert "[delayer] key_prefix" in r["error"], r["error"]
 
 
 #: The delayer.conf of each Delayer 1.x layout (mix-basic/delayer's history),

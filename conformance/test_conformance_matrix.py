@@ -96,7 +96,7 @@ def test_deliver(drivers: Any, rds: Any, keys: Any, x: str, y: str, body_name: s
     topic = topic_for(x, y, "deliver")
     job_id = new_id(f"{x}-{body_name}-{mode}")
     push(drivers, x, topic, job_id, 0, body)
-    assert rds.exists(keys.bucket(job_id)) == 1, f"push by {x} left no bucket"
+    assert rds.exists(keys.bucket(job_id, topic)) == 1, f"push by {x} left no bucket"
 
     consumer = drivers[y]
     if mode == "bpop":
@@ -112,8 +112,8 @@ def test_deliver(drivers: Any, rds: Any, keys: Any, x: str, y: str, body_name: s
                 time.sleep(0.02)
     check_job(job, job_id, topic, body, f"{y} ({mode})")
     # at most once: the job is gone from Redis as it is handed out
-    assert rds.exists(keys.bucket(job_id)) == 0, f"{y} left the bucket of a popped job"
-    assert rds.zscore(keys.pool, job_id) is None
+    assert rds.exists(keys.bucket(job_id, topic)) == 0, f"{y} left the bucket of a popped job"
+    assert rds.zscore(keys.pool_of(topic), job_id) is None
     assert ok(consumer.request({"op": "pop", "topic": topic}), f"pop by {y}")["job"] is None
 
 
@@ -125,18 +125,18 @@ def test_remove(drivers: Any, rds: Any, keys: Any, x: str, y: str) -> None:
     topic = topic_for(x, y, "remove")
     job_id = new_id(f"{x}-rm")
     push(drivers, x, topic, job_id, 3000, b"cancel me")
-    due = rds.zscore(keys.pool, job_id)
+    due = rds.zscore(keys.pool_of(topic), job_id)
     assert due is not None, f"push by {x} did not reach the pool"
     assert redis_now(rds) < due - 1.0, "the job must still be waiting when removed"
 
-    r = ok(drivers[y].request({"op": "remove", "id": job_id}), f"remove by {y}")
+    r = ok(drivers[y].request({"op": "remove", "id": job_id, "topic": topic}), f"remove by {y}")
     assert r["removed"] is True, f"{y} did not report the removal of a waiting job pushed by {x}"
-    assert rds.zscore(keys.pool, job_id) is None, "the pool still holds the removed job"
-    assert rds.exists(keys.bucket(job_id)) == 0, "the removed job's bucket is still there"
+    assert rds.zscore(keys.pool_of(topic), job_id) is None, "the pool still holds the removed job"
+    assert rds.exists(keys.bucket(job_id, topic)) == 0, "the removed job's bucket is still there"
 
     r = ok(drivers[y].request({"op": "bpop", "topic": topic, "timeout_ms": 300}, timeout=30), f"bpop by {y}")
     assert r["job"] is None, f"{y} got a removed job: {r['job']}"
-    r = ok(drivers[y].request({"op": "remove", "id": job_id}), f"second remove by {y}")
+    r = ok(drivers[y].request({"op": "remove", "id": job_id, "topic": topic}), f"second remove by {y}")
     assert r["removed"] is False, f"{y} reports removing a job that was already removed"
     REMOVED.append((y, topic, job_id, due))
 
@@ -152,7 +152,7 @@ def test_removed_jobs_stay_undelivered(drivers: Any, rds: Any, keys: Any) -> Non
         assert rds.llen(keys.ready(topic)) == 0, f"{job_id} (removed) reached ready queue {topic}"
         r = ok(drivers[consumer].request({"op": "pop", "topic": topic}), f"pop by {consumer}")
         assert r["job"] is None, f"{consumer} got removed job {r['job']}"
-        assert rds.zscore(keys.pool, job_id) is None
+        assert rds.zscore(keys.pool_of(topic), job_id) is None
 
 
 def harnessed_wait(check: Any, deadline: float) -> bool:
@@ -174,7 +174,7 @@ def test_delay_honoured(drivers: Any, rds: Any, keys: Any, x: str, y: str) -> No
     after = redis_now(rds)
     # one transaction: what was in Redis at one instant of Redis's clock
     pipe = rds.pipeline(transaction=True)
-    pipe.time().zscore(keys.pool, job_id).llen(keys.ready(topic))
+    pipe.time().zscore(keys.pool_of(topic), job_id).llen(keys.ready(topic))
     (secs, usecs), score, ready_len = pipe.execute()
     assert score is not None, f"push by {x} did not reach the pool"
     if secs + usecs / 1e6 < score:

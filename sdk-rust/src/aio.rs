@@ -11,8 +11,8 @@ use crate::conf;
 use crate::connection::DEFAULT_CONNECT_TIMEOUT as CONNECT_TIMEOUT;
 use crate::durable;
 use crate::error::{is_lost_connection, Error, Result};
-use crate::keys::{Keys, DEFAULT_PREFIX};
-use crate::ops::{self, DeadAction, Ending, Request};
+use crate::keys::{Layout, Names, DEFAULT_PREFIX};
+use crate::ops::{self, DeadAction, Ending, IndexNote, Request};
 use crate::target::{is_read_only, Target};
 use crate::wait::{Step, Wait};
 use crate::{DeadLetter, Job, JobRef, Message, Reserved};
@@ -47,14 +47,14 @@ pub struct Delayer {
     target: Target,
     shared: Shared,
     blocking: Arc<Mutex<Vec<MultiplexedConnection>>>,
-    keys: Keys,
+    names: Names,
     /// Pushes wait this long for a replica's acknowledgement (`durable`).
     durable: Option<Duration>,
 }
 
 impl std::fmt::Debug for Delayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("aio::Delayer").field("keys", &self.keys).finish_non_exhaustive()
+        f.debug_struct("aio::Delayer").field("names", &self.names).finish_non_exhaustive()
     }
 }
 
@@ -66,11 +66,13 @@ impl Delayer {
         Delayer::with_options(client, DEFAULT_PREFIX)
     }
 
-    /// As [`crate::Delayer::from_conf`]: `[redis]` and `key_prefix`, from a
-    /// file the server would accept as to its sections and keys.
+    /// As [`crate::Delayer::from_conf`]: `[redis]`, `key_prefix` and
+    /// `layout`, from a file the server would accept as to its sections and
+    /// keys.
     pub fn from_conf(path: impl AsRef<Path>) -> Result<Delayer> {
-        let (redis, prefix) = conf::for_client(path)?;
-        Delayer::with_target(redis.target()?, &prefix)
+        let (redis, names) = conf::for_client(path)?;
+        let client = Delayer::with_target(redis.target()?, names.prefix())?;
+        Ok(Delayer { names, ..client })
     }
 
     /// A client from a redis-rs client (any address, TLS settings) and a key
@@ -87,7 +89,13 @@ impl Delayer {
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_number_of_retries(1);
         let shared = Shared::new(target.clone(), config)?;
-        Ok(Delayer { target, shared, blocking: Arc::default(), keys: Keys::new(prefix), durable: None })
+        Ok(Delayer {
+            target,
+            shared,
+            blocking: Arc::default(),
+            names: Names::new(prefix, Layout::Classic),
+            durable: None,
+        })
     }
 
     /// As [`crate::Delayer::durable`]: pushes wait for a replica. The write
@@ -119,15 +127,39 @@ impl Delayer {
         Ok((reply, acked))
     }
 
-    /// The same client under another key prefix.
+    /// As [`crate::Delayer::with_prefix`].
     pub fn with_prefix(mut self, prefix: &str) -> Delayer {
-        self.keys = Keys::new(prefix);
+        self.names = Names::new(prefix, self.names.layout());
         self
     }
 
+    /// As [`crate::Delayer::with_layout`].
+    pub fn with_layout(mut self, layout: Layout) -> Result<Delayer> {
+        self.names = ops::names(self.names.prefix(), layout)?;
+        Ok(self)
+    }
+
     /// The key names this client uses.
-    pub fn keys(&self) -> &Keys {
-        &self.keys
+    pub fn keys(&self) -> &Names {
+        &self.names
+    }
+
+    /// As the blocking client's: the per-topic layout's index write.
+    async fn note(&self, note: Option<IndexNote>) -> Result<()> {
+        let Some((note, write)) = note.and_then(|n| n.write(&self.names).map(|w| (n, w))) else {
+            return Ok(());
+        };
+        if IndexNote::lowered(&self.call(&write).await?) {
+            if let Some(wake) = note.wake(&self.names) {
+                self.call(&wake).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The index write for reservations.
+    async fn note_reserved<'a>(&self, topic: &str, jobs: impl Iterator<Item = &'a Reserved>) -> Result<()> {
+        self.note(IndexNote::earliest(&self.names, topic, jobs.map(|j| j.deadline), false)).await
     }
 
     /// One request on the shared connection. A request that fails because
@@ -186,8 +218,9 @@ impl Delayer {
     /// As [`crate::Delayer::push_job`]: with [`Job::if_absent`] and the id
     /// taken, [`crate::Error::IdTaken`].
     pub async fn push_job(&self, job: &Job) -> Result<SystemTime> {
-        let (reply, acked) = self.call_durable(&ops::push(&self.keys, job)?.into()).await?;
+        let (reply, acked) = self.call_durable(&ops::push(&self.names, job)?.into()).await?;
         let due = ops::parse_push(job, reply)?;
+        self.note(IndexNote::new(&self.names, &job.topic, Some(due), true)).await?;
         durable::check(acked, vec![due], self.durable.unwrap_or_default(), due)
     }
 
@@ -195,10 +228,13 @@ impl Delayer {
     pub async fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
         let mut pushed = ops::PushedMany::new(jobs);
         let mut least_acked = u64::MAX;
-        for pipe in ops::push_many(&self.keys, jobs)? {
+        for pipe in ops::push_many(&self.names, jobs)? {
             let (reply, acked) = self.call_durable(&Request::Pipeline(pipe)).await?;
             least_acked = least_acked.min(acked);
             pushed.add(reply)?;
+        }
+        for note in pushed.index_notes(&self.names) {
+            self.note(Some(note)).await?;
         }
         let due = pushed.finish()?;
         durable::check(least_acked, due.clone(), self.durable.unwrap_or_default(), due)
@@ -206,25 +242,27 @@ impl Delayer {
 
     /// As [`crate::Delayer::pop`].
     pub async fn pop(&self, topic: &str) -> Result<Option<Message>> {
-        ops::parse_message(self.call(&ops::pop(&self.keys, topic)?.into()).await?)
+        ops::parse_message(self.call(&ops::pop(&self.names, topic)?.into()).await?)
     }
 
     /// As [`crate::Delayer::bpop`]: waits up to `timeout`
     /// (`Duration::ZERO`: forever) on a connection of its own.
     pub async fn bpop(&self, topic: &str, timeout: Duration) -> Result<Option<Message>> {
-        self.wait(Wait::bpop(&self.keys, topic, timeout)?).await
+        self.wait(Wait::bpop(&self.names, topic, timeout)?).await
     }
 
     /// As [`crate::Delayer::breserve`]: waits up to `timeout`
     /// (`Duration::ZERO`: forever) on a connection of its own.
     pub async fn breserve(&self, topic: &str, ttr: Duration, timeout: Duration) -> Result<Option<Reserved>> {
-        self.wait(Wait::breserve(&self.keys, topic, ttr, timeout)?).await
+        let job = self.wait(Wait::breserve(&self.names, topic, ttr, timeout)?).await?;
+        self.note_reserved(topic, job.iter()).await?;
+        Ok(job)
     }
 
     /// As [`crate::Delayer`]'s `wait_ready`: until `topic` has a ready job,
     /// up to `timeout`, taking nothing; `false` when the time ran out.
     pub(crate) async fn wait_ready(&self, topic: &str, timeout: Duration) -> Result<bool> {
-        Ok(self.wait(Wait::ready(&self.keys, topic, timeout)?).await?.is_some())
+        Ok(self.wait(Wait::ready(&self.names, topic, timeout)?).await?.is_some())
     }
 
     /// Keeps a blocking connection that finished cleanly for the next wait.
@@ -238,17 +276,19 @@ impl Delayer {
 
     /// As [`crate::Delayer::reserve`].
     pub async fn reserve(&self, topic: &str, ttr: Duration) -> Result<Option<Reserved>> {
-        ops::parse_reserved(self.call(&ops::reserve(&self.keys, topic, ttr)?.into()).await?)
+        let job = ops::parse_reserved(self.call(&ops::reserve(&self.names, topic, ttr)?.into()).await?)?;
+        self.note_reserved(topic, job.iter()).await?;
+        Ok(job)
     }
 
     /// As [`crate::Delayer::ack`].
     pub async fn ack<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        ops::parse_flag(self.call(&ops::ack(&self.keys, job.into())?.into()).await?)
+        ops::parse_flag(self.call(&ops::ack(&self.names, job.into())?.into()).await?)
     }
 
     /// As [`crate::Delayer::touch`].
     pub async fn touch<'a>(&self, job: impl Into<JobRef<'a>>, ttr: Duration) -> Result<Option<SystemTime>> {
-        ops::parse_maybe_due(self.call(&ops::touch(&self.keys, job.into(), ttr)?.into()).await?)
+        ops::parse_maybe_due(self.call(&ops::touch(&self.names, job.into(), ttr)?.into()).await?)
     }
 
     /// As [`crate::Delayer::release`].
@@ -264,8 +304,18 @@ impl Delayer {
         delay: Option<Duration>,
         error: &str,
     ) -> Result<bool> {
-        let inv = ops::release(&self.keys, job.into(), delay.map_or(Ending::Backoff, Ending::After), error)?;
-        ops::parse_released(self.call(&inv.into()).await?)
+        self.end(job.into(), delay.map_or(Ending::Backoff, Ending::After), error).await
+    }
+
+    /// As the blocking client's: release.lua, then the index write.
+    async fn end(&self, job: JobRef<'_>, ending: Ending, error: &str) -> Result<bool> {
+        let inv = ops::release(&self.names, job, ending, error)?;
+        let (held, due) = ops::parse_released(self.call(&inv.into()).await?)?;
+        if let Some(due) = due {
+            let topic = ops::ref_topic(&self.names, job, "release")?;
+            self.note(IndexNote::new(&self.names, topic, Some(due), false)).await?;
+        }
+        Ok(held)
     }
 
     /// As [`crate::Delayer::bury`].
@@ -275,7 +325,7 @@ impl Delayer {
 
     /// As [`crate::Delayer::bury_with_error`].
     pub async fn bury_with_error<'a>(&self, job: impl Into<JobRef<'a>>, error: &str) -> Result<bool> {
-        ops::parse_released(self.call(&ops::release(&self.keys, job.into(), Ending::Bury, error)?.into()).await?)
+        self.end(job.into(), Ending::Bury, error).await
     }
 
     /// As [`crate::Delayer::reserve_many`]: acks, then up to `n` jobs, in
@@ -287,18 +337,29 @@ impl Delayer {
         n: usize,
         acks: &[JobRef<'_>],
     ) -> Result<(Vec<bool>, Vec<Reserved>)> {
-        let reply = self.call(&ops::reserve_many(&self.keys, topic, ttr, n, acks)?.into()).await?;
-        ops::parse_reserved_many(reply, acks.len())
+        let reply = self.call(&ops::reserve_many(&self.names, topic, ttr, n, acks)?.into()).await?;
+        let (acked, jobs) = ops::parse_reserved_many(reply, acks.len())?;
+        self.note_reserved(topic, jobs.iter()).await?;
+        Ok((acked, jobs))
     }
 
     /// As [`crate::Delayer::reschedule`].
     pub async fn reschedule(&self, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
-        ops::parse_maybe_due(self.call(&ops::reschedule(&self.keys, id, delay)?.into()).await?)
+        let topic = ops::topic_of(&self.names, None, "reschedule", "reschedule_in(topic, id, delay)")?;
+        self.reschedule_in(topic, id, delay).await
+    }
+
+    /// As [`crate::Delayer::reschedule_in`].
+    pub async fn reschedule_in(&self, topic: &str, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
+        let topic = ops::topic_of(&self.names, Some(topic), "reschedule", "")?;
+        let due = ops::parse_maybe_due(self.call(&ops::reschedule(&self.names, topic, id, delay)?.into()).await?)?;
+        self.note(due.and_then(|due| IndexNote::new(&self.names, topic, Some(due), false))).await?;
+        Ok(due)
     }
 
     /// As [`crate::Delayer::dead_letters`].
     pub async fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> {
-        ops::parse_dead_letters(self.call(&ops::dead_list(&self.keys, topic, start, count)?.into()).await?)
+        ops::parse_dead_letters(self.call(&ops::dead_list(&self.names, topic, start, count)?.into()).await?)
     }
 
     /// As [`crate::Delayer::requeue_dead`].
@@ -313,7 +374,8 @@ impl Delayer {
 
     async fn drain_dead(&self, topic: &str, action: DeadAction, ids: Option<&[&str]>) -> Result<u64> {
         let mut total = 0;
-        for call in ops::dead_drain(&self.keys, topic, action, ids)? {
+        let requeue = matches!(action, DeadAction::Requeue);
+        for call in ops::dead_drain(&self.names, topic, action, ids)? {
             let call = Request::Script(call);
             loop {
                 let (done, taken) = ops::parse_drained(self.call(&call).await?)?;
@@ -323,12 +385,22 @@ impl Delayer {
                 }
             }
         }
+        if requeue && total > 0 {
+            self.note(IndexNote::new(&self.names, topic, None, false)).await?;
+        }
         Ok(total)
     }
 
     /// As [`crate::Delayer::remove`].
     pub async fn remove(&self, id: &str) -> Result<bool> {
-        ops::parse_flag(self.call(&ops::remove(&self.keys, id)?.into()).await?)
+        let topic = ops::topic_of(&self.names, None, "remove", "remove_in(topic, id)")?;
+        self.remove_in(topic, id).await
+    }
+
+    /// As [`crate::Delayer::remove_in`].
+    pub async fn remove_in(&self, topic: &str, id: &str) -> Result<bool> {
+        let topic = ops::topic_of(&self.names, Some(topic), "remove", "")?;
+        ops::parse_flag(self.call(&ops::remove(&self.names, topic, id)?.into()).await?)
     }
 
     /// A new connection for blocking waits.

@@ -9,8 +9,8 @@ use crate::conf;
 use crate::connection::{build_pool_for, Manager, PoolOptions};
 use crate::durable;
 use crate::error::{is_lost_connection, Error, Result};
-use crate::keys::{Keys, DEFAULT_PREFIX};
-use crate::ops::{self, DeadAction, Ending, Request};
+use crate::keys::{Layout, Names, DEFAULT_PREFIX};
+use crate::ops::{self, DeadAction, Ending, IndexNote, Request};
 use crate::reliable::{Backoff, DeadLetter, JobRef, Reserved};
 use crate::target::{is_read_only, Target};
 use crate::validate::DEFAULT_READY_MAX_LIFETIME;
@@ -143,14 +143,14 @@ pub struct Delayer {
     manager: Manager,
     /// The pool's bound on each reply, put back after a blocking wait.
     io_timeout: Option<Duration>,
-    keys: Keys,
+    names: Names,
     /// Pushes wait this long for a replica's acknowledgement (`durable`).
     durable: Option<Duration>,
 }
 
 impl std::fmt::Debug for Delayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Delayer").field("keys", &self.keys).finish_non_exhaustive()
+        f.debug_struct("Delayer").field("names", &self.names).finish_non_exhaustive()
     }
 }
 
@@ -190,11 +190,13 @@ impl Delayer {
     }
 
     /// A client configured by a `delayer.conf`: its `[redis]` section and
-    /// `[delayer] key_prefix`, as the server reads them. A file the server
-    /// refuses (an unknown section or key, a bad value) is refused here too.
+    /// `[delayer] key_prefix` and `layout`, as the server reads them. A file
+    /// the server refuses (an unknown section or key, a bad value) is
+    /// refused here too.
     pub fn from_conf(path: impl AsRef<Path>) -> Result<Delayer> {
-        let (redis, prefix) = conf::for_client(path)?;
-        Ok(Delayer::with_target(redis.target()?, &prefix, &PoolOptions::default()))
+        let (redis, names) = conf::for_client(path)?;
+        let client = Delayer::with_target(redis.target()?, names.prefix(), &PoolOptions::default());
+        Ok(Delayer { names, ..client })
     }
 
     /// A client from a redis-rs client (any address, TLS settings), a key
@@ -210,7 +212,7 @@ impl Delayer {
             manager: Manager::with_target(target.clone(), pool.connect_timeout, pool.io_timeout),
             pool: build_pool_for(target, pool),
             io_timeout: pool.io_timeout,
-            keys: Keys::new(prefix),
+            names: Names::new(prefix, Layout::Classic),
             durable: None,
         }
     }
@@ -238,15 +240,37 @@ impl Delayer {
         Ok((reply, acked))
     }
 
-    /// The same client under another key prefix.
+    /// The same client under another key prefix (same layout; in the
+    /// per-topic layout a prefix with a brace makes every call fail).
     pub fn with_prefix(mut self, prefix: &str) -> Delayer {
-        self.keys = Keys::new(prefix);
+        self.names = Names::new(prefix, self.names.layout());
         self
     }
 
+    /// The same client in another key layout ([`Layout::Topic`]: PROTOCOL.md,
+    /// "The per-topic layout"). Refused for a prefix with a brace.
+    pub fn with_layout(mut self, layout: Layout) -> Result<Delayer> {
+        self.names = ops::names(self.names.prefix(), layout)?;
+        Ok(self)
+    }
+
     /// The key names this client uses.
-    pub fn keys(&self) -> &Keys {
-        &self.keys
+    pub fn keys(&self) -> &Names {
+        &self.names
+    }
+
+    /// Tells the per-topic layout's index what a call scheduled or reserved
+    /// (nothing in the classic layout): PROTOCOL.md, "The index write".
+    fn note(&self, note: Option<IndexNote>) -> Result<()> {
+        let Some((note, write)) = note.and_then(|n| n.write(&self.names).map(|w| (n, w))) else {
+            return Ok(());
+        };
+        if IndexNote::lowered(&self.call(&write)?) {
+            if let Some(wake) = note.wake(&self.names) {
+                self.call(&wake)?;
+            }
+        }
+        Ok(())
     }
 
     fn checkout(&self) -> Result<Conn> {
@@ -322,8 +346,9 @@ impl Delayer {
     /// [`Job::if_absent`] and the id taken, nothing is written and the
     /// result is [`Error::IdTaken`].
     pub fn push_job(&self, job: &Job) -> Result<SystemTime> {
-        let (reply, acked) = self.call_durable(&ops::push(&self.keys, job)?.into())?;
+        let (reply, acked) = self.call_durable(&ops::push(&self.names, job)?.into())?;
         let due = ops::parse_push(job, reply)?;
+        self.note(IndexNote::new(&self.names, &job.topic, Some(due), true))?;
         durable::check(acked, vec![due], self.durable.unwrap_or_default(), due)
     }
 
@@ -336,10 +361,13 @@ impl Delayer {
     pub fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
         let mut pushed = ops::PushedMany::new(jobs);
         let mut least_acked = u64::MAX;
-        for pipe in ops::push_many(&self.keys, jobs)? {
+        for pipe in ops::push_many(&self.names, jobs)? {
             let (reply, acked) = self.call_durable(&Request::Pipeline(pipe))?;
             least_acked = least_acked.min(acked);
             pushed.add(reply)?;
+        }
+        for note in pushed.index_notes(&self.names) {
+            self.note(Some(note))?;
         }
         let due = pushed.finish()?;
         durable::check(least_acked, due.clone(), self.durable.unwrap_or_default(), due)
@@ -348,25 +376,43 @@ impl Delayer {
     /// Takes the next ready job of `topic`, if any. The job is deleted as it
     /// is handed out (at most once).
     pub fn pop(&self, topic: &str) -> Result<Option<Message>> {
-        ops::parse_message(self.call(&ops::pop(&self.keys, topic)?.into())?)
+        ops::parse_message(self.call(&ops::pop(&self.names, topic)?.into())?)
     }
 
     /// Like [`Delayer::pop`], but waits up to `timeout` for a job
     /// (`Duration::ZERO` waits forever). `None` when the time ran out.
     pub fn bpop(&self, topic: &str, timeout: Duration) -> Result<Option<Message>> {
-        self.wait(Wait::bpop(&self.keys, topic, timeout)?)
+        self.wait(Wait::bpop(&self.names, topic, timeout)?)
     }
 
     /// Cancels job `id`: a waiting job is never delivered, a ready one is
-    /// skipped by pop. `false` when there was nothing to cancel.
+    /// skipped by pop. `false` when there was nothing to cancel. The
+    /// per-topic layout needs the topic: [`Delayer::remove_in`].
     pub fn remove(&self, id: &str) -> Result<bool> {
-        ops::parse_flag(self.call(&ops::remove(&self.keys, id)?.into())?)
+        let topic = ops::topic_of(&self.names, None, "remove", "remove_in(topic, id)")?;
+        self.remove_in(topic, id)
+    }
+
+    /// Cancels job `id` of `topic` (either layout).
+    pub fn remove_in(&self, topic: &str, id: &str) -> Result<bool> {
+        let topic = ops::topic_of(&self.names, Some(topic), "remove", "")?;
+        ops::parse_flag(self.call(&ops::remove(&self.names, topic, id)?.into())?)
     }
 
     /// Moves waiting job `id` to be due `delay` from now. `None` when it is
-    /// not waiting (ready, reserved, dead, gone or unknown).
+    /// not waiting (ready, reserved, dead, gone or unknown). The per-topic
+    /// layout needs the topic: [`Delayer::reschedule_in`].
     pub fn reschedule(&self, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
-        ops::parse_maybe_due(self.call(&ops::reschedule(&self.keys, id, delay)?.into())?)
+        let topic = ops::topic_of(&self.names, None, "reschedule", "reschedule_in(topic, id, delay)")?;
+        self.reschedule_in(topic, id, delay)
+    }
+
+    /// Moves waiting job `id` of `topic` (either layout).
+    pub fn reschedule_in(&self, topic: &str, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
+        let topic = ops::topic_of(&self.names, Some(topic), "reschedule", "")?;
+        let due = ops::parse_maybe_due(self.call(&ops::reschedule(&self.names, topic, id, delay)?.into())?)?;
+        self.note(due.and_then(|due| IndexNote::new(&self.names, topic, Some(due), false)))?;
+        Ok(due)
     }
 
     /// Takes the next ready job of `topic` *reserved*: no other worker gets it
@@ -374,7 +420,9 @@ impl Delayer {
     /// until `ttr` has passed, when the server hands it out again (at least
     /// once). `examples/reliable_worker.rs` is a whole worker.
     pub fn reserve(&self, topic: &str, ttr: Duration) -> Result<Option<Reserved>> {
-        ops::parse_reserved(self.call(&ops::reserve(&self.keys, topic, ttr)?.into())?)
+        let job = ops::parse_reserved(self.call(&ops::reserve(&self.names, topic, ttr)?.into())?)?;
+        self.note_reserved(topic, job.iter())?;
+        Ok(job)
     }
 
     /// Like [`Delayer::reserve`], but waits up to `timeout` for a job
@@ -382,21 +430,29 @@ impl Delayer {
     /// Waiting takes nothing from the queue, so a worker that dies while
     /// waiting loses nothing.
     pub fn breserve(&self, topic: &str, ttr: Duration, timeout: Duration) -> Result<Option<Reserved>> {
-        self.wait(Wait::breserve(&self.keys, topic, ttr, timeout)?)
+        let job = self.wait(Wait::breserve(&self.names, topic, ttr, timeout)?)?;
+        self.note_reserved(topic, job.iter())?;
+        Ok(job)
+    }
+
+    /// The index write for reservations (their deadlines: the server
+    /// expires them).
+    fn note_reserved<'a>(&self, topic: &str, jobs: impl Iterator<Item = &'a Reserved>) -> Result<()> {
+        self.note(IndexNote::earliest(&self.names, topic, jobs.map(|j| j.deadline), false))
     }
 
     /// Waits up to `timeout` until `topic` has a ready job, taking nothing:
     /// `false` when the time ran out. (A Worker's wait: it then fetches a
     /// batch with reserve_many, unless it was stopped meanwhile.)
     pub(crate) fn wait_ready(&self, topic: &str, timeout: Duration) -> Result<bool> {
-        Ok(self.wait(Wait::ready(&self.keys, topic, timeout)?)?.is_some())
+        Ok(self.wait(Wait::ready(&self.names, topic, timeout)?)?.is_some())
     }
 
     /// The job is done: deletes it. `false` when the reservation was not
     /// held (already ended, or expired and handed out again): then nothing
     /// changes. Takes a [`Reserved`] job, or an id (any current reservation).
     pub fn ack<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        ops::parse_flag(self.call(&ops::ack(&self.keys, job.into())?.into())?)
+        ops::parse_flag(self.call(&ops::ack(&self.names, job.into())?.into())?)
     }
 
     /// Still working on it: the reservation's deadline becomes `ttr` from
@@ -404,7 +460,7 @@ impl Delayer {
     /// deadline, or `None` when the reservation was not held (as for
     /// [`Delayer::ack`]). The attempt count does not change.
     pub fn touch<'a>(&self, job: impl Into<JobRef<'a>>, ttr: Duration) -> Result<Option<SystemTime>> {
-        ops::parse_maybe_due(self.call(&ops::touch(&self.keys, job.into(), ttr)?.into())?)
+        ops::parse_maybe_due(self.call(&ops::touch(&self.names, job.into(), ttr)?.into())?)
     }
 
     /// A failed attempt: the job is due again after `delay`, or after its
@@ -423,8 +479,19 @@ impl Delayer {
         delay: Option<Duration>,
         error: &str,
     ) -> Result<bool> {
-        let ending = delay.map_or(Ending::Backoff, Ending::After);
-        ops::parse_released(self.call(&ops::release(&self.keys, job.into(), ending, error)?.into())?)
+        self.end(job.into(), delay.map_or(Ending::Backoff, Ending::After), error)
+    }
+
+    /// release.lua for a held reservation, then the index write for a job
+    /// due again.
+    fn end(&self, job: JobRef<'_>, ending: Ending, error: &str) -> Result<bool> {
+        let inv = ops::release(&self.names, job, ending, error)?;
+        let (held, due) = ops::parse_released(self.call(&inv.into())?)?;
+        if let Some(due) = due {
+            let topic = ops::ref_topic(&self.names, job, "release")?;
+            self.note(IndexNote::new(&self.names, topic, Some(due), false))?;
+        }
+        Ok(held)
     }
 
     /// Gives up on the job: it goes to its topic's dead letters now.
@@ -436,7 +503,7 @@ impl Delayer {
     /// [`Delayer::bury`], recording why as the job's last error (as
     /// [`Delayer::release_with_error`]).
     pub fn bury_with_error<'a>(&self, job: impl Into<JobRef<'a>>, error: &str) -> Result<bool> {
-        ops::parse_released(self.call(&ops::release(&self.keys, job.into(), Ending::Bury, error)?.into())?)
+        self.end(job.into(), Ending::Bury, error)
     }
 
     /// Acks `acks` (as [`Delayer::ack`] each), then reserves up to `n` (0 to
@@ -452,14 +519,16 @@ impl Delayer {
         n: usize,
         acks: &[JobRef<'_>],
     ) -> Result<(Vec<bool>, Vec<Reserved>)> {
-        let reply = self.call(&ops::reserve_many(&self.keys, topic, ttr, n, acks)?.into())?;
-        ops::parse_reserved_many(reply, acks.len())
+        let reply = self.call(&ops::reserve_many(&self.names, topic, ttr, n, acks)?.into())?;
+        let (acked, jobs) = ops::parse_reserved_many(reply, acks.len())?;
+        self.note_reserved(topic, jobs.iter())?;
+        Ok((acked, jobs))
     }
 
     /// Up to `count` (1 to 1000) of `topic`'s dead letters, newest first,
     /// from position `start`.
     pub fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> {
-        ops::parse_dead_letters(self.call(&ops::dead_list(&self.keys, topic, start, count)?.into())?)
+        ops::parse_dead_letters(self.call(&ops::dead_list(&self.names, topic, start, count)?.into())?)
     }
 
     /// Puts dead letters back into the pool, due now, with their attempts
@@ -476,7 +545,8 @@ impl Delayer {
 
     fn drain_dead(&self, topic: &str, action: DeadAction, ids: Option<&[&str]>) -> Result<u64> {
         let mut total = 0;
-        for call in ops::dead_drain(&self.keys, topic, action, ids)? {
+        let requeue = matches!(action, DeadAction::Requeue);
+        for call in ops::dead_drain(&self.names, topic, action, ids)? {
             let call = Request::Script(call);
             loop {
                 let (done, taken) = ops::parse_drained(self.call(&call)?)?;
@@ -485,6 +555,9 @@ impl Delayer {
                     break;
                 }
             }
+        }
+        if requeue && total > 0 {
+            self.note(IndexNote::new(&self.names, topic, None, false))?;
         }
         Ok(total)
     }

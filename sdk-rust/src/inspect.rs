@@ -10,7 +10,7 @@
 //! blocking and async clients only send them.
 
 use crate::error::{Error, Result};
-use crate::keys::Keys;
+use crate::keys::{Keys, Names};
 use crate::ops::Request;
 use crate::validate;
 use crate::Delayer;
@@ -171,11 +171,11 @@ pub struct Stats {
 }
 
 /// lookup.lua for job `id` of `topic`.
-pub(crate) fn lookup(keys: &Keys, topic: &str, id: &str) -> Result<ScriptInvocation<'static>> {
-    validate::name("topic", topic)?;
+pub(crate) fn lookup(names: &Names, topic: &str, id: &str) -> Result<ScriptInvocation<'static>> {
+    crate::ops::check_topic(names, topic)?;
     validate::name("id", id)?;
     let mut inv = LOOKUP.prepare_invoke();
-    inv.key(keys.job_bucket(id)).key(keys.job_pool()).key(keys.reserved()).arg(id).arg(topic);
+    inv.key(names.bucket(topic, id)).key(names.pool(topic)).key(names.reserved(topic)).arg(id).arg(topic);
     Ok(inv)
 }
 
@@ -233,14 +233,14 @@ pub(crate) struct ListScan {
 }
 
 impl ListScan {
-    pub(crate) fn new(keys: &Keys, walked: Walked, topic: &str, cursor: u64, count: usize) -> Result<ListScan> {
-        validate::name("topic", topic)?;
+    pub(crate) fn new(names: &Names, walked: Walked, topic: &str, cursor: u64, count: usize) -> Result<ListScan> {
+        crate::ops::check_topic(names, topic)?;
         let count = page_count(count)?;
         let (zset, in_ms) = match walked {
-            Walked::Pool => (keys.job_pool(), false),
-            Walked::Reserved => (keys.reserved(), true),
+            Walked::Pool => (names.pool(topic), false),
+            Walked::Reserved => (names.reserved(topic), true),
         };
-        let (bucket_prefix, topic) = (keys.bucket_prefix(), topic.to_string());
+        let (bucket_prefix, topic) = (names.bucket_prefix(topic), topic.to_string());
         Ok(ListScan { zset, in_ms, bucket_prefix, topic, rank: cursor, count, calls: 0, items: Vec::new() })
     }
 
@@ -282,13 +282,13 @@ impl ListScan {
 
 /// The ready listing: `LRANGE` from the right end (next out first), `count`
 /// ids from `cursor` ids in.
-pub(crate) fn list_ready(keys: &Keys, topic: &str, cursor: u64, count: usize) -> Result<Request> {
-    validate::name("topic", topic)?;
+pub(crate) fn list_ready(names: &Names, topic: &str, cursor: u64, count: usize) -> Result<Request> {
+    crate::ops::check_topic(names, topic)?;
     let count = page_count(count)? as i64;
     let from = i64::try_from(cursor).map_err(|_| Error::InvalidArgument(format!("cursor {cursor} is too large")))?;
     let mut pipe = redis::pipe();
     // One more than asked, to know whether a next page exists.
-    pipe.cmd("LRANGE").arg(keys.ready_queue(topic)).arg(-from - count - 1).arg(-from - 1);
+    pipe.cmd("LRANGE").arg(names.ready(topic)).arg(-from - count - 1).arg(-from - 1);
     Ok(Request::Pipeline(pipe))
 }
 
@@ -307,6 +307,71 @@ pub(crate) fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Pag
     ids.truncate(count);
     let next = more.then(|| cursor + count as u64);
     Ok(Page { items: ids, next })
+}
+
+/// How the numbers are read: stats.lua in the classic layout; in the
+/// per-topic layout the topics first ([`Counting::Topics`]), then their
+/// keys' sizes, no script (PROTOCOL.md, "Operations in the per-topic layout").
+pub(crate) enum Counting {
+    Script(Request),
+    Topics(Request),
+}
+
+/// The first request of a stats read.
+pub(crate) fn counting(names: &Names) -> Counting {
+    match names {
+        Names::Classic(keys) => Counting::Script(stats(keys)),
+        Names::Topic(index) => {
+            let mut pipe = redis::pipe();
+            pipe.cmd("SMEMBERS").arg(index.topics());
+            Counting::Topics(Request::Pipeline(pipe))
+        }
+    }
+}
+
+/// The per-topic layout's topics (the reply of [`Counting::Topics`]),
+/// sorted, and the request reading their numbers.
+pub(crate) fn topic_numbers(names: &Names, reply: Value) -> Result<(Vec<String>, Request)> {
+    let bad = |v: &dyn std::fmt::Debug| Error::Protocol(format!("stats: expected the topics, got {v:?}"));
+    let members = match reply {
+        Value::Array(mut replies) if replies.len() == 1 => replies.remove(0),
+        other => return Err(bad(&other)),
+    };
+    let Value::Array(members) = members else { return Err(bad(&members)) };
+    let mut topics =
+        members.into_iter().map(|m| opt_text(m).map(Option::unwrap_or_default)).collect::<Result<Vec<String>>>()?;
+    topics.sort();
+    let mut pipe = redis::pipe();
+    for t in &topics {
+        pipe.zcard(names.pool(t)).llen(names.ready(t)).zcard(names.reserved(t)).llen(names.dead(t));
+    }
+    Ok((topics, Request::Pipeline(pipe)))
+}
+
+/// The numbers of `topics` (the reply of [`topic_numbers`]'s request).
+pub(crate) fn parse_topic_numbers(topics: Vec<String>, reply: Value) -> Result<Stats> {
+    let bad = |v: &dyn std::fmt::Debug| Error::Protocol(format!("stats: unexpected reply {v:?}"));
+    let values = match reply {
+        Value::Array(values) if values.len() == topics.len() * 4 => values,
+        other => return Err(bad(&other)),
+    };
+    let counts = values
+        .into_iter()
+        .map(|v| match v {
+            Value::Int(n) if n >= 0 => Ok(n as u64),
+            other => Err(bad(&other)),
+        })
+        .collect::<Result<Vec<u64>>>()?;
+    let topics: Vec<TopicStats> = topics
+        .into_iter()
+        .zip(counts.chunks(4))
+        .map(|(topic, n)| TopicStats { topic, scheduled: n[0], ready: n[1], reserved: Some(n[2]), dead: n[3] })
+        .collect();
+    Ok(Stats {
+        scheduled_total: topics.iter().map(|t| t.scheduled).sum(),
+        reserved_total: topics.iter().filter_map(|t| t.reserved).sum(),
+        topics,
+    })
 }
 
 /// stats.lua.
@@ -414,7 +479,13 @@ impl Delayer {
     /// Scheduled, ready, reserved and dead jobs per topic. Cheap on any
     /// backlog: no scan of the pool.
     pub fn stats(&self) -> Result<Stats> {
-        parse_stats(self.call(&stats(self.keys()))?)
+        match counting(self.keys()) {
+            Counting::Script(req) => parse_stats(self.call(&req)?),
+            Counting::Topics(req) => {
+                let (topics, req) = topic_numbers(self.keys(), self.call(&req)?)?;
+                parse_topic_numbers(topics, self.call(&req)?)
+            }
+        }
     }
 
     fn scan(&self, mut scan: ListScan) -> Result<Page<Listed>> {
@@ -456,7 +527,13 @@ impl crate::aio::Delayer {
 
     /// As [`crate::Delayer::stats`].
     pub async fn stats(&self) -> Result<Stats> {
-        parse_stats(self.call(&stats(self.keys())).await?)
+        match counting(self.keys()) {
+            Counting::Script(req) => parse_stats(self.call(&req).await?),
+            Counting::Topics(req) => {
+                let (topics, req) = topic_numbers(self.keys(), self.call(&req).await?)?;
+                parse_topic_numbers(topics, self.call(&req).await?)
+            }
+        }
     }
 
     async fn scan(&self, mut scan: ListScan) -> Result<Page<Listed>> {
@@ -490,7 +567,7 @@ mod tests {
 
     #[test]
     fn a_scan_stops_at_the_end_or_when_full() {
-        let keys = Keys::default();
+        let keys = Names::Classic(Keys::default());
         let mut scan = ListScan::new(&keys, Walked::Pool, "t", 0, 2).unwrap();
         let first = Value::Array(vec![bulk("1000"), bulk("a"), bulk("1.5")]);
         assert_eq!(scan.feed(first).unwrap(), None);

@@ -3,8 +3,8 @@
 //! Every Redis key Delayer touches is named here (see docs/PROTOCOL.md), the
 //! server's included: scripts get every name they touch as a key, or as a
 //! per-kind prefix (`*_prefix`) for names that depend on data they read, and
-//! never build one themselves. A future layout, such as per-topic hash tags
-//! for Redis Cluster, changes this module and nothing that calls it.
+//! never build one themselves. The two layouts ([`Layout`]) differ here
+//! alone: a client asks [`Names`] for what each call on a topic passes.
 
 /// The default key prefix, shared with Delayer 1.x.
 pub const DEFAULT_PREFIX: &str = "delayer:";
@@ -143,6 +143,11 @@ impl TopicKeys {
         TopicKeys { prefix: prefix.into() }
     }
 
+    /// The prefix every name starts with.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     fn of(&self, topic: &str, kind: &str) -> String {
         format!("{}{{{topic}}}:{kind}", self.prefix)
     }
@@ -214,6 +219,147 @@ impl TopicKeys {
         let rest = key.strip_prefix(&self.prefix)?.strip_prefix('{')?;
         let topic = rest.strip_suffix("}:pool")?;
         (!topic.is_empty() && !topic.contains(['{', '}'])).then_some(topic)
+    }
+}
+
+/// The names a client's calls pass their scripts, in its layout: the
+/// classic layout's shared keys, or the topic's own (PROTOCOL.md,
+/// "Operations in the per-topic layout"). Every call names its topic; the
+/// classic layout ignores it where its key is shared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Names {
+    /// Delayer 1.x's layout.
+    Classic(Keys),
+    /// The per-topic layout.
+    Topic(TopicKeys),
+}
+
+impl Names {
+    /// The names under `prefix` in `layout`.
+    pub fn new(prefix: &str, layout: Layout) -> Names {
+        match layout {
+            Layout::Classic => Names::Classic(Keys::new(prefix)),
+            Layout::Topic => Names::Topic(TopicKeys::new(prefix)),
+        }
+    }
+
+    /// Which layout these are.
+    pub fn layout(&self) -> Layout {
+        match self {
+            Names::Classic(_) => Layout::Classic,
+            Names::Topic(_) => Layout::Topic,
+        }
+    }
+
+    /// The prefix every key starts with.
+    pub fn prefix(&self) -> &str {
+        match self {
+            Names::Classic(k) => k.prefix(),
+            Names::Topic(k) => k.prefix(),
+        }
+    }
+
+    /// The per-topic layout's index names, `None` in the classic layout.
+    pub fn index(&self) -> Option<&TopicKeys> {
+        match self {
+            Names::Classic(_) => None,
+            Names::Topic(k) => Some(k),
+        }
+    }
+
+    /// The ZSET of `topic`'s waiting ids.
+    pub fn pool(&self, topic: &str) -> String {
+        match self {
+            Names::Classic(k) => k.job_pool(),
+            Names::Topic(k) => k.pool(topic),
+        }
+    }
+
+    /// What a bucket name of `topic` puts before the id.
+    pub fn bucket_prefix(&self, topic: &str) -> String {
+        match self {
+            Names::Classic(k) => k.bucket_prefix(),
+            Names::Topic(k) => k.bucket_prefix(topic),
+        }
+    }
+
+    /// The HASH of job `id` of `topic`.
+    pub fn bucket(&self, topic: &str, id: &str) -> String {
+        format!("{}{id}", self.bucket_prefix(topic))
+    }
+
+    /// [`Names::bucket`] for an id read back from Redis as raw bytes.
+    pub fn bucket_bytes(&self, topic: &str, id: &[u8]) -> Vec<u8> {
+        let mut key = self.bucket_prefix(topic).into_bytes();
+        key.extend_from_slice(id);
+        key
+    }
+
+    /// The LIST of `topic`'s ready ids.
+    pub fn ready(&self, topic: &str) -> String {
+        match self {
+            Names::Classic(k) => k.ready_queue(topic),
+            Names::Topic(k) => k.ready(topic),
+        }
+    }
+
+    /// The LIST ids that cannot be handled are parked on.
+    pub fn malformed(&self, topic: &str) -> String {
+        match self {
+            Names::Classic(k) => k.malformed(),
+            Names::Topic(k) => k.malformed(topic),
+        }
+    }
+
+    /// The ZSET of `topic`'s reserved ids (deadlines, Unix ms).
+    pub fn reserved(&self, topic: &str) -> String {
+        match self {
+            Names::Classic(k) => k.reserved(),
+            Names::Topic(k) => k.reserved(topic),
+        }
+    }
+
+    /// The counter `topic`'s receipts are taken from.
+    pub fn receipt_seq(&self, topic: &str) -> String {
+        match self {
+            Names::Classic(k) => k.receipt_seq(),
+            Names::Topic(k) => k.receipt_seq(topic),
+        }
+    }
+
+    /// The LIST of `topic`'s dead letters.
+    pub fn dead(&self, topic: &str) -> String {
+        match self {
+            Names::Classic(k) => k.dead(topic),
+            Names::Topic(k) => k.dead(topic),
+        }
+    }
+
+    /// The per-topic counts of waiting jobs; the per-topic layout has none
+    /// (a topic's pool is its count), and its scripts take them as optional.
+    pub fn scheduled_count(&self) -> Option<String> {
+        match self {
+            Names::Classic(k) => Some(k.scheduled_count()),
+            Names::Topic(_) => None,
+        }
+    }
+
+    /// The wake channel a script publishes on: "" in the per-topic layout,
+    /// whose clients publish after their index write.
+    pub fn script_wake(&self) -> String {
+        match self {
+            Names::Classic(k) => k.wake(),
+            Names::Topic(_) => String::new(),
+        }
+    }
+
+    /// release.lua's KEYS[4] and ARGV[2] for `topic`: the scheduled counts
+    /// and the dead-letter prefix, or the topic's dead list and "".
+    pub fn release_dead(&self, topic: &str) -> (String, String) {
+        match self {
+            Names::Classic(k) => (k.scheduled_count(), k.dead_prefix()),
+            Names::Topic(k) => (k.dead(topic), String::new()),
+        }
     }
 }
 

@@ -71,5 +71,5 @@ pub mod worker;
 pub use client::{Delayer, Job, Message};
 pub use connection::PoolOptions;
 pub use error::{Error, IdTaken, NotReplicated, Result, Taken};
-pub use keys::{Keys, Layout, TopicKeys};
+pub use keys::{Keys, Layout, Names, TopicKeys};
 pub use reliable::{Backoff, DeadLetter, JobRef, Reserved};

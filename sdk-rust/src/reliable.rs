@@ -53,30 +53,38 @@ pub struct JobRef<'a> {
     pub id: &'a str,
     /// The reservation's receipt, if known.
     pub receipt: Option<&'a str>,
+    /// The job's topic: needed in the per-topic layout, where ids are per
+    /// topic (a [`Reserved`] job carries its own).
+    pub topic: Option<&'a str>,
 }
 
 impl<'a> JobRef<'a> {
     /// The reservation `receipt` of job `id`.
     pub fn with_receipt(id: &'a str, receipt: &'a str) -> JobRef<'a> {
-        JobRef { id, receipt: Some(receipt) }
+        JobRef { id, receipt: Some(receipt), topic: None }
+    }
+
+    /// The same job, of `topic` (the per-topic layout needs it).
+    pub fn in_topic(self, topic: &'a str) -> JobRef<'a> {
+        JobRef { topic: Some(topic), ..self }
     }
 }
 
 impl<'a> From<&'a Reserved> for JobRef<'a> {
     fn from(job: &'a Reserved) -> Self {
-        JobRef { id: &job.id, receipt: Some(&job.receipt) }
+        JobRef { id: &job.id, receipt: Some(&job.receipt), topic: Some(&job.topic) }
     }
 }
 
 impl<'a> From<&'a str> for JobRef<'a> {
     fn from(id: &'a str) -> Self {
-        JobRef { id, receipt: None }
+        JobRef { id, receipt: None, topic: None }
     }
 }
 
 impl<'a> From<&'a String> for JobRef<'a> {
     fn from(id: &'a String) -> Self {
-        JobRef { id, receipt: None }
+        JobRef { id, receipt: None, topic: None }
     }
 }
 

@@ -9,7 +9,7 @@
 //! whatever time is left.
 
 use crate::error::{Error, Result};
-use crate::keys::Keys;
+use crate::keys::Names;
 use crate::ops::{self, Request};
 use crate::validate;
 use crate::{Message, Reserved};
@@ -38,7 +38,7 @@ enum Claim {
 
 /// One bpop or breserve in progress.
 pub(crate) struct Wait<T> {
-    keys: Keys,
+    names: Names,
     topic: String,
     /// `None`: wait forever.
     deadline: Option<Instant>,
@@ -50,38 +50,38 @@ pub(crate) struct Wait<T> {
 
 impl Wait<Message> {
     /// A bpop of `topic`, up to `timeout` (`Duration::ZERO`: forever).
-    pub(crate) fn bpop(keys: &Keys, topic: &str, timeout: Duration) -> Result<Self> {
-        Wait::new(keys, topic, timeout, Claim::Pop, ops::parse_message)
+    pub(crate) fn bpop(names: &Names, topic: &str, timeout: Duration) -> Result<Self> {
+        Wait::new(names, topic, timeout, Claim::Pop, ops::parse_message)
     }
 }
 
 impl Wait<Reserved> {
     /// A breserve of `topic` with `ttr`, up to `timeout` (`ZERO`: forever).
-    pub(crate) fn breserve(keys: &Keys, topic: &str, ttr: Duration, timeout: Duration) -> Result<Self> {
+    pub(crate) fn breserve(names: &Names, topic: &str, ttr: Duration, timeout: Duration) -> Result<Self> {
         validate::ttr_ms(ttr)?;
-        Wait::new(keys, topic, timeout, Claim::Reserve { ttr }, ops::parse_reserved)
+        Wait::new(names, topic, timeout, Claim::Reserve { ttr }, ops::parse_reserved)
     }
 }
 
 impl Wait<()> {
     /// A wait until `topic`'s ready queue holds an id, up to `timeout`
     /// (`ZERO`: forever); nothing is taken.
-    pub(crate) fn ready(keys: &Keys, topic: &str, timeout: Duration) -> Result<Self> {
-        Wait::new(keys, topic, timeout, Claim::Peek, |_| Ok(Some(())))
+    pub(crate) fn ready(names: &Names, topic: &str, timeout: Duration) -> Result<Self> {
+        Wait::new(names, topic, timeout, Claim::Peek, |_| Ok(Some(())))
     }
 }
 
 impl<T> Wait<T> {
     fn new(
-        keys: &Keys,
+        names: &Names,
         topic: &str,
         timeout: Duration,
         claim: Claim,
         parse: fn(Value) -> Result<Option<T>>,
     ) -> Result<Self> {
-        validate::name("topic", topic)?;
+        ops::check_topic(names, topic)?;
         let deadline = (!timeout.is_zero()).then(|| Instant::now() + timeout);
-        Ok(Wait { keys: keys.clone(), topic: topic.to_string(), deadline, claim, blocked: false, parse })
+        Ok(Wait { names: names.clone(), topic: topic.to_string(), deadline, claim, blocked: false, parse })
     }
 
     /// The first step.
@@ -102,8 +102,8 @@ impl<T> Wait<T> {
             return Ok(Step::Done(None)); // Redis's wait ran out: so did ours
         }
         let claim = match &self.claim {
-            Claim::Pop => ops::take(&self.keys, &popped_id(reply)?),
-            Claim::Reserve { ttr } => ops::reserve(&self.keys, &self.topic, *ttr)?,
+            Claim::Pop => ops::take(&self.names, &self.topic, &popped_id(reply)?),
+            Claim::Reserve { ttr } => ops::reserve(&self.names, &self.topic, *ttr)?,
             // The queue holds an id: the peek is over, nothing taken.
             Claim::Peek => return Ok(Step::Done((self.parse)(reply)?)),
         };
@@ -122,7 +122,7 @@ impl<T> Wait<T> {
         // Redis takes seconds and reads 0 as forever: less than 1 ms left
         // is sent as 1 ms.
         let seconds = left.map_or(0.0, |l| l.as_secs_f64().max(0.001));
-        let queue = self.keys.ready_queue(&self.topic);
+        let queue = self.names.ready(&self.topic);
         let mut cmd = match self.claim {
             Claim::Pop => redis::cmd("BRPOP").arg(&queue).clone(),
             Claim::Reserve { .. } | Claim::Peek => {
@@ -150,6 +150,10 @@ fn popped_id(reply: Value) -> Result<Vec<u8>> {
 mod tests {
     use super::*;
 
+    fn classic() -> Names {
+        Names::Classic(crate::Keys::default())
+    }
+
     fn words(cmd: &redis::Cmd) -> Vec<String> {
         cmd.args_iter()
             .map(|a| match a {
@@ -168,7 +172,7 @@ mod tests {
 
     #[test]
     fn a_stale_id_means_waiting_again_and_a_job_ends_the_wait() {
-        let mut w = Wait::bpop(&Keys::default(), "t", Duration::from_secs(60)).expect("wait");
+        let mut w = Wait::bpop(&classic(), "t", Duration::from_secs(60)).expect("wait");
         match sent(w.start()) {
             Request::Blocking(cmd, Some(left)) => {
                 assert!(left <= Duration::from_secs(60));
@@ -193,21 +197,21 @@ mod tests {
 
     #[test]
     fn a_peek_ends_when_the_queue_holds_an_id_and_claims_nothing() {
-        let mut w = Wait::ready(&Keys::default(), "t", Duration::from_secs(5)).expect("wait");
+        let mut w = Wait::ready(&classic(), "t", Duration::from_secs(5)).expect("wait");
         match sent(w.start()) {
             Request::Blocking(cmd, _) => assert_eq!(words(&cmd)[0], "BLMOVE"),
             _ => panic!("expected BLMOVE"),
         }
         let moved = Value::BulkString(b"x".to_vec());
         assert!(matches!(w.next(moved).expect("ready"), Step::Done(Some(()))), "no claim is sent");
-        let mut idle = Wait::ready(&Keys::default(), "t", Duration::from_secs(5)).expect("wait");
+        let mut idle = Wait::ready(&classic(), "t", Duration::from_secs(5)).expect("wait");
         sent(idle.start());
         assert!(matches!(idle.next(Value::Nil).expect("timeout"), Step::Done(None)));
     }
 
     #[test]
     fn redis_timing_out_or_no_time_left_ends_the_wait() {
-        let mut w = Wait::breserve(&Keys::default(), "t", Duration::from_secs(1), Duration::from_secs(5)).expect("w");
+        let mut w = Wait::breserve(&classic(), "t", Duration::from_secs(1), Duration::from_secs(5)).expect("w");
         match sent(w.start()) {
             Request::Blocking(cmd, _) => {
                 let q = "delayer:ready_queue:t";
@@ -217,13 +221,13 @@ mod tests {
         }
         assert!(matches!(w.next(Value::Nil).expect("timeout"), Step::Done(None)));
 
-        let mut forever = Wait::bpop(&Keys::default(), "t", Duration::ZERO).expect("wait");
+        let mut forever = Wait::bpop(&classic(), "t", Duration::ZERO).expect("wait");
         assert!(matches!(sent(forever.start()), Request::Blocking(_, None)), "no limit, forever");
 
-        let mut short = Wait::bpop(&Keys::default(), "t", Duration::from_nanos(1)).expect("wait");
+        let mut short = Wait::bpop(&classic(), "t", Duration::from_nanos(1)).expect("wait");
         std::thread::sleep(Duration::from_millis(2));
         assert!(matches!(short.start(), Step::Done(None)));
-        assert!(Wait::bpop(&Keys::default(), "", Duration::ZERO).is_err());
-        assert!(Wait::breserve(&Keys::default(), "t", Duration::ZERO, Duration::ZERO).is_err(), "ttr 0");
+        assert!(Wait::bpop(&classic(), "", Duration::ZERO).is_err());
+        assert!(Wait::breserve(&classic(), "t", Duration::ZERO, Duration::ZERO).is_err(), "ttr 0");
     }
 }

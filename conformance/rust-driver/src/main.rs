@@ -105,10 +105,23 @@ fn bad(msg: impl Into<String>) -> Fail {
 /// The reservation a request names: `id`, and `receipt` (null: any current one).
 fn job_ref(req: &Req) -> Result<JobRef<'_>, Fail> {
     let id = str_field(req, "id")?;
-    match req.get("receipt") {
-        None | Some(Json::Null) => Ok(JobRef::from(id)),
-        Some(Json::Str(r)) => Ok(JobRef::with_receipt(id, r)),
-        _ => Err(bad("receipt must be a string or null")),
+    let job = match req.get("receipt") {
+        None | Some(Json::Null) => JobRef::from(id),
+        Some(Json::Str(r)) => JobRef::with_receipt(id, r),
+        _ => return Err(bad("receipt must be a string or null")),
+    };
+    Ok(match topic_field(req)? {
+        Some(topic) => job.in_topic(topic),
+        None => job,
+    })
+}
+
+/// The optional "topic" of the calls that name a job by id.
+fn topic_field(req: &Req) -> Result<Option<&str>, Fail> {
+    match req.get("topic") {
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::Str(t)) => Ok(Some(t)),
+        _ => Err(bad("topic must be a string or null")),
     }
 }
 
@@ -212,7 +225,11 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
         }
         "remove" => {
             let id = str_field(req, "id")?;
-            let removed = client.remove(id).map_err(sdk_err)?;
+            let removed = match topic_field(req)? {
+                Some(topic) => client.remove_in(topic, id),
+                None => client.remove(id),
+            }
+            .map_err(sdk_err)?;
             Ok(vec![("removed", removed.to_string())])
         }
         "reserve" => {
@@ -247,7 +264,12 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
         }
         "reschedule" => {
             let delay_ms = num_field(req, "delay_ms")?.ok_or_else(|| bad("reschedule needs delay_ms"))?;
-            let due = client.reschedule(str_field(req, "id")?, ms_duration("delay_ms", delay_ms)?).map_err(sdk_err)?;
+            let (id, delay) = (str_field(req, "id")?, ms_duration("delay_ms", delay_ms)?);
+            let due = match topic_field(req)? {
+                Some(topic) => client.reschedule_in(topic, id, delay),
+                None => client.reschedule(id, delay),
+            }
+            .map_err(sdk_err)?;
             Ok(vec![("due", due.map_or("null".into(), |t| format!("{:.3}", unix(t))))])
         }
         "dead_list" => {

@@ -25,21 +25,18 @@ mod rules;
 pub use self::file::{ConfError, ConfFile};
 pub use self::redis::RedisSettings;
 pub use self::rules::{closest, reject_unknown, webhook_topic, Ignored, IGNORED_1X, KNOWN_KEYS, WEBHOOK_KEYS};
-use crate::keys::{Layout, DEFAULT_PREFIX};
+use crate::keys::{Layout, Names, DEFAULT_PREFIX};
 use std::path::Path;
 
 /// What a client takes from the `delayer.conf` at `path`: how to reach Redis
-/// and the key prefix, from a file that passes [`reject_unknown`]. Delayer
+/// and the key names (prefix and layout), from a file that passes [`reject_unknown`]. Delayer
 /// 1.x keys it ignores are accepted silently (the SDK has no logger; the
 /// server reports them).
-pub fn for_client(path: impl AsRef<Path>) -> Result<(RedisSettings, String), ConfError> {
+pub fn for_client(path: impl AsRef<Path>) -> Result<(RedisSettings, Names), ConfError> {
     let file = ConfFile::load(path)?;
     reject_unknown(&file)?;
-    if layout(&file)? == Layout::Topic {
-        let msg = "layout = topic: the Rust client does not support the per-topic layout yet (only the server does)";
-        return Err(file.error(Some("delayer"), Some("layout"), msg));
-    }
-    Ok((RedisSettings::from_conf(&file)?, key_prefix(&file)))
+    let names = Names::new(&key_prefix(&file), layout(&file)?);
+    Ok((RedisSettings::from_conf(&file)?, names))
 }
 
 /// `[delayer] layout`: `classic` (the default) or `topic`. In the per-topic

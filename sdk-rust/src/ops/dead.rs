@@ -2,23 +2,26 @@
 
 use super::replies::{array, int};
 use crate::error::Result;
-use crate::keys::Keys;
+use crate::keys::Names;
 use crate::scripts;
 use crate::validate;
 use redis::{ScriptInvocation, Value};
 
-fn dead_call(keys: &Keys, topic: &str, action: &str) -> ScriptInvocation<'static> {
+fn dead_call(names: &Names, topic: &str, action: &str) -> ScriptInvocation<'static> {
     let mut inv = scripts::DEAD.prepare_invoke();
-    inv.key(keys.dead(topic)).key(keys.job_pool()).key(keys.scheduled_count());
-    inv.arg(keys.bucket_prefix()).arg(topic).arg(action);
+    inv.key(names.dead(topic)).key(names.pool(topic));
+    if let Some(counts) = names.scheduled_count() {
+        inv.key(counts);
+    }
+    inv.arg(names.bucket_prefix(topic)).arg(topic).arg(action);
     inv
 }
 
 /// dead.lua "list".
-pub(crate) fn dead_list(keys: &Keys, topic: &str, start: usize, count: usize) -> Result<ScriptInvocation<'static>> {
-    validate::name("topic", topic)?;
+pub(crate) fn dead_list(names: &Names, topic: &str, start: usize, count: usize) -> Result<ScriptInvocation<'static>> {
+    super::check_topic(names, topic)?;
     let count = validate::dead_count(count)?;
-    let mut inv = dead_call(keys, topic, "list");
+    let mut inv = dead_call(names, topic, "list");
     inv.arg(start).arg(count);
     Ok(inv)
 }
@@ -35,18 +38,18 @@ pub(crate) enum DeadAction {
 /// [`validate::MAX_DEAD_PER_CALL`] per call), or with `None` one call taking
 /// that many from the oldest end, to repeat while it takes a full count.
 pub(crate) fn dead_drain(
-    keys: &Keys,
+    names: &Names,
     topic: &str,
     action: DeadAction,
     ids: Option<&[&str]>,
 ) -> Result<Vec<ScriptInvocation<'static>>> {
-    validate::name("topic", topic)?;
+    super::check_topic(names, topic)?;
     let action = match action {
         DeadAction::Requeue => "requeue",
         DeadAction::Purge => "purge",
     };
     let Some(ids) = ids else {
-        let mut inv = dead_call(keys, topic, action);
+        let mut inv = dead_call(names, topic, action);
         inv.arg(validate::MAX_DEAD_PER_CALL);
         return Ok(vec![inv]);
     };
@@ -54,7 +57,7 @@ pub(crate) fn dead_drain(
     Ok(ids
         .chunks(validate::MAX_DEAD_PER_CALL)
         .map(|chunk| {
-            let mut inv = dead_call(keys, topic, action);
+            let mut inv = dead_call(names, topic, action);
             inv.arg(0).arg(chunk);
             inv
         })

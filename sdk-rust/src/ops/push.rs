@@ -1,8 +1,9 @@
 //! push and push_many: validating a job, building the calls, reading replies.
 
+use super::index::IndexNote;
 use super::replies::{array, parse_due, text};
 use crate::error::{Error, IdTaken, Result, Taken};
-use crate::keys::Keys;
+use crate::keys::Names;
 use crate::scripts;
 use crate::validate;
 use crate::Job;
@@ -25,8 +26,8 @@ impl ToRedisArgs for PushArgs {
     }
 }
 
-pub(crate) fn validate_job(job: &Job) -> Result<PushArgs> {
-    validate::name("topic", &job.topic)?;
+pub(crate) fn validate_job(names: &Names, job: &Job) -> Result<PushArgs> {
+    super::check_topic(names, &job.topic)?;
     validate::name("id", &job.id)?;
     let delay = validate::delay_ms(job.delay)?.to_string();
     let lifetime = validate::ready_max_lifetime_ms(job.ready_max_lifetime)?.to_string();
@@ -51,27 +52,37 @@ fn policy(job: &Job) -> &'static str {
 }
 
 /// push.lua for one job.
-pub(crate) fn push(keys: &Keys, job: &Job) -> Result<ScriptInvocation<'static>> {
-    let args = validate_job(job)?;
+pub(crate) fn push(names: &Names, job: &Job) -> Result<ScriptInvocation<'static>> {
+    let args = validate_job(names, job)?;
+    let topic = &job.topic;
     let mut inv = scripts::PUSH.prepare_invoke();
-    inv.key(keys.job_pool()).key(keys.job_bucket(&job.id)).key(keys.scheduled_count());
-    inv.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(args).arg(policy(job)).arg(keys.wake());
+    inv.key(names.pool(topic)).key(names.bucket(topic, &job.id));
+    if let Some(counts) = names.scheduled_count() {
+        inv.key(counts);
+    }
+    inv.arg(&job.id).arg(topic).arg(&job.body[..]).arg(args).arg(policy(job)).arg(names.script_wake());
     Ok(inv)
 }
 
 /// push_many.lua for many jobs: calls of up to [`JOBS_PER_CALL`]
-/// consecutive jobs with the same duplicate policy, [`CALLS_PER_PIPELINE`]
+/// consecutive jobs with the same duplicate policy (and, in the per-topic
+/// layout, the same topic: a call's keys are one topic's), [`CALLS_PER_PIPELINE`]
 /// calls per pipeline, each pipeline starting with a SCRIPT LOAD (a no-op
 /// unless Redis lost the script). Everything is validated before anything is
 /// built. Each pipeline answers with one list of replies per call, one reply
 /// per job: read them with [`PushedMany`].
-pub(crate) fn push_many(keys: &Keys, jobs: &[Job]) -> Result<Vec<Pipeline>> {
-    let args = jobs.iter().map(validate_job).collect::<Result<Vec<_>>>()?;
+pub(crate) fn push_many(names: &Names, jobs: &[Job]) -> Result<Vec<Pipeline>> {
+    let args = jobs.iter().map(|job| validate_job(names, job)).collect::<Result<Vec<_>>>()?;
+    let per_topic = names.index().is_some();
     let mut calls: Vec<&[Job]> = Vec::new();
     let mut start = 0;
     for end in 1..=jobs.len() {
         let full = end - start == JOBS_PER_CALL;
-        if end == jobs.len() || full || jobs[end].if_absent != jobs[start].if_absent {
+        if end == jobs.len()
+            || full
+            || jobs[end].if_absent != jobs[start].if_absent
+            || (per_topic && jobs[end].topic != jobs[start].topic)
+        {
             calls.push(&jobs[start..end]);
             start = end;
         }
@@ -83,9 +94,11 @@ pub(crate) fn push_many(keys: &Keys, jobs: &[Job]) -> Result<Vec<Pipeline>> {
             let mut pipe = redis::pipe();
             pipe.cmd("SCRIPT").arg("LOAD").arg(scripts::PUSH_MANY_SRC).ignore();
             for call_jobs in calls {
-                let call = pipe.cmd("EVALSHA").arg(scripts::PUSH_MANY.get_hash()).arg(2);
-                call.arg(keys.job_pool()).arg(keys.scheduled_count());
-                call.arg(keys.bucket_prefix()).arg(policy(&call_jobs[0])).arg(keys.wake());
+                let topic = &call_jobs[0].topic;
+                let counts = names.scheduled_count();
+                let call = pipe.cmd("EVALSHA").arg(scripts::PUSH_MANY.get_hash()).arg(1 + counts.is_some() as u8);
+                call.arg(names.pool(topic)).arg(counts);
+                call.arg(names.bucket_prefix(topic)).arg(policy(&call_jobs[0])).arg(names.script_wake());
                 for (job, args) in call_jobs.iter().zip(&args[done..]) {
                     call.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(args);
                 }
@@ -165,6 +178,20 @@ impl<'a> PushedMany<'a> {
             }
         }
         Ok(())
+    }
+
+    /// The index writes for the jobs written so far: each topic's earliest
+    /// due time (per-topic layout; none in the classic one).
+    pub(crate) fn index_notes(&self, names: &Names) -> Vec<IndexNote> {
+        let mut earliest: Vec<(&str, SystemTime)> = Vec::new();
+        for (job, due) in self.jobs.iter().zip(&self.due) {
+            let Some(due) = *due else { continue };
+            match earliest.iter_mut().find(|(topic, _)| *topic == job.topic) {
+                Some((_, first)) => *first = (*first).min(due),
+                None => earliest.push((&job.topic, due)),
+            }
+        }
+        earliest.into_iter().filter_map(|(topic, due)| IndexNote::new(names, topic, Some(due), true)).collect()
     }
 
     /// Every job's due time, or [`Error::IdTaken`] when some ids were taken.

@@ -1,41 +1,57 @@
 //! The at-least-once calls: reserve (one or a batch, acks riding along),
 //! ack, touch, release and bury.
 
-use super::replies::{array, parse_flag, reserved_job};
+use super::replies::{array, parse_due, parse_flag, reserved_job, text};
+use super::{check_topic, topic_of};
 use crate::error::{Error, Result};
-use crate::keys::Keys;
+use crate::keys::Names;
 use crate::scripts;
 use crate::validate;
 use crate::{JobRef, Reserved};
 use redis::{ScriptInvocation, Value};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
+
+/// reserve.lua's keys and bucket prefix for `topic`.
+fn reserve_call(names: &Names, topic: &str) -> ScriptInvocation<'static> {
+    let mut inv = scripts::RESERVE.prepare_invoke();
+    inv.key(names.ready(topic)).key(names.reserved(topic)).key(names.malformed(topic));
+    inv.key(names.receipt_seq(topic)).key(names.pool(topic)).arg(names.bucket_prefix(topic));
+    inv
+}
 
 /// reserve.lua for one topic.
-pub(crate) fn reserve(keys: &Keys, topic: &str, ttr: Duration) -> Result<ScriptInvocation<'static>> {
-    validate::name("topic", topic)?;
+pub(crate) fn reserve(names: &Names, topic: &str, ttr: Duration) -> Result<ScriptInvocation<'static>> {
+    check_topic(names, topic)?;
     let ttr_ms = validate::ttr_ms(ttr)?;
-    let mut inv = scripts::RESERVE.prepare_invoke();
-    inv.key(keys.ready_queue(topic)).key(keys.reserved()).key(keys.malformed()).key(keys.receipt_seq());
-    inv.key(keys.job_pool()).arg(keys.bucket_prefix()).arg(ttr_ms);
+    let mut inv = reserve_call(names, topic);
+    inv.arg(ttr_ms);
     Ok(inv)
 }
 
 /// reserve.lua in batch mode: first acks `acks` (each as ack.lua would),
 /// then reserves up to `n` jobs of `topic`, in one call.
+/// In the per-topic layout the acks must be jobs of `topic` (one call
+/// touches one topic's keys); a job ref without a topic is taken as one.
 pub(crate) fn reserve_many(
-    keys: &Keys,
+    names: &Names,
     topic: &str,
     ttr: Duration,
     n: usize,
     acks: &[JobRef<'_>],
 ) -> Result<ScriptInvocation<'static>> {
-    validate::name("topic", topic)?;
+    check_topic(names, topic)?;
     let ttr_ms = validate::ttr_ms(ttr)?;
     let n = validate::reserve_count(n)?;
-    let mut inv = scripts::RESERVE.prepare_invoke();
-    inv.key(keys.ready_queue(topic)).key(keys.reserved()).key(keys.malformed()).key(keys.receipt_seq());
-    inv.key(keys.job_pool()).arg(keys.bucket_prefix()).arg(ttr_ms).arg(n);
+    let mut inv = reserve_call(names, topic);
+    inv.arg(ttr_ms).arg(n);
     for job in acks {
+        if names.index().is_some() && job.topic.is_some_and(|t| t != topic) {
+            return Err(Error::InvalidArgument(format!(
+                "reserve_many on {topic:?} cannot ack job {:?} of topic {:?} in the per-topic layout: ack it alone",
+                job.id,
+                job.topic.unwrap_or_default()
+            )));
+        }
         let (id, receipt) = job_ref(*job)?;
         inv.arg(id).arg(receipt);
     }
@@ -70,20 +86,27 @@ fn job_ref<'a>(job: JobRef<'a>) -> Result<(&'a str, &'a str)> {
     Ok((job.id, job.receipt.unwrap_or("")))
 }
 
+/// The topic of a job ref (see [`topic_of`]).
+pub(crate) fn ref_topic<'a>(names: &Names, job: JobRef<'a>, call: &str) -> Result<&'a str> {
+    topic_of(names, job.topic, call, &format!("the Reserved job, or JobRef::in_topic, with {call}"))
+}
+
 /// ack.lua for one reservation.
-pub(crate) fn ack(keys: &Keys, job: JobRef<'_>) -> Result<ScriptInvocation<'static>> {
+pub(crate) fn ack(names: &Names, job: JobRef<'_>) -> Result<ScriptInvocation<'static>> {
     let (id, receipt) = job_ref(job)?;
+    let topic = ref_topic(names, job, "ack")?;
     let mut inv = scripts::ACK.prepare_invoke();
-    inv.key(keys.reserved()).key(keys.job_bucket(id)).key(keys.job_pool()).arg(id).arg(receipt);
+    inv.key(names.reserved(topic)).key(names.bucket(topic, id)).key(names.pool(topic)).arg(id).arg(receipt);
     Ok(inv)
 }
 
 /// touch.lua for one reservation: its deadline becomes now + `ttr`.
-pub(crate) fn touch(keys: &Keys, job: JobRef<'_>, ttr: Duration) -> Result<ScriptInvocation<'static>> {
+pub(crate) fn touch(names: &Names, job: JobRef<'_>, ttr: Duration) -> Result<ScriptInvocation<'static>> {
     let (id, receipt) = job_ref(job)?;
+    let topic = ref_topic(names, job, "touch")?;
     let ttr_ms = validate::ttr_ms(ttr)?;
     let mut inv = scripts::TOUCH.prepare_invoke();
-    inv.key(keys.reserved()).key(keys.job_bucket(id)).key(keys.job_pool());
+    inv.key(names.reserved(topic)).key(names.bucket(topic, id)).key(names.pool(topic));
     inv.arg(id).arg(receipt).arg(ttr_ms);
     Ok(inv)
 }
@@ -113,26 +136,37 @@ fn error_text(error: &str) -> &str {
 
 /// release.lua ("held") for one reservation: release or bury, recording
 /// `error` ("": none) as the job's last_error.
-pub(crate) fn release(keys: &Keys, job: JobRef<'_>, ending: Ending, error: &str) -> Result<ScriptInvocation<'static>> {
+pub(crate) fn release(
+    names: &Names,
+    job: JobRef<'_>,
+    ending: Ending,
+    error: &str,
+) -> Result<ScriptInvocation<'static>> {
     let (id, receipt) = job_ref(job)?;
+    let call = if matches!(ending, Ending::Bury) { "bury" } else { "release" };
+    let topic = ref_topic(names, job, call)?;
     let action = match ending {
         Ending::After(delay) => validate::delay_ms(delay)?.to_string(),
         Ending::Backoff => "backoff".into(),
         Ending::Bury => "bury".into(),
     };
+    let (dead_key, dead_prefix) = names.release_dead(topic);
     let mut inv = scripts::RELEASE.prepare_invoke();
-    inv.key(keys.reserved()).key(keys.job_pool()).key(keys.malformed()).key(keys.scheduled_count());
-    inv.arg(keys.bucket_prefix()).arg(keys.dead_prefix()).arg(action);
-    inv.arg("held").arg(id).arg(receipt).arg(keys.wake()).arg(error_text(error));
+    inv.key(names.reserved(topic)).key(names.pool(topic)).key(names.malformed(topic)).key(dead_key);
+    inv.arg(names.bucket_prefix(topic)).arg(dead_prefix).arg(action);
+    inv.arg("held").arg(id).arg(receipt).arg(names.script_wake()).arg(error_text(error));
     Ok(inv)
 }
 
-/// Whether release.lua's "held" reply says the reservation was held (a due
-/// time or "dead") or not (nil).
-pub(crate) fn parse_released(reply: Value) -> Result<bool> {
+/// What release.lua's "held" reply says: whether the reservation was held
+/// (a due time or "dead") or not (nil), and the new due time if any.
+pub(crate) fn parse_released(reply: Value) -> Result<(bool, Option<SystemTime>)> {
     match reply {
-        Value::Nil => Ok(false),
-        Value::BulkString(_) | Value::SimpleString(_) => Ok(true),
+        Value::Nil => Ok((false, None)),
+        reply @ (Value::BulkString(_) | Value::SimpleString(_)) => {
+            let outcome = text(Some(reply))?;
+            Ok((true, if outcome == "dead" { None } else { Some(parse_due(&outcome)?) }))
+        }
         other => Err(Error::Protocol(format!("release returned {other:?}"))),
     }
 }

@@ -64,7 +64,7 @@ impl Delivery {
     }
 
     fn job_ref(&self) -> crate::JobRef<'_> {
-        crate::JobRef { id: &self.id, receipt: self.receipt.as_deref() }
+        crate::JobRef { id: &self.id, receipt: self.receipt.as_deref(), topic: Some(&self.topic) }
     }
 }
 

@@ -123,7 +123,7 @@ pub struct ReservationSpec {
 
 impl ReservationSpec {
     fn job<'a>(&'a self, id: &'a str) -> JobRef<'a> {
-        JobRef { id, receipt: self.receipt.as_deref() }
+        JobRef { id, receipt: self.receipt.as_deref(), topic: None }
     }
 
     /// Refuses the fields another command takes, so a typo is not ignored.

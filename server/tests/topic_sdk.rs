@@ -1,0 +1,229 @@
+//! The Rust SDK (blocking and async) on the per-topic layout, with the real
+//! `delayer` server moving and expiring: what each call writes (the topic's
+//! own keys, the index), ids per topic, the at-least-once calls, dead
+//! letters, lookups and numbers, and the refusals that name the call to use.
+
+use delayer::{Delayer, Error, Job, JobRef, Layout, TopicKeys};
+use redis::Commands;
+use std::time::{Duration, SystemTime};
+use testkit::{server_conf, temp_dir, DelayerProcess, RedisServer};
+
+const BIN: &str = env!("CARGO_BIN_EXE_delayer");
+
+fn keys() -> TopicKeys {
+    TopicKeys::new("delayer:")
+}
+
+fn client(redis: &RedisServer) -> Delayer {
+    Delayer::open(&redis.url()).expect("client").with_layout(Layout::Topic).expect("topic layout")
+}
+
+fn start_server(redis: &RedisServer) -> DelayerProcess {
+    let server = DelayerProcess::start(BIN, &server_conf(redis.port(), 1000, "layout = topic"));
+    assert!(server.wait_for_output(|o| o.contains("layout topic")), "{}", server.output());
+    server
+}
+
+fn unix(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH).expect("clock").as_secs_f64()
+}
+
+fn redis_now(conn: &mut redis::Connection) -> f64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(conn).expect("TIME");
+    s as f64 + us as f64 / 1e6
+}
+
+#[test]
+fn a_push_writes_the_topics_keys_and_the_index_and_wakes_the_server_once() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let mut sub = redis.connection();
+    let mut pubsub = sub.as_pubsub();
+    pubsub.subscribe(keys().wake()).expect("SUBSCRIBE");
+    pubsub.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    let d = client(&redis);
+
+    let later = d.push_job(&Job::new("mail", "42", Duration::from_secs(600)).body("late")).expect("push");
+    let sooner = d.push_job(&Job::new("mail", "43", Duration::from_secs(60)).body("soon")).expect("push");
+    let not_lower = d.push("mail", "44", Duration::from_secs(900)).expect("push");
+
+    let pool: Vec<(String, f64)> = conn.zrange_withscores(keys().pool("mail"), 0, -1).expect("ZRANGE");
+    let ids: Vec<&str> = pool.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["43", "42", "44"]);
+    let body: Option<String> = conn.hget(keys().bucket("mail", "42"), "body").expect("HGET");
+    assert_eq!(body.as_deref(), Some("late"));
+    let index: Option<f64> = conn.zscore(keys().due(), "mail").expect("ZSCORE");
+    assert!((index.expect("an index entry") - unix(sooner)).abs() < 0.002, "the index holds the earliest due time");
+    let known: bool = conn.sismember(keys().topics(), "mail").expect("SISMEMBER");
+    assert!(known);
+    // Nothing in the classic layout's keys.
+    let classic: Vec<String> = conn.keys("delayer:job_*").expect("KEYS");
+    assert!(classic.is_empty(), "{classic:?}");
+    // Published when the index was added (42) and lowered (43), not for 44.
+    let mut woken = Vec::new();
+    while let Ok(msg) = pubsub.get_message() {
+        woken.push(msg.get_payload::<String>().expect("payload").parse::<f64>().expect("a time"));
+        if woken.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(woken.len(), 2, "two wake-ups: {woken:?}");
+    assert!((woken[0] - unix(later)).abs() < 0.002 && (woken[1] - unix(sooner)).abs() < 0.002, "{woken:?}");
+    pubsub.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
+    assert!(pubsub.get_message().is_err(), "no wake-up for a push that does not lower the index");
+    let _ = not_lower;
+}
+
+#[test]
+fn ids_are_per_topic_and_the_server_delivers_each_when_due_never_before() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _server = start_server(&redis);
+    let d = client(&redis);
+
+    let due_mail = d.push_job(&Job::new("mail", "1", Duration::from_millis(1500)).body("to mail")).expect("push");
+    d.push_job(&Job::new("sms", "1", Duration::from_millis(300)).body("to sms")).expect("push");
+    let sms = d.bpop("sms", Duration::from_secs(20)).expect("bpop").expect("the sms job");
+    assert_eq!((sms.id.as_str(), sms.body_str()), ("1", Some("to sms")), "same id, its own job");
+    let mail = d.bpop("mail", Duration::from_secs(20)).expect("bpop").expect("the mail job");
+    assert_eq!(mail.body_str(), Some("to mail"));
+    assert!(redis_now(&mut conn) >= unix(due_mail), "delivered before its due time");
+}
+
+#[test]
+fn remove_and_reschedule_take_the_topic_and_refuse_without_it() {
+    let redis = RedisServer::start();
+    let d = client(&redis);
+    d.push("mail", "1", Duration::from_secs(60)).expect("push");
+    d.push("sms", "1", Duration::from_secs(60)).expect("push");
+
+    let err = d.remove("1").expect_err("no topic");
+    assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("remove_in(topic, id)")), "{err}");
+    let err = d.reschedule("1", Duration::ZERO).expect_err("no topic");
+    assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("reschedule_in")), "{err}");
+    let err = d.push("a{b}", "1", Duration::ZERO).expect_err("a brace");
+    assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("per-topic layout")), "{err}");
+    let err = d.ack(JobRef::from("1")).expect_err("no topic");
+    assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("JobRef::in_topic")), "{err}");
+
+    assert!(d.remove_in("mail", "1").expect("remove"), "removed from mail");
+    assert!(!d.remove_in("mail", "1").expect("remove"), "gone");
+    let due = d.reschedule_in("sms", "1", Duration::from_secs(5)).expect("reschedule").expect("waiting");
+    let mut conn = redis.connection();
+    let index: f64 = conn.zscore(keys().due(), "sms").expect("ZSCORE");
+    assert!((index - unix(due)).abs() < 0.002, "the index follows an earlier due time");
+}
+
+#[test]
+fn reservations_are_acked_released_buried_requeued_and_expired_per_topic() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let server = start_server(&redis);
+    let d = client(&redis);
+    for id in ["ack", "release", "bury", "expire"] {
+        d.push_job(&Job::new("work", id, Duration::ZERO).body(id)).expect("push");
+    }
+    let ttr = Duration::from_secs(30);
+    let mut held = Vec::new();
+    while held.len() < 4 {
+        let job = d.breserve("work", ttr, Duration::from_secs(20)).expect("breserve").expect("a job");
+        held.push(job);
+    }
+    let by_id = |id: &str| held.iter().find(|j| j.id == id).expect("reserved").clone();
+    let index: f64 = conn.zscore(keys().due(), "work").expect("ZSCORE");
+    assert!(index <= unix(by_id("ack").deadline) + 0.002, "the index holds a deadline at the latest");
+
+    assert!(d.ack(&by_id("ack")).expect("ack"));
+    assert!(d.release(&by_id("release"), Some(Duration::from_millis(200))).expect("release"));
+    assert!(d.bury_with_error(&by_id("bury"), "no such order").expect("bury"));
+    let dead = d.dead_letters("work", 0, 10).expect("dead letters");
+    assert_eq!(dead.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), ["bury"]);
+    let in_list: Vec<String> = conn.lrange(keys().dead("work"), 0, -1).expect("LRANGE");
+    assert_eq!(in_list, ["bury"], "the topic's own dead-letter list");
+    // The released job is due again and the server moves it.
+    let again = d.breserve("work", ttr, Duration::from_secs(20)).expect("breserve").expect("released job");
+    assert_eq!((again.id.as_str(), again.attempts), ("release", 2));
+    assert!(d.ack(&again).expect("ack"));
+    // A requeued dead letter comes back through the server, attempts reset.
+    assert_eq!(d.requeue_dead("work", None).expect("requeue"), 1);
+    let requeued = d.breserve("work", ttr, Duration::from_secs(20)).expect("breserve").expect("requeued job");
+    assert_eq!((requeued.id.as_str(), requeued.attempts), ("bury", 1));
+    assert!(d.ack(&requeued).expect("ack"));
+    // The last one's reservation runs out: the server hands it out again.
+    let expiring = by_id("expire");
+    assert!(d.touch(&expiring, Duration::from_millis(500)).expect("touch").is_some());
+    let retried = d.breserve("work", ttr, Duration::from_secs(30)).expect("breserve");
+    let retried = retried.unwrap_or_else(|| panic!("never expired:\n{}", server.output()));
+    assert_eq!((retried.id.as_str(), retried.attempts), ("expire", 2));
+    assert!(!d.ack(&expiring).expect("ack"), "the expired reservation is not held any more");
+    assert!(d.ack(&retried).expect("ack"));
+    let stats = d.stats().expect("stats");
+    let work = stats.topics.iter().find(|t| t.topic == "work").expect("work's numbers");
+    assert_eq!((work.scheduled, work.ready, work.reserved, work.dead), (0, 0, Some(0), 0), "{stats:?}");
+}
+
+#[test]
+fn push_many_groups_by_topic_and_lookups_and_listings_read_the_topics_keys() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = client(&redis);
+    let jobs: Vec<Job> = (0..250)
+        .map(|i| Job::new(if i % 50 < 25 { "a" } else { "b" }, format!("{i}"), Duration::from_secs(60 + i)))
+        .collect();
+    let due = d.push_many(&jobs).expect("push_many");
+    assert_eq!(due.len(), 250);
+    let (a, b): (u64, u64) = (conn.zcard(keys().pool("a")).expect("ZCARD"), conn.zcard(keys().pool("b")).expect("Z"));
+    assert_eq!((a, b), (125, 125));
+    let index_a: f64 = conn.zscore(keys().due(), "a").expect("ZSCORE");
+    assert!((index_a - unix(due[0])).abs() < 0.002, "each topic's earliest");
+    let index_b: f64 = conn.zscore(keys().due(), "b").expect("ZSCORE");
+    assert!((index_b - unix(due[25])).abs() < 0.002);
+
+    let info = d.job("a", "0").expect("lookup");
+    assert_eq!(info.state, delayer::inspect::JobState::Scheduled);
+    assert_eq!(d.job("b", "0").expect("lookup").state, delayer::inspect::JobState::Unknown, "ids are per topic");
+    let page = d.list_scheduled("b", 0, 10).expect("listing");
+    assert_eq!(page.items.first().map(|l| l.id.as_str()), Some("25"));
+    let stats = d.stats().expect("stats");
+    assert_eq!((stats.scheduled_total, stats.topics.len()), (250, 2), "{stats:?}");
+}
+
+#[test]
+fn the_config_file_chooses_the_layout() {
+    let redis = RedisServer::start();
+    let dir = temp_dir("topic-conf");
+    let path = dir.join("delayer.conf");
+    std::fs::write(&path, server_conf(redis.port(), 1000, "layout = topic")).expect("write conf");
+    let d = Delayer::from_conf(&path).expect("a topic-layout client");
+    assert_eq!(d.keys().layout(), Layout::Topic);
+    d.push("mail", "1", Duration::from_secs(60)).expect("push");
+    let mut conn = redis.connection();
+    let exists: bool = conn.exists(keys().bucket("mail", "1")).expect("EXISTS");
+    assert!(exists);
+    std::fs::write(&path, server_conf(redis.port(), 1000, "layout = topic\nkey_prefix = a{b}:")).expect("write");
+    let err = Delayer::from_conf(&path).expect_err("a brace in the prefix");
+    assert!(err.to_string().contains("key_prefix"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_async_client_runs_the_same_calls() {
+    let redis = RedisServer::start();
+    let _server = start_server(&redis);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let d = delayer::aio::Delayer::open(&redis.url()).expect("client").with_layout(Layout::Topic).expect("layout");
+        d.push_job(&Job::new("mail", "1", Duration::from_millis(200)).body("hi")).await.expect("push");
+        let job = d.breserve("mail", Duration::from_secs(30), Duration::from_secs(20)).await.expect("breserve");
+        let job = job.expect("the job");
+        assert_eq!(job.body_str(), Some("hi"));
+        assert!(d.release(&job, Some(Duration::ZERO)).await.expect("release"));
+        let again = d.breserve("mail", Duration::from_secs(30), Duration::from_secs(20)).await.expect("breserve");
+        let again = again.expect("released job");
+        assert_eq!(again.attempts, 2);
+        assert!(d.ack(&again).await.expect("ack"));
+        assert!(matches!(d.remove("1").await, Err(Error::InvalidArgument(_))));
+        let stats = d.stats().await.expect("stats");
+        assert_eq!(stats.topics.len(), 1);
+    });
+}
