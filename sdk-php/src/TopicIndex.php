@@ -19,7 +19,10 @@ use Delayer\Exception\RedisErrorException;
  *
  * Apart because pushes, reservations and dead letters all end with it. The
  * index is a hint the server re-checks (its sweeps find a job whose index
- * write was lost), so it is written after the call and not inside it.
+ * write was lost), so it is written after the call and not inside it. A
+ * failed index write raises as any call does (ConnectionException, ...):
+ * the call itself has run, and sending it again is safe for a push (it
+ * replaces), while a reserved job comes back after its ttr.
  * Used by {@see Client}, whose connection and keys it reads.
  */
 trait TopicIndex

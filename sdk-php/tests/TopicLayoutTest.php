@@ -66,6 +66,64 @@ final class TopicLayoutTest extends RedisTestCase
         return $score === false ? null : (float) $score;
     }
 
+    /**
+     * Every call builder of the per-topic layout against its script's
+     * header, with no Redis: as many KEYS as the header allows (the
+     * scheduled counts left out), every key in the topic's hash slot (the
+     * PROTOCOL's per-topic names), no wake channel for the scripts, and
+     * release.lua's KEYS[4] the topic's dead list with ARGV[2] "".
+     */
+    public function testEveryCallNamesOnlyItsTopicsKeys(): void
+    {
+        $k = new Keys(self::P, Keys::TOPIC);
+        $job = Ops::job($k, Message::create('a', 't', 'x'), 1, 60);
+        $calls = [
+            Ops::push($k, $job, false),
+            ['push_many', ...\array_slice(Ops::pushMany($k, [$job], false)[0], 0, 2)],
+            Ops::pop($k, 't'),
+            Ops::take($k, 'a', 't'),
+            Ops::remove($k, 'a', 't'),
+            Ops::reserve($k, 't', 1000),
+            Ops::reserveMany($k, 't', 1000, 5, []),
+            Ops::ack($k, 'a', '1', 't'),
+            Ops::touch($k, 'a', '1', 1000, 't'),
+            Ops::release($k, 'a', '1', 'backoff', 'boom', 't'),
+            Ops::reschedule($k, 'a', 1, 't'),
+            Ops::deadList($k, 't', 0, 10),
+            Ops::deadAction($k, 't', 'requeue', ['a']),
+        ];
+        $perTopic = [
+            'job_pool' => 'pool', 'job_bucket:<id>' => 'job:a', 'ready_queue:<topic>' => 'ready', 'malformed' => 'malformed',
+            'reserved' => 'reserved', 'receipt_seq' => 'receipt_seq', 'dead:<topic>' => 'dead',
+        ];
+        foreach ($calls as [$script, $keys, $argv]) {
+            $header = [];
+            foreach (file(self::repoLuaDir() . "/{$script}.lua", FILE_IGNORE_NEW_LINES) ?: [] as $line) {
+                if (preg_match('/^-- KEYS\[\d+\]\s.*?<prefix>(\S+)/', $line, $m) === 1) {
+                    $header[] = $m[1];
+                }
+            }
+            if ($script === 'release') {
+                self::assertSame(self::key('t', 'dead'), $keys[3], 'release.lua KEYS[4]: the topic\'s dead list');
+                self::assertSame('', $argv[1], 'release.lua ARGV[2]: no dead-letter prefix');
+                self::assertSame('', $argv[6], 'release.lua ARGV[7]: no wake channel');
+                $header[3] = 'dead:<topic>';
+            }
+            $expected = [];
+            foreach ($header as $name) {
+                if ($name !== 'scheduled_count') {
+                    $expected[] = self::key('t', $perTopic[$name] ?? "? {$name}");
+                }
+            }
+            self::assertSame($expected, $keys, "{$script}.lua KEYS");
+            self::assertNotContains(self::P . 'wake', $argv, "{$script}.lua: the client wakes the server itself");
+            self::assertNotContains(self::P, $argv);
+        }
+        self::assertSame(['', ''], [$calls[0][2][10], $calls[1][2][2]], 'push.lua ARGV[11], push_many.lua ARGV[3]');
+        self::assertSame('', $calls[10][2][2], 'reschedule.lua ARGV[3]');
+        self::assertSame(self::key('t', 'job:'), $calls[2][2][0], 'the bucket prefix');
+    }
+
     public function testPushWritesTheTopicsKeysAndTheIndexAndIdsArePerTopic(): void
     {
         $client = $this->topicClient();
