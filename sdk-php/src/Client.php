@@ -124,7 +124,7 @@ class Client
      * `persistent` or `read_timeout` of a 1.x configuration are kept and
      * ignored.
      *
-     * @param array{url?: string, host?: string, port?: int|string, database?: int|string, username?: ?string, password?: ?string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, timeout?: int|float|string} $config
+     * @param array{url?: string, host?: string, port?: int|string, database?: int|string, username?: ?string, password?: ?string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, layout?: 'classic'|'topic', timeout?: int|float|string} $config
      *        url      redis://[user:password@]host:port/db, rediss://... (TLS)
      *                 or unix:///path/to/redis.sock (also redis+unix://; ?db=N)
      *        host     Redis host name, IP or unix socket path (default "127.0.0.1")

@@ -4,8 +4,10 @@ declare(strict_types=1);
 
 namespace Delayer\Tests;
 
+use Delayer\Backoff;
 use Delayer\Client;
 use Delayer\Message;
+use Delayer\ReservedMessage;
 use PHPUnit\Framework\TestCase;
 
 /**
@@ -97,6 +99,53 @@ final class TopicLayoutServerTest extends TestCase
         self::assertSame(['mail/a', 'mail/b', 'sms/a'], $got);
         self::assertSame([], $raw->keys(self::PREFIX . '{*}:job:*'), 'every job taken, none left behind');
         $raw->close();
+    }
+
+    /**
+     * At least once through the server: a reservation left to expire comes
+     * back (the server finds its deadline in the index reserve wrote), a
+     * release and a dead-letter requeue are moved again, an ack ends it.
+     */
+    public function testReservationsExpireAndRetriesAreMovedByTheServer(): void
+    {
+        $this->redis = RedisServer::start();
+        $client = Client::fromConfig($this->startDelayerServer(), ['timeout' => 5]);
+        $raw = $this->redis->connect();
+        $client->schedule(Message::create('j', 'mail', 'body')->withBackoff(Backoff::fixed(0.1))->withMaxAttempts(5), 0.2);
+
+        $first = $this->reserveWithin($client, 'mail', 0.5);
+        self::assertSame(['j', 1], [$first->id, $first->attempts]);
+        // not acked: the server expires it after its ttr and it is delivered again
+        $second = $this->reserveWithin($client, 'mail', 60);
+        self::assertSame(['j', 2], [$second->id, $second->attempts]);
+        [$s, $us] = $raw->time();
+        self::assertGreaterThanOrEqual($first->deadline, (int) $s + (int) $us / 1e6, 'not before the ttr ran out');
+        self::assertFalse($client->ack($first), 'the expired reservation is no longer held');
+
+        self::assertTrue($client->release('j', 0.3, $second->receipt, 'try later', 'mail'));
+        $third = $this->reserveWithin($client, 'mail', 60);
+        self::assertSame(['j', 3], [$third->id, $third->attempts]);
+        self::assertTrue($client->bury($third));
+        self::assertSame(1, $client->requeueDead('mail'));
+        $fourth = $this->reserveWithin($client, 'mail', 60);
+        self::assertSame(['j', 1], [$fourth->id, $fourth->attempts], 'a requeue resets the attempts');
+        self::assertTrue($client->ack($fourth));
+        self::assertSame([], $raw->keys(self::PREFIX . '{mail}:job:*'));
+        self::assertSame(0, $raw->zCard(self::PREFIX . '{mail}:reserved'));
+        $raw->close();
+    }
+
+    /** bReserve() with $ttr until a job comes, or fails after 30 s. */
+    private function reserveWithin(Client $client, string $topic, float $ttr): ReservedMessage
+    {
+        $until = microtime(true) + 30;
+        while (microtime(true) < $until) {
+            $job = $client->bReserve($topic, $ttr, 0.2);
+            if ($job !== false) {
+                return $job;
+            }
+        }
+        self::fail("nothing to reserve on {$topic} within 30 s:\n" . $this->log());
     }
 
     /** The delayer binary on the test's Redis with layout = topic; up once it has moved a probe job. */
