@@ -65,7 +65,11 @@ def main() -> None:
     def held(req: Dict[str, Any]) -> Dict[str, Any]:
         # With a receipt: that reservation only; null: whichever is current.
         receipt = req.get("receipt")
-        return {} if receipt is None else {"receipt": receipt}
+        return {**({} if receipt is None else {"receipt": receipt}), **topic(req)}
+
+    def topic(req: Dict[str, Any]) -> Dict[str, Any]:
+        # The optional "topic" of the id-only ops: the per-topic layout needs it.
+        return {} if req.get("topic") is None else {"topic": req["topic"]}
 
     def dead_letter(x: delayer.DeadLetter) -> Dict[str, Any]:
         return {
@@ -112,7 +116,7 @@ def main() -> None:
         if op == "bpop":
             return {"job": message(client.bpop(req["topic"], req["timeout_ms"] / 1000))}
         if op == "remove":
-            return {"removed": client.remove(req["id"])}
+            return {"removed": client.remove(req["id"], **topic(req))}
         if op == "reserve":
             return {"job": reserved(client.reserve(req["topic"], seconds(req["ttr_ms"])))}
         if op == "breserve":
@@ -128,7 +132,7 @@ def main() -> None:
         if op == "bury":
             return {"done": client.bury(req["id"], **held(req))}
         if op == "reschedule":
-            return {"due": client.reschedule(req["id"], seconds(req["delay_ms"]))}
+            return {"due": client.reschedule(req["id"], seconds(req["delay_ms"]), **topic(req))}
         if op == "dead_list":
             return {"dead": [dead_letter(x) for x in client.dead_letters(req["topic"], req["start"], req["count"])]}
         if op == "requeue_dead":
