@@ -50,7 +50,7 @@ def breserve(drivers: Any, who: str, t: str, ttr_ms: int = 30_000, timeout_ms: i
 
 
 def end(drivers: Any, who: str, op: str, job: Dict[str, Any], receipt: bool = True, **extra: Any) -> bool:
-    req = {"op": op, "id": job["id"], "receipt": job["receipt"] if receipt else None}
+    req = {"op": op, "id": job["id"], "receipt": job["receipt"] if receipt else None, "topic": job["topic"]}
     req.update(extra)
     done: bool = ok(drivers, who, req)["done"]
     return done
@@ -71,15 +71,15 @@ def test_reserve_then_ack_with_another_sdk(drivers: Any, rds: Any, keys: Any, x:
     assert job is not None, f"{y} reserved nothing pushed by {x}"
     assert (job["id"], job["topic"], base64.b64decode(job["body_b64"])) == (job_id, t, body)
     assert (job["attempts"], job["max_attempts"]) == (1, 25), "first attempt, the default limit"
-    deadline = rds.zscore(keys.prefix + "reserved", job_id)  # Unix ms
+    deadline = rds.zscore(keys.reserved_of(t), job_id)  # Unix ms
     assert deadline is not None and abs(deadline / 1000 - job["deadline"]) < 0.002
-    assert rds.ttl(keys.bucket(job_id)) == -1, "a reserved job is kept until acked"
+    assert rds.ttl(keys.bucket(job_id, t)) == -1, "a reserved job is kept until acked"
     assert breserve(drivers, y, t, timeout_ms=200) is None, "a reserved job is invisible"
 
     acker = SDKS[(SDKS.index(y) + 1) % 3]
     assert end(drivers, acker, "ack", dict(job, receipt="0")) is False, "a wrong receipt acks nothing"
     assert end(drivers, acker, "ack", job) is True
-    assert rds.exists(keys.bucket(job_id)) == 0
+    assert rds.exists(keys.bucket(job_id, t)) == 0
     assert end(drivers, y, "ack", job) is False, "a second ack finds nothing"
 
 
@@ -96,18 +96,19 @@ def test_touch_keeps_a_reservation_from_the_server(drivers: Any, rds: Any, keys:
     first = breserve(drivers, y, t, ttr_ms=400)
     assert first is not None
     before = now(rds)
-    deadline = ok(drivers, z, {"op": "touch", "id": job_id, "receipt": first["receipt"], "ttr_ms": 30_000})["deadline"]
+    touch = {"op": "touch", "id": job_id, "topic": t}
+    deadline = ok(drivers, z, {**touch, "receipt": first["receipt"], "ttr_ms": 30_000})["deadline"]
     assert deadline is not None and abs(deadline - (before + 30)) < 1.0
-    assert abs(rds.zscore(keys.prefix + "reserved", job_id) / 1000 - deadline) < 0.002
+    assert abs(rds.zscore(keys.reserved_of(t), job_id) / 1000 - deadline) < 0.002
     # Well past the first deadline and several server ticks: still held.
     assert breserve(drivers, w, t, timeout_ms=1500) is None, "a touched reservation was handed out again"
-    assert rds.hget(keys.bucket(job_id), "attempts") == b"1", "a touch is not an attempt"
+    assert rds.hget(keys.bucket(job_id, t), "attempts") == b"1", "a touch is not an attempt"
 
-    shorter = ok(drivers, w, {"op": "touch", "id": job_id, "receipt": None, "ttr_ms": 200})["deadline"]
+    shorter = ok(drivers, w, {**touch, "receipt": None, "ttr_ms": 200})["deadline"]
     assert shorter is not None and shorter < deadline, "touch sets the deadline, it does not add to it"
     second = breserve(drivers, w, t)
     assert second is not None and second["attempts"] == 2, "the server expires on the touched deadline"
-    stale = ok(drivers, z, {"op": "touch", "id": job_id, "receipt": first["receipt"], "ttr_ms": 30_000})
+    stale = ok(drivers, z, {**touch, "receipt": first["receipt"], "ttr_ms": 30_000})
     assert stale["deadline"] is None, "an expired reservation cannot be touched"
     assert end(drivers, y, "ack", second) is True
 
@@ -134,7 +135,7 @@ def test_expiry_retries_and_dead_letters_across_sdks(drivers: Any, rds: Any, key
 
     # The last attempt fails: dead letter, seen alike by all three.
     assert end(drivers, w, "release", second, delay_ms=0) is True
-    assert rds.zscore(keys.pool, job_id) is None
+    assert rds.zscore(keys.pool_of(t), job_id) is None
     listings = [ok(drivers, s, {"op": "dead_list", "topic": t, "start": 0, "count": 10})["dead"] for s in SDKS]
     assert listings[0] == listings[1] == listings[2], f"SDKs list dead letters differently: {listings}"
     (entry,) = listings[0]
@@ -148,7 +149,7 @@ def test_expiry_retries_and_dead_letters_across_sdks(drivers: Any, rds: Any, key
     (entry,) = ok(drivers, z, {"op": "dead_list", "topic": t, "start": 0, "count": 10})["dead"]
     assert entry["reason"] == "buried"
     assert ok(drivers, w, {"op": "purge_dead", "topic": t, "ids": None})["count"] == 1
-    assert rds.exists(keys.bucket(job_id)) == 0
+    assert rds.exists(keys.bucket(job_id, t)) == 0
     assert ok(drivers, y, {"op": "dead_list", "topic": t, "start": 0, "count": 10})["dead"] == []
 
 
@@ -165,10 +166,11 @@ def test_retry_settings_are_written_alike(drivers: Any, rds: Any, keys: Any) -> 
         buckets = []
         for s in SDKS:
             job_id = new_id(f"fields{n}-{s}")
-            ok(drivers, s, {"op": "push", "topic": topic("fields"), "id": job_id, "delay_ms": 600_000, **retry})
-            fields = {k.decode(): v.decode() for k, v in rds.hgetall(keys.bucket(job_id)).items()}
+            t = topic("fields")
+            ok(drivers, s, {"op": "push", "topic": t, "id": job_id, "delay_ms": 600_000, **retry})
+            fields = {k.decode(): v.decode() for k, v in rds.hgetall(keys.bucket(job_id, t)).items()}
             buckets.append(fields)
-            ok(drivers, s, {"op": "remove", "id": job_id})
+            ok(drivers, s, {"op": "remove", "id": job_id, "topic": t})
         assert buckets[0] == buckets[1] == buckets[2], f"{retry}: {buckets}"
     assert set(buckets[0]) == {"topic", "body"}, "without retry settings the bucket is Delayer 1.x's"
 
@@ -182,32 +184,33 @@ def test_release_waits_the_delay_or_the_backoff(drivers: Any, rds: Any, keys: An
     assert job is not None
     before = now(rds)
     assert end(drivers, y, "release", job, delay_ms=45_000) is True
-    assert abs(rds.zscore(keys.pool, job_id) - (before + 45)) < 1.0, "the given delay"
+    assert abs(rds.zscore(keys.pool_of(t), job_id) - (before + 45)) < 1.0, "the given delay"
     # Bring it back at once, then fail it twice more by its backoff.
     waits = []
     for _ in range(2):
-        assert ok(drivers, y, {"op": "reschedule", "id": job_id, "delay_ms": 0})["due"] is not None
+        assert ok(drivers, y, {"op": "reschedule", "id": job_id, "topic": t, "delay_ms": 0})["due"] is not None
         job = breserve(drivers, y, t)
         assert job is not None
         before = now(rds)
         assert end(drivers, y, "release", job, receipt=False) is True
-        waits.append(round(rds.zscore(keys.pool, job_id) - before))
+        waits.append(round(rds.zscore(keys.pool_of(t), job_id) - before))
     assert waits == [20, 30], f"10 s doubled per attempt (2nd: 20 s, 3rd: 40 s) capped at 30 s, got {waits}"
-    ok(drivers, y, {"op": "remove", "id": job_id})
+    ok(drivers, y, {"op": "remove", "id": job_id, "topic": t})
 
 
 @pytest.mark.parametrize("y", SDKS)
 def test_reschedule_moves_only_waiting_jobs(drivers: Any, rds: Any, keys: Any, y: str) -> None:
-    job_id = new_id(y)
-    ok(drivers, y, {"op": "push", "topic": topic("resched"), "id": job_id, "delay_ms": 600_000})
+    job_id, t = new_id(y), topic("resched")
+    ok(drivers, y, {"op": "push", "topic": t, "id": job_id, "delay_ms": 600_000})
     before = now(rds)
-    due = ok(drivers, y, {"op": "reschedule", "id": job_id, "delay_ms": 120_000})["due"]
+    due = ok(drivers, y, {"op": "reschedule", "id": job_id, "topic": t, "delay_ms": 120_000})["due"]
     assert due is not None and abs(due - (before + 120)) < 1.0
-    assert abs(rds.zscore(keys.pool, job_id) - due) < 0.002
-    assert ok(drivers, y, {"op": "reschedule", "id": new_id("nobody"), "delay_ms": 0})["due"] is None
-    ok(drivers, y, {"op": "remove", "id": job_id})
-    assert ok(drivers, y, {"op": "reschedule", "id": job_id, "delay_ms": 0})["due"] is None, "never resurrected"
-    assert rds.zscore(keys.pool, job_id) is None
+    assert abs(rds.zscore(keys.pool_of(t), job_id) - due) < 0.002
+    assert ok(drivers, y, {"op": "reschedule", "id": new_id("nobody"), "topic": t, "delay_ms": 0})["due"] is None
+    ok(drivers, y, {"op": "remove", "id": job_id, "topic": t})
+    assert ok(drivers, y, {"op": "reschedule", "id": job_id, "topic": t, "delay_ms": 0})["due"] is None, \
+        "never resurrected"
+    assert rds.zscore(keys.pool_of(t), job_id) is None
 
 
 # ------------------------------------------------------------ rejections

@@ -14,13 +14,14 @@ use crate::inspect;
 use crate::jobview;
 use delayer::conf::RedisSettings;
 use delayer::inspect::JobState;
-use delayer::Keys;
+use delayer::{Layout, Names};
 use std::path::Path;
 
 /// The Redis and key prefix a command works on.
 pub struct Target {
     redis: RedisSettings,
-    prefix: String,
+    /// The key prefix and layout (`--url` targets: the classic layout).
+    names: Names,
 }
 
 impl Target {
@@ -43,7 +44,7 @@ impl Target {
             )));
         }
         let config = Config::load(&config::locate(configuration)?)?;
-        Ok(Target { redis: config.redis, prefix: config.key_prefix })
+        Ok(Target { redis: config.redis, names: Names::new(&config.key_prefix, config.layout) })
     }
 
     /// A URL given by `source`. Never echoed: it may hold a password.
@@ -58,7 +59,8 @@ impl Target {
         let redis = RedisSettings { url: Some(url), ..RedisSettings::default() };
         // Checked now, so a bad one is the command line's fault, not Redis's.
         redis.client().map_err(|e| Fatal::usage(format!("{source}: cannot use this URL: {e}")))?;
-        Ok(Target { redis, prefix: prefix.unwrap_or(delayer::keys::DEFAULT_PREFIX).to_string() })
+        let prefix = prefix.unwrap_or(delayer::keys::DEFAULT_PREFIX);
+        Ok(Target { redis, names: Names::new(prefix, Layout::Classic) })
     }
 }
 
@@ -68,7 +70,7 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
         Command::Stats { json } => {
             let mut conn = inspect::connect(&target.redis)?;
             let topics = target.client()?.stats().map_err(|e| target.sdk_failed(e))?;
-            let stats = inspect::stats(&mut conn, &Keys::new(&target.prefix), &topics).map_err(|e| target.failed(e))?;
+            let stats = inspect::stats(&mut conn, &target.names, &topics).map_err(|e| target.failed(e))?;
             if json {
                 let mut v = stats.to_json();
                 v["topics"] = jobview::topics_json(&topics);
@@ -80,8 +82,7 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
         }
         Command::Peek { topic, count, json } => {
             let mut conn = inspect::connect(&target.redis)?;
-            let jobs =
-                inspect::peek(&mut conn, &Keys::new(&target.prefix), &topic, count).map_err(|e| target.failed(e))?;
+            let jobs = inspect::peek(&mut conn, &target.names, &topic, count).map_err(|e| target.failed(e))?;
             if json {
                 println!("{}", inspect::peek_json(&jobs));
             } else {
@@ -103,13 +104,13 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
         Command::Remove { topic, id } => {
             let client = target.client()?;
             of_topic(target, &client, &topic, &id)?;
-            client.remove(&id).map_err(|e| target.sdk_failed(e))?;
+            client.remove_in(&topic, &id).map_err(|e| target.sdk_failed(e))?;
             println!("removed job {id:?} of topic {topic:?}");
         }
         Command::Reschedule { topic, id, delay } => {
             let client = target.client()?;
             let state = of_topic(target, &client, &topic, &id)?;
-            match client.reschedule(&id, delay).map_err(|e| target.sdk_failed(e))? {
+            match client.reschedule_in(&topic, &id, delay).map_err(|e| target.sdk_failed(e))? {
                 Some(due) => println!("job {id:?} of topic {topic:?} is due {}", inspect::rfc3339(inspect::unix(due))),
                 None => {
                     return Err(Fatal::failed(format!(
@@ -183,7 +184,9 @@ impl Target {
     fn client(&self) -> Result<delayer::Delayer, Fatal> {
         let client = self.redis.client().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
         let pool = delayer::PoolOptions { max_size: 1, ..Default::default() };
-        Ok(delayer::Delayer::with_options(client, &self.prefix, &pool))
+        delayer::Delayer::with_options(client, self.names.prefix(), &pool)
+            .with_layout(self.names.layout())
+            .map_err(|e| Fatal::usage(e.to_string()))
     }
 
     /// An SDK error: an argument it refused is the command line's fault.

@@ -128,10 +128,6 @@ impl Config {
 
         let layout = conf::layout(file)?;
         let http = crate::http::settings::HttpSettings::from_file(file)?;
-        if layout == delayer::Layout::Topic && http.is_some() {
-            let msg = "the HTTP API and dashboard do not support layout = topic yet; leave http_addr out";
-            return Err(file.error(Some("delayer"), Some("http_addr"), msg));
-        }
         Ok(Config {
             path: file.path().to_path_buf(),
             pid: path_of("pid"),

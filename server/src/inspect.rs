@@ -6,7 +6,7 @@
 
 use crate::fatal::Fatal;
 use delayer::conf::RedisSettings;
-use delayer::Keys;
+use delayer::Names;
 use redis::{Commands, Connection};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -106,28 +106,46 @@ fn redis_now(conn: &mut Connection) -> redis::RedisResult<f64> {
 
 /// Reads the queue's counters; the per-topic ones come from `topics`
 /// (stats.lua through the SDK: no SCAN of the keyspace, however large).
-pub fn stats(conn: &mut Connection, keys: &Keys, topics: &delayer::inspect::Stats) -> redis::RedisResult<Stats> {
+/// In the per-topic layout each topic's keys are read (one pipeline).
+pub fn stats(conn: &mut Connection, names: &Names, topics: &delayer::inspect::Stats) -> redis::RedisResult<Stats> {
     let now = redis_now(conn)?;
-    let pool_size: u64 = conn.zcard(keys.job_pool())?;
-    let first: Vec<(String, f64)> = conn.zrange_withscores(keys.job_pool(), 0, 0)?;
-    let malformed: u64 = conn.llen(keys.malformed())?;
-    let reserved: u64 = conn.zcard(keys.reserved())?;
-    // The reserved set is scored in ms.
-    let reserved_overdue: u64 = conn.zcount(keys.reserved(), "-inf", (now * 1000.0).floor())?;
+    // The reserved sets are scored in ms.
+    let overdue_ms = (now * 1000.0).floor();
+    let (pool_size, next_due, malformed, reserved, reserved_overdue) = match names {
+        Names::Classic(keys) => {
+            let first: Vec<(String, f64)> = conn.zrange_withscores(keys.job_pool(), 0, 0)?;
+            (
+                conn.zcard(keys.job_pool())?,
+                first.first().map(|(_, s)| *s),
+                conn.llen(keys.malformed())?,
+                conn.zcard(keys.reserved())?,
+                conn.zcount(keys.reserved(), "-inf", overdue_ms)?,
+            )
+        }
+        Names::Topic(_) => {
+            let mut pipe = redis::pipe();
+            for t in &topics.topics {
+                let t = &t.topic;
+                pipe.zrange_withscores(names.pool(t), 0, 0).llen(names.malformed(t));
+                pipe.zcount(names.reserved(t), "-inf", overdue_ms);
+            }
+            let per_topic: Vec<(Vec<(String, f64)>, u64, u64)> =
+                if topics.topics.is_empty() { Vec::new() } else { pipe.query(conn)? };
+            let next_due = per_topic.iter().filter_map(|(first, _, _)| first.first().map(|(_, s)| *s)).reduce(f64::min);
+            (
+                topics.scheduled_total,
+                next_due,
+                per_topic.iter().map(|(_, m, _)| m).sum(),
+                topics.reserved_total,
+                per_topic.iter().map(|(_, _, o)| o).sum(),
+            )
+        }
+    };
     let non_zero = |n: fn(&delayer::inspect::TopicStats) -> u64| -> BTreeMap<String, u64> {
         topics.topics.iter().filter(|t| n(t) > 0).map(|t| (t.topic.clone(), n(t))).collect()
     };
     let (ready, dead) = (non_zero(|t| t.ready), non_zero(|t| t.dead));
-    Ok(Stats {
-        now,
-        pool_size,
-        next_due: first.first().map(|(_, s)| *s),
-        ready,
-        malformed,
-        reserved,
-        reserved_overdue,
-        dead,
-    })
+    Ok(Stats { now, pool_size, next_due, ready, malformed, reserved, reserved_overdue, dead })
 }
 
 pub fn dead_json(letters: &[delayer::DeadLetter]) -> serde_json::Value {
@@ -172,16 +190,16 @@ pub(crate) fn unix(t: std::time::SystemTime) -> f64 {
 }
 
 /// The next `count` jobs a consumer of `topic` would pop, first first.
-pub fn peek(conn: &mut Connection, keys: &Keys, topic: &str, count: usize) -> redis::RedisResult<Vec<Peeked>> {
+pub fn peek(conn: &mut Connection, names: &Names, topic: &str, count: usize) -> redis::RedisResult<Vec<Peeked>> {
     if count == 0 {
         return Ok(Vec::new());
     }
     // Consumers RPOP: the right end of the list comes first.
-    let mut ids: Vec<String> = conn.lrange(keys.ready_queue(topic), -(count as isize), -1)?;
+    let mut ids: Vec<String> = conn.lrange(names.ready(topic), -(count as isize), -1)?;
     ids.reverse();
     let mut pipe = redis::pipe();
     for id in &ids {
-        pipe.hget(keys.job_bucket(id), "body").pttl(keys.job_bucket(id));
+        pipe.hget(names.bucket(topic, id), "body").pttl(names.bucket(topic, id));
     }
     let replies: Vec<(Option<Vec<u8>>, i64)> = if ids.is_empty() { Vec::new() } else { pipe.query(conn)? };
     Ok(ids

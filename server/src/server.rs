@@ -14,7 +14,7 @@ use crate::signals::Signals;
 use crate::{config, credentials, http, logging, mover, telemetry, timer, topic_mover, wake};
 use delayer::connection::Manager;
 use delayer::target::Target;
-use delayer::{Keys, Layout, TopicKeys};
+use delayer::{Keys, Layout, Names, TopicKeys};
 use log::{info, warn};
 use std::path::Path;
 use std::sync::Arc;
@@ -99,15 +99,13 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
         if let Some(addr) = config.metrics_addr {
             telemetry::serve(addr).map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");
-            // The per-topic gauges, read on a thread of their own (stats.lua
-            // reads the classic layout's keys only).
-            if config.layout == Layout::Classic {
-                telemetry::watch_topics(target.clone(), &config.key_prefix);
-            }
+            // The per-topic gauges, read on a thread of their own.
+            telemetry::watch_topics(target.clone(), &Names::new(&config.key_prefix, config.layout));
         }
         if let Some(settings) = &config.http {
             // Through the target, so in sentinel mode the API follows a failover.
-            let addr = http::serve(settings, target.clone(), &config.key_prefix).await.map_err(Fatal::failed)?;
+            let names = Names::new(&config.key_prefix, config.layout);
+            let addr = http::serve(settings, target.clone(), &names).await.map_err(Fatal::failed)?;
             info!("serving the HTTP API and dashboard on http://{addr}/");
         }
         let stop = Arc::new(timer::Stop::default());

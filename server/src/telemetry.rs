@@ -113,12 +113,19 @@ pub fn reconnected() {
 }
 
 /// Keeps the per-topic gauges (`delayer_jobs{topic, state}`) up to date from
-/// stats.lua, every [`TOPICS_EVERY`], on a thread of its own (the reads are
+/// the SDK's stats (stats.lua, or each topic's key sizes in the per-topic
+/// layout), every [`TOPICS_EVERY`], on a thread of its own (the reads are
 /// blocking and must not delay a tick). A topic that drops out of the
 /// numbers is set to 0, so a gauge never shows a stale count.
-pub fn watch_topics(target: delayer::target::Target, prefix: &str) {
+pub fn watch_topics(target: delayer::target::Target, names: &delayer::Names) {
     let pool = delayer::PoolOptions { max_size: 1, ..Default::default() };
-    let delayer = delayer::Delayer::with_target(target, prefix, &pool);
+    let delayer = match delayer::Delayer::with_target(target, names.prefix(), &pool).with_layout(names.layout()) {
+        Ok(delayer) => delayer,
+        Err(e) => {
+            log::error!("the per-topic gauges are off: {e}");
+            return;
+        }
+    };
     let spawned = std::thread::Builder::new().name("topic-gauges".into()).spawn(move || {
         let mut shown = std::collections::BTreeSet::new();
         let mut failing = false;

@@ -1,8 +1,9 @@
 //! `delayer job`, `delayer list`, `remove`, `reschedule`, the per-topic
-//! part of `delayer stats`, and the per-topic Prometheus gauges (issue 13),
-//! with the real binary against a real redis-server.
+//! part of `delayer stats`, and the per-topic Prometheus gauges (issue 13;
+//! the gauges in both key layouts), with the real binary against a real
+//! redis-server.
 
-use delayer::{Delayer, Job};
+use delayer::{Delayer, Job, Layout};
 use redis::Commands;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -163,11 +164,21 @@ fn scrape(port: u16) -> Option<String> {
 
 #[test]
 fn per_topic_gauges_are_served() {
+    gauges_in(Layout::Classic);
+}
+
+#[test]
+fn per_topic_gauges_are_served_in_the_per_topic_layout() {
+    gauges_in(Layout::Topic);
+}
+
+fn gauges_in(layout: Layout) {
     let redis = RedisServer::start();
     let port = testkit::free_port();
-    let conf = server_conf(redis.port(), 20, &format!("metrics_addr = 127.0.0.1:{port}"));
+    let layout_line = if layout == Layout::Topic { "layout = topic" } else { "" };
+    let conf = server_conf(redis.port(), 20, &format!("metrics_addr = 127.0.0.1:{port}\n{layout_line}"));
     let server = testkit::DelayerProcess::start(BIN, &conf);
-    let d = Delayer::open(&redis.url()).expect("client");
+    let d = Delayer::open(&redis.url()).expect("client").with_layout(layout).expect("layout");
     d.push_many(&(0..3).map(|i| Job::new("mail", format!("m{i}"), Duration::from_secs(600))).collect::<Vec<_>>())
         .expect("push");
     d.push("sms", "s", Duration::ZERO).expect("push");

@@ -159,7 +159,6 @@ fn the_config_refuses_what_the_layout_cannot_use() {
     let dir = temp_dir("topic-layout-conf");
     for (name, extra, key, message) in [
         ("brace", "layout = topic\nkey_prefix = {app}:", "key_prefix", "contains a brace"),
-        ("http", "layout = topic\nhttp_addr = 127.0.0.1:0", "http_addr", "do not support layout = topic"),
         ("unknown", "layout = columns", "layout", "\"columns\" is not one of classic, topic"),
     ] {
         let path = dir.join(format!("{name}.conf"));

@@ -227,3 +227,42 @@ fn the_async_client_runs_the_same_calls() {
         assert_eq!(stats.topics.len(), 1);
     });
 }
+
+#[test]
+fn the_cli_reads_and_steers_the_per_topic_layout_from_its_config() {
+    let redis = RedisServer::start();
+    let dir = temp_dir("topic-cli");
+    let conf = dir.join("delayer.conf");
+    std::fs::write(&conf, server_conf(redis.port(), 1000, "layout = topic")).expect("write conf");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .arg("-c")
+            .arg(&conf)
+            .args(args)
+            .env_remove("DELAYER_URL")
+            .output()
+            .expect("run delayer");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let json = |args: &[&str]| -> serde_json::Value { serde_json::from_str(&run(args)).expect("json") };
+    let d = client(&redis);
+    d.push_job(&Job::new("mail", "1", Duration::from_secs(1800)).body("later")).expect("push");
+    d.push("sms", "1", Duration::from_secs(60)).expect("push");
+
+    let job = json(&["job", "mail", "1", "--json"]);
+    assert_eq!((job["state"].as_str(), job["body_size"].as_u64()), (Some("scheduled"), Some(5)), "{job}");
+    let listed = json(&["list", "sms", "--state", "scheduled", "--json"]);
+    assert_eq!(listed["items"][0]["id"], "1", "{listed}");
+    let stats = json(&["stats", "--json"]);
+    assert_eq!(stats["pool_size"], 2, "{stats}");
+    let topics: Vec<&str> =
+        stats["topics"].as_array().expect("topics").iter().filter_map(|t| t["topic"].as_str()).collect();
+    assert_eq!(topics, ["mail", "sms"], "{stats}");
+    assert!(run(&["reschedule", "mail", "1", "0"]).contains("is due"));
+    assert!(run(&["remove", "sms", "1"]).contains("removed"));
+    let mut conn = redis.connection();
+    let left: u64 = conn.zcard(keys().pool("sms")).expect("ZCARD");
+    assert_eq!(left, 0, "removed from the topic's own pool");
+    let _ = std::fs::remove_dir_all(dir);
+}

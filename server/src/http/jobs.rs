@@ -122,8 +122,8 @@ pub struct ReservationSpec {
 }
 
 impl ReservationSpec {
-    fn job<'a>(&'a self, id: &'a str) -> JobRef<'a> {
-        JobRef { id, receipt: self.receipt.as_deref(), topic: None }
+    fn job<'a>(&'a self, topic: &'a str, id: &'a str) -> JobRef<'a> {
+        JobRef { id, receipt: self.receipt.as_deref(), topic: Some(topic) }
     }
 
     /// Refuses the fields another command takes, so a typo is not ignored.
@@ -144,45 +144,45 @@ impl ReservationSpec {
 /// `POST /v1/topics/{topic}/jobs/{id}/ack`
 pub async fn ack(
     State(api): State<Arc<Api>>,
-    Path((_topic, id)): Path<(String, String)>,
+    Path((topic, id)): Path<(String, String)>,
     Body(spec): Body<ReservationSpec>,
 ) -> Reply {
     spec.only(false, false, false)?;
-    Ok(Json(json!({"acked": api.delayer.ack(spec.job(&id)).await?})))
+    Ok(Json(json!({"acked": api.delayer.ack(spec.job(&topic, &id)).await?})))
 }
 
 /// `POST /v1/topics/{topic}/jobs/{id}/release`
 pub async fn release(
     State(api): State<Arc<Api>>,
-    Path((_topic, id)): Path<(String, String)>,
+    Path((topic, id)): Path<(String, String)>,
     Body(spec): Body<ReservationSpec>,
 ) -> Reply {
     spec.only(true, false, true)?;
     let delay = spec.delay.map(|d| wire::duration("delay", d)).transpose()?;
     let error = spec.error.as_deref().unwrap_or("");
-    Ok(Json(json!({"released": api.delayer.release_with_error(spec.job(&id), delay, error).await?})))
+    Ok(Json(json!({"released": api.delayer.release_with_error(spec.job(&topic, &id), delay, error).await?})))
 }
 
 /// `POST /v1/topics/{topic}/jobs/{id}/bury`
 pub async fn bury(
     State(api): State<Arc<Api>>,
-    Path((_topic, id)): Path<(String, String)>,
+    Path((topic, id)): Path<(String, String)>,
     Body(spec): Body<ReservationSpec>,
 ) -> Reply {
     spec.only(false, false, true)?;
     let error = spec.error.as_deref().unwrap_or("");
-    Ok(Json(json!({"buried": api.delayer.bury_with_error(spec.job(&id), error).await?})))
+    Ok(Json(json!({"buried": api.delayer.bury_with_error(spec.job(&topic, &id), error).await?})))
 }
 
 /// `POST /v1/topics/{topic}/jobs/{id}/touch`: `{"deadline": t | null}`.
 pub async fn touch(
     State(api): State<Arc<Api>>,
-    Path((_topic, id)): Path<(String, String)>,
+    Path((topic, id)): Path<(String, String)>,
     Body(spec): Body<ReservationSpec>,
 ) -> Reply {
     spec.only(false, true, false)?;
     let ttr = wire::duration("ttr", spec.ttr.ok_or_else(|| ApiError::invalid("ttr (seconds) is required"))?)?;
-    let deadline = api.delayer.touch(spec.job(&id), ttr).await?;
+    let deadline = api.delayer.touch(spec.job(&topic, &id), ttr).await?;
     Ok(Json(json!({"deadline": deadline.map(wire::secs)})))
 }
 
@@ -203,7 +203,7 @@ pub async fn reschedule(
     if !api.of_topic(&topic, &id).await? {
         return Ok(Json(json!({"due": null})));
     }
-    let due = api.delayer.reschedule(&id, delay).await?;
+    let due = api.delayer.reschedule_in(&topic, &id, delay).await?;
     Ok(Json(json!({"due": due.map(wire::secs)})))
 }
 
@@ -212,5 +212,5 @@ pub async fn remove(State(api): State<Arc<Api>>, Path((topic, id)): Path<(String
     if !api.of_topic(&topic, &id).await? {
         return Ok(Json(json!({"removed": false})));
     }
-    Ok(Json(json!({"removed": api.delayer.remove(&id).await?})))
+    Ok(Json(json!({"removed": api.delayer.remove_in(&topic, &id).await?})))
 }

@@ -45,9 +45,9 @@ pub struct Api {
 }
 
 impl Api {
-    /// Whether job `id` is one of `topic`'s. Ids are global in this layout:
-    /// a remove or reschedule addressed to one topic must not reach another
-    /// topic's job of the same id.
+    /// Whether job `id` is one of `topic`'s. Ids are global in the classic
+    /// layout: a remove or reschedule addressed to one topic must not reach
+    /// another topic's job of the same id.
     async fn of_topic(&self, topic: &str, id: &str) -> ApiResult<bool> {
         views::of_topic(&self.delayer, topic, id).await
     }
@@ -55,8 +55,10 @@ impl Api {
 
 /// Binds `settings.addr` and serves the API on the current tokio runtime
 /// until the runtime stops. Returns the address bound (port 0 picks one).
-pub async fn serve(settings: &HttpSettings, target: Target, prefix: &str) -> Result<SocketAddr, String> {
-    let delayer = delayer::aio::Delayer::with_target(target, prefix).map_err(|e| format!("http: {e}"))?;
+pub async fn serve(settings: &HttpSettings, target: Target, names: &delayer::Names) -> Result<SocketAddr, String> {
+    let delayer = delayer::aio::Delayer::with_target(target, names.prefix())
+        .and_then(|d| d.with_layout(names.layout()))
+        .map_err(|e| format!("http: {e}"))?;
     let listener = tokio::net::TcpListener::bind(settings.addr)
         .await
         .map_err(|e| format!("cannot serve the HTTP API on {}: {e}", settings.addr))?;

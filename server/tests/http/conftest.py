@@ -35,16 +35,17 @@ PREFIX = "httptest:"
 class HttpServer:
     """The real ``delayer`` binary with the HTTP API on."""
 
-    def __init__(self, workdir: Path, redis_server: harness.RedisServer) -> None:
+    def __init__(self, workdir: Path, redis_server: harness.RedisServer, prefix: str = PREFIX,
+                 layout: str = "classic") -> None:
         self.exe = harness.binary("DELAYER_BIN", "delayer", "delayer-server")
-        self.dir = workdir / "server"
+        self.dir = workdir / f"server-{layout}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = harness.free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.conf = self.dir / "delayer.conf"
         self.conf.write_text(
             "[delayer]\ntimer_interval = 100\nlog_level = info\n"
-            f"key_prefix = {PREFIX}\n"
+            f"key_prefix = {prefix}\nlayout = {layout}\n"
             f"http_addr = 127.0.0.1:{self.port}\nhttp_token = {TOKEN}\nhttp_read_token = {READ_TOKEN}\n"
             f"\n[redis]\nhost = 127.0.0.1\nport = {redis_server.port}\n"
         )
