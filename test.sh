@@ -24,6 +24,8 @@ phpunit -c sdk-php/phpunit.xml
 echo "== Conformance: every SDK pair through the real server"
 cargo build -q --locked -p delayer-server -p delayer-conformance-driver
 .venv/bin/pytest -q conformance
+echo "== Conformance on the per-topic layout (layout = topic): the SDK pairs and the at-least-once mode"
+CONFORMANCE_LAYOUT=topic .venv/bin/pytest -q conformance/test_conformance_matrix.py conformance/test_conformance_reliable.py
 
 echo "== HTTP API and dashboard: the real server, headless Chromium"
 .venv/bin/pytest -q -p no:cacheprovider server/tests/http
