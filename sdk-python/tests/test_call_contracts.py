@@ -81,3 +81,77 @@ def test_no_call_hands_a_script_the_bare_prefix() -> None:
 
 def test_every_script_is_covered() -> None:
     assert {c.script for c in calls()} >= set(scripts.NAMES) - {"lookup", "list"}
+
+
+# -- the per-topic layout (PROTOCOL.md, "Operations in the per-topic layout") --
+
+#: The table of PROTOCOL.md: each classic name of a header, as the topic's own
+#: (None: left out, the scripts take it as optional).
+PER_TOPIC = {
+    "<prefix>job_pool": "{t}:pool",
+    "<prefix>job_bucket:<id>": "{t}:job:a",
+    "<prefix>ready_queue:<topic>": "{t}:ready",
+    "<prefix>malformed": "{t}:malformed",
+    "<prefix>reserved": "{t}:reserved",
+    "<prefix>receipt_seq": "{t}:receipt_seq",
+    "<prefix>dead:<topic>": "{t}:dead",
+    "<prefix>scheduled_count": None,
+}
+
+
+def topic_calls() -> List[ScriptCall]:
+    from delayer import ReservedMessage
+    from delayer.inspect import job_op, scan_op
+
+    k = Keys(PREFIX, "topic")
+    held = ReservedMessage("a", "t", b"", 1, 3, "1", 0.0)
+    every, _ = _calls.dead_take_calls(k, "purge", "t", None)
+    assert every is not None
+    return [
+        _calls.push_call(k, "t", "a", 1, b"x", 60, 3, None),
+        *_calls.push_many_calls(k, [Job("t", "a", 1)]),
+        _calls.pop_call(k, "t"),
+        _calls.take_call(k, "t", "a"),
+        _calls.remove_call(k, "a", "t"),
+        _calls.reserve_call(k, "t", 30),
+        *_calls.reserve_many_calls(k, "t", 30, 5, [held]).calls,
+        _calls.ack_call(k, held, None),
+        _calls.touch_call(k, "a", 30, "1", "t"),
+        _calls.release_call(k, held, 1, None, "boom"),
+        _calls.bury_call(k, "a", None, None, "t"),
+        _calls.reschedule_call(k, "a", 1, "t"),
+        _calls.dead_list_call(k, "t", 0, 10),
+        every,
+        next(job_op(k, "t", "a")),  # type: ignore[arg-type]
+        next(scan_op(k, False, "t", 0, 10)),  # type: ignore[arg-type]
+    ]
+
+
+@pytest.mark.parametrize("call", topic_calls(), ids=lambda c: c.script)
+def test_per_topic_calls_use_the_topics_names_in_one_slot(call: ScriptCall) -> None:
+    header = header_keys(call.script)
+    if call.script == "release":
+        # KEYS[4] is the topic's dead-letter list, with ARGV[2] ""
+        assert call.keys == [PREFIX + "{t}:reserved", PREFIX + "{t}:pool", PREFIX + "{t}:malformed",
+                             PREFIX + "{t}:dead"]
+        assert call.args[:2] == [PREFIX + "{t}:job:", ""]
+    elif call.script == "list":
+        assert call.keys == [PREFIX + "{t}:pool"] and call.args[0] == PREFIX + "{t}:job:"
+    else:
+        expected = [PER_TOPIC[pattern] for pattern, _ in header]
+        assert call.keys == [PREFIX + e for e in expected if e is not None], call.script
+    # every key in the topic's hash slot; every name-building prefix the topic's
+    assert all(key.startswith(PREFIX + "{t}:") for key in call.keys)
+    for arg in call.args:
+        if isinstance(arg, str) and arg.startswith(PREFIX):
+            assert arg.startswith(PREFIX + "{t}:"), (call.script, arg)
+    # no wake channel: the client publishes after its index write
+    assert PREFIX + "wake" not in call.args
+
+
+def test_per_topic_wake_arguments_are_empty() -> None:
+    by_script = {c.script: c for c in topic_calls()}
+    assert by_script["push"].args[10] == ""
+    assert by_script["push_many"].args[2] == ""
+    assert by_script["release"].args[6] == ""
+    assert by_script["reschedule"].args[2] == ""

@@ -431,3 +431,21 @@ def test_a_worker_runs_jobs_of_several_topics(url: str, d: Delayer, raw: "redis.
         assert not raw.keys(P + "{*}:job:*") and not raw.keys(P + "{*}:reserved")
     finally:
         server.close()
+
+
+def test_a_user_who_may_not_publish_still_pushes(acl_server: object) -> None:
+    """As push.lua's pcall'd PUBLISH in the classic layout: the wake-up is a
+    hint, the index entry is what the server reads."""
+    from conftest import ACL_PASSWORD, ACL_USER
+
+    port = acl_server.port  # type: ignore[attr-defined]
+    raw = redis.Redis(host="127.0.0.1", port=port, username=ACL_USER, password=ACL_PASSWORD)
+    try:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            raw.publish("delayer:wake", "1")  # this user has no channels
+        with Delayer(f"redis://{ACL_USER}:{ACL_PASSWORD}@127.0.0.1:{port}/0", layout="topic") as d:
+            due = d.push("acl-t", "1", 60)
+            assert raw.zscore("delayer:due", "acl-t") == due
+            assert d.remove("1", topic="acl-t") is True
+    finally:
+        raw.close()
