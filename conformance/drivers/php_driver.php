@@ -12,12 +12,14 @@ declare(strict_types=1);
 
 use Delayer\Backoff;
 use Delayer\Client;
+use Delayer\ConfigFile;
 use Delayer\DeadLetter;
 use Delayer\Exception\ConfigException;
 use Delayer\Exception\ConnectionException;
 use Delayer\Exception\IdTakenException;
 use Delayer\Exception\InvalidArgumentException;
 use Delayer\Message;
+use Delayer\Options;
 use Delayer\ReservedMessage;
 
 require getenv('DELAYER_PHP_AUTOLOAD') ?: dirname(__DIR__, 2) . '/sdk-php/vendor/autoload.php';
@@ -201,7 +203,11 @@ function handle(Client $client, array $req): array
                 'last_error' => $j->lastError,
             ]];
         case 'read_config':
-            return ['prefix' => Client::fromConfig($req['path'])->getKeys()->prefix()];
+            // Client::fromConfig() connects (1.x's constructor does): read and
+            // check what it would be built from, without connecting, as the
+            // other drivers do (the file may name a Redis that is not there).
+            $options = Options::parse(ConfigFile::load($req['path']), ['host' => '127.0.0.1', 'port' => 6379, 'database' => 0, 'password' => '']);
+            return ['prefix' => $options->keys->prefix()];
         default:
             throw new \RuntimeException('unknown op ' . json_encode($req['op'] ?? null));
     }
