@@ -81,8 +81,8 @@ def _counts(names: TopicNames) -> List[str]:
     return [] if names.scheduled_count is None else [names.scheduled_count]
 
 
-def _names(keys: Keys, topic: object, usage: str) -> Tuple[Optional[str], TopicNames]:
-    """The topic (checked) and names of an id-only call given ``topic=``.
+def _names(keys: Keys, topic: object, usage: str) -> TopicNames:
+    """The names of an id-only call given ``topic=`` (checked).
 
     The classic layout's ids are global, so its calls need no topic (one
     given is checked, then not needed); the per-topic layout's do, and
@@ -91,9 +91,8 @@ def _names(keys: Keys, topic: object, usage: str) -> Tuple[Optional[str], TopicN
     if topic is None:
         if keys.per_topic:
             raise InvalidArgument(usage)
-        return None, keys.names(None)
-    t = check_topic(topic, keys.layout)
-    return t, keys.names(t)
+        return keys.names(None)
+    return keys.names(check_topic(topic, keys.layout))
 
 
 def push_call(
@@ -205,7 +204,7 @@ def take_call(keys: Keys, topic: str, job_id: str) -> ScriptCall:
 def remove_call(keys: Keys, job_id: object, topic: object = None) -> ScriptCall:
     """Check a remove and return its remove.lua call."""
     i = check_name("id", job_id)
-    _, n = _names(keys, topic, "remove() needs the topic in the per-topic layout: remove(id, topic=...)")
+    n = _names(keys, topic, "remove() needs the topic in the per-topic layout: remove(id, topic=...)")
     return ScriptCall(scripts.REMOVE, [n.pool, n.bucket(i), *_counts(n)], [i])
 
 
@@ -289,6 +288,8 @@ def reserve_many_calls(keys: Keys, topic: object, ttr: object, n: object, acks: 
         index[of] = len(calls)
         calls.append(ScriptCall(base.script, base.keys, args))
     return ReserveMany(calls, reserves, [(index[of], k) for of, k in where])
+
+
 def error_text(error: object) -> str:
     """Check a release's or bury's error text (None: none) and cut it to
     :data:`ERROR_TEXT_LIMIT` bytes of UTF-8, on a character boundary."""
@@ -341,7 +342,7 @@ def held_topic(job: object, topic: object) -> Optional[str]:
     return None if topic is None else str(topic)
 
 
-def _held_names(keys: Keys, job: object, receipt: object, topic: object, usage: str) -> Tuple[str, str, TopicNames]:
+def _held_names(keys: Keys, job: object, receipt: object, topic: object, form: str) -> Tuple[str, str, TopicNames]:
     """The id, receipt (:func:`_held`) and topic names of an ack, touch,
     release or bury: a ReservedMessage carries its topic, an id takes ``topic=``."""
     job_id, r = _held(job, receipt)
@@ -350,7 +351,9 @@ def _held_names(keys: Keys, job: object, receipt: object, topic: object, usage: 
             raise InvalidArgument("topic= is for a job given by id; a ReservedMessage carries its own")
         # Classic ids are global: the topic is not needed (nor checked, as before).
         return job_id, r, keys.names(check_topic(job.topic, keys.layout) if keys.per_topic else None)
-    _, n = _names(keys, topic, f"{usage} needs the topic in the per-topic layout: {usage}, or pass the reserved job")
+    name = form[: form.index("(")]
+    usage = f"{name}() needs the topic in the per-topic layout: {name}(job) with the reserved job, or {form}"
+    n = _names(keys, topic, usage)
     return job_id, r, n
 
 
@@ -369,9 +372,9 @@ def touch_call(keys: Keys, job: object, ttr: object, receipt: object, topic: obj
 
 
 def _release_call(
-    keys: Keys, job: object, receipt: object, action: Arg, error: object, topic: object, usage: str
+    keys: Keys, job: object, receipt: object, action: Arg, error: object, topic: object, form: str
 ) -> ScriptCall:
-    job_id, r, n = _held_names(keys, job, receipt, topic, usage)
+    job_id, r, n = _held_names(keys, job, receipt, topic, form)
     why = error_text(error)
     # "held": end this one reservation. The "expired" mode is the server's.
     args: List[Arg] = [n.bucket_prefix, n.dead_prefix, action, "held", job_id, r, n.wake]
@@ -404,7 +407,7 @@ def reschedule_call(keys: Keys, job_id: object, delay: object, topic: object = N
     """Check a reschedule and return its reschedule.lua call: KEYS pool,
     bucket; ARGV id, delay ms, wake channel."""
     i = check_name("id", job_id)
-    _, n = _names(keys, topic, "reschedule() needs the topic in the per-topic layout: reschedule(id, delay, topic=...)")
+    n = _names(keys, topic, "reschedule() needs the topic in the per-topic layout: reschedule(id, delay, topic=...)")
     ms = delay_ms(delay)
     return ScriptCall(scripts.RESCHEDULE, [n.pool, n.bucket(i)], [i, ms, n.wake])
 
@@ -415,7 +418,8 @@ def dead_list_call(keys: Keys, topic: object, start: object, how_many: object) -
     first = count("start", start, 0, None)
     n = count("count", how_many, 1, DEAD_BATCH)
     names = keys.names(t)
-    return ScriptCall(scripts.DEAD, [names.dead, names.pool, *_counts(names)], [names.bucket_prefix, t, "list", first, n])
+    call_keys = [names.dead, names.pool, *_counts(names)]
+    return ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, "list", first, n])
 
 
 def dead_take_calls(

@@ -128,12 +128,13 @@ def push_many(keys: Keys, jobs: object, if_absent: object) -> Op[List[float]]:
         step = Pipeline(chunk)
         replies = yield step
         outcomes.extend(_replies.push_many_pipeline(chunk, replies, len(step.scripts)))
-        times: Dict[str, str] = {}
-        for call, reply in zip(chunk, replies[len(step.scripts) :]):
-            for topic, one in zip(_calls.push_many_topics(call), reply):
-                if not isinstance(one, (list, tuple)):  # a due time, not a taken id
-                    _earlier(times, topic, _replies.time_text(one))
-        yield from index(keys, times, pushed=True)
+        if keys.per_topic:
+            times: Dict[str, str] = {}
+            for call, reply in zip(chunk, replies[len(step.scripts) :]):
+                for topic, one in zip(_calls.push_many_topics(call), reply):
+                    if not isinstance(one, (list, tuple)):  # a due time, not a taken id
+                        _earlier(times, topic, _replies.time_text(one))
+            yield from index(keys, times, pushed=True)
     ordered: List[Union[float, Taken]] = [0.0] * len(outcomes)
     for k, i in enumerate(batches.order):
         ordered[i] = outcomes[k]
