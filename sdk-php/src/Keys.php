@@ -47,7 +47,10 @@ use Delayer\Exception\InvalidArgumentException;
  *
  * A call gets the names it needs for its topic from {@see names()} (one
  * {@see Names}, whichever the layout), so the call builders ({@see Ops})
- * do not depend on the layout.
+ * do not depend on the layout. The methods named after the classic keys
+ * (pool(), bucket(), readyQueue(), ...) give the classic layout's names
+ * whatever the layout (1.x's constants and tools read them); in the
+ * per-topic layout a topic's names are names($topic)'s.
  */
 final class Keys
 {
