@@ -1,5 +1,5 @@
 """Sentinel mode: ``[redis] mode = sentinel`` read as the server reads it, and
-the sync and asyncio clients through a failover (1 master, 1 replica, 3
+the sync and asyncio clients through a failover, on both key layouts (1 master, 1 replica, 3
 sentinels, real redis-server processes from testkit/sentinel.py; the master
 is killed with SIGKILL mid-run)."""
 
@@ -163,3 +163,34 @@ def test_sync_and_async_clients_follow_a_failover(tmp_path: Path, sentinels: kit
         run(body)
     finally:
         client.close()
+
+
+def test_the_per_topic_layout_through_a_failover(tmp_path: Path) -> None:
+    """layout = topic with mode = sentinel: the same calls on the topic's own
+    keys (and the index) before and after the master is killed."""
+    from topickit import key, move_until as move_topic_until
+
+    deployment = kit.Sentinels(redis_password="master-pw", sentinel_password="sentinel-pw")
+    path = write(tmp_path, "[delayer]\nlayout = topic\n\n" + deployment.redis_section())
+
+    def round_trip(client: Delayer, tag: str) -> None:
+        topic = f"topic-{tag}"
+        eventually("push", lambda: client.push(topic, "1", 0) or True)
+        eventually("push 2", lambda: client.push(topic, "2", 0) or True)
+        assert deployment.master().zscore("delayer:due", topic) is not None
+        eventually("move", lambda: move_topic_until(deployment.master(), topic, 2) or None)
+        assert deployment.master().llen(key("delayer:", topic, "ready")) == 2
+        assert eventually("pop", lambda: client.pop(topic)).id == "1"
+        held = eventually("reserve", lambda: client.reserve(topic, ttr=60))
+        assert held.id == "2" and client.ack(held) is True
+
+    client = Delayer.from_config(path)
+    try:
+        assert client.keys.layout == "topic"
+        round_trip(client, "before")
+        old = deployment.master_port()
+        assert deployment.kill_master() != old
+        round_trip(client, "after")
+    finally:
+        client.close()
+        deployment.stop()

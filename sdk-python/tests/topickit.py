@@ -34,14 +34,15 @@ def move_topic(raw: "redis.Redis", topic: str, prefix: str = "delayer:") -> int:
     return int(reply[0])  # type: ignore[index]
 
 
-def move_until(raw: "redis.Redis", topic: str, count: int, prefix: str = "delayer:", within: float = WITHIN) -> None:
-    """Run move_topic.lua until ``count`` ids of ``topic`` were moved (polling, with a deadline)."""
+def move_until(raw: "redis.Redis", topic: str, count: int, prefix: str = "delayer:", within: float = WITHIN) -> int:
+    """Run move_topic.lua until ``count`` ids of ``topic`` were moved (polling,
+    with a deadline); return how many it moved."""
     moved = 0
     deadline = time.monotonic() + within
-    while moved < count:
+    while True:
         moved += move_topic(raw, topic, prefix)
         if moved >= count:
-            return
+            return moved
         if time.monotonic() > deadline:
             raise AssertionError(f"only {moved} of {count} ids of {topic!r} became due within {within} s")
         time.sleep(0.01)
