@@ -160,6 +160,9 @@ def test_a_durable_push_still_writes_the_index(d: Delayer, raw: "redis.Redis") -
     with pytest.raises(NotReplicatedError) as e:  # no replica here
         d.push("t", "1", 5, durable=0.05)
     assert raw.zscore(k("t", "pool"), "1") == e.value.due == raw.zscore(P + "due", "t")
+    with pytest.raises(NotReplicatedError) as e:
+        d.push_many([Job("u", "1", 3), Job("v", "1", 4)], durable=0.05)
+    assert e.value.due == [raw.zscore(P + "due", "u"), raw.zscore(P + "due", "v")]
 
 
 # -- pop / bpop / remove / reschedule ------------------------------------------
