@@ -25,7 +25,8 @@ echo "== Conformance: every SDK pair through the real server"
 cargo build -q --locked -p delayer-server -p delayer-conformance-driver
 .venv/bin/pytest -q conformance
 echo "== Conformance on the per-topic layout (layout = topic): the SDK pairs and the at-least-once mode"
-CONFORMANCE_LAYOUT=topic .venv/bin/pytest -q conformance/test_conformance_matrix.py conformance/test_conformance_reliable.py
+CONFORMANCE_LAYOUT=topic .venv/bin/pytest -q conformance/test_conformance_matrix.py conformance/test_conformance_reliable.py \
+  conformance/test_conformance_topic_layout.py
 
 echo "== HTTP API and dashboard: the real server, headless Chromium"
 .venv/bin/pytest -q -p no:cacheprovider server/tests/http
