@@ -150,6 +150,13 @@ final class Connection
                 }
                 $replies = $redis->exec();
             } catch (\RedisException $e) {
+                if (str_starts_with($e->getMessage(), 'NOPERM')) {
+                    // phpredis raises an ACL refusal, mid-pipeline: a refusal
+                    // (the kind a caller may tolerate), on a connection that
+                    // may still hold unread replies, so it is not used again.
+                    $this->drop();
+                    throw new RedisErrorException("Redis error running {$names}: " . $this->scrub($e->getMessage()), 0, $e);
+                }
                 throw new ConnectionException("Redis error running {$names}: " . $this->scrub($e->getMessage()), 0, $e);
             }
             if (!\is_array($replies) || \count($replies) !== \count($commands)) {

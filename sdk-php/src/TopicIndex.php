@@ -38,8 +38,15 @@ trait TopicIndex
         if (!$this->keys->isPerTopic()) {
             return;
         }
-        if (Ops::indexLowered($this->connection->commands(Ops::indexWrite($this->keys, $topic, $time, $pushed)))) {
+        if (!Ops::indexLowered($this->connection->commands(Ops::indexWrite($this->keys, $topic, $time, $pushed)))) {
+            return;
+        }
+        try {
             $this->connection->commands(Ops::wake($this->keys, $time));
+        } catch (RedisErrorException) {
+            // Refused (an ACL user without the channel): the wake-up is a
+            // hint, as push.lua's pcall'd PUBLISH is in the classic layout;
+            // the server reads the index entry within timer_interval.
         }
     }
 }

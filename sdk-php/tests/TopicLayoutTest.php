@@ -205,6 +205,21 @@ final class TopicLayoutTest extends RedisTestCase
         }
     }
 
+    public function testAUserWhoMayNotPublishStillPushes(): void
+    {
+        $user = 'tl-nopub';
+        $this->redis->rawCommand('ACL', 'SETUSER', $user, 'reset', 'on', '>nopub-Secret-1', '~*', 'resetchannels', '+@all');
+        try {
+            $client = $this->topicClient(['username' => $user, 'password' => 'nopub-Secret-1']);
+            self::assertTrue($client->pushTo('acl', '1', 60));
+            $due = $this->redis->zScore(self::key('acl', 'pool'), '1');
+            self::assertSame($due, $this->dueOf('acl'), 'the index entry is written, the refused PUBLISH ignored');
+            self::assertTrue($client->remove('1', 'acl'));
+        } finally {
+            $this->redis->rawCommand('ACL', 'DELUSER', $user);
+        }
+    }
+
     public function testPushManyMakesOneCallPerTopicAndKeepsTheInputOrder(): void
     {
         $keys = new Keys(self::P, Keys::TOPIC);
