@@ -337,10 +337,15 @@ impl Delayer {
         n: usize,
         acks: &[JobRef<'_>],
     ) -> Result<(Vec<bool>, Vec<Reserved>)> {
-        let reply = self.call(&ops::reserve_many(&self.names, topic, ttr, n, acks)?.into()).await?;
-        let (acked, jobs) = ops::parse_reserved_many(reply, acks.len())?;
+        let plan = ops::AckPlan::new(&self.names, topic, acks);
+        let mut alone = Vec::with_capacity(plan.alone.len());
+        for job in &plan.alone {
+            alone.push(self.ack(*job).await?);
+        }
+        let reply = self.call(&ops::reserve_many(&self.names, topic, ttr, n, &plan.riding)?.into()).await?;
+        let (riding, jobs) = ops::parse_reserved_many(reply, plan.riding.len())?;
         self.note_reserved(topic, jobs.iter()).await?;
-        Ok((acked, jobs))
+        Ok((plan.merge(riding, alone), jobs))
     }
 
     /// As [`crate::Delayer::reschedule`].

@@ -511,7 +511,8 @@ impl Delayer {
     /// hands back what it finished and takes its next jobs in one round
     /// trip. Returns one flag per ack (`false`: that reservation was no
     /// longer held), and the jobs reserved (fewer than `n` when the queue
-    /// ran out).
+    /// ran out). In the per-topic layout acks of other topics cannot ride
+    /// in `topic`'s call: each is sent alone first.
     pub fn reserve_many(
         &self,
         topic: &str,
@@ -519,10 +520,12 @@ impl Delayer {
         n: usize,
         acks: &[JobRef<'_>],
     ) -> Result<(Vec<bool>, Vec<Reserved>)> {
-        let reply = self.call(&ops::reserve_many(&self.names, topic, ttr, n, acks)?.into())?;
-        let (acked, jobs) = ops::parse_reserved_many(reply, acks.len())?;
+        let plan = ops::AckPlan::new(&self.names, topic, acks);
+        let alone = plan.alone.iter().map(|job| self.ack(*job)).collect::<Result<Vec<_>>>()?;
+        let reply = self.call(&ops::reserve_many(&self.names, topic, ttr, n, &plan.riding)?.into())?;
+        let (riding, jobs) = ops::parse_reserved_many(reply, plan.riding.len())?;
         self.note_reserved(topic, jobs.iter())?;
-        Ok((acked, jobs))
+        Ok((plan.merge(riding, alone), jobs))
     }
 
     /// Up to `count` (1 to 1000) of `topic`'s dead letters, newest first,

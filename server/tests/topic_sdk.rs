@@ -266,3 +266,46 @@ fn the_cli_reads_and_steers_the_per_topic_layout_from_its_config() {
     assert_eq!(left, 0, "removed from the topic's own pool");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_worker_on_several_topics_acks_every_job_in_the_per_topic_layout() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let redis = RedisServer::start();
+    let _server = start_server(&redis);
+    let d = client(&redis);
+    let jobs: Vec<Job> =
+        (0..60).map(|i| Job::new(["a", "b", "c"][i % 3], format!("{i}"), Duration::from_millis(100))).collect();
+    d.push_many(&jobs).expect("push_many");
+    let done = Arc::new(AtomicUsize::new(0));
+    let stopper = delayer::worker::Stopper::new();
+    let mut worker = delayer::worker::Worker::new(d.clone()).concurrency(8).with_stopper(stopper.clone());
+    for topic in ["a", "b", "c"] {
+        let done = done.clone();
+        worker = worker.handle(topic, move |_task| -> Result<(), String> {
+            done.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        });
+    }
+    let running = std::thread::spawn(move || worker.run());
+    // Its acks of one topic ride in the fetch of another: in this layout
+    // they must be sent on their own topic's keys, and all land.
+    let mut conn = redis.connection();
+    let all_acked = testkit::wait_until(testkit::DEADLINE, || {
+        let left: u64 = ["a", "b", "c"]
+            .iter()
+            .map(|t| {
+                let reserved: u64 = conn.zcard(keys().reserved(t)).unwrap_or(1);
+                let pool: u64 = conn.zcard(keys().pool(t)).unwrap_or(1);
+                let ready: u64 = conn.llen(keys().ready(t)).unwrap_or(1);
+                reserved + pool + ready
+            })
+            .sum();
+        done.load(Ordering::SeqCst) >= 60 && left == 0
+    });
+    stopper.stop();
+    running.join().expect("worker thread").expect("worker run");
+    assert!(all_acked, "handled {} of 60, or left reserved", done.load(Ordering::SeqCst));
+    let buckets: Vec<String> = conn.keys("delayer:{*}:job:*").expect("KEYS");
+    assert!(buckets.is_empty(), "acked jobs are deleted: {buckets:?}");
+}

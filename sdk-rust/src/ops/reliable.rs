@@ -31,7 +31,8 @@ pub(crate) fn reserve(names: &Names, topic: &str, ttr: Duration) -> Result<Scrip
 /// reserve.lua in batch mode: first acks `acks` (each as ack.lua would),
 /// then reserves up to `n` jobs of `topic`, in one call.
 /// In the per-topic layout the acks must be jobs of `topic` (one call
-/// touches one topic's keys); a job ref without a topic is taken as one.
+/// touches one topic's keys; [`AckPlan`] sends the others alone); a job ref
+/// without a topic is taken as one.
 pub(crate) fn reserve_many(
     names: &Names,
     topic: &str,
@@ -56,6 +57,34 @@ pub(crate) fn reserve_many(
         inv.arg(id).arg(receipt);
     }
     Ok(inv)
+}
+
+/// Which acks of a reserve_many ride along in its call and which go alone:
+/// in the per-topic layout one call touches one topic's keys, so an ack of
+/// another topic (a Worker's, holding jobs of several topics) is sent as an
+/// ack.lua call of its own; in the classic layout every ack rides along.
+pub(crate) struct AckPlan<'a> {
+    /// Acks for the reserve_many call.
+    pub(crate) riding: Vec<JobRef<'a>>,
+    /// Acks sent alone, before it.
+    pub(crate) alone: Vec<JobRef<'a>>,
+    /// For each ack, in order: whether it rides along.
+    rides: Vec<bool>,
+}
+
+impl<'a> AckPlan<'a> {
+    pub(crate) fn new(names: &Names, topic: &str, acks: &[JobRef<'a>]) -> AckPlan<'a> {
+        let rides: Vec<bool> =
+            acks.iter().map(|a| names.index().is_none() || a.topic.is_none_or(|t| t == topic)).collect();
+        let pick = |ride: bool| acks.iter().zip(&rides).filter(|(_, r)| **r == ride).map(|(a, _)| *a).collect();
+        AckPlan { riding: pick(true), alone: pick(false), rides }
+    }
+
+    /// Every ack's flag, in the order given, from the call's and the lone ones'.
+    pub(crate) fn merge(&self, riding: Vec<bool>, alone: Vec<bool>) -> Vec<bool> {
+        let (mut riding, mut alone) = (riding.into_iter(), alone.into_iter());
+        self.rides.iter().map(|r| if *r { riding.next() } else { alone.next() }.unwrap_or(false)).collect()
+    }
 }
 
 /// reserve.lua's batch reply `{acks, jobs}`: one flag per ack sent (`acks`
