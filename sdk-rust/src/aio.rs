@@ -151,7 +151,10 @@ impl Delayer {
         };
         if IndexNote::lowered(&self.call(&write).await?) {
             if let Some(wake) = note.wake(&self.names) {
-                self.call(&wake).await?;
+                // Only a wake-up, as push.lua's pcall'd PUBLISH: an ACL user
+                // without the channel still pushes (the server finds the job
+                // within its timer_interval).
+                let _ = self.call(&wake).await;
             }
         }
         Ok(())

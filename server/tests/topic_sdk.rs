@@ -309,3 +309,18 @@ fn a_worker_on_several_topics_acks_every_job_in_the_per_topic_layout() {
     let buckets: Vec<String> = conn.keys("delayer:{*}:job:*").expect("KEYS");
     assert!(buckets.is_empty(), "acked jobs are deleted: {buckets:?}");
 }
+
+#[test]
+fn a_user_without_publish_still_pushes_in_the_per_topic_layout() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    redis::cmd("ACL")
+        .arg(&["SETUSER", "pusher", "on", ">pw", "~*", "&*", "+@all", "-publish"])
+        .query::<()>(&mut conn)
+        .expect("ACL SETUSER");
+    let url = format!("redis://pusher:pw@127.0.0.1:{}/0", redis.port());
+    let d = Delayer::open(&url).expect("client").with_layout(Layout::Topic).expect("layout");
+    d.push("mail", "1", Duration::from_secs(60)).expect("a push whose wake-up is refused still succeeds");
+    let index: Option<f64> = conn.zscore(keys().due(), "mail").expect("ZSCORE");
+    assert!(index.is_some(), "the index write went through");
+}
