@@ -127,6 +127,20 @@ pub enum Command {
     /// Deliver the jobs of the topics in the file's [webhook.<topic>] sections as signed HTTP POSTs, until
     /// SIGTERM or SIGINT (reads -c FILE, not --url).
     Webhook,
+    /// Move every job (waiting, ready, reserved, dead) to the other key layout, job by job, while clients
+    /// and servers keep running; jobs another command must first end are counted and left (run it again).
+    Migrate {
+        /// The layout to move jobs to (from the other one).
+        #[arg(long, value_enum)]
+        to: LayoutArg,
+    },
+}
+
+/// `delayer migrate --to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LayoutArg {
+    Classic,
+    Topic,
 }
 
 /// The states `delayer list` shows.

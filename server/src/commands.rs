@@ -12,6 +12,7 @@ use crate::config::{self, Config};
 use crate::fatal::Fatal;
 use crate::inspect;
 use crate::jobview;
+use crate::migrate;
 use delayer::conf::RedisSettings;
 use delayer::inspect::JobState;
 use delayer::{Layout, Names};
@@ -90,6 +91,18 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
             }
         }
         Command::Dead { action } => dead_letters(target, action)?,
+        Command::Migrate { to } => {
+            let to = match to {
+                cli::LayoutArg::Classic => Layout::Classic,
+                cli::LayoutArg::Topic => Layout::Topic,
+            };
+            let mut conn = inspect::connect(&target.redis)?;
+            let report = migrate::run(&mut conn, target.names.prefix(), to).map_err(|e| target.failed(e))?;
+            print!("{}", report.to_text());
+            if !report.complete() {
+                return Err(Fatal::failed("some jobs were left where they were (above): run delayer migrate again"));
+            }
+        }
         // Not an operator command: main runs it (webhook::run), with -c only.
         Command::Webhook => return Err(Fatal::usage("delayer webhook is not run against a --url")),
         Command::Job { topic, id, json } => {

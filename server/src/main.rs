@@ -26,6 +26,7 @@ mod http;
 mod inspect;
 mod jobview;
 mod logging;
+mod migrate;
 mod mover;
 mod pidfile;
 mod scripts;

@@ -1,0 +1,142 @@
+//! `delayer migrate --to topic` (and back) on a running system: a server per
+//! layout, producers and consumers at work while jobs move, reservations
+//! held across the move and acked in the new layout, dead letters moved and
+//! re-queued. Every job pushed is consumed exactly once.
+
+use delayer::{Delayer, Job, Layout, Reserved};
+use redis::Commands;
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use testkit::{server_conf, temp_dir, wait_until, DelayerProcess, RedisServer};
+
+const BIN: &str = env!("CARGO_BIN_EXE_delayer");
+const TOPICS: [&str; 3] = ["mail", "sms", "close order"];
+
+fn migrate(conf: &std::path::Path, to: &str) -> (bool, String) {
+    let out = Command::new(BIN).arg("-c").arg(conf).args(["migrate", "--to", to]).output().expect("run delayer");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// Pops every topic in `d`'s layout until `stop`, recording each job.
+fn consumer(d: Delayer, seen: Arc<Mutex<Vec<(String, String)>>>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            let mut any = false;
+            for t in TOPICS {
+                if let Ok(Some(m)) = d.pop(t) {
+                    seen.lock().expect("seen").push((m.topic, m.id));
+                    any = true;
+                }
+            }
+            if !any {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    })
+}
+
+#[test]
+fn jobs_move_to_the_per_topic_layout_and_back_while_clients_work() {
+    let redis = RedisServer::start();
+    let dir = temp_dir("layout-migrate");
+    let (classic_conf, topic_conf) = (dir.join("classic.conf"), dir.join("topic.conf"));
+    std::fs::write(&classic_conf, server_conf(redis.port(), 100, "")).expect("conf");
+    std::fs::write(&topic_conf, server_conf(redis.port(), 100, "layout = topic")).expect("conf");
+    let classic = Delayer::open(&redis.url()).expect("client");
+    let topic = Delayer::open(&redis.url()).expect("client").with_layout(Layout::Topic).expect("layout");
+    let mut pushed: BTreeSet<(String, String)> = BTreeSet::new();
+
+    // Before: classic jobs waiting (up to 3 s), some reserved and held, some dead.
+    let seed: Vec<Job> = (0..300)
+        .map(|i| Job::new(TOPICS[i % 3], format!("seed-{i}"), Duration::from_millis(40 * (i as u64 % 75))))
+        .collect();
+    classic.push_many(&seed).expect("push_many");
+    pushed.extend(seed.iter().map(|j| (j.topic.clone(), j.id.clone())));
+    let held_jobs: Vec<Job> =
+        (0..30).map(|i| Job::new(TOPICS[i % 3], format!("held-{i}"), Duration::ZERO).max_attempts(5)).collect();
+    classic.push_many(&held_jobs).expect("push_many");
+    pushed.extend(held_jobs.iter().map(|j| (j.topic.clone(), j.id.clone())));
+    let _classic_server = DelayerProcess::start(BIN, &std::fs::read_to_string(&classic_conf).expect("conf"));
+    let _topic_server = DelayerProcess::start(BIN, &std::fs::read_to_string(&topic_conf).expect("conf"));
+    let mut held: Vec<Reserved> = Vec::new();
+    let got_all = wait_until(Duration::from_secs(30), || {
+        for t in TOPICS {
+            while let Ok(Some(job)) = classic.reserve(t, Duration::from_secs(120)) {
+                held.push(job);
+            }
+        }
+        held.iter().filter(|j| j.id.starts_with("held-")).count() == 30
+    });
+    // The reserve loop may also take seed jobs already due: they are held too.
+    assert!(got_all, "reserved {} of the 30", held.len());
+    let (buried, held): (Vec<Reserved>, Vec<Reserved>) = held.into_iter().partition(|j| j.id.ends_with('0'));
+    for job in &buried {
+        assert!(classic.bury(job).expect("bury"), "buried {}", job.id);
+    }
+
+    // During: consumers in both layouts, a classic producer, and the move.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let consumers =
+        [consumer(classic.clone(), seen.clone(), stop.clone()), consumer(topic.clone(), seen.clone(), stop.clone())];
+    let producer = {
+        let classic = classic.clone();
+        std::thread::spawn(move || {
+            let mut ids = Vec::new();
+            for i in 0..300 {
+                let job = Job::new(TOPICS[i % 3], format!("live-{i}"), Duration::from_millis(10 * (i as u64 % 100)));
+                classic.push_job(&job).expect("push");
+                ids.push((job.topic, job.id));
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            ids
+        })
+    };
+    let (_, during) = migrate(&topic_conf, "topic");
+    pushed.extend(producer.join().expect("producer"));
+    // Every client uses the per-topic layout now: the last run leaves nothing.
+    let (done, after) = migrate(&topic_conf, "topic");
+    assert!(done, "a run after the producers switched leaves nothing:\n{after}\n(first run:\n{during})");
+
+    // Reservations moved with their receipts: acked in the new layout.
+    for job in &held {
+        assert!(topic.ack(job).expect("ack"), "the reservation of {} survived the move", job.id);
+    }
+    let acked: BTreeSet<(String, String)> = held.iter().map(|j| (j.topic.clone(), j.id.clone())).collect();
+    // Dead letters moved: re-queued in the new layout.
+    let requeued: u64 = TOPICS.iter().map(|t| topic.requeue_dead(t, None).expect("requeue")).sum();
+    assert_eq!(requeued, buried.len() as u64, "every buried job");
+
+    let expected: BTreeSet<(String, String)> = pushed.difference(&acked).cloned().collect();
+    let all_seen = wait_until(Duration::from_secs(30), || seen.lock().expect("seen").len() >= expected.len());
+    std::thread::sleep(Duration::from_millis(300)); // a late duplicate would show now
+    stop.store(true, Ordering::SeqCst);
+    consumers.into_iter().for_each(|c| c.join().expect("consumer"));
+    let seen = seen.lock().expect("seen").clone();
+    let mut counts: BTreeMap<&(String, String), usize> = BTreeMap::new();
+    seen.iter().for_each(|k| *counts.entry(k).or_default() += 1);
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "delivered twice: {twice:?}");
+    let got: BTreeSet<(String, String)> = seen.into_iter().collect();
+    let missing: Vec<_> = expected.difference(&got).take(10).collect();
+    assert!(all_seen && missing.is_empty(), "{} of {} consumed; missing e.g. {missing:?}", got.len(), expected.len());
+    let mut conn = redis.connection();
+    let classic_pool: u64 = conn.zcard("delayer:job_pool").expect("ZCARD");
+    assert_eq!(classic_pool, 0, "nothing left in the classic layout");
+
+    // And back: waiting jobs of the per-topic layout become classic ones.
+    for i in 0..20 {
+        topic.push(TOPICS[i % 3], &format!("back-{i}"), Duration::from_secs(600)).expect("push");
+    }
+    let (done, text) = migrate(&classic_conf, "classic");
+    assert!(done, "{text}");
+    assert!(text.contains("moved scheduled  20"), "{text}");
+    let classic_pool: u64 = conn.zcard("delayer:job_pool").expect("ZCARD");
+    assert_eq!(classic_pool, 20);
+    assert!(classic.remove("back-7").expect("remove"), "a classic client reaches the moved job");
+    let _ = std::fs::remove_dir_all(dir);
+}
