@@ -109,8 +109,8 @@ BAD_FILES: Dict[str, Tuple[str, Tuple[int, str]]] = {
     # keys and takes no fixed address; sentinel keys need sentinel mode.
     "cluster-mode": (
         "[redis]\nmode = cluster\n",
-        (2, "2: [redis] mode: cluster needs the per-topic key layout, which is not there yet; "
-            "use standalone or sentinel"),
+        (2, "2: [redis] mode: cluster is not supported yet (the per-topic layout runs on one Redis or "
+            "Sentinel); use standalone or sentinel"),
     ),
     "sentinel-without-master-name": (
         "[redis]\nmode = sentinel\nnodes = 127.0.0.1:26379\n",

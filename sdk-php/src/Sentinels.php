@@ -154,7 +154,7 @@ final class Sentinels
             return [];
         }
         if ($mode === 'cluster') {
-            throw $error('mode', 'cluster needs the per-topic key layout, which is not there yet; use standalone or sentinel');
+            throw $error('mode', 'cluster is not supported yet (the per-topic layout runs on one Redis or Sentinel); use standalone or sentinel');
         }
         if ($mode !== 'sentinel') {
             throw $error('mode', self::quoted($mode) . ' is not a mode: standalone or sentinel');

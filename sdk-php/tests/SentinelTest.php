@@ -47,7 +47,7 @@ final class SentinelTest extends TestCase
     public static function badFiles(): iterable
     {
         yield 'cluster' => ["[redis]\n\nmode = cluster\n",
-            ':3: [redis] mode: cluster needs the per-topic key layout, which is not there yet; use standalone or sentinel'];
+            ':3: [redis] mode: cluster is not supported yet (the per-topic layout runs on one Redis or Sentinel); use standalone or sentinel'];
         yield 'nodes-in-standalone' => ["[redis]\nport = 1\nnodes = a:1\n",
             ':3: [redis] nodes: is only used with mode = sentinel (mode is standalone)'];
         yield 'no-master-name' => ["[redis]\nmode = sentinel\nnodes = a:1\n", ':2: [redis] mode: mode = sentinel needs master_name'];

@@ -35,7 +35,7 @@ def write(tmp_path: Path, text: str) -> Path:
     "text, message",
     [
         ("[redis]\n\nmode = cluster\n",
-         ":3: [redis] mode: cluster needs the per-topic key layout, which is not there yet; use standalone or sentinel"),
+         ":3: [redis] mode: cluster is not supported yet (the per-topic layout runs on one Redis or Sentinel); use standalone or sentinel"),
         ("[redis]\nmode = sentinal\n", ':2: [redis] mode: "sentinal" is not a mode: standalone or sentinel'),
         ("[redis]\nport = 1\nnodes = a:1\n", ":3: [redis] nodes: is only used with mode = sentinel (mode is standalone)"),
         ("[redis]\nmode = sentinel\nmaster_name = m\n",

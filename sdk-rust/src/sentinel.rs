@@ -54,7 +54,7 @@ impl fmt::Debug for SentinelSettings {
 
 /// Reads `[redis] mode` and the keys that go with it: `None` in standalone
 /// mode (the default), the sentinel settings in sentinel mode. Refuses
-/// `mode = cluster` (it needs the per-topic key layout) and keys that do
+/// `mode = cluster` (not supported yet) and keys that do
 /// not belong to the mode.
 pub fn from_conf(conf: &ConfFile) -> Result<Option<SentinelSettings>, ConfError> {
     let err = |key: &str, message: String| conf.error(Some("redis"), Some(key), message);
@@ -65,7 +65,7 @@ pub fn from_conf(conf: &ConfFile) -> Result<Option<SentinelSettings>, ConfError>
         },
         Some("cluster") => Err(err(
             "mode",
-            "cluster needs the per-topic key layout, which is not there yet; use standalone or sentinel".into(),
+            "cluster is not supported yet (the per-topic layout runs on one Redis or Sentinel); use standalone or sentinel".into(),
         )),
         Some("sentinel") => {
             if let Some(key) = FIXED_ONLY.into_iter().find(|k| conf.string("redis", k).is_some()) {
@@ -239,7 +239,7 @@ mod tests {
         let err = conf("[redis]\n\nmode = cluster\n").expect_err("cluster");
         assert_eq!(
             err.to_string(),
-            "d.conf:3: [redis] mode: cluster needs the per-topic key layout, which is not there yet; use standalone or sentinel"
+            "d.conf:3: [redis] mode: cluster is not supported yet (the per-topic layout runs on one Redis or Sentinel); use standalone or sentinel"
         );
         let err = conf("[redis]\nmode = sentinal\n").expect_err("typo");
         assert_eq!(err.to_string(), "d.conf:2: [redis] mode: \"sentinal\" is not a mode: standalone or sentinel");

@@ -38,7 +38,8 @@ fn round(redis: &RedisServer, layout: Layout, n: u64) -> Result<(f64, f64), dela
         d.push(&format!("t{}", i % TOPICS), &format!("s{i}"), delay)?;
     }
     let single = n as f64 / started.elapsed().as_secs_f64();
-    let jobs: Vec<Job> = (0..n * 20).map(|i| Job::new(format!("t{}", (i / 100) % TOPICS), format!("m{i}"), delay)).collect();
+    let jobs: Vec<Job> =
+        (0..n * 20).map(|i| Job::new(format!("t{}", (i / 100) % TOPICS), format!("m{i}"), delay)).collect();
     let started = Instant::now();
     for chunk in jobs.chunks(1000) {
         d.push_many(chunk)?;

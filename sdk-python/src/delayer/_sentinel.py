@@ -66,7 +66,7 @@ def read_mode(get: Callable[[str, str], Optional[str]], error: Callable[[str, st
                 raise err(key, "is only used with mode = sentinel (mode is standalone)")
         return Mode([], None, None, None, False)
     if mode == "cluster":
-        raise err("mode", "cluster needs the per-topic key layout, which is not there yet; use standalone or sentinel")
+        raise err("mode", "cluster is not supported yet (the per-topic layout runs on one Redis or Sentinel); use standalone or sentinel")
     if mode != "sentinel":
         raise err("mode", f"{_quoted(mode)} is not a mode: standalone or sentinel")
     for key in FIXED_ONLY:
