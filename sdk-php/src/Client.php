@@ -47,7 +47,8 @@ use Delayer\Exception\ConnectionException;
  * {@see Reservations}, dead letters in {@see DeadLetters}, inspection in
  * {@see Inspect}; here, what makes and holds the connection. Options are
  * {@see Options}'s, the calls and their replies {@see Ops}'s (no I/O), the
- * socket {@see Connection}'s. One Client holds one Redis connection, opened
+ * socket {@see Connection}'s ({@see ClusterConnection}'s on a Redis
+ * Cluster, option `cluster`). One Client holds one Redis connection, opened
  * by the constructor; it is not meant to be shared between processes (fork
  * after connecting). A call that loses it (Redis restarted, the network dropped)
  * raises ConnectionException, and the next call connects again: a worker
@@ -108,7 +109,7 @@ class Client
      */
     protected $_driver;
 
-    private readonly Connection $connection;
+    private readonly RedisLink $connection;
 
     private readonly Keys $keys;
 
@@ -124,7 +125,7 @@ class Client
      * `persistent` or `read_timeout` of a 1.x configuration are kept and
      * ignored.
      *
-     * @param array{url?: string, host?: string, port?: int|string, database?: int|string, username?: ?string, password?: ?string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, layout?: 'classic'|'topic', timeout?: int|float|string} $config
+     * @param array{url?: string, host?: string, port?: int|string, database?: int|string, username?: ?string, password?: ?string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, layout?: 'classic'|'topic', timeout?: int|float|string, cluster?: string|list<string>, cluster_tls?: bool} $config
      *        url      redis://[user:password@]host:port/db, rediss://... (TLS)
      *                 or unix:///path/to/redis.sock (also redis+unix://; ?db=N)
      *        host     Redis host name, IP or unix socket path (default "127.0.0.1")
@@ -152,6 +153,12 @@ class Client
      *                 sentinels ("host:port,..." or [host, port] pairs) and
      *                 the name they monitor the master under; every new
      *                 connection goes to the master they name
+     *        cluster, cluster_tls  Redis Cluster instead of url/host/port
+     *                 (phpredis RedisCluster): the seed nodes
+     *                 (['127.0.0.1:7000', ...] or "host:port,...");
+     *                 the per-topic layout is implied (layout "classic" is
+     *                 refused), database 0 only; cluster_tls: TLS to every
+     *                 node with the tls files (README, "Redis Cluster")
      * @throws ConfigException     on a bad value
      * @throws ConnectionException when Redis cannot be reached, refuses the
      *                             credentials, or refuses the database (a
@@ -280,7 +287,7 @@ class Client
      * the client withOwnConnection() copies.
      */
     private function adopt(
-        Connection $connection,
+        RedisLink $connection,
         Keys $keys,
         ?float $durable,
         string $host,

@@ -66,7 +66,7 @@ final class ConfigFile
     }
 
     /**
-     * @return array{url?: string, host?: string, port?: int, database?: int, username?: string, password?: string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, sentinels?: list<array{0: string, 1: int}>, master_name?: string, sentinel_tls?: bool, sentinel_username?: string, sentinel_password?: string, layout?: 'topic'}
+     * @return array{url?: string, host?: string, port?: int, database?: int, username?: string, password?: string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, sentinels?: list<array{0: string, 1: int}>, master_name?: string, sentinel_tls?: bool, sentinel_username?: string, sentinel_password?: string, cluster?: list<string>, cluster_tls?: bool, layout?: 'topic'}
      *         options for {@see Client::__construct()}; keys absent from the
      *         file are absent here (the client's defaults apply)
      * @throws ConfigException naming the file, and the section and key of a bad value
@@ -125,10 +125,12 @@ final class ConfigFile
 
         // Checked in the Rust SDK's order (sdk-rust/src/conf.rs), so that a
         // file with several mistakes gets the same first error in every SDK.
-        // mode = sentinel: the options of Sentinels (sentinels, master_name, ...).
+        // mode = sentinel: the options of Sentinels (sentinels, master_name, ...);
+        // mode = cluster: those of ClusterConnection (cluster, cluster_tls).
         $config = Sentinels::readConfig(
             static fn (string $key): ?string => $get($redis, $key),
             static fn (string $key, string $message): ConfigException => self::error($path, $lines, 'redis', $key, $message),
+            $layout,
         );
         $url = $get($redis, 'url');
         if ($url !== null) {

@@ -27,7 +27,7 @@ use Delayer\Exception\RedisErrorException;
  *
  * @internal used by {@see Client}
  */
-final class Connection
+final class Connection implements RedisLink
 {
     /**
      * A pipeline on a connection idle this long (seconds) is preceded by a
@@ -85,7 +85,7 @@ final class Connection
      *
      * @throws ConnectionException
      */
-    public function driver(): \Redis
+    public function driver(): \Redis|\RedisCluster
     {
         return $this->redis();
     }
@@ -218,11 +218,13 @@ final class Connection
 
     /**
      * WAIT 1 <timeout> on the live connection, after a write on it: how many
-     * replicas have every write this connection made (a durable push).
+     * replicas have every write this connection made (a durable push; one
+     * node holds every key, so $keys do not matter).
      *
+     * @param list<string> $keys
      * @throws ConnectionException
      */
-    public function waitForReplica(float $timeout): int
+    public function waitForReplica(float $timeout, array $keys = []): int
     {
         $ms = max(1, (int) round($timeout * 1000));
         return $this->use(function (\Redis $redis) use ($ms): int {
@@ -244,7 +246,7 @@ final class Connection
     }
 
     /** A connection with the same settings, not yet open. */
-    public function copy(): self
+    public function copy(): RedisLink
     {
         return new self(
             $this->host,

@@ -21,6 +21,7 @@ final class Options
     public const KEYS = [
         'url', 'host', 'port', 'database', 'username', 'password', 'tls', 'prefix', 'timeout',
         'sentinels', 'master_name', 'sentinel_username', 'sentinel_password', 'sentinel_tls', 'durable', 'layout',
+        'cluster', 'cluster_tls',
     ];
 
     /** The options that go with sentinels (Redis Sentinel mode). */
@@ -38,7 +39,7 @@ final class Options
      * @param int        $database the database number
      * @param string     $password the password, "" for none
      * @param Keys       $keys     the key names of the prefix
-     * @param Connection $connection not yet connected
+     * @param RedisLink  $connection not yet connected
      */
     private function __construct(
         public readonly string $host,
@@ -46,7 +47,7 @@ final class Options
         public readonly int $database,
         #[\SensitiveParameter] public readonly string $password,
         public readonly Keys $keys,
-        public readonly Connection $connection,
+        public readonly RedisLink $connection,
         public readonly ?float $durable = null,
     ) {
     }
@@ -70,6 +71,12 @@ final class Options
         $secrets = $password === '' ? [] : [$password];
         $context = null;
         $sentinel = ($config['sentinels'] ?? null) !== null;
+        if (($config['cluster'] ?? null) !== null) {
+            return self::cluster($config, $username, $password, $tls, $secrets);
+        }
+        if (($config['cluster_tls'] ?? null) !== null) {
+            throw new ConfigException('option cluster_tls goes with the cluster option');
+        }
         if (!$sentinel) {
             foreach (self::SENTINEL_KEYS as $key) {
                 if (($config[$key] ?? null) !== null) {
@@ -127,13 +134,7 @@ final class Options
             }
         }
         $keys = self::keys($config);
-        $timeout = $config['timeout'] ?? self::DEFAULT_TIMEOUT;
-        if (\is_string($timeout) && is_numeric($timeout)) {
-            $timeout = $timeout + 0; // 1.x users passed phpredis's options as they came
-        }
-        if (!(\is_int($timeout) || \is_float($timeout)) || !is_finite((float) $timeout) || $timeout <= 0) {
-            throw new ConfigException('option timeout must be a positive number of seconds');
-        }
+        $timeout = self::timeout($config);
         if ($username !== '' && $password === '') {
             throw new ConfigException('option username needs a password');
         }
@@ -154,6 +155,79 @@ final class Options
             $sentinels,
         );
         return new self($shownHost, $port, $database, $password, $keys, $connection, self::durable($config['durable'] ?? null));
+    }
+
+    /**
+     * The cluster option (Redis Cluster): the seed nodes, the per-topic
+     * layout (implied; "classic" is refused), database 0, no fixed address
+     * or sentinels; cluster_tls (TLS to every node, with the tls files).
+     *
+     * @param array<string, mixed> $config
+     * @param array<string, string> $tls
+     * @param list<string> $secrets
+     * @throws ConfigException
+     */
+    private static function cluster(
+        #[\SensitiveParameter] array $config,
+        string $username,
+        #[\SensitiveParameter] string $password,
+        array $tls,
+        #[\SensitiveParameter] array $secrets,
+    ): self {
+        foreach (['url', 'host', 'port', 'sentinels', ...self::SENTINEL_KEYS] as $key) {
+            if (($config[$key] ?? null) !== null) {
+                throw new ConfigException("option {$key}: not used with cluster (the cluster option names the nodes)");
+            }
+        }
+        if (self::int($config, 'database', 0, 0, PHP_INT_MAX) !== 0) {
+            throw new ConfigException('option database: Redis Cluster has only database 0');
+        }
+        if (($config['layout'] ?? Keys::TOPIC) !== Keys::TOPIC) {
+            throw new ConfigException('option layout: the cluster option needs the per-topic layout ("topic"; the classic layout keeps every job in one key)');
+        }
+        try {
+            $seeds = ClusterConnection::seeds($config['cluster']);
+        } catch (\InvalidArgumentException $bad) {
+            throw new ConfigException('option cluster: ' . $bad->getMessage());
+        }
+        $secure = $config['cluster_tls'] ?? false;
+        if (!\is_bool($secure)) {
+            throw new ConfigException('option cluster_tls must be a bool, got ' . get_debug_type($secure));
+        }
+        $timeout = self::timeout($config);
+        if ($username !== '' && $password === '') {
+            throw new ConfigException('option username needs a password');
+        }
+        $durable = self::durable($config['durable'] ?? null);
+        $connection = new ClusterConnection(
+            $seeds,
+            $username === '' ? null : $username,
+            $password === '' ? null : $password,
+            $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null,
+            $timeout,
+            $durable ?? 0.0,
+            $secrets,
+        );
+        $keys = self::keys(['layout' => Keys::TOPIC] + $config);
+        return new self(implode(',', $seeds), 0, 0, $password, $keys, $connection, $durable);
+    }
+
+    /**
+     * The timeout option: connect and read timeout, seconds.
+     *
+     * @param array<string, mixed> $config
+     * @throws ConfigException
+     */
+    private static function timeout(#[\SensitiveParameter] array $config): float
+    {
+        $timeout = $config['timeout'] ?? self::DEFAULT_TIMEOUT;
+        if (\is_string($timeout) && is_numeric($timeout)) {
+            $timeout = $timeout + 0; // 1.x users passed phpredis's options as they came
+        }
+        if (!(\is_int($timeout) || \is_float($timeout)) || !is_finite((float) $timeout) || $timeout <= 0) {
+            throw new ConfigException('option timeout must be a positive number of seconds');
+        }
+        return (float) $timeout;
     }
 
     /**

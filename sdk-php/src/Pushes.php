@@ -149,8 +149,8 @@ trait Pushes
         foreach ($times as $topic => $topicTimes) {
             $this->indexWrite((string) $topic, Ops::earliest($topicTimes), true);
         }
-        // One WAIT covers every write this connection made.
-        $this->awaitReplica(\count($jobs) - \count($taken));
+        // One WAIT covers every write this connection made (on a cluster, one per topic's node).
+        $this->awaitReplica(\count($jobs) - \count($taken), array_map('strval', array_keys($times)));
         if ($taken !== []) {
             ksort($taken); // calls are per topic in the per-topic layout: back to input order
             throw new IdTakenException(array_values($taken), $dues);
@@ -203,19 +203,27 @@ trait Pushes
             throw new IdTakenException([$due], [null]);
         }
         $this->indexWrite($job[1][1], (string) $reply, true);
-        $this->awaitReplica(1);
+        $this->awaitReplica(1, [$job[1][1]]);
         return true;
     }
 
     /**
      * With the durable option: WAIT for a replica to have the writes just
-     * made on this connection.
+     * made on this connection (on a cluster, on the node of each topic
+     * written).
      *
+     * @param list<string> $topics the topics written
      * @throws NotReplicatedException when none did in time
      */
-    private function awaitReplica(int $jobs): void
+    private function awaitReplica(int $jobs, array $topics): void
     {
-        if ($this->durable !== null && $jobs > 0 && $this->connection->waitForReplica($this->durable) < 1) {
+        if ($this->durable === null || $jobs <= 0) {
+            return;
+        }
+        $keys = $this->keys->isPerTopic()
+            ? array_map(fn (string $topic): string => $this->keys->names($topic)->pool, $topics)
+            : [];
+        if ($this->connection->waitForReplica($this->durable, $keys) < 1) {
             throw new NotReplicatedException($jobs, $this->durable);
         }
     }

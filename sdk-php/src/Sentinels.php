@@ -134,15 +134,17 @@ final class Sentinels
 
     /**
      * The server's rule for [redis] mode and its keys: standalone by default
-     * (sentinel keys refused), cluster refused (it needs the per-topic
-     * layout), sentinel needs nodes and master_name and no fixed address.
+     * (sentinel keys refused), sentinel needs nodes and master_name and no
+     * fixed address, cluster is {@see ClusterConnection::readConfig()}'s.
      *
      * @param \Closure(string): ?string $get a [redis] value, null when absent or empty
      * @param \Closure(string, string): ConfigException $error an error about a [redis] key
-     * @return array<string, mixed> the constructor options of sentinel mode ([] in standalone mode)
+     * @param string $layout [delayer] layout (cluster mode needs the per-topic one)
+     * @return array<string, mixed> the constructor options of sentinel or
+     *         cluster mode ([] in standalone mode)
      * @throws ConfigException
      */
-    public static function readConfig(\Closure $get, \Closure $error): array
+    public static function readConfig(\Closure $get, \Closure $error, string $layout = Keys::CLASSIC): array
     {
         $mode = $get('mode');
         if ($mode === null || $mode === 'standalone') {
@@ -154,10 +156,10 @@ final class Sentinels
             return [];
         }
         if ($mode === 'cluster') {
-            throw $error('mode', 'cluster is not supported yet (the per-topic layout runs on one Redis or Sentinel); use standalone or sentinel');
+            return ClusterConnection::readConfig($get, $error, $layout);
         }
         if ($mode !== 'sentinel') {
-            throw $error('mode', self::quoted($mode) . ' is not a mode: standalone or sentinel');
+            throw $error('mode', self::quoted($mode) . ' is not a mode: standalone, sentinel or cluster');
         }
         foreach (self::FIXED_ONLY as $key) {
             if ($get($key) !== null) {
@@ -192,7 +194,7 @@ final class Sentinels
     }
 
     /** $text in double quotes, as Rust's {:?} shows a plain string. */
-    private static function quoted(string $text): string
+    public static function quoted(string $text): string
     {
         return '"' . str_replace(['\\', '"'], ['\\\\', '\\"'], $text) . '"';
     }

@@ -46,8 +46,8 @@ final class SentinelTest extends TestCase
     /** @return iterable<string, array{0: string, 1: string}> */
     public static function badFiles(): iterable
     {
-        yield 'cluster' => ["[redis]\n\nmode = cluster\n",
-            ':3: [redis] mode: cluster is not supported yet (the per-topic layout runs on one Redis or Sentinel); use standalone or sentinel'];
+        yield 'cluster without nodes' => ["[redis]\n\nmode = cluster\n",
+            ':3: [redis] mode: mode = cluster needs nodes (seed nodes: host:port,host:port,...)'];
         yield 'nodes-in-standalone' => ["[redis]\nport = 1\nnodes = a:1\n",
             ':3: [redis] nodes: is only used with mode = sentinel (mode is standalone)'];
         yield 'no-master-name' => ["[redis]\nmode = sentinel\nnodes = a:1\n", ':2: [redis] mode: mode = sentinel needs master_name'];

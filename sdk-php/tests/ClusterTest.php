@@ -1,0 +1,463 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer\Tests;
+
+use Delayer\Backoff;
+use Delayer\Client;
+use Delayer\Exception\ConfigException;
+use Delayer\Exception\ConnectionException;
+use Delayer\Exception\IdTakenException;
+use Delayer\Job;
+use Delayer\Message;
+use Delayer\ReservedMessage;
+use Delayer\Worker;
+use PHPUnit\Framework\TestCase;
+
+/**
+ * Redis Cluster (issue 12, `[redis] mode = cluster`, option `cluster`): the
+ * config rule as the server's, and every operation on a real cluster of 3
+ * masters and 3 replicas (testkit/cluster.py, run as a program, with a
+ * password) with topics spread over all masters, ending with a master
+ * killed (SIGKILL) and its replica taking over. The tests play the server
+ * with the repository's lua/move_topic.lua, sent to the topic's node.
+ *
+ * One cluster for the class (forming one takes seconds); each test has its
+ * own prefix. The failover test is last: it leaves a master without replica.
+ */
+final class ClusterTest extends TestCase
+{
+    private const PASSWORD = 'cluster-pw';
+
+    /** @var resource|null the cluster.py process */
+    private static $kit = null;
+    /** @var array<int, resource> its stdin and stdout */
+    private static array $pipes = [];
+    private static string $dir = '';
+    /** @var array{nodes: string, ports: list<int>, masters: list<int>}|null */
+    private static ?array $started = null;
+
+    private string $prefix = '';
+    private ?\RedisCluster $raw = null;
+
+    public static function tearDownAfterClass(): void
+    {
+        if (self::$kit !== null) {
+            @fwrite(self::$pipes[0], "stop\n");
+            fclose(self::$pipes[0]);
+            fclose(self::$pipes[1]);
+            proc_close(self::$kit);
+            self::$kit = null;
+        }
+        if (self::$dir !== '') {
+            exec('rm -rf ' . escapeshellarg(self::$dir));
+        }
+    }
+
+    protected function tearDown(): void
+    {
+        $this->raw?->close();
+    }
+
+    /** @return array{nodes: string, ports: list<int>, masters: list<int>} */
+    private static function cluster(): array
+    {
+        if (self::$started !== null) {
+            return self::$started;
+        }
+        self::$dir = sys_get_temp_dir() . '/delayer-php-cluster-' . getmypid() . '-' . bin2hex(random_bytes(3));
+        @mkdir(self::$dir);
+        $root = \dirname(__DIR__, 2);
+        // The repository's .venv has redis-py (tools/install-deps.sh), which cluster.py uses.
+        $python = getenv('DELAYER_PYTHON') ?: (is_file("{$root}/.venv/bin/python") ? "{$root}/.venv/bin/python" : 'python3');
+        self::$kit = proc_open([$python, "{$root}/testkit/cluster.py", self::$dir],
+            [0 => ['pipe', 'r'], 1 => ['pipe', 'w'], 2 => ['file', self::$dir . '/kit.log', 'a']],
+            self::$pipes, null, ['CLUSTER_REDIS_PASSWORD' => self::PASSWORD] + getenv());
+        self::assertIsResource(self::$kit);
+        $started = json_decode((string) fgets(self::$pipes[1]), true);
+        self::assertIsArray($started, 'cluster.py did not start: ' . @file_get_contents(self::$dir . '/kit.log'));
+        self::assertCount(3, $started['masters']);
+        return self::$started = $started;
+    }
+
+    /** @param array<string, mixed> $options */
+    private function client(array $options = []): Client
+    {
+        $this->prefix = $this->prefix ?: 'ct' . bin2hex(random_bytes(3)) . ':';
+        return new Client($options + [
+            'cluster' => explode(',', self::cluster()['nodes']),
+            'password' => self::PASSWORD,
+            'prefix' => $this->prefix,
+            'timeout' => 2,
+        ]);
+    }
+
+    /** A RedisCluster of the test's own, to look at what the client wrote. */
+    private function raw(): \RedisCluster
+    {
+        return $this->raw ??= new \RedisCluster(null, explode(',', self::cluster()['nodes']), 5, 5, false, self::PASSWORD);
+    }
+
+    private function key(string $topic, string $kind): string
+    {
+        return $this->prefix . '{' . $topic . '}:' . $kind;
+    }
+
+    /** The port of the master serving $key's slot (CLUSTER KEYSLOT, CLUSTER SLOTS). */
+    private function masterFor(string $key): int
+    {
+        $slot = (int) $this->raw()->rawCommand($key, 'CLUSTER', 'KEYSLOT', $key);
+        foreach ($this->raw()->rawCommand($key, 'CLUSTER', 'SLOTS') as $range) {
+            if ($slot >= $range[0] && $slot <= $range[1]) {
+                return (int) $range[2][1];
+            }
+        }
+        self::fail("no master serves slot {$slot}");
+    }
+
+    /** @return list<int> the ports of the masters serving slots now, sorted */
+    private function masters(): array
+    {
+        $ports = array_map(static fn (array $range): int => (int) $range[2][1], $this->raw()->rawCommand('x', 'CLUSTER', 'SLOTS'));
+        $ports = array_values(array_unique($ports));
+        sort($ports);
+        return $ports;
+    }
+
+    /**
+     * Topics named "<stem><n>", at least one on each master.
+     *
+     * @return array<int, string> master port => a topic it serves
+     */
+    private function topicPerMaster(string $stem): array
+    {
+        $found = [];
+        for ($n = 0; \count($found) < 3; $n++) {
+            self::assertLessThan(1000, $n, 'no topic spread over all masters');
+            $found[$this->masterFor($this->key("{$stem}{$n}", 'pool'))] ??= "{$stem}{$n}";
+        }
+        ksort($found);
+        $masters = $this->masters();
+        self::assertSame($masters, array_keys($found));
+        return $found;
+    }
+
+    /** Runs lua/move_topic.lua on $topic's node until $expected ids were moved, or fails. */
+    private function moveTopic(string $topic, int $expected, float $deadline = 15.0): void
+    {
+        $source = (string) file_get_contents(\dirname(__DIR__, 2) . '/lua/move_topic.lua');
+        $until = microtime(true) + $deadline;
+        $taken = 0;
+        while (true) {
+            $r = $this->raw()->eval($source, [$this->key($topic, 'pool'), $this->key($topic, 'ready'), $this->key($topic, 'reserved'), '1000'], 3);
+            self::assertIsArray($r, 'move_topic.lua failed: ' . $this->raw()->getLastError());
+            $taken += (int) $r[0];
+            if ($taken >= $expected) {
+                self::assertSame($expected, $taken, 'move_topic.lua moved more ids than expected');
+                return;
+            }
+            self::assertLessThan($until, microtime(true), "move_topic.lua moved {$taken} of {$expected} ids within {$deadline} s");
+            usleep(5000);
+        }
+    }
+
+    /** @return iterable<string, array{0: string, 1: string}> */
+    public static function badFiles(): iterable
+    {
+        $ok = "[delayer]\nlayout = topic\n\n[redis]\nmode = cluster\nnodes = 127.0.0.1:7000\n";
+        yield 'classic layout' => ["[redis]\nmode = cluster\nnodes = 127.0.0.1:7000\n",
+            ':2: [redis] mode: mode = cluster needs [delayer] layout = topic (the classic layout keeps every job in one key)'];
+        yield 'no nodes' => ["[delayer]\nlayout = topic\n[redis]\nmode = cluster\n",
+            ':4: [redis] mode: mode = cluster needs nodes (seed nodes: host:port,host:port,...)'];
+        yield 'a host' => [$ok . "host = 127.0.0.1\n", ':7: [redis] host: not used with mode = cluster: the nodes name the cluster'];
+        yield 'a url' => [$ok . "url = redis://127.0.0.1:7000\n", ':7: [redis] url: not used with mode = cluster: the nodes name the cluster'];
+        yield 'a port' => [$ok . "port = 7000\n", ':7: [redis] port: not used with mode = cluster: the nodes name the cluster'];
+        yield 'a master name' => [$ok . "master_name = m\n", ':7: [redis] master_name: not used with mode = cluster: the nodes name the cluster'];
+        yield 'database 1' => [$ok . "database = 1\n", ':7: [redis] database: Redis Cluster has only database 0'];
+        yield 'a bad node' => [$ok . "\n", ''];
+        yield 'bad tls' => [$ok . "tls = maybe\n", ':7: [redis] tls: "maybe" is not yes or no'];
+        yield 'not a mode' => ["[redis]\nmode = clustre\n", ':2: [redis] mode: "clustre" is not a mode: standalone, sentinel or cluster'];
+    }
+
+    /** @dataProvider badFiles */
+    public function testModeClusterIsReadAsTheServerReadsIt(string $text, string $message): void
+    {
+        if ($message === '') { // the bad node: nodes on line 6
+            $text = "[delayer]\nlayout = topic\n\n[redis]\nmode = cluster\nnodes = 127.0.0.1:7000,node-2\n";
+            $message = ':6: [redis] nodes: "node-2" is not host:port';
+        }
+        $path = tempnam(sys_get_temp_dir(), 'delayer-conf-');
+        file_put_contents($path, $text);
+        try {
+            Client::fromConfig($path);
+            self::fail('accepted');
+        } catch (ConfigException $e) {
+            self::assertSame($path . $message, $e->getMessage());
+        } finally {
+            unlink($path);
+        }
+    }
+
+    public function testAClusterFileGivesTheClusterOptions(): void
+    {
+        $path = tempnam(sys_get_temp_dir(), 'delayer-conf-');
+        file_put_contents($path, "[delayer]\nlayout = topic\nkey_prefix = app:\n\n[redis]\nmode = cluster\n"
+            . "nodes = 127.0.0.1:7000, [::1]:7001\ndatabase = 0\npassword = pw\ntls = yes\n");
+        try {
+            self::assertSame(
+                ['cluster' => ['127.0.0.1:7000', '[::1]:7001'], 'cluster_tls' => true, 'database' => 0, 'password' => 'pw', 'prefix' => 'app:', 'layout' => 'topic'],
+                \Delayer\ConfigFile::load($path)
+            );
+        } finally {
+            unlink($path);
+        }
+    }
+
+    /** @return iterable<string, array{0: array<string, mixed>, 1: string}> */
+    public static function badOptions(): iterable
+    {
+        $seeds = ['cluster' => ['127.0.0.1:7000']];
+        yield 'classic' => [$seeds + ['layout' => 'classic'], 'option layout: the cluster option needs the per-topic layout ("topic"; the classic layout keeps every job in one key)'];
+        yield 'database' => [$seeds + ['database' => 2], 'option database: Redis Cluster has only database 0'];
+        yield 'host' => [$seeds + ['host' => 'h'], 'option host: not used with cluster (the cluster option names the nodes)'];
+        yield 'sentinels' => [$seeds + ['sentinels' => 'h:1'], 'option sentinels: not used with cluster (the cluster option names the nodes)'];
+        yield 'bad seed' => [['cluster' => ['127.0.0.1']], 'option cluster: "127.0.0.1" is not host:port'];
+        yield 'no seed' => [['cluster' => []], 'option cluster: must be "host:port,..." or a list of "host:port"'];
+        yield 'tls alone' => [['host' => 'h', 'cluster_tls' => true], 'option cluster_tls goes with the cluster option'];
+    }
+
+    /**
+     * @dataProvider badOptions
+     * @param array<string, mixed> $options
+     */
+    public function testTheClusterOptionIsChecked(array $options, string $message): void
+    {
+        try {
+            new Client($options);
+            self::fail('accepted');
+        } catch (ConfigException $e) {
+            self::assertSame($message, $e->getMessage());
+        }
+    }
+
+    public function testAWrongPasswordIsAConnectionErrorWithoutThePassword(): void
+    {
+        try {
+            $this->client(['password' => 'not-the-pw-42']);
+            self::fail('connected');
+        } catch (ConnectionException $e) {
+            self::assertStringContainsString('cannot connect to the Redis Cluster at 127.0.0.1:', $e->getMessage());
+            self::assertStringNotContainsString('not-the-pw-42', $e->getMessage());
+            self::assertStringNotContainsString('not-the-pw-42', (string) $e);
+        }
+    }
+
+    public function testEveryOperationOnThreeMasters(): void
+    {
+        $client = $this->client();
+        $topics = $this->topicPerMaster('t');
+        self::assertCount(3, array_unique(array_keys($topics)), 'one topic on each master');
+
+        foreach ($topics as $topic) {
+            // push, then ids per topic: the same id is another job on another topic
+            self::assertTrue($client->pushTo($topic, 'a', 0, "A of {$topic}"));
+            self::assertTrue($client->schedule(Message::create('b', $topic, 'B')->withMaxAttempts(1), 0));
+            self::assertTrue($client->pushTo($topic, 'later', 600));
+            try {
+                $client->pushTo($topic, 'a', 0, 'again', ifAbsent: true);
+                self::fail('the id is taken');
+            } catch (IdTakenException $e) {
+                self::assertSame('a', $e->taken[0]->id);
+            }
+            self::assertIsFloat($client->reschedule('later', 900, $topic));
+            self::assertTrue($client->remove('later', $topic));
+            self::assertFalse($client->remove('later', $topic));
+            // the index: the topic is known and due now
+            self::assertNotFalse($this->raw()->zScore($this->prefix . 'due', $topic));
+            self::assertTrue($this->raw()->sIsMember($this->prefix . 'topics', $topic));
+        }
+        foreach ($topics as $topic) {
+            $this->moveTopic($topic, 2);
+            $a = $client->pop($topic);
+            self::assertSame(['a', "A of {$topic}"], [$a->getId(), $a->getBody()]);
+            $b = $client->bReserve($topic, 30, 5);
+            self::assertInstanceOf(ReservedMessage::class, $b);
+            self::assertSame('b', $b->id);
+            self::assertIsFloat($client->touch($b, 60));
+            self::assertSame('reserved', $client->job($topic, 'b')->state);
+            self::assertSame('b', $client->listReserved($topic)->items[0]->id);
+            self::assertTrue($client->release($b, null, null, 'boom'), 'out of attempts: dead');
+            self::assertSame(['b'], array_map(static fn ($d): string => $d->id, $client->deadLetters($topic)));
+            self::assertSame(1, $client->requeueDead($topic));
+            $this->moveTopic($topic, 1);
+            self::assertSame(['b'], $client->listReady($topic)->items);
+            $again = $client->reserve($topic, 30);
+            self::assertTrue($client->bury($again, null, 'given up'));
+            self::assertSame(1, $client->purgeDead($topic));
+            self::assertFalse($client->bPop($topic, 0.05));
+        }
+
+        // reserveMany acks jobs of the other topics, each on its own master
+        $all = array_values($topics);
+        foreach ($all as $topic) {
+            $client->pushTo($topic, 'r', 0);
+            $this->moveTopic($topic, 1);
+        }
+        [, $first] = $client->reserveMany($all[0], 30, 5);
+        [, $second] = $client->reserveMany($all[1], 30, 5);
+        [$acked, $third] = $client->reserveMany($all[2], 30, 5, [$first[0], $second[0]]);
+        self::assertSame([true, true], $acked);
+        self::assertTrue($client->ack($third[0]));
+
+        $stats = $client->stats();
+        self::assertSame([0, 0], [$stats->scheduledTotal, $stats->reservedTotal]);
+        sort($all);
+        self::assertSame($all, array_map(static fn ($t): string => $t->topic, $stats->topics));
+        self::assertSame([], $this->raw()->keys($this->prefix . '{*:job:*'), 'every job gone');
+    }
+
+    public function testPushManyOverManyTopicsReachesEveryMaster(): void
+    {
+        $client = $this->client(['durable' => 5.0]);
+        $jobs = [];
+        for ($i = 0; $i < 600; $i++) {
+            $jobs[] = [Message::create("id{$i}", 'many' . ($i % 40), "body {$i}"), 0];
+        }
+        self::assertSame(600, $client->pushMany($jobs));
+        $masters = [];
+        $stats = $client->stats();
+        self::assertSame(600, $stats->scheduledTotal);
+        self::assertCount(40, $stats->topics);
+        foreach ($stats->topics as $t) {
+            self::assertSame(15, $t->scheduled, $t->topic);
+            $masters[$this->masterFor($this->key($t->topic, 'pool'))] = true;
+            self::assertNotFalse($this->raw()->zScore($this->prefix . 'due', $t->topic));
+        }
+        self::assertCount(3, $masters, 'the topics are spread over the three masters');
+        try {
+            $client->pushMany([[Message::create('id1', 'many1', 'again'), 0], [Message::create('new', 'many1', ''), 0]], ifAbsent: true);
+            self::fail('id1 is taken');
+        } catch (IdTakenException $e) {
+            self::assertSame(['id1'], array_map(static fn ($t): string => $t->id, $e->taken));
+        }
+        self::assertSame(16, $client->stats()->topics[array_search('many1', array_map(static fn ($t): string => $t->topic, $stats->topics), true)]->scheduled);
+    }
+
+    public function testAScriptANodeDoesNotKnowIsLoadedThere(): void
+    {
+        $client = $this->client();
+        $topics = $this->topicPerMaster('ns');
+        foreach ($topics as $topic) {
+            $client->pushTo($topic, 'x', 0);
+        }
+        foreach ($this->masters() as $port) {
+            self::assertTrue($this->raw()->script(['127.0.0.1', $port], 'flush'));
+        }
+        foreach ($topics as $topic) {
+            self::assertTrue($client->pushTo($topic, 'y', 0), 'NOSCRIPT: loaded on the node, then run');
+            self::assertSame('scheduled', $client->job($topic, 'y')->state);
+        }
+    }
+
+    public function testBlockingWaitsOutlastTheReadTimeout(): void
+    {
+        $client = $this->client(['timeout' => 0.5]);
+        $began = microtime(true);
+        self::assertFalse($client->bPop('slow', 1.5));
+        self::assertFalse($client->bReserve('slow', 10, 1.2));
+        self::assertGreaterThanOrEqual(2.6, microtime(true) - $began, 'both waited their whole timeout');
+        $client->pushTo('slow', 'j', 0);
+        $this->moveTopic('slow', 1);
+        self::assertSame('j', $client->bPop('slow', 5)->getId());
+    }
+
+    public function testAWorkerRunsTopicsOnEveryMaster(): void
+    {
+        $client = $this->client();
+        $topics = array_values($this->topicPerMaster('w'));
+        foreach ($topics as $topic) {
+            $client->pushTo($topic, '1', 0);
+            $client->pushTo($topic, '2', 0);
+            $this->moveTopic($topic, 2);
+        }
+        $worker = new Worker($client, ttr: 30, idleWait: 0.05, autoTouch: false, signals: false, logger: static fn () => null);
+        $ran = [];
+        $handler = static function (Job $job) use (&$ran, &$worker): void {
+            $ran[] = "{$job->topic}/{$job->id}";
+            if (\count($ran) === 6) {
+                $worker->stop();
+            }
+        };
+        foreach ($topics as $topic) {
+            $worker->handle($topic, $handler);
+        }
+        $worker->run();
+        sort($ran);
+        $want = [];
+        foreach ($topics as $topic) {
+            array_push($want, "{$topic}/1", "{$topic}/2");
+        }
+        sort($want);
+        self::assertSame($want, $ran);
+        self::assertSame(0, $client->stats()->reservedTotal, 'every job acked');
+    }
+
+    /** Last: the cluster keeps a master without replica afterwards. */
+    public function testCallsWorkAgainAfterAMasterIsKilled(): void
+    {
+        $client = $this->client();
+        $topic = 'failover';
+        $pool = $this->key($topic, 'pool');
+        $client->pushTo($topic, 'before', 0, 'b');
+        $this->moveTopic($topic, 1);
+        self::assertSame('before', $client->reserve($topic, 60)->id);
+        $old = $this->masterFor($pool);
+        // A write of ours on that node once a replica has it: so has the reservation before it.
+        $this->raw()->rawCommand($pool, 'SET', $this->key($topic, 'marker'), '1');
+        self::assertSame(1, $this->raw()->rawCommand($pool, 'WAIT', '1', '10000'), 'the replica caught up');
+
+        fwrite(self::$pipes[0], "kill-master {$pool}\n");
+        $moved = json_decode((string) fgets(self::$pipes[1]), true);
+        self::assertIsArray($moved);
+        self::assertArrayNotHasKey('error', $moved);
+        self::assertSame($old, $moved['killed']);
+
+        // The first calls may meet the dead master (ConnectionException); then they work again.
+        $this->raw?->close();
+        $this->raw = null;
+        $this->eventually(fn () => $client->pushTo($topic, 'after', 0, 'a'));
+        self::assertSame($moved['master'], $this->masterFor($pool), 'the replica serves the topic now');
+        $this->moveTopic($topic, 1);
+        $job = $this->eventually(fn () => $client->bReserve($topic, 60, 2));
+        self::assertSame('after', $job->id);
+        self::assertTrue($client->ack($job));
+        $stats = $client->stats();
+        self::assertSame(1, $stats->reservedTotal, '"before" survived the failover, still reserved');
+        self::assertTrue($client->ack('before', null, $topic));
+    }
+
+    /**
+     * @template T
+     * @param \Closure(): T $call
+     * @return T
+     */
+    private function eventually(\Closure $call): mixed
+    {
+        $until = microtime(true) + 60;
+        $last = null;
+        while (microtime(true) < $until) {
+            try {
+                $got = $call();
+                if ($got !== false && $got !== null) {
+                    return $got;
+                }
+            } catch (ConnectionException $e) {
+                $last = $e->getMessage();
+                self::assertStringNotContainsString(self::PASSWORD, $last);
+            }
+            usleep(50000);
+        }
+        self::fail('never happened; last error: ' . var_export($last, true));
+    }
+}
