@@ -10,7 +10,9 @@ use Delayer\Exception\ConfigException;
  * Reads the client's settings from the server's delayer.conf.
  *
  * Used keys: [redis] url, host, port, database, username, password,
- * tls_ca_file, tls_cert_file, tls_key_file and [delayer] key_prefix, layout (relative
+ * tls_ca_file, tls_cert_file, tls_key_file, the mode keys (mode, nodes, tls,
+ * master_name, sentinel_*: {@see Sentinels}, {@see ClusterConnection}) and
+ * [delayer] key_prefix, layout (relative
  * certificate paths are relative to the file's directory). The server's
  * other keys are accepted and not used, so one file serves the server and
  * its clients; a key or section the server does not know is an error, as it
