@@ -332,17 +332,53 @@ final class ClusterConnection implements RedisLink
             return true;
         });
         try {
-            return $this->tls === null
+            $cluster = $this->tls === null
                 ? new \RedisCluster(null, $this->seeds, $this->timeout, $readTimeout, false, $auth)
-                : new \RedisCluster(null, $this->seeds, $this->timeout, $readTimeout, false, $auth, ['stream' => $this->tls]);
+                // the ssl context options themselves (Redis::connect() takes them under "stream")
+                : new \RedisCluster(null, $this->seeds, $this->timeout, $readTimeout, false, $auth, $this->tls);
         } catch (\RedisClusterException|\RedisException $e) {
-            $detail = implode('; ', array_unique([...$warnings, $e->getMessage()]));
-            $hint = $this->password === null ? ' (if the nodes need a password, none was given)' : ' (or the credentials were refused)';
-            throw new ConnectionException("cannot connect to the Redis Cluster at {$where}: " . $this->scrub($detail)
-                . (str_contains($detail, 'keyspace') ? $hint : ''));
-        } finally {
             restore_error_handler();
+            $detail = implode('; ', array_unique([...$warnings, $e->getMessage()]));
+            // RedisCluster says only that no seed answered: a refused (or
+            // missing) password is told apart by asking a seed alone.
+            $refused = $warnings === [] ? $this->refusal() : null;
+            throw new ConnectionException("cannot connect to the Redis Cluster at {$where}: " . $this->scrub($detail)
+                . ($refused === null ? '' : " ({$refused})"));
         }
+        restore_error_handler();
+        return $cluster;
+    }
+
+    /**
+     * Why the seeds refuse us, if they do: a plain connection to each
+     * (AUTH, or a PING without a password) until one says so.
+     */
+    private function refusal(): ?string
+    {
+        foreach ($this->seeds as $seed) {
+            [[$host, $port]] = Sentinels::parseNodes($seed);
+            $bare = str_contains($host, ':') ? "[{$host}]" : $host;
+            $probe = new Connection(
+                ($this->tls !== null ? 'tls://' : '') . $bare,
+                $port,
+                "{$bare}:{$port}",
+                $this->tls === null ? null : ['stream' => $this->tls + ['peer_name' => $host]],
+                $this->username,
+                $this->password,
+                0,
+                $this->timeout,
+                $this->secrets,
+            );
+            try {
+                $probe->open();
+                $probe->close();
+            } catch (ConnectionException $e) {
+                if (str_contains($e->getMessage(), 'authentication failed')) {
+                    return $e->getMessage();
+                }
+            }
+        }
+        return null;
     }
 
     /** Removes the passwords from a message that is about to be raised. */
