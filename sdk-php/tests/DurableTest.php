@@ -29,7 +29,9 @@ final class DurableTest extends TestCase
                 self::assertLessThan($until, microtime(true), 'the replica did not sync');
                 usleep(50000);
             }
-            $client = new Client(['host' => '127.0.0.1', 'port' => $primary->port, 'durable' => true]);
+            // A generous wait: a replica in sync answers at once, but a loaded
+            // machine has made it miss the default 1 s (`true`).
+            $client = new Client(['host' => '127.0.0.1', 'port' => $primary->port, 'durable' => 10.0]);
             self::assertTrue($client->pushTo('t', 'a', 60));
             self::assertSame(2, $client->pushMany([[Message::create('b', 't'), 60], [Message::create('c', 't'), 60]]));
             self::assertSame(3, $primary->connect()->zCard('delayer:job_pool'));
