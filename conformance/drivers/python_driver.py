@@ -143,6 +143,9 @@ def main() -> None:
             info = client.job(req["topic"], req["id"])
             return {"job": {k: getattr(info, k) for k in JOB_FIELDS}}
         if op == "read_config":
+            settings = delayer.config.load(req["path"])
+            if settings.cluster:  # checked; a cluster client would connect now, to read the slot table
+                return {"prefix": settings.key_prefix}
             return {"prefix": delayer.Delayer.from_config(req["path"]).keys.prefix}
         raise ValueError(f"unknown op {op!r}")
 

@@ -34,9 +34,7 @@ def write(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("[redis]\n\nmode = cluster\n",
-         ":3: [redis] mode: cluster is not supported yet (the per-topic layout runs on one Redis or Sentinel); use standalone or sentinel"),
-        ("[redis]\nmode = sentinal\n", ':2: [redis] mode: "sentinal" is not a mode: standalone or sentinel'),
+        ("[redis]\nmode = sentinal\n", ':2: [redis] mode: "sentinal" is not a mode: standalone, sentinel or cluster'),
         ("[redis]\nport = 1\nnodes = a:1\n", ":3: [redis] nodes: is only used with mode = sentinel (mode is standalone)"),
         ("[redis]\nmode = sentinel\nmaster_name = m\n",
          ":2: [redis] mode: mode = sentinel needs nodes (the sentinels: host:port,host:port,...)"),

@@ -13,11 +13,11 @@ from typing import Any, ClassVar, Dict, Generic, List, NamedTuple, Optional, Seq
 
 from redis.backoff import NoBackoff
 
-from . import _connect, _sentinel, _waits, config, scripts
+from . import _cluster, _connect, _sentinel, _waits, config, scripts
 from ._rules import check_layout, check_prefix
 from ._translate import Guard
 from .errors import InvalidArgument
-from .keys import CLASSIC, DEFAULT_PREFIX, Keys
+from .keys import CLASSIC, DEFAULT_PREFIX, TOPIC, Keys
 
 PathArg = Union[str, "os.PathLike[str]"]
 
@@ -60,7 +60,8 @@ class ClientBase(Generic[R]):
         sentinel_username: Optional[str] = None,
         sentinel_password: Optional[str] = None,
         tls: bool = False,
-        layout: str = CLASSIC,
+        layout: Optional[str] = None,
+        cluster: Union[str, Sequence[Tuple[str, int]], None] = None,
     ) -> None:
         """Create a client for ``url`` (or ``client``) with key prefix ``prefix``.
 
@@ -79,16 +80,54 @@ class ClientBase(Generic[R]):
         turns TLS on for both. Every new connection goes to the master the
         sentinels name, so the client follows a failover.
 
+        Redis Cluster: ``cluster`` (the seed nodes, ``"host:port,host:port"``
+        or (host, port) pairs) instead of ``url``; ``username``,
+        ``password``, ``tls`` and ``tls_*`` as with sentinels. The layout is
+        then ``"topic"`` (the only one a cluster can hold).
+
         ``layout``: the key layout the server moves (``[delayer] layout``):
         ``"classic"`` (Delayer 1.x's, the default) or ``"topic"`` (the
         per-topic layout: ids are per topic, and ``{`` / ``}`` may appear in
         neither the prefix nor a topic).
         """
         flavour = self._flavour
-        checked = check_layout(layout)
+        if cluster is not None and layout not in (None, TOPIC):
+            raise InvalidArgument(f"cluster= needs layout={TOPIC!r} (the classic layout keeps every job in one key)")
+        checked = check_layout(layout if layout is not None else TOPIC if cluster is not None else CLASSIC)
         self._keys = Keys(check_prefix(prefix, checked), checked)
         secrets: List[str] = []
         waiter: Optional[R] = None
+        #: Cluster mode: the calls that are not one script call go their own way (:mod:`delayer._cluster`).
+        self._cluster = cluster is not None
+        #: Cluster mode: plain clients of single nodes (durable pushes), by (host, port).
+        self._nodes: Dict[Tuple[str, int], R] = {}
+        self._node_options: Dict[str, Any] = {}
+        if cluster is not None:
+            if url is not None or client is not None or sentinels is not None:
+                raise InvalidArgument("cluster= finds the masters itself: give neither url=, client= nor sentinels=")
+            if master_name is not None or sentinel_username is not None or sentinel_password is not None:
+                raise InvalidArgument("master_name, sentinel_username and sentinel_password go with sentinels=")
+            if database != 0:
+                raise InvalidArgument("database: Redis Cluster has only database 0")
+            nodes = _sentinel.check_nodes(cluster, "cluster", "seed node")
+            opened = _cluster.open_clients(
+                flavour.client_class.__module__.startswith("redis.asyncio"),
+                nodes,
+                username,
+                password,
+                tls,
+                (tls_ca_file, tls_cert_file, tls_key_file),
+            )
+            self._owns_client = True
+            self._redis: R = opened.calls
+            self._where = _cluster.describe(nodes)
+            self._guard = Guard(self._where, opened.secrets, bool(password))
+            self._scripts: Dict[str, Any] = {
+                name: opened.calls.register_script(scripts.source(name)) for name in scripts.NAMES
+            }
+            self._waiter: R = opened.waits
+            self._node_options = opened.node_options
+            return
         if sentinels is not None:
             if url is not None or client is not None:
                 raise InvalidArgument("sentinels= finds the master itself: give neither url= nor client=")
@@ -130,19 +169,26 @@ class ClientBase(Generic[R]):
         where, more = _connect.describe(kwargs)
         if sentinels is not None:
             where = f"the master {master_name!r} of the sentinels"
-        self._redis: R = made
+        self._redis = made
         self._where = where
         # credentials from a provider (redis-py 5+) are not in the kwargs
         has_password = bool(kwargs.get("password") or kwargs.get("credential_provider"))
         self._guard = Guard(where, secrets + more, has_password)
-        self._scripts: Dict[str, Any] = {name: made.register_script(scripts.source(name)) for name in scripts.NAMES}
+        self._scripts = {name: made.register_script(scripts.source(name)) for name in scripts.NAMES}
         # bpop and breserve wait on connections of their own, whose read
         # timeout outlasts a wait whatever the client's socket timeout.
-        self._waiter: R = waiter if waiter is not None else flavour.client_class(
+        self._waiter = waiter if waiter is not None else flavour.client_class(
             connection_pool=flavour.pool_class(
                 connection_class=pool.connection_class, **_waits.connection_kwargs(kwargs)
             )
         )
+
+    def _node(self, host: str, port: int) -> R:
+        """A plain client of the cluster node at host:port (made once, closed with this client)."""
+        node = self._nodes.get((host, port))
+        if node is None:
+            node = self._nodes[(host, port)] = self._flavour.client_class(host=host, port=port, **self._node_options)
+        return node
 
     @classmethod
     def from_config(cls: Type[D], path: PathArg) -> D:
@@ -156,6 +202,18 @@ class ClientBase(Generic[R]):
         bad value of a key it reads.
         """
         s = config.load(path)
+        if s.cluster:
+            return cls(
+                prefix=s.key_prefix,
+                cluster=s.cluster,
+                username=s.username,
+                password=s.password,
+                tls=s.tls,
+                tls_ca_file=s.tls_ca_file,
+                tls_cert_file=s.tls_cert_file,
+                tls_key_file=s.tls_key_file,
+                layout=s.layout,
+            )
         if s.sentinels:
             return cls(
                 prefix=s.key_prefix,
@@ -190,7 +248,7 @@ class ClientBase(Generic[R]):
 
     @property
     def redis(self) -> R:
-        """The underlying redis-py client."""
+        """The underlying redis-py client (a ``RedisCluster`` in cluster mode)."""
         return self._redis
 
     def __repr__(self) -> str:

@@ -11,6 +11,8 @@ what to queue and how the replies split; the clients run the pipeline.
 
 from __future__ import annotations
 
+import hashlib
+
 from typing import Any, Generator, List, NamedTuple, Tuple, Union
 
 from . import _ops, scripts
@@ -68,12 +70,33 @@ def queue(pipe: Any, step: Durable, loaded: Any) -> None:
     """Queue ``step``'s commands on a non-transactional pipeline: SCRIPT LOAD
     of each script (a no-op unless Redis lost its cache), the calls, WAIT 1.
     ``loaded`` maps script names to redis-py Script objects (their sha)."""
-    calls: List[ScriptCall] = list(step.step.calls) if isinstance(step.step, _ops.Pipeline) else [step.step]
+    calls = calls_of(step)
     for name in dict.fromkeys(c.script for c in calls):
         pipe.script_load(scripts.source(name))
     for call in calls:
         pipe.evalsha(loaded[call.script].sha, len(call.keys), *call.keys, *call.args)
     pipe.execute_command("WAIT", 1, step.timeout_ms)
+
+
+def calls_of(step: Durable) -> List[ScriptCall]:
+    """The script calls of ``step``, in order."""
+    return list(step.step.calls) if isinstance(step.step, _ops.Pipeline) else [step.step]
+
+
+def per_node(step: Durable, indexes: List[int]) -> Durable:
+    """The part of ``step`` whose calls are ``indexes``, for one node of a
+    Redis Cluster (each node's write gets its own WAIT, on its connection)."""
+    calls = calls_of(step)
+    return Durable(_ops.Pipeline([calls[k] for k in indexes]), step.timeout_ms)
+
+
+def joined(step: Durable, replies: List[Any], acked: int) -> Tuple[Any, int]:
+    """What :func:`split` would answer for ``step``, from each call's reply
+    (in order) and the fewest replicas any node's WAIT counted."""
+    if isinstance(step.step, _ops.Pipeline):
+        # the SCRIPT LOADs' replies (their sha1), which no operation reads
+        return [hashlib.sha1(scripts.source(name)).hexdigest() for name in step.step.scripts] + replies, acked
+    return replies[0], acked
 
 
 def split(step: Durable, replies: List[Any]) -> Tuple[Any, int]:

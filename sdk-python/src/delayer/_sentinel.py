@@ -1,4 +1,5 @@
-"""Redis Sentinel: ``[redis] mode = sentinel`` and the clients that follow the master.
+"""Redis Sentinel: ``[redis] mode = sentinel`` and the clients that follow the master
+(and the reading of ``[redis] mode``, which hands ``cluster`` to :mod:`delayer._cluster`).
 
 A failover moves the master, so in sentinel mode no address is configured:
 redis-py's Sentinel support asks the sentinels for the master at every new
@@ -43,18 +44,22 @@ class Mode:
     """What ``[redis] mode`` and its keys say: ``nodes`` empty in standalone mode."""
 
     def __init__(self, nodes: List[Node], master_name: Optional[str], username: Optional[str],
-                 password: Optional[str], tls: bool) -> None:
+                 password: Optional[str], tls: bool, cluster: bool = False) -> None:
+        #: The sentinels, or with ``cluster`` the cluster's seed nodes.
         self.nodes = nodes
+        self.cluster = cluster
         self.master_name = master_name
         self.username = username
         self.password = password
         self.tls = tls
 
 
-def read_mode(get: Callable[[str, str], Optional[str]], error: Callable[[str, str, str], ConfigError]) -> Mode:
+def read_mode(get: Callable[[str, str], Optional[str]], error: Callable[[str, str, str], ConfigError],
+              layout: str) -> Mode:
     """The server's rule: standalone by default (sentinel keys refused),
-    cluster refused (it needs the per-topic layout), sentinel needs nodes and
-    master_name and takes no fixed address."""
+    sentinel needs nodes and master_name and takes no fixed address, cluster
+    (:func:`delayer._cluster.read_mode`) needs nodes and the per-topic
+    ``layout``."""
 
     def err(key: str, message: str) -> ConfigError:
         return error("redis", key, message)
@@ -66,9 +71,11 @@ def read_mode(get: Callable[[str, str], Optional[str]], error: Callable[[str, st
                 raise err(key, "is only used with mode = sentinel (mode is standalone)")
         return Mode([], None, None, None, False)
     if mode == "cluster":
-        raise err("mode", "cluster is not supported yet (the per-topic layout runs on one Redis or Sentinel); use standalone or sentinel")
+        from ._cluster import read_mode as read_cluster  # it imports this module
+
+        return read_cluster(get, err, layout)
     if mode != "sentinel":
-        raise err("mode", f"{_quoted(mode)} is not a mode: standalone or sentinel")
+        raise err("mode", f"{_quoted(mode)} is not a mode: standalone, sentinel or cluster")
     for key in FIXED_ONLY:
         if get("redis", key) is not None:
             raise err(key, "not used with mode = sentinel: the sentinels name the master (nodes)")
@@ -94,21 +101,22 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def check_nodes(nodes: Union[str, Sequence[Any]]) -> List[Node]:
-    """``sentinels=`` as given to a constructor: a ``host:port,...`` string or (host, port) pairs."""
+def check_nodes(nodes: Union[str, Sequence[Any]], name: str = "sentinels", what: str = "sentinel") -> List[Node]:
+    """``sentinels=`` (or ``cluster=``: ``name``, each node a ``what``) as
+    given to a constructor: a ``host:port,...`` string or (host, port) pairs."""
     if isinstance(nodes, str):
         try:
             return parse_nodes(nodes)
         except ValueError as bad:
-            raise InvalidArgument(f"sentinels: {str(bad)!r} is not host:port") from None
+            raise InvalidArgument(f"{name}: {str(bad)!r} is not host:port") from None
     out: List[Node] = []
     for node in nodes:
         if not (isinstance(node, (tuple, list)) and len(node) == 2 and isinstance(node[0], str)
                 and isinstance(node[1], int) and 0 < node[1] < 65536):
-            raise InvalidArgument(f"sentinels: {node!r} is not a (host, port) pair")
+            raise InvalidArgument(f"{name}: {node!r} is not a (host, port) pair")
         out.append((node[0], node[1]))
     if not out:
-        raise InvalidArgument("sentinels: at least one sentinel is needed")
+        raise InvalidArgument(f"{name}: at least one {what} is needed")
     return out
 
 

@@ -8,14 +8,19 @@ No raw redis-py exception leaves a public method: every one becomes a
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Optional, Sequence, Type
+from typing import Optional, Sequence, Type, Union
 
 from redis.exceptions import (
+    AskError,
     AuthenticationError,
+    ClusterDownError,
+    ClusterError,
     ConnectionError as RedisConnectionError,
+    RedisClusterException,
     RedisError,
     ResponseError,
     TimeoutError as RedisTimeoutError,
+    TryAgainError,
 )
 
 from .errors import AuthenticationFailed, ConnectionFailed, DelayerError, ProtocolError
@@ -36,14 +41,33 @@ def scrub(text: str, secrets: Sequence[str]) -> str:
 _UNAUTHENTICATED = ("Protocol error: unauthenticated", "NOAUTH", "Authentication required")
 
 
-def _refused(exc: RedisError) -> bool:
+#: Redis Cluster's errors that pass (a failover, a resharding, no node reached
+#: yet): redis-py retried them and gave up, so the caller may call again. (A
+#: RedisClusterException is not a RedisError: "cannot be connected", a slot
+#: no node serves.)
+_CLUSTER_TRANSIENT = (ClusterDownError, TryAgainError, ClusterError, RedisClusterException)
+
+
+def redirected(exc: object) -> bool:
+    """A MOVED / ASK (the slot is, or is going, elsewhere; the command did
+    not run): a plain node client's reply in cluster mode, or one a cluster
+    client could not follow. redis-py parses them as AskError for its
+    cluster clients only, in some versions."""
+    return isinstance(exc, AskError) or (
+        isinstance(exc, ResponseError) and str(exc).startswith(("MOVED ", "ASK "))
+    )
+
+
+def _refused(exc: BaseException) -> bool:
     """Whether ``exc`` is Redis refusing this client until it authenticates."""
     return isinstance(exc, AuthenticationError) or (
         isinstance(exc, (ResponseError, RedisConnectionError)) and any(m in str(exc) for m in _UNAUTHENTICATED)
     )
 
 
-def translate(exc: RedisError, where: str, secrets: Sequence[str], has_password: bool = True) -> DelayerError:
+def translate(
+    exc: Union[RedisError, RedisClusterException], where: str, secrets: Sequence[str], has_password: bool = True
+) -> DelayerError:
     """The SDK's error for a redis-py error; ``has_password``: whether the
     client sends credentials (else a refusal means a password is missing)."""
     detail = scrub(str(exc) or type(exc).__name__, secrets)
@@ -56,7 +80,7 @@ def translate(exc: RedisError, where: str, secrets: Sequence[str], has_password:
             f"Redis at {where} requires a password and none was given (set one in the URL, "
             "password= or delayer.conf)"
         )
-    if isinstance(exc, (RedisConnectionError, RedisTimeoutError)):
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError) + _CLUSTER_TRANSIENT) or redirected(exc):
         return ConnectionFailed(f"cannot reach Redis at {where}: {detail}")
     if isinstance(exc, ResponseError):
         return ProtocolError(f"Redis at {where} answered with an error: {detail}")
@@ -87,5 +111,5 @@ class Guard:
     def __exit__(
         self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
     ) -> None:
-        if isinstance(exc, RedisError):
+        if isinstance(exc, (RedisError, RedisClusterException)):
             raise translate(exc, self.where, self.secrets, self.has_password) from exc

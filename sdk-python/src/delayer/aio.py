@@ -13,9 +13,9 @@ from typing import Any, Iterable, List, Optional, Tuple, Type, TypeVar, Union
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
-from . import _durable, _ops, scripts
+from . import _cluster, _durable, _ops, scripts
 from ._base import ClientBase, Flavour
 from .inspect import AsyncInspectMixin
 from ._translate import lost_connection
@@ -62,6 +62,8 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         use), drop the pool's idle connections and do it once more on a new
         one. So the first call after Redis is back works; while Redis is down
         it fails fast all the same."""
+        if self._cluster:  # RedisCluster reconnects, and finds the new master, itself
+            return await self._do_cluster(step)
         try:
             return await self._do(step)
         except RedisError as e:
@@ -71,6 +73,65 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
             inuse_connections=False
         )
         return await self._do(step)
+
+    async def _do_cluster(self, step: _ops.Step) -> Any:
+        """:meth:`_do` on a Redis Cluster (as :meth:`delayer.Delayer._do_cluster`)."""
+        r: Any = self._redis
+        if isinstance(step, _durable.Durable):
+            return await self._durable_cluster(step)
+        if isinstance(step, _ops.Commands):
+            replies: List[Any] = [None] * len(step.commands)
+            keyed = [k for k, c in enumerate(step.commands) if not _cluster.is_publish(c)]
+            if keyed:
+                pipe = r.pipeline()
+                for k in keyed:
+                    pipe.execute_command(*step.commands[k])
+                for k, reply in zip(keyed, await pipe.execute(raise_on_error=not step.tolerate)):
+                    replies[k] = reply
+            for k, command in enumerate(step.commands):
+                if _cluster.is_publish(command):
+                    try:
+                        replies[k] = await r.execute_command(
+                            *command, target_nodes=r.get_node_from_key(_cluster.channel(command))
+                        )
+                    except ResponseError as e:
+                        if not step.tolerate:
+                            raise
+                        replies[k] = e
+            return replies
+        if isinstance(step, _ops.Pipeline):
+            pipe = r.pipeline()
+            for call in step.calls:
+                pipe.execute_command(*_cluster.evalsha(call, self._scripts[call.script].sha))
+            got = list(await pipe.execute(raise_on_error=False))
+            for k in _cluster.unloaded(got):
+                call = step.calls[k]
+                got[k] = await self._scripts[call.script](keys=call.keys, args=call.args)
+            return [self._scripts[name].sha for name in step.scripts] + got
+        return await self._do(step)  # a script call, routed by its keys; a wait, on the waits' client
+
+    async def _durable_cluster(self, step: _durable.Durable) -> Any:
+        """As :meth:`delayer.Delayer._durable_cluster`."""
+        r: Any = self._redis
+        await r.initialize()  # the slot table (a no-op once read)
+        calls = _durable.calls_of(step)
+        replies: List[Any] = [None] * len(calls)
+        least: Optional[int] = None
+        pending = list(range(len(calls)))
+        for attempt in range(2):
+            moved: List[int] = []
+            for (host, port), indexes in _cluster.by_node(calls, pending, r.get_node_from_key).items():
+                part = _durable.per_node(step, indexes)
+                async with self._node(host, port).pipeline(transaction=False) as pipe:
+                    _durable.queue(pipe, part, self._scripts)
+                    got = await pipe.execute(raise_on_error=False)
+                acked = _cluster.file_replies(indexes, got, attempt == 0, replies, moved)
+                least = acked if least is None else min(least, acked)
+            if not moved:
+                break
+            await r.nodes_manager.initialize()
+            pending = moved
+        return _durable.joined(step, replies, least if least is not None else 0)
 
     async def _do(self, step: _ops.Step) -> Any:
         if isinstance(step, _durable.Durable):
@@ -340,13 +401,14 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
     async def close(self) -> None:
         """Close the connections: the waits' always, the client's if this client created it."""
         with self._guard:
-            await self._waiter.connection_pool.disconnect()
+            if self._cluster:
+                await _aclose(self._waiter)
+                for node in self._nodes.values():
+                    await _aclose(node)
+            else:
+                await self._waiter.connection_pool.disconnect()
             if self._owns_client:
-                closer = getattr(self._redis, "aclose", None)
-                if closer is not None:
-                    await closer()
-                else:  # redis-py < 5.0.1
-                    await self._redis.close()
+                await _aclose(self._redis)
 
     async def __aenter__(self) -> "Delayer":
         return self
@@ -355,6 +417,15 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
     ) -> None:
         await self.close()
+
+
+async def _aclose(client: Any) -> None:
+    """Close a redis-py asyncio client (``aclose`` since redis-py 5.0.1, ``close`` before)."""
+    closer = getattr(client, "aclose", None)
+    if closer is not None:
+        await closer()
+    else:  # redis-py < 5.0.1
+        await client.close()
 
 
 # The asyncio Worker runs on this client; imported last, as it imports Delayer from here.

@@ -11,10 +11,10 @@ from types import TracebackType
 from typing import Any, Iterable, List, Optional, Tuple, Type, TypeVar, Union
 
 import redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 from redis.retry import Retry
 
-from . import _durable, _ops, scripts
+from . import _cluster, _durable, _ops, scripts
 from ._base import ClientBase, Flavour
 from .inspect import InspectMixin
 from ._translate import lost_connection
@@ -71,6 +71,8 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         use), drop the pool's idle connections and do it once more on a new
         one. So the first call after Redis is back works; while Redis is down
         it fails fast all the same."""
+        if self._cluster:  # RedisCluster reconnects, and finds the new master, itself
+            return self._do_cluster(step)
         try:
             return self._do(step)
         except RedisError as e:
@@ -80,6 +82,70 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
             inuse_connections=False
         )
         return self._do(step)
+
+    def _do_cluster(self, step: _ops.Step) -> Any:
+        """:meth:`_do` on a Redis Cluster: what is not one script call is
+        routed command by command (:mod:`delayer._cluster`)."""
+        r: Any = self._redis
+        if isinstance(step, _durable.Durable):
+            return self._durable_cluster(step)
+        if isinstance(step, _ops.Commands):
+            replies: List[Any] = [None] * len(step.commands)
+            keyed = [k for k, c in enumerate(step.commands) if not _cluster.is_publish(c)]
+            if keyed:
+                with r.pipeline() as pipe:
+                    for k in keyed:
+                        pipe.execute_command(*step.commands[k])
+                    for k, reply in zip(keyed, pipe.execute(raise_on_error=not step.tolerate)):
+                        replies[k] = reply
+            for k, command in enumerate(step.commands):
+                if _cluster.is_publish(command):
+                    try:
+                        replies[k] = r.execute_command(
+                            *command, target_nodes=r.get_node_from_key(_cluster.channel(command))
+                        )
+                    except ResponseError as e:
+                        if not step.tolerate:
+                            raise
+                        replies[k] = e
+            return replies
+        if isinstance(step, _ops.Pipeline):
+            with r.pipeline() as pipe:
+                for call in step.calls:
+                    pipe.execute_command(*_cluster.evalsha(call, self._scripts[call.script].sha))
+                got = list(pipe.execute(raise_on_error=False))
+            for k in _cluster.unloaded(got):
+                call = step.calls[k]
+                got[k] = self._scripts[call.script](keys=call.keys, args=call.args)
+            return [self._scripts[name].sha for name in step.scripts] + got
+        return self._do(step)  # a script call, routed by its keys; a wait, on the waits' client
+
+    def _durable_cluster(self, step: _durable.Durable) -> Any:
+        """A durable push on a Redis Cluster: per master holding some of the
+        calls' keys, one pipeline on a plain client of that node (SCRIPT
+        LOAD, the calls, WAIT 1), so each WAIT follows its writes on their
+        connection. A call answered MOVED / ASK (a resharding or failover
+        moved its slot; it did not run) is sent once more after the slot
+        table is read again."""
+        r: Any = self._redis
+        calls = _durable.calls_of(step)
+        replies: List[Any] = [None] * len(calls)
+        least: Optional[int] = None
+        pending = list(range(len(calls)))
+        for attempt in range(2):
+            moved: List[int] = []
+            for (host, port), indexes in _cluster.by_node(calls, pending, r.get_node_from_key).items():
+                part = _durable.per_node(step, indexes)
+                with self._node(host, port).pipeline(transaction=False) as pipe:
+                    _durable.queue(pipe, part, self._scripts)
+                    got = pipe.execute(raise_on_error=False)
+                acked = _cluster.file_replies(indexes, got, attempt == 0, replies, moved)
+                least = acked if least is None else min(least, acked)
+            if not moved:
+                break
+            r.nodes_manager.initialize()
+            pending = moved
+        return _durable.joined(step, replies, least if least is not None else 0)
 
     def _do(self, step: _ops.Step) -> Any:
         if isinstance(step, _durable.Durable):
@@ -347,7 +413,12 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
     def close(self) -> None:
         """Close the connections: the waits' always, the client's if this client created it."""
         with self._guard:
-            self._waiter.connection_pool.disconnect()
+            if self._cluster:
+                self._waiter.close()
+                for node in self._nodes.values():
+                    node.close()
+            else:
+                self._waiter.connection_pool.disconnect()
             if self._owns_client:
                 self._redis.close()
 

@@ -104,8 +104,11 @@ class Settings:
     master_name: Optional[str] = None
     sentinel_username: Optional[str] = None
     sentinel_password: Optional[str] = field(default=None, repr=False)
-    #: TLS to the sentinels and the master (sentinel mode).
+    #: TLS to the sentinels and the master (sentinel mode), or to every node (cluster mode).
     tls: bool = False
+    #: ``mode = cluster``: the seed nodes (empty in the other modes); url,
+    #: host, port and database are then unused.
+    cluster: Tuple[Tuple[str, int], ...] = ()
     #: ``[delayer] layout``: ``"classic"`` (the default) or ``"topic"``.
     layout: str = CLASSIC
 
@@ -269,7 +272,7 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
                     " which the per-topic layout cannot use")
     # Checked in the Rust SDK's order (sdk-rust/src/conf/redis.rs, RedisSettings::from_conf), so that a file
     # with several mistakes gets the same first error from every SDK.
-    mode = _sentinel.read_mode(get, error)
+    mode = _sentinel.read_mode(get, error, layout)
     url = get("redis", "url")
     if url is not None:
         for key in ("host", "port", "database"):
@@ -303,7 +306,8 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
         tls_ca_file=readable("tls_ca_file"),
         tls_cert_file=cert,
         tls_key_file=key_file,
-        sentinels=tuple(mode.nodes),
+        sentinels=() if mode.cluster else tuple(mode.nodes),
+        cluster=tuple(mode.nodes) if mode.cluster else (),
         master_name=mode.master_name,
         sentinel_username=mode.username,
         sentinel_password=mode.password,

@@ -1,0 +1,188 @@
+"""Redis Cluster: ``[redis] mode = cluster`` and the redis-py ``RedisCluster``
+clients a Delayer client talks through in that mode.
+
+The per-topic layout keeps every key of a topic in one hash slot, so each
+script call is routed by its keys like any single-key command, and redis-py
+follows MOVED / ASK and a failover. What needs care is what is *not* one
+script call (docs/PROTOCOL.md, "Operations in the per-topic layout"): the
+index write (``<prefix>due``, ``<prefix>topics``: other slots than the
+topic's) and the stats go through redis-py's cluster pipeline, which routes
+every command by its own key; ``PUBLISH`` has no key, so it is sent alone,
+to the master of the channel name's slot (a cluster forwards a message to
+every node); several script calls (push_many, reserve_many) go through the
+cluster pipeline as ``EVALSHA`` and a call answered NOSCRIPT is sent again
+through redis-py's Script, which loads the script first. Blocking waits run
+on a second ``RedisCluster`` whose read timeout outlasts a wait, as in the
+other modes (:mod:`delayer._waits`).
+
+The sync and asyncio clients share everything here; they only do the I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
+
+from . import _waits
+from ._calls import Arg, ScriptCall
+from ._connect import CONNECT_TIMEOUT, tls_options
+from ._sentinel import FIXED_ONLY, Mode, Node, _quoted, parse_nodes
+from ._translate import redirected, translate
+from .errors import ConfigError, InvalidArgument
+
+#: Keys refused in cluster mode, in the server's order (sdk-rust/src/cluster.rs,
+#: ``NOT_IN_CLUSTER``): one fixed address, or the sentinels' master
+#: (``tls``, ``username``, ``password`` work in cluster mode too).
+NOT_IN_CLUSTER = (*FIXED_ONLY, "master_name", "sentinel_username", "sentinel_password")
+#: Why the classic layout cannot run on a cluster (the message of the config rule).
+NEEDS_TOPIC = "mode = cluster needs [delayer] layout = topic (the classic layout keeps every job in one key)"
+
+
+def read_mode(get: Callable[[str, str], Optional[str]], err: Callable[[str, str], ConfigError], layout: str) -> Mode:
+    """``mode = cluster`` (PROTOCOL.md, "delayer.conf, as every SDK reads it"),
+    with the server's messages and in its order (sdk-rust/src/cluster.rs), so
+    that a file with several mistakes gets the same first error: no fixed
+    address and no sentinel keys, database 0 only, ``nodes`` (the seed nodes)
+    required, and the per-topic ``layout``. ``err(key, message)`` makes the
+    error naming the file, line and key."""
+    for key in NOT_IN_CLUSTER:
+        if get("redis", key) is not None:
+            raise err(key, "not used with mode = cluster: the nodes name the cluster")
+    database = get("redis", "database")
+    if database is not None and database != "0":
+        raise err("database", "Redis Cluster has only database 0")
+    nodes = get("redis", "nodes")
+    if nodes is None:
+        raise err("mode", "mode = cluster needs nodes (seed nodes: host:port,host:port,...)")
+    tls_raw = get("redis", "tls")
+    if tls_raw not in (None, "yes", "no", "true", "false"):
+        raise err("tls", f"{_quoted(tls_raw or '')} is not yes or no")
+    try:
+        parsed = parse_nodes(nodes)
+    except ValueError as bad:
+        raise err("nodes", f"{_quoted(str(bad))} is not host:port") from None
+    if layout != "topic":
+        raise err("mode", NEEDS_TOPIC)
+    return Mode(parsed, None, None, None, tls_raw in ("yes", "true"), cluster=True)
+
+
+def describe(nodes: Sequence[Node]) -> str:
+    """How messages name the cluster: its seed nodes."""
+    return "the Redis Cluster at " + ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in nodes)
+
+
+def _classes(asyncio: bool) -> Tuple[Any, Any]:
+    """redis-py's RedisCluster and ClusterNode, sync or asyncio."""
+    if asyncio:
+        from redis.asyncio.cluster import ClusterNode as AsyncNode, RedisCluster as AsyncCluster
+
+        return AsyncCluster, AsyncNode
+    from redis.cluster import ClusterNode, RedisCluster
+
+    return RedisCluster, ClusterNode
+
+
+class Clients(NamedTuple):
+    """What a Delayer client in cluster mode talks through."""
+
+    #: The ``RedisCluster`` for ordinary calls.
+    calls: Any
+    #: The one for blocking waits (a read timeout that outlasts a wait).
+    waits: Any
+    #: The secrets to hide from messages.
+    secrets: List[str]
+    #: How to open a plain client of one node (``redis.Redis(host, port,
+    #: **options)``): a durable push's WAIT must follow its write on the same
+    #: connection, which the ``RedisCluster`` does not let one choose.
+    node_options: Dict[str, Any]
+
+
+def open_clients(
+    asyncio: bool,
+    nodes: List[Node],
+    username: Optional[str],
+    password: Optional[str],
+    tls: bool,
+    tls_files: Tuple[object, object, object],
+) -> Clients:
+    """The clients of a Delayer client in cluster mode. The sync
+    ``RedisCluster`` asks a seed node for the slots at once: a cluster that
+    cannot be reached is a :class:`~delayer.ConnectionFailed` here."""
+    for name, value in (("username", username), ("password", password)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{name} must be a str, not {type(value).__name__}")
+    if tls:
+        ssl: Dict[str, Any] = {"ssl": True, **tls_options("rediss://", *tls_files)}
+    else:
+        ssl = {}
+        tls_options("redis://", *tls_files)  # checked readable, as with a redis:// URL
+    auth = {"username": username, "password": password} if password else {}
+    secrets = [password] if password else []
+    cluster_class, node_class = _classes(asyncio)
+    common = {"decode_responses": False, **auth, **ssl}
+    timeouts = {"socket_connect_timeout": CONNECT_TIMEOUT}
+    try:
+        made = cluster_class(startup_nodes=[node_class(h, p) for h, p in nodes], **common, **timeouts)
+        waiter = cluster_class(startup_nodes=[node_class(h, p) for h, p in nodes], **common,
+                               **_waits.connection_kwargs(timeouts))
+    except (RedisError, RedisClusterException) as e:
+        raise translate(e, describe(nodes), secrets, bool(password)) from e
+    return Clients(made, waiter, secrets, {**common, **timeouts})
+
+
+def evalsha(call: ScriptCall, sha: str) -> Tuple[Arg, ...]:
+    """``call`` as an EVALSHA command (redis-py's cluster pipeline refuses its
+    ``evalsha`` method, but routes the command by its first key)."""
+    return ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+
+
+def unloaded(replies: Sequence[object]) -> List[int]:
+    """Which replies of a cluster pipeline of EVALSHA are NOSCRIPT (the
+    script was not on that node: loaded and sent again); raises the first
+    other error, as a plain pipeline would."""
+    missing = []
+    for k, reply in enumerate(replies):
+        if isinstance(reply, NoScriptError):
+            missing.append(k)
+        elif isinstance(reply, BaseException):
+            raise reply
+    return missing
+
+
+def is_publish(command: Tuple[Arg, ...]) -> bool:
+    """PUBLISH has no key to route by: it is sent alone, to a chosen master."""
+    return str(command[0]).upper() == "PUBLISH"
+
+
+def channel(command: Tuple[Arg, ...]) -> str:
+    """The channel of a PUBLISH: its slot picks the master it is sent to."""
+    return str(command[1])
+
+
+def by_node(calls: Sequence[ScriptCall], pending: Sequence[int], node_of: Callable[[str], Any]) -> Dict[Node, List[int]]:
+    """The calls ``pending`` (indexes into ``calls``) grouped by the master
+    that holds their keys (``node_of(key)``: redis-py's ``get_node_from_key``),
+    as (host, port) -> indexes in order."""
+    groups: Dict[Node, List[int]] = {}
+    for k in pending:
+        node = node_of(str(calls[k].keys[0]))
+        groups.setdefault((str(node.host), int(node.port)), []).append(k)
+    return groups
+
+
+def file_replies(indexes: List[int], got: Sequence[Any], retry: bool, replies: List[Any], moved: List[int]) -> int:
+    """One node's durable pipeline answered ``got`` (the SCRIPT LOADs, the
+    calls ``indexes``, WAIT): put each call's reply in ``replies``, or with
+    ``retry`` its index in ``moved`` when it was redirected; raise the first
+    other error; return how many replicas WAIT counted."""
+    for k, reply in zip(indexes, got[-1 - len(indexes) : -1]):
+        if retry and redirected(reply):
+            moved.append(k)
+        elif isinstance(reply, BaseException):
+            raise reply
+        else:
+            replies[k] = reply
+    if isinstance(got[-1], BaseException):
+        raise got[-1]
+    return int(got[-1])
