@@ -105,12 +105,25 @@ BAD_FILES: Dict[str, Tuple[str, Tuple[int, str]]] = {
         "[delayer]\nlayout = columns\n",
         (2, '2: [delayer] layout: "columns" is not one of classic, topic'),
     ),
-    # [redis] mode: cluster waits for the per-topic layout; sentinel needs its
-    # keys and takes no fixed address; sentinel keys need sentinel mode.
-    "cluster-mode": (
-        "[redis]\nmode = cluster\n",
-        (2, "2: [redis] mode: cluster is not supported yet (the per-topic layout runs on one Redis or "
-            "Sentinel); use standalone or sentinel"),
+    # [redis] mode: cluster needs its seed nodes, database 0, no fixed address
+    # and the per-topic layout; sentinel needs its keys and takes no fixed
+    # address; sentinel keys need sentinel mode.
+    "cluster-without-nodes": (
+        "[delayer]\nlayout = topic\n\n[redis]\nmode = cluster\n",
+        (5, "5: [redis] mode: mode = cluster needs nodes (seed nodes: host:port,host:port,...)"),
+    ),
+    "cluster-with-the-classic-layout": (
+        "[redis]\nmode = cluster\nnodes = 127.0.0.1:7000\n",
+        (2, "2: [redis] mode: mode = cluster needs [delayer] layout = topic (the classic layout keeps every job "
+            "in one key)"),
+    ),
+    "cluster-with-a-database": (
+        "[delayer]\nlayout = topic\n\n[redis]\nmode = cluster\nnodes = 127.0.0.1:7000\ndatabase = 2\n",
+        (7, "7: [redis] database: Redis Cluster has only database 0"),
+    ),
+    "cluster-with-a-host": (
+        "[delayer]\nlayout = topic\n\n[redis]\nmode = cluster\nnodes = 127.0.0.1:7000\nhost = 127.0.0.1\n",
+        (7, "7: [redis] host: not used with mode = cluster: the nodes name the cluster"),
     ),
     "sentinel-without-master-name": (
         "[redis]\nmode = sentinel\nnodes = 127.0.0.1:26379\n",

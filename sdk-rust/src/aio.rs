@@ -6,6 +6,7 @@
 //! consumer never stalls the others' pushes and pops. What is sent and how
 //! replies read is shared with the blocking client (`ops`, `wait`).
 
+use crate::aio_shared::AsyncConn;
 use crate::aio_shared::Shared;
 use crate::conf;
 use crate::connection::DEFAULT_CONNECT_TIMEOUT as CONNECT_TIMEOUT;
@@ -16,7 +17,7 @@ use crate::ops::{self, DeadAction, Ending, IndexNote, Request};
 use crate::target::{is_read_only, Target};
 use crate::wait::{Step, Wait};
 use crate::{DeadLetter, Job, JobRef, Message, Reserved};
-use redis::aio::{ConnectionManagerConfig, MultiplexedConnection};
+use redis::aio::ConnectionManagerConfig;
 use redis::{AsyncConnectionConfig, Client, Value};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -46,7 +47,7 @@ const MAX_IDLE_BLOCKING: usize = 16;
 pub struct Delayer {
     target: Target,
     shared: Shared,
-    blocking: Arc<Mutex<Vec<MultiplexedConnection>>>,
+    blocking: Arc<Mutex<Vec<AsyncConn>>>,
     names: Names,
     /// Pushes wait this long for a replica's acknowledgement (`durable`).
     durable: Option<Duration>,
@@ -232,7 +233,7 @@ impl Delayer {
         let mut pushed = ops::PushedMany::new(jobs);
         let mut least_acked = u64::MAX;
         for pipe in ops::push_many(&self.names, jobs)? {
-            let (reply, acked) = self.call_durable(&Request::Pipeline(pipe)).await?;
+            let (reply, acked) = self.call_durable(&Request::Batch(pipe)).await?;
             least_acked = least_acked.min(acked);
             pushed.add(reply)?;
         }
@@ -269,7 +270,7 @@ impl Delayer {
     }
 
     /// Keeps a blocking connection that finished cleanly for the next wait.
-    fn reuse(&self, conn: MultiplexedConnection) {
+    fn reuse(&self, conn: AsyncConn) {
         if let Ok(mut idle) = self.blocking.lock() {
             if idle.len() < MAX_IDLE_BLOCKING {
                 idle.push(conn);
@@ -412,20 +413,26 @@ impl Delayer {
     }
 
     /// A new connection for blocking waits.
-    async fn blocking_connection(&self) -> Result<MultiplexedConnection> {
+    async fn blocking_connection(&self) -> Result<AsyncConn> {
         // No response timeout: a blocking command answers when a job comes
         // or its own wait ends, however long that is.
+        if self.target.is_cluster() {
+            return Ok(AsyncConn::Cluster(self.target.connect_cluster_async(CONNECT_TIMEOUT, None).await?));
+        }
         let config =
             AsyncConnectionConfig::new().set_connection_timeout(Some(CONNECT_TIMEOUT)).set_response_timeout(None);
-        Ok(self.target.connect_async(CONNECT_TIMEOUT, &config).await?)
+        Ok(AsyncConn::Multiplexed(self.target.connect_async(CONNECT_TIMEOUT, &config).await?))
     }
 }
 
 /// Sends `req` on an async connection.
-async fn send(conn: &mut impl redis::aio::ConnectionLike, req: &Request) -> redis::RedisResult<Value> {
+async fn send(conn: &mut AsyncConn, req: &Request) -> redis::RedisResult<Value> {
     match req {
         Request::Script(inv) => inv.invoke_async(conn).await,
-        Request::Pipeline(pipe) => pipe.query_async(conn).await,
+        Request::Batch(batch) => {
+            let cluster = conn.is_cluster();
+            batch.send_async(conn, cluster).await
+        }
         Request::Blocking(cmd, _) => cmd.query_async(conn).await,
     }
 }

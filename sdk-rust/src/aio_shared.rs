@@ -1,36 +1,88 @@
-//! The async client's shared connection, for a fixed Redis or a Sentinel
-//! deployment's master.
+//! The async client's shared connection, for a fixed Redis, a Sentinel
+//! deployment's master, or a Redis Cluster.
 //!
 //! redis-rs's `ConnectionManager` reconnects by itself, but always to the
 //! address it was made for: after a failover that is a dead node or a
 //! demoted one. In sentinel mode the manager is therefore replaced, by one
 //! for the master the sentinels name, when a call meets a lost connection or
-//! a `READONLY` reply. For a fixed Redis it is made once and kept.
+//! a `READONLY` reply. For a fixed Redis it is made once and kept. A
+//! cluster's connection (redis-rs follows MOVED, ASK and failovers) is made
+//! on first use and kept.
 
 use crate::connection::DEFAULT_CONNECT_TIMEOUT;
 use crate::target::Target;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::RedisResult;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 use std::sync::{Arc, Mutex};
+
+/// An async connection: to one node, or to a cluster.
+#[derive(Clone)]
+pub(crate) enum AsyncConn {
+    /// The shared, self-reconnecting one (one node).
+    Managed(ConnectionManager),
+    /// One of its own (a blocking wait, a durable push's WAIT).
+    Multiplexed(MultiplexedConnection),
+    /// A cluster: each command goes to its key's node.
+    Cluster(ClusterConnection),
+}
+
+impl AsyncConn {
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, AsyncConn::Cluster(_))
+    }
+}
+
+impl redis::aio::ConnectionLike for AsyncConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            AsyncConn::Managed(c) => c.req_packed_command(cmd),
+            AsyncConn::Multiplexed(c) => c.req_packed_command(cmd),
+            AsyncConn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            AsyncConn::Managed(c) => c.req_packed_commands(cmd, offset, count),
+            AsyncConn::Multiplexed(c) => c.req_packed_commands(cmd, offset, count),
+            AsyncConn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            AsyncConn::Managed(c) => c.get_db(),
+            AsyncConn::Multiplexed(c) => c.get_db(),
+            AsyncConn::Cluster(c) => c.get_db(),
+        }
+    }
+}
 
 /// One multiplexed, self-reconnecting connection shared by clones.
 #[derive(Clone)]
 pub(crate) struct Shared {
     target: Target,
     config: ConnectionManagerConfig,
-    /// The manager in use and its generation (bumped at each replacement,
+    /// The connection in use and its generation (bumped at each replacement,
     /// so concurrent callers that saw the same failure replace it once).
-    current: Arc<Mutex<(Option<ConnectionManager>, u64)>>,
+    current: Arc<Mutex<(Option<AsyncConn>, u64)>>,
 }
 
 impl Shared {
     /// For a fixed Redis the manager is made now (it connects lazily); in
-    /// sentinel mode, on first use.
+    /// sentinel and cluster mode, on first use.
     pub(crate) fn new(target: Target, config: ConnectionManagerConfig) -> RedisResult<Shared> {
-        let first = if target.follows_failover() {
+        let first = if target.follows_failover() || target.is_cluster() {
             None
         } else {
-            Some(ConnectionManager::new_lazy_with_config(target.client(DEFAULT_CONNECT_TIMEOUT)?, config.clone())?)
+            let client = target.client(DEFAULT_CONNECT_TIMEOUT)?;
+            Some(AsyncConn::Managed(ConnectionManager::new_lazy_with_config(client, config.clone())?))
         };
         Ok(Shared { target, config, current: Arc::new(Mutex::new((first, 0))) })
     }
@@ -41,7 +93,7 @@ impl Shared {
     }
 
     /// The manager to send on, and its generation.
-    pub(crate) async fn get(&self) -> RedisResult<(ConnectionManager, u64)> {
+    pub(crate) async fn get(&self) -> RedisResult<(AsyncConn, u64)> {
         let (held, generation) = {
             let slot = self.current.lock().unwrap_or_else(|p| p.into_inner());
             (slot.0.clone(), slot.1)
@@ -54,7 +106,7 @@ impl Shared {
 
     /// A manager for the master of the moment, unless another caller has
     /// already replaced generation `seen`.
-    pub(crate) async fn replace(&self, seen: u64) -> RedisResult<(ConnectionManager, u64)> {
+    pub(crate) async fn replace(&self, seen: u64) -> RedisResult<(AsyncConn, u64)> {
         {
             let slot = self.current.lock().unwrap_or_else(|p| p.into_inner());
             if let (Some(conn), generation) = (&slot.0, slot.1) {
@@ -63,8 +115,12 @@ impl Shared {
                 }
             }
         }
-        let client = self.target.client_async(DEFAULT_CONNECT_TIMEOUT).await?;
-        let conn = ConnectionManager::new_lazy_with_config(client, self.config.clone())?;
+        let conn = if self.target.is_cluster() {
+            AsyncConn::Cluster(self.target.connect_cluster_async(DEFAULT_CONNECT_TIMEOUT, None).await?)
+        } else {
+            let client = self.target.client_async(DEFAULT_CONNECT_TIMEOUT).await?;
+            AsyncConn::Managed(ConnectionManager::new_lazy_with_config(client, self.config.clone())?)
+        };
         let mut slot = self.current.lock().unwrap_or_else(|p| p.into_inner());
         slot.1 += 1;
         slot.0 = Some(conn.clone());

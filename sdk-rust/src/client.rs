@@ -167,11 +167,11 @@ enum Conn {
         conn: r2d2::PooledConnection<Manager>,
         fresh: bool,
     },
-    Own(redis::Connection),
+    Own(crate::connection::Conn),
 }
 
 impl Conn {
-    fn get(&mut self) -> &mut redis::Connection {
+    fn get(&mut self) -> &mut crate::connection::Conn {
         match self {
             Conn::Pooled { conn, .. } => conn,
             Conn::Own(conn) => conn,
@@ -304,10 +304,13 @@ impl Delayer {
         Ok(reply?)
     }
 
-    fn send_once(&self, conn: &mut redis::Connection, req: &Request) -> redis::RedisResult<Value> {
+    fn send_once(&self, conn: &mut crate::connection::Conn, req: &Request) -> redis::RedisResult<Value> {
         match req {
             Request::Script(inv) => inv.invoke(conn),
-            Request::Pipeline(pipe) => pipe.query(conn),
+            Request::Batch(batch) => {
+                let cluster = conn.is_cluster();
+                batch.send(conn, cluster)
+            }
             Request::Blocking(cmd, wait) => {
                 // The pool's read timeout must not cut a wait short.
                 conn.set_read_timeout(wait.map(|w| w + BLOCKING_GRACE))?;
@@ -365,7 +368,7 @@ impl Delayer {
         let mut pushed = ops::PushedMany::new(jobs);
         let mut least_acked = u64::MAX;
         for pipe in ops::push_many(&self.names, jobs)? {
-            let (reply, acked) = self.call_durable(&Request::Pipeline(pipe))?;
+            let (reply, acked) = self.call_durable(&Request::Batch(pipe))?;
             least_acked = least_acked.min(acked);
             pushed.add(reply)?;
         }

@@ -4,10 +4,244 @@
 //! checkout; this manager bounds connecting (a dead host fails fast instead of
 //! hanging), optionally bounds each reply, and leaves health checks to the
 //! errors the commands themselves return. The server and the SDK share it.
+//!
+//! A connection ([`Conn`]) is to one Redis, or to a Redis Cluster (redis-rs
+//! routes each command by its key and follows MOVED and ASK); [`Batch`] is
+//! a pipeline that stays correct on a cluster, where one node's pipeline
+//! cannot hold commands for keys in other slots.
 
 use crate::target::Target;
-use redis::{Client, Connection, ConnectionLike, RedisError};
+use redis::cluster::ClusterConnection;
+use redis::{Client, Cmd, Connection, ConnectionLike, FromRedisValue, RedisError, RedisResult, Value};
 use std::time::Duration;
+
+/// A connection to one Redis, or to a Redis Cluster (`[redis] mode = cluster`).
+pub enum Conn {
+    /// One node (standalone, or the sentinels' master).
+    Single(Connection),
+    /// A cluster: each command goes to the node of its key's slot.
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    /// Bounds each read (`None`: none).
+    pub fn set_read_timeout(&self, dur: Option<Duration>) -> RedisResult<()> {
+        match self {
+            Conn::Single(c) => c.set_read_timeout(dur),
+            Conn::Cluster(c) => c.set_read_timeout(dur),
+        }
+    }
+
+    /// Bounds each write (`None`: none).
+    pub fn set_write_timeout(&self, dur: Option<Duration>) -> RedisResult<()> {
+        match self {
+            Conn::Single(c) => c.set_write_timeout(dur),
+            Conn::Cluster(c) => c.set_write_timeout(dur),
+        }
+    }
+
+    /// Whether this is a cluster connection.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Conn::Cluster(_))
+    }
+
+    /// Every key matching `pattern` (SCAN to the end; on a cluster, on every
+    /// master, since each holds its own slots' keys).
+    pub fn scan_match_all(&mut self, pattern: &str) -> RedisResult<Vec<String>> {
+        let scan = |cursor: u64| redis::cmd("SCAN").arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(500).clone();
+        let mut keys = Vec::new();
+        match self {
+            Conn::Single(conn) => {
+                let mut cursor = 0;
+                loop {
+                    let (next, found): (u64, Vec<String>) = scan(cursor).query(conn)?;
+                    keys.extend(found);
+                    if next == 0 {
+                        return Ok(keys);
+                    }
+                    cursor = next;
+                }
+            }
+            Conn::Cluster(conn) => {
+                use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+                let nodes: String = redis::cmd("CLUSTER").arg("NODES").query(conn)?;
+                for (host, port) in masters(&nodes) {
+                    let mut cursor = 0;
+                    loop {
+                        let to = SingleNodeRoutingInfo::ByAddress { host: host.clone(), port };
+                        let reply = conn.route_command(&scan(cursor), RoutingInfo::SingleNode(to))?;
+                        let (next, found): (u64, Vec<String>) = redis::from_redis_value(reply)?;
+                        keys.extend(found);
+                        if next == 0 {
+                            break;
+                        }
+                        cursor = next;
+                    }
+                }
+                Ok(keys)
+            }
+        }
+    }
+}
+
+/// The masters of `CLUSTER NODES` (not failing), as host and port.
+fn masters(nodes: &str) -> Vec<(String, u16)> {
+    nodes
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let flags = fields.get(2)?;
+            if !flags.split(',').any(|f| f == "master") || flags.contains("fail") {
+                return None;
+            }
+            // ip:port@cport[,hostname]
+            let addr = fields.get(1)?.split(['@', ',']).next()?;
+            let (host, port) = addr.rsplit_once(':')?;
+            Some((host.trim_matches(['[', ']']).to_string(), port.parse().ok()?))
+        })
+        .collect()
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands(&mut self, cmd: &[u8], offset: usize, count: usize) -> RedisResult<Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        match self {
+            Conn::Single(c) => c.req_command(cmd),
+            Conn::Cluster(c) => c.req_command(cmd),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+
+    fn check_connection(&mut self) -> bool {
+        match self {
+            Conn::Single(c) => c.check_connection(),
+            Conn::Cluster(c) => c.check_connection(),
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        match self {
+            Conn::Single(c) => c.is_open(),
+            Conn::Cluster(c) => c.is_open(),
+        }
+    }
+}
+
+/// Commands sent together: one pipeline (one round trip) to one Redis; on a
+/// cluster, each command on its own, routed by its key (a node's pipeline
+/// cannot hold another slot's keys). Replies as a pipeline's: those of the
+/// commands not ignored, in order.
+#[derive(Clone, Default)]
+pub struct Batch {
+    cmds: Vec<(Cmd, bool)>,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Batch {
+        Batch::default()
+    }
+
+    /// Adds `cmd`, its reply wanted.
+    pub fn add(&mut self, cmd: Cmd) -> &mut Batch {
+        self.cmds.push((cmd, false));
+        self
+    }
+
+    /// Adds `cmd`, its reply not wanted (errors still count).
+    pub fn add_ignored(&mut self, cmd: Cmd) -> &mut Batch {
+        self.cmds.push((cmd, true));
+        self
+    }
+
+    /// Whether no command was added.
+    pub fn is_empty(&self) -> bool {
+        self.cmds.is_empty()
+    }
+
+    /// The replies: a list of the wanted ones.
+    pub fn send<C: ConnectionLike>(&self, conn: &mut C, cluster: bool) -> RedisResult<Value> {
+        if !cluster {
+            return self.pipeline().query(conn);
+        }
+        let mut replies = Vec::new();
+        for (cmd, ignored) in &self.cmds {
+            let reply: Value = cmd.query(conn)?;
+            if !ignored {
+                replies.push(reply);
+            }
+        }
+        Ok(Value::Array(replies))
+    }
+
+    /// The async twin of [`Batch::send`].
+    #[cfg(feature = "aio")]
+    pub async fn send_async<C: redis::aio::ConnectionLike + Send>(
+        &self,
+        conn: &mut C,
+        cluster: bool,
+    ) -> RedisResult<Value> {
+        if !cluster {
+            return self.pipeline().query_async(conn).await;
+        }
+        let mut replies = Vec::new();
+        for (cmd, ignored) in &self.cmds {
+            let reply: Value = cmd.query_async(conn).await?;
+            if !ignored {
+                replies.push(reply);
+            }
+        }
+        Ok(Value::Array(replies))
+    }
+
+    /// One node's pipeline of these commands.
+    fn pipeline(&self) -> redis::Pipeline {
+        let mut pipe = redis::pipe();
+        for (cmd, ignored) in &self.cmds {
+            pipe.add_command(cmd.clone());
+            if *ignored {
+                pipe.ignore();
+            }
+        }
+        pipe
+    }
+
+    /// Each command's own reply or error, read as `T` (one node: a pipeline
+    /// that goes on past errors).
+    pub fn query_each<T: FromRedisValue>(&self, conn: &mut Conn) -> RedisResult<Vec<RedisResult<T>>> {
+        let read = |v: RedisResult<Value>| v.and_then(|v| Ok(redis::from_redis_value::<T>(v)?));
+        if !conn.is_cluster() {
+            let replies: Vec<RedisResult<Value>> = self.pipeline().ignore_errors().query(conn)?;
+            return Ok(replies.into_iter().map(read).collect());
+        }
+        Ok(self.cmds.iter().filter(|(_, ignored)| !ignored).map(|(cmd, _)| read(cmd.query(conn))).collect())
+    }
+
+    /// [`Batch::send`] on a [`Conn`], read as `T`.
+    pub fn query<T: FromRedisValue>(&self, conn: &mut Conn) -> RedisResult<T> {
+        let cluster = conn.is_cluster();
+        Ok(redis::from_redis_value(self.send(conn, cluster)?)?)
+    }
+}
 
 /// How long connecting (TCP, AUTH, SELECT) may take, unless told otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -40,7 +274,7 @@ impl Manager {
 
     /// A new connection with this manager's timeouts (sentinel mode: to the
     /// master of the moment).
-    pub fn connect(&self) -> Result<Connection, RedisError> {
+    pub fn connect(&self) -> Result<Conn, RedisError> {
         let conn = self.target.connect(self.connect_timeout)?;
         conn.set_read_timeout(self.io_timeout)?;
         conn.set_write_timeout(self.io_timeout)?;
@@ -51,7 +285,7 @@ impl Manager {
 /// A pooled connection that can be retired: one that met a demoted master
 /// (`READONLY`) is still open, but must not go back into the pool.
 pub struct PooledConn {
-    conn: Connection,
+    conn: Conn,
     retired: bool,
 }
 
@@ -63,14 +297,14 @@ impl PooledConn {
 }
 
 impl std::ops::Deref for PooledConn {
-    type Target = Connection;
-    fn deref(&self) -> &Connection {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
         &self.conn
     }
 }
 
 impl std::ops::DerefMut for PooledConn {
-    fn deref_mut(&mut self) -> &mut Connection {
+    fn deref_mut(&mut self) -> &mut Conn {
         &mut self.conn
     }
 }
@@ -141,4 +375,20 @@ pub fn build_pool_for(target: Target, opts: &PoolOptions) -> r2d2::Pool<Manager>
         .test_on_check_out(false)
         .error_handler(Box::new(r2d2::NopErrorHandler))
         .build_unchecked(manager)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::masters;
+
+    #[test]
+    fn masters_are_read_from_cluster_nodes() {
+        let nodes = "\
+07c3 127.0.0.1:30004@40004 slave e7d1 0 1426238317239 4 connected
+67ed 127.0.0.1:30002@40002,node-2 master - 0 1426238316232 2 connected 5461-10922
+e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460
+6ec2 127.0.0.1:30003@40003 master,fail - 1426238316232 1426238316232 3 disconnected
+";
+        assert_eq!(masters(nodes), [("127.0.0.1".to_string(), 30002), ("127.0.0.1".to_string(), 30001)]);
+    }
 }

@@ -9,6 +9,7 @@
 //! listing. Requests are built and replies read here, without I/O, and the
 //! blocking and async clients only send them.
 
+use crate::connection::Batch;
 use crate::error::{Error, Result};
 use crate::keys::{Keys, Names};
 use crate::ops::Request;
@@ -286,10 +287,10 @@ pub(crate) fn list_ready(names: &Names, topic: &str, cursor: u64, count: usize) 
     crate::ops::check_topic(names, topic)?;
     let count = page_count(count)? as i64;
     let from = i64::try_from(cursor).map_err(|_| Error::InvalidArgument(format!("cursor {cursor} is too large")))?;
-    let mut pipe = redis::pipe();
+    let mut batch = Batch::new();
     // One more than asked, to know whether a next page exists.
-    pipe.cmd("LRANGE").arg(names.ready(topic)).arg(-from - count - 1).arg(-from - 1);
-    Ok(Request::Pipeline(pipe))
+    batch.add(redis::cmd("LRANGE").arg(names.ready(topic)).arg(-from - count - 1).arg(-from - 1).clone());
+    Ok(Request::Batch(batch))
 }
 
 /// The ready listing's reply (one pipeline of one LRANGE).
@@ -322,9 +323,9 @@ pub(crate) fn counting(names: &Names) -> Counting {
     match names {
         Names::Classic(keys) => Counting::Script(stats(keys)),
         Names::Topic(index) => {
-            let mut pipe = redis::pipe();
-            pipe.cmd("SMEMBERS").arg(index.topics());
-            Counting::Topics(Request::Pipeline(pipe))
+            let mut batch = Batch::new();
+            batch.add(redis::cmd("SMEMBERS").arg(index.topics()).clone());
+            Counting::Topics(Request::Batch(batch))
         }
     }
 }
@@ -341,11 +342,12 @@ pub(crate) fn topic_numbers(names: &Names, reply: Value) -> Result<(Vec<String>,
     let mut topics =
         members.into_iter().map(|m| opt_text(m).map(Option::unwrap_or_default)).collect::<Result<Vec<String>>>()?;
     topics.sort();
-    let mut pipe = redis::pipe();
+    let mut batch = Batch::new();
     for t in &topics {
-        pipe.zcard(names.pool(t)).llen(names.ready(t)).zcard(names.reserved(t)).llen(names.dead(t));
+        batch.add(redis::Cmd::zcard(names.pool(t))).add(redis::Cmd::llen(names.ready(t)));
+        batch.add(redis::Cmd::zcard(names.reserved(t))).add(redis::Cmd::llen(names.dead(t)));
     }
-    Ok((topics, Request::Pipeline(pipe)))
+    Ok((topics, Request::Batch(batch)))
 }
 
 /// The numbers of `topics` (the reply of [`topic_numbers`]'s request).

@@ -53,6 +53,7 @@ pub mod aio;
 #[cfg(feature = "aio")]
 mod aio_shared;
 mod client;
+pub mod cluster;
 pub mod conf;
 pub mod connection;
 pub mod durable;

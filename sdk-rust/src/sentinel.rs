@@ -53,9 +53,9 @@ impl fmt::Debug for SentinelSettings {
 }
 
 /// Reads `[redis] mode` and the keys that go with it: `None` in standalone
-/// mode (the default), the sentinel settings in sentinel mode. Refuses
-/// `mode = cluster` (not supported yet) and keys that do
-/// not belong to the mode.
+/// mode (the default) and in cluster mode ([`crate::cluster::from_conf`]
+/// reads that), the sentinel settings in sentinel mode. Refuses keys that
+/// do not belong to the mode.
 pub fn from_conf(conf: &ConfFile) -> Result<Option<SentinelSettings>, ConfError> {
     let err = |key: &str, message: String| conf.error(Some("redis"), Some(key), message);
     match conf.string("redis", "mode").as_deref() {
@@ -63,10 +63,7 @@ pub fn from_conf(conf: &ConfFile) -> Result<Option<SentinelSettings>, ConfError>
             Some(key) => Err(err(key, "is only used with mode = sentinel (mode is standalone)".into())),
             None => Ok(None),
         },
-        Some("cluster") => Err(err(
-            "mode",
-            "cluster is not supported yet (the per-topic layout runs on one Redis or Sentinel); use standalone or sentinel".into(),
-        )),
+        Some("cluster") => Ok(None),
         Some("sentinel") => {
             if let Some(key) = FIXED_ONLY.into_iter().find(|k| conf.string("redis", k).is_some()) {
                 return Err(err(key, "not used with mode = sentinel: the sentinels name the master (nodes)".into()));
@@ -90,7 +87,7 @@ pub fn from_conf(conf: &ConfFile) -> Result<Option<SentinelSettings>, ConfError>
                 tls,
             }))
         }
-        Some(other) => Err(err("mode", format!("{other:?} is not a mode: standalone or sentinel"))),
+        Some(other) => Err(err("mode", format!("{other:?} is not a mode: standalone, sentinel or cluster"))),
     }
 }
 
@@ -235,14 +232,13 @@ mod tests {
     }
 
     #[test]
-    fn cluster_is_refused_naming_the_missing_layout() {
-        let err = conf("[redis]\n\nmode = cluster\n").expect_err("cluster");
+    fn cluster_is_left_to_the_cluster_reader_and_a_typo_is_refused() {
+        assert_eq!(conf("[redis]\n\nmode = cluster\nnodes = a:1\n"), Ok(None));
+        let err = conf("[redis]\nmode = sentinal\n").expect_err("typo");
         assert_eq!(
             err.to_string(),
-            "d.conf:3: [redis] mode: cluster is not supported yet (the per-topic layout runs on one Redis or Sentinel); use standalone or sentinel"
+            "d.conf:2: [redis] mode: \"sentinal\" is not a mode: standalone, sentinel or cluster"
         );
-        let err = conf("[redis]\nmode = sentinal\n").expect_err("typo");
-        assert_eq!(err.to_string(), "d.conf:2: [redis] mode: \"sentinal\" is not a mode: standalone or sentinel");
     }
 
     #[test]

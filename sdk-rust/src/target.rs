@@ -1,14 +1,17 @@
-//! Where connections go: one fixed Redis, or whichever node the sentinels
-//! name as master when the connection is made.
+//! Where connections go: one fixed Redis, whichever node the sentinels
+//! name as master when the connection is made, or a Redis Cluster.
 //!
 //! Every connection of the SDK and of the server is opened through a
 //! [`Target`], so in sentinel mode each new connection (after a connection
 //! error, or a `READONLY` reply from a demoted master) reaches the master of
 //! the moment: clients and server follow a failover without a restart.
 
+use crate::cluster::ClusterSettings;
 use crate::conf::RedisSettings;
+use crate::connection::Conn;
 use crate::sentinel::{self, SentinelSettings};
-use redis::{Client, Connection, RedisResult, Value};
+use redis::cluster::ClusterClient;
+use redis::{Client, RedisResult, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +23,8 @@ pub struct Target(Kind);
 enum Kind {
     Fixed(Arc<Client>),
     Sentinel(Arc<RedisSettings>),
+    /// The cluster client, and a client per seed node (pub/sub).
+    Cluster(Arc<ClusterClient>, Arc<Vec<Client>>, String),
 }
 
 impl std::fmt::Debug for Target {
@@ -27,6 +32,7 @@ impl std::fmt::Debug for Target {
         match &self.0 {
             Kind::Fixed(client) => write!(f, "Target({})", client.get_connection_info().addr()),
             Kind::Sentinel(settings) => write!(f, "Target({})", settings.describe()),
+            Kind::Cluster(_, _, described) => write!(f, "Target({described})"),
         }
     }
 }
@@ -44,6 +50,22 @@ impl Target {
         Target(Kind::Sentinel(Arc::new(settings)))
     }
 
+    /// A Redis Cluster (`settings.cluster` holds its seeds).
+    pub fn cluster(settings: &RedisSettings, cluster: &ClusterSettings) -> RedisResult<Target> {
+        let client = settings.cluster_client(cluster)?;
+        let seeds = cluster
+            .nodes
+            .iter()
+            .map(|(h, p)| settings.node_client(h, *p, cluster.tls))
+            .collect::<RedisResult<Vec<_>>>()?;
+        Ok(Target(Kind::Cluster(Arc::new(client), Arc::new(seeds), cluster.describe())))
+    }
+
+    /// Whether this is a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.0, Kind::Cluster(..))
+    }
+
     /// Whether the address can change (sentinel mode): a `READONLY` reply
     /// then means "ask again", not a misconfiguration.
     pub fn follows_failover(&self) -> bool {
@@ -56,9 +78,14 @@ impl Target {
 
     /// A client for the current master (sentinel mode: asks the sentinels
     /// now; the client does not follow a later failover).
+    /// In cluster mode: a client for one seed node (for what any node
+    /// answers: pub/sub).
     pub fn client(&self, timeout: Duration) -> RedisResult<Client> {
         match &self.0 {
             Kind::Fixed(client) => Ok(Client::clone(client)),
+            Kind::Cluster(_, seeds, _) => {
+                seeds.first().cloned().ok_or_else(|| sentinel::unavailable("no seeds".into()))
+            }
             Kind::Sentinel(settings) => {
                 let s = Self::sentinel_settings(settings)?;
                 let (host, port) = sentinel::master_address(s, timeout, |info, t| {
@@ -70,8 +97,30 @@ impl Target {
     }
 
     /// A connection to Redis (sentinel mode: to the node the sentinels name,
-    /// checked to be a master). `timeout` bounds each step of connecting.
-    pub fn connect(&self, timeout: Duration) -> RedisResult<Connection> {
+    /// checked to be a master; cluster mode: to the cluster). `timeout`
+    /// bounds each step of connecting.
+    pub fn connect(&self, timeout: Duration) -> RedisResult<Conn> {
+        if let Kind::Cluster(cluster, _, _) = &self.0 {
+            let config = redis::cluster::ClusterConfig::new().set_connection_timeout(timeout);
+            return Ok(Conn::Cluster(cluster.get_connection_with_config(config)?));
+        }
+        Ok(Conn::Single(self.connect_node(timeout)?))
+    }
+
+    /// A connection to one node: the fixed Redis, the sentinels' master, or
+    /// (cluster mode) a seed node, for what any node answers (pub/sub).
+    pub fn connect_node(&self, timeout: Duration) -> RedisResult<redis::Connection> {
+        if let Kind::Cluster(_, seeds, _) = &self.0 {
+            // The first seed that answers: any node hears every PUBLISH.
+            let mut last = sentinel::unavailable("no seeds".into());
+            for seed in seeds.iter() {
+                match seed.get_connection_with_timeout(timeout) {
+                    Ok(conn) => return Ok(conn),
+                    Err(e) => last = e,
+                }
+            }
+            return Err(last);
+        }
         let client = self.client(timeout)?;
         let mut conn = client.get_connection_with_timeout(timeout)?;
         if self.follows_failover() {
@@ -90,6 +139,9 @@ impl Target {
     pub async fn client_async(&self, timeout: Duration) -> RedisResult<Client> {
         match &self.0 {
             Kind::Fixed(client) => Ok(Client::clone(client)),
+            Kind::Cluster(_, seeds, _) => {
+                seeds.first().cloned().ok_or_else(|| sentinel::unavailable("no seeds".into()))
+            }
             Kind::Sentinel(settings) => {
                 let s = Self::sentinel_settings(settings)?;
                 let config = redis::AsyncConnectionConfig::new()
@@ -103,6 +155,24 @@ impl Target {
                 settings.master_client(&host, port)
             }
         }
+    }
+
+    /// An async connection to the cluster (cluster mode), with `response`
+    /// as its bound on each reply (`None`: none, for blocking waits).
+    #[cfg(feature = "aio")]
+    pub async fn connect_cluster_async(
+        &self,
+        timeout: Duration,
+        response: Option<Duration>,
+    ) -> RedisResult<redis::cluster_async::ClusterConnection> {
+        let Kind::Cluster(cluster, _, _) = &self.0 else {
+            return Err(sentinel::unavailable("not a cluster".into()));
+        };
+        let mut config = redis::cluster::ClusterConfig::new().set_connection_timeout(timeout);
+        if let Some(response) = response {
+            config = config.set_response_timeout(response);
+        }
+        cluster.get_async_connection_with_config(config).await
     }
 
     /// The async twin of [`Target::connect`]: a multiplexed connection with

@@ -127,6 +127,8 @@ impl Config {
         };
 
         let layout = conf::layout(file)?;
+        let redis = RedisSettings::from_conf(file)?;
+        conf::check_mode_and_layout(file, &redis, layout)?;
         let http = crate::http::settings::HttpSettings::from_file(file)?;
         Ok(Config {
             path: file.path().to_path_buf(),
@@ -138,7 +140,7 @@ impl Config {
             batch_size,
             key_prefix: conf::key_prefix(file),
             layout,
-            redis: RedisSettings::from_conf(file)?,
+            redis,
             pool,
             metrics_addr: file.parse_value("delayer", "metrics_addr", "an address such as 127.0.0.1:9464")?,
             http,

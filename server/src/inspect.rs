@@ -6,8 +6,9 @@
 
 use crate::fatal::Fatal;
 use delayer::conf::RedisSettings;
+use delayer::connection::{Batch, Conn};
 use delayer::Names;
-use redis::{Commands, Connection};
+use redis::Commands;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -92,14 +93,15 @@ pub struct Peeked {
 }
 
 /// Connects once.
-pub fn connect(settings: &RedisSettings) -> Result<Connection, Fatal> {
-    let client = settings.client().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
-    client
-        .get_connection_with_timeout(delayer::connection::DEFAULT_CONNECT_TIMEOUT)
+/// (to the cluster in cluster mode).
+pub fn connect(settings: &RedisSettings) -> Result<Conn, Fatal> {
+    let target = settings.target().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
+    target
+        .connect(delayer::connection::DEFAULT_CONNECT_TIMEOUT)
         .map_err(|e| Fatal::failed(format!("cannot reach redis at {}: {e}", settings.describe())))
 }
 
-fn redis_now(conn: &mut Connection) -> redis::RedisResult<f64> {
+fn redis_now(conn: &mut Conn) -> redis::RedisResult<f64> {
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query(conn)?;
     Ok(secs as f64 + micros as f64 / 1e6)
 }
@@ -107,7 +109,7 @@ fn redis_now(conn: &mut Connection) -> redis::RedisResult<f64> {
 /// Reads the queue's counters; the per-topic ones come from `topics`
 /// (stats.lua through the SDK: no SCAN of the keyspace, however large).
 /// In the per-topic layout each topic's keys are read (one pipeline).
-pub fn stats(conn: &mut Connection, names: &Names, topics: &delayer::inspect::Stats) -> redis::RedisResult<Stats> {
+pub fn stats(conn: &mut Conn, names: &Names, topics: &delayer::inspect::Stats) -> redis::RedisResult<Stats> {
     let now = redis_now(conn)?;
     // The reserved sets are scored in ms.
     let overdue_ms = (now * 1000.0).floor();
@@ -123,11 +125,12 @@ pub fn stats(conn: &mut Connection, names: &Names, topics: &delayer::inspect::St
             )
         }
         Names::Topic(_) => {
-            let mut pipe = redis::pipe();
+            // Each topic's keys are in its own slot: a Batch, not one node's pipeline.
+            let mut pipe = Batch::new();
             for t in &topics.topics {
                 let t = &t.topic;
-                pipe.zrange_withscores(names.pool(t), 0, 0).llen(names.malformed(t));
-                pipe.zcount(names.reserved(t), "-inf", overdue_ms);
+                pipe.add(redis::Cmd::zrange_withscores(names.pool(t), 0, 0)).add(redis::Cmd::llen(names.malformed(t)));
+                pipe.add(redis::Cmd::zcount(names.reserved(t), "-inf", overdue_ms));
             }
             let per_topic: Vec<(Vec<(String, f64)>, u64, u64)> =
                 if topics.topics.is_empty() { Vec::new() } else { pipe.query(conn)? };
@@ -190,16 +193,16 @@ pub(crate) fn unix(t: std::time::SystemTime) -> f64 {
 }
 
 /// The next `count` jobs a consumer of `topic` would pop, first first.
-pub fn peek(conn: &mut Connection, names: &Names, topic: &str, count: usize) -> redis::RedisResult<Vec<Peeked>> {
+pub fn peek(conn: &mut Conn, names: &Names, topic: &str, count: usize) -> redis::RedisResult<Vec<Peeked>> {
     if count == 0 {
         return Ok(Vec::new());
     }
     // Consumers RPOP: the right end of the list comes first.
     let mut ids: Vec<String> = conn.lrange(names.ready(topic), -(count as isize), -1)?;
     ids.reverse();
-    let mut pipe = redis::pipe();
+    let mut pipe = Batch::new();
     for id in &ids {
-        pipe.hget(names.bucket(topic, id), "body").pttl(names.bucket(topic, id));
+        pipe.add(redis::Cmd::hget(names.bucket(topic, id), "body")).add(redis::Cmd::pttl(names.bucket(topic, id)));
     }
     let replies: Vec<(Option<Vec<u8>>, i64)> = if ids.is_empty() { Vec::new() } else { pipe.query(conn)? };
     Ok(ids

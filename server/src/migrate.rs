@@ -13,8 +13,9 @@
 //! them), and jobs still being pushed in the old layout (run it again once
 //! every client uses the new one).
 
+use delayer::connection::Conn as Connection;
 use delayer::{Keys, TopicKeys};
-use redis::{Commands, Connection, RedisResult, Script, Value};
+use redis::{Commands, RedisResult, Script, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
@@ -74,6 +75,13 @@ const PASSES: usize = 10;
 
 /// Moves every job under `prefix` into the `to` layout.
 pub fn run(conn: &mut Connection, prefix: &str, to: delayer::Layout) -> RedisResult<Report> {
+    if conn.is_cluster() {
+        // A cluster runs the per-topic layout only: there is nothing to move.
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "delayer migrate moves jobs on one Redis (standalone or sentinel); a cluster has the per-topic layout only",
+        )));
+    }
     let (classic, topic) = (Keys::new(prefix), TopicKeys::new(prefix));
     let mut report = Report::default();
     for _ in 0..PASSES {

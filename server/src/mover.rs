@@ -11,7 +11,7 @@
 
 use crate::scripts::{self, ExpireReply, MoveReply};
 use crate::telemetry;
-use delayer::connection::Manager;
+use delayer::connection::{Conn, Manager};
 use delayer::Keys;
 use log::{debug, info, warn};
 use redis::ConnectionLike;
@@ -110,7 +110,7 @@ pub trait Tick: Send + Sync {
 pub struct Link {
     manager: Manager,
     /// The connection and when it was opened; `None` after an error.
-    conn: Mutex<Option<(redis::Connection, Instant)>>,
+    conn: Mutex<Option<(Conn, Instant)>>,
     /// Reconnect once the connection is this old (`conn_max_lifetime`).
     max_lifetime: Option<Duration>,
 }
@@ -122,7 +122,7 @@ impl Link {
 
     /// Runs `work` on the connection (opened first if needed). A connection
     /// that failed is dropped, so the next tick starts on a fresh one.
-    pub fn with<T>(&self, work: impl FnOnce(&mut redis::Connection) -> Result<T, TickError>) -> Result<T, TickError> {
+    pub fn with<T>(&self, work: impl FnOnce(&mut Conn) -> Result<T, TickError>) -> Result<T, TickError> {
         let mut slot = self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let reusable = slot
             .take()
@@ -166,7 +166,7 @@ impl Mover {
         Mover { link: Link::new(manager, max_lifetime), keys, batch_size, lateness }
     }
 
-    fn tick_on(&self, conn: &mut redis::Connection, stop: &AtomicBool) -> Result<TickReport, TickError> {
+    fn tick_on(&self, conn: &mut Conn, stop: &AtomicBool) -> Result<TickReport, TickError> {
         let started = Instant::now();
         let mut report = TickReport::default();
         loop {

@@ -10,6 +10,7 @@
 //! very same rules. It is sent by SHA; `redis::Script` loads it
 //! again when Redis answers NOSCRIPT (after a restart or SCRIPT FLUSH).
 
+use delayer::connection::Conn;
 use delayer::{Keys, TopicKeys};
 use redis::{Script, Value};
 use std::sync::LazyLock;
@@ -44,7 +45,7 @@ pub struct ExpireReply {
 }
 
 /// Ends at most `batch_size` reservations whose deadline has passed.
-pub fn expire_batch(conn: &mut redis::Connection, keys: &Keys, batch_size: u32) -> redis::RedisResult<ExpireReply> {
+pub fn expire_batch(conn: &mut Conn, keys: &Keys, batch_size: u32) -> redis::RedisResult<ExpireReply> {
     let value: Value = EXPIRE
         .key(keys.reserved())
         .key(keys.job_pool())
@@ -63,7 +64,7 @@ pub fn expire_batch(conn: &mut redis::Connection, keys: &Keys, batch_size: u32) 
 /// passed, in the per-topic layout (the topic's keys; its dead-letter list as
 /// KEYS[4] with an empty dead-letter prefix, as release.lua's header says).
 pub fn expire_topic_batch(
-    conn: &mut redis::Connection,
+    conn: &mut Conn,
     keys: &TopicKeys,
     topic: &str,
     batch_size: u32,
@@ -133,12 +134,7 @@ impl MoveReply {
 
 /// Runs one move of at most `batch_size` due ids; with `lateness`, the
 /// reply lists each moved id's lateness (it costs Redis time: metrics only).
-pub fn move_batch(
-    conn: &mut redis::Connection,
-    keys: &Keys,
-    batch_size: u32,
-    lateness: bool,
-) -> redis::RedisResult<MoveReply> {
+pub fn move_batch(conn: &mut Conn, keys: &Keys, batch_size: u32, lateness: bool) -> redis::RedisResult<MoveReply> {
     let value: Value = MOVE
         .key(keys.job_pool())
         .key(keys.malformed())
@@ -186,7 +182,7 @@ fn parse(value: Value) -> Result<MoveReply, String> {
 /// its newest due time (ids leave in due order): the script reads two
 /// scores, not one per job.
 pub fn move_topic_batch(
-    conn: &mut redis::Connection,
+    conn: &mut Conn,
     keys: &TopicKeys,
     topic: &str,
     batch_size: u32,

@@ -16,7 +16,7 @@
 use crate::mover::{log_expired, Link, Tick, TickError, TickReport};
 use crate::scripts;
 use crate::telemetry;
-use delayer::connection::Manager;
+use delayer::connection::{Batch, Conn, Manager};
 use delayer::TopicKeys;
 use log::{info, warn};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,17 +90,15 @@ impl TopicMover {
         TopicMover { link: Link::new(manager, max_lifetime), keys, batch_size, lateness, passes: Default::default() }
     }
 
-    fn tick_on(&self, conn: &mut redis::Connection, stop: &AtomicBool) -> Result<TickReport, TickError> {
+    fn tick_on(&self, conn: &mut Conn, stop: &AtomicBool) -> Result<TickReport, TickError> {
         let started = Instant::now();
         let mut report = TickReport::default();
         let failed = TickError::Redis;
         self.passes_slice(conn).map_err(failed)?;
         for _ in 0..ROUNDS_PER_TICK {
-            let ((secs, micros), head): ((u64, u64), Vec<(String, f64)>) = redis::pipe()
-                .cmd("TIME")
-                .zrange_withscores(self.keys.due(), 0, DUE_PER_READ - 1)
-                .query(conn)
-                .map_err(failed)?;
+            let mut read = Batch::new();
+            read.add(redis::cmd("TIME")).add(redis::Cmd::zrange_withscores(self.keys.due(), 0, DUE_PER_READ - 1));
+            let ((secs, micros), head): ((u64, u64), Vec<(String, f64)>) = read.query(conn).map_err(failed)?;
             report.now = secs as f64 + micros as f64 / 1e6;
             report.now_seen_at = Some(Instant::now());
             let due: Vec<&String> = head.iter().filter(|(_, at)| *at <= report.now).map(|(t, _)| t).collect();
@@ -139,7 +137,7 @@ impl TopicMover {
     /// by batch, then sets its index entry.
     fn drain(
         &self,
-        conn: &mut redis::Connection,
+        conn: &mut Conn,
         topic: &str,
         stop: &AtomicBool,
         report: &mut TickReport,
@@ -175,10 +173,10 @@ impl TopicMover {
             // case a push or reserve (whose own index write may already have
             // run) came between the drain and this write.
             let next = earlier(reply.next_due, next_deadline);
-            let mut write = redis::pipe();
+            let mut write = Batch::new();
             match next {
-                Some(next) => write.zadd(&due, topic, next).ignore(),
-                None => write.zrem(&due, topic).ignore(),
+                Some(next) => write.add_ignored(redis::Cmd::zadd(&due, topic, next)),
+                None => write.add_ignored(redis::Cmd::zrem(&due, topic)),
             };
             self.read_head(&mut write, topic);
             let (pool_head, reserved_head): (Vec<(String, f64)>, Vec<(String, f64)>) = write.query(conn)?;
@@ -193,7 +191,7 @@ impl TopicMover {
 
     /// One slice of each background pass that is due: known topics' pool
     /// heads into the index; pools in the key space into `<prefix>topics`.
-    fn passes_slice(&self, conn: &mut redis::Connection) -> redis::RedisResult<()> {
+    fn passes_slice(&self, conn: &mut Conn) -> redis::RedisResult<()> {
         let mut passes = self.passes.lock().unwrap_or_else(|e| e.into_inner());
         if passes.sweep.due(SWEEP_EVERY) {
             let (cursor, topics): (u64, Vec<String>) = redis::cmd("SSCAN")
@@ -206,14 +204,22 @@ impl TopicMover {
             self.index_heads(conn, &topics)?;
         }
         if passes.rescan.due(RESCAN_EVERY) {
-            let (cursor, pools): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(passes.rescan.cursor)
-                .arg("MATCH")
-                .arg(self.keys.pool_pattern())
-                .arg("COUNT")
-                .arg(SLICE)
-                .query(conn)?;
-            passes.rescan.cursor = cursor;
+            let pools: Vec<String> = if conn.is_cluster() {
+                // Every master holds its own slots' keys: each is scanned
+                // to the end (a cursor is one node's).
+                passes.rescan.cursor = 0;
+                conn.scan_match_all(&self.keys.pool_pattern())?
+            } else {
+                let (cursor, pools): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(passes.rescan.cursor)
+                    .arg("MATCH")
+                    .arg(self.keys.pool_pattern())
+                    .arg("COUNT")
+                    .arg(SLICE)
+                    .query(conn)?;
+                passes.rescan.cursor = cursor;
+                pools
+            };
             let topics: Vec<&str> = pools.iter().filter_map(|k| self.keys.topic_of_pool(k)).collect();
             if !topics.is_empty() {
                 redis::cmd("SADD").arg(self.keys.topics()).arg(&topics).query::<()>(conn)?;
@@ -224,24 +230,25 @@ impl TopicMover {
         Ok(())
     }
 
-    /// Adds the reads of a topic's pool head and reserved head to `pipe`
+    /// Adds the reads of a topic's pool head and reserved head to `batch`
     /// (read them with [`head_time`]).
-    fn read_head(&self, pipe: &mut redis::Pipeline, topic: &str) {
-        pipe.zrange_withscores(self.keys.pool(topic), 0, 0).zrange_withscores(self.keys.reserved(topic), 0, 0);
+    fn read_head(&self, batch: &mut Batch, topic: &str) {
+        batch.add(redis::Cmd::zrange_withscores(self.keys.pool(topic), 0, 0));
+        batch.add(redis::Cmd::zrange_withscores(self.keys.reserved(topic), 0, 0));
     }
 
     /// `ZADD <prefix>due LT <time> <topic>` for each topic with a job waiting
     /// or reserved: an index entry never later than the topic's first due
     /// time or deadline.
-    fn index_heads(&self, conn: &mut redis::Connection, topics: &[String]) -> redis::RedisResult<()> {
+    fn index_heads(&self, conn: &mut Conn, topics: &[String]) -> redis::RedisResult<()> {
         if topics.is_empty() {
             return Ok(());
         }
-        let mut read = redis::pipe();
+        let mut read = Batch::new();
         topics.iter().for_each(|t| self.read_head(&mut read, t));
         // A key of the wrong type answers an error for itself alone.
-        let heads: Vec<redis::RedisResult<Vec<(String, f64)>>> = read.ignore_errors().query(conn)?;
-        let mut write = redis::pipe();
+        let heads: Vec<redis::RedisResult<Vec<(String, f64)>>> = read.query_each(conn)?;
+        let mut write = Batch::new();
         let mut any = false;
         for (topic, pair) in topics.iter().zip(heads.chunks(2)) {
             let [pool_head, reserved_head] = pair else { break };
@@ -254,7 +261,7 @@ impl TopicMover {
                 (Err(e), _) | (_, Err(e)) => return Err(e.clone()),
             };
             if let Some(first) = head_time(pool_head, reserved_head) {
-                write.cmd("ZADD").arg(self.keys.due()).arg("LT").arg(first).arg(topic).ignore();
+                write.add_ignored(redis::cmd("ZADD").arg(self.keys.due()).arg("LT").arg(first).arg(topic).clone());
                 any = true;
             }
         }

@@ -85,8 +85,10 @@ fn subscribe_and_forward(
     tx: &UnboundedSender<Wake>,
 ) -> Ended {
     // Sentinel mode: the master of the moment (a subscription on a node
-    // demoted later still hears PUBLISH, which replicas receive too).
-    let mut conn = match client.connect(connect_timeout) {
+    // demoted later still hears PUBLISH, which replicas receive too);
+    // cluster mode: the first seed that answers (every node hears every
+    // PUBLISH).
+    let mut conn = match client.connect_node(connect_timeout) {
         Ok(conn) => conn,
         Err(e) => return Ended::Lost(e),
     };

@@ -36,7 +36,18 @@ pub fn for_client(path: impl AsRef<Path>) -> Result<(RedisSettings, Names), Conf
     let file = ConfFile::load(path)?;
     reject_unknown(&file)?;
     let names = Names::new(&key_prefix(&file), layout(&file)?);
-    Ok((RedisSettings::from_conf(&file)?, names))
+    let redis = RedisSettings::from_conf(&file)?;
+    check_mode_and_layout(&file, &redis, names.layout())?;
+    Ok((redis, names))
+}
+
+/// Refuses `mode = cluster` with the classic layout (its jobs share one key,
+/// which one node holds).
+pub fn check_mode_and_layout(file: &ConfFile, redis: &RedisSettings, layout: Layout) -> Result<(), ConfError> {
+    if redis.cluster.is_some() && layout != Layout::Topic {
+        return Err(file.error(Some("redis"), Some("mode"), crate::cluster::NEEDS_TOPIC_LAYOUT));
+    }
+    Ok(())
 }
 
 /// `[delayer] layout`: `classic` (the default) or `topic`. In the per-topic

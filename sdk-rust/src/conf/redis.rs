@@ -4,6 +4,7 @@
 //! part that knows about connecting.
 
 use super::file::{ConfError, ConfFile};
+use crate::cluster::ClusterSettings;
 use crate::sentinel::{self, SentinelSettings};
 use crate::target::Target;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
@@ -38,6 +39,8 @@ pub struct RedisSettings {
     /// `mode = sentinel`: the master is the one these sentinels name, and
     /// url/host/port are unused.
     pub sentinel: Option<SentinelSettings>,
+    /// `mode = cluster`: a Redis Cluster reached through these seed nodes.
+    pub cluster: Option<ClusterSettings>,
 }
 
 impl Default for RedisSettings {
@@ -52,6 +55,7 @@ impl Default for RedisSettings {
             tls_ca: None,
             tls_client: None,
             sentinel: None,
+            cluster: None,
         }
     }
 }
@@ -66,6 +70,7 @@ impl fmt::Debug for RedisSettings {
             .field("tls_ca", &self.tls_ca.as_ref().map(|_| "<pem>"))
             .field("tls_client", &self.tls_client.as_ref().map(|_| "<pem>"))
             .field("sentinel", &self.sentinel)
+            .field("cluster", &self.cluster)
             .finish()
     }
 }
@@ -75,6 +80,7 @@ impl RedisSettings {
     pub fn from_conf(conf: &ConfFile) -> Result<RedisSettings, ConfError> {
         let d = RedisSettings::default();
         let sentinel = crate::sentinel::from_conf(conf)?;
+        let cluster = crate::cluster::from_conf(conf)?;
         let url = conf.string("redis", "url");
         if let Some(url) = &url {
             if let Some(key) = ["host", "port", "database"].into_iter().find(|k| conf.string("redis", k).is_some()) {
@@ -115,11 +121,15 @@ impl RedisSettings {
             tls_ca: pem("tls_ca_file")?,
             tls_client,
             sentinel,
+            cluster,
         })
     }
 
     /// Where it connects, for logs: never credentials.
     pub fn describe(&self) -> String {
+        if let Some(c) = &self.cluster {
+            return c.describe();
+        }
         if let Some(s) = &self.sentinel {
             let nodes: Vec<String> = s.nodes.iter().map(|(h, p)| format!("{h}:{p}")).collect();
             return format!("master {:?} of sentinels {}/{}", s.master_name, nodes.join(","), self.database);
@@ -151,20 +161,63 @@ impl RedisSettings {
     /// A redis-rs client, with the TLS certificates when given. In sentinel
     /// mode, a client for the master the sentinels name now: it does not
     /// follow a failover (use [`RedisSettings::target`] for that).
+    /// In cluster mode, a client for the first seed node (one node: for
+    /// what any node answers, such as pub/sub).
     pub fn client(&self) -> redis::RedisResult<redis::Client> {
         if self.sentinel.is_some() {
             return self.target()?.client(crate::connection::DEFAULT_CONNECT_TIMEOUT);
         }
+        if let Some(c) = &self.cluster {
+            let (host, port) = c.nodes.first().ok_or_else(|| sentinel::unavailable("no cluster nodes".into()))?;
+            return self.node_client(host, *port, c.tls);
+        }
         self.client_for(self.connection_info()?)
     }
 
-    /// Where connections go: this address, or the master the sentinels name
-    /// at each connection (sentinel mode).
+    /// Where connections go: this address, the master the sentinels name
+    /// at each connection (sentinel mode), or the cluster (cluster mode).
     pub fn target(&self) -> redis::RedisResult<Target> {
+        if let Some(c) = &self.cluster {
+            return Target::cluster(self, c);
+        }
         match &self.sentinel {
             None => Ok(Target::fixed(self.client()?)),
             Some(_) => Ok(Target::sentinel(self.clone())),
         }
+    }
+
+    /// A client for the node at `host:port` with this file's credentials
+    /// and TLS settings (database 0).
+    pub fn node_client(&self, host: &str, port: u16, tls: bool) -> redis::RedisResult<redis::Client> {
+        let mut redis = RedisConnectionInfo::default();
+        if let Some(u) = &self.username {
+            redis = redis.set_username(u);
+        }
+        if let Some(p) = &self.password {
+            redis = redis.set_password(p);
+        }
+        self.client_for(sentinel::address(host, port, tls).into_connection_info()?.set_redis_settings(redis))
+    }
+
+    /// The redis-rs cluster client for cluster mode's seeds.
+    pub fn cluster_client(&self, c: &ClusterSettings) -> redis::RedisResult<redis::cluster::ClusterClient> {
+        let seeds = c
+            .nodes
+            .iter()
+            .map(|(h, p)| sentinel::address(h, *p, c.tls).into_connection_info())
+            .collect::<redis::RedisResult<Vec<_>>>()?;
+        let mut builder = redis::cluster::ClusterClientBuilder::new(seeds)
+            .connection_timeout(crate::connection::DEFAULT_CONNECT_TIMEOUT)
+            .retries(4);
+        if let Some(u) = &self.username {
+            builder = builder.username(u);
+        }
+        if let Some(p) = &self.password {
+            builder = builder.password(p);
+        }
+        // The tls_* files are refused in cluster mode (see crate::cluster):
+        // redis-rs's cluster client takes certificates with rustls only.
+        builder.build()
     }
 
     /// A client for the master at `host:port` (sentinel mode): this file's

@@ -5,6 +5,7 @@
 //! do it themselves: the index lives outside the topic's hash slot.
 
 use super::Request;
+use crate::connection::Batch;
 use crate::keys::Names;
 use redis::Value;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -46,12 +47,12 @@ impl IndexNote {
     /// one round trip; read its reply with [`IndexNote::lowered`].
     pub(crate) fn write(&self, names: &Names) -> Option<Request> {
         let index = names.index()?;
-        let mut pipe = redis::pipe();
-        pipe.cmd("ZADD").arg(index.due()).arg("LT").arg("CH").arg(&self.time).arg(&self.topic);
+        let mut batch = Batch::new();
+        batch.add(redis::cmd("ZADD").arg(index.due()).arg("LT").arg("CH").arg(&self.time).arg(&self.topic).clone());
         if self.pushed {
-            pipe.cmd("SADD").arg(index.topics()).arg(&self.topic).ignore();
+            batch.add_ignored(redis::cmd("SADD").arg(index.topics()).arg(&self.topic).clone());
         }
-        Some(Request::Pipeline(pipe))
+        Some(Request::Batch(batch))
     }
 
     /// Whether the write lowered (or added) the topic's index entry.
@@ -62,9 +63,9 @@ impl IndexNote {
     /// `PUBLISH <prefix>wake <time>`, for a write that lowered the index.
     pub(crate) fn wake(&self, names: &Names) -> Option<Request> {
         let index = names.index()?;
-        let mut pipe = redis::pipe();
-        pipe.cmd("PUBLISH").arg(index.wake()).arg(&self.time).ignore();
-        Some(Request::Pipeline(pipe))
+        let mut batch = Batch::new();
+        batch.add_ignored(redis::cmd("PUBLISH").arg(index.wake()).arg(&self.time).clone());
+        Some(Request::Batch(batch))
     }
 }
 

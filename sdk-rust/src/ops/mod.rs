@@ -20,19 +20,21 @@ pub(crate) use push::*;
 pub(crate) use reliable::*;
 pub(crate) use replies::*;
 
+use crate::connection::Batch;
 use crate::error::{Error, Result};
 use crate::keys::{Layout, Names};
 use crate::scripts;
 use crate::validate;
-use redis::{Cmd, Pipeline, ScriptInvocation};
+use redis::{Cmd, ScriptInvocation};
 use std::time::Duration;
 
 /// One thing to send to Redis; the clients run it, each its own way.
 pub(crate) enum Request {
     /// A script call.
     Script(ScriptInvocation<'static>),
-    /// A pipeline (push_many).
-    Pipeline(Pipeline),
+    /// Commands sent together (a pipeline on one Redis; one by one, each to
+    /// its key's node, on a cluster).
+    Batch(Batch),
     /// A command Redis answers only when there is something, or after this
     /// wait (`None`: no limit): a connection's read timeout must not cut it.
     Blocking(Cmd, Option<Duration>),

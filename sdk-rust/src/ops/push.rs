@@ -2,12 +2,13 @@
 
 use super::index::IndexNote;
 use super::replies::{array, parse_due, text};
+use crate::connection::Batch;
 use crate::error::{Error, IdTaken, Result, Taken};
 use crate::keys::Names;
 use crate::scripts;
 use crate::validate;
 use crate::Job;
-use redis::{Pipeline, ScriptInvocation, ToRedisArgs, Value};
+use redis::{ScriptInvocation, ToRedisArgs, Value};
 use std::time::SystemTime;
 
 /// How many jobs one push_many.lua call takes.
@@ -67,11 +68,11 @@ pub(crate) fn push(names: &Names, job: &Job) -> Result<ScriptInvocation<'static>
 /// push_many.lua for many jobs: calls of up to [`JOBS_PER_CALL`]
 /// consecutive jobs with the same duplicate policy (and, in the per-topic
 /// layout, the same topic: a call's keys are one topic's), [`CALLS_PER_PIPELINE`]
-/// calls per pipeline, each pipeline starting with a SCRIPT LOAD (a no-op
-/// unless Redis lost the script). Everything is validated before anything is
+/// calls per batch, each batch starting with a SCRIPT LOAD (a no-op unless
+/// Redis lost the script). Everything is validated before anything is
 /// built. Each pipeline answers with one list of replies per call, one reply
 /// per job: read them with [`PushedMany`].
-pub(crate) fn push_many(names: &Names, jobs: &[Job]) -> Result<Vec<Pipeline>> {
+pub(crate) fn push_many(names: &Names, jobs: &[Job]) -> Result<Vec<Batch>> {
     let args = jobs.iter().map(|job| validate_job(names, job)).collect::<Result<Vec<_>>>()?;
     let per_topic = names.index().is_some();
     let mut calls: Vec<&[Job]> = Vec::new();
@@ -91,20 +92,23 @@ pub(crate) fn push_many(names: &Names, jobs: &[Job]) -> Result<Vec<Pipeline>> {
     let pipes = calls
         .chunks(CALLS_PER_PIPELINE)
         .map(|calls| {
-            let mut pipe = redis::pipe();
-            pipe.cmd("SCRIPT").arg("LOAD").arg(scripts::PUSH_MANY_SRC).ignore();
+            let mut batch = Batch::new();
+            // On a cluster SCRIPT LOAD goes to every node.
+            batch.add_ignored(redis::cmd("SCRIPT").arg("LOAD").arg(scripts::PUSH_MANY_SRC).clone());
             for call_jobs in calls {
                 let topic = &call_jobs[0].topic;
                 let counts = names.scheduled_count();
-                let call = pipe.cmd("EVALSHA").arg(scripts::PUSH_MANY.get_hash()).arg(1 + counts.is_some() as u8);
+                let mut call = redis::cmd("EVALSHA");
+                call.arg(scripts::PUSH_MANY.get_hash()).arg(1 + counts.is_some() as u8);
                 call.arg(names.pool(topic)).arg(counts);
                 call.arg(names.bucket_prefix(topic)).arg(policy(&call_jobs[0])).arg(names.script_wake());
                 for (job, args) in call_jobs.iter().zip(&args[done..]) {
                     call.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(args);
                 }
                 done += call_jobs.len();
+                batch.add(call);
             }
-            pipe
+            batch
         })
         .collect();
     Ok(pipes)

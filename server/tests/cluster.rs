@@ -1,0 +1,104 @@
+//! `[redis] mode = cluster`: the real server and the Rust SDK (blocking and
+//! async) on a local 6-node Redis Cluster (3 masters, 3 replicas), topics
+//! spread over every master; then a master killed with SIGKILL mid-run, its
+//! replica taking over, and the same server and clients carrying on.
+
+use delayer::{Delayer, Job, TopicKeys};
+use redis::Commands;
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime};
+use testkit::cluster::Cluster;
+use testkit::{temp_dir, wait_until, DelayerProcess, DEADLINE};
+
+const BIN: &str = env!("CARGO_BIN_EXE_delayer");
+
+fn conf(cluster: &Cluster) -> String {
+    format!("[delayer]\ntimer_interval = 100\nlayout = topic\n\n{}", cluster.redis_section())
+}
+
+fn unix(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH).expect("clock").as_secs_f64()
+}
+
+fn now() -> f64 {
+    unix(SystemTime::now())
+}
+
+#[test]
+fn every_call_runs_on_a_cluster_and_carries_on_after_a_master_dies() {
+    let mut cluster = Cluster::start();
+    let dir = temp_dir("cluster-sdk");
+    let path = dir.join("delayer.conf");
+    std::fs::write(&path, conf(&cluster)).expect("conf");
+    let server = DelayerProcess::start(BIN, &conf(&cluster));
+    assert!(server.wait_for_output(|o| o.contains("layout topic")), "{}", server.output());
+    let d = Delayer::from_conf(&path).expect("a cluster client");
+    let keys = TopicKeys::new("delayer:");
+
+    // Topics over every master.
+    let topics: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
+    let masters: BTreeSet<u16> = topics.iter().map(|t| cluster.master_for(&keys.pool(t))).collect();
+    assert_eq!(masters.len(), 3, "the topics land on every master");
+
+    // push, then bpop after the due time, never before.
+    let mut due = Vec::new();
+    for t in &topics {
+        due.push(d.push_job(&Job::new(t, "1", Duration::from_millis(300)).body(t.as_str())).expect("push"));
+    }
+    for (t, due) in topics.iter().zip(&due) {
+        let job = d
+            .bpop(t, Duration::from_secs(20))
+            .expect("bpop")
+            .unwrap_or_else(|| panic!("{t}: nothing\n{}", server.output()));
+        assert_eq!(job.body_str(), Some(t.as_str()));
+        assert!(now() + 0.05 >= unix(*due), "{t} delivered before its due time");
+    }
+    // push_many over every topic, then stats see them all.
+    let jobs: Vec<Job> =
+        (0..600).map(|i| Job::new(&topics[i % 12], format!("m{i}"), Duration::from_secs(600))).collect();
+    assert_eq!(d.push_many(&jobs).expect("push_many").len(), 600);
+    let stats = d.stats().expect("stats");
+    assert_eq!((stats.scheduled_total, stats.topics.len()), (600, 12), "{stats:?}");
+    assert_eq!(d.job("t3", "m3").expect("lookup").state, delayer::inspect::JobState::Scheduled);
+    assert!(d.remove_in("t3", "m3").expect("remove"));
+    assert!(d.reschedule_in("t4", "m4", Duration::ZERO).expect("reschedule").is_some());
+    let reserved = d.breserve("t4", Duration::from_secs(30), Duration::from_secs(20)).expect("breserve").expect("m4");
+    assert_eq!(reserved.id, "m4");
+    assert!(d.release(&reserved, Some(Duration::ZERO)).expect("release"));
+    let again = d.breserve("t4", Duration::from_secs(30), Duration::from_secs(20)).expect("breserve").expect("again");
+    assert_eq!(again.attempts, 2);
+    assert!(d.ack(&again).expect("ack"));
+
+    // The async client.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let a = delayer::aio::Delayer::from_conf(&path).expect("an async cluster client");
+        a.push_job(&Job::new("t7", "async", Duration::from_millis(100)).body("hi")).await.expect("push");
+        let job = a.breserve("t7", Duration::from_secs(30), Duration::from_secs(20)).await.expect("breserve");
+        let job = job.expect("the async job");
+        assert_eq!(job.body_str(), Some("hi"));
+        assert!(a.ack(&job).await.expect("ack"));
+        assert_eq!(a.stats().await.expect("stats").topics.len(), 12);
+    });
+
+    // A master dies: its replica takes over, and the same clients and
+    // server carry on (a call cut by the failover may fail: retried).
+    let victim =
+        topics.iter().find(|t| cluster.master_for(&keys.pool(t)) == cluster.master_for(&keys.pool("t0"))).cloned();
+    let victim = victim.expect("a topic");
+    let (killed, promoted) = cluster.kill_master(Some(&keys.pool(&victim)));
+    assert_ne!(killed, promoted);
+    let mut pushed_after = false;
+    let ok = wait_until(DEADLINE, || {
+        if !pushed_after {
+            pushed_after = d.push(&victim, "after", Duration::ZERO).is_ok();
+        }
+        pushed_after && matches!(d.pop(&victim), Ok(Some(job)) if job.id == "after")
+    });
+    assert!(ok, "no push and pop on {victim} after the failover\n{}", server.output());
+    let mut conn =
+        redis::Client::open(format!("redis://127.0.0.1:{promoted}/")).expect("client").get_connection().expect("conn");
+    let left: u64 = conn.zcard(keys.pool(&victim)).expect("ZCARD on the new master");
+    assert!(left > 0, "the topic's waiting jobs are on the promoted replica");
+    let _ = std::fs::remove_dir_all(dir);
+}
