@@ -153,8 +153,8 @@ class Client
      *                 sentinels ("host:port,..." or [host, port] pairs) and
      *                 the name they monitor the master under; every new
      *                 connection goes to the master they name
-     *        cluster, cluster_tls  Redis Cluster instead of url/host/port
-     *                 (phpredis RedisCluster): the seed nodes
+     *        cluster, cluster_tls  Redis Cluster instead of url/host/port:
+     *                 the seed nodes
      *                 (['127.0.0.1:7000', ...] or "host:port,...");
      *                 the per-topic layout is implied (layout "classic" is
      *                 refused), database 0 only; cluster_tls: TLS to every

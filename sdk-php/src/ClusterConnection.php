@@ -10,36 +10,37 @@ use Delayer\Exception\RedisErrorException;
 
 /**
  * Redis Cluster ([redis] mode = cluster, option `cluster`): the client's
- * link to a cluster through phpredis's RedisCluster, and the config rule.
+ * link to a cluster, and the config rule.
  *
  * A cluster spreads keys over its masters by hash slot; in the per-topic
  * layout (the only one a cluster can run: the classic layout keeps every
- * job in one key) each script call touches one topic's slot, and
- * RedisCluster sends it to that slot's master (EVALSHA by its first key),
- * following MOVED and ASK. What differs from one node:
- * - RedisCluster has no pipelines, so the index write, the wake-up and the
- *   per-topic numbers are sent one command at a time, each to its key's
- *   node (`<prefix>due`, `<prefix>topics` and the topic live in different
- *   slots: one node's pipeline could not hold them);
- * - a script a node does not know (NOSCRIPT: a new or restarted node) is
- *   loaded on that node (SCRIPT LOAD routed by the same key) and run again;
- * - RedisCluster's read timeout is fixed when it connects, so blocking
- *   waits go through a second RedisCluster whose read timeout outlasts
- *   {@see BLOCK_SLICE}, and longer waits are cut into slices (an empty
- *   BRPOP or BLMOVE changes nothing, so slicing is invisible);
- * - WAIT (a durable push) asks the node of each key written, on the
- *   connection that wrote, so that connection's read timeout covers it.
- * A call cut by a failover or a cluster that is down (CLUSTERDOWN,
- * TRYAGAIN, MASTERDOWN) raises ConnectionException and drops both
- * RedisClusters: the next call maps the cluster again from the seeds and
- * finds the promoted replica. Nothing is retried, as on one node.
+ * job in one key) each script call touches one topic's slot. This class
+ * keeps the slot map (CLUSTER SLOTS, asked of the seeds) and one
+ * {@see Connection} per master, and sends each command to the master of
+ * its (first) key's slot, so everything a node connection does holds per
+ * node: EVALSHA with NOSCRIPT answered by SCRIPT LOAD on that node,
+ * pipelines (the per-topic numbers of stats(), the index write of one
+ * node), blocking waits with their own read timeout, WAIT on the
+ * connection that wrote. MOVED (a resharded or failed-over slot) re-reads
+ * the map and sends the command again, ASK sends it once to the node named
+ * (after ASKING): neither ran the command. A call cut by a failed node
+ * raises ConnectionException, as on one Redis, and the next call reads the
+ * map again and reaches the promoted replica; CLUSTERDOWN, TRYAGAIN,
+ * MASTERDOWN and LOADING are transient too.
+ *
+ * Why not phpredis's RedisCluster, as for Sentinel not RedisSentinel:
+ * phpredis 5.3.7 crashes (SIGSEGV in cluster_send_command, phpredis PR
+ * #2723) on the first command after a master it knew was killed and its
+ * replica promoted, which no try/catch survives; and it has no pipelines
+ * and a read timeout fixed at connect. RedisCluster is only what
+ * {@see driver()} hands 1.x subclasses.
  *
  * @internal used by {@see Client}, {@see Options} and {@see Sentinels}
  */
 final class ClusterConnection implements RedisLink
 {
-    /** The longest one blocking command waits (seconds); longer waits are sent in slices. */
-    public const BLOCK_SLICE = 30.0;
+    /** How many MOVED / ASK one call follows before it gives up. */
+    private const MAX_REDIRECTS = 5;
 
     /** Error replies that mean "the cluster is changing": transient, like a lost socket. */
     private const TRANSIENT = ['CLUSTERDOWN', 'TRYAGAIN', 'MASTERDOWN', 'LOADING'];
@@ -47,17 +48,22 @@ final class ClusterConnection implements RedisLink
     /** Keys that name one fixed address, or the sentinels' master (the Rust reader's NOT_IN_CLUSTER). */
     private const NOT_IN_CLUSTER = ['url', 'host', 'port', 'master_name', 'sentinel_username', 'sentinel_password'];
 
-    private ?\RedisCluster $cluster = null;
+    /** @var list<array{0: int, 1: int, 2: string}>|null slot ranges and their master ("host:port"); null: to be read */
+    private ?array $slots = null;
 
-    /** The RedisCluster for blocking commands (a read timeout above BLOCK_SLICE). */
-    private ?\RedisCluster $blocker = null;
+    /** @var array<string, Connection> "host:port" => the connection to that node */
+    private array $nodes = [];
+
+    /** What {@see driver()} handed out. */
+    private ?\RedisCluster $driver = null;
+
+    /** @var list<int>|null CRC16 (XMODEM) table of the slot hash */
+    private static ?array $crc = null;
 
     /**
      * @param list<string> $seeds "host:port" of the seed nodes
-     * @param array<string, mixed>|null $tls TLS stream options (null: no TLS)
-     * @param float $timeout connect timeout, and read timeout of plain commands
-     * @param float $writeWait the longest WAIT a durable push sends (0 without the option):
-     *                         added to the read timeout
+     * @param array<string, mixed>|null $tls TLS (ssl stream context) options; null: no TLS
+     * @param float $timeout connect and read timeout, seconds
      * @param list<string> $secrets passwords to keep out of messages
      */
     public function __construct(
@@ -66,7 +72,6 @@ final class ClusterConnection implements RedisLink
         #[\SensitiveParameter] private readonly ?string $password,
         private readonly ?array $tls,
         private readonly float $timeout,
-        private readonly float $writeWait,
         #[\SensitiveParameter] private readonly array $secrets,
     ) {
     }
@@ -155,20 +160,44 @@ final class ClusterConnection implements RedisLink
 
     public function open(): void
     {
-        $this->cluster();
+        $this->slots();
     }
 
+    /**
+     * A RedisCluster with these settings, for 1.x subclasses' `$_driver`
+     * (the client itself does not use it). Its exception is not chained:
+     * its trace would hold the constructor's arguments, the password
+     * among them.
+     */
     public function driver(): \Redis|\RedisCluster
     {
-        return $this->cluster();
+        if ($this->driver === null) {
+            $auth = $this->password === null ? null : ($this->username !== null ? [$this->username, $this->password] : $this->password);
+            try {
+                // RedisCluster takes the ssl options themselves (Redis::connect() under "stream")
+                $this->driver = $this->tls === null
+                    ? @new \RedisCluster(null, $this->seeds, $this->timeout, $this->timeout, false, $auth)
+                    : @new \RedisCluster(null, $this->seeds, $this->timeout, $this->timeout, false, $auth, $this->tls);
+            } catch (\RedisClusterException|\RedisException $e) {
+                throw new ConnectionException('cannot connect to the Redis Cluster at ' . implode(',', $this->seeds) . ': ' . $this->scrub($e->getMessage()));
+            }
+        }
+        return $this->driver;
     }
 
     public function script(string $name, array $keys, array $argv): mixed
     {
-        return $this->use("{$name}.lua", fn (\RedisCluster $c): mixed => Scripts::run($c, $name, $keys, $argv));
+        if ($keys === []) {
+            throw new \LogicException("{$name}.lua has no key to route it by on a cluster");
+        }
+        return $this->call($keys[0], static fn (Connection $node): mixed => $node->script($name, $keys, $argv));
     }
 
-    /** One call after the other: RedisCluster has no pipelines, and the calls may go to different nodes. */
+    /**
+     * One call after the other: the calls of one pipeline may go to
+     * several nodes, and a call sent again after a MOVED must be only
+     * that one (a push with ifAbsent sent twice would find its own id).
+     */
     public function pipelined(string $name, array $calls): array
     {
         $replies = [];
@@ -178,62 +207,49 @@ final class ClusterConnection implements RedisLink
         return $replies;
     }
 
-    /** One command after the other, each sent to its key's node. */
+    /**
+     * Pipelined per node (one round trip per node); the commands of a node
+     * that answered MOVED or ASK are sent again one by one, each to its
+     * node. Sending one again is harmless here: the index write only
+     * lowers, SADD adds once, a second PUBLISH is a second hint, the rest
+     * are reads.
+     */
     public function commands(array $commands): array
     {
-        $replies = [];
-        foreach ($commands as [$command, $args]) {
-            $replies[] = $this->use($command, function (\RedisCluster $c) use ($command, $args): mixed {
-                $c->clearLastError();
-                $reply = $c->rawCommand($args[0], $command, ...$args);
-                // phpredis gives an error reply as false (no command here answers false)
-                if ($reply === false) {
-                    throw new RedisErrorException("Redis error running {$command}: " . ($c->getLastError() ?? 'error reply'));
-                }
-                return $reply;
-            });
+        $byNode = [];
+        foreach ($commands as $i => [, $args]) {
+            $byNode[$this->route($args[0])][$i] = $commands[$i];
         }
-        return $replies;
+        $replies = [];
+        foreach ($byNode as $addr => $group) {
+            try {
+                $got = $this->guard(fn (): array => $this->node($addr)->commands(array_values($group)));
+                $replies += array_combine(array_keys($group), $got);
+            } catch (RedisErrorException|ConnectionException $e) {
+                if (self::redirect($e->getMessage()) === null) {
+                    throw $e;
+                }
+                $this->slots = null;
+                foreach ($group as $i => $command) {
+                    [$replies[$i]] = $this->call($command[1][0], static fn (Connection $node): array => $node->commands([$command]));
+                }
+            }
+        }
+        ksort($replies);
+        return array_values($replies);
     }
 
     public function blocking(string $command, array $args, float $wait): mixed
     {
-        $forever = $wait <= 0;
-        $deadline = hrtime(true) / 1e9 + $wait;
-        while (true) {
-            $slice = $forever ? self::BLOCK_SLICE : min(self::BLOCK_SLICE, max(0.001, $deadline - hrtime(true) / 1e9));
-            // Rounded up to the millisecond so that we wait at least $slice.
-            $waitArg = sprintf('%.3F', ceil($slice * 1000) / 1000);
-            $reply = $this->use($command, function () use ($command, $args, $waitArg): mixed {
-                $c = $this->blocker();
-                $c->clearLastError();
-                $reply = $c->rawCommand($args[0], $command, ...[...$args, $waitArg]);
-                // phpredis gives a timeout's nil array (*-1) as [], and an error as false.
-                if ($reply === false && ($error = $c->getLastError()) !== null) {
-                    throw new RedisErrorException("Redis error running {$command}: {$error}");
-                }
-                return $reply === false || $reply === null || $reply === [] ? null : $reply;
-            });
-            if ($reply !== null || (!$forever && hrtime(true) / 1e9 >= $deadline)) {
-                return $reply;
-            }
-        }
+        return $this->call($args[0], static fn (Connection $node): mixed => $node->blocking($command, $args, $wait));
     }
 
-    /** WAIT 1 on the node of each key (once per key: keys of one node answer at once after the first). */
+    /** WAIT 1 on the connection to the node of each key written; the least of their answers. */
     public function waitForReplica(float $timeout, array $keys = []): int
     {
-        $ms = (string) max(1, (int) round($timeout * 1000));
         $least = null;
-        foreach (array_unique($keys) as $key) {
-            $acked = $this->use('WAIT', static function (\RedisCluster $c) use ($key, $ms): int {
-                $c->clearLastError();
-                $acked = $c->rawCommand($key, 'WAIT', '1', $ms);
-                if (!\is_int($acked)) {
-                    throw new RedisErrorException('Redis error running WAIT: ' . ($c->getLastError() ?? 'unexpected reply'));
-                }
-                return $acked;
-            });
+        foreach (array_unique(array_map(fn (string $key): string => $this->route($key), $keys)) as $addr) {
+            $acked = $this->guard(fn (): int => $this->node($addr)->waitForReplica($timeout));
             $least = min($least ?? $acked, $acked);
         }
         return $least ?? 1;
@@ -241,127 +257,168 @@ final class ClusterConnection implements RedisLink
 
     public function copy(): RedisLink
     {
-        return new self($this->seeds, $this->username, $this->password, $this->tls, $this->timeout, $this->writeWait, $this->secrets);
+        return new self($this->seeds, $this->username, $this->password, $this->tls, $this->timeout, $this->secrets);
     }
 
     public function close(): void
     {
-        $this->drop();
+        foreach ($this->nodes as $node) {
+            $node->close();
+        }
+        $this->nodes = [];
+        $this->slots = null;
+        try {
+            $this->driver?->close();
+        } catch (\RedisClusterException|\RedisException) {
+            // already gone
+        }
+        $this->driver = null;
     }
 
     /**
-     * Runs $call on the cluster; a failed socket, a failover or a cluster
-     * that is down drops both RedisClusters (the next call maps the cluster
-     * again) and raises ConnectionException.
+     * Runs $call on the connection to the master of $key's slot, following
+     * MOVED (the map is read again) and ASK (once, to the node named, after
+     * ASKING).
      *
      * @template T
-     * @param \Closure(\RedisCluster): T $call
+     * @param \Closure(Connection): T $call
      * @return T
      * @throws ConnectionException|RedisErrorException
      */
-    private function use(string $what, \Closure $call): mixed
+    private function call(string $key, \Closure $call): mixed
     {
-        $cluster = $this->cluster();
-        try {
-            return $call($cluster);
-        } catch (RedisErrorException $e) {
-            if (!self::transient($e->getMessage())) {
-                throw $e;
-            }
-            $this->drop();
-            throw new ConnectionException($this->scrub($e->getMessage()), 0, $e);
-        } catch (ConnectionException $e) {
-            $this->drop();
-            throw $e;
-        } catch (\RedisClusterException|\RedisException $e) {
-            $this->drop();
-            throw new ConnectionException("Redis Cluster error running {$what}: " . $this->scrub($e->getMessage()), 0, $e);
-        }
-    }
-
-    /** Whether an error reply's text is one of a cluster that is changing. */
-    private static function transient(string $message): bool
-    {
-        foreach (self::TRANSIENT as $code) {
-            if (str_contains($message, ": {$code}") || str_starts_with($message, $code)) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    /** @throws ConnectionException */
-    private function cluster(): \RedisCluster
-    {
-        return $this->cluster ??= $this->connect($this->timeout + $this->writeWait);
-    }
-
-    /** @throws ConnectionException */
-    private function blocker(): \RedisCluster
-    {
-        return $this->blocker ??= $this->connect(self::BLOCK_SLICE + $this->timeout);
-    }
-
-    private function drop(): void
-    {
-        foreach ([$this->cluster, $this->blocker] as $c) {
+        $asking = null;
+        for ($redirects = 0; ; $redirects++) {
             try {
-                $c?->close();
-            } catch (\RedisClusterException|\RedisException) {
-                // already gone
+                return $this->guard(function () use ($key, $call, &$asking): mixed {
+                    if ($asking !== null) {
+                        $node = $this->node($asking);
+                        $asking = null;
+                        $node->commands([['ASKING', []]]);
+                        return $call($node);
+                    }
+                    return $call($this->node($this->route($key)));
+                });
+            } catch (RedisErrorException|ConnectionException $e) {
+                // phpredis raises most error replies, MOVED and ASK among them, as exceptions
+                $redirect = self::redirect($e->getMessage());
+                if ($redirect === null) {
+                    throw $e;
+                }
+                if ($redirects >= self::MAX_REDIRECTS) {
+                    throw new ConnectionException("Redis Cluster: still redirected after {$redirects} redirections ({$redirect[1]})", 0, $e);
+                }
+                if ($redirect[0] === 'ASK') {
+                    $asking = $redirect[1];
+                } else {
+                    $this->slots = null; // MOVED (or READONLY): the map is out of date
+                }
             }
         }
-        $this->cluster = $this->blocker = null;
     }
 
     /**
-     * A RedisCluster mapped from the seeds (CLUSTER SLOTS). Its exception is
-     * not chained: its trace would hold the constructor's arguments, the
-     * password among them.
+     * Runs $call; a lost node or a cluster that is changing makes the map
+     * be read again by the next call, and raises ConnectionException.
      *
-     * @throws ConnectionException
+     * @template T
+     * @param \Closure(): T $call
+     * @return T
+     * @throws ConnectionException|RedisErrorException
      */
-    private function connect(float $readTimeout): \RedisCluster
+    private function guard(\Closure $call): mixed
     {
-        $auth = $this->password === null ? null : ($this->username !== null ? [$this->username, $this->password] : $this->password);
-        $where = implode(',', $this->seeds);
-        // A failed TLS handshake is reported as PHP warnings: their text goes into the exception instead.
-        $warnings = [];
-        set_error_handler(static function (int $no, string $message) use (&$warnings): bool {
-            $warnings[] = trim((string) preg_replace(['/^RedisCluster::__construct\(\):\s*/', '/\s+/'], ['', ' '], $message));
-            return true;
-        });
         try {
-            $cluster = $this->tls === null
-                ? new \RedisCluster(null, $this->seeds, $this->timeout, $readTimeout, false, $auth)
-                // the ssl context options themselves (Redis::connect() takes them under "stream")
-                : new \RedisCluster(null, $this->seeds, $this->timeout, $readTimeout, false, $auth, $this->tls);
-        } catch (\RedisClusterException|\RedisException $e) {
-            restore_error_handler();
-            $detail = implode('; ', array_unique([...$warnings, $e->getMessage()]));
-            // RedisCluster says only that no seed answered: a refused (or
-            // missing) password is told apart by asking a seed alone.
-            $refused = $warnings === [] ? $this->refusal() : null;
-            throw new ConnectionException("cannot connect to the Redis Cluster at {$where}: " . $this->scrub($detail)
-                . ($refused === null ? '' : " ({$refused})"));
+            return $call();
+        } catch (ConnectionException $e) {
+            $this->slots = null;
+            throw $e;
+        } catch (RedisErrorException $e) {
+            foreach (self::TRANSIENT as $code) {
+                if (str_contains($e->getMessage(), ": {$code}")) {
+                    $this->slots = null;
+                    throw new ConnectionException($e->getMessage(), 0, $e);
+                }
+            }
+            throw $e;
         }
-        restore_error_handler();
-        return $cluster;
     }
 
     /**
-     * Why the seeds refuse us, if they do: a plain connection to each
-     * (AUTH, or a PING without a password) until one says so.
+     * ["MOVED"|"ASK", "host:port"] of a redirection error; a demoted
+     * master's READONLY counts as MOVED (to whichever node the new map says).
+     *
+     * @return array{0: string, 1: string}|null
      */
-    private function refusal(): ?string
+    private static function redirect(string $message): ?array
     {
-        foreach ($this->seeds as $seed) {
-            [[$host, $port]] = Sentinels::parseNodes($seed);
+        if (preg_match('/: (MOVED|ASK) \d+ (\S+)$/', $message, $m) === 1) {
+            return [$m[1], $m[2]];
+        }
+        return str_contains($message, ': READONLY') ? ['MOVED', '?'] : null;
+    }
+
+    /** The address of the master serving $key's slot. */
+    private function route(string $key): string
+    {
+        $slot = self::slot($key);
+        foreach ($this->slots() as [$from, $to, $addr]) {
+            if ($slot >= $from && $slot <= $to) {
+                return $addr;
+            }
+        }
+        $this->slots = null;
+        throw new ConnectionException("Redis Cluster: no master serves slot {$slot} (a failover is under way?)");
+    }
+
+    /**
+     * The slot map, read when there is none: CLUSTER SLOTS of the first
+     * seed (then the masters known before) that answers.
+     *
+     * @return list<array{0: int, 1: int, 2: string}>
+     * @throws ConnectionException naming every node asked and its answer
+     */
+    private function slots(): array
+    {
+        if ($this->slots !== null) {
+            return $this->slots;
+        }
+        $why = [];
+        foreach (array_unique([...$this->seeds, ...array_keys($this->nodes)]) as $addr) {
+            try {
+                [$reply] = $this->node($addr)->commands([['CLUSTER', ['SLOTS']]]);
+            } catch (ConnectionException|RedisErrorException $e) {
+                $why[] = $e->getMessage();
+                continue;
+            }
+            $slots = [];
+            foreach (\is_array($reply) ? $reply : [] as $range) {
+                if (!\is_array($range) || !\is_int($range[0] ?? null) || !\is_int($range[1] ?? null) || !\is_array($range[2] ?? null)) {
+                    continue;
+                }
+                [$host, $port] = $range[2];
+                $host = \is_string($host) && $host !== '' && $host !== '?' ? $host : Sentinels::parseNodes($addr)[0][0];
+                $slots[] = [$range[0], $range[1], (str_contains($host, ':') ? "[{$host}]" : $host) . ':' . (int) $port];
+            }
+            if ($slots === []) {
+                $why[] = "{$addr}: CLUSTER SLOTS named no master (is it a cluster node?)";
+                continue;
+            }
+            return $this->slots = $slots;
+        }
+        throw new ConnectionException('cannot connect to the Redis Cluster at ' . implode(',', $this->seeds) . ': ' . implode('; ', array_unique($why)));
+    }
+
+    /** The connection to the node at "host:port", made on first use. */
+    private function node(string $addr): Connection
+    {
+        if (!isset($this->nodes[$addr])) {
+            [[$host, $port]] = Sentinels::parseNodes($addr);
             $bare = str_contains($host, ':') ? "[{$host}]" : $host;
-            $probe = new Connection(
+            $this->nodes[$addr] = new Connection(
                 ($this->tls !== null ? 'tls://' : '') . $bare,
                 $port,
-                "{$bare}:{$port}",
+                $addr,
                 $this->tls === null ? null : ['stream' => $this->tls + ['peer_name' => $host]],
                 $this->username,
                 $this->password,
@@ -369,16 +426,36 @@ final class ClusterConnection implements RedisLink
                 $this->timeout,
                 $this->secrets,
             );
-            try {
-                $probe->open();
-                $probe->close();
-            } catch (ConnectionException $e) {
-                if (str_contains($e->getMessage(), 'authentication failed')) {
-                    return $e->getMessage();
-                }
+        }
+        return $this->nodes[$addr];
+    }
+
+    /** The hash slot of $key: CRC16 (XMODEM) of its hash tag (or of the key) mod 16384. */
+    public static function slot(string $key): int
+    {
+        $open = strpos($key, '{');
+        if ($open !== false) {
+            $close = strpos($key, '}', $open + 1);
+            if ($close !== false && $close > $open + 1) {
+                $key = substr($key, $open + 1, $close - $open - 1);
             }
         }
-        return null;
+        if (self::$crc === null) {
+            self::$crc = [];
+            for ($i = 0; $i < 256; $i++) {
+                $c = $i << 8;
+                for ($j = 0; $j < 8; $j++) {
+                    $c = ($c & 0x8000) !== 0 ? (($c << 1) ^ 0x1021) & 0xFFFF : ($c << 1) & 0xFFFF;
+                }
+                self::$crc[] = $c;
+            }
+        }
+        $crc = 0;
+        $length = \strlen($key);
+        for ($i = 0; $i < $length; $i++) {
+            $crc = (($crc << 8) & 0xFFFF) ^ self::$crc[(($crc >> 8) ^ \ord($key[$i])) & 0xFF];
+        }
+        return $crc & 16383;
     }
 
     /** Removes the passwords from a message that is about to be raised. */

@@ -205,7 +205,6 @@ final class Options
             $password === '' ? null : $password,
             $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null,
             $timeout,
-            $durable ?? 0.0,
             $secrets,
         );
         $keys = self::keys(['layout' => Keys::TOPIC] + $config);

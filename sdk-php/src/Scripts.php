@@ -194,7 +194,7 @@ final class Scripts
      * @throws RedisErrorException
      * @throws ProtocolException
      */
-    public static function run(\Redis|\RedisCluster $redis, string $name, array $keys, array $argv): mixed
+    public static function run(\Redis $redis, string $name, array $keys, array $argv): mixed
     {
         try {
             $redis->clearLastError();
@@ -202,8 +202,7 @@ final class Scripts
             if ($result === false) {
                 $error = $redis->getLastError();
                 if ($error !== null && str_starts_with($error, 'NOSCRIPT')) {
-                    // A cluster answers from the node of the first key: load it there.
-                    self::load($redis, $name, $keys[0] ?? null);
+                    self::load($redis, $name);
                     $redis->clearLastError();
                     $result = $redis->evalSha(self::sha($name), [...$keys, ...$argv], \count($keys));
                     $error = $result === false ? $redis->getLastError() : null;
@@ -268,23 +267,18 @@ final class Scripts
     }
 
     /**
-     * SCRIPT LOAD of one script (on a cluster, on the node of $key).
+     * SCRIPT LOAD of one script.
      *
      * @param value-of<self::NAMES> $name
      * @throws ConnectionException
      * @throws RedisErrorException
      * @throws ProtocolException
      */
-    public static function load(\Redis|\RedisCluster $redis, string $name, ?string $key = null): void
+    public static function load(\Redis $redis, string $name): void
     {
-        if ($redis instanceof \RedisCluster && $key === null) {
-            throw new \LogicException("{$name}.lua has no key to route it by on a cluster");
-        }
         try {
             $redis->clearLastError();
-            $sha = $redis instanceof \RedisCluster
-                ? $redis->script($key, 'load', self::source($name))
-                : $redis->script('load', self::source($name));
+            $sha = $redis->script('load', self::source($name));
             if (!\is_string($sha) || strtolower($sha) !== self::sha($name)) {
                 $error = $redis->getLastError();
                 if ($error !== null) {

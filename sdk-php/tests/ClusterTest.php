@@ -126,6 +126,48 @@ final class ClusterTest extends TestCase
     }
 
     /**
+     * A topic "<stem><n>" served by a master that has a live replica (a
+     * failover needs one: an earlier test's failover leaves a master without).
+     */
+    private function topicWithAReplica(string $stem): string
+    {
+        $nodes = array_map(static fn (string $line): array => explode(' ', $line), array_filter(explode("\n", (string) $this->raw()->rawCommand('x', 'CLUSTER', 'NODES'))));
+        $covered = [];
+        foreach ($nodes as $n) {
+            if (str_contains($n[2], 'slave') && !str_contains($n[2], 'fail')) {
+                $covered[$n[3]] = true;
+            }
+        }
+        $ports = [];
+        foreach ($nodes as $n) {
+            if (str_contains($n[2], 'master') && isset($covered[$n[0]])) {
+                $ports[] = (int) substr($n[1], strrpos($n[1], ':') + 1, strcspn(substr($n[1], strrpos($n[1], ':') + 1), '@'));
+            }
+        }
+        self::assertNotSame([], $ports, 'a master with a live replica');
+        for ($n = 0; $n < 1000; $n++) {
+            if (\in_array($this->masterFor($this->key("{$stem}{$n}", 'pool')), $ports, true)) {
+                return "{$stem}{$n}";
+            }
+        }
+        self::fail('no topic on a master with a replica');
+    }
+
+    /** Kills the master serving $key and waits for its replica to take over (cluster.py). */
+    private function killMasterOf(string $key): void
+    {
+        $old = $this->masterFor($key);
+        fwrite(self::$pipes[0], "kill-master {$key}\n");
+        $moved = json_decode((string) fgets(self::$pipes[1]), true);
+        self::assertIsArray($moved);
+        self::assertArrayNotHasKey('error', $moved);
+        self::assertSame($old, $moved['killed']);
+        $this->raw?->close();
+        $this->raw = null;
+        self::assertSame($moved['master'], $this->masterFor($key), 'the replica serves the key now');
+    }
+
+    /**
      * Topics named "<stem><n>", at least one on each master.
      *
      * @return array<int, string> master port => a topic it serves
@@ -360,6 +402,58 @@ final class ClusterTest extends TestCase
         }
     }
 
+    public function testTheSlotOfAKeyIsTheClusters(): void
+    {
+        foreach (['foo', '{user1000}.following', 'a{}b', 'x{}{y}', $this->key('été', 'pool'), $this->key('t1', 'job:42')] as $key) {
+            self::assertSame((int) $this->raw()->rawCommand('x', 'CLUSTER', 'KEYSLOT', $key), \Delayer\ClusterConnection::slot($key), $key);
+        }
+    }
+
+    /** A plain connection to one node (password given). */
+    private static function nodeAt(int $port): \Redis
+    {
+        $redis = new \Redis();
+        self::assertTrue($redis->connect('127.0.0.1', $port, 5));
+        self::assertTrue($redis->auth(self::PASSWORD));
+        return $redis;
+    }
+
+    public function testAClientFollowsATopicResharded(): void
+    {
+        $client = $this->client();
+        $topic = 'moving';
+        $pool = $this->key($topic, 'pool');
+        $client->pushTo($topic, 'a', 0, 'A');
+        $client->pushTo($topic, 'b', 60, 'B');
+        $slot = (int) $this->raw()->rawCommand($pool, 'CLUSTER', 'KEYSLOT', $pool);
+        $from = $this->masterFor($pool);
+        $to = current(array_diff($this->masters(), [$from]));
+        $src = self::nodeAt($from);
+        $dst = self::nodeAt($to);
+        $srcId = $src->rawCommand('CLUSTER', 'MYID');
+        $dstId = $dst->rawCommand('CLUSTER', 'MYID');
+        // redis-cli --cluster reshard's steps for one slot
+        self::assertTrue($dst->rawCommand('CLUSTER', 'SETSLOT', (string) $slot, 'IMPORTING', $srcId));
+        self::assertTrue($src->rawCommand('CLUSTER', 'SETSLOT', (string) $slot, 'MIGRATING', $dstId));
+        $keys = $src->rawCommand('CLUSTER', 'GETKEYSINSLOT', (string) $slot, '1000');
+        self::assertNotEmpty($keys);
+        self::assertTrue($src->rawCommand('MIGRATE', '127.0.0.1', (string) $to, '', '0', '10000', 'AUTH', self::PASSWORD, 'KEYS', ...$keys));
+        foreach ($this->masters() as $port) {
+            self::assertTrue(self::nodeAt($port)->rawCommand('CLUSTER', 'SETSLOT', (string) $slot, 'NODE', $dstId));
+        }
+        $this->raw?->close();
+        $this->raw = null;
+
+        // The client's map still names the old master: it answers MOVED, which the client follows.
+        self::assertTrue($client->pushTo($topic, 'c', 0, 'C'));
+        self::assertSame($to, $this->masterFor($pool));
+        self::assertSame('scheduled', $client->job($topic, 'b')->state);
+        $this->moveTopic($topic, 2);
+        self::assertSame(['a', 'c'], [$client->pop($topic)->getId(), $client->bPop($topic, 2)->getId()]);
+        self::assertSame(1, $client->stats()->scheduledTotal);
+        self::assertSame(0, $src->rawCommand('CLUSTER', 'COUNTKEYSINSLOT', (string) $slot), 'nothing written on the old master');
+    }
+
     public function testBlockingWaitsOutlastTheReadTimeout(): void
     {
         $client = $this->client(['timeout' => 0.5]);
@@ -403,11 +497,54 @@ final class ClusterTest extends TestCase
         self::assertSame(0, $client->stats()->reservedTotal, 'every job acked');
     }
 
-    /** Last: the cluster keeps a master without replica afterwards. */
+    /** Last two: each leaves a master without replica. */
+    public function testAWorkerGoesOnThroughAFailover(): void
+    {
+        $client = $this->client();
+        $topic = $this->topicWithAReplica('wf');
+        $ids = array_map('strval', range(1, 6));
+        foreach ($ids as $id) {
+            $client->pushTo($topic, $id, 0);
+        }
+        $this->moveTopic($topic, 6);
+        // the jobs (moved by our own connection) on the replica before the kill
+        self::assertSame(1, $this->raw()->rawCommand($this->key($topic, 'pool'), 'WAIT', '1', '10000'));
+        $worker = new Worker($client, ttr: 60, idleWait: 0.05, reconnectMin: 0.05, reconnectMax: 0.5, autoTouch: false, signals: false, logger: static fn () => null);
+        $ran = [];
+        $killed = false;
+        $handler = function (Job $job) use (&$ran, &$worker, &$killed, $topic, $ids): void {
+            $ran[] = $job->id;
+            if (!$killed) {
+                $killed = true;
+                $this->killMasterOf($this->key($topic, 'pool')); // mid-job: the ack meets the failover
+            }
+            if (array_diff($ids, $ran) === []) {
+                $worker->stop();
+            }
+        };
+        $worker->handle($topic, $handler);
+        // A deadline (the worker runs without signals of its own): the assertion below says what is missing.
+        pcntl_async_signals(true);
+        pcntl_signal(SIGALRM, static function () use (&$worker): void {
+            $worker->stop();
+        });
+        pcntl_alarm(120);
+        try {
+            $worker->run();
+        } finally {
+            pcntl_alarm(0);
+            pcntl_signal(SIGALRM, SIG_DFL);
+        }
+        self::assertTrue($killed);
+        $done = array_values(array_unique($ran));
+        sort($done);
+        self::assertSame($ids, $done, 'every job ran (the first one may run twice: at least once)');
+    }
+
     public function testCallsWorkAgainAfterAMasterIsKilled(): void
     {
         $client = $this->client();
-        $topic = 'failover';
+        $topic = $this->topicWithAReplica('failover');
         $pool = $this->key($topic, 'pool');
         $client->pushTo($topic, 'before', 0, 'b');
         $this->moveTopic($topic, 1);
@@ -417,17 +554,10 @@ final class ClusterTest extends TestCase
         $this->raw()->rawCommand($pool, 'SET', $this->key($topic, 'marker'), '1');
         self::assertSame(1, $this->raw()->rawCommand($pool, 'WAIT', '1', '10000'), 'the replica caught up');
 
-        fwrite(self::$pipes[0], "kill-master {$pool}\n");
-        $moved = json_decode((string) fgets(self::$pipes[1]), true);
-        self::assertIsArray($moved);
-        self::assertArrayNotHasKey('error', $moved);
-        self::assertSame($old, $moved['killed']);
+        $this->killMasterOf($pool);
 
         // The first calls may meet the dead master (ConnectionException); then they work again.
-        $this->raw?->close();
-        $this->raw = null;
         $this->eventually(fn () => $client->pushTo($topic, 'after', 0, 'a'));
-        self::assertSame($moved['master'], $this->masterFor($pool), 'the replica serves the topic now');
         $this->moveTopic($topic, 1);
         $job = $this->eventually(fn () => $client->bReserve($topic, 60, 2));
         self::assertSame('after', $job->id);
