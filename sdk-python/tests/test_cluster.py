@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Dict, Iterator, List, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 import pytest
 import redis
+from redis.crc import key_slot
 
 from conftest import REPO_ROOT, run
 from topickit import WakeListener, key, move_until
@@ -163,7 +165,7 @@ def test_every_operation_on_topics_of_every_master(tmp_path: Path, cluster: kit.
     wake = WakeListener(redis.Redis(host="127.0.0.1", port=cluster.masters()[1], password=PASSWORD))
     try:
         assert client.keys.layout == "topic" and PASSWORD not in repr(client)
-        assert "Redis Cluster" in repr(client)
+        assert "the cluster of 127.0.0.1:" in repr(client)
         topics = spread_topics(cluster, "sync")
         for t in topics:
             due = client.push(t, "a", 0, b"body-a")
@@ -247,6 +249,114 @@ def test_push_many_and_reserve_many_over_many_topics(tmp_path: Path, cluster: ki
         assert client.stats().reserved_total >= 5
     finally:
         client.close()
+        raw.close()
+
+
+def test_an_acl_user_without_the_wake_channel_still_pushes(tmp_path: Path, cluster: kit.Cluster) -> None:
+    """username + password on every node; a user who may not PUBLISH on the
+    wake channel still pushes (the server finds the job by the index), and
+    a wrong password is AuthenticationFailed without the password."""
+    for port in cluster.ports:  # ACL users are per node
+        with cluster.node(port) as r:
+            r.execute_command("ACL", "SETUSER", "pusher", "on", ">pusher-pw", "~delayer:*", "resetchannels",
+                              "+@all")
+    with redis.Redis(host="127.0.0.1", port=cluster.masters()[0], username="pusher", password="pusher-pw") as r:
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            r.publish(PREFIX + "wake", "1")  # what the pushes below are refused
+    raw = cluster.client()
+    section = f"[redis]\nmode = cluster\nnodes = {cluster.seeds}\nusername = pusher\npassword = pusher-pw\n"
+    path = write(tmp_path, TOPIC_LAYOUT + section)
+    client = Delayer.from_config(path)
+    try:
+        topics = spread_topics(cluster, "acl")
+        for t in topics:
+            assert client.push(t, "x", 30) > 0
+        assert len(client.push_many([Job(t, "y", 20) for t in topics])) == 3
+        assert set(index_of(raw)) >= set(topics)
+
+        async def body() -> None:
+            aclient = delayer_aio.Delayer.from_config(path)
+            try:
+                assert await aclient.push(topics[0], "z", 10) > 0
+            finally:
+                await aclient.close()
+
+        run(body)
+        with pytest.raises(delayer.AuthenticationFailed) as e:
+            Delayer(cluster=cluster.seeds, username="pusher", password="wrong-pw")
+        assert "wrong-pw" not in str(e.value)
+    finally:
+        client.close()
+        raw.close()
+
+
+def move_one_slot(c: kit.Cluster, source: int, target: int) -> int:
+    """Reshard one slot (with its keys) from master ``source`` to ``target``
+    with ``redis-cli --cluster reshard``; return the slot, once every node
+    sees ``target`` own it."""
+    view = {n.port: n for n in c.topology()}
+    before = {s for lo, hi in view[source].slots for s in range(lo, hi + 1)}
+    env = dict(os.environ, REDISCLI_AUTH=PASSWORD)
+    done = subprocess.run(
+        ["redis-cli", "--cluster", "reshard", f"127.0.0.1:{source}", "--cluster-from", view[source].id,
+         "--cluster-to", view[target].id, "--cluster-slots", "1", "--cluster-yes"],
+        stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=WITHIN,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    deadline = time.monotonic() + WITHIN
+    while True:
+        moved = [s for s in before if all(n.owns(s) for n in c.topology() if n.port == target)]
+        if moved and all(
+            any(n.port == target and n.owns(moved[0]) for n in kit.parse_nodes(c._ask(p, "CLUSTER", "NODES")))
+            for p in c.masters()
+        ):
+            return moved[0]
+        assert time.monotonic() < deadline, "the slot did not move"
+        time.sleep(0.05)
+
+
+def topic_in_slot(slot: int, tag: str) -> str:
+    """A topic whose keys hash to ``slot`` (the topic is the hash tag)."""
+    n = 0
+    while key_slot(f"{tag}-{n}".encode()) != slot:
+        n += 1
+    return f"{tag}-{n}"
+
+
+def test_calls_follow_a_slot_moved_to_another_master(tmp_path: Path, cluster: kit.Cluster) -> None:
+    """Clients whose slot table is stale (made before a resharding) send a
+    topic's calls to the old master: script calls, pipelines and durable
+    pushes (which go on plain node connections) all end up on the new one."""
+    raw = cluster.client()
+    path = config(tmp_path, cluster)
+    client = Delayer.from_config(path)  # reads the slot table now
+    durable_client = Delayer.from_config(path)
+
+    async def body() -> Tuple[str, int]:
+        aclient = delayer_aio.Delayer.from_config(path)
+        try:
+            await aclient.stats()  # reads the slot table
+            source, target = cluster.masters()[0], cluster.masters()[2]
+            slot = await asyncio.get_running_loop().run_in_executor(None, move_one_slot, cluster, source, target)
+            topic = topic_in_slot(slot, "moved")
+            assert cluster.master_for(key(PREFIX, topic, "pool")) == target
+            assert durable_client.push(topic, "durable", 300, durable=True) > 0
+            assert await aclient.push(topic, "aio-durable", 300, durable=True) > 0
+            assert client.push(topic, "plain", 300) > 0
+            assert len(client.push_many([Job(topic, "many", 300), Job(topic + "x", "many", 300)])) == 2
+            assert len(await aclient.push_many([Job(topic, "aio-many", 300)])) == 1
+            return topic, target
+        finally:
+            await aclient.close()
+
+    try:
+        topic, target = run(body)
+        with cluster.node(target) as on_target:  # not cluster-aware: the keys are on the new master
+            assert set(on_target.zrange(key(PREFIX, topic, "pool"), 0, -1)) == {
+                "durable", "aio-durable", "plain", "many", "aio-many"}
+    finally:
+        client.close()
+        durable_client.close()
         raw.close()
 
 

@@ -186,8 +186,10 @@ class ClientBase(Generic[R]):
     def _node(self, host: str, port: int) -> R:
         """A plain client of the cluster node at host:port (made once, closed with this client)."""
         node = self._nodes.get((host, port))
-        if node is None:
-            node = self._nodes[(host, port)] = self._flavour.client_class(host=host, port=port, **self._node_options)
+        if node is None:  # made lazily (connects at its first command): a lost race leaves nothing open
+            node = self._nodes.setdefault(
+                (host, port), self._flavour.client_class(host=host, port=port, **self._node_options)
+            )
         return node
 
     @classmethod

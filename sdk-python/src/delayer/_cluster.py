@@ -68,8 +68,8 @@ def read_mode(get: Callable[[str, str], Optional[str]], err: Callable[[str, str]
 
 
 def describe(nodes: Sequence[Node]) -> str:
-    """How messages name the cluster: its seed nodes."""
-    return "the Redis Cluster at " + ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in nodes)
+    """How messages name the cluster: its seed nodes ("Redis at the cluster of ...")."""
+    return "the cluster of " + ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in nodes)
 
 
 def _classes(asyncio: bool) -> Tuple[Any, Any]:

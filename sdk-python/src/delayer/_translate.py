@@ -59,7 +59,10 @@ def redirected(exc: object) -> bool:
 
 
 def _refused(exc: BaseException) -> bool:
-    """Whether ``exc`` is Redis refusing this client until it authenticates."""
+    """Whether ``exc`` is Redis refusing this client until it authenticates
+    (also behind RedisCluster's "cannot be connected", raised from it)."""
+    if isinstance(exc, RedisClusterException) and exc.__cause__ is not None:
+        return _refused(exc.__cause__)
     return isinstance(exc, AuthenticationError) or (
         isinstance(exc, (ResponseError, RedisConnectionError)) and any(m in str(exc) for m in _UNAUTHENTICATED)
     )
