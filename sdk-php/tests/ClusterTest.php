@@ -40,6 +40,8 @@ final class ClusterTest extends TestCase
 
     private string $prefix = '';
     private ?\RedisCluster $raw = null;
+    /** @var resource|null the delayer server */
+    private $server = null;
 
     public static function tearDownAfterClass(): void
     {
@@ -58,6 +60,10 @@ final class ClusterTest extends TestCase
     protected function tearDown(): void
     {
         $this->raw?->close();
+        if ($this->server !== null) {
+            proc_terminate($this->server, 9);
+            proc_close($this->server);
+        }
     }
 
     /** @return array{nodes: string, ports: list<int>, masters: list<int>} */
@@ -495,6 +501,56 @@ final class ClusterTest extends TestCase
         sort($want);
         self::assertSame($want, $ran);
         self::assertSame(0, $client->stats()->reservedTotal, 'every job acked');
+    }
+
+    public function testTheRealServerMovesAndExpiresJobsOnEveryMaster(): void
+    {
+        $client = $this->client();
+        $topics = array_values($this->topicPerMaster('srv'));
+        $conf = self::$dir . '/delayer-' . bin2hex(random_bytes(3)) . '.conf';
+        file_put_contents($conf, "[delayer]\nlayout = topic\nkey_prefix = {$this->prefix}\ntimer_interval = 50\n\n"
+            . "[redis]\nmode = cluster\nnodes = " . self::cluster()['nodes'] . "\npassword = " . self::PASSWORD . "\n");
+        $this->startServer($conf);
+        foreach ($topics as $topic) {
+            $client->pushTo($topic, 'now', 0, "now on {$topic}");
+            $client->pushTo($topic, 'soon', 1.5, "soon on {$topic}");
+        }
+        $pushed = microtime(true);
+        foreach ($topics as $topic) {
+            $now = $client->bPop($topic, 30);
+            self::assertInstanceOf(Message::class, $now, "the server moved {$topic}'s job");
+            self::assertSame("now on {$topic}", $now->getBody());
+        }
+        foreach ($topics as $topic) {
+            $soon = $client->bReserve($topic, 1, 30);
+            self::assertInstanceOf(ReservedMessage::class, $soon);
+            self::assertSame(['soon', 1], [$soon->id, $soon->attempts]);
+            self::assertGreaterThanOrEqual(1.4, microtime(true) - $pushed, 'not moved before its due time');
+        }
+        // not acked within its 1 s ttr: the server expires the reservation and delivers it again
+        foreach ($topics as $topic) {
+            $again = $client->bReserve($topic, 30, 30);
+            self::assertInstanceOf(ReservedMessage::class, $again, "{$topic}'s expired reservation came back");
+            self::assertSame(['soon', 2], [$again->id, $again->attempts]);
+            self::assertTrue($client->ack($again));
+        }
+        self::assertSame([0, 0], [$client->stats()->scheduledTotal, $client->stats()->reservedTotal]);
+        self::assertTrue(proc_get_status($this->server)['running'], 'the server kept running');
+        self::assertStringNotContainsString(self::PASSWORD, (string) file_get_contents("{$conf}.log"));
+    }
+
+    private function startServer(string $conf): void
+    {
+        $root = \dirname(__DIR__, 2);
+        $binary = getenv('DELAYER_BIN') ?: "{$root}/target/debug/delayer";
+        if (!is_file($binary)) {
+            exec('cargo build -q -j 2 -p delayer-server --manifest-path ' . escapeshellarg("{$root}/Cargo.toml") . ' 2>&1', $out, $code);
+            self::assertSame(0, $code, "cargo build -p delayer-server failed:\n" . implode("\n", $out));
+        }
+        $this->server = proc_open([$binary, '-c', $conf],
+            [0 => ['file', '/dev/null', 'r'], 1 => ['file', "{$conf}.log", 'w'], 2 => ['file', "{$conf}.log", 'a']],
+            $pipes, self::$dir);
+        self::assertIsResource($this->server);
     }
 
     /** Last two: each leaves a master without replica. */
