@@ -657,3 +657,108 @@ def test_calls_work_again_after_a_master_is_killed(tmp_path: Path) -> None:
         if server is not None:
             server.close()
         c.stop()
+
+
+# -- TLS -------------------------------------------------------------------------------------------
+
+
+class TlsCluster:
+    """Three masters speaking TLS only (clients and cluster bus), no
+    replicas, joined by hand (CLUSTER ADDSLOTSRANGE / MEET): enough to see
+    ``tls = yes`` and ``tls_ca_file`` reach every node, the waits' client
+    and the nodes' own included."""
+
+    def __init__(self, certs: Tuple[Path, Path, Path]) -> None:
+        import shutil
+        import tempfile
+
+        cert, key_file, self.ca = certs
+        self.dir = Path(tempfile.mkdtemp(prefix="delayer-tls-cluster-"))
+        self.procs: List["subprocess.Popen[bytes]"] = []
+        self.ports: List[int] = []
+        self._rm = lambda: shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            for _ in range(3):
+                port = kit.cluster_port()  # its bus port (+10000) is free too
+                self.procs.append(subprocess.Popen(
+                    ["redis-server", "--port", "0", "--tls-port", str(port), "--tls-cluster", "yes",
+                     "--tls-cert-file", str(cert), "--tls-key-file", str(key_file), "--tls-ca-cert-file", str(self.ca),
+                     "--tls-auth-clients", "no", "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                     "--cluster-config-file", f"nodes-{port}.conf", "--dir", str(self.dir), "--save", "",
+                     "--appendonly", "no", "--logfile", f"node-{port}.log"],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                self.ports.append(port)
+            self._until("every node answers", lambda: all(self.node(p).ping() for p in self.ports))
+            third = kit.SLOTS // 3
+            for k, port in enumerate(self.ports):
+                hi = kit.SLOTS - 1 if k == 2 else (k + 1) * third - 1
+                self.node(port).execute_command("CLUSTER", "ADDSLOTSRANGE", k * third, hi)
+            for port in self.ports[1:]:
+                self.node(self.ports[0]).execute_command("CLUSTER", "MEET", "127.0.0.1", port)
+            self._until("cluster_state:ok on every node", lambda: all(
+                "cluster_state:ok" in str(self.node(p).execute_command("CLUSTER", "INFO"))
+                and "cluster_known_nodes:3" in str(self.node(p).execute_command("CLUSTER", "INFO"))
+                for p in self.ports))
+        except BaseException:
+            self.stop()
+            raise
+
+    def node(self, port: int) -> "redis.Redis":
+        return redis.Redis(host="127.0.0.1", port=port, ssl=True, ssl_ca_certs=str(self.ca), decode_responses=True,
+                           socket_timeout=5)
+
+    def _until(self, what: str, check: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + WITHIN
+        while True:
+            try:
+                if check():
+                    return
+            except (redis.RedisError, OSError):
+                pass
+            assert time.monotonic() < deadline, f"TLS cluster: no {what} within {WITHIN} s"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+        self._rm()
+
+
+def test_tls_reaches_every_node(tmp_path: Path, certs: Tuple[Path, Path, Path]) -> None:
+    c = TlsCluster(certs)
+    try:
+        seeds = ",".join(f"127.0.0.1:{p}" for p in c.ports)
+        path = write(tmp_path, TOPIC_LAYOUT + f"[redis]\nmode = cluster\nnodes = {seeds}\ntls = yes\n"
+                                              f"tls_ca_file = {c.ca}\n")
+        by_master: Dict[int, str] = {}  # a topic on each master (the slot thirds given above)
+        n = 0
+        while len(by_master) < 3:
+            by_master.setdefault(min(key_slot(f"tls-{n}".encode()) // (kit.SLOTS // 3), 2), f"tls-{n}")
+            n += 1
+        topics = list(by_master.values())
+        client = Delayer.from_config(path)
+        try:
+            assert len(client.push_many([Job(t, "a", 0) for t in topics])) == 3
+            assert client.push(topics[0], "b", 0) > 0
+            assert {s.topic for s in client.stats().topics} == set(topics)
+            assert client.bpop(topics[1] + "-empty", 0.2) is None  # the waits' client speaks TLS too
+            with pytest.raises(delayer.NotReplicatedError):  # the nodes' own clients too (no replica here)
+                client.push(topics[2], "c", 0, durable=0.1)
+        finally:
+            client.close()
+
+        async def body() -> None:
+            aclient = delayer_aio.Delayer.from_config(path)
+            try:
+                assert await aclient.push(topics[1], "aio", 0) > 0
+                assert len((await aclient.stats()).topics) == 3
+                assert await aclient.bpop(topics[1] + "-empty", 0.2) is None
+            finally:
+                await aclient.close()
+
+        run(body)
+        with pytest.raises(ConnectionFailed):  # no tls = yes: a plain-text hello to a TLS port
+            Delayer(cluster=seeds)
+    finally:
+        c.stop()
