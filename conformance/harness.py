@@ -322,6 +322,44 @@ def driver_argv(name: str, redis_server: RedisServer, prefix: str, layout: str =
     return program + connect
 
 
+def config_driver_argv(name: str, config: Path) -> List[str]:
+    """A driver on a delayer.conf (``config``) instead of a URL: sentinel and
+    cluster deployments."""
+    if name == "rust":
+        exe = binary("DELAYER_DRIVER_BIN", "delayer-conformance-driver", "delayer-conformance-driver")
+        return [str(exe), "--config", str(config)]
+    if name == "python":
+        return [sys.executable, str(HERE / "drivers" / "python_driver.py"), "--config", str(config)]
+    php = shutil.which(os.environ.get("PHP", "php")) or "php"
+    return [php, str(HERE / "drivers" / "php_driver.php"), "--config", str(config)]
+
+
+def through_the_server(drivers: Dict[str, "Driver"], pusher: str, consumer: str, kind: str, tag: str,
+                       deadline_s: float) -> str:
+    """``pusher`` pushes a job due now on topic ``<kind>-<pusher>-<consumer>-<tag>``,
+    the server moves it, ``consumer`` pops it; a call failing while a failover
+    is under way (a connection error) is made again. Returns the topic."""
+    topic = f"{kind}-{pusher}-{consumer}-{tag}"
+    job_id = f"{pusher}>{consumer}:{tag}"
+    deadline = time.monotonic() + deadline_s
+    pushed = False
+    last: Any = None
+    while time.monotonic() < deadline:
+        if not pushed:
+            last = drivers[pusher].request({"op": "push", "topic": topic, "id": job_id, "delay_ms": 0,
+                                            "body_b64": "aGk="})
+            pushed = last.get("ok") is True
+        else:
+            last = drivers[consumer].request({"op": "bpop", "topic": topic, "timeout_ms": 1000})
+            if last.get("ok") and last.get("job") is not None:
+                assert last["job"] == {"id": job_id, "topic": topic, "body_b64": "aGk="}
+                return topic
+        if not last.get("ok"):
+            assert str(last.get("error", "")).startswith("connection"), f"{pusher}>{consumer}: {last}"
+            time.sleep(0.1)
+    raise AssertionError(f"{pusher}>{consumer} ({tag}): no job within the deadline; last answer {last}")
+
+
 class Drivers:
     """The four drivers, started on first use and restarted if one died."""
 
