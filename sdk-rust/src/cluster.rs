@@ -8,7 +8,7 @@
 //! its key and follows MOVED, ASK and failovers.
 
 use crate::conf::{ConfError, ConfFile};
-use crate::sentinel::parse_nodes;
+use crate::sentinel::{read_nodes, read_tls};
 use std::fmt;
 
 /// Keys that name one fixed address, or the sentinels' master.
@@ -62,15 +62,8 @@ pub fn from_conf(conf: &ConfFile) -> Result<Option<ClusterSettings>, ConfError> 
     let nodes = conf
         .string("redis", "nodes")
         .ok_or_else(|| err("mode", "mode = cluster needs nodes (seed nodes: host:port,host:port,...)".into()))?;
-    let tls = match conf.string("redis", "tls").as_deref() {
-        None | Some("no") | Some("false") => false,
-        Some("yes") | Some("true") => true,
-        Some(other) => return Err(err("tls", format!("{other:?} is not yes or no"))),
-    };
-    Ok(Some(ClusterSettings {
-        nodes: parse_nodes(&nodes).map_err(|bad| err("nodes", format!("{bad:?} is not host:port")))?,
-        tls,
-    }))
+    let tls = read_tls(conf)?;
+    Ok(Some(ClusterSettings { nodes: read_nodes(conf, &nodes)?, tls }))
 }
 
 /// The message for `mode = cluster` with the classic layout.

@@ -74,13 +74,9 @@ pub fn from_conf(conf: &ConfFile) -> Result<Option<SentinelSettings>, ConfError>
             let master_name = conf
                 .string("redis", "master_name")
                 .ok_or_else(|| err("mode", "mode = sentinel needs master_name".into()))?;
-            let tls = match conf.string("redis", "tls").as_deref() {
-                None | Some("no") | Some("false") => false,
-                Some("yes") | Some("true") => true,
-                Some(other) => return Err(err("tls", format!("{other:?} is not yes or no"))),
-            };
+            let tls = read_tls(conf)?;
             Ok(Some(SentinelSettings {
-                nodes: parse_nodes(&nodes).map_err(|bad| err("nodes", format!("{bad:?} is not host:port")))?,
+                nodes: read_nodes(conf, &nodes)?,
                 master_name,
                 username: conf.string("redis", "sentinel_username"),
                 password: conf.string("redis", "sentinel_password"),
@@ -89,6 +85,20 @@ pub fn from_conf(conf: &ConfFile) -> Result<Option<SentinelSettings>, ConfError>
         }
         Some(other) => Err(err("mode", format!("{other:?} is not a mode: standalone, sentinel or cluster"))),
     }
+}
+
+/// `[redis] tls` (sentinel and cluster mode): yes/true or no/false.
+pub(crate) fn read_tls(conf: &ConfFile) -> Result<bool, ConfError> {
+    match conf.string("redis", "tls").as_deref() {
+        None | Some("no") | Some("false") => Ok(false),
+        Some("yes") | Some("true") => Ok(true),
+        Some(other) => Err(conf.error(Some("redis"), Some("tls"), format!("{other:?} is not yes or no"))),
+    }
+}
+
+/// `[redis] nodes` (the sentinels, or a cluster's seeds), read by [`parse_nodes`].
+pub(crate) fn read_nodes(conf: &ConfFile, text: &str) -> Result<Vec<(String, u16)>, ConfError> {
+    parse_nodes(text).map_err(|bad| conf.error(Some("redis"), Some("nodes"), format!("{bad:?} is not host:port")))
 }
 
 /// `host:port,host:port,...` (`[::1]:26379` for IPv6); the first entry

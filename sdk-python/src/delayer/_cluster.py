@@ -27,7 +27,7 @@ from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 from . import _waits
 from ._calls import Arg, ScriptCall
 from ._connect import CONNECT_TIMEOUT, tls_options
-from ._sentinel import FIXED_ONLY, Mode, Node, _quoted, parse_nodes
+from ._sentinel import FIXED_ONLY, Mode, Node, read_nodes_and_tls
 from ._translate import redirected, translate
 from .errors import ConfigError, InvalidArgument
 
@@ -55,16 +55,10 @@ def read_mode(get: Callable[[str, str], Optional[str]], err: Callable[[str, str]
     nodes = get("redis", "nodes")
     if nodes is None:
         raise err("mode", "mode = cluster needs nodes (seed nodes: host:port,host:port,...)")
-    tls_raw = get("redis", "tls")
-    if tls_raw not in (None, "yes", "no", "true", "false"):
-        raise err("tls", f"{_quoted(tls_raw or '')} is not yes or no")
-    try:
-        parsed = parse_nodes(nodes)
-    except ValueError as bad:
-        raise err("nodes", f"{_quoted(str(bad))} is not host:port") from None
+    parsed, tls = read_nodes_and_tls(get, err, nodes)
     if layout != "topic":
         raise err("mode", NEEDS_TOPIC)
-    return Mode(parsed, None, None, None, tls_raw in ("yes", "true"), cluster=True)
+    return Mode(parsed, None, None, None, tls, cluster=True)
 
 
 def describe(nodes: Sequence[Node]) -> str:

@@ -85,6 +85,14 @@ def read_mode(get: Callable[[str, str], Optional[str]], error: Callable[[str, st
     master_name = get("redis", "master_name")
     if master_name is None:
         raise err("mode", "mode = sentinel needs master_name")
+    parsed, tls = read_nodes_and_tls(get, err, nodes)
+    return Mode(parsed, master_name, get("redis", "sentinel_username"), get("redis", "sentinel_password"), tls)
+
+
+def read_nodes_and_tls(get: Callable[[str, str], Optional[str]], err: Callable[[str, str], ConfigError],
+                       nodes: str) -> Tuple[List[Node], bool]:
+    """``[redis] tls`` (yes/true or no/false), then ``nodes`` (the sentinels,
+    or a cluster's seeds), in the Rust reader's order."""
     tls_raw = get("redis", "tls")
     if tls_raw not in (None, "yes", "no", "true", "false"):
         raise err("tls", f"{_quoted(tls_raw or '')} is not yes or no")
@@ -92,8 +100,7 @@ def read_mode(get: Callable[[str, str], Optional[str]], error: Callable[[str, st
         parsed = parse_nodes(nodes)
     except ValueError as bad:
         raise err("nodes", f"{_quoted(str(bad))} is not host:port") from None
-    return Mode(parsed, master_name, get("redis", "sentinel_username"), get("redis", "sentinel_password"),
-                tls_raw in ("yes", "true"))
+    return parsed, tls_raw in ("yes", "true")
 
 
 def _quoted(text: str) -> str:
