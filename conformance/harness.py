@@ -5,6 +5,7 @@ process on 127.0.0.1, started on a free port and killed at the end.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -17,7 +18,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import redis
 
@@ -332,6 +333,29 @@ def config_driver_argv(name: str, config: Path) -> List[str]:
         return [sys.executable, str(HERE / "drivers" / "python_driver.py"), "--config", str(config)]
     php = shutil.which(os.environ.get("PHP", "php")) or "php"
     return [php, str(HERE / "drivers" / "php_driver.php"), "--config", str(config)]
+
+
+@contextlib.contextmanager
+def configured(d: Path, config_text: str, sdks: List[str], secret: str) -> Iterator[Dict[str, "Driver"]]:
+    """The real server and one driver per SDK on one delayer.conf (in ``d``):
+    a sentinel or cluster deployment's processes. Yields the drivers; on a
+    normal exit checks that the server still runs and never logged ``secret``."""
+    config = d / "delayer.conf"
+    config.write_text(config_text)
+    exe = binary("DELAYER_BIN", "delayer", "delayer-server")
+    log = open(d / "server.log", "wb")
+    server = subprocess.Popen([str(exe), "-c", str(config)], cwd=d, stdin=subprocess.DEVNULL, stdout=log,
+                              stderr=subprocess.STDOUT)
+    drivers = {name: Driver(f"{d.name}-{name}", config_driver_argv(name, config), d) for name in sdks}
+    try:
+        yield drivers
+        assert server.poll() is None, f"the server exited: {tail(d / 'server.log')}"
+        assert secret not in tail(d / "server.log", 1_000_000)
+    finally:
+        for driver in drivers.values():
+            driver.stop()
+        stop_process(server)
+        log.close()
 
 
 def through_the_server(drivers: Dict[str, "Driver"], pusher: str, consumer: str, kind: str, tag: str,

@@ -13,7 +13,6 @@ processes and the same server: nobody was restarted.
 from __future__ import annotations
 
 import itertools
-import subprocess
 import sys
 from pathlib import Path
 from typing import Dict, Iterator
@@ -37,36 +36,26 @@ def failed_over(workdir: Path) -> Iterator[Dict[str, harness.Driver]]:
     deployment = kit.Cluster(workdir / "cluster-nodes", password=PASSWORD)
     d = workdir / "cluster-mode"
     d.mkdir(exist_ok=True)
-    config = d / "delayer.conf"
-    config.write_text(f"[delayer]\ntimer_interval = 100\nlayout = topic\n\n{deployment.redis_section()}")
-    exe = harness.binary("DELAYER_BIN", "delayer", "delayer-server")
-    log = open(d / "server.log", "wb")
-    server = subprocess.Popen([str(exe), "-c", str(config)], cwd=d, stdin=subprocess.DEVNULL, stdout=log,
-                              stderr=subprocess.STDOUT)
-    drivers = {name: harness.Driver(f"cluster-{name}", harness.config_driver_argv(name, config), d) for name in SDKS}
+    config = f"[delayer]\ntimer_interval = 100\nlayout = topic\n\n{deployment.redis_section()}"
     try:
-        topics = [harness.through_the_server(drivers, p, c, "cluster", "before", kit.DEADLINE) for p, c in PAIRS]
-        masters = {deployment.master_for("delayer:{" + t + "}:pool") for t in topics}
-        assert len(masters) >= 2, f"the pairs' topics should land on several masters, not only {masters}"
-        # At least once across SDKs: each reserves what another pushed and a third acks it.
-        for i, (pusher, holder) in enumerate(PAIRS):
-            acker = SDKS[(SDKS.index(holder) + 1) % 3]
-            topic = f"cluster-reserve-{pusher}-{holder}"
-            assert drivers[pusher].request({"op": "push", "topic": topic, "id": str(i), "delay_ms": 0})["ok"]
-            got = drivers[holder].request({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 10_000})
-            assert got["ok"] and got["job"] is not None, f"{holder} reserved nothing pushed by {pusher}: {got}"
-            acked = drivers[acker].request({"op": "ack", "id": str(i), "topic": topic,
-                                            "receipt": got["job"]["receipt"]})
-            assert acked == {"ok": True, "done": True}, f"{acker} acking {holder}'s reservation: {acked}"
-        deployment.kill_master("delayer:{" + topics[0] + "}:pool")
-        yield drivers
-        assert server.poll() is None, f"the server exited: {harness.tail(d / 'server.log')}"
-        assert PASSWORD not in harness.tail(d / "server.log", 1_000_000)
+        with harness.configured(d, config, SDKS, PASSWORD) as drivers:
+            topics = [harness.through_the_server(drivers, p, c, "cluster", "before", kit.DEADLINE) for p, c in PAIRS]
+            masters = {deployment.master_for("delayer:{" + t + "}:pool") for t in topics}
+            assert len(masters) >= 2, f"the pairs' topics should land on several masters, not only {masters}"
+            # At least once across SDKs: each reserves what another pushed and a third acks it.
+            for i, (pusher, holder) in enumerate(PAIRS):
+                acker = SDKS[(SDKS.index(holder) + 1) % 3]
+                topic = f"cluster-reserve-{pusher}-{holder}"
+                assert drivers[pusher].request({"op": "push", "topic": topic, "id": str(i), "delay_ms": 0})["ok"]
+                got = drivers[holder].request({"op": "breserve", "topic": topic, "ttr_ms": 30_000,
+                                               "timeout_ms": 10_000})
+                assert got["ok"] and got["job"] is not None, f"{holder} reserved nothing pushed by {pusher}: {got}"
+                acked = drivers[acker].request({"op": "ack", "id": str(i), "topic": topic,
+                                                "receipt": got["job"]["receipt"]})
+                assert acked == {"ok": True, "done": True}, f"{acker} acking {holder}'s reservation: {acked}"
+            deployment.kill_master("delayer:{" + topics[0] + "}:pool")
+            yield drivers
     finally:
-        for driver in drivers.values():
-            driver.stop()
-        harness.stop_process(server)
-        log.close()
         deployment.stop()
 
 

@@ -11,7 +11,6 @@ with the same driver processes and the same server: nobody was restarted.
 from __future__ import annotations
 
 import itertools
-import subprocess
 import sys
 from pathlib import Path
 from typing import Dict, Iterator
@@ -33,26 +32,15 @@ def failed_over(workdir: Path) -> Iterator[Dict[str, harness.Driver]]:
     deployment = kit.Sentinels(workdir, redis_password="conformance-pw")
     d = workdir / "sentinel-mode"
     d.mkdir(exist_ok=True)
-    config = d / "delayer.conf"
-    config.write_text(f"[delayer]\ntimer_interval = 100\n\n{deployment.redis_section()}")
-    exe = harness.binary("DELAYER_BIN", "delayer", "delayer-server")
-    log = open(d / "server.log", "wb")
-    server = subprocess.Popen([str(exe), "-c", str(config)], cwd=d, stdin=subprocess.DEVNULL, stdout=log,
-                              stderr=subprocess.STDOUT)
-    drivers = {name: harness.Driver(f"sentinel-{name}", harness.config_driver_argv(name, config), d) for name in SDKS}
+    config = f"[delayer]\ntimer_interval = 100\n\n{deployment.redis_section()}"
     try:
-        for pusher, consumer in PAIRS:
-            harness.through_the_server(drivers, pusher, consumer, "sentinel", "before", kit.FAILOVER_DEADLINE)
-        old = deployment.master_port()
-        assert deployment.kill_master() != old
-        yield drivers
-        assert server.poll() is None, f"the server exited: {harness.tail(d / 'server.log')}"
-        assert "conformance-pw" not in harness.tail(d / "server.log", 1_000_000)
+        with harness.configured(d, config, SDKS, "conformance-pw") as drivers:
+            for pusher, consumer in PAIRS:
+                harness.through_the_server(drivers, pusher, consumer, "sentinel", "before", kit.FAILOVER_DEADLINE)
+            old = deployment.master_port()
+            assert deployment.kill_master() != old
+            yield drivers
     finally:
-        for driver in drivers.values():
-            driver.stop()
-        harness.stop_process(server)
-        log.close()
         deployment.stop()
 
 
