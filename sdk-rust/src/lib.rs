@@ -59,6 +59,7 @@ pub mod connection;
 pub mod durable;
 mod error;
 pub mod inspect;
+mod job;
 pub mod keys;
 mod ops;
 mod reliable;
@@ -69,8 +70,9 @@ pub mod validate;
 mod wait;
 pub mod worker;
 
-pub use client::{Delayer, Job, Message};
+pub use client::Delayer;
 pub use connection::PoolOptions;
 pub use error::{Error, IdTaken, NotReplicated, Result, Taken};
+pub use job::{Job, Message};
 pub use keys::{Keys, Layout, Names, TopicKeys};
 pub use reliable::{Backoff, DeadLetter, JobRef, Reserved};

@@ -1,0 +1,275 @@
+//! Seeing every job: where one job is ([`Delayer::job`]), pages of a
+//! topic's scheduled, ready and reserved jobs, and per-topic numbers
+//! ([`Delayer::stats`]).
+//!
+//! It exists so that "was order 42's auto-close scheduled, and when does it
+//! fire?" needs no redis-cli and no knowledge of the keys. Everything here
+//! only reads: `lookup.lua`, `list.lua` and `stats.lua` (see their headers
+//! and docs/PROTOCOL.md, "Inspecting jobs"), and one `LRANGE` for the ready
+//! listing. Requests are built and replies read in [`calls`], without I/O;
+//! the blocking and async clients below only send them.
+
+mod calls;
+
+pub use calls::parse_stats;
+pub(crate) use calls::*;
+
+use crate::error::{Error, Result};
+use crate::Delayer;
+use redis::Script;
+use std::sync::LazyLock;
+use std::time::SystemTime;
+
+/// `lookup.lua`: KEYS bucket, pool, reserved; ARGV id, topic or "".
+pub static LOOKUP: LazyLock<Script> = LazyLock::new(|| Script::new(LOOKUP_SRC));
+/// `list.lua`: KEYS a ZSET (pool or reserved); ARGV bucket prefix, topic,
+/// start rank, count, most entries examined.
+pub static LIST: LazyLock<Script> = LazyLock::new(|| Script::new(LIST_SRC));
+/// `stats.lua`: KEYS topics, scheduled_count, pool, reserved; ARGV ready
+/// prefix, dead prefix, bucket prefix, cap on reserved ids read.
+pub static STATS: LazyLock<Script> = LazyLock::new(|| Script::new(STATS_SRC));
+/// Source of `lua/lookup.lua`.
+pub const LOOKUP_SRC: &str = include_str!("../../lua/lookup.lua");
+/// Source of `lua/list.lua`.
+pub const LIST_SRC: &str = include_str!("../../lua/list.lua");
+/// Source of `lua/stats.lua`.
+pub const STATS_SRC: &str = include_str!("../../lua/stats.lua");
+
+/// The most entries one listing page holds.
+pub const MAX_PAGE: usize = 1000;
+/// Entries list.lua examines per call: bounds each call's time in Redis.
+const EXAMINE_PER_CALL: usize = 1000;
+/// Calls one page may take before it is handed back short (with a cursor to
+/// go on from), so a page of a rare topic in a huge pool stays bounded.
+const CALLS_PER_PAGE: usize = 10;
+/// Per-topic reserved counts are read while the reserved set is no larger.
+pub const RESERVED_CAP: usize = 1000;
+
+/// Where a job is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobState {
+    /// Waiting in the pool for its due time.
+    Scheduled,
+    /// Due, in its topic's ready queue.
+    Ready,
+    /// Held by a worker until its deadline.
+    Reserved,
+    /// In its topic's dead-letter list.
+    Dead,
+    /// Its data has no topic, or is not a hash: an operator should look.
+    Malformed,
+    /// No such job (never pushed, done, removed or expired), or a job of
+    /// another topic.
+    Unknown,
+}
+
+impl JobState {
+    /// The protocol's name: `scheduled`, `ready`, `reserved`, `dead`,
+    /// `malformed` or `unknown`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Scheduled => "scheduled",
+            JobState::Ready => "ready",
+            JobState::Reserved => "reserved",
+            JobState::Dead => "dead",
+            JobState::Malformed => "malformed",
+            JobState::Unknown => "unknown",
+        }
+    }
+
+    fn parse(s: &str) -> Result<JobState> {
+        Ok(match s {
+            "scheduled" => JobState::Scheduled,
+            "ready" => JobState::Ready,
+            "reserved" => JobState::Reserved,
+            "dead" => JobState::Dead,
+            "malformed" => JobState::Malformed,
+            "unknown" => JobState::Unknown,
+            other => return Err(Error::Protocol(format!("lookup: unknown state {other:?}"))),
+        })
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What [`Delayer::job`] found. Fields that do not apply to the state (or
+/// are not known) are `None`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobInfo {
+    /// The id looked up.
+    pub id: String,
+    /// Where the job is.
+    pub state: JobState,
+    /// Its topic.
+    pub topic: Option<String>,
+    /// Its body's length in bytes.
+    pub body_size: Option<u64>,
+    /// Reservations so far.
+    pub attempts: Option<u64>,
+    /// Reservations allowed (0: no limit), when set.
+    pub max_attempts: Option<u64>,
+    /// Scheduled: when it is due.
+    pub due: Option<SystemTime>,
+    /// Reserved: the reservation's deadline.
+    pub deadline: Option<SystemTime>,
+    /// Dead: when it died.
+    pub dead_at: Option<SystemTime>,
+    /// Dead: `buried` or `max_attempts`.
+    pub dead_reason: Option<String>,
+    /// The last failed attempt's error, when a worker gave one (or "ttr
+    /// expired").
+    pub last_error: Option<String>,
+}
+
+/// A scheduled or reserved job in a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    /// The job's id.
+    pub id: String,
+    /// Scheduled: its due time; reserved: its deadline.
+    pub time: SystemTime,
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    /// The entries, in listing order.
+    pub items: Vec<T>,
+    /// The cursor of the next page, `None` at the end. A page may be
+    /// shorter than asked (even empty) while `next` is `Some`: keep going.
+    pub next: Option<u64>,
+}
+
+/// One topic's numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicStats {
+    /// The topic.
+    pub topic: String,
+    /// Jobs waiting in the pool (exact for Delayer 2 writers; see
+    /// docs/PROTOCOL.md on 1.x writers).
+    pub scheduled: u64,
+    /// Ids in its ready queue.
+    pub ready: u64,
+    /// Jobs reserved by workers; `None` when the reserved set was too large
+    /// to read ([`RESERVED_CAP`]).
+    pub reserved: Option<u64>,
+    /// Dead letters.
+    pub dead: u64,
+}
+
+/// Per-topic numbers, and totals that count every job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stats {
+    /// Jobs in the pool, whoever pushed them.
+    pub scheduled_total: u64,
+    /// Jobs reserved.
+    pub reserved_total: u64,
+    /// Each known topic, sorted by name.
+    pub topics: Vec<TopicStats>,
+}
+
+/// lookup.lua for job `id` of `topic`.
+impl Delayer {
+    /// Where job `id` of `topic` is, and what it carries: scheduled (with its
+    /// due time), ready, reserved (with its deadline), dead (with why and
+    /// when), malformed or unknown. A job of another topic is unknown. Only
+    /// reads.
+    pub fn job(&self, topic: &str, id: &str) -> Result<JobInfo> {
+        parse_lookup(id, self.call(&lookup(self.keys(), topic, id)?.into())?)
+    }
+
+    /// A page of `topic`'s scheduled jobs, earliest due first, from `cursor`
+    /// (0 to start; then the page's `next`), at most `count` (1 to 1000).
+    pub fn list_scheduled(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
+        self.scan(ListScan::new(self.keys(), Walked::Pool, topic, cursor, count)?)
+    }
+
+    /// A page of `topic`'s reserved jobs, earliest deadline first (paged as
+    /// [`Delayer::list_scheduled`]).
+    pub fn list_reserved(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
+        let page = self.scan(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count)?)?;
+        Ok(Page { items: page.items.into_iter().map(|l| l.id).collect(), next: page.next })
+    }
+
+    /// A page of `topic`'s reserved jobs with their deadlines.
+    pub fn list_reserved_with_deadlines(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
+        self.scan(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count)?)
+    }
+
+    /// A page of the ids in `topic`'s ready queue, next out first.
+    pub fn list_ready(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
+        parse_ready(self.call(&list_ready(self.keys(), topic, cursor, count)?)?, cursor, count)
+    }
+
+    /// Scheduled, ready, reserved and dead jobs per topic. Cheap on any
+    /// backlog: no scan of the pool.
+    pub fn stats(&self) -> Result<Stats> {
+        match counting(self.keys()) {
+            Counting::Script(req) => parse_stats(self.call(&req)?),
+            Counting::Topics(req) => {
+                let (topics, req) = topic_numbers(self.keys(), self.call(&req)?)?;
+                parse_topic_numbers(topics, self.call(&req)?)
+            }
+        }
+    }
+
+    fn scan(&self, mut scan: ListScan) -> Result<Page<Listed>> {
+        loop {
+            if let Some(page) = scan.feed(self.call(&scan.request())?)? {
+                return Ok(page);
+            }
+        }
+    }
+}
+
+#[cfg(feature = "aio")]
+impl crate::aio::Delayer {
+    /// As [`crate::Delayer::job`].
+    pub async fn job(&self, topic: &str, id: &str) -> Result<JobInfo> {
+        parse_lookup(id, self.call(&lookup(self.keys(), topic, id)?.into()).await?)
+    }
+
+    /// As [`crate::Delayer::list_scheduled`].
+    pub async fn list_scheduled(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
+        self.scan(ListScan::new(self.keys(), Walked::Pool, topic, cursor, count)?).await
+    }
+
+    /// As [`crate::Delayer::list_reserved`].
+    pub async fn list_reserved(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
+        let page = self.scan(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count)?).await?;
+        Ok(Page { items: page.items.into_iter().map(|l| l.id).collect(), next: page.next })
+    }
+
+    /// As [`crate::Delayer::list_reserved_with_deadlines`].
+    pub async fn list_reserved_with_deadlines(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
+        self.scan(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count)?).await
+    }
+
+    /// As [`crate::Delayer::list_ready`].
+    pub async fn list_ready(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
+        parse_ready(self.call(&list_ready(self.keys(), topic, cursor, count)?).await?, cursor, count)
+    }
+
+    /// As [`crate::Delayer::stats`].
+    pub async fn stats(&self) -> Result<Stats> {
+        match counting(self.keys()) {
+            Counting::Script(req) => parse_stats(self.call(&req).await?),
+            Counting::Topics(req) => {
+                let (topics, req) = topic_numbers(self.keys(), self.call(&req).await?)?;
+                parse_topic_numbers(topics, self.call(&req).await?)
+            }
+        }
+    }
+
+    async fn scan(&self, mut scan: ListScan) -> Result<Page<Listed>> {
+        loop {
+            if let Some(page) = scan.feed(self.call(&scan.request()).await?)? {
+                return Ok(page);
+            }
+        }
+    }
+}
