@@ -35,7 +35,8 @@ fn number(name: &str, default: u64) -> u64 {
 
 /// (push_many jobs/s, drain jobs/s).
 fn run(redis_section: &str, d: &Delayer, ready: impl Fn() -> u64, bin: &str, jobs: u64, topics: u64) -> (f64, f64) {
-    let all: Vec<Job> = (0..jobs).map(|i| Job::new(format!("t{}", i % topics), format!("{i}"), Duration::ZERO)).collect();
+    let all: Vec<Job> =
+        (0..jobs).map(|i| Job::new(format!("t{}", i % topics), format!("{i}"), Duration::ZERO)).collect();
     // Runs of one topic, as a producer of one kind of job sends them.
     let mut sorted = all;
     sorted.sort_by(|a, b| a.topic.cmp(&b.topic));
@@ -51,7 +52,11 @@ fn run(redis_section: &str, d: &Delayer, ready: impl Fn() -> u64, bin: &str, job
     let mut seen = 0;
     while seen < jobs {
         seen = ready();
-        assert!(started.elapsed() < Duration::from_secs(120), "drain stalled at {seen} of {jobs}:\n{}", server.output());
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "drain stalled at {seen} of {jobs}:\n{}",
+            server.output()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     (pushed, jobs as f64 / started.elapsed().as_secs_f64())
