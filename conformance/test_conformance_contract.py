@@ -17,6 +17,16 @@ recorded call against the header of the script its SHA names:
 - an argument the header describes as a key prefix or a channel
   (`"<prefix>job_bucket:"`, `"<prefix>wake"`) is exactly that name.
 
+In the per-topic layout (CONFORMANCE_LAYOUT=topic) each call carries the
+topic's names in place of the shared ones (PROTOCOL.md, "Operations in the
+per-topic layout"): every key of a call is of one topic (`<prefix>{<topic>}:pool`,
+`<prefix>{<topic>}:job:<id>`, ...), the shared counts are left out, and the
+bucket prefix is the topic's (`<prefix>{<topic>}:job:`), the dead-letter
+prefix and the wake channel `""`. Each call that schedules or reserves is then
+followed by the client's index write, `ZADD <prefix>due LT CH <time> <topic>`
+(and `SADD <prefix>topics <topic>` after a push); no other call writes it, and
+the classic layout never does (its scripts keep their own index).
+
 A builder that drifts from its script (an argument added to the script but not
 sent, a key in the wrong place, a name built by hand) fails here.
 """
@@ -29,12 +39,12 @@ import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from conftest import PREFIX
-from harness import RedisServer, new_id, ok, wait_until
+from conftest import LAYOUT, PREFIX
+from harness import RedisServer, new_id, ok, redis_now, wait_until
 
 LUA = Path(__file__).resolve().parents[1] / "lua"
 SDKS = ["rust", "python", "php"]
@@ -51,12 +61,48 @@ class Contract:
     argv_names: Dict[int, str] = field(default_factory=dict)  # index -> exact name the header quotes
 
     @staticmethod
-    def key_ok(patterns: List[str], key: str) -> bool:
+    def key_ok(patterns: List[str], key: str, topic: Optional[str] = None) -> bool:
+        """Whether ``key`` has one of the shapes; with ``topic`` (the per-topic
+        layout) the shape of that topic's name in place of each shared one."""
         for pattern in patterns:
+            if topic is not None:
+                translated = per_topic(pattern)
+                if translated is None:
+                    continue
+                pattern = translated.replace("{<topic>}", "{" + topic + "}")
             rx = re.sub(r"<[a-z_]+>", ".+", re.escape(pattern).replace("<prefix>", re.escape(PREFIX), 1))
             if re.fullmatch(rx, key, re.S):
                 return True
         return False
+
+
+#: The per-topic layout's name for each name a header gives (PROTOCOL.md,
+#: "Operations in the per-topic layout"); None: left out in that layout.
+PER_TOPIC_KEYS: Dict[str, Optional[str]] = {
+    "<prefix>job_pool": "<prefix>{<topic>}:pool",
+    "<prefix>job_bucket:<id>": "<prefix>{<topic>}:job:<id>",
+    "<prefix>ready_queue:<topic>": "<prefix>{<topic>}:ready",
+    "<prefix>malformed": "<prefix>{<topic>}:malformed",
+    "<prefix>reserved": "<prefix>{<topic>}:reserved",
+    "<prefix>receipt_seq": "<prefix>{<topic>}:receipt_seq",
+    "<prefix>dead:<topic>": "<prefix>{<topic>}:dead",
+    "<prefix>scheduled_count": None,
+    "<prefix>topics": None,
+}
+#: The same for the names an argument carries ("": the argument is empty).
+PER_TOPIC_ARGS: Dict[str, Optional[str]] = {
+    "<prefix>job_bucket:": "<prefix>{<topic>}:job:",
+    "<prefix>dead:": "",
+    "<prefix>wake": "",
+    "<prefix>ready_queue:": None,
+}
+
+
+def per_topic(name: str) -> Optional[str]:
+    """``name`` (a header's key shape) in the per-topic layout; None: not there."""
+    if "{<topic>}" in name:
+        return name
+    return PER_TOPIC_KEYS[name]
 
 
 TOP = re.compile(r"^--\s(KEYS|ARGV)\[(\d+)(\.\.)?\]\s+(.*)$")
@@ -164,11 +210,15 @@ def _unquote(s: str) -> str:
     return "".join(out)
 
 
+_SOURCE = re.compile(r"^\S+ \[\d+ ([^\]]+)\]")
+
+
 class RawMonitor:
-    """MONITOR on a plain socket: each EVAL/EVALSHA as its list of arguments."""
+    """MONITOR on a plain socket: every command clients send, as its list of
+    arguments (what scripts run inside themselves is left out)."""
 
     def __init__(self, server: RedisServer) -> None:
-        self.calls: List[List[str]] = []
+        self.commands: List[List[str]] = []
         self._sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         self._sock.sendall(b"MONITOR\r\n")
         self._file = self._sock.makefile("rb")
@@ -181,11 +231,40 @@ class RawMonitor:
         try:
             for raw in self._file:
                 line = raw.decode("latin-1").rstrip("\r\n")
+                source = _SOURCE.match(line)
+                if source is None or source.group(1) == "lua":
+                    continue
                 args = [_unquote(t) for t in _TOKEN.findall(line)]
-                if args and args[0].upper() in ("EVALSHA", "EVAL"):
-                    self.calls.append(args)
+                if args:
+                    self.commands.append(args)
         except (OSError, ValueError):
             pass  # closed at the end
+
+    @property
+    def calls(self) -> List[List[str]]:
+        """Each EVAL / EVALSHA."""
+        return [c for c in self.commands if c[0].upper() in ("EVALSHA", "EVAL")]
+
+    def mark(self, rds: Any) -> int:
+        """Sends a marker through ``rds`` and waits until MONITOR saw it, so
+        that everything sent before is recorded; the marker's position."""
+        self._marks = getattr(self, "_marks", 0) + 1
+        marker = ["ECHO", f"contract-mark-{self._marks}"]
+        rds.echo(marker[1])
+        found: List[int] = []
+
+        def seen() -> bool:
+            i = getattr(self, "_scanned", 0)
+            end = len(self.commands)
+            while i < end and self.commands[i] != marker:
+                i += 1
+            self._scanned = i
+            if i < end:
+                found.append(i)
+            return bool(found)
+
+        assert wait_until(seen), f"MONITOR did not show {marker}"
+        return found[0]
 
     def close(self) -> None:
         try:
@@ -195,8 +274,12 @@ class RawMonitor:
         self._sock.close()
 
 
-def check_call(args: List[str]) -> Tuple[str, List[str]]:
-    """The script's name and what in this call breaks its header (empty: nothing)."""
+TAG = re.compile(re.escape(PREFIX) + r"\{([^}]*)\}:", re.S)
+
+
+def check_call(args: List[str], layout: str = "classic") -> Tuple[str, List[str]]:
+    """The script's name and what in this call breaks its header (empty: nothing),
+    in ``layout``."""
     cmd, script = args[0].upper(), args[1]
     sha = script if cmd == "EVALSHA" else hashlib.sha1(script.encode("latin-1")).hexdigest()
     contract = CONTRACTS.get(sha.lower())
@@ -205,21 +288,46 @@ def check_call(args: List[str]) -> Tuple[str, List[str]]:
     numkeys = int(args[2])
     keys, argv = args[3 : 3 + numkeys], args[3 + numkeys :]
     errors = []
-    required = len(contract.keys)
-    while required and contract.keys[required - 1][1]:
+    topic: Optional[str] = None
+    declared = contract.keys
+    if layout == "topic":
+        # One topic's slot: the first key's hash tag is the topic of them all.
+        tag = TAG.match(keys[0]) if keys else None
+        if tag is None:
+            return contract.name, [f"key {keys[:1]!r} is not of a topic ({PREFIX}{{<topic>}}:...)"]
+        topic = tag.group(1)
+        # A key with no per-topic name is left out: it may only be optional, at the end.
+        while declared and not any(per_topic(p) for p in declared[-1][0]) and declared[-1][1]:
+            declared = declared[:-1]
+        if any(not any(per_topic(p) for p in patterns) for patterns, _ in declared):
+            return contract.name, ["a classic-layout script: it has keys the per-topic layout does not have"]
+    required = len(declared)
+    while required and declared[required - 1][1]:
         required -= 1
-    if not required <= numkeys <= len(contract.keys):
-        errors.append(f"{numkeys} keys; the header states {required}..{len(contract.keys)}")
-    for (patterns, _), key in zip(contract.keys, keys):
-        if not contract.key_ok(patterns, key):
-            errors.append(f"key {key!r} is not {' or '.join(patterns)}")
+    if not required <= numkeys <= len(declared):
+        errors.append(f"{numkeys} keys; the header states {required}..{len(declared)} in the {layout} layout")
+    for (patterns, _), key in zip(declared, keys):
+        if not contract.key_ok(patterns, key, topic):
+            shapes = patterns if topic is None else [str(per_topic(p)) for p in patterns if per_topic(p)]
+            errors.append(f"key {key!r} is not {' or '.join(shapes)}" + ("" if topic is None else f" of {topic!r}"))
     if len(argv) < contract.argv_required:
         errors.append(f"{len(argv)} arguments; the header requires {contract.argv_required}")
     if contract.argv_max is not None and len(argv) > contract.argv_max:
         errors.append(f"{len(argv)} arguments; the header names {contract.argv_max}")
     for n, name in contract.argv_names.items():
-        expected = name.replace("<prefix>", PREFIX)
-        if len(argv) >= n and argv[n - 1] not in ("", expected):
+        if len(argv) < n:
+            continue
+        if topic is None:
+            expected = name.replace("<prefix>", PREFIX)
+            allowed = ("", expected)
+        else:
+            translated = PER_TOPIC_ARGS[name]
+            if translated is None:
+                errors.append(f"ARGV[{n}] is {name}, which the per-topic layout does not have")
+                continue
+            expected = translated.replace("<prefix>", PREFIX).replace("{<topic>}", "{" + topic + "}")
+            allowed = (expected,)
+        if argv[n - 1] not in allowed:
             errors.append(f"ARGV[{n}] is {argv[n - 1]!r}, not {expected!r}")
     return contract.name, errors
 
@@ -227,56 +335,123 @@ def check_call(args: List[str]) -> Tuple[str, List[str]]:
 # ---------------------------------------------------------------- the calls
 
 
-def drive_every_operation(drivers, sdk: str, rds) -> None:  # type: ignore[no-untyped-def]
-    """Each operation of the protocol once through ``sdk``'s driver."""
+#: Where an operation's index write puts its topic: seconds from now (the
+#: call's due time or reservation deadline), or "0" (a requeue: due now).
+Index = Any
+
+
+def drive_every_operation(drivers, sdk: str, rds, mon: RawMonitor, keys) -> List[str]:  # type: ignore[no-untyped-def]
+    """Each operation of the protocol once through ``sdk``'s driver; what the
+    index writes that followed each call got wrong (empty: nothing)."""
     topic = new_id(f"contract-{sdk}")
     a, b, c, d = (new_id(f"{sdk}-{x}") for x in "abcd")
     retry = {"max_attempts": 2, "backoff": {"kind": "fixed", "delay_ms": 1}}
-    ok(drivers, sdk, {"op": "push", "topic": topic, "id": a, "delay_ms": 0, "body_b64": "YQ=="})
-    ok(drivers, sdk, {"op": "push", "topic": topic, "id": b, "delay_ms": 0, "body_b64": "", **retry})
-    ok(drivers, sdk, {"op": "push", "topic": topic, "id": b, "delay_ms": 0, "body_b64": "", "if_absent": True})
-    ok(drivers, sdk, {"op": "push", "topic": topic, "id": c, "delay_ms": 60_000, "body_b64": ""})
-    ok(drivers, sdk, {"op": "reschedule", "id": c, "delay_ms": 120_000})
-    ok(drivers, sdk, {"op": "remove", "id": c})
-    ok(drivers, sdk, {"op": "push_many", "if_absent": False,
-                      "jobs": [{"topic": topic, "id": d, "delay_ms": 0, "body_b64": ""}]})
-    ready = PREFIX + "ready_queue:" + topic
+    problems: List[str] = []
+
+    def step(req: Dict[str, Any], index: Index = None, pushed: bool = False) -> Dict[str, Any]:
+        """``req`` through the driver; then its index write checked (``index``
+        None: the call writes none)."""
+        since = mon.mark(rds)
+        now = redis_now(rds)
+        answer = ok(drivers, sdk, req)
+        window = mon.commands[since + 1 : mon.mark(rds)]
+        problems.extend(f"{req['op']}: {p}" for p in check_index_writes(window, topic, now, index, pushed))
+        return answer
+
+    step({"op": "push", "topic": topic, "id": a, "delay_ms": 0, "body_b64": "YQ=="}, 0, pushed=True)
+    step({"op": "push", "topic": topic, "id": b, "delay_ms": 0, "body_b64": "", **retry}, 0, pushed=True)
+    taken = step({"op": "push", "topic": topic, "id": b, "delay_ms": 0, "body_b64": "", "if_absent": True})
+    assert "taken" in taken, f"an if-absent push of a taken id pushed: {taken}"
+    step({"op": "push", "topic": topic, "id": c, "delay_ms": 60_000, "body_b64": ""}, 60, pushed=True)
+    step({"op": "reschedule", "id": c, "topic": topic, "delay_ms": 120_000}, 120)
+    step({"op": "remove", "id": c, "topic": topic})
+    step({"op": "push_many", "if_absent": False, "jobs": [{"topic": topic, "id": d, "delay_ms": 0, "body_b64": ""}]},
+         0, pushed=True)
+    ready = keys.ready(topic)
     assert wait_until(lambda: rds.llen(ready) >= 3), "the server did not move the jobs"
-    ok(drivers, sdk, {"op": "pop", "topic": topic})
-    ok(drivers, sdk, {"op": "bpop", "topic": topic, "timeout_ms": 2000})
-    job = ok(drivers, sdk, {"op": "reserve", "topic": topic, "ttr_ms": 30_000})["job"]
+    step({"op": "pop", "topic": topic})
+    step({"op": "bpop", "topic": topic, "timeout_ms": 2000})
+    job = step({"op": "reserve", "topic": topic, "ttr_ms": 30_000}, 30)["job"]
     assert job is not None
-    ok(drivers, sdk, {"op": "touch", "id": job["id"], "receipt": job["receipt"], "ttr_ms": 30_000})
-    ok(drivers, sdk, {"op": "release", "id": job["id"], "receipt": job["receipt"], "delay_ms": 0})
-    job = ok(drivers, sdk, {"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000})["job"]
+    step({"op": "touch", "id": job["id"], "topic": topic, "receipt": job["receipt"], "ttr_ms": 30_000})
+    step({"op": "release", "id": job["id"], "topic": topic, "receipt": job["receipt"], "delay_ms": 0}, 0)
+    job = step({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000}, 30)["job"]
     assert job is not None
-    ok(drivers, sdk, {"op": "bury", "id": job["id"], "receipt": None})
-    ok(drivers, sdk, {"op": "dead_list", "topic": topic, "start": 0, "count": 10})
-    ok(drivers, sdk, {"op": "requeue_dead", "topic": topic, "ids": None})
+    step({"op": "bury", "id": job["id"], "topic": topic, "receipt": None})
+    step({"op": "dead_list", "topic": topic, "start": 0, "count": 10})
+    step({"op": "requeue_dead", "topic": topic, "ids": None}, "0")
     assert wait_until(lambda: rds.llen(ready) >= 1)
-    job = ok(drivers, sdk, {"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000})["job"]
+    job = step({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000}, 30)["job"]
     assert job is not None
-    ok(drivers, sdk, {"op": "ack", "id": job["id"], "receipt": job["receipt"]})
-    ok(drivers, sdk, {"op": "purge_dead", "topic": topic, "ids": None})
+    step({"op": "ack", "id": job["id"], "topic": topic, "receipt": job["receipt"]})
+    step({"op": "purge_dead", "topic": topic, "ids": None})
+    return problems
+
+
+#: How far an index time may lie from the time the test expects (a slow,
+#: loaded machine); a unit mix-up (ms for s) is off by far more.
+INDEX_SLACK_S = 15.0
+
+
+def check_index_writes(window: List[List[str]], topic: str, now: float, index: Index, pushed: bool,
+                       layout: str = LAYOUT) -> List[str]:
+    """What the client's index write in ``window`` (the commands Redis got
+    during one call) gets wrong, per PROTOCOL.md "The index write": in the
+    per-topic layout a call that schedules or reserves (``index`` not None)
+    is followed by exactly one ``ZADD <prefix>due LT CH <time> <topic>``
+    (the server's own index writes carry no CH), a push by ``SADD
+    <prefix>topics <topic>``, and a wake is published with the same time;
+    other calls, and every call in the classic layout, write no index."""
+    due = PREFIX + "due"
+    zadds = [(i, c) for i, c in enumerate(window)
+             if c[0].upper() == "ZADD" and c[1] == due and c[-1] == topic and "CH" in (x.upper() for x in c)]
+    if layout != "topic" or index is None:
+        return [f"an index write the {layout} layout does not make: {c}" for _, c in zadds]
+    if len(zadds) != 1:
+        return [f"{len(zadds)} index writes, not 1: {[c for _, c in zadds]}"]
+    at, zadd = zadds[0]
+    problems = []
+    if [x.upper() for x in zadd[:4]] != ["ZADD", due.upper(), "LT", "CH"] or len(zadd) != 6:
+        problems.append(f"{zadd}, not ZADD {due} LT CH <time> {topic}")
+    if not any(c[0].upper() in ("EVALSHA", "EVAL") for c in window[:at]):
+        problems.append("the index write came before the call")
+    time = zadd[-2]
+    if index == "0":
+        if time != "0":
+            problems.append(f"a requeue's index time is {time!r}, not '0'")
+    else:
+        try:
+            off = float(time) - (now + index)
+        except ValueError:
+            off = float("inf")
+        if not abs(off) < INDEX_SLACK_S:
+            problems.append(f"index time {time!r}, {off:+.3f} s from now + {index} s")
+    if pushed and ["SADD", PREFIX + "topics", topic] not in window[at:]:
+        problems.append(f"no SADD {PREFIX}topics {topic} with the index write")
+    wakes = [c for c in window if c[0].upper() == "PUBLISH"]
+    if any(w != ["PUBLISH", PREFIX + "wake", time] for w in wakes):
+        problems.append(f"wake {wakes}, not PUBLISH {PREFIX}wake {time}")
+    return problems
 
 
 @pytest.mark.parametrize("sdk", SDKS)
-def test_every_call_matches_its_scripts_header(sdk, drivers, delayer_server, redis_server, rds) -> None:  # type: ignore[no-untyped-def]
+def test_every_call_matches_its_scripts_header(sdk, drivers, delayer_server, redis_server, rds, keys) -> None:  # type: ignore[no-untyped-def]
     mon = RawMonitor(redis_server)
     try:
-        drive_every_operation(drivers, sdk, rds)
+        index_problems = drive_every_operation(drivers, sdk, rds, mon, keys)
     finally:
         mon.close()
     seen: Dict[str, int] = {}
     problems = []
     for args in mon.calls:
-        name, errors = check_call(args)
+        name, errors = check_call(args, LAYOUT)
         seen[name] = seen.get(name, 0) + 1
         problems += [f"{name}.lua: {e}" for e in errors]
     assert not problems, "\n".join(sorted(set(problems)))
+    assert not index_problems, "\n".join(index_problems)
     # Every script the operations use was seen, so the check covered them.
     used = {"push", "push_many", "reschedule", "remove", "pop", "take", "reserve", "touch", "release",
-            "dead", "ack", "move"}
+            "dead", "ack", "move" if LAYOUT == "classic" else "move_topic"}
     assert used <= set(seen), f"not seen: {sorted(used - set(seen))}"
 
 
@@ -300,3 +475,52 @@ def test_the_check_catches_a_drifted_call() -> None:
             PREFIX + "scheduled_count", PREFIX + "topics", PREFIX, PREFIX + "ready_queue:", "1000"]
     assert check_call(bare)[1] == [f"ARGV[1] is '{PREFIX}', not '{PREFIX}job_bucket:'"]
     assert f"ARGV[1] is 'other:job_bucket:', not '{PREFIX}job_bucket:'" in check_call(wrong_prefix)[1]
+
+
+def test_the_check_holds_the_per_topic_layout_to_its_names() -> None:
+    """In the per-topic layout a call with a shared name, a key of another
+    topic, the counts, or a classic argument fails; so does a missing,
+    misplaced or mistimed index write, and one in the classic layout."""
+    sha = hashlib.sha1((LUA / "push.lua").read_bytes()).hexdigest()
+    t = PREFIX + "{t}:"
+    good = ["EVALSHA", sha, "2", t + "pool", t + "job:1", "1", "t", "", "0", "1000"]
+    assert check_call(good, "topic") == ("push", [])
+    assert check_call(good + [""] * 5 + [""], "topic") == ("push", [])  # ARGV[11], the wake channel: ""
+    assert check_call(good + [""] * 5 + [PREFIX + "wake"], "topic")[1] == [f"ARGV[11] is '{PREFIX}wake', not ''"]
+    assert check_call(good, "classic")[1] == [f"key '{t}pool' is not <prefix>job_pool",
+                                              f"key '{t}job:1' is not <prefix>job_bucket:<id>"]
+    counted = good[:2] + ["3"] + good[3:5] + [PREFIX + "scheduled_count"] + good[5:]
+    assert check_call(counted, "topic")[1] == ["3 keys; the header states 2..2 in the topic layout"]
+    other = good[:4] + [PREFIX + "{u}:job:1"] + good[5:]
+    assert check_call(other, "topic")[1] == [f"key '{PREFIX}{{u}}:job:1' is not <prefix>{{<topic>}}:job:<id> of 't'"]
+    shared = good[:3] + [PREFIX + "job_pool"] + good[4:]
+    assert check_call(shared, "topic")[1] == [f"key ['{PREFIX}job_pool'] is not of a topic ({PREFIX}{{<topic>}}:...)"]
+    many = hashlib.sha1((LUA / "push_many.lua").read_bytes()).hexdigest()
+    classic_prefix = ["EVALSHA", many, "1", t + "pool", PREFIX + "job_bucket:", "", "", "id", "t", "", "0"]
+    assert check_call(classic_prefix, "topic")[1] == [f"ARGV[1] is '{PREFIX}job_bucket:', not '{t}job:'"]
+    move = hashlib.sha1((LUA / "move.lua").read_bytes()).hexdigest()
+    assert check_call(["EVALSHA", move, "4", t + "pool", t + "malformed", t + "x", t + "y", "", "", "1"], "topic")[1] \
+        == ["a classic-layout script: it has keys the per-topic layout does not have"]
+
+    due, now = PREFIX + "due", 1_763_750_000.0
+    call = ["EVALSHA", sha, "2", t + "pool", t + "job:1"]
+    write = ["ZADD", due, "LT", "CH", "1763750060.125", "t"]
+    listed = ["SADD", PREFIX + "topics", "t"]
+    assert check_index_writes([call, write, listed], "t", now, 60, True, "topic") == []
+    assert check_index_writes([call, write, listed, ["PUBLISH", PREFIX + "wake", "1763750060.125"]], "t", now, 60,
+                              True, "topic") == []
+    assert check_index_writes([call, listed], "t", now, 60, True, "topic") == ["0 index writes, not 1: []"]
+    assert check_index_writes([write, call, listed], "t", now, 60, True, "topic") == [
+        "the index write came before the call"]
+    assert check_index_writes([call, write], "t", now, 60, True, "topic") == [
+        f"no SADD {PREFIX}topics t with the index write"]
+    in_ms = write[:4] + ["1763750060125", "t"]
+    assert check_index_writes([call, in_ms], "t", now, 60, False, "topic")[0].startswith("index time '1763750060125'")
+    assert check_index_writes([call, write], "t", now, "0", False, "topic") == [
+        "a requeue's index time is '1763750060.125', not '0'"]
+    assert check_index_writes([call, write, ["PUBLISH", PREFIX + "wake", "1"]], "t", now, 60, False, "topic") == [
+        f"wake [['PUBLISH', '{PREFIX}wake', '1']], not PUBLISH {PREFIX}wake 1763750060.125"]
+    assert len(check_index_writes([call, write], "t", now, None, False, "topic")) == 1  # ack, touch, ...
+    assert len(check_index_writes([call, write], "t", now, 60, False, "classic")) == 1
+    # The server's own write (no CH) is not the client's.
+    assert check_index_writes([call, ["ZADD", due, "LT", "1763750060.125", "t"]], "t", now, None, False, "topic") == []
