@@ -523,4 +523,5 @@ def test_the_check_holds_the_per_topic_layout_to_its_names() -> None:
     assert len(check_index_writes([call, write], "t", now, None, False, "topic")) == 1  # ack, touch, ...
     assert len(check_index_writes([call, write], "t", now, 60, False, "classic")) == 1
     # The server's own write (no CH) is not the client's.
-    assert check_index_writes([call, ["ZADD", due, "LT", "1763750060.125", "t"]], "t", now, None, False, "topic") == []
+    server = ["ZADD", due, "LT", "1763750060.125", "t"]
+    assert check_index_writes([call, server], "t", now, None, False, "topic") == []

@@ -6,6 +6,11 @@ digits only (1.x PHP writes an integer id as its decimal string), must be
 moved by the real server and popped, bpopped, removed, reserved, ended and
 dead-lettered by every SDK; and every SDK pushes such names for a 1.x
 consumer. Only the empty name is refused (test_conformance_rejections.py).
+
+In the per-topic layout (CONFORMANCE_LAYOUT=topic) ids are as free, and a
+topic is free but for braces (they would move the hash tag), so the topics
+here lose theirs; a 1.x client cannot write that layout, so the next SDK
+plays its part (pusher or consumer) there.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
+from conftest import LAYOUT
 from harness import ok
 
 SDKS = ["rust", "python", "php"]
@@ -31,8 +37,17 @@ def _server_running(delayer_server: Any) -> None:
 
 
 def topic(sdk: str, what: str) -> str:
-    """``close order`` plus what keeps tests apart (still with spaces and braces)."""
+    """``close order`` plus what keeps tests apart (still with spaces, and
+    braces where the layout allows them)."""
+    if LAYOUT == "topic":
+        return f"close order {sdk} {what} {_SESSION}"
     return f"close order {{{sdk}}} {what} {_SESSION}"
+
+
+def old_client(sdk: str) -> str:
+    """Who writes and reads as 1.x did: raw1x, or in the per-topic layout
+    (which 1.x cannot write) the SDK after ``sdk``."""
+    return "raw1x" if LAYOUT == "classic" else SDKS[(SDKS.index(sdk) + 1) % len(SDKS)]
 
 
 def odd_ids(tag: str) -> List[str]:
@@ -86,11 +101,11 @@ def test_a_1x_job_with_odd_names_is_popped_by_every_sdk(drivers: Any, rds: Any, 
                                                         mode: str) -> None:
     t, ids = topic(sdk, mode), odd_ids(f"{sdk}-{mode}")
     for job_id in ids:
-        push(drivers, "raw1x", t, job_id)
+        push(drivers, old_client(sdk), t, job_id)
     extra = {"timeout_ms": 2000} if mode == "bpop" else {}
     check(take_all(drivers, sdk, mode, t, len(ids), **extra), ids, t)
     for job_id in ids:
-        assert rds.exists(keys.bucket(job_id)) == 0, f"{sdk} left the bucket of {job_id!r}"
+        assert rds.exists(keys.bucket(job_id, t)) == 0, f"{sdk} left the bucket of {job_id!r}"
     assert ok(drivers, sdk, {"op": "pop", "topic": t})["job"] is None
 
 
@@ -98,9 +113,10 @@ def test_a_1x_job_with_odd_names_is_popped_by_every_sdk(drivers: Any, rds: Any, 
 def test_a_1x_job_with_odd_names_is_removed_by_every_sdk(drivers: Any, rds: Any, keys: Any, sdk: str) -> None:
     t, ids = topic(sdk, "remove"), odd_ids(f"{sdk}-remove")
     for job_id in ids:
-        push(drivers, "raw1x", t, job_id, delay_ms=60_000)
-        assert ok(drivers, sdk, {"op": "remove", "id": job_id})["removed"] is True, f"{sdk} removed nothing: {job_id!r}"
-        assert rds.zscore(keys.pool, job_id) is None and rds.exists(keys.bucket(job_id)) == 0
+        push(drivers, old_client(sdk), t, job_id, delay_ms=60_000)
+        removed = ok(drivers, sdk, {"op": "remove", "id": job_id, "topic": t})["removed"]
+        assert removed is True, f"{sdk} removed nothing: {job_id!r}"
+        assert rds.zscore(keys.pool_of(t), job_id) is None and rds.exists(keys.bucket(job_id, t)) == 0
 
 
 @pytest.mark.parametrize("sdk", SDKS)
@@ -110,7 +126,7 @@ def test_odd_names_pushed_by_every_sdk_reach_a_1x_consumer(drivers: Any, sdk: st
         push(drivers, sdk, t, job_id)
     jobs = [{"topic": t, "id": i, "delay_ms": 0, "body_b64": b64(i.encode("utf-8"))} for i in ids[2:]]
     ok(drivers, sdk, {"op": "push_many", "if_absent": False, "jobs": jobs})
-    check(take_all(drivers, "raw1x", "pop", t, len(ids)), ids, t)
+    check(take_all(drivers, old_client(sdk), "pop", t, len(ids)), ids, t)
 
 
 @pytest.mark.parametrize("sdk", SDKS)
@@ -118,21 +134,22 @@ def test_a_1x_job_with_odd_names_is_reserved_and_dead_lettered_by_every_sdk(driv
                                                                             sdk: str) -> None:
     t, ids = topic(sdk, "reserve"), odd_ids(f"{sdk}-reserve")
     for job_id in ids:
-        push(drivers, "raw1x", t, job_id)
+        push(drivers, old_client(sdk), t, job_id)
     held = take_all(drivers, sdk, "reserve", t, len(ids), ttr_ms=60_000)
     check(held, ids, t)
     acked, ended = held[0], held[1:]
     for job in held:
-        touched = ok(drivers, sdk, {"op": "touch", "id": job["id"], "receipt": job["receipt"], "ttr_ms": 60_000})
+        touched = ok(drivers, sdk, {"op": "touch", "id": job["id"], "topic": t, "receipt": job["receipt"],
+                                    "ttr_ms": 60_000})
         assert touched["deadline"] is not None, f"{sdk} could not touch {job['id']!r}"
-    assert ok(drivers, sdk, {"op": "ack", "id": acked["id"], "receipt": None})["done"] is True
+    assert ok(drivers, sdk, {"op": "ack", "id": acked["id"], "topic": t, "receipt": None})["done"] is True
     for job in ended:
-        r = ok(drivers, sdk, {"op": "release", "id": job["id"], "receipt": job["receipt"], "delay_ms": 0})
+        r = ok(drivers, sdk, {"op": "release", "id": job["id"], "topic": t, "receipt": job["receipt"], "delay_ms": 0})
         assert r["done"] is True, f"{sdk} could not release {job['id']!r}"
     again = take_all(drivers, sdk, "breserve", t, len(ended), ttr_ms=60_000, timeout_ms=2000)
     check(again, [j["id"] for j in ended], t)
     for job in again:
-        assert ok(drivers, sdk, {"op": "bury", "id": job["id"], "receipt": job["receipt"]})["done"] is True
+        assert ok(drivers, sdk, {"op": "bury", "id": job["id"], "topic": t, "receipt": job["receipt"]})["done"] is True
 
     dead = ok(drivers, sdk, {"op": "dead_list", "topic": t, "start": 0, "count": 100})["dead"]
     assert sorted(d["id"] for d in dead) == sorted(j["id"] for j in ended)
@@ -143,16 +160,16 @@ def test_a_1x_job_with_odd_names_is_reserved_and_dead_lettered_by_every_sdk(driv
     back = take_all(drivers, sdk, "reserve", t, len(half), ttr_ms=60_000)
     assert sorted(j["id"] for j in back) == sorted(half)
     for job in back:
-        assert ok(drivers, sdk, {"op": "ack", "id": job["id"], "receipt": job["receipt"]})["done"] is True
+        assert ok(drivers, sdk, {"op": "ack", "id": job["id"], "topic": t, "receipt": job["receipt"]})["done"] is True
     for job_id in ids:
-        assert rds.exists(keys.bucket(job_id)) == 0, f"{job_id!r} left behind"
+        assert rds.exists(keys.bucket(job_id, t)) == 0, f"{job_id!r} left behind"
 
 
 @pytest.mark.parametrize("sdk", SDKS)
 def test_a_waiting_job_with_an_odd_id_is_rescheduled_by_every_sdk(drivers: Any, rds: Any, keys: Any, sdk: str) -> None:
     t, ids = topic(sdk, "reschedule"), odd_ids(f"{sdk}-reschedule")
     for job_id in ids:
-        push(drivers, "raw1x", t, job_id, delay_ms=600_000)
-        r = ok(drivers, sdk, {"op": "reschedule", "id": job_id, "delay_ms": 0})
+        push(drivers, old_client(sdk), t, job_id, delay_ms=600_000)
+        r = ok(drivers, sdk, {"op": "reschedule", "id": job_id, "topic": t, "delay_ms": 0})
         assert r["due"] is not None, f"{sdk} did not reschedule {job_id!r}"
     check(take_all(drivers, sdk, "pop", t, len(ids)), ids, t)
