@@ -115,10 +115,11 @@ class DashboardView:
 _view: Optional[DashboardView] = None
 
 
-def dashboard_view(master: "redis.Redis", master_port: int, prefix: str, topic: str, job_id: str) -> Dict[str, Any]:
+def dashboard_view(master: "redis.Redis", master_port: int, prefix: str, topic: str, job_id: str,
+                   layout: str = "classic") -> Dict[str, Any]:
     """The dashboard's view of ``job_id``; starts the HttpView and the browser once."""
     global _view
-    server = shared_view(master_port, prefix)
+    server = shared_view(master_port, prefix, layout)
     server.catch_up(master)
     if _view is None:
         _view = DashboardView(f"http://127.0.0.1:{server.port}")

@@ -27,9 +27,10 @@ import harness
 
 
 class HttpView:
-    """A read-only replica of ``master_port`` and a server with ``http_addr`` on it."""
+    """A read-only replica of ``master_port`` and a server with ``http_addr`` on it,
+    in key ``layout`` (classic or topic)."""
 
-    def __init__(self, master_port: int, prefix: str) -> None:
+    def __init__(self, master_port: int, prefix: str, layout: str = "classic") -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="delayer-http-view-"))
         self.procs: List[subprocess.Popen] = []
         self.replica_port = harness.free_port()
@@ -49,7 +50,8 @@ class HttpView:
         replica.close()
         self.port = harness.free_port()
         conf = self.dir / "delayer.conf"
-        conf.write_text(f"[delayer]\ntimer_interval = 3600000\nkey_prefix = {prefix}\nlog_level = warn\n"
+        conf.write_text(f"[delayer]\ntimer_interval = 3600000\nkey_prefix = {prefix}\nlayout = {layout}\n"
+                        "log_level = warn\n"
                         f"http_addr = 127.0.0.1:{self.port}\n\n[redis]\nhost = 127.0.0.1\nport = {self.replica_port}\n")
         exe_server = harness.binary("DELAYER_BIN", "delayer", "delayer-server")
         self.log = self.dir / "server.log"
@@ -102,14 +104,15 @@ class HttpView:
 _view: Optional[HttpView] = None
 
 
-def shared_view(master_port: int, prefix: str) -> HttpView:
+def shared_view(master_port: int, prefix: str, layout: str = "classic") -> HttpView:
     """The one replica and server of this run (the dashboard view uses it too), started on first use."""
     global _view
     if _view is None:
-        _view = HttpView(master_port, prefix)
+        _view = HttpView(master_port, prefix, layout)
     return _view
 
 
-def http_view(master: "redis.Redis", master_port: int, prefix: str, topic: str, job_id: str) -> Dict[str, Any]:
+def http_view(master: "redis.Redis", master_port: int, prefix: str, topic: str, job_id: str,
+              layout: str = "classic") -> Dict[str, Any]:
     """The HTTP API's JSON of ``job_id``; starts the replica and server once."""
-    return shared_view(master_port, prefix).job(master, topic, job_id)
+    return shared_view(master_port, prefix, layout).job(master, topic, job_id)

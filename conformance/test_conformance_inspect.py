@@ -3,8 +3,11 @@
 ``delayer job <topic> <id> --json`` and every SDK's ``job(topic, id)`` (through
 the drivers' ``job`` op) must report the same state and fields.
 
-The job lives under a prefix of its own that no server moves, and move.lua is
-run by hand, so each step is still while the views are read.
+The job lives under a prefix of its own that no server moves, and move.lua
+(move_topic.lua in the per-topic layout) is run by hand, so each step is
+still while the views are read. Every viewpoint reads the suite's layout
+(CONFORMANCE_LAYOUT): the CLI and the HTTP API's server from a delayer.conf
+that names it.
 
 Adding a viewpoint (the HTTP API's ``GET /v1/topics/{topic}/jobs/{id}``, the
 dashboard): write a function ``(ctx, topic, id) -> dict`` answering the JSON
@@ -23,12 +26,15 @@ import pytest
 import redis
 
 import harness
+from conftest import LAYOUT, Keys
 from dashboard_view import dashboard_view
 from http_view import http_view
 
 PREFIX = "inspect:"
 TOPIC = "close_order"
+KEYS = Keys(PREFIX, LAYOUT)
 MOVE_LUA = (harness.REPO / "lua" / "move.lua").read_bytes()
+MOVE_TOPIC_LUA = (harness.REPO / "lua" / "move_topic.lua").read_bytes()
 #: Every viewpoint's answer has exactly these fields (times: Unix seconds; null when absent).
 FIELDS = {"id", "state", "topic", "body_size", "attempts", "max_attempts", "due", "deadline", "dead_at",
           "dead_reason", "last_error"}
@@ -39,12 +45,16 @@ class Ctx(NamedTuple):
     drivers: harness.Drivers
     redis_server: harness.RedisServer
     rds: "redis.Redis"
+    #: A delayer.conf for the CLI: this Redis, PREFIX, the layout.
+    conf: Path
 
 
 def cli_view(ctx: Ctx, topic: str, job_id: str) -> Dict[str, Any]:
     exe = harness.binary("DELAYER_BIN", "delayer", "delayer-server")
+    # The classic layout's CLI is also checked on a bare URL (no file).
+    where = ["--url", ctx.redis_server.url, "--prefix", PREFIX] if LAYOUT == "classic" else ["-c", str(ctx.conf)]
     out = subprocess.run(
-        [str(exe), "job", topic, job_id, "--json", "--url", ctx.redis_server.url, "--prefix", PREFIX],
+        [str(exe), "job", topic, job_id, "--json", *where],
         capture_output=True, timeout=60, env={k: v for k, v in os.environ.items() if k != "DELAYER_URL"},
     )
     assert out.returncode == 0, out.stderr.decode()
@@ -66,21 +76,30 @@ VIEWS: Dict[str, Callable[[Ctx, str, str], Dict[str, Any]]] = {
     "python": sdk_view("python"),
     "php": sdk_view("php"),
     # The server's GET /v1/topics/{topic}/jobs/{id}, reading a replica (http_view.py).
-    "http": lambda ctx, topic, job_id: http_view(ctx.rds, ctx.redis_server.port, PREFIX, topic, job_id),
-    "dashboard": lambda ctx, topic, job_id: dashboard_view(ctx.rds, ctx.redis_server.port, PREFIX, topic, job_id),
+    "http": lambda ctx, topic, job_id: http_view(ctx.rds, ctx.redis_server.port, PREFIX, topic, job_id, LAYOUT),
+    "dashboard": lambda ctx, topic, job_id: dashboard_view(ctx.rds, ctx.redis_server.port, PREFIX, topic, job_id,
+                                                           LAYOUT),
 }
 
 
 @pytest.fixture(scope="module")
 def ctx(workdir: Path, redis_server: harness.RedisServer, rds: "redis.Redis") -> Iterator[Ctx]:
-    drivers = harness.Drivers(redis_server, PREFIX, workdir)
+    d = workdir / "inspect"  # the drivers' delayer.conf and logs, apart from the session's drivers'
+    d.mkdir(exist_ok=True)
+    conf = d / "delayer.conf"
+    conf.write_text(harness.conf_text(redis_server, PREFIX, LAYOUT))
+    drivers = harness.Drivers(redis_server, PREFIX, d, LAYOUT)
     try:
-        yield Ctx(drivers, redis_server, rds)
+        yield Ctx(drivers, redis_server, rds, conf)
     finally:
         drivers.stop_all()
 
 
 def move(rds: "redis.Redis") -> None:
+    """The server's move of TOPIC's due jobs, once."""
+    if LAYOUT == "topic":
+        rds.eval(MOVE_TOPIC_LUA, 3, KEYS.pool_of(TOPIC), KEYS.ready(TOPIC), KEYS.reserved_of(TOPIC), 1000)
+        return
     rds.eval(
         MOVE_LUA, 5, PREFIX + "job_pool", PREFIX + "malformed", PREFIX + "scheduled_count", PREFIX + "topics",
         PREFIX + "reserved", PREFIX + "job_bucket:", PREFIX + "ready_queue:", 1000,
@@ -114,10 +133,10 @@ def test_one_job_through_its_whole_life(ctx: Ctx) -> None:
                                        "body_b64": "aGVsbG8=", "max_attempts": 3})
     seen = agreed(ctx, job_id, "scheduled")
     assert (seen["topic"], seen["body_size"], seen["attempts"], seen["max_attempts"]) == (TOPIC, 5, 0, 3)
-    assert abs(seen["due"] - float(rds.zscore(PREFIX + "job_pool", job_id) or 0)) < 0.0015
+    assert abs(seen["due"] - float(rds.zscore(KEYS.pool_of(TOPIC), job_id) or 0)) < 0.0015
     assert harness.ok(ctx.drivers, "rust", {"op": "job", "topic": "other", "id": job_id})["job"]["state"] == "unknown"
 
-    harness.ok(ctx.drivers, "php", {"op": "reschedule", "id": job_id, "delay_ms": 0})
+    harness.ok(ctx.drivers, "php", {"op": "reschedule", "id": job_id, "topic": TOPIC, "delay_ms": 0})
     move(rds)
     seen = agreed(ctx, job_id, "ready")
     assert seen["due"] is None
@@ -127,7 +146,8 @@ def test_one_job_through_its_whole_life(ctx: Ctx) -> None:
     seen = agreed(ctx, job_id, "reserved")
     assert seen["attempts"] == 1 and abs(seen["deadline"] - job["deadline"]) < 0.0015
 
-    assert harness.ok(ctx.drivers, "python", {"op": "bury", "id": job_id, "receipt": job["receipt"]})["done"]
+    held = {"id": job_id, "topic": TOPIC, "receipt": job["receipt"]}
+    assert harness.ok(ctx.drivers, "python", {"op": "bury", **held})["done"]
     seen = agreed(ctx, job_id, "dead")
     assert seen["dead_reason"] == "buried" and seen["dead_at"] is not None and seen["deadline"] is None
 
@@ -138,5 +158,6 @@ def test_one_job_through_its_whole_life(ctx: Ctx) -> None:
     move(rds)
     agreed(ctx, job_id, "ready")
     job = harness.ok(ctx.drivers, "python", {"op": "reserve", "topic": TOPIC, "ttr_ms": 60_000})["job"]
-    assert harness.ok(ctx.drivers, "rust", {"op": "ack", "id": job_id, "receipt": job["receipt"]})["done"]
+    assert harness.ok(ctx.drivers, "rust", {"op": "ack", "id": job_id, "topic": TOPIC,
+                                            "receipt": job["receipt"]})["done"]
     agreed(ctx, job_id, "unknown")

@@ -106,11 +106,11 @@ def test_delay_rounding(drivers: Any, monitor: Monitor, sdk: str, ms: float) -> 
     job_id = f"cf-round:{uuid.uuid4().hex}"
     r = drivers[sdk].request({"op": "push", "topic": "cf-round", "id": job_id, "delay_ms": ms, "body_b64": ""})
     assert r["ok"] is True, r
-    drivers[sdk].request({"op": "remove", "id": job_id})
+    drivers[sdk].request({"op": "remove", "id": job_id, "topic": "cf-round"})
     assert wait_until(lambda: bool(monitor.find(job_id)), deadline=10), "MONITOR did not show the push"
     # EVALSHA sha 3 pool bucket counts id topic body delay_ms lifetime_ms ... (push.lua's header;
-    # the body is empty, which MONITOR shows as nothing between two spaces): the
-    # delay is the third argument after the id.
+    # the per-topic layout leaves the counts out; the body is empty, which MONITOR
+    # shows as nothing between two spaces): the delay is the third argument after the id.
     sent = [t.strip('"') for t in monitor.find(job_id)[0].split(" ")]
     delay = sent[sent.index(job_id) + 3]
     assert int(delay) == expected_ms(ms), f"{sdk} sent delay {delay} ms for {ms!r} ms; expected {expected_ms(ms)}"
