@@ -24,9 +24,12 @@ phpunit -c sdk-php/phpunit.xml
 echo "== Conformance: every SDK pair through the real server"
 cargo build -q --locked -p delayer-server -p delayer-conformance-driver
 .venv/bin/pytest -q conformance
-echo "== Conformance on the per-topic layout (layout = topic): the SDK pairs and the at-least-once mode"
+echo "== Conformance on the per-topic layout (layout = topic): every SDK pair and operation, sentinel mode"
 CONFORMANCE_LAYOUT=topic .venv/bin/pytest -q conformance/test_conformance_matrix.py conformance/test_conformance_reliable.py \
-  conformance/test_conformance_topic_layout.py
+  conformance/test_conformance_topic_layout.py conformance/test_conformance_sentinel.py \
+  conformance/test_conformance_contract.py conformance/test_conformance_rejections.py \
+  conformance/test_conformance_odd_names.py conformance/test_conformance_repush.py \
+  conformance/test_conformance_inspect.py conformance/test_conformance_rounding.py
 
 echo "== HTTP API and dashboard: the real server, headless Chromium"
 .venv/bin/pytest -q -p no:cacheprovider server/tests/http
