@@ -1,6 +1,6 @@
 """What only the per-topic layout has (CONFORMANCE_LAYOUT=topic; skipped in
 the classic run): ids are per topic whoever pushes and pops, every SDK writes
-the same index entry after a push, and all three refuse alike a topic with a
+an index entry no later than the earliest due time after a push, and all three refuse alike a topic with a
 brace and the id-only calls without their topic.
 """
 
@@ -53,7 +53,11 @@ def test_every_sdk_writes_the_index_after_a_push(drivers: Any, rds: Any, sdk: st
     ok(drivers, sdk, {"op": "push", "topic": t, "id": "sooner", "delay_ms": 300_000})
     due = rds.zscore(f"{PREFIX}{{{t}}}:pool", "sooner")
     assert due is not None, f"{sdk} did not write the topic's pool"
-    assert rds.zscore(PREFIX + "due", t) == pytest.approx(due, abs=0.0015), f"{sdk}: the index holds the earliest"
+    # A push sends its index write with the script, with a time from the
+    # client's clock up to 100 ms early (PROTOCOL.md, "The index write"):
+    # never later than the earliest due time, and close to it.
+    index = rds.zscore(PREFIX + "due", t)
+    assert index is not None and due - 1.0 < index <= due + 0.0015, f"{sdk}: the index ({index}) is the earliest ({due})"
     assert rds.sismember(PREFIX + "topics", t), f"{sdk} did not add the topic to {PREFIX}topics"
     for job_id in ("later", "sooner"):
         assert ok(drivers, sdk, {"op": "remove", "id": job_id, "topic": t})["removed"] is True

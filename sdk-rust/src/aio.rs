@@ -13,7 +13,7 @@ use crate::connection::DEFAULT_CONNECT_TIMEOUT as CONNECT_TIMEOUT;
 use crate::durable;
 use crate::error::{is_lost_connection, Error, Result};
 use crate::keys::{Layout, Names, DEFAULT_PREFIX};
-use crate::ops::{self, DeadAction, Ending, IndexNote, Request};
+use crate::ops::{self, DeadAction, Ending, IndexFollowUp, IndexNote, Request};
 use crate::target::{is_read_only, Target};
 use crate::wait::{Step, Wait};
 use crate::{DeadLetter, Job, JobRef, Message, Reserved};
@@ -151,14 +151,18 @@ impl Delayer {
             return Ok(());
         };
         if IndexNote::lowered(&self.call(&write).await?) {
-            if let Some(wake) = note.wake(&self.names) {
-                // Only a wake-up, as push.lua's pcall'd PUBLISH: an ACL user
-                // without the channel still pushes (the server finds the job
-                // within its timer_interval).
-                let _ = self.call(&wake).await;
-            }
+            self.wake(&note).await;
         }
         Ok(())
+    }
+
+    /// Publishes `note`'s time on the wake channel. Only a wake-up, as
+    /// push.lua's pcall'd PUBLISH: an ACL user without the channel still
+    /// pushes (the server finds the job within its timer_interval).
+    async fn wake(&self, note: &IndexNote) {
+        if let Some(wake) = note.wake(&self.names) {
+            let _ = self.call(&wake).await;
+        }
     }
 
     /// The index write for reservations.
@@ -222,9 +226,19 @@ impl Delayer {
     /// As [`crate::Delayer::push_job`]: with [`Job::if_absent`] and the id
     /// taken, [`crate::Error::IdTaken`].
     pub async fn push_job(&self, job: &Job) -> Result<SystemTime> {
-        let (reply, acked) = self.call_durable(&ops::push(&self.names, job)?.into()).await?;
-        let due = ops::parse_push(job, reply)?;
-        self.note(IndexNote::new(&self.names, &job.topic, Some(due), true)).await?;
+        let mut call = ops::push(&self.names, job)?;
+        let (reply, acked) = match self.call_durable(&call.request).await {
+            Err(e) if call.lost_script(&e) => {
+                self.call(&ops::PushCall::load()).await?;
+                self.call_durable(&call.request).await?
+            }
+            reply => reply?,
+        };
+        let (due, follow) = call.read(&self.names, job, reply)?;
+        match follow {
+            IndexFollowUp::Write(note) => self.note(note).await?,
+            IndexFollowUp::Wake(note) => self.wake(&note).await,
+        }
         durable::check(acked, vec![due], self.durable.unwrap_or_default(), due)
     }
 

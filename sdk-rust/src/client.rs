@@ -11,7 +11,7 @@ use crate::durable;
 use crate::error::{is_lost_connection, Error, Result};
 use crate::job::{Job, Message};
 use crate::keys::{Layout, Names, DEFAULT_PREFIX};
-use crate::ops::{self, DeadAction, Ending, IndexNote, Request};
+use crate::ops::{self, DeadAction, Ending, IndexFollowUp, IndexNote, Request};
 use crate::reliable::{DeadLetter, JobRef, Reserved};
 use crate::target::{is_read_only, Target};
 use crate::wait::{Step, Wait};
@@ -171,14 +171,18 @@ impl Delayer {
             return Ok(());
         };
         if IndexNote::lowered(&self.call(&write)?) {
-            if let Some(wake) = note.wake(&self.names) {
-                // Only a wake-up, as push.lua's pcall'd PUBLISH: an ACL user
-                // without the channel still pushes (the server finds the job
-                // within its timer_interval).
-                let _ = self.call(&wake);
-            }
+            self.wake(&note);
         }
         Ok(())
+    }
+
+    /// Publishes `note`'s time on the wake channel. Only a wake-up, as
+    /// push.lua's pcall'd PUBLISH: an ACL user without the channel still
+    /// pushes (the server finds the job within its timer_interval).
+    fn wake(&self, note: &IndexNote) {
+        if let Some(wake) = note.wake(&self.names) {
+            let _ = self.call(&wake);
+        }
     }
 
     fn checkout(&self) -> Result<Conn> {
@@ -257,9 +261,19 @@ impl Delayer {
     /// [`Job::if_absent`] and the id taken, nothing is written and the
     /// result is [`Error::IdTaken`].
     pub fn push_job(&self, job: &Job) -> Result<SystemTime> {
-        let (reply, acked) = self.call_durable(&ops::push(&self.names, job)?.into())?;
-        let due = ops::parse_push(job, reply)?;
-        self.note(IndexNote::new(&self.names, &job.topic, Some(due), true))?;
+        let mut call = ops::push(&self.names, job)?;
+        let (reply, acked) = match self.call_durable(&call.request) {
+            Err(e) if call.lost_script(&e) => {
+                self.call(&ops::PushCall::load())?;
+                self.call_durable(&call.request)?
+            }
+            reply => reply?,
+        };
+        let (due, follow) = call.read(&self.names, job, reply)?;
+        match follow {
+            IndexFollowUp::Write(note) => self.note(note)?,
+            IndexFollowUp::Wake(note) => self.wake(&note),
+        }
         durable::check(acked, vec![due], self.durable.unwrap_or_default(), due)
     }
 

@@ -6,15 +6,23 @@
 //! pools (`<prefix>{<topic>}:pool`, every job already due) on a redis-server
 //! of its own, then drains them topic by topic, batch by batch, from one
 //! connection: once with the bare script, once with lua/move_topic.lua,
-//! alternating for `--rounds`, and
-//! prints each rate and the ratios of the same round. The server's own loop
-//! for the layout is not written yet: this measures the script it will call.
+//! then the real `delayer` server (`--delayer-bin`, release build, started
+//! once with `layout = topic` and `batch_size` = `--batch`) drains the same
+//! fill, alternating for `--rounds`; it prints each rate and its ratio to
+//! the bare script of the same round.
 //!
-//! usage: topic-drain [--jobs N] [--topics N] [--batch N] [--rounds N]
+//! The server's clock runs from the index write that tells it about the
+//! topics (as a client's push would, PROTOCOL.md "Operations in the
+//! per-topic layout", with the wake message) until every id is in its ready
+//! list, polled every millisecond: its start-up is not counted, its tick,
+//! expiry pass and index writes are.
+//!
+//! usage: topic-drain [--jobs N] [--topics N] [--batch N] [--rounds N] [--delayer-bin FILE]
 
 use redis::{Script, Value};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use testkit::RedisServer;
+use testkit::{DelayerProcess, RedisServer};
 
 const PREFIX: &str = "delayer:";
 
@@ -34,10 +42,13 @@ struct Options {
     topics: u64,
     batch: u64,
     rounds: u64,
+    delayer_bin: PathBuf,
 }
 
 fn options() -> Result<Options, String> {
-    let mut o = Options { jobs: 1_000_000, topics: 10, batch: 1000, rounds: 2 };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let delayer_bin = root.join("target/release/delayer");
+    let mut o = Options { jobs: 1_000_000, topics: 10, batch: 1000, rounds: 2, delayer_bin };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut num = |name: &str| -> Result<u64, String> {
@@ -51,8 +62,9 @@ fn options() -> Result<Options, String> {
             "--topics" => o.topics = num("--topics")?,
             "--batch" => o.batch = num("--batch")?,
             "--rounds" => o.rounds = num("--rounds")?,
+            "--delayer-bin" => o.delayer_bin = args.next().ok_or("--delayer-bin needs a file")?.into(),
             "-h" | "--help" => {
-                println!("usage: topic-drain [--jobs N] [--topics N] [--batch N] [--rounds N]");
+                println!("usage: topic-drain [--jobs N] [--topics N] [--batch N] [--rounds N] [--delayer-bin FILE]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown option {other:?}")),
@@ -89,6 +101,40 @@ fn fill(conn: &mut redis::Connection, o: &Options) {
             cmd.query::<u64>(conn).expect("ZADD");
             n += 1000;
         }
+    }
+}
+
+/// The real server's drain of the fill: the index entries and the wake
+/// message a client would write, then the time until every id is ready.
+/// None when the server started before the clock did.
+fn server_drain(conn: &mut redis::Connection, o: &Options, server: &DelayerProcess) -> Option<Duration> {
+    let (now, _): (u64, u64) = redis::cmd("TIME").query(conn).expect("TIME");
+    let due = now - 60;
+    let mut index = redis::pipe();
+    index.cmd("SADD").arg(format!("{PREFIX}topics")).arg(topics(o)).ignore();
+    let zadd = index.cmd("ZADD").arg(format!("{PREFIX}due"));
+    for topic in topics(o) {
+        zadd.arg(due).arg(topic);
+    }
+    index.ignore().cmd("PUBLISH").arg(format!("{PREFIX}wake")).arg(due).ignore();
+    let mut count = redis::pipe();
+    for topic in topics(o) {
+        count.llen(ready(&topic));
+    }
+    // Its rescan (once a minute) may have found the pools during the fill.
+    let early: Vec<u64> = count.query(conn).expect("LLEN");
+    if early.iter().sum::<u64>() > 0 {
+        return None;
+    }
+    let start = Instant::now();
+    index.query::<()>(conn).expect("index write");
+    loop {
+        let lengths: Vec<u64> = count.query(conn).expect("LLEN");
+        if lengths.iter().sum::<u64>() >= o.jobs / o.topics * o.topics {
+            break Some(start.elapsed());
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "the server's drain stalled:\n{}", server.output());
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -145,11 +191,22 @@ fn main() {
         o.batch,
         redis.port()
     );
+    let conf = format!(
+        "[delayer]\nlayout = topic\nbatch_size = {}\nlog_level = warn\n\n[redis]\nhost = 127.0.0.1\nport = {}\n",
+        o.batch,
+        redis.port()
+    );
+    let server = DelayerProcess::start(&o.delayer_bin.display().to_string(), &conf);
     for round in 1..=o.rounds {
         fill(&mut conn, &o);
         let b = rate(drain(&mut conn, &o, &bare_call));
         fill(&mut conn, &o);
         let m = rate(drain(&mut conn, &o, &move_call));
-        println!("round {round}: bare {b:.0} jobs/s | move_topic.lua {m:.0} jobs/s ({:.2}x bare)", m / b);
+        fill(&mut conn, &o);
+        let s = match server_drain(&mut conn, &o, &server).map(rate) {
+            Some(s) => format!("server {s:.0} jobs/s ({:.2}x bare)", s / b),
+            None => "server: not measured (it found the pools during the fill)".to_string(),
+        };
+        println!("round {round}: bare {b:.0} jobs/s | move_topic.lua {m:.0} jobs/s ({:.2}x bare) | {s}", m / b);
     }
 }

@@ -16,6 +16,8 @@ pub(crate) struct IndexNote {
     topic: String,
     /// Unix seconds, as the scripts answer them ("s.mmm"), or "0".
     time: String,
+    /// The time (`None`: now).
+    at: Option<SystemTime>,
     /// A push: the topic joins `<prefix>topics`.
     pushed: bool,
 }
@@ -25,11 +27,12 @@ impl IndexNote {
     /// `None` in the classic layout, whose scripts keep their own index.
     pub(crate) fn new(names: &Names, topic: &str, time: Option<SystemTime>, pushed: bool) -> Option<IndexNote> {
         names.index()?;
+        let at = time;
         let time = match time {
             Some(t) => seconds(t),
             None => "0".to_string(),
         };
-        Some(IndexNote { topic: topic.to_string(), time, pushed })
+        Some(IndexNote { topic: topic.to_string(), time, at, pushed })
     }
 
     /// The earliest of `times` for `topic` (nothing when there are none).
@@ -46,13 +49,30 @@ impl IndexNote {
     /// `ZADD <prefix>due LT CH <time> <topic>` (and `SADD` for a push), in
     /// one round trip; read its reply with [`IndexNote::lowered`].
     pub(crate) fn write(&self, names: &Names) -> Option<Request> {
-        let index = names.index()?;
         let mut batch = Batch::new();
+        self.add_write(names, &mut batch)?;
+        Some(Request::Batch(batch))
+    }
+
+    /// Adds the index write to `batch` (its one reply: ZADD's); `None` in
+    /// the classic layout.
+    pub(crate) fn add_write(&self, names: &Names, batch: &mut Batch) -> Option<()> {
+        let index = names.index()?;
         batch.add(redis::cmd("ZADD").arg(index.due()).arg("LT").arg("CH").arg(&self.time).arg(&self.topic).clone());
         if self.pushed {
             batch.add_ignored(redis::cmd("SADD").arg(index.topics()).arg(&self.topic).clone());
         }
-        Some(Request::Batch(batch))
+        Some(())
+    }
+
+    /// Whether this note's time is later than `other`'s (a note for now is
+    /// never later).
+    pub(crate) fn is_later_than(&self, other: &IndexNote) -> bool {
+        match (self.at, other.at) {
+            (Some(a), Some(b)) => seconds(a) != seconds(b) && a > b,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
     }
 
     /// Whether the write lowered (or added) the topic's index entry.

@@ -2,14 +2,15 @@
 
 use super::index::IndexNote;
 use super::replies::{array, parse_due, text};
+use super::Request;
 use crate::connection::Batch;
 use crate::error::{Error, IdTaken, Result, Taken};
 use crate::keys::Names;
 use crate::scripts;
 use crate::validate;
 use crate::Job;
-use redis::{ScriptInvocation, ToRedisArgs, Value};
-use std::time::SystemTime;
+use redis::{ToRedisArgs, Value};
+use std::time::{Duration, SystemTime};
 
 /// How many jobs one push_many.lua call takes.
 pub(crate) const JOBS_PER_CALL: usize = 100;
@@ -52,17 +53,110 @@ fn policy(job: &Job) -> &'static str {
     }
 }
 
-/// push.lua for one job.
-pub(crate) fn push(names: &Names, job: &Job) -> Result<ScriptInvocation<'static>> {
+/// How much earlier than its due time a push's pipelined index write is
+/// (see [`push`]): the client's and Redis's clocks may disagree by this
+/// much before a push costs a second round trip.
+pub(crate) const CLOCK_MARGIN: Duration = Duration::from_millis(100);
+
+/// push.lua's KEYS and ARGV for `job`: the one place they are listed.
+fn push_keys_args(names: &Names, job: &Job) -> Result<(Vec<String>, Vec<Vec<u8>>)> {
     let args = validate_job(names, job)?;
     let topic = &job.topic;
-    let mut inv = scripts::PUSH.prepare_invoke();
-    inv.key(names.pool(topic)).key(names.bucket(topic, &job.id));
-    if let Some(counts) = names.scheduled_count() {
-        inv.key(counts);
+    let mut keys = vec![names.pool(topic), names.bucket(topic, &job.id)];
+    keys.extend(names.scheduled_count());
+    let mut argv = vec![job.id.as_bytes().to_vec(), topic.as_bytes().to_vec(), job.body.clone()];
+    argv.extend(args.0.into_iter().map(String::into_bytes));
+    argv.push(policy(job).as_bytes().to_vec());
+    argv.push(names.script_wake().into_bytes());
+    Ok((keys, argv))
+}
+
+/// A push as sent. In the per-topic layout the index write rides in the
+/// same pipeline as push.lua, right after it, with a time from this
+/// machine's clock ([`CLOCK_MARGIN`] before the due time, so normally not
+/// later than the due time push.lua answers): one round trip, where waiting
+/// for the answer first would take two (PROTOCOL.md, "The index write").
+pub(crate) struct PushCall {
+    pub(crate) request: Request,
+    /// The index write sent with the script (per-topic layout).
+    early: Option<IndexNote>,
+    /// Sent again after Redis lost the script: whether the first sending's
+    /// index write lowered the index is unknown, so the wake is sent.
+    resent: bool,
+}
+
+/// push.lua for one job: a script call, or in the per-topic layout a
+/// pipeline of `EVALSHA push.lua`, `ZADD <prefix>due LT CH`, `SADD
+/// <prefix>topics`.
+pub(crate) fn push(names: &Names, job: &Job) -> Result<PushCall> {
+    let (keys, argv) = push_keys_args(names, job)?;
+    let estimate = SystemTime::now() + job.delay;
+    let early = IndexNote::new(names, &job.topic, Some(estimate.checked_sub(CLOCK_MARGIN).unwrap_or(estimate)), true);
+    let request = match &early {
+        Some(note) => {
+            let mut call = redis::cmd("EVALSHA");
+            call.arg(scripts::PUSH.get_hash()).arg(keys.len()).arg(&keys).arg(&argv);
+            let mut batch = Batch::new();
+            batch.add(call);
+            note.add_write(names, &mut batch);
+            Request::Batch(batch)
+        }
+        None => {
+            let mut inv = scripts::PUSH.prepare_invoke();
+            keys.iter().for_each(|k| {
+                inv.key(k);
+            });
+            inv.arg(&argv);
+            Request::Script(inv)
+        }
+    };
+    Ok(PushCall { request, early, resent: false })
+}
+
+impl PushCall {
+    /// Whether Redis had lost push.lua (`NOSCRIPT`): nothing was pushed; send
+    /// [`PushCall::load`], then the call again.
+    pub(crate) fn lost_script(&mut self, e: &Error) -> bool {
+        let lost = self.early.is_some() && matches!(e, Error::Redis(e) if e.code() == Some("NOSCRIPT"));
+        self.resent |= lost;
+        lost
     }
-    inv.arg(&job.id).arg(topic).arg(&job.body[..]).arg(args).arg(policy(job)).arg(names.script_wake());
-    Ok(inv)
+
+    /// `SCRIPT LOAD` of push.lua.
+    pub(crate) fn load() -> Request {
+        let mut batch = Batch::new();
+        batch.add_ignored(redis::cmd("SCRIPT").arg("LOAD").arg(scripts::PUSH_SRC).clone());
+        Request::Batch(batch)
+    }
+
+    /// push.lua's reply for `job` read as [`parse_push`] does, and what is
+    /// left to tell the index: a write again with the answered due time
+    /// when the estimate came out later (the clocks disagree), or only the
+    /// wake message when the early write lowered the index.
+    pub(crate) fn read(&self, names: &Names, job: &Job, reply: Value) -> Result<(SystemTime, IndexFollowUp)> {
+        let Some(early) = &self.early else {
+            let due = parse_push(job, reply)?;
+            return Ok((due, IndexFollowUp::Write(IndexNote::new(names, &job.topic, Some(due), true))));
+        };
+        let mut replies = array(reply, 2, "{push.lua, ZADD}")?.into_iter();
+        let script = replies.next().unwrap_or(Value::Nil);
+        let lowered = replies.next().is_some_and(|zadd| IndexNote::lowered(&Value::Array(vec![zadd])));
+        let due = parse_push(job, script)?;
+        let follow = match IndexNote::new(names, &job.topic, Some(due), true) {
+            Some(answered) if early.is_later_than(&answered) => IndexFollowUp::Write(Some(answered)),
+            Some(answered) if lowered || self.resent => IndexFollowUp::Wake(answered),
+            _ => IndexFollowUp::Write(None),
+        };
+        Ok((due, follow))
+    }
+}
+
+/// What a push still tells the index once its reply is read.
+pub(crate) enum IndexFollowUp {
+    /// The index write (and wake) as after any call (`None`: nothing).
+    Write(Option<IndexNote>),
+    /// Only the wake message: the index already holds an early enough time.
+    Wake(IndexNote),
 }
 
 /// push_many.lua for many jobs: calls of up to [`JOBS_PER_CALL`]
@@ -207,5 +301,49 @@ impl<'a> PushedMany<'a> {
             return Err(Error::IdTaken(IdTaken { taken: self.taken, due: self.due }));
         }
         Ok(self.due.into_iter().flatten().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::Layout;
+    use std::time::UNIX_EPOCH;
+
+    fn answered(at: SystemTime) -> Value {
+        let ms = at.duration_since(UNIX_EPOCH).expect("clock").as_millis();
+        Value::BulkString(format!("{}.{:03}", ms / 1000, ms % 1000).into_bytes())
+    }
+
+    /// A push read back with the index write it sent: `lowered` is ZADD's
+    /// answer; `skew` is how far ahead this machine's clock is of Redis's.
+    fn follow(skew: Duration, lowered: i64) -> IndexFollowUp {
+        let names = Names::new("d:", Layout::Topic);
+        let job = Job::new("mail", "1", Duration::from_secs(60));
+        let mut call = push(&names, &job).expect("a push");
+        call.early = IndexNote::new(&names, "mail", Some(SystemTime::now() + job.delay + skew - CLOCK_MARGIN), true);
+        let due = SystemTime::now() + job.delay;
+        let (got, follow) =
+            call.read(&names, &job, Value::Array(vec![answered(due), Value::Int(lowered)])).expect("read");
+        assert!(got <= due && due.duration_since(got).expect("order") < Duration::from_millis(2));
+        follow
+    }
+
+    #[test]
+    fn a_per_topic_push_sends_its_index_write_in_the_same_pipeline() {
+        let call = push(&Names::new("d:", Layout::Topic), &Job::new("mail", "1", Duration::ZERO)).expect("push");
+        assert!(matches!(call.request, Request::Batch(_)));
+        let call = push(&Names::new("d:", Layout::Classic), &Job::new("mail", "1", Duration::ZERO)).expect("push");
+        assert!(matches!(call.request, Request::Script(_)), "the classic push.lua keeps its own index");
+    }
+
+    #[test]
+    fn an_estimate_later_than_the_due_time_is_written_again() {
+        // Clocks that agree: the early write stands; a lowered index wakes
+        // the server, an unchanged one does not.
+        assert!(matches!(follow(Duration::ZERO, 1), IndexFollowUp::Wake(_)));
+        assert!(matches!(follow(Duration::ZERO, 0), IndexFollowUp::Write(None)));
+        // This machine's clock a second ahead: the answered time is written.
+        assert!(matches!(follow(Duration::from_secs(1), 0), IndexFollowUp::Write(Some(_))));
     }
 }
