@@ -335,9 +335,19 @@ def check_call(args: List[str], layout: str = "classic") -> Tuple[str, List[str]
 # ---------------------------------------------------------------- the calls
 
 
-#: Where an operation's index write puts its topic: seconds from now (the
-#: call's due time or reservation deadline), or "0" (a requeue: due now).
-Index = Any
+@dataclass
+class Expect:
+    """The index write a call makes in the per-topic layout (PROTOCOL.md,
+    "The index write")."""
+
+    #: Where it puts the topic: seconds from now (the call's due time or
+    #: reservation deadline), or "0" (a requeue: due now).
+    at: Any
+    #: A push: ``SADD <prefix>topics <topic>`` too.
+    pushed: bool = False
+    #: A single push: the write rides in the script's pipeline with an
+    #: estimated time, corrected afterwards if the answer came out earlier.
+    pipelined: bool = False
 
 
 def drive_every_operation(drivers, sdk: str, rds, mon: RawMonitor, keys) -> List[str]:  # type: ignore[no-untyped-def]
@@ -348,40 +358,47 @@ def drive_every_operation(drivers, sdk: str, rds, mon: RawMonitor, keys) -> List
     retry = {"max_attempts": 2, "backoff": {"kind": "fixed", "delay_ms": 1}}
     problems: List[str] = []
 
-    def step(req: Dict[str, Any], index: Index = None, pushed: bool = False) -> Dict[str, Any]:
-        """``req`` through the driver; then its index write checked (``index``
+    def step(req: Dict[str, Any], expect: Optional[Expect] = None) -> Dict[str, Any]:
+        """``req`` through the driver; then its index write checked (``expect``
         None: the call writes none)."""
         since = mon.mark(rds)
         now = redis_now(rds)
         answer = ok(drivers, sdk, req)
         window = mon.commands[since + 1 : mon.mark(rds)]
-        problems.extend(f"{req['op']}: {p}" for p in check_index_writes(window, topic, now, index, pushed))
+        due = answer.get("due")  # a push's answer, where the driver has it (not php's)
+        answered = float(due) if isinstance(due, (int, float)) and not isinstance(due, bool) else None
+        found = check_index_writes(window, topic, now, expect, answered=answered, taken=bool(answer.get("taken")))
+        problems.extend(f"{req['op']} {req.get('id', '')}: {p}" for p in found)
         return answer
 
-    step({"op": "push", "topic": topic, "id": a, "delay_ms": 0, "body_b64": "YQ=="}, 0, pushed=True)
-    step({"op": "push", "topic": topic, "id": b, "delay_ms": 0, "body_b64": "", **retry}, 0, pushed=True)
-    taken = step({"op": "push", "topic": topic, "id": b, "delay_ms": 0, "body_b64": "", "if_absent": True})
+    def push(job_id: str, delay_ms: int, **extra: Any) -> Dict[str, Any]:
+        req = {"op": "push", "topic": topic, "id": job_id, "delay_ms": delay_ms, "body_b64": "", **extra}
+        return step(req, Expect(delay_ms / 1000, pushed=True, pipelined=True))
+
+    push(a, 0, body_b64="YQ==")
+    push(b, 0, **retry)
+    taken = push(b, 0, if_absent=True)
     assert "taken" in taken, f"an if-absent push of a taken id pushed: {taken}"
-    step({"op": "push", "topic": topic, "id": c, "delay_ms": 60_000, "body_b64": ""}, 60, pushed=True)
-    step({"op": "reschedule", "id": c, "topic": topic, "delay_ms": 120_000}, 120)
+    push(c, 60_000)
+    step({"op": "reschedule", "id": c, "topic": topic, "delay_ms": 120_000}, Expect(120))
     step({"op": "remove", "id": c, "topic": topic})
     step({"op": "push_many", "if_absent": False, "jobs": [{"topic": topic, "id": d, "delay_ms": 0, "body_b64": ""}]},
-         0, pushed=True)
+         Expect(0, pushed=True))
     ready = keys.ready(topic)
     assert wait_until(lambda: rds.llen(ready) >= 3), "the server did not move the jobs"
     step({"op": "pop", "topic": topic})
     step({"op": "bpop", "topic": topic, "timeout_ms": 2000})
-    job = step({"op": "reserve", "topic": topic, "ttr_ms": 30_000}, 30)["job"]
+    job = step({"op": "reserve", "topic": topic, "ttr_ms": 30_000}, Expect(30))["job"]
     assert job is not None
     step({"op": "touch", "id": job["id"], "topic": topic, "receipt": job["receipt"], "ttr_ms": 30_000})
-    step({"op": "release", "id": job["id"], "topic": topic, "receipt": job["receipt"], "delay_ms": 0}, 0)
-    job = step({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000}, 30)["job"]
+    step({"op": "release", "id": job["id"], "topic": topic, "receipt": job["receipt"], "delay_ms": 0}, Expect(0))
+    job = step({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000}, Expect(30))["job"]
     assert job is not None
     step({"op": "bury", "id": job["id"], "topic": topic, "receipt": None})
     step({"op": "dead_list", "topic": topic, "start": 0, "count": 10})
-    step({"op": "requeue_dead", "topic": topic, "ids": None}, "0")
+    step({"op": "requeue_dead", "topic": topic, "ids": None}, Expect("0"))
     assert wait_until(lambda: rds.llen(ready) >= 1)
-    job = step({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000}, 30)["job"]
+    job = step({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000}, Expect(30))["job"]
     assert job is not None
     step({"op": "ack", "id": job["id"], "topic": topic, "receipt": job["receipt"]})
     step({"op": "purge_dead", "topic": topic, "ids": None})
@@ -391,46 +408,86 @@ def drive_every_operation(drivers, sdk: str, rds, mon: RawMonitor, keys) -> List
 #: How far an index time may lie from the time the test expects (a slow,
 #: loaded machine); a unit mix-up (ms for s) is off by far more.
 INDEX_SLACK_S = 15.0
+#: Times are written with millisecond precision.
+MS = 0.0015
 
 
-def check_index_writes(window: List[List[str]], topic: str, now: float, index: Index, pushed: bool,
-                       layout: str = LAYOUT) -> List[str]:
+def check_index_writes(window: List[List[str]], topic: str, now: float, expect: Optional[Expect],
+                       layout: str = LAYOUT, answered: Optional[float] = None, taken: bool = False) -> List[str]:
     """What the client's index write in ``window`` (the commands Redis got
-    during one call) gets wrong, per PROTOCOL.md "The index write": in the
-    per-topic layout a call that schedules or reserves (``index`` not None)
-    is followed by exactly one ``ZADD <prefix>due LT CH <time> <topic>``
-    (the server's own index writes carry no CH), a push by ``SADD
-    <prefix>topics <topic>``, and a wake is published with the same time;
-    other calls, and every call in the classic layout, write no index."""
+    during one call) gets wrong, per PROTOCOL.md "The index write".
+
+    In the per-topic layout a call that schedules or reserves (``expect``
+    not None) is followed by exactly one ``ZADD <prefix>due LT CH <time>
+    <topic>`` (the server's own index writes carry no CH) with the time it
+    answered, a push's by ``SADD <prefix>topics <topic>``, and a wake is
+    published with that time. A single push (``expect.pipelined``) sends
+    its write with the script, with an estimate no later than the due time
+    it answers (``answered``, where known), then the answered time again if
+    that came out earlier, and wakes with the answered time; a push that
+    found its id taken (``taken``) may have sent the write before it knew.
+    Other calls, and every call in the classic layout, write no index."""
     due = PREFIX + "due"
-    zadds = [(i, c) for i, c in enumerate(window)
-             if c[0].upper() == "ZADD" and c[1] == due and c[-1] == topic and "CH" in (x.upper() for x in c)]
-    if layout != "topic" or index is None:
+
+    def writes(commands: List[List[str]]) -> List[Tuple[int, List[str]]]:
+        return [(i, c) for i, c in enumerate(commands) if c[0].upper() == "ZADD" and len(c) > 2 and c[1] == due
+                and c[-1] == topic and "CH" in (x.upper() for x in c)]
+
+    zadds = writes(window)
+    if layout != "topic" or expect is None:
         return [f"an index write the {layout} layout does not make: {c}" for _, c in zadds]
-    if len(zadds) != 1:
-        return [f"{len(zadds)} index writes, not 1: {[c for _, c in zadds]}"]
-    at, zadd = zadds[0]
+    most = 1
+    fewest = 1
+    if expect.pipelined:
+        loads = [i for i, c in enumerate(window) if [x.upper() for x in c[:2]] == ["SCRIPT", "LOAD"]]
+        if loads:  # NOSCRIPT: nothing was pushed, and the pipeline is sent again
+            window = window[loads[-1] + 1 :]
+            zadds = writes(window)
+        most, fewest = 2, 0 if taken else 1
+    if not fewest <= len(zadds) <= most:
+        return [f"{len(zadds)} index writes, not {fewest}..{most}: {[c for _, c in zadds]}"]
+    if not zadds:
+        return []
     problems = []
-    if [x.upper() for x in zadd[:4]] != ["ZADD", due.upper(), "LT", "CH"] or len(zadd) != 6:
-        problems.append(f"{zadd}, not ZADD {due} LT CH <time> {topic}")
+    for _, zadd in zadds:
+        if [x.upper() for x in zadd[:4]] != ["ZADD", due.upper(), "LT", "CH"] or len(zadd) != 6:
+            problems.append(f"{zadd}, not ZADD {due} LT CH <time> {topic}")
+    at = zadds[0][0]
     if not any(c[0].upper() in ("EVALSHA", "EVAL") for c in window[:at]):
         problems.append("the index write came before the call")
-    time = zadd[-2]
-    if index == "0":
-        if time != "0":
-            problems.append(f"a requeue's index time is {time!r}, not '0'")
-    else:
+    times = []
+    for _, zadd in zadds:
         try:
-            off = float(time) - (now + index)
+            times.append(float(zadd[-2]))
         except ValueError:
-            off = float("inf")
-        if not abs(off) < INDEX_SLACK_S:
-            problems.append(f"index time {time!r}, {off:+.3f} s from now + {index} s")
-    if pushed and ["SADD", PREFIX + "topics", topic] not in window[at:]:
+            return problems + [f"index time {zadd[-2]!r} is not a number"]
+    if expect.at == "0":
+        if [z[-2] for _, z in zadds] != ["0"]:
+            problems.append(f"a requeue's index time is {zadds[0][1][-2]!r}, not '0'")
+    else:
+        for t in times:
+            if not abs(t - (now + expect.at)) < INDEX_SLACK_S:
+                problems.append(f"index time {t!r}, {t - now - expect.at:+.3f} s from now + {expect.at} s")
+    if len(times) == 2 and not times[1] < times[0]:
+        problems.append(f"a second index write ({times[1]}) that is not the earlier, answered time ({times[0]})")
+    if answered is not None and not taken and not times[-1] <= answered + MS:
+        problems.append(f"the index time {times[-1]} is later than the due time {answered}")
+    if expect.pushed and ["SADD", PREFIX + "topics", topic] not in window[at:]:
         problems.append(f"no SADD {PREFIX}topics {topic} with the index write")
-    wakes = [c for c in window if c[0].upper() == "PUBLISH"]
-    if any(w != ["PUBLISH", PREFIX + "wake", time] for w in wakes):
-        problems.append(f"wake {wakes}, not PUBLISH {PREFIX}wake {time}")
+    # The wake carries the time written, or a push's answered due time.
+    wake = answered if expect.pipelined and answered is not None else times[-1]
+    for w in (c for c in window if c[0].upper() == "PUBLISH"):
+        try:
+            said = float(w[2]) if len(w) == 3 and w[1] == PREFIX + "wake" else None
+        except ValueError:
+            said = None
+        if said is None:
+            problems.append(f"wake {w}, not PUBLISH {PREFIX}wake <time>")
+        elif expect.pipelined and answered is None:
+            if not (times[-1] - MS <= said < times[-1] + INDEX_SLACK_S):
+                problems.append(f"wake {w}: not the due time, at or after the index time {times[-1]}")
+        elif abs(said - wake) > MS or (not expect.pipelined and w[2] != zadds[-1][1][-2]):
+            problems.append(f"wake {w}, not PUBLISH {PREFIX}wake {wake}")
     return problems
 
 
@@ -506,22 +563,45 @@ def test_the_check_holds_the_per_topic_layout_to_its_names() -> None:
     call = ["EVALSHA", sha, "2", t + "pool", t + "job:1"]
     write = ["ZADD", due, "LT", "CH", "1763750060.125", "t"]
     listed = ["SADD", PREFIX + "topics", "t"]
-    assert check_index_writes([call, write, listed], "t", now, 60, True, "topic") == []
-    assert check_index_writes([call, write, listed, ["PUBLISH", PREFIX + "wake", "1763750060.125"]], "t", now, 60,
-                              True, "topic") == []
-    assert check_index_writes([call, listed], "t", now, 60, True, "topic") == ["0 index writes, not 1: []"]
-    assert check_index_writes([write, call, listed], "t", now, 60, True, "topic") == [
-        "the index write came before the call"]
-    assert check_index_writes([call, write], "t", now, 60, True, "topic") == [
-        f"no SADD {PREFIX}topics t with the index write"]
+    wake = ["PUBLISH", PREFIX + "wake", "1763750060.125"]
+    later, pushed = Expect(60), Expect(60, pushed=True)
+
+    def check(window: List[List[str]], expect: Optional[Expect], layout: str = "topic", **kw: Any) -> List[str]:
+        return check_index_writes(window, "t", now, expect, layout, **kw)
+
+    assert check([call, write, listed], pushed) == []
+    assert check([call, write, listed, wake], pushed) == []
+    assert check([call, listed], pushed) == ["0 index writes, not 1..1: []"]
+    assert check([call, write, write], later) == [f"2 index writes, not 1..1: {[write, write]}"]
+    assert check([write, call, listed], pushed) == ["the index write came before the call"]
+    assert check([call, write], pushed) == [f"no SADD {PREFIX}topics t with the index write"]
     in_ms = write[:4] + ["1763750060125", "t"]
-    assert check_index_writes([call, in_ms], "t", now, 60, False, "topic")[0].startswith("index time '1763750060125'")
-    assert check_index_writes([call, write], "t", now, "0", False, "topic") == [
-        "a requeue's index time is '1763750060.125', not '0'"]
-    assert check_index_writes([call, write, ["PUBLISH", PREFIX + "wake", "1"]], "t", now, 60, False, "topic") == [
-        f"wake [['PUBLISH', '{PREFIX}wake', '1']], not PUBLISH {PREFIX}wake 1763750060.125"]
-    assert len(check_index_writes([call, write], "t", now, None, False, "topic")) == 1  # ack, touch, ...
-    assert len(check_index_writes([call, write], "t", now, 60, False, "classic")) == 1
+    assert check([call, in_ms], later)[0].startswith("index time 1763750060125.0, ")
+    assert check([call, write], Expect("0")) == ["a requeue's index time is '1763750060.125', not '0'"]
+    assert check([call, write, ["PUBLISH", PREFIX + "wake", "1"]], later) == [
+        f"wake ['PUBLISH', '{PREFIX}wake', '1'], not PUBLISH {PREFIX}wake 1763750060.125"]
+    assert len(check([call, write], None)) == 1  # ack, touch, ...
+    assert len(check([call, write], later, "classic")) == 1
     # The server's own write (no CH) is not the client's.
-    server = ["ZADD", due, "LT", "1763750060.125", "t"]
-    assert check_index_writes([call, server], "t", now, None, False, "topic") == []
+    assert check([call, ["ZADD", due, "LT", "1763750060.125", "t"]], None) == []
+
+    # A single push: the estimate rides with the script, the answer may correct it, the wake says the answer.
+    push = Expect(60, pushed=True, pipelined=True)
+    estimate = write[:4] + ["1763750060.025", "t"]
+    answered = write[:4] + ["1763750059.900", "t"]
+    assert check([call, estimate, listed, wake], push, answered=1763750060.125) == []
+    assert check([call, estimate, listed, answered], push, answered=1763750059.9) == []
+    assert check([call, estimate, listed, wake], push) == []  # php's driver does not say the due time
+    assert check([call, estimate, listed], push, answered=1763750060.0) == [
+        "the index time 1763750060.025 is later than the due time 1763750060.0"]
+    assert check([call, answered, listed, estimate], push)[0].startswith("a second index write (1763750060.025)")
+    assert check([call, estimate, listed, ["PUBLISH", PREFIX + "wake", "1763750060.025"]], push,
+                 answered=1763750060.125) == [
+        f"wake ['PUBLISH', '{PREFIX}wake', '1763750060.025'], not PUBLISH {PREFIX}wake 1763750060.125"]
+    assert check([call, listed], push) == ["0 index writes, not 1..2: []"]
+    assert check([call, listed], push, taken=True) == []  # an id taken: the write may be left out
+    assert check([call, estimate, listed], push, taken=True) == []  # or sent before the answer
+    # NOSCRIPT: nothing was pushed; the script is loaded and the pipeline sent again.
+    lost = [call, estimate, listed, ["SCRIPT", "LOAD", "..."], call, estimate, listed, wake]
+    assert check(lost, push, answered=1763750060.125) == []
+    assert check(lost[:4] + lost[5:], push, answered=1763750060.125) == ["the index write came before the call"]
