@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
-# The Rust build links the system OpenSSL (redis TLS via native-tls).
+# The Rust build links the system OpenSSL (the server's webhooks: TLS via native-tls).
 pkg-config --exists openssl 2>/dev/null || need+=(libssl-dev pkg-config)
 if [ "${1:-}" != "--redis-only" ]; then
   command -v openssl >/dev/null || need+=(openssl)   # TLS tests make their certificates

@@ -46,16 +46,6 @@ pub fn from_conf(conf: &ConfFile) -> Result<Option<ClusterSettings>, ConfError> 
     if let Some(key) = NOT_IN_CLUSTER.into_iter().find(|k| conf.string("redis", k).is_some()) {
         return Err(err(key, "not used with mode = cluster: the nodes name the cluster".into()));
     }
-    // redis-rs's cluster client takes certificates with rustls only; this
-    // build uses native-tls: TLS to a cluster trusts the system's roots.
-    if let Some(key) =
-        ["tls_ca_file", "tls_cert_file", "tls_key_file"].into_iter().find(|k| conf.string("redis", k).is_some())
-    {
-        return Err(err(
-            key,
-            "not supported with mode = cluster yet: TLS to a cluster trusts the system's roots".into(),
-        ));
-    }
     if conf.string("redis", "database").is_some_and(|d| d.trim() != "0") {
         return Err(err("database", "Redis Cluster has only database 0".into()));
     }
@@ -91,10 +81,7 @@ mod tests {
             ),
             ("[redis]\nmode = cluster\nnodes = a:1\nmaster_name = m\n", "d.conf:4: [redis] master_name: not used"),
             ("[redis]\nmode = cluster\nnodes = a\n", "d.conf:3: [redis] nodes: \"a\" is not host:port"),
-            (
-                "[redis]\nmode = cluster\nnodes = a:1\ntls_ca_file = ca.pem\n",
-                "d.conf:4: [redis] tls_ca_file: not supported",
-            ),
+            ("[redis]\nmode = cluster\nnodes = a:1\ntls = maybe\n", "d.conf:4: [redis] tls: \"maybe\" is not yes"),
         ] {
             let err = conf(text).expect_err(text);
             assert!(err.starts_with(message), "{text:?}: {err}");

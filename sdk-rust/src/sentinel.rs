@@ -10,7 +10,7 @@
 //!
 //! The lookup is written here rather than taken from redis-rs's `sentinel`
 //! module, which connects without a timeout (a sentinel host that vanished
-//! would hang a caller) and, with native-tls, cannot trust `tls_ca_file`.
+//! would hang a caller).
 //! The sync and async lookups share everything but the I/O.
 
 use crate::conf::{ConfError, ConfFile};

@@ -5,6 +5,7 @@
 //! [`Target`], so in sentinel mode each new connection (after a connection
 //! error, or a `READONLY` reply from a demoted master) reaches the master of
 //! the moment: clients and server follow a failover without a restart.
+//! Making a target also settles the TLS crypto provider (`use_default_crypto`).
 
 use crate::cluster::ClusterSettings;
 use crate::conf::RedisSettings;
@@ -40,6 +41,7 @@ impl std::fmt::Debug for Target {
 impl Target {
     /// Always this client's Redis.
     pub fn fixed(client: Client) -> Target {
+        use_default_crypto();
         Target(Kind::Fixed(Arc::new(client)))
     }
 
@@ -47,6 +49,7 @@ impl Target {
     /// connection (`settings.sentinel` must be set; a standalone `settings`
     /// gives a fixed target).
     pub fn sentinel(settings: RedisSettings) -> Target {
+        use_default_crypto();
         Target(Kind::Sentinel(Arc::new(settings)))
     }
 
@@ -193,6 +196,21 @@ impl Target {
         }
         Ok(conn)
     }
+}
+
+/// Makes ring the process's rustls crypto provider unless one is set.
+/// redis-rs's TLS (rustls) asks for the process default at each TLS
+/// connection, and rustls cannot choose one when a program's dependencies
+/// enable two providers (ring and aws-lc-rs): the connection would panic.
+/// An application that installed its own provider keeps it.
+pub(crate) fn use_default_crypto() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            // Err: another thread installed one first, which is as good.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    });
 }
 
 fn not_master(client: &Client) -> redis::RedisError {

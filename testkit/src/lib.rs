@@ -17,6 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub mod cluster;
+pub mod cluster_tls;
 pub mod sentinel;
 
 /// How long anything in a test may take to come up or happen.

@@ -99,9 +99,14 @@ impl RedisSettings {
                 None => Ok(None),
                 Some(path) => {
                     let base = conf.path().parent().map(Path::to_path_buf).unwrap_or_default();
-                    std::fs::read(base.join(&path))
-                        .map(Some)
-                        .map_err(|e| conf.error(Some("redis"), Some(key), format!("cannot read {path}: {e}")))
+                    let bytes = std::fs::read(base.join(&path))
+                        .map_err(|e| conf.error(Some("redis"), Some(key), format!("cannot read {path}: {e}")))?;
+                    // Checked here, where the file's name is known: rustls
+                    // would take a file without certificates as "trust
+                    // nothing" and fail later at every connection.
+                    check_pem(key, &bytes)
+                        .map_err(|what| conf.error(Some("redis"), Some(key), format!("{path}: {what}")))?;
+                    Ok(Some(bytes))
                 }
             }
         };
@@ -215,8 +220,10 @@ impl RedisSettings {
         if let Some(p) = &self.password {
             builder = builder.password(p);
         }
-        // The tls_* files are refused in cluster mode (see crate::cluster):
-        // redis-rs's cluster client takes certificates with rustls only.
+        if let Some(certs) = self.certificates() {
+            builder = builder.certs(certs);
+        }
+        crate::target::use_default_crypto();
         builder.build()
     }
 
@@ -236,17 +243,43 @@ impl RedisSettings {
 
     /// A client for `info` with this file's TLS certificates.
     pub(crate) fn client_for(&self, info: ConnectionInfo) -> redis::RedisResult<redis::Client> {
-        if self.tls_ca.is_none() && self.tls_client.is_none() {
-            return redis::Client::open(info);
+        crate::target::use_default_crypto();
+        match self.certificates() {
+            None => redis::Client::open(info),
+            Some(certs) => redis::Client::build_with_tls(info, certs),
         }
-        let certs = redis::TlsCertificates {
+    }
+
+    /// The `tls_*` files as redis-rs takes them, for one node or a cluster
+    /// (`None`: the system's roots, no client certificate).
+    fn certificates(&self) -> Option<redis::TlsCertificates> {
+        if self.tls_ca.is_none() && self.tls_client.is_none() {
+            return None;
+        }
+        Some(redis::TlsCertificates {
             client_tls: self
                 .tls_client
                 .clone()
                 .map(|(client_cert, client_key)| redis::ClientTlsConfig { client_cert, client_key }),
             root_cert: self.tls_ca.clone(),
-        };
-        redis::Client::build_with_tls(info, certs)
+        })
+    }
+}
+
+/// What is wrong with the PEM file of `key` (`tls_ca_file` and
+/// `tls_cert_file` hold certificates, `tls_key_file` a private key).
+fn check_pem(key: &str, bytes: &[u8]) -> Result<(), String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    if key == "tls_key_file" {
+        return PrivateKeyDer::from_pem_slice(bytes).map(drop).map_err(|e| format!("no PEM private key in it ({e})"));
+    }
+    let certs = CertificateDer::pem_slice_iter(bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("not PEM certificates ({e})"))?;
+    match certs.is_empty() {
+        true => Err("no PEM certificate in it".into()),
+        false => Ok(()),
     }
 }
 
