@@ -21,7 +21,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Dict, Iterator, Optional
 
 import pytest
 import redis
@@ -133,3 +133,9 @@ class Keys:
 
     def dead(self, topic: str) -> str:
         return self._of(topic, "dead") if self.layout == "topic" else self.prefix + "dead:" + topic
+
+    def named(self, topic: str) -> Dict[str, str]:
+        """The "topic" of a request that names a job by id (remove, reschedule,
+        ack, ...): the per-topic layout needs it; in the classic layout the
+        call names the id alone, as Delayer 1.x's did."""
+        return {"topic": topic} if self.layout == "topic" else {}

@@ -380,8 +380,8 @@ def drive_every_operation(drivers, sdk: str, rds, mon: RawMonitor, keys) -> List
     taken = push(b, 0, if_absent=True)
     assert "taken" in taken, f"an if-absent push of a taken id pushed: {taken}"
     push(c, 60_000)
-    step({"op": "reschedule", "id": c, "topic": topic, "delay_ms": 120_000}, Expect(120))
-    step({"op": "remove", "id": c, "topic": topic})
+    step({"op": "reschedule", "id": c, **keys.named(topic), "delay_ms": 120_000}, Expect(120))
+    step({"op": "remove", "id": c, **keys.named(topic)})
     step({"op": "push_many", "if_absent": False, "jobs": [{"topic": topic, "id": d, "delay_ms": 0, "body_b64": ""}]},
          Expect(0, pushed=True))
     ready = keys.ready(topic)
@@ -390,17 +390,17 @@ def drive_every_operation(drivers, sdk: str, rds, mon: RawMonitor, keys) -> List
     step({"op": "bpop", "topic": topic, "timeout_ms": 2000})
     job = step({"op": "reserve", "topic": topic, "ttr_ms": 30_000}, Expect(30))["job"]
     assert job is not None
-    step({"op": "touch", "id": job["id"], "topic": topic, "receipt": job["receipt"], "ttr_ms": 30_000})
-    step({"op": "release", "id": job["id"], "topic": topic, "receipt": job["receipt"], "delay_ms": 0}, Expect(0))
+    step({"op": "touch", "id": job["id"], **keys.named(topic), "receipt": job["receipt"], "ttr_ms": 30_000})
+    step({"op": "release", "id": job["id"], **keys.named(topic), "receipt": job["receipt"], "delay_ms": 0}, Expect(0))
     job = step({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000}, Expect(30))["job"]
     assert job is not None
-    step({"op": "bury", "id": job["id"], "topic": topic, "receipt": None})
+    step({"op": "bury", "id": job["id"], **keys.named(topic), "receipt": None})
     step({"op": "dead_list", "topic": topic, "start": 0, "count": 10})
     step({"op": "requeue_dead", "topic": topic, "ids": None}, Expect("0"))
     assert wait_until(lambda: rds.llen(ready) >= 1)
     job = step({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000}, Expect(30))["job"]
     assert job is not None
-    step({"op": "ack", "id": job["id"], "topic": topic, "receipt": job["receipt"]})
+    step({"op": "ack", "id": job["id"], **keys.named(topic), "receipt": job["receipt"]})
     step({"op": "purge_dead", "topic": topic, "ids": None})
     return problems
 

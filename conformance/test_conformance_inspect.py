@@ -136,7 +136,7 @@ def test_one_job_through_its_whole_life(ctx: Ctx) -> None:
     assert abs(seen["due"] - float(rds.zscore(KEYS.pool_of(TOPIC), job_id) or 0)) < 0.0015
     assert harness.ok(ctx.drivers, "rust", {"op": "job", "topic": "other", "id": job_id})["job"]["state"] == "unknown"
 
-    harness.ok(ctx.drivers, "php", {"op": "reschedule", "id": job_id, "topic": TOPIC, "delay_ms": 0})
+    harness.ok(ctx.drivers, "php", {"op": "reschedule", "id": job_id, **KEYS.named(TOPIC), "delay_ms": 0})
     move(rds)
     seen = agreed(ctx, job_id, "ready")
     assert seen["due"] is None
@@ -146,7 +146,7 @@ def test_one_job_through_its_whole_life(ctx: Ctx) -> None:
     seen = agreed(ctx, job_id, "reserved")
     assert seen["attempts"] == 1 and abs(seen["deadline"] - job["deadline"]) < 0.0015
 
-    held = {"id": job_id, "topic": TOPIC, "receipt": job["receipt"]}
+    held = {"id": job_id, **KEYS.named(TOPIC), "receipt": job["receipt"]}
     assert harness.ok(ctx.drivers, "python", {"op": "bury", **held})["done"]
     seen = agreed(ctx, job_id, "dead")
     assert seen["dead_reason"] == "buried" and seen["dead_at"] is not None and seen["deadline"] is None
@@ -158,6 +158,6 @@ def test_one_job_through_its_whole_life(ctx: Ctx) -> None:
     move(rds)
     agreed(ctx, job_id, "ready")
     job = harness.ok(ctx.drivers, "python", {"op": "reserve", "topic": TOPIC, "ttr_ms": 60_000})["job"]
-    assert harness.ok(ctx.drivers, "rust", {"op": "ack", "id": job_id, "topic": TOPIC,
+    assert harness.ok(ctx.drivers, "rust", {"op": "ack", "id": job_id, **KEYS.named(TOPIC),
                                             "receipt": job["receipt"]})["done"]
     agreed(ctx, job_id, "unknown")

@@ -114,7 +114,7 @@ def test_a_1x_job_with_odd_names_is_removed_by_every_sdk(drivers: Any, rds: Any,
     t, ids = topic(sdk, "remove"), odd_ids(f"{sdk}-remove")
     for job_id in ids:
         push(drivers, old_client(sdk), t, job_id, delay_ms=60_000)
-        removed = ok(drivers, sdk, {"op": "remove", "id": job_id, "topic": t})["removed"]
+        removed = ok(drivers, sdk, {"op": "remove", "id": job_id, **keys.named(t)})["removed"]
         assert removed is True, f"{sdk} removed nothing: {job_id!r}"
         assert rds.zscore(keys.pool_of(t), job_id) is None and rds.exists(keys.bucket(job_id, t)) == 0
 
@@ -138,18 +138,22 @@ def test_a_1x_job_with_odd_names_is_reserved_and_dead_lettered_by_every_sdk(driv
     held = take_all(drivers, sdk, "reserve", t, len(ids), ttr_ms=60_000)
     check(held, ids, t)
     acked, ended = held[0], held[1:]
+
+    def holding(job: Dict[str, Any]) -> Dict[str, Any]:
+        """The fields naming ``job``'s reservation."""
+        return {"id": job["id"], **keys.named(t), "receipt": job["receipt"]}
+
     for job in held:
-        touched = ok(drivers, sdk, {"op": "touch", "id": job["id"], "topic": t, "receipt": job["receipt"],
-                                    "ttr_ms": 60_000})
+        touched = ok(drivers, sdk, {"op": "touch", **holding(job), "ttr_ms": 60_000})
         assert touched["deadline"] is not None, f"{sdk} could not touch {job['id']!r}"
-    assert ok(drivers, sdk, {"op": "ack", "id": acked["id"], "topic": t, "receipt": None})["done"] is True
+    assert ok(drivers, sdk, {"op": "ack", "id": acked["id"], **keys.named(t), "receipt": None})["done"] is True
     for job in ended:
-        r = ok(drivers, sdk, {"op": "release", "id": job["id"], "topic": t, "receipt": job["receipt"], "delay_ms": 0})
+        r = ok(drivers, sdk, {"op": "release", **holding(job), "delay_ms": 0})
         assert r["done"] is True, f"{sdk} could not release {job['id']!r}"
     again = take_all(drivers, sdk, "breserve", t, len(ended), ttr_ms=60_000, timeout_ms=2000)
     check(again, [j["id"] for j in ended], t)
     for job in again:
-        assert ok(drivers, sdk, {"op": "bury", "id": job["id"], "topic": t, "receipt": job["receipt"]})["done"] is True
+        assert ok(drivers, sdk, {"op": "bury", **holding(job)})["done"] is True
 
     dead = ok(drivers, sdk, {"op": "dead_list", "topic": t, "start": 0, "count": 100})["dead"]
     assert sorted(d["id"] for d in dead) == sorted(j["id"] for j in ended)
@@ -160,7 +164,7 @@ def test_a_1x_job_with_odd_names_is_reserved_and_dead_lettered_by_every_sdk(driv
     back = take_all(drivers, sdk, "reserve", t, len(half), ttr_ms=60_000)
     assert sorted(j["id"] for j in back) == sorted(half)
     for job in back:
-        assert ok(drivers, sdk, {"op": "ack", "id": job["id"], "topic": t, "receipt": job["receipt"]})["done"] is True
+        assert ok(drivers, sdk, {"op": "ack", **holding(job)})["done"] is True
     for job_id in ids:
         assert rds.exists(keys.bucket(job_id, t)) == 0, f"{job_id!r} left behind"
 
@@ -170,6 +174,6 @@ def test_a_waiting_job_with_an_odd_id_is_rescheduled_by_every_sdk(drivers: Any, 
     t, ids = topic(sdk, "reschedule"), odd_ids(f"{sdk}-reschedule")
     for job_id in ids:
         push(drivers, old_client(sdk), t, job_id, delay_ms=600_000)
-        r = ok(drivers, sdk, {"op": "reschedule", "id": job_id, "topic": t, "delay_ms": 0})
+        r = ok(drivers, sdk, {"op": "reschedule", "id": job_id, **keys.named(t), "delay_ms": 0})
         assert r["due"] is not None, f"{sdk} did not reschedule {job_id!r}"
     check(take_all(drivers, sdk, "pop", t, len(ids)), ids, t)

@@ -43,7 +43,7 @@ BAD = [
     ("pop: empty topic", {"op": "pop", "topic": ""}),
     ("bpop: empty topic", {"op": "bpop", "topic": "", "timeout_ms": 100}),
     ("negative bpop timeout", {"op": "bpop", "topic": "cf-reject", "timeout_ms": -1000}),
-    ("remove: empty id", {"op": "remove", "id": "", "topic": "cf-reject"}),
+    ("remove: empty id", {"op": "remove", "id": "", **({"topic": "cf-reject"} if LAYOUT == "topic" else {})}),
 ]
 
 # Names 1.x accepted: any non-empty string (docs/PROTOCOL.md, "Input rules").
@@ -107,5 +107,5 @@ def test_accepted_alike(drivers: Any, rds: Any, keys: Any, sdk: str, case: str, 
     try:
         assert rds.zscore(keys.pool_of(req["topic"]), req["id"]) is not None
     finally:
-        r = drivers[sdk].request({"op": "remove", "id": req["id"], "topic": req["topic"]})
+        r = drivers[sdk].request({"op": "remove", "id": req["id"], **keys.named(req["topic"])})
         assert r == {"ok": True, "removed": True}, r

@@ -107,7 +107,7 @@ def test_a_stale_reservation_neither_deletes_nor_releases_the_newer_job(
     push(drivers, repusher, t, job_id, LATER_MS, b"second")
     for op, extra in [("ack", {}), ("release", {"delay_ms": 0}), ("bury", {}), ("touch", {"ttr_ms": 1000})]:
         for receipt in (job["receipt"], None):
-            r = ok(drivers, ender, {"op": op, "id": job_id, "topic": t, "receipt": receipt, **extra})
+            r = ok(drivers, ender, {"op": op, "id": job_id, **keys.named(t), "receipt": receipt, **extra})
             held = r["deadline"] is not None if op == "touch" else r["done"]
             assert not held, f"{ender} {op} (receipt {receipt}) ended a reservation of a job pushed again by {repusher}"
     assert_waits_later(rds, keys, t, job_id, b"second")

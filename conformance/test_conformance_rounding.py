@@ -102,11 +102,11 @@ def _params() -> List[Any]:
 
 
 @pytest.mark.parametrize("sdk,ms", _params())
-def test_delay_rounding(drivers: Any, monitor: Monitor, sdk: str, ms: float) -> None:
+def test_delay_rounding(drivers: Any, keys: Any, monitor: Monitor, sdk: str, ms: float) -> None:
     job_id = f"cf-round:{uuid.uuid4().hex}"
     r = drivers[sdk].request({"op": "push", "topic": "cf-round", "id": job_id, "delay_ms": ms, "body_b64": ""})
     assert r["ok"] is True, r
-    drivers[sdk].request({"op": "remove", "id": job_id, "topic": "cf-round"})
+    drivers[sdk].request({"op": "remove", "id": job_id, **keys.named("cf-round")})
     assert wait_until(lambda: bool(monitor.find(job_id)), deadline=10), "MONITOR did not show the push"
     # EVALSHA sha 3 pool bucket counts id topic body delay_ms lifetime_ms ... (push.lua's header;
     # the per-topic layout leaves the counts out; the body is empty, which MONITOR
