@@ -180,6 +180,10 @@ impl Batch {
 
     /// The replies: a list of the wanted ones.
     pub fn send<C: ConnectionLike>(&self, conn: &mut C, cluster: bool) -> RedisResult<Value> {
+        // Redis refuses an empty pipeline ("empty command"); nothing to ask.
+        if self.is_empty() {
+            return Ok(Value::Array(Vec::new()));
+        }
         if !cluster {
             return self.pipeline().query(conn);
         }
@@ -200,6 +204,9 @@ impl Batch {
         conn: &mut C,
         cluster: bool,
     ) -> RedisResult<Value> {
+        if self.is_empty() {
+            return Ok(Value::Array(Vec::new()));
+        }
         if !cluster {
             return self.pipeline().query_async(conn).await;
         }
@@ -229,6 +236,9 @@ impl Batch {
     /// that goes on past errors).
     pub fn query_each<T: FromRedisValue>(&self, conn: &mut Conn) -> RedisResult<Vec<RedisResult<T>>> {
         let read = |v: RedisResult<Value>| v.and_then(|v| Ok(redis::from_redis_value::<T>(v)?));
+        if self.is_empty() {
+            return Ok(Vec::new());
+        }
         if !conn.is_cluster() {
             let replies: Vec<RedisResult<Value>> = self.pipeline().ignore_errors().query(conn)?;
             return Ok(replies.into_iter().map(read).collect());

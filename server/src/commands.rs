@@ -193,11 +193,12 @@ impl Target {
         Fatal::failed(format!("reading from redis at {}: {e}", self.redis.describe()))
     }
 
-    /// A one-connection SDK client.
+    /// A one-connection SDK client for the deployment (one Redis, the
+    /// master the sentinels name, or every node of a cluster).
     fn client(&self) -> Result<delayer::Delayer, Fatal> {
-        let client = self.redis.client().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
+        let target = self.redis.target().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
         let pool = delayer::PoolOptions { max_size: 1, ..Default::default() };
-        delayer::Delayer::with_options(client, self.names.prefix(), &pool)
+        delayer::Delayer::with_target(target, self.names.prefix(), &pool)
             .with_layout(self.names.layout())
             .map_err(|e| Fatal::usage(e.to_string()))
     }

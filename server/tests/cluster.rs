@@ -60,6 +60,28 @@ fn every_call_runs_on_a_cluster_and_carries_on_after_a_master_dies() {
     let stats = d.stats().expect("stats");
     assert_eq!((stats.scheduled_total, stats.topics.len()), (600, 12), "{stats:?}");
     assert_eq!(d.job("t3", "m3").expect("lookup").state, delayer::inspect::JobState::Scheduled);
+    // The operator commands reach every master's topics (they once went to
+    // the first seed only: MOVED for the others).
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .arg("-c")
+            .arg(&path)
+            .args(args)
+            .env_remove("DELAYER_URL")
+            .output()
+            .expect("run delayer");
+        assert!(out.status.success(), "delayer {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let cli_stats: serde_json::Value = serde_json::from_str(&cli(&["stats", "--json"])).expect("stats --json");
+    assert_eq!(cli_stats["topics"].as_array().map(Vec::len), Some(12), "{cli_stats}");
+    for (i, t) in topics.iter().enumerate().skip(5) {
+        let job: serde_json::Value = serde_json::from_str(&cli(&["job", t, &format!("m{i}"), "--json"])).expect("json");
+        assert_eq!(job["state"], "scheduled", "{t}: {job}");
+    }
+    assert!(cli(&["reschedule", "t5", "m5", "1h"]).contains("is due"));
+    assert!(cli(&["remove", "t6", "m6"]).contains("removed"));
+    assert!(cli(&["dead", "list", "t8"]).contains("t8"));
     assert!(d.remove_in("t3", "m3").expect("remove"));
     assert!(d.reschedule_in("t4", "m4", Duration::ZERO).expect("reschedule").is_some());
     let reserved = d.breserve("t4", Duration::from_secs(30), Duration::from_secs(20)).expect("breserve").expect("m4");

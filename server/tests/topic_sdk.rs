@@ -269,6 +269,17 @@ fn the_cli_reads_and_steers_the_per_topic_layout_from_its_config() {
     };
     let json = |args: &[&str]| -> serde_json::Value { serde_json::from_str(&run(args)).expect("json") };
     let d = client(&redis);
+    // A deployment no topic has reached yet has empty numbers, in the SDK
+    // and in the CLI (an empty request once failed with "empty command").
+    assert!(d.stats().expect("stats of a new deployment").topics.is_empty());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let empty = rt.block_on(async {
+        let aio =
+            delayer::aio::Delayer::open(&redis.url()).expect("client").with_layout(Layout::Topic).expect("layout");
+        aio.stats().await.expect("async stats of a new deployment")
+    });
+    assert!(empty.topics.is_empty());
+    assert_eq!(json(&["stats", "--json"])["topics"], serde_json::json!([]));
     d.push_job(&Job::new("mail", "1", Duration::from_secs(1800)).body("later")).expect("push");
     d.push("sms", "1", Duration::from_secs(60)).expect("push");
 

@@ -338,6 +338,30 @@ fn jobs_are_delivered_signed_and_acked() {
 }
 
 #[test]
+fn the_webhook_reads_the_per_topic_layout_from_its_config() {
+    let redis = RedisServer::start();
+    let receiver = Receiver::start(|_, _| Answer::Status(204));
+    let text = format!(
+        "{}\n{}",
+        server_conf(redis.port(), 50, "layout = topic"),
+        section("close order", &receiver.url("/hooks/close"), "")
+    );
+    let _server = DelayerProcess::start(BIN, &text);
+    let hook = Webhook::start(&text);
+    assert!(hook.output().contains("layout topic"), "{}", hook.output());
+    let d = Delayer::open(&redis.url()).expect("client").with_layout(delayer::Layout::Topic).expect("layout");
+    d.push_job(&job("close order", "order 7", b"{\"order\":7}", 3)).expect("push");
+    let bucket = delayer::TopicKeys::new("delayer:").bucket("close order", "order 7");
+    let acked = wait_until(DEADLINE, || {
+        !receiver.on("/hooks/close").is_empty() && !redis.connection().exists::<_, bool>(&bucket).unwrap_or(true)
+    });
+    assert!(acked, "delivered and acked in the per-topic layout:\n{}", hook.output());
+    let requests = receiver.on("/hooks/close");
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0].json()["id"], "order 7");
+}
+
+#[test]
 fn an_error_answer_retries_and_the_last_one_makes_a_dead_letter_with_the_status() {
     let redis = RedisServer::start();
     // /flaky fails once, then takes the job; /down always fails.

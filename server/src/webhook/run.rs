@@ -59,14 +59,16 @@ pub fn run(configuration: Option<&Path>) -> Result<(), Fatal> {
             stopping.stop();
         });
         let delayer = delayer::aio::Delayer::with_target(target, &config.key_prefix)
+            .and_then(|d| d.with_layout(config.layout))
             .map_err(|e| Fatal::failed(format!("cannot use redis at {}: {e}", config.redis.describe())))?;
         let grace = hooks.iter().map(|h| h.timeout).max().unwrap_or_default() + GRACE_MARGIN;
         info!(
-            "delayer webhook {} starting (pid {}): redis {}, key_prefix {:?}, config {}",
+            "delayer webhook {} starting (pid {}): redis {}, key_prefix {:?}, layout {}, config {}",
             env!("CARGO_PKG_VERSION"),
             std::process::id(),
             config.redis.describe(),
             config.key_prefix,
+            if config.layout == delayer::Layout::Topic { "topic" } else { "classic" },
             config.path.display()
         );
         let mut workers = tokio::task::JoinSet::new();
