@@ -24,8 +24,11 @@ per-topic layout"): every key of a call is of one topic (`<prefix>{<topic>}:pool
 bucket prefix is the topic's (`<prefix>{<topic>}:job:`), the dead-letter
 prefix and the wake channel `""`. Each call that schedules or reserves is then
 followed by the client's index write, `ZADD <prefix>due LT CH <time> <topic>`
-(and `SADD <prefix>topics <topic>` after a push); no other call writes it, and
-the classic layout never does (its scripts keep their own index).
+(and `SADD <prefix>topics <topic>` after a push), with the time the call
+answered and a wake with that time; a single push pipelines it with the
+script, with an estimate never later than its due time ("push sends its
+index write with the script"). No other call writes it, and the classic
+layout never does (its scripts keep their own index).
 
 A builder that drifts from its script (an argument added to the script but not
 sent, a key in the wrong place, a name built by hand) fails here.
