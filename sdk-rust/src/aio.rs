@@ -107,7 +107,7 @@ impl Delayer {
     }
 
     /// As the blocking client's: `req`, then WAIT on the same connection.
-    async fn call_durable(&self, req: &Request) -> Result<(Value, u64)> {
+    async fn call_durable(&self, req: &Request, written: Vec<String>) -> Result<(Value, u64)> {
         let Some(timeout) = self.durable else {
             return Ok((self.call(req).await?, u64::MAX));
         };
@@ -123,7 +123,7 @@ impl Delayer {
             }
             reply => reply?,
         };
-        let acked = durable::acked(send(&mut conn, &Request::Blocking(durable::wait(timeout), Some(timeout))).await?)?;
+        let acked = durable::acked(send(&mut conn, &durable::wait(timeout, written)).await?)?;
         self.reuse(conn);
         Ok((reply, acked))
     }
@@ -227,10 +227,10 @@ impl Delayer {
     /// taken, [`crate::Error::IdTaken`].
     pub async fn push_job(&self, job: &Job) -> Result<SystemTime> {
         let mut call = ops::push(&self.names, job)?;
-        let (reply, acked) = match self.call_durable(&call.request).await {
+        let (reply, acked) = match self.call_durable(&call.request, ops::PushCall::written(&self.names, job)).await {
             Err(e) if call.lost_script(&e) => {
                 self.call(&ops::PushCall::load()).await?;
-                self.call_durable(&call.request).await?
+                self.call_durable(&call.request, ops::PushCall::written(&self.names, job)).await?
             }
             reply => reply?,
         };
@@ -246,8 +246,8 @@ impl Delayer {
     pub async fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
         let mut pushed = ops::PushedMany::new(jobs);
         let mut least_acked = u64::MAX;
-        for pipe in ops::push_many(&self.names, jobs)? {
-            let (reply, acked) = self.call_durable(&Request::Batch(pipe)).await?;
+        for (pipe, pools) in ops::push_many(&self.names, jobs)? {
+            let (reply, acked) = self.call_durable(&Request::Batch(pipe), pools).await?;
             least_acked = least_acked.min(acked);
             pushed.add(reply)?;
         }
@@ -448,5 +448,6 @@ async fn send(conn: &mut AsyncConn, req: &Request) -> redis::RedisResult<Value> 
             batch.send_async(conn, cluster).await
         }
         Request::Blocking(cmd, _) => cmd.query_async(conn).await,
+        Request::Replicas(cmd, _, keys) => conn.least_on_nodes_of(cmd, keys).await,
     }
 }

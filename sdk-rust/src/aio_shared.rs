@@ -9,10 +9,11 @@
 //! cluster's connection (redis-rs follows MOVED, ASK and failovers) is made
 //! on first use and kept.
 
-use crate::connection::DEFAULT_CONNECT_TIMEOUT;
+use crate::connection::{routes_of, DEFAULT_CONNECT_TIMEOUT};
 use crate::target::Target;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +31,23 @@ pub(crate) enum AsyncConn {
 impl AsyncConn {
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, AsyncConn::Cluster(_))
+    }
+
+    /// As [`crate::connection::Conn::least_on_nodes_of`].
+    pub(crate) async fn least_on_nodes_of(&mut self, cmd: &Cmd, keys: &[String]) -> RedisResult<Value> {
+        let AsyncConn::Cluster(cluster) = self else { return cmd.query_async(self).await };
+        if keys.is_empty() {
+            return cmd.query_async(cluster).await;
+        }
+        let mut least = i64::MAX;
+        for route in routes_of(keys) {
+            let to = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+            match cluster.route_command(cmd.clone(), to).await? {
+                Value::Int(n) => least = least.min(n),
+                other => return Ok(other),
+            }
+        }
+        Ok(Value::Int(least))
     }
 }
 

@@ -135,13 +135,13 @@ impl Delayer {
     /// `req` on one connection, then, for a durable client, WAIT on the same
     /// connection: the reply and how many replicas have the write
     /// (`u64::MAX` when not durable).
-    fn call_durable(&self, req: &Request) -> Result<(Value, u64)> {
+    fn call_durable(&self, req: &Request, written: Vec<String>) -> Result<(Value, u64)> {
         let Some(timeout) = self.durable else {
             return Ok((self.call(req)?, u64::MAX));
         };
         let mut conn = self.checkout()?;
         let reply = self.send(&mut conn, req)?;
-        let acked = durable::acked(self.send(&mut conn, &Request::Blocking(durable::wait(timeout), Some(timeout)))?)?;
+        let acked = durable::acked(self.send(&mut conn, &durable::wait(timeout, written))?)?;
         Ok((reply, acked))
     }
 
@@ -227,6 +227,12 @@ impl Delayer {
                 conn.set_read_timeout(self.io_timeout)?;
                 reply
             }
+            Request::Replicas(cmd, wait, keys) => {
+                conn.set_read_timeout(Some(*wait + BLOCKING_GRACE))?;
+                let reply = conn.least_on_nodes_of(cmd, keys);
+                conn.set_read_timeout(self.io_timeout)?;
+                reply
+            }
         }
     }
 
@@ -262,10 +268,10 @@ impl Delayer {
     /// result is [`Error::IdTaken`].
     pub fn push_job(&self, job: &Job) -> Result<SystemTime> {
         let mut call = ops::push(&self.names, job)?;
-        let (reply, acked) = match self.call_durable(&call.request) {
+        let (reply, acked) = match self.call_durable(&call.request, ops::PushCall::written(&self.names, job)) {
             Err(e) if call.lost_script(&e) => {
                 self.call(&ops::PushCall::load())?;
-                self.call_durable(&call.request)?
+                self.call_durable(&call.request, ops::PushCall::written(&self.names, job))?
             }
             reply => reply?,
         };
@@ -286,8 +292,8 @@ impl Delayer {
     pub fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
         let mut pushed = ops::PushedMany::new(jobs);
         let mut least_acked = u64::MAX;
-        for pipe in ops::push_many(&self.names, jobs)? {
-            let (reply, acked) = self.call_durable(&Request::Batch(pipe))?;
+        for (pipe, pools) in ops::push_many(&self.names, jobs)? {
+            let (reply, acked) = self.call_durable(&Request::Batch(pipe), pools)?;
             least_acked = least_acked.min(acked);
             pushed.add(reply)?;
         }

@@ -12,6 +12,7 @@
 
 use crate::target::Target;
 use redis::cluster::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Client, Cmd, Connection, ConnectionLike, FromRedisValue, RedisError, RedisResult, Value};
 use std::time::Duration;
 
@@ -38,6 +39,23 @@ impl Conn {
             Conn::Single(c) => c.set_write_timeout(dur),
             Conn::Cluster(c) => c.set_write_timeout(dur),
         }
+    }
+
+    /// `cmd` on the master of each key's slot, read as a count: the least
+    /// one. On one node, `cmd` once.
+    pub fn least_on_nodes_of(&mut self, cmd: &Cmd, keys: &[String]) -> RedisResult<Value> {
+        let Conn::Cluster(cluster) = self else { return cmd.query(self) };
+        if keys.is_empty() {
+            return cmd.query(cluster);
+        }
+        let mut least = i64::MAX;
+        for route in routes_of(keys) {
+            match cluster.route_command(cmd, RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)))? {
+                Value::Int(n) => least = least.min(n),
+                other => return Ok(other),
+            }
+        }
+        Ok(Value::Int(least))
     }
 
     /// Whether this is a cluster connection.
@@ -401,4 +419,16 @@ e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460
 ";
         assert_eq!(masters(nodes), [("127.0.0.1".to_string(), 30002), ("127.0.0.1".to_string(), 30001)]);
     }
+}
+
+/// The master route of each key's slot, once each.
+pub(crate) fn routes_of(keys: &[String]) -> Vec<Route> {
+    let mut routes: Vec<Route> = Vec::new();
+    for key in keys {
+        let route = Route::with_key(key, SlotAddr::Master);
+        if !routes.contains(&route) {
+            routes.push(route);
+        }
+    }
+    routes
 }

@@ -11,17 +11,19 @@
 //! reads is here; the clients do the I/O.
 
 use crate::error::{Error, NotReplicated, Result};
-use redis::{Cmd, Value};
+use crate::ops::Request;
+use redis::Value;
 use std::time::{Duration, SystemTime};
 
 /// How many replicas must acknowledge a durable push.
 pub const REPLICAS: u32 = 1;
 
-/// `WAIT 1 <timeout ms>` (at least 1 ms: 0 would wait forever).
-pub(crate) fn wait(timeout: Duration) -> Cmd {
+/// `WAIT 1 <timeout ms>` (at least 1 ms: 0 would wait forever) on the
+/// nodes that hold `keys`, the keys just written.
+pub(crate) fn wait(timeout: Duration, keys: Vec<String>) -> Request {
     let mut cmd = redis::cmd("WAIT");
     cmd.arg(REPLICAS).arg(timeout.as_millis().clamp(1, u128::from(u64::MAX)) as u64);
-    cmd
+    Request::Replicas(cmd, timeout, keys)
 }
 
 /// The number of replicas WAIT says have the write.

@@ -91,8 +91,33 @@ fn every_call_runs_on_a_cluster_and_carries_on_after_a_master_dies() {
     assert_eq!(again.attempts, 2);
     assert!(d.ack(&again).expect("ack"));
 
-    // The async client.
+    // Durable pushes wait on the node they wrote to only: with one master's
+    // replica stopped, that master's topics are not replicated in time and
+    // every other topic's durable pushes carry on (a WAIT sent to every
+    // master once failed them all).
+    let stalled_master = cluster.master_for(&keys.pool("t0"));
+    let replica = cluster.replica_of(stalled_master).expect("a replica");
+    let replica_pid = cluster.pids()[cluster.ports().iter().position(|p| *p == replica).expect("ours")];
+    let elsewhere = topics.iter().find(|t| cluster.master_for(&keys.pool(t)) != stalled_master).expect("a topic");
+    let signal = |name: &str| {
+        let ok = std::process::Command::new("kill").arg(format!("-{name}")).arg(replica_pid.to_string()).status();
+        assert!(ok.is_ok_and(|s| s.success()), "kill -{name} {replica_pid}");
+    };
+    let durable = d.durable(Duration::from_millis(500));
+    signal("STOP");
+    let stalled = durable.push("t0", "durable-stalled", Duration::from_secs(600));
+    let other = durable.push(elsewhere, "durable-ok", Duration::from_secs(600));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let other_async = rt.block_on(async {
+        let a = delayer::aio::Delayer::from_conf(&path).expect("an async cluster client");
+        a.durable(Duration::from_millis(500)).push(elsewhere, "durable-async", Duration::from_secs(600)).await
+    });
+    signal("CONT");
+    assert!(matches!(stalled, Err(delayer::Error::NotReplicated(_))), "t0's replica is stopped: {stalled:?}");
+    assert!(other.is_ok(), "{elsewhere} is on another master: {other:?}");
+    assert!(other_async.is_ok(), "async, {elsewhere}: {other_async:?}");
+
+    // The async client.
     rt.block_on(async {
         let a = delayer::aio::Delayer::from_conf(&path).expect("an async cluster client");
         a.push_job(&Job::new("t7", "async", Duration::from_millis(100)).body("hi")).await.expect("push");

@@ -38,6 +38,11 @@ pub(crate) enum Request {
     /// A command Redis answers only when there is something, or after this
     /// wait (`None`: no limit): a connection's read timeout must not cut it.
     Blocking(Cmd, Option<Duration>),
+    /// A durable write's `WAIT`, sent on the node of each of these keys
+    /// (one Redis: the connection's), up to this long: the least count
+    /// answered. A cluster's default WAIT asks every master, so with one
+    /// master down every durable push would fail, whatever its topic.
+    Replicas(Cmd, Duration, Vec<String>),
 }
 
 impl From<ScriptInvocation<'static>> for Request {

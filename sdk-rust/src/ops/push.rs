@@ -122,6 +122,11 @@ impl PushCall {
         lost
     }
 
+    /// The keys the push writes that tell its node: the pool.
+    pub(crate) fn written(names: &Names, job: &Job) -> Vec<String> {
+        vec![names.pool(&job.topic)]
+    }
+
     /// `SCRIPT LOAD` of push.lua.
     pub(crate) fn load() -> Request {
         let mut batch = Batch::new();
@@ -165,8 +170,9 @@ pub(crate) enum IndexFollowUp {
 /// calls per batch, each batch starting with a SCRIPT LOAD (a no-op unless
 /// Redis lost the script). Everything is validated before anything is
 /// built. Each pipeline answers with one list of replies per call, one reply
-/// per job: read them with [`PushedMany`].
-pub(crate) fn push_many(names: &Names, jobs: &[Job]) -> Result<Vec<Batch>> {
+/// per job: read them with [`PushedMany`]. With each pipeline, the pools it
+/// writes (a durable push waits on their nodes).
+pub(crate) fn push_many(names: &Names, jobs: &[Job]) -> Result<Vec<(Batch, Vec<String>)>> {
     let args = jobs.iter().map(|job| validate_job(names, job)).collect::<Result<Vec<_>>>()?;
     let per_topic = names.index().is_some();
     let mut calls: Vec<&[Job]> = Vec::new();
@@ -187,6 +193,7 @@ pub(crate) fn push_many(names: &Names, jobs: &[Job]) -> Result<Vec<Batch>> {
         .chunks(CALLS_PER_PIPELINE)
         .map(|calls| {
             let mut batch = Batch::new();
+            let mut pools = Vec::new();
             // On a cluster SCRIPT LOAD goes to every node.
             batch.add_ignored(redis::cmd("SCRIPT").arg("LOAD").arg(scripts::PUSH_MANY_SRC).clone());
             for call_jobs in calls {
@@ -201,8 +208,9 @@ pub(crate) fn push_many(names: &Names, jobs: &[Job]) -> Result<Vec<Batch>> {
                 }
                 done += call_jobs.len();
                 batch.add(call);
+                pools.push(names.pool(topic));
             }
-            batch
+            (batch, pools)
         })
         .collect();
     Ok(pipes)
