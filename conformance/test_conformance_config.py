@@ -143,7 +143,7 @@ BAD_FILES: Dict[str, Tuple[str, Tuple[int, str]]] = {
     ),
     "nodes-in-standalone-mode": (
         "[redis]\nhost = 127.0.0.1\nnodes = 127.0.0.1:26379\n",
-        (3, "3: [redis] nodes: is only used with mode = sentinel (mode is standalone)"),
+        (3, "3: [redis] nodes: is only used with mode = sentinel or cluster (mode is standalone)"),
     ),
     "key-outside-a-section": (
         "port = 6379\n[redis]\nhost = 127.0.0.1\n",

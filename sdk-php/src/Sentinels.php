@@ -150,7 +150,8 @@ final class Sentinels
         if ($mode === null || $mode === 'standalone') {
             foreach (self::SENTINEL_ONLY as $key) {
                 if ($get($key) !== null) {
-                    throw $error($key, 'is only used with mode = sentinel (mode is standalone)');
+                    $modes = \in_array($key, ['nodes', 'tls'], true) ? 'sentinel or cluster' : 'sentinel';
+                    throw $error($key, "is only used with mode = {$modes} (mode is standalone)");
                 }
             }
             return [];

@@ -49,7 +49,7 @@ final class SentinelTest extends TestCase
         yield 'cluster without nodes' => ["[redis]\n\nmode = cluster\n",
             ':3: [redis] mode: mode = cluster needs nodes (seed nodes: host:port,host:port,...)'];
         yield 'nodes-in-standalone' => ["[redis]\nport = 1\nnodes = a:1\n",
-            ':3: [redis] nodes: is only used with mode = sentinel (mode is standalone)'];
+            ':3: [redis] nodes: is only used with mode = sentinel or cluster (mode is standalone)'];
         yield 'no-master-name' => ["[redis]\nmode = sentinel\nnodes = a:1\n", ':2: [redis] mode: mode = sentinel needs master_name'];
         yield 'bad-node' => ["[redis]\nmode = sentinel\nnodes = a:1,b\nmaster_name = m\n", ':3: [redis] nodes: "b" is not host:port'];
     }

@@ -35,7 +35,7 @@ def write(tmp_path: Path, text: str) -> Path:
     "text, message",
     [
         ("[redis]\nmode = sentinal\n", ':2: [redis] mode: "sentinal" is not a mode: standalone, sentinel or cluster'),
-        ("[redis]\nport = 1\nnodes = a:1\n", ":3: [redis] nodes: is only used with mode = sentinel (mode is standalone)"),
+        ("[redis]\nport = 1\nnodes = a:1\n", ":3: [redis] nodes: is only used with mode = sentinel or cluster (mode is standalone)"),
         ("[redis]\nmode = sentinel\nmaster_name = m\n",
          ":2: [redis] mode: mode = sentinel needs nodes (the sentinels: host:port,host:port,...)"),
         ("[redis]\nmode = sentinel\nnodes = a:1\n", ":2: [redis] mode: mode = sentinel needs master_name"),

@@ -21,6 +21,15 @@ use std::time::Duration;
 /// Keys that only mean something in sentinel mode.
 const SENTINEL_ONLY: [&str; 5] = ["nodes", "master_name", "sentinel_username", "sentinel_password", "tls"];
 
+/// The modes that read `key`, one of [`SENTINEL_ONLY`] (for the message).
+fn modes_of(key: &str) -> &'static str {
+    if matches!(key, "nodes" | "tls") {
+        "sentinel or cluster"
+    } else {
+        "sentinel"
+    }
+}
+
 /// Keys that name one fixed address, which sentinel mode does not have.
 const FIXED_ONLY: [&str; 3] = ["url", "host", "port"];
 
@@ -60,7 +69,7 @@ pub fn from_conf(conf: &ConfFile) -> Result<Option<SentinelSettings>, ConfError>
     let err = |key: &str, message: String| conf.error(Some("redis"), Some(key), message);
     match conf.string("redis", "mode").as_deref() {
         None | Some("standalone") => match SENTINEL_ONLY.into_iter().find(|k| conf.string("redis", k).is_some()) {
-            Some(key) => Err(err(key, "is only used with mode = sentinel (mode is standalone)".into())),
+            Some(key) => Err(err(key, format!("is only used with mode = {} (mode is standalone)", modes_of(key)))),
             None => Ok(None),
         },
         Some("cluster") => Ok(None),
@@ -238,7 +247,7 @@ mod tests {
         assert_eq!(conf("[redis]\nport = 1\n"), Ok(None));
         assert_eq!(conf("[redis]\nmode = standalone\nnodes =\n"), Ok(None));
         let err = conf("[redis]\nport = 1\nnodes = a:1\n").expect_err("nodes");
-        assert_eq!(err.to_string(), "d.conf:3: [redis] nodes: is only used with mode = sentinel (mode is standalone)");
+        assert_eq!(err.to_string(), "d.conf:3: [redis] nodes: is only used with mode = sentinel or cluster (mode is standalone)");
     }
 
     #[test]

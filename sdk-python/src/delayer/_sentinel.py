@@ -68,7 +68,8 @@ def read_mode(get: Callable[[str, str], Optional[str]], error: Callable[[str, st
     if mode is None or mode == "standalone":
         for key in SENTINEL_ONLY:
             if get("redis", key) is not None:
-                raise err(key, "is only used with mode = sentinel (mode is standalone)")
+                modes = "sentinel or cluster" if key in ("nodes", "tls") else "sentinel"
+                raise err(key, f"is only used with mode = {modes} (mode is standalone)")
         return Mode([], None, None, None, False)
     if mode == "cluster":
         from ._cluster import read_mode as read_cluster  # it imports this module
