@@ -61,6 +61,17 @@ def expire(raw: "redis.Redis", topic: str, prefix: str = "delayer:") -> List[Any
     return reply
 
 
+def indexed(raw: "redis.Redis", topic: str, due: float, prefix: str = "delayer:") -> float:
+    """Assert that ``<prefix>due`` holds a time for ``topic`` no later than a
+    push's answered ``due`` time and close to it (under 1 s earlier): a push
+    sends its index write with the script, from the client's clock, 100 ms
+    early (PROTOCOL.md, "push sends its index write with the script").
+    Returns the time held."""
+    held = raw.zscore(prefix + "due", topic)
+    assert held is not None and due - 1 < held <= due, f"index of {topic!r}: {held}, due {due}"
+    return held
+
+
 class TopicServer:
     """The Delayer server's moves and expiry for every topic of
     ``<prefix>topics``, every 10 ms on a thread."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 
-from typing import Any, Generator, List, NamedTuple, Tuple, Union
+from typing import Any, Generator, List, NamedTuple, Optional, Tuple, Union
 
 from . import _ops, scripts
 from ._calls import ScriptCall
@@ -24,9 +24,10 @@ DEFAULT_TIMEOUT = 1.0
 
 
 class Durable(NamedTuple):
-    """A push step (a script call or a pipeline of them) followed by WAIT."""
+    """A push step (a script call, a pipeline of them, or a per-topic push
+    with its index write) followed by WAIT."""
 
-    step: Union[ScriptCall, _ops.Pipeline]  # never _ops.Commands: see _wrapped
+    step: Union[ScriptCall, _ops.Pipeline, _ops.Early]  # never _ops.Commands: see _wrapped
     timeout_ms: int
 
 
@@ -75,12 +76,28 @@ def queue(pipe: Any, step: Durable, loaded: Any) -> None:
         pipe.script_load(scripts.source(name))
     for call in calls:
         pipe.evalsha(loaded[call.script].sha, len(call.keys), *call.keys, *call.args)
+    if isinstance(step.step, _ops.Early):  # the index write, before WAIT: one pipeline still
+        for command in step.step.commands:
+            pipe.execute_command(*command)
     pipe.execute_command("WAIT", 1, step.timeout_ms)
 
 
 def calls_of(step: Durable) -> List[ScriptCall]:
     """The script calls of ``step``, in order."""
-    return list(step.step.calls) if isinstance(step.step, _ops.Pipeline) else [step.step]
+    if isinstance(step.step, _ops.Pipeline):
+        return list(step.step.calls)
+    return [step.step.call] if isinstance(step.step, _ops.Early) else [step.step]
+
+
+def cluster_parts(step: Durable) -> Optional[Tuple[Durable, "_ops.Commands"]]:
+    """On a Redis Cluster, a durable per-topic push (``step`` of an
+    :class:`~delayer._ops.Early`) is its script call made durable on its
+    node, then the index write as any other (other slots); None for any
+    other step. The client answers ``[the call's reply, *the commands'
+    replies]`` and the call's replica count, as :func:`split` would."""
+    if not isinstance(step.step, _ops.Early):
+        return None
+    return Durable(step.step.call, step.timeout_ms), _ops.Commands(step.step.commands)
 
 
 def per_node(step: Durable, indexes: List[int]) -> Durable:
@@ -105,4 +122,6 @@ def split(step: Durable, replies: List[Any]) -> Tuple[Any, int]:
     acked = int(replies[-1])
     if isinstance(step.step, _ops.Pipeline):
         return replies[:-1], acked
+    if isinstance(step.step, _ops.Early):  # after its one SCRIPT LOAD: the call's reply, the commands'
+        return list(replies[1:-1]), acked
     return replies[-2], acked

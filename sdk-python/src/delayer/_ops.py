@@ -16,7 +16,9 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, Generator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
-from . import _calls, _replies, _waits
+from redis.exceptions import NoScriptError
+
+from . import _calls, _replies, _waits, scripts
 from ._calls import Arg, ScriptCall
 from ._rules import check_timeout
 from .keys import Keys
@@ -66,8 +68,23 @@ class Commands(NamedTuple):
     tolerate: bool = False
 
 
+class Early(NamedTuple):
+    """A script call by ``EVALSHA`` alone (no SCRIPT LOAD first) and plain
+    commands after it, in one round trip (not a transaction): a per-topic
+    push with its index write (PROTOCOL.md, "push sends its index write with
+    the script"). The reply is the list of the call's and the commands'
+    replies, an error reply as a ``redis.ResponseError`` in that list: a
+    ``NOSCRIPT`` is the operation's to handle (:func:`push`). A client that
+    cannot pipeline them (Redis Cluster: other slots) sends the call, then
+    the commands, and answers the same list.
+    """
+
+    call: ScriptCall
+    commands: Sequence[Tuple[Arg, ...]]
+
+
 #: What an operation asks its client to do next.
-Step = Union[ScriptCall, Pipeline, Commands, Wait]
+Step = Union[ScriptCall, Pipeline, Commands, Wait, Early]
 #: An operation: yields steps, is sent their replies, returns its result.
 Op = Generator[Step, Any, T]
 
@@ -102,6 +119,53 @@ def index(keys: Keys, times: Dict[str, str], pushed: bool = False) -> Op[None]:
         yield Commands([("PUBLISH", keys.wake, t) for t in lowered], tolerate=True)
 
 
+#: How much earlier than its due time (ms) a per-topic push's early index
+#: write is: the client's and Redis's clocks may disagree by this much before
+#: a push costs a second round trip.
+CLOCK_MARGIN_MS = 100
+#: What a per-topic push still tells the index once push.lua answered (:func:`follow_up`).
+WRITE = "write"
+WAKE = "wake"
+
+
+def estimate(now: float, delay_ms: int) -> str:
+    """The early index write's time for a push of ``delay_ms`` at ``now``
+    (Unix seconds, this machine's clock): :data:`CLOCK_MARGIN_MS` before the
+    due time, as ``"s.mmm"`` like the scripts' times."""
+    ms = int(now * 1000) + delay_ms - CLOCK_MARGIN_MS
+    return f"{ms // 1000}.{ms % 1000:03d}"
+
+
+def _ms(text: str) -> int:
+    return round(float(text) * 1000)
+
+
+def follow_up(early: str, answered: str, lowered: bool, resent: bool) -> Optional[str]:
+    """What a per-topic push does after its pipeline, given the early index
+    time it sent, the due time push.lua answered, whether the early ZADD
+    lowered the index, and whether the pipeline was sent again after
+    ``NOSCRIPT``: :data:`WRITE` (the estimate came out later than the due
+    time, the clocks disagree: today's index write with the answered time),
+    :data:`WAKE` (publish the answered time: the index was lowered, or may
+    have been by the first sending), or None."""
+    if _ms(early) > _ms(answered):
+        return WRITE
+    if lowered or resent:
+        return WAKE
+    return None
+
+
+def _early_replies(step: Early, replies: object) -> List[Any]:
+    """The replies of an :class:`Early` step, the first error reply raised."""
+    if not isinstance(replies, (list, tuple)) or len(replies) != 1 + len(step.commands):
+        raise ProtocolError(f"expected {1 + len(step.commands)} replies to a push and its index write, "
+                            f"got {replies!r:.200}")
+    for reply in replies:
+        if isinstance(reply, BaseException):
+            raise reply
+    return list(replies)
+
+
 def push(
     keys: Keys,
     topic: object,
@@ -114,9 +178,27 @@ def push(
     if_absent: object,
 ) -> Op[float]:
     call = _calls.push_call(keys, topic, job_id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent)
-    reply = yield call
-    due = _replies.push(call, reply)
-    yield from index(keys, {str(call.args[1]): _replies.time_text(reply)}, pushed=True)
+    if not keys.per_topic:  # push.lua keeps the classic layout's index and wakes the server itself
+        return _replies.push(call, (yield call))
+    # One round trip: the index write rides after the script with a time
+    # from this machine's clock (PROTOCOL.md, "push sends its index write
+    # with the script"); waiting for the answered due time would take two.
+    t = str(call.args[1])
+    early = estimate(time.time(), int(call.args[3]))
+    step = Early(call, [("ZADD", keys.due, "LT", "CH", early, t), ("SADD", keys.topics, t)])
+    replies = yield step
+    resent = isinstance(replies, (list, tuple)) and bool(replies) and isinstance(replies[0], NoScriptError)
+    if resent:  # nothing was pushed; the ZADD may have lowered the index all the same
+        yield Commands([("SCRIPT", "LOAD", scripts.source(call.script))])
+        replies = yield step
+    script_reply, zadd = _early_replies(step, replies)[:2]
+    due = _replies.push(call, script_reply)  # an id taken: IdTakenError, and no more index writes
+    answered = _replies.time_text(script_reply)
+    then = follow_up(early, answered, _replies.flag(zadd, "ZADD"), resent)
+    if then == WRITE:
+        yield from index(keys, {t: answered}, pushed=True)
+    elif then == WAKE:  # a wake-up only, as push.lua's pcall'd PUBLISH: errors tolerated
+        yield Commands([("PUBLISH", keys.wake, answered)], tolerate=True)
     return due
 
 

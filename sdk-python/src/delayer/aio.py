@@ -79,6 +79,8 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         r: Any = self._redis
         if isinstance(step, _durable.Durable):
             return await self._durable_cluster(step)
+        if isinstance(step, _ops.Early):  # the call on its node, then the index write as any other
+            return [await self._do(step.call), *(await self._do_cluster(_ops.Commands(step.commands)))]
         if isinstance(step, _ops.Commands):
             replies: List[Any] = [None] * len(step.commands)
             keyed = [k for k, c in enumerate(step.commands) if not _cluster.is_publish(c)]
@@ -112,6 +114,10 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
 
     async def _durable_cluster(self, step: _durable.Durable) -> Any:
         """As :meth:`delayer.Delayer._durable_cluster`."""
+        parts = _durable.cluster_parts(step)
+        if parts is not None:
+            reply, acked = await self._durable_cluster(parts[0])
+            return [reply, *(await self._do_cluster(parts[1]))], acked
         r: Any = self._redis
         await r.initialize()  # the slot table (a no-op once read)
         calls = _durable.calls_of(step)
@@ -143,6 +149,12 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
                 for command in step.commands:
                     pipe.execute_command(*command)
                 return await pipe.execute(raise_on_error=not step.tolerate)
+        if isinstance(step, _ops.Early):  # EVALSHA alone: the op reads a NOSCRIPT reply itself
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.evalsha(self._scripts[step.call.script].sha, len(step.call.keys), *step.call.keys, *step.call.args)
+                for command in step.commands:
+                    pipe.execute_command(*command)
+                return await pipe.execute(raise_on_error=False)
         if isinstance(step, _ops.Wait):
             if step.command == "BRPOP":
                 return await self._waiter.brpop([step.queue], timeout=step.seconds)

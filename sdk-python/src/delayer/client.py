@@ -89,6 +89,8 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         r: Any = self._redis
         if isinstance(step, _durable.Durable):
             return self._durable_cluster(step)
+        if isinstance(step, _ops.Early):  # the call on its node, then the index write as any other
+            return [self._do(step.call), *(self._do_cluster(_ops.Commands(step.commands)))]
         if isinstance(step, _ops.Commands):
             replies: List[Any] = [None] * len(step.commands)
             keyed = [k for k, c in enumerate(step.commands) if not _cluster.is_publish(c)]
@@ -127,6 +129,10 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         connection. A call answered MOVED / ASK (a resharding or failover
         moved its slot; it did not run) is sent once more after the slot
         table is read again."""
+        parts = _durable.cluster_parts(step)
+        if parts is not None:
+            reply, acked = self._durable_cluster(parts[0])
+            return [reply, *(self._do_cluster(parts[1]))], acked
         r: Any = self._redis
         calls = _durable.calls_of(step)
         replies: List[Any] = [None] * len(calls)
@@ -157,6 +163,12 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
                 for command in step.commands:
                     pipe.execute_command(*command)  # type: ignore[no-untyped-call]
                 return pipe.execute(raise_on_error=not step.tolerate)
+        if isinstance(step, _ops.Early):  # EVALSHA alone: the op reads a NOSCRIPT reply itself
+            with self._redis.pipeline(transaction=False) as pipe:
+                pipe.evalsha(self._scripts[step.call.script].sha, len(step.call.keys), *step.call.keys, *step.call.args)
+                for command in step.commands:
+                    pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+                return pipe.execute(raise_on_error=False)
         if isinstance(step, _ops.Wait):
             if step.command == "BRPOP":
                 return self._waiter.brpop([step.queue], timeout=step.seconds)
