@@ -96,11 +96,14 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
                 cli::LayoutArg::Classic => Layout::Classic,
                 cli::LayoutArg::Topic => Layout::Topic,
             };
+            if target.redis.cluster.is_some() {
+                return Err(Fatal::usage(migrate::ON_A_CLUSTER));
+            }
             let mut conn = inspect::connect(&target.redis)?;
             let report = migrate::run(&mut conn, target.names.prefix(), to).map_err(|e| target.failed(e))?;
             print!("{}", report.to_text());
             if !report.complete() {
-                return Err(Fatal::failed("some jobs were left where they were (above): run delayer migrate again"));
+                return Err(Fatal::failed(report.advice()));
             }
         }
         // Not an operator command: main runs it (webhook::run), with -c only.

@@ -28,6 +28,7 @@ mod jobview;
 mod logging;
 mod migrate;
 mod mover;
+mod other_layout;
 mod pidfile;
 mod scripts;
 mod server;

@@ -44,6 +44,17 @@ impl Report {
         self.remaining == 0
     }
 
+    /// What to do about what was left (an incomplete run): jobs no run can
+    /// move must be ended in the old layout first; the rest move next time.
+    pub fn advice(&self) -> &'static str {
+        if self.unnamable.is_empty() && self.kept.is_empty() {
+            "some jobs were left where they were (above): run delayer migrate again once every client uses the new layout"
+        } else {
+            "some jobs cannot be moved (above): no run will move them; let them finish, or remove them, in the old \
+             layout (README, \"Switching layouts\"), then run delayer migrate again"
+        }
+    }
+
     fn total(&self) -> u64 {
         self.moved.values().sum()
     }
@@ -73,14 +84,15 @@ impl Report {
 /// Passes at most: each after the first only finds what arrived meanwhile.
 const PASSES: usize = 10;
 
+/// Why a cluster has nothing to migrate.
+pub const ON_A_CLUSTER: &str =
+    "delayer migrate moves jobs on one Redis (standalone or sentinel); a cluster has the per-topic layout only";
+
 /// Moves every job under `prefix` into the `to` layout.
 pub fn run(conn: &mut Connection, prefix: &str, to: delayer::Layout) -> RedisResult<Report> {
     if conn.is_cluster() {
         // A cluster runs the per-topic layout only: there is nothing to move.
-        return Err(redis::RedisError::from((
-            redis::ErrorKind::Client,
-            "delayer migrate moves jobs on one Redis (standalone or sentinel); a cluster has the per-topic layout only",
-        )));
+        return Err(redis::RedisError::from((redis::ErrorKind::Client, ON_A_CLUSTER)));
     }
     let (classic, topic) = (Keys::new(prefix), TopicKeys::new(prefix));
     let mut report = Report::default();

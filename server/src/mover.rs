@@ -9,6 +9,7 @@
 //! the server holds one batch reply at a time (memory stays flat whatever the
 //! backlog), and Redis serves other clients between calls.
 
+use crate::other_layout::OtherLayout;
 use crate::scripts::{self, ExpireReply, MoveReply};
 use crate::telemetry;
 use delayer::connection::{Conn, Manager};
@@ -153,6 +154,7 @@ pub struct Mover {
     batch_size: u32,
     /// Ask the script for per-job lateness (only when metrics are served).
     lateness: bool,
+    other: OtherLayout,
 }
 
 impl Tick for Mover {
@@ -163,12 +165,14 @@ impl Tick for Mover {
 
 impl Mover {
     pub fn new(manager: Manager, max_lifetime: Option<Duration>, keys: Keys, batch_size: u32, lateness: bool) -> Mover {
-        Mover { link: Link::new(manager, max_lifetime), keys, batch_size, lateness }
+        let other = OtherLayout::new(delayer::Layout::Classic, keys.prefix());
+        Mover { link: Link::new(manager, max_lifetime), keys, batch_size, lateness, other }
     }
 
     fn tick_on(&self, conn: &mut Conn, stop: &AtomicBool) -> Result<TickReport, TickError> {
         let started = Instant::now();
         let mut report = TickReport::default();
+        self.other.check(conn);
         loop {
             let reply = scripts::expire_batch(conn, &self.keys, self.batch_size).map_err(TickError::Redis)?;
             telemetry::expired(&reply);

@@ -14,6 +14,7 @@
 //! ([`RESCAN_EVERY`]). Idle topics cost nothing between sweeps.
 
 use crate::mover::{log_expired, Link, Tick, TickError, TickReport};
+use crate::other_layout::OtherLayout;
 use crate::scripts;
 use crate::telemetry;
 use delayer::connection::{Batch, Conn, Manager};
@@ -71,6 +72,7 @@ pub struct TopicMover {
     /// Record lateness (only when metrics are served).
     lateness: bool,
     passes: Mutex<Passes>,
+    other: OtherLayout,
 }
 
 impl Tick for TopicMover {
@@ -87,7 +89,15 @@ impl TopicMover {
         batch_size: u32,
         lateness: bool,
     ) -> TopicMover {
-        TopicMover { link: Link::new(manager, max_lifetime), keys, batch_size, lateness, passes: Default::default() }
+        let other = OtherLayout::new(delayer::Layout::Topic, keys.prefix());
+        TopicMover {
+            link: Link::new(manager, max_lifetime),
+            keys,
+            batch_size,
+            lateness,
+            passes: Default::default(),
+            other,
+        }
     }
 
     fn tick_on(&self, conn: &mut Conn, stop: &AtomicBool) -> Result<TickReport, TickError> {
@@ -95,6 +105,7 @@ impl TopicMover {
         let mut report = TickReport::default();
         let failed = TickError::Redis;
         self.passes_slice(conn).map_err(failed)?;
+        self.other.check(conn);
         for _ in 0..ROUNDS_PER_TICK {
             let mut read = Batch::new();
             read.add(redis::cmd("TIME")).add(redis::Cmd::zrange_withscores(self.keys.due(), 0, DUE_PER_READ - 1));

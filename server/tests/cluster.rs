@@ -82,6 +82,10 @@ fn every_call_runs_on_a_cluster_and_carries_on_after_a_master_dies() {
     assert!(cli(&["reschedule", "t5", "m5", "1h"]).contains("is due"));
     assert!(cli(&["remove", "t6", "m6"]).contains("removed"));
     assert!(cli(&["dead", "list", "t8"]).contains("t8"));
+    let migrate = std::process::Command::new(BIN).arg("-c").arg(&path).args(["migrate", "--to", "topic"]).output();
+    let migrate = migrate.expect("run delayer");
+    assert_eq!(migrate.status.code(), Some(2), "a usage error: {}", String::from_utf8_lossy(&migrate.stderr));
+    assert!(String::from_utf8_lossy(&migrate.stderr).contains("a cluster has the per-topic layout only"));
     assert!(d.remove_in("t3", "m3").expect("remove"));
     assert!(d.reschedule_in("t4", "m4", Duration::ZERO).expect("reschedule").is_some());
     let reserved = d.breserve("t4", Duration::from_secs(30), Duration::from_secs(20)).expect("breserve").expect("m4");

@@ -140,3 +140,21 @@ fn jobs_move_to_the_per_topic_layout_and_back_while_clients_work() {
     assert!(classic.remove("back-7").expect("remove"), "a classic client reaches the moved job");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn jobs_no_run_can_move_are_named_with_what_to_do() {
+    let redis = RedisServer::start();
+    let dir = temp_dir("migrate-left");
+    let conf = dir.join("delayer.conf");
+    std::fs::write(&conf, server_conf(redis.port(), 1000, "")).expect("conf");
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push("a{b}", "1", Duration::from_secs(600)).expect("push");
+    d.push("mail", "2", Duration::from_secs(600)).expect("push");
+    let (ok, text) = migrate(&conf, "topic");
+    assert!(!ok, "{text}");
+    assert!(text.contains("left topic \"a{b}\""), "{text}");
+    assert!(text.contains("no run will move them") && text.contains("remove them"), "{text}");
+    let moved: u64 = redis.connection().zcard(delayer::TopicKeys::new("delayer:").pool("mail")).expect("ZCARD");
+    assert_eq!(moved, 1, "the others move all the same");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -97,6 +97,26 @@ fn a_push_after_redis_lost_its_scripts_still_wakes_the_server() {
 }
 
 #[test]
+fn a_server_says_when_jobs_wait_in_the_layout_it_does_not_run() {
+    // A client left on the classic layout, a server on the per-topic one.
+    let redis = RedisServer::start();
+    let classic = Delayer::open(&redis.url()).expect("client");
+    classic.push("mail", "1", Duration::ZERO).expect("push");
+    let server = start_server(&redis);
+    let said = server.wait_for_output(|o| o.contains("1 job(s) wait in the classic key layout"));
+    assert!(said, "{}", server.output());
+    assert!(server.output().contains("delayer migrate --to topic"), "{}", server.output());
+
+    // And the other way round.
+    let redis = RedisServer::start();
+    client(&redis).push("mail", "1", Duration::from_secs(60)).expect("push");
+    let server = DelayerProcess::start(BIN, &server_conf(redis.port(), 1000, ""));
+    let said = server.wait_for_output(|o| o.contains("1 job(s) wait in the topic key layout"));
+    assert!(said, "{}", server.output());
+    assert!(server.output().contains("delayer migrate --to classic"), "{}", server.output());
+}
+
+#[test]
 fn ids_are_per_topic_and_the_server_delivers_each_when_due_never_before() {
     let redis = RedisServer::start();
     let mut conn = redis.connection();
