@@ -208,6 +208,16 @@ final class ClusterConnection implements RedisLink
     }
 
     /**
+     * The call on its node, then the commands on theirs (other slots): no
+     * round trip saved, the same replies. {@see script()} loads a missing
+     * script itself, before the commands: nothing to send again.
+     */
+    public function scriptThen(string $name, array $keys, array $argv, array $commands): array
+    {
+        return [$this->script($name, $keys, $argv), $this->commands($commands), false];
+    }
+
+    /**
      * Pipelined per node (one round trip per node); the commands of a node
      * that answered MOVED or ASK are sent again one by one, each to its
      * node. Sending one again is harmless here: the index write only

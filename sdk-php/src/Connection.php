@@ -126,6 +126,35 @@ final class Connection implements RedisLink
     }
 
     /**
+     * {@see Scripts::runThen()} on the live connection.
+     *
+     * @param value-of<Scripts::NAMES> $name
+     * @param list<string> $keys
+     * @param list<string> $argv
+     * @param list<array{0: string, 1: list<string>}> $commands
+     * @return array{0: mixed, 1: list<mixed>, 2: bool}
+     * @throws ConnectionException
+     * @throws RedisErrorException
+     */
+    public function scriptThen(string $name, array $keys, array $argv, array $commands): array
+    {
+        return $this->use(function (\Redis $redis) use ($name, $keys, $argv, $commands): array {
+            if (self::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
+                try {
+                    $redis->ping(); // as pipelined(): a pipeline on a dead socket loses its replies
+                } catch (\RedisException $e) {
+                    throw new ConnectionException("Redis error at {$this->where}: " . $this->scrub($e->getMessage()), 0, $e);
+                }
+            }
+            try {
+                return Scripts::runThen($redis, $name, $keys, $argv, $commands);
+            } catch (RedisErrorException $e) {
+                throw new RedisErrorException($this->scrub($e->getMessage()), 0, $e);
+            }
+        });
+    }
+
+    /**
      * Plain commands (no script), pipelined: one round trip. For the
      * per-topic layout's index write and its numbers (ZADD, SADD, PUBLISH,
      * SSCAN, ZCARD, LLEN).

@@ -546,6 +546,48 @@ final class Ops
     }
 
     /**
+     * How much earlier than its due time (ms) a per-topic push's index
+     * write sent with the script is: the client's and Redis's clocks may
+     * disagree by this much before a push costs a second round trip.
+     */
+    public const CLOCK_MARGIN_MS = 100;
+
+    /** {@see pushFollowUp()}: the index write again, with the answered due time. */
+    public const WRITE_AGAIN = 'write';
+
+    /** {@see pushFollowUp()}: only the wake message, with the answered due time. */
+    public const WAKE = 'wake';
+
+    /**
+     * The time of a per-topic push's index write sent with the script
+     * (PROTOCOL.md, "push sends its index write with the script"): this
+     * machine's clock plus the delay, {@see CLOCK_MARGIN_MS} early, "s.mmm"
+     * like the scripts' times.
+     *
+     * @param float $now Unix seconds (microtime(true))
+     */
+    public static function pushEstimate(int $delayMs, float $now): string
+    {
+        $ms = (int) floor($now * 1000) + $delayMs - self::CLOCK_MARGIN_MS;
+        return sprintf('%d.%03d', intdiv($ms, 1000), $ms % 1000);
+    }
+
+    /**
+     * What a per-topic push does once push.lua answered $answered, after
+     * sending its index write with $early: {@see WRITE_AGAIN} when the
+     * estimate came out later (the clocks disagree by more than the margin),
+     * else {@see WAKE} when that write lowered the index, or may have (the
+     * pipeline was sent again after NOSCRIPT, $resent), else null.
+     */
+    public static function pushFollowUp(string $early, string $answered, bool $lowered, bool $resent): ?string
+    {
+        if ((int) round((float) $early * 1000) > (int) round((float) $answered * 1000)) {
+            return self::WRITE_AGAIN;
+        }
+        return $lowered || $resent ? self::WAKE : null;
+    }
+
+    /**
      * Whether the index write lowered the topic's time (ZADD LT CH answered
      * 1): only then is the time published on the wake channel.
      *

@@ -197,13 +197,35 @@ trait Pushes
      */
     private function pushOne(array $job, bool $ifAbsent): bool
     {
-        $reply = $this->connection->script(...Ops::push($this->keys, $job, $ifAbsent));
-        $due = PushReply::read($reply, $job[1][0], Scripts::PUSH);
-        if ($due instanceof Taken) {
-            throw new IdTakenException([$due], [null]);
+        $topic = $job[1][1];
+        if (!$this->keys->isPerTopic()) { // push.lua keeps the classic index and wakes the server itself
+            $reply = $this->connection->script(...Ops::push($this->keys, $job, $ifAbsent));
+            $due = PushReply::read($reply, $job[1][0], Scripts::PUSH);
+            if ($due instanceof Taken) {
+                throw new IdTakenException([$due], [null]);
+            }
+        } else {
+            // One round trip: the index write rides after the script with a
+            // time from this machine's clock (PROTOCOL.md, "push sends its
+            // index write with the script"); waiting for the answered due
+            // time would take two.
+            $early = Ops::pushEstimate((int) $job[1][3], microtime(true));
+            [$script, $keys, $argv] = Ops::push($this->keys, $job, $ifAbsent);
+            [$reply, $index, $resent] = $this->connection->scriptThen(
+                $script, $keys, $argv, Ops::indexWrite($this->keys, $topic, $early, true)
+            );
+            $due = PushReply::read($reply, $job[1][0], Scripts::PUSH);
+            if ($due instanceof Taken) { // the early index entry is harmless: the server corrects it
+                throw new IdTakenException([$due], [null]);
+            }
+            $answered = (string) $reply;
+            match (Ops::pushFollowUp($early, $answered, Ops::indexLowered($index), $resent)) {
+                Ops::WRITE_AGAIN => $this->indexWrite($topic, $answered, true),
+                Ops::WAKE => $this->wake($answered),
+                default => null,
+            };
         }
-        $this->indexWrite($job[1][1], (string) $reply, true);
-        $this->awaitReplica(1, [$job[1][1]]);
+        $this->awaitReplica(1, [$topic]);
         return true;
     }
 

@@ -59,6 +59,22 @@ interface RedisLink
     public function pipelined(string $name, array $calls): array;
 
     /**
+     * One script call and plain commands after it (a per-topic push and
+     * its index write), in one round trip where the deployment allows:
+     * {@see Scripts::runThen()}. On a cluster the call goes to its node and
+     * the commands to theirs, one after the other.
+     *
+     * @param value-of<Scripts::NAMES> $name
+     * @param list<string> $keys
+     * @param list<string> $argv
+     * @param list<array{0: string, 1: list<string>}> $commands
+     * @return array{0: mixed, 1: list<mixed>, 2: bool} the script's reply, the commands' replies,
+     *                                                  whether the script was missing and all was sent again
+     * @throws ConnectionException|RedisErrorException
+     */
+    public function scriptThen(string $name, array $keys, array $argv, array $commands): array;
+
+    /**
      * Plain commands whose first argument is their key (or, for PUBLISH,
      * the channel), replies in order.
      *

@@ -267,6 +267,62 @@ final class Scripts
     }
 
     /**
+     * Runs one script by EVALSHA alone (no SCRIPT LOAD first) and plain
+     * commands after it, in one pipeline (one round trip, not a
+     * transaction): a per-topic push with its index write (PROTOCOL.md,
+     * "push sends its index write with the script"). When Redis answered
+     * NOSCRIPT (nothing ran in the script; the commands did), the script is
+     * loaded and the whole pipeline sent again, which the third value says:
+     * the caller must then wake the server whatever the commands answered.
+     *
+     * @param value-of<self::NAMES> $name
+     * @param list<string> $keys
+     * @param list<string> $argv
+     * @param list<array{0: string, 1: list<string>}> $commands
+     * @return array{0: mixed, 1: list<mixed>, 2: bool} the script's reply, the commands' replies, sent again
+     * @throws ConnectionException
+     * @throws RedisErrorException when Redis refused the script or a command
+     * @throws ProtocolException
+     */
+    public static function runThen(\Redis $redis, string $name, array $keys, array $argv, array $commands): array
+    {
+        $resent = false;
+        while (true) {
+            try {
+                $redis->clearLastError();
+                $redis->pipeline();
+                $redis->evalSha(self::sha($name), [...$keys, ...$argv], \count($keys));
+                foreach ($commands as [$command, $args]) {
+                    $redis->rawCommand($command, ...$args);
+                }
+                $results = $redis->exec();
+            } catch (\RedisException $e) {
+                throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$e->getMessage()}", 0, $e);
+            }
+            if (!\is_array($results) || \count($results) !== \count($commands) + 1) {
+                $error = $redis->getLastError() ?? 'the connection failed, the replies are lost';
+                throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$error}");
+            }
+            $results = array_values($results);
+            // phpredis gives an error reply as false (no reply here is nil);
+            // the last error is the script's when only it failed.
+            $error = $redis->getLastError();
+            if ($results[0] === false && !$resent && $error !== null && str_starts_with($error, 'NOSCRIPT')) {
+                self::load($redis, $name);
+                $resent = true;
+                continue;
+            }
+            foreach ($results as $i => $result) {
+                if ($result === false) {
+                    $what = $i === 0 ? "{$name}.lua" : $commands[$i - 1][0];
+                    throw new RedisErrorException("Redis error running {$what}: " . ($error ?? 'error reply'));
+                }
+            }
+            return [$results[0], \array_slice($results, 1), $resent];
+        }
+    }
+
+    /**
      * SCRIPT LOAD of one script.
      *
      * @param value-of<self::NAMES> $name

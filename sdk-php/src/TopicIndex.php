@@ -38,9 +38,18 @@ trait TopicIndex
         if (!$this->keys->isPerTopic()) {
             return;
         }
-        if (!Ops::indexLowered($this->connection->commands(Ops::indexWrite($this->keys, $topic, $time, $pushed)))) {
-            return;
+        if (Ops::indexLowered($this->connection->commands(Ops::indexWrite($this->keys, $topic, $time, $pushed)))) {
+            $this->wake($time);
         }
+    }
+
+    /**
+     * Publishes $time on `<prefix>wake`: the index was lowered to it.
+     *
+     * @throws ConnectionException
+     */
+    private function wake(string $time): void
+    {
         try {
             $this->connection->commands(Ops::wake($this->keys, $time));
         } catch (RedisErrorException) {
