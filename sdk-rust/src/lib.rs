@@ -75,4 +75,5 @@ pub use connection::PoolOptions;
 pub use error::{Error, IdTaken, NotReplicated, Result, Taken};
 pub use job::{Job, Message};
 pub use keys::{Keys, Layout, Names, TopicKeys};
+pub use ops::check_topic;
 pub use reliable::{Backoff, DeadLetter, JobRef, Reserved};

@@ -12,7 +12,7 @@ use crate::conf::RedisSettings;
 use crate::connection::Conn;
 use crate::sentinel::{self, SentinelSettings};
 use redis::cluster::ClusterClient;
-use redis::{Client, RedisResult, Value};
+use redis::{Client, RedisError, RedisResult, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,6 +62,16 @@ impl Target {
             .map(|(h, p)| settings.node_client(h, *p, cluster.tls))
             .collect::<RedisResult<Vec<_>>>()?;
         Ok(Target(Kind::Cluster(Arc::new(client), Arc::new(seeds), cluster.describe())))
+    }
+
+    /// `e`, a failure to reach the cluster, or the error that says a seed is
+    /// a Redis without cluster support (a configuration mistake, where
+    /// redis-rs reports only that it found no cluster connection).
+    pub fn explain(&self, e: RedisError, timeout: Duration) -> RedisError {
+        match &self.0 {
+            Kind::Cluster(_, seeds, _) if !e.is_connection_refusal() => not_a_cluster(seeds, timeout).unwrap_or(e),
+            _ => e,
+        }
     }
 
     /// Whether this is a Redis Cluster.
@@ -227,4 +237,22 @@ fn not_master(client: &Client) -> redis::RedisError {
 /// written).
 pub fn is_read_only(e: &redis::RedisError) -> bool {
     e.code() == Some("READONLY") || e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+}
+
+/// When a seed answers as a Redis without cluster support, the error that
+/// says so (a server would otherwise wait for an outage to end).
+fn not_a_cluster(seeds: &[Client], timeout: Duration) -> Option<RedisError> {
+    seeds.iter().find_map(|seed| {
+        let mut conn = seed.get_connection_with_timeout(timeout).ok()?;
+        conn.set_read_timeout(Some(timeout)).ok()?;
+        let info: String = redis::cmd("INFO").arg("cluster").query(&mut conn).ok()?;
+        info.contains("cluster_enabled:0").then(|| {
+            let detail = format!(
+                "{} has cluster support disabled (cluster_enabled:0): mode = cluster needs the nodes of a Redis \
+                 Cluster; for one Redis use mode = standalone",
+                seed.get_connection_info().addr()
+            );
+            RedisError::from((redis::ErrorKind::InvalidClientConfig, "not a cluster node", detail))
+        })
+    })
 }

@@ -82,6 +82,7 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
             }
         }
         Command::Peek { topic, count, json } => {
+            delayer::check_topic(&target.names, &topic).map_err(|e| target.sdk_failed(e))?;
             let mut conn = inspect::connect(&target.redis)?;
             let jobs = inspect::peek(&mut conn, &target.names, &topic, count).map_err(|e| target.failed(e))?;
             if json {

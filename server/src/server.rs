@@ -57,6 +57,7 @@ pub fn probe_target(target: &Target, config: &Config, daemon: bool) -> Result<()
     let timeout = config.pool.connect_timeout;
     let manager = Manager::with_target(target.clone(), timeout, Some(timeout));
     let answer = manager.connect().and_then(|mut conn| redis::cmd("PING").query::<()>(&mut conn));
+    let answer = answer.map_err(|e| target.explain(e, timeout));
     let redis = config.redis.describe();
     match answer {
         Ok(()) => Ok(()),
@@ -64,6 +65,10 @@ pub fn probe_target(target: &Target, config: &Config, daemon: bool) -> Result<()
             "redis at {redis} refused our credentials: {e}; check [redis] username and password in {}",
             config.path.display()
         ))),
+        // Not an outage: no wait will make it work.
+        Err(e) if e.kind() == redis::ErrorKind::InvalidClientConfig => {
+            Err(Fatal::config(format!("{}: [redis]: {e}", config.path.display())))
+        }
         Err(e) if daemon => Err(Fatal::failed(format!(
             "cannot reach redis at {redis}: {e}; not starting the daemon (in the foreground, the server waits for \
              Redis)"

@@ -153,3 +153,32 @@ fn every_call_runs_on_a_cluster_and_carries_on_after_a_master_dies() {
     assert!(left > 0, "the topic's waiting jobs are on the promoted replica");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn cluster_mode_on_a_redis_without_cluster_support_is_a_config_error() {
+    let redis = testkit::RedisServer::start();
+    let dir = temp_dir("not-a-cluster");
+    let path = dir.join("delayer.conf");
+    let text = format!("[delayer]\nlayout = topic\n\n[redis]\nmode = cluster\nnodes = 127.0.0.1:{}\n", redis.port());
+    std::fs::write(&path, text).expect("conf");
+    let mut child = std::process::Command::new(BIN)
+        .arg("-c")
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("err.log")).expect("err.log"))
+        .spawn()
+        .expect("run delayer");
+    let mut status = None;
+    wait_until(DEADLINE, || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let stderr = std::fs::read_to_string(dir.join("err.log")).unwrap_or_default();
+    assert_eq!(status.and_then(|s| s.code()), Some(2), "a config error, not a wait for Redis: {stderr}");
+    assert!(stderr.contains("cluster support disabled") && stderr.contains("mode = standalone"), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}

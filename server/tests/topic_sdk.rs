@@ -300,6 +300,9 @@ fn the_cli_reads_and_steers_the_per_topic_layout_from_its_config() {
     });
     assert!(empty.topics.is_empty());
     assert_eq!(json(&["stats", "--json"])["topics"], serde_json::json!([]));
+    let braced = std::process::Command::new(BIN).arg("-c").arg(&conf).args(["peek", "a{b}"]).output().expect("run");
+    assert_eq!(braced.status.code(), Some(2), "peek refuses a topic the layout cannot name, as job does");
+    assert!(String::from_utf8_lossy(&braced.stderr).contains("per-topic layout"));
     d.push_job(&Job::new("mail", "1", Duration::from_secs(1800)).body("later")).expect("push");
     d.push("sms", "1", Duration::from_secs(60)).expect("push");
 

@@ -70,8 +70,9 @@ fn check_prefix(names: &Names) -> Result<()> {
 }
 
 /// Checks a topic: a name, and in the per-topic layout free of the braces
-/// that would move its hash tag.
-pub(crate) fn check_topic(names: &Names, topic: &str) -> Result<()> {
+/// that would move its hash tag (the SDK's calls check it themselves; tools
+/// that read keys directly call this).
+pub fn check_topic(names: &Names, topic: &str) -> Result<()> {
     validate::name("topic", topic)?;
     check_prefix(names)?;
     if names.layout() == Layout::Topic && topic.contains(['{', '}']) {
