@@ -247,7 +247,10 @@ mod tests {
         assert_eq!(conf("[redis]\nport = 1\n"), Ok(None));
         assert_eq!(conf("[redis]\nmode = standalone\nnodes =\n"), Ok(None));
         let err = conf("[redis]\nport = 1\nnodes = a:1\n").expect_err("nodes");
-        assert_eq!(err.to_string(), "d.conf:3: [redis] nodes: is only used with mode = sentinel or cluster (mode is standalone)");
+        assert_eq!(
+            err.to_string(),
+            "d.conf:3: [redis] nodes: is only used with mode = sentinel or cluster (mode is standalone)"
+        );
     }
 
     #[test]
