@@ -33,19 +33,36 @@ fn redis_now(conn: &mut redis::Connection) -> f64 {
     s as f64 + us as f64 / 1e6
 }
 
-#[test]
-fn a_push_writes_the_topics_keys_and_the_index_and_wakes_the_server_once() {
-    let redis = RedisServer::start();
-    let mut conn = redis.connection();
+/// Runs `act` while subscribed to the wake channel: the times published,
+/// read until `count` came (5 s at most each), and whether one more came
+/// within 300 ms after them.
+fn wake_ups<T>(redis: &RedisServer, count: usize, act: impl FnOnce() -> T) -> (T, Vec<f64>, bool) {
     let mut sub = redis.connection();
     let mut pubsub = sub.as_pubsub();
     pubsub.subscribe(keys().wake()).expect("SUBSCRIBE");
     pubsub.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
-    let d = client(&redis);
+    let done = act();
+    let mut woken = Vec::new();
+    while woken.len() < count {
+        let Ok(msg) = pubsub.get_message() else { break };
+        woken.push(msg.get_payload::<String>().expect("payload").parse::<f64>().expect("a time"));
+    }
+    pubsub.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
+    let more = pubsub.get_message().is_ok();
+    (done, woken, more)
+}
 
-    let later = d.push_job(&Job::new("mail", "42", Duration::from_secs(600)).body("late")).expect("push");
-    let sooner = d.push_job(&Job::new("mail", "43", Duration::from_secs(60)).body("soon")).expect("push");
-    let not_lower = d.push("mail", "44", Duration::from_secs(900)).expect("push");
+#[test]
+fn a_push_writes_the_topics_keys_and_the_index_and_wakes_the_server_once() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = client(&redis);
+    let ((later, sooner), woken, more) = wake_ups(&redis, 2, || {
+        let later = d.push_job(&Job::new("mail", "42", Duration::from_secs(600)).body("late")).expect("push");
+        let sooner = d.push_job(&Job::new("mail", "43", Duration::from_secs(60)).body("soon")).expect("push");
+        d.push("mail", "44", Duration::from_secs(900)).expect("push");
+        (later, sooner)
+    });
 
     let pool: Vec<(String, f64)> = conn.zrange_withscores(keys().pool("mail"), 0, -1).expect("ZRANGE");
     let ids: Vec<&str> = pool.iter().map(|(id, _)| id.as_str()).collect();
@@ -63,37 +80,24 @@ fn a_push_writes_the_topics_keys_and_the_index_and_wakes_the_server_once() {
     let classic: Vec<String> = conn.keys("delayer:job_*").expect("KEYS");
     assert!(classic.is_empty(), "{classic:?}");
     // Published when the index was added (42) and lowered (43), not for 44.
-    let mut woken = Vec::new();
-    while let Ok(msg) = pubsub.get_message() {
-        woken.push(msg.get_payload::<String>().expect("payload").parse::<f64>().expect("a time"));
-        if woken.len() == 2 {
-            break;
-        }
-    }
     assert_eq!(woken.len(), 2, "two wake-ups: {woken:?}");
     assert!((woken[0] - unix(later)).abs() < 0.002 && (woken[1] - unix(sooner)).abs() < 0.002, "{woken:?}");
-    pubsub.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
-    assert!(pubsub.get_message().is_err(), "no wake-up for a push that does not lower the index");
-    let _ = not_lower;
+    assert!(!more, "no wake-up for a push that does not lower the index");
 }
 
 #[test]
 fn a_push_after_redis_lost_its_scripts_still_wakes_the_server() {
     let redis = RedisServer::start();
     let mut conn = redis.connection();
-    let mut sub = redis.connection();
-    let mut pubsub = sub.as_pubsub();
-    pubsub.subscribe(keys().wake()).expect("SUBSCRIBE");
-    pubsub.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
     let d = client(&redis);
     // A new client's first push finds push.lua missing, as after a restart:
     // its first pipeline's index write is the one that adds the topic, and
     // the pipeline sent again cannot tell.
     redis::cmd("SCRIPT").arg("FLUSH").query::<()>(&mut conn).expect("SCRIPT FLUSH");
-    let due = d.push("mail", "1", Duration::from_millis(300)).expect("push after SCRIPT FLUSH");
-    let msg = pubsub.get_message().expect("a wake-up for the job");
-    let woken: f64 = msg.get_payload::<String>().expect("payload").parse().expect("a time");
-    assert!((woken - unix(due)).abs() < 0.002, "the wake-up carries the due time: {woken} vs {due:?}");
+    let (due, woken, _) =
+        wake_ups(&redis, 1, || d.push("mail", "1", Duration::from_millis(300)).expect("push after SCRIPT FLUSH"));
+    assert_eq!(woken.len(), 1, "a wake-up for the job");
+    assert!((woken[0] - unix(due)).abs() < 0.002, "the wake-up carries the due time: {woken:?} vs {due:?}");
 }
 
 #[test]
