@@ -42,10 +42,7 @@ pub struct Pki {
 /// in `dir`.
 pub fn make_pki(dir: &Path) -> Pki {
     let (server_cert, server_key, ca) = make_certificates(dir);
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl installed");
-        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
+    let openssl = |args: &[&str]| crate::sentinel::openssl_in(dir, args);
     let csr = ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "client.key", "-out", "client.csr"];
     openssl(&[&csr[..], &["-subj", "/CN=delayer test client"]].concat());
     fs::write(dir.join("client-ext.cnf"), "extendedKeyUsage=clientAuth\n").expect("client ext");

@@ -32,12 +32,15 @@ pub struct Auth {
 }
 
 /// A CA, and a server certificate for 127.0.0.1 signed by it, made with
+/// Runs `openssl <args>` in `dir`, which must succeed.
+pub(crate) fn openssl_in(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl installed");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// openssl in `dir`: (certificate, key, CA).
 pub fn make_certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl installed");
-        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
+    let openssl = |args: &[&str]| openssl_in(dir, args);
     let ca = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2"];
     openssl(&[&ca[..], &["-subj", "/CN=delayer test CA"]].concat());
     let csr = ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr"];
