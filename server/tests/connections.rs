@@ -3,66 +3,12 @@
 //! delayer.conf; passwords never reach the logs.
 
 use delayer::Delayer;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+use testkit::sentinel::make_certificates;
 use testkit::{wait_until, DelayerProcess, RedisServer, DEADLINE};
 
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
-
-/// A CA, and a server certificate for 127.0.0.1 signed by it, made with openssl.
-fn make_certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl installed");
-        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    openssl(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=delayer test CA",
-    ]);
-    openssl(&[
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=127.0.0.1",
-    ]);
-    std::fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").expect("ext");
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-    ]);
-    (dir.join("server.pem"), dir.join("server.key"), dir.join("ca.pem"))
-}
 
 /// Starts the server on `conf`, pushes a job through an SDK client made from
 /// the same file, and waits for the server to deliver it.

@@ -42,27 +42,7 @@ pub struct Pki {
 /// in `dir`.
 pub fn make_pki(dir: &Path) -> Pki {
     let (server_cert, server_key, ca) = make_certificates(dir);
-    let openssl = |args: &[&str]| crate::sentinel::openssl_in(dir, args);
-    let csr = ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "client.key", "-out", "client.csr"];
-    openssl(&[&csr[..], &["-subj", "/CN=delayer test client"]].concat());
-    fs::write(dir.join("client-ext.cnf"), "extendedKeyUsage=clientAuth\n").expect("client ext");
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "client.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "client.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "client-ext.cnf",
-    ]);
+    crate::sentinel::sign_by_ca(dir, "client", "/CN=delayer test client", "extendedKeyUsage=clientAuth");
     Pki { server_cert, server_key, ca, client_cert: dir.join("client.pem"), client_key: dir.join("client.key") }
 }
 

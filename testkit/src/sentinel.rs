@@ -43,27 +43,19 @@ pub fn make_certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let openssl = |args: &[&str]| openssl_in(dir, args);
     let ca = ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2"];
     openssl(&[&ca[..], &["-subj", "/CN=delayer test CA"]].concat());
-    let csr = ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr"];
-    openssl(&[&csr[..], &["-subj", "/CN=127.0.0.1"]].concat());
-    fs::write(dir.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\n").expect("ext");
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-    ]);
+    sign_by_ca(dir, "server", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1");
     (dir.join("server.pem"), dir.join("server.key"), dir.join("ca.pem"))
+}
+
+/// A key `<name>.key` and certificate `<name>.pem` in `dir`, signed by the
+/// CA there (`ca.pem`, `ca.key`), with `extension` (an openssl extfile line).
+pub(crate) fn sign_by_ca(dir: &Path, name: &str, subject: &str, extension: &str) {
+    let (key, csr, pem, ext) =
+        (format!("{name}.key"), format!("{name}.csr"), format!("{name}.pem"), format!("{name}-ext.cnf"));
+    openssl_in(dir, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", &key, "-out", &csr, "-subj", subject]);
+    fs::write(dir.join(&ext), format!("{extension}\n")).expect("extension file");
+    let x509 = ["x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial"];
+    openssl_in(dir, &[&x509[..], &["-out", &pem, "-days", "2", "-extfile", &ext]].concat());
 }
 
 /// One master, one replica, three sentinels.
