@@ -3,34 +3,57 @@
 # PHP SDK and the cross-language conformance suite. Each suite starts its own
 # redis-server on a free loopback port (never 6379) and stops it afterwards.
 # Installs missing prerequisites first (tools/install-deps.sh).
+# Prints how long each section took, and all of them at the end, so that a CI
+# log shows where the time goes.
 set -euo pipefail
 cd "$(dirname "$0")"
 
+section_name=
+section_start=$SECONDS
+times=
+# Closes the running section (prints its time) and opens the next, if named.
+section() {
+  if [ -n "$section_name" ]; then
+    local took=$((SECONDS - section_start))
+    echo "(took ${took} s: $section_name)"
+    times+=$(printf '%6d s  %s' "$took" "$section_name")$'\n'
+  fi
+  section_name=${1:-}
+  section_start=$SECONDS
+  if [ -n "$section_name" ]; then echo "== $section_name"; fi
+}
+
+section "Prerequisites (tools/install-deps.sh)"
 tools/install-deps.sh
 
-echo "== Rust: server and SDK"
+section "Rust: server and SDK"
 cargo test --workspace --locked -- --test-threads 2
 
-echo "== Python SDK"
+section "Python SDK"
 .venv/bin/mypy --strict sdk-python/src
 .venv/bin/pytest -q sdk-python/tests
-echo "== Python SDK on the oldest redis-py it allows"
+section "Python SDK on the oldest redis-py it allows"
 .venv-redis-oldest/bin/pytest -q sdk-python/tests
 
-echo "== PHP SDK"
+section "PHP SDK"
 (cd sdk-php && composer validate --strict --no-check-publish -q && composer dump-autoload -q)
 phpunit -c sdk-php/phpunit.xml
 
-echo "== Conformance: every SDK pair through the real server"
+section "Conformance: build the server and the Rust driver"
 cargo build -q --locked -p delayer-server -p delayer-conformance-driver
+section "Conformance: every SDK pair through the real server"
 .venv/bin/pytest -q conformance
-echo "== Conformance on the per-topic layout (layout = topic): every SDK pair and operation, sentinel mode"
+section "Conformance on the per-topic layout (layout = topic): every SDK pair and operation, sentinel mode"
 CONFORMANCE_LAYOUT=topic .venv/bin/pytest -q conformance/test_conformance_matrix.py conformance/test_conformance_reliable.py \
   conformance/test_conformance_topic_layout.py conformance/test_conformance_sentinel.py \
   conformance/test_conformance_contract.py conformance/test_conformance_rejections.py \
   conformance/test_conformance_odd_names.py conformance/test_conformance_repush.py \
   conformance/test_conformance_inspect.py conformance/test_conformance_rounding.py
 
-echo "== HTTP API and dashboard: the real server, headless Chromium"
+section "HTTP API and dashboard: the real server, headless Chromium"
 .venv/bin/pytest -q -p no:cacheprovider server/tests/http
+
+section "Packaging (tools/check-packaging.sh)"
 tools/check-packaging.sh   # crates, wheel and sdist, composer package: built and installed
+section
+printf '== time per section\n%s%6d s  all\n' "$times" "$SECONDS"

@@ -27,6 +27,17 @@ trap cleanup EXIT
 
 fail() { echo "check-packaging: $*" >&2; exit 1; }
 
+section_name=
+section_start=$SECONDS
+# Closes the running section (prints how long it took, as test.sh does) and
+# opens the next, if named.
+section() {
+  if [ -n "$section_name" ]; then echo "(took $((SECONDS - section_start)) s: $section_name)"; fi
+  section_name=${1:-}
+  section_start=$SECONDS
+  if [ -n "$section_name" ]; then echo "== $section_name"; fi
+}
+
 # Fails unless the file list on stdin has every path given.
 has_all() {
   local list; list=$(cat)
@@ -39,7 +50,7 @@ has_all() {
 client_scripts=(push push_many pop take remove reserve ack touch release reschedule dead)
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 
-echo "== packaging: Rust crates (cargo package, verified)"
+section "packaging: Rust crates (cargo package, verified)"
 # Both at once: the server's dependency on `delayer` (path and version) is
 # then resolved against the SDK crate just packaged, as after publishing it.
 # --allow-dirty: the checks also run on a working tree with edits.
@@ -55,7 +66,7 @@ crate_files() { tar -tzf "$CARGO_TARGET_DIR/package/$1-$version.crate" | sed "s|
 crate_files delayer | has_all LICENSE README.md $(printf 'lua/%s.lua ' "${client_scripts[@]}")
 crate_files delayer-server | has_all LICENSE README.md lua/move.lua
 
-echo "== packaging: Python wheel and sdist (python -m build)"
+section "packaging: Python wheel and sdist (python -m build)"
 .venv/bin/python -m build -q --outdir "$work/dist" sdk-python >"$work/build.log" 2>&1 \
   || { cat "$work/build.log" >&2; fail "python -m build failed"; }
 wheel=$(ls "$work"/dist/delayer-"$version"-py3-none-any.whl)
@@ -93,7 +104,7 @@ for v in $(printf '%s\n' "$oldest" "$newest" | sort -u); do
     echo "check-packaging: WARNING: no python$v here (pyenv install $v): the wheel is not tested under it" >&2
     continue
   fi
-  echo "== packaging: the wheel's tests under Python $v ($py)"
+  section "packaging: the wheel's tests under Python $v ($py)"
   venv=".venv-py$v"
   [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
   "$venv/bin/pip" install -q --disable-pip-version-check "$wheel" pytest
@@ -106,7 +117,7 @@ for v in $(printf '%s\n' "$oldest" "$newest" | sort -u); do
   tail -n 1 "$work/pytest.log"
 done
 
-echo "== packaging: PHP (composer validate, composer require from a path repository)"
+section "packaging: PHP (composer validate, composer require from a path repository)"
 (cd sdk-php && composer validate --strict -q)
 mkdir "$work/php-app"
 cat >"$work/php-app/composer.json" <<EOF
@@ -151,4 +162,5 @@ if ($pushed !== true || $removed !== true || Delayer\Client::KEY_JOB_POOL !== 'd
 echo "installed delayer/delayer-client pushed and removed a job\n";
 EOF
 (cd "$work/php-app" && php check.php "$port")
-echo "== packaging: all packages built and installed"
+section
+echo "== packaging: all packages built and installed ($SECONDS s)"
