@@ -7,12 +7,14 @@
 //! KEYS and ARGV in their headers (`server/lua/move.lua` links to it, so
 //! `cargo package` carries it). release.lua is the one the SDKs run for
 //! release and bury, so an expired reservation is a failed attempt by the
-//! very same rules. It is sent by SHA; `redis::Script` loads it
-//! again when Redis answers NOSCRIPT (after a restart or SCRIPT FLUSH).
+//! very same rules. Scripts are sent by SHA and loaded again when Redis
+//! answers NOSCRIPT (after a restart or SCRIPT FLUSH): by `redis::Script`
+//! for a single call, by [`eval_each`] for the per-topic layout's calls,
+//! which go many to a round trip.
 
-use delayer::connection::Conn;
+use delayer::connection::{Batch, Conn};
 use delayer::{Keys, TopicKeys};
-use redis::{Script, Value};
+use redis::{Cmd, Script, Value};
 use std::sync::LazyLock;
 
 /// `move.lua` (its header states its KEYS and ARGV).
@@ -60,27 +62,60 @@ pub fn expire_batch(conn: &mut Conn, keys: &Keys, batch_size: u32) -> redis::Red
     parse_expire(value).map_err(|m| bad_reply("release.lua reply", m))
 }
 
-/// Ends at most `batch_size` of one topic's reservations whose deadline has
-/// passed, in the per-topic layout (the topic's keys; its dead-letter list as
-/// KEYS[4] with an empty dead-letter prefix, as release.lua's header says).
-pub fn expire_topic_batch(
-    conn: &mut Conn,
-    keys: &TopicKeys,
-    topic: &str,
-    batch_size: u32,
-) -> redis::RedisResult<ExpireReply> {
-    let value: Value = EXPIRE
-        .key(keys.reserved(topic))
-        .key(keys.pool(topic))
-        .key(keys.malformed(topic))
-        .key(keys.dead(topic))
-        .arg(keys.bucket_prefix(topic))
-        .arg("")
-        .arg("backoff")
-        .arg("expired")
-        .arg(batch_size)
-        .invoke(conn)?;
+/// The call that ends at most `batch_size` of one topic's reservations whose
+/// deadline has passed, in the per-topic layout (the topic's keys; its
+/// dead-letter list as KEYS[4] with an empty dead-letter prefix, as
+/// release.lua's header says). Send it with [`eval_each`]; read its reply
+/// with [`read_expire`].
+pub fn expire_topic_call(keys: &TopicKeys, topic: &str, batch_size: u32) -> Cmd {
+    let script_keys = [keys.reserved(topic), keys.pool(topic), keys.malformed(topic), keys.dead(topic)];
+    let mut call = evalsha(EXPIRE, &script_keys);
+    call.arg(keys.bucket_prefix(topic)).arg("").arg("backoff").arg("expired").arg(batch_size);
+    call
+}
+
+/// release.lua's "expired" reply.
+pub fn read_expire(value: Value) -> redis::RedisResult<ExpireReply> {
     parse_expire(value).map_err(|m| bad_reply("release.lua reply", m))
+}
+
+/// `EVALSHA <sha> <numkeys> <keys...>` of `script`; the caller adds ARGV.
+fn evalsha(script: &Script, keys: &[String]) -> Cmd {
+    let mut call = redis::cmd("EVALSHA");
+    call.arg(script.get_hash()).arg(keys.len()).arg(keys);
+    call
+}
+
+/// Sends `calls` (EVALSHA of `script`) together: one pipeline, one round
+/// trip, on one Redis (on a cluster each goes to its key's node), so Redis
+/// runs them back to back. Each call's own reply or error: one topic's keys
+/// of the wrong type do not hide the others' replies. When Redis has lost
+/// the script (NOSCRIPT, after a restart or SCRIPT FLUSH) it is loaded and
+/// the calls that met NOSCRIPT are sent again; the others ran.
+pub fn eval_each(
+    conn: &mut Conn,
+    script: &Script,
+    calls: &[Cmd],
+) -> redis::RedisResult<Vec<redis::RedisResult<Value>>> {
+    let send = |conn: &mut Conn, calls: &mut dyn Iterator<Item = &Cmd>| {
+        let mut batch = Batch::new();
+        calls.for_each(|c| {
+            batch.add(c.clone());
+        });
+        batch.query_each::<Value>(conn)
+    };
+    let mut replies = send(conn, &mut calls.iter())?;
+    let lost: Vec<usize> =
+        (0..replies.len()).filter(|&i| matches!(&replies[i], Err(e) if e.code() == Some("NOSCRIPT"))).collect();
+    if lost.is_empty() {
+        return Ok(replies);
+    }
+    script.load(conn)?;
+    let again = send(conn, &mut lost.iter().map(|&i| &calls[i]))?;
+    for (i, reply) in lost.into_iter().zip(again) {
+        replies[i] = reply;
+    }
+    Ok(replies)
 }
 
 fn bad_reply(what: &'static str, detail: String) -> redis::RedisError {
@@ -176,24 +211,20 @@ fn parse(value: Value) -> Result<MoveReply, String> {
     })
 }
 
-/// Runs one move of at most `batch_size` due ids of one topic in the
-/// per-topic layout. The reply reads as move.lua's, for the metrics; with
+/// The call that moves at most `batch_size` due ids of one topic in the
+/// per-topic layout. Send it with [`eval_each`]; read its reply with
+/// [`read_move_topic`].
+pub fn move_topic_call(keys: &TopicKeys, topic: &str, batch_size: u32) -> Cmd {
+    let mut call = evalsha(&MOVE_TOPIC, &[keys.pool(topic), keys.ready(topic), keys.reserved(topic)]);
+    call.arg(batch_size);
+    call
+}
+
+/// move_topic.lua's reply, read as move.lua's for the metrics; with
 /// `lateness`, per-job lateness is spread evenly from the batch's oldest to
 /// its newest due time (ids leave in due order): the script reads two
 /// scores, not one per job.
-pub fn move_topic_batch(
-    conn: &mut Conn,
-    keys: &TopicKeys,
-    topic: &str,
-    batch_size: u32,
-    lateness: bool,
-) -> redis::RedisResult<MoveReply> {
-    let value: Value = MOVE_TOPIC
-        .key(keys.pool(topic))
-        .key(keys.ready(topic))
-        .key(keys.reserved(topic))
-        .arg(batch_size)
-        .invoke(conn)?;
+pub fn read_move_topic(topic: &str, value: Value, lateness: bool) -> redis::RedisResult<MoveReply> {
     parse_topic(topic, value, lateness).map_err(|m| bad_reply("move_topic.lua reply", m))
 }
 

@@ -3,7 +3,9 @@
 //! index, and each is drained by move_topic.lua, which reads nothing per job,
 //! after its reservations past their deadline are ended (release.lua, as in
 //! the classic layout). The index time of a topic is the earlier of its first
-//! due time and its first reservation deadline.
+//! due time and its first reservation deadline. The due topics' calls go many
+//! to a round trip ([`Waves`]): Redis, not the round trip, sets the pace of a
+//! drain.
 //!
 //! The index is a hint written by clients after their per-topic call, so a
 //! write to it can be lost. Three rules keep a job from waiting for ever:
@@ -20,6 +22,8 @@ use crate::telemetry;
 use delayer::connection::{Batch, Conn, Manager};
 use delayer::TopicKeys;
 use log::{info, warn};
+use redis::{Cmd, RedisError, RedisResult, Script, Value};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -112,29 +116,15 @@ impl TopicMover {
             let ((secs, micros), head): ((u64, u64), Vec<(String, f64)>) = read.query(conn).map_err(failed)?;
             report.now = secs as f64 + micros as f64 / 1e6;
             report.now_seen_at = Some(Instant::now());
-            let due: Vec<&String> = head.iter().filter(|(_, at)| *at <= report.now).map(|(t, _)| t).collect();
+            let due: Vec<String> = head.iter().filter(|(_, at)| *at <= report.now).map(|(t, _)| t.clone()).collect();
             report.next_due = head.iter().find(|(_, at)| *at > report.now).map(|(_, at)| *at);
             if due.is_empty() {
                 break;
             }
-            for topic in due {
-                match self.drain(conn, topic, stop, &mut report) {
-                    Ok(()) => {}
-                    // One topic's keys of the wrong type (written by hand, or
-                    // by a foreign client) must not stop every other topic:
-                    // it leaves the index, said once per sweep that finds it.
-                    Err(e) if bad_keys(&e) => {
-                        warn!(
-                            "topic {topic:?} cannot be moved, its keys hold the wrong type: {e}; left out until fixed"
-                        );
-                        redis::cmd("ZREM").arg(self.keys.due()).arg(topic).query::<()>(conn).map_err(failed)?;
-                    }
-                    Err(e) => return Err(failed(e)),
-                }
-                if stop.load(Ordering::SeqCst) {
-                    report.next_due = Some(report.now);
-                    return Ok(report);
-                }
+            self.drain(conn, &due, stop, &mut report).map_err(failed)?;
+            if stop.load(Ordering::SeqCst) {
+                report.next_due = Some(report.now);
+                return Ok(report);
             }
             // Entries past the first DUE_PER_READ, or lowered meanwhile:
             // read the head again.
@@ -144,60 +134,100 @@ impl TopicMover {
         Ok(report)
     }
 
-    /// Ends one topic's expired reservations and moves its due jobs, batch
-    /// by batch, then sets its index entry.
-    fn drain(
-        &self,
-        conn: &mut Conn,
-        topic: &str,
-        stop: &AtomicBool,
-        report: &mut TickReport,
-    ) -> redis::RedisResult<()> {
-        let due = self.keys.due();
+    /// Ends the topics' expired reservations and moves their due jobs, then
+    /// sets their index entries. The calls of a round go in one round trip
+    /// ([`Waves`]), so Redis runs batch after batch without waiting for the
+    /// mover between them.
+    fn drain(&self, conn: &mut Conn, topics: &[String], stop: &AtomicBool, report: &mut TickReport) -> RedisResult<()> {
+        let full = u64::from(self.batch_size);
         // Expiry first: a retry due at once is then moved by this drain.
-        let next_deadline = loop {
-            let reply = scripts::expire_topic_batch(conn, &self.keys, topic, self.batch_size)?;
-            telemetry::expired(&reply);
-            report.batches += 1;
-            report.retried += reply.retried;
-            report.dead += reply.dead;
-            report.malformed += reply.malformed.len() as u64;
-            log_expired(&reply);
-            if reply.taken < u64::from(self.batch_size) || stop.load(Ordering::SeqCst) {
-                break reply.next_deadline;
-            }
-        };
-        loop {
-            let started = Instant::now();
-            let reply = scripts::move_topic_batch(conn, &self.keys, topic, self.batch_size, self.lateness)?;
-            telemetry::batch(&reply, started.elapsed());
-            report.batches += 1;
-            report.moved += reply.taken;
-            if reply.taken > 0 {
-                let late_ms = reply.oldest_due.map(|due| ((reply.now - due) * 1000.0).max(0.0)).unwrap_or(0.0);
-                info!("moved {} [{topic}={}] oldest_late_ms={late_ms:.0}", reply.taken, reply.taken);
-            }
-            if reply.taken == u64::from(self.batch_size) && !stop.load(Ordering::SeqCst) {
-                continue;
-            }
-            // The index: the topic's next time, then the heads read again in
-            // case a push or reserve (whose own index write may already have
-            // run) came between the drain and this write.
-            let next = earlier(reply.next_due, next_deadline);
-            let mut write = Batch::new();
-            match next {
-                Some(next) => write.add_ignored(redis::Cmd::zadd(&due, topic, next)),
-                None => write.add_ignored(redis::Cmd::zrem(&due, topic)),
+        let expired = Waves::new(scripts::EXPIRE, self.batch_size).run(
+            conn,
+            topics,
+            stop,
+            |topic| scripts::expire_topic_call(&self.keys, topic, self.batch_size),
+            |_, value, _| {
+                let reply = scripts::read_expire(value)?;
+                telemetry::expired(&reply);
+                report.batches += 1;
+                report.retried += reply.retried;
+                report.dead += reply.dead;
+                report.malformed += reply.malformed.len() as u64;
+                log_expired(&reply);
+                Ok(reply)
+            },
+            |reply| usize::from(reply.taken == full),
+        )?;
+        self.set_aside(conn, &expired.bad)?;
+        let live: Vec<String> = expired.last.iter().map(|(topic, _)| topic.clone()).collect();
+        let moved = Waves::new(&scripts::MOVE_TOPIC, self.batch_size).run(
+            conn,
+            &live,
+            stop,
+            |topic| scripts::move_topic_call(&self.keys, topic, self.batch_size),
+            |topic, value, took| {
+                let reply = scripts::read_move_topic(topic, value, self.lateness)?;
+                telemetry::batch(&reply, took);
+                report.batches += 1;
+                report.moved += reply.taken;
+                if reply.taken > 0 {
+                    let late_ms = reply.oldest_due.map(|due| ((reply.now - due) * 1000.0).max(0.0)).unwrap_or(0.0);
+                    info!("moved {} [{topic}={}] oldest_late_ms={late_ms:.0}", reply.taken, reply.taken);
+                }
+                Ok(reply)
+            },
+            // As many calls as the ids left could fill (not all may be due:
+            // a call that finds none costs Redis a few microseconds).
+            |reply| if reply.taken == full { reply.pool_size.div_ceil(full).max(1) as usize } else { 0 },
+        )?;
+        self.set_aside(conn, &moved.bad)?;
+        let deadlines: HashMap<&str, Option<f64>> =
+            expired.last.iter().map(|(topic, reply)| (topic.as_str(), reply.next_deadline)).collect();
+        let next: Vec<(&str, Option<f64>)> = moved
+            .last
+            .iter()
+            .map(|(topic, reply)| {
+                (topic.as_str(), earlier(reply.next_due, deadlines.get(topic.as_str()).copied().flatten()))
+            })
+            .collect();
+        self.write_index(conn, &next)
+    }
+
+    /// The topics' index entries: each one's next time (or none), then the
+    /// heads read again in case a push or reserve (whose own index write may
+    /// already have run) came between the drain and this write.
+    fn write_index(&self, conn: &mut Conn, next: &[(&str, Option<f64>)]) -> RedisResult<()> {
+        let due = self.keys.due();
+        let mut write = Batch::new();
+        for (topic, at) in next {
+            match at {
+                Some(at) => write.add_ignored(redis::Cmd::zadd(&due, *topic, *at)),
+                None => write.add_ignored(redis::Cmd::zrem(&due, *topic)),
             };
             self.read_head(&mut write, topic);
-            let (pool_head, reserved_head): (Vec<(String, f64)>, Vec<(String, f64)>) = write.query(conn)?;
-            if let Some(first) = head_time(&pool_head, &reserved_head) {
-                if next.is_none_or(|next| first < next) {
-                    redis::cmd("ZADD").arg(&due).arg("LT").arg(first).arg(topic).query::<()>(conn)?;
+        }
+        let heads: Vec<Vec<(String, f64)>> = write.query(conn)?;
+        let mut lower = Batch::new();
+        for ((topic, at), pair) in next.iter().zip(heads.chunks(2)) {
+            let [pool_head, reserved_head] = pair else { break };
+            if let Some(first) = head_time(pool_head, reserved_head) {
+                if at.is_none_or(|at| first < at) {
+                    lower.add_ignored(redis::cmd("ZADD").arg(&due).arg("LT").arg(first).arg(*topic).clone());
                 }
             }
-            return Ok(());
         }
+        lower.query(conn)
+    }
+
+    /// Topics whose keys hold the wrong type (written by hand, or by a
+    /// foreign client) leave the index, so that they do not stop every other
+    /// topic; a sweep that finds them again says so again.
+    fn set_aside(&self, conn: &mut Conn, bad: &[(String, RedisError)]) -> RedisResult<()> {
+        for (topic, e) in bad {
+            warn!("topic {topic:?} cannot be moved, its keys hold the wrong type: {e}; left out until fixed");
+            redis::cmd("ZREM").arg(self.keys.due()).arg(topic).query::<()>(conn)?;
+        }
+        Ok(())
     }
 
     /// One slice of each background pass that is due: known topics' pool
@@ -280,6 +310,83 @@ impl TopicMover {
             write.query::<()>(conn)?;
         }
         Ok(())
+    }
+}
+
+/// Ids a round of calls may move at most: Redis runs a round's calls back to
+/// back, so other clients (pops, pushes) wait at most about this many ids'
+/// work (a few milliseconds) for their turn, while the round trip between
+/// rounds is paid once per this many ids rather than once per batch.
+const IDS_PER_ROUND: u32 = 8192;
+
+/// One script run for many topics, in rounds: every call of a round goes
+/// in one round trip ([`scripts::eval_each`]), at most [`IDS_PER_ROUND`]
+/// ids' worth; a topic whose last call came back full goes to the back of
+/// the queue with as many calls as it asks for.
+struct Waves<'a> {
+    script: &'a Script,
+    per_round: usize,
+}
+
+/// What the rounds left: each topic's last reply, and the topics whose keys
+/// hold the wrong type, with Redis's error.
+struct Drained<R> {
+    last: Vec<(String, R)>,
+    bad: Vec<(String, RedisError)>,
+}
+
+impl<'a> Waves<'a> {
+    fn new(script: &'a Script, batch_size: u32) -> Waves<'a> {
+        Waves { script, per_round: (IDS_PER_ROUND / batch_size.max(1)).max(1) as usize }
+    }
+
+    /// Runs `call(topic)` for every topic, then again for those `more` asks
+    /// for (the number of calls it wants; 0 when done), until none is left
+    /// or `stop` is set. `read` gets each reply with its share of the
+    /// round's time.
+    fn run<R>(
+        &self,
+        conn: &mut Conn,
+        topics: &[String],
+        stop: &AtomicBool,
+        call: impl Fn(&str) -> Cmd,
+        mut read: impl FnMut(&str, Value, Duration) -> RedisResult<R>,
+        more: impl Fn(&R) -> usize,
+    ) -> RedisResult<Drained<R>> {
+        let mut queue: VecDeque<(&str, usize)> = topics.iter().map(|t| (t.as_str(), 1)).collect();
+        let mut drained = Drained { last: Vec::with_capacity(topics.len()), bad: Vec::new() };
+        while !queue.is_empty() {
+            let mut round = Vec::new();
+            let mut calls = Vec::new();
+            while calls.len() < self.per_round {
+                let Some((topic, wanted)) = queue.pop_front() else { break };
+                let n = wanted.clamp(1, self.per_round - calls.len());
+                calls.extend((0..n).map(|_| call(topic)));
+                round.push((topic, n));
+            }
+            let started = Instant::now();
+            let mut replies = scripts::eval_each(conn, self.script, &calls)?.into_iter();
+            let took = started.elapsed() / calls.len() as u32;
+            for (topic, n) in round {
+                let (mut last, mut bad) = (None, None);
+                for reply in replies.by_ref().take(n) {
+                    match reply {
+                        Ok(value) => last = Some(read(topic, value, took)?),
+                        Err(e) if bad_keys(&e) => bad = Some(e),
+                        Err(e) => return Err(e),
+                    }
+                }
+                match (bad, last) {
+                    (Some(e), _) => drained.bad.push((topic.to_string(), e)),
+                    (None, Some(last)) => match more(&last) {
+                        wanted if wanted > 0 && !stop.load(Ordering::SeqCst) => queue.push_back((topic, wanted)),
+                        _ => drained.last.push((topic.to_string(), last)),
+                    },
+                    (None, None) => {}
+                }
+            }
+        }
+        Ok(drained)
     }
 }
 

@@ -155,6 +155,33 @@ fn a_topic_whose_keys_hold_the_wrong_type_does_not_stop_the_others() {
 }
 
 #[test]
+fn the_server_moves_on_after_redis_lost_its_scripts() {
+    // After a restart without persistence of scripts, or SCRIPT FLUSH, every
+    // script the drain sends (release.lua for expiry, then move_topic.lua)
+    // meets NOSCRIPT: the server loads each and sends its calls again.
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let server = start_server(&redis);
+    let now = redis_now(&mut conn);
+    push(&mut conn, "a", "a1", now - 1.0, true, true);
+    assert!(wait_until(DEADLINE, || ready(&mut conn, "a") == ["a1"]), "{}", server.output());
+    redis::cmd("SCRIPT").arg("FLUSH").query::<()>(&mut conn).expect("SCRIPT FLUSH");
+    for (topic, id) in [("a", "a2"), ("b", "b1"), ("c", "c1")] {
+        let due = redis_now(&mut conn) - 0.5;
+        push(&mut conn, topic, id, due, true, true);
+    }
+    assert!(
+        wait_until(DEADLINE, || ready(&mut conn, "a") == ["a2", "a1"]
+            && ready(&mut conn, "b") == ["b1"]
+            && ready(&mut conn, "c") == ["c1"]),
+        "not moved after SCRIPT FLUSH:\n{}",
+        server.output()
+    );
+    let entries: u64 = conn.zcard(keys().due()).expect("ZCARD");
+    assert_eq!(entries, 0, "drained topics leave the index");
+}
+
+#[test]
 fn the_config_refuses_what_the_layout_cannot_use() {
     let dir = temp_dir("topic-layout-conf");
     for (name, extra, key, message) in [
