@@ -6,7 +6,9 @@
 #    scripts and the LICENSE;
 #  - Python: wheel and sdist built with `python -m build`, the Lua scripts
 #    inside both, the SDK's tests run against the installed wheel under the
-#    oldest (3.9) and newest Python found here;
+#    oldest Python (3.9) with the oldest redis-py allowed and under the
+#    newest Python found here with the newest redis-py and hiredis (the only
+#    runs of those tests in test.sh);
 #  - PHP: `composer validate --strict`, then `composer require
 #    delayer/delayer-client:^2.0` in a fresh project from a path repository,
 #    and a script that uses the installed package (autoload only) against a
@@ -97,23 +99,49 @@ newest=
 for minor in $(seq 20 -1 "${oldest#3.}"); do
   if find_python "3.$minor" >/dev/null; then newest="3.$minor"; break; fi
 done
-# One version after the other: side by side, the load on a small machine
+# The Python SDK's tests run here only (test.sh runs mypy), against the
+# installed wheel, twice: the oldest Python with the oldest redis-py the
+# package allows (the lower bound in its `dependencies`) and redis-py's
+# pure-Python reply parser; the newest Python with the newest redis-py pip
+# picks and hiredis (the `hiredis` extra, the C parser). Both ends of both
+# ranges and both parsers, in two runs.
+oldest_redis=$(sed -n 's/^dependencies = \["redis>=\([0-9.]*\),.*/\1/p' sdk-python/pyproject.toml)
+[ -n "$oldest_redis" ] || fail "cannot read the oldest redis-py from sdk-python/pyproject.toml"
+[ -n "$newest" ] || newest=$oldest   # none found: the warning below says so
+# One run after the other: side by side, the load on a small machine
 # breaks the suite's timing margins.
-for v in $(printf '%s\n' "$oldest" "$newest" | sort -u); do
+for run in "$oldest oldest" "$newest newest"; do
+  read -r v redis_end <<<"$run"
   if ! py=$(find_python "$v"); then
     echo "check-packaging: WARNING: no python$v here (pyenv install $v): the wheel is not tested under it" >&2
     continue
   fi
-  section "packaging: the wheel's tests under Python $v ($py)"
-  venv=".venv-py$v"
+  section "packaging: the wheel's tests under Python $v ($py), $redis_end redis-py"
+  venv=".venv-py$v-redis-$redis_end"
   [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check "$wheel" pytest
+  pip=("$venv/bin/pip" install -q --disable-pip-version-check)
+  if [ "$redis_end" = oldest ]; then
+    "${pip[@]}" "$wheel" pytest "redis==$oldest_redis"
+    want_hiredis=False
+    if "$venv/bin/python" -c 'import hiredis' 2>/dev/null; then "$venv/bin/pip" uninstall -q -y hiredis; fi
+  else
+    # Eager: also in a venv kept from an earlier run, redis-py and hiredis
+    # are the newest the package allows.
+    "${pip[@]}" --upgrade --upgrade-strategy eager "$wheel[hiredis]" pytest
+    want_hiredis=True
+  fi
   # The same version number as last run, so pip would keep the old build.
-  "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+  "${pip[@]}" --force-reinstall --no-deps "$wheel"
   # From outside the source tree, so that `import delayer` is the wheel's.
   (cd "$work" && "$repo/$venv/bin/python" -c 'import delayer, sys; assert "site-packages" in delayer.__file__, delayer.__file__')
+  read -r redis_version hiredis < <("$venv/bin/python" -c 'import redis, redis.utils; print(redis.__version__, redis.utils.HIREDIS_AVAILABLE)')
+  if [ "$redis_end" = oldest ] && [ "$redis_version" != "$oldest_redis" ]; then
+    fail "Python $v: redis-py $redis_version installed, not the oldest allowed ($oldest_redis)"
+  fi
+  [ "$hiredis" = "$want_hiredis" ] || fail "Python $v: hiredis available: $hiredis, wanted $want_hiredis"
+  echo "redis-py $redis_version, hiredis: $hiredis"
   "$venv/bin/pytest" -q -p no:cacheprovider sdk-python/tests >"$work/pytest.log" 2>&1 \
-    || { cat "$work/pytest.log" >&2; fail "the Python SDK's tests fail against the wheel under Python $v"; }
+    || { cat "$work/pytest.log" >&2; fail "the Python SDK's tests fail against the wheel under Python $v, redis-py $redis_version"; }
   tail -n 1 "$work/pytest.log"
 done
 

@@ -2,8 +2,7 @@
 # Installs what the tests and the demo need, when it is missing: redis-server,
 # OpenSSL (headers for the build, the CLI for TLS tests), PHP with phpredis,
 # PHPUnit and Composer (Debian packages), and a Python
-# virtual environment with the Python SDK and its dev tools (pip), plus one
-# with the oldest redis-py the SDK allows.
+# virtual environment with the Python SDK and its dev tools (pip).
 # Idempotent: a machine that has everything is left as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,17 +40,4 @@ if [ "${1:-}" != "--redis-only" ]; then
   .venv/bin/pip install -q --disable-pip-version-check -e 'sdk-python[dev]'
   # Selenium drives Debian's Chromium in the dashboard's browser test.
   .venv/bin/python -c 'import selenium' 2>/dev/null || .venv/bin/pip install -q --disable-pip-version-check 'selenium>=4.11'
-  # A second venv with the oldest redis-py the Python SDK allows (the lower
-  # bound in its pyproject.toml); test.sh runs the SDK's tests under it too.
-  oldest=$(sed -n 's/^dependencies = \["redis>=\([0-9.]*\),.*/\1/p' sdk-python/pyproject.toml)
-  if [ -z "$oldest" ]; then
-    echo "cannot read the oldest redis-py from sdk-python/pyproject.toml" >&2
-    exit 1
-  fi
-  if [ ! -x .venv-redis-oldest/bin/python ]; then
-    python3 -m venv .venv-redis-oldest
-  fi
-  if ! .venv-redis-oldest/bin/python -c "import redis, pytest, delayer; assert redis.__version__ == '$oldest'" 2>/dev/null; then
-    .venv-redis-oldest/bin/pip install -q --disable-pip-version-check -e sdk-python pytest "redis==$oldest"
-  fi
 fi
