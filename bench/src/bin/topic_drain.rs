@@ -8,8 +8,9 @@
 //! connection: once with the bare script, once with lua/move_topic.lua,
 //! then the real `delayer` server (`--delayer-bin`, release build, started
 //! once with `layout = topic` and `batch_size` = `--batch`) drains the same
-//! fill, alternating for `--rounds`; it prints each rate and its ratio to
-//! the bare script of the same round.
+//! fill, for `--rounds` rounds (even rounds in the reverse order); it prints
+//! each rate, its ratio to the bare script of the same round, and the median
+//! ratios.
 //!
 //! The server's clock runs from the index write that tells it about the
 //! topics (as a client's push would, PROTOCOL.md "Operations in the
@@ -197,16 +198,44 @@ fn main() {
         redis.port()
     );
     let server = DelayerProcess::start(&o.delayer_bin.display().to_string(), &conf);
+    let (mut script_ratios, mut server_ratios) = (Vec::new(), Vec::new());
     for round in 1..=o.rounds {
+        // The machine's speed drifts: even rounds run in the reverse order,
+        // and the summary takes the median of the rounds' ratios.
+        let bare_rate = |conn: &mut redis::Connection| {
+            fill(conn, &o);
+            rate(drain(conn, &o, &bare_call))
+        };
+        let b = if round % 2 == 1 { bare_rate(&mut conn) } else { 0.0 };
         fill(&mut conn, &o);
-        let b = rate(drain(&mut conn, &o, &bare_call));
+        let s = server_drain(&mut conn, &o, &server).map(rate);
         fill(&mut conn, &o);
         let m = rate(drain(&mut conn, &o, &move_call));
-        fill(&mut conn, &o);
-        let s = match server_drain(&mut conn, &o, &server).map(rate) {
-            Some(s) => format!("server {s:.0} jobs/s ({:.2}x bare)", s / b),
+        let b = if round % 2 == 0 { bare_rate(&mut conn) } else { b };
+        script_ratios.push(m / b);
+        let s = match s {
+            Some(s) => {
+                server_ratios.push(s / b);
+                format!("server {s:.0} jobs/s ({:.2}x bare)", s / b)
+            }
             None => "server: not measured (it found the pools during the fill)".to_string(),
         };
         println!("round {round}: bare {b:.0} jobs/s | move_topic.lua {m:.0} jobs/s ({:.2}x bare) | {s}", m / b);
+    }
+    println!(
+        "median over {} rounds: move_topic.lua {} bare, server {} bare",
+        o.rounds,
+        median(&mut script_ratios),
+        median(&mut server_ratios)
+    );
+}
+
+/// The middle ratio, as "0.00x" ("-" for none).
+fn median(ratios: &mut [f64]) -> String {
+    ratios.sort_by(f64::total_cmp);
+    match ratios.len() {
+        0 => "-".to_string(),
+        n if n % 2 == 1 => format!("{:.2}x", ratios[n / 2]),
+        n => format!("{:.2}x", (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0),
     }
 }
