@@ -132,8 +132,10 @@ class RedisServer:
         if exe is None:
             raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
         self.proc: Optional[subprocess.Popen] = subprocess.Popen(
+            # No diskless-sync delay (5 s by default in Redis 7): a replica
+            # (http_view.py's) syncs at once.
             [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.dir), "--logfile", "redis.log"],
+             "--dir", str(self.dir), "--logfile", "redis.log", "--repl-diskless-sync-delay", "0"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=_die_with_parent,
         )

@@ -92,6 +92,9 @@ class Sentinels:
                 args = [exe, *listen[port], "--bind", "127.0.0.1", "--dir", str(self.dir),
                         "--dbfilename", f"node-{port}.rdb", "--logfile", f"node-{port}.log", "--save", "",
                         "--appendonly", "no", *auth]
+                # No diskless-sync delay (5 s by default in Redis 7): whichever
+                # node is master syncs a replica at once, also after a failover.
+                args += ["--repl-diskless-sync-delay", "0"]
                 if i == 1:
                     args += ["--replicaof", "127.0.0.1", str(self.node_ports[0])]
                 self._spawn(port, args)

@@ -15,6 +15,8 @@ from typing import Any, Callable, Coroutine, Iterator, List, Optional, Sequence,
 import pytest
 import redis
 import redis.asyncio as aioredis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from delayer.keys import Keys
 
@@ -96,7 +98,9 @@ class RedisServer:
                 break
             except OSError:
                 time.sleep(0.02)
-        probe = self.client(socket_connect_timeout=1)
+        # No retries: redis-py 6+ retries an AuthenticationError (the ACL
+        # servers' answer) with backoff, seconds per server for nothing.
+        probe = self.client(socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
         try:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:

@@ -22,7 +22,9 @@ from delayer import aio as delayer_aio
 @pytest.fixture(scope="module")
 def replicated() -> Iterator[RedisServer]:
     """A primary with one replica in sync (yields the primary)."""
-    primary = RedisServer()
+    # No diskless-sync delay: Redis 7 waits 5 s by default for more replicas
+    # before the first sync starts.
+    primary = RedisServer(args=["--repl-diskless-sync-delay", "0"])
     replica = RedisServer(args=["--replicaof", "127.0.0.1", str(primary.port)])
     try:
         deadline = time.monotonic() + 30
