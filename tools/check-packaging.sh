@@ -109,7 +109,9 @@ oldest_redis=$(sed -n 's/^dependencies = \["redis>=\([0-9.]*\),.*/\1/p' sdk-pyth
 [ -n "$oldest_redis" ] || fail "cannot read the oldest redis-py from sdk-python/pyproject.toml"
 [ -n "$newest" ] || newest=$oldest   # none found: the warning below says so
 # One run after the other: side by side, the load on a small machine
-# breaks the suite's timing margins.
+# breaks the suite's timing margins. Each run is split over two pytest-xdist
+# workers (each starts its own redis-servers: the fixtures are per process),
+# which halves its time on a 2-core machine.
 for run in "$oldest oldest" "$newest newest"; do
   read -r v redis_end <<<"$run"
   if ! py=$(find_python "$v"); then
@@ -121,13 +123,13 @@ for run in "$oldest oldest" "$newest newest"; do
   [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
   pip=("$venv/bin/pip" install -q --disable-pip-version-check)
   if [ "$redis_end" = oldest ]; then
-    "${pip[@]}" "$wheel" pytest "redis==$oldest_redis"
+    "${pip[@]}" "$wheel" pytest pytest-xdist "redis==$oldest_redis"
     want_hiredis=False
     if "$venv/bin/python" -c 'import hiredis' 2>/dev/null; then "$venv/bin/pip" uninstall -q -y hiredis; fi
   else
     # Eager: also in a venv kept from an earlier run, redis-py and hiredis
     # are the newest the package allows.
-    "${pip[@]}" --upgrade --upgrade-strategy eager "$wheel[hiredis]" pytest
+    "${pip[@]}" --upgrade --upgrade-strategy eager "$wheel[hiredis]" pytest pytest-xdist
     want_hiredis=True
   fi
   # The same version number as last run, so pip would keep the old build.
@@ -140,7 +142,7 @@ for run in "$oldest oldest" "$newest newest"; do
   fi
   [ "$hiredis" = "$want_hiredis" ] || fail "Python $v: hiredis available: $hiredis, wanted $want_hiredis"
   echo "redis-py $redis_version, hiredis: $hiredis"
-  "$venv/bin/pytest" -q -p no:cacheprovider sdk-python/tests >"$work/pytest.log" 2>&1 \
+  "$venv/bin/pytest" -q -p no:cacheprovider -n 2 sdk-python/tests >"$work/pytest.log" 2>&1 \
     || { cat "$work/pytest.log" >&2; fail "the Python SDK's tests fail against the wheel under Python $v, redis-py $redis_version"; }
   tail -n 1 "$work/pytest.log"
 done
