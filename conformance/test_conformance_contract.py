@@ -393,7 +393,7 @@ def drive_every_operation(drivers, sdk: str, rds, mon: RawMonitor, keys) -> List
     step({"op": "bpop", "topic": topic, "timeout_ms": 2000})
     job = step({"op": "reserve", "topic": topic, "ttr_ms": 30_000}, Expect(30))["job"]
     assert job is not None
-    step({"op": "touch", "id": job["id"], **keys.named(topic), "receipt": job["receipt"], "ttr_ms": 30_000})
+    step({"op": "touch", "id": job["id"], **keys.named(topic), "receipt": job["receipt"], "ttr_ms": 30_000}, Expect(30))
     step({"op": "release", "id": job["id"], **keys.named(topic), "receipt": job["receipt"], "delay_ms": 0}, Expect(0))
     job = step({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000}, Expect(30))["job"]
     assert job is not None
@@ -583,7 +583,7 @@ def test_the_check_holds_the_per_topic_layout_to_its_names() -> None:
     assert check([call, write], Expect("0")) == ["a requeue's index time is '1763750060.125', not '0'"]
     assert check([call, write, ["PUBLISH", PREFIX + "wake", "1"]], later) == [
         f"wake ['PUBLISH', '{PREFIX}wake', '1'], not PUBLISH {PREFIX}wake 1763750060.125"]
-    assert len(check([call, write], None)) == 1  # ack, touch, ...
+    assert len(check([call, write], None)) == 1  # ack, bury, ...
     assert len(check([call, write], later, "classic")) == 1
     # The server's own write (no CH) is not the client's.
     assert check([call, ["ZADD", due, "LT", "1763750060.125", "t"]], None) == []

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
+from conftest import LAYOUT, PREFIX
 from harness import new_id, ok
 from harness import redis_now as now
 
@@ -85,7 +86,7 @@ def test_reserve_then_ack_with_another_sdk(drivers: Any, rds: Any, keys: Any, x:
 
 @pytest.mark.parametrize("y", SDKS)
 def test_touch_keeps_a_reservation_from_the_server(drivers: Any, rds: Any, keys: Any, y: str) -> None:
-    """y reserves for 400 ms, z extends it with y's receipt: the server leaves
+    """y reserves for 1.5 s, z extends it with y's receipt: the server leaves
     it alone past the first deadline; w shortens it and the server takes it
     back on the new deadline."""
     z = SDKS[(SDKS.index(y) + 1) % 3]
@@ -93,7 +94,9 @@ def test_touch_keeps_a_reservation_from_the_server(drivers: Any, rds: Any, keys:
     t = topic("touch", y)
     job_id = new_id(y)
     push(drivers, y, t, job_id)
-    first = breserve(drivers, y, t, ttr_ms=400)
+    # Long enough for z's driver to start (its first call in a run can take
+    # half a second on a loaded machine).
+    first = breserve(drivers, y, t, ttr_ms=1500)
     assert first is not None
     before = now(rds)
     touch = {"op": "touch", "id": job_id, "topic": t}
@@ -101,11 +104,18 @@ def test_touch_keeps_a_reservation_from_the_server(drivers: Any, rds: Any, keys:
     assert deadline is not None and abs(deadline - (before + 30)) < 1.0
     assert abs(rds.zscore(keys.reserved_of(t), job_id) / 1000 - deadline) < 0.002
     # Well past the first deadline and several server ticks: still held.
-    assert breserve(drivers, w, t, timeout_ms=1500) is None, "a touched reservation was handed out again"
+    assert breserve(drivers, w, t, timeout_ms=2500) is None, "a touched reservation was handed out again"
     assert rds.hget(keys.bucket(job_id, t), "attempts") == b"1", "a touch is not an attempt"
 
     shorter = ok(drivers, w, {**touch, "receipt": None, "ttr_ms": 200})["deadline"]
     assert shorter is not None and shorter < deadline, "touch sets the deadline, it does not add to it"
+    if LAYOUT == "topic":
+        # The index must hear of the deadline brought in, or the server would
+        # expire it only at the index's later time (or by its sweep).
+        entry = rds.zscore(PREFIX + "due", t)
+        held = rds.zscore(keys.reserved_of(t), job_id) is not None
+        assert not held or (entry is not None and entry <= shorter + 0.002), \
+            f"the touch left the index at {entry}, after the deadline {shorter}"
     second = breserve(drivers, w, t)
     assert second is not None and second["attempts"] == 2, "the server expires on the touched deadline"
     stale = ok(drivers, z, {**touch, "receipt": first["receipt"], "ttr_ms": 30_000})

@@ -211,7 +211,14 @@ trait Reservations
     {
         [$id, $receipt, $topic] = Ops::reservation($job, $receipt, $this->keys, $topic, 'touch');
         $call = Ops::touch($this->keys, $id, $receipt, Validator::ttrMs($ttr), $topic);
-        return Ops::timeOrFalse($this->connection->script(...$call), Scripts::TOUCH);
+        $reply = $this->connection->script(...$call);
+        $deadline = Ops::timeOrFalse($reply, Scripts::TOUCH);
+        // A shorter ttr brings the deadline in: the index must hear of it, or
+        // the server would expire the reservation only at the index's later time.
+        if ($deadline !== false && $topic !== null) {
+            $this->indexWrite($topic, (string) $reply, false);
+        }
+        return $deadline;
     }
 
     /**

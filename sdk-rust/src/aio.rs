@@ -306,7 +306,10 @@ impl Delayer {
 
     /// As [`crate::Delayer::touch`].
     pub async fn touch<'a>(&self, job: impl Into<JobRef<'a>>, ttr: Duration) -> Result<Option<SystemTime>> {
-        ops::parse_maybe_due(self.call(&ops::touch(&self.names, job.into(), ttr)?.into()).await?)
+        let job = job.into();
+        let deadline = ops::parse_maybe_due(self.call(&ops::touch(&self.names, job, ttr)?.into()).await?)?;
+        self.note(ops::touch_note(&self.names, job, deadline)).await?;
+        Ok(deadline)
     }
 
     /// As [`crate::Delayer::release`].

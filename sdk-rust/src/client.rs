@@ -391,7 +391,10 @@ impl Delayer {
     /// deadline, or `None` when the reservation was not held (as for
     /// [`Delayer::ack`]). The attempt count does not change.
     pub fn touch<'a>(&self, job: impl Into<JobRef<'a>>, ttr: Duration) -> Result<Option<SystemTime>> {
-        ops::parse_maybe_due(self.call(&ops::touch(&self.names, job.into(), ttr)?.into())?)
+        let job = job.into();
+        let deadline = ops::parse_maybe_due(self.call(&ops::touch(&self.names, job, ttr)?.into())?)?;
+        self.note(ops::touch_note(&self.names, job, deadline))?;
+        Ok(deadline)
     }
 
     /// A failed attempt: the job is due again after `delay`, or after its

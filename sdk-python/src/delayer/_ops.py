@@ -309,7 +309,13 @@ def ack(keys: Keys, job: object, receipt: object, topic: object = None) -> Op[bo
 
 def touch(keys: Keys, job: object, ttr: object, receipt: object, topic: object = None) -> Op[Optional[float]]:
     call = _calls.touch_call(keys, job, ttr, receipt, topic)
-    return _replies.optional_time((yield call), "touch.lua", "deadline")
+    reply = yield call
+    deadline = _replies.optional_time(reply, "touch.lua", "deadline")
+    # A shorter ttr brings the deadline in: the index must hear of it, or the
+    # server would expire the reservation only at the index's later time.
+    if deadline is not None:
+        yield from index(keys, {str(_calls.held_topic(job, topic)): _replies.time_text(reply)})
+    return deadline
 
 
 def release(

@@ -1,6 +1,7 @@
 //! The at-least-once calls: reserve (one or a batch, acks riding along),
 //! ack, touch, release and bury.
 
+use super::index::IndexNote;
 use super::replies::{array, parse_due, parse_flag, reserved_job, text};
 use super::{check_topic, topic_of};
 use crate::error::{Error, Result};
@@ -138,6 +139,13 @@ pub(crate) fn touch(names: &Names, job: JobRef<'_>, ttr: Duration) -> Result<Scr
     inv.key(names.reserved(topic)).key(names.bucket(topic, id)).key(names.pool(topic));
     inv.arg(id).arg(receipt).arg(ttr_ms);
     Ok(inv)
+}
+
+/// The index write after a touch that held its reservation: a shorter ttr
+/// brings the deadline in, and the server must hear of it or it would
+/// expire the reservation only at the index's later time.
+pub(crate) fn touch_note(names: &Names, job: JobRef<'_>, deadline: Option<SystemTime>) -> Option<IndexNote> {
+    IndexNote::new(names, job.topic?, Some(deadline?), false)
 }
 
 /// What release.lua does with a job whose reservation ends.
