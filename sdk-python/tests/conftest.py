@@ -258,6 +258,19 @@ def raw(redis_server: RedisServer) -> Iterator["redis.Redis"]:
 
 
 @pytest.fixture
+def wake(raw: "redis.Redis") -> Iterator[Any]:
+    """A listener on the wake channel of the per-topic layout's tests (key
+    prefix ``shop:``): what pushes, reserves and touches published."""
+    from topickit import WakeListener
+
+    listener = WakeListener(raw, "shop:")
+    try:
+        yield listener
+    finally:
+        listener.close()
+
+
+@pytest.fixture
 def url(redis_server: RedisServer, raw: "redis.Redis") -> str:
     """The URL of the (emptied) test Redis."""
     return redis_server.url

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator, List
+from typing import Any, Awaitable, Callable, List
 
 import pytest
 import redis
@@ -25,15 +25,6 @@ P = "shop:"
 
 def k(topic: str, kind: str) -> str:
     return key(P, topic, kind)
-
-
-@pytest.fixture
-def wake(raw: "redis.Redis") -> Iterator[WakeListener]:
-    listener = WakeListener(raw, P)
-    try:
-        yield listener
-    finally:
-        listener.close()
 
 
 def with_client(url: str, body: Callable[[aio.Delayer], Awaitable[None]]) -> None:

@@ -37,15 +37,6 @@ def d(url: str) -> Iterator[Delayer]:
         yield client
 
 
-@pytest.fixture
-def wake(raw: "redis.Redis") -> Iterator[WakeListener]:
-    listener = WakeListener(raw, P)
-    try:
-        yield listener
-    finally:
-        listener.close()
-
-
 def k(topic: str, kind: str) -> str:
     return key(P, topic, kind)
 

@@ -6,7 +6,7 @@ cache was flushed, with the sync and the asyncio client."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional
+from typing import Any, List, Optional
 
 import pytest
 import redis
@@ -107,15 +107,6 @@ def test_the_classic_push_is_one_script_call() -> None:
 
 
 # -- against redis-server: the script cache flushed ----------------------------------
-
-
-@pytest.fixture
-def wake(raw: "redis.Redis") -> Iterator[WakeListener]:
-    listener = WakeListener(raw, P)
-    try:
-        yield listener
-    finally:
-        listener.close()
 
 
 def flushed_then_pushed(raw: "redis.Redis", wake: WakeListener, push: Any) -> None:
