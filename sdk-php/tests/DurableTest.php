@@ -20,7 +20,8 @@ final class DurableTest extends TestCase
 {
     public function testADurablePushReturnsOnceAReplicaHasIt(): void
     {
-        $primary = RedisServer::start();
+        // No diskless-sync delay: Redis 7 waits 5 s by default before the first sync.
+        $primary = RedisServer::start(null, 10.0, ['--repl-diskless-sync-delay', '0']);
         $replica = RedisServer::start(null, 10.0, ['--replicaof', '127.0.0.1', (string) $primary->port]);
         try {
             $watch = $replica->connect();

@@ -9,7 +9,8 @@ use std::time::Duration;
 use testkit::{wait_until, RedisServer, DEADLINE};
 
 fn replicated() -> (RedisServer, RedisServer) {
-    let primary = RedisServer::start();
+    // No diskless-sync delay: Redis 7 waits 5 s by default before the first sync.
+    let primary = RedisServer::start_with(&["--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0"]);
     let replicaof = format!("127.0.0.1 {}", primary.port());
     let replica = RedisServer::start_with(&["--save", "", "--replicaof", &replicaof]);
     let synced = wait_until(DEADLINE, || {

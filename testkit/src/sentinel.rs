@@ -76,7 +76,10 @@ impl Sentinels {
 
     /// As [`Sentinels::start`], with passwords.
     pub fn start_with(auth: Auth) -> Sentinels {
+        // No diskless-sync delay (5 s by default in Redis 7): whichever node
+        // is master, after a failover too, feeds its replica at once.
         let mut common = vec!["--save".to_string(), String::new(), "--appendonly".into(), "no".into()];
+        common.extend(["--repl-diskless-sync-delay".into(), "0".into()]);
         if let Some(pw) = &auth.redis_password {
             common.extend(["--requirepass".into(), pw.clone(), "--masterauth".into(), pw.clone()]);
         }
