@@ -34,8 +34,11 @@ _SESSION = uuid.uuid4().hex[:8]
 TIMER_S = TIMER_INTERVAL_MS / 1000
 #: How long a consumer waits for a job due now: the timer, plus a lot of room.
 DELIVERY_DEADLINE_S = 10.0
-#: Slack for "ready within the timer's bound".
-SLACK_S = 1.0
+#: Slack for "ready within the timer's bound": room for a loaded 2-core
+#: machine (a CI run at a third of the usual speed delivered 1.2-1.3 s late),
+#: still far under the 10 s sweep a job with a lost wake-up would wait for.
+#: How late the server moves is measured in bench/ (p50 3 ms), not here.
+SLACK_S = 3.0
 
 #: Jobs removed by test_remove: (consumer, topic, id, due), checked after their
 #: due time by test_removed_jobs_stay_undelivered.
