@@ -61,6 +61,8 @@ mod error;
 pub mod inspect;
 mod job;
 pub mod keys;
+#[doc(hidden)]
+pub mod numbers;
 mod ops;
 mod reliable;
 pub mod scripts;

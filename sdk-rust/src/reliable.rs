@@ -129,6 +129,7 @@ pub struct DeadLetter {
     pub attempts: u32,
     /// `"buried"` or `"max_attempts"`.
     pub reason: String,
-    /// When it died (Redis's clock).
+    /// When it died (Redis's clock); the Unix epoch when the job's
+    /// `dead_at` field holds no time (written by hand or damaged).
     pub dead_at: SystemTime,
 }

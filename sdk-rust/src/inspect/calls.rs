@@ -6,10 +6,11 @@ use super::*;
 use crate::connection::Batch;
 use crate::error::{Error, Result};
 use crate::keys::{Keys, Names};
+use crate::numbers;
 use crate::ops::Request;
 use crate::validate;
 use redis::{ScriptInvocation, Value};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 pub(crate) fn lookup(names: &Names, topic: &str, id: &str) -> Result<ScriptInvocation<'static>> {
     crate::ops::check_topic(names, topic)?;
@@ -30,10 +31,10 @@ pub(crate) fn parse_lookup(id: &str, reply: Value) -> Result<JobInfo> {
     let mut next = || f.next().unwrap_or(Ok(None));
     let state = JobState::parse(&next()?.unwrap_or_default())?;
     let topic = next()?;
-    let body_size = number(next()?)?;
-    let attempts = number(next()?)?;
-    let max_attempts = number(next()?)?;
-    let time = next()?.map(|t| seconds(&t)).transpose()?;
+    let body_size = number(next()?);
+    let attempts = number(next()?);
+    let max_attempts = number(next()?);
+    let time = next()?.and_then(|t| seconds(&t));
     let dead_reason = next()?;
     let last_error = next()?;
     Ok(JobInfo {
@@ -106,10 +107,15 @@ impl ListScan {
         let next = parts.next().unwrap_or(Ok(None))?;
         while let (Some(id), Some(time)) = (parts.next(), parts.next()) {
             let (id, time) = (id?.unwrap_or_default(), time?.unwrap_or_default());
-            self.items.push(Listed { id, time: seconds(&time)? });
+            // A score that is no time (list.lua formats deadlines) lists as
+            // the epoch rather than failing the page.
+            self.items.push(Listed { id, time: seconds(&time).unwrap_or(UNIX_EPOCH) });
         }
         self.calls += 1;
-        let next = number(next)?;
+        let next = match next {
+            Some(rank) => Some(rank.parse::<u64>().map_err(|_| Error::Protocol(format!("list: bad rank {rank:?}")))?),
+            None => None,
+        };
         match next {
             Some(rank) if self.items.len() < self.count && self.calls < CALLS_PER_PAGE => {
                 self.rank = rank;
@@ -198,10 +204,7 @@ pub(crate) fn parse_topic_numbers(topics: Vec<String>, reply: Value) -> Result<S
     };
     let counts = values
         .into_iter()
-        .map(|v| match v {
-            Value::Int(n) if n >= 0 => Ok(n as u64),
-            other => Err(bad(&other)),
-        })
+        .map(|v| numbers::count_value::<u64>(&v).value.ok_or_else(|| bad(&v)))
         .collect::<Result<Vec<u64>>>()?;
     let topics: Vec<TopicStats> = topics
         .into_iter()
@@ -229,9 +232,9 @@ pub fn parse_stats(reply: Value) -> Result<Stats> {
     let bad = |v: &dyn std::fmt::Debug| Error::Protocol(format!("stats: unexpected reply {v:?}"));
     let Value::Array(parts) = reply else { return Err(bad(&reply)) };
     let mut parts = parts.into_iter();
-    let int = |v: Option<Value>| match v {
-        Some(Value::Int(n)) if n >= 0 => Ok(n as u64),
-        other => Err(bad(&other)),
+    let int = |v: Option<Value>| {
+        let v = v.unwrap_or(Value::Nil);
+        numbers::count_value::<u64>(&v).value.ok_or_else(|| bad(&v))
     };
     let scheduled_total = int(parts.next())?;
     let reserved_total = int(parts.next())?;
@@ -271,23 +274,23 @@ fn opt_text(v: Value) -> Result<Option<String>> {
     Ok(Some(s).filter(|s| !s.is_empty()))
 }
 
-fn number(v: Option<String>) -> Result<Option<u64>> {
-    v.map(|s| s.parse::<u64>().map_err(|_| Error::Protocol(format!("expected a count, got {s:?}")))).transpose()
+/// A count a script read from a job's hash or a key's size, by the rules of
+/// [`crate::numbers`]: not a number is not known (`None`), so one damaged
+/// field does not fail the lookup.
+fn number(v: Option<String>) -> Option<u64> {
+    numbers::count_text(&v?).value
 }
 
-/// Unix seconds as a score or `"s.mmm"`, to the millisecond.
-fn seconds(s: &str) -> Result<SystemTime> {
-    let bad = || Error::Protocol(format!("expected a time in Unix seconds, got {s:?}"));
-    let secs: f64 = s.parse().map_err(|_| bad())?;
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(bad());
-    }
-    Ok(UNIX_EPOCH + Duration::from_millis((secs * 1000.0).round() as u64))
+/// Unix seconds as a score or `"s.mmm"`, to the millisecond, by the rules
+/// of [`crate::numbers`]; `None` when it is no time at all.
+fn seconds(s: &str) -> Option<SystemTime> {
+    numbers::time_text(s).value.map(numbers::Time::system_time)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn bulk(s: &str) -> Value {
         Value::BulkString(s.as_bytes().to_vec())
@@ -301,6 +304,13 @@ mod tests {
         assert_eq!(info.deadline, Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_125)));
         assert_eq!((info.due, info.dead_at, info.max_attempts), (None, None, None));
         assert_eq!(info.last_error.as_deref(), Some("Boom: x"));
+        // Fields of a damaged hash: not known, or clamped, never an error.
+        let odd = ["scheduled", "t", "abc", "99999999999999999999", "-4", "inf", "", ""].map(bulk).to_vec();
+        let info = parse_lookup("42", Value::Array(odd)).unwrap();
+        assert_eq!((info.body_size, info.attempts, info.max_attempts), (None, Some(u64::MAX), Some(0)));
+        assert_eq!(info.due, Some(UNIX_EPOCH + Duration::from_millis(253_402_300_799_999)));
+        let unreadable = ["dead", "t", "1", "1", "1", "abc", "buried", ""].map(bulk).to_vec();
+        assert_eq!(parse_lookup("42", Value::Array(unreadable)).unwrap().dead_at, None);
         let bad = Value::Array(["weird", "", "", "", "", "", "", ""].map(bulk).to_vec());
         assert!(matches!(parse_lookup("42", bad), Err(Error::Protocol(_))));
     }

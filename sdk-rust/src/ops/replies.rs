@@ -2,18 +2,24 @@
 //! letters, flags.
 
 use crate::error::{Error, Result};
+use crate::numbers;
 use crate::{DeadLetter, Reserved};
 use redis::Value;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-/// "1763750000.125" (Unix seconds, as the scripts return times).
+/// "1763750000.125" (Unix seconds, as the scripts return times), read by
+/// the rules of [`crate::numbers`]: a time before 1970 as the epoch, one
+/// after 9999 as its end; only text that is no number at all is an error.
 pub(crate) fn parse_due(s: &str) -> Result<SystemTime> {
     let bad = || Error::Protocol(format!("expected a time in Unix seconds, got {s:?}"));
-    let secs: f64 = s.parse().map_err(|_| bad())?;
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(bad());
-    }
-    Ok(UNIX_EPOCH + Duration::from_millis((secs * 1000.0).round() as u64))
+    Ok(numbers::time_text(s).value.ok_or_else(bad)?.system_time())
+}
+
+/// A time a job's hash supplied (its `dead_at`), which anyone may have
+/// written: the epoch when it is no time at all, so one damaged job does
+/// not fail a whole listing.
+pub(crate) fn lenient_time(s: &str) -> SystemTime {
+    numbers::time_text(s).or(numbers::Time::EPOCH).system_time()
 }
 
 /// `[id, topic, body]` or nil, from pop.lua / take.lua.
@@ -47,11 +53,13 @@ pub(super) fn text(v: Option<Value>) -> Result<String> {
     Ok(String::from_utf8_lossy(&bytes(v)?).into_owned())
 }
 
-pub(super) fn int<T: TryFrom<i64>>(v: Option<Value>) -> Result<T> {
-    match v {
-        Some(Value::Int(n)) => T::try_from(n).map_err(|_| Error::Protocol(format!("{n} is out of range"))),
-        other => Err(Error::Protocol(format!("expected an integer, got {other:?}"))),
-    }
+/// A count a script read from a job's hash (attempts, max_attempts), by the
+/// rules of [`crate::numbers`]: a huge one saturates, a negative one is 0,
+/// so a job with a damaged field is still handed out (a job reserved and
+/// then refused here would wait for its ttr to pass, for nothing).
+pub(super) fn int<T: numbers::Count>(v: Option<Value>) -> Result<T> {
+    let v = v.unwrap_or(Value::Nil);
+    numbers::count_value(&v).value.ok_or_else(|| Error::Protocol(format!("expected an integer, got {v:?}")))
 }
 
 /// reserve.lua's `[id, topic, body, attempts, max_attempts, receipt,
@@ -93,7 +101,7 @@ pub(crate) fn parse_dead_letters(reply: Value) -> Result<Vec<DeadLetter>> {
                 body: bytes(p.next())?,
                 attempts: int(p.next())?,
                 reason: text(p.next())?,
-                dead_at: parse_due(&text(p.next())?)?,
+                dead_at: lenient_time(&text(p.next())?),
             })
         })
         .collect()
@@ -112,5 +120,52 @@ pub(crate) fn parse_maybe_due(reply: Value) -> Result<Option<SystemTime>> {
     match reply {
         Value::Nil => Ok(None),
         other => Ok(Some(parse_due(&text(Some(other))?)?)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    /// What a damaged job hash can make the scripts answer (a field of
+    /// 20 digits comes back as the integer i64::MIN, Redis's rendering of a
+    /// number no integer holds) is read, never refused or panicked on.
+    #[test]
+    fn hostile_numbers_in_replies_are_read_within_range() {
+        let reserved = |attempts: Value, max: Value, deadline: &str| {
+            let reply = Value::Array(vec![bulk("1"), bulk("t"), bulk("b"), attempts, max, bulk("7"), bulk(deadline)]);
+            parse_reserved(reply).expect("read").expect("a job")
+        };
+        let job = reserved(Value::Int(i64::MIN), Value::Int(-3), "inf");
+        assert_eq!((job.attempts, job.max_attempts), (u32::MAX, 0));
+        assert_eq!(job.deadline, UNIX_EPOCH + Duration::from_millis(253_402_300_799_999));
+        let job = reserved(Value::Int(1 << 40), Value::Int(25), "-1");
+        assert_eq!((job.attempts, job.deadline), (u32::MAX, UNIX_EPOCH));
+        assert!(parse_reserved(Value::Array(vec![bulk("1"); 7])).is_ok(), "counts as text");
+        let bad_deadline =
+            Value::Array(vec![bulk("1"), bulk("t"), bulk("b"), Value::Int(1), Value::Int(1), bulk("7"), bulk("abc")]);
+        assert!(matches!(parse_reserved(bad_deadline), Err(Error::Protocol(_))));
+
+        let letter = |attempts: Value, dead_at: &str| {
+            Value::Array(vec![bulk("1"), bulk("t"), bulk("b"), attempts, bulk("buried"), bulk(dead_at)])
+        };
+        let letters = parse_dead_letters(Value::Array(vec![
+            letter(Value::Int(i64::MIN), "abc"),
+            letter(Value::Int(2), ""),
+            letter(Value::Int(-1), "1e300"),
+        ]))
+        .expect("every letter read");
+        assert_eq!(letters.iter().map(|d| d.attempts).collect::<Vec<_>>(), [u32::MAX, 2, 0]);
+        assert_eq!((letters[0].dead_at, letters[1].dead_at), (UNIX_EPOCH, UNIX_EPOCH));
+        assert_eq!(letters[2].dead_at, UNIX_EPOCH + Duration::from_millis(253_402_300_799_999));
+        for due in ["nan", "inf", "-inf", "1e20", "18446744073709551616"] {
+            let _ = parse_maybe_due(bulk(due));
+        }
+        assert!(parse_maybe_due(bulk("nan")).is_err());
     }
 }
