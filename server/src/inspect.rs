@@ -7,6 +7,7 @@
 use crate::fatal::Fatal;
 use delayer::conf::RedisSettings;
 use delayer::connection::{Batch, Conn};
+use delayer::numbers;
 use delayer::Names;
 use redis::Commands;
 use serde_json::json;
@@ -106,6 +107,12 @@ fn redis_now(conn: &mut Conn) -> redis::RedisResult<f64> {
     Ok(secs as f64 + micros as f64 / 1e6)
 }
 
+/// A pool's earliest score, read within 1970..9999 (`delayer::numbers`):
+/// `-inf` is due now, `inf` the end of 9999.
+fn first_due(head: &[(String, f64)]) -> Option<f64> {
+    head.first().and_then(|(_, score)| numbers::time_secs(*score).value).map(numbers::Time::secs)
+}
+
 /// Reads the queue's counters; the per-topic ones come from `topics`
 /// (stats.lua through the SDK: no SCAN of the keyspace, however large).
 /// In the per-topic layout each topic's keys are read (one pipeline).
@@ -118,7 +125,7 @@ pub fn stats(conn: &mut Conn, names: &Names, topics: &delayer::inspect::Stats) -
             let first: Vec<(String, f64)> = conn.zrange_withscores(keys.job_pool(), 0, 0)?;
             (
                 conn.zcard(keys.job_pool())?,
-                first.first().map(|(_, s)| *s),
+                first_due(&first),
                 conn.llen(keys.malformed())?,
                 conn.zcard(keys.reserved())?,
                 conn.zcount(keys.reserved(), "-inf", overdue_ms)?,
@@ -134,7 +141,7 @@ pub fn stats(conn: &mut Conn, names: &Names, topics: &delayer::inspect::Stats) -
             }
             let per_topic: Vec<(Vec<(String, f64)>, u64, u64)> =
                 if topics.topics.is_empty() { Vec::new() } else { pipe.query(conn)? };
-            let next_due = per_topic.iter().filter_map(|(first, _, _)| first.first().map(|(_, s)| *s)).reduce(f64::min);
+            let next_due = per_topic.iter().filter_map(|(first, _, _)| first_due(first)).reduce(f64::min);
             (
                 topics.scheduled_total,
                 next_due,
@@ -258,8 +265,11 @@ fn preview(body: &[u8]) -> String {
     }
 }
 
+/// A time for people, to the millisecond. Read within 1970..9999 first
+/// (`delayer::numbers`): the formatter fails on later years, and a score
+/// of `inf` must print, not panic.
 pub(crate) fn rfc3339(unix: f64) -> String {
-    let t = std::time::UNIX_EPOCH + Duration::from_millis((unix.max(0.0) * 1000.0) as u64);
+    let t = numbers::time_secs(unix).or(numbers::Time::EPOCH).system_time();
     humantime::format_rfc3339_millis(t).to_string()
 }
 

@@ -7,7 +7,7 @@
 //! (`config`), failures and their exit codes (`fatal`), starting and
 //! stopping the server (`server`) and the signals it obeys (`signals`),
 //! detaching (`daemon`),
-//! logging (`logging`), the pid file (`pidfile`), refused credentials
+//! logging (`logging`) and panics (`panics`), the pid file (`pidfile`), refused credentials
 //! (`credentials`), the Lua scripts (`scripts`), one tick of moving
 //! (`mover`), the timer around it (`timer`) and what wakes it (`wake`),
 //! metrics (`telemetry`), and the operator commands (`commands`) with their
@@ -28,7 +28,9 @@ mod jobview;
 mod logging;
 mod migrate;
 mod mover;
+mod oddities;
 mod other_layout;
+mod panics;
 mod pidfile;
 mod scripts;
 mod server;

@@ -14,6 +14,7 @@
 //! every client uses the new one).
 
 use delayer::connection::Conn as Connection;
+use delayer::numbers;
 use delayer::{Keys, TopicKeys};
 use redis::{Commands, RedisResult, Script, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -191,8 +192,11 @@ fn zscan_batches(
 fn index(conn: &mut Connection, topic_keys: &TopicKeys, topic: &str) -> RedisResult<()> {
     let pool: Vec<(String, f64)> = conn.zrange_withscores(topic_keys.pool(topic), 0, 0)?;
     let reserved: Vec<(String, f64)> = conn.zrange_withscores(topic_keys.reserved(topic), 0, 0)?;
-    let first =
-        pool.first().map(|(_, s)| *s).into_iter().chain(reserved.first().map(|(_, ms)| *ms / 1000.0)).reduce(f64::min);
+    // Scores read within 1970..9999 (`delayer::numbers`): an `inf` score
+    // is indexed as the end of 9999, never published as `inf`.
+    let due = pool.first().and_then(|(_, s)| numbers::time_secs(*s).value);
+    let deadline = reserved.first().and_then(|(_, ms)| numbers::time_millis(*ms).value);
+    let first = due.into_iter().chain(deadline).map(numbers::Time::secs).reduce(f64::min);
     let mut pipe = redis::pipe();
     pipe.sadd(topic_keys.topics(), topic).ignore();
     if let Some(first) = first {

@@ -11,8 +11,14 @@
 //! answers NOSCRIPT (after a restart or SCRIPT FLUSH): by `redis::Script`
 //! for a single call, by [`eval_each`] for the per-topic layout's calls,
 //! which go many to a round trip.
+//!
+//! Replies are read as untrusted: every time in them passes
+//! `delayer::numbers` (so it is finite and within 1970..9999) and an odd
+//! one is said once per key ([`crate::oddities`]).
 
+use crate::oddities;
 use delayer::connection::{Batch, Conn};
+use delayer::numbers::{self, Odd, Read, Time};
 use delayer::{Keys, TopicKeys};
 use redis::{Cmd, Script, Value};
 use std::sync::LazyLock;
@@ -59,7 +65,7 @@ pub fn expire_batch(conn: &mut Conn, keys: &Keys, batch_size: u32) -> redis::Red
         .arg("expired")
         .arg(batch_size)
         .invoke(conn)?;
-    parse_expire(value).map_err(|m| bad_reply("release.lua reply", m))
+    parse_expire(value, &keys.reserved()).map_err(|m| bad_reply("release.lua reply", m))
 }
 
 /// The call that ends at most `batch_size` of one topic's reservations whose
@@ -74,9 +80,10 @@ pub fn expire_topic_call(keys: &TopicKeys, topic: &str, batch_size: u32) -> Cmd 
     call
 }
 
-/// release.lua's "expired" reply.
-pub fn read_expire(value: Value) -> redis::RedisResult<ExpireReply> {
-    parse_expire(value).map_err(|m| bad_reply("release.lua reply", m))
+/// release.lua's "expired" reply (`reserved`: the key its deadlines are
+/// from, named if one is odd).
+pub fn read_expire(value: Value, reserved: &str) -> redis::RedisResult<ExpireReply> {
+    parse_expire(value, reserved).map_err(|m| bad_reply("release.lua reply", m))
 }
 
 /// `EVALSHA <sha> <numkeys> <keys...>` of `script`; the caller adds ARGV.
@@ -122,7 +129,7 @@ fn bad_reply(what: &'static str, detail: String) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what, detail))
 }
 
-fn parse_expire(value: Value) -> Result<ExpireReply, String> {
+fn parse_expire(value: Value, reserved: &str) -> Result<ExpireReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
     let [taken, retried, dead, dropped, malformed, next_deadline, now]: [Value; 7] =
         items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 7", v.len()))?;
@@ -132,8 +139,8 @@ fn parse_expire(value: Value) -> Result<ExpireReply, String> {
         dead: int(dead)?,
         dropped: int(dropped)?,
         malformed: strings(malformed)?,
-        next_deadline: score(next_deadline)?,
-        now: score(now)?.ok_or("empty clock")?,
+        next_deadline: next_time(next_deadline, reserved, "the earliest reservation deadline")?,
+        now: clock(now)?,
     })
 }
 
@@ -181,15 +188,26 @@ pub fn move_batch(conn: &mut Conn, keys: &Keys, batch_size: u32, lateness: bool)
         .arg(batch_size)
         .arg(if lateness { "1" } else { "0" })
         .invoke(conn)?;
-    parse(value).map_err(|m| bad_reply("move.lua reply", m))
+    parse(value, &keys.job_pool()).map_err(|m| bad_reply("move.lua reply", m))
 }
 
-fn parse(value: Value) -> Result<MoveReply, String> {
+/// move.lua's reply; `pool` is the key its due times are from.
+fn parse(value: Value, pool: &str) -> Result<MoveReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
     let [taken, orphans, malformed, per_topic, next_due, now, oldest_due, pool_size, lateness]: [Value; 9] =
         items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 9", v.len()))?;
     let lateness_ms = match lateness {
-        Value::Array(items) => items.into_iter().map(int).collect::<Result<_, _>>()?,
+        // A due time of -inf makes a lateness no integer holds (Redis
+        // answers i64::MIN): that job's lateness is not known, and left out.
+        Value::Array(items) => items
+            .iter()
+            .filter_map(|v| {
+                let read = numbers::count_value::<u64>(v);
+                let odd = read.odd.is_some();
+                oddities::checked(read, "a moved job's lateness (ms)", || (pool.into(), format!("{v:?}")))
+                    .filter(|_| !odd)
+            })
+            .collect(),
         other => return Err(format!("expected a list of lateness, got {other:?}")),
     };
     let per_topic = strings(per_topic)?;
@@ -203,9 +221,9 @@ fn parse(value: Value) -> Result<MoveReply, String> {
         orphans: int(orphans)?,
         malformed: strings(malformed)?,
         per_topic: pairs,
-        next_due: score(next_due)?,
-        now: score(now)?.ok_or("empty clock")?,
-        oldest_due: score(oldest_due)?,
+        next_due: next_time(next_due, pool, "the earliest due time")?,
+        now: clock(now)?,
+        oldest_due: next_time(oldest_due, pool, "the due time of a moved job")?,
         pool_size: int(pool_size)?,
         lateness_ms,
     })
@@ -224,17 +242,19 @@ pub fn move_topic_call(keys: &TopicKeys, topic: &str, batch_size: u32) -> Cmd {
 /// `lateness`, per-job lateness is spread evenly from the batch's oldest to
 /// its newest due time (ids leave in due order): the script reads two
 /// scores, not one per job.
-pub fn read_move_topic(topic: &str, value: Value, lateness: bool) -> redis::RedisResult<MoveReply> {
-    parse_topic(topic, value, lateness).map_err(|m| bad_reply("move_topic.lua reply", m))
+/// `pool` is the topic's pool, the key its due times are from.
+pub fn read_move_topic(topic: &str, pool: &str, value: Value, lateness: bool) -> redis::RedisResult<MoveReply> {
+    parse_topic(topic, pool, value, lateness).map_err(|m| bad_reply("move_topic.lua reply", m))
 }
 
 /// move_topic.lua's `{taken, next_due, now, oldest_due, newest_due, pool_size}`.
-fn parse_topic(topic: &str, value: Value, lateness: bool) -> Result<MoveReply, String> {
+fn parse_topic(topic: &str, pool: &str, value: Value, lateness: bool) -> Result<MoveReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
     let [taken, next_due, now, oldest, newest, pool_size]: [Value; 6] =
         items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 6", v.len()))?;
-    let (taken, now) = (int(taken)?, score(now)?.ok_or("empty clock")?);
-    let (oldest_due, newest_due) = (score(oldest)?, score(newest)?);
+    let (taken, now) = (int(taken)?, clock(now)?);
+    let what = "the due time of a moved job";
+    let (oldest_due, newest_due) = (next_time(oldest, pool, what)?, next_time(newest, pool, what)?);
     let lateness_ms = match (lateness, oldest_due, newest_due) {
         (true, Some(first), Some(last)) if taken > 0 => {
             let ms = |due: f64| ((now - due) * 1000.0).max(0.0);
@@ -249,10 +269,10 @@ fn parse_topic(topic: &str, value: Value, lateness: bool) -> Result<MoveReply, S
         orphans: 0,
         malformed: Vec::new(),
         per_topic: if taken > 0 { vec![(topic.to_string(), taken)] } else { Vec::new() },
-        next_due: score(next_due)?,
         now,
         oldest_due,
         pool_size: int(pool_size)?,
+        next_due: next_time(next_due, pool, "the earliest due time")?,
         lateness_ms,
     })
 }
@@ -280,10 +300,37 @@ fn strings(v: Value) -> Result<Vec<String>, String> {
     }
 }
 
-fn score(v: Value) -> Result<Option<f64>, String> {
+/// A time a script answered ("" for none: an empty pool, no deadline), as
+/// Unix seconds within 1970..9999 (`delayer::numbers`). An odd one is said
+/// once for `key`: a time after 9999 reads as the end of 9999 (it waits);
+/// one that is no time, or before 1970, reads as none, so the timer looks
+/// again within timer_interval rather than ticking without pause (the
+/// tick just moved whatever was due, so an early time is a misformatted
+/// one: release.lua renders an `inf` deadline as `-9223372036854775808.…`).
+fn next_time(v: Value, key: &str, what: &str) -> Result<Option<f64>, String> {
     let s = text(v)?;
     if s.is_empty() {
         return Ok(None);
     }
-    s.parse().map(Some).map_err(|_| format!("bad score {s:?}"))
+    let read = numbers::time_text(&s);
+    match read.odd {
+        None => Ok(read.value.map(Time::secs)),
+        Some(Odd::Late) => {
+            oddities::report(key, what, &s, "is after year 9999: waiting timer_interval at most");
+            Ok(Some(Time::LATEST.secs()))
+        }
+        Some(_) => {
+            oddities::report(key, what, &s, "is no time within 1970..9999: looking again within timer_interval");
+            Ok(None)
+        }
+    }
+}
+
+/// Redis's clock in a reply (`TIME`, "s.uuuuuu"): a time there must be.
+fn clock(v: Value) -> Result<f64, String> {
+    let s = text(v)?;
+    match numbers::time_text(&s) {
+        Read { value: Some(now), odd: None } => Ok(now.secs()),
+        _ => Err(format!("bad clock {s:?}")),
+    }
 }

@@ -11,7 +11,7 @@ use crate::daemon::{self, Launcher};
 use crate::fatal::Fatal;
 use crate::pidfile::PidFile;
 use crate::signals::Signals;
-use crate::{config, credentials, http, logging, mover, telemetry, timer, topic_mover, wake};
+use crate::{config, credentials, http, logging, mover, panics, telemetry, timer, topic_mover, wake};
 use delayer::connection::Manager;
 use delayer::target::Target;
 use delayer::{Keys, Layout, Names, TopicKeys};
@@ -26,6 +26,7 @@ pub fn run(configuration: Option<&Path>, daemon: bool) -> Result<(), Fatal> {
     let config = Config::load(&config::locate(configuration)?)?;
     let mut pid_file = config.pid.as_deref().map(PidFile::lock).transpose()?;
     let log_files = logging::init(&config)?;
+    panics::install();
     // Delayer 1.x keys we let through unused: said, not silently dropped.
     config.ignored.iter().for_each(|ignored| warn!("{ignored}"));
     // In sentinel mode the target asks the sentinels at every connection,

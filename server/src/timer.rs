@@ -81,9 +81,13 @@ impl Clock {
         report.now_seen_at.map(|at| Clock { redis_now: report.now, at })
     }
 
-    /// The instant here at which Redis's clock reads `due` (plus the margin).
-    fn instant_of(&self, due: f64) -> Instant {
-        self.at + Duration::from_secs_f64((due - self.redis_now).max(0.0)) + MARGIN
+    /// The instant here at which Redis's clock reads `due` (plus the
+    /// margin), or `limit` when that comes first. `due` was read within
+    /// 1970..9999 (`delayer::numbers`), but whatever it holds (a year 9999,
+    /// `inf`, NaN) this never overflows: the result is at most `limit`.
+    fn instant_of(&self, due: f64, limit: Instant) -> Instant {
+        let ahead = Duration::try_from_secs_f64((due - self.redis_now).max(0.0)).unwrap_or(Duration::MAX);
+        self.at.checked_add(ahead).and_then(|t| t.checked_add(MARGIN)).map_or(limit, |t| t.min(limit))
     }
 }
 
@@ -104,6 +108,7 @@ pub async fn run(
             if let Some(t) = not_before {
                 std::thread::sleep(t.saturating_duration_since(Instant::now()));
             }
+            crate::panics::test_trigger("tick");
             m.tick(s.flag())
         })
         .await;
@@ -120,9 +125,10 @@ pub async fn run(
                 backoff = BACKOFF_MIN;
                 quick_retries = 0;
                 let clock = Clock::from_report(&report);
+                let limit = Instant::now() + interval;
                 let wake_at = match (clock, next_due(&report)) {
-                    (Some(clock), Some(due)) => clock.instant_of(due).min(Instant::now() + interval),
-                    _ => Instant::now() + interval,
+                    (Some(clock), Some(due)) => clock.instant_of(due, limit),
+                    _ => limit,
                 };
                 (wake_at, clock)
             }
@@ -167,12 +173,26 @@ pub async fn run(
                 }
                 _ = stop.notify.notified() => break,
                 wake = recv(&mut wakes) => match wake {
-                    // (Re)subscribed: Redis is there, and what was published
-                    // meanwhile is unknown. Look now.
-                    Some(Wake::Now) => break,
-                    Some(Wake::At(due)) => {
-                        if let Some(clock) = clock {
-                            wake_at = wake_at.min(clock.instant_of(due));
+                    Some(first) => {
+                        // Every message waiting counts as one: a burst of
+                        // wake-ups costs one tick, not one each.
+                        let mut next = Some(first);
+                        let mut now = false;
+                        while let Some(wake) = next {
+                            match wake {
+                                // (Re)subscribed: Redis is there, and what was
+                                // published meanwhile is unknown. Look now.
+                                Wake::Now => now = true,
+                                Wake::At(due) => {
+                                    if let Some(clock) = clock {
+                                        wake_at = clock.instant_of(due, wake_at);
+                                    }
+                                }
+                            }
+                            next = wakes.as_mut().and_then(|rx| rx.try_recv().ok());
+                        }
+                        if now {
+                            break;
                         }
                     }
                     None => wakes = None,
@@ -220,11 +240,27 @@ mod tests {
     #[test]
     fn due_times_map_onto_this_machines_clock_never_early() {
         let at = Instant::now();
+        let limit = at + Duration::from_secs(10);
         let clock = Clock { redis_now: 1_000.000_25, at };
-        assert_eq!(clock.instant_of(1_000.250_25), at + Duration::from_millis(250) + MARGIN);
+        assert_eq!(clock.instant_of(1_000.250_25, limit), at + Duration::from_millis(250) + MARGIN);
         // Already due: at once (plus the margin), not in the past.
-        assert_eq!(clock.instant_of(999.0), at + MARGIN);
-        let d = clock.instant_of(1000.001) - at;
+        assert_eq!(clock.instant_of(999.0, limit), at + MARGIN);
+        let d = clock.instant_of(1000.001, limit) - at;
         assert!(d >= Duration::from_micros(750) && d < Duration::from_micros(850), "{d:?}");
+    }
+
+    /// What Redis may hold (a score of `inf`, `1e300`, year 9999) never
+    /// overflows: a time beyond the limit waits for the limit.
+    #[test]
+    fn any_due_time_maps_within_the_limit() {
+        let at = Instant::now();
+        let limit = at + Duration::from_secs(1);
+        let clock = Clock { redis_now: 1_763_750_000.0, at };
+        for due in [f64::INFINITY, 1e20, 1e300, f64::MAX, delayer::numbers::LATEST_SECS] {
+            assert_eq!(clock.instant_of(due, limit), limit, "{due}");
+        }
+        for due in [f64::NEG_INFINITY, -1.0, f64::NAN] {
+            assert_eq!(clock.instant_of(due, limit), at + MARGIN, "{due}");
+        }
     }
 }

@@ -16,10 +16,12 @@
 //! ([`RESCAN_EVERY`]). Idle topics cost nothing between sweeps.
 
 use crate::mover::{log_expired, Link, Tick, TickError, TickReport};
+use crate::oddities;
 use crate::other_layout::OtherLayout;
 use crate::scripts;
 use crate::telemetry;
 use delayer::connection::{Batch, Conn, Manager};
+use delayer::numbers::{self, Time};
 use delayer::TopicKeys;
 use log::{info, warn};
 use redis::{Cmd, RedisError, RedisResult, Script, Value};
@@ -115,6 +117,7 @@ impl TopicMover {
             read.add(redis::cmd("TIME")).add(redis::Cmd::zrange_withscores(self.keys.due(), 0, DUE_PER_READ - 1));
             let ((secs, micros), head): ((u64, u64), Vec<(String, f64)>) = read.query(conn).map_err(failed)?;
             report.now = secs as f64 + micros as f64 / 1e6;
+            let head = self.index_times(head);
             report.now_seen_at = Some(Instant::now());
             let due: Vec<String> = head.iter().filter(|(_, at)| *at <= report.now).map(|(t, _)| t.clone()).collect();
             report.next_due = head.iter().find(|(_, at)| *at > report.now).map(|(_, at)| *at);
@@ -146,8 +149,8 @@ impl TopicMover {
             topics,
             stop,
             |topic| scripts::expire_topic_call(&self.keys, topic, self.batch_size),
-            |_, value, _| {
-                let reply = scripts::read_expire(value)?;
+            |topic, value, _| {
+                let reply = scripts::read_expire(value, &self.keys.reserved(topic))?;
                 telemetry::expired(&reply);
                 report.batches += 1;
                 report.retried += reply.retried;
@@ -166,7 +169,7 @@ impl TopicMover {
             stop,
             |topic| scripts::move_topic_call(&self.keys, topic, self.batch_size),
             |topic, value, took| {
-                let reply = scripts::read_move_topic(topic, value, self.lateness)?;
+                let reply = scripts::read_move_topic(topic, &self.keys.pool(topic), value, self.lateness)?;
                 telemetry::batch(&reply, took);
                 report.batches += 1;
                 report.moved += reply.taken;
@@ -210,7 +213,7 @@ impl TopicMover {
         let mut lower = Batch::new();
         for ((topic, at), pair) in next.iter().zip(heads.chunks(2)) {
             let [pool_head, reserved_head] = pair else { break };
-            if let Some(first) = head_time(pool_head, reserved_head) {
+            if let Some(first) = self.head_time(topic, pool_head, reserved_head) {
                 if at.is_none_or(|at| first < at) {
                     lower.add_ignored(redis::cmd("ZADD").arg(&due).arg("LT").arg(first).arg(*topic).clone());
                 }
@@ -271,6 +274,34 @@ impl TopicMover {
         Ok(())
     }
 
+    /// The index entries' times, read into 1970..9999 (`delayer::numbers`),
+    /// each odd one said once: `-inf` reads as due now (the topic is
+    /// drained, and its entry written anew), `inf` as the end of 9999.
+    fn index_times(&self, head: Vec<(String, f64)>) -> Vec<(String, f64)> {
+        let due = self.keys.due();
+        let whence = |topic: &str, at: f64| (format!("{due} (member {topic:?})"), at.to_string());
+        head.into_iter()
+            .filter_map(|(topic, at)| {
+                let time = oddities::checked(numbers::time_secs(at), "the index time", || whence(&topic, at))?;
+                Some((topic, time.secs()))
+            })
+            .collect()
+    }
+
+    /// A topic's index time from its pool head (due time, seconds) and
+    /// reserved head (deadline, Unix ms), each read into 1970..9999.
+    fn head_time(&self, topic: &str, pool_head: &[(String, f64)], reserved_head: &[(String, f64)]) -> Option<f64> {
+        let due = pool_head.first().and_then(|(_, due)| {
+            let whence = || (self.keys.pool(topic), due.to_string());
+            oddities::checked(numbers::time_secs(*due), "the earliest due time", whence)
+        });
+        let deadline = reserved_head.first().and_then(|(_, ms)| {
+            let whence = || (self.keys.reserved(topic), ms.to_string());
+            oddities::checked(numbers::time_millis(*ms), "the earliest deadline (Unix ms)", whence)
+        });
+        earlier(due.map(Time::secs), deadline.map(Time::secs))
+    }
+
     /// Adds the reads of a topic's pool head and reserved head to `batch`
     /// (read them with [`head_time`]).
     fn read_head(&self, batch: &mut Batch, topic: &str) {
@@ -301,7 +332,7 @@ impl TopicMover {
                 }
                 (Err(e), _) | (_, Err(e)) => return Err(e.clone()),
             };
-            if let Some(first) = head_time(pool_head, reserved_head) {
+            if let Some(first) = self.head_time(topic, pool_head, reserved_head) {
                 write.add_ignored(redis::cmd("ZADD").arg(self.keys.due()).arg("LT").arg(first).arg(topic).clone());
                 any = true;
             }
@@ -396,12 +427,6 @@ fn earlier(a: Option<f64>, b: Option<f64>) -> Option<f64> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
-}
-
-/// A topic's index time from its pool head (due time, seconds) and reserved
-/// head (deadline, Unix ms).
-fn head_time(pool_head: &[(String, f64)], reserved_head: &[(String, f64)]) -> Option<f64> {
-    earlier(pool_head.first().map(|(_, due)| *due), reserved_head.first().map(|(_, ms)| *ms / 1000.0))
 }
 
 /// Whether Redis refused a topic's keys themselves (a key of the wrong type),

@@ -8,9 +8,12 @@
 //! disconnected are lost, so after every (re)subscription it asks for a tick
 //! at once: a lost wake-up can make a job at most `timer_interval` late,
 //! never lose it. Writers that do not publish (Delayer 1.x clients) get that
-//! same bound.
+//! same bound. A message that is not a due time within range is ignored
+//! (see [`due_time`]).
 
+use crate::oddities;
 use crate::timer::{Stop, BACKOFF_MAX, BACKOFF_MIN};
+use delayer::numbers;
 use delayer::target::Target;
 use log::{debug, info, warn};
 use std::sync::Arc;
@@ -70,6 +73,22 @@ fn run(client: &Target, channel: &str, connect_timeout: Duration, stop: &Stop, t
     }
 }
 
+/// The due time a wake-up message carries, if it carries one the server
+/// can use. Writers publish Redis's own due times, always within range, so
+/// anything else (not a number, `inf`, a negative or a year past 9999:
+/// someone else publishing, or junk) is ignored, said once: it must not make
+/// the server tick, or a flood of junk would keep the mover busy. A job
+/// whose wake-up was lost is still moved within timer_interval.
+fn due_time(channel: &str, payload: &[u8]) -> Option<f64> {
+    let text = String::from_utf8_lossy(payload);
+    let read = numbers::time_text(&text);
+    if read.odd.is_some() {
+        oddities::report(channel, "a wake-up message", &text, "is not a due time within 1970..9999: ignored");
+        return None;
+    }
+    read.value.map(numbers::Time::secs)
+}
+
 enum Ended {
     ReceiverGone,
     /// Connection lost or not to be had: try again soon.
@@ -99,6 +118,7 @@ fn subscribe_and_forward(
         return if e.code() == Some("NOPERM") { Ended::Refused(e) } else { Ended::Lost(e) };
     }
     info!("listening for wake-ups on {channel}");
+    crate::panics::test_trigger("wake");
     if tx.send(Wake::Now).is_err() {
         return Ended::ReceiverGone;
     }
@@ -107,10 +127,8 @@ fn subscribe_and_forward(
             Ok(msg) => msg,
             Err(e) => return Ended::Lost(e),
         };
-        // A payload that is not a time (someone else publishing) still means
-        // "look now": cheaper than being late.
-        let wake = msg.get_payload::<String>().ok().and_then(|s| s.parse::<f64>().ok()).map_or(Wake::Now, Wake::At);
-        if tx.send(wake).is_err() {
+        let Some(due) = due_time(channel, msg.get_payload_bytes()) else { continue };
+        if tx.send(Wake::At(due)).is_err() {
             return Ended::ReceiverGone;
         }
     }

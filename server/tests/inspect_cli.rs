@@ -7,7 +7,7 @@ use delayer::{Delayer, Job, Layout};
 use redis::Commands;
 use std::process::{Command, Output};
 use std::time::Duration;
-use testkit::{server_conf, RedisServer};
+use testkit::{scrape_metrics as scrape, server_conf, RedisServer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
 const MOVE: &str = include_str!("../../lua/move.lua");
@@ -150,16 +150,6 @@ fn stats_shows_per_topic_numbers() {
     );
     let t = text(&run(&redis, &["stats"]));
     assert!(t.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["mail", "4", "0", "0", "0"]), "{t}");
-}
-
-/// GET /metrics.
-fn scrape(port: u16) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).ok()?;
-    Some(body)
 }
 
 #[test]

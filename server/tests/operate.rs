@@ -5,7 +5,7 @@ use delayer::{Delayer, Job};
 use redis::Commands;
 use std::process::{Command, Output};
 use std::time::Duration;
-use testkit::{server_conf, RedisServer};
+use testkit::{metric as sample, scrape_metrics as scrape, server_conf, RedisServer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
 
@@ -127,22 +127,6 @@ fn sighup_reopens_the_log_files_for_logrotate() {
         .is_ok_and(|s| s.contains("moved 1"))));
     let old = std::fs::read_to_string(&rotated).expect("rotated file");
     assert!(!old.contains("moved 1"), "wrote to the rotated file after SIGHUP");
-}
-
-/// GET http://127.0.0.1:<port>/metrics, the body.
-fn scrape(port: u16) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.").then(|| body.to_string())
-}
-
-/// The value of the sample whose name and labels are exactly `series`.
-fn sample(metrics: &str, series: &str) -> Option<f64> {
-    metrics.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 #[test]

@@ -195,6 +195,24 @@ impl RedisServer {
         self.spawn();
     }
 
+    /// Stops the server with SIGSTOP: it holds its connections open and
+    /// answers nothing (a stalled Redis) until [`RedisServer::resume`].
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, name: &str) {
+        if let Some(child) = &self.child {
+            let status = Command::new("kill").arg(format!("-{name}")).arg(child.id().to_string()).status();
+            assert!(status.is_ok_and(|s| s.success()), "kill -{name} redis-server");
+        }
+    }
+
     /// Kills the server with SIGKILL and leaves it down (a failover test's
     /// dead master).
     pub fn kill(&mut self) {
@@ -236,6 +254,11 @@ impl DelayerProcess {
     /// Writes `conf` to a fresh directory as `delayer.conf` and starts
     /// `bin -c <that file>` there, with stdout/stderr captured to files.
     pub fn start(bin: &str, conf: &str) -> Self {
+        Self::start_with_env(bin, conf, &[])
+    }
+
+    /// As [`DelayerProcess::start`], with extra environment variables.
+    pub fn start_with_env(bin: &str, conf: &str, env: &[(&str, &str)]) -> Self {
         let dir = temp_dir("server");
         let conf_path = dir.join("delayer.conf");
         fs::write(&conf_path, conf).expect("write delayer.conf");
@@ -245,6 +268,7 @@ impl DelayerProcess {
             .arg("-c")
             .arg(&conf_path)
             .current_dir(&dir)
+            .envs(env.iter().copied())
             .stdout(stdout)
             .stderr(stderr)
             .spawn()
@@ -338,4 +362,22 @@ pub fn delayer_1x_push(conn: &mut redis::Connection, id: &str, topic: &str, body
         .query(conn)
         .expect("Delayer 1.x push");
     now + delay_secs
+}
+
+/// GET `http://127.0.0.1:<port>/metrics`: the body, once the server answers.
+pub fn scrape_metrics(port: u16) -> Option<String> {
+    use std::io::Read;
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.").then(|| body.to_string())
+}
+
+/// The value of the sample whose name and labels are exactly `series`, in
+/// a scraped body.
+pub fn metric(body: &str, series: &str) -> Option<f64> {
+    body.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
 }

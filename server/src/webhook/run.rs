@@ -13,7 +13,7 @@ use super::deliver::{Failure, Sender};
 use crate::config::{self, Config};
 use crate::fatal::Fatal;
 use crate::signals::Signals;
-use crate::{logging, server};
+use crate::{logging, panics, server};
 use delayer::conf::ConfFile;
 use delayer::worker::aio::{Task, Worker};
 use delayer::worker::{Event, Stopper};
@@ -35,6 +35,7 @@ pub fn run(configuration: Option<&Path>) -> Result<(), Fatal> {
     let config = Config::from_file(&file)?;
     let hooks = hooks(&file)?;
     let log_files = logging::init(&config)?;
+    panics::install();
     config.ignored.iter().for_each(|ignored| warn!("{ignored}"));
     // The server's target: in sentinel mode deliveries follow a failover.
     let target = config
@@ -124,6 +125,7 @@ fn worker(hook: Hook, delayer: delayer::aio::Delayer, sender: Sender, grace: Dur
                 if stopper.is_stopped() {
                     return Err(Failure::Stopping);
                 }
+                panics::test_trigger("webhook");
                 sender.deliver(&hook, &task.id, &task.body, task.attempts).await
             }
         })
