@@ -58,6 +58,8 @@ pub mod conf;
 pub mod connection;
 pub mod durable;
 mod error;
+#[doc(hidden)]
+pub mod eviction;
 pub mod inspect;
 mod job;
 pub mod keys;

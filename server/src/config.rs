@@ -42,6 +42,9 @@ pub struct Config {
     /// `[delayer] layout`: classic (1.x's keys) or per topic.
     pub layout: delayer::Layout,
     pub redis: RedisSettings,
+    /// `[redis] require_noeviction`: refuse to start unless Redis's
+    /// maxmemory-policy is `noeviction`.
+    pub require_noeviction: bool,
     pub pool: PoolOptions,
     /// Where to serve Prometheus metrics (`None`: nowhere).
     pub metrics_addr: Option<SocketAddr>,
@@ -141,11 +144,21 @@ impl Config {
             key_prefix: conf::key_prefix(file),
             layout,
             redis,
+            require_noeviction: yes_no(file, "redis", "require_noeviction")?,
             pool,
             metrics_addr: file.parse_value("delayer", "metrics_addr", "an address such as 127.0.0.1:9464")?,
             http,
             ignored,
         })
+    }
+}
+
+/// A yes/no key (`yes`, `true`, `1`; `no`, `false`, `0`), no when absent.
+pub fn yes_no(file: &ConfFile, section: &str, key: &str) -> Result<bool, ConfError> {
+    match file.get(section, key).unwrap_or("") {
+        "" | "no" | "false" | "0" => Ok(false),
+        "yes" | "true" | "1" => Ok(true),
+        other => Err(file.error(Some(section), Some(key), format!("{other:?} is not yes or no"))),
     }
 }
 
@@ -239,6 +252,15 @@ mod tests {
         )
         .expect("a 1.0.x layout with a Windows pid path");
         assert!(windows.ignored.is_empty());
+    }
+
+    #[test]
+    fn require_noeviction_is_yes_or_no() {
+        assert!(!parse("[redis]\nhost = h\n").expect("valid").require_noeviction);
+        assert!(parse("[redis]\nrequire_noeviction = yes\n").expect("valid").require_noeviction);
+        assert!(parse("[redis]\nrequire_noeviction = true\n").expect("valid").require_noeviction);
+        let e = parse("[redis]\nrequire_noeviction = maybe\n").expect_err("not yes or no");
+        assert_eq!((e.key.as_deref(), e.line), (Some("require_noeviction"), Some(2)));
     }
 
     #[test]

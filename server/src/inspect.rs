@@ -7,8 +7,8 @@
 use crate::fatal::Fatal;
 use delayer::conf::RedisSettings;
 use delayer::connection::{Batch, Conn};
-use delayer::numbers;
 use delayer::Names;
+use delayer::{eviction, numbers};
 use redis::Commands;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -34,6 +34,8 @@ pub struct Stats {
     pub reserved_overdue: u64,
     /// Dead letters per topic (non-empty lists of known topics only).
     pub dead: BTreeMap<String, u64>,
+    /// Redis's maxmemory-policy (`None` when it cannot be read).
+    pub maxmemory_policy: Option<String>,
 }
 
 impl Stats {
@@ -54,6 +56,7 @@ impl Stats {
             "reserved": self.reserved,
             "reserved_overdue": self.reserved_overdue,
             "dead": self.dead,
+            "redis": crate::eviction::json(self.maxmemory_policy.as_deref()),
         })
     }
 
@@ -69,6 +72,11 @@ impl Stats {
         out.push_str(&format!("behind          {}\n", human_seconds(self.behind())));
         out.push_str(&format!("malformed       {}\n", self.malformed));
         out.push_str(&format!("reserved        {} ({} past deadline)\n", self.reserved, self.reserved_overdue));
+        out.push_str(&match self.maxmemory_policy.as_deref() {
+            Some(policy) if eviction::is_safe(policy) => format!("eviction        none (maxmemory-policy {policy})\n"),
+            Some(policy) => format!("eviction        UNSAFE: {}\n", eviction::warning(policy)),
+            None => "eviction        unknown (maxmemory-policy cannot be read)\n".to_string(),
+        });
         for (title, lists) in [("ready queues", &self.ready), ("dead letters", &self.dead)] {
             out.push_str(title);
             out.push('\n');
@@ -155,7 +163,8 @@ pub fn stats(conn: &mut Conn, names: &Names, topics: &delayer::inspect::Stats) -
         topics.topics.iter().filter(|t| n(t) > 0).map(|t| (t.topic.clone(), n(t))).collect()
     };
     let (ready, dead) = (non_zero(|t| t.ready), non_zero(|t| t.dead));
-    Ok(Stats { now, pool_size, next_due, ready, malformed, reserved, reserved_overdue, dead })
+    let maxmemory_policy = eviction::read(conn).ok();
+    Ok(Stats { now, pool_size, next_due, ready, malformed, reserved, reserved_overdue, dead, maxmemory_policy })
 }
 
 pub fn dead_json(letters: &[delayer::DeadLetter]) -> serde_json::Value {

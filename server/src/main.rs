@@ -8,7 +8,7 @@
 //! stopping the server (`server`) and the signals it obeys (`signals`),
 //! detaching (`daemon`),
 //! logging (`logging`) and panics (`panics`), the pid file (`pidfile`), refused credentials
-//! (`credentials`), the Lua scripts (`scripts`), one tick of moving
+//! (`credentials`), Redis's eviction policy (`eviction`), the Lua scripts (`scripts`), one tick of moving
 //! (`mover`), the timer around it (`timer`) and what wakes it (`wake`),
 //! metrics (`telemetry`), and the operator commands (`commands`) with their
 //! read-only views (`inspect`), and the HTTP API with its dashboard (`http`).
@@ -20,6 +20,7 @@ mod commands;
 mod config;
 mod credentials;
 mod daemon;
+mod eviction;
 mod fatal;
 mod goflags;
 mod http;

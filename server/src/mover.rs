@@ -125,6 +125,8 @@ impl Link {
     /// that failed is dropped, so the next tick starts on a fresh one.
     pub fn with<T>(&self, work: impl FnOnce(&mut Conn) -> Result<T, TickError>) -> Result<T, TickError> {
         let mut slot = self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // None: at start, or after a failed call (a reconnect).
+        let after_failure = slot.is_none();
         let reusable = slot
             .take()
             .filter(|(conn, opened)| conn.is_open() && self.max_lifetime.is_none_or(|max| opened.elapsed() < max));
@@ -136,9 +138,11 @@ impl Link {
                 // client's long command (the scripts' calls have over 10
                 // arguments) with a protocol error, not NOAUTH, and hangs up.
                 redis::cmd("PING").query::<()>(&mut conn).map_err(TickError::Redis)?;
+                crate::eviction::check(&mut conn, after_failure);
                 (conn, Instant::now())
             }
         };
+        crate::eviction::check(&mut conn, false);
         let result = work(&mut conn);
         if result.is_ok() {
             *slot = Some((conn, opened));

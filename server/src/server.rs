@@ -36,6 +36,9 @@ pub fn run(configuration: Option<&Path>, daemon: bool) -> Result<(), Fatal> {
         .target()
         .map_err(|e| Fatal::config(format!("{}: [redis]: cannot use these settings: {e}", config.path.display())))?;
     probe_target(&target, &config, daemon)?;
+    if config.require_noeviction {
+        require_noeviction(&target, &config)?;
+    }
 
     let mut launcher = if daemon { daemon::detach()? } else { Launcher::foreground() };
     let served = pid_file
@@ -79,6 +82,20 @@ pub fn probe_target(target: &Target, config: &Config, daemon: bool) -> Result<()
             Ok(())
         }
     }
+}
+
+/// `[redis] require_noeviction`: refuses to start (exit 1) unless Redis's
+/// maxmemory-policy is `noeviction`, read now (so Redis must answer now,
+/// in the foreground too: the policy cannot be waited for).
+fn require_noeviction(target: &Target, config: &Config) -> Result<(), Fatal> {
+    let timeout = config.pool.connect_timeout;
+    let mut conn = Manager::with_target(target.clone(), timeout, Some(timeout)).connect().map_err(|e| {
+        Fatal::failed(format!(
+            "cannot reach redis at {} to read its maxmemory-policy ([redis] require_noeviction is set): {e}",
+            config.redis.describe()
+        ))
+    })?;
+    crate::eviction::required(&mut conn).map_err(|why| Fatal::failed(format!("{why} ({})", config.path.display())))
 }
 
 /// Runs the timer until SIGINT or SIGTERM; tells the launcher once running.

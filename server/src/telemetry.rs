@@ -62,6 +62,10 @@ pub fn serve(addr: SocketAddr) -> Result<(), String> {
         "Jobs per topic and state (scheduled, ready, reserved, dead), read from Redis every 5 s; reserved is left \
          out when too many jobs are reserved to count per topic."
     );
+    describe_gauge!(
+        crate::eviction::GAUGE,
+        "1 while Redis's maxmemory-policy is not noeviction (jobs can be evicted undelivered), 0 when it is."
+    );
     describe_gauge!(BUILD, "Always 1; the labels say which build runs.");
     gauge!(BUILD, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     Ok(())

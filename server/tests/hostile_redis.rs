@@ -308,3 +308,108 @@ fn a_webhook_panic_is_logged_and_ends_the_process() {
     assert!(read(&log).contains("DELAYER_TEST_PANIC=webhook"), "{}", read(&log));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---- the eviction policy ------------------------------------------------
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// GET `path` of the HTTP API with the token: the body.
+fn api_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n");
+    s.write_all(request.as_bytes()).ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    text.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+}
+
+/// A Redis that evicts (allkeys-lru): the server warns at start naming the
+/// policy and the fix, the gauge says 1, `/v1/stats` and `delayer stats`
+/// (text and JSON) say it is unsafe; jobs still move.
+#[test]
+fn an_evicting_redis_is_warned_about_and_shown() {
+    let redis = RedisServer::start_with(&["--save", "", "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"]);
+    let (metrics, http) = (testkit::free_port(), testkit::free_port());
+    let extra = format!("metrics_addr = 127.0.0.1:{metrics}\nhttp_addr = 127.0.0.1:{http}\nhttp_token = {TOKEN}");
+    let server = start(&redis, 200, &extra);
+    let warned =
+        |o: &str| o.contains("maxmemory-policy allkeys-lru") && o.contains("CONFIG SET maxmemory-policy noeviction");
+    assert!(server.wait_for_output(warned), "{}", server.output());
+    let gauge = || scrape_metrics(metrics).and_then(|m| metric(&m, "delayer_redis_eviction_unsafe"));
+    assert!(wait_until(DEADLINE, || gauge() == Some(1.0)), "gauge {:?}", gauge());
+    let stats: serde_json::Value = serde_json::from_str(&api_get(http, "/v1/stats").unwrap_or_default()).expect("JSON");
+    assert_eq!(stats["redis"], serde_json::json!({"maxmemory_policy": "allkeys-lru", "eviction_safe": false}));
+    let text = String::from_utf8_lossy(&run(&redis.url(), &["stats"]).stdout).to_string();
+    assert!(text.contains("eviction        UNSAFE") && text.contains("allkeys-lru"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&run(&redis.url(), &["stats", "--json"]).stdout).expect("stats --json");
+    assert_eq!(json["redis"]["eviction_safe"], serde_json::json!(false), "{json}");
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push("t", "1", Duration::ZERO).expect("push");
+    assert!(d.bpop("t", DEADLINE).expect("bpop").is_some(), "{}", server.output());
+}
+
+/// `noeviction`: no warning, gauge 0, `delayer stats` says so.
+#[test]
+fn a_redis_that_never_evicts_is_shown_as_safe() {
+    let redis = RedisServer::start();
+    let metrics = testkit::free_port();
+    let server = start(&redis, 200, &format!("metrics_addr = 127.0.0.1:{metrics}"));
+    let gauge = || scrape_metrics(metrics).and_then(|m| metric(&m, "delayer_redis_eviction_unsafe"));
+    assert!(wait_until(DEADLINE, || gauge() == Some(0.0)), "gauge {:?}", gauge());
+    assert!(!server.output().contains("maxmemory-policy"), "{}", server.output());
+    let text = String::from_utf8_lossy(&run(&redis.url(), &["stats"]).stdout).to_string();
+    assert!(text.contains("eviction        none (maxmemory-policy noeviction)"), "{text}");
+}
+
+/// An ACL user denied CONFIG (as on managed Redis): the policy is read from
+/// INFO memory, by the server and by `delayer stats`.
+#[test]
+fn a_user_denied_config_reads_the_policy_from_info() {
+    let redis = RedisServer::start_with(&["--save", "", "--maxmemory-policy", "volatile-lru"]);
+    let mut admin = redis.connection();
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("worker")
+        .arg("on")
+        .arg(">worker-password")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .arg("-config")
+        .query::<()>(&mut admin)
+        .expect("ACL SETUSER");
+    let url = format!("redis://worker:worker-password@127.0.0.1:{}/", redis.port());
+    let mut limited = redis::Client::open(url.as_str()).and_then(|c| c.get_connection()).expect("connect as worker");
+    let denied = redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query::<redis::Value>(&mut limited);
+    assert!(denied.is_err(), "the user must be denied CONFIG: {denied:?}");
+    let conf = format!(
+        "[delayer]\ntimer_interval = 200\n\n[redis]\nhost = 127.0.0.1\nport = {}\nusername = worker\npassword = \
+         worker-password\n",
+        redis.port()
+    );
+    let server = DelayerProcess::start(BIN, &conf);
+    assert!(server.wait_for_output(|o| o.contains("maxmemory-policy volatile-lru")), "{}", server.output());
+    let text = String::from_utf8_lossy(&run(&url, &["stats"]).stdout).to_string();
+    assert!(text.contains("UNSAFE") && text.contains("volatile-lru"), "{text}");
+}
+
+/// `[redis] require_noeviction = yes` refuses to start on an evicting
+/// Redis (exit 1, naming the policy and the key), and starts on one that
+/// never evicts.
+#[test]
+fn require_noeviction_refuses_an_evicting_redis() {
+    let evicting = RedisServer::start_with(&["--save", "", "--maxmemory-policy", "allkeys-lfu"]);
+    let conf = |port: u16| format!("{}require_noeviction = yes\n", server_conf(port, 200, ""));
+    let mut refused = DelayerProcess::start(BIN, &conf(evicting.port()));
+    let status = refused.wait_exit(DEADLINE);
+    let out = refused.output();
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{status:?}\n{out}");
+    assert!(out.contains("allkeys-lfu") && out.contains("require_noeviction"), "{out}");
+    let safe = RedisServer::start();
+    let mut started = DelayerProcess::start(BIN, &conf(safe.port()));
+    assert!(started.wait_for_output(|o| o.contains("listening for wake-ups")), "{}", started.output());
+    assert!(started.is_running(), "{}", started.output());
+}

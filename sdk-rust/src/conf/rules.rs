@@ -52,6 +52,7 @@ pub const KNOWN_KEYS: [(&str, &[&str]); 2] = [
             "sentinel_username",
             "sentinel_password",
             "tls",
+            "require_noeviction",
         ],
     ),
 ];

@@ -72,6 +72,8 @@ pub async fn stats(State(api): State<Arc<Api>>) -> ApiResult<Json<Value>> {
         "scheduled": stats.scheduled_total,
         "reserved": stats.reserved_total,
         "topics": topics_json(&stats),
+        // As the server last read it (src/eviction.rs): the dashboard warns.
+        "redis": crate::eviction::json(crate::eviction::policy().as_deref()),
     })))
 }
 

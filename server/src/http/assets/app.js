@@ -61,9 +61,21 @@ function num(value) {
   return value === null || value === undefined ? "?" : String(value);
 }
 
+// A Redis that may evict keys deletes jobs undelivered: say so on top.
+function showEviction(redis) {
+  const banner = $("eviction");
+  const unsafe = redis.eviction_safe === false;
+  banner.hidden = !unsafe;
+  banner.textContent = unsafe
+    ? "Redis may delete jobs undelivered: its maxmemory-policy is " + redis.maxmemory_policy +
+      ". Fix: CONFIG SET maxmemory-policy noeviction, and the same in redis.conf."
+    : "";
+}
+
 // Topics and their numbers.
 async function refreshTopics() {
   const [stats, history] = await Promise.all([api("GET", "/v1/stats"), api("GET", "/v1/history?seconds=120")]);
+  showEviction(stats.redis || {});
   const recent = history.topics || {};
   const body = $("topics").tBodies[0];
   body.replaceChildren();
