@@ -170,6 +170,13 @@ impl Delayer {
         self.note(IndexNote::earliest(&self.names, topic, jobs.map(|j| j.deadline), false)).await
     }
 
+    /// As [`crate::Delayer::eviction_policy`].
+    #[doc(hidden)]
+    pub async fn eviction_policy(&self) -> std::result::Result<String, String> {
+        let (mut conn, _) = self.shared.get().await.map_err(|e| e.to_string())?;
+        crate::eviction::read_async(&mut conn).await
+    }
+
     /// One request on the shared connection. A request that fails because
     /// the connection is gone (Redis restarted or went away) is made once
     /// more: the connection manager has started a new connection meanwhile,

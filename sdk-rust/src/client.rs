@@ -236,6 +236,14 @@ impl Delayer {
         }
     }
 
+    /// Redis's maxmemory-policy (`delayer::eviction`), or why it cannot be
+    /// read: the workers warn unless it is `noeviction`.
+    #[doc(hidden)]
+    pub fn eviction_policy(&self) -> std::result::Result<String, String> {
+        let mut conn = self.checkout().map_err(|e| e.to_string())?;
+        crate::eviction::read(conn.get())
+    }
+
     /// One request on a connection of the pool.
     pub(crate) fn call(&self, req: &Request) -> Result<Value> {
         self.send(&mut self.checkout()?, req)

@@ -220,6 +220,28 @@ fn a_lost_connection_is_retried_with_backoff_and_reported() {
     }
 }
 
+/// A Redis that may evict keys (and jobs with them) is reported at start
+/// and again after every reconnect; one that never evicts is not.
+#[test]
+fn an_evicting_redis_is_reported_at_start_and_after_a_reconnect() {
+    for kind in KINDS {
+        let mut redis = RedisServer::start_with(&["--save", "", "--maxmemory-policy", "volatile-lru"]);
+        let w = start(kind, &redis.url(), Options::default(), ok());
+        assert!(w.wait_for("unsafe_eviction volatile-lru", 1), "{kind:?}: {:?}", w.events());
+        assert!(wait_until(DEADLINE, || blocked_on(&redis, "blmove") > 0));
+        redis.stop();
+        assert!(w.wait_for("connection_lost", 1), "{kind:?}: {:?}", w.events());
+        redis.restart();
+        assert!(w.wait_for("reconnected", 1), "{kind:?}: {:?}", w.events());
+        assert!(w.wait_for("unsafe_eviction volatile-lru", 2), "{kind:?}: {:?}", w.events());
+        let safe = RedisServer::start();
+        ready(&safe, &jobs("t", "s", 1));
+        let quiet = start(kind, &safe.url(), Options::default(), ok());
+        assert!(quiet.wait_for("acked s", 1), "{kind:?}: {:?}", quiet.events());
+        assert_eq!(quiet.count("unsafe_eviction"), 0, "{kind:?}: {:?}", quiet.events());
+    }
+}
+
 #[test]
 fn a_redis_that_cannot_serve_yet_is_waited_out() {
     for kind in KINDS {

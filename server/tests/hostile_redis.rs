@@ -281,19 +281,7 @@ fn a_webhook_panic_is_logged_and_ends_the_process() {
     let redis = RedisServer::start();
     let dir = temp_dir("panic-webhook");
     let log = dir.join("error.log");
-    let conf = format!(
-        "{}\n[webhook.hooked]\nurl = http://127.0.0.1:1/\nsecret = whsec-test-secret\n",
-        server_conf(redis.port(), 200, &format!("error_log = {}", log.display()))
-    );
-    std::fs::write(dir.join("delayer.conf"), conf).expect("write conf");
-    let mut child = Command::new(BIN)
-        .args(["webhook", "-c"])
-        .arg(dir.join("delayer.conf"))
-        .env("DELAYER_TEST_PANIC", "webhook")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("delayer webhook");
+    let mut child = webhook(&redis, &dir, &[("DELAYER_TEST_PANIC", "webhook")]);
     let _server = start(&redis, 50, "");
     Delayer::open(&redis.url()).expect("client").push_job(&Job::new("hooked", "1", Duration::ZERO)).expect("push");
     let mut status = None;
@@ -307,6 +295,25 @@ fn a_webhook_panic_is_logged_and_ends_the_process() {
     assert_eq!(status.and_then(|s| s.code()), Some(101), "{status:?}\n{}", read(&log));
     assert!(read(&log).contains("DELAYER_TEST_PANIC=webhook"), "{}", read(&log));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `delayer webhook` for topic `hooked` (to a port nobody listens on), its
+/// logs in `dir` (`error.log`, and `output.log` for everything).
+fn webhook(redis: &RedisServer, dir: &Path, env: &[(&str, &str)]) -> std::process::Child {
+    let conf = format!(
+        "{}\n[webhook.hooked]\nurl = http://127.0.0.1:1/\nsecret = whsec-test-secret\n",
+        server_conf(redis.port(), 200, &format!("error_log = {}", dir.join("error.log").display()))
+    );
+    std::fs::write(dir.join("delayer.conf"), conf).expect("write conf");
+    let output = std::fs::File::create(dir.join("output.log")).expect("output.log");
+    Command::new(BIN)
+        .args(["webhook", "-c"])
+        .arg(dir.join("delayer.conf"))
+        .envs(env.iter().copied())
+        .stdout(output.try_clone().expect("output.log"))
+        .stderr(output)
+        .spawn()
+        .expect("delayer webhook")
 }
 
 // ---- the eviction policy ------------------------------------------------
@@ -349,6 +356,22 @@ fn an_evicting_redis_is_warned_about_and_shown() {
     let d = Delayer::open(&redis.url()).expect("client");
     d.push("t", "1", Duration::ZERO).expect("push");
     assert!(d.bpop("t", DEADLINE).expect("bpop").is_some(), "{}", server.output());
+}
+
+/// `delayer webhook` (the SDK's workers) warns too, naming the policy.
+#[test]
+fn the_webhook_warns_about_an_evicting_redis() {
+    let redis = RedisServer::start_with(&["--save", "", "--maxmemory-policy", "volatile-ttl"]);
+    let dir = temp_dir("evict-webhook");
+    let mut child = webhook(&redis, &dir, &[]);
+    let warned = wait_until(DEADLINE, || {
+        let log = read(&dir.join("error.log"));
+        log.contains("webhook hooked: redis has maxmemory-policy volatile-ttl") && log.contains("noeviction")
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(warned, "{}", read(&dir.join("output.log")));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `noeviction`: no warning, gauge 0, `delayer stats` says so.

@@ -206,6 +206,7 @@ impl Loop<'_> {
                     let result = client.touch(delivery.job_ref(), ttr).await.map(|d| d.is_some());
                     self.core.touched(slot, result, Instant::now());
                 }
+                Action::CheckEviction => self.core.eviction(client.eviction_policy().await),
                 Action::Wait { topic } => self.wait(topic),
                 Action::Abort => {
                     self.tasks.abort_all();

@@ -190,6 +190,7 @@ impl Loop<'_> {
                     let result = client.touch(delivery.job_ref(), ttr).map(|d| d.is_some());
                     self.core.touched(slot, result, Instant::now());
                 }
+                Action::CheckEviction => self.core.eviction(client.eviction_policy()),
                 Action::Wait { topic } => self.wait(topic),
                 Action::Abort => {}
                 Action::Idle { until } => {

@@ -114,6 +114,9 @@ pub(crate) enum Action {
     /// Touch a running job's reservation for `ttr`; report with
     /// [`Core::touched`].
     Touch { slot: u64, delivery: Arc<Delivery>, ttr: Duration },
+    /// Read Redis's maxmemory-policy (at start and after a reconnect);
+    /// report with [`Core::eviction`].
+    CheckEviction,
     /// Start a blocking wait until `topic` has a ready job (up to [`WAIT`]),
     /// taking nothing: the fetch that follows takes a batch, and a stop
     /// meanwhile leaves the job to other workers. Report with
@@ -166,6 +169,9 @@ pub(crate) struct Core {
     gather_until: Option<Instant>,
     fatal: Option<Error>,
     done: bool,
+    /// Read the eviction policy before the next call: at start, and after
+    /// a reconnect.
+    check_eviction: bool,
 }
 
 impl Core {
@@ -186,6 +192,7 @@ impl Core {
             gather_until: None,
             fatal: None,
             done: false,
+            check_eviction: true,
         }
     }
 
@@ -228,6 +235,9 @@ impl Core {
                 return Action::Idle { until: Some(self.stop_by.map_or(at, |by| by.min(at))) };
             }
             self.retry_at = None;
+        }
+        if std::mem::take(&mut self.check_eviction) && !stopping {
+            return Action::CheckEviction;
         }
         if let Some(r) = self.releases.pop_front() {
             return Action::Release { delivery: r.delivery, error: r.error, now: r.now };
@@ -332,7 +342,16 @@ impl Core {
         self.retry_delay = RETRY_MIN;
         if self.lost {
             self.lost = false;
+            self.check_eviction = true;
             self.emit(Event::Reconnected);
+        }
+    }
+
+    /// The answer to [`Action::CheckEviction`]: the policy, or why it could
+    /// not be read (then nothing is said: the worker has no opinion).
+    pub(crate) fn eviction(&mut self, policy: std::result::Result<String, String>) {
+        if let Some(policy) = policy.ok().filter(|p| !crate::eviction::is_safe(p)) {
+            self.emit(Event::UnsafeEviction { policy: &policy, warning: &crate::eviction::warning(&policy) });
         }
     }
 

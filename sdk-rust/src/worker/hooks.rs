@@ -67,6 +67,15 @@ pub enum Event<'a> {
     },
     /// Redis answers again after a [`Event::ConnectionLost`].
     Reconnected,
+    /// Redis's `maxmemory-policy` is not `noeviction`: at its memory limit
+    /// it deletes keys, jobs with them, undelivered. Read at start and
+    /// after every reconnect; log `warning`, which names the fix.
+    UnsafeEviction {
+        /// The policy, e.g. `allkeys-lru`.
+        policy: &'a str,
+        /// What it means and how to fix it, one line.
+        warning: &'a str,
+    },
     /// Redis refused an ack, release or touch with an error (not a lost
     /// connection); the worker carries on.
     Error {

@@ -114,6 +114,7 @@ fn describe(e: &Event<'_>) -> String {
         Event::ReleasedAtStop { delivery } => format!("released_at_stop {}", delivery.id),
         Event::ConnectionLost { error, .. } => format!("connection_lost {error}"),
         Event::Reconnected => "reconnected".into(),
+        Event::UnsafeEviction { policy, .. } => format!("unsafe_eviction {policy}"),
         Event::Error { error } => format!("error {error}"),
         Event::Stopping => "stopping".into(),
         Event::Stopped => "stopped".into(),

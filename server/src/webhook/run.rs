@@ -177,6 +177,7 @@ impl DeliveryLog {
             Event::Reconnected if self.outage.swap(false, Ordering::Relaxed) => {
                 info!("webhook {topic}: redis answers again")
             }
+            Event::UnsafeEviction { warning, .. } => warn!("webhook {topic}: {warning}"),
             Event::Error { error } => error!("webhook {topic}: redis refused a command: {error}"),
             Event::Stopping => info!("webhook {topic}: stopping: no new jobs, waiting for deliveries in flight"),
             _ => {}
