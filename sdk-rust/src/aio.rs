@@ -457,7 +457,17 @@ async fn send(conn: &mut AsyncConn, req: &Request) -> redis::RedisResult<Value> 
             let cluster = conn.is_cluster();
             batch.send_async(conn, cluster).await
         }
-        Request::Blocking(cmd, _) => cmd.query_async(conn).await,
+        // The wait plus a grace, as the blocking client's read timeout: a
+        // Redis that stalled, or a connection that died silently, must not
+        // hold a worker's wait for ever (the connection is then dropped).
+        Request::Blocking(cmd, Some(wait)) => {
+            let bound = *wait + crate::client::BLOCKING_GRACE;
+            tokio::time::timeout(bound, cmd.query_async(conn)).await.unwrap_or_else(|_| {
+                let stalled = std::io::Error::new(std::io::ErrorKind::TimedOut, "redis did not answer a blocking wait");
+                Err(redis::RedisError::from(stalled))
+            })
+        }
+        Request::Blocking(cmd, None) => cmd.query_async(conn).await,
         Request::Replicas(cmd, _, keys) => conn.least_on_nodes_of(cmd, keys).await,
     }
 }

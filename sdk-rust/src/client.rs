@@ -61,7 +61,7 @@ impl std::fmt::Debug for Delayer {
 
 /// How long past its own wait a blocking command's reply may take before the
 /// connection counts as dead (Redis answers a finished wait at once).
-const BLOCKING_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const BLOCKING_GRACE: Duration = Duration::from_secs(10);
 
 /// A connection for one call: checked out of the pool, or made for the call
 /// when the pooled one turned out to be closed.
@@ -207,8 +207,13 @@ impl Delayer {
             *conn = Conn::Own(self.manager.connect()?);
             return Ok(self.send_once(conn.get(), req)?);
         }
-        if let Conn::Pooled { fresh, .. } = conn {
+        if let Conn::Pooled { fresh, conn } = conn {
             *fresh = false;
+            // A reply that timed out may still come: read by the next call
+            // on this connection, it would answer the wrong request.
+            if reply.as_ref().is_err_and(|e| e.is_timeout()) {
+                conn.retire();
+            }
         }
         Ok(reply?)
     }

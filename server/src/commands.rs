@@ -201,7 +201,9 @@ impl Target {
     /// master the sentinels name, or every node of a cluster).
     fn client(&self) -> Result<delayer::Delayer, Fatal> {
         let target = self.redis.target().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
-        let pool = delayer::PoolOptions { max_size: 1, ..Default::default() };
+        // Every reply bounded: a stalled Redis fails the command, not hangs it.
+        let pool =
+            delayer::PoolOptions { max_size: 1, io_timeout: Some(crate::config::REDIS_TIMEOUT), ..Default::default() };
         delayer::Delayer::with_target(target, self.names.prefix(), &pool)
             .with_layout(self.names.layout())
             .map_err(|e| Fatal::usage(e.to_string()))

@@ -18,6 +18,14 @@ use std::time::Duration;
 /// Where to look when `-c` is not given, in order.
 pub const SEARCH_PATH: [&str; 2] = ["./delayer.conf", "/etc/delayer/delayer.conf"];
 
+/// Longest wait for any reply from Redis (the mover, the wake-up
+/// listener's PING, the gauges' reader, the operator commands): a reply
+/// slower than this means a stalled Redis or a dead connection, which is
+/// dropped, logged with how long Redis did not answer, and retried. Every
+/// call the server makes is bounded by the batch size, so a live Redis
+/// answers in milliseconds.
+pub const REDIS_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Largest batch: the move script LPUSHes up to a batch with one `unpack`,
 /// which Lua limits to about 8000 values.
 pub const MAX_BATCH_SIZE: u32 = 5000;
@@ -126,7 +134,7 @@ impl Config {
             connect_timeout: delayer::connection::DEFAULT_CONNECT_TIMEOUT,
             // The server never blocks on Redis: a reply slower than this
             // means a stuck connection, which is dropped and replaced.
-            io_timeout: Some(Duration::from_secs(30)),
+            io_timeout: Some(REDIS_TIMEOUT),
         };
 
         let layout = conf::layout(file)?;

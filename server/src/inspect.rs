@@ -105,9 +105,12 @@ pub struct Peeked {
 /// (to the cluster in cluster mode).
 pub fn connect(settings: &RedisSettings) -> Result<Conn, Fatal> {
     let target = settings.target().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
-    target
-        .connect(delayer::connection::DEFAULT_CONNECT_TIMEOUT)
-        .map_err(|e| Fatal::failed(format!("cannot reach redis at {}: {e}", settings.describe())))
+    let failed = |e| Fatal::failed(format!("cannot reach redis at {}: {e}", settings.describe()));
+    let conn = target.connect(delayer::connection::DEFAULT_CONNECT_TIMEOUT).map_err(failed)?;
+    // A stalled Redis fails the command after REDIS_TIMEOUT, not never.
+    let timeout = Some(crate::config::REDIS_TIMEOUT);
+    conn.set_read_timeout(timeout).and_then(|()| conn.set_write_timeout(timeout)).map_err(failed)?;
+    Ok(conn)
 }
 
 fn redis_now(conn: &mut Conn) -> redis::RedisResult<f64> {

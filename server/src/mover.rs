@@ -72,6 +72,14 @@ impl TickError {
         }
     }
 
+    /// Whether a call waited out its timeout: Redis stalled, or the
+    /// connection died without a word.
+    pub fn is_timeout(&self) -> bool {
+        match self {
+            TickError::Connect(e) | TickError::Redis(e) => e.is_timeout(),
+        }
+    }
+
     /// Whether Redis refused who we are (restarted with a new password, an
     /// ACL change): not "unavailable", since only the operator can fix it.
     pub fn is_refused_credentials(&self) -> bool {

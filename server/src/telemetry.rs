@@ -122,7 +122,9 @@ pub fn reconnected() {
 /// blocking and must not delay a tick). A topic that drops out of the
 /// numbers is set to 0, so a gauge never shows a stale count.
 pub fn watch_topics(target: delayer::target::Target, names: &delayer::Names) {
-    let pool = delayer::PoolOptions { max_size: 1, ..Default::default() };
+    // Every read bounded: a stalled Redis holds this thread REDIS_TIMEOUT at most.
+    let pool =
+        delayer::PoolOptions { max_size: 1, io_timeout: Some(crate::config::REDIS_TIMEOUT), ..Default::default() };
     let delayer = match delayer::Delayer::with_target(target, names.prefix(), &pool).with_layout(names.layout()) {
         Ok(delayer) => delayer,
         Err(e) => {
@@ -132,15 +134,19 @@ pub fn watch_topics(target: delayer::target::Target, names: &delayer::Names) {
     };
     let spawned = std::thread::Builder::new().name("topic-gauges".into()).spawn(move || {
         let mut shown = std::collections::BTreeSet::new();
-        let mut failing = false;
+        // Since when reads fail: said once, and how long when they work again.
+        let mut failing: Option<std::time::Instant> = None;
         loop {
+            let started = std::time::Instant::now();
             match delayer.stats() {
                 Ok(stats) => {
-                    failing = false;
+                    if let Some(since) = failing.take() {
+                        log::info!("the per-topic numbers are read again after {:.1} s", since.elapsed().as_secs_f64());
+                    }
                     shown = topic_gauges(&stats, shown);
                 }
-                Err(e) if !failing => {
-                    failing = true;
+                Err(e) if failing.is_none() => {
+                    failing = Some(started);
                     log::warn!("cannot read the per-topic numbers for the metrics: {e}");
                 }
                 Err(_) => {}

@@ -101,6 +101,8 @@ pub async fn run(
     let mut backoff = BACKOFF_MIN;
     let mut quick_retries = 0;
     let mut down: Option<Failing> = None;
+    // When the first failing tick of an outage began: how long Redis was away.
+    let mut down_since = Instant::now();
     let mut not_before: Option<Instant> = None;
     while !stop.requested() {
         let (m, s) = (mover.clone(), stop.clone());
@@ -109,17 +111,25 @@ pub async fn run(
                 std::thread::sleep(t.saturating_duration_since(Instant::now()));
             }
             crate::panics::test_trigger("tick");
-            m.tick(s.flag())
+            let started = Instant::now();
+            (started, m.tick(s.flag()))
         })
         .await;
+        let outcome = outcome.map(|(started, result)| {
+            if result.is_err() && down.is_none() {
+                down_since = started;
+            }
+            result
+        });
         let (mut wake_at, clock) = match outcome {
             Ok(Ok(report)) => {
                 if let Some(failing) = down.take() {
+                    let away = down_since.elapsed().as_secs_f64();
                     if failing == Failing::Unavailable {
-                        info!("redis is reachable again; moving jobs");
+                        info!("redis is reachable again (it answers again after {away:.1} s); moving jobs");
                         telemetry::reconnected();
                     } else {
-                        info!("ticks succeed again; moving jobs");
+                        info!("ticks succeed again after {away:.1} s; moving jobs");
                     }
                 }
                 backoff = BACKOFF_MIN;
@@ -137,6 +147,15 @@ pub async fn run(
                 let failing = if e.is_unavailable() { Failing::Unavailable } else { Failing::Refused };
                 if down == Some(failing) {
                     debug!("tick failed again: {e}");
+                } else if failing == Failing::Unavailable && e.is_timeout() {
+                    // A stalled Redis (or a connection that died silently):
+                    // the call waited out its timeout.
+                    error!(
+                        "redis unavailable: it did not answer for {:.1} s (timed out: {e}); retrying every {} ms at \
+                         most",
+                        down_since.elapsed().as_secs_f64(),
+                        BACKOFF_MAX.as_millis()
+                    );
                 } else if failing == Failing::Unavailable {
                     error!("redis unavailable: {e}; retrying every {} ms at most", BACKOFF_MAX.as_millis());
                 } else {

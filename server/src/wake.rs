@@ -11,6 +11,7 @@
 //! same bound. A message that is not a due time within range is ignored
 //! (see [`due_time`]).
 
+use crate::config::REDIS_TIMEOUT;
 use crate::oddities;
 use crate::timer::{Stop, BACKOFF_MAX, BACKOFF_MIN};
 use delayer::numbers;
@@ -34,6 +35,13 @@ pub enum Wake {
 /// seldom: the server works without wake-ups, only less promptly.
 const REFUSED_RETRY: Duration = Duration::from_secs(30);
 
+/// After this long without a message, the listener PINGs on its
+/// subscription: a subscribed connection only reads, so a Redis that
+/// stalled (SIGSTOP) or a connection that died silently (a NAT's timeout)
+/// would otherwise cost every wake-up from then on. No answer within
+/// [`REDIS_TIMEOUT`] ends the subscription, and a new one is made.
+const QUIET: Duration = Duration::from_secs(5);
+
 /// Starts the listener thread; it runs until `stop` is requested or the
 /// returned receiver is dropped.
 pub fn listen(client: Target, channel: String, connect_timeout: Duration, stop: Arc<Stop>) -> UnboundedReceiver<Wake> {
@@ -50,9 +58,18 @@ pub fn listen(client: Target, channel: String, connect_timeout: Duration, stop: 
 fn run(client: &Target, channel: &str, connect_timeout: Duration, stop: &Stop, tx: &UnboundedSender<Wake>) {
     let mut backoff = BACKOFF_MIN;
     let mut refused_said = false;
+    let mut lost_said = false;
     while !stop.requested() {
-        let pause = match subscribe_and_forward(client, channel, connect_timeout, tx) {
+        let pause = match subscribe_and_forward(client, channel, connect_timeout, tx, &mut lost_said) {
             Ended::ReceiverGone => return,
+            Ended::Lost(e) if !lost_said => {
+                warn!(
+                    "wake-up listener: lost its subscription to {channel} ({e}); subscribing again (meanwhile jobs \
+                     pushed with short delays may wait up to timer_interval)"
+                );
+                lost_said = true;
+                BACKOFF_MIN
+            }
             Ended::Lost(e) => {
                 debug!("wake-up listener: {e}; subscribing again");
                 backoff = (backoff * 2).min(BACKOFF_MAX);
@@ -70,6 +87,20 @@ fn run(client: &Target, channel: &str, connect_timeout: Duration, stop: &Stop, t
             }
         };
         std::thread::sleep(pause);
+    }
+}
+
+/// The next message, or `None` after [`QUIET`] without one and a PING that
+/// Redis answered; an error when it did not (the subscription is lost).
+fn quiet_or_message(pubsub: &mut redis::PubSub<'_>) -> redis::RedisResult<Option<redis::Msg>> {
+    pubsub.set_read_timeout(Some(QUIET))?;
+    match pubsub.get_message() {
+        Err(e) if e.is_timeout() => {
+            pubsub.set_read_timeout(Some(REDIS_TIMEOUT))?;
+            pubsub.ping::<redis::Value>()?;
+            Ok(None)
+        }
+        other => other.map(Some),
     }
 }
 
@@ -102,6 +133,7 @@ fn subscribe_and_forward(
     channel: &str,
     connect_timeout: Duration,
     tx: &UnboundedSender<Wake>,
+    lost_said: &mut bool,
 ) -> Ended {
     // Sentinel mode: the master of the moment (a subscription on a node
     // demoted later still hears PUBLISH, which replicas receive too);
@@ -111,6 +143,11 @@ fn subscribe_and_forward(
         Ok(conn) => conn,
         Err(e) => return Ended::Lost(e),
     };
+    // Every reply is bounded, SUBSCRIBE's included (a stalled Redis).
+    let bounded = conn.set_read_timeout(Some(REDIS_TIMEOUT)).and_then(|()| conn.set_write_timeout(Some(REDIS_TIMEOUT)));
+    if let Err(e) = bounded {
+        return Ended::Lost(e);
+    }
     let mut pubsub = conn.as_pubsub();
     if let Err(e) = pubsub.subscribe(channel) {
         // Only an ACL refusal lasts; anything else (NOAUTH while Redis
@@ -118,13 +155,15 @@ fn subscribe_and_forward(
         return if e.code() == Some("NOPERM") { Ended::Refused(e) } else { Ended::Lost(e) };
     }
     info!("listening for wake-ups on {channel}");
+    *lost_said = false;
     crate::panics::test_trigger("wake");
     if tx.send(Wake::Now).is_err() {
         return Ended::ReceiverGone;
     }
     loop {
-        let msg = match pubsub.get_message() {
-            Ok(msg) => msg,
+        let msg = match quiet_or_message(&mut pubsub) {
+            Ok(Some(msg)) => msg,
+            Ok(None) => continue,
             Err(e) => return Ended::Lost(e),
         };
         let Some(due) = due_time(channel, msg.get_payload_bytes()) else { continue };

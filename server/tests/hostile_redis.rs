@@ -436,3 +436,36 @@ fn require_noeviction_refuses_an_evicting_redis() {
     assert!(started.wait_for_output(|o| o.contains("listening for wake-ups")), "{}", started.output());
     assert!(started.is_running(), "{}", started.output());
 }
+
+// ---- a stalled Redis ------------------------------------------------------
+
+/// Redis stopped with SIGSTOP for 11 s under a running server: the server
+/// says, within its reply timeout (5 s) and a margin, that Redis did not
+/// answer and for how long; the wake-up listener's PING finds its
+/// subscription dead and subscribes again once Redis answers; after
+/// SIGCONT the server says Redis answers again, and a job that fell due
+/// meanwhile is delivered.
+#[test]
+fn a_stalled_redis_is_logged_and_recovered_from() {
+    let redis = RedisServer::start();
+    let server = start(&redis, 200, "");
+    assert!(server.wait_for_output(|o| o.contains("listening for wake-ups")), "{}", server.output());
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push("t", "due-meanwhile", Duration::from_secs(2)).expect("push");
+    redis.pause();
+    let paused = std::time::Instant::now();
+    let stalled = server.wait_for_output(|o| o.contains("redis unavailable: it did not answer for"));
+    let noticed = paused.elapsed();
+    assert!(stalled && noticed < Duration::from_secs(12), "after {noticed:?}:\n{}", server.output());
+    let lost = server.wait_for_output(|o| o.contains("wake-up listener: lost its subscription"));
+    assert!(lost, "{}", server.output());
+    std::thread::sleep(Duration::from_secs(11).saturating_sub(paused.elapsed()));
+    redis.resume();
+    let back = server.wait_for_output(|o| o.contains("redis is reachable again (it answers again after"));
+    assert!(back, "{}", server.output());
+    let job = d.bpop("t", DEADLINE).expect("bpop");
+    assert_eq!(job.map(|j| j.id), Some("due-meanwhile".to_string()), "{}", server.output());
+    let subscribed = server.wait_for_output(|o| lines_with(o, "listening for wake-ups") == 2);
+    assert!(subscribed, "{}", server.output());
+    assert_eq!(lines_with(&server.output(), "did not answer for"), 1, "said once\n{}", server.output());
+}

@@ -19,9 +19,8 @@ use delayer::worker::aio::{Task, Worker};
 use delayer::worker::{Event, Stopper};
 use log::{debug, error, info, warn};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Added to the longest timeout for the grace period at stop: time to ack.
 const GRACE_MARGIN: Duration = Duration::from_secs(2);
@@ -108,7 +107,7 @@ pub fn run(configuration: Option<&Path>) -> Result<(), Fatal> {
 /// The worker delivering `hook`'s topic.
 fn worker(hook: Hook, delayer: delayer::aio::Delayer, sender: Sender, grace: Duration, stopper: Stopper) -> Worker {
     let hook = Arc::new(hook);
-    let log = DeliveryLog { topic: hook.topic.clone(), target: hook.target(), outage: AtomicBool::new(false) };
+    let log = DeliveryLog { topic: hook.topic.clone(), target: hook.target(), outage: Mutex::new(None) };
     let (concurrency, ttr, topic) = (hook.concurrency, hook.ttr, hook.topic.clone());
     Worker::new(delayer)
         .concurrency(concurrency)
@@ -137,7 +136,8 @@ struct DeliveryLog {
     topic: String,
     /// The URL without credentials ([`Hook::target`]).
     target: String,
-    outage: AtomicBool,
+    /// Since when Redis is away: said once, and how long when it is back.
+    outage: Mutex<Option<Instant>>,
 }
 
 impl DeliveryLog {
@@ -171,11 +171,17 @@ impl DeliveryLog {
                 warn!("webhook {topic}: job {:?}: still in flight at stop; released to be delivered again", delivery.id)
             }
             // Once per outage, not per retry.
-            Event::ConnectionLost { error, retry_in } if !self.outage.swap(true, Ordering::Relaxed) => {
-                warn!("webhook {topic}: lost redis ({error}); retrying every {} ms or so", retry_in.as_millis())
+            Event::ConnectionLost { error, retry_in } => {
+                let mut outage = self.outage.lock().unwrap_or_else(|e| e.into_inner());
+                if outage.is_none() {
+                    *outage = Some(Instant::now());
+                    warn!("webhook {topic}: lost redis ({error}); retrying every {} ms or so", retry_in.as_millis())
+                }
             }
-            Event::Reconnected if self.outage.swap(false, Ordering::Relaxed) => {
-                info!("webhook {topic}: redis answers again")
+            Event::Reconnected => {
+                if let Some(since) = self.outage.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    info!("webhook {topic}: redis answers again after {:.1} s", since.elapsed().as_secs_f64())
+                }
             }
             Event::UnsafeEviction { warning, .. } => warn!("webhook {topic}: {warning}"),
             Event::Error { error } => error!("webhook {topic}: redis refused a command: {error}"),
