@@ -168,15 +168,7 @@ fn cluster_mode_on_a_redis_without_cluster_support_is_a_config_error() {
         .stderr(std::fs::File::create(dir.join("err.log")).expect("err.log"))
         .spawn()
         .expect("run delayer");
-    let mut status = None;
-    wait_until(DEADLINE, || {
-        status = child.try_wait().ok().flatten();
-        status.is_some()
-    });
-    if status.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    let status = testkit::wait_child(&mut child, DEADLINE);
     let stderr = std::fs::read_to_string(dir.join("err.log")).unwrap_or_default();
     assert_eq!(status.and_then(|s| s.code()), Some(2), "a config error, not a wait for Redis: {stderr}");
     assert!(stderr.contains("cluster support disabled") && stderr.contains("mode = standalone"), "{stderr}");

@@ -284,14 +284,7 @@ fn a_webhook_panic_is_logged_and_ends_the_process() {
     let mut child = webhook(&redis, &dir, &[("DELAYER_TEST_PANIC", "webhook")]);
     let _server = start(&redis, 50, "");
     Delayer::open(&redis.url()).expect("client").push_job(&Job::new("hooked", "1", Duration::ZERO)).expect("push");
-    let mut status = None;
-    wait_until(DEADLINE, || {
-        status = child.try_wait().ok().flatten();
-        status.is_some()
-    });
-    if status.is_none() {
-        let _ = child.kill();
-    }
+    let status = testkit::wait_child(&mut child, DEADLINE);
     assert_eq!(status.and_then(|s| s.code()), Some(101), "{status:?}\n{}", read(&log));
     assert!(read(&log).contains("DELAYER_TEST_PANIC=webhook"), "{}", read(&log));
     let _ = std::fs::remove_dir_all(&dir);

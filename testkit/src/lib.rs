@@ -38,6 +38,21 @@ pub fn wait_until(deadline: Duration, mut check: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Waits up to `deadline` for `child` to exit; kills (and reaps) it when it
+/// does not. Its exit status, if it exited by itself.
+pub fn wait_child(child: &mut Child, deadline: Duration) -> Option<ExitStatus> {
+    let mut status = None;
+    wait_until(deadline, || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    status
+}
+
 /// A loopback port nobody listens on right now, and one this test process
 /// has not handed out before.
 ///
