@@ -47,7 +47,7 @@ KNOWN_KEYS: Dict[str, List[str]] = {
                 "metrics_addr", "http_addr", "http_token", "http_read_token", "http_allow_remote"],
     "redis": ["url", "host", "port", "database", "username", "password", "tls_ca_file", "tls_cert_file",
               "tls_key_file", "max_idle", "max_active", "idle_timeout", "conn_max_lifetime", "mode", "nodes",
-              "master_name", "sentinel_username", "sentinel_password", "tls"],
+              "master_name", "sentinel_username", "sentinel_password", "tls", "require_noeviction"],
 }
 
 #: The keys of a ``[webhook.<topic>]`` section (any non-empty topic after the
@@ -202,6 +202,7 @@ def test_every_sdk_takes_every_key_the_server_takes(
         "http_read_token": "a-read-token-of-32-characters-01", "http_allow_remote": "no",
         "host": "127.0.0.1", "port": str(redis_server.port), "database": "0", "username": "", "password": "",
         "max_idle": "2", "max_active": "20", "idle_timeout": "3600", "conn_max_lifetime": "3600",
+        "require_noeviction": "no",
     }
     # url excludes host/port/database, and the TLS files must exist: written
     # empty, as a 1.x file writes an unused key.

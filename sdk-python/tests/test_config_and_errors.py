@@ -74,7 +74,7 @@ def test_bad_numbers_name_file_section_and_key(tmp_path: Path, key: str, value: 
 REDIS_KEYS = (
     "url, host, port, database, username, password, tls_ca_file, tls_cert_file, tls_key_file, "
     "max_idle, max_active, idle_timeout, conn_max_lifetime, mode, nodes, master_name, sentinel_username, "
-    "sentinel_password, tls"
+    "sentinel_password, tls, require_noeviction"
 )
 DELAYER_KEYS = (
     "pid, timer_interval, access_log, error_log, batch_size, key_prefix, layout, log_level, metrics_addr, "

@@ -302,7 +302,7 @@ async fn from_conf_refuses_unknown_keys_and_sections_as_the_server_does() {
     let path = dir.join("delayer.conf");
     let redis_keys = "url, host, port, database, username, password, tls_ca_file, tls_cert_file, tls_key_file, \
                       max_idle, max_active, idle_timeout, conn_max_lifetime, mode, nodes, master_name, \
-                      sentinel_username, sentinel_password, tls";
+                      sentinel_username, sentinel_password, tls, require_noeviction";
     let delayer_keys =
         "pid, timer_interval, access_log, error_log, batch_size, key_prefix, layout, log_level, metrics_addr, \
                         http_addr, http_token, http_read_token, http_allow_remote";
@@ -339,7 +339,7 @@ async fn from_conf_refuses_unknown_keys_and_sections_as_the_server_does() {
         "[delayer]\npid = d.pid\ntimer_interval = 1000\naccess_log = a.log\nerror_log = e.log\nbatch_size = 10\n\
          key_prefix = k:\nlog_level = info\nmetrics_addr = 127.0.0.1:9464\n\
          [redis]\nhost = 127.0.0.1\nport = 6379\ndatabase = 0\nusername =\npassword =   ; none\nmax_idle = 2\n\
-         max_active = 20\nidle_timeout = 3600\nconn_max_lifetime = 3600\n",
+         max_active = 20\nidle_timeout = 3600\nconn_max_lifetime = 3600\nrequire_noeviction = no\n",
     )
     .expect("write conf");
     assert_eq!(Delayer::from_conf(&path).expect("every server key").keys().prefix(), "k:");
