@@ -40,6 +40,7 @@ fn log(event: &Event<'_>) {
         }
         Event::ConnectionLost { error, retry_in } => eprintln!("worker: {error}; trying again in {retry_in:?}"),
         Event::Reconnected => eprintln!("worker: Redis answers again"),
+        Event::UnsafeEviction { warning, .. } => eprintln!("worker: {warning}"),
         Event::Stopping => eprintln!("worker: stopping"),
         _ => {}
     }

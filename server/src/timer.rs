@@ -5,10 +5,14 @@
 //! wake-up listener (`wake`) reports a push due before that. It wakes at the
 //! due time itself, to well under a millisecond: the last moment is slept
 //! on a blocking thread, since tokio's timer rounds up to whole milliseconds.
-//! When Redis is unreachable it says so once, retries often (a retry is one
-//! connection attempt) and says so again when Redis is back; nothing is lost
-//! meanwhile, since jobs wait in Redis. A stop request lets the batch in
-//! flight finish.
+//! When Redis is unreachable, or stalls (a call waits out its reply bound,
+//! `config::REDIS_TIMEOUT`), it says so once, with how long Redis did not
+//! answer, retries often (a retry is one connection attempt) and says so
+//! again when Redis is back, with how long it was away; nothing is lost
+//! meanwhile, since jobs wait in Redis. Due times come from Redis, checked
+//! (`delayer::numbers`): whatever they hold, the wake-up instant is computed
+//! without overflow and never later than `timer_interval` away. A stop
+//! request lets the batch in flight finish.
 
 use crate::mover::{Tick, TickError, TickReport};
 use crate::telemetry;

@@ -462,3 +462,28 @@ fn a_stalled_redis_is_logged_and_recovered_from() {
     assert!(subscribed, "{}", server.output());
     assert_eq!(lines_with(&server.output(), "did not answer for"), 1, "said once\n{}", server.output());
 }
+
+/// The operator commands on a Redis that connects but answers no command
+/// (CLIENT PAUSE: connecting alone is bounded already) fail (exit 1) after
+/// the reply bound, rather than hang until Redis answers.
+#[test]
+fn the_commands_fail_on_a_stalled_redis_rather_than_hang() {
+    let redis = RedisServer::start();
+    let mut admin = redis.connection();
+    // 15 s: the command must have given up well before Redis answers.
+    redis::cmd("CLIENT").arg("PAUSE").arg(15_000).arg("ALL").query::<()>(&mut admin).expect("CLIENT PAUSE");
+    let mut child = Command::new(BIN)
+        .args(["--url", &redis.url(), "stats"])
+        .env_remove("DELAYER_URL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("delayer stats");
+    let status = testkit::wait_child(&mut child, Duration::from_secs(12));
+    let mut stderr = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut err, &mut stderr);
+    }
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{status:?}: {stderr}");
+    assert!(stderr.contains("timed out") || stderr.contains("temporarily unavailable"), "{stderr}");
+}
