@@ -165,13 +165,13 @@ class DelayerServer:
     """The real ``delayer`` binary, configured for ``redis``'s port."""
 
     def __init__(self, workdir: Path, redis_server: RedisServer, prefix: str, timer_interval_ms: int,
-                 layout: str = "classic") -> None:
+                 layout: str = "classic", extra: str = "") -> None:
         self.exe = binary("DELAYER_BIN", "delayer", "delayer-server")
         self.dir = workdir / "server"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.conf = self.dir / "delayer.conf"
         self.conf.write_text(conf_text(redis_server, prefix, layout, f"timer_interval = {timer_interval_ms}\n"
-                                                                     "log_level = info\n"))
+                                                                     f"log_level = info\n{extra}"))
         self.log = self.dir / "server.log"
         self._log_file = open(self.log, "wb")
         self.proc: Optional[subprocess.Popen] = subprocess.Popen(
