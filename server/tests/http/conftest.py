@@ -73,6 +73,9 @@ class HttpServer:
         self.proc = None
         self._log_file.close()
 
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Redirects are answers to check, not to follow."""
