@@ -1,14 +1,16 @@
 //! Errors as JSON, one shape for every failure of the API:
 //! `{"error": {"code": "...", "message": "..."}}`, with the HTTP status that
 //! says who must act (400 the caller's input, 401/403 its credentials, 409 a
-//! taken id, 503 Redis). axum's own rejections (bad JSON, a wrong content
-//! type, a body over the limit) are turned into the same shape by the
-//! extractors here, so a client never has to parse plain text.
+//! taken id, 429 too many wrong tokens, with `Retry-After`, 503 Redis).
+//! axum's own rejections (bad JSON, a wrong content type, a body over the
+//! limit) are turned into the same shape by the extractors here, so a client
+//! never has to parse plain text.
 
+use axum::body::Bytes;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::de::DeserializeOwned;
@@ -22,11 +24,13 @@ pub struct ApiError {
     pub message: String,
     /// More fields for the error object (the taken ids of a push).
     pub extra: Option<Value>,
+    /// Seconds for the `Retry-After` header (429).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into(), extra: None }
+        ApiError { status, code, message: message.into(), extra: None, retry_after: None }
     }
 
     /// The caller's input broke a rule.
@@ -45,7 +49,11 @@ impl IntoResponse for ApiError {
         if let (Some(Value::Object(extra)), Some(obj)) = (self.extra, error.as_object_mut()) {
             obj.extend(extra);
         }
-        (self.status, Json(json!({ "error": error }))).into_response()
+        let mut response = (self.status, Json(json!({ "error": error }))).into_response();
+        if let Some(seconds) = self.retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
     }
 }
 
@@ -81,23 +89,39 @@ impl From<delayer::Error> for ApiError {
 pub type ApiResult<T> = Result<T, ApiError>;
 
 /// A JSON request body; an empty body reads as `T::default()` (every field
-/// optional), so `POST .../pop` needs no body at all.
+/// optional), so `POST .../pop` needs no body at all (its Content-Type is
+/// still JSON: `guard::writes`).
 pub struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let empty = req.headers().get(axum::http::header::CONTENT_LENGTH).is_some_and(|len| len.as_bytes() == b"0");
-        let typed = req.headers().contains_key(axum::http::header::CONTENT_TYPE);
-        if empty && !typed {
+        let json = is_json(req.headers());
+        // Read already (guard::buffer): this takes the bytes in memory.
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::new(e.status(), "invalid_body", e.body_text()))?;
+        if bytes.is_empty() {
             return Ok(Body(T::default()));
         }
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(value)) => Ok(Body(value)),
-            Err(rejection) => Err(json_rejection(rejection)),
+        if !json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the body as JSON (Content-Type: application/json)",
+            ));
         }
+        Json::<T>::from_bytes(&bytes).map(|Json(value)| Body(value)).map_err(json_rejection)
     }
+}
+
+/// Whether the request says its body is JSON (`application/json`, with
+/// parameters or not).
+pub fn is_json(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
+    let media = value.split(';').next().unwrap_or("").trim();
+    media.eq_ignore_ascii_case("application/json")
 }
 
 fn json_rejection(rejection: JsonRejection) -> ApiError {

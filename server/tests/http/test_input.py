@@ -1,12 +1,15 @@
 """Every number a request gives, hostile: each numeric query and body
 parameter of every route gets negative, huge (2^63, 2^64, 1e308),
 non-numeric and mistyped values, and each is a 400 naming the problem, never
-a 500 and never an ERROR line in the log."""
+a 500 and never an ERROR line in the log. And a non-loopback metrics_addr
+needs saying so, as http_addr does."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
+from pathlib import Path
 from typing import Any, List, Tuple
 
 import harness
@@ -75,3 +78,10 @@ def test_every_numeric_parameter_refuses_bad_numbers_with_a_400(server: HttpServ
     assert status == 400 and "at most" in data["error"]["message"], data
     assert json.dumps(data)
 
+
+def test_metrics_beyond_loopback_need_saying_so(workdir: Path, server: HttpServer) -> None:
+    conf = workdir / "metrics-remote.conf"
+    conf.write_text(f"[delayer]\nmetrics_addr = 0.0.0.0:{harness.free_port()}\n\n[redis]\nport = 1\n")
+    run = subprocess.run([str(server.exe), "-c", str(conf)], capture_output=True, timeout=60)
+    stderr = run.stderr.decode()
+    assert run.returncode == 2 and "metrics_allow_remote = yes" in stderr, stderr
