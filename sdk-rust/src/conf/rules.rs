@@ -35,6 +35,8 @@ pub const KNOWN_KEYS: [(&str, &[&str]); 2] = [
             "http_max_connections",
             "http_header_timeout",
             "http_body_timeout",
+            "http_redis_timeout",
+            "http_max_waiting",
             "metrics_allow_remote",
         ],
     ),

@@ -7,8 +7,8 @@
 //! One concern per module: settings (`settings`), the socket and its limits
 //! (`listen`), the checks before credentials (`guard`: Host, a JSON
 //! Content-Type on writes, the body's deadline), tokens (`auth`), sessions
-//! (`session`), wrong credentials per address (`limiter`), counted log
-//! lines (`tally`), JSON errors and
+//! (`session`), wrong credentials per address (`limiter`), Redis trouble and
+//! deadlines (`outage`), counted log lines (`tally`), JSON errors and
 //! extractors (`error`), JSON shapes (`wire`), the job routes (`jobs`), the
 //! read-only views (`views`), dead letters (`dead`), the moving history for
 //! the chart (`history`), the dashboard's pages (`dashboard`) and the API's
@@ -23,15 +23,16 @@ pub mod history;
 mod jobs;
 mod limiter;
 pub mod listen;
+mod outage;
 mod session;
 pub mod settings;
 mod tally;
 mod views;
 mod wire;
 
-use crate::http::error::ApiResult;
+use crate::http::error::{ApiError, ApiResult};
 use axum::extract::DefaultBodyLimit;
-use axum::http::header;
+use axum::http::{header, StatusCode};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
@@ -42,6 +43,7 @@ use settings::HttpSettings;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Largest request body taken (a push_many of many jobs included).
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
@@ -58,9 +60,32 @@ pub struct Api {
     allowed_hosts: Vec<String>,
     trusted_proxies: Vec<IpAddr>,
     body_timeout: Duration,
+    redis_timeout: Duration,
+    /// One permit per blocking pop or reserve (`http_max_waiting`).
+    waiting: Arc<Semaphore>,
+    max_waiting: usize,
+    outages: outage::Outages,
 }
 
 impl Api {
+    /// A permit to wait on Redis (a blocking pop or reserve holds a Redis
+    /// connection of its own), or 503 `too_many_waiting` at the bound,
+    /// before any connection is opened.
+    fn waiting(&self) -> ApiResult<OwnedSemaphorePermit> {
+        self.waiting.clone().try_acquire_owned().map_err(|_| {
+            let mut error = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_waiting",
+                format!(
+                    "{} requests are waiting for jobs already (http_max_waiting); try again, or ask without wait",
+                    self.max_waiting
+                ),
+            );
+            error.retry_after = Some(1);
+            error
+        })
+    }
+
     /// Whether job `id` is one of `topic`'s. Ids are global in the classic
     /// layout: a remove or reschedule addressed to one topic must not reach
     /// another topic's job of the same id.
@@ -87,6 +112,10 @@ pub async fn serve(settings: &HttpSettings, target: Target, names: &delayer::Nam
         allowed_hosts: settings.allowed_hosts.clone(),
         trusted_proxies: settings.trusted_proxies.clone(),
         body_timeout: settings.limits.body_timeout,
+        redis_timeout: settings.redis_timeout,
+        waiting: Arc::new(Semaphore::new(settings.max_waiting)),
+        max_waiting: settings.max_waiting,
+        outages: outage::Outages::default(),
     });
     warn_about(settings, bound);
     history::enable();
@@ -143,6 +172,7 @@ fn router(api: Arc<Api>) -> Router {
         .route("/signin", post(dashboard::signin))
         .route("/signout", post(dashboard::signout))
         .route("/assets/{name}", get(dashboard::asset))
+        .route_layer(from_fn_with_state(api.clone(), outage::watch))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
         // The last layer added runs first: Host, then the write checks, the

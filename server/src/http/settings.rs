@@ -58,6 +58,12 @@ pub struct HttpSettings {
     pub session_secret: Option<Token>,
     /// How long a dashboard session lasts (`http_session_lifetime`).
     pub session_lifetime: Duration,
+    /// Longest a request waits on Redis before a 503 (`http_redis_timeout`);
+    /// blocking pops wait their `wait` plus this.
+    pub redis_timeout: Duration,
+    /// Most blocking pops and reserves waiting at once (`http_max_waiting`):
+    /// each holds a Redis connection of its own.
+    pub max_waiting: usize,
     /// The socket's limits (shared with the metrics endpoint's).
     pub limits: Limits,
 }
@@ -107,6 +113,8 @@ impl HttpSettings {
         let allowed_hosts = host_names(file)?;
         let trusted_proxies = list(file, "http_trusted_proxies", "IP addresses such as 127.0.0.1, ::1")?;
         let session_lifetime = seconds(file, "http_session_lifetime", 60, 31_536_000, 43_200)?;
+        let redis_timeout = seconds(file, "http_redis_timeout", 1, 300, 5)?;
+        let max_waiting = ranged(file, "delayer", "http_max_waiting", 1, 10_000, "requests")?.unwrap_or(100) as usize;
         let limits = Limits::from_file(file)?;
         let Some(addr) = file.parse_value::<SocketAddr>("delayer", "http_addr", "an address such as 127.0.0.1:8080")?
         else {
@@ -152,6 +160,8 @@ impl HttpSettings {
             trusted_proxies,
             session_secret,
             session_lifetime,
+            redis_timeout,
+            max_waiting,
             limits,
         }))
     }
