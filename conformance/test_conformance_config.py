@@ -44,7 +44,10 @@ SDKS = ["rust", "python", "php"]
 #: Every key a delayer.conf may hold, per section, in the order messages list them.
 KNOWN_KEYS: Dict[str, List[str]] = {
     "delayer": ["pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "layout", "log_level",
-                "metrics_addr", "http_addr", "http_token", "http_read_token", "http_allow_remote"],
+                "metrics_addr", "http_addr", "http_token", "http_read_token", "http_allow_remote",
+                "http_allowed_hosts", "http_trusted_proxies", "http_session_secret", "http_session_lifetime",
+                "http_max_connections", "http_header_timeout", "http_body_timeout", "http_redis_timeout",
+                "http_max_waiting", "metrics_allow_remote"],
     "redis": ["url", "host", "port", "database", "username", "password", "tls_ca_file", "tls_cert_file",
               "tls_key_file", "max_idle", "max_active", "idle_timeout", "conn_max_lifetime", "mode", "nodes",
               "master_name", "sentinel_username", "sentinel_password", "tls", "require_noeviction"],
@@ -200,6 +203,10 @@ def test_every_sdk_takes_every_key_the_server_takes(
         "batch_size": "100", "key_prefix": "conf-rule:", "layout": "classic", "log_level": "info", "metrics_addr": "127.0.0.1:9464",
         "http_addr": "127.0.0.1:8080", "http_token": "a-token-of-32-characters-0123456",
         "http_read_token": "a-read-token-of-32-characters-01", "http_allow_remote": "no",
+        "http_allowed_hosts": "delayer.example.com", "http_trusted_proxies": "127.0.0.1",
+        "http_session_secret": "a-session-secret-of-32-chars-012", "http_session_lifetime": "3600",
+        "http_max_connections": "512", "http_header_timeout": "10", "http_body_timeout": "30", "http_redis_timeout": "5",
+        "http_max_waiting": "100", "metrics_allow_remote": "no",
         "host": "127.0.0.1", "port": str(redis_server.port), "database": "0", "username": "", "password": "",
         "max_idle": "2", "max_active": "20", "idle_timeout": "3600", "conn_max_lifetime": "3600",
         "require_noeviction": "no",

@@ -56,6 +56,8 @@ pub struct Config {
     pub pool: PoolOptions,
     /// Where to serve Prometheus metrics (`None`: nowhere).
     pub metrics_addr: Option<SocketAddr>,
+    /// The metrics endpoint's socket limits (the `http_*` limit keys).
+    pub metrics_limits: crate::http::settings::Limits,
     /// The HTTP API and dashboard (`None`: off, `http_addr` unset).
     pub http: Option<crate::http::settings::HttpSettings>,
     /// Delayer 1.x keys in the file that this version does not use.
@@ -141,6 +143,7 @@ impl Config {
         let redis = RedisSettings::from_conf(file)?;
         conf::check_mode_and_layout(file, &redis, layout)?;
         let http = crate::http::settings::HttpSettings::from_file(file)?;
+        let metrics_addr = metrics_addr(file)?;
         Ok(Config {
             path: file.path().to_path_buf(),
             pid: path_of("pid"),
@@ -154,7 +157,8 @@ impl Config {
             redis,
             require_noeviction: yes_no(file, "redis", "require_noeviction")?,
             pool,
-            metrics_addr: file.parse_value("delayer", "metrics_addr", "an address such as 127.0.0.1:9464")?,
+            metrics_addr,
+            metrics_limits: crate::http::settings::Limits::from_file(file)?.for_metrics(),
             http,
             ignored,
         })
@@ -167,6 +171,25 @@ pub fn yes_no(file: &ConfFile, section: &str, key: &str) -> Result<bool, ConfErr
         "" | "no" | "false" | "0" => Ok(false),
         "yes" | "true" | "1" => Ok(true),
         other => Err(file.error(Some(section), Some(key), format!("{other:?} is not yes or no"))),
+    }
+}
+
+/// `metrics_addr`: beyond loopback only with `metrics_allow_remote = yes`
+/// (its own key: a Prometheus elsewhere may scrape the numbers while the
+/// API, which can change jobs, stays on loopback).
+fn metrics_addr(file: &ConfFile) -> Result<Option<SocketAddr>, ConfError> {
+    let addr: Option<SocketAddr> = file.parse_value("delayer", "metrics_addr", "an address such as 127.0.0.1:9464")?;
+    let allowed = yes_no(file, "delayer", "metrics_allow_remote")?;
+    match addr {
+        Some(addr) if !addr.ip().is_loopback() && !allowed => Err(file.error(
+            Some("delayer"),
+            Some("metrics_addr"),
+            format!(
+                "{addr} is not a loopback address; the metrics name every topic and its numbers, so serving them \
+                 beyond this machine needs metrics_allow_remote = yes"
+            ),
+        )),
+        addr => Ok(addr),
     }
 }
 
@@ -230,6 +253,20 @@ mod tests {
         assert_eq!(e.key.as_deref(), Some("log_level"));
         let e = parse("[delayer]\nmetrics_addr = localhost\n").expect_err("bad address");
         assert_eq!(e.key.as_deref(), Some("metrics_addr"));
+    }
+
+    #[test]
+    fn metrics_beyond_loopback_need_saying_so() {
+        let e = parse("[delayer]\nmetrics_addr = 0.0.0.0:9464\n").expect_err("remote");
+        assert!(e.to_string().contains("metrics_allow_remote = yes"), "{e}");
+        assert_eq!((e.key.as_deref(), e.line), (Some("metrics_addr"), Some(2)));
+        let c = parse("[delayer]\nmetrics_addr = 0.0.0.0:9464\nmetrics_allow_remote = yes\n").expect("valid");
+        assert!(c.metrics_addr.is_some());
+        assert!(parse("[delayer]\nmetrics_addr = [::1]:9464\n").expect("valid").metrics_addr.is_some());
+        assert!(parse("[delayer]\nmetrics_allow_remote = maybe\n").is_err());
+        // The limits apply to the metrics socket too, with fewer connections.
+        let c = parse("[delayer]\nhttp_max_connections = 1000\nhttp_header_timeout = 3\n").expect("valid");
+        assert_eq!((c.metrics_limits.max_connections, c.metrics_limits.header_timeout.as_secs()), (64, 3));
     }
 
     #[test]

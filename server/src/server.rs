@@ -120,7 +120,7 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
             config.path.display()
         );
         if let Some(addr) = config.metrics_addr {
-            telemetry::serve(addr).map_err(Fatal::failed)?;
+            telemetry::serve(addr, config.metrics_limits).await.map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");
             // The per-topic gauges, read on a thread of their own.
             telemetry::watch_topics(target.clone(), &Names::new(&config.key_prefix, config.layout));

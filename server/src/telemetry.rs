@@ -34,16 +34,35 @@ const DURATION_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 
 const LATENESS_BUCKETS: [f64; 14] =
     [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0, 300.0];
 
-/// Serves the metrics at `http://<addr>/metrics`. Call inside the tokio
+/// Serves the metrics at `http://<addr>/metrics`, with the API's socket
+/// limits (`limits`: a connection cap and deadlines). Call inside the tokio
 /// runtime that will drive the endpoint.
-pub fn serve(addr: SocketAddr) -> Result<(), String> {
+pub async fn serve(addr: SocketAddr, limits: crate::http::settings::Limits) -> Result<(), String> {
     let builder = PrometheusBuilder::new()
-        .with_http_listener(addr)
         .set_buckets_for_metric(Matcher::Full(BATCH.into()), &DURATION_BUCKETS)
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(TICK.into()), &DURATION_BUCKETS))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(LATENESS.into()), &LATENESS_BUCKETS))
         .map_err(|e| format!("metrics: {e}"))?;
-    builder.install().map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+    let handle = builder.install_recorder().map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+    // The exporter's upkeep (draining histograms), which its own listener
+    // would have run.
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            upkeep.run_upkeep();
+        }
+    });
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let text = handle.render();
+            async move { ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
+        }),
+    );
+    tokio::spawn(crate::http::listen::serve(listener, app, limits, "metrics"));
     describe_counter!(MOVED, "Jobs moved to their ready queue, per topic.");
     describe_counter!(ORPHANS, "Ids dropped from the pool because their job data was gone.");
     describe_counter!(MALFORMED, "Ids parked on the malformed list (job data without a topic).");

@@ -1,24 +1,31 @@
 //! Who may do what: the bearer tokens of `http_token` (everything) and
-//! `http_read_token` (GET only), or the dashboard's cookie holding one.
+//! `http_read_token` (GET only), or the dashboard's session cookie
+//! (`session`), which holds a signed session, never a token.
 //!
 //! Tokens are compared in constant time, so the time an answer takes says
-//! nothing about how much of a guess was right. A cookie is sent by the
-//! browser on its own, so a request that changes something with the cookie
-//! must also carry the [`CSRF_HEADER`] header, which a page of another site
-//! cannot add without a CORS preflight we never grant (the cookie is
-//! SameSite=Strict too: two locks, each enough on its own).
+//! nothing about how much of a guess was right, and wrong ones are counted
+//! per client address (`limiter`): past a few, 429 until the address slows
+//! down. A cookie is sent by the browser on its own, so a request that
+//! changes something with the cookie must also carry the [`CSRF_HEADER`]
+//! header, which a page of another site cannot add without a CORS preflight
+//! we never grant (the cookie is SameSite=Strict too, and writes need a JSON
+//! Content-Type: `guard`).
 
 use crate::http::error::ApiError;
+use crate::http::session::Verdict;
 use crate::http::settings::{HttpSettings, Token};
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, Method, StatusCode};
+use crate::http::Api;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 use subtle::ConstantTimeEq;
 
-/// The dashboard's cookie.
-pub const COOKIE: &str = "delayer_token";
+/// The dashboard's cookie: a session (`session.rs`).
+pub const COOKIE: &str = "delayer_session";
 /// The header the dashboard sends with every request it makes.
 pub const CSRF_HEADER: &str = "x-delayer-dashboard";
 
@@ -80,15 +87,22 @@ fn public(path: &str) -> bool {
     matches!(path, "/v1/health" | "/v1/openapi.json" | "/" | "/signin" | "/signout") || path.starts_with("/assets/")
 }
 
-/// The token a request carries: `Authorization: Bearer`, else the cookie
-/// (then `true`: the browser may have sent it on its own).
-fn presented(headers: &HeaderMap) -> Option<(String, bool)> {
+/// Credentials a request carries.
+#[derive(Debug, PartialEq, Eq)]
+enum Presented {
+    Bearer(String),
+    /// The dashboard's cookie: the browser may have sent it on its own.
+    Session(String),
+}
+
+/// `Authorization: Bearer`, else the cookie.
+fn presented(headers: &HeaderMap) -> Option<Presented> {
     if let Some(value) = headers.get(header::AUTHORIZATION) {
         let value = value.to_str().unwrap_or("");
         let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")).unwrap_or("");
-        return Some((token.trim().to_string(), false));
+        return Some(Presented::Bearer(token.trim().to_string()));
     }
-    cookie(headers).map(|token| (token, true))
+    cookie(headers).map(Presented::Session)
 }
 
 /// The dashboard's cookie, if the request has one.
@@ -103,25 +117,50 @@ pub fn cookie(headers: &HeaderMap) -> Option<String> {
         .map(|(_, value)| value.to_string())
 }
 
+/// The address of the request's client (`guard::client`).
+pub fn client_of(api: &Api, headers: &HeaderMap, peer: Option<IpAddr>) -> IpAddr {
+    let peer = peer.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    crate::http::guard::client(peer, headers, &api.trusted_proxies)
+}
+
 /// The middleware in front of every route.
-pub async fn check(State(tokens): State<Arc<Tokens>>, req: Request, next: Next) -> Response {
+pub async fn check(State(api): State<Arc<Api>>, req: Request, next: Next) -> Response {
     if public(req.uri().path()) {
         return next.run(req).await;
     }
     let reading = matches!(*req.method(), Method::GET | Method::HEAD);
-    let (access, by_cookie) = match presented(req.headers()) {
-        None if tokens.required() => {
-            return unauthorized("this route needs a token: send Authorization: Bearer <http_token>")
+    let presented = presented(req.headers());
+    let by_cookie = matches!(presented, Some(Presented::Session(_)));
+    let access = match presented {
+        _ if !api.tokens.required() => Access::Full,
+        None => return unauthorized("this route needs a token: send Authorization: Bearer <http_token>"),
+        Some(presented) => {
+            let peer = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(addr)| addr.ip());
+            let client = client_of(&api, req.headers(), peer);
+            if let Err(wait) = api.limiter.check(client) {
+                return too_many(wait);
+            }
+            match presented {
+                Presented::Bearer(token) => match api.tokens.access(&token) {
+                    Access::Denied => {
+                        api.limiter.failed(client, "a bearer token");
+                        return unauthorized("the token is not valid");
+                    }
+                    access => access,
+                },
+                Presented::Session(value) => match api.sessions.verify(&value) {
+                    Verdict::Valid(access) => access,
+                    Verdict::Ended => return unauthorized("the session has ended: sign in again"),
+                    Verdict::Forged => {
+                        api.limiter.failed(client, "a session cookie");
+                        return unauthorized("the session is not valid: sign in again");
+                    }
+                },
+            }
         }
-        None => (Access::Full, false),
-        Some((token, by_cookie)) => (tokens.access(&token), by_cookie),
     };
-    match access {
-        Access::Denied => return unauthorized("the token is not valid"),
-        Access::Read if !reading => {
-            return ApiError::new(StatusCode::FORBIDDEN, "read_only", "this token may only read (GET)").into_response()
-        }
-        _ => {}
+    if access == Access::Read && !reading {
+        return ApiError::new(StatusCode::FORBIDDEN, "read_only", "this token may only read (GET)").into_response();
     }
     if by_cookie && !reading && !req.headers().contains_key(CSRF_HEADER) {
         return ApiError::new(
@@ -136,8 +175,19 @@ pub async fn check(State(tokens): State<Arc<Tokens>>, req: Request, next: Next) 
 
 fn unauthorized(message: &str) -> Response {
     let mut response = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
-    response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     response
+}
+
+/// 429: this address made too many wrong attempts; `wait` until the next.
+pub fn too_many(wait: Duration) -> Response {
+    let mut error = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too_many_attempts",
+        format!("too many wrong credentials from this address: try again in {} s", wait.as_secs()),
+    );
+    error.retry_after = Some(wait.as_secs());
+    error.into_response()
 }
 
 #[cfg(test)]
@@ -166,10 +216,10 @@ mod tests {
     #[test]
     fn the_cookie_is_found_among_others() {
         let mut headers = HeaderMap::new();
-        headers.insert(header::COOKIE, "a=1; delayer_token=xyz; b=2".parse().expect("header"));
+        headers.insert(header::COOKIE, "a=1; delayer_session=xyz; b=2".parse().expect("header"));
         assert_eq!(cookie(&headers).as_deref(), Some("xyz"));
-        assert_eq!(presented(&headers), Some(("xyz".to_string(), true)));
+        assert_eq!(presented(&headers), Some(Presented::Session("xyz".to_string())));
         headers.insert(header::AUTHORIZATION, "Bearer abc".parse().expect("header"));
-        assert_eq!(presented(&headers), Some(("abc".to_string(), false)));
+        assert_eq!(presented(&headers), Some(Presented::Bearer("abc".to_string())));
     }
 }

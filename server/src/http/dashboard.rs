@@ -1,17 +1,21 @@
-//! The dashboard's pages: sign-in (one field, `token`, kept in an HttpOnly,
-//! SameSite=Strict cookie), the app page and its script and style. The
+//! The dashboard's pages: sign-in (one field, `token`; the cookie then holds
+//! a signed session, HttpOnly, SameSite=Strict, with an end, and Secure
+//! behind a trusted HTTPS proxy), the app page and its script and style. The
 //! assets are compiled into the binary, nothing is fetched from elsewhere,
 //! and the Content-Security-Policy allows this origin's script only: job
 //! bodies are shown with `textContent`, and even a mistake there could not
 //! run a script (no inline script is allowed).
 
 use crate::http::auth::{self, Access};
+use crate::http::session::Verdict;
 use crate::http::Api;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Form;
 use serde::Deserialize;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 const APP_HTML: &str = include_str!("assets/index.html");
@@ -29,7 +33,9 @@ fn page(status: StatusCode, content_type: &'static str, body: String) -> Respons
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    // Not "no-referrer": under it a browser sends `Origin: null` with the
+    // page's own form posts, which guard.rs must tell from another site's.
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
 }
@@ -41,10 +47,12 @@ fn signin_page(status: StatusCode, message: &str) -> Response {
 
 /// What the request's cookie allows.
 fn cookie_access(api: &Api, headers: &HeaderMap) -> Access {
-    match auth::cookie(headers) {
-        Some(token) => api.tokens.access(&token),
-        None if api.tokens.required() => Access::Denied,
-        None => Access::Full,
+    if !api.tokens.required() {
+        return Access::Full;
+    }
+    match auth::cookie(headers).map(|value| api.sessions.verify(&value)) {
+        Some(Verdict::Valid(access)) => access,
+        _ => Access::Denied,
     }
 }
 
@@ -67,23 +75,49 @@ pub struct SignIn {
     token: String,
 }
 
-/// `POST /signin` (form field `token`): sets the cookie and goes to `/`.
+/// `POST /signin` (form field `token`): sets the session cookie and goes
+/// to `/`. Wrong tokens count against the client's address (`limiter`).
 pub async fn signin(
     State(api): State<Arc<Api>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
     form: Result<Form<SignIn>, axum::extract::rejection::FormRejection>,
 ) -> Response {
     let Ok(Form(SignIn { token })) = form else {
         return signin_page(StatusCode::BAD_REQUEST, "Send the form's token field.");
     };
+    let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    let client = auth::client_of(&api, &headers, peer);
+    if let Err(wait) = api.limiter.check(client) {
+        let mut response = signin_page(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!("Too many wrong tokens from this address: try again in {} s.", wait.as_secs()),
+        );
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(wait.as_secs()));
+        return response;
+    }
     let token = token.trim();
-    if api.tokens.access(token) == Access::Denied || token.is_empty() {
-        log::warn!("http: a dashboard sign-in was refused (wrong token)");
+    let access = api.tokens.access(token);
+    if access == Access::Denied || token.is_empty() {
+        api.limiter.failed(client, "a dashboard sign-in");
         return signin_page(StatusCode::UNAUTHORIZED, "That token is not valid.");
     }
-    // Tokens are checked to fit a cookie unquoted (settings.rs).
-    let cookie = format!("{}={token}; Path=/; HttpOnly; SameSite=Strict", auth::COOKIE);
+    let session = match api.sessions.issue(access) {
+        Ok(session) => session,
+        Err(e) => {
+            log::error!("http: {e}");
+            return signin_page(StatusCode::INTERNAL_SERVER_ERROR, "The server cannot make a session.");
+        }
+    };
+    let secure = peer.is_some_and(|ip| crate::http::guard::https(ip, &headers, &api.trusted_proxies));
+    let cookie = format!(
+        "{}={session}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{}",
+        auth::COOKIE,
+        api.sessions.lifetime().as_secs(),
+        if secure { "; Secure" } else { "" }
+    );
     let Ok(cookie) = HeaderValue::from_str(&cookie) else {
-        return signin_page(StatusCode::BAD_REQUEST, "That token cannot be kept in a cookie.");
+        return signin_page(StatusCode::INTERNAL_SERVER_ERROR, "The server cannot make a session.");
     };
     let mut response = StatusCode::SEE_OTHER.into_response();
     response.headers_mut().insert(header::SET_COOKIE, cookie);
@@ -91,8 +125,12 @@ pub async fn signin(
     response
 }
 
-/// `POST /signout`: forgets the cookie.
-pub async fn signout() -> Response {
+/// `POST /signout`: ends the session (refused from now on, wherever its
+/// cookie went) and forgets the cookie.
+pub async fn signout(State(api): State<Arc<Api>>, headers: HeaderMap) -> Response {
+    if let Some(value) = auth::cookie(&headers) {
+        api.sessions.revoke(&value);
+    }
     let mut response = StatusCode::SEE_OTHER.into_response();
     let expired = format!("{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0", auth::COOKIE);
     if let Ok(value) = HeaderValue::from_str(&expired) {

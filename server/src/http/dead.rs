@@ -15,7 +15,7 @@ use std::sync::Arc;
 #[serde(deny_unknown_fields)]
 pub struct Page {
     #[serde(default)]
-    start: usize,
+    start: u64,
     #[serde(default = "default_count")]
     count: usize,
 }
@@ -31,8 +31,9 @@ pub async fn list(
     Path(topic): Path<String>,
     Query(page): Query<Page>,
 ) -> ApiResult<Json<Value>> {
-    let letters = api.delayer.dead_letters(&topic, page.start, page.count).await?;
-    let next = (letters.len() == page.count).then(|| page.start + letters.len());
+    let start = wire::position("start", page.start)? as usize;
+    let letters = api.delayer.dead_letters(&topic, start, page.count).await?;
+    let next = (letters.len() == page.count).then(|| start + letters.len());
     Ok(Json(json!({"dead": letters.iter().map(wire::dead_letter).collect::<Vec<_>>(), "next": next})))
 }
 

@@ -1,9 +1,12 @@
 //! The routes that push and consume jobs: push, push many, pop, reserve and
 //! the commands on a reservation (ack, release, bury, touch), remove and
 //! reschedule. Each is one call of the Rust SDK's async client: the API adds
-//! JSON, never Redis commands of its own.
+//! JSON, never Redis commands of its own. Every call is bounded in time
+//! (`outage`); a pop or reserve with a `wait` bounds its own (the wait plus
+//! `http_redis_timeout`) and needs one of `http_max_waiting` permits.
 
 use crate::http::error::{ApiError, ApiResult, Body, Path};
+use crate::http::outage::bounded;
 use crate::http::wire::{self, JobSpec};
 use crate::http::Api;
 use axum::extract::State;
@@ -82,8 +85,11 @@ fn wait(seconds: Option<f64>) -> ApiResult<Option<Duration>> {
 /// `POST /v1/topics/{topic}/pop`: `{"job": ... | null}`.
 pub async fn pop(State(api): State<Arc<Api>>, Path(topic): Path<String>, Body(spec): Body<PopSpec>) -> Reply {
     let job = match wait(spec.wait)? {
-        None => api.delayer.pop(&topic).await?,
-        Some(wait) => api.delayer.bpop(&topic, wait).await?,
+        None => bounded(api.redis_timeout, api.delayer.pop(&topic)).await?,
+        Some(wait) => {
+            let _permit = api.waiting()?;
+            bounded(wait + api.redis_timeout, api.delayer.bpop(&topic, wait)).await?
+        }
     };
     Ok(Json(json!({"job": job.as_ref().map(wire::message)})))
 }
@@ -100,8 +106,11 @@ pub struct ReserveSpec {
 pub async fn reserve(State(api): State<Arc<Api>>, Path(topic): Path<String>, Body(spec): Body<ReserveSpec>) -> Reply {
     let ttr = wire::duration("ttr", spec.ttr.ok_or_else(|| ApiError::invalid("ttr (seconds) is required"))?)?;
     let job = match wait(spec.wait)? {
-        None => api.delayer.reserve(&topic, ttr).await?,
-        Some(wait) => api.delayer.breserve(&topic, ttr, wait).await?,
+        None => bounded(api.redis_timeout, api.delayer.reserve(&topic, ttr)).await?,
+        Some(wait) => {
+            let _permit = api.waiting()?;
+            bounded(wait + api.redis_timeout, api.delayer.breserve(&topic, ttr, wait)).await?
+        }
     };
     Ok(Json(json!({"job": job.as_ref().map(wire::reserved)})))
 }
@@ -200,6 +209,9 @@ pub async fn reschedule(
     Body(spec): Body<RescheduleSpec>,
 ) -> Reply {
     let delay = wire::duration("delay", spec.delay.ok_or_else(|| ApiError::invalid("delay (seconds) is required"))?)?;
+    // The SDK's rule, before the lookup: a bad delay is a 400 whether or not
+    // the job is there.
+    delayer::validate::delay_ms(delay)?;
     if !api.of_topic(&topic, &id).await? {
         return Ok(Json(json!({"due": null})));
     }

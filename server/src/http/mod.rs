@@ -4,33 +4,46 @@
 //! It exists for languages without an SDK and for people answering "when
 //! does job 42 fire?" without redis-cli. Every Redis operation is the Rust
 //! SDK's async client's, so the API's rules and replies are the SDKs'.
-//! One concern per module: settings (`settings`), tokens and cookies
-//! (`auth`), JSON errors and extractors (`error`), JSON shapes (`wire`),
-//! the job routes (`jobs`), the read-only views (`views`), dead letters
-//! (`dead`), the moving history for the chart (`history`), the dashboard's
-//! pages (`dashboard`) and the API's description (`openapi.json`).
+//! One concern per module: settings (`settings`), the socket and its limits
+//! (`listen`), the checks before credentials (`guard`: Host, a JSON
+//! Content-Type on writes, the body's deadline), tokens (`auth`), sessions
+//! (`session`), wrong credentials per address (`limiter`), Redis trouble and
+//! deadlines (`outage`), counted log lines (`tally`), JSON errors and
+//! extractors (`error`), JSON shapes (`wire`), the job routes (`jobs`), the
+//! read-only views (`views`), dead letters (`dead`), the moving history for
+//! the chart (`history`), the dashboard's pages (`dashboard`) and the API's
+//! description (`openapi.json`).
 
 mod auth;
 mod dashboard;
 mod dead;
 mod error;
+mod guard;
 pub mod history;
 mod jobs;
+mod limiter;
+pub mod listen;
+mod outage;
+mod session;
 pub mod settings;
+mod tally;
 mod views;
 mod wire;
 
-use crate::http::error::ApiResult;
+use crate::http::error::{ApiError, ApiResult};
 use axum::extract::DefaultBodyLimit;
-use axum::http::header;
+use axum::http::{header, StatusCode};
+use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use delayer::target::Target;
 use serde_json::json;
 use settings::HttpSettings;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Largest request body taken (a push_many of many jobs included).
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
@@ -41,10 +54,38 @@ pub const OPENAPI: &str = include_str!("openapi.json");
 /// What the handlers share.
 pub struct Api {
     delayer: delayer::aio::Delayer,
-    tokens: Arc<auth::Tokens>,
+    tokens: auth::Tokens,
+    sessions: session::Sessions,
+    limiter: limiter::Limiter,
+    allowed_hosts: Vec<String>,
+    trusted_proxies: Vec<IpAddr>,
+    body_timeout: Duration,
+    redis_timeout: Duration,
+    /// One permit per blocking pop or reserve (`http_max_waiting`).
+    waiting: Arc<Semaphore>,
+    max_waiting: usize,
+    outages: outage::Outages,
 }
 
 impl Api {
+    /// A permit to wait on Redis (a blocking pop or reserve holds a Redis
+    /// connection of its own), or 503 `too_many_waiting` at the bound,
+    /// before any connection is opened.
+    fn waiting(&self) -> ApiResult<OwnedSemaphorePermit> {
+        self.waiting.clone().try_acquire_owned().map_err(|_| {
+            let mut error = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_waiting",
+                format!(
+                    "{} requests are waiting for jobs already (http_max_waiting); try again, or ask without wait",
+                    self.max_waiting
+                ),
+            );
+            error.retry_after = Some(1);
+            error
+        })
+    }
+
     /// Whether job `id` is one of `topic`'s. Ids are global in the classic
     /// layout: a remove or reschedule addressed to one topic must not reach
     /// another topic's job of the same id.
@@ -63,15 +104,46 @@ pub async fn serve(settings: &HttpSettings, target: Target, names: &delayer::Nam
         .await
         .map_err(|e| format!("cannot serve the HTTP API on {}: {e}", settings.addr))?;
     let bound = listener.local_addr().map_err(|e| format!("http: {e}"))?;
-    let api = Arc::new(Api { delayer, tokens: Arc::new(auth::Tokens::new(settings)) });
+    let api = Arc::new(Api {
+        delayer,
+        tokens: auth::Tokens::new(settings),
+        sessions: session::Sessions::new(settings)?,
+        limiter: limiter::Limiter::default(),
+        allowed_hosts: settings.allowed_hosts.clone(),
+        trusted_proxies: settings.trusted_proxies.clone(),
+        body_timeout: settings.limits.body_timeout,
+        redis_timeout: settings.redis_timeout,
+        waiting: Arc::new(Semaphore::new(settings.max_waiting)),
+        max_waiting: settings.max_waiting,
+        outages: outage::Outages::default(),
+    });
+    warn_about(settings, bound);
     history::enable();
-    let app = router(api);
+    let sweeping = api.clone();
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            log::error!("http: the API stopped: {e}");
+        loop {
+            tokio::time::sleep(limiter::REPORT_EVERY).await;
+            sweeping.limiter.sweep();
         }
     });
+    tokio::spawn(listen::serve(listener, router(api), settings.limits, "http"));
     Ok(bound)
+}
+
+/// What the operator should know about these settings, said at start.
+fn warn_about(settings: &HttpSettings, bound: SocketAddr) {
+    if settings.token.is_none() {
+        log::warn!(
+            "http: the API on {bound} takes no token: any program on this machine can push, take and delete jobs \
+             through it; set http_token (web pages are kept out by the Host and Content-Type checks)"
+        );
+    }
+    if !bound.ip().is_loopback() && settings.allowed_hosts.is_empty() {
+        log::info!(
+            "http: requests must name this server by IP address or localhost; list the DNS names clients use in \
+             http_allowed_hosts"
+        );
+    }
 }
 
 /// Every route, one literal path per line: the OpenAPI document lists the
@@ -100,9 +172,15 @@ fn router(api: Arc<Api>) -> Router {
         .route("/signin", post(dashboard::signin))
         .route("/signout", post(dashboard::signout))
         .route("/assets/{name}", get(dashboard::asset))
+        .route_layer(from_fn_with_state(api.clone(), outage::watch))
         .fallback(error::not_found)
         .method_not_allowed_fallback(error::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(api.tokens.clone(), auth::check))
+        // The last layer added runs first: Host, then the write checks, the
+        // credentials, and only then the body is read.
+        .layer(from_fn_with_state(api.clone(), guard::buffer))
+        .layer(from_fn_with_state(api.clone(), auth::check))
+        .layer(from_fn(guard::writes))
+        .layer(from_fn_with_state(api.clone(), guard::host))
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .with_state(api)
 }

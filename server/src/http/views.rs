@@ -49,10 +49,11 @@ pub async fn list(
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     let d = &api.delayer;
+    let cursor = crate::http::wire::position("cursor", q.cursor)?;
     let page = match q.state.as_deref() {
-        Some("scheduled") => timed_json(&d.list_scheduled(&topic, q.cursor, q.count).await?, "due"),
-        Some("reserved") => timed_json(&d.list_reserved_with_deadlines(&topic, q.cursor, q.count).await?, "deadline"),
-        Some("ready") => ids_json(&d.list_ready(&topic, q.cursor, q.count).await?),
+        Some("scheduled") => timed_json(&d.list_scheduled(&topic, cursor, q.count).await?, "due"),
+        Some("reserved") => timed_json(&d.list_reserved_with_deadlines(&topic, cursor, q.count).await?, "deadline"),
+        Some("ready") => ids_json(&d.list_ready(&topic, cursor, q.count).await?),
         Some("dead") => {
             return Err(ApiError::invalid("dead letters are listed at /v1/topics/{topic}/dead"));
         }

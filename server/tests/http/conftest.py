@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional, Tuple
@@ -26,35 +29,52 @@ REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "conformance"))
 
 import harness  # noqa: E402
+from browser import Browser, MissingTool  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 
 TOKEN = "test-token-0123456789abcdef"
 READ_TOKEN = "read-token-0123456789abcdef"
 PREFIX = "httptest:"
 
 
+#: The shared server believes X-Forwarded-For from loopback, so a test can
+#: be a client address of its own (the limiter counts per address).
+TRUSTED = "127.0.0.1"
+
+
 class HttpServer:
-    """The real ``delayer`` binary with the HTTP API on."""
+    """The real ``delayer`` binary with the HTTP API on. ``tokens``: with
+    http_token and http_read_token (else none); ``extra``: more [delayer]
+    lines; ``nofile``: the process's file descriptor limit."""
 
     def __init__(self, workdir: Path, redis_server: harness.RedisServer, prefix: str = PREFIX,
-                 layout: str = "classic") -> None:
+                 layout: str = "classic", name: str = "", tokens: bool = True, extra: str = "",
+                 nofile: Optional[int] = None) -> None:
         self.exe = harness.binary("DELAYER_BIN", "delayer", "delayer-server")
-        self.dir = workdir / f"server-{layout}"
+        self.dir = workdir / f"server-{name or layout}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.port = harness.free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.conf = self.dir / "delayer.conf"
+        auth = f"http_token = {TOKEN}\nhttp_read_token = {READ_TOKEN}\n" if tokens else ""
         self.conf.write_text(
             "[delayer]\ntimer_interval = 100\nlog_level = info\n"
             f"key_prefix = {prefix}\nlayout = {layout}\n"
-            f"http_addr = 127.0.0.1:{self.port}\nhttp_token = {TOKEN}\nhttp_read_token = {READ_TOKEN}\n"
+            f"http_addr = 127.0.0.1:{self.port}\n{auth}http_trusted_proxies = {TRUSTED}\n{extra}"
             f"\n[redis]\nhost = 127.0.0.1\nport = {redis_server.port}\n"
         )
         self.log = self.dir / "server.log"
         self._log_file = open(self.log, "wb")
+
+        def limited() -> None:
+            harness._die_with_parent()
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         self.proc: Optional[subprocess.Popen] = subprocess.Popen(
             [str(self.exe), "-c", str(self.conf)],
             cwd=self.dir, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT,
-            preexec_fn=harness._die_with_parent,
+            preexec_fn=limited,
         )
         if not harness.wait_until(self._healthy, step=0.05):
             self.stop()
@@ -72,6 +92,49 @@ class HttpServer:
         harness.stop_process(self.proc)
         self.proc = None
         self._log_file.close()
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def raw_exchange(port: int, head: str, body: bytes = b"") -> bytes:
+    """One request written on a socket as given (`head`, then `body`); what
+    the server answers until it closes, or goes quiet for 5 s."""
+    with socket.create_connection(("127.0.0.1", port), timeout=harness.DEADLINE) as s:
+        s.sendall(head.encode() + body)
+        s.settimeout(5)
+        got = b""
+        try:
+            while chunk := s.recv(65536):
+                got += chunk
+        except (socket.timeout, ConnectionResetError, BrokenPipeError):
+            pass
+        return got
+
+
+@pytest.fixture
+def browser() -> Iterator[WebDriver]:
+    """Headless Chromium, started as conformance/dashboard_view.py starts it
+    (conformance/browser.py)."""
+    try:
+        chromium = Browser()
+    except MissingTool as e:
+        pytest.fail(str(e))
+    try:
+        yield chromium.driver
+    finally:
+        chromium.quit()
+
+
+def sign_in(base: str, token: str, headers: Optional[Dict[str, str]] = None) -> Tuple[int, str, Dict[str, str]]:
+    """POST /signin as the form does: (status, the session cookie's value or
+    "", the response's headers)."""
+    form = dict({"Content-Type": "application/x-www-form-urlencoded"}, **(headers or {}))
+    raw = urllib.parse.urlencode({"token": token}).encode()
+    status, _, got = request(base, "POST", "/signin", token=None, headers=form, raw=raw)
+    cookie = got.get("set-cookie", "")
+    value = cookie.split(";")[0].split("=", 1)[1] if cookie.startswith("delayer_session=") else ""
+    return status, value, got
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -99,6 +162,8 @@ def request(
     all_headers = dict(headers or {})
     if body is not None:
         data = json.dumps(body).encode()
+    if body is not None or method not in ("GET", "HEAD"):
+        # Every write says JSON, with a body or without (guard.rs).
         all_headers.setdefault("Content-Type", "application/json")
     if token is not None:
         all_headers.setdefault("Authorization", f"Bearer {token}")

@@ -10,9 +10,8 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-import pytest
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -20,25 +19,11 @@ from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
 
 import harness
-from browser import Browser, MissingTool
 from conftest import REPO, TOKEN, HttpServer, request
 
 ARTIFACTS = REPO / "target" / "test-artifacts"
 #: A body that would run a script if the page ever parsed bodies as HTML.
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'"><b>bold</b>'
-
-
-@pytest.fixture
-def browser() -> Iterator[WebDriver]:
-    # Started as conformance/dashboard_view.py starts it (conformance/browser.py).
-    try:
-        chromium = Browser()
-    except MissingTool as e:
-        pytest.fail(str(e))
-    try:
-        yield chromium.driver
-    finally:
-        chromium.quit()
 
 
 def api(server: HttpServer, method: str, path: str, body: Any = None, status: int = 200) -> Any:
@@ -101,8 +86,9 @@ def test_sign_in_find_a_job_and_requeue_a_dead_letter(server: HttpServer, browse
     wait(browser, EC.presence_of_element_located((By.ID, "topics")), "the app page")
     # The cookie is HttpOnly: the page's script cannot read the token.
     assert TOKEN not in browser.execute_script("return document.cookie")
-    cookie = browser.get_cookie("delayer_token")
+    cookie = browser.get_cookie("delayer_session")
     assert cookie is not None and cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
+    assert TOKEN not in cookie["value"] and cookie.get("expiry") is not None
 
     # The topic shows with its numbers.
     row = (By.CSS_SELECTOR, f'#topics tr[data-topic="{topic}"]')

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, Tuple
 
 import harness
-from conftest import READ_TOKEN, TOKEN, HttpServer, request
+from conftest import READ_TOKEN, TOKEN, HttpServer, raw_exchange, request, sign_in
 
 
 def new(tag: str) -> str:
@@ -68,14 +68,14 @@ def test_missing_wrong_and_read_only_tokens(server: HttpServer) -> None:
 
 def test_the_cookie_needs_the_dashboard_header_to_change_anything(server: HttpServer) -> None:
     topic = new("cookie")
-    cookie = {"Cookie": f"delayer_token={TOKEN}"}
+    cookie = {"Cookie": f"delayer_session={sign_in(server.base, TOKEN)[1]}"}
     assert call(server, "GET", "/v1/stats", token=None, headers=cookie)[0] == 200
     push = {"id": "c1", "delay": 60}
     e = error(server, "POST", f"/v1/topics/{topic}/jobs", push, token=None, headers=cookie, status=403)
     assert e["code"] == "csrf"
     with_header = dict(cookie, **{"X-Delayer-Dashboard": "1"})
     assert call(server, "POST", f"/v1/topics/{topic}/jobs", push, token=None, headers=with_header)[0] == 201
-    bad = {"Cookie": "delayer_token=not-the-token", "X-Delayer-Dashboard": "1"}
+    bad = {"Cookie": "delayer_session=not-a-session", "X-Delayer-Dashboard": "1"}
     assert error(server, "GET", "/v1/stats", token=None, headers=bad, status=401)["code"] == "unauthorized"
 
 
@@ -129,10 +129,17 @@ def test_validation_is_the_sdks_and_errors_are_json(server: HttpServer) -> None:
 
 
 def test_request_size_limit(server: HttpServer) -> None:
+    # Over the limit: refused from its Content-Length, before any byte of it.
+    path = f"/v1/topics/{new('big')}/jobs"
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {16 * 1024 * 1024 + 1}\r\n\r\n")
+    answer = raw_exchange(server.port, head)
+    assert answer.startswith(b"HTTP/1.1 413 ") and b'"too_large"' in answer, answer[:300]
+    # The same sent in chunks, without a length: refused once it passes the limit.
     big = b'{"id": "big", "delay": 1, "body": "' + b"x" * (16 * 1024 * 1024) + b'"}'
-    e = error(server, "POST", f"/v1/topics/{new('big')}/jobs", raw=big,
-              headers={"Content-Type": "application/json"}, status=413)
-    assert e["code"] == "too_large"
+    chunked = head.replace(f"Content-Length: {16 * 1024 * 1024 + 1}", "Transfer-Encoding: chunked")
+    answer = raw_exchange(server.port, chunked, f"{len(big):x}\r\n".encode() + big + b"\r\n0\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 413 ") and b'"too_large"' in answer, answer[:300]
     # Just under the limit is taken.
     body = "y" * (1024 * 1024)
     ok(server, "POST", f"/v1/topics/{new('big')}/jobs", {"id": "fits", "delay": 600, "body": body}, 201)
@@ -248,19 +255,19 @@ def test_dashboard_pages_sign_in_and_headers(server: HttpServer) -> None:
     form = {"Content-Type": "application/x-www-form-urlencoded"}
     status, page, headers = call(server, "POST", "/signin", token=None, headers=form, raw=b"token=wrong-token-000000")
     assert status == 401 and "not valid" in page and "set-cookie" not in headers
-    raw = urllib.parse.urlencode({"token": TOKEN}).encode()
-    status, _, headers = call(server, "POST", "/signin", token=None, headers=form, raw=raw)
+    status, full, headers = sign_in(server.base, TOKEN)
     assert (status, headers["location"]) == (303, "/")
-    assert headers["set-cookie"] == f"delayer_token={TOKEN}; Path=/; HttpOnly; SameSite=Strict"
-    status, page, _ = call(server, "GET", "/", token=None, headers={"Cookie": f"delayer_token={TOKEN}"})
+    assert headers["set-cookie"] == f"delayer_session={full}; Path=/; HttpOnly; SameSite=Strict; Max-Age=43200"
+    status, page, _ = call(server, "GET", "/", token=None, headers={"Cookie": f"delayer_session={full}"})
     assert status == 200 and 'data-access="full"' in page and "/assets/app.js" in page
-    page = call(server, "GET", "/", token=None, headers={"Cookie": f"delayer_token={READ_TOKEN}"})[1]
+    read = sign_in(server.base, READ_TOKEN)[1]
+    page = call(server, "GET", "/", token=None, headers={"Cookie": f"delayer_session={read}"})[1]
     assert 'data-access="read"' in page
     status, script, headers = call(server, "GET", "/assets/app.js", token=None)
     assert status == 200 and headers["content-type"].startswith("text/javascript")
     # Nothing is fetched from elsewhere, and data never goes through innerHTML.
     for asset in ("/", "/assets/app.js", "/assets/app.css"):
-        text = call(server, "GET", asset, token=None, headers={"Cookie": f"delayer_token={TOKEN}"})[1]
+        text = call(server, "GET", asset, token=None, headers={"Cookie": f"delayer_session={full}"})[1]
         assert "http://" not in text and "https://" not in text and "innerHTML" not in text, asset
     status, _, headers = call(server, "POST", "/signout", token=None)
     assert status == 303 and "Max-Age=0" in headers["set-cookie"]

@@ -8,13 +8,12 @@ const canWrite = () => document.body.dataset.access === "full";
 let selected = null;      // the topic shown in the lower section
 let scheduledCursor = null;
 
-// The API with the cookie; the header marks our own requests (CSRF guard).
+// The API with the cookie; the header marks our own requests (CSRF guard),
+// and every write says JSON, with a body or without (the server's rule).
 async function api(method, path, body) {
   const init = { method, credentials: "same-origin", headers: { "x-delayer-dashboard": "1" } };
-  if (body !== undefined) {
-    init.headers["content-type"] = "application/json";
-    init.body = JSON.stringify(body);
-  }
+  if (method !== "GET") init.headers["content-type"] = "application/json";
+  if (body !== undefined) init.body = JSON.stringify(body);
   const response = await fetch(path, init);
   let data = null;
   try { data = await response.json(); } catch (e) { data = null; }
