@@ -14,7 +14,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions as EC
 
 from conftest import TOKEN, HttpServer
-from test_dashboard import browser, wait  # noqa: F401 (browser: a fixture)
+from test_dashboard import wait
 
 
 def sign_in(driver: WebDriver, server: HttpServer) -> None:
@@ -30,7 +30,7 @@ def sign_in(driver: WebDriver, server: HttpServer) -> None:
 
 
 def test_an_evicting_redis_shows_a_banner(
-    workdir: Path, redis_server: harness.RedisServer, server: HttpServer, browser: WebDriver  # noqa: F811
+    workdir: Path, redis_server: harness.RedisServer, server: HttpServer, browser: WebDriver
 ) -> None:
     # The session's server runs on noeviction: no banner once the numbers show.
     sign_in(browser, server)
