@@ -52,6 +52,14 @@ local function verdict(id)
   return 'move'
 end
 
+-- The destination is checked before the first write (a list-mode RPOP
+-- comes before its LPUSH): a call either fails before writing or completes.
+local want = mode == 'zset' and 'zset' or 'list'
+local to_kind = redis.call('TYPE', KEYS[2]).ok
+if to_kind ~= want and to_kind ~= 'none' then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' is a ' .. to_kind .. ', not a ' .. want)
+end
+
 if mode == 'zset' then
   for i = 6, #ARGV do
     local id = ARGV[i]
@@ -94,6 +102,8 @@ end
 
 if KEYS[3] and moved > 0 and side ~= '' then
   local n = side == 'to' and moved or -moved
-  if redis.call('HINCRBY', KEYS[3], topic, n) <= 0 then redis.call('HDEL', KEYS[3], topic) end
+  -- a count only: never fails the move
+  local left = redis.pcall('HINCRBY', KEYS[3], topic, n)
+  if type(left) == 'number' and left <= 0 then redis.call('HDEL', KEYS[3], topic) end
 end
 return {moved, skipped, kept}

@@ -15,6 +15,7 @@
 //! `delayer webhook` (`webhook`) is a consumer run from the same binary: it
 //! delivers jobs over HTTP.
 
+mod badkeys;
 mod cli;
 mod commands;
 mod config;
@@ -26,6 +27,7 @@ mod http;
 mod inspect;
 mod jobview;
 mod logging;
+mod memory;
 mod migrate;
 mod mover;
 mod other_layout;

@@ -44,6 +44,23 @@ pub struct ExpireReply {
     pub next_deadline: Option<f64>,
     /// Redis's clock when the script ran (Unix seconds).
     pub now: f64,
+    /// Expired ids that could be neither ended nor parked (the malformed
+    /// list holds the wrong type): their deadline moved on.
+    pub held: u64,
+    /// Keys of the wrong type the call met.
+    pub bad_keys: Vec<BadKey>,
+}
+
+/// A key of the wrong type a script met (its reply's `bad_keys`), and what
+/// its work was skipped for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BadKey {
+    pub key: String,
+    /// What TYPE said it is.
+    pub kind: String,
+    /// What it should be: `list`, `zset`, `hash`, `set`, or `integers` for
+    /// a count hash holding a field that is not one.
+    pub expected: String,
 }
 
 /// Ends at most `batch_size` reservations whose deadline has passed.
@@ -124,9 +141,11 @@ fn bad_reply(what: &'static str, detail: String) -> redis::RedisError {
 
 fn parse_expire(value: Value) -> Result<ExpireReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
-    let [taken, retried, dead, dropped, malformed, next_deadline, now]: [Value; 7] =
-        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 7", v.len()))?;
+    let [taken, retried, dead, dropped, malformed, next_deadline, now, held, bad_keys]: [Value; 9] =
+        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 9", v.len()))?;
     Ok(ExpireReply {
+        held: int(held)?,
+        bad_keys: read_bad_keys(bad_keys)?,
         taken: int(taken)?,
         retried: int(retried)?,
         dead: int(dead)?,
@@ -158,6 +177,13 @@ pub struct MoveReply {
     pub pool_size: u64,
     /// For each id moved, milliseconds behind its due time (when asked for).
     pub lateness_ms: Vec<u64>,
+    /// Ids left in the pool because the key they go to holds the wrong type.
+    pub held: u64,
+    /// Keys of the wrong type the call met.
+    pub bad_keys: Vec<BadKey>,
+    /// The pool's held head after the call (pass it to the next call), 0
+    /// when it changed under us: the next call starts from the pool's head.
+    pub head: u64,
 }
 
 impl MoveReply {
@@ -167,9 +193,16 @@ impl MoveReply {
     }
 }
 
-/// Runs one move of at most `batch_size` due ids; with `lateness`, the
-/// reply lists each moved id's lateness (it costs Redis time: metrics only).
-pub fn move_batch(conn: &mut Conn, keys: &Keys, batch_size: u32, lateness: bool) -> redis::RedisResult<MoveReply> {
+/// Runs one move of at most `batch_size` due ids after the `from` held ids
+/// at the pool's head (move.lua's header); with `lateness`, the reply lists
+/// each moved id's lateness (it costs Redis time: metrics only).
+pub fn move_batch(
+    conn: &mut Conn,
+    keys: &Keys,
+    batch_size: u32,
+    lateness: bool,
+    from: u64,
+) -> redis::RedisResult<MoveReply> {
     let value: Value = MOVE
         .key(keys.job_pool())
         .key(keys.malformed())
@@ -180,14 +213,15 @@ pub fn move_batch(conn: &mut Conn, keys: &Keys, batch_size: u32, lateness: bool)
         .arg(keys.ready_queue_prefix())
         .arg(batch_size)
         .arg(if lateness { "1" } else { "0" })
+        .arg(from)
         .invoke(conn)?;
     parse(value).map_err(|m| bad_reply("move.lua reply", m))
 }
 
 fn parse(value: Value) -> Result<MoveReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
-    let [taken, orphans, malformed, per_topic, next_due, now, oldest_due, pool_size, lateness]: [Value; 9] =
-        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 9", v.len()))?;
+    let [taken, orphans, malformed, per_topic, next_due, now, oldest_due, pool_size, lateness, held, bad_keys, head]: [Value;
+        12] = items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 12", v.len()))?;
     let lateness_ms = match lateness {
         Value::Array(items) => items.into_iter().map(int).collect::<Result<_, _>>()?,
         other => return Err(format!("expected a list of lateness, got {other:?}")),
@@ -208,7 +242,19 @@ fn parse(value: Value) -> Result<MoveReply, String> {
         oldest_due: score(oldest_due)?,
         pool_size: int(pool_size)?,
         lateness_ms,
+        held: int(held)?,
+        bad_keys: read_bad_keys(bad_keys)?,
+        head: int(head)?,
     })
+}
+
+/// A reply's flat `{key, type, expected, ...}`.
+fn read_bad_keys(v: Value) -> Result<Vec<BadKey>, String> {
+    let flat = strings(v)?;
+    if flat.len() % 3 != 0 {
+        return Err(format!("bad_keys: {} elements, not triples", flat.len()));
+    }
+    Ok(flat.chunks(3).map(|c| BadKey { key: c[0].clone(), kind: c[1].clone(), expected: c[2].clone() }).collect())
 }
 
 /// The call that moves at most `batch_size` due ids of one topic in the
@@ -228,11 +274,11 @@ pub fn read_move_topic(topic: &str, value: Value, lateness: bool) -> redis::Redi
     parse_topic(topic, value, lateness).map_err(|m| bad_reply("move_topic.lua reply", m))
 }
 
-/// move_topic.lua's `{taken, next_due, now, oldest_due, newest_due, pool_size}`.
+/// move_topic.lua's `{taken, next_due, now, oldest_due, newest_due, pool_size, bad_keys}`.
 fn parse_topic(topic: &str, value: Value, lateness: bool) -> Result<MoveReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
-    let [taken, next_due, now, oldest, newest, pool_size]: [Value; 6] =
-        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 6", v.len()))?;
+    let [taken, next_due, now, oldest, newest, pool_size, bad_keys]: [Value; 7] =
+        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 7", v.len()))?;
     let (taken, now) = (int(taken)?, score(now)?.ok_or("empty clock")?);
     let (oldest_due, newest_due) = (score(oldest)?, score(newest)?);
     let lateness_ms = match (lateness, oldest_due, newest_due) {
@@ -254,6 +300,9 @@ fn parse_topic(topic: &str, value: Value, lateness: bool) -> Result<MoveReply, S
         oldest_due,
         pool_size: int(pool_size)?,
         lateness_ms,
+        held: 0,
+        bad_keys: read_bad_keys(bad_keys)?,
+        head: 0,
     })
 }
 

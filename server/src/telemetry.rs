@@ -24,6 +24,8 @@ const RECONNECTS: &str = "delayer_redis_reconnects_total";
 const BUILD: &str = "delayer_build_info";
 const EXPIRED: &str = "delayer_reservations_expired_total";
 const JOBS: &str = "delayer_jobs";
+const OOM: &str = "delayer_redis_oom_total";
+const BAD_KEYS: &str = "delayer_bad_keys";
 
 /// How often the per-topic gauges are read from Redis (one stats.lua call:
 /// O(topics), whatever the backlog; see bench/RESULTS.md for its cost).
@@ -61,6 +63,11 @@ pub fn serve(addr: SocketAddr) -> Result<(), String> {
         JOBS,
         "Jobs per topic and state (scheduled, ready, reserved, dead), read from Redis every 5 s; reserved is left \
          out when too many jobs are reserved to count per topic."
+    );
+    describe_counter!(OOM, "Times Redis was found out of memory (maxmemory reached under noeviction): pushes refused.");
+    describe_gauge!(
+        BAD_KEYS,
+        "Keys of the wrong type the mover met and has not yet seen fixed (each named in the log)."
     );
     describe_gauge!(BUILD, "Always 1; the labels say which build runs.");
     gauge!(BUILD, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
@@ -105,6 +112,16 @@ pub fn tick(took: Duration) {
 /// A tick failed on Redis.
 pub fn redis_error() {
     counter!(REDIS_ERRORS).increment(1);
+}
+
+/// Redis was found out of memory.
+pub fn redis_oom() {
+    counter!(OOM).increment(1);
+}
+
+/// Keys of the wrong type known now.
+pub fn bad_keys(n: usize) {
+    gauge!(BAD_KEYS).set(n as f64);
 }
 
 /// Redis is back after an outage.

@@ -15,9 +15,11 @@
 //! key space is scanned for pools missing from `<prefix>topics`
 //! ([`RESCAN_EVERY`]). Idle topics cost nothing between sweeps.
 
+use crate::badkeys::BadKeys;
+use crate::memory::MemoryWatch;
 use crate::mover::{log_expired, Link, Tick, TickError, TickReport};
 use crate::other_layout::OtherLayout;
-use crate::scripts;
+use crate::scripts::{self, BadKey};
 use crate::telemetry;
 use delayer::connection::{Batch, Conn, Manager};
 use delayer::TopicKeys;
@@ -77,6 +79,10 @@ pub struct TopicMover {
     lateness: bool,
     passes: Mutex<Passes>,
     other: OtherLayout,
+    bad: BadKeys,
+    /// The topic of each bad key: indexed again when the key is fixed.
+    bad_topics: Mutex<HashMap<String, String>>,
+    memory: MemoryWatch,
 }
 
 impl Tick for TopicMover {
@@ -101,6 +107,9 @@ impl TopicMover {
             lateness,
             passes: Default::default(),
             other,
+            bad: BadKeys::default(),
+            bad_topics: Mutex::default(),
+            memory: MemoryWatch::default(),
         }
     }
 
@@ -110,6 +119,8 @@ impl TopicMover {
         let failed = TickError::Redis;
         self.passes_slice(conn).map_err(failed)?;
         self.other.check(conn);
+        self.memory.check(conn);
+        self.index_fixed(conn).map_err(failed)?;
         for _ in 0..ROUNDS_PER_TICK {
             let mut read = Batch::new();
             read.add(redis::cmd("TIME")).add(redis::Cmd::zrange_withscores(self.keys.due(), 0, DUE_PER_READ - 1));
@@ -148,6 +159,7 @@ impl TopicMover {
             |topic| scripts::expire_topic_call(&self.keys, topic, self.batch_size),
             |_, value, _| {
                 let reply = scripts::read_expire(value)?;
+                self.bad.met(&reply.bad_keys, |bad| self.effect(bad));
                 telemetry::expired(&reply);
                 report.batches += 1;
                 report.retried += reply.retried;
@@ -167,6 +179,7 @@ impl TopicMover {
             |topic| scripts::move_topic_call(&self.keys, topic, self.batch_size),
             |topic, value, took| {
                 let reply = scripts::read_move_topic(topic, value, self.lateness)?;
+                self.bad.met(&reply.bad_keys, |bad| self.effect(bad));
                 telemetry::batch(&reply, took);
                 report.batches += 1;
                 report.moved += reply.taken;
@@ -221,13 +234,86 @@ impl TopicMover {
 
     /// Topics whose keys hold the wrong type (written by hand, or by a
     /// foreign client) leave the index, so that they do not stop every other
-    /// topic; a sweep that finds them again says so again.
+    /// topic; each bad key is logged once ([`BadKeys`]), and the topic goes
+    /// back into the index when it is fixed (or a sweep finds it).
     fn set_aside(&self, conn: &mut Conn, bad: &[(String, RedisError)]) -> RedisResult<()> {
         for (topic, e) in bad {
-            warn!("topic {topic:?} cannot be moved, its keys hold the wrong type: {e}; left out until fixed");
+            self.note_bad_topic(conn, topic, e)?;
             redis::cmd("ZREM").arg(self.keys.due()).arg(topic).query::<()>(conn)?;
         }
         Ok(())
+    }
+
+    /// Finds which of `topic`'s keys hold the wrong type (Redis said so in
+    /// `e`) and notes each.
+    fn note_bad_topic(&self, conn: &mut Conn, topic: &str, e: &RedisError) -> RedisResult<()> {
+        let k = &self.keys;
+        let shapes =
+            [(k.pool(topic), "zset"), (k.ready(topic), "list"), (k.reserved(topic), "zset"), (k.dead(topic), "list")];
+        let mut read = Batch::new();
+        shapes.iter().for_each(|(key, _)| {
+            read.add(redis::cmd("TYPE").arg(key).clone());
+        });
+        let kinds: Vec<String> = read.query(conn)?;
+        let found: Vec<BadKey> = shapes
+            .iter()
+            .zip(kinds)
+            .filter(|((_, want), kind)| kind != want && kind != "none")
+            .map(|((key, want), kind)| BadKey { key: key.clone(), kind, expected: want.to_string() })
+            .collect();
+        if found.is_empty() {
+            warn!("topic {topic:?} cannot be moved: {e}; left out of the index until a sweep finds it");
+        }
+        let mut topics = self.bad_topics.lock().unwrap_or_else(|e| e.into_inner());
+        for bad in &found {
+            topics.insert(bad.key.clone(), topic.to_string());
+        }
+        drop(topics);
+        self.bad.met(&found, |bad| self.effect(bad));
+        Ok(())
+    }
+
+    /// Puts the topics of bad keys fixed since the last look back into the
+    /// index, due now: the next round drains them.
+    fn index_fixed(&self, conn: &mut Conn) -> RedisResult<()> {
+        let fixed = self.bad.fixed(conn)?;
+        let mut topics = self.bad_topics.lock().unwrap_or_else(|e| e.into_inner());
+        let again: Vec<String> = fixed.iter().filter_map(|bad| topics.remove(&bad.key)).collect();
+        drop(topics);
+        let mut write = Batch::new();
+        for topic in &again {
+            write.add_ignored(redis::cmd("ZADD").arg(self.keys.due()).arg("LT").arg(0).arg(topic).clone());
+        }
+        if !again.is_empty() {
+            // Refused while Redis is out of memory: a sweep finds the topic then.
+            if let Err(e) = write.query::<()>(conn) {
+                if e.code() != Some("OOM") {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What a bad key of a topic holds up, for its log line.
+    fn effect(&self, bad: &BadKey) -> String {
+        let key = bad.key.as_str();
+        let topic =
+            key.strip_prefix(self.keys.prefix()).and_then(|k| k.strip_prefix('{')).and_then(|k| k.split_once("}:"));
+        let Some((topic, kind)) = topic else { return "its work is skipped".into() };
+        match kind {
+            "pool" | "ready" => {
+                format!(
+                    "topic {topic:?} is set aside: its jobs wait where they are (none is lost); other topics move on"
+                )
+            }
+            "reserved" => format!("reservations of topic {topic:?} can neither expire nor be cleaned up by moves"),
+            "dead" => {
+                format!("jobs of topic {topic:?} out of attempts after their ttr are parked on its malformed list")
+            }
+            "malformed" => format!("expired reservations of topic {topic:?} without a job wait in its reserved set"),
+            _ => "its work is skipped".into(),
+        }
     }
 
     /// One slice of each background pass that is due: known topics' pool
@@ -296,7 +382,7 @@ impl TopicMover {
             let (pool_head, reserved_head) = match (pool_head, reserved_head) {
                 (Ok(p), Ok(r)) => (p, r),
                 (Err(e), _) | (_, Err(e)) if bad_keys(e) => {
-                    warn!("topic {topic:?} cannot be moved, its keys hold the wrong type: {e}");
+                    self.note_bad_topic(conn, topic, e)?;
                     continue;
                 }
                 (Err(e), _) | (_, Err(e)) => return Err(e.clone()),
