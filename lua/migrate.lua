@@ -37,6 +37,11 @@
 --             job: ids are global there)
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 local from_buckets, to_buckets, topic, mode, side = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local moved, skipped, kept = 0, 0, {}
 
@@ -57,7 +62,7 @@ end
 local want = mode == 'zset' and 'zset' or 'list'
 local to_kind = redis.call('TYPE', KEYS[2]).ok
 if to_kind ~= want and to_kind ~= 'none' then
-  return redis.error_reply('WRONGTYPE ' .. KEYS[2] .. ' is a ' .. to_kind .. ', not a ' .. want)
+  return redis.error_reply('WRONGTYPE ' .. shown(KEYS[2]) .. ' is a ' .. to_kind .. ', not a ' .. want)
 end
 
 if mode == 'zset' then

@@ -71,6 +71,11 @@
 -- (jobs of 1.x clients, orphans) to exact.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 local pool, malformed, counts, known, reserved = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local buckets, queues, batch = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local from = math.max(0, math.floor(tonumber(ARGV[5] or '') or 0))
@@ -112,7 +117,7 @@ else
   due = redis.pcall('ZRANGE', pool, from - 1, from + batch - 1, 'WITHSCORES')
 end
 if due.err then
-  return redis.error_reply('WRONGTYPE ' .. pool .. ' is a ' .. redis.call('TYPE', pool).ok .. ', not a zset')
+  return redis.error_reply('WRONGTYPE ' .. shown(pool) .. ' is a ' .. redis.call('TYPE', pool).ok .. ', not a zset')
 end
 
 -- Where an id goes: its topic, "" for a malformed bucket, false for an orphan.

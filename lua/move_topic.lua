@@ -29,6 +29,11 @@
 -- reservation here, as in move.lua.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 local pool, ready, reserved = KEYS[1], KEYS[2], KEYS[3]
 local batch = tonumber(ARGV[1])
 local t = redis.call('TIME')
@@ -38,7 +43,7 @@ local function kind(key)
   return redis.call('TYPE', key).ok
 end
 local function wrong(key, expected)
-  return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. kind(key) .. ', not a ' .. expected)
+  return redis.error_reply('WRONGTYPE ' .. shown(key) .. ' is a ' .. kind(key) .. ', not a ' .. expected)
 end
 
 -- Ids without scores, and two scores for the batch's lateness: formatting

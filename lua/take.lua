@@ -19,6 +19,11 @@
 -- out of memory), the error returned names the id.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 -- Parks the id on the malformed list, else back in the pool; returns an
 -- error reply when neither took it.
 local function park(why)
@@ -28,7 +33,7 @@ local function park(why)
   local back = redis.pcall('ZADD', KEYS[3], 'NX', t[1] .. '.' .. string.format('%03d', math.floor(t[2] / 1000)), ARGV[1])
   if type(back) == 'number' then return why end
   local err = parked.err
-  return redis.error_reply(err .. ' (take.lua: id ' .. ARGV[1] .. ' could not be parked: its bucket is kept)')
+  return redis.error_reply(err .. ' (take.lua: id ' .. shown(ARGV[1]) .. ' could not be parked: its bucket is kept)')
 end
 
 local job = redis.pcall('HMGET', KEYS[1], 'topic', 'body', 'dead_reason')

@@ -21,6 +21,11 @@
 -- skipped by "list" and dropped by the other two without touching its bucket.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 local list, pool, counts = KEYS[1], KEYS[2], KEYS[3]
 local buckets, topic, action = ARGV[1], ARGV[2], ARGV[3]
 
@@ -63,7 +68,7 @@ end
 if action == 'requeue' then
   local kind = redis.call('TYPE', pool).ok
   if kind ~= 'zset' and kind ~= 'none' then
-    return redis.error_reply('WRONGTYPE ' .. pool .. ' is a ' .. kind .. ', not a zset')
+    return redis.error_reply('WRONGTYPE ' .. shown(pool) .. ' is a ' .. kind .. ', not a zset')
   end
 end
 local t = redis.call('TIME')

@@ -55,6 +55,11 @@
 -- dead letters are written even when Redis is out of memory.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 local reserved, pool, malformed = KEYS[1], KEYS[2], KEYS[3]
 local buckets, deads, action = ARGV[1], ARGV[2], ARGV[3]
 local counts, dead_list = KEYS[4], nil
@@ -85,7 +90,7 @@ local function kind(key)
   return redis.call('TYPE', key).ok
 end
 local function wrong(key, expected)
-  return redis.error_reply('WRONGTYPE ' .. key .. ' is a ' .. kind(key) .. ', not a ' .. expected)
+  return redis.error_reply('WRONGTYPE ' .. shown(key) .. ' is a ' .. kind(key) .. ', not a ' .. expected)
 end
 
 -- Ends the reservation of `id` (its bucket read as `job`); returns the due

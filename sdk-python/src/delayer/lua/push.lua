@@ -37,6 +37,11 @@
 -- server then finds the job within timer_interval).
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 local policy, wake = ARGV[10] or '', ARGV[11] or ''
 if policy ~= '' and policy ~= 'replace' and policy ~= 'absent' then
   return redis.error_reply('ERR push.lua: unknown duplicate policy "' .. policy .. '"')
@@ -60,7 +65,7 @@ local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local added = redis.pcall('ZADD', KEYS[1], due, ARGV[1])
 if type(added) == 'table' then
   if string.sub(added.err, 1, 9) ~= 'WRONGTYPE' then return added end
-  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a ' .. redis.call('TYPE', KEYS[1]).ok .. ', not a zset')
+  return redis.error_reply('WRONGTYPE ' .. shown(KEYS[1]) .. ' is a ' .. redis.call('TYPE', KEYS[1]).ok .. ', not a zset')
 end
 local was_waiting = added == 0
 local old_topic = was_waiting and redis.pcall('HGET', KEYS[2], 'topic')

@@ -26,6 +26,11 @@
 -- the pool's earliest.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 local policy, wake = ARGV[2], ARGV[3]
 if policy ~= '' and policy ~= 'replace' and policy ~= 'absent' then
   return redis.error_reply('ERR push_many.lua: unknown duplicate policy "' .. policy .. '"')
@@ -59,7 +64,7 @@ for i = 4, #ARGV, 9 do
     local added = redis.pcall('ZADD', KEYS[1], score, id)
     if type(added) == 'table' then
       if string.sub(added.err, 1, 9) ~= 'WRONGTYPE' then return added end
-      return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a ' .. redis.call('TYPE', KEYS[1]).ok .. ', not a zset')
+      return redis.error_reply('WRONGTYPE ' .. shown(KEYS[1]) .. ' is a ' .. redis.call('TYPE', KEYS[1]).ok .. ', not a zset')
     end
     if added == 0 then
       local old_topic = redis.pcall('HGET', bucket, 'topic')
