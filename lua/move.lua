@@ -46,16 +46,18 @@
 -- holds held ids). Ready queues get ids by LPUSH in due order; consumers
 -- RPOP, so the first due is the first out.
 --
--- Guards (PROTOCOL.md, "Operations"): every key this call writes is checked
--- (TYPE, once per key and call) before its first write, so a key of the
--- wrong type holds only the ids that go to it, and the rest of the batch
--- moves. Held ids stay in the pool, untouched, at its head (they are the
--- earliest due): the caller passes their count back as ARGV[5] and later
--- calls look past them, so they hold up nobody; once the key is fixed (its
--- type right, or deleted) a call from 0 moves them, exactly once. The first
--- write is the pool's removal, which adds no memory: Redis refuses a
--- script's write for maxmemory only when it is the script's first, so the
--- LPUSHes after it move jobs even when Redis is out of memory.
+-- Guards (PROTOCOL.md, "Operations"): a call never stops half done. Each
+-- LPUSH runs under pcall: a key of the wrong type refuses it whole, writing
+-- nothing, and only the ids that go to that key are held; the rest of the
+-- batch moves. Held ids stay in the pool, untouched, at its head (they are
+-- the earliest due): the caller passes their count back as ARGV[5] and
+-- later calls look past them, so they hold up nobody; once the key is
+-- fixed (its type right, or deleted) a call from 0 moves them, exactly
+-- once. Redis refuses a write for maxmemory only as a script's first (and
+-- then nothing is written): when the first LPUSH meets OOM, the call checks
+-- each destination's type (TYPE) instead, removes the batch from the pool
+-- first, which adds no memory, and pushes after it, which Redis then
+-- allows: moving goes on in a full Redis.
 -- Bookkeeping (the counts, the known topics, the stale reservations) is
 -- skipped for a key of the wrong type, and reported: it never stops a move.
 --
@@ -120,69 +122,126 @@ if due.err then
   return redis.error_reply('WRONGTYPE ' .. shown(pool) .. ' is a ' .. redis.call('TYPE', pool).ok .. ', not a zset')
 end
 
--- Where an id goes: its topic, "" for a malformed bucket, false for an orphan.
-local function route(id)
-  local bucket = buckets .. id
-  local topic = redis.pcall('HGET', bucket, 'topic')
-  if not topic and redis.call('EXISTS', bucket) == 0 then
-    return false
-  elseif type(topic) ~= 'string' then
-    return ''
+-- Whether the ids of each topic can go to its queue ("" for malformed
+-- ids: the malformed list), read once per topic and call: per id, a table
+-- lookup, so the per-job cost stays what it was.
+local open = {}
+local function opens(topic)
+  local ok = open[topic]
+  if ok == nil then
+    if topic == '' then ok = fits(malformed) else ok = fits(queues .. topic) end
+    open[topic] = ok
   end
-  return topic
-end
--- Whether an id routed to `topic` must stay in the pool.
-local function held_by(topic)
-  if topic == '' then return not fits(malformed) end
-  return topic and not fits(queues .. topic)
+  return ok
 end
 
 local first, head_ok = 1, true
 if from > 0 then
+  -- The id before the ones to look at must be a held one (due, with a
+  -- destination of the wrong type).
   first = 3
-  head_ok = #due >= 2 and tonumber(due[2]) <= now_s and held_by(route(due[1])) and true or false
+  local topic = #due >= 2 and tonumber(due[2]) <= now_s and redis.pcall('HGET', buckets .. due[1], 'topic')
+  if type(topic) ~= 'string' then
+    topic = (topic or redis.call('EXISTS', buckets .. due[1]) == 1) and '' or nil
+  end
+  head_ok = topic ~= nil and not opens(topic)
 end
 
-local taken_ids, held, held_topics = {}, 0, {}
+local held, held_ids, held_topics = 0, {}, {}
 local orphans, malformed_ids = 0, {}
-local by_topic, topics = {}, {}
+local by_topic, topics, late = {}, {}, {}
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lateness, want_lateness = {}, ARGV[4] == '1'
-local oldest = ''
+local want_lateness = ARGV[4] == '1'
+local last = #due - 1 -- index of the last id looked at
 
 for i = first, #due, 2 do
-  local id, score = due[i], due[i + 1]
-  if from > 0 and tonumber(score) > now_s then break end
-  local topic = route(id)
-  if held_by(topic) then
-    held = held + 1
-    if topic ~= '' and not held_topics[topic] then held_topics[topic] = true end
-  else
-    taken_ids[#taken_ids + 1] = id
-    if oldest == '' then oldest = score end
-    if not topic then
-      orphans = orphans + 1
-    elseif topic == '' then
-      malformed_ids[#malformed_ids + 1] = id
-    else
-      local ids = by_topic[topic]
-      if not ids then
-        ids = {}
-        by_topic[topic] = ids
-        topics[#topics + 1] = topic
-      end
-      ids[#ids + 1] = id
-      if want_lateness then
-        -- at most 10 years: a score of -inf is no lateness to record
-        local late = now_ms - math.floor(tonumber(score) * 1000 + 0.5)
-        lateness[#lateness + 1] = math.min(math.max(0, late), 315360000000)
-      end
+  local id = due[i]
+  if from > 0 and tonumber(due[i + 1]) > now_s then
+    last = i - 2
+    break
+  end
+  local bucket = buckets .. id
+  -- pcall: a bucket of the wrong type is a malformed id, not a failed batch
+  local topic = redis.pcall('HGET', bucket, 'topic')
+  if type(topic) == 'string' and topic ~= '' then
+    local ids = by_topic[topic]
+    if not ids then
+      ids = {}
+      by_topic[topic] = ids
+      topics[#topics + 1] = topic
+      late[topic] = {}
     end
+    ids[#ids + 1] = id
+    if want_lateness then
+      -- at most 10 years: a score of -inf is no lateness to record
+      local ms = now_ms - math.floor(tonumber(due[i + 1]) * 1000 + 0.5)
+      local l = late[topic]
+      l[#l + 1] = math.min(math.max(0, ms), 315360000000)
+    end
+  elseif not topic and redis.call('EXISTS', bucket) == 0 then
+    orphans = orphans + 1
+  else
+    malformed_ids[#malformed_ids + 1] = id
   end
 end
 
--- The writes, the pool's removal first (see the header).
-local taken = #taken_ids
+local function hold(ids, topic)
+  for _, id in ipairs(ids) do held_ids[id] = true end
+  held = held + #ids
+  if topic then held_topics[topic] = true end
+end
+
+-- The writes. Fast order: each LPUSH under pcall (a key of the wrong type
+-- refuses it whole and writes nothing: those ids are held), then the pool's
+-- removal of the rest. Redis refuses a write for maxmemory only as a
+-- script's first: when the first LPUSH meets OOM, nothing is written, and
+-- the call takes the other order (see the header): each destination's type
+-- checked, the pool's removal first, then the LPUSHes.
+local wrote, oom, pushed = false, false, {}
+local function push(key, ids, topic)
+  local r = redis.pcall('LPUSH', key, unpack(ids))
+  if type(r) == 'number' then
+    wrote = true
+    if topic then pushed[topic] = true end
+  elseif not wrote and string.sub(r.err, 1, 3) == 'OOM' then
+    oom = true
+  elseif not wrote and string.sub(r.err, 1, 9) ~= 'WRONGTYPE' then
+    return r -- refused before anything was written (a replica, a disk error)
+  else
+    type_of(key)
+    hold(ids, topic)
+  end
+end
+for _, topic in ipairs(topics) do
+  local err = push(queues .. topic, by_topic[topic], topic)
+  if err then return err end
+  if oom then break end
+end
+if not oom and #malformed_ids > 0 then
+  local err = push(malformed, malformed_ids, nil)
+  if err then return err end
+  if held_ids[malformed_ids[1]] then malformed_ids = {} end
+end
+if oom then
+  for _, topic in ipairs(topics) do
+    if not opens(topic) then hold(by_topic[topic], topic) end
+  end
+  if #malformed_ids > 0 and not opens('') then
+    hold(malformed_ids, nil)
+    malformed_ids = {}
+  end
+end
+
+-- The ids taken off the pool: every one looked at but the held ones.
+local taken = (last - first) / 2 + 1 - held
+local oldest, taken_ids = '', {}
+for i = first, last, 2 do
+  if not held_ids[due[i]] then
+    if oldest == '' then oldest = due[i + 1] end
+    if held == 0 then break end
+    taken_ids[#taken_ids + 1] = due[i]
+  end
+end
 if taken > 0 then
   if held == 0 then
     redis.call('ZREMRANGEBYRANK', pool, from, from + taken - 1)
@@ -190,16 +249,27 @@ if taken > 0 then
     redis.call('ZREM', pool, unpack(taken_ids))
   end
 end
-local per_topic = {}
+if oom then
+  for _, topic in ipairs(topics) do
+    if not held_topics[topic] then
+      redis.call('LPUSH', queues .. topic, unpack(by_topic[topic]))
+      pushed[topic] = true
+    end
+  end
+  if #malformed_ids > 0 then redis.call('LPUSH', malformed, unpack(malformed_ids)) end
+end
+
+-- What moved, per topic; the held topics are left out.
+local moved, per_topic, lateness = {}, {}, {}
 for _, topic in ipairs(topics) do
-  local ids = by_topic[topic]
-  redis.call('LPUSH', queues .. topic, unpack(ids))
-  per_topic[#per_topic + 1] = topic
-  per_topic[#per_topic + 1] = #ids
+  if pushed[topic] then
+    moved[#moved + 1] = topic
+    per_topic[#per_topic + 1] = topic
+    per_topic[#per_topic + 1] = #by_topic[topic]
+    for _, ms in ipairs(late[topic]) do lateness[#lateness + 1] = ms end
+  end
 end
-if #malformed_ids > 0 then
-  redis.call('LPUSH', malformed, unpack(malformed_ids))
-end
+topics = moved
 
 -- Bookkeeping: a key of the wrong type skips it, reported.
 local function skipped(key, result, expected)
@@ -229,7 +299,7 @@ for _, topic in ipairs(topics) do
   end
 end
 for topic in pairs(held_topics) do
-  if not by_topic[topic] then topics[#topics + 1] = topic end
+  if not pushed[topic] then topics[#topics + 1] = topic end
 end
 if #topics > 0 then
   local added = redis.pcall('SADD', known, unpack(topics))
