@@ -39,6 +39,7 @@ mod telemetry;
 mod timer;
 mod topic_mover;
 mod wake;
+mod waves;
 mod webhook;
 
 use clap::Parser;

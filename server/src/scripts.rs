@@ -1,6 +1,7 @@
 //! The server's Lua scripts and their replies: `lua/move.lua` (due jobs to
 //! their ready queues), `lua/move_topic.lua` (the same for one topic of the
-//! per-topic layout) and `lua/release.lua` in its "expired" mode
+//! per-topic layout), `lua/index.lua` (that layout's index after a drain) and
+//! `lua/release.lua` in its "expired" mode
 //! (reservations past their deadline: retry or dead letters).
 //!
 //! The script texts live once in the repository's `lua/` folder, with their
@@ -22,6 +23,10 @@ pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!(".
 
 /// `move_topic.lua` (its header states its KEYS and ARGV).
 pub static MOVE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/move_topic.lua")));
+
+/// `index.lua`: the per-topic layout's index entries after a drain (its
+/// header states its KEYS and ARGV).
+pub static INDEX: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/index.lua")));
 
 /// `release.lua`, run in its "expired" mode (its header states its KEYS and
 /// ARGV; the SDKs' copy, via the SDK crate).

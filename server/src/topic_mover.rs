@@ -14,6 +14,14 @@
 //! known topic's pool head is swept into the index ([`SWEEP_EVERY`]); and the
 //! key space is scanned for pools missing from `<prefix>topics`
 //! ([`RESCAN_EVERY`]). Idle topics cost nothing between sweeps.
+//!
+//! A topic whose pool or ready list holds the wrong type is set aside (it
+//! leaves the index, its jobs stay where they are), each bad key is named
+//! once ([`BadKeys`]), and the topic goes back into the index when the key
+//! is fixed. The index is written after a drain by index.lua, which Redis
+//! takes even when it is out of memory (it removes each entry first), so
+//! moving goes on in a full Redis; the sweeps' own index writes are left
+//! for a later pass then.
 
 use crate::badkeys::BadKeys;
 use crate::memory::MemoryWatch;
@@ -21,11 +29,12 @@ use crate::mover::{log_expired, Link, Tick, TickError, TickReport};
 use crate::other_layout::OtherLayout;
 use crate::scripts::{self, BadKey};
 use crate::telemetry;
+use crate::waves::{bad_keys, Waves};
 use delayer::connection::{Batch, Conn, Manager};
 use delayer::TopicKeys;
 use log::{info, warn};
-use redis::{Cmd, RedisError, RedisResult, Script, Value};
-use std::collections::{HashMap, VecDeque};
+use redis::{RedisError, RedisResult};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -206,20 +215,23 @@ impl TopicMover {
         self.write_index(conn, &next)
     }
 
-    /// The topics' index entries: each one's next time (or none), then the
+    /// The topics' index entries: each one's next time (or none), written
+    /// by index.lua (memory-neutral: Redis out of memory takes it), then the
     /// heads read again in case a push or reserve (whose own index write may
     /// already have run) came between the drain and this write.
     fn write_index(&self, conn: &mut Conn, next: &[(&str, Option<f64>)]) -> RedisResult<()> {
         let due = self.keys.due();
-        let mut write = Batch::new();
-        for (topic, at) in next {
-            match at {
-                Some(at) => write.add_ignored(redis::Cmd::zadd(&due, *topic, *at)),
-                None => write.add_ignored(redis::Cmd::zrem(&due, *topic)),
-            };
-            self.read_head(&mut write, topic);
+        if next.is_empty() {
+            return Ok(());
         }
-        let heads: Vec<Vec<(String, f64)>> = write.query(conn)?;
+        let mut write = scripts::INDEX.key(&due);
+        let mut read = Batch::new();
+        for (topic, at) in next {
+            write.arg(*topic).arg(at.map(|at| at.to_string()).unwrap_or_default());
+            self.read_head(&mut read, topic);
+        }
+        write.invoke::<()>(conn)?;
+        let heads: Vec<Vec<(String, f64)>> = read.query(conn)?;
         let mut lower = Batch::new();
         for ((topic, at), pair) in next.iter().zip(heads.chunks(2)) {
             let [pool_head, reserved_head] = pair else { break };
@@ -229,7 +241,8 @@ impl TopicMover {
                 }
             }
         }
-        lower.query(conn)
+        // Refused while Redis is out of memory: the sweep lowers it later.
+        out_of_memory_is_later(lower.query(conn))
     }
 
     /// Topics whose keys hold the wrong type (written by hand, or by a
@@ -286,11 +299,7 @@ impl TopicMover {
         }
         if !again.is_empty() {
             // Refused while Redis is out of memory: a sweep finds the topic then.
-            if let Err(e) = write.query::<()>(conn) {
-                if e.code() != Some("OOM") {
-                    return Err(e);
-                }
-            }
+            out_of_memory_is_later(write.query::<()>(conn))?;
         }
         Ok(())
     }
@@ -349,7 +358,8 @@ impl TopicMover {
             };
             let topics: Vec<&str> = pools.iter().filter_map(|k| self.keys.topic_of_pool(k)).collect();
             if !topics.is_empty() {
-                redis::cmd("SADD").arg(self.keys.topics()).arg(&topics).query::<()>(conn)?;
+                // Refused while Redis is out of memory: the next pass adds them.
+                out_of_memory_is_later(redis::cmd("SADD").arg(self.keys.topics()).arg(&topics).query::<()>(conn))?;
                 let topics: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
                 self.index_heads(conn, &topics)?;
             }
@@ -393,86 +403,19 @@ impl TopicMover {
             }
         }
         if any {
-            write.query::<()>(conn)?;
+            // Refused while Redis is out of memory: the next sweep writes it.
+            out_of_memory_is_later(write.query::<()>(conn))?;
         }
         Ok(())
     }
 }
 
-/// Ids a round of calls may move at most: Redis runs a round's calls back to
-/// back, so other clients (pops, pushes) wait at most about this many ids'
-/// work (a few milliseconds) for their turn, while the round trip between
-/// rounds is paid once per this many ids rather than once per batch.
-const IDS_PER_ROUND: u32 = 8192;
-
-/// One script run for many topics, in rounds: every call of a round goes
-/// in one round trip ([`scripts::eval_each`]), at most [`IDS_PER_ROUND`]
-/// ids' worth; a topic whose last call came back full goes to the back of
-/// the queue with as many calls as it asks for.
-struct Waves<'a> {
-    script: &'a Script,
-    per_round: usize,
-}
-
-/// What the rounds left: each topic's last reply, and the topics whose keys
-/// hold the wrong type, with Redis's error.
-struct Drained<R> {
-    last: Vec<(String, R)>,
-    bad: Vec<(String, RedisError)>,
-}
-
-impl<'a> Waves<'a> {
-    fn new(script: &'a Script, batch_size: u32) -> Waves<'a> {
-        Waves { script, per_round: (IDS_PER_ROUND / batch_size.max(1)).max(1) as usize }
-    }
-
-    /// Runs `call(topic)` for every topic, then again for those `more` asks
-    /// for (the number of calls it wants; 0 when done), until none is left
-    /// or `stop` is set. `read` gets each reply with its share of the
-    /// round's time.
-    fn run<R>(
-        &self,
-        conn: &mut Conn,
-        topics: &[String],
-        stop: &AtomicBool,
-        call: impl Fn(&str) -> Cmd,
-        mut read: impl FnMut(&str, Value, Duration) -> RedisResult<R>,
-        more: impl Fn(&R) -> usize,
-    ) -> RedisResult<Drained<R>> {
-        let mut queue: VecDeque<(&str, usize)> = topics.iter().map(|t| (t.as_str(), 1)).collect();
-        let mut drained = Drained { last: Vec::with_capacity(topics.len()), bad: Vec::new() };
-        while !queue.is_empty() {
-            let mut round = Vec::new();
-            let mut calls = Vec::new();
-            while calls.len() < self.per_round {
-                let Some((topic, wanted)) = queue.pop_front() else { break };
-                let n = wanted.clamp(1, self.per_round - calls.len());
-                calls.extend((0..n).map(|_| call(topic)));
-                round.push((topic, n));
-            }
-            let started = Instant::now();
-            let mut replies = scripts::eval_each(conn, self.script, &calls)?.into_iter();
-            let took = started.elapsed() / calls.len() as u32;
-            for (topic, n) in round {
-                let (mut last, mut bad) = (None, None);
-                for reply in replies.by_ref().take(n) {
-                    match reply {
-                        Ok(value) => last = Some(read(topic, value, took)?),
-                        Err(e) if bad_keys(&e) => bad = Some(e),
-                        Err(e) => return Err(e),
-                    }
-                }
-                match (bad, last) {
-                    (Some(e), _) => drained.bad.push((topic.to_string(), e)),
-                    (None, Some(last)) => match more(&last) {
-                        wanted if wanted > 0 && !stop.load(Ordering::SeqCst) => queue.push_back((topic, wanted)),
-                        _ => drained.last.push((topic.to_string(), last)),
-                    },
-                    (None, None) => {}
-                }
-            }
-        }
-        Ok(drained)
+/// A write that Redis refused for maxmemory is left for a later pass (the
+/// memory watch says Redis is full); any other error stands.
+fn out_of_memory_is_later(written: RedisResult<()>) -> RedisResult<()> {
+    match written {
+        Err(e) if e.code() == Some("OOM") || e.to_string().contains("command not allowed when used memory") => Ok(()),
+        other => other,
     }
 }
 
@@ -488,10 +431,4 @@ fn earlier(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 /// head (deadline, Unix ms).
 fn head_time(pool_head: &[(String, f64)], reserved_head: &[(String, f64)]) -> Option<f64> {
     earlier(pool_head.first().map(|(_, due)| *due), reserved_head.first().map(|(_, ms)| *ms / 1000.0))
-}
-
-/// Whether Redis refused a topic's keys themselves (a key of the wrong type),
-/// as opposed to being unreachable.
-fn bad_keys(e: &redis::RedisError) -> bool {
-    e.code() == Some("WRONGTYPE") || e.to_string().contains("WRONGTYPE")
 }

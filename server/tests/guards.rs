@@ -6,7 +6,7 @@
 //! pop while pushes are refused cleanly, and pushes work again once memory
 //! frees.
 
-use delayer::{Delayer, Error};
+use delayer::{Delayer, Error, Layout};
 use redis::Commands;
 use std::collections::HashSet;
 use std::process::Command;
@@ -176,11 +176,29 @@ fn fill(conn: &mut redis::Connection) -> usize {
 
 #[test]
 fn a_full_redis_keeps_moving_refuses_pushes_and_recovers() {
+    full_redis(Layout::Classic);
+}
+
+#[test]
+fn a_full_redis_keeps_moving_in_the_per_topic_layout() {
+    full_redis(Layout::Topic);
+}
+
+fn full_redis(layout: Layout) {
     let redis = RedisServer::start();
     let mut conn = redis.connection();
-    let d = Delayer::open(&redis.url()).expect("client");
+    let d = Delayer::open(&redis.url()).expect("client").with_layout(layout).expect("layout");
+    let ready_key = match layout {
+        Layout::Classic => "delayer:ready_queue:full",
+        Layout::Topic => "delayer:{full}:ready",
+    };
+    let ready = |conn: &mut redis::Connection| -> Vec<String> { conn.lrange(ready_key, 0, -1).expect("LRANGE") };
     for i in 0..300 {
         d.push("full", &format!("j{i}"), Duration::from_millis(1500)).expect("push");
+    }
+    // Due later, while Redis is full: moved then too.
+    for i in 0..3 {
+        d.push("full", &format!("later{i}"), Duration::from_millis(4000)).expect("push");
     }
     let info: String = redis::cmd("INFO").arg("memory").query(&mut conn).expect("INFO");
     let used: u64 = info
@@ -188,27 +206,31 @@ fn a_full_redis_keeps_moving_refuses_pushes_and_recovers() {
         .find_map(|l| l.strip_prefix("used_memory:"))
         .and_then(|v| v.trim().parse().ok())
         .expect("used_memory");
-    let _: () =
-        redis::cmd("CONFIG").arg("SET").arg("maxmemory-policy").arg("noeviction").query(&mut conn).expect("policy");
-    let _: () =
-        redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(used + 4 * 1024 * 1024).query(&mut conn).expect("max");
+    let set = |conn: &mut redis::Connection, name: &str, value: String| {
+        let _: () = redis::cmd("CONFIG").arg("SET").arg(name).arg(value).query(conn).expect("CONFIG SET");
+    };
+    set(&mut conn, "maxmemory-policy", "noeviction".into());
+    set(&mut conn, "maxmemory", (used + 4 * 1024 * 1024).to_string());
     let fillers = fill(&mut conn);
 
-    let server = DelayerProcess::start(BIN, &server_conf(redis.port(), 100, ""));
+    let layout_line = if layout == Layout::Topic { "layout = topic" } else { "" };
+    let server = DelayerProcess::start(BIN, &server_conf(redis.port(), 100, layout_line));
     assert!(server.wait_for_output(|o| o.contains("redis is out of memory")), "not said:\n{}", server.output());
     // Due jobs move and are popped while Redis is full.
-    assert!(wait_until(DEADLINE, || ready(&mut conn, "full").len() == 300), "moves stopped:\n{}", server.output());
+    assert!(wait_until(DEADLINE, || ready(&mut conn).len() == 303), "moves stopped:\n{}", server.output());
     for _ in 0..100 {
         assert!(d.pop("full").expect("pop while full").is_some());
     }
+    assert!(!server.output().contains("ERROR"), "a tick failed while Redis was full:\n{}", server.output());
     // A push is refused, and leaves nothing behind.
-    let pool: u64 = conn.zcard("delayer:job_pool").expect("ZCARD");
+    let pool_key = if layout == Layout::Topic { "delayer:{full}:pool" } else { "delayer:job_pool" };
+    let bucket = if layout == Layout::Topic { "delayer:{full}:job:refused" } else { "delayer:job_bucket:refused" };
     match d.push("full", "refused", Duration::ZERO) {
         Err(Error::Redis(e)) => assert!(e.to_string().contains("OOM"), "{e}"),
         other => panic!("a push into a full Redis: {other:?}"),
     }
-    assert_eq!(conn.zcard::<_, u64>("delayer:job_pool").expect("ZCARD"), pool);
-    assert!(!conn.exists::<_, bool>("delayer:job_bucket:refused").expect("EXISTS"), "half a push");
+    assert_eq!(conn.zcard::<_, u64>(pool_key).expect("ZCARD"), 0);
+    assert!(!conn.exists::<_, bool>(bucket).expect("EXISTS"), "half a push");
 
     // Memory frees: pushes work again, and the server says so.
     for i in 0..fillers {
@@ -216,6 +238,6 @@ fn a_full_redis_keeps_moving_refuses_pushes_and_recovers() {
     }
     d.push("full", "after", Duration::ZERO).expect("a push once memory is free");
     assert!(server.wait_for_output(|o| o.contains("redis has memory again")), "not said:\n{}", server.output());
-    assert!(wait_until(DEADLINE, || ready(&mut conn, "full").contains(&"after".to_string())));
+    assert!(wait_until(DEADLINE, || ready(&mut conn).contains(&"after".to_string())));
     assert_eq!(server.output().matches("redis is out of memory").count(), 1, "said once:\n{}", server.output());
 }
