@@ -3,7 +3,8 @@
 //! second by the movers. Redis then refuses every write that may need
 //! memory as a script's first: pushes fail (the backpressure producers
 //! need), while moving, popping, reserving, acking and releasing go on,
-//! since their scripts free memory first (PROTOCOL.md, "Operations"). So
+//! since their scripts free memory first (PROTOCOL.md, "Operations"; in the
+//! per-topic layout a client's index write after a reserve is refused). So
 //! the server does not fail here: it says so once when Redis fills up,
 //! counts it (`delayer_redis_oom_total`), and says so again when memory is
 //! free.
@@ -92,8 +93,8 @@ impl MemoryWatch {
             telemetry::redis_oom();
             warn!(
                 "redis is out of memory (used {} of maxmemory {} bytes, policy noeviction): pushes, reschedules, \
-                 touches and dead-letter requeues are refused until memory frees; moving, popping, reserving, acking \
-                 and releasing go on (consumers free memory)",
+                 touches and dead-letter requeues are refused until memory frees; moving, popping, acking and \
+                 releasing go on (consumers free memory)",
                 memory.used, memory.max
             );
         } else if !full && state.full {
