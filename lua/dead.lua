@@ -21,6 +21,11 @@
 -- skipped by "list" and dropped by the other two without touching its bucket.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 local list, pool, counts = KEYS[1], KEYS[2], KEYS[3]
 local buckets, topic, action = ARGV[1], ARGV[2], ARGV[3]
 
@@ -58,6 +63,14 @@ else
   ids = redis.call('LRANGE', list, -tonumber(ARGV[4]), -1)
 end
 
+-- The pool is checked before the first write (an entry's LREM may come
+-- before the first ZADD): a call either fails before writing or completes.
+if action == 'requeue' then
+  local kind = redis.call('TYPE', pool).ok
+  if kind ~= 'zset' and kind ~= 'none' then
+    return redis.error_reply('WRONGTYPE ' .. shown(pool) .. ' is a ' .. kind .. ', not a zset')
+  end
+end
 local t = redis.call('TIME')
 local now = t[1] .. '.' .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
 local done = 0
@@ -78,7 +91,7 @@ for _, id in ipairs(ids) do
   end
 end
 if action == 'requeue' and done > 0 and counts then
-  redis.call('HINCRBY', counts, topic, done)
+  redis.pcall('HINCRBY', counts, topic, done) -- a count only: never fails the re-queue
 end
 if not by_id and #ids > 0 then
   redis.call('LTRIM', list, 0, -#ids - 1)

@@ -37,6 +37,11 @@
 --             job: ids are global there)
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 local from_buckets, to_buckets, topic, mode, side = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local moved, skipped, kept = 0, 0, {}
 
@@ -50,6 +55,14 @@ local function verdict(id)
     return 'keep'
   end
   return 'move'
+end
+
+-- The destination is checked before the first write (a list-mode RPOP
+-- comes before its LPUSH): a call either fails before writing or completes.
+local want = mode == 'zset' and 'zset' or 'list'
+local to_kind = redis.call('TYPE', KEYS[2]).ok
+if to_kind ~= want and to_kind ~= 'none' then
+  return redis.error_reply('WRONGTYPE ' .. shown(KEYS[2]) .. ' is a ' .. to_kind .. ', not a ' .. want)
 end
 
 if mode == 'zset' then
@@ -94,6 +107,8 @@ end
 
 if KEYS[3] and moved > 0 and side ~= '' then
   local n = side == 'to' and moved or -moved
-  if redis.call('HINCRBY', KEYS[3], topic, n) <= 0 then redis.call('HDEL', KEYS[3], topic) end
+  -- a count only: never fails the move
+  local left = redis.pcall('HINCRBY', KEYS[3], topic, n)
+  if type(left) == 'number' and left <= 0 then redis.call('HDEL', KEYS[3], topic) end
 end
 return {moved, skipped, kept}

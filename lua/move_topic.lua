@@ -7,7 +7,7 @@
 -- KEYS[3]  the topic's reserved  ZSET  <prefix>{<topic>}:reserved (optional)
 -- ARGV[1]  batch size: the most ids taken from the pool in this call
 --
--- Returns {taken, next_due, now, oldest_due, newest_due, pool_size}
+-- Returns {taken, next_due, now, oldest_due, newest_due, pool_size, bad_keys}
 --   taken        ids moved; taken == batch size means more may be due
 --   next_due     score of the earliest job left in the pool, "" if none
 --   now          Redis's clock, Unix seconds "s.uuuuuu"
@@ -15,6 +15,11 @@
 --   newest_due   score of the last id moved, "" if none (ids leave in due
 --                order: with now, the batch's most and least lateness)
 --   pool_size    ids left in the pool
+--   bad_keys     {KEYS[3], its type, "zset"} when the reserved key holds the
+--                wrong type: its stale reservations were not ended; else {}
+-- A pool or ready key of the wrong type fails the call before any write,
+-- with a WRONGTYPE error naming the key: the topic's jobs stay where they
+-- are (the server sets the topic aside, PROTOCOL.md "The per-topic layout").
 --
 -- Every id in the pool is the topic's, so nothing is read per job: this is
 -- what makes the layout's drain fast. An id whose bucket expired or is
@@ -24,26 +29,48 @@
 -- reservation here, as in move.lua.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 local pool, ready, reserved = KEYS[1], KEYS[2], KEYS[3]
 local batch = tonumber(ARGV[1])
 local t = redis.call('TIME')
 local now = t[1] .. '.' .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
 
+local function kind(key)
+  return redis.call('TYPE', key).ok
+end
+local function wrong(key, expected)
+  return redis.error_reply('WRONGTYPE ' .. shown(key) .. ' is a ' .. kind(key) .. ', not a ' .. expected)
+end
+
 -- Ids without scores, and two scores for the batch's lateness: formatting
 -- a score per job would cost Redis as much as the whole move.
-local ids = redis.call('ZRANGEBYSCORE', pool, '-inf', now, 'LIMIT', 0, batch)
-local oldest = #ids > 0 and redis.call('ZSCORE', pool, ids[1]) or ''
-local newest = #ids > 0 and redis.call('ZSCORE', pool, ids[#ids]) or ''
-
-local taken = #ids
+local ids = redis.pcall('ZRANGEBYSCORE', pool, '-inf', now, 'LIMIT', 0, batch)
+if ids.err then return wrong(pool, 'zset') end
+local taken, bad_keys = #ids, {}
+local oldest, newest = '', ''
 if taken > 0 then
-  redis.call('LPUSH', ready, unpack(ids))
-  if reserved and redis.call('EXISTS', reserved) == 1 then
-    redis.call('ZREM', reserved, unpack(ids))
-  end
+  -- The key written is checked before the first write (PROTOCOL.md,
+  -- "Operations"): a failing call leaves everything where it was.
+  local queue = kind(ready)
+  if queue ~= 'list' and queue ~= 'none' then return wrong(ready, 'list') end
+  oldest, newest = redis.call('ZSCORE', pool, ids[1]), redis.call('ZSCORE', pool, ids[taken])
+  -- The pool's removal first: it adds no memory, and Redis refuses a write
+  -- for maxmemory only when it is a script's first, so the LPUSH after it
+  -- moves the jobs even when Redis is out of memory.
   redis.call('ZREMRANGEBYRANK', pool, 0, taken - 1)
+  redis.call('LPUSH', ready, unpack(ids))
+  local held = reserved and kind(reserved)
+  if held == 'zset' then
+    redis.call('ZREM', reserved, unpack(ids))
+  elseif held and held ~= 'none' then
+    bad_keys = {reserved, held, 'zset'}
+  end
 end
 
 local next_due = redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
 return {taken, next_due[2] or '', t[1] .. '.' .. string.format('%06d', tonumber(t[2])), oldest, newest,
-  redis.call('ZCARD', pool)}
+  redis.call('ZCARD', pool), bad_keys}

@@ -16,6 +16,25 @@
 -- A stale entry is dropped too: one left by an earlier push of an id that
 -- has since been pushed again (the id waits in the pool), reserved, or died.
 -- Handing it out would deliver the newer job before its due time.
+-- Guards (PROTOCOL.md, "Operations"): an id popped is never lost to a key
+-- of the wrong type. A malformed list of the wrong type sends the id back
+-- to the pool, due now (ZADD NX: a time it has there is kept), where the
+-- server holds it and names the key; a pool or reserved set of the wrong
+-- type puts it back on the queue and returns the error.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+
+-- Parks a malformed id (a failed LPUSH writes nothing); returns an error
+-- reply when it had to go back on the queue.
+local function park(id)
+  if type(redis.pcall('LPUSH', KEYS[2], id)) == 'number' then return nil end
+  local t = redis.call('TIME')
+  local back = redis.pcall('ZADD', KEYS[3], 'NX', t[1] .. '.' .. string.format('%03d', math.floor(t[2] / 1000)), id)
+  if type(back) == 'table' then
+    redis.call('RPUSH', KEYS[1], id)
+    return back
+  end
+end
+
 while true do
   local id = redis.call('RPOP', KEYS[1])
   if not id then
@@ -24,7 +43,8 @@ while true do
   local bucket = ARGV[1] .. id
   local job = redis.pcall('HMGET', bucket, 'topic', 'body', 'dead_reason')
   if job.err or job[1] == '' or (not job[1] and job[2]) then
-    redis.call('LPUSH', KEYS[2], id)
+    local err = park(id)
+    if err then return err end
   elseif job[1] then
     -- A key of the wrong type must not lose the id just popped: it goes
     -- back, and the error is returned.

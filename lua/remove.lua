@@ -15,9 +15,12 @@
 local topic = redis.pcall('HGET', KEYS[2], 'topic')
 local in_pool = redis.call('ZREM', KEYS[1], ARGV[1])
 local bucket = redis.call('DEL', KEYS[2])
+-- The count under pcall: the job is cancelled whatever happens to it (a
+-- count hash of the wrong type is reported by the server and stats).
 local counts = KEYS[3]
 if counts and in_pool == 1 and type(topic) == 'string' and topic ~= '' then
-  if redis.call('HINCRBY', counts, topic, -1) <= 0 then redis.call('HDEL', counts, topic) end
+  local left = redis.pcall('HINCRBY', counts, topic, -1)
+  if type(left) == 'number' and left <= 0 then redis.call('HDEL', counts, topic) end
 end
 if in_pool + bucket > 0 then
   return 1

@@ -23,8 +23,15 @@
 -- Topics are those of <prefix>topics (every topic a Delayer 2 server moved
 -- jobs of), of the count hash (topics with jobs pushed by Delayer 2 and
 -- waiting) and of the reserved ids.
-local pool_total = redis.call('ZCARD', KEYS[3])
-local reserved_total = redis.call('ZCARD', KEYS[4])
+-- A key of the wrong type reads as empty (`delayer stats` names it): the
+-- numbers of every other key are still given.
+local function read(...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then return nil end
+  return r
+end
+local pool_total = read('ZCARD', KEYS[3]) or 0
+local reserved_total = read('ZCARD', KEYS[4]) or 0
 local cap = tonumber(ARGV[4])
 local seen, names = {}, {}
 local function topic_of(name)
@@ -34,13 +41,18 @@ local function topic_of(name)
   end
   return seen[name]
 end
-for _, name in ipairs(redis.call('SMEMBERS', KEYS[1])) do topic_of(name) end
-local counts = redis.call('HGETALL', KEYS[2])
-for i = 1, #counts, 2 do topic_of(counts[i])[1] = tonumber(counts[i + 1]) or 0 end
+for _, name in ipairs(read('SMEMBERS', KEYS[1]) or {}) do topic_of(name) end
+local counts = read('HGETALL', KEYS[2]) or {}
+for i = 1, #counts, 2 do
+  local n = tonumber(counts[i + 1]) or 0
+  -- a count is an integer of a sane size; anything else reads as 0
+  if n ~= n or math.abs(n) >= 2 ^ 53 then n = 0 end
+  topic_of(counts[i])[1] = math.floor(n)
+end
 local known = 0
 if reserved_total <= cap then
   known = 1
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+  for _, id in ipairs(read('ZRANGE', KEYS[4], 0, -1) or {}) do
     local name = redis.pcall('HGET', ARGV[3] .. id, 'topic')
     if type(name) == 'string' and name ~= '' then
       local t = topic_of(name)

@@ -27,8 +27,14 @@
 --            its dead-letter list, or nil when the reservation was not held.
 --          "expired": end up to ARGV[5] reservations whose deadline passed
 --            Returns {taken, retried, dead, dropped, malformed_ids,
---                     next_deadline, now}; taken == ARGV[5] means call again,
---            next_deadline is the earliest deadline left ("" if none).
+--                     next_deadline, now, held, bad_keys}; taken == ARGV[5]
+--            means call again, next_deadline is the earliest deadline left
+--            ("" if none), held the expired ids that could not be ended nor
+--            parked (the malformed list holds the wrong type): their
+--            deadline moves 10 s on, so they hold up no other, and they are
+--            ended once the key is fixed; bad_keys is flat {key, type,
+--            expected, ...}, each key of the wrong type met. A reserved set
+--            or pool of the wrong type ends nothing and is reported there.
 --
 -- A failed attempt schedules the job again (pool score now + delay), unless
 -- it was buried or its attempts reached max_attempts (0: no limit): then its
@@ -41,8 +47,19 @@
 -- Expired ids that cannot be ended (a bucket without a topic or not a hash,
 -- or a dead-letter list that is not a list) are parked on the malformed
 -- list with their bucket kept, and reported.
+-- Guards (PROTOCOL.md, "Operations"): every key written is checked before
+-- the first write, so a call either fails before writing (held mode: a
+-- WRONGTYPE error naming the key) or completes. Ending a reservation takes
+-- the id off the reserved set first: that adds no memory, and Redis refuses
+-- a write for maxmemory only when it is a script's first, so retries and
+-- dead letters are written even when Redis is out of memory.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 local reserved, pool, malformed = KEYS[1], KEYS[2], KEYS[3]
 local buckets, deads, action = ARGV[1], ARGV[2], ARGV[3]
 local counts, dead_list = KEYS[4], nil
@@ -68,17 +85,29 @@ local function backoff(kind, attempts, base, cap)
   return math.min(delay, cap)
 end
 
+-- The type of `key` ("none" when it does not exist).
+local function kind(key)
+  return redis.call('TYPE', key).ok
+end
+local function wrong(key, expected)
+  return redis.error_reply('WRONGTYPE ' .. shown(key) .. ' is a ' .. kind(key) .. ', not a ' .. expected)
+end
+
 -- Ends the reservation of `id` (its bucket read as `job`); returns the due
--- time or "dead".
--- The id's new place is written before it leaves the reserved set: LPUSH and
--- ZADD are the calls that can fail (a key of the wrong type), and Redis does
--- not roll back, so a failure leaves the job reserved, not nowhere.
+-- time or "dead", or nil and {key, type, "list"} when its dead-letter list
+-- holds the wrong type (then nothing is written). The pool is known to be a
+-- ZSET (or none) and the bucket a hash: no write below can fail.
 local function fail(id, bucket, job, why)
   local attempts, max_attempts = tonumber(job[3]) or 0, tonumber(job[4]) or 0
   if action == 'bury' or (max_attempts > 0 and attempts >= max_attempts) then
     local reason = action == 'bury' and 'buried' or 'max_attempts'
-    redis.call('LPUSH', dead_list or deads .. job[1], id)
+    local list = dead_list or deads .. job[1]
+    local list_kind = kind(list)
+    if list_kind ~= 'list' and list_kind ~= 'none' then
+      return nil, {list, list_kind, 'list'}
+    end
     redis.call('ZREM', reserved, id)
+    redis.call('LPUSH', list, id)
     redis.call('HDEL', bucket, 'receipt')
     redis.call('HSET', bucket, 'dead_reason', reason, 'dead_at', now)
     if why ~= '' then redis.call('HSET', bucket, 'last_error', why) end
@@ -89,8 +118,8 @@ local function fail(id, bucket, job, why)
     delay = backoff(job[5], attempts, tonumber(job[6]) or 0, tonumber(job[7]) or 0)
   end
   local due = seconds(now_ms + math.floor(delay))
-  redis.call('ZADD', pool, due, id)
   redis.call('ZREM', reserved, id)
+  redis.call('ZADD', pool, due, id)
   redis.call('HDEL', bucket, 'receipt')
   if why ~= '' then redis.call('HSET', bucket, 'last_error', why) end
   if counts then redis.pcall('HINCRBY', counts, job[1], 1) end -- a count only: never fails the release
@@ -103,13 +132,17 @@ if ARGV[4] == 'held' then
   local id, receipt = ARGV[5], ARGV[6]
   local bucket = buckets .. id
   local job = redis.pcall('HMGET', bucket, unpack(FIELDS))
+  local held_at, waiting = redis.pcall('ZSCORE', reserved, id), redis.pcall('ZSCORE', pool, id)
+  if type(held_at) == 'table' then return wrong(reserved, 'zset') end
+  if type(waiting) == 'table' then return wrong(pool, 'zset') end
   if job.err or not job[2] or (receipt ~= '' and job[2] ~= receipt) or not job[1] or job[1] == ''
-      or not redis.call('ZSCORE', reserved, id) or redis.call('ZSCORE', pool, id) then
+      or not held_at or waiting then
     return false
   end
   local wake = ARGV[7] or ''
   local head = wake ~= '' and redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
-  local outcome = fail(id, bucket, job, string.sub(ARGV[8] or '', 1, 1000))
+  local outcome, bad = fail(id, bucket, job, string.sub(ARGV[8] or '', 1, 1000))
+  if not outcome then return wrong(bad[1], 'list') end
   if head and outcome ~= 'dead' and (not head[2] or tonumber(outcome) < tonumber(head[2])) then
     redis.pcall('PUBLISH', wake, outcome)
   end
@@ -117,30 +150,62 @@ if ARGV[4] == 'held' then
 end
 
 local batch = tonumber(ARGV[5])
-local expired = redis.call('ZRANGEBYSCORE', reserved, '-inf', now_ms, 'LIMIT', 0, batch)
-local retried, dead, dropped, malformed_ids = 0, 0, 0, {}
+local bad_keys = {}
+local function bad(entry)
+  for _, v in ipairs(entry) do bad_keys[#bad_keys + 1] = v end
+end
+local expired = redis.pcall('ZRANGEBYSCORE', reserved, '-inf', now_ms, 'LIMIT', 0, batch)
+if expired.err then
+  bad({reserved, kind(reserved), 'zset'})
+  expired = {}
+elseif #expired > 0 then
+  local pool_kind = kind(pool)
+  if pool_kind ~= 'zset' and pool_kind ~= 'none' then
+    bad({pool, pool_kind, 'zset'})
+    expired = {}
+  end
+end
+local retried, dead, dropped, malformed_ids, held_ids = 0, 0, 0, {}, {}
+local parking -- whether the malformed list takes an LPUSH (checked once)
 for _, id in ipairs(expired) do
   local bucket = buckets .. id
   local job = redis.pcall('HMGET', bucket, unpack(FIELDS))
-  local ended, outcome = false, nil
+  local outcome, failed = nil, nil
   local waiting = redis.call('ZSCORE', pool, id)
   if not job.err and job[1] and job[1] ~= '' and job[2] and not waiting then
     -- A key of the wrong type where fail() writes (the topic's dead list,
-    -- say) must cost this job only, not stop every later expiry: fail()
-    -- writes nothing before the call that raised, so parking is safe.
-    ended, outcome = pcall(fail, id, bucket, job, 'ttr expired')
+    -- say) costs this job only: fail() writes nothing then, and the job
+    -- is parked below.
+    outcome, failed = fail(id, bucket, job, 'ttr expired')
+    if failed then bad(failed) end
   end
-  if ended then
+  if outcome then
     if outcome == 'dead' then dead = dead + 1 else retried = retried + 1 end
   elseif waiting or (not job.err and not job[2]) then
     redis.call('ZREM', reserved, id)
     dropped = dropped + 1
   else
-    redis.call('ZREM', reserved, id)
-    malformed_ids[#malformed_ids + 1] = id
-    redis.call('LPUSH', malformed, id)
+    if parking == nil then
+      local k = kind(malformed)
+      parking = k == 'list' or k == 'none'
+      if not parking then bad({malformed, k, 'list'}) end
+    end
+    if parking then
+      redis.call('ZREM', reserved, id)
+      malformed_ids[#malformed_ids + 1] = id
+      redis.call('LPUSH', malformed, id)
+    else
+      held_ids[#held_ids + 1] = id
+    end
   end
 end
-local next_deadline = redis.call('ZRANGE', reserved, 0, 0, 'WITHSCORES')
+-- Last: moving a deadline is the one write here that may need memory, and
+-- Redis allows it when another write came first. Under maxmemory with
+-- nothing else written it is refused, and the id stays as it was.
+for _, id in ipairs(held_ids) do
+  redis.pcall('ZADD', reserved, 'XX', now_ms + 10000, id)
+end
+local next_deadline = redis.pcall('ZRANGE', reserved, 0, 0, 'WITHSCORES')
+if next_deadline.err then next_deadline = {} end
 return {#expired, retried, dead, dropped, malformed_ids,
-  next_deadline[2] and seconds(tonumber(next_deadline[2])) or '', now}
+  next_deadline[2] and seconds(tonumber(next_deadline[2])) or '', now, #held_ids, bad_keys}

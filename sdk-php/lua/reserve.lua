@@ -42,10 +42,23 @@ local function count(v)
   return v == false or (type(v) == 'string' and string.match(v, '^%d+$') ~= nil)
 end
 
+-- Parks a malformed id just popped (a failed LPUSH writes nothing): on the
+-- malformed list, or when that holds the wrong type back in the pool, due
+-- now (ZADD NX), where the server holds it and names the key (PROTOCOL.md,
+-- "Operations": an id popped is never lost to a key of the wrong type).
+-- Returns the error when the pool refused it too; the caller puts it back.
+local function park(id)
+  if type(redis.pcall('LPUSH', KEYS[3], id)) == 'number' then return nil end
+  local t = redis.call('TIME')
+  local back = redis.pcall('ZADD', KEYS[5], 'NX', t[1] .. '.' .. string.format('%03d', math.floor(t[2] / 1000)), id)
+  if type(back) == 'table' then return back end
+end
+
 -- Reads the bucket of an id just popped off the ready queue. Returns its
 -- job when the bucket holds one; nil when it was skipped (bucket gone),
--- parked (malformed) or is dead (a stale entry, dropped). The caller still
--- checks the id is neither waiting in the pool nor reserved.
+-- parked (malformed) or is dead (a stale entry, dropped); nil and the
+-- error when it could not be parked. The caller still checks the id is
+-- neither waiting in the pool nor reserved.
 local function read_bucket(id)
   local bucket = ARGV[1] .. id
   local f = redis.pcall('HMGET', bucket, 'topic', 'body', 'attempts', 'max_attempts', 'backoff', 'backoff_ms',
@@ -53,8 +66,7 @@ local function read_bucket(id)
   if f.err or f[1] == '' or (not f[1] and f[2])
       or (f[1] and not (count(f[3]) and count(f[4]) and count(f[6]) and count(f[7])
         and (not f[5] or f[5] == 'fixed' or f[5] == 'exponential'))) then
-    redis.call('LPUSH', KEYS[3], id)
-    return nil
+    return nil, park(id)
   end
   if not f[1] or f[8] then return nil end
   return {id = id, bucket = bucket, f = f}
@@ -90,7 +102,11 @@ local function reserve_one()
     if not id then
       return false
     end
-    local job = read_bucket(id)
+    local job, err = read_bucket(id)
+    if err then
+      redis.call('RPUSH', KEYS[1], id)
+      return nil, err
+    end
     local waiting, held = false, false
     if job then
       waiting, held = redis.pcall('ZSCORE', KEYS[5], id), redis.pcall('ZSCORE', KEYS[2], id)
@@ -135,6 +151,12 @@ end
 local acks, done_ids, done_buckets = {}, {}, {}
 local pair_ids = {}
 for i = 4, #ARGV - 1, 2 do pair_ids[#pair_ids + 1] = ARGV[i] end
+-- The ready queue is checked before the acks write anything: a queue of the
+-- wrong type fails the call whole, not after its acks.
+if #pair_ids > 0 and (tonumber(ARGV[3]) or 0) > 0 then
+  local len = redis.pcall('LLEN', KEYS[1])
+  if type(len) == 'table' then return len end
+end
 if #pair_ids > 0 then
   local held_at = redis.call('ZMSCORE', KEYS[2], unpack(pair_ids))
   local waiting = redis.call('ZMSCORE', KEYS[5], unpack(pair_ids))
@@ -181,6 +203,7 @@ if want > 0 then
     for k, id in ipairs(ids) do
       -- Stale: waiting again, reserved already, or the same id twice in
       -- this batch (the second entry would find it reserved by the first).
+      -- (read_bucket's parking cannot fail here: the pool answered ZMSCORE.)
       local job = not (waiting[k] or held_at[k] or seen[id]) and read_bucket(id)
       if job then
         seen[id] = true

@@ -12,20 +12,43 @@
 -- is not a hash, is parked on the malformed list (bucket kept), not lost.
 -- A stale entry (the id has been pushed again and waits in the pool, or is
 -- reserved, or dead) gives nil as well: see pop.lua.
+-- Guards (PROTOCOL.md, "Operations"): the id BRPOP took is never dropped
+-- for a key of the wrong type. A malformed list of the wrong type sends it
+-- back to the pool, due now (ZADD NX), where the server holds it and names
+-- the key; should the pool refuse it too (a key of the wrong type, or Redis
+-- out of memory), the error returned names the id.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
+-- Parks the id on the malformed list, else back in the pool; returns an
+-- error reply when neither took it.
+local function park(why)
+  local parked = redis.pcall('LPUSH', KEYS[2], ARGV[1])
+  if type(parked) == 'number' then return nil end
+  local t = redis.call('TIME')
+  local back = redis.pcall('ZADD', KEYS[3], 'NX', t[1] .. '.' .. string.format('%03d', math.floor(t[2] / 1000)), ARGV[1])
+  if type(back) == 'number' then return why end
+  local err = parked.err
+  return redis.error_reply(err .. ' (take.lua: id ' .. shown(ARGV[1]) .. ' could not be parked: its bucket is kept)')
+end
+
 local job = redis.pcall('HMGET', KEYS[1], 'topic', 'body', 'dead_reason')
 if job.err or job[1] == '' or (not job[1] and job[2]) then
-  redis.call('LPUSH', KEYS[2], ARGV[1])
-  return false
+  return park(false) or false
 end
 if not job[1] then
   return false
 end
 -- The caller's BRPOP has taken the id already: on a key of the wrong type
--- it is parked on the malformed list, not lost, and the error returned.
+-- it is parked (or sent back to the pool), not lost, and the error returned.
 local waiting, held = redis.pcall('ZSCORE', KEYS[3], ARGV[1]), redis.pcall('ZSCORE', KEYS[4], ARGV[1])
 if type(waiting) == 'table' or type(held) == 'table' then
-  redis.call('LPUSH', KEYS[2], ARGV[1])
-  return type(waiting) == 'table' and waiting or held
+  local err = type(waiting) == 'table' and waiting or held
+  return park(err) or err
 end
 if job[3] or waiting or held then
   return false

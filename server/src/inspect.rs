@@ -36,6 +36,8 @@ pub struct Stats {
     pub dead: BTreeMap<String, u64>,
     /// Redis's maxmemory-policy (`None` when it cannot be read).
     pub maxmemory_policy: Option<String>,
+    /// Keys read here that hold the wrong type: (key, type, expected).
+    pub bad_keys: Vec<(String, String, String)>,
 }
 
 impl Stats {
@@ -57,6 +59,9 @@ impl Stats {
             "reserved_overdue": self.reserved_overdue,
             "dead": self.dead,
             "redis": crate::eviction::json(self.maxmemory_policy.as_deref()),
+            "bad_keys": self.bad_keys.iter().map(|(key, kind, expected)| {
+                json!({"key": key, "type": kind, "expected": expected})
+            }).collect::<Vec<_>>(),
         })
     }
 
@@ -85,6 +90,12 @@ impl Stats {
             }
             for (topic, n) in lists {
                 out.push_str(&format!("  {topic:<30} {n}\n"));
+            }
+        }
+        if !self.bad_keys.is_empty() {
+            out.push_str("keys of the wrong type (what needs them waits, nothing is lost; delete or fix them)\n");
+            for (key, kind, expected) in &self.bad_keys {
+                out.push_str(&format!("  {key:<30} {kind}, not {expected}\n"));
             }
         }
         out
@@ -133,13 +144,13 @@ pub fn stats(conn: &mut Conn, names: &Names, topics: &delayer::inspect::Stats) -
     let overdue_ms = (now * 1000.0).floor();
     let (pool_size, next_due, malformed, reserved, reserved_overdue) = match names {
         Names::Classic(keys) => {
-            let first: Vec<(String, f64)> = conn.zrange_withscores(keys.job_pool(), 0, 0)?;
+            let first: Vec<(String, f64)> = readable(conn.zrange_withscores(keys.job_pool(), 0, 0))?;
             (
-                conn.zcard(keys.job_pool())?,
+                readable(conn.zcard(keys.job_pool()))?,
                 first_due(&first),
-                conn.llen(keys.malformed())?,
-                conn.zcard(keys.reserved())?,
-                conn.zcount(keys.reserved(), "-inf", overdue_ms)?,
+                readable(conn.llen(keys.malformed()))?,
+                readable(conn.zcard(keys.reserved()))?,
+                readable(conn.zcount(keys.reserved(), "-inf", overdue_ms))?,
             )
         }
         Names::Topic(_) => {
@@ -150,8 +161,20 @@ pub fn stats(conn: &mut Conn, names: &Names, topics: &delayer::inspect::Stats) -
                 pipe.add(redis::Cmd::zrange_withscores(names.pool(t), 0, 0)).add(redis::Cmd::llen(names.malformed(t)));
                 pipe.add(redis::Cmd::zcount(names.reserved(t), "-inf", overdue_ms));
             }
-            let per_topic: Vec<(Vec<(String, f64)>, u64, u64)> =
-                if topics.topics.is_empty() { Vec::new() } else { pipe.query(conn)? };
+            let answers: Vec<redis::RedisResult<redis::Value>> = pipe.query_each(conn)?;
+            let mut answers = answers.into_iter().map(|a| readable(a.and_then(|v| Ok(redis::from_redis_value(v)?))));
+            // Per topic: its pool's head, its malformed ids, its reservations past their deadline.
+            let mut per_topic: Vec<TopicNumbers> = Vec::new();
+            while let (Some(first), Some(m), Some(o)) = (answers.next(), answers.next(), answers.next()) {
+                let number = |v: redis::RedisResult<redis::Value>| -> redis::RedisResult<u64> {
+                    Ok(redis::from_redis_value(v?)?)
+                };
+                let first: Vec<(String, f64)> = match first? {
+                    redis::Value::Nil => Vec::new(),
+                    v => redis::from_redis_value(v)?,
+                };
+                per_topic.push((first, number(m).unwrap_or(0), number(o).unwrap_or(0)));
+            }
             let next_due = per_topic.iter().filter_map(|(first, _, _)| first_due(first)).reduce(f64::min);
             (
                 topics.scheduled_total,
@@ -166,8 +189,83 @@ pub fn stats(conn: &mut Conn, names: &Names, topics: &delayer::inspect::Stats) -
         topics.topics.iter().filter(|t| n(t) > 0).map(|t| (t.topic.clone(), n(t))).collect()
     };
     let (ready, dead) = (non_zero(|t| t.ready), non_zero(|t| t.dead));
+    let bad_keys = bad_keys(conn, names, topics)?;
     let maxmemory_policy = eviction::read(conn).ok();
-    Ok(Stats { now, pool_size, next_due, ready, malformed, reserved, reserved_overdue, dead, maxmemory_policy })
+    Ok(Stats {
+        now,
+        pool_size,
+        next_due,
+        ready,
+        malformed,
+        reserved,
+        reserved_overdue,
+        dead,
+        maxmemory_policy,
+        bad_keys,
+    })
+}
+
+/// A topic's pool head, malformed count and overdue reservations.
+type TopicNumbers = (Vec<(String, f64)>, u64, u64);
+
+/// A read of a key of the wrong type reads as nothing (the key is named in
+/// `bad_keys`): stats still gives every other number.
+fn readable<T: Default>(read: redis::RedisResult<T>) -> redis::RedisResult<T> {
+    match read {
+        Err(e) if e.code() == Some("WRONGTYPE") => Ok(T::default()),
+        other => other,
+    }
+}
+
+/// The keys stats reads (the shared ones, and each known topic's) whose
+/// type is wrong: one TYPE each, in one round trip. The movers hold or skip
+/// what needs such a key and name it in their log; this names it too.
+fn bad_keys(
+    conn: &mut Conn,
+    names: &Names,
+    topics: &delayer::inspect::Stats,
+) -> redis::RedisResult<Vec<(String, String, String)>> {
+    let mut shapes: Vec<(String, &str)> = Vec::new();
+    match names {
+        Names::Classic(keys) => {
+            shapes.extend([
+                (keys.job_pool(), "zset"),
+                (keys.malformed(), "list"),
+                (keys.reserved(), "zset"),
+                (keys.topics(), "set"),
+                (keys.scheduled_count(), "hash"),
+                (keys.receipt_seq(), "string"),
+            ]);
+            for t in &topics.topics {
+                shapes.extend([(keys.ready_queue(&t.topic), "list"), (keys.dead(&t.topic), "list")]);
+            }
+        }
+        Names::Topic(keys) => {
+            shapes.extend([(keys.due(), "zset"), (keys.topics(), "set")]);
+            for t in &topics.topics {
+                let t = &t.topic;
+                shapes.extend([
+                    (keys.pool(t), "zset"),
+                    (keys.ready(t), "list"),
+                    (keys.reserved(t), "zset"),
+                    (keys.dead(t), "list"),
+                    (keys.malformed(t), "list"),
+                    (keys.receipt_seq(t), "string"),
+                ]);
+            }
+        }
+    }
+    let mut read = Batch::new();
+    for (key, _) in &shapes {
+        read.add(redis::cmd("TYPE").arg(key).clone());
+    }
+    let kinds: Vec<String> = read.query(conn)?;
+    Ok(shapes
+        .into_iter()
+        .zip(kinds)
+        .filter(|((_, want), kind)| kind != want && kind != "none")
+        .map(|((key, want), kind)| (key, kind, want.to_string()))
+        .collect())
 }
 
 pub fn dead_json(letters: &[delayer::DeadLetter]) -> serde_json::Value {

@@ -15,6 +15,7 @@
 //! `delayer webhook` (`webhook`) is a consumer run from the same binary: it
 //! delivers jobs over HTTP.
 
+mod badkeys;
 mod cli;
 mod commands;
 mod config;
@@ -27,6 +28,7 @@ mod http;
 mod inspect;
 mod jobview;
 mod logging;
+mod memory;
 mod migrate;
 mod mover;
 mod oddities;
@@ -40,6 +42,7 @@ mod telemetry;
 mod timer;
 mod topic_mover;
 mod wake;
+mod waves;
 mod webhook;
 
 use clap::Parser;

@@ -8,9 +8,18 @@
 //! calling while batches come back full: a backlog drains at full speed,
 //! the server holds one batch reply at a time (memory stays flat whatever the
 //! backlog), and Redis serves other clients between calls.
+//!
+//! A key of the wrong type holds only the jobs that need it (move.lua's
+//! guards): they stay at the pool's head, and the mover passes their count
+//! (the held head) to the next call, which looks past them, so they hold up
+//! no other topic. It looks from the pool's head again when a bad key is
+//! fixed ([`BadKeys`]), when the script finds the head changed, and at
+//! least every [`LOOK_AGAIN`], so a held job moves once its key is fixed.
 
+use crate::badkeys::BadKeys;
+use crate::memory::MemoryWatch;
 use crate::other_layout::OtherLayout;
-use crate::scripts::{self, ExpireReply, MoveReply};
+use crate::scripts::{self, BadKey, ExpireReply, MoveReply};
 use crate::telemetry;
 use delayer::connection::{Conn, Manager};
 use delayer::Keys;
@@ -159,6 +168,11 @@ impl Link {
     }
 }
 
+/// The longest the mover goes without looking at the held head from the
+/// pool's head: a job a 1.x client pushed into it (with an earlier due time
+/// than the held ones) waits at most this long.
+const LOOK_AGAIN: Duration = Duration::from_secs(60);
+
 /// Moves due jobs for one key prefix, in the classic layout.
 pub struct Mover {
     link: Link,
@@ -167,6 +181,18 @@ pub struct Mover {
     /// Ask the script for per-job lateness (only when metrics are served).
     lateness: bool,
     other: OtherLayout,
+    bad: BadKeys,
+    memory: MemoryWatch,
+    head: Mutex<Head>,
+}
+
+/// The pool's held head: due ids left at its head for a key of the wrong
+/// type, which the move calls look past.
+#[derive(Default)]
+struct Head {
+    held: u64,
+    /// When the mover last looked from the pool's head.
+    looked: Option<Instant>,
 }
 
 impl Tick for Mover {
@@ -178,15 +204,34 @@ impl Tick for Mover {
 impl Mover {
     pub fn new(manager: Manager, max_lifetime: Option<Duration>, keys: Keys, batch_size: u32, lateness: bool) -> Mover {
         let other = OtherLayout::new(delayer::Layout::Classic, keys.prefix());
-        Mover { link: Link::new(manager, max_lifetime), keys, batch_size, lateness, other }
+        Mover {
+            link: Link::new(manager, max_lifetime),
+            keys,
+            batch_size,
+            lateness,
+            other,
+            bad: BadKeys::default(),
+            memory: MemoryWatch::default(),
+            head: Mutex::default(),
+        }
     }
 
     fn tick_on(&self, conn: &mut Conn, stop: &AtomicBool) -> Result<TickReport, TickError> {
         let started = Instant::now();
         let mut report = TickReport::default();
         self.other.check(conn);
+        self.memory.check(conn);
+        let fixed = self.bad.fixed(conn).map_err(TickError::Redis)?;
+        let mut head = self.head.lock().unwrap_or_else(|e| e.into_inner());
+        if head.held > 0 && (!fixed.is_empty() || head.looked.is_none_or(|at| at.elapsed() >= LOOK_AGAIN)) {
+            head.held = 0;
+        }
+        if head.held == 0 {
+            head.looked = Some(Instant::now());
+        }
         loop {
             let reply = scripts::expire_batch(conn, &self.keys, self.batch_size).map_err(TickError::Redis)?;
+            self.bad.met(&reply.bad_keys, |bad| self.effect(bad));
             telemetry::expired(&reply);
             report.batches += 1;
             report.retried += reply.retried;
@@ -200,8 +245,16 @@ impl Mover {
         }
         loop {
             let batch_started = Instant::now();
-            let reply =
-                scripts::move_batch(conn, &self.keys, self.batch_size, self.lateness).map_err(TickError::Redis)?;
+            let from = head.held;
+            let reply = scripts::move_batch(conn, &self.keys, self.batch_size, self.lateness, from)
+                .map_err(TickError::Redis)?;
+            self.bad.met(&reply.bad_keys, |bad| self.effect(bad));
+            head.held = reply.head;
+            // The head changed under us: look again from the pool's head.
+            let again = from > 0 && reply.head == 0;
+            if head.held == 0 {
+                head.looked = Some(Instant::now());
+            }
             telemetry::batch(&reply, batch_started.elapsed());
             report.batches += 1;
             report.moved += reply.moved();
@@ -211,10 +264,34 @@ impl Mover {
             report.now = reply.now;
             report.now_seen_at = Some(Instant::now());
             log_batch(&reply);
-            if reply.taken < u64::from(self.batch_size) || stop.load(Ordering::SeqCst) {
+            let full = reply.taken + reply.held >= u64::from(self.batch_size);
+            if (!full && !again) || stop.load(Ordering::SeqCst) {
                 telemetry::tick(started.elapsed());
                 return Ok(report);
             }
+        }
+    }
+
+    /// What a bad key holds up, for its log line.
+    fn effect(&self, bad: &BadKey) -> String {
+        let k = &self.keys;
+        let key = bad.key.as_str();
+        if let Some(topic) = key.strip_prefix(&k.ready_queue_prefix()) {
+            format!("due jobs of topic {topic:?} wait in the pool (none is lost); other topics move on")
+        } else if let Some(topic) = key.strip_prefix(&k.dead_prefix()) {
+            format!("jobs of topic {topic:?} out of attempts after their ttr are parked on the malformed list instead")
+        } else if key == k.malformed() {
+            "ids without a topic wait where they are (pool, or reserved set) instead of being parked on it".into()
+        } else if key == k.scheduled_count() {
+            "the per-topic scheduled counts are not kept meanwhile (stats may show them stale)".into()
+        } else if key == k.topics() {
+            "topics are not recorded in it meanwhile (stats may miss a topic)".into()
+        } else if key == k.reserved() {
+            "reservations can neither be ended by expiry nor cleaned up by moves".into()
+        } else if key == k.job_pool() {
+            "expired reservations cannot be retried, and nothing moves".into()
+        } else {
+            "its work is skipped".into()
         }
     }
 }
@@ -252,8 +329,9 @@ fn log_batch(reply: &MoveReply) {
     }
     let topics: Vec<String> = reply.per_topic.iter().map(|(t, n)| format!("{t}={n}")).collect();
     let late_ms = reply.oldest_due.map(|due| ((reply.now - due) * 1000.0).max(0.0)).unwrap_or(0.0);
+    let held = if reply.held > 0 { format!(" held={}", reply.held) } else { String::new() };
     info!(
-        "moved {} [{}] orphans={} malformed={} oldest_late_ms={late_ms:.0}",
+        "moved {} [{}] orphans={} malformed={}{held} oldest_late_ms={late_ms:.0}",
         reply.moved(),
         topics.join(" "),
         reply.orphans,

@@ -1,6 +1,7 @@
 //! The server's Lua scripts and their replies: `lua/move.lua` (due jobs to
 //! their ready queues), `lua/move_topic.lua` (the same for one topic of the
-//! per-topic layout) and `lua/release.lua` in its "expired" mode
+//! per-topic layout), `lua/index.lua` (that layout's index after a drain) and
+//! `lua/release.lua` in its "expired" mode
 //! (reservations past their deadline: retry or dead letters).
 //!
 //! The script texts live once in the repository's `lua/` folder, with their
@@ -29,6 +30,10 @@ pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!(".
 /// `move_topic.lua` (its header states its KEYS and ARGV).
 pub static MOVE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/move_topic.lua")));
 
+/// `index.lua`: the per-topic layout's index entries after a drain (its
+/// header states its KEYS and ARGV).
+pub static INDEX: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/index.lua")));
+
 /// `release.lua`, run in its "expired" mode (its header states its KEYS and
 /// ARGV; the SDKs' copy, via the SDK crate).
 pub static EXPIRE: &LazyLock<Script> = &delayer::scripts::RELEASE;
@@ -50,6 +55,23 @@ pub struct ExpireReply {
     pub next_deadline: Option<f64>,
     /// Redis's clock when the script ran (Unix seconds).
     pub now: f64,
+    /// Expired ids that could be neither ended nor parked (the malformed
+    /// list holds the wrong type): their deadline moved on.
+    pub held: u64,
+    /// Keys of the wrong type the call met.
+    pub bad_keys: Vec<BadKey>,
+}
+
+/// A key of the wrong type a script met (its reply's `bad_keys`), and what
+/// its work was skipped for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BadKey {
+    pub key: String,
+    /// What TYPE said it is.
+    pub kind: String,
+    /// What it should be: `list`, `zset`, `hash`, `set`, or `integers` for
+    /// a count hash holding a field that is not one.
+    pub expected: String,
 }
 
 /// Ends at most `batch_size` reservations whose deadline has passed.
@@ -131,9 +153,11 @@ fn bad_reply(what: &'static str, detail: String) -> redis::RedisError {
 
 fn parse_expire(value: Value, reserved: &str) -> Result<ExpireReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
-    let [taken, retried, dead, dropped, malformed, next_deadline, now]: [Value; 7] =
-        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 7", v.len()))?;
+    let [taken, retried, dead, dropped, malformed, next_deadline, now, held, bad_keys]: [Value; 9] =
+        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 9", v.len()))?;
     Ok(ExpireReply {
+        held: int(held)?,
+        bad_keys: read_bad_keys(bad_keys)?,
         taken: int(taken)?,
         retried: int(retried)?,
         dead: int(dead)?,
@@ -165,6 +189,13 @@ pub struct MoveReply {
     pub pool_size: u64,
     /// For each id moved, milliseconds behind its due time (when asked for).
     pub lateness_ms: Vec<u64>,
+    /// Ids left in the pool because the key they go to holds the wrong type.
+    pub held: u64,
+    /// Keys of the wrong type the call met.
+    pub bad_keys: Vec<BadKey>,
+    /// The pool's held head after the call (pass it to the next call), 0
+    /// when it changed under us: the next call starts from the pool's head.
+    pub head: u64,
 }
 
 impl MoveReply {
@@ -174,9 +205,16 @@ impl MoveReply {
     }
 }
 
-/// Runs one move of at most `batch_size` due ids; with `lateness`, the
-/// reply lists each moved id's lateness (it costs Redis time: metrics only).
-pub fn move_batch(conn: &mut Conn, keys: &Keys, batch_size: u32, lateness: bool) -> redis::RedisResult<MoveReply> {
+/// Runs one move of at most `batch_size` due ids after the `from` held ids
+/// at the pool's head (move.lua's header); with `lateness`, the reply lists
+/// each moved id's lateness (it costs Redis time: metrics only).
+pub fn move_batch(
+    conn: &mut Conn,
+    keys: &Keys,
+    batch_size: u32,
+    lateness: bool,
+    from: u64,
+) -> redis::RedisResult<MoveReply> {
     let value: Value = MOVE
         .key(keys.job_pool())
         .key(keys.malformed())
@@ -187,6 +225,7 @@ pub fn move_batch(conn: &mut Conn, keys: &Keys, batch_size: u32, lateness: bool)
         .arg(keys.ready_queue_prefix())
         .arg(batch_size)
         .arg(if lateness { "1" } else { "0" })
+        .arg(from)
         .invoke(conn)?;
     parse(value, &keys.job_pool()).map_err(|m| bad_reply("move.lua reply", m))
 }
@@ -194,8 +233,8 @@ pub fn move_batch(conn: &mut Conn, keys: &Keys, batch_size: u32, lateness: bool)
 /// move.lua's reply; `pool` is the key its due times are from.
 fn parse(value: Value, pool: &str) -> Result<MoveReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
-    let [taken, orphans, malformed, per_topic, next_due, now, oldest_due, pool_size, lateness]: [Value; 9] =
-        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 9", v.len()))?;
+    let [taken, orphans, malformed, per_topic, next_due, now, oldest_due, pool_size, lateness, held, bad_keys, head]: [Value;
+        12] = items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 12", v.len()))?;
     let lateness_ms = match lateness {
         // A due time of -inf makes a lateness no integer holds (Redis
         // answers i64::MIN): that job's lateness is not known, and left out.
@@ -226,7 +265,19 @@ fn parse(value: Value, pool: &str) -> Result<MoveReply, String> {
         oldest_due: next_time(oldest_due, pool, "the due time of a moved job")?,
         pool_size: int(pool_size)?,
         lateness_ms,
+        held: int(held)?,
+        bad_keys: read_bad_keys(bad_keys)?,
+        head: int(head)?,
     })
+}
+
+/// A reply's flat `{key, type, expected, ...}`.
+fn read_bad_keys(v: Value) -> Result<Vec<BadKey>, String> {
+    let flat = strings(v)?;
+    if flat.len() % 3 != 0 {
+        return Err(format!("bad_keys: {} elements, not triples", flat.len()));
+    }
+    Ok(flat.chunks(3).map(|c| BadKey { key: c[0].clone(), kind: c[1].clone(), expected: c[2].clone() }).collect())
 }
 
 /// The call that moves at most `batch_size` due ids of one topic in the
@@ -247,11 +298,11 @@ pub fn read_move_topic(topic: &str, pool: &str, value: Value, lateness: bool) ->
     parse_topic(topic, pool, value, lateness).map_err(|m| bad_reply("move_topic.lua reply", m))
 }
 
-/// move_topic.lua's `{taken, next_due, now, oldest_due, newest_due, pool_size}`.
+/// move_topic.lua's `{taken, next_due, now, oldest_due, newest_due, pool_size, bad_keys}`.
 fn parse_topic(topic: &str, pool: &str, value: Value, lateness: bool) -> Result<MoveReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
-    let [taken, next_due, now, oldest, newest, pool_size]: [Value; 6] =
-        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 6", v.len()))?;
+    let [taken, next_due, now, oldest, newest, pool_size, bad_keys]: [Value; 7] =
+        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 7", v.len()))?;
     let (taken, now) = (int(taken)?, clock(now)?);
     let what = "the due time of a moved job";
     let (oldest_due, newest_due) = (next_time(oldest, pool, what)?, next_time(newest, pool, what)?);
@@ -274,6 +325,9 @@ fn parse_topic(topic: &str, pool: &str, value: Value, lateness: bool) -> Result<
         pool_size: int(pool_size)?,
         next_due: next_time(next_due, pool, "the earliest due time")?,
         lateness_ms,
+        held: 0,
+        bad_keys: read_bad_keys(bad_keys)?,
+        head: 0,
     })
 }
 

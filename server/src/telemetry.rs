@@ -24,6 +24,8 @@ const RECONNECTS: &str = "delayer_redis_reconnects_total";
 const BUILD: &str = "delayer_build_info";
 const EXPIRED: &str = "delayer_reservations_expired_total";
 const JOBS: &str = "delayer_jobs";
+const OOM: &str = "delayer_redis_oom_total";
+const BAD_KEYS: &str = "delayer_bad_keys";
 
 /// How often the per-topic gauges are read from Redis (one stats.lua call:
 /// O(topics), whatever the backlog; see bench/RESULTS.md for its cost).
@@ -85,6 +87,11 @@ pub async fn serve(addr: SocketAddr, limits: crate::http::settings::Limits) -> R
         crate::eviction::GAUGE,
         "1 while Redis's maxmemory-policy is not noeviction (jobs can be evicted undelivered), 0 when it is."
     );
+    describe_counter!(OOM, "Times Redis was found out of memory (maxmemory reached under noeviction): pushes refused.");
+    describe_gauge!(
+        BAD_KEYS,
+        "Keys of the wrong type the mover met and has not yet seen fixed (each named in the log)."
+    );
     describe_gauge!(BUILD, "Always 1; the labels say which build runs.");
     gauge!(BUILD, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     Ok(())
@@ -128,6 +135,16 @@ pub fn tick(took: Duration) {
 /// A tick failed on Redis.
 pub fn redis_error() {
     counter!(REDIS_ERRORS).increment(1);
+}
+
+/// Redis was found out of memory.
+pub fn redis_oom() {
+    counter!(OOM).increment(1);
+}
+
+/// Keys of the wrong type known now.
+pub fn bad_keys(n: usize) {
+    gauge!(BAD_KEYS).set(n as f64);
 }
 
 /// Redis is back after an outage.

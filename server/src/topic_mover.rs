@@ -14,18 +14,29 @@
 //! known topic's pool head is swept into the index ([`SWEEP_EVERY`]); and the
 //! key space is scanned for pools missing from `<prefix>topics`
 //! ([`RESCAN_EVERY`]). Idle topics cost nothing between sweeps.
+//!
+//! A topic whose pool or ready list holds the wrong type is set aside (it
+//! leaves the index, its jobs stay where they are), each bad key is named
+//! once ([`BadKeys`]), and the topic goes back into the index when the key
+//! is fixed. The index is written after a drain by index.lua, which Redis
+//! takes even when it is out of memory (it removes each entry first), so
+//! moving goes on in a full Redis; the sweeps' own index writes are left
+//! for a later pass then.
 
+use crate::badkeys::BadKeys;
+use crate::memory::MemoryWatch;
 use crate::mover::{log_expired, Link, Tick, TickError, TickReport};
 use crate::oddities;
 use crate::other_layout::OtherLayout;
-use crate::scripts;
+use crate::scripts::{self, BadKey};
 use crate::telemetry;
+use crate::waves::{bad_keys, Waves};
 use delayer::connection::{Batch, Conn, Manager};
 use delayer::numbers::{self, Time};
 use delayer::TopicKeys;
 use log::{info, warn};
-use redis::{Cmd, RedisError, RedisResult, Script, Value};
-use std::collections::{HashMap, VecDeque};
+use redis::{RedisError, RedisResult};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -79,6 +90,10 @@ pub struct TopicMover {
     lateness: bool,
     passes: Mutex<Passes>,
     other: OtherLayout,
+    bad: BadKeys,
+    /// The topic of each bad key: indexed again when the key is fixed.
+    bad_topics: Mutex<HashMap<String, String>>,
+    memory: MemoryWatch,
 }
 
 impl Tick for TopicMover {
@@ -103,6 +118,9 @@ impl TopicMover {
             lateness,
             passes: Default::default(),
             other,
+            bad: BadKeys::default(),
+            bad_topics: Mutex::default(),
+            memory: MemoryWatch::default(),
         }
     }
 
@@ -112,6 +130,8 @@ impl TopicMover {
         let failed = TickError::Redis;
         self.passes_slice(conn).map_err(failed)?;
         self.other.check(conn);
+        self.memory.check(conn);
+        self.index_fixed(conn).map_err(failed)?;
         for _ in 0..ROUNDS_PER_TICK {
             let mut read = Batch::new();
             read.add(redis::cmd("TIME")).add(redis::Cmd::zrange_withscores(self.keys.due(), 0, DUE_PER_READ - 1));
@@ -151,6 +171,7 @@ impl TopicMover {
             |topic| scripts::expire_topic_call(&self.keys, topic, self.batch_size),
             |topic, value, _| {
                 let reply = scripts::read_expire(value, &self.keys.reserved(topic))?;
+                self.bad.met(&reply.bad_keys, |bad| self.effect(bad));
                 telemetry::expired(&reply);
                 report.batches += 1;
                 report.retried += reply.retried;
@@ -170,6 +191,7 @@ impl TopicMover {
             |topic| scripts::move_topic_call(&self.keys, topic, self.batch_size),
             |topic, value, took| {
                 let reply = scripts::read_move_topic(topic, &self.keys.pool(topic), value, self.lateness)?;
+                self.bad.met(&reply.bad_keys, |bad| self.effect(bad));
                 telemetry::batch(&reply, took);
                 report.batches += 1;
                 report.moved += reply.taken;
@@ -196,20 +218,23 @@ impl TopicMover {
         self.write_index(conn, &next)
     }
 
-    /// The topics' index entries: each one's next time (or none), then the
+    /// The topics' index entries: each one's next time (or none), written
+    /// by index.lua (memory-neutral: Redis out of memory takes it), then the
     /// heads read again in case a push or reserve (whose own index write may
     /// already have run) came between the drain and this write.
     fn write_index(&self, conn: &mut Conn, next: &[(&str, Option<f64>)]) -> RedisResult<()> {
         let due = self.keys.due();
-        let mut write = Batch::new();
-        for (topic, at) in next {
-            match at {
-                Some(at) => write.add_ignored(redis::Cmd::zadd(&due, *topic, *at)),
-                None => write.add_ignored(redis::Cmd::zrem(&due, *topic)),
-            };
-            self.read_head(&mut write, topic);
+        if next.is_empty() {
+            return Ok(());
         }
-        let heads: Vec<Vec<(String, f64)>> = write.query(conn)?;
+        let mut write = scripts::INDEX.key(&due);
+        let mut read = Batch::new();
+        for (topic, at) in next {
+            write.arg(*topic).arg(at.map(|at| at.to_string()).unwrap_or_default());
+            self.read_head(&mut read, topic);
+        }
+        write.invoke::<()>(conn)?;
+        let heads: Vec<Vec<(String, f64)>> = read.query(conn)?;
         let mut lower = Batch::new();
         for ((topic, at), pair) in next.iter().zip(heads.chunks(2)) {
             let [pool_head, reserved_head] = pair else { break };
@@ -219,18 +244,88 @@ impl TopicMover {
                 }
             }
         }
-        lower.query(conn)
+        // Refused while Redis is out of memory: the sweep lowers it later.
+        out_of_memory_is_later(lower.query(conn))
     }
 
     /// Topics whose keys hold the wrong type (written by hand, or by a
     /// foreign client) leave the index, so that they do not stop every other
-    /// topic; a sweep that finds them again says so again.
+    /// topic; each bad key is logged once ([`BadKeys`]), and the topic goes
+    /// back into the index when it is fixed (or a sweep finds it).
     fn set_aside(&self, conn: &mut Conn, bad: &[(String, RedisError)]) -> RedisResult<()> {
         for (topic, e) in bad {
-            warn!("topic {topic:?} cannot be moved, its keys hold the wrong type: {e}; left out until fixed");
+            self.note_bad_topic(conn, topic, e)?;
             redis::cmd("ZREM").arg(self.keys.due()).arg(topic).query::<()>(conn)?;
         }
         Ok(())
+    }
+
+    /// Finds which of `topic`'s keys hold the wrong type (Redis said so in
+    /// `e`) and notes each.
+    fn note_bad_topic(&self, conn: &mut Conn, topic: &str, e: &RedisError) -> RedisResult<()> {
+        let k = &self.keys;
+        let shapes =
+            [(k.pool(topic), "zset"), (k.ready(topic), "list"), (k.reserved(topic), "zset"), (k.dead(topic), "list")];
+        let mut read = Batch::new();
+        shapes.iter().for_each(|(key, _)| {
+            read.add(redis::cmd("TYPE").arg(key).clone());
+        });
+        let kinds: Vec<String> = read.query(conn)?;
+        let found: Vec<BadKey> = shapes
+            .iter()
+            .zip(kinds)
+            .filter(|((_, want), kind)| kind != want && kind != "none")
+            .map(|((key, want), kind)| BadKey { key: key.clone(), kind, expected: want.to_string() })
+            .collect();
+        if found.is_empty() {
+            warn!("topic {topic:?} cannot be moved: {e}; left out of the index until a sweep finds it");
+        }
+        let mut topics = self.bad_topics.lock().unwrap_or_else(|e| e.into_inner());
+        for bad in &found {
+            topics.insert(bad.key.clone(), topic.to_string());
+        }
+        drop(topics);
+        self.bad.met(&found, |bad| self.effect(bad));
+        Ok(())
+    }
+
+    /// Puts the topics of bad keys fixed since the last look back into the
+    /// index, due now: the next round drains them.
+    fn index_fixed(&self, conn: &mut Conn) -> RedisResult<()> {
+        let fixed = self.bad.fixed(conn)?;
+        let mut topics = self.bad_topics.lock().unwrap_or_else(|e| e.into_inner());
+        let again: Vec<String> = fixed.iter().filter_map(|bad| topics.remove(&bad.key)).collect();
+        drop(topics);
+        let mut write = Batch::new();
+        for topic in &again {
+            write.add_ignored(redis::cmd("ZADD").arg(self.keys.due()).arg("LT").arg(0).arg(topic).clone());
+        }
+        if !again.is_empty() {
+            // Refused while Redis is out of memory: a sweep finds the topic then.
+            out_of_memory_is_later(write.query::<()>(conn))?;
+        }
+        Ok(())
+    }
+
+    /// What a bad key of a topic holds up, for its log line.
+    fn effect(&self, bad: &BadKey) -> String {
+        let key = bad.key.as_str();
+        let topic =
+            key.strip_prefix(self.keys.prefix()).and_then(|k| k.strip_prefix('{')).and_then(|k| k.split_once("}:"));
+        let Some((topic, kind)) = topic else { return "its work is skipped".into() };
+        match kind {
+            "pool" | "ready" => {
+                format!(
+                    "topic {topic:?} is set aside: its jobs wait where they are (none is lost); other topics move on"
+                )
+            }
+            "reserved" => format!("reservations of topic {topic:?} can neither expire nor be cleaned up by moves"),
+            "dead" => {
+                format!("jobs of topic {topic:?} out of attempts after their ttr are parked on its malformed list")
+            }
+            "malformed" => format!("expired reservations of topic {topic:?} without a job wait in its reserved set"),
+            _ => "its work is skipped".into(),
+        }
     }
 
     /// One slice of each background pass that is due: known topics' pool
@@ -266,7 +361,8 @@ impl TopicMover {
             };
             let topics: Vec<&str> = pools.iter().filter_map(|k| self.keys.topic_of_pool(k)).collect();
             if !topics.is_empty() {
-                redis::cmd("SADD").arg(self.keys.topics()).arg(&topics).query::<()>(conn)?;
+                // Refused while Redis is out of memory: the next pass adds them.
+                out_of_memory_is_later(redis::cmd("SADD").arg(self.keys.topics()).arg(&topics).query::<()>(conn))?;
                 let topics: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
                 self.index_heads(conn, &topics)?;
             }
@@ -327,7 +423,7 @@ impl TopicMover {
             let (pool_head, reserved_head) = match (pool_head, reserved_head) {
                 (Ok(p), Ok(r)) => (p, r),
                 (Err(e), _) | (_, Err(e)) if bad_keys(e) => {
-                    warn!("topic {topic:?} cannot be moved, its keys hold the wrong type: {e}");
+                    self.note_bad_topic(conn, topic, e)?;
                     continue;
                 }
                 (Err(e), _) | (_, Err(e)) => return Err(e.clone()),
@@ -338,86 +434,19 @@ impl TopicMover {
             }
         }
         if any {
-            write.query::<()>(conn)?;
+            // Refused while Redis is out of memory: the next sweep writes it.
+            out_of_memory_is_later(write.query::<()>(conn))?;
         }
         Ok(())
     }
 }
 
-/// Ids a round of calls may move at most: Redis runs a round's calls back to
-/// back, so other clients (pops, pushes) wait at most about this many ids'
-/// work (a few milliseconds) for their turn, while the round trip between
-/// rounds is paid once per this many ids rather than once per batch.
-const IDS_PER_ROUND: u32 = 8192;
-
-/// One script run for many topics, in rounds: every call of a round goes
-/// in one round trip ([`scripts::eval_each`]), at most [`IDS_PER_ROUND`]
-/// ids' worth; a topic whose last call came back full goes to the back of
-/// the queue with as many calls as it asks for.
-struct Waves<'a> {
-    script: &'a Script,
-    per_round: usize,
-}
-
-/// What the rounds left: each topic's last reply, and the topics whose keys
-/// hold the wrong type, with Redis's error.
-struct Drained<R> {
-    last: Vec<(String, R)>,
-    bad: Vec<(String, RedisError)>,
-}
-
-impl<'a> Waves<'a> {
-    fn new(script: &'a Script, batch_size: u32) -> Waves<'a> {
-        Waves { script, per_round: (IDS_PER_ROUND / batch_size.max(1)).max(1) as usize }
-    }
-
-    /// Runs `call(topic)` for every topic, then again for those `more` asks
-    /// for (the number of calls it wants; 0 when done), until none is left
-    /// or `stop` is set. `read` gets each reply with its share of the
-    /// round's time.
-    fn run<R>(
-        &self,
-        conn: &mut Conn,
-        topics: &[String],
-        stop: &AtomicBool,
-        call: impl Fn(&str) -> Cmd,
-        mut read: impl FnMut(&str, Value, Duration) -> RedisResult<R>,
-        more: impl Fn(&R) -> usize,
-    ) -> RedisResult<Drained<R>> {
-        let mut queue: VecDeque<(&str, usize)> = topics.iter().map(|t| (t.as_str(), 1)).collect();
-        let mut drained = Drained { last: Vec::with_capacity(topics.len()), bad: Vec::new() };
-        while !queue.is_empty() {
-            let mut round = Vec::new();
-            let mut calls = Vec::new();
-            while calls.len() < self.per_round {
-                let Some((topic, wanted)) = queue.pop_front() else { break };
-                let n = wanted.clamp(1, self.per_round - calls.len());
-                calls.extend((0..n).map(|_| call(topic)));
-                round.push((topic, n));
-            }
-            let started = Instant::now();
-            let mut replies = scripts::eval_each(conn, self.script, &calls)?.into_iter();
-            let took = started.elapsed() / calls.len() as u32;
-            for (topic, n) in round {
-                let (mut last, mut bad) = (None, None);
-                for reply in replies.by_ref().take(n) {
-                    match reply {
-                        Ok(value) => last = Some(read(topic, value, took)?),
-                        Err(e) if bad_keys(&e) => bad = Some(e),
-                        Err(e) => return Err(e),
-                    }
-                }
-                match (bad, last) {
-                    (Some(e), _) => drained.bad.push((topic.to_string(), e)),
-                    (None, Some(last)) => match more(&last) {
-                        wanted if wanted > 0 && !stop.load(Ordering::SeqCst) => queue.push_back((topic, wanted)),
-                        _ => drained.last.push((topic.to_string(), last)),
-                    },
-                    (None, None) => {}
-                }
-            }
-        }
-        Ok(drained)
+/// A write that Redis refused for maxmemory is left for a later pass (the
+/// memory watch says Redis is full); any other error stands.
+fn out_of_memory_is_later(written: RedisResult<()>) -> RedisResult<()> {
+    match written {
+        Err(e) if e.code() == Some("OOM") || e.to_string().contains("command not allowed when used memory") => Ok(()),
+        other => other,
     }
 }
 
@@ -427,10 +456,4 @@ fn earlier(a: Option<f64>, b: Option<f64>) -> Option<f64> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
-}
-
-/// Whether Redis refused a topic's keys themselves (a key of the wrong type),
-/// as opposed to being unreachable.
-fn bad_keys(e: &redis::RedisError) -> bool {
-    e.code() == Some("WRONGTYPE") || e.to_string().contains("WRONGTYPE")
 }

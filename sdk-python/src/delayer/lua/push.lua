@@ -37,6 +37,11 @@
 -- server then finds the job within timer_interval).
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 local policy, wake = ARGV[10] or '', ARGV[11] or ''
 if policy ~= '' and policy ~= 'replace' and policy ~= 'absent' then
   return redis.error_reply('ERR push.lua: unknown duplicate policy "' .. policy .. '"')
@@ -53,9 +58,16 @@ local due = string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
 local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 
 -- ZADD first: Redis does not roll back a script that fails half-way, and
--- ZADD is the call that can fail (a pool key of the wrong type); failing
--- first leaves nothing behind.
-local was_waiting = redis.call('ZADD', KEYS[1], due, ARGV[1]) == 0
+-- ZADD is the call that can fail (a pool key of the wrong type, or Redis
+-- out of memory: it refuses a script's first write then); failing first
+-- leaves nothing behind. Every later write is to a key just deleted, or
+-- guarded (PROTOCOL.md, "Operations").
+local added = redis.pcall('ZADD', KEYS[1], due, ARGV[1])
+if type(added) == 'table' then
+  if string.sub(added.err, 1, 9) ~= 'WRONGTYPE' then return added end
+  return redis.error_reply('WRONGTYPE ' .. shown(KEYS[1]) .. ' is a ' .. redis.call('TYPE', KEYS[1]).ok .. ', not a zset')
+end
+local was_waiting = added == 0
 local old_topic = was_waiting and redis.pcall('HGET', KEYS[2], 'topic')
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], 'topic', ARGV[2], 'body', ARGV[3])
@@ -66,12 +78,14 @@ if (ARGV[7] or '') ~= '' then
   redis.call('HSET', KEYS[2], 'backoff', ARGV[7], 'backoff_ms', ARGV[8], 'backoff_max_ms', ARGV[9])
 end
 redis.call('PEXPIRE', KEYS[2], delay_ms + tonumber(ARGV[5]))
--- The counts last: the job is written whatever happens to them.
+-- The counts last, and under pcall: the job is written whatever happens to
+-- them (a count hash of the wrong type is reported by the server and stats).
 local counts = KEYS[3]
 if counts and type(old_topic) == 'string' and old_topic ~= '' and old_topic ~= ARGV[2] then
-  if redis.call('HINCRBY', counts, old_topic, -1) <= 0 then redis.call('HDEL', counts, old_topic) end
+  local left = redis.pcall('HINCRBY', counts, old_topic, -1)
+  if type(left) == 'number' and left <= 0 then redis.call('HDEL', counts, old_topic) end
 end
-if counts and old_topic ~= ARGV[2] then redis.call('HINCRBY', counts, ARGV[2], 1) end
+if counts and old_topic ~= ARGV[2] then redis.pcall('HINCRBY', counts, ARGV[2], 1) end
 if head and (not head[2] or tonumber(due) < tonumber(head[2])) then
   redis.pcall('PUBLISH', wake, due)
 end

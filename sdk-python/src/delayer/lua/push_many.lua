@@ -26,6 +26,11 @@
 -- the pool's earliest.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
+-- A key or id for an error message: bytes outside printable ASCII as \xNN,
+-- since clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
 local policy, wake = ARGV[2], ARGV[3]
 if policy ~= '' and policy ~= 'replace' and policy ~= 'absent' then
   return redis.error_reply('ERR push_many.lua: unknown duplicate policy "' .. policy .. '"')
@@ -53,8 +58,15 @@ for i = 4, #ARGV, 9 do
   else
     local due_ms = now_ms + delay_ms
     local score = string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
-    -- ZADD first, as in push.lua: the call that can fail writes nothing after it.
-    if redis.call('ZADD', KEYS[1], score, id) == 0 then
+    -- ZADD first, as in push.lua: the call that can fail writes nothing
+    -- after it. (Only the first can: the pool's type and Redis's memory
+    -- do not change within a call.)
+    local added = redis.pcall('ZADD', KEYS[1], score, id)
+    if type(added) == 'table' then
+      if string.sub(added.err, 1, 9) ~= 'WRONGTYPE' then return added end
+      return redis.error_reply('WRONGTYPE ' .. shown(KEYS[1]) .. ' is a ' .. redis.call('TYPE', KEYS[1]).ok .. ', not a zset')
+    end
+    if added == 0 then
       local old_topic = redis.pcall('HGET', bucket, 'topic')
       if type(old_topic) == 'string' and old_topic ~= '' then count(old_topic, -1) end
     end
@@ -74,10 +86,10 @@ for i = 4, #ARGV, 9 do
 end
 if #topics > 0 and KEYS[2] then
   local counts = KEYS[2]
+  -- under pcall, as in push.lua: the jobs are written whatever happens to the counts
   for _, topic in ipairs(topics) do
-    if delta[topic] ~= 0 and redis.call('HINCRBY', counts, topic, delta[topic]) <= 0 then
-      redis.call('HDEL', counts, topic)
-    end
+    local left = delta[topic] ~= 0 and redis.pcall('HINCRBY', counts, topic, delta[topic])
+    if type(left) == 'number' and left <= 0 then redis.call('HDEL', counts, topic) end
   end
 end
 if head and earliest_ms and (not head[2] or earliest_ms < math.floor(tonumber(head[2]) * 1000 + 0.5)) then

@@ -1,0 +1,209 @@
+//! The guard rule of the clients' scripts (PROTOCOL.md, "Operations"), on a
+//! real redis-server: a key of the wrong type makes a script fail before
+//! its first write, or the script completes; an id it took is never lost
+//! to one. One case per script that could lose an id or fail half done.
+
+use delayer::scripts;
+use redis::{Commands, Value};
+use testkit::RedisServer;
+
+const POOL: &str = "delayer:job_pool";
+const READY: &str = "delayer:ready_queue:mail";
+const MALFORMED: &str = "delayer:malformed";
+const RESERVED: &str = "delayer:reserved";
+const BUCKETS: &str = "delayer:job_bucket:";
+
+/// Redis, with the malformed list a string, and "mail"'s ready queue
+/// holding a malformed id ("nameless", first out) then a live job ("live").
+fn ready_with_a_malformed_id() -> (RedisServer, redis::Connection) {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _: () = conn.set(MALFORMED, "not a list").expect("SET");
+    let _: () = conn.hset("delayer:job_bucket:nameless", "body", "x").expect("HSET");
+    let _: () = conn.hset_multiple("delayer:job_bucket:live", &[("topic", "mail"), ("body", "hi")]).expect("HSET");
+    let _: () = conn.rpush(READY, &["live", "nameless"]).expect("RPUSH");
+    (redis, conn)
+}
+
+/// The malformed id went back to the pool, the malformed key is untouched.
+fn assert_sent_back(conn: &mut redis::Connection) {
+    let back: Option<f64> = conn.zscore(POOL, "nameless").expect("ZSCORE");
+    assert!(back.is_some(), "the malformed id was lost");
+    let kept: String = conn.get(MALFORMED).expect("GET");
+    assert_eq!(kept, "not a list");
+    assert!(conn.exists::<_, bool>("delayer:job_bucket:nameless").expect("EXISTS"), "its bucket is kept");
+}
+
+#[test]
+fn pop_sends_a_malformed_id_back_to_the_pool_when_it_cannot_park_it() {
+    let (_redis, mut conn) = ready_with_a_malformed_id();
+    let job: Vec<String> =
+        scripts::POP.key(READY).key(MALFORMED).key(POOL).key(RESERVED).arg(BUCKETS).invoke(&mut conn).expect("pop");
+    assert_eq!(job, ["live", "mail", "hi"]);
+    assert_sent_back(&mut conn);
+}
+
+#[test]
+fn take_sends_a_malformed_id_back_to_the_pool_when_it_cannot_park_it() {
+    let (_redis, mut conn) = ready_with_a_malformed_id();
+    let id: String = conn.rpop(READY, None).expect("RPOP, as bpop's BRPOP");
+    let reply: Value = scripts::TAKE
+        .key(format!("{BUCKETS}{id}"))
+        .key(MALFORMED)
+        .key(POOL)
+        .key(RESERVED)
+        .arg(&id)
+        .invoke(&mut conn)
+        .expect("take");
+    assert_eq!(reply, Value::Nil);
+    assert_sent_back(&mut conn);
+}
+
+#[test]
+fn reserve_sends_a_malformed_id_back_to_the_pool_when_it_cannot_park_it() {
+    let (_redis, mut conn) = ready_with_a_malformed_id();
+    let job: Vec<Value> = scripts::RESERVE
+        .key(READY)
+        .key(RESERVED)
+        .key(MALFORMED)
+        .key("delayer:receipt_seq")
+        .key(POOL)
+        .arg(BUCKETS)
+        .arg(30_000)
+        .invoke(&mut conn)
+        .expect("reserve");
+    assert_eq!(job[0], Value::BulkString(b"live".to_vec()));
+    assert_sent_back(&mut conn);
+}
+
+#[test]
+fn reserve_many_fails_before_its_acks_when_the_queue_has_the_wrong_type() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _: () = conn.hset_multiple("delayer:job_bucket:done", &[("topic", "mail"), ("receipt", "7")]).expect("HSET");
+    let _: () = conn.zadd(RESERVED, "done", 1).expect("ZADD");
+    let _: () = conn.set(READY, "not a list").expect("SET");
+    let err = scripts::RESERVE
+        .key(READY)
+        .key(RESERVED)
+        .key(MALFORMED)
+        .key("delayer:receipt_seq")
+        .key(POOL)
+        .arg(BUCKETS)
+        .arg(30_000)
+        .arg(5)
+        .arg("done")
+        .arg("7")
+        .invoke::<Value>(&mut conn)
+        .expect_err("a queue of the wrong type");
+    assert_eq!(err.code(), Some("WRONGTYPE"));
+    assert!(conn.exists::<_, bool>("delayer:job_bucket:done").expect("EXISTS"), "the ack ran before the failure");
+}
+
+#[test]
+fn bury_fails_before_writing_when_the_dead_list_has_the_wrong_type() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _: () = conn.hset_multiple("delayer:job_bucket:j", &[("topic", "mail"), ("receipt", "3")]).expect("HSET");
+    let _: () = conn.zadd(RESERVED, "j", 99).expect("ZADD");
+    let _: () = conn.set("delayer:dead:mail", "x").expect("SET");
+    let err = scripts::RELEASE
+        .key(RESERVED)
+        .key(POOL)
+        .key(MALFORMED)
+        .key("delayer:scheduled_count")
+        .arg(BUCKETS)
+        .arg("delayer:dead:")
+        .arg("bury")
+        .arg("held")
+        .arg("j")
+        .arg("3")
+        .invoke::<Value>(&mut conn)
+        .expect_err("a dead list of the wrong type");
+    assert_eq!(err.code(), Some("WRONGTYPE"));
+    assert!(err.to_string().contains("delayer:dead:mail"), "names the key: {err}");
+    assert_eq!(conn.zscore::<_, _, Option<u64>>(RESERVED, "j").expect("ZSCORE"), Some(99), "still reserved");
+    let receipt: Option<String> = conn.hget("delayer:job_bucket:j", "receipt").expect("HGET");
+    assert_eq!(receipt.as_deref(), Some("3"));
+}
+
+#[test]
+fn expiry_holds_what_it_can_neither_end_nor_park() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _: () = conn.set(MALFORMED, "x").expect("SET");
+    // Reserved, past its deadline, and its bucket has no topic.
+    let _: () = conn.hset("delayer:job_bucket:nameless", "receipt", "1").expect("HSET");
+    let _: () = conn.zadd(RESERVED, "nameless", 1).expect("ZADD");
+    let reply: Vec<Value> = scripts::RELEASE
+        .key(RESERVED)
+        .key(POOL)
+        .key(MALFORMED)
+        .key("delayer:scheduled_count")
+        .arg(BUCKETS)
+        .arg("delayer:dead:")
+        .arg("backoff")
+        .arg("expired")
+        .arg(100)
+        .invoke(&mut conn)
+        .expect("expire");
+    assert_eq!(reply[7], Value::Int(1), "held: {reply:?}");
+    let deadline: Option<f64> = conn.zscore(RESERVED, "nameless").expect("ZSCORE");
+    assert!(deadline.is_some_and(|d| d > 1.0), "kept, with a later deadline: {deadline:?}");
+    let named = format!("{:?}", reply[8]);
+    assert!(named.contains("delayer:malformed"), "names the key: {named}");
+}
+
+#[test]
+fn remove_and_push_complete_when_the_count_hash_has_the_wrong_type() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _: () = conn.set("delayer:scheduled_count", "x").expect("SET");
+    let due: String = scripts::PUSH
+        .key(POOL)
+        .key("delayer:job_bucket:j")
+        .key("delayer:scheduled_count")
+        .arg("j")
+        .arg("mail")
+        .arg("body")
+        .arg(60_000)
+        .arg(60_000)
+        .invoke(&mut conn)
+        .expect("push");
+    assert!(due.contains('.'));
+    let removed: i64 = scripts::REMOVE
+        .key(POOL)
+        .key("delayer:job_bucket:j")
+        .key("delayer:scheduled_count")
+        .arg("j")
+        .invoke(&mut conn)
+        .expect("remove");
+    assert_eq!(removed, 1);
+    assert_eq!(conn.zcard::<_, u64>(POOL).expect("ZCARD"), 0);
+    assert!(!conn.exists::<_, bool>("delayer:job_bucket:j").expect("EXISTS"));
+}
+
+#[test]
+fn migrate_fails_before_taking_an_id_when_the_destination_has_the_wrong_type() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _: () = conn.hset_multiple("delayer:job_bucket:r", &[("topic", "mail"), ("body", "x")]).expect("HSET");
+    let _: () = conn.lpush(READY, "r").expect("LPUSH");
+    let _: () = conn.set("delayer:{mail}:ready", "x").expect("SET");
+    let migrate = redis::Script::new(include_str!("../lua/migrate.lua"));
+    let err = migrate
+        .key(READY)
+        .key("delayer:{mail}:ready")
+        .arg(BUCKETS)
+        .arg("delayer:{mail}:job:")
+        .arg("mail")
+        .arg("list")
+        .arg("")
+        .arg(10)
+        .invoke::<Value>(&mut conn)
+        .expect_err("a destination of the wrong type");
+    assert_eq!(err.code(), Some("WRONGTYPE"));
+    let left: Vec<String> = conn.lrange(READY, 0, -1).expect("LRANGE");
+    assert_eq!(left, ["r"], "the id stays where it was");
+    assert!(conn.exists::<_, bool>("delayer:job_bucket:r").expect("EXISTS"), "its bucket too");
+}
