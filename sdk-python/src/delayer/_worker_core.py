@@ -100,6 +100,16 @@ class Delivery:
         return self.message.topic
 
     @property
+    def id_bytes(self) -> bytes:
+        """The id as Redis holds it (:attr:`delayer.Message.id_bytes`)."""
+        return self.message.id_bytes
+
+    @property
+    def topic_bytes(self) -> bytes:
+        """The topic as Redis holds it."""
+        return self.message.topic_bytes
+
+    @property
     def body(self) -> bytes:
         return self.message.body
 
