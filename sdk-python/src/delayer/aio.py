@@ -73,7 +73,9 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         await (self._waiter if isinstance(step, _ops.Wait) else self._redis).connection_pool.disconnect(
             inuse_connections=False
         )
-        return await self._do(step)
+        reply = await self._do(step)
+        self._reconnects += 1  # a new connection answered: a Worker reads the eviction policy again
+        return reply
 
     async def _do_cluster(self, step: _ops.Step) -> Any:
         """:meth:`_do` on a Redis Cluster (as :meth:`delayer.Delayer._do_cluster`)."""

@@ -82,7 +82,9 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         (self._waiter if isinstance(step, _ops.Wait) else self._redis).connection_pool.disconnect(
             inuse_connections=False
         )
-        return self._do(step)
+        reply = self._do(step)
+        self._reconnects += 1  # a new connection answered: a Worker reads the eviction policy again
+        return reply
 
     def _do_cluster(self, step: _ops.Step) -> Any:
         """:meth:`_do` on a Redis Cluster: what is not one script call is
