@@ -43,7 +43,7 @@ final class ConfigFile
         'redis' => [
             'url', 'host', 'port', 'database', 'username', 'password', 'tls_ca_file', 'tls_cert_file', 'tls_key_file',
             'max_idle', 'max_active', 'idle_timeout', 'conn_max_lifetime',
-            'mode', 'nodes', 'master_name', 'sentinel_username', 'sentinel_password', 'tls',
+            'mode', 'nodes', 'master_name', 'sentinel_username', 'sentinel_password', 'tls', 'require_noeviction',
         ],
     ];
 

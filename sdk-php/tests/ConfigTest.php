@@ -118,7 +118,7 @@ final class ConfigTest extends RedisTestCase
 
     private const REDIS_KEYS = 'url, host, port, database, username, password, tls_ca_file, tls_cert_file, tls_key_file,'
         . ' max_idle, max_active, idle_timeout, conn_max_lifetime, mode, nodes, master_name, sentinel_username,'
-        . ' sentinel_password, tls';
+        . ' sentinel_password, tls, require_noeviction';
 
     private const DELAYER_KEYS = 'pid, timer_interval, access_log, error_log, batch_size, key_prefix, layout, log_level, metrics_addr,'
         . ' http_addr, http_token, http_read_token, http_allow_remote';
@@ -179,6 +179,7 @@ final class ConfigTest extends RedisTestCase
             max_active = 20
             idle_timeout = 3600
             conn_max_lifetime = 3600
+            require_noeviction = yes
             [mysql]
             INI);
         self::assertSame(['host' => '127.0.0.1', 'port' => $port, 'database' => 0, 'prefix' => 'every:'], \Delayer\ConfigFile::load($path));
