@@ -169,7 +169,7 @@ fn list(target: &Target, topic: &str, state: ListState, count: usize, cursor: u6
             }
         }
         ListState::Ready => {
-            let page = client.list_ready(topic, cursor, count).map_err(failed)?;
+            let page = client.list_ready_raw(topic, cursor, count).map_err(failed)?;
             if json {
                 jobview::ids_json(&page).to_string() + "\n"
             } else {

@@ -124,7 +124,7 @@ fn worker(hook: Hook, delayer: delayer::aio::Delayer, sender: Sender, grace: Dur
                 if stopper.is_stopped() {
                     return Err(Failure::Stopping);
                 }
-                sender.deliver(&hook, &task.id, &task.body, task.attempts).await
+                sender.deliver(&hook, task.id_bytes(), &task.body, task.attempts).await
             }
         })
 }
