@@ -116,7 +116,8 @@ pub fn stats(conn: &mut Conn, names: &Names, topics: &delayer::inspect::Stats) -
     let overdue_ms = (now * 1000.0).floor();
     let (pool_size, next_due, malformed, reserved, reserved_overdue) = match names {
         Names::Classic(keys) => {
-            let first: Vec<(String, f64)> = conn.zrange_withscores(keys.job_pool(), 0, 0)?;
+            // Ids as bytes: one that is not UTF-8 may head the pool.
+            let first: Vec<(Vec<u8>, f64)> = conn.zrange_withscores(keys.job_pool(), 0, 0)?;
             (
                 conn.zcard(keys.job_pool())?,
                 first.first().map(|(_, s)| *s),
@@ -133,7 +134,7 @@ pub fn stats(conn: &mut Conn, names: &Names, topics: &delayer::inspect::Stats) -
                 pipe.add(redis::Cmd::zrange_withscores(names.pool(t), 0, 0)).add(redis::Cmd::llen(names.malformed(t)));
                 pipe.add(redis::Cmd::zcount(names.reserved(t), "-inf", overdue_ms));
             }
-            let per_topic: Vec<(Vec<(String, f64)>, u64, u64)> =
+            let per_topic: Vec<(Vec<(Vec<u8>, f64)>, u64, u64)> =
                 if topics.topics.is_empty() { Vec::new() } else { pipe.query(conn)? };
             let next_due = per_topic.iter().filter_map(|(first, _, _)| first.first().map(|(_, s)| *s)).reduce(f64::min);
             (
