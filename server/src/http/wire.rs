@@ -160,6 +160,20 @@ mod tests {
     }
 
     #[test]
+    fn names_that_are_not_utf8_go_as_base64() {
+        let m = Message {
+            id: "\u{fffd}".into(),
+            topic: "t".into(),
+            body: vec![0xfe],
+            raw_id: Some(vec![0xe9]),
+            raw_topic: None,
+        };
+        assert_eq!(message(&m), json!({"id_base64": "6Q==", "topic": "t", "body_base64": "/g=="}));
+        let utf8 = Message { id: "é".into(), topic: "t".into(), body: b"x".to_vec(), raw_id: None, raw_topic: None };
+        assert_eq!(message(&utf8), json!({"id": "é", "topic": "t", "body": "x"}));
+    }
+
+    #[test]
     fn a_spec_needs_id_and_delay() {
         let spec = |v: Value| serde_json::from_value::<JobSpec>(v).expect("shape");
         assert!(spec(json!({"delay": 1})).into_job("t".into()).is_err());
