@@ -249,4 +249,19 @@ fn names_that_are_not_utf8_come_out_as_base64() {
     );
     let listed = json(&run(&redis, &["list", "p", "--state", "dead", "--json"]));
     assert_eq!(listed["items"][0]["id_base64"], b64(b"peek-\xff"), "{listed}");
+    // Named on the command line as the bytes they are.
+    let raw = |args: &[&[u8]]| {
+        use std::os::unix::ffi::OsStrExt;
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| std::ffi::OsStr::from_bytes(a)).collect();
+        Command::new(BIN).args(args).arg("--url").arg(redis.url()).env_remove("DELAYER_URL").output().expect("run")
+    };
+    let requeued = raw(&[b"dead", b"requeue", b"p", b"peek-\xff"]);
+    assert!(requeued.status.success() && text(&requeued).contains("re-queued 1"), "{}", text(&requeued));
+    let job = json(&raw(&[b"job", b"p", b"peek-\xff", b"--json"]));
+    assert_eq!(
+        (job["state"].as_str(), job["id_base64"].as_str()),
+        (Some("scheduled"), Some(b64(b"peek-\xff").as_str()))
+    );
+    assert!(raw(&[b"remove", b"p", b"peek-\xff"]).status.success());
+    assert_eq!(json(&raw(&[b"job", b"p", b"peek-\xff", b"--json"]))["state"], "unknown");
 }
