@@ -34,8 +34,19 @@ def unb64(text: Optional[str]) -> bytes:
     return base64.b64decode(text or "", validate=True)
 
 
-def job_json(job_id: str, topic: str, body: bytes) -> Dict[str, Any]:
-    return {"id": job_id, "topic": topic, "body_b64": b64(body)}
+def job_json(job_id: str, topic: str, body: bytes, id_bytes: Optional[bytes] = None) -> Dict[str, Any]:
+    """A job in a response: ``id_b64`` is the id's exact bytes (any bytes;
+    ``id`` is text, not exact for an id that is not UTF-8)."""
+    raw = job_id.encode("utf-8", "surrogateescape") if id_bytes is None else id_bytes
+    return {"id": job_id, "id_b64": b64(raw), "topic": topic, "body_b64": b64(body)}
+
+
+def request_id(req: Dict[str, Any], key: str = "id") -> Any:
+    """A request's ``id_b64`` (any bytes, as the Python SDK names an id
+    that is not UTF-8: surrogate escapes), else its ``id``."""
+    if req.get(key + "_b64") is not None:
+        return unb64(req[key + "_b64"]).decode("utf-8", "surrogateescape")
+    return req.get(key)
 
 
 def serve(handle: Callable[[Dict[str, Any]], Dict[str, Any]], classify: Callable[[BaseException], Optional[str]]) -> None:

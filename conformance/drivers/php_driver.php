@@ -40,7 +40,7 @@ function job_json(Message|false $m): ?array
     if ($m === false) {
         return null;
     }
-    return ['id' => $m->id, 'topic' => $m->topic, 'body_b64' => base64_encode($m->body)];
+    return ['id' => $m->id, 'id_b64' => base64_encode($m->id), 'topic' => $m->topic, 'body_b64' => base64_encode($m->body)];
 }
 
 /** @return array<string, mixed>|null */
@@ -51,6 +51,7 @@ function reserved_json(ReservedMessage|false $m): ?array
     }
     return [
         'id' => $m->id,
+        'id_b64' => base64_encode($m->id),
         'topic' => $m->topic,
         'body_b64' => base64_encode($m->body),
         'attempts' => $m->attempts,
@@ -65,6 +66,7 @@ function dead_json(DeadLetter $d): array
 {
     return [
         'id' => $d->id,
+        'id_b64' => base64_encode($d->id),
         'topic' => $d->topic,
         'body_b64' => base64_encode($d->body),
         'attempts' => $d->attempts,
@@ -106,9 +108,21 @@ function topic(array $req): ?string
     return $topic;
 }
 
-/** "ids": a list of ids, or null for all. */
+/** The request's id: "id_b64" (any bytes: PHP strings are bytes), else "id". */
+function req_id(array $req): mixed
+{
+    if (isset($req['id_b64'])) {
+        return base64_decode($req['id_b64'], true);
+    }
+    return $req['id'] ?? null;
+}
+
+/** "ids" (or "ids_b64", any bytes): a list of ids, or null for all. */
 function ids(array $req): ?array
 {
+    if (isset($req['ids_b64'])) {
+        return array_map(static fn ($i) => base64_decode($i, true), $req['ids_b64']);
+    }
     $ids = $req['ids'] ?? null;
     if ($ids !== null && (!\is_array($ids) || !array_is_list($ids))) {
         throw new \RuntimeException('ids must be a list or null');
@@ -131,7 +145,7 @@ function handle(Client $client, array $req): array
             if ($body === false) {
                 throw new \RuntimeException('body_b64 is not base64');
             }
-            $message = Message::create($req['id'], $req['topic'], $body);
+            $message = Message::create(req_id($req), $req['topic'], $body);
             if (($req['max_attempts'] ?? null) !== null) {
                 $message = $message->withMaxAttempts($req['max_attempts']);
             }
@@ -150,7 +164,7 @@ function handle(Client $client, array $req): array
                 if ($body === false) {
                     throw new \RuntimeException('body_b64 is not base64');
                 }
-                $items[] = [Message::create($j['id'], $j['topic'], $body), seconds($j['delay_ms'])];
+                $items[] = [Message::create(req_id($j), $j['topic'], $body), seconds($j['delay_ms'])];
             }
             try {
                 $client->pushMany($items, (bool)($req['if_absent'] ?? false));
@@ -165,7 +179,7 @@ function handle(Client $client, array $req): array
             return ['job' => job_json($client->bPop($req['topic'], seconds($req['timeout_ms'])))];
         case 'remove':
             // remove()'s 1.x declaration takes the topic as an extra argument
-            return ['removed' => topic($req) === null ? $client->remove($req['id']) : $client->remove($req['id'], topic($req))];
+            return ['removed' => topic($req) === null ? $client->remove(req_id($req)) : $client->remove(req_id($req), topic($req))];
         case 'reserve':
             return ['job' => reserved_json($client->reserve($req['topic'], seconds($req['ttr_ms'])))];
         case 'breserve':
@@ -175,17 +189,17 @@ function handle(Client $client, array $req): array
                 seconds($req['timeout_ms'])
             ))];
         case 'ack':
-            return ['done' => $client->ack($req['id'], receipt($req), topic($req))];
+            return ['done' => $client->ack(req_id($req), receipt($req), topic($req))];
         case 'touch':
-            $deadline = $client->touch($req['id'], seconds($req['ttr_ms']), receipt($req), topic($req));
+            $deadline = $client->touch(req_id($req), seconds($req['ttr_ms']), receipt($req), topic($req));
             return ['deadline' => $deadline === false ? null : $deadline];
         case 'release':
             $delay = $req['delay_ms'] ?? null;
-            return ['done' => $client->release($req['id'], $delay === null ? null : seconds($delay), receipt($req), null, topic($req))];
+            return ['done' => $client->release(req_id($req), $delay === null ? null : seconds($delay), receipt($req), null, topic($req))];
         case 'bury':
-            return ['done' => $client->bury($req['id'], receipt($req), null, topic($req))];
+            return ['done' => $client->bury(req_id($req), receipt($req), null, topic($req))];
         case 'reschedule':
-            $due = $client->reschedule($req['id'], seconds($req['delay_ms']), topic($req));
+            $due = $client->reschedule(req_id($req), seconds($req['delay_ms']), topic($req));
             return ['due' => $due === false ? null : $due];
         case 'dead_list':
             $dead = $client->deadLetters($req['topic'], $req['start'] ?? 0, $req['count'] ?? 100);
@@ -195,9 +209,11 @@ function handle(Client $client, array $req): array
         case 'purge_dead':
             return ['count' => $client->purgeDead($req['topic'], ids($req))];
         case 'job':
-            $j = $client->job($req['topic'], $req['id']);
-            return ['job' => [
-                'id' => $j->id, 'state' => $j->state, 'topic' => $j->topic, 'body_size' => $j->bodySize,
+            $j = $client->job($req['topic'], req_id($req));
+            // `delayer job --json`'s shape: an id that is not UTF-8 as id_base64
+            $id = mb_check_encoding($j->id, 'UTF-8') ? ['id' => $j->id] : ['id_base64' => base64_encode($j->id)];
+            return ['job' => $id + [
+                'state' => $j->state, 'topic' => $j->topic, 'body_size' => $j->bodySize,
                 'attempts' => $j->attempts, 'max_attempts' => $j->maxAttempts, 'due' => $j->due,
                 'deadline' => $j->deadline, 'dead_at' => $j->deadAt, 'dead_reason' => $j->deadReason,
                 'last_error' => $j->lastError,

@@ -12,7 +12,7 @@ from typing import Any, Dict, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _lineproto import b64, job_json, options, serve, unb64  # noqa: E402
+from _lineproto import b64, job_json, options, request_id, serve, unb64  # noqa: E402
 
 import delayer  # noqa: E402
 
@@ -49,13 +49,13 @@ def main() -> None:
     client = delayer.Delayer.from_config(opts.config) if opts.config else delayer.Delayer(opts.url, prefix=opts.prefix)
 
     def message(m: Optional[delayer.Message]) -> Any:
-        return None if m is None else job_json(m.id, m.topic, m.body)
+        return None if m is None else job_json(m.id, m.topic, m.body, m.id_bytes)
 
     def reserved(m: Optional[delayer.ReservedMessage]) -> Any:
         if m is None:
             return None
         return {
-            **job_json(m.id, m.topic, m.body),
+            **job_json(m.id, m.topic, m.body, m.id_bytes),
             "attempts": m.attempts,
             "max_attempts": m.max_attempts,
             "receipt": m.receipt,
@@ -74,12 +74,19 @@ def main() -> None:
     def dead_letter(x: delayer.DeadLetter) -> Dict[str, Any]:
         return {
             "id": x.id,
+            "id_b64": b64(x.id_bytes),
             "topic": x.topic,
             "body_b64": b64(x.body),
             "attempts": x.attempts,
             "reason": x.reason,
             "dead_at": x.dead_at,
         }
+
+    def ids(req: Dict[str, Any]) -> Any:
+        # "ids_b64": ids as bytes (any), named as the SDK names them (surrogate escapes).
+        if req.get("ids_b64") is not None:
+            return [unb64(i).decode("utf-8", "surrogateescape") for i in req["ids_b64"]]
+        return req.get("ids")
 
     def handle(req: Dict[str, Any]) -> Dict[str, Any]:
         op = req.get("op")
@@ -94,7 +101,7 @@ def main() -> None:
             delay = seconds(req["delay_ms"])
             try:
                 due = client.push(
-                    req["topic"], req["id"], delay, unb64(req.get("body_b64")),
+                    req["topic"], request_id(req), delay, unb64(req.get("body_b64")),
                     if_absent=bool(req.get("if_absent")), **kwargs,
                 )
             except delayer.IdTakenError as e:
@@ -102,7 +109,7 @@ def main() -> None:
             return {"due": due}
         if op == "push_many":
             jobs = [
-                delayer.Job(j["topic"], j["id"], seconds(j["delay_ms"]), unb64(j.get("body_b64")))
+                delayer.Job(j["topic"], request_id(j), seconds(j["delay_ms"]), unb64(j.get("body_b64")))
                 for j in req["jobs"]
             ]
             try:
@@ -116,32 +123,37 @@ def main() -> None:
         if op == "bpop":
             return {"job": message(client.bpop(req["topic"], req["timeout_ms"] / 1000))}
         if op == "remove":
-            return {"removed": client.remove(req["id"], **topic(req))}
+            return {"removed": client.remove(request_id(req), **topic(req))}
         if op == "reserve":
             return {"job": reserved(client.reserve(req["topic"], seconds(req["ttr_ms"])))}
         if op == "breserve":
             job = client.breserve(req["topic"], seconds(req["ttr_ms"]), req["timeout_ms"] / 1000)
             return {"job": reserved(job)}
         if op == "ack":
-            return {"done": client.ack(req["id"], **held(req))}
+            return {"done": client.ack(request_id(req), **held(req))}
         if op == "touch":
-            return {"deadline": client.touch(req["id"], seconds(req["ttr_ms"]), **held(req))}
+            return {"deadline": client.touch(request_id(req), seconds(req["ttr_ms"]), **held(req))}
         if op == "release":
             delay_ms = req.get("delay_ms")
-            return {"done": client.release(req["id"], None if delay_ms is None else seconds(delay_ms), **held(req))}
+            return {"done": client.release(request_id(req), None if delay_ms is None else seconds(delay_ms), **held(req))}
         if op == "bury":
-            return {"done": client.bury(req["id"], **held(req))}
+            return {"done": client.bury(request_id(req), **held(req))}
         if op == "reschedule":
             return {"due": client.reschedule(req["id"], seconds(req["delay_ms"]), **topic(req))}
         if op == "dead_list":
             return {"dead": [dead_letter(x) for x in client.dead_letters(req["topic"], req["start"], req["count"])]}
         if op == "requeue_dead":
-            return {"count": client.requeue_dead(req["topic"], req.get("ids"))}
+            return {"count": client.requeue_dead(req["topic"], ids(req))}
         if op == "purge_dead":
-            return {"count": client.purge_dead(req["topic"], req.get("ids"))}
+            return {"count": client.purge_dead(req["topic"], ids(req))}
         if op == "job":
-            info = client.job(req["topic"], req["id"])
-            return {"job": {k: getattr(info, k) for k in JOB_FIELDS}}
+            info = client.job(req["topic"], request_id(req))
+            job = {k: getattr(info, k) for k in JOB_FIELDS}
+            raw = info.id.encode("utf-8", "surrogateescape")
+            if raw != info.id.encode("utf-8", "replace"):  # not UTF-8: `delayer job --json`'s id_base64
+                del job["id"]
+                job["id_base64"] = b64(raw)
+            return {"job": job}
         if op == "read_config":
             settings = delayer.config.load(req["path"])
             if settings.cluster:  # checked; a cluster client would connect now, to read the slot table

@@ -43,30 +43,34 @@ def main() -> None:
     p = opts.prefix
     pool = p + "job_pool"
 
-    def bucket(job_id: str) -> str:
-        return p + "job_bucket:" + job_id
+    def bucket(job_id: bytes) -> bytes:
+        return p.encode("utf-8") + b"job_bucket:" + job_id
+
+    def request_id(req: Dict[str, Any]) -> bytes:
+        """The id as bytes: ``id_b64`` (1.x wrote any bytes), else ``id``."""
+        return unb64(req["id_b64"]) if req.get("id_b64") is not None else req["id"].encode("utf-8")
 
     def finish(job_id: bytes) -> Any:
-        # what 1.x's pop does after it has an id: read the bucket, delete it
-        key = bucket(job_id.decode("utf-8", "surrogateescape"))
+        key = bucket(job_id)
         data = r.hgetall(key)
         r.delete(key)
         if not data:
             return None
-        return job_json(
-            job_id.decode("utf-8"), data.get(b"topic", b"").decode("utf-8"), data.get(b"body", b"")
-        )
+        text = job_id.decode("utf-8", "surrogateescape")
+        topic = data.get(b"topic", b"").decode("utf-8", "surrogateescape")
+        return job_json(text, topic, data.get(b"body", b""), job_id)
 
     def handle(req: Dict[str, Any]) -> Dict[str, Any]:
         op = req.get("op")
         if op == "push":
             delay = math.ceil(req["delay_ms"] / 1000)
             life = req.get("ready_max_lifetime_s") or DEFAULT_READY_MAX_LIFETIME
-            key = bucket(req["id"])
+            job_id = request_id(req)
+            key = bucket(job_id)
             pipe = r.pipeline(transaction=True)  # MULTI ... EXEC
             pipe.execute_command("HMSET", key, "topic", req["topic"], "body", unb64(req.get("body_b64")))
             pipe.expire(key, int(delay + life))
-            pipe.zadd(pool, {req["id"]: int(time.time()) + delay})
+            pipe.zadd(pool, {job_id: int(time.time()) + delay})
             pipe.execute()
             return {}
         if op == "pop":
@@ -77,9 +81,10 @@ def main() -> None:
             got = r.brpop([p + "ready_queue:" + req["topic"]], timeout=timeout)
             return {"job": None if got is None else finish(got[1])}
         if op == "remove":
+            job_id = request_id(req)
             pipe = r.pipeline(transaction=True)
-            pipe.zrem(pool, req["id"])
-            pipe.delete(bucket(req["id"]))
+            pipe.zrem(pool, job_id)
+            pipe.delete(bucket(job_id))
             zrem, deleted = pipe.execute()
             # 1.x's remove() returned the transaction's success; "removed"
             # here means something was cancelled, as in the SDKs.

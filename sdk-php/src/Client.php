@@ -274,6 +274,19 @@ class Client
     }
 
     /**
+     * Redis's maxmemory-policy, or null when Redis would not tell
+     * ({@see Eviction::read()}): what the Worker checks at start and after
+     * a reconnect.
+     *
+     * @internal used by {@see Worker}; not part of the public API.
+     * @throws Exception\ConnectionException
+     */
+    public function maxmemoryPolicy(): ?string
+    {
+        return Eviction::read($this->connection);
+    }
+
+    /**
      * Closes the Redis connection. A later call opens a new one (as after a
      * lost connection), so a client may be closed while idle.
      */

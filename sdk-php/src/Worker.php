@@ -254,14 +254,25 @@ final class Worker
     private function loop(): void
     {
         $pause = $this->reconnectMin;
+        // The eviction policy is read at start and after each outage (Eviction).
+        $eviction = new Eviction();
+        $check = true;
         while (!$this->stopping) {
             try {
+                if ($check) {
+                    $check = false;
+                    $eviction->report($this->client->maxmemoryPolicy(), $this->hooks);
+                }
                 $job = $this->next();
                 $pause = $this->reconnectMin;
                 if ($job !== null) {
                     $this->process($job);
                 }
             } catch (ConnectionException|RedisErrorException|ProtocolException $e) {
+                if ($e instanceof ConnectionException) {
+                    $eviction->outage();
+                    $check = true;
+                }
                 $this->lost($e, $pause);
                 $this->pause($pause, true);
                 $pause = min($pause * 2, $this->reconnectMax);

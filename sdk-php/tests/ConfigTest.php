@@ -180,6 +180,7 @@ final class ConfigTest extends RedisTestCase
             max_active = 20
             idle_timeout = 3600
             conn_max_lifetime = 3600
+            require_noeviction = yes
             [mysql]
             INI);
         self::assertSame(['host' => '127.0.0.1', 'port' => $port, 'database' => 0, 'prefix' => 'every:'], \Delayer\ConfigFile::load($path));

@@ -144,6 +144,7 @@ def test_every_key_the_server_takes_is_taken(tmp_path: Path) -> None:
         "key_prefix = k:\nlog_level = info\nmetrics_addr = 127.0.0.1:9464\n[empty]\n"
         "[redis]\nurl =\nhost = 127.0.0.1\nport = 6380\ndatabase = 1\nusername =\npassword =\ntls_ca_file =\n"
         "tls_cert_file =\ntls_key_file =\nmax_idle = 2\nmax_active = 20\nidle_timeout = 3600\nconn_max_lifetime = 0\n"
+        "require_noeviction = true\n"  # the server's (issue 20): taken, its value not read
     )
     s = config.load(write(tmp_path, text))  # a section without keys is let be, as by the server
     assert (s.host, s.port, s.database, s.key_prefix) == ("127.0.0.1", 6380, 1, "k:")

@@ -397,15 +397,27 @@ impl Delayer {
 
     /// As [`crate::Delayer::requeue_dead`].
     pub async fn requeue_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
-        self.drain_dead(topic, DeadAction::Requeue, ids).await
+        let raw: Option<Vec<&[u8]>> = ids.map(|ids| ids.iter().map(|id| id.as_bytes()).collect());
+        self.drain_dead(topic, DeadAction::Requeue, raw.as_deref()).await
     }
 
     /// As [`crate::Delayer::purge_dead`].
     pub async fn purge_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
-        self.drain_dead(topic, DeadAction::Purge, ids).await
+        let raw: Option<Vec<&[u8]>> = ids.map(|ids| ids.iter().map(|id| id.as_bytes()).collect());
+        self.drain_dead(topic, DeadAction::Purge, raw.as_deref()).await
     }
 
-    async fn drain_dead(&self, topic: &str, action: DeadAction, ids: Option<&[&str]>) -> Result<u64> {
+    /// As [`crate::Delayer::requeue_dead_raw`].
+    pub async fn requeue_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> {
+        self.drain_dead(topic, DeadAction::Requeue, Some(ids)).await
+    }
+
+    /// As [`crate::Delayer::purge_dead_raw`].
+    pub async fn purge_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> {
+        self.drain_dead(topic, DeadAction::Purge, Some(ids)).await
+    }
+
+    async fn drain_dead(&self, topic: &str, action: DeadAction, ids: Option<&[&[u8]]>) -> Result<u64> {
         let mut total = 0;
         let requeue = matches!(action, DeadAction::Requeue);
         for call in ops::dead_drain(&self.names, topic, action, ids)? {
@@ -432,6 +444,11 @@ impl Delayer {
 
     /// As [`crate::Delayer::remove_in`].
     pub async fn remove_in(&self, topic: &str, id: &str) -> Result<bool> {
+        self.remove_in_raw(topic, id.as_bytes()).await
+    }
+
+    /// As [`crate::Delayer::remove_in_raw`].
+    pub async fn remove_in_raw(&self, topic: &str, id: &[u8]) -> Result<bool> {
         let topic = ops::topic_of(&self.names, Some(topic), "remove", "")?;
         ops::parse_flag(self.call(&ops::remove(&self.names, topic, id)?.into()).await?)
     }

@@ -339,6 +339,12 @@ impl Delayer {
 
     /// Cancels job `id` of `topic` (either layout).
     pub fn remove_in(&self, topic: &str, id: &str) -> Result<bool> {
+        self.remove_in_raw(topic, id.as_bytes())
+    }
+
+    /// Cancels job `id` of `topic`, the id given as bytes, any bytes (an id that is not
+    /// UTF-8, as a listing's `raw_id` shows it).
+    pub fn remove_in_raw(&self, topic: &str, id: &[u8]) -> Result<bool> {
         let topic = ops::topic_of(&self.names, Some(topic), "remove", "")?;
         ops::parse_flag(self.call(&ops::remove(&self.names, topic, id)?.into())?)
     }
@@ -484,16 +490,29 @@ impl Delayer {
     /// Puts dead letters back into the pool, due now, with their attempts
     /// reset: those with the given ids, or all with `None`. Returns how many.
     pub fn requeue_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
-        self.drain_dead(topic, DeadAction::Requeue, ids)
+        let raw: Option<Vec<&[u8]>> = ids.map(|ids| ids.iter().map(|id| id.as_bytes()).collect());
+        self.drain_dead(topic, DeadAction::Requeue, raw.as_deref())
     }
 
     /// Deletes dead letters for good: those with the given ids, or all with
     /// `None`. Returns how many.
     pub fn purge_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
-        self.drain_dead(topic, DeadAction::Purge, ids)
+        let raw: Option<Vec<&[u8]>> = ids.map(|ids| ids.iter().map(|id| id.as_bytes()).collect());
+        self.drain_dead(topic, DeadAction::Purge, raw.as_deref())
     }
 
-    fn drain_dead(&self, topic: &str, action: DeadAction, ids: Option<&[&str]>) -> Result<u64> {
+    /// [`Delayer::requeue_dead`] by ids given as bytes, any bytes (a dead
+    /// letter's [`DeadLetter::id_bytes`]: an id that is not UTF-8).
+    pub fn requeue_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> {
+        self.drain_dead(topic, DeadAction::Requeue, Some(ids))
+    }
+
+    /// [`Delayer::purge_dead`] by ids given as bytes, any bytes.
+    pub fn purge_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> {
+        self.drain_dead(topic, DeadAction::Purge, Some(ids))
+    }
+
+    fn drain_dead(&self, topic: &str, action: DeadAction, ids: Option<&[&[u8]]>) -> Result<u64> {
         let mut total = 0;
         let requeue = matches!(action, DeadAction::Requeue);
         for call in ops::dead_drain(&self.names, topic, action, ids)? {

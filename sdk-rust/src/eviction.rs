@@ -23,9 +23,8 @@ pub fn is_safe(policy: &str) -> bool {
 /// The warning for an unsafe `policy`: what it does, and the fix.
 pub fn warning(policy: &str) -> String {
     format!(
-        "redis has maxmemory-policy {policy}: when it reaches maxmemory it deletes keys, and jobs with them, \
-         undelivered (job hashes carry TTLs, which volatile-* policies pick first). Fix: CONFIG SET \
-         maxmemory-policy noeviction, and maxmemory-policy noeviction in redis.conf"
+        "redis maxmemory-policy is {policy}: Redis may evict job data and lose jobs; set maxmemory-policy \
+         noeviction (CONFIG SET maxmemory-policy noeviction, and in redis.conf)"
     )
 }
 

@@ -8,18 +8,34 @@ use std::time::Duration;
 /// A job handed to a consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
-    /// The id given at push.
+    /// The id given at push (when it is not UTF-8: a lossy rendering, see
+    /// [`Message::raw_id`]).
     pub id: String,
-    /// The topic it was pushed to.
+    /// The topic it was pushed to (as `id`).
     pub topic: String,
     /// The body given at push (empty if none).
     pub body: Vec<u8>,
+    /// The id's exact bytes when they are not UTF-8 (a Delayer 1.x or PHP
+    /// client writes any bytes); `None` when `id` is exact.
+    pub raw_id: Option<Vec<u8>>,
+    /// The topic's exact bytes when they are not UTF-8.
+    pub raw_topic: Option<Vec<u8>>,
 }
 
 impl Message {
     /// The body as UTF-8 text, if it is.
     pub fn body_str(&self) -> Option<&str> {
         std::str::from_utf8(&self.body).ok()
+    }
+
+    /// The id as Redis holds it.
+    pub fn id_bytes(&self) -> &[u8] {
+        self.raw_id.as_deref().unwrap_or(self.id.as_bytes())
+    }
+
+    /// The topic as Redis holds it.
+    pub fn topic_bytes(&self) -> &[u8] {
+        self.raw_topic.as_deref().unwrap_or(self.topic.as_bytes())
     }
 }
 

@@ -30,12 +30,27 @@ pub struct Reserved {
     /// When the reservation ends by itself (Redis's clock): after it, the
     /// server counts a failed attempt and the job is delivered again.
     pub deadline: SystemTime,
+    /// The id's exact bytes when they are not UTF-8 (then `id` is a lossy
+    /// rendering); ack, touch, release and bury given this job use them.
+    pub raw_id: Option<Vec<u8>>,
+    /// The topic's exact bytes when they are not UTF-8.
+    pub raw_topic: Option<Vec<u8>>,
 }
 
 impl Reserved {
     /// The body as UTF-8 text, if it is.
     pub fn body_str(&self) -> Option<&str> {
         std::str::from_utf8(&self.body).ok()
+    }
+
+    /// The id as Redis holds it.
+    pub fn id_bytes(&self) -> &[u8] {
+        self.raw_id.as_deref().unwrap_or(self.id.as_bytes())
+    }
+
+    /// The topic as Redis holds it.
+    pub fn topic_bytes(&self) -> &[u8] {
+        self.raw_topic.as_deref().unwrap_or(self.topic.as_bytes())
     }
 
     /// Whether a failure now would send the job to dead letters.
@@ -56,12 +71,31 @@ pub struct JobRef<'a> {
     /// The job's topic: needed in the per-topic layout, where ids are per
     /// topic (a [`Reserved`] job carries its own).
     pub topic: Option<&'a str>,
+    /// The id's exact bytes, used instead of `id` when given: an id that is
+    /// not UTF-8 (a [`Reserved`] job carries its own; [`JobRef::raw`]).
+    pub raw_id: Option<&'a [u8]>,
 }
 
 impl<'a> JobRef<'a> {
     /// The reservation `receipt` of job `id`.
     pub fn with_receipt(id: &'a str, receipt: &'a str) -> JobRef<'a> {
-        JobRef { id, receipt: Some(receipt), topic: None }
+        JobRef { id, receipt: Some(receipt), topic: None, raw_id: None }
+    }
+
+    /// Job `id` given as bytes, any bytes (an id that is not UTF-8, as a
+    /// listing or a dead letter shows it in `raw_id`).
+    pub fn raw(id: &'a [u8]) -> JobRef<'a> {
+        JobRef { id: "", receipt: None, topic: None, raw_id: Some(id) }
+    }
+
+    /// The same job, held under `receipt`.
+    pub fn receipt(self, receipt: &'a str) -> JobRef<'a> {
+        JobRef { receipt: Some(receipt), ..self }
+    }
+
+    /// The id as sent to Redis.
+    pub fn id_bytes(&self) -> &'a [u8] {
+        self.raw_id.unwrap_or(self.id.as_bytes())
     }
 
     /// The same job, of `topic` (the per-topic layout needs it).
@@ -72,19 +106,19 @@ impl<'a> JobRef<'a> {
 
 impl<'a> From<&'a Reserved> for JobRef<'a> {
     fn from(job: &'a Reserved) -> Self {
-        JobRef { id: &job.id, receipt: Some(&job.receipt), topic: Some(&job.topic) }
+        JobRef { id: &job.id, receipt: Some(&job.receipt), topic: Some(&job.topic), raw_id: job.raw_id.as_deref() }
     }
 }
 
 impl<'a> From<&'a str> for JobRef<'a> {
     fn from(id: &'a str) -> Self {
-        JobRef { id, receipt: None, topic: None }
+        JobRef { id, receipt: None, topic: None, raw_id: None }
     }
 }
 
 impl<'a> From<&'a String> for JobRef<'a> {
     fn from(id: &'a String) -> Self {
-        JobRef { id, receipt: None, topic: None }
+        JobRef { id, receipt: None, topic: None, raw_id: None }
     }
 }
 
@@ -132,4 +166,16 @@ pub struct DeadLetter {
     /// When it died (Redis's clock); the Unix epoch when the job's
     /// `dead_at` field holds no time (written by hand or damaged).
     pub dead_at: SystemTime,
+    /// The id's exact bytes when they are not UTF-8 (then `id` is a lossy
+    /// rendering): re-queue or purge it by these.
+    pub raw_id: Option<Vec<u8>>,
+    /// The topic's exact bytes when they are not UTF-8.
+    pub raw_topic: Option<Vec<u8>>,
+}
+
+impl DeadLetter {
+    /// The id as Redis holds it.
+    pub fn id_bytes(&self) -> &[u8] {
+        self.raw_id.as_deref().unwrap_or(self.id.as_bytes())
+    }
 }

@@ -6,6 +6,7 @@
 //! Every argument is checked here (names, counts), so a bad one is a usage
 //! error (exit 2) before anything connects to Redis.
 
+use clap::builder::TypedValueParser;
 use clap::{ArgAction, Parser, Subcommand};
 use delayer::validate::MAX_DEAD_PER_CALL;
 use std::path::PathBuf;
@@ -72,9 +73,9 @@ pub enum Command {
         /// The job's topic (a job of another topic is reported unknown).
         #[arg(value_parser = topic)]
         topic: String,
-        /// The job's id.
-        #[arg(value_parser = id)]
-        id: String,
+        /// The job's id (any bytes: one that is not UTF-8 is given as is).
+        #[arg(value_parser = raw_id())]
+        id: RawId,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -103,9 +104,9 @@ pub enum Command {
         /// The job's topic (the job is not touched if it belongs to another).
         #[arg(value_parser = topic)]
         topic: String,
-        /// The job's id.
-        #[arg(value_parser = id)]
-        id: String,
+        /// The job's id (any bytes).
+        #[arg(value_parser = raw_id())]
+        id: RawId,
     },
     /// Change when a waiting job of TOPIC is due: DELAY from now (seconds, or "90s", "5m", "2h").
     Reschedule {
@@ -182,9 +183,9 @@ pub struct DeadSelection {
     /// The topic whose dead letters to take.
     #[arg(value_parser = topic)]
     pub topic: String,
-    /// The ids of the dead letters.
-    #[arg(required_unless_present = "all", conflicts_with = "all", value_parser = id)]
-    pub ids: Vec<String>,
+    /// The ids of the dead letters (any bytes: one that is not UTF-8 is given as is).
+    #[arg(required_unless_present = "all", conflicts_with = "all", value_parser = raw_id())]
+    pub ids: Vec<RawId>,
     /// Every dead letter of the topic.
     #[arg(long)]
     pub all: bool,
@@ -199,6 +200,23 @@ fn topic(value: &str) -> Result<String, String> {
 fn id(value: &str) -> Result<String, String> {
     name("id", value)
 }
+
+/// A job id as the command line gives it: any non-empty bytes (on Unix an
+/// argument is bytes, so an id a Delayer 1.x or PHP client wrote that is
+/// not UTF-8, as `--json` shows it in `id_base64`, can be named).
+fn raw_id() -> impl TypedValueParser<Value = RawId> {
+    clap::builder::OsStringValueParser::new().try_map(|value| {
+        let bytes = value.into_encoded_bytes();
+        if bytes.is_empty() {
+            return Err("id must not be empty");
+        }
+        Ok(RawId(bytes))
+    })
+}
+
+/// A job id as given on the command line: its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RawId(pub Vec<u8>);
 
 fn name(what: &str, value: &str) -> Result<String, String> {
     match delayer::validate::name(what, value) {

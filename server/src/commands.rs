@@ -110,7 +110,7 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
         // Not an operator command: main runs it (webhook::run), with -c only.
         Command::Webhook => return Err(Fatal::usage("delayer webhook is not run against a --url")),
         Command::Job { topic, id, json } => {
-            let job = target.client()?.job(&topic, &id).map_err(|e| target.sdk_failed(e))?;
+            let job = target.client()?.job_raw(&topic, &id.0).map_err(|e| target.sdk_failed(e))?;
             if json {
                 println!("{}", jobview::job_json(&job));
             } else {
@@ -120,13 +120,13 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
         Command::List { topic, state, count, cursor, json } => list(target, &topic, state, count, cursor, json)?,
         Command::Remove { topic, id } => {
             let client = target.client()?;
-            of_topic(target, &client, &topic, &id)?;
-            client.remove_in(&topic, &id).map_err(|e| target.sdk_failed(e))?;
-            println!("removed job {id:?} of topic {topic:?}");
+            of_topic(target, &client, &topic, &id.0)?;
+            client.remove_in_raw(&topic, &id.0).map_err(|e| target.sdk_failed(e))?;
+            println!("removed job {:?} of topic {topic:?}", String::from_utf8_lossy(&id.0));
         }
         Command::Reschedule { topic, id, delay } => {
             let client = target.client()?;
-            let state = of_topic(target, &client, &topic, &id)?;
+            let state = of_topic(target, &client, &topic, id.as_bytes())?;
             match client.reschedule_in(&topic, &id, delay).map_err(|e| target.sdk_failed(e))? {
                 Some(due) => println!("job {id:?} of topic {topic:?} is due {}", inspect::rfc3339(inspect::unix(due))),
                 None => {
@@ -142,10 +142,10 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
 
 /// The state of job `id` when it is one of `topic`'s, else the error that
 /// it is not (so a command never touches another topic's job by mistake).
-fn of_topic(target: &Target, client: &delayer::Delayer, topic: &str, id: &str) -> Result<JobState, Fatal> {
-    let job = client.job(topic, id).map_err(|e| target.sdk_failed(e))?;
+fn of_topic(target: &Target, client: &delayer::Delayer, topic: &str, id: &[u8]) -> Result<JobState, Fatal> {
+    let job = client.job_raw(topic, id).map_err(|e| target.sdk_failed(e))?;
     if job.state == JobState::Unknown {
-        return Err(Fatal::failed(format!("no job {id:?} on topic {topic:?}")));
+        return Err(Fatal::failed(format!("no job {:?} on topic {topic:?}", String::from_utf8_lossy(id))));
     }
     Ok(job.state)
 }
@@ -169,7 +169,7 @@ fn list(target: &Target, topic: &str, state: ListState, count: usize, cursor: u6
             }
         }
         ListState::Ready => {
-            let page = client.list_ready(topic, cursor, count).map_err(failed)?;
+            let page = client.list_ready_raw(topic, cursor, count).map_err(failed)?;
             if json {
                 jobview::ids_json(&page).to_string() + "\n"
             } else {
@@ -234,8 +234,13 @@ fn dead_letters(target: &Target, action: DeadCommand) -> Result<(), Fatal> {
         DeadCommand::Requeue(which) => (which, false),
         DeadCommand::Purge(which) => (which, true),
     };
-    let take = |ids: Option<&[&str]>| {
-        let done = if purge { delayer.purge_dead(&which.topic, ids) } else { delayer.requeue_dead(&which.topic, ids) };
+    let take = |ids: Option<&[&[u8]]>| {
+        let done = match (ids, purge) {
+            (None, true) => delayer.purge_dead(&which.topic, None),
+            (None, false) => delayer.requeue_dead(&which.topic, None),
+            (Some(ids), true) => delayer.purge_dead_raw(&which.topic, ids),
+            (Some(ids), false) => delayer.requeue_dead_raw(&which.topic, ids),
+        };
         done.map_err(|e| target.sdk_failed(e))
     };
     let verb = if purge { "purged" } else { "re-queued" };
@@ -257,13 +262,13 @@ fn dead_letters(target: &Target, action: DeadCommand) -> Result<(), Fatal> {
         Ok(())
     } else {
         // Quoted: an id may hold spaces.
-        let missing: Vec<String> = missing.iter().map(|id| format!("{id:?}")).collect();
+        let missing: Vec<String> = missing.iter().map(|id| format!("{:?}", String::from_utf8_lossy(id))).collect();
         Err(Fatal::failed(format!("not dead letters of topic {:?}: {}", which.topic, missing.join(" "))))
     }
 }
 
 /// `ids` without repeats, in the order given.
-fn unique(ids: &[String]) -> Vec<&str> {
+fn unique(ids: &[cli::RawId]) -> Vec<&[u8]> {
     let mut seen = std::collections::HashSet::new();
-    ids.iter().map(String::as_str).filter(|id| seen.insert(*id)).collect()
+    ids.iter().map(|id| id.0.as_slice()).filter(|id| seen.insert(*id)).collect()
 }

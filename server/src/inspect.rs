@@ -105,7 +105,8 @@ impl Stats {
 /// One job waiting in a ready queue.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Peeked {
-    pub id: String,
+    /// As Redis holds it: any bytes (JSON shows one that is not UTF-8 as `id_base64`).
+    pub id: Vec<u8>,
     /// None when the bucket is gone (pop will skip the id).
     pub body: Option<Vec<u8>>,
     /// Time left before the bucket expires.
@@ -131,7 +132,7 @@ fn redis_now(conn: &mut Conn) -> redis::RedisResult<f64> {
 
 /// A pool's earliest score, read within 1970..9999 (`delayer::numbers`):
 /// `-inf` is due now, `inf` the end of 9999.
-fn first_due(head: &[(String, f64)]) -> Option<f64> {
+fn first_due<Id>(head: &[(Id, f64)]) -> Option<f64> {
     head.first().and_then(|(_, score)| numbers::time_secs(*score).value).map(numbers::Time::secs)
 }
 
@@ -144,7 +145,8 @@ pub fn stats(conn: &mut Conn, names: &Names, topics: &delayer::inspect::Stats) -
     let overdue_ms = (now * 1000.0).floor();
     let (pool_size, next_due, malformed, reserved, reserved_overdue) = match names {
         Names::Classic(keys) => {
-            let first: Vec<(String, f64)> = readable(conn.zrange_withscores(keys.job_pool(), 0, 0))?;
+            // Ids as bytes: one that is not UTF-8 may head the pool.
+            let first: Vec<(Vec<u8>, f64)> = readable(conn.zrange_withscores(keys.job_pool(), 0, 0))?;
             (
                 readable(conn.zcard(keys.job_pool()))?,
                 first_due(&first),
@@ -169,7 +171,7 @@ pub fn stats(conn: &mut Conn, names: &Names, topics: &delayer::inspect::Stats) -
                 let number = |v: redis::RedisResult<redis::Value>| -> redis::RedisResult<u64> {
                     Ok(redis::from_redis_value(v?)?)
                 };
-                let first: Vec<(String, f64)> = match first? {
+                let first: Vec<(Vec<u8>, f64)> = match first? {
                     redis::Value::Nil => Vec::new(),
                     v => redis::from_redis_value(v)?,
                 };
@@ -206,7 +208,7 @@ pub fn stats(conn: &mut Conn, names: &Names, topics: &delayer::inspect::Stats) -
 }
 
 /// A topic's pool head, malformed count and overdue reservations.
-type TopicNumbers = (Vec<(String, f64)>, u64, u64);
+type TopicNumbers = (Vec<(Vec<u8>, f64)>, u64, u64);
 
 /// A read of a key of the wrong type reads as nothing (the key is named in
 /// `bad_keys`): stats still gives every other number.
@@ -273,12 +275,14 @@ pub fn dead_json(letters: &[delayer::DeadLetter]) -> serde_json::Value {
         .iter()
         .map(|d| {
             let mut item = json!({
-                "id": d.id,
-                "topic": d.topic,
                 "attempts": d.attempts,
                 "reason": d.reason,
                 "dead_at": unix(d.dead_at),
             });
+            if let serde_json::Value::Object(obj) = &mut item {
+                crate::jobview::put_name(obj, "id", d.id_bytes());
+                crate::jobview::put_name(obj, "topic", d.raw_topic.as_deref().unwrap_or(d.topic.as_bytes()));
+            }
             add_body(&mut item, Some(&d.body));
             item
         })
@@ -315,11 +319,12 @@ pub fn peek(conn: &mut Conn, names: &Names, topic: &str, count: usize) -> redis:
         return Ok(Vec::new());
     }
     // Consumers RPOP: the right end of the list comes first.
-    let mut ids: Vec<String> = conn.lrange(names.ready(topic), -(count as isize), -1)?;
+    let mut ids: Vec<Vec<u8>> = conn.lrange(names.ready(topic), -(count as isize), -1)?;
     ids.reverse();
     let mut pipe = Batch::new();
     for id in &ids {
-        pipe.add(redis::Cmd::hget(names.bucket(topic, id), "body")).add(redis::Cmd::pttl(names.bucket(topic, id)));
+        let bucket = names.bucket_bytes(topic, id);
+        pipe.add(redis::Cmd::hget(&bucket, "body")).add(redis::Cmd::pttl(&bucket));
     }
     let replies: Vec<(Option<Vec<u8>>, i64)> = if ids.is_empty() { Vec::new() } else { pipe.query(conn)? };
     Ok(ids
@@ -333,10 +338,10 @@ pub fn peek_json(jobs: &[Peeked]) -> serde_json::Value {
     let items: Vec<_> = jobs
         .iter()
         .map(|j| {
-            let mut item = json!({
-                "id": j.id,
-                "ttl_seconds": j.ttl.map(|t| t.as_secs_f64()),
-            });
+            let mut item = json!({ "ttl_seconds": j.ttl.map(|t| t.as_secs_f64()) });
+            if let serde_json::Value::Object(obj) = &mut item {
+                crate::jobview::put_name(obj, "id", &j.id);
+            }
             add_body(&mut item, j.body.as_deref());
             item
         })
@@ -355,7 +360,7 @@ pub fn peek_text(topic: &str, jobs: &[Peeked]) -> String {
             Some(b) => preview(b),
         };
         let expires = j.ttl.map(|t| format!("  (expires in {})", human(t))).unwrap_or_default();
-        out.push_str(&format!("{:>3}. {}  {}{expires}\n", n + 1, j.id, body));
+        out.push_str(&format!("{:>3}. {}  {}{expires}\n", n + 1, String::from_utf8_lossy(&j.id), body));
     }
     out
 }

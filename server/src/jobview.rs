@@ -7,28 +7,59 @@
 //! `id`, `state`, `topic`, `body_size`, `attempts`, `max_attempts`, `due`,
 //! `deadline`, `dead_at` (Unix seconds, millisecond precision),
 //! `dead_reason`, `last_error`; what does not apply is `null`.
+//!
+//! Ids and topics are bytes in Redis, and a Delayer 1.x or PHP client may
+//! write ones that are not UTF-8: every JSON output here, in the HTTP API
+//! and in `delayer webhook` gives such a name as `id_base64` (`topic_base64`)
+//! instead of `id` (`topic`), as bodies go as `body_base64` ([`put_name`]),
+//! so nothing read is shown lossily.
 
 use crate::inspect::{human_seconds, rfc3339, unix};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
 use delayer::inspect::{JobInfo, JobState, Listed, Page, Stats};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::time::SystemTime;
+
+/// Puts a name (an id or topic, as Redis holds it) in `obj` as `field` when
+/// it is UTF-8 text, else as `<field>_base64` (standard base64).
+pub fn put_name(obj: &mut Map<String, Value>, field: &str, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => obj.insert(field.into(), Value::String(text.to_string())),
+        Err(_) => obj.insert(format!("{field}_base64"), Value::String(BASE64.encode(bytes))),
+    };
+}
+
+/// `value` (an object) with [`put_name`]'s `field` first.
+fn named(field: &str, bytes: &[u8], value: Value) -> Value {
+    let mut obj = Map::new();
+    put_name(&mut obj, field, bytes);
+    if let Value::Object(rest) = value {
+        obj.extend(rest);
+    }
+    Value::Object(obj)
+}
 
 /// One job, as JSON.
 pub fn job_json(job: &JobInfo) -> Value {
     let time = |t: Option<SystemTime>| t.map(|t| ms(unix(t)));
-    json!({
-        "id": job.id,
-        "state": job.state.as_str(),
-        "topic": job.topic,
-        "body_size": job.body_size,
-        "attempts": job.attempts,
-        "max_attempts": job.max_attempts,
-        "due": time(job.due),
-        "deadline": time(job.deadline),
-        "dead_at": time(job.dead_at),
-        "dead_reason": job.dead_reason,
-        "last_error": job.last_error,
-    })
+    let id = job.raw_id.as_deref().unwrap_or(job.id.as_bytes());
+    named(
+        "id",
+        id,
+        json!({
+            "state": job.state.as_str(),
+            "topic": job.topic,
+            "body_size": job.body_size,
+            "attempts": job.attempts,
+            "max_attempts": job.max_attempts,
+            "due": time(job.due),
+            "deadline": time(job.deadline),
+            "dead_at": time(job.dead_at),
+            "dead_reason": job.dead_reason,
+            "last_error": job.last_error,
+        }),
+    )
 }
 
 /// Seconds rounded to the millisecond, as Redis keeps them.
@@ -85,13 +116,14 @@ pub fn job_text(topic: &str, job: &JobInfo, now: SystemTime) -> String {
 
 /// A page of scheduled (due) or reserved (deadline) jobs, as JSON.
 pub fn timed_json(page: &Page<Listed>, field: &str) -> Value {
-    let items: Vec<Value> = page.items.iter().map(|l| json!({ "id": l.id, field: ms(unix(l.time)) })).collect();
+    let items: Vec<Value> =
+        page.items.iter().map(|l| named("id", l.id_bytes(), json!({ field: ms(unix(l.time)) }))).collect();
     json!({ "items": items, "next": page.next })
 }
 
 /// A page of ready ids, as JSON.
-pub fn ids_json(page: &Page<String>) -> Value {
-    let items: Vec<Value> = page.items.iter().map(|id| json!({ "id": id })).collect();
+pub fn ids_json(page: &Page<Vec<u8>>) -> Value {
+    let items: Vec<Value> = page.items.iter().map(|id| named("id", id, json!({}))).collect();
     json!({ "items": items, "next": page.next })
 }
 
@@ -107,8 +139,8 @@ pub fn timed_text(what: &str, page: &Page<Listed>, now: SystemTime) -> String {
 }
 
 /// A page of ready ids, for people.
-pub fn ids_text(page: &Page<String>) -> String {
-    let mut out: String = page.items.iter().map(|id| format!("{id}\n")).collect();
+pub fn ids_text(page: &Page<Vec<u8>>) -> String {
+    let mut out: String = page.items.iter().map(|id| format!("{}\n", String::from_utf8_lossy(id))).collect();
     out.push_str(&next_text(page.items.is_empty(), page.next));
     out
 }
@@ -130,9 +162,12 @@ pub fn topics_json(stats: &Stats) -> Value {
         .topics
         .iter()
         .map(|t| {
-            json!({
-                "topic": t.topic, "scheduled": t.scheduled, "ready": t.ready, "reserved": t.reserved, "dead": t.dead,
-            })
+            let topic = t.raw_topic.as_deref().unwrap_or(t.topic.as_bytes());
+            named(
+                "topic",
+                topic,
+                json!({"scheduled": t.scheduled, "ready": t.ready, "reserved": t.reserved, "dead": t.dead}),
+            )
         })
         .collect();
     json!(topics)
@@ -170,6 +205,7 @@ mod tests {
             dead_at: None,
             dead_reason: None,
             last_error: None,
+            raw_id: None,
         };
         let v = job_json(&job);
         assert_eq!(v["due"], json!(1_700_000_000.125));

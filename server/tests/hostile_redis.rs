@@ -335,7 +335,7 @@ fn an_evicting_redis_is_warned_about_and_shown() {
     let extra = format!("metrics_addr = 127.0.0.1:{metrics}\nhttp_addr = 127.0.0.1:{http}\nhttp_token = {TOKEN}");
     let server = start(&redis, 200, &extra);
     let warned =
-        |o: &str| o.contains("maxmemory-policy allkeys-lru") && o.contains("CONFIG SET maxmemory-policy noeviction");
+        |o: &str| o.contains("maxmemory-policy is allkeys-lru") && o.contains("CONFIG SET maxmemory-policy noeviction");
     assert!(server.wait_for_output(warned), "{}", server.output());
     let gauge = || scrape_metrics(metrics).and_then(|m| metric(&m, "delayer_redis_eviction_unsafe"));
     assert!(wait_until(DEADLINE, || gauge() == Some(1.0)), "gauge {:?}", gauge());
@@ -359,7 +359,7 @@ fn the_webhook_warns_about_an_evicting_redis() {
     let mut child = webhook(&redis, &dir, &[]);
     let warned = wait_until(DEADLINE, || {
         let log = read(&dir.join("error.log"));
-        log.contains("webhook hooked: redis has maxmemory-policy volatile-ttl") && log.contains("noeviction")
+        log.contains("webhook hooked: redis maxmemory-policy is volatile-ttl") && log.contains("noeviction")
     });
     let _ = child.kill();
     let _ = child.wait();
@@ -407,7 +407,7 @@ fn a_user_denied_config_reads_the_policy_from_info() {
         redis.port()
     );
     let server = DelayerProcess::start(BIN, &conf);
-    assert!(server.wait_for_output(|o| o.contains("maxmemory-policy volatile-lru")), "{}", server.output());
+    assert!(server.wait_for_output(|o| o.contains("maxmemory-policy is volatile-lru")), "{}", server.output());
     let text = String::from_utf8_lossy(&run(&url, &["stats"]).stdout).to_string();
     assert!(text.contains("UNSAFE") && text.contains("volatile-lru"), "{text}");
 }

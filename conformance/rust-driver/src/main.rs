@@ -102,12 +102,25 @@ fn bad(msg: impl Into<String>) -> Fail {
     ("other", msg.into())
 }
 
-/// The reservation a request names: `id`, and `receipt` (null: any current one).
-fn job_ref(req: &Req) -> Result<JobRef<'_>, Fail> {
-    let id = str_field(req, "id")?;
+/// The id a request names as bytes: `id_b64` (any bytes), else `id`.
+fn raw_id(req: &Req) -> Result<Option<Vec<u8>>, Fail> {
+    match req.get("id_b64") {
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::Str(s)) => b64_decode(s).map(Some).map_err(|e| bad(format!("id_b64: {e}"))),
+        _ => Err(bad("id_b64 must be a string")),
+    }
+}
+
+/// The reservation a request names: `id` (or the bytes `raw`, from
+/// `id_b64`), and `receipt` (null: any current one).
+fn job_ref<'a>(req: &'a Req, raw: Option<&'a [u8]>) -> Result<JobRef<'a>, Fail> {
+    let id = match raw {
+        Some(raw) => JobRef::raw(raw),
+        None => JobRef::from(str_field(req, "id")?),
+    };
     let job = match req.get("receipt") {
-        None | Some(Json::Null) => JobRef::from(id),
-        Some(Json::Str(r)) => JobRef::with_receipt(id, r),
+        None | Some(Json::Null) => id,
+        Some(Json::Str(r)) => id.receipt(r),
         _ => return Err(bad("receipt must be a string or null")),
     };
     Ok(match topic_field(req)? {
@@ -223,6 +236,11 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
             let job = client.bpop(topic, ms_duration("timeout_ms", timeout_ms)?).map_err(sdk_err)?;
             Ok(vec![("job", message_json(job))])
         }
+        "remove" if req.contains_key("id_b64") => {
+            let raw = raw_id(req)?.unwrap_or_default();
+            let removed = client.remove_in_raw(topic_field(req)?.unwrap_or(""), &raw).map_err(sdk_err)?;
+            Ok(vec![("removed", removed.to_string())])
+        }
         "remove" => {
             let id = str_field(req, "id")?;
             let removed = match topic_field(req)? {
@@ -245,7 +263,8 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
             Ok(vec![("job", reserved_json(job))])
         }
         "ack" | "release" | "bury" => {
-            let job = job_ref(req)?;
+            let raw = raw_id(req)?;
+            let job = job_ref(req, raw.as_deref())?;
             let done = match op {
                 "ack" => client.ack(job),
                 "bury" => client.bury(job),
@@ -259,7 +278,8 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
         }
         "touch" => {
             let ttr = ms_duration("ttr_ms", num_field(req, "ttr_ms")?.ok_or_else(|| bad("touch needs ttr_ms"))?)?;
-            let deadline = client.touch(job_ref(req)?, ttr).map_err(sdk_err)?;
+            let raw = raw_id(req)?;
+            let deadline = client.touch(job_ref(req, raw.as_deref())?, ttr).map_err(sdk_err)?;
             Ok(vec![("deadline", deadline.map_or("null".into(), |t| format!("{:.3}", unix(t))))])
         }
         "reschedule" => {
@@ -278,6 +298,25 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
             let dead =
                 client.dead_letters(str_field(req, "topic")?, start as usize, count as usize).map_err(sdk_err)?;
             Ok(vec![("dead", format!("[{}]", dead.iter().map(dead_json).collect::<Vec<_>>().join(",")))])
+        }
+        "requeue_dead" | "purge_dead" if req.contains_key("ids_b64") => {
+            let topic = str_field(req, "topic")?;
+            let Some(Json::Array(items)) = req.get("ids_b64") else { return Err(bad("ids_b64 must be a list")) };
+            let ids = items
+                .iter()
+                .map(|i| match i {
+                    Json::Str(s) => b64_decode(s).map_err(|e| bad(format!("ids_b64: {e}"))),
+                    _ => Err(bad("ids_b64 must be strings")),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let ids: Vec<&[u8]> = ids.iter().map(Vec::as_slice).collect();
+            let n = if op == "purge_dead" {
+                client.purge_dead_raw(topic, &ids)
+            } else {
+                client.requeue_dead_raw(topic, &ids)
+            }
+            .map_err(sdk_err)?;
+            Ok(vec![("count", n.to_string())])
         }
         "requeue_dead" | "purge_dead" => {
             let topic = str_field(req, "topic")?;
@@ -303,7 +342,11 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
             Ok(vec![("count", n.to_string())])
         }
         "job" => {
-            let info = client.job(str_field(req, "topic")?, str_field(req, "id")?).map_err(sdk_err)?;
+            let info = match raw_id(req)? {
+                Some(raw) => client.job_raw(str_field(req, "topic")?, &raw),
+                None => client.job(str_field(req, "topic")?, str_field(req, "id")?),
+            }
+            .map_err(sdk_err)?;
             Ok(vec![("job", job_info_json(&info))])
         }
         "read_config" => {
@@ -316,6 +359,10 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
 
 /// The job a push request (or one of push_many's jobs) describes.
 fn job_of(req: &Req) -> Result<Job, Fail> {
+    if req.contains_key("id_b64") {
+        // Job::new takes the id as a String: the Rust SDK pushes UTF-8 ids only.
+        return Err(("invalid_argument", "driver: the Rust SDK pushes ids as text (id_b64 cannot be written)".into()));
+    }
     let topic = str_field(req, "topic")?;
     let id = str_field(req, "id")?;
     let delay_ms = num_field(req, "delay_ms")?.ok_or_else(|| bad("push needs delay_ms"))?;
@@ -378,8 +425,9 @@ fn reserved_json(job: Option<Reserved>) -> String {
     match job {
         None => "null".into(),
         Some(j) => format!(
-            "{{\"id\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"max_attempts\":{},\"receipt\":{},\"deadline\":{:.3}}}",
+            "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"max_attempts\":{},\"receipt\":{},\"deadline\":{:.3}}}",
             json_string(&j.id),
+            json_string(&b64_encode(j.id_bytes())),
             json_string(&j.topic),
             json_string(&b64_encode(&j.body)),
             j.attempts,
@@ -395,8 +443,12 @@ fn job_info_json(j: &delayer::inspect::JobInfo) -> String {
     let text = |s: &Option<String>| s.as_deref().map_or("null".into(), json_string);
     let num = |n: Option<u64>| n.map_or("null".into(), |n| n.to_string());
     format!(
-        "{{\"id\":{},\"state\":{},\"topic\":{},\"body_size\":{},\"attempts\":{},\"max_attempts\":{},\"due\":{},\"deadline\":{},\"dead_at\":{},\"dead_reason\":{},\"last_error\":{}}}",
-        json_string(&j.id),
+        "{{{},\"state\":{},\"topic\":{},\"body_size\":{},\"attempts\":{},\"max_attempts\":{},\"due\":{},\"deadline\":{},\"dead_at\":{},\"dead_reason\":{},\"last_error\":{}}}",
+        // `delayer job --json`'s shape: an id that is not UTF-8 as id_base64.
+        match &j.raw_id {
+            Some(raw) => format!("\"id_base64\":{}", json_string(&b64_encode(raw))),
+            None => format!("\"id\":{}", json_string(&j.id)),
+        },
         json_string(j.state.as_str()),
         text(&j.topic),
         num(j.body_size),
@@ -412,8 +464,9 @@ fn job_info_json(j: &delayer::inspect::JobInfo) -> String {
 
 fn dead_json(d: &DeadLetter) -> String {
     format!(
-        "{{\"id\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"reason\":{},\"dead_at\":{:.3}}}",
+        "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"reason\":{},\"dead_at\":{:.3}}}",
         json_string(&d.id),
+        json_string(&b64_encode(d.id_bytes())),
         json_string(&d.topic),
         json_string(&b64_encode(&d.body)),
         d.attempts,
@@ -426,8 +479,9 @@ fn message_json(m: Option<Message>) -> String {
     match m {
         None => "null".into(),
         Some(m) => format!(
-            "{{\"id\":{},\"topic\":{},\"body_b64\":{}}}",
+            "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{}}}",
             json_string(&m.id),
+            json_string(&b64_encode(m.id_bytes())),
             json_string(&m.topic),
             json_string(&b64_encode(&m.body))
         ),

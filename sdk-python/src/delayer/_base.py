@@ -91,6 +91,9 @@ class ClientBase(Generic[R]):
         neither the prefix nor a topic).
         """
         flavour = self._flavour
+        #: Times a call found its connection gone and made a new one (a Worker
+        #: then reads the eviction policy again: delayer._eviction).
+        self._reconnects = 0
         if cluster is not None and layout not in (None, TOPIC):
             raise InvalidArgument(f"cluster= needs layout={TOPIC!r} (the classic layout keeps every job in one key)")
         checked = check_layout(layout if layout is not None else TOPIC if cluster is not None else CLASSIC)

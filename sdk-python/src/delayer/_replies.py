@@ -11,6 +11,7 @@ import math
 from typing import List, Optional, Sequence, Tuple, Union
 
 from ._calls import ScriptCall, push_many_ids
+from ._names import name
 from .errors import IdTakenError, ProtocolError
 from .models import DeadLetter, Message, ReservedMessage, Taken
 
@@ -24,6 +25,17 @@ def _text(kind: str, value: object) -> str:
     if isinstance(value, str):
         return value
     raise ProtocolError(f"expected {kind} as a string in Redis's reply, got {value!r}")
+
+
+def _name(kind: str, value: object) -> str:
+    """An id or topic in Redis's reply: any bytes, those that are not UTF-8
+    with surrogate escapes (:mod:`delayer._names`), never an error: a job
+    whose names the SDK cannot decode is still handed out whole."""
+    if isinstance(value, bytes):
+        return name(value)
+    if isinstance(value, str):
+        return value
+    raise ProtocolError(f"expected {kind} as a string in Redis's reply, got {value!r:.200}")
 
 
 def _int(kind: str, value: object) -> int:
@@ -67,7 +79,7 @@ def _pushed(reply: object, job_id: str, script: str) -> Union[float, Taken]:
     if len(reply) != 2:
         raise ProtocolError(f"{script} returned {reply!r:.200}, expected a due time or [topic, due]")
     topic, when = reply
-    return Taken(job_id, _text("topic", topic), None if when in (b"", "") else due(when, script))
+    return Taken(job_id, _name("topic", topic), None if when in (b"", "") else due(when, script))
 
 
 def push(call: ScriptCall, reply: object) -> float:
@@ -108,7 +120,7 @@ def message(reply: object) -> Optional[Message]:
     if not isinstance(reply, (list, tuple)) or len(reply) != 3:
         raise ProtocolError(f"expected [id, topic, body] or nil, got {reply!r:.200}")
     job_id, topic, body = reply
-    return Message(id=_text("id", job_id), topic=_text("topic", topic), body=_body(body))
+    return Message(id=_name("id", job_id), topic=_name("topic", topic), body=_body(body))
 
 
 def flag(reply: object, script: str) -> bool:
@@ -128,8 +140,8 @@ def reserved(reply: object) -> Optional[ReservedMessage]:
         )
     job_id, topic, body, attempts, max_attempts, receipt, deadline = reply
     return ReservedMessage(
-        id=_text("id", job_id),
-        topic=_text("topic", topic),
+        id=_name("id", job_id),
+        topic=_name("topic", topic),
         body=_body(body),
         attempts=_int("attempts", attempts),
         max_attempts=_int("max_attempts", max_attempts),
@@ -190,11 +202,11 @@ def dead_letters(reply: object) -> List[DeadLetter]:
         when = 0.0 if dead_at in (b"", "") else due(dead_at, "dead.lua", "dead_at")
         out.append(
             DeadLetter(
-                id=_text("id", job_id),
-                topic=_text("topic", topic),
+                id=_name("id", job_id),
+                topic=_name("topic", topic),
                 body=_body(body),
                 attempts=_int("attempts", attempts),
-                reason=_text("reason", reason),
+                reason=_name("reason", reason),
                 dead_at=when,
             )
         )
@@ -224,4 +236,4 @@ def brpop(reply: object) -> Optional[str]:
         return None
     if not isinstance(reply, (list, tuple)) or len(reply) != 2:
         raise ProtocolError(f"expected [key, id] from BRPOP, got {reply!r:.200}")
-    return _text("id", reply[1])
+    return _name("id", reply[1])

@@ -13,6 +13,7 @@ import math
 from fractions import Fraction
 from typing import Optional, Union
 
+from ._names import is_canonical
 from .errors import InvalidArgument
 from .keys import LAYOUTS, TOPIC
 
@@ -25,21 +26,24 @@ Number = Union[int, float]
 
 
 def check_name(kind: str, value: object) -> str:
-    """Check an id or topic: any non-empty ``str`` that is text (encodable as UTF-8).
+    """Check an id or topic: any non-empty ``str`` that is text, or text with
+    the surrogate escapes of bytes that are not UTF-8 (as the SDK hands out a
+    name read from Redis that is not UTF-8: :mod:`delayer._wire`).
 
     The classic layout puts it in key names as is, and Redis takes any bytes
     there, so everything Delayer 1.x accepted (spaces, braces, control
-    characters, any length) is accepted; only the empty name, which 1.x
-    refused too, is a caller's bug.
+    characters, any length, any bytes) is accepted; only the empty name,
+    which 1.x refused too, is a caller's bug.
     """
     if not isinstance(value, str):
         raise InvalidArgument(f"{kind} must be a str, not {type(value).__name__}")
     if not value:
         raise InvalidArgument(f"{kind} must not be empty")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument(f"{kind} is not valid UTF-8 (it holds a lone surrogate)") from None
+    if not value.isascii() and not is_canonical(value):
+        raise InvalidArgument(
+            f"{kind} is not valid UTF-8: it holds a lone surrogate that is not the surrogate escape of a byte "
+            "outside UTF-8 (as the SDK hands out names that are not UTF-8)"
+        )
     return value
 
 

@@ -22,11 +22,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Dict, Generator, List, NamedTuple, Optional, Tuple, Union
 
+from . import _eviction
 from ._calls import RESERVE_BATCH
 from ._rules import check_topic, count, ttr_ms
 from .errors import DelayerError, InvalidArgument
 from .keys import CLASSIC
-from ._worker_hooks import WorkerHooks, call_hook, overridden
+from ._worker_hooks import WorkerHooks, call_hook, log, overridden
 from .models import Message, ReservedMessage
 
 #: The longest one idle wait (breserve / bpop) lasts: a stop is noticed within it.
@@ -100,6 +101,16 @@ class Delivery:
         return self.message.topic
 
     @property
+    def id_bytes(self) -> bytes:
+        """The id as Redis holds it (:attr:`delayer.Message.id_bytes`)."""
+        return self.message.id_bytes
+
+    @property
+    def topic_bytes(self) -> bytes:
+        """The topic as Redis holds it."""
+        return self.message.topic_bytes
+
+    @property
     def body(self) -> bytes:
         return self.message.body
 
@@ -159,7 +170,12 @@ class Start(NamedTuple):
     deliveries: List[Delivery]
 
 
-Action = Union[Fetch, Await, Idle, Pause, Start]
+class Policy(NamedTuple):
+    """Read Redis's maxmemory-policy (:func:`delayer._eviction.read`). Reply:
+    the policy, or None when Redis would not tell."""
+
+
+Action = Union[Fetch, Await, Idle, Pause, Start, Policy]
 
 
 class Core:
@@ -188,6 +204,12 @@ class Core:
         self.stopping = False
         self._next = 0  # rotation: the topic served first next round
         self._pause = FIRST_PAUSE
+        # Read the eviction policy at start and after every reconnect
+        # (a failed call, then one that worked; or the client's own
+        # reconnect: reconnected), once, by whichever fetch loop comes first.
+        self.policy_due = True
+        self._failed = False
+        self._eviction = _eviction.Watch()
 
     def register(self, topic: object, ttr: Optional[float], layout: str = CLASSIC) -> str:
         t = check_topic(topic, layout)
@@ -311,11 +333,30 @@ class Core:
             raise  # a bug, not Redis: trying again would not help
         except DelayerError as e:
             pause, self._pause = self._pause, min(self._pause * 2, MOST_PAUSE)
+            self._failed = True
+            self._eviction.outage()
             call_hook(self.hooks.connection_lost, e, pause)
             yield Pause(pause)
             return False, None
         self._pause = FIRST_PAUSE
+        if self._failed:
+            self._failed = False
+            self.reconnected()
         return True, reply
+
+    def reconnected(self) -> None:
+        """Redis answers on a new connection: the eviction policy is read again."""
+        with self.lock:
+            self.policy_due = True
+
+    def _check_policy(self) -> Generator[Action, Any, None]:
+        """Read and judge the eviction policy, when due (:mod:`delayer._eviction`)."""
+        with self.lock:
+            due, self.policy_due = self.policy_due, False
+        if due:
+            ok, policy = yield from self._io(Policy())
+            if ok:
+                self._eviction.report(policy, log)
 
     def _fetched(self, topic: str, acks: List[Delivery], reply: Any) -> List[Delivery]:
         """Report the acks of a fetch; make deliveries of its jobs (one slot each)."""
@@ -349,6 +390,7 @@ class Core:
         half = max(1, self.settings.concurrency // 2)
         gathered = False
         while not self.stopping:
+            yield from self._check_policy()
             with self.lock:
                 free = self.settings.concurrency - self.in_flight
                 busy = self.in_flight > 0

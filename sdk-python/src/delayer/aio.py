@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.exceptions import RedisError, ResponseError
 
-from . import _cluster, _durable, _ops, scripts
+from . import _cluster, _durable, _ops, _wire, scripts
 from ._base import ClientBase, Flavour
 from .inspect import AsyncInspectMixin
 from ._translate import lost_connection
@@ -46,12 +46,13 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
     _flavour = Flavour(aioredis.Redis, aioredis.ConnectionPool, Retry, "redis.asyncio.Redis")
 
     async def _drive(self, op: _ops.Op[T]) -> T:
-        """Run ``op`` to its result, doing each step it asks for."""
+        """Run ``op`` to its result, doing each step it asks for (names that
+        are not UTF-8 as their bytes: :mod:`delayer._wire`)."""
         with self._guard:
             try:
                 step = next(op)
                 while True:
-                    step = op.send(await self._do_again_once(step))
+                    step = op.send(await self._do_again_once(_wire.step(step)))
             except StopIteration as done:
                 result: T = done.value
                 return result
@@ -72,7 +73,9 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         await (self._waiter if isinstance(step, _ops.Wait) else self._redis).connection_pool.disconnect(
             inuse_connections=False
         )
-        return await self._do(step)
+        reply = await self._do(step)
+        self._reconnects += 1  # a new connection answered: a Worker reads the eviction policy again
+        return reply
 
     async def _do_cluster(self, step: _ops.Step) -> Any:
         """:meth:`_do` on a Redis Cluster (as :meth:`delayer.Delayer._do_cluster`)."""

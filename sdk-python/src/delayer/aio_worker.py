@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar, Union, cast
 
+from . import _eviction
 from . import _worker_core as core
-from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Start
+from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Policy, Start
 from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
 from .aio import Delayer
 from .errors import DelayerError
@@ -69,6 +70,7 @@ class Worker:
         hooks: Optional[WorkerHooks] = None,
     ) -> None:
         self.client = client
+        self._reconnects = client._reconnects
         self.hooks = hooks if hooks is not None else WorkerHooks()
         self._core = core.Core(
             core.check_settings(concurrency, ttr, at_most_once, grace),
@@ -160,6 +162,9 @@ class Worker:
 
     async def _do(self, step: core.Action) -> Any:
         c = self._core
+        if self.client._reconnects != self._reconnects:  # the client made a new connection
+            self._reconnects = self.client._reconnects
+            c.reconnected()
         assert self._jobs is not None and self._wake is not None and self._stopped is not None
         if isinstance(step, Fetch):
             if not c.settings.at_most_once:
@@ -193,6 +198,8 @@ class Worker:
             for d in step.deliveries:
                 self._jobs.put_nowait(cast(Delivery, d))  # made by self._delivery
             return None
+        if isinstance(step, Policy):
+            return await self.client._drive(_eviction.read())
         raise TypeError(f"unknown worker step {step!r}")
 
     async def _wind_down(self, runners: "List[asyncio.Task[None]]") -> int:

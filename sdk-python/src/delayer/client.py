@@ -14,7 +14,7 @@ import redis
 from redis.exceptions import RedisError, ResponseError
 from redis.retry import Retry
 
-from . import _cluster, _durable, _ops, scripts
+from . import _cluster, _durable, _ops, _wire, scripts
 from ._base import ClientBase, Flavour
 from .inspect import InspectMixin
 from ._translate import lost_connection
@@ -55,12 +55,13 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
     _flavour = Flavour(redis.Redis, redis.ConnectionPool, Retry, "redis.Redis")
 
     def _drive(self, op: _ops.Op[T]) -> T:
-        """Run ``op`` to its result, doing each step it asks for."""
+        """Run ``op`` to its result, doing each step it asks for (names that
+        are not UTF-8 as their bytes: :mod:`delayer._wire`)."""
         with self._guard:
             try:
                 step = next(op)
                 while True:
-                    step = op.send(self._do_again_once(step))
+                    step = op.send(self._do_again_once(_wire.step(step)))
             except StopIteration as done:
                 result: T = done.value
                 return result
@@ -81,7 +82,9 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         (self._waiter if isinstance(step, _ops.Wait) else self._redis).connection_pool.disconnect(
             inuse_connections=False
         )
-        return self._do(step)
+        reply = self._do(step)
+        self._reconnects += 1  # a new connection answered: a Worker reads the eviction policy again
+        return reply
 
     def _do_cluster(self, step: _ops.Step) -> Any:
         """:meth:`_do` on a Redis Cluster: what is not one script call is

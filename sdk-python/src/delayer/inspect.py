@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Awaitable, Generic, List, Optional, Tuple, Typ
 
 from . import scripts
 from ._calls import Arg, ScriptCall
+from ._names import name, name_bytes
 from ._ops import Commands
 from ._rules import check_name, check_topic, count
 from .errors import ProtocolError
@@ -78,6 +79,11 @@ class Listed:
     id: str
     time: float
 
+    @property
+    def id_bytes(self) -> bytes:
+        """The id as Redis holds it (:attr:`delayer.Message.id_bytes`)."""
+        return name_bytes(self.id)
+
 
 @dataclass(frozen=True)
 class Page(Generic[T]):
@@ -99,6 +105,11 @@ class TopicStats:
     reserved: Optional[int]
     dead: int
 
+    @property
+    def topic_bytes(self) -> bytes:
+        """The topic as Redis holds it (:attr:`delayer.Message.topic_bytes`)."""
+        return name_bytes(self.topic)
+
 
 @dataclass(frozen=True)
 class Stats:
@@ -110,9 +121,12 @@ class Stats:
 
 
 def _text(value: object) -> Optional[str]:
-    """A script's string, None when empty (the scripts' "not known")."""
+    """A script's string, None when empty (the scripts' "not known"). Bytes
+    that are not UTF-8 (an id, a topic, an error text a foreign client
+    wrote) are kept as surrogate escapes, so an id read here names its job
+    (:mod:`delayer._names`)."""
     if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
+        value = name(value)
     if value is None or value == "":
         return None
     if isinstance(value, int) and not isinstance(value, bool):

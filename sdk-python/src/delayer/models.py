@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from ._names import name_bytes
 from ._rules import MAX_SECONDS, delay_ms
 from .errors import InvalidArgument
 
@@ -26,6 +27,25 @@ DEFAULT_READY_MAX_LIFETIME = 604800
 DEFAULT_MAX_ATTEMPTS = 25
 
 
+class _Names:
+    """``id_bytes`` and ``topic_bytes`` for every type that carries a job's names, written once."""
+
+    id: str
+    topic: str
+
+    @property
+    def id_bytes(self) -> bytes:
+        """The id as Redis holds it. An id that is not UTF-8 (written by a
+        Delayer 1.x or PHP client) is :attr:`id` with surrogate escapes, and
+        these are its bytes; pass :attr:`id` itself back to any call."""
+        return name_bytes(self.id)
+
+    @property
+    def topic_bytes(self) -> bytes:
+        """The topic as Redis holds it (as :attr:`id_bytes`)."""
+        return name_bytes(self.topic)
+
+
 class _Body:
     """``text`` for every type that carries a job body, written once."""
 
@@ -38,12 +58,12 @@ class _Body:
 
 
 @dataclass(frozen=True)
-class Message(_Body):
+class Message(_Body, _Names):
     """A job handed out by ``pop`` / ``bpop``; it is gone from Redis already."""
 
-    #: The job id given to ``push``.
+    #: The job id given to ``push`` (not UTF-8: with surrogate escapes, see :attr:`id_bytes`).
     id: str
-    #: The topic the job was pushed to.
+    #: The topic the job was pushed to (as :attr:`id`).
     topic: str
     #: The job body, exactly the bytes pushed.
     body: bytes
@@ -127,7 +147,7 @@ class Backoff:
 
 
 @dataclass(frozen=True)
-class ReservedMessage(_Body):
+class ReservedMessage(_Body, _Names):
     """A job handed out by ``reserve`` / ``breserve``: still in Redis, reserved.
 
     No other consumer gets it until this worker ends the reservation with
@@ -160,7 +180,7 @@ class ReservedMessage(_Body):
 
 
 @dataclass(frozen=True)
-class DeadLetter(_Body):
+class DeadLetter(_Body, _Names):
     """A job on its topic's dead-letter list: buried, or out of attempts.
 
     It stays there (no expiry) until ``requeue_dead`` or ``purge_dead``.
@@ -181,7 +201,7 @@ class DeadLetter(_Body):
 
 
 @dataclass(frozen=True)
-class Taken:
+class Taken(_Names):
     """An id a push with ``if_absent=True`` found taken: nothing was written for it.
 
     In the classic (1.x) key layout ids are global across topics, so the job

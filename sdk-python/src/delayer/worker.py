@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional, TypeVar, Union, cast
 
+from . import _eviction
 from . import _worker_core as core
-from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Start
+from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Policy, Start
 from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
 from .client import Delayer
 from .errors import DelayerError
@@ -86,6 +87,7 @@ class Worker:
         hooks: Optional[WorkerHooks] = None,
     ) -> None:
         self.client = client
+        self._reconnects = client._reconnects
         self._cond = threading.Condition()
         self.hooks = hooks if hooks is not None else WorkerHooks()
         self._core = core.Core(
@@ -189,6 +191,9 @@ class Worker:
 
     def _do(self, step: core.Action) -> Any:
         c = self._core
+        if self.client._reconnects != self._reconnects:  # the client made a new connection
+            self._reconnects = self.client._reconnects
+            c.reconnected()
         if isinstance(step, Fetch):
             if not c.settings.at_most_once:
                 return self.client.reserve_many(step.topic, step.ttr, step.n, [d.reserved for d in step.acks])
@@ -223,6 +228,8 @@ class Worker:
             for d in step.deliveries:
                 self._jobs.put(cast(Delivery, d))  # made by self._delivery
             return None
+        if isinstance(step, Policy):
+            return self.client._drive(_eviction.read())
         raise TypeError(f"unknown worker step {step!r}")
 
     def _wind_down(self) -> int:

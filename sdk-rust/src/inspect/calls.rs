@@ -7,22 +7,24 @@ use crate::connection::Batch;
 use crate::error::{Error, Result};
 use crate::keys::{Keys, Names};
 use crate::numbers;
+use crate::ops::split_name;
 use crate::ops::Request;
-use crate::validate;
 use redis::{ScriptInvocation, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub(crate) fn lookup(names: &Names, topic: &str, id: &str) -> Result<ScriptInvocation<'static>> {
+pub(crate) fn lookup(names: &Names, topic: &str, id: &[u8]) -> Result<ScriptInvocation<'static>> {
     crate::ops::check_topic(names, topic)?;
-    validate::name("id", id)?;
+    if id.is_empty() {
+        return Err(Error::InvalidArgument("id must not be empty".into()));
+    }
     let mut inv = LOOKUP.prepare_invoke();
-    inv.key(names.bucket(topic, id)).key(names.pool(topic)).key(names.reserved(topic)).arg(id).arg(topic);
+    inv.key(names.bucket_bytes(topic, id)).key(names.pool(topic)).key(names.reserved(topic)).arg(id).arg(topic);
     Ok(inv)
 }
 
 /// lookup.lua's `{state, topic, body_size, attempts, max_attempts, time,
 /// dead_reason, last_error}`.
-pub(crate) fn parse_lookup(id: &str, reply: Value) -> Result<JobInfo> {
+pub(crate) fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
     let parts = match reply {
         Value::Array(parts) if parts.len() == 8 => parts,
         other => return Err(Error::Protocol(format!("lookup: expected 8 fields, got {other:?}"))),
@@ -37,8 +39,10 @@ pub(crate) fn parse_lookup(id: &str, reply: Value) -> Result<JobInfo> {
     let time = next()?.and_then(|t| seconds(&t));
     let dead_reason = next()?;
     let last_error = next()?;
+    let (id, raw_id) = split_name(id.to_vec());
     Ok(JobInfo {
-        id: id.to_string(),
+        raw_id,
+        id,
         state,
         topic,
         body_size,
@@ -103,13 +107,13 @@ impl ListScan {
         if parts.len() % 2 == 0 {
             return Err(Error::Protocol(format!("list: expected next rank then pairs, got {} values", parts.len())));
         }
-        let mut parts = parts.into_iter().map(opt_text);
-        let next = parts.next().unwrap_or(Ok(None))?;
+        let mut parts = parts.into_iter();
+        let next = parts.next().map(opt_text).unwrap_or(Ok(None))?;
         while let (Some(id), Some(time)) = (parts.next(), parts.next()) {
-            let (id, time) = (id?.unwrap_or_default(), time?.unwrap_or_default());
+            let ((id, raw_id), time) = (split_name(raw(id)?), opt_text(time)?.unwrap_or_default());
             // A score that is no time (list.lua formats deadlines) lists as
             // the epoch rather than failing the page.
-            self.items.push(Listed { id, time: seconds(&time).unwrap_or(UNIX_EPOCH) });
+            self.items.push(Listed { id, time: seconds(&time).unwrap_or(UNIX_EPOCH), raw_id });
         }
         self.calls += 1;
         let next = match next {
@@ -139,7 +143,7 @@ pub(crate) fn list_ready(names: &Names, topic: &str, cursor: u64, count: usize) 
 }
 
 /// The ready listing's reply (one pipeline of one LRANGE).
-pub(crate) fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Page<String>> {
+pub(crate) fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> {
     let ids = match reply {
         Value::Array(mut replies) if replies.len() == 1 => replies.remove(0),
         other => return Err(Error::Protocol(format!("ready listing: expected one reply, got {other:?}"))),
@@ -147,8 +151,7 @@ pub(crate) fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Pag
     let Value::Array(ids) = ids else {
         return Err(Error::Protocol(format!("ready listing: expected a list of ids, got {ids:?}")));
     };
-    let mut ids =
-        ids.into_iter().rev().map(|v| opt_text(v).map(Option::unwrap_or_default)).collect::<Result<Vec<_>>>()?;
+    let mut ids = ids.into_iter().rev().map(raw).collect::<Result<Vec<_>>>()?;
     let more = ids.len() > count;
     ids.truncate(count);
     let next = more.then(|| cursor + count as u64);
@@ -209,7 +212,14 @@ pub(crate) fn parse_topic_numbers(topics: Vec<String>, reply: Value) -> Result<S
     let topics: Vec<TopicStats> = topics
         .into_iter()
         .zip(counts.chunks(4))
-        .map(|(topic, n)| TopicStats { topic, scheduled: n[0], ready: n[1], reserved: Some(n[2]), dead: n[3] })
+        .map(|(topic, n)| TopicStats {
+            topic,
+            scheduled: n[0],
+            ready: n[1],
+            reserved: Some(n[2]),
+            dead: n[3],
+            raw_topic: None,
+        })
         .collect();
     Ok(Stats {
         scheduled_total: topics.iter().map(|t| t.scheduled).sum(),
@@ -243,8 +253,10 @@ pub fn parse_stats(reply: Value) -> Result<Stats> {
         .map(|entry| {
             let Value::Array(fields) = entry else { return Err(bad(&entry)) };
             let [topic, scheduled, ready, reserved, dead] = <[Value; 5]>::try_from(fields).map_err(|f| bad(&f))?;
+            let (topic, raw_topic) = split_name(raw(topic)?);
             Ok(TopicStats {
-                topic: opt_text(topic)?.unwrap_or_default(),
+                topic,
+                raw_topic,
                 scheduled: int(Some(scheduled))?,
                 ready: int(Some(ready))?,
                 reserved: Some(int(Some(reserved))?).filter(|_| known),
@@ -274,6 +286,16 @@ fn opt_text(v: Value) -> Result<Option<String>> {
     Ok(Some(s).filter(|s| !s.is_empty()))
 }
 
+/// A name's bytes in a reply (nil: none).
+fn raw(v: Value) -> Result<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Ok(b),
+        Value::SimpleString(s) => Ok(s.into_bytes()),
+        Value::Nil => Ok(Vec::new()),
+        other => Err(Error::Protocol(format!("expected a name, got {other:?}"))),
+    }
+}
+
 /// A count a script read from a job's hash or a key's size, by the rules of
 /// [`crate::numbers`]: not a number is not known (`None`), so one damaged
 /// field does not fail the lookup.
@@ -299,20 +321,20 @@ mod tests {
     #[test]
     fn lookup_reply_reads_each_state_time_into_its_field() {
         let reply = Value::Array(["reserved", "t", "5", "2", "", "1700000000.125", "", "Boom: x"].map(bulk).to_vec());
-        let info = parse_lookup("42", reply).unwrap();
+        let info = parse_lookup(b"42", reply).unwrap();
         assert_eq!(info.state, JobState::Reserved);
         assert_eq!(info.deadline, Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_125)));
         assert_eq!((info.due, info.dead_at, info.max_attempts), (None, None, None));
         assert_eq!(info.last_error.as_deref(), Some("Boom: x"));
         // Fields of a damaged hash: not known, or clamped, never an error.
         let odd = ["scheduled", "t", "abc", "99999999999999999999", "-4", "inf", "", ""].map(bulk).to_vec();
-        let info = parse_lookup("42", Value::Array(odd)).unwrap();
+        let info = parse_lookup(b"42", Value::Array(odd)).unwrap();
         assert_eq!((info.body_size, info.attempts, info.max_attempts), (None, Some(u64::MAX), Some(0)));
         assert_eq!(info.due, Some(UNIX_EPOCH + Duration::from_millis(253_402_300_799_999)));
         let unreadable = ["dead", "t", "1", "1", "1", "abc", "buried", ""].map(bulk).to_vec();
-        assert_eq!(parse_lookup("42", Value::Array(unreadable)).unwrap().dead_at, None);
+        assert_eq!(parse_lookup(b"42", Value::Array(unreadable)).unwrap().dead_at, None);
         let bad = Value::Array(["weird", "", "", "", "", "", "", ""].map(bulk).to_vec());
-        assert!(matches!(parse_lookup("42", bad), Err(Error::Protocol(_))));
+        assert!(matches!(parse_lookup(b"42", bad), Err(Error::Protocol(_))));
     }
 
     #[test]

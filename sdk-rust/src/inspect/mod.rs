@@ -123,6 +123,9 @@ pub struct JobInfo {
     /// The last failed attempt's error, when a worker gave one (or "ttr
     /// expired").
     pub last_error: Option<String>,
+    /// The id's exact bytes when they are not UTF-8 (then `id` is a lossy
+    /// rendering).
+    pub raw_id: Option<Vec<u8>>,
 }
 
 /// A scheduled or reserved job in a listing.
@@ -132,6 +135,17 @@ pub struct Listed {
     pub id: String,
     /// Scheduled: its due time; reserved: its deadline.
     pub time: SystemTime,
+    /// The id's exact bytes when they are not UTF-8 (a Delayer 1.x or PHP
+    /// client writes any bytes; then `id` is a lossy rendering): look it
+    /// up, remove it or end it by these.
+    pub raw_id: Option<Vec<u8>>,
+}
+
+impl Listed {
+    /// The id as Redis holds it.
+    pub fn id_bytes(&self) -> &[u8] {
+        self.raw_id.as_deref().unwrap_or(self.id.as_bytes())
+    }
 }
 
 /// One page of a listing.
@@ -159,6 +173,9 @@ pub struct TopicStats {
     pub reserved: Option<u64>,
     /// Dead letters.
     pub dead: u64,
+    /// The topic's exact bytes when they are not UTF-8 (then `topic` is a
+    /// lossy rendering).
+    pub raw_topic: Option<Vec<u8>>,
 }
 
 /// Per-topic numbers, and totals that count every job.
@@ -172,6 +189,12 @@ pub struct Stats {
     pub topics: Vec<TopicStats>,
 }
 
+/// A page of ids as text (lossy where an id is not UTF-8).
+fn lossy(page: Page<Vec<u8>>) -> Page<String> {
+    let items = page.items.into_iter().map(|id| String::from_utf8_lossy(&id).into_owned()).collect();
+    Page { items, next: page.next }
+}
+
 /// lookup.lua for job `id` of `topic`.
 impl Delayer {
     /// Where job `id` of `topic` is, and what it carries: scheduled (with its
@@ -179,6 +202,12 @@ impl Delayer {
     /// when), malformed or unknown. A job of another topic is unknown. Only
     /// reads.
     pub fn job(&self, topic: &str, id: &str) -> Result<JobInfo> {
+        self.job_raw(topic, id.as_bytes())
+    }
+
+    /// [`Delayer::job`] with the id given as bytes, any bytes (an id that
+    /// is not UTF-8, as a listing's `raw_id` shows it).
+    pub fn job_raw(&self, topic: &str, id: &[u8]) -> Result<JobInfo> {
         parse_lookup(id, self.call(&lookup(self.keys(), topic, id)?.into())?)
     }
 
@@ -202,6 +231,11 @@ impl Delayer {
 
     /// A page of the ids in `topic`'s ready queue, next out first.
     pub fn list_ready(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
+        Ok(lossy(self.list_ready_raw(topic, cursor, count)?))
+    }
+
+    /// [`Delayer::list_ready`] with each id as Redis holds it, any bytes.
+    pub fn list_ready_raw(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> {
         parse_ready(self.call(&list_ready(self.keys(), topic, cursor, count)?)?, cursor, count)
     }
 
@@ -230,6 +264,11 @@ impl Delayer {
 impl crate::aio::Delayer {
     /// As [`crate::Delayer::job`].
     pub async fn job(&self, topic: &str, id: &str) -> Result<JobInfo> {
+        self.job_raw(topic, id.as_bytes()).await
+    }
+
+    /// As [`crate::Delayer::job_raw`].
+    pub async fn job_raw(&self, topic: &str, id: &[u8]) -> Result<JobInfo> {
         parse_lookup(id, self.call(&lookup(self.keys(), topic, id)?.into()).await?)
     }
 
@@ -251,6 +290,11 @@ impl crate::aio::Delayer {
 
     /// As [`crate::Delayer::list_ready`].
     pub async fn list_ready(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
+        Ok(lossy(self.list_ready_raw(topic, cursor, count).await?))
+    }
+
+    /// As [`crate::Delayer::list_ready_raw`].
+    pub async fn list_ready_raw(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> {
         parse_ready(self.call(&list_ready(self.keys(), topic, cursor, count)?).await?, cursor, count)
     }
 

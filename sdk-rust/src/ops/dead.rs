@@ -34,14 +34,14 @@ pub(crate) enum DeadAction {
     Purge,
 }
 
-/// dead.lua "requeue" / "purge": the calls for `ids` (at most
+/// dead.lua "requeue" / "purge": the calls for `ids` (any bytes; at most
 /// [`validate::MAX_DEAD_PER_CALL`] per call), or with `None` one call taking
 /// that many from the oldest end, to repeat while it takes a full count.
 pub(crate) fn dead_drain(
     names: &Names,
     topic: &str,
     action: DeadAction,
-    ids: Option<&[&str]>,
+    ids: Option<&[&[u8]]>,
 ) -> Result<Vec<ScriptInvocation<'static>>> {
     super::check_topic(names, topic)?;
     let action = match action {
@@ -53,7 +53,9 @@ pub(crate) fn dead_drain(
         inv.arg(validate::MAX_DEAD_PER_CALL);
         return Ok(vec![inv]);
     };
-    ids.iter().try_for_each(|id| validate::name("id", id))?;
+    if ids.iter().any(|id| id.is_empty()) {
+        return Err(crate::Error::InvalidArgument("id must not be empty".into()));
+    }
     Ok(ids
         .chunks(validate::MAX_DEAD_PER_CALL)
         .map(|chunk| {
@@ -66,7 +68,7 @@ pub(crate) fn dead_drain(
 
 /// Whether a dead.lua call that took `taken` entries is to be made again:
 /// only when draining all (no ids) and it took a full count.
-pub(crate) fn drain_again(ids: Option<&[&str]>, taken: u64) -> bool {
+pub(crate) fn drain_again(ids: Option<&[&[u8]]>, taken: u64) -> bool {
     ids.is_none() && taken >= validate::MAX_DEAD_PER_CALL as u64
 }
 

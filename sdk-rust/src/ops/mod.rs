@@ -117,11 +117,13 @@ pub(crate) fn take(names: &Names, topic: &str, id: &[u8]) -> ScriptInvocation<'s
     inv
 }
 
-/// remove.lua for one id (of `topic`, "" in the classic layout: see [`topic_of`]).
-pub(crate) fn remove(names: &Names, topic: &str, id: &str) -> Result<ScriptInvocation<'static>> {
-    validate::name("id", id)?;
+/// remove.lua for one id, any bytes (of `topic`, "" in the classic layout: see [`topic_of`]).
+pub(crate) fn remove(names: &Names, topic: &str, id: &[u8]) -> Result<ScriptInvocation<'static>> {
+    if id.is_empty() {
+        return Err(Error::InvalidArgument("id must not be empty".into()));
+    }
     let mut inv = scripts::REMOVE.prepare_invoke();
-    inv.key(names.pool(topic)).key(names.bucket(topic, id));
+    inv.key(names.pool(topic)).key(names.bucket_bytes(topic, id));
     if let Some(counts) = names.scheduled_count() {
         inv.key(counts);
     }

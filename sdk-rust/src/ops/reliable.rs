@@ -108,12 +108,16 @@ pub(crate) fn parse_reserved_many(reply: Value, acks: usize) -> Result<(Vec<bool
     Ok((flags, jobs))
 }
 
-fn job_ref<'a>(job: JobRef<'a>) -> Result<(&'a str, &'a str)> {
-    validate::name("id", job.id)?;
+/// The id (its exact bytes: [`JobRef::id_bytes`]) and receipt of a job ref.
+fn job_ref<'a>(job: JobRef<'a>) -> Result<(&'a [u8], &'a str)> {
+    let id = job.id_bytes();
+    if id.is_empty() {
+        return Err(Error::InvalidArgument("id must not be empty".into()));
+    }
     if job.receipt == Some("") {
         return Err(Error::InvalidArgument("receipt must not be empty: give none for any current reservation".into()));
     }
-    Ok((job.id, job.receipt.unwrap_or("")))
+    Ok((id, job.receipt.unwrap_or("")))
 }
 
 /// The topic of a job ref (see [`topic_of`]).
@@ -126,7 +130,7 @@ pub(crate) fn ack(names: &Names, job: JobRef<'_>) -> Result<ScriptInvocation<'st
     let (id, receipt) = job_ref(job)?;
     let topic = ref_topic(names, job, "ack")?;
     let mut inv = scripts::ACK.prepare_invoke();
-    inv.key(names.reserved(topic)).key(names.bucket(topic, id)).key(names.pool(topic)).arg(id).arg(receipt);
+    inv.key(names.reserved(topic)).key(names.bucket_bytes(topic, id)).key(names.pool(topic)).arg(id).arg(receipt);
     Ok(inv)
 }
 
@@ -136,7 +140,7 @@ pub(crate) fn touch(names: &Names, job: JobRef<'_>, ttr: Duration) -> Result<Scr
     let topic = ref_topic(names, job, "touch")?;
     let ttr_ms = validate::ttr_ms(ttr)?;
     let mut inv = scripts::TOUCH.prepare_invoke();
-    inv.key(names.reserved(topic)).key(names.bucket(topic, id)).key(names.pool(topic));
+    inv.key(names.reserved(topic)).key(names.bucket_bytes(topic, id)).key(names.pool(topic));
     inv.arg(id).arg(receipt).arg(ttr_ms);
     Ok(inv)
 }

@@ -28,7 +28,23 @@ pub(crate) fn parse_message(reply: Value) -> Result<Option<crate::Message>> {
         return Ok(None);
     }
     let mut p = array(reply, 3, "[id, topic, body]")?.into_iter();
-    Ok(Some(crate::Message { id: text(p.next())?, topic: text(p.next())?, body: bytes(p.next())? }))
+    let ((id, raw_id), (topic, raw_topic)) = (name(p.next())?, name(p.next())?);
+    Ok(Some(crate::Message { id, topic, body: bytes(p.next())?, raw_id, raw_topic }))
+}
+
+/// An id or topic read from Redis: its text (lossy when the bytes are not
+/// UTF-8, which a Delayer 1.x or PHP client may write), and its exact
+/// bytes in that case, so the job is handed out whole and named back.
+pub(crate) fn name(v: Option<Value>) -> Result<(String, Option<Vec<u8>>)> {
+    Ok(split_name(bytes(v)?))
+}
+
+/// A name's bytes as text, and the bytes themselves when they are not UTF-8.
+pub(crate) fn split_name(bytes: Vec<u8>) -> (String, Option<Vec<u8>>) {
+    match String::from_utf8(bytes) {
+        Ok(text) => (text, None),
+        Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), Some(e.into_bytes())),
+    }
 }
 
 /// A script's array reply of exactly `n` items; nil is `None`.
@@ -75,9 +91,12 @@ pub(crate) fn parse_reserved(reply: Value) -> Result<Option<Reserved>> {
 /// deadline]`.
 pub(super) fn reserved_job(reply: Value) -> Result<Reserved> {
     let mut p = array(reply, 7, "a reserved job")?.into_iter();
+    let ((id, raw_id), (topic, raw_topic)) = (name(p.next())?, name(p.next())?);
     Ok(Reserved {
-        id: text(p.next())?,
-        topic: text(p.next())?,
+        id,
+        topic,
+        raw_id,
+        raw_topic,
         body: bytes(p.next())?,
         attempts: int(p.next())?,
         max_attempts: int(p.next())?,
@@ -95,9 +114,12 @@ pub(crate) fn parse_dead_letters(reply: Value) -> Result<Vec<DeadLetter>> {
         .into_iter()
         .map(|entry| {
             let mut p = array(entry, 6, "a dead letter")?.into_iter();
+            let ((id, raw_id), (topic, raw_topic)) = (name(p.next())?, name(p.next())?);
             Ok(DeadLetter {
-                id: text(p.next())?,
-                topic: text(p.next())?,
+                id,
+                topic,
+                raw_id,
+                raw_topic,
                 body: bytes(p.next())?,
                 attempts: int(p.next())?,
                 reason: text(p.next())?,

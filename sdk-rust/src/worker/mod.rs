@@ -50,6 +50,11 @@ pub struct Delivery {
     pub max_attempts: u32,
     /// The reservation's receipt; `None` at most once.
     pub receipt: Option<String>,
+    /// The id's exact bytes when they are not UTF-8 (then `id` is a lossy
+    /// rendering); the worker acks and releases by them.
+    pub raw_id: Option<Vec<u8>>,
+    /// The topic's exact bytes when they are not UTF-8.
+    pub raw_topic: Option<Vec<u8>>,
 }
 
 impl Delivery {
@@ -63,8 +68,18 @@ impl Delivery {
         self.max_attempts > 0 && self.attempts >= self.max_attempts
     }
 
+    /// The id as Redis holds it.
+    pub fn id_bytes(&self) -> &[u8] {
+        self.raw_id.as_deref().unwrap_or(self.id.as_bytes())
+    }
+
     fn job_ref(&self) -> crate::JobRef<'_> {
-        crate::JobRef { id: &self.id, receipt: self.receipt.as_deref(), topic: Some(&self.topic) }
+        crate::JobRef {
+            id: &self.id,
+            receipt: self.receipt.as_deref(),
+            topic: Some(&self.topic),
+            raw_id: self.raw_id.as_deref(),
+        }
     }
 }
 
@@ -77,13 +92,24 @@ impl From<Reserved> for Delivery {
             attempts: r.attempts,
             max_attempts: r.max_attempts,
             receipt: Some(r.receipt),
+            raw_id: r.raw_id,
+            raw_topic: r.raw_topic,
         }
     }
 }
 
 impl From<Message> for Delivery {
     fn from(m: Message) -> Self {
-        Delivery { id: m.id, topic: m.topic, body: m.body, attempts: 0, max_attempts: 0, receipt: None }
+        Delivery {
+            id: m.id,
+            topic: m.topic,
+            body: m.body,
+            attempts: 0,
+            max_attempts: 0,
+            receipt: None,
+            raw_id: m.raw_id,
+            raw_topic: m.raw_topic,
+        }
     }
 }
 

@@ -132,7 +132,7 @@ pub struct ReservationSpec {
 
 impl ReservationSpec {
     fn job<'a>(&'a self, topic: &'a str, id: &'a str) -> JobRef<'a> {
-        JobRef { id, receipt: self.receipt.as_deref(), topic: Some(topic) }
+        JobRef { id, receipt: self.receipt.as_deref(), topic: Some(topic), raw_id: None }
     }
 
     /// Refuses the fields another command takes, so a typo is not ignored.

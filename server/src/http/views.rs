@@ -1,14 +1,16 @@
 //! The read-only views: a job by id, a topic's jobs by state, and the
 //! per-topic numbers. They are the Rust SDK's inspect functions, in the JSON
-//! shapes `delayer job --json` and `delayer list --json` print (the
-//! conformance suite checks that every viewpoint agrees).
+//! shapes `delayer job --json` and `delayer list --json` print, made by the
+//! same functions (`jobview`; the conformance suite checks that every
+//! viewpoint agrees), ids and topics that are not UTF-8 as `id_base64` /
+//! `topic_base64`.
 
 use crate::http::error::{ApiError, ApiResult, Path, Query};
-use crate::http::wire::secs;
 use crate::http::Api;
+use crate::jobview::{ids_json, timed_json, topics_json};
 use axum::extract::State;
 use axum::Json;
-use delayer::inspect::{JobState, Listed, Page, Stats};
+use delayer::inspect::JobState;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -53,7 +55,7 @@ pub async fn list(
     let page = match q.state.as_deref() {
         Some("scheduled") => timed_json(&d.list_scheduled(&topic, cursor, q.count).await?, "due"),
         Some("reserved") => timed_json(&d.list_reserved_with_deadlines(&topic, cursor, q.count).await?, "deadline"),
-        Some("ready") => ids_json(&d.list_ready(&topic, cursor, q.count).await?),
+        Some("ready") => ids_json(&d.list_ready_raw(&topic, cursor, q.count).await?),
         Some("dead") => {
             return Err(ApiError::invalid("dead letters are listed at /v1/topics/{topic}/dead"));
         }
@@ -76,25 +78,4 @@ pub async fn stats(State(api): State<Arc<Api>>) -> ApiResult<Json<Value>> {
         // As the server last read it (src/eviction.rs): the dashboard warns.
         "redis": crate::eviction::json(crate::eviction::policy().as_deref()),
     })))
-}
-
-/// A page of scheduled (`due`) or reserved (`deadline`) jobs.
-fn timed_json(page: &Page<Listed>, field: &str) -> Value {
-    let items: Vec<Value> = page.items.iter().map(|l| json!({ "id": l.id, field: secs(l.time) })).collect();
-    json!({ "items": items, "next": page.next })
-}
-
-/// A page of ready ids, next out first.
-fn ids_json(page: &Page<String>) -> Value {
-    let items: Vec<Value> = page.items.iter().map(|id| json!({ "id": id })).collect();
-    json!({ "items": items, "next": page.next })
-}
-
-fn topics_json(stats: &Stats) -> Value {
-    let topics: Vec<Value> = stats
-        .topics
-        .iter()
-        .map(|t| json!({"topic": t.topic, "scheduled": t.scheduled, "ready": t.ready, "reserved": t.reserved, "dead": t.dead}))
-        .collect();
-    json!(topics)
 }

@@ -5,6 +5,7 @@
 //! are the SDK's, applied when the job is sent.
 
 use crate::http::error::{ApiError, ApiResult};
+use crate::jobview::put_name;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use delayer::{Backoff, DeadLetter, Job, Message, Reserved};
@@ -117,11 +118,12 @@ impl JobSpec {
     }
 }
 
-/// A popped job.
+/// A popped job (ids and topics that are not UTF-8 as `id_base64` /
+/// `topic_base64`: [`put_name`]).
 pub fn message(m: &Message) -> Value {
     let mut obj = Map::new();
-    obj.insert("id".into(), json!(m.id));
-    obj.insert("topic".into(), json!(m.topic));
+    put_name(&mut obj, "id", m.id_bytes());
+    put_name(&mut obj, "topic", m.topic_bytes());
     put_body(&mut obj, &m.body);
     Value::Object(obj)
 }
@@ -129,8 +131,8 @@ pub fn message(m: &Message) -> Value {
 /// A reserved job, with what ack/release/touch need.
 pub fn reserved(r: &Reserved) -> Value {
     let mut obj = Map::new();
-    obj.insert("id".into(), json!(r.id));
-    obj.insert("topic".into(), json!(r.topic));
+    put_name(&mut obj, "id", r.id_bytes());
+    put_name(&mut obj, "topic", r.topic_bytes());
     put_body(&mut obj, &r.body);
     obj.insert("attempts".into(), json!(r.attempts));
     obj.insert("max_attempts".into(), json!(r.max_attempts));
@@ -142,8 +144,8 @@ pub fn reserved(r: &Reserved) -> Value {
 /// A dead letter.
 pub fn dead_letter(d: &DeadLetter) -> Value {
     let mut obj = Map::new();
-    obj.insert("id".into(), json!(d.id));
-    obj.insert("topic".into(), json!(d.topic));
+    put_name(&mut obj, "id", d.id_bytes());
+    put_name(&mut obj, "topic", d.raw_topic.as_deref().unwrap_or(d.topic.as_bytes()));
     put_body(&mut obj, &d.body);
     obj.insert("attempts".into(), json!(d.attempts));
     obj.insert("reason".into(), json!(d.reason));
@@ -170,6 +172,20 @@ mod tests {
         assert_eq!(obj.get("body_base64"), Some(&json!("/wA=")));
         put_body(&mut obj, b"<b>hi</b>");
         assert_eq!(obj.get("body"), Some(&json!("<b>hi</b>")));
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_go_as_base64() {
+        let m = Message {
+            id: "\u{fffd}".into(),
+            topic: "t".into(),
+            body: vec![0xfe],
+            raw_id: Some(vec![0xe9]),
+            raw_topic: None,
+        };
+        assert_eq!(message(&m), json!({"id_base64": "6Q==", "topic": "t", "body_base64": "/g=="}));
+        let utf8 = Message { id: "é".into(), topic: "t".into(), body: b"x".to_vec(), raw_id: None, raw_topic: None };
+        assert_eq!(message(&utf8), json!({"id": "é", "topic": "t", "body": "x"}));
     }
 
     #[test]

@@ -66,7 +66,7 @@ impl Sender {
     }
 
     /// POSTs job `id` of `hook`'s topic, signed now; `Ok` on a 2xx answer.
-    pub async fn deliver(&self, hook: &Hook, id: &str, body: &[u8], attempts: u32) -> Result<(), Failure> {
+    pub async fn deliver(&self, hook: &Hook, id: &[u8], body: &[u8], attempts: u32) -> Result<(), Failure> {
         let payload = payload(id, &hook.topic, body, attempts);
         let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let signature = hook.signer.sign(timestamp, &payload);
@@ -95,7 +95,12 @@ impl Sender {
                 // The status is what counts: a 2xx whose body was cut off
                 // still acknowledged the job.
                 Err(e) if status.is_success() => {
-                    log::debug!("webhook {}: job {id}: answer body not read: {}", hook.topic, chain(&e.without_url()));
+                    let id = String::from_utf8_lossy(id);
+                    log::debug!(
+                        "webhook {}: job {id:?}: answer body not read: {}",
+                        hook.topic,
+                        chain(&e.without_url())
+                    );
                     break;
                 }
                 Err(e) => return Err(failed(e)),

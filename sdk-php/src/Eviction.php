@@ -1,0 +1,97 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer;
+
+use Delayer\Exception\RedisErrorException;
+
+/**
+ * Whether Redis may evict job data: the Worker's warning (issue 20, item 3).
+ *
+ * Under any maxmemory-policy but noeviction a full Redis deletes keys to
+ * make room, and job buckets carry TTLs (volatile policies pick exactly
+ * them): jobs vanish without a trace. So the {@see Worker} reads the policy
+ * at start and after every reconnect (never per job) and, unless it is
+ * noeviction, logs {@see self::WARNING}, worded as the server and every SDK
+ * word it. CONFIG GET needs a user allowed CONFIG; where it is refused,
+ * INFO memory tells the same. This class is the PHP SDK's one home of that
+ * decision; an instance says when a reading is logged: the first, the first
+ * after each outage, and any whose policy changed.
+ *
+ * @internal used by {@see Worker}; not part of the public API.
+ */
+final class Eviction
+{
+    /** Logged, with the policy, unless it is noeviction (the same words in every SDK and the server). */
+    public const WARNING = 'redis maxmemory-policy is %s: Redis may evict job data and lose jobs; set maxmemory-policy'
+        . ' noeviction (CONFIG SET maxmemory-policy noeviction, and in redis.conf)';
+
+    /** Logged when neither CONFIG GET nor INFO would tell the policy. */
+    public const UNREADABLE = 'cannot read redis maxmemory-policy (CONFIG GET and INFO memory were refused); unless it is'
+        . ' noeviction, Redis may evict job data and lose jobs';
+
+    private bool $first = true;
+    private bool $outage = false;
+    private ?string $last = null;
+
+    /**
+     * The policy, or null when Redis would not tell (both commands refused).
+     * A lost connection raises, as any call's.
+     *
+     * @throws Exception\ConnectionException
+     */
+    public static function read(RedisLink $link): ?string
+    {
+        try {
+            $reply = $link->commands([['CONFIG', ['GET', 'maxmemory-policy']]])[0];
+            if (\is_array($reply)) {
+                $reply = array_values($reply);
+                for ($i = 0; $i + 1 < \count($reply); $i += 2) {
+                    if ($reply[$i] === 'maxmemory-policy' && \is_string($reply[$i + 1])) {
+                        return $reply[$i + 1];
+                    }
+                }
+            }
+        } catch (RedisErrorException) {
+            // refused (an ACL user without CONFIG): INFO tells the same
+        }
+        try {
+            $info = $link->commands([['INFO', ['memory']]])[0];
+        } catch (RedisErrorException) {
+            return null;
+        }
+        if (\is_string($info) && preg_match('/^maxmemory_policy:(\S+)/m', $info, $m) === 1) {
+            return $m[1];
+        }
+        return null;
+    }
+
+    /** What to log for $policy (null: it could not be read); null when it is safe. */
+    public static function warning(?string $policy): ?string
+    {
+        if ($policy === null) {
+            return self::UNREADABLE;
+        }
+        return strtolower(trim($policy)) === 'noeviction' ? null : sprintf(self::WARNING, $policy);
+    }
+
+    /** A call failed: Redis could not be reached (the next reading is logged). */
+    public function outage(): void
+    {
+        $this->outage = true;
+    }
+
+    /** Logs {@see warning()}'s line for $policy when this reading is to be said. */
+    public function report(?string $policy, WorkerHooks $hooks): void
+    {
+        $say = $this->first || $this->outage || $policy !== $this->last;
+        $this->first = false;
+        $this->outage = false;
+        $this->last = $policy;
+        $line = $say ? self::warning($policy) : null;
+        if ($line !== null) {
+            $hooks->log('warning', $line);
+        }
+    }
+}
