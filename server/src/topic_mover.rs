@@ -98,7 +98,13 @@ pub struct TopicMover {
 
 impl Tick for TopicMover {
     fn tick(&self, stop: &AtomicBool) -> Result<TickReport, TickError> {
-        self.link.with(|conn| self.tick_on(conn, stop))
+        self.link.with(|conn| {
+            self.tick_on(conn, stop).inspect_err(|e| {
+                if matches!(e, TickError::Redis(e) if bad_keys(e)) {
+                    self.name_bad_index(conn);
+                }
+            })
+        })
     }
 }
 
@@ -308,8 +314,34 @@ impl TopicMover {
     }
 
     /// What a bad key of a topic holds up, for its log line.
+    /// After a tick failed on a key of the wrong type: names the index keys
+    /// (`<prefix>due`, `<prefix>topics`, shared by every topic) that hold
+    /// one, once each, as the scripts' bad keys are named. Nothing of the
+    /// layout can be found while `<prefix>due` is bad; the tick is retried.
+    fn name_bad_index(&self, conn: &mut Conn) {
+        let shapes = [(self.keys.due(), "zset"), (self.keys.topics(), "set")];
+        let mut read = Batch::new();
+        shapes.iter().for_each(|(key, _)| {
+            read.add(redis::cmd("TYPE").arg(key).clone());
+        });
+        let Ok(kinds) = read.query::<Vec<String>>(conn) else { return };
+        let bad: Vec<BadKey> = shapes
+            .into_iter()
+            .zip(kinds)
+            .filter(|((_, want), kind)| kind != want && kind != "none")
+            .map(|((key, want), kind)| BadKey { key, kind, expected: want.to_string() })
+            .collect();
+        self.bad.met(&bad, |bad| self.effect(bad));
+    }
+
     fn effect(&self, bad: &BadKey) -> String {
         let key = bad.key.as_str();
+        if key == self.keys.due() {
+            return "no topic can be found or moved while it is; ticks are retried".into();
+        }
+        if key == self.keys.topics() {
+            return "topics are found by the key-space rescan only".into();
+        }
         let topic =
             key.strip_prefix(self.keys.prefix()).and_then(|k| k.strip_prefix('{')).and_then(|k| k.split_once("}:"));
         let Some((topic, kind)) = topic else { return "its work is skipped".into() };
