@@ -6,12 +6,16 @@
 //! 1.x's spellings of its flags (`goflags`), the configuration file
 //! (`config`), failures and their exit codes (`fatal`), starting and
 //! stopping the server (`server`) and the signals it obeys (`signals`),
-//! detaching (`daemon`),
-//! logging (`logging`) and panics (`panics`), the pid file (`pidfile`), refused credentials
-//! (`credentials`), Redis's eviction policy (`eviction`), the Lua scripts (`scripts`), one tick of moving
-//! (`mover`), the timer around it (`timer`) and what wakes it (`wake`),
-//! metrics (`telemetry`), and the operator commands (`commands`) with their
-//! read-only views (`inspect`), and the HTTP API with its dashboard (`http`).
+//! detaching (`daemon`), logging (`logging`) and panics (`panics`), the pid
+//! file (`pidfile`), refused credentials (`credentials`), the Lua scripts
+//! (`scripts`), one tick of moving (`mover`, and `topic_mover` with its
+//! rounds of calls, `waves`, for the per-topic layout), the timer around it
+//! (`timer`) and what wakes it (`wake`), metrics (`telemetry`), and the
+//! operator commands (`commands`) with their read-only views (`inspect`),
+//! and the HTTP API with its dashboard (`http`). What Redis holds is input:
+//! odd numbers are logged once per key (`oddities`), keys of the wrong type
+//! are named and watched until fixed (`badkeys`), a Redis out of memory
+//! (`memory`) or one that may evict jobs (`eviction`) is said once.
 //! `delayer webhook` (`webhook`) is a consumer run from the same binary: it
 //! delivers jobs over HTTP.
 
