@@ -54,6 +54,11 @@ pub fn body(text: Option<String>, base64: Option<String>) -> ApiResult<Vec<u8>> 
     }
 }
 
+/// Item `i` of list `field`, base64 for any bytes.
+pub fn base64(field: &str, i: usize, encoded: &str) -> ApiResult<Vec<u8>> {
+    BASE64.decode(encoded.as_bytes()).map_err(|e| ApiError::invalid(format!("{field}[{i}] is not base64: {e}")))
+}
+
 /// Puts `bytes` in `obj` as `body` when they are UTF-8 text, else as
 /// `body_base64`.
 pub fn put_body(obj: &mut Map<String, Value>, bytes: &[u8]) {
