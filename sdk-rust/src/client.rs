@@ -488,7 +488,7 @@ impl Delayer {
     }
 
     /// Up to `count` (1 to 1000) of `topic`'s dead letters, newest first,
-    /// from position `start`.
+    /// from position `start` (at most [`crate::validate::MAX_POSITION`]).
     pub fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> {
         ops::parse_dead_letters(self.call(&ops::dead_list(&self.names, topic, start, count)?.into())?)
     }
