@@ -113,9 +113,9 @@ pub enum Command {
         /// The job's topic (the job is not touched if it belongs to another).
         #[arg(value_parser = topic)]
         topic: String,
-        /// The job's id.
-        #[arg(value_parser = id)]
-        id: String,
+        /// The job's id (any bytes).
+        #[arg(value_parser = raw_id())]
+        id: RawId,
         /// The new delay from now.
         #[arg(value_parser = delay)]
         delay: std::time::Duration,
@@ -194,11 +194,6 @@ pub struct DeadSelection {
 /// A topic, as the SDK accepts it.
 fn topic(value: &str) -> Result<String, String> {
     name("topic", value)
-}
-
-/// A job id, as the SDK accepts it.
-fn id(value: &str) -> Result<String, String> {
-    name("id", value)
 }
 
 /// A job id as the command line gives it: any non-empty bytes (on Unix an

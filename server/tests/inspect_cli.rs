@@ -279,6 +279,11 @@ fn names_that_are_not_utf8_come_out_as_base64() {
         (job["state"].as_str(), job["id_base64"].as_str()),
         (Some("scheduled"), Some(b64(b"peek-\xff").as_str()))
     );
+    let moved = raw(&[b"reschedule", b"p", b"peek-\xff", b"1h"]);
+    assert!(moved.status.success() && text(&moved).contains("is due"), "{}", String::from_utf8_lossy(&moved.stderr));
+    let due = json(&raw(&[b"job", b"p", b"peek-\xff", b"--json"]))["due"].as_f64().expect("due");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("now").as_secs_f64();
+    assert!((now + 3500.0..now + 3700.0).contains(&due), "due in an hour: {due}");
     assert!(raw(&[b"remove", b"p", b"peek-\xff"]).status.success());
     assert_eq!(json(&raw(&[b"job", b"p", b"peek-\xff", b"--json"]))["state"], "unknown");
 }
