@@ -227,9 +227,7 @@ trait Inspect
     private function inspectPageArgs(string $topic, int $cursor, int $count): string
     {
         $topic = Validator::topic($topic, $this->keys->isPerTopic());
-        if ($cursor < 0) {
-            throw new InvalidArgumentException("cursor must be 0 or more, got {$cursor}");
-        }
+        Validator::position('cursor', $cursor);
         if ($count < 1 || $count > Page::MAX_ITEMS) {
             throw new InvalidArgumentException(sprintf('listings take 1 to %d entries at a time, got %d', Page::MAX_ITEMS, $count));
         }

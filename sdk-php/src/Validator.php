@@ -23,6 +23,11 @@ final class Validator
 
     /** Most dead letters listed per call (one call must not hold Redis for long). */
     public const MAX_DEAD_COUNT = 1000;
+    /**
+     * Largest cursor or start of a listing: 2^53 - 1, as every SDK, the CLI
+     * and the HTTP API take (the scripts' arithmetic on a larger one fails or rounds).
+     */
+    public const MAX_POSITION = 9007199254740991;
 
     private function __construct()
     {
@@ -203,15 +208,25 @@ final class Validator
     }
 
     /**
-     * A dead-letter listing window: start 0 or more, count 1 to 1000.
+     * A listing's position ($what: a cursor, a start): 0 to MAX_POSITION.
+     *
+     * @throws InvalidArgumentException
+     */
+    public static function position(string $what, int $value): void
+    {
+        if ($value < 0 || $value > self::MAX_POSITION) {
+            throw new InvalidArgumentException(sprintf('%s must be 0 to %d, got %d', $what, self::MAX_POSITION, $value));
+        }
+    }
+
+    /**
+     * A dead-letter listing window: start 0 to MAX_POSITION, count 1 to 1000.
      *
      * @throws InvalidArgumentException
      */
     public static function deadRange(int $start, int $count): void
     {
-        if ($start < 0) {
-            throw new InvalidArgumentException("dead-letter start must be 0 or more, got {$start}");
-        }
+        self::position('dead-letter start', $start);
         if ($count < 1 || $count > self::MAX_DEAD_COUNT) {
             throw new InvalidArgumentException(sprintf(
                 'dead letters are listed 1 to %d at a time, got a count of %d',

@@ -10,6 +10,7 @@ use Delayer\JobInfo;
 use Delayer\Listed;
 use Delayer\Message;
 use Delayer\Page;
+use Delayer\Validator;
 
 /**
  * Job lookup, listings and per-topic numbers (issue 13) against a real
@@ -85,6 +86,30 @@ final class InspectTest extends RedisTestCase
                 self::assertSame(0, $this->redis->exists('delayer:job_pool'));
             }
         }
+    }
+
+    public function testListingPositionsPastTheBoundAreRefused(): void
+    {
+        $client = $this->client();
+        $client->schedule(Message::create('a', 't', 'x'), 60);
+        $past = Validator::MAX_POSITION + 1;
+        foreach ([$past, PHP_INT_MAX] as $position) {
+            foreach ([
+                static fn () => $client->listScheduled('t', $position, 10),
+                static fn () => $client->listReserved('t', $position, 10),
+                static fn () => $client->listReady('t', $position, 10),
+                static fn () => $client->deadLetters('t', $position, 10),
+            ] as $n => $bad) {
+                try {
+                    $bad();
+                    self::fail("case {$n} took {$position}");
+                } catch (InvalidArgumentException $e) {
+                    self::assertStringContainsString((string) Validator::MAX_POSITION, $e->getMessage());
+                }
+            }
+        }
+        self::assertSame([], $client->listScheduled('t', Validator::MAX_POSITION, 10)->items);
+        self::assertSame([], $client->deadLetters('t', Validator::MAX_POSITION, 10));
     }
 
     public function testListingsPageThroughATopic(): void

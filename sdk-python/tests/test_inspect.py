@@ -128,3 +128,15 @@ def test_the_async_client_sees_the_same(url: str, raw: "redis.Redis") -> None:
             assert (stats.scheduled_total, stats.topics[0].scheduled) == (1, 1)
 
     run(main)
+
+
+def test_listing_positions_past_the_bound_are_refused(url: str) -> None:
+    top = 2**53 - 1  # every SDK's, the CLI's and the HTTP API's bound
+    with Delayer(url) as d:
+        d.push("t", "a", 60)
+        for past in (top + 1, 2**63, 2**64):
+            for call in (d.list_scheduled, d.list_reserved, d.list_ready, d.dead_letters):
+                with pytest.raises(InvalidArgument, match=str(top)):
+                    call("t", past, 10)
+        assert d.list_scheduled("t", top, 10).items == [] and d.dead_letters("t", top, 10) == []
+        assert d.list_ready("t", top, 10).next is None

@@ -384,6 +384,11 @@ impl Delayer {
 
     /// As [`crate::Delayer::reschedule_in`].
     pub async fn reschedule_in(&self, topic: &str, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
+        self.reschedule_in_raw(topic, id.as_bytes(), delay).await
+    }
+
+    /// As [`crate::Delayer::reschedule_in_raw`].
+    pub async fn reschedule_in_raw(&self, topic: &str, id: &[u8], delay: Duration) -> Result<Option<SystemTime>> {
         let topic = ops::topic_of(&self.names, Some(topic), "reschedule", "")?;
         let due = ops::parse_maybe_due(self.call(&ops::reschedule(&self.names, topic, id, delay)?.into()).await?)?;
         self.note(due.and_then(|due| IndexNote::new(&self.names, topic, Some(due), false))).await?;

@@ -359,6 +359,12 @@ impl Delayer {
 
     /// Moves waiting job `id` of `topic` (either layout).
     pub fn reschedule_in(&self, topic: &str, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
+        self.reschedule_in_raw(topic, id.as_bytes(), delay)
+    }
+
+    /// Moves waiting job `id` of `topic`, the id given as bytes, any bytes
+    /// (an id that is not UTF-8, as a listing's `raw_id` shows it).
+    pub fn reschedule_in_raw(&self, topic: &str, id: &[u8], delay: Duration) -> Result<Option<SystemTime>> {
         let topic = ops::topic_of(&self.names, Some(topic), "reschedule", "")?;
         let due = ops::parse_maybe_due(self.call(&ops::reschedule(&self.names, topic, id, delay)?.into())?)?;
         self.note(due.and_then(|due| IndexNote::new(&self.names, topic, Some(due), false)))?;
@@ -482,7 +488,7 @@ impl Delayer {
     }
 
     /// Up to `count` (1 to 1000) of `topic`'s dead letters, newest first,
-    /// from position `start`.
+    /// from position `start` (at most [`crate::validate::MAX_POSITION`]).
     pub fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> {
         ops::parse_dead_letters(self.call(&ops::dead_list(&self.names, topic, start, count)?.into())?)
     }

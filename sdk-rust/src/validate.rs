@@ -81,6 +81,21 @@ pub fn backoff(b: &crate::Backoff) -> Result<(&'static str, u64, u64)> {
     }
 }
 
+/// Largest `cursor` or `start` of a listing: 2^53 - 1, the largest integer
+/// a double (Lua's numbers in older Redis, JavaScript in the dashboard)
+/// holds exactly, and far past any listing; the scripts' arithmetic on a
+/// larger one fails or rounds. The HTTP API and the CLI take the same bound.
+pub const MAX_POSITION: u64 = (1 << 53) - 1;
+
+/// A listing's position given as `what` (a cursor, a start): at most
+/// [`MAX_POSITION`].
+pub fn position(what: &str, value: u64) -> Result<u64> {
+    if value > MAX_POSITION {
+        return Err(Error::InvalidArgument(format!("{what} is at most {MAX_POSITION}, not {value}")));
+    }
+    Ok(value)
+}
+
 /// How many dead letters to list: 1 to [`MAX_DEAD_PER_CALL`].
 pub fn dead_count(count: usize) -> Result<usize> {
     if count == 0 || count > MAX_DEAD_PER_CALL {
@@ -138,5 +153,7 @@ mod tests {
         assert_eq!(backoff(&crate::Backoff::exponential(s(1), s(60))).ok(), Some(("exponential", 1000, 60_000)));
         assert!(backoff(&crate::Backoff::exponential(s(2), s(1))).is_err());
         assert!(dead_count(0).is_err() && dead_count(1001).is_err() && dead_count(1000).is_ok());
+        assert_eq!(position("cursor", MAX_POSITION).ok(), Some(MAX_POSITION));
+        assert!(position("cursor", MAX_POSITION + 1).is_err() && position("start", u64::MAX).is_err());
     }
 }

@@ -206,3 +206,31 @@ async fn the_async_client_sees_the_same() {
     let stats = d.stats().await.expect("stats");
     assert_eq!((stats.scheduled_total, topic(&stats, "t").scheduled), (1, 1));
 }
+
+#[tokio::test]
+async fn listing_positions_past_the_bound_are_refused_before_redis() {
+    use delayer::validate::MAX_POSITION;
+    let redis = RedisServer::start();
+    let d = client(&redis);
+    let a = delayer::aio::Delayer::open(&redis.url()).expect("client");
+    d.push("t", "a", Duration::from_secs(60)).expect("push");
+    let refused = |r: Result<(), Error>, call: &str| match r {
+        Err(Error::InvalidArgument(why)) => assert!(why.contains(&MAX_POSITION.to_string()), "{call}: {why}"),
+        other => panic!("{call}: {other:?}"),
+    };
+    for past in [MAX_POSITION + 1, 1 << 63, u64::MAX] {
+        refused(d.list_scheduled("t", past, 10).map(drop), "list_scheduled");
+        refused(d.list_reserved("t", past, 10).map(drop), "list_reserved");
+        refused(d.list_reserved_with_deadlines("t", past, 10).map(drop), "list_reserved_with_deadlines");
+        refused(d.list_ready_raw("t", past, 10).map(drop), "list_ready_raw");
+        refused(d.dead_letters("t", past as usize, 10).map(drop), "dead_letters");
+        refused(a.list_scheduled("t", past, 10).await.map(drop), "aio list_scheduled");
+        refused(a.list_reserved_with_deadlines("t", past, 10).await.map(drop), "aio list_reserved_with_deadlines");
+        refused(a.dead_letters("t", past as usize, 10).await.map(drop), "aio dead_letters");
+    }
+    // The bound itself is a position: past every job, an empty last page.
+    let last = d.list_scheduled("t", MAX_POSITION, 10).expect("at the bound");
+    assert_eq!((last.items.len(), last.next), (0, None));
+    assert!(d.dead_letters("t", MAX_POSITION as usize, 10).expect("at the bound").is_empty());
+    assert_eq!(d.list_ready_raw("t", MAX_POSITION, 10).expect("at the bound").items.len(), 0);
+}

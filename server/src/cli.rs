@@ -93,7 +93,7 @@ pub enum Command {
         #[arg(long, default_value_t = 20, value_parser = count)]
         count: usize,
         /// Where to start: 0, or the "next" cursor a previous page printed.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = |v: &str| position("cursor", v))]
         cursor: u64,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -113,9 +113,9 @@ pub enum Command {
         /// The job's topic (the job is not touched if it belongs to another).
         #[arg(value_parser = topic)]
         topic: String,
-        /// The job's id.
-        #[arg(value_parser = id)]
-        id: String,
+        /// The job's id (any bytes).
+        #[arg(value_parser = raw_id())]
+        id: RawId,
         /// The new delay from now.
         #[arg(value_parser = delay)]
         delay: std::time::Duration,
@@ -165,7 +165,7 @@ pub enum DeadCommand {
         #[arg(default_value_t = 10, value_parser = count)]
         count: usize,
         /// Skip this many newest ones first.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = start)]
         start: usize,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -194,11 +194,6 @@ pub struct DeadSelection {
 /// A topic, as the SDK accepts it.
 fn topic(value: &str) -> Result<String, String> {
     name("topic", value)
-}
-
-/// A job id, as the SDK accepts it.
-fn id(value: &str) -> Result<String, String> {
-    name("id", value)
 }
 
 /// A job id as the command line gives it: any non-empty bytes (on Unix an
@@ -233,6 +228,23 @@ fn count(value: &str) -> Result<usize, String> {
         Ok(n) if (1..=MAX_DEAD_PER_CALL).contains(&n) => Ok(n),
         _ => Err(expected),
     }
+}
+
+/// A listing's position (`what`: cursor, start): 0 to the SDK's bound,
+/// the HTTP API's too.
+fn position(what: &str, value: &str) -> Result<u64, String> {
+    let max = delayer::validate::MAX_POSITION;
+    let n = value.parse::<u64>().map_err(|_| format!("a whole number from 0 to {max}"))?;
+    delayer::validate::position(what, n).map_err(|e| match e {
+        delayer::Error::InvalidArgument(why) => why,
+        other => other.to_string(),
+    })
+}
+
+/// How many dead letters to skip: as [`position`].
+fn start(value: &str) -> Result<usize, String> {
+    let n = position("start", value)?;
+    usize::try_from(n).map_err(|_| format!("{n} is too large on this machine"))
 }
 
 /// A delay: seconds (fractions allowed) or a duration with units ("90s",
@@ -274,6 +286,11 @@ mod tests {
             &["list", "t"],
             &["list", "t", "--state", "waiting"],
             &["list", "t", "--state", "ready", "--count", "0"],
+            &["list", "t", "--state", "scheduled", "--cursor", "9007199254740992"],
+            &["list", "t", "--state", "reserved", "--cursor", "18446744073709551616"],
+            &["list", "t", "--state", "dead", "--cursor", "-1"],
+            &["dead", "list", "t", "--start", "9223372036854775808"],
+            &["dead", "list", "t", "99999999999999999999"],
             &["reschedule", "t", "a", "-1"],
             &["reschedule", "t", "a", "soon"],
             &["reschedule", "t", "a", "11y"],
@@ -285,6 +302,7 @@ mod tests {
         assert_eq!((ok.url.as_deref(), ok.prefix.as_deref()), (Some("redis://x/"), Some("app:")));
         assert!(parse(&["dead", "requeue", "t", "a", "b"]).is_ok());
         assert!(parse(&["list", "t", "--state", "dead", "--cursor", "40", "--count", "20", "--json"]).is_ok());
+        assert!(parse(&["list", "t", "--state", "reserved", "--cursor", "9007199254740991"]).is_ok());
         for d in ["1.5", "90s", "1h 30m"] {
             assert!(parse(&["reschedule", "t", "a", d]).is_ok(), "{d}");
         }

@@ -126,8 +126,10 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
         }
         Command::Reschedule { topic, id, delay } => {
             let client = target.client()?;
-            let state = of_topic(target, &client, &topic, id.as_bytes())?;
-            match client.reschedule_in(&topic, &id, delay).map_err(|e| target.sdk_failed(e))? {
+            let state = of_topic(target, &client, &topic, &id.0)?;
+            let due = client.reschedule_in_raw(&topic, &id.0, delay).map_err(|e| target.sdk_failed(e))?;
+            let id = String::from_utf8_lossy(&id.0);
+            match due {
                 Some(due) => println!("job {id:?} of topic {topic:?} is due {}", inspect::rfc3339(inspect::unix(due))),
                 None => {
                     return Err(Fatal::failed(format!(

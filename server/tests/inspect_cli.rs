@@ -108,6 +108,33 @@ fn list_pages_each_state() {
 }
 
 #[test]
+fn listing_positions_past_the_bound_are_usage_errors() {
+    let redis = RedisServer::start();
+    let max = delayer::validate::MAX_POSITION;
+    let (past, huge) = ((max + 1).to_string(), "99999999999999999999".to_string());
+    for state in ["scheduled", "ready", "reserved", "dead"] {
+        for cursor in [past.as_str(), "9223372036854775808", huge.as_str()] {
+            let out = run(&redis, &["list", "t", "--state", state, "--cursor", cursor]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{state} --cursor {cursor}: {err}");
+            assert!(err.contains("--cursor") && err.contains(&max.to_string()), "{err}");
+        }
+        let out = run(&redis, &["list", "t", "--state", state, "--count", &huge]);
+        assert_eq!(out.status.code(), Some(2), "--count {huge}");
+        let out = run(&redis, &["list", "t", "--state", state, "--cursor", &max.to_string(), "--json"]);
+        assert!(json(&out)["items"].as_array().is_some_and(|items| items.is_empty()), "the bound itself is a cursor");
+    }
+    for args in [["dead", "list", "t", "--start", &past], ["dead", "list", "t", "--start", "9223372036854775808"]] {
+        let out = run(&redis, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    for args in [&["dead", "list", "t", huge.as_str()][..], &["peek", "t", huge.as_str()], &["peek", "t", "0"]] {
+        assert_eq!(run(&redis, args).status.code(), Some(2), "{args:?}");
+    }
+    assert!(run(&redis, &["dead", "list", "t", "--start", &max.to_string()]).status.success());
+}
+
+#[test]
 fn remove_and_reschedule_touch_only_the_topic_named() {
     let redis = RedisServer::start();
     let mut conn = redis.connection();
@@ -252,6 +279,11 @@ fn names_that_are_not_utf8_come_out_as_base64() {
         (job["state"].as_str(), job["id_base64"].as_str()),
         (Some("scheduled"), Some(b64(b"peek-\xff").as_str()))
     );
+    let moved = raw(&[b"reschedule", b"p", b"peek-\xff", b"1h"]);
+    assert!(moved.status.success() && text(&moved).contains("is due"), "{}", String::from_utf8_lossy(&moved.stderr));
+    let due = json(&raw(&[b"job", b"p", b"peek-\xff", b"--json"]))["due"].as_f64().expect("due");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("now").as_secs_f64();
+    assert!((now + 3500.0..now + 3700.0).contains(&due), "due in an hour: {due}");
     assert!(raw(&[b"remove", b"p", b"peek-\xff"]).status.success());
     assert_eq!(json(&raw(&[b"job", b"p", b"peek-\xff", b"--json"]))["state"], "unknown");
 }

@@ -16,6 +16,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import scripts
 from ._rules import (
+    MAX_POSITION,
     check_if_absent,
     check_max_attempts,
     check_name,
@@ -413,9 +414,9 @@ def reschedule_call(keys: Keys, job_id: object, delay: object, topic: object = N
 
 
 def dead_list_call(keys: Keys, topic: object, start: object, how_many: object) -> ScriptCall:
-    """Check a dead-letter listing (start >= 0, count 1..1000) and return its dead.lua call."""
+    """Check a dead-letter listing (start 0..MAX_POSITION, count 1..1000) and return its dead.lua call."""
     t = check_topic(topic, keys.layout)
-    first = count("start", start, 0, None)
+    first = count("start", start, 0, MAX_POSITION)
     n = count("count", how_many, 1, DEAD_BATCH)
     names = keys.names(t)
     call_keys = [names.dead, names.pool, *_counts(names)]

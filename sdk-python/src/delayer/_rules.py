@@ -21,6 +21,10 @@ from .keys import LAYOUTS, TOPIC
 MAX_SECONDS = 315_360_000
 #: The largest max_attempts (0 means no limit).
 MAX_ATTEMPTS_LIMIT = 1_000_000
+#: Largest cursor or start of a listing: 2^53 - 1, as every SDK, the CLI
+#: and the HTTP API take (the scripts' arithmetic on a larger one fails or
+#: rounds; the Rust SDK's delayer::validate::MAX_POSITION).
+MAX_POSITION = (1 << 53) - 1
 
 Number = Union[int, float]
 

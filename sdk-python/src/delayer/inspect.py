@@ -20,7 +20,7 @@ from . import scripts
 from ._calls import Arg, ScriptCall
 from ._names import name, name_bytes
 from ._ops import Commands
-from ._rules import check_name, check_topic, count
+from ._rules import MAX_POSITION, check_name, check_topic, count
 from .errors import ProtocolError
 from .keys import Keys
 
@@ -161,7 +161,7 @@ def _count(value: object) -> int:
 
 def _page_args(keys: Keys, topic: object, cursor: object, how_many: object) -> Tuple[str, int, int]:
     t = check_topic(topic, keys.layout)
-    return t, count("cursor", cursor, 0, None), count("count", how_many, 1, MAX_PAGE)
+    return t, count("cursor", cursor, 0, MAX_POSITION), count("count", how_many, 1, MAX_PAGE)
 
 
 def job_op(keys: Keys, topic: object, job_id: object) -> Op[JobInfo]:

@@ -9,6 +9,7 @@ use crate::keys::{Keys, Names};
 use crate::numbers;
 use crate::ops::split_name;
 use crate::ops::Request;
+use crate::validate;
 use redis::{ScriptInvocation, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -81,6 +82,7 @@ impl ListScan {
     pub(crate) fn new(names: &Names, walked: Walked, topic: &str, cursor: u64, count: usize) -> Result<ListScan> {
         crate::ops::check_topic(names, topic)?;
         let count = page_count(count)?;
+        let cursor = validate::position("cursor", cursor)?;
         let (zset, in_ms) = match walked {
             Walked::Pool => (names.pool(topic), false),
             Walked::Reserved => (names.reserved(topic), true),
@@ -135,7 +137,7 @@ impl ListScan {
 pub(crate) fn list_ready(names: &Names, topic: &str, cursor: u64, count: usize) -> Result<Request> {
     crate::ops::check_topic(names, topic)?;
     let count = page_count(count)? as i64;
-    let from = i64::try_from(cursor).map_err(|_| Error::InvalidArgument(format!("cursor {cursor} is too large")))?;
+    let from = validate::position("cursor", cursor)? as i64;
     let mut batch = Batch::new();
     // One more than asked, to know whether a next page exists.
     batch.add(redis::cmd("LRANGE").arg(names.ready(topic)).arg(-from - count - 1).arg(-from - 1).clone());

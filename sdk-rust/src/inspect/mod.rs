@@ -212,7 +212,8 @@ impl Delayer {
     }
 
     /// A page of `topic`'s scheduled jobs, earliest due first, from `cursor`
-    /// (0 to start; then the page's `next`), at most `count` (1 to 1000).
+    /// (0 to start; then the page's `next`; at most
+    /// [`crate::validate::MAX_POSITION`]), at most `count` (1 to 1000).
     pub fn list_scheduled(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
         self.scan(ListScan::new(self.keys(), Walked::Pool, topic, cursor, count)?)
     }

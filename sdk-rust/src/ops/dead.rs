@@ -21,6 +21,7 @@ fn dead_call(names: &Names, topic: &str, action: &str) -> ScriptInvocation<'stat
 pub(crate) fn dead_list(names: &Names, topic: &str, start: usize, count: usize) -> Result<ScriptInvocation<'static>> {
     super::check_topic(names, topic)?;
     let count = validate::dead_count(count)?;
+    validate::position("start", start as u64)?;
     let mut inv = dead_call(names, topic, "list");
     inv.arg(start).arg(count);
     Ok(inv)

@@ -131,11 +131,13 @@ pub(crate) fn remove(names: &Names, topic: &str, id: &[u8]) -> Result<ScriptInvo
     Ok(inv)
 }
 
-/// reschedule.lua for one id (of `topic`, as [`remove`]).
-pub(crate) fn reschedule(names: &Names, topic: &str, id: &str, delay: Duration) -> Result<ScriptInvocation<'static>> {
-    validate::name("id", id)?;
+/// reschedule.lua for one id, any bytes (of `topic`, as [`remove`]).
+pub(crate) fn reschedule(names: &Names, topic: &str, id: &[u8], delay: Duration) -> Result<ScriptInvocation<'static>> {
+    if id.is_empty() {
+        return Err(Error::InvalidArgument("id must not be empty".into()));
+    }
     let delay_ms = validate::delay_ms(delay)?;
     let mut inv = scripts::RESCHEDULE.prepare_invoke();
-    inv.key(names.pool(topic)).key(names.bucket(topic, id)).arg(id).arg(delay_ms).arg(names.script_wake());
+    inv.key(names.pool(topic)).key(names.bucket_bytes(topic, id)).arg(id).arg(delay_ms).arg(names.script_wake());
     Ok(inv)
 }

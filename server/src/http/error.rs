@@ -199,20 +199,6 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
     }
 }
 
-/// Path parameters (percent-decoded), rejected as JSON errors.
-pub struct Path<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        axum::extract::Path::<T>::from_request_parts(parts, state)
-            .await
-            .map(|p| Path(p.0))
-            .map_err(|e| ApiError::invalid(e.body_text()))
-    }
-}
-
 /// Unknown paths.
 pub async fn not_found() -> ApiError {
     ApiError::not_found("no such route; the API is described at /v1/openapi.json")

@@ -5,7 +5,8 @@
 //! (`outage`); a pop or reserve with a `wait` bounds its own (the wait plus
 //! `http_redis_timeout`) and needs one of `http_max_waiting` permits.
 
-use crate::http::error::{ApiError, ApiResult, Body, Path};
+use crate::http::error::{ApiError, ApiResult, Body};
+use crate::http::names::{JobPath, TopicPath};
 use crate::http::outage::bounded;
 use crate::http::wire::{self, JobSpec};
 use crate::http::Api;
@@ -29,7 +30,7 @@ type Reply = ApiResult<Json<Value>>;
 /// `POST /v1/topics/{topic}/jobs`
 pub async fn push(
     State(api): State<Arc<Api>>,
-    Path(topic): Path<String>,
+    TopicPath(topic): TopicPath,
     Body(spec): Body<JobSpec>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     if spec.topic.as_ref().is_some_and(|t| *t != topic) {
@@ -83,7 +84,7 @@ fn wait(seconds: Option<f64>) -> ApiResult<Option<Duration>> {
 }
 
 /// `POST /v1/topics/{topic}/pop`: `{"job": ... | null}`.
-pub async fn pop(State(api): State<Arc<Api>>, Path(topic): Path<String>, Body(spec): Body<PopSpec>) -> Reply {
+pub async fn pop(State(api): State<Arc<Api>>, TopicPath(topic): TopicPath, Body(spec): Body<PopSpec>) -> Reply {
     let job = match wait(spec.wait)? {
         None => bounded(api.redis_timeout, api.delayer.pop(&topic)).await?,
         Some(wait) => {
@@ -103,7 +104,7 @@ pub struct ReserveSpec {
 }
 
 /// `POST /v1/topics/{topic}/reserve`: `{"job": ... | null}`.
-pub async fn reserve(State(api): State<Arc<Api>>, Path(topic): Path<String>, Body(spec): Body<ReserveSpec>) -> Reply {
+pub async fn reserve(State(api): State<Arc<Api>>, TopicPath(topic): TopicPath, Body(spec): Body<ReserveSpec>) -> Reply {
     let ttr = wire::duration("ttr", spec.ttr.ok_or_else(|| ApiError::invalid("ttr (seconds) is required"))?)?;
     let job = match wait(spec.wait)? {
         None => bounded(api.redis_timeout, api.delayer.reserve(&topic, ttr)).await?,
@@ -131,8 +132,8 @@ pub struct ReservationSpec {
 }
 
 impl ReservationSpec {
-    fn job<'a>(&'a self, topic: &'a str, id: &'a str) -> JobRef<'a> {
-        JobRef { id, receipt: self.receipt.as_deref(), topic: Some(topic), raw_id: None }
+    fn job<'a>(&'a self, topic: &'a str, id: &'a [u8]) -> JobRef<'a> {
+        JobRef { id: "", receipt: self.receipt.as_deref(), topic: Some(topic), raw_id: Some(id) }
     }
 
     /// Refuses the fields another command takes, so a typo is not ignored.
@@ -153,7 +154,7 @@ impl ReservationSpec {
 /// `POST /v1/topics/{topic}/jobs/{id}/ack`
 pub async fn ack(
     State(api): State<Arc<Api>>,
-    Path((topic, id)): Path<(String, String)>,
+    JobPath { topic, id }: JobPath,
     Body(spec): Body<ReservationSpec>,
 ) -> Reply {
     spec.only(false, false, false)?;
@@ -163,7 +164,7 @@ pub async fn ack(
 /// `POST /v1/topics/{topic}/jobs/{id}/release`
 pub async fn release(
     State(api): State<Arc<Api>>,
-    Path((topic, id)): Path<(String, String)>,
+    JobPath { topic, id }: JobPath,
     Body(spec): Body<ReservationSpec>,
 ) -> Reply {
     spec.only(true, false, true)?;
@@ -175,7 +176,7 @@ pub async fn release(
 /// `POST /v1/topics/{topic}/jobs/{id}/bury`
 pub async fn bury(
     State(api): State<Arc<Api>>,
-    Path((topic, id)): Path<(String, String)>,
+    JobPath { topic, id }: JobPath,
     Body(spec): Body<ReservationSpec>,
 ) -> Reply {
     spec.only(false, false, true)?;
@@ -186,7 +187,7 @@ pub async fn bury(
 /// `POST /v1/topics/{topic}/jobs/{id}/touch`: `{"deadline": t | null}`.
 pub async fn touch(
     State(api): State<Arc<Api>>,
-    Path((topic, id)): Path<(String, String)>,
+    JobPath { topic, id }: JobPath,
     Body(spec): Body<ReservationSpec>,
 ) -> Reply {
     spec.only(false, true, false)?;
@@ -205,7 +206,7 @@ pub struct RescheduleSpec {
 /// (null: the job was not waiting).
 pub async fn reschedule(
     State(api): State<Arc<Api>>,
-    Path((topic, id)): Path<(String, String)>,
+    JobPath { topic, id }: JobPath,
     Body(spec): Body<RescheduleSpec>,
 ) -> Reply {
     let delay = wire::duration("delay", spec.delay.ok_or_else(|| ApiError::invalid("delay (seconds) is required"))?)?;
@@ -215,14 +216,14 @@ pub async fn reschedule(
     if !api.of_topic(&topic, &id).await? {
         return Ok(Json(json!({"due": null})));
     }
-    let due = api.delayer.reschedule_in(&topic, &id, delay).await?;
+    let due = api.delayer.reschedule_in_raw(&topic, &id, delay).await?;
     Ok(Json(json!({"due": due.map(wire::secs)})))
 }
 
 /// `DELETE /v1/topics/{topic}/jobs/{id}`: `{"removed": bool}`.
-pub async fn remove(State(api): State<Arc<Api>>, Path((topic, id)): Path<(String, String)>) -> Reply {
+pub async fn remove(State(api): State<Arc<Api>>, JobPath { topic, id }: JobPath) -> Reply {
     if !api.of_topic(&topic, &id).await? {
         return Ok(Json(json!({"removed": false})));
     }
-    Ok(Json(json!({"removed": api.delayer.remove_in(&topic, &id).await?})))
+    Ok(Json(json!({"removed": api.delayer.remove_in_raw(&topic, &id).await?})))
 }

@@ -9,7 +9,7 @@
 //! Content-Type on writes, the body's deadline), tokens (`auth`), sessions
 //! (`session`), wrong credentials per address (`limiter`), Redis trouble and
 //! deadlines (`outage`), counted log lines (`tally`), JSON errors and
-//! extractors (`error`), JSON shapes (`wire`), the job routes (`jobs`), the
+//! extractors (`error`), the names in paths (`names`), JSON shapes (`wire`), the job routes (`jobs`), the
 //! read-only views (`views`), dead letters (`dead`), the moving history for
 //! the chart (`history`), the dashboard's pages (`dashboard`) and the API's
 //! description (`openapi.json`).
@@ -23,6 +23,7 @@ pub mod history;
 mod jobs;
 mod limiter;
 pub mod listen;
+mod names;
 mod outage;
 mod session;
 pub mod settings;
@@ -89,7 +90,7 @@ impl Api {
     /// Whether job `id` is one of `topic`'s. Ids are global in the classic
     /// layout: a remove or reschedule addressed to one topic must not reach
     /// another topic's job of the same id.
-    async fn of_topic(&self, topic: &str, id: &str) -> ApiResult<bool> {
+    async fn of_topic(&self, topic: &str, id: &[u8]) -> ApiResult<bool> {
         views::of_topic(&self.delayer, topic, id).await
     }
 }

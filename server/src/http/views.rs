@@ -5,7 +5,8 @@
 //! viewpoint agrees), ids and topics that are not UTF-8 as `id_base64` /
 //! `topic_base64`.
 
-use crate::http::error::{ApiError, ApiResult, Path, Query};
+use crate::http::error::{ApiError, ApiResult, Query};
+use crate::http::names::{JobPath, TopicPath};
 use crate::http::Api;
 use crate::jobview::{ids_json, timed_json, topics_json};
 use axum::extract::State;
@@ -16,16 +17,16 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 /// Whether job `id` is one of `topic`'s (see [`Api::of_topic`]).
-pub async fn of_topic(delayer: &delayer::aio::Delayer, topic: &str, id: &str) -> ApiResult<bool> {
-    Ok(delayer.job(topic, id).await?.state != JobState::Unknown)
+pub async fn of_topic(delayer: &delayer::aio::Delayer, topic: &str, id: &[u8]) -> ApiResult<bool> {
+    Ok(delayer.job_raw(topic, id).await?.state != JobState::Unknown)
 }
 
 /// `GET /v1/topics/{topic}/jobs/{id}`: the job's state and what is known of
 /// it; a job unknown to this topic is `{"state": "unknown", ...}` (200: the
 /// question had an answer).
-pub async fn lookup(State(api): State<Arc<Api>>, Path((topic, id)): Path<(String, String)>) -> ApiResult<Json<Value>> {
+pub async fn lookup(State(api): State<Arc<Api>>, JobPath { topic, id }: JobPath) -> ApiResult<Json<Value>> {
     // The CLI's `job --json` shape: one definition, so the two cannot drift.
-    Ok(Json(crate::jobview::job_json(&api.delayer.job(&topic, &id).await?)))
+    Ok(Json(crate::jobview::job_json(&api.delayer.job_raw(&topic, &id).await?)))
 }
 
 #[derive(Deserialize)]
@@ -47,7 +48,7 @@ fn default_count() -> usize {
 /// even empty, while `next` is not null: keep going until it is.
 pub async fn list(
     State(api): State<Arc<Api>>,
-    Path(topic): Path<String>,
+    TopicPath(topic): TopicPath,
     Query(q): Query<ListQuery>,
 ) -> ApiResult<Json<Value>> {
     let d = &api.delayer;

@@ -19,18 +19,11 @@ pub fn secs(t: SystemTime) -> f64 {
     (s * 1000.0).round() / 1000.0
 }
 
-/// Largest `cursor` or `start` of a listing: 2^53 - 1, the largest integer
-/// JavaScript (the dashboard) reads exactly, and far past any listing; a
-/// larger one would overflow the scripts' arithmetic.
-pub const MAX_POSITION: u64 = (1 << 53) - 1;
-
-/// A listing's position given for `field`: at most [`MAX_POSITION`].
+/// A listing's position given for `field`: at most the SDK's
+/// [`delayer::validate::MAX_POSITION`], the CLI's bound too.
 /// (Negative and non-numeric values are refused by the query's types.)
 pub fn position(field: &str, value: u64) -> ApiResult<u64> {
-    if value > MAX_POSITION {
-        return Err(ApiError::invalid(format!("{field} is at most {MAX_POSITION}, not {value}")));
-    }
-    Ok(value)
+    Ok(delayer::validate::position(field, value)?)
 }
 
 /// A number of seconds given for `field`: finite, not negative.
@@ -52,6 +45,11 @@ pub fn body(text: Option<String>, base64: Option<String>) -> ApiResult<Vec<u8>> 
         }
         (None, None) => Ok(Vec::new()),
     }
+}
+
+/// Item `i` of list `field`, base64 for any bytes.
+pub fn base64(field: &str, i: usize, encoded: &str) -> ApiResult<Vec<u8>> {
+    BASE64.decode(encoded.as_bytes()).map_err(|e| ApiError::invalid(format!("{field}[{i}] is not base64: {e}")))
 }
 
 /// Puts `bytes` in `obj` as `body` when they are UTF-8 text, else as
@@ -163,7 +161,8 @@ mod tests {
         for bad in [-1.0, f64::NAN, f64::INFINITY, 1e300] {
             assert!(duration("delay", bad).is_err(), "{bad}");
         }
-        assert!(position("cursor", MAX_POSITION).is_ok() && position("cursor", 1 << 63).is_err());
+        let max = delayer::validate::MAX_POSITION;
+        assert!(position("cursor", max).is_ok() && position("cursor", max + 1).is_err());
         assert_eq!(body(None, Some("AAH/".into())).ok(), Some(vec![0, 1, 255]));
         assert!(body(Some("a".into()), Some("YQ==".into())).is_err());
         assert!(body(None, Some("not base64!".into())).is_err());

@@ -42,6 +42,14 @@ function inSeconds(seconds) {
   const text = abs < 120 ? abs.toFixed(1) + " s" : abs < 7200 ? (abs / 60).toFixed(1) + " min" : (abs / 3600).toFixed(1) + " h";
   return d >= 0 ? "in " + text : text + " ago";
 }
+// A job's id: text as is; one that is not UTF-8 (the API's id_base64) as
+// base64, and named back to the API by its bytes.
+function idText(job) {
+  return job.id !== undefined ? job.id : "base64:" + job.id_base64;
+}
+function idsOf(job) {
+  return job.id !== undefined ? { ids: [job.id] } : { ids_base64: [job.id_base64] };
+}
 // A body: text as is, anything else as hex. Never HTML.
 function bodyText(job) {
   if (job.body !== undefined) return job.body;
@@ -157,7 +165,7 @@ async function loadScheduled() {
     if (topic !== selected) return;
     for (const job of page.items) {
       const row = el("tr");
-      row.append(el("td", job.id), el("td", when(job.due)), el("td", inSeconds(job.due)));
+      row.append(el("td", idText(job)), el("td", when(job.due)), el("td", inSeconds(job.due)));
       body.append(row);
       shown++;
     }
@@ -174,14 +182,14 @@ async function loadDead() {
   body.replaceChildren();
   for (const job of page.dead) {
     const row = el("tr");
-    row.dataset.id = job.id;
-    row.append(el("td", job.id), el("td", job.reason), el("td", job.attempts, "num"), el("td", when(job.dead_at)));
+    row.dataset.id = idText(job);
+    row.append(el("td", idText(job)), el("td", job.reason), el("td", job.attempts, "num"), el("td", when(job.dead_at)));
     row.append(el("td", bodyText(job), "body"));
     const actions = el("td", null, "write");
     const requeue = el("button", "Requeue", "requeue");
-    requeue.addEventListener("click", () => act("requeue", { ids: [job.id] }, "Requeue " + job.id + "?"));
+    requeue.addEventListener("click", () => act("requeue", idsOf(job), "Requeue " + idText(job) + "?"));
     const purge = el("button", "Purge", "danger purge");
-    purge.addEventListener("click", () => act("purge", { ids: [job.id] }, "Purge " + job.id + " for good?"));
+    purge.addEventListener("click", () => act("purge", idsOf(job), "Purge " + idText(job) + " for good?"));
     actions.append(requeue, purge);
     row.append(actions);
     body.append(row);
@@ -217,7 +225,7 @@ async function findJob(event) {
   delete out.dataset.state;
   try {
     const job = await api("GET", "/v1/topics/" + enc(topic) + "/jobs/" + enc(id));
-    const rows = [["state", job.state], ["topic", job.topic], ["id", job.id]];
+    const rows = [["state", job.state], ["topic", job.topic], ["id", idText(job)]];
     if (job.due !== null && job.due !== undefined) rows.push(["due", when(job.due) + " (" + inSeconds(job.due) + ")"]);
     if (job.deadline !== null && job.deadline !== undefined) rows.push(["deadline", when(job.deadline)]);
     if (job.dead_at !== null && job.dead_at !== undefined) rows.push(["died", when(job.dead_at)]);
