@@ -214,7 +214,7 @@ final class ClusterConnection implements RedisLink
      */
     public function scriptThen(string $name, array $keys, array $argv, array $commands): array
     {
-        return [$this->script($name, $keys, $argv), $this->commands($commands), false];
+        return [$this->script($name, $keys, $argv), $this->commands($commands, true), false];
     }
 
     /**
@@ -224,7 +224,7 @@ final class ClusterConnection implements RedisLink
      * lowers, SADD adds once, a second PUBLISH is a second hint, the rest
      * are reads.
      */
-    public function commands(array $commands): array
+    public function commands(array $commands, bool $hints = false): array
     {
         $byNode = [];
         foreach ($commands as $i => [, $args]) {
@@ -233,7 +233,12 @@ final class ClusterConnection implements RedisLink
         $replies = [];
         foreach ($byNode as $addr => $group) {
             try {
-                $got = $this->guard(fn (): array => $this->node($addr)->commands(array_values($group)));
+                $got = $this->guard(fn (): array => $this->node($addr)->commands(array_values($group), $hints));
+                foreach ($got as $reply) { // a hint's MOVED / ASK is followed as any command's
+                    if ($reply instanceof RedisErrorException && self::redirect($reply->getMessage()) !== null) {
+                        throw $reply;
+                    }
+                }
                 $replies += array_combine(array_keys($group), $got);
             } catch (RedisErrorException|ConnectionException $e) {
                 if (self::redirect($e->getMessage()) === null) {
@@ -241,7 +246,10 @@ final class ClusterConnection implements RedisLink
                 }
                 $this->slots = null;
                 foreach ($group as $i => $command) {
-                    [$replies[$i]] = $this->call($command[1][0], static fn (Connection $node): array => $node->commands([$command]));
+                    [$replies[$i]] = $this->call(
+                        $command[1][0],
+                        static fn (Connection $node): array => $node->commands([$command], $hints)
+                    );
                 }
             }
         }

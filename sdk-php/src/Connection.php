@@ -160,13 +160,14 @@ final class Connection implements RedisLink
      * SSCAN, ZCARD, LLEN).
      *
      * @param list<array{0: string, 1: list<string>}> $commands each command and its arguments
+     * @param bool $hints a refused command's reply is a RedisErrorException in the list, not thrown
      * @return list<mixed> the replies, in order
      * @throws ConnectionException
      * @throws RedisErrorException when Redis refused one of them
      */
-    public function commands(array $commands): array
+    public function commands(array $commands, bool $hints = false): array
     {
-        return $this->use(function (\Redis $redis) use ($commands): array {
+        return $this->use(function (\Redis $redis) use ($commands, $hints): array {
             $names = implode(', ', array_unique(array_column($commands, 0)));
             try {
                 if (self::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
@@ -179,10 +180,13 @@ final class Connection implements RedisLink
                 }
                 $replies = $redis->exec();
             } catch (\RedisException $e) {
-                if (str_starts_with($e->getMessage(), 'NOPERM')) {
-                    // phpredis raises an ACL refusal, mid-pipeline: a refusal
-                    // (the kind a caller may tolerate), on a connection that
-                    // may still hold unread replies, so it is not used again.
+                // A hint's refusal by Redis (its error code first: OOM,
+                // READONLY, ...; a lost connection's text is not one).
+                $refused = $hints && preg_match('/^[A-Z][A-Z_-]+ /', $e->getMessage()) === 1;
+                if ($refused || str_starts_with($e->getMessage(), 'NOPERM')) {
+                    // phpredis raises an ACL refusal (and OOM), mid-pipeline: a
+                    // refusal (the kind a caller may tolerate), on a connection
+                    // that may still hold unread replies, so it is not used again.
                     $this->drop();
                     throw new RedisErrorException("Redis error running {$names}: " . $this->scrub($e->getMessage()), 0, $e);
                 }
@@ -196,8 +200,9 @@ final class Connection implements RedisLink
             foreach ($replies as $i => $reply) {
                 // phpredis gives an error reply as false (no command here answers false)
                 if ($reply === false) {
-                    throw new RedisErrorException("Redis error running {$commands[$i][0]}: "
+                    $refused = new RedisErrorException("Redis error running {$commands[$i][0]}: "
                         . $this->scrub((string) ($redis->getLastError() ?? 'error reply')));
+                    $hints ? $replies[$i] = $refused : throw $refused;
                 }
             }
             return $replies;

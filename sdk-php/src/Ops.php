@@ -589,7 +589,8 @@ final class Ops
 
     /**
      * Whether the index write lowered the topic's time (ZADD LT CH answered
-     * 1): only then is the time published on the wake channel.
+     * 1): only then is the time published on the wake channel. Null (ZADD
+     * refused) did not.
      *
      * @param list<mixed> $replies
      * @throws ProtocolException
@@ -597,6 +598,9 @@ final class Ops
     public static function indexLowered(array $replies): bool
     {
         $zadd = $replies[0] ?? null;
+        if ($zadd === null) { // refused: a hint (TopicIndex::heard())
+            return false;
+        }
         if ($zadd !== 0 && $zadd !== 1) {
             throw new ProtocolException('unexpected reply from ZADD LT CH: ' . get_debug_type($zadd));
         }

@@ -211,9 +211,9 @@ trait Pushes
             // time would take two.
             $early = Ops::pushEstimate((int) $job[1][3], microtime(true));
             [$script, $keys, $argv] = Ops::push($this->keys, $job, $ifAbsent);
-            [$reply, $index, $resent] = $this->connection->scriptThen(
-                $script, $keys, $argv, Ops::indexWrite($this->keys, $topic, $early, true)
-            );
+            $write = Ops::indexWrite($this->keys, $topic, $early, true);
+            [$reply, $index, $resent] = $this->connection->scriptThen($script, $keys, $argv, $write);
+            $index = self::heard($write, $index); // a refused index write is not the push's error
             $due = PushReply::read($reply, $job[1][0], Scripts::PUSH);
             if ($due instanceof Taken) { // the early index entry is harmless: the server corrects it
                 throw new IdTakenException([$due], [null]);

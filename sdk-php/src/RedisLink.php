@@ -68,21 +68,24 @@ interface RedisLink
      * @param list<string> $keys
      * @param list<string> $argv
      * @param list<array{0: string, 1: list<string>}> $commands
-     * @return array{0: mixed, 1: list<mixed>, 2: bool} the script's reply, the commands' replies,
-     *                                                  whether the script was missing and all was sent again
+     * @return array{0: mixed, 1: list<mixed>, 2: bool} the script's reply, the commands' replies (a
+     *                                                  refused one as a RedisErrorException), whether
+     *                                                  the script was missing and all was sent again
      * @throws ConnectionException|RedisErrorException
      */
     public function scriptThen(string $name, array $keys, array $argv, array $commands): array;
 
     /**
      * Plain commands whose first argument is their key (or, for PUBLISH,
-     * the channel), replies in order.
+     * the channel), replies in order. With $hints (the per-topic layout's
+     * index write, {@see TopicIndex}) a command Redis refused answers a
+     * RedisErrorException in the list instead of throwing.
      *
      * @param list<array{0: string, 1: list<string>}> $commands
      * @return list<mixed>
      * @throws ConnectionException|RedisErrorException
      */
-    public function commands(array $commands): array;
+    public function commands(array $commands, bool $hints = false): array;
 
     /**
      * A blocking command (BRPOP, BLMOVE) whose last argument is the timeout.

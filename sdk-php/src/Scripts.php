@@ -279,9 +279,10 @@ final class Scripts
      * @param list<string> $keys
      * @param list<string> $argv
      * @param list<array{0: string, 1: list<string>}> $commands
-     * @return array{0: mixed, 1: list<mixed>, 2: bool} the script's reply, the commands' replies, sent again
+     * @return array{0: mixed, 1: list<mixed>, 2: bool} the script's reply, the commands' replies (a
+     *                                                  refused one as a RedisErrorException), sent again
      * @throws ConnectionException
-     * @throws RedisErrorException when Redis refused the script or a command
+     * @throws RedisErrorException when Redis refused the script
      * @throws ProtocolException
      */
     public static function runThen(\Redis $redis, string $name, array $keys, array $argv, array $commands): array
@@ -304,21 +305,30 @@ final class Scripts
                 throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$error}");
             }
             $results = array_values($results);
-            // phpredis gives an error reply as false (no reply here is nil);
-            // the last error is the script's when only it failed.
+            // phpredis gives an error reply as false (no reply here is nil),
+            // and only the last error's text: the script's when only it
+            // failed. A refused command too, and the script's may have been
+            // NOSCRIPT: it is loaded and all sent again (harmless: nothing ran).
             $error = $redis->getLastError();
-            if ($results[0] === false && !$resent && $error !== null && str_starts_with($error, 'NOSCRIPT')) {
+            $refused = \in_array(false, \array_slice($results, 1), true);
+            $lost = $error !== null && str_starts_with($error, 'NOSCRIPT');
+            if ($results[0] === false && !$resent && ($lost || $refused)) {
                 self::load($redis, $name);
                 $resent = true;
                 continue;
             }
-            foreach ($results as $i => $result) {
-                if ($result === false) {
-                    $what = $i === 0 ? "{$name}.lua" : $commands[$i - 1][0];
-                    throw new RedisErrorException("Redis error running {$what}: " . ($error ?? 'error reply'));
-                }
+            if ($results[0] === false) {
+                throw new RedisErrorException("Redis error running {$name}.lua: " . ($error ?? 'error reply'));
             }
-            return [$results[0], \array_slice($results, 1), $resent];
+            // The commands are the index write, a hint: a refusal is theirs to read.
+            $replies = array_map(
+                static fn (mixed $r, array $c): mixed => $r === false
+                    ? new RedisErrorException("Redis error running {$c[0]}: " . ($error ?? 'error reply'))
+                    : $r,
+                \array_slice($results, 1),
+                $commands
+            );
+            return [$results[0], $replies, $resent];
         }
     }
 

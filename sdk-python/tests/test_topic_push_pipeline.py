@@ -79,7 +79,8 @@ def test_an_estimate_later_than_the_due_time_is_written_again() -> None:
     d = Driven()
     due = f"{early_time(d.step) - 2:.3f}"  # this machine's clock 2 s ahead of Redis's
     step = d.answer([due.encode(), 0, 0])
-    assert step == _ops.Commands([("ZADD", P + "due", "LT", "CH", due, "mail"), ("SADD", P + "topics", "mail")])
+    index = [("ZADD", P + "due", "LT", "CH", due, "mail"), ("SADD", P + "topics", "mail")]
+    assert step == _ops.Commands(index, tolerate=True)  # a refused index write is not the push's error
     assert d.answer([1, 0]) == _ops.Commands([("PUBLISH", P + "wake", due)], tolerate=True)
     assert d.answer([1]) is None and d.result == float(due)
 

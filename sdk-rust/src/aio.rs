@@ -150,7 +150,7 @@ impl Delayer {
         let Some((note, write)) = note.and_then(|n| n.write(&self.names).map(|w| (n, w))) else {
             return Ok(());
         };
-        if IndexNote::lowered(&self.call(&write).await?) {
+        if note.lowered(&self.names, self.call(&write).await?) {
             self.wake(&note).await;
         }
         Ok(())
@@ -161,7 +161,9 @@ impl Delayer {
     /// pushes (the server finds the job within its timer_interval).
     async fn wake(&self, note: &IndexNote) {
         if let Some(wake) = note.wake(&self.names) {
-            let _ = self.call(&wake).await;
+            if let Ok(reply) = self.call(&wake).await {
+                IndexNote::woke(&self.names, reply);
+            }
         }
     }
 

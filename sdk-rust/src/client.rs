@@ -170,7 +170,7 @@ impl Delayer {
         let Some((note, write)) = note.and_then(|n| n.write(&self.names).map(|w| (n, w))) else {
             return Ok(());
         };
-        if IndexNote::lowered(&self.call(&write)?) {
+        if note.lowered(&self.names, self.call(&write)?) {
             self.wake(&note);
         }
         Ok(())
@@ -181,7 +181,9 @@ impl Delayer {
     /// pushes (the server finds the job within its timer_interval).
     fn wake(&self, note: &IndexNote) {
         if let Some(wake) = note.wake(&self.names) {
-            let _ = self.call(&wake);
+            if let Ok(reply) = self.call(&wake) {
+                IndexNote::woke(&self.names, reply);
+            }
         }
     }
 

@@ -170,7 +170,19 @@ impl ConnectionLike for Conn {
 /// commands not ignored, in order.
 #[derive(Clone, Default)]
 pub struct Batch {
-    cmds: Vec<(Cmd, bool)>,
+    cmds: Vec<(Cmd, Reply)>,
+}
+
+/// What a batch does with one command's reply.
+#[derive(Clone, Copy, PartialEq)]
+enum Reply {
+    /// Answered; an error fails the batch.
+    Wanted,
+    /// Not answered; an error fails the batch.
+    Ignored,
+    /// Answered, an error Redis replies included (as `Value::ServerError`):
+    /// only a lost connection fails the batch.
+    Hint,
 }
 
 impl Batch {
@@ -181,13 +193,21 @@ impl Batch {
 
     /// Adds `cmd`, its reply wanted.
     pub fn add(&mut self, cmd: Cmd) -> &mut Batch {
-        self.cmds.push((cmd, false));
+        self.cmds.push((cmd, Reply::Wanted));
         self
     }
 
     /// Adds `cmd`, its reply not wanted (errors still count).
     pub fn add_ignored(&mut self, cmd: Cmd) -> &mut Batch {
-        self.cmds.push((cmd, true));
+        self.cmds.push((cmd, Reply::Ignored));
+        self
+    }
+
+    /// Adds `cmd`, whose error reply is its reply (`Value::ServerError`)
+    /// and fails nothing: the per-topic layout's index writes, hints the
+    /// server repairs (`ops::index`).
+    pub fn add_hint(&mut self, cmd: Cmd) -> &mut Batch {
+        self.cmds.push((cmd, Reply::Hint));
         self
     }
 
@@ -196,20 +216,26 @@ impl Batch {
         self.cmds.is_empty()
     }
 
+    fn has_hints(&self) -> bool {
+        self.cmds.iter().any(|(_, r)| *r == Reply::Hint)
+    }
+
     /// The replies: a list of the wanted ones.
     pub fn send<C: ConnectionLike>(&self, conn: &mut C, cluster: bool) -> RedisResult<Value> {
         // Redis refuses an empty pipeline ("empty command"); nothing to ask.
         if self.is_empty() {
             return Ok(Value::Array(Vec::new()));
         }
+        if !cluster && self.has_hints() {
+            return self.settle(self.hinted_pipeline().query(conn)?);
+        }
         if !cluster {
             return self.pipeline().query(conn);
         }
         let mut replies = Vec::new();
-        for (cmd, ignored) in &self.cmds {
-            let reply: Value = cmd.query(conn)?;
-            if !ignored {
-                replies.push(reply);
+        for (cmd, reply) in &self.cmds {
+            if let Some(v) = keep(*reply, cmd.query(conn))? {
+                replies.push(v);
             }
         }
         Ok(Value::Array(replies))
@@ -225,14 +251,16 @@ impl Batch {
         if self.is_empty() {
             return Ok(Value::Array(Vec::new()));
         }
+        if !cluster && self.has_hints() {
+            return self.settle(self.hinted_pipeline().query_async(conn).await?);
+        }
         if !cluster {
             return self.pipeline().query_async(conn).await;
         }
         let mut replies = Vec::new();
-        for (cmd, ignored) in &self.cmds {
-            let reply: Value = cmd.query_async(conn).await?;
-            if !ignored {
-                replies.push(reply);
+        for (cmd, reply) in &self.cmds {
+            if let Some(v) = keep(*reply, cmd.query_async(conn).await)? {
+                replies.push(v);
             }
         }
         Ok(Value::Array(replies))
@@ -241,13 +269,37 @@ impl Batch {
     /// One node's pipeline of these commands.
     fn pipeline(&self) -> redis::Pipeline {
         let mut pipe = redis::pipe();
-        for (cmd, ignored) in &self.cmds {
+        for (cmd, reply) in &self.cmds {
             pipe.add_command(cmd.clone());
-            if *ignored {
+            if *reply == Reply::Ignored {
                 pipe.ignore();
             }
         }
         pipe
+    }
+
+    /// A pipeline that answers every command, errors included (read with
+    /// [`Batch::settle`]).
+    fn hinted_pipeline(&self) -> redis::Pipeline {
+        let mut pipe = redis::pipe();
+        self.cmds.iter().for_each(|(cmd, _)| {
+            pipe.add_command(cmd.clone());
+        });
+        pipe.ignore_errors();
+        pipe
+    }
+
+    /// A hinted pipeline's replies as [`Batch::send`] answers them: the
+    /// first error of a command not a hint fails the batch.
+    fn settle(&self, all: Value) -> RedisResult<Value> {
+        let Value::Array(all) = all else { return Ok(all) };
+        let mut replies = Vec::new();
+        for ((_, reply), value) in self.cmds.iter().zip(all) {
+            if let Some(v) = keep(*reply, Ok(value))? {
+                replies.push(v);
+            }
+        }
+        Ok(Value::Array(replies))
     }
 
     /// Each command's own reply or error, read as `T` (one node: a pipeline
@@ -261,7 +313,7 @@ impl Batch {
             let replies: Vec<RedisResult<Value>> = self.pipeline().ignore_errors().query(conn)?;
             return Ok(replies.into_iter().map(read).collect());
         }
-        Ok(self.cmds.iter().filter(|(_, ignored)| !ignored).map(|(cmd, _)| read(cmd.query(conn))).collect())
+        Ok(self.cmds.iter().filter(|(_, r)| *r != Reply::Ignored).map(|(cmd, _)| read(cmd.query(conn))).collect())
     }
 
     /// [`Batch::send`] on a [`Conn`], read as `T`.
@@ -269,6 +321,20 @@ impl Batch {
         let cluster = conn.is_cluster();
         Ok(redis::from_redis_value(self.send(conn, cluster)?)?)
     }
+}
+
+/// One command's outcome in a batch: its reply (`None`: not wanted), or the
+/// error that fails the batch. A hint's error Redis replied is its reply.
+fn keep(reply: Reply, got: RedisResult<Value>) -> RedisResult<Option<Value>> {
+    let got = match got {
+        Ok(Value::ServerError(e)) if reply != Reply::Hint => Err(e.into()),
+        Err(e) if reply == Reply::Hint => match e.clone().into_server_errors().as_deref() {
+            Some([(_, server)]) => Ok(Value::ServerError(server.clone())),
+            _ => Err(e),
+        },
+        got => got,
+    };
+    Ok(if reply == Reply::Ignored { got.map(|_| None)? } else { Some(got?) })
 }
 
 /// How long connecting (TCP, AUTH, SELECT) may take, unless told otherwise.

@@ -340,7 +340,8 @@ impl TopicMover {
             return "no topic can be found or moved while it is; ticks are retried".into();
         }
         if key == self.keys.topics() {
-            return "topics are found by the key-space rescan only".into();
+            return "the 10 s sweep of known topics is skipped; the 60 s rescan of the key space finds their pools"
+                .into();
         }
         let topic =
             key.strip_prefix(self.keys.prefix()).and_then(|k| k.strip_prefix('{')).and_then(|k| k.split_once("}:"));
@@ -365,12 +366,13 @@ impl TopicMover {
     fn passes_slice(&self, conn: &mut Conn) -> redis::RedisResult<()> {
         let mut passes = self.passes.lock().unwrap_or_else(|e| e.into_inner());
         if passes.sweep.due(SWEEP_EVERY) {
-            let (cursor, topics): (u64, Vec<String>) = redis::cmd("SSCAN")
+            let read = redis::cmd("SSCAN")
                 .arg(self.keys.topics())
                 .arg(passes.sweep.cursor)
                 .arg("COUNT")
                 .arg(SLICE)
-                .query(conn)?;
+                .query(conn);
+            let (cursor, topics): (u64, Vec<String>) = self.topics_of_wrong_type(conn, read)?;
             passes.sweep.cursor = cursor;
             self.index_heads(conn, &topics)?;
         }
@@ -394,12 +396,29 @@ impl TopicMover {
             let topics: Vec<&str> = pools.iter().filter_map(|k| self.keys.topic_of_pool(k)).collect();
             if !topics.is_empty() {
                 // Refused while Redis is out of memory: the next pass adds them.
-                out_of_memory_is_later(redis::cmd("SADD").arg(self.keys.topics()).arg(&topics).query::<()>(conn))?;
+                let added = redis::cmd("SADD").arg(self.keys.topics()).arg(&topics).query::<()>(conn);
+                self.topics_of_wrong_type(conn, out_of_memory_is_later(added))?;
                 let topics: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
                 self.index_heads(conn, &topics)?;
             }
         }
         Ok(())
+    }
+
+    /// `got` of a command on `<prefix>topics`, unless Redis said it holds
+    /// another type: then it is a bad key (logged once, naming it) and the
+    /// pass goes on without it (nothing from it): the rescan finds every
+    /// topic's pool in the key space all the same.
+    fn topics_of_wrong_type<T: Default>(&self, conn: &mut Conn, got: RedisResult<T>) -> RedisResult<T> {
+        match got {
+            Err(e) if e.code() == Some("WRONGTYPE") => {
+                let kind: String = redis::cmd("TYPE").arg(self.keys.topics()).query(conn)?;
+                let bad = BadKey { key: self.keys.topics(), kind, expected: "set".into() };
+                self.bad.met(&[bad], |bad| self.effect(bad));
+                Ok(T::default())
+            }
+            other => other,
+        }
     }
 
     /// The index entries' times, read into 1970..9999 (`delayer::numbers`),

@@ -132,6 +132,24 @@ fn every_call_runs_on_a_cluster_and_carries_on_after_a_master_dies() {
         assert_eq!(a.stats().await.expect("stats").topics.len(), 12);
     });
 
+    // The index is a hint: with `<prefix>due` of another type, pushes and a
+    // reserve answer their scripts' results (on a cluster the index write
+    // goes command by command, apart from the script).
+    let hint = TopicKeys::new("hint:");
+    let _: () = cluster.connection(cluster.master_for(&hint.due())).set(hint.due(), "x").expect("SET");
+    let hinted = d.clone().with_prefix("hint:");
+    hinted.push("t1", "h", Duration::ZERO).expect("push, the index key of another type");
+    let async_push = rt.block_on(async {
+        let a = delayer::aio::Delayer::from_conf(&path).expect("an async cluster client").with_prefix("hint:");
+        a.push_job(&Job::new("t1", "h2", Duration::from_secs(600))).await
+    });
+    assert!(async_push.is_ok(), "async push: {async_push:?}");
+    let mut node = cluster.connection(cluster.master_for(&hint.pool("t1")));
+    assert_eq!(node.zrem::<_, _, i64>(hint.pool("t1"), "h").expect("ZREM"), 1, "h waits in its pool");
+    let _: () = node.lpush(hint.ready("t1"), "h").expect("LPUSH");
+    let job = hinted.reserve("t1", Duration::from_secs(30)).expect("reserve").expect("h, reserved");
+    assert_eq!(job.id, "h");
+
     // A master dies: its replica takes over, and the same clients and
     // server carry on (a call cut by the failover may fail: retried).
     let victim =

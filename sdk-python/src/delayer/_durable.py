@@ -82,6 +82,13 @@ def queue(pipe: Any, step: Durable, loaded: Any) -> None:
     pipe.execute_command("WAIT", 1, step.timeout_ms)
 
 
+def tolerant(step: Durable) -> bool:
+    """Whether :func:`queue`'s pipeline is read with its error replies in
+    the list: a per-topic push, whose index write is a hint (the operation
+    raises its script's error itself, :func:`delayer._ops.heard` the rest)."""
+    return isinstance(step.step, _ops.Early)
+
+
 def calls_of(step: Durable) -> List[ScriptCall]:
     """The script calls of ``step``, in order."""
     if isinstance(step.step, _ops.Pipeline):
@@ -97,7 +104,7 @@ def cluster_parts(step: Durable) -> Optional[Tuple[Durable, "_ops.Commands"]]:
     replies]`` and the call's replica count, as :func:`split` would."""
     if not isinstance(step.step, _ops.Early):
         return None
-    return Durable(step.step.call, step.timeout_ms), _ops.Commands(step.step.commands)
+    return Durable(step.step.call, step.timeout_ms), _ops.Commands(step.step.commands, tolerate=True)
 
 
 def per_node(step: Durable, indexes: List[int]) -> Durable:

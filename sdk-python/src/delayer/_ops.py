@@ -9,14 +9,22 @@ and the asyncio client (:mod:`delayer.aio`) each drive them with a few lines
 of their own I/O, so the two cannot drift apart: checks, key names, loops
 (``bpop``, ``breserve``, dead-letter batches, pipelines), the per-topic
 layout's index write and reply parsing live here.
+
+The per-topic layout's index is a hint the server repairs (its sweep reads
+every topic's pool head within about 10 s): an index command Redis refuses
+(a key of another type, a full Redis, an ACL) does not fail the operation
+whose script ran. :func:`heard` is the one place that decides it, and warns
+once per key and command. A lost connection still raises, as before: whether
+the script ran is then unknown.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import Any, Dict, Generator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Dict, Generator, List, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar, Union
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from . import _calls, _replies, _waits, scripts
 from ._calls import Arg, ScriptCall
@@ -26,6 +34,8 @@ from .errors import ProtocolError
 from .models import DeadLetter, Message, ReservedMessage, Taken
 
 T = TypeVar("T")
+
+_log = logging.getLogger("delayer")
 
 
 class Pipeline(NamedTuple):
@@ -102,6 +112,7 @@ def index(keys: Keys, times: Dict[str, str], pushed: bool = False) -> Op[None]:
     answered it, or ``"0"``), add pushed topics to ``<prefix>topics``, and
     publish the time on ``<prefix>wake`` for each topic whose entry it lowered.
     Nothing in the classic layout, whose scripts do all of this themselves.
+    A command Redis refuses is :func:`heard`, never the operation's error.
     """
     if not keys.per_topic or not times:
         return
@@ -110,13 +121,53 @@ def index(keys: Keys, times: Dict[str, str], pushed: bool = False) -> Op[None]:
         commands.append(("ZADD", keys.due, "LT", "CH", time_text, topic))
         if pushed:
             commands.append(("SADD", keys.topics, topic))
-    replies = yield Commands(commands)
+    replies = yield Commands(commands, tolerate=True)
     step = 2 if pushed else 1
     if not isinstance(replies, (list, tuple)) or len(replies) != len(commands):
         raise ProtocolError(f"expected {len(commands)} replies to the index write, got {replies!r:.200}")
-    lowered = [t for t, reply in zip(times.values(), replies[::step]) if _replies.flag(reply, "ZADD")]
+    heard_ = [heard(c, r) for c, r in zip(commands, replies)]
+    lowered = [t for t, reply in zip(times.values(), heard_[::step]) if _lowered(reply)]
     if lowered:
-        yield Commands([("PUBLISH", keys.wake, t) for t in lowered], tolerate=True)
+        yield from _wake(keys, lowered)
+
+
+def _wake(keys: Keys, times: List[str]) -> Op[None]:
+    """Publish each of ``times`` on ``<prefix>wake``: only a wake-up, as
+    push.lua's pcall'd PUBLISH (an ACL user without the channel still
+    pushes; the server finds the job by its index all the same)."""
+    commands: List[Tuple[Arg, ...]] = [("PUBLISH", keys.wake, t) for t in times]
+    replies = yield Commands(commands, tolerate=True)
+    for command, reply in zip(commands, replies if isinstance(replies, (list, tuple)) else []):
+        heard(command, reply)
+
+
+def _lowered(zadd: object) -> bool:
+    """Whether ZADD LT CH (its reply, or None: refused) lowered the entry."""
+    return zadd is not None and _replies.flag(zadd, "ZADD")
+
+
+#: The (key, command) pairs already warned about: three keys per prefix.
+_warned: Set[Tuple[str, str]] = set()
+
+
+def heard(command: Sequence[Arg], reply: object) -> object:
+    """An index command's reply, or None when Redis refused it (an error
+    reply): then, once per key and command in this process, a warning
+    naming the key. The one place that decides a refused index write is not
+    the operation's error: its script ran, and the server's sweep repairs
+    the index."""
+    if not isinstance(reply, ResponseError):
+        return reply
+    seen = (_text(command[1]), _text(command[0]))
+    if seen not in _warned:
+        _warned.add(seen)
+        _log.warning("the index write %s %r failed (%s); the call went on, and the server's sweep repairs the "
+                     "index within about 10 s (further failures of it not logged)", seen[1], seen[0], reply)
+    return None
+
+
+def _text(arg: Arg) -> str:
+    return arg.decode("utf-8", "backslashreplace") if isinstance(arg, bytes) else str(arg)
 
 
 #: How much earlier than its due time (ms) a per-topic push's early index
@@ -156,14 +207,14 @@ def follow_up(early: str, answered: str, lowered: bool, resent: bool) -> Optiona
 
 
 def _early_replies(step: Early, replies: object) -> List[Any]:
-    """The replies of an :class:`Early` step, the first error reply raised."""
+    """The replies of an :class:`Early` step: the script's (an error reply
+    raised), then the index commands' (:func:`heard`)."""
     if not isinstance(replies, (list, tuple)) or len(replies) != 1 + len(step.commands):
         raise ProtocolError(f"expected {1 + len(step.commands)} replies to a push and its index write, "
                             f"got {replies!r:.200}")
-    for reply in replies:
-        if isinstance(reply, BaseException):
-            raise reply
-    return list(replies)
+    if isinstance(replies[0], BaseException):
+        raise replies[0]
+    return [replies[0], *(heard(c, r) for c, r in zip(step.commands, replies[1:]))]
 
 
 def push(
@@ -194,11 +245,11 @@ def push(
     script_reply, zadd = _early_replies(step, replies)[:2]
     due = _replies.push(call, script_reply)  # an id taken: IdTakenError, and no more index writes
     answered = _replies.time_text(script_reply)
-    then = follow_up(early, answered, _replies.flag(zadd, "ZADD"), resent)
+    then = follow_up(early, answered, _lowered(zadd), resent)
     if then == WRITE:
         yield from index(keys, {t: answered}, pushed=True)
-    elif then == WAKE:  # a wake-up only, as push.lua's pcall'd PUBLISH: errors tolerated
-        yield Commands([("PUBLISH", keys.wake, answered)], tolerate=True)
+    elif then == WAKE:
+        yield from _wake(keys, [answered])
     return due
 
 

@@ -83,7 +83,8 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         if isinstance(step, _durable.Durable):
             return await self._durable_cluster(step)
         if isinstance(step, _ops.Early):  # the call on its node, then the index write as any other
-            return [await self._do(step.call), *(await self._do_cluster(_ops.Commands(step.commands)))]
+            index = _ops.Commands(step.commands, tolerate=True)
+            return [await self._do(step.call), *(await self._do_cluster(index))]
         if isinstance(step, _ops.Commands):
             replies: List[Any] = [None] * len(step.commands)
             keyed = [k for k, c in enumerate(step.commands) if not _cluster.is_publish(c)]
@@ -146,7 +147,7 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         if isinstance(step, _durable.Durable):
             async with self._redis.pipeline(transaction=False) as pipe:
                 _durable.queue(pipe, step, self._scripts)
-                return _durable.split(step, await pipe.execute())
+                return _durable.split(step, await pipe.execute(raise_on_error=not _durable.tolerant(step)))
         if isinstance(step, _ops.Commands):
             async with self._redis.pipeline(transaction=False) as pipe:
                 for command in step.commands:

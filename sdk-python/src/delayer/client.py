@@ -93,7 +93,7 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         if isinstance(step, _durable.Durable):
             return self._durable_cluster(step)
         if isinstance(step, _ops.Early):  # the call on its node, then the index write as any other
-            return [self._do(step.call), *(self._do_cluster(_ops.Commands(step.commands)))]
+            return [self._do(step.call), *(self._do_cluster(_ops.Commands(step.commands, tolerate=True)))]
         if isinstance(step, _ops.Commands):
             replies: List[Any] = [None] * len(step.commands)
             keyed = [k for k, c in enumerate(step.commands) if not _cluster.is_publish(c)]
@@ -160,7 +160,7 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         if isinstance(step, _durable.Durable):
             with self._redis.pipeline(transaction=False) as pipe:
                 _durable.queue(pipe, step, self._scripts)
-                return _durable.split(step, pipe.execute())
+                return _durable.split(step, pipe.execute(raise_on_error=not _durable.tolerant(step)))
         if isinstance(step, _ops.Commands):
             with self._redis.pipeline(transaction=False) as pipe:
                 for command in step.commands:

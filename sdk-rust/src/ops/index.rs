@@ -3,11 +3,20 @@
 //! `<prefix>due` (and a pushed topic into `<prefix>topics`), and a time that
 //! lowered the index is published on the wake channel. The scripts cannot
 //! do it themselves: the index lives outside the topic's hash slot.
+//!
+//! The index is a hint the server repairs (its sweeps read every topic's
+//! pool head within about 10 s): an index command Redis refuses (a key of
+//! another type, a full Redis, an ACL) does not fail the call whose script
+//! ran. [`heard`] is the one place that decides it, and warns once per key
+//! and command. A lost connection still fails the call, as before: whether
+//! the script ran is then unknown.
 
 use super::Request;
 use crate::connection::Batch;
 use crate::keys::Names;
 use redis::Value;
+use std::collections::HashSet;
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What the index is told.
@@ -47,22 +56,42 @@ impl IndexNote {
     }
 
     /// `ZADD <prefix>due LT CH <time> <topic>` (and `SADD` for a push), in
-    /// one round trip; read its reply with [`IndexNote::lowered`].
+    /// one round trip; read its reply with [`IndexNote::read`].
     pub(crate) fn write(&self, names: &Names) -> Option<Request> {
         let mut batch = Batch::new();
         self.add_write(names, &mut batch)?;
         Some(Request::Batch(batch))
     }
 
-    /// Adds the index write to `batch` (its one reply: ZADD's); `None` in
-    /// the classic layout.
+    /// Adds the index write to `batch` as hints (ZADD's reply, then for a
+    /// push SADD's: [`IndexNote::replies`] of them); `None` in the classic
+    /// layout.
     pub(crate) fn add_write(&self, names: &Names, batch: &mut Batch) -> Option<()> {
         let index = names.index()?;
-        batch.add(redis::cmd("ZADD").arg(index.due()).arg("LT").arg("CH").arg(&self.time).arg(&self.topic).clone());
+        batch
+            .add_hint(redis::cmd("ZADD").arg(index.due()).arg("LT").arg("CH").arg(&self.time).arg(&self.topic).clone());
         if self.pushed {
-            batch.add_ignored(redis::cmd("SADD").arg(index.topics()).arg(&self.topic).clone());
+            batch.add_hint(redis::cmd("SADD").arg(index.topics()).arg(&self.topic).clone());
         }
         Some(())
+    }
+
+    /// How many replies [`IndexNote::add_write`] adds.
+    pub(crate) fn replies(&self) -> usize {
+        1 + usize::from(self.pushed)
+    }
+
+    /// Reads the index write's replies (ZADD's, then SADD's for a push):
+    /// whether it lowered (or added) the topic's entry. A refused command
+    /// is [`heard`]: warned, never the call's error.
+    pub(crate) fn read(&self, names: &Names, replies: impl IntoIterator<Item = Value>) -> bool {
+        let Some(index) = names.index() else { return false };
+        let mut replies = replies.into_iter();
+        let zadd = heard(&index.due(), "ZADD", replies.next().unwrap_or(Value::Nil));
+        if self.pushed {
+            heard(&index.topics(), "SADD", replies.next().unwrap_or(Value::Nil));
+        }
+        matches!(zadd, Some(Value::Int(n)) if n > 0)
     }
 
     /// Whether this note's time is later than `other`'s (a note for now is
@@ -75,18 +104,57 @@ impl IndexNote {
         }
     }
 
-    /// Whether the write lowered (or added) the topic's index entry.
-    pub(crate) fn lowered(reply: &Value) -> bool {
-        matches!(reply, Value::Array(items) if matches!(items.first(), Some(Value::Int(n)) if *n > 0))
+    /// [`IndexNote::read`] of a whole reply to [`IndexNote::write`].
+    pub(crate) fn lowered(&self, names: &Names, reply: Value) -> bool {
+        match reply {
+            Value::Array(items) => self.read(names, items),
+            other => self.read(names, [other]),
+        }
     }
 
-    /// `PUBLISH <prefix>wake <time>`, for a write that lowered the index.
+    /// `PUBLISH <prefix>wake <time>`, for a write that lowered the index;
+    /// read its reply with [`IndexNote::woke`].
     pub(crate) fn wake(&self, names: &Names) -> Option<Request> {
         let index = names.index()?;
         let mut batch = Batch::new();
-        batch.add_ignored(redis::cmd("PUBLISH").arg(index.wake()).arg(&self.time).clone());
+        batch.add_hint(redis::cmd("PUBLISH").arg(index.wake()).arg(&self.time).clone());
         Some(Request::Batch(batch))
     }
+
+    /// Reads the reply to [`IndexNote::wake`]: a refusal (an ACL user
+    /// without the channel) is [`heard`].
+    pub(crate) fn woke(names: &Names, reply: Value) {
+        if let (Some(index), Value::Array(mut items)) = (names.index(), reply) {
+            heard(&index.wake(), "PUBLISH", items.pop().unwrap_or(Value::Nil));
+        }
+    }
+}
+
+/// The (key, command) pairs already warned about: a bounded set (three
+/// keys per prefix), so a broken index costs one line, not one per call.
+static WARNED: Mutex<Option<HashSet<(String, &'static str)>>> = Mutex::new(None);
+
+/// An index command's reply, or `None` when Redis refused it: then, once
+/// per key and command in this process, a warning on stderr naming the key.
+/// The one place that decides a refused index write is not the call's
+/// error (the call's script ran; the server's sweep repairs the index).
+pub(crate) fn heard(key: &str, command: &'static str, reply: Value) -> Option<Value> {
+    let Value::ServerError(e) = reply else { return Some(reply) };
+    if let Some(line) = warning(key, command, &format!("{}: {}", e.code(), e.details().unwrap_or(""))) {
+        eprintln!("{line}");
+    }
+    None
+}
+
+/// The warning for a refused index command, the first time only.
+fn warning(key: &str, command: &'static str, error: &str) -> Option<String> {
+    let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
+    warned.get_or_insert_with(HashSet::new).insert((key.to_string(), command)).then(|| {
+        format!(
+            "delayer: warning: the index write {command} {key:?} failed ({error}); the call went on, and the \
+             server's sweep repairs the index within about 10 s (further failures of it not logged)"
+        )
+    })
 }
 
 /// Unix seconds with milliseconds, as the scripts write scores.
@@ -112,9 +180,20 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_index_command_is_warned_once_per_key_and_command() {
+        let line = warning("w:due", "ZADD", "WRONGTYPE").expect("the first time");
+        assert!(line.contains("\"w:due\"") && line.contains("WRONGTYPE") && line.contains("10 s"), "{line}");
+        assert_eq!(warning("w:due", "ZADD", "OOM"), None, "once");
+        assert!(warning("w:due", "PUBLISH", "NOPERM").is_some(), "per command");
+        assert!(warning("w:topics", "ZADD", "WRONGTYPE").is_some(), "per key");
+    }
+
+    #[test]
     fn lowered_reads_zadd_ch() {
-        assert!(IndexNote::lowered(&Value::Array(vec![Value::Int(1)])));
-        assert!(!IndexNote::lowered(&Value::Array(vec![Value::Int(0)])));
-        assert!(!IndexNote::lowered(&Value::Nil));
+        let names = Names::new("d:", Layout::Topic);
+        let note = IndexNote::new(&names, "t", None, false).expect("a note");
+        assert!(note.lowered(&names, Value::Array(vec![Value::Int(1)])));
+        assert!(!note.lowered(&names, Value::Array(vec![Value::Int(0)])));
+        assert!(!note.lowered(&names, Value::Nil));
     }
 }

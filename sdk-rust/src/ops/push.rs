@@ -143,9 +143,9 @@ impl PushCall {
             let due = parse_push(job, reply)?;
             return Ok((due, IndexFollowUp::Write(IndexNote::new(names, &job.topic, Some(due), true))));
         };
-        let mut replies = array(reply, 2, "{push.lua, ZADD}")?.into_iter();
+        let mut replies = array(reply, 1 + early.replies(), "{push.lua, ZADD, SADD}")?.into_iter();
         let script = replies.next().unwrap_or(Value::Nil);
-        let lowered = replies.next().is_some_and(|zadd| IndexNote::lowered(&Value::Array(vec![zadd])));
+        let lowered = early.read(names, replies);
         let due = parse_push(job, script)?;
         let follow = match IndexNote::new(names, &job.topic, Some(due), true) {
             Some(answered) if early.is_later_than(&answered) => IndexFollowUp::Write(Some(answered)),
@@ -331,8 +331,9 @@ mod tests {
         let mut call = push(&names, &job).expect("a push");
         call.early = IndexNote::new(&names, "mail", Some(SystemTime::now() + job.delay + skew - CLOCK_MARGIN), true);
         let due = SystemTime::now() + job.delay;
-        let (got, follow) =
-            call.read(&names, &job, Value::Array(vec![answered(due), Value::Int(lowered)])).expect("read");
+        let (got, follow) = call
+            .read(&names, &job, Value::Array(vec![answered(due), Value::Int(lowered), Value::Int(0)]))
+            .expect("read");
         assert!(got <= due && due.duration_since(got).expect("order") < Duration::from_millis(2));
         follow
     }
