@@ -12,6 +12,7 @@ use Delayer\Exception\InvalidArgumentException;
 use Delayer\Message;
 use Delayer\ReservedMessage;
 use Delayer\ScheduledMessage;
+use Delayer\Validator;
 
 /**
  * The at-least-once mode: retry settings on push, reserve / bReserve, ack,
@@ -427,7 +428,7 @@ final class ReliableTest extends RedisTestCase
         self::assertSame(['b'], $ids($client->deadLetters('d', 1, 1)));
         self::assertSame(['b', 'a'], $ids($client->deadLetters('d', 1, 1000)));
         self::assertSame([], $client->deadLetters('d', 3));
-        self::assertSame([], $client->deadLetters('d', PHP_INT_MAX, 1000));
+        self::assertSame([], $client->deadLetters('d', Validator::MAX_POSITION, 1000));
         self::assertSame([], $client->deadLetters('other'));
 
         self::assertTrue($client->remove('b'));
