@@ -252,7 +252,7 @@ fn start(value: &str) -> Result<usize, String> {
 fn delay(value: &str) -> Result<std::time::Duration, String> {
     let parsed = match value.trim().parse::<f64>() {
         Ok(secs) if secs.is_finite() && secs >= 0.0 && secs <= delayer::validate::MAX_DELAY.as_secs_f64() => {
-            Ok(std::time::Duration::from_secs_f64(secs))
+            std::time::Duration::try_from_secs_f64(secs).map_err(|_| "a delay from 0 to 10 years".to_string())
         }
         Ok(_) => Err("a delay from 0 to 10 years".to_string()),
         Err(_) => humantime::parse_duration(value.trim())

@@ -108,7 +108,7 @@ impl Limiter {
         bucket.limited += 1;
         let due = bucket.refusals.add(now, REPORT_EVERY);
         report(key, bucket, due, "");
-        Err(Duration::from_secs_f64(((1.0 - bucket.left) * REFILL.as_secs_f64()).ceil().max(1.0)))
+        Err(Duration::from_secs(((1.0 - bucket.left) * REFILL.as_secs_f64()).ceil().max(1.0) as u64))
     }
 
     /// `client` presented wrong credentials (`what`: "a sign-in", "a bearer

@@ -150,7 +150,7 @@ pub async fn watch(State(api): State<Arc<Api>>, req: Request, next: Next) -> Res
     let wrote = req.method() != Method::GET && req.method() != Method::HEAD;
     let limit = if blocking(&route) {
         // A backstop only: the handler's own bound comes first.
-        Duration::from_secs_f64(crate::http::jobs::MAX_WAIT_SECS) + api.redis_timeout * 2
+        Duration::from_secs(crate::http::jobs::MAX_WAIT_SECS as u64) + api.redis_timeout * 2
     } else {
         api.redis_timeout
     };
