@@ -19,6 +19,7 @@
 //! `delayer webhook` (`webhook`) is a consumer run from the same binary: it
 //! delivers jobs over HTTP.
 
+mod activity;
 mod badkeys;
 mod cli;
 mod commands;
