@@ -53,6 +53,11 @@ CONFORMANCE_LAYOUT=topic .venv/bin/pytest -q conformance/test_conformance_matrix
 section "HTTP API and dashboard: the real server, headless Chromium"
 .venv/bin/pytest -q -p no:cacheprovider server/tests/http
 
+section "Alerts and Grafana: promtool checks and tests the rules; both name only metrics a live server exports"
+promtool check rules deploy/prometheus/alerts.yml
+promtool test rules deploy/prometheus/alerts_test.yml
+.venv/bin/pytest -q -p no:cacheprovider deploy/tests/test_grafana.py
+
 section "Packaging (tools/check-packaging.sh), with the Python SDK's tests against the wheel"
 tools/check-packaging.sh   # crates, wheel and sdist, composer package: built and installed
 section

@@ -101,6 +101,7 @@ pub async fn serve(addr: SocketAddr, limits: crate::http::settings::Limits) -> R
     for name in [REDIS_ERRORS, RECONNECTS, OOM, ORPHANS, MALFORMED] {
         counter!(name).increment(0);
     }
+    gauge!(BAD_KEYS).set(0.0);
     describe_gauge!(BUILD, "Always 1; the labels say which build runs.");
     gauge!(BUILD, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     Ok(())
