@@ -228,3 +228,26 @@ def test_outcomes_ready_age_and_every_named_metric_are_exported(live: Live) -> N
     assert live.sdk.ack(reserve(live, "sdk")) is True
     wait_for(lambda s: sample(s, "delayer_jobs_acked_total", "sdk") == 4, "the acked count after a reset",
              live.metrics_port)
+
+
+def test_odd_outcome_keys_and_due_fields_skip_the_count_and_are_named(live: Live) -> None:
+    """A wrong-typed outcomes hash costs its counts only (the scripts skip
+    the count; the ack and the bury still end their jobs); a due field that
+    is no time leaves the age unknown. The server names each key in its log."""
+    key = live.outcomes_key("odd")
+    live.rds.set(key, "not a hash")
+    try:
+        live.sdk.push("odd", "o-1", 0)
+        live.sdk.push("odd", "o-2", 0)
+        assert live.sdk.ack(reserve(live, "odd")) is True
+        assert live.sdk.bury(reserve(live, "odd")) is True
+        assert live.rds.get(key) == b"not a hash"
+        live.sdk.push("odd", "o-3", 0)
+        assert harness.wait_until(lambda: live.rds.llen(PREFIX + ("{odd}:ready" if live.layout == "topic"
+                                                                   else "ready_queue:odd")) == 1)
+        live.rds.hset(live.bucket("odd", "o-3"), "due", "abc")
+        named = lambda: key in live.server.log.read_text() and live.bucket("odd", "o-3") in live.server.log.read_text()
+        assert harness.wait_until(named, deadline=20), harness.tail(live.server.log)
+        assert "panicked" not in live.server.log.read_text()
+    finally:
+        live.rds.delete(key)
