@@ -212,7 +212,8 @@ final class ReliableTest extends RedisTestCase
         self::assertNotFalse($this->redis->zScore('delayer:reserved', 'x'));
         self::assertTrue($client->ack('x', $x->receipt));
         self::assertTrue($client->ack('y'), 'no receipt: whichever reservation is current');
-        self::assertEqualsCanonicalizing(['delayer:receipt_seq', 'delayer:topics'], $this->redis->keys('*'), 'only the receipt counter and the topics moved are left');
+        self::assertEqualsCanonicalizing(['delayer:receipt_seq', 'delayer:topics', 'delayer:outcomes'], $this->redis->keys('*'), 'only the receipt counter, the topics moved and the outcome counts are left');
+        self::assertSame(['acked:t' => '2'], $this->redis->hGetAll('delayer:outcomes'), 'each ack counted once, a refused one not');
     }
 
     public function testAStaleReservationCannotEndTheNextOne(): void
