@@ -404,6 +404,10 @@ def counter(value: str) -> Callable[[Case], None]:
         if case.spec.kind == "scheduled_count":
             case.rds.hset(case.key, case.victim, value)
             case.undo.append(lambda: case.rds.hdel(case.key, case.victim))
+        elif case.spec.kind == "outcomes":
+            field = f"acked:{case.victim}"  # the next ack's HINCRBY meets it
+            case.rds.hset(case.key, field, value)
+            case.undo.append(lambda: case.rds.hdel(case.key, field))
         else:
             before = case.rds.get(case.key)
             case.rds.set(case.key, value)
@@ -442,7 +446,7 @@ def attacks() -> List[Attack]:
                 out += [Attack(spec, f"score={v}", score(v)) for v in SCORES]
             elif spec.type in ("list", "set"):
                 out += [Attack(spec, f"entry={w}", entry(w)) for w in ("not_utf8", "huge", "no_job")]
-            elif spec.type == "string" or spec.kind == "scheduled_count":
+            elif spec.type == "string" or spec.kind in ("scheduled_count", "outcomes"):
                 out += [Attack(spec, f"value={v or 'empty'}", counter(v)) for v in NOT_NUMBERS[:3]]
             elif spec.type == "hash":
                 numeric = itertools.count()
