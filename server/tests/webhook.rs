@@ -386,6 +386,11 @@ fn an_error_answer_retries_and_the_last_one_makes_a_dead_letter_with_the_status(
 
     assert!(wait_until(DEADLINE, || dead(&redis, "down") == ["d"]), "{}", hook.output());
     assert_eq!(receiver.on("/down?token=t0k3n").len(), 3, "max_attempts 3");
+    // Counted in Redis per topic and outcome, as every consumer's ends are.
+    let outcomes: HashMap<String, String> = redis.connection().hgetall("delayer:outcomes").expect("HGETALL");
+    let counted = |f: &str| outcomes.get(f).map(String::as_str);
+    assert_eq!((counted("released:flaky"), counted("acked:flaky")), (Some("1"), Some("1")), "{outcomes:?}");
+    assert_eq!((counted("released:down"), counted("dead_lettered:down")), (Some("2"), Some("1")), "{outcomes:?}");
     let job = bucket(&redis, "d");
     assert_eq!(job.get("dead_reason").map(String::as_str), Some("max_attempts"), "{job:?}");
     assert_eq!(job.get("last_error").map(String::as_str), Some("HTTP 500 Internal Server Error"), "{job:?}");
