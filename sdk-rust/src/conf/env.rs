@@ -3,7 +3,11 @@
 //! `DELAYER_REDIS_<KEY>` (`DELAYER_HTTP_ADDR`, `DELAYER_REDIS_PASSWORD`);
 //! with `_FILE` appended the value is read from the file named
 //! (`DELAYER_REDIS_PASSWORD_FILE`, for secrets mounted as files), its
-//! trailing newlines dropped. Setting both is an error.
+//! trailing newlines dropped. Setting both is an error. The address is one
+//! setting made of two forms: a `DELAYER_REDIS_URL` replaces the file's
+//! `host`/`port`/`database`, and any of those from the environment replaces
+//! the file's `url` (else a file written for one form could not be pointed
+//! elsewhere by the other).
 //!
 //! The values are laid over the parsed file ([`ConfFile::set`]) before
 //! anything is checked, so one parsing path checks file and environment
@@ -112,7 +116,29 @@ pub fn overlay(
         known.push(var);
         known.push(file_var);
     }
+    replace_address(file);
     Ok(misspelt(vars.iter().map(|(name, _)| name.as_str()), &known))
+}
+
+/// The keys of the address's two forms.
+const URL_FORM: &[&str] = &["url"];
+const HOST_FORM: &[&str] = &["host", "port", "database"];
+
+/// Drops the file's form of the address when the environment gave the
+/// other one.
+fn replace_address(file: &mut ConfFile) {
+    let from_env = |file: &ConfFile, keys: &[&str]| {
+        keys.iter().any(|k| matches!(file.source("redis", k), Some(Source::Env(_) | Source::EnvFile(..))))
+    };
+    for (given, other) in [(URL_FORM, HOST_FORM), (HOST_FORM, URL_FORM)] {
+        if from_env(file, given) {
+            for key in other {
+                if file.source("redis", key) == Some(Source::File) {
+                    file.unset("redis", key);
+                }
+            }
+        }
+    }
 }
 
 /// The value in the file at `path`, its trailing newlines dropped; why
