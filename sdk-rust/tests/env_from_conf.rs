@@ -25,7 +25,8 @@ fn from_conf_takes_the_port_and_password_file_from_the_environment() {
         redis::cmd("ZSCORE").arg("env-rs:job_pool").arg("from-env").query(&mut conn).expect("ZSCORE");
     assert!(score.is_some());
     std::env::set_var("DELAYER_REDIS_PASSWORD", "also");
-    let e = Delayer::from_conf(&path).err().expect("both refused").to_string();
+    let Err(e) = Delayer::from_conf(&path) else { panic!("both DELAYER_REDIS_PASSWORD and its _FILE were taken") };
+    let e = e.to_string();
     assert!(e.contains("DELAYER_REDIS_PASSWORD is set too") && !e.contains(password), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
