@@ -8,7 +8,7 @@
 //! as the other.
 
 use crate::cli::{self, Command, DeadCommand, ListState};
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::fatal::Fatal;
 use crate::inspect;
 use crate::jobview;
@@ -44,7 +44,13 @@ impl Target {
                 cli::URL_ENV
             )));
         }
-        let config = Config::load(&config::locate(configuration)?)?;
+        let config = Config::load(configuration)?;
+        // A command's output is its answer: the notes go to stderr.
+        config
+            .notes
+            .iter()
+            .filter(|(level, _)| *level <= log::Level::Warn)
+            .for_each(|(_, note)| eprintln!("warning: {note}"));
         Ok(Target { redis: config.redis, names: Names::new(&config.key_prefix, config.layout) })
     }
 
@@ -109,6 +115,7 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
         }
         // Not an operator command: main runs it (webhook::run), with -c only.
         Command::Webhook => return Err(Fatal::usage("delayer webhook is not run against a --url")),
+        Command::Config { .. } => return Err(Fatal::usage("delayer config is not run against a --url")),
         Command::Job { topic, id, json } => {
             let job = target.client()?.job_raw(&topic, &id.0).map_err(|e| target.sdk_failed(e))?;
             if json {

@@ -25,6 +25,7 @@ mod commands;
 mod config;
 mod credentials;
 mod daemon;
+mod effective;
 mod eviction;
 mod fatal;
 mod goflags;
@@ -63,6 +64,10 @@ fn main() -> ExitCode {
             "delayer webhook reads -c FILE ([redis], key_prefix and its [webhook.<topic>] sections), not --url or --prefix",
         )),
         Some(cli::Command::Webhook) => webhook::run(cli.configuration.as_deref()),
+        Some(cli::Command::Config { .. }) if cli.url.is_some() || cli.prefix.is_some() => {
+            Err(Fatal::usage("delayer config shows what -c FILE and the DELAYER_* variables make, not --url"))
+        }
+        Some(cli::Command::Config { json }) => effective::run(cli.configuration.as_deref(), json),
         Some(command) => {
             commands::Target::resolve(cli.url.as_deref(), cli.prefix.as_deref(), cli.configuration.as_deref())
                 .and_then(|target| commands::run(&target, command))
