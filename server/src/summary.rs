@@ -85,7 +85,10 @@ pub fn topic_batch(topic: &str, reply: &MoveReply) {
     record(reply);
     let late_ms = late_ms(reply);
     let (moved, rounded) = (reply.taken, late_ms.round() as u64);
-    debug!(topic = topic, moved = moved, late_ms = rounded; "moved {moved} [{topic}={moved}] oldest_late_ms={late_ms:.0}");
+    debug!(
+        topic = topic, moved = moved, late_ms = rounded;
+        "moved {moved} [{topic}={moved}] oldest_late_ms={late_ms:.0}"
+    );
 }
 
 /// Counts one batch that took ids (moved, orphans), for the next summary.

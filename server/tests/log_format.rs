@@ -145,7 +145,9 @@ fn the_moved_line_is_a_periodic_summary_at_info() {
 fn an_unknown_log_format_is_refused_at_start() {
     let dir = temp_dir("log-format");
     let conf = dir.join("delayer.conf");
-    fs::write(&conf, "[delayer]\nlog_format = xml\n\n[redis]\nhost = 127.0.0.1\nport = 1\n\n[webhook.t]\nurl = http://127.0.0.1:1/\nsecret = s-0123456789\n").expect("conf");
+    let text = "[delayer]\nlog_format = xml\n\n[redis]\nhost = 127.0.0.1\nport = 1\n\n\
+                [webhook.t]\nurl = http://127.0.0.1:1/\nsecret = s-0123456789\n";
+    fs::write(&conf, text).expect("conf");
     for args in [&["-c"][..], &["webhook", "-c"][..]] {
         let out = Command::new(BIN).args(args).arg(&conf).stdin(Stdio::null()).output().expect("run");
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -172,6 +174,10 @@ fn panics_and_the_webhook_write_json_lines() {
     assert!(panic["location"].as_str().is_some_and(|l| l.starts_with("server/src/")), "{panic}");
     assert!(panic["msg"].as_str().is_some_and(|m| m.contains("DELAYER_TEST_PANIC=tick")), "{panic}");
 
+    // A server to move the job, and the webhook, whose delivery fails
+    // (nothing listens on port 1): its line carries the job's fields.
+    let _mover = DelayerProcess::start(BIN, &conf);
+    Delayer::open(&redis.url()).expect("client").push("t", "w\"1", Duration::ZERO).expect("push");
     let dir = temp_dir("webhook-json");
     let conf = format!("{conf}\n[webhook.t]\nurl = http://127.0.0.1:1/\nsecret = s-0123456789\n");
     fs::write(dir.join("delayer.conf"), conf).expect("conf");
@@ -183,13 +189,16 @@ fn panics_and_the_webhook_write_json_lines() {
         .stderr(fs::File::create(dir.join("err.log")).expect("err.log"))
         .spawn()
         .expect("delayer webhook");
-    let started = wait_until(DEADLINE, || read(&dir.join("out.log")).contains("starting"));
+    let failed = wait_until(DEADLINE, || read(&dir.join("err.log")).contains("failed after"));
     let _ = Command::new("kill").arg(hook.id().to_string()).status();
     let exited = testkit::wait_child(&mut hook, DEADLINE);
-    assert!(started, "{}{}", read(&dir.join("out.log")), read(&dir.join("err.log")));
+    assert!(failed, "{}{}", read(&dir.join("out.log")), read(&dir.join("err.log")));
     assert!(exited.is_some_and(|s| s.success()), "{exited:?}");
     let lines = json_lines(&read(&dir.join("out.log")), "webhook stdout");
-    json_lines(&read(&dir.join("err.log")), "webhook stderr");
     assert!(lines.iter().any(|v| v["msg"].as_str().is_some_and(|m| m.starts_with("delayer webhook "))), "{lines:?}");
+    let errors = json_lines(&read(&dir.join("err.log")), "webhook stderr");
+    let failure = errors.iter().find(|v| v["level"] == "warn" && v["id"].is_string()).expect("a delivery's line");
+    assert_eq!((failure["topic"].as_str(), failure["id"].as_str()), (Some("t"), Some("w\"1")), "{failure}");
+    assert!(failure["attempt"].is_u64() && failure["ms"].is_u64(), "{failure}");
     let _ = fs::remove_dir_all(&dir);
 }
