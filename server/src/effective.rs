@@ -21,6 +21,7 @@ const DEFAULTS: &[(&str, &str, &str)] = &[
     ("delayer", "key_prefix", delayer::keys::DEFAULT_PREFIX),
     ("delayer", "layout", "classic"),
     ("delayer", "log_level", "info"),
+    ("delayer", "log_format", "text"),
     ("delayer", "http_allow_remote", "no"),
     ("delayer", "http_session_lifetime", "43200"),
     ("delayer", "http_max_connections", "512"),

@@ -6,16 +6,19 @@
 //! 1.x's spellings of its flags (`goflags`), the configuration file
 //! (`config`), failures and their exit codes (`fatal`), starting and
 //! stopping the server (`server`) and the signals it obeys (`signals`),
-//! detaching (`daemon`), logging (`logging`) and panics (`panics`), the pid
-//! file (`pidfile`), refused credentials (`credentials`), the Lua scripts
+//! detaching (`daemon`), logging (`logging`, the line's shape
+//! `logformat`) and panics (`panics`), the pid file (`pidfile`), refused credentials (`credentials`), the Lua scripts
 //! (`scripts`), one tick of moving (`mover`, and `topic_mover` with its
-//! rounds of calls, `waves`, for the per-topic layout), the timer around it
+//! rounds of calls, `waves`, for the per-topic layout; what both moved is
+//! summed up every minute by `summary`), the timer around it
 //! (`timer`) and what wakes it (`wake`), metrics (`telemetry`), and the
 //! operator commands (`commands`) with their read-only views (`inspect`),
 //! and the HTTP API with its dashboard (`http`). What Redis holds is input:
 //! odd numbers are logged once per key (`oddities`), keys of the wrong type
 //! are named and watched until fixed (`badkeys`), a Redis out of memory
-//! (`memory`) or one that may evict jobs (`eviction`) is said once.
+//! (`memory`) or one that may evict jobs (`eviction`) is said once. The
+//! probes (`readiness`) say whether the process serves and whether it does
+//! its job.
 //! `delayer webhook` (`webhook`) is a consumer run from the same binary: it
 //! delivers jobs over HTTP.
 
@@ -32,6 +35,7 @@ mod goflags;
 mod http;
 mod inspect;
 mod jobview;
+mod logformat;
 mod logging;
 mod memory;
 mod migrate;
@@ -40,9 +44,11 @@ mod oddities;
 mod other_layout;
 mod panics;
 mod pidfile;
+mod readiness;
 mod scripts;
 mod server;
 mod signals;
+mod summary;
 mod telemetry;
 mod timer;
 mod topic_mover;
