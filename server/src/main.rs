@@ -17,9 +17,14 @@
 //! are named and watched until fixed (`badkeys`), a Redis out of memory
 //! (`memory`) or one that may evict jobs (`eviction`) is said once.
 //! `delayer webhook` (`webhook`) is a consumer run from the same binary: it
-//! delivers jobs over HTTP.
+//! delivers jobs over HTTP. The commands write through `output`, which a
+//! reader hanging up cannot turn into a panic.
+
+// Standard output goes through `output` (a closed pipe must not panic).
+#![deny(clippy::print_stdout)]
 
 mod badkeys;
+mod body;
 mod cli;
 mod commands;
 mod config;
@@ -37,6 +42,7 @@ mod migrate;
 mod mover;
 mod oddities;
 mod other_layout;
+mod output;
 mod panics;
 mod pidfile;
 mod scripts;
@@ -85,9 +91,9 @@ fn report(fatal: &Fatal) -> ExitCode {
     if log::log_enabled!(log::Level::Error) {
         log::error!("{fatal}");
     } else if fatal.kind == fatal::Kind::Usage {
-        eprintln!("error: {fatal}\n\nFor more information, try '--help'.");
+        output::error(format_args!("error: {fatal}\n\nFor more information, try '--help'."));
     } else {
-        eprintln!("delayer: {fatal}");
+        output::error(format_args!("delayer: {fatal}"));
     }
     ExitCode::from(fatal.code())
 }
