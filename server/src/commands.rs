@@ -16,6 +16,7 @@ use crate::inspect;
 use crate::jobview;
 use crate::migrate;
 use crate::output;
+use crate::{other_layout, other_prefix};
 use delayer::conf::RedisSettings;
 use delayer::connection::Conn;
 use delayer::inspect::JobState;
@@ -85,13 +86,20 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
             let mut conn = target.connect()?;
             let topics = target.client()?.stats().map_err(|e| target.sdk_failed(e))?;
             let stats = inspect::stats(&mut conn, &target.names, &topics).map_err(|e| target.failed(e))?;
+            let (layout, prefix) = (target.names.layout(), target.names.prefix());
+            let mut finder = other_prefix::Finder::new(prefix);
+            let elsewhere = other_layout::look(&mut conn, layout, prefix, &mut finder, other_prefix::Budget::COMMAND)
+                .map_err(|e| target.failed(e))?;
             if json {
                 let mut v = stats.to_json();
                 v["topics"] = jobview::topics_json(&topics);
+                v["elsewhere"] = elsewhere.json(layout, prefix);
+                v["elsewhere_searched_all"] = finder.scanned_all.into();
                 output::line(v)?;
             } else {
                 output::print(&stats.to_text())?;
                 output::print(&jobview::topics_text(&topics))?;
+                output::print(&other_layout::text(&elsewhere, layout, prefix, finder.scanned_all))?;
             }
         }
         Command::Peek { topic, count, json } => {

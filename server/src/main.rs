@@ -42,6 +42,7 @@ mod migrate;
 mod mover;
 mod oddities;
 mod other_layout;
+mod other_prefix;
 mod output;
 mod panics;
 mod pidfile;
