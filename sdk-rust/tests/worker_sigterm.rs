@@ -10,7 +10,7 @@ use delayer::{Delayer, Job};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use testkit::{temp_dir, wait_child, wait_until, RedisServer, DEADLINE};
+use testkit::{move_due_classic, temp_dir, wait_child, wait_until, RedisServer, DEADLINE};
 
 /// The worker process: handles topic "t", each job writing `<id>.started`,
 /// waiting for `<id>.go`, then writing `<id>.done`; `stopping` once it
@@ -44,21 +44,6 @@ fn sigterm_worker_process() {
     worker.run().expect("the worker ended cleanly");
 }
 
-/// What the server does: moves the due jobs to their ready queues.
-fn move_due(redis: &RedisServer) {
-    let _: redis::Value = redis::Script::new(include_str!("../../lua/move.lua"))
-        .key("delayer:job_pool")
-        .key("delayer:malformed")
-        .key("delayer:scheduled_count")
-        .key("delayer:topics")
-        .key("delayer:reserved")
-        .arg("delayer:job_bucket:")
-        .arg("delayer:ready_queue:")
-        .arg(1000)
-        .invoke(&mut redis.connection())
-        .expect("move");
-}
-
 fn exists(dir: &Path, name: &str) -> bool {
     dir.join(name).exists()
 }
@@ -76,14 +61,14 @@ fn a_sync_worker_finishes_its_job_and_exits_0_on_sigterm() {
         .spawn()
         .expect("start the worker");
     d.push_job(&Job::new("t", "first", Duration::ZERO)).expect("push");
-    move_due(&redis);
+    move_due_classic(&mut redis.connection());
     assert!(wait_until(DEADLINE, || exists(&dir, "first.started")), "the handler never started");
 
     let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
     assert!(killed.success());
     // A job that comes due after the signal is left for another worker.
     d.push_job(&Job::new("t", "second", Duration::ZERO)).expect("push");
-    move_due(&redis);
+    move_due_classic(&mut redis.connection());
     assert!(wait_until(DEADLINE, || exists(&dir, "stopping")), "the worker never heard SIGTERM");
     std::fs::write(dir.join("first.go"), b"").expect("go");
 

@@ -7,7 +7,7 @@ use delayer::{Delayer, Job, Layout};
 use redis::Commands;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use testkit::{server_conf, temp_dir, wait_child, RedisServer};
+use testkit::{move_due_classic, server_conf, temp_dir, wait_child, RedisServer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
 
@@ -30,8 +30,6 @@ fn now() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs_f64()
 }
 
-const MOVE: &str = include_str!("../../lua/move.lua");
-
 /// Jobs in every state on topic "t": scheduled a (body "hello"), ready r,
 /// reserved v, dead d (each with its id as body).
 fn every_state(redis: &RedisServer) -> Delayer {
@@ -40,18 +38,7 @@ fn every_state(redis: &RedisServer) -> Delayer {
     for id in ["d", "v", "r"] {
         d.push_job(&Job::new("t", id, Duration::ZERO).body(id)).expect("push");
     }
-    // What the server does: move.lua moves the due jobs, first due first out.
-    let _: redis::Value = redis::Script::new(MOVE)
-        .key("delayer:job_pool")
-        .key("delayer:malformed")
-        .key("delayer:scheduled_count")
-        .key("delayer:topics")
-        .key("delayer:reserved")
-        .arg("delayer:job_bucket:")
-        .arg("delayer:ready_queue:")
-        .arg(1000)
-        .invoke(&mut redis.connection())
-        .expect("move");
+    move_due_classic(&mut redis.connection());
     let first = d.reserve("t", Duration::from_secs(60)).expect("reserve").expect("job");
     assert_eq!(first.id, "d");
     d.bury(&first).expect("bury");
