@@ -1,5 +1,7 @@
-//! The operator commands: `delayer stats`, `peek`, `job`, `list`, `remove`,
-//! `reschedule` and `dead list|requeue|purge`.
+//! The operator commands: `delayer stats`, `peek`, `job`, `list`, `push`,
+//! `remove`, `reschedule` and `dead list|requeue|purge`. They print through
+//! `output` (a reader that hangs up ends nothing badly), and say refused
+//! credentials as the server does (`credentials`).
 //!
 //! They reach Redis through `--url` (or `DELAYER_URL`), so an operator needs
 //! no configuration file, or through the server's delayer.conf. Arguments

@@ -12,10 +12,13 @@
 //! rounds of calls, `waves`, for the per-topic layout), the timer around it
 //! (`timer`) and what wakes it (`wake`), metrics (`telemetry`), and the
 //! operator commands (`commands`) with their read-only views (`inspect`),
-//! and the HTTP API with its dashboard (`http`). What Redis holds is input:
-//! odd numbers are logged once per key (`oddities`), keys of the wrong type
-//! are named and watched until fixed (`badkeys`), a Redis out of memory
-//! (`memory`) or one that may evict jobs (`eviction`) is said once.
+//! job bodies (`body`) and standard output (`output`), and the HTTP API with
+//! its dashboard (`http`). What Redis holds is input: odd numbers are logged
+//! once per key (`oddities`), keys of the wrong type are named and watched
+//! until fixed (`badkeys`), a Redis out of memory (`memory`) or one that may
+//! evict jobs (`eviction`) is said once, and jobs waiting in the other
+//! layout (`other_layout`) or under a prefix nobody serves (`other_prefix`)
+//! are said when found.
 //! `delayer webhook` (`webhook`) is a consumer run from the same binary: it
 //! delivers jobs over HTTP. The commands write through `output`, which a
 //! reader hanging up cannot turn into a panic.
