@@ -43,7 +43,7 @@ pub struct Budget {
 
 impl Budget {
     /// A running server's look, once a minute.
-    pub const SERVER: Budget = Budget { calls: 10, time: Duration::from_millis(50) };
+    pub const SERVER: Budget = Budget { calls: 10, time: Duration::from_millis(20) };
     /// `delayer stats`: a person waits for it.
     pub const COMMAND: Budget = Budget { calls: 200, time: Duration::from_secs(1) };
 }
