@@ -154,6 +154,13 @@ pub enum Command {
     /// Deliver the jobs of the topics in the file's [webhook.<topic>] sections as signed HTTP POSTs, until
     /// SIGTERM or SIGINT (reads -c FILE, not --url).
     Webhook,
+    /// Print the effective configuration (-c FILE or the default places, then DELAYER_* variables), each
+    /// value with its source (default, file, env), secrets masked.
+    Config {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Move every job (waiting, ready, reserved, dead) to the other key layout, job by job, while clients
     /// and servers keep running; jobs another command must first end are counted and left (run it again).
     Migrate {

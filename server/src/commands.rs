@@ -11,7 +11,7 @@
 
 use crate::body;
 use crate::cli::{self, Command, DeadCommand, ListState};
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::credentials;
 use crate::fatal::Fatal;
 use crate::inspect;
@@ -59,7 +59,13 @@ impl Target {
                 cli::URL_ENV
             )));
         }
-        let config = Config::load(&config::locate(configuration)?)?;
+        let config = Config::load(configuration)?;
+        // A command's output is its answer: the notes go to stderr.
+        config
+            .notes
+            .iter()
+            .filter(|(level, _)| *level <= log::Level::Warn)
+            .for_each(|(_, note)| output::error(format_args!("warning: {note}")));
         let names = Names::new(&config.key_prefix, config.layout);
         Ok(Target { redis: config.redis, names, source: Source::File(config.path) })
     }
@@ -132,6 +138,7 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
         }
         // Not an operator command: main runs it (webhook::run), with -c only.
         Command::Webhook => return Err(Fatal::usage("delayer webhook is not run against a --url")),
+        Command::Config { .. } => return Err(Fatal::usage("delayer config is not run against a --url")),
         Command::Job { topic, id, body: with_body, json } => {
             let job = target.client()?.job_raw(&topic, &id.0).map_err(|e| target.sdk_failed(e))?;
             let fetched = match job.body_size {

@@ -30,11 +30,11 @@ const KEYS: &str = "[redis] password and username (or the user:password of [redi
 /// What to change, for credentials from `source`.
 pub fn advice(source: &Source) -> String {
     match source {
-        Source::File(path) => format!("check {KEYS} (file {})", path.display()),
+        Source::File(path) if path.is_file() => format!("check {KEYS} (file {})", path.display()),
         Source::Url(given_by) => {
             format!("check the user:password in the URL of {given_by} (redis://user:password@host:port/db)")
         }
-        Source::Settings => format!("check {KEYS}"),
+        Source::File(_) | Source::Settings => format!("check {KEYS}"),
     }
 }
 
