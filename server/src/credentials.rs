@@ -25,7 +25,7 @@ pub enum Source<'a> {
 
 /// The keys that hold credentials, in the file and in the environment.
 const KEYS: &str = "[redis] password and username (or the user:password of [redis] url), or the environment's \
-                    DELAYER_REDIS_PASSWORD, DELAYER_REDIS_USERNAME, DELAYER_REDIS_URL";
+                    DELAYER_REDIS_PASSWORD (or DELAYER_REDIS_PASSWORD_FILE), DELAYER_REDIS_USERNAME, DELAYER_REDIS_URL";
 
 /// What to change, for credentials from `source`.
 pub fn advice(source: &Source) -> String {
