@@ -83,7 +83,7 @@ pub fn run(explicit: Option<&Path>, json: bool) -> Result<(), Fatal> {
             .iter()
             .map(|s| serde_json::json!({"section": s.section, "key": s.key, "value": s.value, "source": s.source}))
             .collect();
-        return emit(&format!("{}\n", serde_json::json!({ "file": from, "settings": list })));
+        return crate::output::print(&format!("{}\n", serde_json::json!({ "file": from, "settings": list })));
     }
     let mut out = format!("; the effective configuration: {}\n", from.as_deref().unwrap_or(config::NO_FILE));
     let mut section = "";
@@ -94,16 +94,7 @@ pub fn run(explicit: Option<&Path>, json: bool) -> Result<(), Fatal> {
         }
         out.push_str(&format!("{} = {}  ; {}\n", s.key, s.value, s.source));
     }
-    emit(&out)
-}
-
-/// Writes `text` to stdout; a reader that went away (`| head`) is no error.
-fn emit(text: &str) -> Result<(), Fatal> {
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Fatal::failed(format!("cannot write: {e}"))),
-        _ => Ok(()),
-    }
+    crate::output::print(&out)
 }
 
 /// Every key of `[delayer]` and `[redis]`, then the keys written in each

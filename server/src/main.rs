@@ -13,16 +13,23 @@
 //! summed up every minute by `summary`), the timer around it
 //! (`timer`) and what wakes it (`wake`), metrics (`telemetry`), and the
 //! operator commands (`commands`) with their read-only views (`inspect`),
-//! and the HTTP API with its dashboard (`http`). What Redis holds is input:
-//! odd numbers are logged once per key (`oddities`), keys of the wrong type
-//! are named and watched until fixed (`badkeys`), a Redis out of memory
-//! (`memory`) or one that may evict jobs (`eviction`) is said once. The
-//! probes (`readiness`) say whether the process serves and whether it does
-//! its job.
+//! job bodies (`body`) and standard output (`output`), and the HTTP API with
+//! its dashboard (`http`). What Redis holds is input: odd numbers are logged
+//! once per key (`oddities`), keys of the wrong type are named and watched
+//! until fixed (`badkeys`), a Redis out of memory (`memory`) or one that may
+//! evict jobs (`eviction`) is said once, and jobs waiting in the other
+//! layout (`other_layout`) or under a prefix nobody serves (`other_prefix`)
+//! are said when found. The probes (`readiness`) say whether the process
+//! serves and whether it does its job.
 //! `delayer webhook` (`webhook`) is a consumer run from the same binary: it
-//! delivers jobs over HTTP.
+//! delivers jobs over HTTP. The commands write through `output`, which a
+//! reader hanging up cannot turn into a panic.
+
+// Standard output goes through `output` (a closed pipe must not panic).
+#![deny(clippy::print_stdout)]
 
 mod badkeys;
+mod body;
 mod cli;
 mod commands;
 mod config;
@@ -42,6 +49,8 @@ mod migrate;
 mod mover;
 mod oddities;
 mod other_layout;
+mod other_prefix;
+mod output;
 mod panics;
 mod pidfile;
 mod readiness;
@@ -96,9 +105,9 @@ fn report(fatal: &Fatal) -> ExitCode {
     if log::log_enabled!(log::Level::Error) {
         log::error!("{fatal}");
     } else if fatal.kind == fatal::Kind::Usage {
-        eprintln!("error: {fatal}\n\nFor more information, try '--help'.");
+        output::error(format_args!("error: {fatal}\n\nFor more information, try '--help'."));
     } else {
-        eprintln!("delayer: {fatal}");
+        output::error(format_args!("delayer: {fatal}"));
     }
     ExitCode::from(fatal.code())
 }

@@ -102,7 +102,8 @@ impl TickError {
 impl std::fmt::Display for TickError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.is_refused_credentials() {
-            f.write_str("redis refused our credentials (check [redis] username and password): ")?;
+            let advice = crate::credentials::advice(&crate::credentials::Source::Settings);
+            write!(f, "redis refused our credentials ({advice}): ")?;
         }
         match self {
             TickError::Connect(e) => write!(f, "cannot connect: {e}"),

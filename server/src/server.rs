@@ -66,10 +66,9 @@ pub fn probe_target(target: &Target, config: &Config, daemon: bool) -> Result<()
     let redis = config.redis.describe();
     match answer {
         Ok(()) => Ok(()),
-        Err(e) if credentials::refused(&e) => Err(Fatal::failed(format!(
-            "redis at {redis} refused our credentials: {e}; check [redis] username and password in {}",
-            config.path.display()
-        ))),
+        Err(e) if credentials::refused(&e) => {
+            Err(Fatal::failed(credentials::refused_message(&redis, &e, &credentials::Source::File(&config.path))))
+        }
         // Not an outage: no wait will make it work.
         Err(e) if e.kind() == redis::ErrorKind::InvalidClientConfig => {
             Err(Fatal::config(format!("{}: [redis]: {e}", config.path.display())))
