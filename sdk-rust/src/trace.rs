@@ -9,8 +9,14 @@
 //! written it. A value that is not a traceparent by
 //! [`crate::validate::traceparent`]'s rule is treated as absent, never an
 //! error (the job is still handed out), and said once per process on stderr.
+//! With the `opentelemetry` feature, [`otel`] makes the producer's span the
+//! parent of the consumer's.
 
+use crate::worker::Delivery;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+#[cfg(feature = "opentelemetry")]
+pub mod otel;
 
 /// Whether a malformed traceparent was already said.
 static WARNED: AtomicBool = AtomicBool::new(false);
@@ -34,6 +40,71 @@ pub(crate) fn from_redis(id: &str, value: Vec<u8>) -> Option<String> {
         );
     }
     None
+}
+
+/// push.lua's traceparent argument for a job: the one given (checked; ""
+/// is none), else with the `opentelemetry` feature the current span's, else "".
+pub(crate) fn outgoing(given: Option<&str>) -> crate::Result<String> {
+    match given {
+        Some("") => Ok(String::new()),
+        Some(t) => crate::validate::traceparent(t).map(|()| t.to_string()),
+        #[cfg(feature = "opentelemetry")]
+        None => Ok(otel::current().unwrap_or_default()),
+        #[cfg(not(feature = "opentelemetry"))]
+        None => Ok(String::new()),
+    }
+}
+
+/// Runs a blocking handler for `delivery`: in its consumer span with the
+/// `opentelemetry` feature ([`otel`]), else as it is.
+pub(crate) fn run_in_span(delivery: &Delivery, run: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    #[cfg(feature = "opentelemetry")]
+    {
+        let cx = otel::consumer(delivery);
+        let outcome = {
+            let _current = cx.clone().attach();
+            run()
+        };
+        otel::finish(&cx, &outcome);
+        outcome
+    }
+    #[cfg(not(feature = "opentelemetry"))]
+    {
+        let _ = delivery;
+        run()
+    }
+}
+
+/// An async handler's run for `delivery`, as [`run_in_span`]: `start`
+/// makes the handler's future (within the span too, for the work a handler
+/// does before its first await).
+#[cfg(feature = "aio")]
+pub(crate) fn future_in_span<F>(
+    delivery: &Delivery,
+    start: impl FnOnce() -> F,
+) -> impl std::future::Future<Output = Result<(), String>> + Send + 'static
+where
+    F: std::future::Future<Output = Result<(), String>> + Send + 'static,
+{
+    #[cfg(feature = "opentelemetry")]
+    {
+        use opentelemetry::context::FutureExt;
+        let cx = otel::consumer(delivery);
+        let run = {
+            let _current = cx.clone().attach();
+            start()
+        };
+        async move {
+            let outcome = run.with_context(cx.clone()).await;
+            otel::finish(&cx, &outcome);
+            outcome
+        }
+    }
+    #[cfg(not(feature = "opentelemetry"))]
+    {
+        let _ = delivery;
+        start()
+    }
 }
 
 #[cfg(test)]

@@ -44,10 +44,7 @@ pub(crate) fn validate_job(names: &Names, job: &Job) -> Result<PushArgs> {
         }
         None => Default::default(),
     };
-    let traceparent = job.traceparent.clone().unwrap_or_default();
-    if !traceparent.is_empty() {
-        validate::traceparent(&traceparent)?;
-    }
+    let traceparent = crate::trace::outgoing(job.traceparent.as_deref())?;
     Ok(PushArgs([delay, lifetime, max_attempts.unwrap_or_default(), kind, base, cap], traceparent))
 }
 
