@@ -11,8 +11,8 @@ mod worker_kit;
 
 use delayer::{Delayer, Job};
 use opentelemetry::trace::{
-    Span, SpanBuilder, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState,
-    Tracer, TracerProvider,
+    Span, SpanBuilder, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer,
+    TracerProvider,
 };
 use opentelemetry::{global, Context, InstrumentationScope, KeyValue};
 use std::borrow::Cow;
@@ -66,9 +66,9 @@ impl Tracer for RecordingTracer {
     type Span = Recording;
     fn build_with_context(&self, builder: SpanBuilder, parent_cx: &Context) -> Recording {
         let parent = parent_cx.has_active_span().then(|| parent_cx.span().span_context().clone());
-        let trace = parent.as_ref().map_or(TraceId::from(0xfeed_u128 << 64 | IDS.load(Ordering::Relaxed) as u128), |p| {
-            p.trace_id()
-        });
+        let trace = parent
+            .as_ref()
+            .map_or(TraceId::from(0xfeed_u128 << 64 | IDS.load(Ordering::Relaxed) as u128), |p| p.trace_id());
         let span = SpanId::from(IDS.fetch_add(1, Ordering::Relaxed));
         let context = SpanContext::new(trace, span, TraceFlags::SAMPLED, false, TraceState::default());
         let name = builder.name.into_owned();
