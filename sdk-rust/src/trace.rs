@@ -11,6 +11,21 @@
 //! error (the job is still handed out), and said once per process on stderr.
 //! With the `opentelemetry` feature, [`otel`] makes the producer's span the
 //! parent of the consumer's.
+//!
+//! ```no_run
+//! use delayer::{Delayer, Job};
+//! use std::time::Duration;
+//!
+//! # fn main() -> delayer::Result<()> {
+//! let delayer = Delayer::open("redis://127.0.0.1:6379/0")?;
+//! let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+//! delayer.push_job(&Job::new("email", "order:42", Duration::from_secs(30)).traceparent(tp))?;
+//! if let Some(job) = delayer.bpop("email", Duration::from_secs(60))? {
+//!     assert_eq!(job.traceparent.as_deref(), Some(tp));
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 use crate::worker::Delivery;
 use std::sync::atomic::{AtomicBool, Ordering};
