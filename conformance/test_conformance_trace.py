@@ -72,3 +72,12 @@ def test_a_delayer_1x_job_has_none(drivers: Any, y: str) -> None:
     ok(drivers, "raw1x", {"op": "push", "topic": topic, "id": "old", "delay_ms": 0, "body_b64": "aGk="})
     job = consume(drivers, y, topic, "pop")
     assert (job["id"], job["traceparent"]) == ("old", None)
+
+
+@pytest.mark.skipif(LAYOUT == "topic", reason="Delayer 1.x reads the classic layout only")
+@pytest.mark.parametrize("x", SDKS)
+def test_a_delayer_1x_consumer_reads_a_job_pushed_with_one(drivers: Any, x: str) -> None:
+    topic = f"trace-{_SESSION}-{x}-raw1x"
+    ok(drivers, x, {"op": "push", "topic": topic, "id": "new", "delay_ms": 0, "body_b64": "aGk=", "traceparent": TP})
+    job = consume(drivers, "raw1x", topic, "pop")
+    assert (job["id"], job["topic"], job["body_b64"]) == ("new", topic, "aGk="), "the extra field costs 1.x nothing"
