@@ -24,8 +24,11 @@ from typing import Any, Dict, Iterator, Optional
 from .errors import InvalidArgument
 
 try:  # the optional extra: delayer[opentelemetry]
-    from opentelemetry import trace as _otel_trace
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+    # (ignored for type checks where the extra is not installed)
+    from opentelemetry import trace as _otel_trace  # type: ignore[import-not-found, unused-ignore]
+    from opentelemetry.trace.propagation.tracecontext import (  # type: ignore[import-not-found, unused-ignore]
+        TraceContextTextMapPropagator,
+    )
 
     _PROPAGATOR: Optional[TraceContextTextMapPropagator] = TraceContextTextMapPropagator()
 except ImportError:  # pragma: no cover - exercised by the tests without the extra
