@@ -9,7 +9,7 @@
 //! written it. A value that is not a traceparent by
 //! [`crate::validate::traceparent`]'s rule is treated as absent, never an
 //! error (the job is still handed out), and said once per process on stderr.
-//! With the `opentelemetry` feature, [`otel`] makes the producer's span the
+//! With the `opentelemetry` feature, `delayer::trace::otel` makes the producer's span the
 //! parent of the consumer's.
 //!
 //! ```no_run
@@ -71,7 +71,7 @@ pub(crate) fn outgoing(given: Option<&str>) -> crate::Result<String> {
 }
 
 /// Runs a blocking handler for `delivery`: in its consumer span with the
-/// `opentelemetry` feature ([`otel`]), else as it is.
+/// `opentelemetry` feature (`otel`), else as it is.
 pub(crate) fn run_in_span(delivery: &Delivery, run: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
     #[cfg(feature = "opentelemetry")]
     {
