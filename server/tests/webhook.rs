@@ -22,6 +22,7 @@ use testkit::{free_port, server_conf, temp_dir, wait_until, DelayerProcess, Redi
 
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
 const SECRET: &str = "whsec-7Hq2-do-not-log";
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 // ---- the receiver --------------------------------------------------------
 
@@ -304,14 +305,15 @@ fn signed_by(request: &Request, secret: &str) -> bool {
 // ---- the tests -----------------------------------------------------------
 
 #[test]
-fn jobs_are_delivered_signed_and_acked() {
+fn jobs_are_delivered_signed_and_acked_with_their_trace_context() {
     let redis = RedisServer::start();
     let receiver = Receiver::start(|_, _| Answer::Status(204));
     let text = conf(&redis, &section("close order", &receiver.url("/hooks/close"), "concurrency = 2"));
     let _server = DelayerProcess::start(BIN, &text);
     let hook = Webhook::start(&text);
     let d = Delayer::open(&redis.url()).expect("client");
-    d.push_job(&job("close order", "order 42", "{\"order\":42,\"name\":\"é\"}".as_bytes(), 3)).expect("push");
+    let traced = job("close order", "order 42", "{\"order\":42,\"name\":\"é\"}".as_bytes(), 3).traceparent(TRACEPARENT);
+    d.push_job(&traced).expect("push");
     d.push_job(&job("close order", "bin", &[0xff, 0x00, 0x01], 3)).expect("push");
 
     assert!(wait_until(DEADLINE, || gone(&redis, "order 42") && gone(&redis, "bin")), "{}", hook.output());
@@ -323,6 +325,9 @@ fn jobs_are_delivered_signed_and_acked() {
         let sent: u64 = request.header("x-delayer-timestamp").parse().expect("Unix seconds");
         assert!(sent.abs_diff(now_secs()) < 300, "timestamp {sent}");
         assert_eq!(request.header("content-type"), "application/json");
+        // The trace context pushed with the job, as the W3C header; none without.
+        let traced = request.json()["id"] == "order 42";
+        assert_eq!(request.headers.get("traceparent").map(String::as_str), traced.then_some(TRACEPARENT));
     }
     let by_id: HashMap<String, serde_json::Value> =
         requests.iter().map(|r| (r.json()["id"].as_str().unwrap_or("").to_string(), r.json())).collect();

@@ -125,7 +125,7 @@ fn worker(hook: Hook, delayer: delayer::aio::Delayer, sender: Sender, grace: Dur
                     return Err(Failure::Stopping);
                 }
                 panics::test_trigger("webhook");
-                sender.deliver(&hook, task.id_bytes(), &task.body, task.attempts).await
+                sender.deliver(&hook, task.id_bytes(), &task.body, task.attempts, task.traceparent.as_deref()).await
             }
         })
 }
