@@ -721,7 +721,7 @@ fn b64_encode(data: &[u8]) -> String {
 
 fn b64_decode(text: &str) -> Result<Vec<u8>, String> {
     let s = text.as_bytes();
-    if s.len() % 4 != 0 {
+    if !s.len().is_multiple_of(4) {
         return Err("length is not a multiple of 4".into());
     }
     let val = |c: u8| -> Result<u32, String> {
