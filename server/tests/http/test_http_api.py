@@ -183,7 +183,8 @@ def test_a_reserved_jobs_life_over_http(server: HttpServer) -> None:
     info = ok(server, "GET", f"{jobs}/{job}")
     assert (info["state"], info["dead_reason"], info["last_error"]) == ("dead", "buried", "E: no")
     dead = ok(server, "GET", f"/v1/topics/{topic}/dead")
-    assert [(d["id"], d["body"], d["reason"]) for d in dead["dead"]] == [(job, "work", "buried")]
+    shown = [(d["id"], d["body"], d["reason"], d["last_error"]) for d in dead["dead"]]
+    assert shown == [(job, "work", "buried", "E: no")]
     assert dead["next"] is None
     assert "say which" in error(server, "POST", f"/v1/topics/{topic}/dead/requeue", {})["message"]
     assert ok(server, "POST", f"/v1/topics/{topic}/dead/requeue", {"ids": [job]})["requeued"] == 1
