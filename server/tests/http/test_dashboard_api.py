@@ -5,6 +5,7 @@ through Redis (bounded, checked when read)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
 import uuid
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 import harness
-from conftest import PREFIX, HttpServer, request
+from conftest import PREFIX, REPO, TOKEN, HttpServer, request
 
 
 def ok(server: HttpServer, path: str) -> Any:
@@ -138,3 +139,18 @@ def test_the_history_is_kept_in_redis_for_every_server(server: HttpServer, redis
         second.stop()
     # Samples of 1 or 10 seconds, no other.
     assert request(server.base, "GET", "/v1/history?seconds=60&step=5")[0] == 400
+
+
+def test_the_demo_data_fills_every_state(server: HttpServer) -> None:
+    """tools/demo-data.py (the screenshots' data set) runs against a real
+    server and leaves jobs in every state, dead ones saying why."""
+    spec = importlib.util.spec_from_file_location("demo_data", REPO / "tools" / "demo-data.py")
+    assert spec is not None and spec.loader is not None
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    counts = demo.fill(demo.Api(server.base, TOKEN), seed=1)
+    assert counts["orders.close"] == 140 and counts["webhooks.retry"] == 240
+    topics = {t["topic"]: t for t in ok(server, "/v1/stats")["topics"]}
+    assert topics["reviews.auto"]["reserved"] == 4 and topics["sms.remind"]["dead"] >= 7
+    dead = ok(server, "/v1/topics/sms.remind/dead")["dead"]
+    assert all(d["last_error"] for d in dead) and all(json.loads(d["body"])["to"] for d in dead)
