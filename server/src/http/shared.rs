@@ -165,17 +165,20 @@ impl Sharer {
             .arg(MOST_SAMPLES + 1)
             .query(conn)?;
         let mut read = BTreeMap::new();
-        let mut unreadable = 0;
+        let mut junk = Vec::new();
         for (member, score) in members {
             match sample(&member) {
                 Some((t, numbers)) if t as f64 == score => {
                     read.insert(t, numbers);
                 }
-                _ => unreadable += 1,
+                _ => junk.push(member),
             }
         }
-        if unreadable > 0 && self.read_from == 0 {
-            log::warn!("history: {unreadable} member(s) of {} are not samples; skipped", self.key);
+        if !junk.is_empty() {
+            // Not a sample (not history.lua's JSON, or a score that is not
+            // its start, such as inf): nothing reads it, so it goes.
+            let _: u64 = redis::cmd("ZREM").arg(&self.key).arg(&junk).query(conn)?;
+            log::warn!("history: dropped {} member(s) of {} that are not samples", junk.len(), self.key);
         }
         let mut copy = copy();
         copy.samples.retain(|t, _| *t < from && *t + KEPT_SECONDS >= now);
