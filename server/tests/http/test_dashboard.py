@@ -142,6 +142,18 @@ def test_overview_counts_and_the_chart(server: HttpServer, chromium: WebDriver) 
         summary = d.find_element(By.ID, "chart-summary").text
         return "moved in the last 1 h" in summary and int(summary.split()[0]) >= 120
     wait(chromium, an_hour, "the hour's moves, every 10 s, from Redis")
+    # The ready tab, 50 a page by the API's cursor, to the end.
+    go(chromium, server, f"#/topics/{topic}/ready")
+    seen: List[str] = []
+    for page in (50, 50, 20):
+        wait(chromium, lambda d: len(rows(d)) == page and not set(rows(d)) & set(seen), f"a page of {page}")
+        seen += rows(chromium)
+        if page == 50:
+            click(chromium, (By.ID, "page-next"), "Next")
+    assert sorted(seen) == sorted(f"m{i}" for i in range(120)), "each ready job once"
+    assert "cursor=100" in chromium.current_url and not chromium.find_element(By.ID, "page-next").is_displayed()
+    click(chromium, (By.ID, "page-prev"), "Previous")
+    wait(chromium, lambda d: d.current_url.endswith("cursor=50") and len(rows(d)) == 50, "the page before")
 
 
 def test_a_job_page_shows_the_body_as_text_and_acts(server: HttpServer, chromium: WebDriver) -> None:
@@ -267,7 +279,8 @@ def test_a_read_only_session_sees_no_buttons_and_400px_fits(server: HttpServer, 
         for hash_ in ["#/", f"#/topics/{topic}/dead", f"#/topics/{topic}/scheduled", f"#/jobs/{topic}/{'w' * 120}"]:
             go(chromium, server, hash_)
             wait(chromium, lambda d: d.find_element(By.ID, "status").text != "", hash_)
-            wait(chromium, lambda d: d.execute_script("return document.querySelectorAll('#list tbody tr, #job dt, #topics tbody tr').length") > 0, hash_)
+            drawn = "return document.querySelectorAll('#list tbody tr, #job dt, #topics tbody tr').length"
+            wait(chromium, lambda d: d.execute_script(drawn) > 0, hash_)
             scroll, inner = chromium.execute_script(width)
             assert scroll <= inner, f"{hash_}: the page scrolls sideways ({scroll} > {inner})"
         # Every action in reach: shown, inside the window.
@@ -291,7 +304,8 @@ def test_a_read_only_session_sees_no_buttons_and_400px_fits(server: HttpServer, 
     assert shown == [], shown
     refused = chromium.execute_async_script(
         "const done = arguments[arguments.length - 1];"
-        "api('POST', '/v1/topics/' + arguments[0] + '/dead/purge', {all: true}).then(() => done('done'), (e) => done(e.message));",
+        "api('POST', '/v1/topics/' + arguments[0] + '/dead/purge', {all: true})"
+        ".then(() => done('done'), (e) => done(e.message));",
         topic)
     assert refused != "done", refused
     assert api(server, "GET", f"/v1/topics/{topic}/dead")["total"] == 2

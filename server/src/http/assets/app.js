@@ -72,7 +72,9 @@ async function refreshOverview() {
     const r = perTopic[t.topic];
     row.append(cell("moved, last minute", r ? r.moved_last_minute : 0, "num"));
     row.append(cell("lateness, last minute", r ? r.lateness_max_ms + " ms" : "", "num"));
-    row.addEventListener("click", (e) => { if (e.target.tagName !== "A") window.location.hash = "#/topics/" + seg + "/scheduled"; });
+    row.addEventListener("click", (e) => {
+      if (e.target.tagName !== "A") window.location.hash = "#/topics/" + seg + "/scheduled";
+    });
     body.append(row);
   }
   $("topics-note").textContent = stats.topics.length ? "" : "No topics yet: push a job.";
@@ -128,8 +130,7 @@ function jobActions(topicSeg, job) {
   const box = $("job-actions");
   const state = job.state;
   if (state === "dead") {
-    box.append(button("Requeue", "requeue", () => deadAction(topicSeg, "requeue", idsOf(job), "Requeue " + idText(job) + "?")),
-      button("Purge", "danger purge", () => deadAction(topicSeg, "purge", idsOf(job), "Purge " + idText(job) + " for good?")));
+    box.append(...deadButtons(topicSeg, job));
   }
   if (state === "scheduled") {
     const delay = el("input", null, "delay");
@@ -165,10 +166,14 @@ function runNow(topicSeg, job) {
 }
 function reschedule(topicSeg, job, value) {
   const seconds = Number(value);
-  if (value === "" || !Number.isFinite(seconds) || seconds < 0) { say("Give the delay in seconds, 0 or more.", true); return; }
+  if (value === "" || !Number.isFinite(seconds) || seconds < 0) {
+    say("Give the delay in seconds, 0 or more.", true);
+    return;
+  }
   return act("Reschedule " + idText(job) + " to run in " + seconds + " s?",
     () => api("POST", jobPath(topicSeg, job) + "/reschedule", { delay: seconds }),
-    (r) => r.due === null ? idText(job) + " was not waiting any more." : "Rescheduled " + idText(job) + " to " + when(r.due) + ".");
+    (r) => r.due === null ? idText(job) + " was not waiting any more."
+      : "Rescheduled " + idText(job) + " to " + when(r.due) + ".");
 }
 function removeJob(topicSeg, job) {
   return act("Remove " + idText(job) + " for good?", () => api("DELETE", jobPath(topicSeg, job)),
@@ -203,7 +208,9 @@ async function search(id) {
     li.append(link(t, "#/jobs/" + segOfText(t) + "/" + segOfText(id)), el("span", " " + job.state, "muted"));
     return li;
   }));
-  if (!found.length) list.append(el("li", "No topic holds a job with this id (done, removed, expired or never pushed).", "muted"));
+  if (!found.length) {
+    list.append(el("li", "No topic holds a job with this id (done, removed, expired or never pushed).", "muted"));
+  }
 }
 
 // The header's form: a topic given opens the job, else the search.

@@ -74,7 +74,8 @@ async function showCursorPage(topicSeg, tab, params) {
   // call): keep asking until a page's worth or the end.
   let next = cursor, shown = 0;
   for (let calls = 0; calls < 20 && shown < PAGE && next !== null; calls++) {
-    const page = await api("GET", "/v1/topics/" + topicSeg + "/jobs?state=" + tab + "&count=" + (PAGE - shown) + "&cursor=" + next);
+    const query = "?state=" + tab + "&count=" + (PAGE - shown) + "&cursor=" + next;
+    const page = await api("GET", "/v1/topics/" + topicSeg + "/jobs" + query);
     if (!isCurrent(topicSeg, tab)) return;
     for (const job of page.items) {
       body.append(jobRow(topicSeg, tab, job));
@@ -107,7 +108,9 @@ function jobRow(topicSeg, tab, job) {
   row.dataset.id = idText(job);
   row.append(cell("id", link(idText(job), jobHash(topicSeg, job), "id")));
   const time = job.due !== undefined ? job.due : job.deadline;
-  if (time !== undefined) row.append(cell(tab === "scheduled" ? "due" : "deadline", when(time)), cell("in", inSeconds(time)));
+  if (time !== undefined) {
+    row.append(cell(tab === "scheduled" ? "due" : "deadline", when(time)), cell("in", inSeconds(time)));
+  }
   const actions = cell("", undefined, "write actions");
   if (tab === "scheduled") actions.append(button("Run now", "run", () => runNow(topicSeg, job)));
   actions.append(button("Remove", "danger remove", () => removeJob(topicSeg, job)));
@@ -129,12 +132,12 @@ async function showDead(topicSeg, params) {
     box.setAttribute("aria-label", "select " + idText(job));
     box.addEventListener("change", selectionChanged);
     box.job = job;
-    row.append(cell("", box, "write"), cell("id", link(idText(job), jobHash(topicSeg, job), "id")), cell("reason", job.reason),
+    row.append(cell("", box, "write"), cell("id", link(idText(job), jobHash(topicSeg, job), "id")),
+      cell("reason", job.reason),
       cell("last error", job.last_error || "", "error-text"), cell("attempts", job.attempts, "num"),
       cell("died", when(job.dead_at)), cell("body", preview(bodyText(job, false), 200), "body"));
     const actions = cell("", undefined, "write actions");
-    actions.append(button("Requeue", "requeue", () => deadAction(topicSeg, "requeue", idsOf(job), "Requeue " + idText(job) + "?")),
-      button("Purge", "danger purge", () => deadAction(topicSeg, "purge", idsOf(job), "Purge " + idText(job) + " for good?")));
+    actions.append(...deadButtons(topicSeg, job));
     row.append(actions);
     body.append(row);
   }
@@ -144,6 +147,13 @@ async function showDead(topicSeg, params) {
     "page " + page + " of " + pages + " (" + data.total + " dead letters)",
     data.next !== null ? listUrl(topicSeg, "dead", { page: page + 1 }) : null);
   selectionChanged();
+}
+
+// Requeue and Purge for one dead letter.
+function deadButtons(topicSeg, job) {
+  const name = idText(job);
+  return [button("Requeue", "requeue", () => deadAction(topicSeg, "requeue", idsOf(job), "Requeue " + name + "?")),
+    button("Purge", "danger purge", () => deadAction(topicSeg, "purge", idsOf(job), "Purge " + name + " for good?"))];
 }
 
 function selected() {
@@ -168,10 +178,11 @@ function idsOfSelected() {
 function startBulk() {
   const topic = () => $("topic-name").textContent;
   const seg = () => trail.key.split("/")[0];
+  const some = () => selected().length + " dead letters of " + topic();
   $("requeue-selected").addEventListener("click", () =>
-    deadAction(seg(), "requeue", idsOfSelected(), "Requeue " + selected().length + " dead letters of " + topic() + "?"));
+    deadAction(seg(), "requeue", idsOfSelected(), "Requeue " + some() + "?"));
   $("purge-selected").addEventListener("click", () =>
-    deadAction(seg(), "purge", idsOfSelected(), "Purge " + selected().length + " dead letters of " + topic() + " for good?"));
+    deadAction(seg(), "purge", idsOfSelected(), "Purge " + some() + " for good?"));
   $("requeue-all").addEventListener("click", () =>
     deadAction(seg(), "requeue", { all: true }, "Requeue every dead letter of " + topic() + "?"));
   $("purge-all").addEventListener("click", () =>
