@@ -113,7 +113,11 @@ impl Sharer {
                     copy().error = None;
                 }
                 Err(e) => {
-                    conn = None;
+                    // A refusal (a replica's READONLY, a key of another
+                    // type) keeps the connection; a broken one is replaced.
+                    if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+                        conn = None;
+                    }
                     let message = format!("cannot share the dashboard's history in {}: {e}", self.key);
                     if self.said.as_deref() != Some(message.as_str()) {
                         log::warn!("history: {message}");
@@ -126,11 +130,20 @@ impl Sharer {
         }
     }
 
-    /// Writes this process's changed parts, then reads what is new.
+    /// Writes this process's changed parts, then reads what is new (even
+    /// when a write failed: a server on a read-only replica still shows
+    /// what the others wrote).
     fn round(&mut self, conn: &mut Conn) -> redis::RedisResult<()> {
         let now = history::now_second();
+        let written = self.write(conn, now);
+        let read = self.read(conn, now);
+        written.and(read)
+    }
+
+    fn write(&mut self, conn: &mut Conn, now: u64) -> redis::RedisResult<()> {
         let first = now.saturating_sub(history::SECONDS - STEP);
         let first = first - first % STEP;
+        self.written.retain(|start, _| *start >= first);
         for (start, part) in history::windows(first, STEP) {
             if self.written.get(&start) == Some(&part) {
                 continue;
@@ -149,8 +162,7 @@ impl Sharer {
             }
             self.written.insert(start, part);
         }
-        self.written.retain(|start, _| *start >= first);
-        self.read(conn, now)
+        Ok(())
     }
 
     fn read(&mut self, conn: &mut Conn, now: u64) -> redis::RedisResult<()> {
