@@ -28,6 +28,10 @@ tools/install-deps.sh
 
 section "Rust: server and SDK"
 cargo test --workspace --locked -- --test-threads 2
+# The sync Worker's SIGTERM without tokio: the SDK built without `aio`.
+cargo test --locked -p delayer --no-default-features --test worker_sigterm
+section "Rust SDK: the opentelemetry feature (trace context into consumer spans)"
+cargo test --locked -p delayer --features opentelemetry --test trace --test trace_otel
 
 # The SDK's tests run in tools/check-packaging.sh, against the built wheel:
 # the oldest Python with the oldest redis-py, the newest with the newest.

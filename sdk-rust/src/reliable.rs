@@ -35,6 +35,9 @@ pub struct Reserved {
     pub raw_id: Option<Vec<u8>>,
     /// The topic's exact bytes when they are not UTF-8.
     pub raw_topic: Option<Vec<u8>>,
+    /// The W3C trace context the producer pushed with, as
+    /// [`crate::Message::traceparent`].
+    pub traceparent: Option<String>,
 }
 
 impl Reserved {

@@ -10,7 +10,6 @@ use std::time::Duration;
 use testkit::{scrape_metrics as scrape, server_conf, RedisServer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
-const MOVE: &str = include_str!("../../lua/move.lua");
 
 fn run(redis: &RedisServer, args: &[&str]) -> Output {
     Command::new(BIN).args(args).arg("--url").arg(redis.url()).env_remove("DELAYER_URL").output().expect("run delayer")
@@ -26,17 +25,7 @@ fn text(out: &Output) -> String {
 }
 
 fn run_move(conn: &mut redis::Connection) {
-    let _: redis::Value = redis::Script::new(MOVE)
-        .key("delayer:job_pool")
-        .key("delayer:malformed")
-        .key("delayer:scheduled_count")
-        .key("delayer:topics")
-        .key("delayer:reserved")
-        .arg("delayer:job_bucket:")
-        .arg("delayer:ready_queue:")
-        .arg(1000)
-        .invoke(conn)
-        .expect("move");
+    testkit::move_due_classic(conn);
 }
 
 #[test]

@@ -388,7 +388,17 @@ fn job_of(req: &Req) -> Result<Job, Fail> {
         Some(Json::Bool(true)) => job = job.if_absent(),
         _ => return Err(bad("if_absent must be a boolean")),
     }
+    match req.get("traceparent") {
+        None | Some(Json::Null) => {}
+        Some(Json::Str(s)) => job = job.traceparent(s.clone()),
+        _ => return Err(bad("traceparent must be a string")),
+    }
     Ok(job)
+}
+
+/// A JSON string, or null.
+fn text_or_null(s: &Option<String>) -> String {
+    s.as_deref().map_or("null".into(), json_string)
 }
 
 /// Unix seconds with milliseconds, or null.
@@ -425,7 +435,7 @@ fn reserved_json(job: Option<Reserved>) -> String {
     match job {
         None => "null".into(),
         Some(j) => format!(
-            "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"max_attempts\":{},\"receipt\":{},\"deadline\":{:.3}}}",
+            "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"max_attempts\":{},\"receipt\":{},\"deadline\":{:.3},\"traceparent\":{}}}",
             json_string(&j.id),
             json_string(&b64_encode(j.id_bytes())),
             json_string(&j.topic),
@@ -433,7 +443,8 @@ fn reserved_json(job: Option<Reserved>) -> String {
             j.attempts,
             j.max_attempts,
             json_string(&j.receipt),
-            unix(j.deadline)
+            unix(j.deadline),
+            text_or_null(&j.traceparent)
         ),
     }
 }
@@ -443,7 +454,7 @@ fn job_info_json(j: &delayer::inspect::JobInfo) -> String {
     let text = |s: &Option<String>| s.as_deref().map_or("null".into(), json_string);
     let num = |n: Option<u64>| n.map_or("null".into(), |n| n.to_string());
     format!(
-        "{{{},\"state\":{},\"topic\":{},\"body_size\":{},\"attempts\":{},\"max_attempts\":{},\"due\":{},\"deadline\":{},\"dead_at\":{},\"dead_reason\":{},\"last_error\":{}}}",
+        "{{{},\"state\":{},\"topic\":{},\"body_size\":{},\"attempts\":{},\"max_attempts\":{},\"due\":{},\"deadline\":{},\"dead_at\":{},\"dead_reason\":{},\"last_error\":{},\"traceparent\":{}}}",
         // `delayer job --json`'s shape: an id that is not UTF-8 as id_base64.
         match &j.raw_id {
             Some(raw) => format!("\"id_base64\":{}", json_string(&b64_encode(raw))),
@@ -458,7 +469,8 @@ fn job_info_json(j: &delayer::inspect::JobInfo) -> String {
         time_or_null(j.deadline),
         time_or_null(j.dead_at),
         text(&j.dead_reason),
-        text(&j.last_error)
+        text(&j.last_error),
+        text(&j.traceparent)
     )
 }
 
@@ -480,11 +492,12 @@ fn message_json(m: Option<Message>) -> String {
     match m {
         None => "null".into(),
         Some(m) => format!(
-            "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{}}}",
+            "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{},\"traceparent\":{}}}",
             json_string(&m.id),
             json_string(&b64_encode(m.id_bytes())),
             json_string(&m.topic),
-            json_string(&b64_encode(&m.body))
+            json_string(&b64_encode(&m.body)),
+            text_or_null(&m.traceparent)
         ),
     }
 }

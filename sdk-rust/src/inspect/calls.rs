@@ -24,12 +24,13 @@ pub(crate) fn lookup(names: &Names, topic: &str, id: &[u8]) -> Result<ScriptInvo
 }
 
 /// lookup.lua's `{state, topic, body_size, attempts, max_attempts, time,
-/// dead_reason, last_error}`.
+/// dead_reason, last_error, traceparent}`.
 pub(crate) fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
-    let parts = match reply {
-        Value::Array(parts) if parts.len() == 8 => parts,
-        other => return Err(Error::Protocol(format!("lookup: expected 8 fields, got {other:?}"))),
+    let mut parts = match reply {
+        Value::Array(parts) if parts.len() == 9 => parts,
+        other => return Err(Error::Protocol(format!("lookup: expected 9 fields, got {other:?}"))),
     };
+    let traceparent = parts.pop();
     let mut f = parts.into_iter().map(opt_text);
     let mut next = || f.next().unwrap_or(Ok(None));
     let state = JobState::parse(&next()?.unwrap_or_default())?;
@@ -41,6 +42,7 @@ pub(crate) fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
     let dead_reason = next()?;
     let last_error = next()?;
     let (id, raw_id) = split_name(id.to_vec());
+    let traceparent = crate::ops::traceparent(&id, traceparent)?;
     Ok(JobInfo {
         raw_id,
         id,
@@ -54,6 +56,7 @@ pub(crate) fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
         dead_at: time.filter(|_| state == JobState::Dead),
         dead_reason,
         last_error,
+        traceparent,
     })
 }
 
@@ -409,20 +412,22 @@ mod tests {
 
     #[test]
     fn lookup_reply_reads_each_state_time_into_its_field() {
-        let reply = Value::Array(["reserved", "t", "5", "2", "", "1700000000.125", "", "Boom: x"].map(bulk).to_vec());
+        let reply =
+            Value::Array(["reserved", "t", "5", "2", "", "1700000000.125", "", "Boom: x", ""].map(bulk).to_vec());
         let info = parse_lookup(b"42", reply).unwrap();
         assert_eq!(info.state, JobState::Reserved);
         assert_eq!(info.deadline, Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_125)));
         assert_eq!((info.due, info.dead_at, info.max_attempts), (None, None, None));
         assert_eq!(info.last_error.as_deref(), Some("Boom: x"));
         // Fields of a damaged hash: not known, or clamped, never an error.
-        let odd = ["scheduled", "t", "abc", "99999999999999999999", "-4", "inf", "", ""].map(bulk).to_vec();
+        let odd = ["scheduled", "t", "abc", "99999999999999999999", "-4", "inf", "", "", "00-x"].map(bulk).to_vec();
         let info = parse_lookup(b"42", Value::Array(odd)).unwrap();
         assert_eq!((info.body_size, info.attempts, info.max_attempts), (None, Some(u64::MAX), Some(0)));
         assert_eq!(info.due, Some(UNIX_EPOCH + Duration::from_millis(253_402_300_799_999)));
-        let unreadable = ["dead", "t", "1", "1", "1", "abc", "buried", ""].map(bulk).to_vec();
+        assert_eq!(info.traceparent, None, "a malformed traceparent reads as absent");
+        let unreadable = ["dead", "t", "1", "1", "1", "abc", "buried", "", ""].map(bulk).to_vec();
         assert_eq!(parse_lookup(b"42", Value::Array(unreadable)).unwrap().dead_at, None);
-        let bad = Value::Array(["weird", "", "", "", "", "", "", ""].map(bulk).to_vec());
+        let bad = Value::Array(["weird", "", "", "", "", "", "", "", ""].map(bulk).to_vec());
         assert!(matches!(parse_lookup(b"42", bad), Err(Error::Protocol(_))));
     }
 

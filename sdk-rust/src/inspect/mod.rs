@@ -126,6 +126,8 @@ pub struct JobInfo {
     /// The id's exact bytes when they are not UTF-8 (then `id` is a lossy
     /// rendering).
     pub raw_id: Option<Vec<u8>>,
+    /// The W3C trace context it was pushed with, if any ([`crate::trace`]).
+    pub traceparent: Option<String>,
 }
 
 /// A job's body as [`Delayer::job_body`] read it.

@@ -236,7 +236,7 @@ def test_pop_waits_and_purge_all(server: HttpServer) -> None:
     assert "at most 60" in error(server, "POST", f"/v1/topics/{topic}/pop", {"wait": 61})["message"]
     ok(server, "POST", f"/v1/topics/{topic}/jobs", {"id": "p", "delay": 0.2, "body": "b"}, 201)
     got = ok(server, "POST", f"/v1/topics/{topic}/pop", {"wait": 20})["job"]
-    assert got == {"id": "p", "topic": topic, "body": "b"}
+    assert got == {"id": "p", "topic": topic, "body": "b", "traceparent": None}
     for i in range(3):
         ok(server, "POST", f"/v1/topics/{topic}/jobs", {"id": f"d{i}", "delay": 0}, 201)
     for i in range(3):
