@@ -101,9 +101,10 @@ PER_TOPIC_ARGS: Dict[str, Optional[str]] = {
 }
 
 
-#: The per-topic layout's index, outside every topic's slot: a script on it
-#: alone (the server's index.lua) names no topic, and its names are as given.
-INDEX_KEYS = {"<prefix>due"}
+#: Keys outside every topic's slot: the per-topic layout's index, and the
+#: dashboard's history (either layout): a script on them alone (the
+#: server's index.lua, history.lua) names no topic, and its names are as given.
+INDEX_KEYS = {"<prefix>due", "<prefix>history"}
 
 
 def per_topic(name: str) -> Optional[str]:

@@ -76,6 +76,7 @@ function dead_json(DeadLetter $d): array
         'attempts' => $d->attempts,
         'reason' => $d->reason,
         'dead_at' => $d->deadAt,
+        'last_error' => $d->lastError,
     ];
 }
 

@@ -81,6 +81,7 @@ def main() -> None:
             "attempts": x.attempts,
             "reason": x.reason,
             "dead_at": x.dead_at,
+            "last_error": x.last_error,
         }
 
     def ids(req: Dict[str, Any]) -> Any:

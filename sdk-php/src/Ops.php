@@ -472,10 +472,10 @@ final class Ops
         }
         $letters = [];
         foreach ($reply as $entry) {
-            if (!\is_array($entry) || \count($entry) !== 6 || !\is_int($entry[3])) {
+            if (!\is_array($entry) || \count($entry) !== 7 || !\is_int($entry[3])) {
                 throw new ProtocolException('unexpected entry from dead.lua: ' . get_debug_type($entry));
             }
-            [$id, $topicOf, $body, $attempts, $reason, $deadAt] = $entry;
+            [$id, $topicOf, $body, $attempts, $reason, $deadAt, $lastError] = $entry;
             $letters[] = new DeadLetter(
                 (string) $id,
                 (string) $topicOf,
@@ -483,7 +483,8 @@ final class Ops
                 $attempts,
                 (string) $reason,
                 // dead_at is written with dead_reason; a hand-edited bucket without it reads as 0
-                \is_string($deadAt) && is_numeric($deadAt) ? (float) $deadAt : 0.0
+                \is_string($deadAt) && is_numeric($deadAt) ? (float) $deadAt : 0.0,
+                \is_string($lastError) && $lastError !== '' ? $lastError : null,
             );
         }
         return $letters;

@@ -258,6 +258,7 @@ pub fn dead_json(letters: &[delayer::DeadLetter]) -> serde_json::Value {
                 "attempts": d.attempts,
                 "reason": d.reason,
                 "dead_at": unix(d.dead_at),
+                "last_error": d.last_error,
             });
             if let serde_json::Value::Object(obj) = &mut item {
                 crate::jobview::put_name(obj, "id", d.id_bytes());
@@ -285,6 +286,10 @@ pub fn dead_text(topic: &str, letters: &[delayer::DeadLetter]) -> String {
             rfc3339(unix(d.dead_at)),
             preview(&d.body)
         ));
+        // Why it died, on a line of its own: a worker's error may be long.
+        if let Some(error) = &d.last_error {
+            out.push_str(&format!("    last error: {}\n", error.escape_debug()));
+        }
     }
     out
 }

@@ -133,6 +133,9 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
             let addr = http::serve(settings, target.clone(), &names).await.map_err(Fatal::failed)?;
             info!("serving the HTTP API and dashboard on http://{addr}/");
         }
+        // Every server's moves go into the dashboard's history in Redis.
+        let history = format!("{}history", config.key_prefix);
+        http::shared::start(target.clone(), history, config.pool.connect_timeout, config.pool.io_timeout);
         let stop = Arc::new(timer::Stop::default());
         let keys = Keys::new(&config.key_prefix);
         // The wake-up listener starts a thread: only after detaching.

@@ -64,6 +64,34 @@ fn job_shows_each_state_as_text_and_json() {
 }
 
 #[test]
+fn dead_list_says_why_each_job_died() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = Delayer::open(&redis.url()).expect("client");
+    for id in ["bad", "quiet"] {
+        d.push_job(&Job::new("sms", id, Duration::ZERO).body("{}")).expect("push");
+    }
+    run_move(&mut conn);
+    for _ in 0..2 {
+        let job = d.reserve("sms", Duration::from_secs(60)).expect("reserve").expect("a job");
+        match job.id.as_str() {
+            "bad" => assert!(d.bury_with_error(&job, "gateway said 400:\n\"invalid number\"").expect("bury")),
+            _ => assert!(d.bury(&job).expect("bury")),
+        }
+    }
+    let dead = json(&run(&redis, &["dead", "list", "sms", "--json"]));
+    let errors: std::collections::BTreeMap<&str, &serde_json::Value> =
+        dead.as_array().expect("a list").iter().map(|l| (l["id"].as_str().unwrap_or(""), &l["last_error"])).collect();
+    assert_eq!(errors["bad"], "gateway said 400:\n\"invalid number\"", "{dead}");
+    assert!(errors["quiet"].is_null(), "{dead}");
+    // As text, on a line of its own, escaped: a worker's newline cannot
+    // forge the next entry.
+    let t = text(&run(&redis, &["dead", "list", "sms"]));
+    assert!(t.contains("    last error: gateway said 400:\\n\\\"invalid number\\\"\n"), "{t}");
+    assert_eq!(t.matches("last error").count(), 1, "{t}");
+}
+
+#[test]
 fn list_pages_each_state() {
     let redis = RedisServer::start();
     let mut conn = redis.connection();

@@ -476,14 +476,15 @@ fn job_info_json(j: &delayer::inspect::JobInfo) -> String {
 
 fn dead_json(d: &DeadLetter) -> String {
     format!(
-        "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"reason\":{},\"dead_at\":{:.3}}}",
+        "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"reason\":{},\"dead_at\":{:.3},\"last_error\":{}}}",
         json_string(&d.id),
         json_string(&b64_encode(d.id_bytes())),
         json_string(&d.topic),
         json_string(&b64_encode(&d.body)),
         d.attempts,
         json_string(&d.reason),
-        unix(d.dead_at)
+        unix(d.dead_at),
+        d.last_error.as_deref().map_or("null".to_string(), json_string)
     )
 }
 

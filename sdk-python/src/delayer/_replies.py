@@ -195,14 +195,16 @@ def optional_time(reply: object, script: str, what: str) -> Optional[float]:
 
 
 def dead_letters(reply: object) -> List[DeadLetter]:
-    """dead.lua's ``list`` reply: ``[id, topic, body, attempts, reason, dead_at]`` per entry."""
+    """dead.lua's ``list`` reply: ``[id, topic, body, attempts, reason, dead_at, last_error]`` per entry."""
     if not isinstance(reply, (list, tuple)):
         raise ProtocolError(f"dead.lua returned {reply!r:.200}, expected a list of dead letters")
     out = []
     for entry in reply:
-        if not isinstance(entry, (list, tuple)) or len(entry) != 6:
-            raise ProtocolError(f"expected [id, topic, body, attempts, reason, dead_at], got {entry!r:.200}")
-        job_id, topic, body, attempts, reason, dead_at = entry
+        if not isinstance(entry, (list, tuple)) or len(entry) != 7:
+            raise ProtocolError(
+                f"expected [id, topic, body, attempts, reason, dead_at, last_error], got {entry!r:.200}"
+            )
+        job_id, topic, body, attempts, reason, dead_at, last_error = entry
         # dead.lua sends "" for a dead_at the bucket lacks (only a bucket
         # written by hand): 0.0 then, rather than failing the whole listing.
         when = 0.0 if dead_at in (b"", "") else due(dead_at, "dead.lua", "dead_at")
@@ -214,6 +216,8 @@ def dead_letters(reply: object) -> List[DeadLetter]:
                 attempts=_int("attempts", attempts),
                 reason=_name("reason", reason),
                 dead_at=when,
+                # Bytes a worker wrote: shown lossily rather than failing the listing.
+                last_error=_body(last_error).decode("utf-8", "replace") or None,
             )
         )
     return out

@@ -205,6 +205,10 @@ class DeadLetter(_Body, _Names):
     reason: str
     #: When it died: Unix seconds by Redis's clock.
     dead_at: float
+    #: Why its last attempt failed, as the worker said (``release`` or
+    #: ``bury`` with an error) or ``"ttr expired"``; ``None`` when no attempt
+    #: gave one.
+    last_error: Optional[str] = None
 
 
 @dataclass(frozen=True)

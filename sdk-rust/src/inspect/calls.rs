@@ -163,6 +163,77 @@ pub(crate) fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Pag
     Ok(Page { items: ids, next })
 }
 
+/// A job's body, read when it is at most `limit` bytes: the bucket's topic,
+/// the body's length, then (a second call, [`body_read`]) the body.
+pub(crate) fn body_size(names: &Names, topic: &str, id: &[u8]) -> Result<Request> {
+    crate::ops::check_topic(names, topic)?;
+    if id.is_empty() {
+        return Err(Error::InvalidArgument("id must not be empty".into()));
+    }
+    let bucket = names.bucket_bytes(topic, id);
+    let mut batch = Batch::new();
+    batch.add(redis::cmd("HGET").arg(&bucket).arg("topic").clone());
+    batch.add(redis::cmd("HSTRLEN").arg(&bucket).arg("body").clone());
+    Ok(Request::Batch(batch))
+}
+
+/// [`body_size`]'s reply: the body's length when the bucket is `topic`'s
+/// (in the classic layout an id is global: another topic's job is not this
+/// one's); `None` otherwise, or when the key is not a hash.
+pub(crate) fn parse_body_size(topic: &str, reply: Value) -> Option<u64> {
+    let Value::Array(parts) = reply else { return None };
+    let mut parts = parts.into_iter();
+    let owner = raw(parts.next()?).ok()?;
+    let size = match parts.next()? {
+        Value::Int(n) => u64::try_from(n).ok()?,
+        _ => return None,
+    };
+    (owner == topic.as_bytes()).then_some(size)
+}
+
+/// The body itself, with the topic again (the job may have been replaced
+/// meanwhile by another topic's).
+pub(crate) fn body_read(names: &Names, topic: &str, id: &[u8]) -> Request {
+    let mut batch = Batch::new();
+    batch.add(redis::cmd("HMGET").arg(names.bucket_bytes(topic, id)).arg("topic").arg("body").clone());
+    Request::Batch(batch)
+}
+
+/// [`body_read`]'s reply: the body when the bucket is still `topic`'s and
+/// the body still at most `limit` bytes.
+pub(crate) fn parse_body(topic: &str, limit: usize, reply: Value) -> Body {
+    let fields = match reply {
+        Value::Array(mut replies) if replies.len() == 1 => replies.remove(0),
+        _ => return Body::Absent,
+    };
+    let Value::Array(fields) = fields else { return Body::Absent };
+    let mut fields = fields.into_iter().map(|v| raw(v).ok());
+    match (fields.next().flatten(), fields.next().flatten()) {
+        (Some(owner), Some(body)) if owner == topic.as_bytes() && body.len() <= limit => Body::Bytes(body),
+        (Some(owner), Some(body)) if owner == topic.as_bytes() => Body::TooLarge(body.len() as u64),
+        _ => Body::Absent,
+    }
+}
+
+/// LLEN of `topic`'s dead-letter list.
+pub(crate) fn dead_len(names: &Names, topic: &str) -> Result<Request> {
+    crate::ops::check_topic(names, topic)?;
+    let mut batch = Batch::new();
+    batch.add(redis::cmd("LLEN").arg(names.dead(topic)).clone());
+    Ok(Request::Batch(batch))
+}
+
+/// [`dead_len`]'s reply.
+pub(crate) fn parse_len(reply: Value) -> Result<u64> {
+    match reply {
+        Value::Array(replies) => match replies.as_slice() {
+            [Value::Int(n)] => Ok(u64::try_from(*n).unwrap_or(0)),
+            other => Err(Error::Protocol(format!("dead-letter length: expected a number, got {other:?}"))),
+        },
+        other => Err(Error::Protocol(format!("dead-letter length: expected one reply, got {other:?}"))),
+    }
+}
+
 /// How the numbers are read: stats.lua in the classic layout; in the
 /// per-topic layout the topics first ([`Counting::Topics`]), then their
 /// keys' sizes, no script (PROTOCOL.md, "Operations in the per-topic layout").
@@ -321,6 +392,22 @@ mod tests {
 
     fn bulk(s: &str) -> Value {
         Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_body_is_the_topics_and_bounded() {
+        let size = |owner: Value, n: Value| parse_body_size("t", Value::Array(vec![owner, n]));
+        assert_eq!(size(bulk("t"), Value::Int(5)), Some(5));
+        assert_eq!(size(bulk("other"), Value::Int(5)), None, "another topic's job of the id");
+        assert_eq!((size(Value::Nil, Value::Int(0)), size(bulk("t"), Value::Int(-1))), (None, None));
+        let body =
+            |owner: &str, body: Value| parse_body("t", 4, Value::Array(vec![Value::Array(vec![bulk(owner), body])]));
+        assert_eq!(body("t", Value::BulkString(vec![0xff, 0])), Body::Bytes(vec![0xff, 0]));
+        assert_eq!(body("t", bulk("12345")), Body::TooLarge(5), "grew meanwhile");
+        assert_eq!(body("u", bulk("1")), Body::Absent, "replaced by another topic's");
+        assert_eq!(body("t", Value::Nil), Body::Bytes(vec![]), "no body field: an empty body");
+        assert_eq!(parse_len(Value::Array(vec![Value::Int(7)])).ok(), Some(7));
+        assert!(parse_len(Value::Array(vec![bulk("7")])).is_err());
     }
 
     #[test]

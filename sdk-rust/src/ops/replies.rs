@@ -114,7 +114,7 @@ pub(crate) fn parse_dead_letters(reply: Value) -> Result<Vec<DeadLetter>> {
     entries
         .into_iter()
         .map(|entry| {
-            let mut p = array(entry, 6, "a dead letter")?.into_iter();
+            let mut p = array(entry, 7, "a dead letter")?.into_iter();
             let ((id, raw_id), (topic, raw_topic)) = (name(p.next())?, name(p.next())?);
             Ok(DeadLetter {
                 id,
@@ -125,6 +125,8 @@ pub(crate) fn parse_dead_letters(reply: Value) -> Result<Vec<DeadLetter>> {
                 attempts: int(p.next())?,
                 reason: text(p.next())?,
                 dead_at: lenient_time(&text(p.next())?),
+                // Bytes a worker wrote: shown lossily rather than failing the listing.
+                last_error: Some(String::from_utf8_lossy(&bytes(p.next())?).into_owned()).filter(|e| !e.is_empty()),
             })
         })
         .collect()

@@ -168,6 +168,7 @@ pub fn dead_letter(d: &DeadLetter) -> Value {
     obj.insert("attempts".into(), json!(d.attempts));
     obj.insert("reason".into(), json!(d.reason));
     obj.insert("dead_at".into(), json!(secs(d.dead_at)));
+    obj.insert("last_error".into(), json!(d.last_error));
     Value::Object(obj)
 }
 
