@@ -128,6 +128,19 @@ pub enum Command {
     /// Deliver the jobs of the topics in the file's [webhook.<topic>] sections as signed HTTP POSTs, until
     /// SIGTERM or SIGINT (reads -c FILE, not --url).
     Webhook,
+    /// Ask the running server's probe (from the configuration: metrics_addr's /healthz or /readyz, else
+    /// http_addr's /v1/health or /v1/ready): exit 0 on 200, else 1 with the reason (a container's HEALTHCHECK).
+    Health {
+        /// The readiness probe (Redis answers, the mover ticks) instead of liveness.
+        #[arg(long, conflicts_with = "probe_url")]
+        ready: bool,
+        /// The probe's URL, instead of the configuration's addresses.
+        #[arg(long = "probe-url", value_name = "URL")]
+        probe_url: Option<String>,
+        /// Seconds to wait for the answer (1 to 60).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=60))]
+        timeout: u64,
+    },
     /// Move every job (waiting, ready, reserved, dead) to the other key layout, job by job, while clients
     /// and servers keep running; jobs another command must first end are counted and left (run it again).
     Migrate {

@@ -17,7 +17,8 @@
 //! are named and watched until fixed (`badkeys`), a Redis out of memory
 //! (`memory`) or one that may evict jobs (`eviction`) is said once.
 //! `delayer webhook` (`webhook`) is a consumer run from the same binary: it
-//! delivers jobs over HTTP.
+//! delivers jobs over HTTP. `delayer health` (`healthcheck`) asks a running
+//! server's probe, for a container's HEALTHCHECK.
 
 mod badkeys;
 mod cli;
@@ -28,6 +29,7 @@ mod daemon;
 mod eviction;
 mod fatal;
 mod goflags;
+mod healthcheck;
 mod http;
 mod inspect;
 mod jobview;
@@ -63,6 +65,15 @@ fn main() -> ExitCode {
             "delayer webhook reads -c FILE ([redis], key_prefix and its [webhook.<topic>] sections), not --url or --prefix",
         )),
         Some(cli::Command::Webhook) => webhook::run(cli.configuration.as_deref()),
+        Some(cli::Command::Health { .. }) if cli.url.is_some() || cli.prefix.is_some() => {
+            Err(Fatal::usage("delayer health asks the server's probe (-c FILE, or --probe-url), not Redis: no --url"))
+        }
+        Some(cli::Command::Health { ready, probe_url, timeout }) => healthcheck::run(
+            cli.configuration.as_deref(),
+            if ready { healthcheck::Probe::Ready } else { healthcheck::Probe::Live },
+            probe_url.as_deref(),
+            std::time::Duration::from_secs(timeout),
+        ),
         Some(command) => {
             commands::Target::resolve(cli.url.as_deref(), cli.prefix.as_deref(), cli.configuration.as_deref())
                 .and_then(|target| commands::run(&target, command))
