@@ -15,7 +15,9 @@
 //! and the HTTP API with its dashboard (`http`). What Redis holds is input:
 //! odd numbers are logged once per key (`oddities`), keys of the wrong type
 //! are named and watched until fixed (`badkeys`), a Redis out of memory
-//! (`memory`) or one that may evict jobs (`eviction`) is said once.
+//! (`memory`) or one that may evict jobs (`eviction`) is said once. The
+//! probes (`readiness`) say whether the process serves and whether it does
+//! its job.
 //! `delayer webhook` (`webhook`) is a consumer run from the same binary: it
 //! delivers jobs over HTTP. `delayer health` (`healthcheck`) asks a running
 //! server's probe, for a container's HEALTHCHECK.
@@ -41,6 +43,7 @@ mod oddities;
 mod other_layout;
 mod panics;
 mod pidfile;
+mod readiness;
 mod scripts;
 mod server;
 mod signals;

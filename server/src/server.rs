@@ -11,7 +11,7 @@ use crate::daemon::{self, Launcher};
 use crate::fatal::Fatal;
 use crate::pidfile::PidFile;
 use crate::signals::Signals;
-use crate::{config, credentials, http, logging, mover, panics, telemetry, timer, topic_mover, wake};
+use crate::{config, credentials, http, logging, mover, panics, readiness, telemetry, timer, topic_mover, wake};
 use delayer::connection::Manager;
 use delayer::target::Target;
 use delayer::{Keys, Layout, Names, TopicKeys};
@@ -119,6 +119,8 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
             config.batch_size,
             config.path.display()
         );
+        // The probes of both listeners.
+        readiness::init(target.clone(), config.redis.describe(), config.timer_interval);
         if let Some(addr) = config.metrics_addr {
             telemetry::serve(addr, config.metrics_limits).await.map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");

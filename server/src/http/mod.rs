@@ -153,6 +153,7 @@ fn warn_about(settings: &HttpSettings, bound: SocketAddr) {
 fn router(api: Arc<Api>) -> Router {
     Router::new()
         .route("/v1/health", get(health))
+        .route("/v1/ready", get(crate::readiness::ready))
         .route("/v1/openapi.json", get(openapi))
         .route("/v1/stats", get(views::stats))
         .route("/v1/history", get(history_route))
@@ -186,8 +187,9 @@ fn router(api: Arc<Api>) -> Router {
         .with_state(api)
 }
 
-/// `GET /v1/health`: the API answers (no token needed, nothing about Redis
-/// or the jobs is told).
+/// `GET /v1/health`: liveness, the API answers (no token needed, nothing
+/// about Redis or the jobs is told: 200 while the process serves, Redis
+/// down or not). Readiness is `GET /v1/ready` (src/readiness.rs).
 async fn health() -> Json<serde_json::Value> {
     Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
 }
