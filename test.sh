@@ -53,6 +53,9 @@ CONFORMANCE_LAYOUT=topic .venv/bin/pytest -q conformance/test_conformance_matrix
 section "HTTP API and dashboard: the real server, headless Chromium"
 .venv/bin/pytest -q -p no:cacheprovider server/tests/http
 
+section "Container: the image's layout with podman (deploy/tests), compose.yaml and prometheus.yml checked"
+.venv/bin/pytest -q -p no:cacheprovider deploy/tests
+
 section "Packaging (tools/check-packaging.sh), with the Python SDK's tests against the wheel"
 tools/check-packaging.sh   # crates, wheel and sdist, composer package: built and installed
 section
