@@ -55,7 +55,7 @@ KNOWN_KEYS: Dict[str, List[str]] = {
 
 #: The keys of a ``[webhook.<topic>]`` section (any non-empty topic after the
 #: dot): read by ``delayer webhook`` only, accepted by every reader.
-WEBHOOK_KEYS: List[str] = ["url", "secret", "timeout", "concurrency", "ttr"]
+WEBHOOK_KEYS: List[str] = ["url", "secret", "secret_file", "timeout", "concurrency", "ttr"]
 
 
 def unknown_key(line: int, section: str, key: str, near: Optional[str] = None) -> Tuple[int, str]:

@@ -54,7 +54,7 @@ final class ConfigFile
      * The keys of a [webhook.<topic>] section, read by `delayer webhook` only;
      * accepted by every reader (sdk-rust/src/conf.rs, WEBHOOK_KEYS).
      */
-    public const WEBHOOK_KEYS = ['url', 'secret', 'timeout', 'concurrency', 'ttr'];
+    public const WEBHOOK_KEYS = ['url', 'secret', 'secret_file', 'timeout', 'concurrency', 'ttr'];
 
     /**
      * Delayer 1.x sections and keys this version does not use, accepted so a

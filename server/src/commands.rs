@@ -8,7 +8,7 @@
 //! as the other.
 
 use crate::cli::{self, Command, DeadCommand, ListState};
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::fatal::Fatal;
 use crate::inspect;
 use crate::jobview;
@@ -44,7 +44,13 @@ impl Target {
                 cli::URL_ENV
             )));
         }
-        let config = Config::load(&config::locate(configuration)?)?;
+        let config = Config::load(configuration)?;
+        // A command's output is its answer: the notes go to stderr.
+        config
+            .notes
+            .iter()
+            .filter(|(level, _)| *level <= log::Level::Warn)
+            .for_each(|(_, note)| eprintln!("warning: {note}"));
         Ok(Target { redis: config.redis, names: Names::new(&config.key_prefix, config.layout) })
     }
 

@@ -12,7 +12,7 @@
 //! configuration that cannot be read, exits 1: a health check's 2 is
 //! reserved (Docker), and the server would not run on it either.
 
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::fatal::Fatal;
 use reqwest::{redirect, Client, Url};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -34,9 +34,7 @@ pub fn run(configuration: Option<&Path>, probe: Probe, url: Option<&str>, timeou
     let url = match url {
         Some(url) => Url::parse(url).map_err(|e| Fatal::failed(format!("unhealthy: {url:?} is not a URL: {e}")))?,
         None => {
-            let config = config::locate(configuration)
-                .and_then(|path| Config::load(&path))
-                .map_err(|e| Fatal::failed(format!("unhealthy: {e}")))?;
+            let config = Config::load(configuration).map_err(|e| Fatal::failed(format!("unhealthy: {e}")))?;
             probe_url(&config, probe).map_err(|e| Fatal::failed(format!("unhealthy: {e}")))?
         }
     };

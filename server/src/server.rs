@@ -11,7 +11,7 @@ use crate::daemon::{self, Launcher};
 use crate::fatal::Fatal;
 use crate::pidfile::PidFile;
 use crate::signals::Signals;
-use crate::{config, credentials, http, logging, mover, panics, readiness, telemetry, timer, topic_mover, wake};
+use crate::{credentials, http, logging, mover, panics, readiness, telemetry, timer, topic_mover, wake};
 use delayer::connection::Manager;
 use delayer::target::Target;
 use delayer::{Keys, Layout, Names, TopicKeys};
@@ -23,12 +23,13 @@ use std::sync::Arc;
 /// default places), as a daemon when `daemon` is set. Returns when stopped
 /// by a signal; in daemon mode, the launching process never returns.
 pub fn run(configuration: Option<&Path>, daemon: bool) -> Result<(), Fatal> {
-    let config = Config::load(&config::locate(configuration)?)?;
+    let config = Config::load(configuration)?;
     let mut pid_file = config.pid.as_deref().map(PidFile::lock).transpose()?;
     let log_files = logging::init(&config)?;
     panics::install();
     // Delayer 1.x keys we let through unused: said, not silently dropped.
     config.ignored.iter().for_each(|ignored| warn!("{ignored}"));
+    config.notes.iter().for_each(|(level, note)| log::log!(*level, "{note}"));
     // In sentinel mode the target asks the sentinels at every connection,
     // so the mover and the wake-up listener follow a failover.
     let target = config

@@ -65,7 +65,7 @@ KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
 
 #: The keys of a ``[webhook.<topic>]`` section, read by ``delayer webhook``
 #: only; accepted by every reader (sdk-rust/src/conf/rules.rs, ``WEBHOOK_KEYS``).
-WEBHOOK_KEYS: Tuple[str, ...] = ("url", "secret", "timeout", "concurrency", "ttr")
+WEBHOOK_KEYS: Tuple[str, ...] = ("url", "secret", "secret_file", "timeout", "concurrency", "ttr")
 
 #: Delayer 1.x sections and keys this version does not use: (section, key or
 #: None for the whole section) -> why; accepted and reported, as by the server

@@ -14,7 +14,6 @@ use crate::config::{self, Config};
 use crate::fatal::Fatal;
 use crate::signals::Signals;
 use crate::{logging, panics, server};
-use delayer::conf::ConfFile;
 use delayer::worker::aio::{Task, Worker};
 use delayer::worker::{Event, Stopper};
 use log::{debug, error, info, warn};
@@ -28,14 +27,15 @@ const GRACE_MARGIN: Duration = Duration::from_secs(2);
 /// Runs `delayer webhook` with the configuration file at `configuration`
 /// (or the default places) until SIGTERM or SIGINT.
 pub fn run(configuration: Option<&Path>) -> Result<(), Fatal> {
-    let file = ConfFile::load(config::locate(configuration)?)?;
+    let (file, notes) = config::read(configuration)?;
     // [delayer] and [redis] as the server reads them (key prefix, logs,
     // Redis), then the webhook sections.
-    let config = Config::from_file(&file)?;
+    let config = Config { notes, ..Config::from_file(&file)? };
     let hooks = hooks(&file)?;
     let log_files = logging::init(&config)?;
     panics::install();
     config.ignored.iter().for_each(|ignored| warn!("{ignored}"));
+    config.notes.iter().for_each(|(level, note)| log::log!(*level, "{note}"));
     // The server's target: in sentinel mode deliveries follow a failover.
     let target = config
         .redis
