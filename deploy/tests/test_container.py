@@ -27,9 +27,10 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 import pytest
+import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -102,18 +103,25 @@ def redis_server(workdir: Path) -> Iterator[Redis]:
     server.stop()
 
 
-def container_conf(shipped: str, http_port: int, metrics_port: int, redis_port: int) -> str:
-    """The shipped configuration, its addresses on loopback (the container
-    shares the host's network here) and the API given a token."""
-    edits = {
-        "http_addr = 0.0.0.0:8080\n": f"http_addr = 127.0.0.1:{http_port}\nhttp_token = {TOKEN}\n",
-        "metrics_addr = 0.0.0.0:9464\n": f"metrics_addr = 127.0.0.1:{metrics_port}\n",
-        "url = redis://redis:6379/0\n": f"url = redis://127.0.0.1:{redis_port}/0\n",
+def compose_run_args(workdir: Path, http_port: int, metrics_port: int, redis_port: int) -> List[str]:
+    """The server as deploy/compose.yaml runs it: the shipped configuration
+    mounted read-only, its environment (addresses on loopback here, as the
+    container shares the host's network), the token as a mounted secret."""
+    service = yaml.safe_load((podman.REPO / "deploy" / "compose.yaml").read_text())["services"]["delayer"]
+    env = dict(service["environment"])
+    local = {
+        "DELAYER_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "DELAYER_HTTP_ADDR": f"127.0.0.1:{http_port}",
+        "DELAYER_METRICS_ADDR": f"127.0.0.1:{metrics_port}",
     }
-    for old, new in edits.items():
-        assert shipped.count(old) == 1, f"deploy/delayer.container.conf no longer has {old!r}"
-        shipped = shipped.replace(old, new)
-    return shipped
+    assert set(env) == set(local) | {"DELAYER_HTTP_TOKEN_FILE"}, f"compose.yaml's environment changed: {env}"
+    env.update(local)
+    token = workdir / f"http_token-{uuid.uuid4().hex[:6]}"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o644)
+    volumes = [v.replace("./", f"{podman.REPO / 'deploy'}/", 1) for v in service["volumes"]]
+    return [*(f"-v{v}" for v in volumes), f"-v{token}:{env['DELAYER_HTTP_TOKEN_FILE']}:ro",
+            *(f"-e{k}={v}" for k, v in env.items())]
 
 
 def call(base: str, method: str, path: str, body: Any = None, timeout: float = harness.DEADLINE) -> Tuple[int, Any]:
@@ -127,13 +135,53 @@ def call(base: str, method: str, path: str, body: Any = None, timeout: float = h
         return e.code, json.loads(e.read() or b"null")
 
 
-def answers(base: str, ctr: podman.Container) -> bool:
-    if not ctr.running():
-        raise AssertionError(f"the container exited: {ctr.logs()}")
+def serve(images: podman.Images, args: List[str], http_port: int) -> podman.Container:
+    """A container of the image, once its API answers."""
+    ctr = podman.Container(images.image, args)
+    base = f"http://127.0.0.1:{http_port}"
+
+    def answers() -> bool:
+        if not ctr.running():
+            raise AssertionError(f"the container exited: {ctr.logs()}")
+        try:
+            return call(base, "GET", "/v1/health", timeout=2)[0] == 200
+        except OSError:
+            return False
+
     try:
-        return call(base, "GET", "/v1/health", timeout=2)[0] == 200
-    except OSError:
-        return False
+        assert harness.wait_until(answers, step=0.1), ctr.logs()
+    except BaseException:
+        ctr.remove()
+        raise
+    return ctr
+
+
+def push_and_pop(http_port: int) -> None:
+    """A job pushed through the API comes out of it once due, not before."""
+    base = f"http://127.0.0.1:{http_port}"
+    topic, job = f"ctr-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    status, pushed = call(base, "POST", f"/v1/topics/{topic}/jobs", {"id": job, "delay": 1, "body": "hello"})
+    assert status == 201, pushed
+    status, popped = call(base, "POST", f"/v1/topics/{topic}/pop", {"wait": 20}, timeout=harness.DEADLINE + 20)
+    assert status == 200 and popped["job"] is not None, popped
+    assert (popped["job"]["id"], popped["job"]["body"]) == (job, "hello")
+    assert time.time() >= pushed["due"]
+
+
+def assert_healthy(ctr: podman.Container, metrics_port: int) -> None:
+    """The image's HEALTHCHECK passes, on the configuration's /readyz."""
+    check = ctr.healthcheck()
+    assert check.returncode == 0, (check.stdout, check.stderr, ctr.last_health_output(), ctr.logs())
+    assert f"healthy: http://127.0.0.1:{metrics_port}/readyz: HTTP 200" in ctr.last_health_output()
+
+
+def stop_cleanly(ctr: podman.Container) -> str:
+    """podman stop (the image's STOPSIGNAL): exit 0, and it said so. Its log."""
+    podman.podman("stop", "-t", "25", ctr.name, timeout=60)
+    state, logs = ctr.state(), ctr.logs()
+    assert (state["Running"], state["ExitCode"]) == (False, 0), logs
+    assert "SIGTERM" in logs and "stopped" in logs, logs
+    return logs
 
 
 def test_the_image_keeps_the_published_layout(images: podman.Images) -> None:
@@ -143,42 +191,27 @@ def test_the_image_keeps_the_published_layout(images: podman.Images) -> None:
     assert config["StopSignal"] == "SIGTERM"
     assert config["Entrypoint"] == ["/usr/local/bin/delayer"]
     # podman shows the health check beside Config (docker inside it).
-    assert (image.get("Healthcheck") or config["Healthcheck"])["Test"] == ["CMD", "/usr/local/bin/delayer", "health", "--ready"]
+    assert (image.get("Healthcheck") or config["Healthcheck"])["Test"] == [
+        "CMD", "/usr/local/bin/delayer", "health", "--ready"]
     assert {"8080/tcp", "9464/tcp"} <= set(config["ExposedPorts"])
     # The build stage the test replaces: a locked release build of the server.
     build = podman.CONTAINERFILE.read_text().split("\nFROM ${RUNTIME}")[0]
     assert "cargo build --release --locked -p delayer-server" in build
 
 
-def test_push_pop_health_and_a_clean_sigterm(images: podman.Images, redis_server: Redis, workdir: Path) -> None:
+def test_as_compose_runs_it_push_pop_health_and_a_clean_sigterm(
+    images: podman.Images, redis_server: Redis, workdir: Path
+) -> None:
     http_port, metrics_port = harness.free_port(), harness.free_port()
-    conf = workdir / f"delayer-{uuid.uuid4().hex[:6]}.conf"
-    shipped = (podman.REPO / "deploy" / "delayer.container.conf").read_text()
-    conf.write_text(container_conf(shipped, http_port, metrics_port, redis_server.port))
-    conf.chmod(0o644)
-    ctr = podman.Container(images.image, ["-v", f"{conf}:/etc/delayer/delayer.conf:ro"])
+    ctr = serve(images, compose_run_args(workdir, http_port, metrics_port, redis_server.port), http_port)
     try:
-        base = f"http://127.0.0.1:{http_port}"
-        assert harness.wait_until(lambda: answers(base, ctr), step=0.1), ctr.logs()
-
         # The process is the image's user, not root.
         pid = ctr.state()["Pid"]
         uids = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Uid:"))
         assert uids.split()[1:] == [str(podman.NONROOT)] * 4, uids
 
-        # A job pushed through the API comes out of it once due, not before.
-        topic, job = f"ctr-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
-        status, pushed = call(base, "POST", f"/v1/topics/{topic}/jobs", {"id": job, "delay": 1, "body": "hello"})
-        assert status == 201, pushed
-        status, popped = call(base, "POST", f"/v1/topics/{topic}/pop", {"wait": 20}, timeout=harness.DEADLINE + 20)
-        assert status == 200 and popped["job"] is not None, popped
-        assert (popped["job"]["id"], popped["job"]["body"]) == (job, "hello")
-        assert time.time() >= pushed["due"]
-
-        check = ctr.healthcheck()
-        assert check.returncode == 0, (check.stdout, check.stderr, ctr.last_health_output(), ctr.logs())
-        assert "healthy: http://127.0.0.1:" in ctr.last_health_output(), ctr.last_health_output()
-        assert f":{metrics_port}/readyz: HTTP 200" in ctr.last_health_output(), ctr.last_health_output()
+        push_and_pop(http_port)
+        assert_healthy(ctr, metrics_port)
 
         # Redis down: not ready, and the check says why; back: ready again.
         redis_server.stop()
@@ -187,11 +220,34 @@ def test_push_pop_health_and_a_clean_sigterm(images: podman.Images, redis_server
         redis_server.start()
         assert harness.wait_until(lambda: ctr.healthcheck().returncode == 0, step=0.5), ctr.last_health_output()
 
-        podman.podman("stop", "-t", "25", ctr.name, timeout=60)
-        state = ctr.state()
-        logs = ctr.logs()
-        assert (state["Running"], state["ExitCode"]) == (False, 0), logs
-        assert "SIGTERM" in logs and "stopped" in logs, logs
+        logs = stop_cleanly(ctr)
+        assert "layout topic" in logs, logs
     finally:
         ctr.remove()
 
+
+def test_with_no_configuration_file_the_environment_is_enough(
+    images: podman.Images, redis_server: Redis, workdir: Path
+) -> None:
+    http_port, metrics_port = harness.free_port(), harness.free_port()
+    token = workdir / f"token-{uuid.uuid4().hex[:6]}"
+    token.write_text(TOKEN)
+    token.chmod(0o644)
+    env = {
+        "DELAYER_REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",
+        "DELAYER_HTTP_ADDR": f"127.0.0.1:{http_port}",
+        "DELAYER_HTTP_TOKEN_FILE": "/run/secrets/token",
+        "DELAYER_METRICS_ADDR": f"127.0.0.1:{metrics_port}",
+        "DELAYER_LAYOUT": "topic",
+    }
+    # An empty /etc/delayer hides the image's file (podman would copy it
+    # into the tmpfs by default): defaults and environment only.
+    args = ["--tmpfs", "/etc/delayer:notmpcopyup", f"-v{token}:/run/secrets/token:ro", *(f"-e{k}={v}" for k, v in env.items())]
+    ctr = serve(images, args, http_port)
+    try:
+        push_and_pop(http_port)
+        assert_healthy(ctr, metrics_port)
+        logs = stop_cleanly(ctr)
+        assert "no configuration file" in logs and "layout topic" in logs, logs
+    finally:
+        ctr.remove()

@@ -6,7 +6,8 @@
 //! and a proxy from the environment would answer for it); exit 0 on 200, 1
 //! on anything else, with the reason on stdout (a container runtime keeps
 //! the check's output). The URL, unless given, comes from the configuration
-//! the server reads: `metrics_addr` (`/healthz`, `/readyz`), else
+//! the server reads (the file and the `DELAYER_*` environment, which a
+//! container's check inherits): `metrics_addr` (`/healthz`, `/readyz`), else
 //! `http_addr` (`/v1/health`, `/v1/ready`); an unspecified address
 //! (`0.0.0.0`, `::`) is asked on loopback. Whatever goes wrong, even a
 //! configuration that cannot be read, exits 1: a health check's 2 is
@@ -20,7 +21,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// Most bytes of the probe's answer shown: its reason, not a page.
-const SHOWN: usize = 512;
+const SHOWN: usize = 1024;
 
 /// The probe to ask: the `--ready` one or the liveness one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
