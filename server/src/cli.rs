@@ -141,6 +141,13 @@ pub enum Command {
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=60))]
         timeout: u64,
     },
+    /// Print the effective configuration (-c FILE or the default places, then DELAYER_* variables), each
+    /// value with its source (default, file, env), secrets masked.
+    Config {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Move every job (waiting, ready, reserved, dead) to the other key layout, job by job, while clients
     /// and servers keep running; jobs another command must first end are counted and left (run it again).
     Migrate {

@@ -28,6 +28,7 @@ mod commands;
 mod config;
 mod credentials;
 mod daemon;
+mod effective;
 mod eviction;
 mod fatal;
 mod goflags;
@@ -77,6 +78,10 @@ fn main() -> ExitCode {
             probe_url.as_deref(),
             std::time::Duration::from_secs(timeout),
         ),
+        Some(cli::Command::Config { .. }) if cli.url.is_some() || cli.prefix.is_some() => {
+            Err(Fatal::usage("delayer config shows what -c FILE and the DELAYER_* variables make, not --url"))
+        }
+        Some(cli::Command::Config { json }) => effective::run(cli.configuration.as_deref(), json),
         Some(command) => {
             commands::Target::resolve(cli.url.as_deref(), cli.prefix.as_deref(), cli.configuration.as_deref())
                 .and_then(|target| commands::run(&target, command))

@@ -616,3 +616,39 @@ fn the_readme_shows_the_tested_receivers_verbatim() {
         assert!(readme.contains(&code), "README.md does not hold docs/webhook-verify/{script} verbatim");
     }
 }
+
+/// `secret_file` (a mounted secret) signs as `secret` does, and the
+/// webhook takes its Redis from `DELAYER_REDIS_PORT` over the file's.
+#[test]
+fn the_secret_can_come_from_a_file_and_redis_from_the_environment() {
+    let redis = RedisServer::start();
+    let receiver = Receiver::start(|_, _| Answer::Status(204));
+    let secrets = temp_dir("webhook-secret");
+    let secret_path = secrets.join("hook.secret");
+    fs::write(&secret_path, format!("{SECRET}\n")).expect("write secret");
+    let hook_section =
+        format!("[webhook.t]\nurl = {}\nsecret_file = {}\n", receiver.url("/hook"), secret_path.display());
+    let _server = DelayerProcess::start(BIN, &conf(&redis, ""));
+    // The file's [redis] names a port nothing listens on.
+    let dir = temp_dir("webhook-env");
+    let path = dir.join("delayer.conf");
+    fs::write(&path, format!("{}\n{hook_section}", server_conf(free_port(), 50, ""))).expect("write conf");
+    let mut child = webhook_command(&path)
+        .env("DELAYER_REDIS_PORT", redis.port().to_string())
+        .stdout(fs::File::create(dir.join("out.log")).expect("out.log"))
+        .stderr(fs::File::create(dir.join("err.log")).expect("err.log"))
+        .spawn()
+        .expect("start delayer webhook");
+    let output = || fs::read_to_string(dir.join("err.log")).unwrap_or_default();
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push_job(&job("t", "filed", b"{}", 3)).expect("push");
+    let delivered = wait_until(DEADLINE, || gone(&redis, "filed"));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(delivered, "{}", output());
+    let requests = receiver.on("/hook");
+    assert!(!requests.is_empty() && requests.iter().all(|r| signed_by(r, SECRET)), "{requests:?}");
+    assert!(!output().contains(SECRET));
+    let _ = fs::remove_dir_all(&dir);
+    let _ = fs::remove_dir_all(&secrets);
+}

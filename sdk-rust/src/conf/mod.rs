@@ -38,9 +38,17 @@ use std::path::Path;
 /// are let through silently (the SDK has no logger; the server reports
 /// them).
 pub fn for_client(path: impl AsRef<Path>) -> Result<(RedisSettings, Names), ConfError> {
-    let mut file = ConfFile::load(path)?;
+    client_settings(ConfFile::load(path)?, std::env::vars_os())
+}
+
+/// [`for_client`] on a parsed file and the variables `vars` (the process's
+/// environment there; given here so the shared cases can be run).
+pub fn client_settings(
+    mut file: ConfFile,
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Result<(RedisSettings, Names), ConfError> {
     reject_unknown(&file)?;
-    env::apply(&mut file)?;
+    env::overlay(&mut file, vars)?;
     let names = Names::new(&key_prefix(&file), layout(&file)?);
     let redis = RedisSettings::from_conf(&file)?;
     check_mode_and_layout(&file, &redis, names.layout())?;

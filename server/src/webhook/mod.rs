@@ -13,7 +13,7 @@
 //! the signature (`sign`), the JSON body (`payload`), one HTTP delivery
 //! (`deliver`), and running the workers until SIGTERM or SIGINT (`run`).
 
-mod config;
+pub(crate) mod config;
 mod deliver;
 mod payload;
 mod run;
