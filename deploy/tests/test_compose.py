@@ -152,3 +152,17 @@ def test_prometheus_scrapes_the_server_with_the_alert_rules() -> None:
     assert targets == ["delayer:9464"], targets
     assert config["rule_files"] == ["alerts.yml"]
 
+
+
+def test_grafana_gets_the_prometheus_data_source_and_the_dashboards() -> None:
+    c = compose()
+    grafana = c["services"]["grafana"]
+    provisioning = DEPLOY / "grafana" / "provisioning"
+    assert ["./grafana/provisioning", "/etc/grafana/provisioning", "ro"] in mounts(grafana)
+    sources = yaml.safe_load((provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
+    assert [(s["type"], s["url"], s["isDefault"]) for s in sources] == [
+        ("prometheus", "http://prometheus:9090", True)]
+    assert "prometheus" in c["services"] and "prometheus" in grafana["depends_on"]
+    providers = yaml.safe_load((provisioning / "dashboards" / "delayer.yml").read_text())["providers"]
+    dashboards = [m for m in mounts(grafana) if m[1] == providers[0]["options"]["path"]]
+    assert dashboards == [["./grafana", "/var/lib/grafana/dashboards", "ro"]], mounts(grafana)
