@@ -17,11 +17,9 @@ KEEP_TMP=1 (keep the work directory).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -44,13 +42,8 @@ TOKEN = "container-test-token-0123456789"
 
 @pytest.fixture(scope="module")
 def workdir() -> Iterator[Path]:
-    harness._kill_group_on_signal()
-    d = Path(tempfile.mkdtemp(prefix="delayer-container-"))
-    yield d
-    if os.environ.get("KEEP_TMP"):
-        print(f"\ncontainer test files kept in {d}")
-    else:
-        shutil.rmtree(d, ignore_errors=True)
+    with harness.scratch_dir("delayer-container-", "container test files") as d:
+        yield d
 
 
 @pytest.fixture(scope="module")
