@@ -25,6 +25,14 @@ as the Rust server's:
 Every error names the file, the line, the section and the key
 (``/etc/delayer.conf:12: [redis] port: ...``), worded as the server words it,
 and never shows a password.
+
+The ``DELAYER_*`` environment variables override the file, as for the server
+(sdk-rust/src/conf/env.rs, one rule; the cases in conformance/env_cases.json
+hold the readers together): ``[delayer]`` keys are ``DELAYER_<KEY>``,
+``[redis]`` keys ``DELAYER_REDIS_<KEY>``; with ``_FILE`` appended the value is
+read from the file named (trailing newlines dropped); setting both is an
+error. An error about such a value names the variable
+(``DELAYER_REDIS_PORT: [redis] port: ...``).
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple, Union
+from typing import Dict, Mapping, Optional, Tuple, Union
 from urllib.parse import urlsplit
 
 from . import _sentinel
@@ -217,8 +225,56 @@ def _reject_unknown(name: str, entries: _Entries, sections: Dict[str, int]) -> N
             )
 
 
-def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
-    """Read ``path`` and return its :class:`Settings`; raise :class:`ConfigError` if invalid.
+#: Largest value a ``DELAYER_*_FILE`` variable's file may hold (sdk-rust/src/conf/env.rs).
+MAX_ENV_FILE_BYTES = 64 * 1024
+
+
+def env_var(section: str, key: str) -> str:
+    """The variable that sets ``key`` of ``[section]``: ``DELAYER_HTTP_ADDR``, ``DELAYER_REDIS_PASSWORD``."""
+    return f"DELAYER_{key.upper()}" if section == "delayer" else f"DELAYER_{section.upper()}_{key.upper()}"
+
+
+def _overlay(entries: _Entries, environ: Mapping[str, str]) -> Dict[Tuple[str, str], str]:
+    """Lay the ``DELAYER_*`` variables over ``entries``; return the variable
+    each key set was taken from (the rule of sdk-rust/src/conf/env.rs)."""
+    sources: Dict[Tuple[str, str], str] = {}
+    for section, keys in KNOWN_KEYS.items():
+        for key in keys:
+            var = env_var(section, key)
+            file_var = var + "_FILE"
+            if var in environ and file_var in environ:
+                raise ConfigError(f"{file_var}: [{section}] {key}: {var} is set too; set one of them, not both")
+            if var in environ:
+                entries[(section, key)] = (environ[var], 0)
+                sources[(section, key)] = var
+            elif file_var in environ:
+                entries[(section, key)] = (_read_value(environ[file_var], f"{file_var}: [{section}] {key}: "), 0)
+                sources[(section, key)] = file_var
+    return sources
+
+
+def _read_value(path: str, where: str) -> str:
+    """What the file at ``path`` holds, trailing newlines dropped; the error
+    names the path, never the contents."""
+    if not path:
+        raise ConfigError(f"{where}is empty: it names the file to read the value from")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_ENV_FILE_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"{where}cannot read {path}: {e.strerror or e}") from None
+    if len(data) > MAX_ENV_FILE_BYTES:
+        raise ConfigError(f"{where}{path} is larger than {MAX_ENV_FILE_BYTES} bytes")
+    try:
+        return data.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}{path} is not UTF-8 text") from None
+
+
+def load(path: Union[str, "os.PathLike[str]"], environ: Optional[Mapping[str, str]] = None) -> Settings:
+    """Read ``path``, with the ``DELAYER_*`` variables of ``environ`` (default:
+    the process's) over it, and return its :class:`Settings`; raise
+    :class:`ConfigError` if invalid.
 
     Missing keys (and keys left empty) take their defaults; an empty password
     or username means none.
@@ -233,6 +289,7 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
         raise ConfigError(f"{name}: the file is not UTF-8") from None
     entries, sections = _parse(name, text)
     _reject_unknown(name, entries, sections)
+    from_env = _overlay(entries, os.environ if environ is None else environ)
     base = os.path.dirname(os.path.abspath(name))
 
     def get(section: str, key: str) -> Optional[str]:
@@ -240,6 +297,9 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
         return found[0] if found and found[0] else None
 
     def error(section: str, key: str, message: str) -> ConfigError:
+        var = from_env.get((section, key))
+        if var is not None:
+            return ConfigError(f"{var}: [{section}] {key}: {message}")
         found = entries.get((section, key))
         line = f":{found[1]}" if found else ""
         return ConfigError(f"{name}{line}: [{section}] {key}: {message}")
@@ -256,7 +316,8 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
         raw = get("redis", key)
         if raw is None:
             return None
-        full = os.path.join(base, raw)
+        # relative to the file's directory, or to the working directory when from the environment
+        full = os.path.abspath(raw) if (("redis", key) in from_env) else os.path.join(base, raw)
         try:
             with open(full, "rb"):
                 pass
