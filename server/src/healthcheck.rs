@@ -168,6 +168,46 @@ mod tests {
         assert_eq!(one_line(b"\xff\xfe"), "\u{fffd}\u{fffd}");
     }
 
+    fn asked(url: &str, timeout: Duration) -> Result<(u16, String), String> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        // The test's own bound: a missing timeout fails it instead of hanging it.
+        runtime.block_on(async {
+            let url = Url::parse(url).expect("url");
+            tokio::time::timeout(Duration::from_secs(10), ask(url, timeout))
+                .await
+                .unwrap_or_else(|_| Err("the test's own 10 s bound ran out".to_string()))
+        })
+    }
+
+    #[test]
+    fn a_probe_that_never_answers_is_given_up_on() {
+        // Accepted by the kernel (the backlog), never answered.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/readyz", silent.local_addr().expect("addr"));
+        let why = asked(&url, Duration::from_millis(300)).expect_err("no answer");
+        assert!(why.contains("no answer within 0.3 s"), "{why}");
+    }
+
+    #[test]
+    fn a_503_is_reported_with_the_start_of_its_reason() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/readyz", listener.local_addr().expect("addr"));
+        let server = std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let (mut conn, _) = listener.accept().expect("accept");
+            let mut head = [0u8; 1024];
+            let _ = conn.read(&mut head);
+            let body = format!("{{\"reason\":\"redis: down\"}}{}", "x".repeat(100_000));
+            let answer = format!("HTTP/1.1 503 Service Unavailable\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+            let _ = conn.write_all(answer.as_bytes());
+        });
+        let (status, said) = asked(&url, Duration::from_secs(5)).expect("answered");
+        assert_eq!(status, 503);
+        assert!(said.starts_with("{\"reason\":\"redis: down\"}xxx"), "{said}");
+        assert!(said.len() <= SHOWN, "{}", said.len());
+        server.join().expect("server");
+    }
+
     #[test]
     fn credentials_are_not_printed() {
         let url = Url::parse("http://user:secret@127.0.0.1:1/readyz").expect("url");
