@@ -206,6 +206,14 @@ def test_as_compose_runs_it_push_pop_health_and_a_clean_sigterm(
         push_and_pop(http_port)
         assert_healthy(ctr, metrics_port)
 
+        # What it runs with, as an operator would ask it: the token from the
+        # secret, masked.
+        shown = podman.podman("exec", ctr.name, "/usr/local/bin/delayer", "config", "--json").stdout
+        settings = {(s["section"], s["key"]): s for s in json.loads(shown)["settings"]}
+        token = settings[("delayer", "http_token")]
+        assert token["source"] == "env DELAYER_HTTP_TOKEN_FILE" and TOKEN not in shown, token
+        assert settings[("delayer", "layout")]["value"] == "topic"
+
         # Redis down: not ready, and the check says why; back: ready again.
         redis_server.stop()
         assert harness.wait_until(lambda: ctr.healthcheck().returncode == 1, step=0.5), ctr.last_health_output()
