@@ -44,6 +44,8 @@ pub struct Config {
     /// Where warnings and errors go (stderr when unset).
     pub error_log: Option<PathBuf>,
     pub log_level: LevelFilter,
+    /// `log_format`: 1.x's text lines, or one JSON object per line.
+    pub log_format: crate::logformat::LogFormat,
     /// Most ids moved by one script call.
     pub batch_size: u32,
     pub key_prefix: String,
@@ -148,6 +150,10 @@ impl Config {
                 ))
             }
         };
+        let log_format = file.get("delayer", "log_format").unwrap_or("");
+        let log_format = crate::logformat::LogFormat::parse(log_format).ok_or_else(|| {
+            file.error(Some("delayer"), Some("log_format"), format!("{log_format:?} is not one of text, json"))
+        })?;
 
         let max_active = ranged(file, "redis", "max_active", 1, 10_000, "connections")?.unwrap_or(20) as u32;
         let max_idle = ranged(file, "redis", "max_idle", 0, 10_000, "connections")?.unwrap_or(2) as u32;
@@ -179,6 +185,7 @@ impl Config {
             access_log: path_of("access_log"),
             error_log: path_of("error_log"),
             log_level,
+            log_format,
             batch_size,
             key_prefix: conf::key_prefix(file),
             layout,
@@ -280,6 +287,9 @@ mod tests {
         assert_eq!((e.section.as_deref(), e.line), (Some("mysql"), Some(1)));
         let e = parse("[delayer]\nlog_level = loud\n").expect_err("bad level");
         assert_eq!(e.key.as_deref(), Some("log_level"));
+        let e = parse("[delayer]\nlog_format = logfmt\n").expect_err("bad format");
+        assert_eq!((e.key.as_deref(), e.line), (Some("log_format"), Some(2)));
+        assert!(e.to_string().contains("\"logfmt\" is not one of text, json"), "{e}");
         let e = parse("[delayer]\nmetrics_addr = localhost\n").expect_err("bad address");
         assert_eq!(e.key.as_deref(), Some("metrics_addr"));
     }

@@ -6,10 +6,11 @@
 //! 1.x's spellings of its flags (`goflags`), the configuration file
 //! (`config`), failures and their exit codes (`fatal`), starting and
 //! stopping the server (`server`) and the signals it obeys (`signals`),
-//! detaching (`daemon`), logging (`logging`) and panics (`panics`), the pid
-//! file (`pidfile`), refused credentials (`credentials`), the Lua scripts
+//! detaching (`daemon`), logging (`logging`, the line's shape
+//! `logformat`) and panics (`panics`), the pid file (`pidfile`), refused credentials (`credentials`), the Lua scripts
 //! (`scripts`), one tick of moving (`mover`, and `topic_mover` with its
-//! rounds of calls, `waves`, for the per-topic layout), the timer around it
+//! rounds of calls, `waves`, for the per-topic layout; what both moved is
+//! summed up every minute by `summary`), the timer around it
 //! (`timer`) and what wakes it (`wake`), metrics (`telemetry`), and the
 //! operator commands (`commands`) with their read-only views (`inspect`),
 //! and the HTTP API with its dashboard (`http`). What Redis holds is input:
@@ -36,6 +37,7 @@ mod healthcheck;
 mod http;
 mod inspect;
 mod jobview;
+mod logformat;
 mod logging;
 mod memory;
 mod migrate;
@@ -48,6 +50,7 @@ mod readiness;
 mod scripts;
 mod server;
 mod signals;
+mod summary;
 mod telemetry;
 mod timer;
 mod topic_mover;

@@ -165,7 +165,9 @@ fn mover_check(last: Option<Instant>, started: Instant, now: Instant, stale_afte
                 "ok": false,
                 "last_tick_seconds_ago": ago,
                 "bound_seconds": bound,
-                "reason": format!("the mover's last tick completed {ago} s ago (more than {bound} s): ticks fail or hang"),
+                "reason": format!(
+                    "the mover's last tick completed {ago} s ago (more than {bound} s): ticks fail or hang"
+                ),
             })
         }
         None => json!({

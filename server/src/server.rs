@@ -11,7 +11,7 @@ use crate::daemon::{self, Launcher};
 use crate::fatal::Fatal;
 use crate::pidfile::PidFile;
 use crate::signals::Signals;
-use crate::{credentials, http, logging, mover, panics, readiness, telemetry, timer, topic_mover, wake};
+use crate::{credentials, http, logging, mover, panics, readiness, summary, telemetry, timer, topic_mover, wake};
 use delayer::connection::Manager;
 use delayer::target::Target;
 use delayer::{Keys, Layout, Names, TopicKeys};
@@ -159,8 +159,11 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
             info!("{name}: finishing the batch in flight, then stopping");
             stopping.request();
         });
+        // What moved, said at info every minute (each batch at debug).
+        tokio::spawn(summary::every());
         launcher.ready();
         timer::run(mover, config.timer_interval, stop, Some(wakes)).await;
+        summary::flush();
         Ok::<(), Fatal>(())
     })?;
     info!("stopped");

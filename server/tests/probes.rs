@@ -153,3 +153,19 @@ fn not_ready_before_the_first_tick() {
     let _redis = RedisServer::start_on(port, &["--save", "", "--appendonly", "no"]);
     probed.wait_ready(200, "redis came");
 }
+
+/// A stalled Redis (SIGSTOP: connections open, no answer): readiness still
+/// answers, 503 naming Redis, rather than hanging with it.
+#[test]
+fn a_stalled_redis_is_not_ready_and_the_probe_does_not_hang() {
+    let redis = RedisServer::start();
+    let probed = Probed::start(redis.port(), "", &[]);
+    probed.wait_ready(200, "at start");
+    redis.pause();
+    // get() gives up after 5 s: a probe hanging on Redis never reads 503.
+    let stalled = probed.wait_ready(503, "redis stalled");
+    assert!(failing(&stalled).contains(&"redis".to_string()), "{stalled}");
+    probed.assert_live();
+    redis.resume();
+    probed.wait_ready(200, "redis answers again");
+}

@@ -23,6 +23,7 @@ pub const KNOWN_KEYS: [(&str, &[&str]); 2] = [
             "key_prefix",
             "layout",
             "log_level",
+            "log_format",
             "metrics_addr",
             "http_addr",
             "http_token",

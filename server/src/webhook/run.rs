@@ -131,7 +131,9 @@ fn worker(hook: Hook, delayer: delayer::aio::Delayer, sender: Sender, grace: Dur
 }
 
 /// Log lines for one topic's deliveries: one per failure (never the
-/// secret, nor the URL's credentials), and Redis outages once each.
+/// secret, nor the URL's credentials), and Redis outages once each. A
+/// delivery's line carries `topic`, `id` and `ms` as fields (`log_format
+/// = json`).
 struct DeliveryLog {
     topic: String,
     /// The URL without credentials ([`Hook::target`]).
@@ -151,16 +153,21 @@ impl DeliveryLog {
                     0 => String::new(),
                     max => format!(" of {max}"),
                 };
+                let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
                 warn!(
-                    "webhook {topic}: job {:?} attempt {}{of} to {} failed after {} ms: {error}; {next}",
+                    topic = topic.as_str(), id = delivery.id.as_str(), attempt = delivery.attempts, ms = ms;
+                    "webhook {topic}: job {:?} attempt {}{of} to {} failed after {ms} ms: {error}; {next}",
                     delivery.id,
                     delivery.attempts,
-                    self.target,
-                    elapsed.as_millis()
+                    self.target
                 );
             }
             Event::Succeeded { delivery, elapsed } => {
-                debug!("webhook {topic}: job {:?} delivered in {} ms", delivery.id, elapsed.as_millis())
+                let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+                debug!(
+                    topic = topic.as_str(), id = delivery.id.as_str(), ms = ms;
+                    "webhook {topic}: job {:?} delivered in {ms} ms", delivery.id
+                )
             }
             Event::NotHeld { delivery } => warn!(
                 "webhook {topic}: job {:?}: its reservation ran out (ttr) before the answer was recorded; it is \
