@@ -31,7 +31,9 @@ use Delayer\Exception\ConfigException;
  * (sdk-rust/src/conf/env.rs, one rule; conformance/env_cases.json holds the
  * readers together): [delayer] keys are DELAYER_<KEY>, [redis] keys
  * DELAYER_REDIS_<KEY>; with _FILE appended the value is read from the file
- * named (trailing newlines dropped); setting both is an error. An error
+ * named (trailing newlines dropped); setting both is an error. A URL from
+ * the environment replaces the file's host/port/database, and any of those
+ * the file's URL. An error
  * about such a value names the variable ("DELAYER_REDIS_PORT: [redis] port: ...").
  *
  * @internal used by {@see Client::fromConfig()}
@@ -121,6 +123,18 @@ final class ConfigFile
                 }
                 $ini[$section][self::ENV][$key] = $value;
                 $lines["{$section} {$key}"] = $from;
+            }
+        }
+        // The address's two forms: the environment's replaces the file's other one.
+        foreach ([[['url'], ['host', 'port', 'database']], [['host', 'port', 'database'], ['url']]] as [$given, $other]) {
+            $fromEnv = array_filter($given, static fn (string $k): bool => isset($ini['redis'][self::ENV][$k]));
+            if ($fromEnv === []) {
+                continue;
+            }
+            foreach ($other as $k) {
+                if (!isset($ini['redis'][self::ENV][$k])) {
+                    unset($ini['redis'][$k]);
+                }
             }
         }
     }

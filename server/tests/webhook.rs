@@ -652,3 +652,45 @@ fn the_secret_can_come_from_a_file_and_redis_from_the_environment() {
     let _ = fs::remove_dir_all(&dir);
     let _ = fs::remove_dir_all(&secrets);
 }
+
+/// No file at all: Redis and the topic's section from `DELAYER_*`
+/// variables (`DELAYER_WEBHOOK_<topic>_<KEY>`), the secret from a file.
+#[test]
+fn the_webhook_runs_on_the_environment_alone() {
+    let redis = RedisServer::start();
+    let receiver = Receiver::start(|_, _| Answer::Status(204));
+    let dir = temp_dir("webhook-no-file");
+    fs::write(dir.join("hook.secret"), format!("{SECRET}\n")).expect("write secret");
+    let _server = DelayerProcess::start(BIN, &conf(&redis, ""));
+    let mut command = Command::new(BIN);
+    command.arg("webhook").current_dir(&dir).stdin(Stdio::null());
+    for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
+        command.env_remove(var);
+    }
+    let mut child = command
+        .env("DELAYER_REDIS_PORT", redis.port().to_string())
+        .env("DELAYER_WEBHOOK_close_order_URL", receiver.url("/hook"))
+        .env("DELAYER_WEBHOOK_close_order_SECRET_FILE", "hook.secret")
+        .stdout(fs::File::create(dir.join("out.log")).expect("out.log"))
+        .stderr(fs::File::create(dir.join("err.log")).expect("err.log"))
+        .spawn()
+        .expect("start delayer webhook");
+    let output = || {
+        format!(
+            "{}{}",
+            fs::read_to_string(dir.join("out.log")).unwrap_or_default(),
+            fs::read_to_string(dir.join("err.log")).unwrap_or_default()
+        )
+    };
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push_job(&job("close_order", "no-file", b"{}", 3)).expect("push");
+    let delivered = wait_until(DEADLINE, || gone(&redis, "no-file"));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(delivered, "{}", output());
+    let requests = receiver.on("/hook");
+    assert!(!requests.is_empty() && requests.iter().all(|r| signed_by(r, SECRET)), "{requests:?}");
+    assert!(output().contains("no configuration file"), "{}", output());
+    assert!(!output().contains(SECRET));
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -31,7 +31,8 @@ The ``DELAYER_*`` environment variables override the file, as for the server
 hold the readers together): ``[delayer]`` keys are ``DELAYER_<KEY>``,
 ``[redis]`` keys ``DELAYER_REDIS_<KEY>``; with ``_FILE`` appended the value is
 read from the file named (trailing newlines dropped); setting both is an
-error. An error about such a value names the variable
+error. A URL from the environment replaces the file's host/port/database, and
+any of those the file's URL. An error about such a value names the variable
 (``DELAYER_REDIS_PORT: [redis] port: ...``).
 """
 
@@ -250,6 +251,12 @@ def _overlay(entries: _Entries, environ: Mapping[str, str]) -> Dict[Tuple[str, s
             elif file_var in environ:
                 entries[(section, key)] = (_read_value(environ[file_var], f"{file_var}: [{section}] {key}: "), 0)
                 sources[(section, key)] = file_var
+    # The address's two forms: the environment's replaces the file's other one.
+    for given, other in ((("url",), ("host", "port", "database")), (("host", "port", "database"), ("url",))):
+        if any(("redis", k) in sources for k in given):
+            for k in other:
+                if ("redis", k) not in sources:
+                    entries.pop(("redis", k), None)
     return sources
 
 

@@ -3,7 +3,16 @@
 //! `DELAYER_REDIS_<KEY>` (`DELAYER_HTTP_ADDR`, `DELAYER_REDIS_PASSWORD`);
 //! with `_FILE` appended the value is read from the file named
 //! (`DELAYER_REDIS_PASSWORD_FILE`, for secrets mounted as files), its
-//! trailing newlines dropped. Setting both is an error.
+//! trailing newlines dropped. Setting both is an error. The address is one
+//! setting made of two forms: a `DELAYER_REDIS_URL` replaces the file's
+//! `host`/`port`/`database`, and any of those from the environment replaces
+//! the file's `url` (else a file written for one form could not be pointed
+//! elsewhere by the other).
+//!
+//! `delayer webhook`'s sections too: `DELAYER_WEBHOOK_<topic>_<KEY>` sets
+//! `[webhook.<topic>] <key>` (`DELAYER_WEBHOOK_orders_URL`,
+//! `DELAYER_WEBHOOK_orders_SECRET_FILE`; the topic as written), so it also
+//! runs with no file.
 //!
 //! The values are laid over the parsed file ([`ConfFile::set`]) before
 //! anything is checked, so one parsing path checks file and environment
@@ -13,7 +22,7 @@
 //! together).
 
 use super::file::{ConfError, ConfFile, Source};
-use super::rules::{closest, KNOWN_KEYS};
+use super::rules::{closest, KNOWN_KEYS, WEBHOOK_KEYS};
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::PathBuf;
@@ -112,7 +121,52 @@ pub fn overlay(
         known.push(var);
         known.push(file_var);
     }
+    for (name, value) in &vars {
+        if let Some((topic, key)) = webhook_var(name) {
+            let section = format!("webhook.{topic}");
+            let value = value.to_str().ok_or_else(|| ConfError {
+                file: PathBuf::from(name),
+                section: Some(section.clone()),
+                key: Some(key.to_string()),
+                line: None,
+                message: "is not valid UTF-8".into(),
+            })?;
+            file.set(&section, key, value.to_string(), Source::Env(name.clone()));
+            known.push(name.clone());
+        }
+    }
+    replace_address(file);
     Ok(misspelt(vars.iter().map(|(name, _)| name.as_str()), &known))
+}
+
+/// `DELAYER_WEBHOOK_<topic>_<KEY>` as (topic, key of `[webhook.<topic>]`).
+fn webhook_var(name: &str) -> Option<(&str, &'static str)> {
+    let rest = name.strip_prefix("DELAYER_WEBHOOK_")?;
+    WEBHOOK_KEYS.iter().find_map(|key| {
+        let topic = rest.strip_suffix(key.to_ascii_uppercase().as_str())?.strip_suffix('_')?;
+        (!topic.is_empty()).then_some((topic, *key))
+    })
+}
+
+/// The keys of the address's two forms.
+const URL_FORM: &[&str] = &["url"];
+const HOST_FORM: &[&str] = &["host", "port", "database"];
+
+/// Drops the file's form of the address when the environment gave the
+/// other one.
+fn replace_address(file: &mut ConfFile) {
+    let from_env = |file: &ConfFile, keys: &[&str]| {
+        keys.iter().any(|k| matches!(file.source("redis", k), Some(Source::Env(_) | Source::EnvFile(..))))
+    };
+    for (given, other) in [(URL_FORM, HOST_FORM), (HOST_FORM, URL_FORM)] {
+        if from_env(file, given) {
+            for key in other {
+                if file.source("redis", key) == Some(Source::File) {
+                    file.unset("redis", key);
+                }
+            }
+        }
+    }
 }
 
 /// The value in the file at `path`, its trailing newlines dropped; why
@@ -226,6 +280,25 @@ mod tests {
             .expect_err("huge");
         assert!(e.to_string().contains("larger than"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn webhook_sections_come_from_their_variables() {
+        let mut file = ConfFile::none("(none)".into());
+        let vars = env(&[
+            ("DELAYER_WEBHOOK_close_order_URL", "http://127.0.0.1:1/h"),
+            ("DELAYER_WEBHOOK_close_order_SECRET_FILE", "/run/secrets/hook"),
+            ("DELAYER_WEBHOOK_SMS_TTR", "60"),
+            ("DELAYER_WEBHOOK__URL", "http://x/"),
+        ]);
+        assert!(overlay(&mut file, vars).expect("overlay").is_empty());
+        assert_eq!(file.get("webhook.close_order", "url"), Some("http://127.0.0.1:1/h"));
+        assert_eq!(file.get("webhook.close_order", "secret_file"), Some("/run/secrets/hook"));
+        assert_eq!(file.get("webhook.close_order", "secret"), None);
+        assert_eq!(file.get("webhook.SMS", "ttr"), Some("60"));
+        assert_eq!(file.sections().filter(|s| s.starts_with("webhook.")).count(), 2, "no empty topic");
+        let e = file.error(Some("webhook.SMS"), Some("ttr"), "bad");
+        assert_eq!(e.to_string(), "DELAYER_WEBHOOK_SMS_TTR: [webhook.SMS] ttr: bad");
     }
 
     #[test]

@@ -120,6 +120,12 @@ impl ConfFile {
         self.from_env.insert((section.to_string(), key.to_string()), source);
     }
 
+    /// Forgets what the file says for `key` in `[section]` (the environment
+    /// replaced it by another key: see [`super::env`]).
+    pub fn unset(&mut self, section: &str, key: &str) {
+        self.ini.delete_from(Some(section), key);
+    }
+
     /// Where the value of `key` in `[section]` came from (`None`: unset,
     /// the default applies).
     pub fn source(&self, section: &str, key: &str) -> Option<Source> {
