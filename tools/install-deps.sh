@@ -22,6 +22,7 @@ if [ "${1:-}" != "--redis-only" ]; then
   command -v chromium >/dev/null || need+=(chromium)
   command -v chromedriver >/dev/null || need+=(chromium-driver)
   command -v node >/dev/null || need+=(nodejs)   # runs docs/webhook-verify/verify.js in the webhook test
+  command -v promtool >/dev/null || need+=(prometheus)   # promtool checks and tests deploy/prometheus/alerts.yml
   # The container test (deploy/tests): podman builds and runs the image
   # (with runc: crun refuses a cgroups v1 hybrid machine).
   command -v podman >/dev/null || need+=(podman)

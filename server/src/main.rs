@@ -23,6 +23,7 @@
 //! delivers jobs over HTTP. `delayer health` (`healthcheck`) asks a running
 //! server's probe, for a container's HEALTHCHECK.
 
+mod activity;
 mod badkeys;
 mod cli;
 mod commands;
