@@ -3,7 +3,9 @@ running them (no image registry is reachable from CI): both parse, every
 file a service mounts exists, every secret is declared and kept out of git
 and of the build context, every DELAYER_* variable names a key of
 delayer.conf, Redis keeps its data (AOF, a volume) and never evicts, and
-Prometheus scrapes the server's metrics port and names the alert rules.
+Prometheus scrapes the server's metrics port with the alert rules beside it
+(promtool checks them as Prometheus would load them), and Grafana gets the
+Prometheus data source and the dashboard.
 """
 
 from __future__ import annotations
@@ -152,6 +154,17 @@ def test_prometheus_scrapes_the_server_with_the_alert_rules() -> None:
     assert targets == ["delayer:9464"], targets
     assert config["rule_files"] == ["alerts.yml"]
 
+
+
+def test_promtool_accepts_prometheus_yml_and_its_alert_rules() -> None:
+    config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    for rules in config["rule_files"]:
+        assert (DEPLOY / "prometheus" / rules).is_file(), f"deploy/prometheus/{rules} is missing"
+    # promtool (Debian's prometheus package) checks it as Prometheus would,
+    # the rule files included.
+    done = subprocess.run(["promtool", "check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_grafana_gets_the_prometheus_data_source_and_the_dashboards() -> None:
