@@ -240,6 +240,7 @@ def test_with_no_configuration_file_the_environment_is_enough(
         "DELAYER_HTTP_TOKEN_FILE": "/run/secrets/token",
         "DELAYER_METRICS_ADDR": f"127.0.0.1:{metrics_port}",
         "DELAYER_LAYOUT": "topic",
+        "DELAYER_LOG_FORMAT": "json",
     }
     # An empty /etc/delayer hides the image's file (podman would copy it
     # into the tmpfs by default): defaults and environment only.
@@ -250,5 +251,9 @@ def test_with_no_configuration_file_the_environment_is_enough(
         assert_healthy(ctr, metrics_port)
         logs = stop_cleanly(ctr)
         assert "no configuration file" in logs and "layout topic" in logs, logs
+        # For a log pipeline: every line one JSON object.
+        lines = [json.loads(line) for line in logs.splitlines() if line.strip()]
+        assert lines and all({"ts", "level", "msg"} <= set(line) for line in lines), logs
+        assert lines[-1]["msg"] == "stopped", lines[-1]
     finally:
         ctr.remove()
