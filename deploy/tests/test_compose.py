@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Set
+from typing import Any, Dict, List, Optional, Set
 
 import yaml
 
@@ -95,11 +95,13 @@ def test_every_mounted_file_and_secret_exists_or_is_kept_out_of_git() -> None:
     assert "deploy/secrets" in (REPO / ".dockerignore").read_text().split(), "secrets must stay out of the image"
 
 
-def delayer_config(c: Dict[str, Any], service: str, tmp_path: Path) -> Dict[str, Any]:
-    """`delayer config --json` on the service's mounted file and environment,
-    its secrets made here (their compose paths exist only in a container)."""
+def delayer_config(c: Dict[str, Any], service: str, tmp_path: Path,
+                   more: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """`delayer config --json` on the service's mounted file and environment
+    (and ``more``), its secrets made here (their compose paths exist only in
+    a container)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DELAYER_")}
-    for var, value in c["services"][service]["environment"].items():
+    for var, value in dict(c["services"][service]["environment"], **(more or {})).items():
         if var.endswith("_FILE"):
             secret = tmp_path / Path(value).name
             secret.write_text("compose-test-secret-0123456789\n")
@@ -138,6 +140,14 @@ def test_the_server_and_the_webhook_run_the_image_with_known_keys(tmp_path: Path
             var = "DELAYER_" + ("" if setting["section"] == "delayer" else "REDIS_") + setting["key"].upper()
             if var in c["services"][name]["environment"] or var + "_FILE" in c["services"][name]["environment"]:
                 assert setting["source"].startswith(f"env {var}"), setting
+    # The webhook's example variables (commented out) make its section.
+    compose_text = (DEPLOY / "compose.yaml").read_text()
+    examples = dict(re.findall(r"(?m)^\s*#\s*(DELAYER_WEBHOOK_\w+):\s*(\S+)$", compose_text))
+    assert len(examples) == 2, examples
+    settings = delayer_config(c, "webhook", tmp_path, examples)["settings"]
+    hook = [s for s in settings if s["section"].startswith("webhook.")]
+    assert sorted((s["section"], s["key"], s["source"].split()[0]) for s in hook) == [
+        ("webhook.close_order", "secret_file", "env"), ("webhook.close_order", "url", "env")], hook
     # The image's probe and Prometheus find the metrics where they are.
     assert "layout = topic" in (DEPLOY / "delayer.container.conf").read_text()
     assert server["environment"]["DELAYER_METRICS_ADDR"] == "0.0.0.0:9464"

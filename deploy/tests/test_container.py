@@ -244,7 +244,8 @@ def test_with_no_configuration_file_the_environment_is_enough(
     }
     # An empty /etc/delayer hides the image's file (podman would copy it
     # into the tmpfs by default): defaults and environment only.
-    args = ["--tmpfs", "/etc/delayer:notmpcopyup", f"-v{token}:/run/secrets/token:ro", *(f"-e{k}={v}" for k, v in env.items())]
+    args = ["--tmpfs", "/etc/delayer:notmpcopyup", f"-v{token}:/run/secrets/token:ro",
+            *(f"-e{k}={v}" for k, v in env.items())]
     ctr = serve(images, args, http_port)
     try:
         push_and_pop(http_port)
