@@ -52,10 +52,18 @@ CONFORMANCE_LAYOUT=topic .venv/bin/pytest -q conformance/test_conformance_matrix
   conformance/test_conformance_contract.py conformance/test_conformance_rejections.py \
   conformance/test_conformance_odd_names.py conformance/test_conformance_repush.py \
   conformance/test_conformance_inspect.py conformance/test_conformance_rounding.py \
-  conformance/test_conformance_undecodable.py
+  conformance/test_conformance_undecodable.py conformance/test_conformance_outcomes.py
 
 section "HTTP API and dashboard: the real server, headless Chromium"
 .venv/bin/pytest -q -p no:cacheprovider server/tests/http
+
+section "Alerts and Grafana: promtool checks and tests the rules; both name only metrics a live server exports"
+promtool check rules deploy/prometheus/alerts.yml
+promtool test rules deploy/prometheus/alerts_test.yml
+.venv/bin/pytest -q -p no:cacheprovider deploy/tests/test_grafana.py
+
+section "Container: the image's layout with podman, compose.yaml and prometheus.yml checked (deploy/tests)"
+.venv/bin/pytest -q -p no:cacheprovider deploy/tests/test_container.py deploy/tests/test_compose.py
 
 section "Packaging (tools/check-packaging.sh), with the Python SDK's tests against the wheel"
 tools/check-packaging.sh   # crates, wheel and sdist, composer package: built and installed

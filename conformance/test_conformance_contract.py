@@ -91,6 +91,7 @@ PER_TOPIC_KEYS: Dict[str, Optional[str]] = {
     "<prefix>dead:<topic>": "<prefix>{<topic>}:dead",
     "<prefix>scheduled_count": None,
     "<prefix>topics": None,
+    "<prefix>outcomes": "<prefix>{<topic>}:outcomes",
 }
 #: The same for the names an argument carries ("": the argument is empty).
 PER_TOPIC_ARGS: Dict[str, Optional[str]] = {

@@ -3,6 +3,9 @@
 -- KEYS[1]  reserved    ZSET  <prefix>reserved
 -- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
 -- KEYS[3]  job pool    ZSET  <prefix>job_pool
+-- KEYS[4]  outcome counts  HASH  <prefix>outcomes (optional: absent, nothing
+--          is counted); an ack adds 1 to its field "acked:<topic>" (the
+--          topic the bucket names), which the server exports
 -- ARGV[1]  job id
 -- ARGV[2]  receipt from reserve, or "" for whichever reservation is current
 --
@@ -14,11 +17,14 @@
 -- push of the same id keeps the old receipt field: the reservation is stale,
 -- and acking it would delete the newer job). An ack after the deadline still counts as long as the
 -- server has not yet put the job back: nobody else holds it then.
-local receipt = redis.pcall('HGET', KEYS[2], 'receipt')
+local job = redis.pcall('HMGET', KEYS[2], 'receipt', 'topic')
+local receipt = not job.err and job[1]
 if type(receipt) ~= 'string' or (ARGV[2] ~= '' and receipt ~= ARGV[2])
     or not redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZSCORE', KEYS[3], ARGV[1]) then
   return 0
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[2])
+-- A count only, last and under pcall: a key of the wrong type skips it.
+if KEYS[4] and job[2] then redis.pcall('HINCRBY', KEYS[4], 'acked:' .. job[2], 1) end
 return 1

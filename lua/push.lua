@@ -3,7 +3,9 @@
 -- KEYS[1]  job pool          ZSET  <prefix>job_pool
 -- KEYS[2]  job bucket        HASH  <prefix>job_bucket:<id>
 -- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (topic -> jobs waiting);
---          absent in the per-topic layout (a topic's pool is its count)
+--          absent in the per-topic layout (a topic's pool is its count),
+--          whose buckets also keep their due time (field due, "s.mmm", read
+--          for the ready-queue age; the classic bucket stays Delayer 1.x's)
 -- ARGV[1]  job id
 -- ARGV[2]  topic
 -- ARGV[3]  body (binary-safe, may be empty)
@@ -75,7 +77,11 @@ end
 local was_waiting = added == 0
 local old_topic = was_waiting and redis.pcall('HGET', KEYS[2], 'topic')
 redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[2], 'topic', ARGV[2], 'body', ARGV[3])
+if KEYS[3] then
+  redis.call('HSET', KEYS[2], 'topic', ARGV[2], 'body', ARGV[3])
+else
+  redis.call('HSET', KEYS[2], 'topic', ARGV[2], 'body', ARGV[3], 'due', due)
+end
 if (ARGV[6] or '') ~= '' then
   redis.call('HSET', KEYS[2], 'max_attempts', ARGV[6])
 end

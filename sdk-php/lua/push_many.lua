@@ -3,7 +3,8 @@
 -- KEYS[1]  job pool          ZSET  <prefix>job_pool
 -- KEYS[2]  scheduled counts  HASH  <prefix>scheduled_count (as push.lua's KEYS[3]);
 --          absent in the per-topic layout, where one call holds one topic's
---          jobs (KEYS[1] and ARGV[1] are that topic's)
+--          jobs (KEYS[1] and ARGV[1] are that topic's) and buckets keep their
+--          due time (field due, as push.lua writes it)
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  duplicate policy, "replace" or "absent" (see push.lua)
 -- ARGV[3]  wake channel "<prefix>wake", or "": none (see push.lua)
@@ -72,7 +73,11 @@ for i = 4, #ARGV, 10 do
     end
     count(ARGV[i + 1], 1)
     redis.call('DEL', bucket)
-    redis.call('HSET', bucket, 'topic', ARGV[i + 1], 'body', ARGV[i + 2])
+    if KEYS[2] then
+      redis.call('HSET', bucket, 'topic', ARGV[i + 1], 'body', ARGV[i + 2])
+    else
+      redis.call('HSET', bucket, 'topic', ARGV[i + 1], 'body', ARGV[i + 2], 'due', score)
+    end
     if ARGV[i + 5] ~= '' then
       redis.call('HSET', bucket, 'max_attempts', ARGV[i + 5])
     end

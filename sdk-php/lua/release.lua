@@ -9,6 +9,11 @@
 --          counts again on its topic's field); in the per-topic layout
 --          (ARGV[2] ""): the topic's dead-letter list  LIST
 --          <prefix>{<topic>}:dead, and nothing is counted
+-- KEYS[5]  outcome counts    HASH  <prefix>outcomes (optional: absent, nothing
+--          is counted); each ended reservation adds 1 to a field of its
+--          topic: "released:<topic>" (retried), "dead_lettered:<topic>"
+--          (to dead letters, buried or out of attempts) and also
+--          "buried:<topic>" (bury), which the server exports
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:" (a bucket is it + id)
 -- ARGV[2]  dead-letter prefix, "<prefix>dead:" (a topic's list is it + topic),
 --          or "" in the per-topic layout, where every id of KEYS[1] is of
@@ -36,7 +41,8 @@
 --            expected, ...}, each key of the wrong type met. A reserved set
 --            or pool of the wrong type ends nothing and is reported there.
 --
--- A failed attempt schedules the job again (pool score now + delay), unless
+-- A failed attempt schedules the job again (pool score now + delay, also
+-- kept in the bucket's due field, which the ready-queue age reads), unless
 -- it was buried or its attempts reached max_attempts (0: no limit): then its
 -- id goes to its dead-letter list (ARGV[2] + topic) and the bucket records why and when.
 -- Reserved ids whose bucket no longer carries a receipt (removed, or pushed
@@ -62,7 +68,7 @@ local function shown(s)
 end
 local reserved, pool, malformed = KEYS[1], KEYS[2], KEYS[3]
 local buckets, deads, action = ARGV[1], ARGV[2], ARGV[3]
-local counts, dead_list = KEYS[4], nil
+local counts, dead_list, outcomes = KEYS[4], nil, KEYS[5]
 if deads == '' then
   counts, dead_list = nil, KEYS[4]
 end
@@ -93,6 +99,12 @@ local function wrong(key, expected)
   return redis.error_reply('WRONGTYPE ' .. shown(key) .. ' is a ' .. kind(key) .. ', not a ' .. expected)
 end
 
+-- Counts one outcome of `topic` (a count only: a key of the wrong type, or
+-- a field that is no integer, skips it).
+local function tally(outcome, topic)
+  if outcomes then redis.pcall('HINCRBY', outcomes, outcome .. ':' .. topic, 1) end
+end
+
 -- Ends the reservation of `id` (its bucket read as `job`); returns the due
 -- time or "dead", or nil and {key, type, "list"} when its dead-letter list
 -- holds the wrong type (then nothing is written). The pool is known to be a
@@ -111,6 +123,8 @@ local function fail(id, bucket, job, why)
     redis.call('HDEL', bucket, 'receipt')
     redis.call('HSET', bucket, 'dead_reason', reason, 'dead_at', now)
     if why ~= '' then redis.call('HSET', bucket, 'last_error', why) end
+    tally('dead_lettered', job[1])
+    if action == 'bury' then tally('buried', job[1]) end
     return 'dead'
   end
   local delay = tonumber(action)
@@ -121,8 +135,13 @@ local function fail(id, bucket, job, why)
   redis.call('ZREM', reserved, id)
   redis.call('ZADD', pool, due, id)
   redis.call('HDEL', bucket, 'receipt')
-  if why ~= '' then redis.call('HSET', bucket, 'last_error', why) end
+  if why ~= '' then
+    redis.call('HSET', bucket, 'due', due, 'last_error', why)
+  else
+    redis.call('HSET', bucket, 'due', due)
+  end
   if counts then redis.pcall('HINCRBY', counts, job[1], 1) end -- a count only: never fails the release
+  tally('released', job[1])
   return due
 end
 

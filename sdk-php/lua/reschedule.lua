@@ -10,7 +10,8 @@
 -- Returns the new due time "s.mmm", or nil when the job is not waiting (never
 -- pushed, already due and moved, reserved, dead, or removed).
 --
--- A bucket with a TTL keeps the same lifetime after its due time, so its
+-- The bucket's due field (kept for the ready-queue age) follows the new due
+-- time. A bucket with a TTL keeps the same lifetime after its due time, so its
 -- TTL moves with the due time. A bucket without one (a job reserved before)
 -- stays without.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
@@ -26,6 +27,7 @@ local due = string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
 local wake = ARGV[3] or ''
 local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 redis.call('ZADD', KEYS[1], 'XX', due, ARGV[1])
+redis.pcall('HSET', KEYS[2], 'due', due)
 if head and (not head[2] or tonumber(due) < tonumber(head[2])) then
   redis.pcall('PUBLISH', wake, due)
 end

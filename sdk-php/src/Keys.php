@@ -126,13 +126,14 @@ final class Keys
                 $this->deadPrefix(),
                 $this->scheduledCount(),
                 $this->wake(),
+                $this->outcomes(),
             );
         }
         if ($topic === null) {
             throw new \LogicException('the per-topic layout names a topic for every call');
         }
         $of = fn (string $kind): string => "{$this->prefix}{{$topic}}:{$kind}";
-        return new Names(true, $topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'), '', null, '');
+        return new Names(true, $topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'), '', null, '', $of('outcomes'));
     }
 
     /**
@@ -221,6 +222,15 @@ final class Keys
     public function topics(): string
     {
         return $this->prefix . 'topics';
+    }
+
+    /**
+     * `<prefix>outcomes`: the HASH of ended reservations per outcome and
+     * topic (`acked:<topic>` => count), which the server exports.
+     */
+    public function outcomes(): string
+    {
+        return $this->prefix . 'outcomes';
     }
 
     /** `<prefix>receipt_seq`: the counter reserve.lua takes receipts from (INCR). */

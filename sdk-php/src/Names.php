@@ -32,6 +32,8 @@ final class Names
      * @param string|null $scheduledCount the scheduled counts; null in the per-topic layout
      * @param string      $wake           the wake channel the scripts publish on; ""
      *                                    in the per-topic layout
+     * @param string      $outcomes       the HASH ended reservations are counted in
+     *                                    (ack, release and reserve's acks write it)
      */
     public function __construct(
         public readonly bool $perTopic,
@@ -46,6 +48,7 @@ final class Names
         public readonly string $deadPrefix,
         public readonly ?string $scheduledCount,
         public readonly string $wake,
+        public readonly string $outcomes,
     ) {
     }
 

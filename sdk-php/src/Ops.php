@@ -225,7 +225,7 @@ final class Ops
         $n = $keys->names($topic);
         return [
             Scripts::RESERVE,
-            [(string) $n->ready, $n->reserved, $n->malformed, $n->receiptSeq, $n->pool],
+            [(string) $n->ready, $n->reserved, $n->malformed, $n->receiptSeq, $n->pool, $n->outcomes],
             [$n->bucketPrefix, (string) $ttrMs],
         ];
     }
@@ -348,7 +348,7 @@ final class Ops
     public static function ack(Keys $keys, string $id, string $receipt, ?string $topic = null): array
     {
         $n = self::idNames($keys, $topic);
-        return [Scripts::ACK, [$n->reserved, $n->bucket($id), $n->pool], [$id, $receipt]];
+        return [Scripts::ACK, [$n->reserved, $n->bucket($id), $n->pool, $n->outcomes], [$id, $receipt]];
     }
 
     /**
@@ -381,7 +381,7 @@ final class Ops
         return [
             Scripts::RELEASE,
             // KEYS[4]: the counts (classic), or the topic's dead list (per topic, ARGV[2] "")
-            [$n->reserved, $n->pool, $n->malformed, $n->scheduledCount ?? (string) $n->dead],
+            [$n->reserved, $n->pool, $n->malformed, $n->scheduledCount ?? (string) $n->dead, $n->outcomes],
             [
                 $n->bucketPrefix, $n->deadPrefix, $action, 'held', $id, $receipt, $n->wake,
                 substr($error, 0, Scripts::ERROR_MAX_BYTES),

@@ -50,7 +50,7 @@ def test_push_writes_the_topics_keys_and_lowers_the_index(url: str, raw: "redis.
         assert before + 99 < first < redis_now(raw) + 101
         assert raw.zscore(k("mail", "pool"), "o-1") == first
         indexed(raw, "mail", first, P)
-        assert raw.hgetall(k("mail", "job:o-1")) == {b"topic": b"mail", b"body": b"hello"}
+        assert raw.hgetall(k("mail", "job:o-1")) == {b"topic": b"mail", b"body": b"hello", b"due": b"%.3f" % first}
         assert raw.smembers(P + "topics") == {b"mail"}
         assert float(wake.next() or 0) == first
         await d.push("mail", "o-2", 200)  # later: no index change, no message

@@ -96,6 +96,7 @@ PER_TOPIC = {
     "<prefix>receipt_seq": "{t}:receipt_seq",
     "<prefix>dead:<topic>": "{t}:dead",
     "<prefix>scheduled_count": None,
+    "<prefix>outcomes": "{t}:outcomes",
 }
 
 
@@ -133,7 +134,7 @@ def test_per_topic_calls_use_the_topics_names_in_one_slot(call: ScriptCall) -> N
     if call.script == "release":
         # KEYS[4] is the topic's dead-letter list, with ARGV[2] ""
         assert call.keys == [PREFIX + "{t}:reserved", PREFIX + "{t}:pool", PREFIX + "{t}:malformed",
-                             PREFIX + "{t}:dead"]
+                             PREFIX + "{t}:dead", PREFIX + "{t}:outcomes"]
         assert call.args[:2] == [PREFIX + "{t}:job:", ""]
     elif call.script == "list":
         assert call.keys == [PREFIX + "{t}:pool"] and call.args[0] == PREFIX + "{t}:job:"

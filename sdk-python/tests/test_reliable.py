@@ -167,7 +167,7 @@ def test_ack_with_the_right_receipt_deletes_the_job(url: str, raw: "redis.Redis"
         assert raw.zcard(RESERVED) == 0
         assert d.ack(job) is False  # a second ack: nothing held any more
         assert d.ack("j") is False
-    assert set(raw.keys("*")) == {b"delayer:receipt_seq", b"delayer:topics"}
+    assert set(raw.keys("*")) == {b"delayer:receipt_seq", b"delayer:topics", b"delayer:outcomes"}
 
 
 def test_ack_with_a_wrong_receipt_changes_nothing(url: str, raw: "redis.Redis") -> None:
@@ -434,7 +434,7 @@ def test_purge_dead_deletes_the_jobs(url: str, raw: "redis.Redis") -> None:
         assert d.purge_dead("t") == 2
         assert raw.exists(bucket("b"), bucket("c"), dead("t")) == 0
         assert d.purge_dead("t") == 0
-    assert set(raw.keys("*")) == {b"delayer:receipt_seq", b"delayer:topics"}
+    assert set(raw.keys("*")) == {b"delayer:receipt_seq", b"delayer:topics", b"delayer:outcomes"}
 
 
 def fill_dead(raw: "redis.Redis", topic: str, count: int) -> List[str]:
@@ -662,7 +662,7 @@ def test_a_custom_prefix_is_honoured_by_reserve_and_dead_letters(url: str, raw: 
         assert d.bury(job) is True
         assert raw.lrange(prefix + "dead:t", 0, -1) == [b"j"]
         assert d.purge_dead("t") == 1
-    assert set(raw.keys("*")) == {b"shop:receipt_seq", b"shop:topics"}
+    assert set(raw.keys("*")) == {b"shop:receipt_seq", b"shop:topics", b"shop:outcomes"}
 
 
 def test_invalid_reliable_input_is_refused_before_redis(url: str, raw: "redis.Redis") -> None:

@@ -96,6 +96,12 @@ impl Keys {
         format!("{}topics", self.prefix)
     }
 
+    /// The HASH of ended reservations per outcome and topic
+    /// (`acked:<topic>` -> count, see [`OUTCOMES`]).
+    pub fn outcomes(&self) -> String {
+        format!("{}outcomes", self.prefix)
+    }
+
     /// The pub/sub channel (not a key) on which pushes publish a due time
     /// earlier than the pool's earliest, so a sleeping server wakes for it.
     pub fn wake(&self) -> String {
@@ -190,6 +196,12 @@ impl TopicKeys {
     /// The topic's counter reservation receipts are taken from.
     pub fn receipt_seq(&self, topic: &str) -> String {
         self.of(topic, "receipt_seq")
+    }
+
+    /// The topic's HASH of ended reservations per outcome (fields as the
+    /// classic layout's `<prefix>outcomes`: `acked:<topic>` -> count).
+    pub fn outcomes(&self, topic: &str) -> String {
+        self.of(topic, "outcomes")
     }
 
     /// The index ZSET: topic -> the earliest time it needs the server.
@@ -335,6 +347,15 @@ impl Names {
         }
     }
 
+    /// The HASH `topic`'s ended reservations are counted in (ack.lua,
+    /// release.lua and reserve.lua's acks write it; the server exports it).
+    pub fn outcomes(&self, topic: &str) -> String {
+        match self {
+            Names::Classic(k) => k.outcomes(),
+            Names::Topic(k) => k.outcomes(topic),
+        }
+    }
+
     /// The per-topic counts of waiting jobs; the per-topic layout has none
     /// (a topic's pool is its count), and its scripts take them as optional.
     pub fn scheduled_count(&self) -> Option<String> {
@@ -362,6 +383,11 @@ impl Names {
         }
     }
 }
+
+/// The outcomes counted in [`Names::outcomes`]: each field is
+/// `<outcome>:<topic>`. `released` is a retry; `dead_lettered` every job sent
+/// to dead letters (buried or out of attempts), `buried` those buried.
+pub const OUTCOMES: [&str; 4] = ["acked", "released", "buried", "dead_lettered"];
 
 /// `prefix*`, with the prefix's glob characters escaped.
 fn glob_prefix(prefix: &str) -> String {
@@ -391,6 +417,7 @@ mod tests {
         assert_eq!(k.bucket("mail", "42"), "shop:{mail}:job:42");
         assert_eq!(k.malformed("mail"), "shop:{mail}:malformed");
         assert_eq!(k.receipt_seq("mail"), "shop:{mail}:receipt_seq");
+        assert_eq!(k.outcomes("mail"), "shop:{mail}:outcomes");
         assert_eq!((k.due(), k.topics()), ("shop:due".to_string(), "shop:topics".to_string()));
         assert_eq!(TopicKeys::new("a*b:").pool_pattern(), "a\\*b:{*}:pool");
         assert_eq!(k.topic_of_pool("shop:{mail}:pool"), Some("mail"));
@@ -410,6 +437,7 @@ mod tests {
         assert_eq!(k.receipt_seq(), "delayer:receipt_seq");
         assert_eq!(k.scheduled_count(), "delayer:scheduled_count");
         assert_eq!(k.topics(), "delayer:topics");
+        assert_eq!(k.outcomes(), "delayer:outcomes");
         assert_eq!(k.dead_prefix(), "delayer:dead:");
     }
 

@@ -154,6 +154,19 @@ pub enum Command {
     /// Deliver the jobs of the topics in the file's [webhook.<topic>] sections as signed HTTP POSTs, until
     /// SIGTERM or SIGINT (reads -c FILE, not --url).
     Webhook,
+    /// Ask the running server's probe (from the configuration: metrics_addr's /healthz or /readyz, else
+    /// http_addr's /v1/health or /v1/ready): exit 0 on 200, else 1 with the reason (a container's HEALTHCHECK).
+    Health {
+        /// The readiness probe (Redis answers, the mover ticks) instead of liveness.
+        #[arg(long, conflicts_with = "probe_url")]
+        ready: bool,
+        /// The probe's URL, instead of the configuration's addresses.
+        #[arg(long = "probe-url", value_name = "URL")]
+        probe_url: Option<String>,
+        /// Seconds to wait for the answer (1 to 60).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=60))]
+        timeout: u64,
+    },
     /// Print the effective configuration (-c FILE or the default places, then DELAYER_* variables), each
     /// value with its source (default, file, env), secrets masked.
     Config {

@@ -138,6 +138,7 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
         }
         // Not an operator command: main runs it (webhook::run), with -c only.
         Command::Webhook => return Err(Fatal::usage("delayer webhook is not run against a --url")),
+        Command::Health { .. } => return Err(Fatal::usage("delayer health asks the server, not Redis")),
         Command::Config { .. } => return Err(Fatal::usage("delayer config is not run against a --url")),
         Command::Job { topic, id, body: with_body, json } => {
             let job = target.client()?.job_raw(&topic, &id.0).map_err(|e| target.sdk_failed(e))?;

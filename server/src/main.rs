@@ -22,12 +22,14 @@
 //! are said when found. The probes (`readiness`) say whether the process
 //! serves and whether it does its job.
 //! `delayer webhook` (`webhook`) is a consumer run from the same binary: it
-//! delivers jobs over HTTP. The commands write through `output`, which a
-//! reader hanging up cannot turn into a panic.
+//! delivers jobs over HTTP. `delayer health` (`healthcheck`) asks a running
+//! server's probe, for a container's HEALTHCHECK. The commands write through
+//! `output`, which a reader hanging up cannot turn into a panic.
 
 // Standard output goes through `output` (a closed pipe must not panic).
 #![deny(clippy::print_stdout)]
 
+mod activity;
 mod badkeys;
 mod body;
 mod cli;
@@ -39,6 +41,7 @@ mod effective;
 mod eviction;
 mod fatal;
 mod goflags;
+mod healthcheck;
 mod http;
 mod inspect;
 mod jobview;
@@ -79,6 +82,15 @@ fn main() -> ExitCode {
             "delayer webhook reads -c FILE ([redis], key_prefix and its [webhook.<topic>] sections), not --url or --prefix",
         )),
         Some(cli::Command::Webhook) => webhook::run(cli.configuration.as_deref()),
+        Some(cli::Command::Health { .. }) if cli.url.is_some() || cli.prefix.is_some() => {
+            Err(Fatal::usage("delayer health asks the server's probe (-c FILE, or --probe-url), not Redis: no --url"))
+        }
+        Some(cli::Command::Health { ready, probe_url, timeout }) => healthcheck::run(
+            cli.configuration.as_deref(),
+            if ready { healthcheck::Probe::Ready } else { healthcheck::Probe::Live },
+            probe_url.as_deref(),
+            std::time::Duration::from_secs(timeout),
+        ),
         Some(cli::Command::Config { .. }) if cli.url.is_some() || cli.prefix.is_some() => {
             Err(Fatal::usage("delayer config shows what -c FILE and the DELAYER_* variables make, not --url"))
         }

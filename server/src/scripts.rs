@@ -81,6 +81,7 @@ pub fn expire_batch(conn: &mut Conn, keys: &Keys, batch_size: u32) -> redis::Red
         .key(keys.job_pool())
         .key(keys.malformed())
         .key(keys.scheduled_count())
+        .key(keys.outcomes())
         .arg(keys.bucket_prefix())
         .arg(keys.dead_prefix())
         .arg("backoff")
@@ -96,7 +97,8 @@ pub fn expire_batch(conn: &mut Conn, keys: &Keys, batch_size: u32) -> redis::Red
 /// release.lua's header says). Send it with [`eval_each`]; read its reply
 /// with [`read_expire`].
 pub fn expire_topic_call(keys: &TopicKeys, topic: &str, batch_size: u32) -> Cmd {
-    let script_keys = [keys.reserved(topic), keys.pool(topic), keys.malformed(topic), keys.dead(topic)];
+    let script_keys =
+        [keys.reserved(topic), keys.pool(topic), keys.malformed(topic), keys.dead(topic), keys.outcomes(topic)];
     let mut call = evalsha(EXPIRE, &script_keys);
     call.arg(keys.bucket_prefix(topic)).arg("").arg("backoff").arg("expired").arg(batch_size);
     call

@@ -99,6 +99,16 @@ pub async fn serve(addr: SocketAddr, limits: crate::http::settings::Limits) -> R
         BAD_KEYS,
         "Keys of the wrong type the mover met and has not yet seen fixed (each named in the log)."
     );
+    for (_, name, help) in crate::activity::COUNTERS {
+        describe_counter!(name, help);
+    }
+    describe_gauge!(crate::activity::READY_AGE, Unit::Seconds, crate::activity::READY_AGE_HELP);
+    // Counters shown from the start, at 0: an alert on increase() or rate()
+    // then sees their first error, not a series that appears already at 1.
+    for name in [REDIS_ERRORS, RECONNECTS, OOM, ORPHANS, MALFORMED] {
+        counter!(name).increment(0);
+    }
+    gauge!(BAD_KEYS).set(0.0);
     describe_gauge!(BUILD, "Always 1; the labels say which build runs.");
     gauge!(BUILD, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     Ok(())
@@ -164,8 +174,9 @@ pub fn reconnected() {
 /// Keeps the per-topic gauges (`delayer_jobs{topic, state}`) up to date from
 /// the SDK's stats (stats.lua, or each topic's key sizes in the per-topic
 /// layout), every [`TOPICS_EVERY`], on a thread of its own (the reads are
-/// blocking and must not delay a tick). A topic that drops out of the
-/// numbers is set to 0, so a gauge never shows a stale count.
+/// blocking and must not delay a tick), and with them the outcome counters
+/// and ready-queue ages ([`crate::activity`]). A topic that drops out of
+/// the numbers is set to 0, so a gauge never shows a stale count.
 pub fn watch_topics(target: delayer::target::Target, names: &delayer::Names) {
     // Every read bounded: a stalled Redis holds this thread REDIS_TIMEOUT at most.
     let pool =
@@ -179,6 +190,8 @@ pub fn watch_topics(target: delayer::target::Target, names: &delayer::Names) {
     };
     let spawned = std::thread::Builder::new().name("topic-gauges".into()).spawn(move || {
         let mut shown = std::collections::BTreeSet::new();
+        let mut activity = crate::activity::Exporter::default();
+        let mut activity_failed = false;
         // Since when reads fail: said once, and how long when they work again.
         let mut failing: Option<std::time::Instant> = None;
         loop {
@@ -189,6 +202,20 @@ pub fn watch_topics(target: delayer::target::Target, names: &delayer::Names) {
                         log::info!("the per-topic numbers are read again after {:.1} s", since.elapsed().as_secs_f64());
                     }
                     shown = topic_gauges(&stats, shown);
+                    // Topics whose name is not UTF-8 are left out: their keys cannot be named from the lossy text.
+                    let topics: Vec<String> =
+                        stats.topics.iter().filter(|t| t.raw_topic.is_none()).map(|t| t.topic.clone()).collect();
+                    match delayer.activity(&topics) {
+                        Ok(read) => {
+                            activity_failed = false;
+                            activity.update(&read, &topics);
+                        }
+                        Err(e) if !activity_failed => {
+                            activity_failed = true;
+                            log::warn!("cannot read the outcome counters and ready-queue ages: {e}");
+                        }
+                        Err(_) => {}
+                    }
                 }
                 Err(e) if failing.is_none() => {
                     failing = Some(started);

@@ -225,12 +225,13 @@ def remove_call(keys: Keys, job_id: object, topic: object = None) -> ScriptCall:
 def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
     """Check a reserve and return its reserve.lua call.
 
-    KEYS: ready queue, reserved, malformed, receipt_seq, pool; ARGV: bucket
-    prefix, ttr ms. KEYS[0] is also the list ``breserve`` waits on.
+    KEYS: ready queue, reserved, malformed, receipt_seq, pool, outcomes; ARGV:
+    bucket prefix, ttr ms. KEYS[0] is also the list ``breserve`` waits on.
     """
     n = keys.names(check_topic(topic, keys.layout))
     ms = ttr_ms(ttr)
-    return ScriptCall(scripts.RESERVE, [n.ready, n.reserved, n.malformed, n.receipt_seq, n.pool], [n.bucket_prefix, ms])
+    keys_ = [n.ready, n.reserved, n.malformed, n.receipt_seq, n.pool, n.outcomes]
+    return ScriptCall(scripts.RESERVE, keys_, [n.bucket_prefix, ms])
 
 
 class ReserveMany(NamedTuple):
@@ -372,9 +373,9 @@ def _held_names(keys: Keys, job: object, receipt: object, topic: object, form: s
 
 
 def ack_call(keys: Keys, job: object, receipt: object, topic: object = None) -> ScriptCall:
-    """Check an ack and return its ack.lua call: KEYS reserved, bucket, pool; ARGV id, receipt."""
+    """Check an ack and return its ack.lua call: KEYS reserved, bucket, pool, outcomes; ARGV id, receipt."""
     job_id, r, n = _held_names(keys, job, receipt, topic, "ack(id, receipt, topic=...)")
-    return ScriptCall(scripts.ACK, [n.reserved, n.bucket(job_id), n.pool], [job_id, r])
+    return ScriptCall(scripts.ACK, [n.reserved, n.bucket(job_id), n.pool, n.outcomes], [job_id, r])
 
 
 def touch_call(keys: Keys, job: object, ttr: object, receipt: object, topic: object = None) -> ScriptCall:
@@ -396,7 +397,7 @@ def _release_call(
         args.append(why)
     # KEYS[4]: the scheduled counts, or in the per-topic layout (ARGV[2] "") the topic's dead list.
     fourth = n.scheduled_count if n.scheduled_count is not None else n.dead
-    return ScriptCall(scripts.RELEASE, [n.reserved, n.pool, n.malformed, fourth], args)
+    return ScriptCall(scripts.RELEASE, [n.reserved, n.pool, n.malformed, fourth, n.outcomes], args)
 
 
 def release_call(

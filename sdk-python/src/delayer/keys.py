@@ -58,6 +58,9 @@ class TopicNames(NamedTuple):
     #: The wake channel the scripts publish on; ``""`` in the per-topic
     #: layout, where the client wakes the server itself after its index write.
     wake: str
+    #: The HASH ended reservations are counted in (``acked:<topic>`` -> count;
+    #: ack, release and reserve's acks write it, the server exports it).
+    outcomes: str
 
     def bucket(self, job_id: str) -> str:
         """The HASH holding one job."""
@@ -109,6 +112,7 @@ class Keys:
                 dead_prefix="",
                 scheduled_count=None,
                 wake="",
+                outcomes=tag + "outcomes",
             )
         return TopicNames(
             pool=self.job_pool,
@@ -121,6 +125,7 @@ class Keys:
             dead_prefix=self.dead_prefix,
             scheduled_count=self.scheduled_count,
             wake=self.wake,
+            outcomes=self.outcomes,
         )
 
     @property
@@ -185,6 +190,12 @@ class Keys:
     def scheduled_count(self) -> str:
         """The HASH of jobs waiting in the pool per topic: ``<prefix>scheduled_count``."""
         return self.prefix + "scheduled_count"
+
+    @property
+    def outcomes(self) -> str:
+        """The HASH of ended reservations per outcome and topic
+        (``acked:<topic>`` -> count): ``<prefix>outcomes``."""
+        return self.prefix + "outcomes"
 
     @property
     def topics(self) -> str:

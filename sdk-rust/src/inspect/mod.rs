@@ -9,8 +9,10 @@
 //! listing. Requests are built and replies read in [`calls`], without I/O;
 //! the blocking and async clients below only send them.
 
+mod activity;
 mod calls;
 
+pub use activity::{Activity, Head};
 pub use calls::parse_stats;
 pub(crate) use calls::*;
 

@@ -16,7 +16,8 @@ use std::time::{Duration, SystemTime};
 fn reserve_call(names: &Names, topic: &str) -> ScriptInvocation<'static> {
     let mut inv = scripts::RESERVE.prepare_invoke();
     inv.key(names.ready(topic)).key(names.reserved(topic)).key(names.malformed(topic));
-    inv.key(names.receipt_seq(topic)).key(names.pool(topic)).arg(names.bucket_prefix(topic));
+    inv.key(names.receipt_seq(topic)).key(names.pool(topic)).key(names.outcomes(topic));
+    inv.arg(names.bucket_prefix(topic));
     inv
 }
 
@@ -130,7 +131,8 @@ pub(crate) fn ack(names: &Names, job: JobRef<'_>) -> Result<ScriptInvocation<'st
     let (id, receipt) = job_ref(job)?;
     let topic = ref_topic(names, job, "ack")?;
     let mut inv = scripts::ACK.prepare_invoke();
-    inv.key(names.reserved(topic)).key(names.bucket_bytes(topic, id)).key(names.pool(topic)).arg(id).arg(receipt);
+    inv.key(names.reserved(topic)).key(names.bucket_bytes(topic, id)).key(names.pool(topic));
+    inv.key(names.outcomes(topic)).arg(id).arg(receipt);
     Ok(inv)
 }
 
@@ -194,6 +196,7 @@ pub(crate) fn release(
     let (dead_key, dead_prefix) = names.release_dead(topic);
     let mut inv = scripts::RELEASE.prepare_invoke();
     inv.key(names.reserved(topic)).key(names.pool(topic)).key(names.malformed(topic)).key(dead_key);
+    inv.key(names.outcomes(topic));
     inv.arg(names.bucket_prefix(topic)).arg(dead_prefix).arg(action);
     inv.arg("held").arg(id).arg(receipt).arg(names.script_wake()).arg(error_text(error));
     Ok(inv)

@@ -133,7 +133,7 @@ fn status_failure(status: StatusCode) -> Failure {
 
 /// An error with its causes, `outer: inner: innermost`, without repeats
 /// (reqwest's "error sending request" says little; its source says why).
-fn chain(error: &dyn std::error::Error) -> String {
+pub fn chain(error: &dyn std::error::Error) -> String {
     let mut parts = vec![error.to_string()];
     let mut source = error.source();
     while let Some(cause) = source {

@@ -21,4 +21,6 @@ mod payload;
 mod run;
 mod sign;
 
+/// Also says why `delayer health`'s request failed.
+pub use deliver::chain;
 pub use run::run;

@@ -9,7 +9,8 @@
 -- ARGV[3]  "list":    ARGV[4] start, ARGV[5] count (newest first)
 --            Returns {{id, topic, body, attempts, reason, dead_at,
 --            last_error}, ...} (last_error "" when no attempt gave one)
---          "requeue": schedule jobs again, due now, with attempts reset
+--          "requeue": schedule jobs again, due now, with attempts reset (the
+--            bucket's due field, read for the ready-queue age, says now)
 --          "purge":   delete jobs for good
 --            for both: ARGV[4] how many to take from the oldest end, or
 --            ARGV[5..] the ids to take (then ARGV[4] is ignored)
@@ -82,7 +83,7 @@ for _, id in ipairs(ids) do
     if action == 'requeue' then
       redis.call('ZADD', pool, now, id)
       redis.call('HDEL', bucket, 'dead_reason', 'dead_at')
-      redis.call('HSET', bucket, 'attempts', 0)
+      redis.call('HSET', bucket, 'attempts', 0, 'due', now)
     else
       redis.call('DEL', bucket)
     end

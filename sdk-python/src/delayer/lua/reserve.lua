@@ -6,6 +6,9 @@
 -- KEYS[3]  malformed list   LIST    <prefix>malformed
 -- KEYS[4]  receipt counter  STRING  <prefix>receipt_seq
 -- KEYS[5]  job pool         ZSET    <prefix>job_pool
+-- KEYS[6]  outcome counts   HASH    <prefix>outcomes (optional: absent, nothing
+--          is counted); each batch-mode ack adds 1 to "acked:<topic>", as
+--          ack.lua does
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  ttr in milliseconds, integer >= 1
 -- ARGV[3]  batch mode (optional): the most jobs to reserve, integer 0..1000
@@ -149,7 +152,7 @@ end
 -- lookups of all pairs done in one ZMSCORE each; then ended together (one
 -- ZREM, one DEL). Per-call costs, not per-job work, dominate a script this
 -- size, so the batch pays them once where it can.
-local acks, done_ids, done_buckets = {}, {}, {}
+local acks, done_ids, done_buckets, acked = {}, {}, {}, {}
 local pair_ids = {}
 for i = 4, #ARGV - 1, 2 do pair_ids[#pair_ids + 1] = ARGV[i] end
 -- The ready queue is checked before the acks write anything: a queue of the
@@ -164,11 +167,12 @@ if #pair_ids > 0 then
   for k, id in ipairs(pair_ids) do
     local bucket, receipt = ARGV[1] .. id, ARGV[3 + 2 * k]
     local current = held_at[k] and not waiting[k] and not done_buckets[bucket]
-      and redis.pcall('HGET', bucket, 'receipt')
-    if type(current) == 'string' and (receipt == '' or current == receipt) then
+      and redis.pcall('HMGET', bucket, 'receipt', 'topic')
+    if current and not current.err and current[1] and (receipt == '' or current[1] == receipt) then
       acks[k] = 1
       done_ids[#done_ids + 1] = id
       done_buckets[bucket] = true
+      if current[2] then acked[current[2]] = (acked[current[2]] or 0) + 1 end
     else
       acks[k] = 0
     end
@@ -178,6 +182,10 @@ if #done_ids > 0 then
   redis.call('ZREM', KEYS[2], unpack(done_ids))
   for i = 1, #done_ids do done_ids[i] = ARGV[1] .. done_ids[i] end
   redis.call('DEL', unpack(done_ids))
+  -- Counts only, under pcall: a key of the wrong type skips them.
+  if KEYS[6] then
+    for topic, n in pairs(acked) do redis.pcall('HINCRBY', KEYS[6], 'acked:' .. topic, n) end
+  end
 end
 
 -- Then up to n jobs, with one clock reading and one receipt range for the
