@@ -28,6 +28,10 @@ tools/install-deps.sh
 
 section "Rust: server and SDK"
 cargo test --workspace --locked -- --test-threads 2
+# The sync Worker's SIGTERM without tokio: the SDK built without `aio`.
+cargo test --locked -p delayer --no-default-features --test worker_sigterm
+section "Rust SDK: the opentelemetry feature (trace context into consumer spans)"
+cargo test --locked -p delayer --features opentelemetry --test trace --test trace_otel
 
 # The SDK's tests run in tools/check-packaging.sh, against the built wheel:
 # the oldest Python with the oldest redis-py, the newest with the newest.
@@ -57,6 +61,9 @@ section "Alerts and Grafana: promtool checks and tests the rules; both name only
 promtool check rules deploy/prometheus/alerts.yml
 promtool test rules deploy/prometheus/alerts_test.yml
 .venv/bin/pytest -q -p no:cacheprovider deploy/tests/test_grafana.py
+
+section "Container: the image's layout with podman, compose.yaml and prometheus.yml checked (deploy/tests)"
+.venv/bin/pytest -q -p no:cacheprovider deploy/tests/test_container.py deploy/tests/test_compose.py
 
 section "Packaging (tools/check-packaging.sh), with the Python SDK's tests against the wheel"
 tools/check-packaging.sh   # crates, wheel and sdist, composer package: built and installed

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -101,6 +102,22 @@ def binary(env_var: str, name: str, package: str) -> Path:
     if not path.exists():
         cargo_build(package)
     return path
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str, what: str) -> Iterator[Path]:
+    """A fresh temporary directory for a test session's files (``what``, as
+    the message says), removed afterwards unless KEEP_TMP=1; a signal kills
+    the processes the session started."""
+    _kill_group_on_signal()
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield d
+    finally:
+        if os.environ.get("KEEP_TMP"):
+            print(f"\n{what} kept in {d}")
+        else:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def new_id(tag: str) -> str:

@@ -44,7 +44,7 @@ SDKS = ["rust", "python", "php"]
 #: Every key a delayer.conf may hold, per section, in the order messages list them.
 KNOWN_KEYS: Dict[str, List[str]] = {
     "delayer": ["pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "layout", "log_level",
-                "metrics_addr", "http_addr", "http_token", "http_read_token", "http_allow_remote",
+                "log_format", "metrics_addr", "http_addr", "http_token", "http_read_token", "http_allow_remote",
                 "http_allowed_hosts", "http_trusted_proxies", "http_session_secret", "http_session_lifetime",
                 "http_max_connections", "http_header_timeout", "http_body_timeout", "http_redis_timeout",
                 "http_max_waiting", "metrics_allow_remote"],
@@ -55,7 +55,7 @@ KNOWN_KEYS: Dict[str, List[str]] = {
 
 #: The keys of a ``[webhook.<topic>]`` section (any non-empty topic after the
 #: dot): read by ``delayer webhook`` only, accepted by every reader.
-WEBHOOK_KEYS: List[str] = ["url", "secret", "timeout", "concurrency", "ttr"]
+WEBHOOK_KEYS: List[str] = ["url", "secret", "secret_file", "timeout", "concurrency", "ttr"]
 
 
 def unknown_key(line: int, section: str, key: str, near: Optional[str] = None) -> Tuple[int, str]:
@@ -200,7 +200,8 @@ def test_every_sdk_takes_every_key_the_server_takes(
 ) -> None:
     values = {
         "pid": "delayer.pid", "timer_interval": "1000", "access_log": "access.log", "error_log": "error.log",
-        "batch_size": "100", "key_prefix": "conf-rule:", "layout": "classic", "log_level": "info", "metrics_addr": "127.0.0.1:9464",
+        "batch_size": "100", "key_prefix": "conf-rule:", "layout": "classic", "log_level": "info", "log_format": "text",
+        "metrics_addr": "127.0.0.1:9464",
         "http_addr": "127.0.0.1:8080", "http_token": "a-token-of-32-characters-0123456",
         "http_read_token": "a-read-token-of-32-characters-01", "http_allow_remote": "no",
         "http_allowed_hosts": "delayer.example.com", "http_trusted_proxies": "127.0.0.1",

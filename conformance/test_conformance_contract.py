@@ -102,9 +102,10 @@ PER_TOPIC_ARGS: Dict[str, Optional[str]] = {
 }
 
 
-#: The per-topic layout's index, outside every topic's slot: a script on it
-#: alone (the server's index.lua) names no topic, and its names are as given.
-INDEX_KEYS = {"<prefix>due"}
+#: Keys outside every topic's slot: the per-topic layout's index, and the
+#: dashboard's history (either layout): a script on them alone (the
+#: server's index.lua, history.lua) names no topic, and its names are as given.
+INDEX_KEYS = {"<prefix>due", "<prefix>history"}
 
 
 def per_topic(name: str) -> Optional[str]:
@@ -176,7 +177,7 @@ def test_every_header_states_its_contract() -> None:
     # Spot checks that the parser reads the headers as a person would.
     assert [k for k, _ in by_name["push"].keys] == [
         ["<prefix>job_pool"], ["<prefix>job_bucket:<id>"], ["<prefix>scheduled_count"]]
-    assert by_name["push"].argv_required == 5 and by_name["push"].argv_max == 11
+    assert by_name["push"].argv_required == 5 and by_name["push"].argv_max == 12
     assert by_name["push_many"].argv_max is None and by_name["push_many"].argv_names[1] == "<prefix>job_bucket:"
     assert [k for k, _ in by_name["move"].keys[2:4]] == [["<prefix>scheduled_count"], ["<prefix>topics"]]
     assert by_name["move"].keys[4] == (["<prefix>reserved"], True)

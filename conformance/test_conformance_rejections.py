@@ -18,6 +18,7 @@ from conftest import LAYOUT
 
 SDKS = ["rust", "python", "php"]
 MAX_DELAY_MS = 315_360_000 * 1000  # 10 years
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 def _push(**over: Any) -> Dict[str, Any]:
@@ -44,6 +45,11 @@ BAD = [
     ("bpop: empty topic", {"op": "bpop", "topic": "", "timeout_ms": 100}),
     ("negative bpop timeout", {"op": "bpop", "topic": "cf-reject", "timeout_ms": -1000}),
     ("remove: empty id", {"op": "remove", "id": "", **({"topic": "cf-reject"} if LAYOUT == "topic" else {})}),
+    ("traceparent in upper case", _push(traceparent=TRACEPARENT.upper())),
+    ("traceparent of version 01", _push(traceparent="01" + TRACEPARENT[2:])),
+    ("traceparent with a zero trace id", _push(traceparent="00-" + "0" * 32 + TRACEPARENT[35:])),
+    ("traceparent with a zero span id", _push(traceparent=TRACEPARENT[:36] + "0" * 16 + "-01")),
+    ("traceparent cut short", _push(traceparent=TRACEPARENT[:-1])),
 ]
 
 # Names 1.x accepted: any non-empty string (docs/PROTOCOL.md, "Input rules").
@@ -73,6 +79,8 @@ GOOD = [
     ("ready_max_lifetime 1 s", _push(ready_max_lifetime_s=1)),
     ("ready_max_lifetime 60.0 s", _push(ready_max_lifetime_s=60.0)),
     ("ready_max_lifetime exactly 10 years", _push(ready_max_lifetime_s=315_360_000)),
+    ("a traceparent", _push(traceparent=TRACEPARENT)),
+    ("ids not all zeros", _push(traceparent="00-" + "0" * 31 + "1-" + "0" * 15 + "1-00")),
 ]
 
 # Good in the classic layout; the per-topic layout cannot name it (the brace

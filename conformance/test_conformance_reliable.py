@@ -150,6 +150,8 @@ def test_expiry_retries_and_dead_letters_across_sdks(drivers: Any, rds: Any, key
     assert listings[0] == listings[1] == listings[2], f"SDKs list dead letters differently: {listings}"
     (entry,) = listings[0]
     assert (entry["id"], entry["reason"], entry["attempts"]) == (job_id, "max_attempts", 2)
+    # The last failed attempt said nothing; the one before ran out of time.
+    assert entry["last_error"] == "ttr expired", entry
     assert base64.b64decode(entry["body_b64"]) == b"payload"
 
     assert ok(drivers, z, {"op": "requeue_dead", "topic": t, "ids": [job_id]})["count"] == 1

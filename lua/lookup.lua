@@ -8,7 +8,7 @@
 -- ARGV[2]  topic the caller expects, or "": any
 --
 -- Returns {state, topic, body_size, attempts, max_attempts, time,
---          dead_reason, last_error}, "" for what is not known:
+--          dead_reason, last_error, traceparent}, "" for what is not known:
 --   state  "scheduled"  waiting in the pool; time = due time (pool score)
 --          "ready"      due and in its ready queue (not waiting, reserved
 --                       or dead); time ""
@@ -21,6 +21,7 @@
 --   max_attempts  as pushed or filled in by reserve, "" when not set
 --   dead_reason   "buried" / "max_attempts" while dead
 --   last_error    the last failed attempt's error (release.lua), if any
+--   traceparent   as push wrote it (the caller checks its form), if any
 --
 -- The states follow PROTOCOL.md's rules for stale entries: a dead bucket is
 -- dead even if a 1.x-style push put its id back in the pool, and a reserved
@@ -30,19 +31,19 @@
 local kind = redis.call('TYPE', KEYS[1])
 kind = type(kind) == 'table' and kind.ok or kind
 if kind == 'none' then
-  return {'unknown', '', '', '', '', '', '', ''}
+  return {'unknown', '', '', '', '', '', '', '', ''}
 end
 if kind ~= 'hash' then
-  return {'malformed', '', '', '', '', '', '', ''}
+  return {'malformed', '', '', '', '', '', '', '', ''}
 end
 local f = redis.call('HMGET', KEYS[1], 'topic', 'attempts', 'max_attempts', 'dead_reason', 'dead_at',
-  'last_error', 'receipt')
+  'last_error', 'receipt', 'traceparent')
 local topic = f[1]
 if not topic or topic == '' then
-  return {'malformed', '', tostring(redis.call('HSTRLEN', KEYS[1], 'body')), f[2] or '0', f[3] or '', '', '', f[6] or ''}
+  return {'malformed', '', tostring(redis.call('HSTRLEN', KEYS[1], 'body')), f[2] or '0', f[3] or '', '', '', f[6] or '', f[8] or ''}
 end
 if ARGV[2] ~= '' and topic ~= ARGV[2] then
-  return {'unknown', '', '', '', '', '', '', ''}
+  return {'unknown', '', '', '', '', '', '', '', ''}
 end
 local state, time = 'ready', ''
 local due = redis.call('ZSCORE', KEYS[2], ARGV[1])
@@ -58,4 +59,4 @@ else
   end
 end
 return {state, topic, tostring(redis.call('HSTRLEN', KEYS[1], 'body')), f[2] or '0', f[3] or '',
-        time, f[4] or '', f[6] or ''}
+        time, f[4] or '', f[6] or '', f[8] or ''}

@@ -23,6 +23,10 @@ if [ "${1:-}" != "--redis-only" ]; then
   command -v chromedriver >/dev/null || need+=(chromium-driver)
   command -v node >/dev/null || need+=(nodejs)   # runs docs/webhook-verify/verify.js in the webhook test
   command -v promtool >/dev/null || need+=(prometheus)   # promtool checks and tests deploy/prometheus/alerts.yml
+  # The container test (deploy/tests): podman builds and runs the image
+  # (with runc: crun refuses a cgroups v1 hybrid machine).
+  command -v podman >/dev/null || need+=(podman)
+  command -v runc >/dev/null || need+=(runc)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -41,4 +45,6 @@ if [ "${1:-}" != "--redis-only" ]; then
   .venv/bin/pip install -q --disable-pip-version-check -e 'sdk-python[dev]'
   # Selenium drives Debian's Chromium in the dashboard's browser test.
   .venv/bin/python -c 'import selenium' 2>/dev/null || .venv/bin/pip install -q --disable-pip-version-check 'selenium>=4.11'
+  # deploy/tests/test_compose.py reads deploy/compose.yaml.
+  .venv/bin/python -c 'import yaml' 2>/dev/null || .venv/bin/pip install -q --disable-pip-version-check 'pyyaml>=6'
 fi

@@ -116,7 +116,8 @@ pub fn run(redis: &RedisServer, bin: &str, sc: Scenario) -> Lateness {
     let mut conn = redis.connection();
     redisx::reset(&mut conn);
     let d = Delayer::open(&redis.url()).expect("client");
-    let conf = testkit::server_conf(redis.port(), 1000, "batch_size = 1000");
+    // log_level = debug: each batch's line, with its oldest_late_ms (at info, a summary a minute).
+    let conf = testkit::server_conf(redis.port(), 1000, "batch_size = 1000\nlog_level = debug");
     let process = DelayerProcess::start(bin, &conf);
     let pid = process.pid();
     thread::sleep(Duration::from_millis(300));

@@ -40,7 +40,10 @@ function job_json(Message|false $m): ?array
     if ($m === false) {
         return null;
     }
-    return ['id' => $m->id, 'id_b64' => base64_encode($m->id), 'topic' => $m->topic, 'body_b64' => base64_encode($m->body)];
+    return [
+        'id' => $m->id, 'id_b64' => base64_encode($m->id), 'topic' => $m->topic, 'body_b64' => base64_encode($m->body),
+        'traceparent' => $m->traceparent,
+    ];
 }
 
 /** @return array<string, mixed>|null */
@@ -58,6 +61,7 @@ function reserved_json(ReservedMessage|false $m): ?array
         'max_attempts' => $m->maxAttempts,
         'receipt' => $m->receipt,
         'deadline' => $m->deadline,
+        'traceparent' => $m->traceparent,
     ];
 }
 
@@ -72,6 +76,7 @@ function dead_json(DeadLetter $d): array
         'attempts' => $d->attempts,
         'reason' => $d->reason,
         'dead_at' => $d->deadAt,
+        'last_error' => $d->lastError,
     ];
 }
 
@@ -149,7 +154,7 @@ function handle(Client $client, array $req): array
             if (($req['max_attempts'] ?? null) !== null) {
                 $message = $message->withMaxAttempts($req['max_attempts']);
             }
-            $message = $message->withBackoff(backoff($req['backoff'] ?? null));
+            $message = $message->withBackoff(backoff($req['backoff'] ?? null))->withTraceparent($req['traceparent'] ?? null);
             $life = $req['ready_max_lifetime_s'] ?? Client::DEFAULT_READY_MAX_LIFETIME;
             try {
                 $client->schedule($message, seconds($req['delay_ms']), $life, ifAbsent: (bool)($req['if_absent'] ?? false));
@@ -164,7 +169,7 @@ function handle(Client $client, array $req): array
                 if ($body === false) {
                     throw new \RuntimeException('body_b64 is not base64');
                 }
-                $items[] = [Message::create(req_id($j), $j['topic'], $body), seconds($j['delay_ms'])];
+                $items[] = [Message::create(req_id($j), $j['topic'], $body)->withTraceparent($j['traceparent'] ?? null), seconds($j['delay_ms'])];
             }
             try {
                 $client->pushMany($items, (bool)($req['if_absent'] ?? false));
@@ -216,7 +221,7 @@ function handle(Client $client, array $req): array
                 'state' => $j->state, 'topic' => $j->topic, 'body_size' => $j->bodySize,
                 'attempts' => $j->attempts, 'max_attempts' => $j->maxAttempts, 'due' => $j->due,
                 'deadline' => $j->deadline, 'dead_at' => $j->deadAt, 'dead_reason' => $j->deadReason,
-                'last_error' => $j->lastError,
+                'last_error' => $j->lastError, 'traceparent' => $j->traceparent,
             ]];
         case 'read_config':
             // Client::fromConfig() connects (1.x's constructor does): read and

@@ -41,7 +41,7 @@ def backoff(spec: Any) -> delayer.Backoff:
 
 #: The fields of the "job" op's answer (README: the lookup of issue 13).
 JOB_FIELDS = ("id", "state", "topic", "body_size", "attempts", "max_attempts", "due", "deadline", "dead_at",
-              "dead_reason", "last_error")
+              "dead_reason", "last_error", "traceparent")
 
 
 def main() -> None:
@@ -49,7 +49,7 @@ def main() -> None:
     client = delayer.Delayer.from_config(opts.config) if opts.config else delayer.Delayer(opts.url, prefix=opts.prefix)
 
     def message(m: Optional[delayer.Message]) -> Any:
-        return None if m is None else job_json(m.id, m.topic, m.body, m.id_bytes)
+        return None if m is None else {**job_json(m.id, m.topic, m.body, m.id_bytes), "traceparent": m.traceparent}
 
     def reserved(m: Optional[delayer.ReservedMessage]) -> Any:
         if m is None:
@@ -60,6 +60,7 @@ def main() -> None:
             "max_attempts": m.max_attempts,
             "receipt": m.receipt,
             "deadline": m.deadline,
+            "traceparent": m.traceparent,
         }
 
     def held(req: Dict[str, Any]) -> Dict[str, Any]:
@@ -80,6 +81,7 @@ def main() -> None:
             "attempts": x.attempts,
             "reason": x.reason,
             "dead_at": x.dead_at,
+            "last_error": x.last_error,
         }
 
     def ids(req: Dict[str, Any]) -> Any:
@@ -98,6 +100,8 @@ def main() -> None:
                 kwargs["max_attempts"] = req["max_attempts"]
             if req.get("backoff") is not None:
                 kwargs["backoff"] = backoff(req["backoff"])
+            if req.get("traceparent") is not None:
+                kwargs["traceparent"] = req["traceparent"]
             delay = seconds(req["delay_ms"])
             try:
                 due = client.push(
@@ -109,7 +113,8 @@ def main() -> None:
             return {"due": due}
         if op == "push_many":
             jobs = [
-                delayer.Job(j["topic"], request_id(j), seconds(j["delay_ms"]), unb64(j.get("body_b64")))
+                delayer.Job(j["topic"], request_id(j), seconds(j["delay_ms"]), unb64(j.get("body_b64")),
+                            traceparent=j.get("traceparent"))
                 for j in req["jobs"]
             ]
             try:

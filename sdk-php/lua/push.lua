@@ -19,6 +19,10 @@
 --          "absent" (only if no job has the id: otherwise nothing is written)
 -- ARGV[11] wake channel "<prefix>wake", or "" / absent: none (the per-topic
 --          layout's caller wakes the server itself, after its index write)
+-- ARGV[12] traceparent, the producer's W3C trace context
+--          ("00-<32 hex>-<16 hex>-<2 hex>", checked by the caller), optional
+--          ("" or absent: not written); kept in the bucket's "traceparent"
+--          field and handed back by pop, take, reserve and lookup
 -- The scheduled counts (KEYS[3]) get +1 on the topic (a replaced id that was
 -- waiting: -1 on its old topic). Their fields also make the topic known to
 -- stats.lua; move.lua adds it to <prefix>topics.
@@ -31,8 +35,9 @@
 -- "Now" is Redis's clock (TIME), not the caller's, so clients with skewed
 -- clocks schedule alike. The bucket is replaced, not merged, so a re-pushed id
 -- carries no stale fields; it expires delay + ready_max_lifetime from now.
--- Retry settings are only read by reserve and its kin; leaving them out keeps
--- the bucket exactly as Delayer 1.x writes it.
+-- Retry settings are only read by reserve and its kin, the traceparent only
+-- handed back; leaving them out keeps the bucket exactly as Delayer 1.x
+-- writes it.
 -- A due time before the pool's earliest (or into an empty pool) is published
 -- on the wake channel: a server sleeping toward a later time wakes for it.
 -- PUBLISH is a pcall: an ACL user without the channel still pushes (the
@@ -82,6 +87,9 @@ if (ARGV[6] or '') ~= '' then
 end
 if (ARGV[7] or '') ~= '' then
   redis.call('HSET', KEYS[2], 'backoff', ARGV[7], 'backoff_ms', ARGV[8], 'backoff_max_ms', ARGV[9])
+end
+if (ARGV[12] or '') ~= '' then
+  redis.call('HSET', KEYS[2], 'traceparent', ARGV[12])
 end
 redis.call('PEXPIRE', KEYS[2], delay_ms + tonumber(ARGV[5]))
 -- The counts last, and under pcall: the job is written whatever happens to

@@ -8,9 +8,9 @@
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  duplicate policy, "replace" or "absent" (see push.lua)
 -- ARGV[3]  wake channel "<prefix>wake", or "": none (see push.lua)
--- ARGV[4..] nine values per job: id, topic, body, delay ms, ready_max_lifetime
---           ms, max_attempts, backoff, backoff_ms, backoff_max_ms (the last
---           four "" when not set; see push.lua)
+-- ARGV[4..] ten values per job: id, topic, body, delay ms, ready_max_lifetime
+--           ms, max_attempts, backoff, backoff_ms, backoff_max_ms,
+--           traceparent (the last five "" when not set; see push.lua)
 --
 -- The scheduled counts are written as push.lua writes them, with one
 -- HINCRBY per topic per call.
@@ -50,7 +50,7 @@ local function count(topic, n)
   end
   delta[topic] = delta[topic] + n
 end
-for i = 4, #ARGV, 9 do
+for i = 4, #ARGV, 10 do
   local id, delay_ms = ARGV[i], tonumber(ARGV[i + 3])
   local bucket = ARGV[1] .. id
   if policy == 'absent' and redis.call('EXISTS', bucket) == 1 then
@@ -83,6 +83,9 @@ for i = 4, #ARGV, 9 do
     end
     if ARGV[i + 6] ~= '' then
       redis.call('HSET', bucket, 'backoff', ARGV[i + 6], 'backoff_ms', ARGV[i + 7], 'backoff_max_ms', ARGV[i + 8])
+    end
+    if ARGV[i + 9] ~= '' then
+      redis.call('HSET', bucket, 'traceparent', ARGV[i + 9])
     end
     redis.call('PEXPIRE', bucket, delay_ms + tonumber(ARGV[i + 4]))
     due[#due + 1] = score

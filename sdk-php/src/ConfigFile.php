@@ -27,6 +27,15 @@ use Delayer\Exception\ConfigException;
  * " ;" or " #" in it ("password = \"a ;b\""). Errors name the file, line,
  * section and key ("/etc/delayer.conf:12: [redis] port: ...").
  *
+ * The DELAYER_* environment variables override the file, as for the server
+ * (sdk-rust/src/conf/env.rs, one rule; conformance/env_cases.json holds the
+ * readers together): [delayer] keys are DELAYER_<KEY>, [redis] keys
+ * DELAYER_REDIS_<KEY>; with _FILE appended the value is read from the file
+ * named (trailing newlines dropped); setting both is an error. A URL from
+ * the environment replaces the file's host/port/database, and any of those
+ * the file's URL. An error
+ * about such a value names the variable ("DELAYER_REDIS_PORT: [redis] port: ...").
+ *
  * @internal used by {@see Client::fromConfig()}
  */
 final class ConfigFile
@@ -37,7 +46,7 @@ final class ConfigFile
      */
     public const KNOWN_KEYS = [
         'delayer' => [
-            'pid', 'timer_interval', 'access_log', 'error_log', 'batch_size', 'key_prefix', 'layout', 'log_level', 'metrics_addr',
+            'pid', 'timer_interval', 'access_log', 'error_log', 'batch_size', 'key_prefix', 'layout', 'log_level', 'log_format', 'metrics_addr',
             'http_addr', 'http_token', 'http_read_token', 'http_allow_remote',
             'http_allowed_hosts', 'http_trusted_proxies', 'http_session_secret', 'http_session_lifetime',
             'http_max_connections', 'http_header_timeout', 'http_body_timeout', 'http_redis_timeout', 'http_max_waiting',
@@ -54,7 +63,7 @@ final class ConfigFile
      * The keys of a [webhook.<topic>] section, read by `delayer webhook` only;
      * accepted by every reader (sdk-rust/src/conf.rs, WEBHOOK_KEYS).
      */
-    public const WEBHOOK_KEYS = ['url', 'secret', 'timeout', 'concurrency', 'ttr'];
+    public const WEBHOOK_KEYS = ['url', 'secret', 'secret_file', 'timeout', 'concurrency', 'ttr'];
 
     /**
      * Delayer 1.x sections and keys this version does not use, accepted so a
@@ -66,17 +75,104 @@ final class ConfigFile
         'redis' => ['timeout'],
     ];
 
+    /** Largest value a DELAYER_*_FILE variable's file may hold (sdk-rust/src/conf/env.rs). */
+    public const MAX_ENV_FILE_BYTES = 65536;
+
+    /**
+     * Where a section array keeps the values set from the environment (a
+     * key no INI file can hold), so they are taken as given, untrimmed.
+     */
+    private const ENV = "\0env";
+
     private function __construct()
     {
+    }
+
+    /** The variable that sets $key of [$section]: DELAYER_HTTP_ADDR, DELAYER_REDIS_PASSWORD. */
+    public static function envVar(string $section, string $key): string
+    {
+        return $section === 'delayer' ? 'DELAYER_' . strtoupper($key) : 'DELAYER_' . strtoupper($section) . '_' . strtoupper($key);
+    }
+
+    /**
+     * Lays the DELAYER_* variables of $environ over the sections (the rule of
+     * sdk-rust/src/conf/env.rs); marks in $lines the variable each key came
+     * from, so that an error about it names the variable.
+     *
+     * @param array<string, array<string, mixed>> $ini
+     * @param array<string, int|string> $lines
+     * @param array<string, string> $environ
+     * @throws ConfigException
+     */
+    private static function overlay(array &$ini, array &$lines, array $environ): void
+    {
+        foreach (self::KNOWN_KEYS as $section => $keys) {
+            foreach ($keys as $key) {
+                $var = self::envVar($section, $key);
+                $fileVar = $var . '_FILE';
+                $where = "{$fileVar}: [{$section}] {$key}: ";
+                if (isset($environ[$var]) && isset($environ[$fileVar])) {
+                    throw new ConfigException("{$where}{$var} is set too; set one of them, not both");
+                }
+                if (isset($environ[$var])) {
+                    [$value, $from] = [$environ[$var], $var];
+                } elseif (isset($environ[$fileVar])) {
+                    [$value, $from] = [self::readValue($environ[$fileVar], $where), $fileVar];
+                } else {
+                    continue;
+                }
+                $ini[$section][self::ENV][$key] = $value;
+                $lines["{$section} {$key}"] = $from;
+            }
+        }
+        // The address's two forms: the environment's replaces the file's other one.
+        foreach ([[['url'], ['host', 'port', 'database']], [['host', 'port', 'database'], ['url']]] as [$given, $other]) {
+            $fromEnv = array_filter($given, static fn (string $k): bool => isset($ini['redis'][self::ENV][$k]));
+            if ($fromEnv === []) {
+                continue;
+            }
+            foreach ($other as $k) {
+                if (!isset($ini['redis'][self::ENV][$k])) {
+                    unset($ini['redis'][$k]);
+                }
+            }
+        }
+    }
+
+    /**
+     * What the file at $path holds, trailing newlines dropped; the error
+     * names the path, never the contents.
+     *
+     * @throws ConfigException
+     */
+    private static function readValue(string $path, string $where): string
+    {
+        if ($path === '') {
+            throw new ConfigException("{$where}is empty: it names the file to read the value from");
+        }
+        $data = is_file($path) && is_readable($path) ? @file_get_contents($path, false, null, 0, self::MAX_ENV_FILE_BYTES + 1) : false;
+        if ($data === false) {
+            throw new ConfigException("{$where}cannot read {$path}: "
+                . (file_exists($path) ? 'not a readable file' : 'No such file or directory'));
+        }
+        if (\strlen($data) > self::MAX_ENV_FILE_BYTES) {
+            throw new ConfigException("{$where}{$path} is larger than " . self::MAX_ENV_FILE_BYTES . ' bytes');
+        }
+        if (!mb_check_encoding($data, 'UTF-8')) {
+            throw new ConfigException("{$where}{$path} is not UTF-8 text");
+        }
+        return rtrim($data, "\r\n");
     }
 
     /**
      * @return array{url?: string, host?: string, port?: int, database?: int, username?: string, password?: string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, sentinels?: list<array{0: string, 1: int}>, master_name?: string, sentinel_tls?: bool, sentinel_username?: string, sentinel_password?: string, cluster?: list<string>, cluster_tls?: bool, layout?: 'topic'}
      *         options for {@see Client::__construct()}; keys absent from the
      *         file are absent here (the client's defaults apply)
-     * @throws ConfigException naming the file, and the section and key of a bad value
+     * @param array<string, string>|null $environ the DELAYER_* variables
+     *        over the file (null: the process's, getenv())
+     * @throws ConfigException naming the file (or variable), and the section and key of a bad value
      */
-    public static function load(string $path): array
+    public static function load(string $path, ?array $environ = null): array
     {
         if (!is_file($path) || !is_readable($path)) {
             throw new ConfigException("{$path}: cannot read the Delayer config file");
@@ -93,8 +189,11 @@ final class ConfigFile
             $why = error_get_last()['message'] ?? 'syntax error';
             throw new ConfigException("{$path}: cannot parse the Delayer config file: {$why}");
         }
-        $redis = self::section($path, $ini, 'redis');
-        $delayer = self::section($path, $ini, 'delayer');
+        $ini['redis'] = self::section($path, $ini, 'redis');
+        $ini['delayer'] = self::section($path, $ini, 'delayer');
+        self::overlay($ini, $lines, $environ ?? getenv());
+        $redis = $ini['redis'];
+        $delayer = $ini['delayer'];
         $get = static function (array $section, string $key): ?string {
             $value = self::value($section, $key);
             return $value === null || $value === '' ? null : $value;
@@ -105,7 +204,9 @@ final class ConfigFile
             if ($file === null) {
                 return null;
             }
-            $full = str_starts_with($file, '/') ? $file : $base . '/' . $file;
+            // relative to the file's directory, or to the working directory when from the environment
+            $dir = \is_string($lines["redis {$key}"] ?? null) ? (getcwd() ?: '.') : $base;
+            $full = str_starts_with($file, '/') ? $file : $dir . '/' . $file;
             if (!is_file($full) || !is_readable($full)) {
                 throw self::error($path, $lines, 'redis', $key, "cannot read {$file}: "
                     . (file_exists($full) ? 'not a readable file' : 'No such file or directory'));
@@ -346,6 +447,9 @@ final class ConfigFile
      */
     private static function value(array $section, string $key): ?string
     {
+        if (isset($section[self::ENV][$key])) {
+            return $section[self::ENV][$key]; // from the environment: as given
+        }
         if (!\array_key_exists($key, $section)) {
             return null;
         }
@@ -357,7 +461,7 @@ final class ConfigFile
     }
 
     /**
-     * @param array<string, int> $lines
+     * @param array<string, int|string> $lines
      * @throws ConfigException
      */
     private static function integer(string $path, array $lines, string $section, string $key, string $value, int $min, int $max): int
@@ -374,12 +478,17 @@ final class ConfigFile
     }
 
     /**
-     * An error about $key in [$section], as "file:line: [section] key: message".
+     * An error about $key in [$section], as "file:line: [section] key: message",
+     * or "VARIABLE: [section] key: message" when the environment set it.
      *
-     * @param array<string, int> $lines
+     * @param array<string, int|string> $lines
      */
     private static function error(string $path, array $lines, string $section, string $key, string $message): ConfigException
     {
+        $from = $lines["{$section} {$key}"] ?? null;
+        if (\is_string($from)) {
+            return new ConfigException("{$from}: [{$section}] {$key}: {$message}");
+        }
         $line = isset($lines["{$section} {$key}"]) ? ':' . $lines["{$section} {$key}"] : '';
         return new ConfigException("{$path}{$line}: [{$section}] {$key}: {$message}");
     }

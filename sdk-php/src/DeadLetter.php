@@ -24,6 +24,9 @@ final class DeadLetter
      * @param int    $attempts how many times it was reserved
      * @param string $reason   "buried" or "max_attempts"
      * @param float  $deadAt   when it died, Unix seconds (Redis's clock, ms precision)
+     * @param ?string $lastError why its last attempt failed, as the worker said
+     *                          (release or bury with an error) or "ttr expired";
+     *                          null when no attempt gave one
      */
     public function __construct(
         public readonly string $id,
@@ -32,6 +35,7 @@ final class DeadLetter
         public readonly int $attempts,
         public readonly string $reason,
         public readonly float $deadAt,
+        public readonly ?string $lastError = null,
     ) {
     }
 }

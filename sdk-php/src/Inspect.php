@@ -38,7 +38,7 @@ trait Inspect
         $n = $this->keys->names($this->keys->isPerTopic() ? $topic : null);
         $keys = [$n->bucket($id), $n->pool, $n->reserved];
         $reply = $this->connection->script(Scripts::LOOKUP, $keys, [$id, $topic]);
-        if (!\is_array($reply) || \count($reply) !== 8) {
+        if (!\is_array($reply) || \count($reply) !== 9) {
             throw new ProtocolException('unexpected reply from lookup.lua: ' . get_debug_type($reply));
         }
         $f = array_map(static fn (mixed $v): ?string => self::inspectText($v), array_values($reply));
@@ -59,6 +59,7 @@ trait Inspect
             $state === 'dead' ? $time : null,
             $f[6],
             $f[7],
+            Traceparent::fromRedis($id, array_values($reply)[8]),
         );
     }
 

@@ -42,6 +42,9 @@ final class Job
     /** Reservations allowed before dead letters (0 = no limit); 0 at most once. */
     public readonly int $maxAttempts;
 
+    /** The producer's W3C trace context given at push, or null ({@see Traceparent}): pass-through only. */
+    public readonly ?string $traceparent;
+
     /** The reservation (at least once), or null when the job was popped (at most once). */
     public readonly ?ReservedMessage $reservation;
 
@@ -69,6 +72,7 @@ final class Job
         $this->topic = $topic;
         $this->id = $job->id;
         $this->body = $job->body;
+        $this->traceparent = $job->traceparent;
         $this->reservation = $job instanceof ReservedMessage ? $job : null;
         $this->attempts = $job instanceof ReservedMessage ? $job->attempts : 1;
         $this->maxAttempts = $job instanceof ReservedMessage ? $job->maxAttempts : 0;

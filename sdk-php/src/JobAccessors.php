@@ -7,7 +7,7 @@ namespace Delayer;
 /**
  * The getters every job object has (mix/delayer-client's Message had them),
  * written once for {@see Message} and {@see ReservedMessage}: a class using
- * it has the properties $id, $topic and $body.
+ * it has the properties $id, $topic, $body and $traceparent.
  */
 trait JobAccessors
 {
@@ -27,5 +27,11 @@ trait JobAccessors
     public function getBody(): string
     {
         return $this->body;
+    }
+
+    /** The producer's W3C trace context given at push, or null ({@see Traceparent}). */
+    public function getTraceparent(): ?string
+    {
+        return $this->traceparent;
     }
 }

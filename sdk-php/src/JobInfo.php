@@ -26,6 +26,7 @@ final class JobInfo
      * @param float|null  $deadAt      dead: when it died
      * @param string|null $deadReason  dead: "buried" or "max_attempts"
      * @param string|null $lastError   the last failed attempt's error, when a worker gave one
+     * @param string|null $traceparent the W3C trace context it was pushed with, if any
      */
     public function __construct(
         public readonly string $id,
@@ -39,6 +40,7 @@ final class JobInfo
         public readonly ?float $deadAt,
         public readonly ?string $deadReason,
         public readonly ?string $lastError,
+        public readonly ?string $traceparent = null,
     ) {
     }
 }

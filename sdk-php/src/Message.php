@@ -29,6 +29,8 @@ use Delayer\Exception\InvalidArgumentException;
  *         ->withBackoff(Backoff::exponential(10, 600));
  *
  * (also as array keys: `new Message([..., 'maxAttempts' => 5, 'backoff' => Backoff::fixed(30)])`).
+ * A W3C trace context rides along the same way: `->withTraceparent($tp)`
+ * or `'traceparent' => $tp` ({@see Traceparent}).
  * Unset, reserve uses max_attempts 25 and an exponential backoff from 1 s
  * doubling up to 1 h.
  */
@@ -61,7 +63,14 @@ class Message
     public ?Backoff $backoff = null;
 
     /**
-     * @param array{id?: string|int|float|\Stringable, topic?: string|int|float|\Stringable, body?: string|int|float|\Stringable|null, maxAttempts?: int|null, backoff?: Backoff|null} $config
+     * @var string|null the producer's W3C trace context ({@see Traceparent}):
+     *                  kept with the job and handed back to its consumer; on a
+     *                  popped message, the one pushed (null: none)
+     */
+    public ?string $traceparent = null;
+
+    /**
+     * @param array{id?: string|int|float|\Stringable, topic?: string|int|float|\Stringable, body?: string|int|float|\Stringable|null, maxAttempts?: int|null, backoff?: Backoff|null, traceparent?: string|null} $config
      * @throws InvalidArgumentException on a value of the wrong type, or a
      *                                  maxAttempts out of range
      */
@@ -73,6 +82,13 @@ class Message
                     throw new InvalidArgumentException('Message maxAttempts must be an int or null, got ' . get_debug_type($value));
                 }
                 $this->maxAttempts = $value === null ? null : Validator::maxAttempts($value);
+                continue;
+            }
+            if ($name === 'traceparent') {
+                if ($value !== null && !\is_string($value)) {
+                    throw new InvalidArgumentException('Message traceparent must be a string or null, got ' . get_debug_type($value));
+                }
+                $this->traceparent = Traceparent::check($value);
                 continue;
             }
             if ($name === 'backoff') {
@@ -136,6 +152,20 @@ class Message
     {
         $copy = clone $this;
         $copy->backoff = $backoff;
+        return $copy;
+    }
+
+    /**
+     * A copy of this message carrying the producer's W3C trace context
+     * (`00-<32 hex>-<16 hex>-<2 hex>`, as the `traceparent` header), handed
+     * back with the job by pop, reserve and the Worker; null or "": none.
+     *
+     * @throws InvalidArgumentException when it is not a traceparent
+     */
+    public function withTraceparent(?string $traceparent): static
+    {
+        $copy = clone $this;
+        $copy->traceparent = Traceparent::check($traceparent);
         return $copy;
     }
 

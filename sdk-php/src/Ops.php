@@ -28,8 +28,10 @@ final class Ops
     }
 
     /**
-     * Checks one job and builds push.lua's KEYS and ARGV[1..9] (the job; the
-     * policy and wake channel are added by {@see push()} or {@see pushMany()}).
+     * Checks one job and builds push.lua's KEYS and ARGV[1..9] and its
+     * traceparent (ARGV[12], "" for none: push_many.lua's tenth value per
+     * job; the policy and wake channel are added by {@see push()} or
+     * {@see pushMany()}).
      *
      * @return array{0: list<string>, 1: list<string>}
      * @throws InvalidArgumentException
@@ -50,6 +52,7 @@ final class Ops
             [
                 $id, $topic, $message->body, (string) $delayMs, (string) $lifetimeMs, $maxAttempts,
                 $backoff?->kind ?? '', (string) ($backoff?->backoffMs ?? ''), (string) ($backoff?->backoffMaxMs ?? ''),
+                Traceparent::check($message->traceparent) ?? '',
             ],
         ];
     }
@@ -62,7 +65,8 @@ final class Ops
      */
     public static function push(Keys $keys, array $job, bool $ifAbsent): array
     {
-        return [Scripts::PUSH, $job[0], [...$job[1], self::policy($ifAbsent), $keys->names($job[1][1])->wake]];
+        $argv = \array_slice($job[1], 0, 9);
+        return [Scripts::PUSH, $job[0], [...$argv, self::policy($ifAbsent), $keys->names($job[1][1])->wake, $job[1][9]]];
     }
 
     /**
@@ -148,7 +152,8 @@ final class Ops
     }
 
     /**
-     * pop.lua's and take.lua's [id, topic, body] (or nil) as a Message (or false).
+     * pop.lua's and take.lua's [id, topic, body, traceparent] (or nil) as a
+     * Message (or false).
      *
      * @throws ProtocolException
      */
@@ -157,11 +162,13 @@ final class Ops
         if ($reply === false || $reply === null) {
             return false;
         }
-        if (!\is_array($reply) || \count($reply) !== 3) {
+        if (!\is_array($reply) || \count($reply) !== 4) {
             throw new ProtocolException("unexpected reply from {$script}.lua: " . get_debug_type($reply));
         }
-        [$id, $topic, $body] = array_map(static fn ($v): string => \is_string($v) ? $v : (string) $v, $reply);
-        return Message::create($id, $topic, $body);
+        [$id, $topic, $body] = array_map(static fn ($v): string => \is_string($v) ? $v : (string) $v, \array_slice($reply, 0, 3));
+        $message = Message::create($id, $topic, $body);
+        $message->traceparent = Traceparent::fromRedis($id, $reply[3]);
+        return $message;
     }
 
     /**
@@ -275,10 +282,10 @@ final class Ops
         if ($reply === false || $reply === null) {
             return false;
         }
-        if (!\is_array($reply) || \count($reply) !== 7 || !\is_int($reply[3]) || !\is_int($reply[4])) {
+        if (!\is_array($reply) || \count($reply) !== 8 || !\is_int($reply[3]) || !\is_int($reply[4])) {
             throw new ProtocolException('unexpected reply from reserve.lua: ' . get_debug_type($reply));
         }
-        [$id, $topic, $body, $attempts, $maxAttempts, $receipt, $deadline] = $reply;
+        [$id, $topic, $body, $attempts, $maxAttempts, $receipt, $deadline, $traceparent] = $reply;
         return new ReservedMessage(
             (string) $id,
             (string) $topic,
@@ -286,7 +293,8 @@ final class Ops
             $attempts,
             $maxAttempts,
             (string) $receipt,
-            self::seconds($deadline, Scripts::RESERVE)
+            self::seconds($deadline, Scripts::RESERVE),
+            Traceparent::fromRedis((string) $id, $traceparent),
         );
     }
 
@@ -464,10 +472,10 @@ final class Ops
         }
         $letters = [];
         foreach ($reply as $entry) {
-            if (!\is_array($entry) || \count($entry) !== 6 || !\is_int($entry[3])) {
+            if (!\is_array($entry) || \count($entry) !== 7 || !\is_int($entry[3])) {
                 throw new ProtocolException('unexpected entry from dead.lua: ' . get_debug_type($entry));
             }
-            [$id, $topicOf, $body, $attempts, $reason, $deadAt] = $entry;
+            [$id, $topicOf, $body, $attempts, $reason, $deadAt, $lastError] = $entry;
             $letters[] = new DeadLetter(
                 (string) $id,
                 (string) $topicOf,
@@ -475,7 +483,8 @@ final class Ops
                 $attempts,
                 (string) $reason,
                 // dead_at is written with dead_reason; a hand-edited bucket without it reads as 0
-                \is_string($deadAt) && is_numeric($deadAt) ? (float) $deadAt : 0.0
+                \is_string($deadAt) && is_numeric($deadAt) ? (float) $deadAt : 0.0,
+                \is_string($lastError) && $lastError !== '' ? $lastError : null,
             );
         }
         return $letters;

@@ -30,6 +30,7 @@ final class ReservedMessage
      * @param int    $maxAttempts reservations allowed before the job goes to dead letters; 0 = no limit
      * @param string $receipt     names this reservation
      * @param float  $deadline    when the reservation runs out, Unix seconds (Redis's clock, ms precision)
+     * @param string|null $traceparent the producer's W3C trace context given at push, or null ({@see Traceparent})
      */
     public function __construct(
         public readonly string $id,
@@ -39,6 +40,7 @@ final class ReservedMessage
         public readonly int $maxAttempts,
         public readonly string $receipt,
         public readonly float $deadline,
+        public readonly ?string $traceparent = null,
     ) {
     }
 

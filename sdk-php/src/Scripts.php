@@ -45,7 +45,7 @@ final class Scripts
     public const PUSH_MANY_CALLS_PER_PIPELINE = 10;
 
     /** How many ARGV values push_many.lua takes per job. */
-    public const PUSH_MANY_STRIDE = 9;
+    public const PUSH_MANY_STRIDE = 10;
 
     /** How many ARGV values push_many.lua takes before the jobs'. */
     public const PUSH_MANY_HEAD = 3;

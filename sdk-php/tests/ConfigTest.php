@@ -120,7 +120,7 @@ final class ConfigTest extends RedisTestCase
         . ' max_idle, max_active, idle_timeout, conn_max_lifetime, mode, nodes, master_name, sentinel_username,'
         . ' sentinel_password, tls, require_noeviction';
 
-    private const DELAYER_KEYS = 'pid, timer_interval, access_log, error_log, batch_size, key_prefix, layout, log_level, metrics_addr,'
+    private const DELAYER_KEYS = 'pid, timer_interval, access_log, error_log, batch_size, key_prefix, layout, log_level, log_format, metrics_addr,'
         . ' http_addr, http_token, http_read_token, http_allow_remote, http_allowed_hosts, http_trusted_proxies, http_session_secret, http_session_lifetime, http_max_connections,'
         . ' http_header_timeout, http_body_timeout, http_redis_timeout, http_max_waiting, metrics_allow_remote';
 

@@ -52,7 +52,7 @@ final class OpsTest extends TestCase
     public function testWellFormedRepliesRead(): void
     {
         self::assertFalse(Ops::message(false, Scripts::POP));
-        self::assertEquals(Message::create('a', 't', 'b'), Ops::message(['a', 't', 'b'], Scripts::POP));
+        self::assertEquals(Message::create('a', 't', 'b'), Ops::message(['a', 't', 'b', ''], Scripts::POP));
         self::assertTrue(Ops::flag(1, Scripts::REMOVE));
         self::assertFalse(Ops::flag(0, Scripts::REMOVE));
         self::assertSame(12.5, Ops::timeOrFalse('12.500', Scripts::TOUCH));
@@ -69,6 +69,6 @@ final class OpsTest extends TestCase
         [$script, $k, $argv] = Ops::push($keys, Ops::job($keys, Message::create('i', 't', 'b'), 1.5, 60), true);
         self::assertSame(Scripts::PUSH, $script);
         self::assertSame(['p:job_pool', 'p:job_bucket:i', 'p:scheduled_count'], $k);
-        self::assertSame(['i', 't', 'b', '1500', '60000', '', '', '', '', Scripts::IF_ABSENT, 'p:wake'], $argv);
+        self::assertSame(['i', 't', 'b', '1500', '60000', '', '', '', '', Scripts::IF_ABSENT, 'p:wake', ''], $argv);
     }
 }

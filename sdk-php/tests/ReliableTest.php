@@ -353,7 +353,7 @@ final class ReliableTest extends RedisTestCase
         self::assertSame(2, $job->attempts);
         self::assertTrue($job->isLastAttempt());
         $before = $this->redisTime();
-        self::assertTrue($client->release($job, 0), 'true: the reservation was held, the job is dead');
+        self::assertTrue($client->release($job, 0, error: 'smtp timeout'), 'true: the reservation was held, the job is dead');
         $after = $this->redisTime();
 
         self::assertSame(['flaky'], $this->redis->lRange('delayer:dead:mail', 0, -1));
@@ -369,6 +369,7 @@ final class ReliableTest extends RedisTestCase
         self::assertSame(['flaky', 'mail', 'body', 2, DeadLetter::MAX_ATTEMPTS], [
             $dead[0]->id, $dead[0]->topic, $dead[0]->body, $dead[0]->attempts, $dead[0]->reason,
         ]);
+        self::assertSame('smtp timeout', $dead[0]->lastError);
         self::assertGreaterThanOrEqual(floor($before * 1000) / 1000, $dead[0]->deadAt);
         self::assertLessThanOrEqual($after + 0.001, $dead[0]->deadAt);
         self::assertFalse($client->reserve('mail', 30));

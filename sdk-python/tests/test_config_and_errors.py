@@ -77,7 +77,7 @@ REDIS_KEYS = (
     "sentinel_password, tls, require_noeviction"
 )
 DELAYER_KEYS = (
-    "pid, timer_interval, access_log, error_log, batch_size, key_prefix, layout, log_level, metrics_addr, "
+    "pid, timer_interval, access_log, error_log, batch_size, key_prefix, layout, log_level, log_format, metrics_addr, "
     "http_addr, http_token, http_read_token, http_allow_remote, "
     "http_allowed_hosts, http_trusted_proxies, http_session_secret, http_session_lifetime, http_max_connections, "
     "http_header_timeout, http_body_timeout, http_redis_timeout, http_max_waiting, metrics_allow_remote"

@@ -322,7 +322,7 @@ def test_release_past_max_attempts_goes_to_dead_letters(url: str, raw: "redis.Re
         second = reserve_one(d, "t")
         assert second.attempts == 2 and second.is_last_attempt
         now = redis_now(raw)
-        assert d.release(second, 1) is True  # even with a delay: out of attempts
+        assert d.release(second, 1, error="smtp timeout") is True  # even with a delay: out of attempts
         assert raw.zscore(POOL, "j") is None
         assert raw.zcard(RESERVED) == 0
         assert raw.lrange(dead("t"), 0, -1) == [b"j"]
@@ -341,6 +341,7 @@ def test_release_past_max_attempts_goes_to_dead_letters(url: str, raw: "redis.Re
         "max_attempts",
     )
     assert abs(letter.dead_at - now) < 1
+    assert letter.last_error == "smtp timeout"
 
 
 def test_bury_sends_the_job_to_dead_letters_whatever_its_attempts(url: str, raw: "redis.Redis") -> None:
@@ -353,7 +354,7 @@ def test_bury_sends_the_job_to_dead_letters_whatever_its_attempts(url: str, raw:
         assert raw.lrange(dead("t"), 0, -1) == [b"j"]
         assert raw.hget(bucket("j"), "dead_reason") == b"buried"
         assert raw.zcard(RESERVED) == 0 and raw.zscore(POOL, "j") is None
-        assert [x.reason for x in d.dead_letters("t")] == ["buried"]
+        assert [(x.reason, x.last_error) for x in d.dead_letters("t")] == [("buried", None)]
 
 
 def test_bury_by_id_and_receipt(url: str, raw: "redis.Redis") -> None:

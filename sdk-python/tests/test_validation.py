@@ -183,13 +183,13 @@ def test_push_sends_retry_settings_only_when_given() -> None:
     from delayer import Keys
 
     # "" leaves a retry setting out, so the bucket stays exactly 1.x's;
-    # then the duplicate policy and the wake channel
+    # then the duplicate policy, the wake channel and the traceparent
     plain = _calls.push_call(Keys(), "t", "j", 1, b"x", 60)
-    assert plain.args == ["j", "t", b"x", 1000, 60_000, "", "", "", "", "replace", "delayer:wake"]
+    assert plain.args == ["j", "t", b"x", 1000, 60_000, "", "", "", "", "replace", "delayer:wake", ""]
     some = _calls.push_call(Keys(), "t", "j", 1, b"x", 60, max_attempts=3)
     assert some.args[5:9] == [3, "", "", ""]
     both = _calls.push_call(Keys("p:"), "t", "j", 1, b"x", 60, 0, Backoff.exponential(2, 10), True)
-    assert both.args[5:] == [0, "exponential", 2000, 10_000, "absent", "p:wake"]
+    assert both.args[5:] == [0, "exponential", 2000, 10_000, "absent", "p:wake", ""]
 
 
 def test_limits_are_inclusive(url: str, raw: "redis.Redis") -> None:
@@ -209,10 +209,10 @@ def test_push_many_calls_take_100_jobs_each() -> None:
     assert [len(_calls.push_many_ids(c)) for c in calls] == [100, 100, 50]
     assert all(c.keys == ["p:job_pool", "p:scheduled_count"] for c in calls)
     assert calls[1].args[:3] == ["p:job_bucket:", "replace", "p:wake"]
-    # nine values per job: the last four ("" = not set) are the retry settings
-    assert calls[1].args[3:12] == ["j100", "t1", b"b100", 100_000, 10_000, "", "", "", ""]
-    assert calls[2].args[-9:] == ["j249", "t0", b"b249", 249_000, 10_000, "", "", "", ""]
-    assert len(calls[2].args) == 3 + 50 * 9
+    # ten values per job: then four retry settings and the traceparent ("" = not set)
+    assert calls[1].args[3:13] == ["j100", "t1", b"b100", 100_000, 10_000, "", "", "", "", ""]
+    assert calls[2].args[-10:] == ["j249", "t0", b"b249", 249_000, 10_000, "", "", "", "", ""]
+    assert len(calls[2].args) == 3 + 50 * 10
     assert _calls.push_many_calls(Keys("p:"), jobs[:1], True)[0].args[1] == "absent"
     assert [len(c) for c in _calls.chunks(_calls.push_many_calls(Keys(), jobs * 9))] == [10, 10, 3]
     assert _calls.push_many_calls(Keys(), []) == []

@@ -97,7 +97,9 @@ impl Delayer {
     /// A client configured by a `delayer.conf`: its `[redis]` section and
     /// `[delayer] key_prefix` and `layout`, as the server reads them. A file
     /// the server refuses (an unknown section or key, a bad value) is
-    /// refused here too.
+    /// refused here too. The `DELAYER_*` environment variables override
+    /// the file as they do for the server (`DELAYER_REDIS_PORT`,
+    /// `DELAYER_REDIS_PASSWORD_FILE`: [`conf::env`]).
     pub fn from_conf(path: impl AsRef<Path>) -> Result<Delayer> {
         let (redis, names) = conf::for_client(path)?;
         let client = Delayer::with_target(redis.target()?, names.prefix(), &PoolOptions::default());

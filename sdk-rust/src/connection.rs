@@ -17,6 +17,10 @@ use redis::{Client, Cmd, Connection, ConnectionLike, FromRedisValue, RedisError,
 use std::time::Duration;
 
 /// A connection to one Redis, or to a Redis Cluster (`[redis] mode = cluster`).
+// One value per pooled connection, and every command matches on it: boxing the
+// larger variant would add an indirection per command to save a few hundred
+// bytes per connection.
+#[allow(clippy::large_enum_variant)]
 pub enum Conn {
     /// One node (standalone, or the sentinels' master).
     Single(Connection),
@@ -471,6 +475,18 @@ pub fn build_pool_for(target: Target, opts: &PoolOptions) -> r2d2::Pool<Manager>
         .build_unchecked(manager)
 }
 
+/// The master route of each key's slot, once each.
+pub(crate) fn routes_of(keys: &[String]) -> Vec<Route> {
+    let mut routes: Vec<Route> = Vec::new();
+    for key in keys {
+        let route = Route::with_key(key, SlotAddr::Master);
+        if !routes.contains(&route) {
+            routes.push(route);
+        }
+    }
+    routes
+}
+
 #[cfg(test)]
 mod tests {
     use super::masters;
@@ -485,16 +501,4 @@ e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460
 ";
         assert_eq!(masters(nodes), [("127.0.0.1".to_string(), 30002), ("127.0.0.1".to_string(), 30001)]);
     }
-}
-
-/// The master route of each key's slot, once each.
-pub(crate) fn routes_of(keys: &[String]) -> Vec<Route> {
-    let mut routes: Vec<Route> = Vec::new();
-    for key in keys {
-        let route = Route::with_key(key, SlotAddr::Master);
-        if !routes.contains(&route) {
-            routes.push(route);
-        }
-    }
-    routes
 }

@@ -138,19 +138,35 @@ fn needs_auth(e: &redis::RedisError) -> bool {
     says(e.code().unwrap_or(""), e.detail())
 }
 
+/// How [`Error::Connection`] begins when Redis refused the credentials.
+const AUTH_FAILED: &str = "authentication failed";
+/// How it begins when Redis wants credentials and none were given.
+const AUTH_REQUIRED: &str = "authentication required";
+
+impl Error {
+    /// Whether Redis refused who we are: a wrong password or user, or none
+    /// given where one is required. Retrying cannot fix it; the settings can.
+    pub fn is_refused_credentials(&self) -> bool {
+        match self {
+            Error::Connection(why) => why.starts_with(AUTH_FAILED) || why.starts_with(AUTH_REQUIRED),
+            Error::Redis(e) => e.kind() == redis::ErrorKind::AuthenticationFailed || needs_auth(e),
+            _ => false,
+        }
+    }
+}
+
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         // No secret can be in these messages: Redis's errors never echo a
         // password, and the URL is not part of them.
         if e.kind() == redis::ErrorKind::AuthenticationFailed {
-            return Error::Connection(format!("authentication failed: Redis refused the credentials ({e})"));
+            return Error::Connection(format!("{AUTH_FAILED}: Redis refused the credentials ({e})"));
         }
         if needs_auth(&e) {
-            return Error::Connection(
-                "authentication required: Redis wants a password and none was given \
+            return Error::Connection(format!(
+                "{AUTH_REQUIRED}: Redis wants a password and none was given \
                  (put it in the URL, redis://:PASSWORD@host:port/, or in [redis] password)"
-                    .into(),
-            );
+            ));
         }
         let connection_trouble = e.is_io_error() || is_lost_connection(&e) || e.is_timeout();
         if connection_trouble {

@@ -20,6 +20,10 @@ pub struct Message {
     pub raw_id: Option<Vec<u8>>,
     /// The topic's exact bytes when they are not UTF-8.
     pub raw_topic: Option<Vec<u8>>,
+    /// The W3C trace context the producer pushed with ([`Job::traceparent`]);
+    /// `None` when none was given (or the job's hash holds a malformed one:
+    /// see [`crate::trace`]).
+    pub traceparent: Option<String>,
 }
 
 impl Message {
@@ -64,6 +68,10 @@ pub struct Job {
     /// Write the job only if no job holds its id: otherwise write nothing
     /// and fail with [`Error::IdTaken`]. `false` (the default): replace.
     pub if_absent: bool,
+    /// The producer's W3C trace context, `00-<trace id>-<span id>-<flags>`:
+    /// kept with the job and handed to its consumer ([`crate::trace`]).
+    /// Checked at push by [`crate::validate::traceparent`].
+    pub traceparent: Option<String>,
 }
 
 impl Job {
@@ -78,6 +86,7 @@ impl Job {
             max_attempts: None,
             backoff: None,
             if_absent: false,
+            traceparent: None,
         }
     }
 
@@ -112,6 +121,15 @@ impl Job {
     /// the job holding the id, as Delayer 1.x does.
     pub fn if_absent(mut self) -> Job {
         self.if_absent = true;
+        self
+    }
+
+    /// Carries the producer's W3C trace context (`traceparent` header form,
+    /// `00-<32 hex>-<16 hex>-<2 hex>`) to the consumer: pop, reserve and
+    /// the workers hand it back. A malformed one fails the push with
+    /// [`Error::InvalidArgument`].
+    pub fn traceparent(mut self, traceparent: impl Into<String>) -> Job {
+        self.traceparent = Some(traceparent.into());
         self
     }
 }

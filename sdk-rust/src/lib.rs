@@ -70,6 +70,7 @@ mod reliable;
 pub mod scripts;
 pub mod sentinel;
 pub mod target;
+pub mod trace;
 pub mod validate;
 mod wait;
 pub mod worker;

@@ -35,6 +35,9 @@ pub struct Reserved {
     pub raw_id: Option<Vec<u8>>,
     /// The topic's exact bytes when they are not UTF-8.
     pub raw_topic: Option<Vec<u8>>,
+    /// The W3C trace context the producer pushed with, as
+    /// [`crate::Message::traceparent`].
+    pub traceparent: Option<String>,
 }
 
 impl Reserved {
@@ -166,6 +169,9 @@ pub struct DeadLetter {
     /// When it died (Redis's clock); the Unix epoch when the job's
     /// `dead_at` field holds no time (written by hand or damaged).
     pub dead_at: SystemTime,
+    /// Why its last attempt failed, as the worker said (release or bury
+    /// with an error) or "ttr expired"; `None` when no attempt gave one.
+    pub last_error: Option<String>,
     /// The id's exact bytes when they are not UTF-8 (then `id` is a lossy
     /// rendering): re-queue or purge it by these.
     pub raw_id: Option<Vec<u8>>,

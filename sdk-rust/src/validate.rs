@@ -81,6 +81,34 @@ pub fn backoff(b: &crate::Backoff) -> Result<(&'static str, u64, u64)> {
     }
 }
 
+/// A W3C trace context `traceparent` (<https://www.w3.org/TR/trace-context/>):
+/// `00-<32 hex>-<16 hex>-<2 hex>`, lower-case hex, version 00, neither id
+/// all zeros. The one form a push takes and a consumer hands out: anything
+/// else in a job's hash is treated as absent ([`crate::trace`]).
+pub fn traceparent(value: &str) -> Result<()> {
+    if is_traceparent(value.as_bytes()) {
+        return Ok(());
+    }
+    let shown: String = value.chars().take(64).collect();
+    Err(Error::InvalidArgument(format!(
+        "traceparent must be \"00-<32 hex>-<16 hex>-<2 hex>\" (lower-case, ids not all zeros), not {shown:?}"
+    )))
+}
+
+/// Whether `v` is a traceparent by [`traceparent`]'s rule.
+pub(crate) fn is_traceparent(v: &[u8]) -> bool {
+    let hex = |s: &[u8]| s.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c));
+    let nonzero = |s: &[u8]| s.iter().any(|&c| c != b'0');
+    v.len() == 55
+        && v.starts_with(b"00-")
+        && (v[35], v[52]) == (b'-', b'-')
+        && hex(&v[3..35])
+        && hex(&v[36..52])
+        && hex(&v[53..])
+        && nonzero(&v[3..35])
+        && nonzero(&v[36..52])
+}
+
 /// Largest `cursor` or `start` of a listing: 2^53 - 1, the largest integer
 /// a double (Lua's numbers in older Redis, JavaScript in the dashboard)
 /// holds exactly, and far past any listing; the scripts' arithmetic on a
@@ -155,5 +183,25 @@ mod tests {
         assert!(dead_count(0).is_err() && dead_count(1001).is_err() && dead_count(1000).is_ok());
         assert_eq!(position("cursor", MAX_POSITION).ok(), Some(MAX_POSITION));
         assert!(position("cursor", MAX_POSITION + 1).is_err() && position("start", u64::MAX).is_err());
+    }
+
+    #[test]
+    fn traceparents() {
+        assert!(traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").is_ok());
+        assert!(traceparent("00-00000000000000000000000000000001-0000000000000001-00").is_ok());
+        for bad in [
+            "",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1",
+            "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0é",
+        ] {
+            assert!(traceparent(bad).is_err(), "{bad:?} taken");
+        }
     }
 }

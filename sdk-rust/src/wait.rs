@@ -188,7 +188,8 @@ mod tests {
         assert!(matches!(sent(w.next(Value::Nil).expect("again")), Request::Blocking(..)));
         let popped = Value::Array(vec![Value::BulkString(b"q".to_vec()), Value::BulkString(b"y".to_vec())]);
         sent(w.next(popped).expect("claim"));
-        let job = Value::Array(["y", "t", "body"].iter().map(|s| Value::BulkString(s.as_bytes().to_vec())).collect());
+        let job =
+            Value::Array(["y", "t", "body", ""].iter().map(|s| Value::BulkString(s.as_bytes().to_vec())).collect());
         match w.next(job).expect("job") {
             Step::Done(Some(m)) => assert_eq!((m.id.as_str(), m.body_str()), ("y", Some("body"))),
             _ => panic!("expected the job"),

@@ -304,7 +304,7 @@ async fn from_conf_refuses_unknown_keys_and_sections_as_the_server_does() {
                       max_idle, max_active, idle_timeout, conn_max_lifetime, mode, nodes, master_name, \
                       sentinel_username, sentinel_password, tls, require_noeviction";
     let delayer_keys =
-        "pid, timer_interval, access_log, error_log, batch_size, key_prefix, layout, log_level, metrics_addr, \
+        "pid, timer_interval, access_log, error_log, batch_size, key_prefix, layout, log_level, log_format, metrics_addr, \
                         http_addr, http_token, http_read_token, http_allow_remote, \
                         http_allowed_hosts, http_trusted_proxies, http_session_secret, http_session_lifetime, \
                         http_max_connections, http_header_timeout, http_body_timeout, http_redis_timeout, \

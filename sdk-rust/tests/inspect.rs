@@ -7,25 +7,13 @@ use redis::Commands;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use testkit::RedisServer;
 
-const MOVE: &str = include_str!("../../lua/move.lua");
-
 fn client(redis: &RedisServer) -> Delayer {
     Delayer::open(&redis.url()).expect("client")
 }
 
 /// One move.lua batch, as the server runs it.
 fn run_move(conn: &mut redis::Connection) {
-    let _: redis::Value = redis::Script::new(MOVE)
-        .key("delayer:job_pool")
-        .key("delayer:malformed")
-        .key("delayer:scheduled_count")
-        .key("delayer:topics")
-        .key("delayer:reserved")
-        .arg("delayer:job_bucket:")
-        .arg("delayer:ready_queue:")
-        .arg(1000)
-        .invoke(conn)
-        .expect("move.lua");
+    testkit::move_due_classic(conn);
 }
 
 fn topic<'a>(stats: &'a delayer::inspect::Stats, name: &str) -> &'a TopicStats {

@@ -185,18 +185,21 @@ fn failures_past_max_attempts_and_burials_become_dead_letters() {
     assert!(d.release(&first, Some(Duration::ZERO)).expect("release"));
     let grave = reserve(&d, "t");
     assert_eq!(grave.id, "grave");
-    assert!(d.bury(&grave).expect("bury"));
+    assert!(d.bury_with_error(&grave, "no such address").expect("bury"));
     move_all(&mut conn);
     let last = reserve(&d, "t");
     assert_eq!((last.id.as_str(), last.attempts), ("twice", 2));
     assert!(last.is_last_attempt());
-    assert!(d.release(&last, Some(Duration::ZERO)).expect("release"));
+    assert!(d.release_with_error(&last, Some(Duration::ZERO), "smtp timeout").expect("release"));
 
     assert_eq!(pool_score(&mut conn, "twice"), None, "not scheduled again");
     let dead = d.dead_letters("t", 0, 10).expect("dead letters");
     let summary: Vec<(&str, &str, u32, &[u8])> =
         dead.iter().map(|l| (l.id.as_str(), l.reason.as_str(), l.attempts, &l.body[..])).collect();
     assert_eq!(summary, vec![("twice", "max_attempts", 2, &b"b1"[..]), ("grave", "buried", 1, &b"b2"[..])]);
+    // Each says why its last attempt failed.
+    let errors: Vec<Option<&str>> = dead.iter().map(|l| l.last_error.as_deref()).collect();
+    assert_eq!(errors, [Some("smtp timeout"), Some("no such address")]);
     assert_eq!(d.dead_letters("t", 1, 10).expect("page").len(), 1);
     assert!(!d.bury(&last).expect("bury a dead job"), "nothing held");
 

@@ -76,18 +76,22 @@ pub enum Command {
         /// The job's id (any bytes: one that is not UTF-8 is given as is).
         #[arg(value_parser = raw_id())]
         id: RawId,
+        /// Show the body too: as text, bytes that are not UTF-8 escaped, the first 64 KiB (JSON: `body`, or
+        /// `body_base64`, whole up to 16 MiB).
+        #[arg(long)]
+        body: bool,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// A page of a topic's jobs in one state: scheduled (by due time), ready (next out first), reserved
-    /// (by deadline) or dead (newest first).
+    /// A page of a topic's jobs in one state (--state): scheduled (by due time; the default), ready (next out
+    /// first), reserved (by deadline) or dead (newest first).
     List {
         /// The topic whose jobs to list.
         #[arg(value_parser = topic)]
         topic: String,
         /// Which jobs.
-        #[arg(long, value_enum)]
+        #[arg(long, value_enum, default_value = "scheduled")]
         state: ListState,
         /// How many to show (1 to 1000).
         #[arg(long, default_value_t = 20, value_parser = count)]
@@ -108,7 +112,9 @@ pub enum Command {
         #[arg(value_parser = raw_id())]
         id: RawId,
     },
-    /// Change when a waiting job of TOPIC is due: DELAY from now (seconds, or "90s", "5m", "2h").
+    /// Change when a waiting job of TOPIC is due: DELAY from now (seconds, or "90s", "5m", "2h"; a negative
+    /// one, "-5" or "-- -5m", means due now).
+    #[command(allow_negative_numbers = true)]
     Reschedule {
         /// The job's topic (the job is not touched if it belongs to another).
         #[arg(value_parser = topic)]
@@ -116,9 +122,29 @@ pub enum Command {
         /// The job's id (any bytes).
         #[arg(value_parser = raw_id())]
         id: RawId,
-        /// The new delay from now.
+        /// The new delay from now (negative: due now).
         #[arg(value_parser = delay)]
         delay: std::time::Duration,
+    },
+    /// Schedule a job: ID on TOPIC, due after DELAY (as reschedule's), replacing a job that holds ID, as every
+    /// SDK's push does. Prints when it is due.
+    #[command(allow_negative_numbers = true)]
+    Push {
+        /// The topic whose ready queue the job goes to when due.
+        #[arg(value_parser = topic)]
+        topic: String,
+        /// The job's id (ids are shared across topics in the classic layout).
+        #[arg(value_parser = |v: &str| name("id", v))]
+        id: String,
+        /// How long from now until it is due: seconds, or "90s", "5m", "2h" (negative: due now).
+        #[arg(value_parser = delay)]
+        delay: std::time::Duration,
+        /// The body, as given (default: empty).
+        #[arg(long, value_name = "TEXT", conflicts_with = "body_file")]
+        body: Option<std::ffi::OsString>,
+        /// Read the body from this file, byte for byte ("-": standard input).
+        #[arg(long, value_name = "PATH")]
+        body_file: Option<PathBuf>,
     },
     /// A topic's dead letters: jobs buried, or out of attempts (`dead requeue TOPIC ID` re-queues one).
     Dead {
@@ -128,6 +154,26 @@ pub enum Command {
     /// Deliver the jobs of the topics in the file's [webhook.<topic>] sections as signed HTTP POSTs, until
     /// SIGTERM or SIGINT (reads -c FILE, not --url).
     Webhook,
+    /// Ask the running server's probe (from the configuration: metrics_addr's /healthz or /readyz, else
+    /// http_addr's /v1/health or /v1/ready): exit 0 on 200, else 1 with the reason (a container's HEALTHCHECK).
+    Health {
+        /// The readiness probe (Redis answers, the mover ticks) instead of liveness.
+        #[arg(long, conflicts_with = "probe_url")]
+        ready: bool,
+        /// The probe's URL, instead of the configuration's addresses.
+        #[arg(long = "probe-url", value_name = "URL")]
+        probe_url: Option<String>,
+        /// Seconds to wait for the answer (1 to 60).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=60))]
+        timeout: u64,
+    },
+    /// Print the effective configuration (-c FILE or the default places, then DELAYER_* variables), each
+    /// value with its source (default, file, env), secrets masked.
+    Config {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Move every job (waiting, ready, reserved, dead) to the other key layout, job by job, while clients
     /// and servers keep running; jobs another command must first end are counted and left (run it again).
     Migrate {
@@ -248,8 +294,19 @@ fn start(value: &str) -> Result<usize, String> {
 }
 
 /// A delay: seconds (fractions allowed) or a duration with units ("90s",
-/// "5m", "1h 30m"), within the SDK's limits.
+/// "5m", "1h 30m"), within the SDK's limits. A negative one ("-5", "-2m",
+/// within the same limits) is due now: a time already past, as Delayer 1.x
+/// (and the PHP SDK's 1.x API) took it; never earlier than now, since the
+/// SDKs' delays start at 0 (they refuse a negative one as a caller's bug,
+/// where a person at a prompt means "now").
 fn delay(value: &str) -> Result<std::time::Duration, String> {
+    match value.trim().strip_prefix('-') {
+        Some(past) => unsigned_delay(past).map(|_| std::time::Duration::ZERO),
+        None => unsigned_delay(value),
+    }
+}
+
+fn unsigned_delay(value: &str) -> Result<std::time::Duration, String> {
     let parsed = match value.trim().parse::<f64>() {
         Ok(secs) if secs.is_finite() && secs >= 0.0 && secs <= delayer::validate::MAX_DELAY.as_secs_f64() => {
             std::time::Duration::try_from_secs_f64(secs).map_err(|_| "a delay from 0 to 10 years".to_string())
@@ -283,7 +340,6 @@ mod tests {
             &["-c", "f", "--url", "redis://x/", "stats"],
             &["job", "t"],
             &["job", "", "a"],
-            &["list", "t"],
             &["list", "t", "--state", "waiting"],
             &["list", "t", "--state", "ready", "--count", "0"],
             &["list", "t", "--state", "scheduled", "--cursor", "9007199254740992"],
@@ -291,7 +347,11 @@ mod tests {
             &["list", "t", "--state", "dead", "--cursor", "-1"],
             &["dead", "list", "t", "--start", "9223372036854775808"],
             &["dead", "list", "t", "99999999999999999999"],
-            &["reschedule", "t", "a", "-1"],
+            &["reschedule", "t", "a", "-11y"],
+            &["reschedule", "t", "a", "--", "--5"],
+            &["push", "t", "a"],
+            &["push", "t", "", "5"],
+            &["push", "t", "a", "5", "--body", "x", "--body-file", "-"],
             &["reschedule", "t", "a", "soon"],
             &["reschedule", "t", "a", "11y"],
             &["remove", "t"],
@@ -305,6 +365,21 @@ mod tests {
         assert!(parse(&["list", "t", "--state", "reserved", "--cursor", "9007199254740991"]).is_ok());
         for d in ["1.5", "90s", "1h 30m"] {
             assert!(parse(&["reschedule", "t", "a", d]).is_ok(), "{d}");
+        }
+        // A negative delay is due now, given bare (a number) or after `--`.
+        for args in
+            [&["reschedule", "t", "a", "-5"][..], &["reschedule", "t", "a", "--", "-5m"], &["push", "t", "a", "-1.5"]]
+        {
+            match parse(args).map(|c| c.command) {
+                Ok(Some(Command::Reschedule { delay, .. } | Command::Push { delay, .. })) => {
+                    assert_eq!(delay, std::time::Duration::ZERO, "{args:?}")
+                }
+                other => panic!("{args:?}: {other:?}"),
+            }
+        }
+        match parse(&["list", "t"]).map(|c| c.command) {
+            Ok(Some(Command::List { state, .. })) => assert_eq!(state, ListState::Scheduled),
+            other => panic!("list defaults to scheduled: {other:?}"),
         }
         // Any non-empty name, as Delayer 1.x wrote them.
         assert!(parse(&["peek", "close order"]).is_ok());

@@ -1,5 +1,7 @@
-//! The operator commands: `delayer stats`, `peek`, `job`, `list`, `remove`,
-//! `reschedule` and `dead list|requeue|purge`.
+//! The operator commands: `delayer stats`, `peek`, `job`, `list`, `push`,
+//! `remove`, `reschedule` and `dead list|requeue|purge`. They print through
+//! `output` (a reader that hangs up ends nothing badly), and say refused
+//! credentials as the server does (`credentials`).
 //!
 //! They reach Redis through `--url` (or `DELAYER_URL`), so an operator needs
 //! no configuration file, or through the server's delayer.conf. Arguments
@@ -7,22 +9,35 @@
 //! that are not there, and each failure is reported as such, never the one
 //! as the other.
 
+use crate::body;
 use crate::cli::{self, Command, DeadCommand, ListState};
-use crate::config::{self, Config};
+use crate::config::Config;
+use crate::credentials;
 use crate::fatal::Fatal;
 use crate::inspect;
 use crate::jobview;
 use crate::migrate;
+use crate::output;
+use crate::{other_layout, other_prefix};
 use delayer::conf::RedisSettings;
+use delayer::connection::Conn;
 use delayer::inspect::JobState;
 use delayer::{Layout, Names};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The Redis and key prefix a command works on.
 pub struct Target {
     redis: RedisSettings,
     /// The key prefix and layout (`--url` targets: the classic layout).
     names: Names,
+    /// Where the settings came from: a file, or a URL (`--url`, `DELAYER_URL`).
+    source: Source,
+}
+
+/// [`Target::source`].
+enum Source {
+    File(PathBuf),
+    Url(&'static str),
 }
 
 impl Target {
@@ -44,12 +59,19 @@ impl Target {
                 cli::URL_ENV
             )));
         }
-        let config = Config::load(&config::locate(configuration)?)?;
-        Ok(Target { redis: config.redis, names: Names::new(&config.key_prefix, config.layout) })
+        let config = Config::load(configuration)?;
+        // A command's output is its answer: the notes go to stderr.
+        config
+            .notes
+            .iter()
+            .filter(|(level, _)| *level <= log::Level::Warn)
+            .for_each(|(_, note)| output::error(format_args!("warning: {note}")));
+        let names = Names::new(&config.key_prefix, config.layout);
+        Ok(Target { redis: config.redis, names, source: Source::File(config.path) })
     }
 
     /// A URL given by `source`. Never echoed: it may hold a password.
-    fn from_url(url: String, source: &str, prefix: Option<&str>) -> Result<Target, Fatal> {
+    fn from_url(url: String, source: &'static str, prefix: Option<&str>) -> Result<Target, Fatal> {
         let scheme_ok = redis::parse_redis_url(&url)
             .is_some_and(|u| ["redis", "rediss", "unix", "redis+unix"].contains(&u.scheme()));
         if !scheme_ok {
@@ -61,7 +83,7 @@ impl Target {
         // Checked now, so a bad one is the command line's fault, not Redis's.
         redis.client().map_err(|e| Fatal::usage(format!("{source}: cannot use this URL: {e}")))?;
         let prefix = prefix.unwrap_or(delayer::keys::DEFAULT_PREFIX);
-        Ok(Target { redis, names: Names::new(prefix, Layout::Classic) })
+        Ok(Target { redis, names: Names::new(prefix, Layout::Classic), source: Source::Url(source) })
     }
 }
 
@@ -69,26 +91,33 @@ impl Target {
 pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
     match command {
         Command::Stats { json } => {
-            let mut conn = inspect::connect(&target.redis)?;
+            let mut conn = target.connect()?;
             let topics = target.client()?.stats().map_err(|e| target.sdk_failed(e))?;
             let stats = inspect::stats(&mut conn, &target.names, &topics).map_err(|e| target.failed(e))?;
+            let (layout, prefix) = (target.names.layout(), target.names.prefix());
+            let mut finder = other_prefix::Finder::new(prefix);
+            let elsewhere = other_layout::look(&mut conn, layout, prefix, &mut finder, other_prefix::Budget::COMMAND)
+                .map_err(|e| target.failed(e))?;
             if json {
                 let mut v = stats.to_json();
                 v["topics"] = jobview::topics_json(&topics);
-                println!("{v}");
+                v["elsewhere"] = elsewhere.json(layout, prefix);
+                v["elsewhere_searched_all"] = finder.scanned_all.into();
+                output::line(v)?;
             } else {
-                print!("{}", stats.to_text());
-                print!("{}", jobview::topics_text(&topics));
+                output::print(&stats.to_text())?;
+                output::print(&jobview::topics_text(&topics))?;
+                output::print(&other_layout::text(&elsewhere, layout, prefix, finder.scanned_all))?;
             }
         }
         Command::Peek { topic, count, json } => {
             delayer::check_topic(&target.names, &topic).map_err(|e| target.sdk_failed(e))?;
-            let mut conn = inspect::connect(&target.redis)?;
+            let mut conn = target.connect()?;
             let jobs = inspect::peek(&mut conn, &target.names, &topic, count).map_err(|e| target.failed(e))?;
             if json {
-                println!("{}", inspect::peek_json(&jobs));
+                output::line(inspect::peek_json(&jobs))?;
             } else {
-                print!("{}", inspect::peek_text(&topic, &jobs));
+                output::print(&inspect::peek_text(&topic, &jobs))?;
             }
         }
         Command::Dead { action } => dead_letters(target, action)?,
@@ -100,29 +129,50 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
             if target.redis.cluster.is_some() {
                 return Err(Fatal::usage(migrate::ON_A_CLUSTER));
             }
-            let mut conn = inspect::connect(&target.redis)?;
+            let mut conn = target.connect()?;
             let report = migrate::run(&mut conn, target.names.prefix(), to).map_err(|e| target.failed(e))?;
-            print!("{}", report.to_text());
+            output::print(&report.to_text())?;
             if !report.complete() {
                 return Err(Fatal::failed(report.advice()));
             }
         }
         // Not an operator command: main runs it (webhook::run), with -c only.
         Command::Webhook => return Err(Fatal::usage("delayer webhook is not run against a --url")),
-        Command::Job { topic, id, json } => {
+        Command::Health { .. } => return Err(Fatal::usage("delayer health asks the server, not Redis")),
+        Command::Config { .. } => return Err(Fatal::usage("delayer config is not run against a --url")),
+        Command::Job { topic, id, body: with_body, json } => {
             let job = target.client()?.job_raw(&topic, &id.0).map_err(|e| target.sdk_failed(e))?;
+            let fetched = match job.body_size {
+                Some(size) if with_body && job.topic.as_deref() == Some(topic.as_str()) => {
+                    let mut conn = target.connect()?;
+                    Some(body::fetch(&mut conn, &target.names, &topic, &id.0, size).map_err(|e| target.failed(e))?)
+                }
+                _ => None,
+            };
             if json {
-                println!("{}", jobview::job_json(&job));
+                let mut v = jobview::job_json(&job);
+                if let Some(fetched) = &fetched {
+                    body::put_json(&mut v, fetched);
+                }
+                output::line(v)?;
             } else {
-                print!("{}", jobview::job_text(&topic, &job, std::time::SystemTime::now()));
+                let mut text = jobview::job_text(&topic, &job, std::time::SystemTime::now());
+                text.push_str(&fetched.as_ref().map(body::text).unwrap_or_default());
+                output::print(&text)?;
             }
+        }
+        Command::Push { topic, id, delay, body, body_file } => {
+            let body = body::read(body, body_file.as_deref())?;
+            let job = delayer::Job::new(topic, id, delay).body(body);
+            let due = target.client()?.push_job(&job).map_err(|e| target.sdk_failed(e))?;
+            output::line(format_args!("pushed job {:?} to topic {:?}: {}", job.id, job.topic, due_text(due)))?;
         }
         Command::List { topic, state, count, cursor, json } => list(target, &topic, state, count, cursor, json)?,
         Command::Remove { topic, id } => {
             let client = target.client()?;
             of_topic(target, &client, &topic, &id.0)?;
             client.remove_in_raw(&topic, &id.0).map_err(|e| target.sdk_failed(e))?;
-            println!("removed job {:?} of topic {topic:?}", String::from_utf8_lossy(&id.0));
+            output::line(format_args!("removed job {:?} of topic {topic:?}", String::from_utf8_lossy(&id.0)))?;
         }
         Command::Reschedule { topic, id, delay } => {
             let client = target.client()?;
@@ -130,7 +180,7 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
             let due = client.reschedule_in_raw(&topic, &id.0, delay).map_err(|e| target.sdk_failed(e))?;
             let id = String::from_utf8_lossy(&id.0);
             match due {
-                Some(due) => println!("job {id:?} of topic {topic:?} is due {}", inspect::rfc3339(inspect::unix(due))),
+                Some(due) => output::line(format_args!("job {id:?} of topic {topic:?} is {}", due_text(due)))?,
                 None => {
                     return Err(Fatal::failed(format!(
                         "job {id:?} of topic {topic:?} is {state}, not waiting: only a scheduled job can be rescheduled"
@@ -140,6 +190,15 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
         }
     }
     Ok(())
+}
+
+/// "due <time> (in 5 min)", or "(now)" for a delay of 0 (or a negative one).
+/// The distance is from this machine's clock; the time is Redis's.
+fn due_text(due: std::time::SystemTime) -> String {
+    let due = inspect::unix(due);
+    let left = due - inspect::unix(std::time::SystemTime::now());
+    let rel = if left > 0.5 { format!("in {}", inspect::human_seconds(left)) } else { "now".into() };
+    format!("due {} ({rel})", inspect::rfc3339(due))
 }
 
 /// The state of job `id` when it is one of `topic`'s, else the error that
@@ -190,18 +249,48 @@ fn list(target: &Target, topic: &str, state: ListState, count: usize, cursor: u6
             }
         }
     };
-    print!("{out}");
+    output::print(&out)?;
     Ok(())
 }
 
 impl Target {
     fn failed(&self, e: impl std::fmt::Display) -> Fatal {
-        Fatal::failed(format!("reading from redis at {}: {e}", self.redis.describe()))
+        self.refused(&e, credentials::refused_text(&e.to_string()))
+            .unwrap_or_else(|| Fatal::failed(format!("reading from redis at {}: {e}", self.redis.describe())))
+    }
+
+    /// Refused credentials, said as the server says them (`refused`: they
+    /// were), naming the settings to change.
+    fn refused(&self, e: &dyn std::fmt::Display, refused: bool) -> Option<Fatal> {
+        let source = match &self.source {
+            Source::File(path) => credentials::Source::File(path),
+            Source::Url(given_by) => credentials::Source::Url(given_by),
+        };
+        refused.then(|| Fatal::failed(credentials::refused_message(&self.redis.describe(), e, &source)))
+    }
+
+    /// Connects once (to the cluster in cluster mode), every reply bounded.
+    fn connect(&self) -> Result<Conn, Fatal> {
+        let settings = &self.redis;
+        let target = settings.target().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
+        let failed = |e: redis::RedisError| {
+            self.refused(&e, credentials::refused(&e))
+                .unwrap_or_else(|| Fatal::failed(format!("cannot reach redis at {}: {e}", settings.describe())))
+        };
+        let conn = target.connect(delayer::connection::DEFAULT_CONNECT_TIMEOUT).map_err(failed)?;
+        // A stalled Redis fails the command after REDIS_TIMEOUT, not never.
+        let timeout = Some(crate::config::REDIS_TIMEOUT);
+        conn.set_read_timeout(timeout).and_then(|()| conn.set_write_timeout(timeout)).map_err(failed)?;
+        Ok(conn)
     }
 
     /// A one-connection SDK client for the deployment (one Redis, the
     /// master the sentinels name, or every node of a cluster).
     fn client(&self) -> Result<delayer::Delayer, Fatal> {
+        // One connection first, so refused credentials or a Redis that is
+        // down fail at once, said as `connect` says them, not after the
+        // pool has retried for its connect timeout.
+        drop(self.connect()?);
         let target = self.redis.target().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
         // Every reply bounded: a stalled Redis fails the command, not hangs it.
         let pool =
@@ -213,10 +302,12 @@ impl Target {
 
     /// An SDK error: an argument it refused is the command line's fault.
     fn sdk_failed(&self, e: delayer::Error) -> Fatal {
-        match e {
-            delayer::Error::InvalidArgument(why) => Fatal::usage(why),
-            other => Fatal::failed(format!("redis at {}: {other}", self.redis.describe())),
-        }
+        let refused = match &e {
+            delayer::Error::InvalidArgument(why) => return Fatal::usage(why.clone()),
+            delayer::Error::Redis(e) => credentials::refused(e),
+            other => other.is_refused_credentials() || credentials::refused_text(&other.to_string()),
+        };
+        self.refused(&e, refused).unwrap_or_else(|| Fatal::failed(format!("redis at {}: {e}", self.redis.describe())))
     }
 }
 
@@ -227,9 +318,9 @@ fn dead_letters(target: &Target, action: DeadCommand) -> Result<(), Fatal> {
         DeadCommand::List { topic, count, start, json } => {
             let letters = delayer.dead_letters(&topic, start, count).map_err(|e| target.sdk_failed(e))?;
             if json {
-                println!("{}", inspect::dead_json(&letters));
+                output::line(inspect::dead_json(&letters))?;
             } else {
-                print!("{}", inspect::dead_text(&topic, &letters));
+                output::print(&inspect::dead_text(&topic, &letters))?;
             }
             return Ok(());
         }
@@ -247,7 +338,7 @@ fn dead_letters(target: &Target, action: DeadCommand) -> Result<(), Fatal> {
     };
     let verb = if purge { "purged" } else { "re-queued" };
     if which.all {
-        println!("{verb} {} dead letter(s) of {:?}", take(None)?, which.topic);
+        output::line(format_args!("{verb} {} dead letter(s) of {:?}", take(None)?, which.topic))?;
         return Ok(());
     }
     // One id per call: each call tells whether that id was a dead letter.
@@ -259,7 +350,7 @@ fn dead_letters(target: &Target, action: DeadCommand) -> Result<(), Fatal> {
             n => done += n,
         }
     }
-    println!("{verb} {done} dead letter(s) of {:?}", which.topic);
+    output::line(format_args!("{verb} {done} dead letter(s) of {:?}", which.topic))?;
     if missing.is_empty() {
         Ok(())
     } else {

@@ -44,6 +44,8 @@ pub struct Config {
     /// Where warnings and errors go (stderr when unset).
     pub error_log: Option<PathBuf>,
     pub log_level: LevelFilter,
+    /// `log_format`: 1.x's text lines, or one JSON object per line.
+    pub log_format: crate::logformat::LogFormat,
     /// Most ids moved by one script call.
     pub batch_size: u32,
     pub key_prefix: String,
@@ -62,23 +64,24 @@ pub struct Config {
     pub http: Option<crate::http::settings::HttpSettings>,
     /// Delayer 1.x keys in the file that this version does not use.
     pub ignored: Vec<Ignored>,
+    /// Lines to log once the logger runs: no file, misspelt variables.
+    pub notes: Vec<(log::Level, String)>,
 }
 
 /// The file to read: `explicit` if given, else the first of [`SEARCH_PATH`]
-/// that exists; always as an absolute path, so the paths it holds (relative
-/// to its directory) stay right for a daemon, which runs in `/`.
-pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, ConfError> {
+/// that exists (`None`: there is none, and the defaults and the environment
+/// make the configuration); always as an absolute path, so the paths it
+/// holds (relative to its directory) stay right for a daemon, which runs in
+/// `/`.
+pub fn locate(explicit: Option<&Path>) -> Result<Option<PathBuf>, ConfError> {
     let found = match explicit {
         Some(path) => path.to_path_buf(),
-        None => SEARCH_PATH.iter().map(PathBuf::from).find(|p| p.is_file()).ok_or_else(|| ConfError {
-            file: PathBuf::from(SEARCH_PATH[0]),
-            section: None,
-            key: None,
-            line: None,
-            message: format!("no configuration file: looked for {}; give one with -c FILE", SEARCH_PATH.join(" and ")),
-        })?,
+        None => match SEARCH_PATH.iter().map(PathBuf::from).find(|p| p.is_file()) {
+            Some(found) => found,
+            None => return Ok(None),
+        },
     };
-    std::path::absolute(&found).map_err(|e| ConfError {
+    std::path::absolute(&found).map(Some).map_err(|e| ConfError {
         file: found.clone(),
         section: None,
         key: None,
@@ -87,10 +90,38 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, ConfError> {
     })
 }
 
+/// What stands for the file in messages when there is none.
+pub const NO_FILE: &str = "(no configuration file)";
+
+/// The configuration file `explicit` (or the first of [`SEARCH_PATH`], or
+/// none), with the `DELAYER_*` environment laid over it; and the lines to
+/// log once the logger runs (no file; misspelt variables).
+pub fn read(explicit: Option<&Path>) -> Result<(ConfFile, Vec<(log::Level, String)>), ConfError> {
+    let mut notes = Vec::new();
+    let mut file = match locate(explicit)? {
+        Some(path) => ConfFile::load(path)?,
+        None => {
+            notes.push((
+                log::Level::Info,
+                format!(
+                    "no configuration file (looked for {}): running on the defaults and DELAYER_* environment \
+                     variables",
+                    SEARCH_PATH.join(" and ")
+                ),
+            ));
+            ConfFile::none(PathBuf::from(NO_FILE))
+        }
+    };
+    let misspelt = conf::env::apply(&mut file)?;
+    notes.extend(misspelt.into_iter().map(|warning| (log::Level::Warn, warning)));
+    Ok((file, notes))
+}
+
 impl Config {
-    /// Reads and checks `path`.
-    pub fn load(path: &Path) -> Result<Config, ConfError> {
-        Config::from_file(&ConfFile::load(path)?)
+    /// Reads ([`read`]) and checks the configuration.
+    pub fn load(explicit: Option<&Path>) -> Result<Config, ConfError> {
+        let (file, notes) = read(explicit)?;
+        Ok(Config { notes, ..Config::from_file(&file)? })
     }
 
     /// Checks a parsed file against the schema.
@@ -98,11 +129,10 @@ impl Config {
         // The one rule of which sections and keys a file may hold, shared
         // with the SDKs' readers.
         let ignored = conf::reject_unknown(file)?;
-        let base = file.path().parent().map(Path::to_path_buf).unwrap_or_default();
-        // Relative paths are relative to the configuration file, so the
-        // daemon (which runs in /) finds them where the operator meant; the
-        // file's own path is absolute (see `locate`).
-        let path_of = |key: &str| file.string("delayer", key).map(|p| base.join(p));
+        // Relative paths are relative to the configuration file (whose own
+        // path is absolute, see `locate`), or to the working directory when
+        // set in the environment.
+        let path_of = |key: &str| file.path_value("delayer", key);
 
         let timer_ms: u64 = ranged(file, "delayer", "timer_interval", 1, 3_600_000, "milliseconds")?.unwrap_or(1000);
         let batch_size = ranged(file, "delayer", "batch_size", 1, MAX_BATCH_SIZE as u64, "ids")?.unwrap_or(1000) as u32;
@@ -120,6 +150,10 @@ impl Config {
                 ))
             }
         };
+        let log_format = file.get("delayer", "log_format").unwrap_or("");
+        let log_format = crate::logformat::LogFormat::parse(log_format).ok_or_else(|| {
+            file.error(Some("delayer"), Some("log_format"), format!("{log_format:?} is not one of text, json"))
+        })?;
 
         let max_active = ranged(file, "redis", "max_active", 1, 10_000, "connections")?.unwrap_or(20) as u32;
         let max_idle = ranged(file, "redis", "max_idle", 0, 10_000, "connections")?.unwrap_or(2) as u32;
@@ -151,6 +185,7 @@ impl Config {
             access_log: path_of("access_log"),
             error_log: path_of("error_log"),
             log_level,
+            log_format,
             batch_size,
             key_prefix: conf::key_prefix(file),
             layout,
@@ -161,6 +196,7 @@ impl Config {
             metrics_limits: crate::http::settings::Limits::from_file(file)?.for_metrics(),
             http,
             ignored,
+            notes: Vec::new(),
         })
     }
 }
@@ -251,6 +287,9 @@ mod tests {
         assert_eq!((e.section.as_deref(), e.line), (Some("mysql"), Some(1)));
         let e = parse("[delayer]\nlog_level = loud\n").expect_err("bad level");
         assert_eq!(e.key.as_deref(), Some("log_level"));
+        let e = parse("[delayer]\nlog_format = logfmt\n").expect_err("bad format");
+        assert_eq!((e.key.as_deref(), e.line), (Some("log_format"), Some(2)));
+        assert!(e.to_string().contains("\"logfmt\" is not one of text, json"), "{e}");
         let e = parse("[delayer]\nmetrics_addr = localhost\n").expect_err("bad address");
         assert_eq!(e.key.as_deref(), Some("metrics_addr"));
     }
@@ -272,7 +311,7 @@ mod tests {
     #[test]
     fn the_file_is_located_by_its_absolute_path() {
         let cwd = std::env::current_dir().expect("cwd");
-        let found = locate(Some(Path::new("conf/delayer.conf"))).expect("located");
+        let found = locate(Some(Path::new("conf/delayer.conf"))).expect("located").expect("given");
         assert_eq!(found, cwd.join("conf/delayer.conf"));
         let c =
             Config::from_file(&ConfFile::parse(found, "[delayer]\npid = run/d.pid\n").expect("parse")).expect("valid");

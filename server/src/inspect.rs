@@ -4,8 +4,6 @@
 //! They never write to Redis. (Re-queueing and purging dead letters go
 //! through the SDK, which owns those scripts.)
 
-use crate::fatal::Fatal;
-use delayer::conf::RedisSettings;
 use delayer::connection::{Batch, Conn};
 use delayer::Names;
 use delayer::{eviction, numbers};
@@ -65,6 +63,8 @@ impl Stats {
         })
     }
 
+    /// The totals for people; the per-topic table follows it (JSON keeps
+    /// `ready` and `dead` per topic beside `topics`, for its readers).
     pub fn to_text(&self) -> String {
         let mut out = format!("pool            {} job(s) waiting\n", self.pool_size);
         match self.next_due {
@@ -82,16 +82,8 @@ impl Stats {
             Some(policy) => format!("eviction        UNSAFE: {}\n", eviction::warning(policy)),
             None => "eviction        unknown (maxmemory-policy cannot be read)\n".to_string(),
         });
-        for (title, lists) in [("ready queues", &self.ready), ("dead letters", &self.dead)] {
-            out.push_str(title);
-            out.push('\n');
-            if lists.is_empty() {
-                out.push_str("  (none)\n");
-            }
-            for (topic, n) in lists {
-                out.push_str(&format!("  {topic:<30} {n}\n"));
-            }
-        }
+        // The per-topic ready and dead counts are the topics table's
+        // (`jobview::topics_text`), printed once there.
         if !self.bad_keys.is_empty() {
             out.push_str("keys of the wrong type (what needs them waits, nothing is lost; delete or fix them)\n");
             for (key, kind, expected) in &self.bad_keys {
@@ -111,18 +103,6 @@ pub struct Peeked {
     pub body: Option<Vec<u8>>,
     /// Time left before the bucket expires.
     pub ttl: Option<Duration>,
-}
-
-/// Connects once.
-/// (to the cluster in cluster mode).
-pub fn connect(settings: &RedisSettings) -> Result<Conn, Fatal> {
-    let target = settings.target().map_err(|e| Fatal::usage(format!("cannot use these redis settings: {e}")))?;
-    let failed = |e| Fatal::failed(format!("cannot reach redis at {}: {e}", settings.describe()));
-    let conn = target.connect(delayer::connection::DEFAULT_CONNECT_TIMEOUT).map_err(failed)?;
-    // A stalled Redis fails the command after REDIS_TIMEOUT, not never.
-    let timeout = Some(crate::config::REDIS_TIMEOUT);
-    conn.set_read_timeout(timeout).and_then(|()| conn.set_write_timeout(timeout)).map_err(failed)?;
-    Ok(conn)
 }
 
 fn redis_now(conn: &mut Conn) -> redis::RedisResult<f64> {
@@ -278,6 +258,7 @@ pub fn dead_json(letters: &[delayer::DeadLetter]) -> serde_json::Value {
                 "attempts": d.attempts,
                 "reason": d.reason,
                 "dead_at": unix(d.dead_at),
+                "last_error": d.last_error,
             });
             if let serde_json::Value::Object(obj) = &mut item {
                 crate::jobview::put_name(obj, "id", d.id_bytes());
@@ -305,6 +286,10 @@ pub fn dead_text(topic: &str, letters: &[delayer::DeadLetter]) -> String {
             rfc3339(unix(d.dead_at)),
             preview(&d.body)
         ));
+        // Why it died, on a line of its own: a worker's error may be long.
+        if let Some(error) = &d.last_error {
+            out.push_str(&format!("    last error: {}\n", error.escape_debug()));
+        }
     }
     out
 }
@@ -391,7 +376,7 @@ pub(crate) fn rfc3339(unix: f64) -> String {
 /// A body in JSON, byte for byte: `body` when it is UTF-8 text,
 /// `body_base64` (standard alphabet, padded) when it is not; `body: null`
 /// when there is none.
-fn add_body(item: &mut serde_json::Value, body: Option<&[u8]>) {
+pub(crate) fn add_body(item: &mut serde_json::Value, body: Option<&[u8]>) {
     let (key, value) = match body.map(std::str::from_utf8) {
         None => ("body", serde_json::Value::Null),
         Some(Ok(text)) => ("body", json!(text)),

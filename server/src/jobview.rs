@@ -6,7 +6,7 @@
 //! the HTTP API's `GET /v1/topics/{topic}/jobs/{id}`, the conformance test):
 //! `id`, `state`, `topic`, `body_size`, `attempts`, `max_attempts`, `due`,
 //! `deadline`, `dead_at` (Unix seconds, millisecond precision),
-//! `dead_reason`, `last_error`; what does not apply is `null`.
+//! `dead_reason`, `last_error`, `traceparent`; what does not apply is `null`.
 //!
 //! Ids and topics are bytes in Redis, and a Delayer 1.x or PHP client may
 //! write ones that are not UTF-8: every JSON output here, in the HTTP API
@@ -58,6 +58,7 @@ pub fn job_json(job: &JobInfo) -> Value {
             "dead_at": time(job.dead_at),
             "dead_reason": job.dead_reason,
             "last_error": job.last_error,
+            "traceparent": job.traceparent,
         }),
     )
 }
@@ -110,6 +111,9 @@ pub fn job_text(topic: &str, job: &JobInfo, now: SystemTime) -> String {
     }
     if let Some(error) = &job.last_error {
         line("last error", error.clone());
+    }
+    if let Some(traceparent) = &job.traceparent {
+        line("traceparent", traceparent.clone());
     }
     out
 }
@@ -206,6 +210,7 @@ mod tests {
             dead_reason: None,
             last_error: None,
             raw_id: None,
+            traceparent: None,
         };
         let v = job_json(&job);
         assert_eq!(v["due"], json!(1_700_000_000.125));

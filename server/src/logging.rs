@@ -1,7 +1,8 @@
 //! Logging: info lines to the access log, warnings and errors to the error
 //! log, as Delayer 1.x splits them.
 //!
-//! Both also go to stdout / stderr (see [`init`]). Log files can be reopened
+//! Both also go to stdout / stderr (see [`init`]), each line as
+//! `log_format` says (`logformat`: 1.x's text, or JSON). Log files can be reopened
 //! under their absolute paths (on SIGHUP, after logrotate moved them).
 //! Passwords never reach a log line: nothing here formats configuration
 //! values.
@@ -86,14 +87,11 @@ pub fn init(config: &Config) -> Result<LogFiles, Fatal> {
         None => errors,
     };
 
+    // One shape for every destination (`logformat`).
+    let format = config.log_format;
     fern::Dispatch::new()
-        .format(|out, message, record| {
-            out.finish(format_args!(
-                "[{}] [{}] {}",
-                humantime::format_rfc3339_millis(std::time::SystemTime::now()),
-                record.level(),
-                message
-            ))
+        .format(move |out, message, record| {
+            out.finish(format_args!("{}", format.line(std::time::SystemTime::now(), message, record)))
         })
         .level(config.log_level)
         // Dependencies' chatter is not the operator's business.

@@ -102,7 +102,8 @@ impl TickError {
 impl std::fmt::Display for TickError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.is_refused_credentials() {
-            f.write_str("redis refused our credentials (check [redis] username and password): ")?;
+            let advice = crate::credentials::advice(&crate::credentials::Source::Settings);
+            write!(f, "redis refused our credentials ({advice}): ")?;
         }
         match self {
             TickError::Connect(e) => write!(f, "cannot connect: {e}"),
@@ -321,16 +322,23 @@ pub(crate) fn log_expired(reply: &ExpireReply) {
     }
 }
 
-/// One access-log line per batch that did something: counts per topic, not
-/// one line per job.
+/// One debug line per batch that did something (counts per topic, not one
+/// line per job); at info, the periodic summary counts it (`summary`).
 fn log_batch(reply: &MoveReply) {
     if reply.taken == 0 {
         return;
     }
+    crate::summary::record(reply);
     let topics: Vec<String> = reply.per_topic.iter().map(|(t, n)| format!("{t}={n}")).collect();
-    let late_ms = reply.oldest_due.map(|due| ((reply.now - due) * 1000.0).max(0.0)).unwrap_or(0.0);
+    let late_ms = crate::summary::late_ms(reply);
     let held = if reply.held > 0 { format!(" held={}", reply.held) } else { String::new() };
-    info!(
+    let per_topic: serde_json::Map<String, serde_json::Value> =
+        reply.per_topic.iter().map(|(t, n)| (t.clone(), serde_json::Value::from(*n))).collect();
+    debug!(
+        moved = reply.moved(),
+        per_topic_json = serde_json::Value::Object(per_topic).to_string().as_str(),
+        orphans = reply.orphans,
+        late_ms = late_ms.round() as u64;
         "moved {} [{}] orphans={} malformed={}{held} oldest_late_ms={late_ms:.0}",
         reply.moved(),
         topics.join(" "),

@@ -6,8 +6,10 @@
 //! (the HTTP API, a webhook delivery) would leave a half-alive process that
 //! answers health checks and moves nothing. So the server and `delayer
 //! webhook` install [`install`]: it logs the panic's message, thread and
-//! location through the logger (error log and stderr), then exits with code
-//! 101 (Rust's own for a panic) from whatever thread panicked. The
+//! location through the logger (error log and stderr, as `log_format`
+//! says: a JSON line carries `panic`, `thread` and `location`), then
+//! exits with code 101 (Rust's own for a panic) from whatever thread
+//! panicked. The
 //! supervisor (systemd's `Restart=on-failure`) starts a clean process; jobs
 //! wait in Redis meanwhile, and reservations held by a stopped webhook
 //! come back after their ttr. Caught panics are no exception: nothing in
@@ -23,7 +25,10 @@ pub fn install() {
     std::panic::set_hook(Box::new(|info| {
         let line = describe(info);
         if log::log_enabled!(log::Level::Error) {
-            log::error!("{line}");
+            // As every line, in log_format (a JSON line gets these fields).
+            let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
+            let location = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+            log::error!(panic = true, thread = thread.as_str(), location = location.as_deref(); "{line}");
             log::logger().flush();
         } else {
             eprintln!("delayer: {line}");

@@ -11,7 +11,7 @@ use crate::daemon::{self, Launcher};
 use crate::fatal::Fatal;
 use crate::pidfile::PidFile;
 use crate::signals::Signals;
-use crate::{config, credentials, http, logging, mover, panics, telemetry, timer, topic_mover, wake};
+use crate::{credentials, http, logging, mover, panics, readiness, summary, telemetry, timer, topic_mover, wake};
 use delayer::connection::Manager;
 use delayer::target::Target;
 use delayer::{Keys, Layout, Names, TopicKeys};
@@ -23,12 +23,13 @@ use std::sync::Arc;
 /// default places), as a daemon when `daemon` is set. Returns when stopped
 /// by a signal; in daemon mode, the launching process never returns.
 pub fn run(configuration: Option<&Path>, daemon: bool) -> Result<(), Fatal> {
-    let config = Config::load(&config::locate(configuration)?)?;
+    let config = Config::load(configuration)?;
     let mut pid_file = config.pid.as_deref().map(PidFile::lock).transpose()?;
     let log_files = logging::init(&config)?;
     panics::install();
     // Delayer 1.x keys we let through unused: said, not silently dropped.
     config.ignored.iter().for_each(|ignored| warn!("{ignored}"));
+    config.notes.iter().for_each(|(level, note)| log::log!(*level, "{note}"));
     // In sentinel mode the target asks the sentinels at every connection,
     // so the mover and the wake-up listener follow a failover.
     let target = config
@@ -65,10 +66,9 @@ pub fn probe_target(target: &Target, config: &Config, daemon: bool) -> Result<()
     let redis = config.redis.describe();
     match answer {
         Ok(()) => Ok(()),
-        Err(e) if credentials::refused(&e) => Err(Fatal::failed(format!(
-            "redis at {redis} refused our credentials: {e}; check [redis] username and password in {}",
-            config.path.display()
-        ))),
+        Err(e) if credentials::refused(&e) => {
+            Err(Fatal::failed(credentials::refused_message(&redis, &e, &credentials::Source::File(&config.path))))
+        }
         // Not an outage: no wait will make it work.
         Err(e) if e.kind() == redis::ErrorKind::InvalidClientConfig => {
             Err(Fatal::config(format!("{}: [redis]: {e}", config.path.display())))
@@ -119,6 +119,8 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
             config.batch_size,
             config.path.display()
         );
+        // The probes of both listeners.
+        readiness::init(target.clone(), config.redis.describe(), config.timer_interval);
         if let Some(addr) = config.metrics_addr {
             telemetry::serve(addr, config.metrics_limits).await.map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");
@@ -131,6 +133,9 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
             let addr = http::serve(settings, target.clone(), &names).await.map_err(Fatal::failed)?;
             info!("serving the HTTP API and dashboard on http://{addr}/");
         }
+        // Every server's moves go into the dashboard's history in Redis.
+        let history = format!("{}history", config.key_prefix);
+        http::shared::start(target.clone(), history, config.pool.connect_timeout, config.pool.io_timeout);
         let stop = Arc::new(timer::Stop::default());
         let keys = Keys::new(&config.key_prefix);
         // The wake-up listener starts a thread: only after detaching.
@@ -156,8 +161,11 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
             info!("{name}: finishing the batch in flight, then stopping");
             stopping.request();
         });
+        // What moved, said at info every minute (each batch at debug).
+        tokio::spawn(summary::every());
         launcher.ready();
         timer::run(mover, config.timer_interval, stop, Some(wakes)).await;
+        summary::flush();
         Ok::<(), Fatal>(())
     })?;
     info!("stopped");

@@ -1,6 +1,9 @@
 //! Prometheus metrics: every metric's name and meaning in one place, and an
 //! HTTP endpoint to scrape them (`metrics_addr` in delayer.conf).
 //!
+//! The same listener serves the probes, `/healthz` and `/readyz`
+//! (`readiness`).
+//!
 //! Recording goes through the `metrics` facade: without an endpoint nothing
 //! is installed and each call is a no-op, so the mover records
 //! unconditionally. The text format is the exporter crate's, not ours.
@@ -57,13 +60,17 @@ pub async fn serve(addr: SocketAddr, limits: crate::http::settings::Limits) -> R
             upkeep.run_upkeep();
         }
     });
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let text = handle.render();
-            async move { ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
-        }),
-    );
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let text = handle.render();
+                async move { ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
+            }),
+        )
+        // The probes (src/readiness.rs): liveness and readiness.
+        .route("/healthz", axum::routing::get(crate::readiness::live))
+        .route("/readyz", axum::routing::get(crate::readiness::ready));
     tokio::spawn(crate::http::listen::serve(listener, app, limits, "metrics"));
     describe_counter!(MOVED, "Jobs moved to their ready queue, per topic.");
     describe_counter!(ORPHANS, "Ids dropped from the pool because their job data was gone.");
@@ -121,6 +128,8 @@ pub fn batch(reply: &MoveReply, took: Duration) {
         lateness.record(*ms as f64 / 1000.0);
     }
     crate::http::history::record(reply);
+    // A long drain is progress too, for the readiness probe.
+    crate::readiness::ticked();
 }
 
 /// One expire call.

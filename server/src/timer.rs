@@ -127,6 +127,7 @@ pub async fn run(
         });
         let (mut wake_at, clock) = match outcome {
             Ok(Ok(report)) => {
+                crate::readiness::ticked();
                 if let Some(failing) = down.take() {
                     let away = down_since.elapsed().as_secs_f64();
                     if failing == Failing::Unavailable {

@@ -34,7 +34,7 @@ use crate::waves::{bad_keys, Waves};
 use delayer::connection::{Batch, Conn, Manager};
 use delayer::numbers::{self, Time};
 use delayer::TopicKeys;
-use log::{info, warn};
+use log::warn;
 use redis::{RedisError, RedisResult};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -201,10 +201,7 @@ impl TopicMover {
                 telemetry::batch(&reply, took);
                 report.batches += 1;
                 report.moved += reply.taken;
-                if reply.taken > 0 {
-                    let late_ms = reply.oldest_due.map(|due| ((reply.now - due) * 1000.0).max(0.0)).unwrap_or(0.0);
-                    info!("moved {} [{topic}={}] oldest_late_ms={late_ms:.0}", reply.taken, reply.taken);
-                }
+                crate::summary::topic_batch(topic, &reply);
                 Ok(reply)
             },
             // As many calls as the ids left could fill (not all may be due:

@@ -151,16 +151,16 @@ fn worker(url: &str, seed: u64) -> ! {
         std::thread::sleep(work);
         let roll = rng.below(100);
         let outcome = if roll < 2 {
-            drop_lease.key(&lease).arg(&job.receipt).invoke::<i64>(conn).and_then(|_| Ok(d.bury(&job)))
+            drop_lease.key(&lease).arg(&job.receipt).invoke::<i64>(conn).map(|_| d.bury(&job))
         } else if roll < 8 {
-            drop_lease.key(&lease).arg(&job.receipt).invoke::<i64>(conn).and_then(|_| Ok(d.release(&job, None)))
+            drop_lease.key(&lease).arg(&job.receipt).invoke::<i64>(conn).map(|_| d.release(&job, None))
         } else {
             // Recorded before the ack: a worker killed in between leaves a
             // job that is done and comes back (at least once), never one
             // acked and unrecorded.
             conn.sadd::<_, _, ()>("chaos:done", &job.id)
                 .and_then(|_| drop_lease.key(&lease).arg(&job.receipt).invoke::<i64>(conn))
-                .and_then(|_| Ok(d.ack(&job)))
+                .map(|_| d.ack(&job))
         };
         if outcome.is_err() {
             side = None;

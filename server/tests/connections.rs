@@ -27,7 +27,7 @@ fn tls_with_a_private_ca() {
     let (cert, key, ca) = make_certificates(&certs);
     let redis = RedisServer::start_tls(&cert, &key, &ca);
     let conf = format!(
-        "[delayer]\ntimer_interval = 50\n[redis]\nurl = rediss://127.0.0.1:{}/0\ntls_ca_file = {}\n",
+        "[delayer]\ntimer_interval = 50\nlog_level = debug\n[redis]\nurl = rediss://127.0.0.1:{}/0\ntls_ca_file = {}\n",
         redis.port(),
         ca.display()
     );

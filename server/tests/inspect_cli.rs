@@ -10,7 +10,6 @@ use std::time::Duration;
 use testkit::{scrape_metrics as scrape, server_conf, RedisServer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
-const MOVE: &str = include_str!("../../lua/move.lua");
 
 fn run(redis: &RedisServer, args: &[&str]) -> Output {
     Command::new(BIN).args(args).arg("--url").arg(redis.url()).env_remove("DELAYER_URL").output().expect("run delayer")
@@ -26,17 +25,7 @@ fn text(out: &Output) -> String {
 }
 
 fn run_move(conn: &mut redis::Connection) {
-    let _: redis::Value = redis::Script::new(MOVE)
-        .key("delayer:job_pool")
-        .key("delayer:malformed")
-        .key("delayer:scheduled_count")
-        .key("delayer:topics")
-        .key("delayer:reserved")
-        .arg("delayer:job_bucket:")
-        .arg("delayer:ready_queue:")
-        .arg(1000)
-        .invoke(conn)
-        .expect("move");
+    testkit::move_due_classic(conn);
 }
 
 #[test]
@@ -72,6 +61,34 @@ fn job_shows_each_state_as_text_and_json() {
     assert_eq!((v["state"].as_str(), v["dead_reason"].as_str()), (Some("dead"), Some("buried")));
     let t = text(&run(&redis, &["job", "orders", "42"]));
     assert!(t.contains("dead reason") && t.contains("buried"), "{t}");
+}
+
+#[test]
+fn dead_list_says_why_each_job_died() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let d = Delayer::open(&redis.url()).expect("client");
+    for id in ["bad", "quiet"] {
+        d.push_job(&Job::new("sms", id, Duration::ZERO).body("{}")).expect("push");
+    }
+    run_move(&mut conn);
+    for _ in 0..2 {
+        let job = d.reserve("sms", Duration::from_secs(60)).expect("reserve").expect("a job");
+        match job.id.as_str() {
+            "bad" => assert!(d.bury_with_error(&job, "gateway said 400:\n\"invalid number\"").expect("bury")),
+            _ => assert!(d.bury(&job).expect("bury")),
+        }
+    }
+    let dead = json(&run(&redis, &["dead", "list", "sms", "--json"]));
+    let errors: std::collections::BTreeMap<&str, &serde_json::Value> =
+        dead.as_array().expect("a list").iter().map(|l| (l["id"].as_str().unwrap_or(""), &l["last_error"])).collect();
+    assert_eq!(errors["bad"], "gateway said 400:\n\"invalid number\"", "{dead}");
+    assert!(errors["quiet"].is_null(), "{dead}");
+    // As text, on a line of its own, escaped: a worker's newline cannot
+    // forge the next entry.
+    let t = text(&run(&redis, &["dead", "list", "sms"]));
+    assert!(t.contains("    last error: gateway said 400:\\n\\\"invalid number\\\"\n"), "{t}");
+    assert_eq!(t.matches("last error").count(), 1, "{t}");
 }
 
 #[test]

@@ -110,7 +110,9 @@ fn inspection_reports_an_unreachable_redis_clearly() {
 #[test]
 fn sighup_reopens_the_log_files_for_logrotate() {
     let redis = RedisServer::start();
-    let conf = server_conf(redis.port(), 20, "access_log = logs/access.log\nerror_log = logs/error.log");
+    // At debug, each batch has a line ("moved 1 [t=1]"): one to look for after the rotation.
+    let conf =
+        server_conf(redis.port(), 20, "access_log = logs/access.log\nerror_log = logs/error.log\nlog_level = debug");
     let server = testkit::DelayerProcess::start(BIN, &conf);
     let access = server.dir.join("logs/access.log");
     let rotated = server.dir.join("logs/access.log.1");

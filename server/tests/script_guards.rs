@@ -39,7 +39,7 @@ fn pop_sends_a_malformed_id_back_to_the_pool_when_it_cannot_park_it() {
     let (_redis, mut conn) = ready_with_a_malformed_id();
     let job: Vec<String> =
         scripts::POP.key(READY).key(MALFORMED).key(POOL).key(RESERVED).arg(BUCKETS).invoke(&mut conn).expect("pop");
-    assert_eq!(job, ["live", "mail", "hi"]);
+    assert_eq!(job, ["live", "mail", "hi", ""]);
     assert_sent_back(&mut conn);
 }
 

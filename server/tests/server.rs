@@ -83,7 +83,8 @@ fn several_servers_never_deliver_an_id_twice() {
     let topics = topics(4);
     let n = 30_000;
     // Small batches and a short timer make the servers contend batch by batch.
-    let servers: Vec<_> = (0..3).map(|_| start_server(&redis, 5, "batch_size = 50")).collect();
+    // At debug, each batch has a line: which server moved what.
+    let servers: Vec<_> = (0..3).map(|_| start_server(&redis, 5, "batch_size = 50\nlog_level = debug")).collect();
     // Due over the next ~1.5 s, while all three servers are ticking.
     let jobs: Vec<Job> =
         (0..n).map(|i| Job::new(&topics[i % 4], format!("j{i}"), Duration::from_millis((i % 1500) as u64))).collect();
@@ -169,7 +170,9 @@ fn orphans_are_dropped_and_malformed_jobs_parked() {
     let _: () = conn.zadd("delayer:job_pool", "string", now - 10).expect("zadd");
     d.push("t", "fine", Duration::ZERO).expect("push");
 
-    let server = start_server(&redis, 50, "");
+    // The summary's period made 200 ms (debug builds): it reports the orphans.
+    let conf = server_conf(redis.port(), 50, "");
+    let server = DelayerProcess::start_with_env(BIN, &conf, &[("DELAYER_TEST_SUMMARY_MS", "200")]);
     assert!(wait_until(DEADLINE, || pool_size(&mut conn) == 0), "pool not cleaned");
     let ready: Vec<String> = conn.lrange("delayer:ready_queue:t", 0, -1).expect("lrange");
     assert_eq!(ready, ["fine"]);
@@ -287,7 +290,11 @@ fn the_pid_file_refuses_a_second_instance_and_daemon_mode_works() {
     let conf = server_conf(
         redis.port(),
         1000,
-        &format!("pid = {}\naccess_log = logs/access.log\nerror_log = logs/error.log", pid_path.display()),
+        // log_level = debug: each batch has a line ("moved 1 [t=1]").
+        &format!(
+            "pid = {}\naccess_log = logs/access.log\nerror_log = logs/error.log\nlog_level = debug",
+            pid_path.display()
+        ),
     );
     let conf_path = dir.join("delayer.conf");
     std::fs::write(&conf_path, conf).expect("write");
@@ -330,7 +337,8 @@ fn a_wrong_password_is_a_clear_error_not_a_hang() {
 #[test]
 fn redis_down_at_start_is_waited_for() {
     let port = testkit::free_port();
-    let mut server = DelayerProcess::start(BIN, &server_conf(port, 50, ""));
+    // At debug, each batch has a line ("moved 1 [t=1]").
+    let mut server = DelayerProcess::start(BIN, &server_conf(port, 50, "log_level = debug"));
     assert!(wait_until(DEADLINE, || server.output().contains("not reachable yet")), "{}", server.output());
     assert!(server.is_running());
     let redis = RedisServer::start_on(port, &["--save", ""]);

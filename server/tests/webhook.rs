@@ -22,6 +22,7 @@ use testkit::{free_port, server_conf, temp_dir, wait_until, DelayerProcess, Redi
 
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
 const SECRET: &str = "whsec-7Hq2-do-not-log";
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 // ---- the receiver --------------------------------------------------------
 
@@ -304,14 +305,15 @@ fn signed_by(request: &Request, secret: &str) -> bool {
 // ---- the tests -----------------------------------------------------------
 
 #[test]
-fn jobs_are_delivered_signed_and_acked() {
+fn jobs_are_delivered_signed_and_acked_with_their_trace_context() {
     let redis = RedisServer::start();
     let receiver = Receiver::start(|_, _| Answer::Status(204));
     let text = conf(&redis, &section("close order", &receiver.url("/hooks/close"), "concurrency = 2"));
     let _server = DelayerProcess::start(BIN, &text);
     let hook = Webhook::start(&text);
     let d = Delayer::open(&redis.url()).expect("client");
-    d.push_job(&job("close order", "order 42", "{\"order\":42,\"name\":\"é\"}".as_bytes(), 3)).expect("push");
+    let traced = job("close order", "order 42", "{\"order\":42,\"name\":\"é\"}".as_bytes(), 3).traceparent(TRACEPARENT);
+    d.push_job(&traced).expect("push");
     d.push_job(&job("close order", "bin", &[0xff, 0x00, 0x01], 3)).expect("push");
 
     assert!(wait_until(DEADLINE, || gone(&redis, "order 42") && gone(&redis, "bin")), "{}", hook.output());
@@ -323,6 +325,9 @@ fn jobs_are_delivered_signed_and_acked() {
         let sent: u64 = request.header("x-delayer-timestamp").parse().expect("Unix seconds");
         assert!(sent.abs_diff(now_secs()) < 300, "timestamp {sent}");
         assert_eq!(request.header("content-type"), "application/json");
+        // The trace context pushed with the job, as the W3C header; none without.
+        let traced = request.json()["id"] == "order 42";
+        assert_eq!(request.headers.get("traceparent").map(String::as_str), traced.then_some(TRACEPARENT));
     }
     let by_id: HashMap<String, serde_json::Value> =
         requests.iter().map(|r| (r.json()["id"].as_str().unwrap_or("").to_string(), r.json())).collect();
@@ -620,4 +625,82 @@ fn the_readme_shows_the_tested_receivers_verbatim() {
         let code = fs::read_to_string(verify_dir().join(script)).expect("the receiver");
         assert!(readme.contains(&code), "README.md does not hold docs/webhook-verify/{script} verbatim");
     }
+}
+
+/// `secret_file` (a mounted secret) signs as `secret` does, and the
+/// webhook takes its Redis from `DELAYER_REDIS_PORT` over the file's.
+#[test]
+fn the_secret_can_come_from_a_file_and_redis_from_the_environment() {
+    let redis = RedisServer::start();
+    let receiver = Receiver::start(|_, _| Answer::Status(204));
+    let secrets = temp_dir("webhook-secret");
+    let secret_path = secrets.join("hook.secret");
+    fs::write(&secret_path, format!("{SECRET}\n")).expect("write secret");
+    let hook_section =
+        format!("[webhook.t]\nurl = {}\nsecret_file = {}\n", receiver.url("/hook"), secret_path.display());
+    let _server = DelayerProcess::start(BIN, &conf(&redis, ""));
+    // The file's [redis] names a port nothing listens on.
+    let dir = temp_dir("webhook-env");
+    let path = dir.join("delayer.conf");
+    fs::write(&path, format!("{}\n{hook_section}", server_conf(free_port(), 50, ""))).expect("write conf");
+    let mut child = webhook_command(&path)
+        .env("DELAYER_REDIS_PORT", redis.port().to_string())
+        .stdout(fs::File::create(dir.join("out.log")).expect("out.log"))
+        .stderr(fs::File::create(dir.join("err.log")).expect("err.log"))
+        .spawn()
+        .expect("start delayer webhook");
+    let output = || fs::read_to_string(dir.join("err.log")).unwrap_or_default();
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push_job(&job("t", "filed", b"{}", 3)).expect("push");
+    let delivered = wait_until(DEADLINE, || gone(&redis, "filed"));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(delivered, "{}", output());
+    let requests = receiver.on("/hook");
+    assert!(!requests.is_empty() && requests.iter().all(|r| signed_by(r, SECRET)), "{requests:?}");
+    assert!(!output().contains(SECRET));
+    let _ = fs::remove_dir_all(&dir);
+    let _ = fs::remove_dir_all(&secrets);
+}
+
+/// No file at all: Redis and the topic's section from `DELAYER_*`
+/// variables (`DELAYER_WEBHOOK_<topic>_<KEY>`), the secret from a file.
+#[test]
+fn the_webhook_runs_on_the_environment_alone() {
+    let redis = RedisServer::start();
+    let receiver = Receiver::start(|_, _| Answer::Status(204));
+    let dir = temp_dir("webhook-no-file");
+    fs::write(dir.join("hook.secret"), format!("{SECRET}\n")).expect("write secret");
+    let _server = DelayerProcess::start(BIN, &conf(&redis, ""));
+    let mut command = Command::new(BIN);
+    command.arg("webhook").current_dir(&dir).stdin(Stdio::null());
+    for var in ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] {
+        command.env_remove(var);
+    }
+    let mut child = command
+        .env("DELAYER_REDIS_PORT", redis.port().to_string())
+        .env("DELAYER_WEBHOOK_close_order_URL", receiver.url("/hook"))
+        .env("DELAYER_WEBHOOK_close_order_SECRET_FILE", "hook.secret")
+        .stdout(fs::File::create(dir.join("out.log")).expect("out.log"))
+        .stderr(fs::File::create(dir.join("err.log")).expect("err.log"))
+        .spawn()
+        .expect("start delayer webhook");
+    let output = || {
+        format!(
+            "{}{}",
+            fs::read_to_string(dir.join("out.log")).unwrap_or_default(),
+            fs::read_to_string(dir.join("err.log")).unwrap_or_default()
+        )
+    };
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push_job(&job("close_order", "no-file", b"{}", 3)).expect("push");
+    let delivered = wait_until(DEADLINE, || gone(&redis, "no-file"));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(delivered, "{}", output());
+    let requests = receiver.on("/hook");
+    assert!(!requests.is_empty() && requests.iter().all(|r| signed_by(r, SECRET)), "{requests:?}");
+    assert!(output().contains("no configuration file"), "{}", output());
+    assert!(!output().contains(SECRET));
+    let _ = fs::remove_dir_all(&dir);
 }

@@ -353,6 +353,22 @@ pub fn server_conf(redis_port: u16, timer_interval_ms: u64, extra: &str) -> Stri
     )
 }
 
+/// Does what the server does for the classic layout with the default
+/// prefix, once: move.lua moves every due job to its ready queue.
+pub fn move_due_classic(conn: &mut redis::Connection) {
+    let _: redis::Value = redis::Script::new(include_str!("../../lua/move.lua"))
+        .key("delayer:job_pool")
+        .key("delayer:malformed")
+        .key("delayer:scheduled_count")
+        .key("delayer:topics")
+        .key("delayer:reserved")
+        .arg("delayer:job_bucket:")
+        .arg("delayer:ready_queue:")
+        .arg(1000)
+        .invoke(conn)
+        .expect("move.lua");
+}
+
 /// Pushes a job exactly as a Delayer 1.x client does (mix/delayer-client):
 /// MULTI; HMSET bucket topic body; EXPIRE bucket delay+lifetime; ZADD pool
 /// <whole seconds> id; EXEC. Returns the due time written, Unix seconds.

@@ -388,7 +388,17 @@ fn job_of(req: &Req) -> Result<Job, Fail> {
         Some(Json::Bool(true)) => job = job.if_absent(),
         _ => return Err(bad("if_absent must be a boolean")),
     }
+    match req.get("traceparent") {
+        None | Some(Json::Null) => {}
+        Some(Json::Str(s)) => job = job.traceparent(s.clone()),
+        _ => return Err(bad("traceparent must be a string")),
+    }
     Ok(job)
+}
+
+/// A JSON string, or null.
+fn text_or_null(s: &Option<String>) -> String {
+    s.as_deref().map_or("null".into(), json_string)
 }
 
 /// Unix seconds with milliseconds, or null.
@@ -425,7 +435,7 @@ fn reserved_json(job: Option<Reserved>) -> String {
     match job {
         None => "null".into(),
         Some(j) => format!(
-            "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"max_attempts\":{},\"receipt\":{},\"deadline\":{:.3}}}",
+            "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"max_attempts\":{},\"receipt\":{},\"deadline\":{:.3},\"traceparent\":{}}}",
             json_string(&j.id),
             json_string(&b64_encode(j.id_bytes())),
             json_string(&j.topic),
@@ -433,7 +443,8 @@ fn reserved_json(job: Option<Reserved>) -> String {
             j.attempts,
             j.max_attempts,
             json_string(&j.receipt),
-            unix(j.deadline)
+            unix(j.deadline),
+            text_or_null(&j.traceparent)
         ),
     }
 }
@@ -443,7 +454,7 @@ fn job_info_json(j: &delayer::inspect::JobInfo) -> String {
     let text = |s: &Option<String>| s.as_deref().map_or("null".into(), json_string);
     let num = |n: Option<u64>| n.map_or("null".into(), |n| n.to_string());
     format!(
-        "{{{},\"state\":{},\"topic\":{},\"body_size\":{},\"attempts\":{},\"max_attempts\":{},\"due\":{},\"deadline\":{},\"dead_at\":{},\"dead_reason\":{},\"last_error\":{}}}",
+        "{{{},\"state\":{},\"topic\":{},\"body_size\":{},\"attempts\":{},\"max_attempts\":{},\"due\":{},\"deadline\":{},\"dead_at\":{},\"dead_reason\":{},\"last_error\":{},\"traceparent\":{}}}",
         // `delayer job --json`'s shape: an id that is not UTF-8 as id_base64.
         match &j.raw_id {
             Some(raw) => format!("\"id_base64\":{}", json_string(&b64_encode(raw))),
@@ -458,20 +469,22 @@ fn job_info_json(j: &delayer::inspect::JobInfo) -> String {
         time_or_null(j.deadline),
         time_or_null(j.dead_at),
         text(&j.dead_reason),
-        text(&j.last_error)
+        text(&j.last_error),
+        text(&j.traceparent)
     )
 }
 
 fn dead_json(d: &DeadLetter) -> String {
     format!(
-        "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"reason\":{},\"dead_at\":{:.3}}}",
+        "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{},\"attempts\":{},\"reason\":{},\"dead_at\":{:.3},\"last_error\":{}}}",
         json_string(&d.id),
         json_string(&b64_encode(d.id_bytes())),
         json_string(&d.topic),
         json_string(&b64_encode(&d.body)),
         d.attempts,
         json_string(&d.reason),
-        unix(d.dead_at)
+        unix(d.dead_at),
+        d.last_error.as_deref().map_or("null".to_string(), json_string)
     )
 }
 
@@ -479,11 +492,12 @@ fn message_json(m: Option<Message>) -> String {
     match m {
         None => "null".into(),
         Some(m) => format!(
-            "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{}}}",
+            "{{\"id\":{},\"id_b64\":{},\"topic\":{},\"body_b64\":{},\"traceparent\":{}}}",
             json_string(&m.id),
             json_string(&b64_encode(m.id_bytes())),
             json_string(&m.topic),
-            json_string(&b64_encode(&m.body))
+            json_string(&b64_encode(&m.body)),
+            text_or_null(&m.traceparent)
         ),
     }
 }
@@ -708,7 +722,7 @@ fn b64_encode(data: &[u8]) -> String {
 
 fn b64_decode(text: &str) -> Result<Vec<u8>, String> {
     let s = text.as_bytes();
-    if s.len() % 4 != 0 {
+    if !s.len().is_multiple_of(4) {
         return Err("length is not a multiple of 4".into());
     }
     let val = |c: u8| -> Result<u32, String> {

@@ -61,7 +61,7 @@ $worker->on(static function (string $event, array $data) use ($write): void {
     $write(['event' => $event] + $data);
 });
 $handler = static function (Job $job) use ($write, $busy, $worker): void {
-    $write(['event' => 'run', 'id' => $job->id, 'topic' => $job->topic, 'attempts' => $job->attempts]);
+    $write(['event' => 'run', 'id' => $job->id, 'topic' => $job->topic, 'attempts' => $job->attempts, 'traceparent' => $job->traceparent]);
     foreach (explode(' ', $job->body) as $word) {
         $args = explode(':', $word);
         switch ($args[0]) {

@@ -27,6 +27,7 @@ from ._rules import (
     lifetime_ms,
     ttr_ms,
 )
+from ._trace import outgoing
 from .errors import InvalidArgument
 from .keys import Keys, TopicNames
 from .models import Backoff, Job, ReservedMessage
@@ -36,7 +37,7 @@ JOBS_PER_CALL = 100
 #: How many push_many.lua calls ``push_many`` pipelines per round trip.
 CALLS_PER_PIPELINE = 10
 #: How many ARGV values push_many.lua takes per job.
-VALUES_PER_JOB = 9
+VALUES_PER_JOB = 10
 #: How many ARGV values come before the jobs in a push_many.lua call.
 PUSH_MANY_HEAD = 3
 #: The most dead letters one dead.lua call lists, re-queues or purges: one
@@ -106,12 +107,15 @@ def push_call(
     max_attempts: object = None,
     backoff: object = None,
     if_absent: object = False,
+    traceparent: object = None,
 ) -> ScriptCall:
     """Check one push and return its push.lua call.
 
     ARGV is id, topic, body, delay ms, lifetime ms, max_attempts, backoff,
     backoff_ms, backoff_max_ms ("" for the unset ones: the bucket is then
-    exactly Delayer 1.x's), the duplicate policy and the wake channel.
+    exactly Delayer 1.x's), the duplicate policy, the wake channel and the
+    traceparent ("" for none; None takes OpenTelemetry's current one, if
+    any: :func:`delayer._trace.outgoing`).
     """
     topic_s = check_topic(topic, keys.layout)
     id_s = check_name("id", job_id)
@@ -121,7 +125,7 @@ def push_call(
     n = keys.names(topic_s)
     args: List[Arg] = [id_s, topic_s, data, ms, life]
     args += _retry_args(max_attempts, backoff)
-    args += [check_if_absent(if_absent), n.wake]
+    args += [check_if_absent(if_absent), n.wake, outgoing(traceparent)]
     return ScriptCall(scripts.PUSH, [n.pool, n.bucket(id_s), *_counts(n)], args)
 
 
@@ -157,7 +161,15 @@ def push_many_batches(keys: Keys, jobs: object, if_absent: object = False) -> Ba
             raise InvalidArgument(f"jobs[{i}] must be a delayer.Job, not {type(job).__name__}")
         try:
             push = push_call(
-                keys, job.topic, job.id, job.delay, job.body, job.ready_max_lifetime, job.max_attempts, job.backoff
+                keys,
+                job.topic,
+                job.id,
+                job.delay,
+                job.body,
+                job.ready_max_lifetime,
+                job.max_attempts,
+                job.backoff,
+                traceparent=job.traceparent,
             )
         except InvalidArgument as e:
             raise InvalidArgument(f"jobs[{i}]: {e}") from None
@@ -169,7 +181,8 @@ def push_many_batches(keys: Keys, jobs: object, if_absent: object = False) -> Ba
         for start in range(0, len(pushes), JOBS_PER_CALL):
             args: List[Arg] = [n.bucket_prefix, policy, n.wake]
             for i, push in pushes[start : start + JOBS_PER_CALL]:
-                args.extend(push.args[:VALUES_PER_JOB])  # push.lua's first nine ARGV
+                args.extend(push.args[: VALUES_PER_JOB - 1])  # push.lua's first nine ARGV
+                args.append(push.args[-1])  # and its traceparent
                 order.append(i)
             calls.append(ScriptCall(scripts.PUSH_MANY, [n.pool, *_counts(n)], args))
     return Batches(calls, order)

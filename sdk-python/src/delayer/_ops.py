@@ -227,8 +227,11 @@ def push(
     max_attempts: object,
     backoff: object,
     if_absent: object,
+    traceparent: object = None,
 ) -> Op[float]:
-    call = _calls.push_call(keys, topic, job_id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent)
+    call = _calls.push_call(
+        keys, topic, job_id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent, traceparent
+    )
     if not keys.per_topic:  # push.lua keeps the classic layout's index and wakes the server itself
         return _replies.push(call, (yield call))
     # One round trip: the index write rides after the script with a time

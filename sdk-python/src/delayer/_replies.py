@@ -12,6 +12,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 from ._calls import ScriptCall, push_many_ids
 from ._names import name
+from ._trace import from_redis
 from .errors import IdTakenError, ProtocolError
 from .models import DeadLetter, Message, ReservedMessage, Taken
 
@@ -114,13 +115,14 @@ def push_many(outcomes: Sequence[Union[float, Taken]]) -> List[float]:
 
 
 def message(reply: object) -> Optional[Message]:
-    """pop.lua's / take.lua's reply: ``[id, topic, body]`` or nil."""
+    """pop.lua's / take.lua's reply: ``[id, topic, body, traceparent]`` or nil."""
     if reply is None:
         return None
-    if not isinstance(reply, (list, tuple)) or len(reply) != 3:
-        raise ProtocolError(f"expected [id, topic, body] or nil, got {reply!r:.200}")
-    job_id, topic, body = reply
-    return Message(id=_name("id", job_id), topic=_name("topic", topic), body=_body(body))
+    if not isinstance(reply, (list, tuple)) or len(reply) != 4:
+        raise ProtocolError(f"expected [id, topic, body, traceparent] or nil, got {reply!r:.200}")
+    job_id, topic, body, traceparent = reply
+    i = _name("id", job_id)
+    return Message(id=i, topic=_name("topic", topic), body=_body(body), traceparent=from_redis(i, traceparent))
 
 
 def flag(reply: object, script: str) -> bool:
@@ -131,22 +133,26 @@ def flag(reply: object, script: str) -> bool:
 
 
 def reserved(reply: object) -> Optional[ReservedMessage]:
-    """reserve.lua's reply: ``[id, topic, body, attempts, max_attempts, receipt, deadline]`` or nil."""
+    """reserve.lua's reply: ``[id, topic, body, attempts, max_attempts, receipt,
+    deadline, traceparent]`` or nil."""
     if reply is None:
         return None
-    if not isinstance(reply, (list, tuple)) or len(reply) != 7:
+    if not isinstance(reply, (list, tuple)) or len(reply) != 8:
         raise ProtocolError(
-            f"expected [id, topic, body, attempts, max_attempts, receipt, deadline] or nil, got {reply!r:.200}"
+            "expected [id, topic, body, attempts, max_attempts, receipt, deadline, traceparent] or nil, "
+            f"got {reply!r:.200}"
         )
-    job_id, topic, body, attempts, max_attempts, receipt, deadline = reply
+    job_id, topic, body, attempts, max_attempts, receipt, deadline, traceparent = reply
+    i = _name("id", job_id)
     return ReservedMessage(
-        id=_name("id", job_id),
+        id=i,
         topic=_name("topic", topic),
         body=_body(body),
         attempts=_int("attempts", attempts),
         max_attempts=_int("max_attempts", max_attempts),
         receipt=_text("receipt", receipt),
         deadline=due(deadline, "reserve.lua", "deadline"),
+        traceparent=from_redis(i, traceparent),
     )
 
 
@@ -189,14 +195,16 @@ def optional_time(reply: object, script: str, what: str) -> Optional[float]:
 
 
 def dead_letters(reply: object) -> List[DeadLetter]:
-    """dead.lua's ``list`` reply: ``[id, topic, body, attempts, reason, dead_at]`` per entry."""
+    """dead.lua's ``list`` reply: ``[id, topic, body, attempts, reason, dead_at, last_error]`` per entry."""
     if not isinstance(reply, (list, tuple)):
         raise ProtocolError(f"dead.lua returned {reply!r:.200}, expected a list of dead letters")
     out = []
     for entry in reply:
-        if not isinstance(entry, (list, tuple)) or len(entry) != 6:
-            raise ProtocolError(f"expected [id, topic, body, attempts, reason, dead_at], got {entry!r:.200}")
-        job_id, topic, body, attempts, reason, dead_at = entry
+        if not isinstance(entry, (list, tuple)) or len(entry) != 7:
+            raise ProtocolError(
+                f"expected [id, topic, body, attempts, reason, dead_at, last_error], got {entry!r:.200}"
+            )
+        job_id, topic, body, attempts, reason, dead_at, last_error = entry
         # dead.lua sends "" for a dead_at the bucket lacks (only a bucket
         # written by hand): 0.0 then, rather than failing the whole listing.
         when = 0.0 if dead_at in (b"", "") else due(dead_at, "dead.lua", "dead_at")
@@ -208,6 +216,8 @@ def dead_letters(reply: object) -> List[DeadLetter]:
                 attempts=_int("attempts", attempts),
                 reason=_name("reason", reason),
                 dead_at=when,
+                # Bytes a worker wrote: shown lossily rather than failing the listing.
+                last_error=_body(last_error).decode("utf-8", "replace") or None,
             )
         )
     return out

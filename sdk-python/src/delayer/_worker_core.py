@@ -115,6 +115,12 @@ class Delivery:
         return self.message.body
 
     @property
+    def traceparent(self) -> Optional[str]:
+        """The producer's W3C trace context given at push, or None: the
+        parent of the handler's span (``delayer[opentelemetry]`` makes it so)."""
+        return self.message.traceparent
+
+    @property
     def text(self) -> str:
         """The body decoded as UTF-8."""
         return self.message.text

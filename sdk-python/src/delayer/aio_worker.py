@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar, Unio
 
 from . import _eviction
 from . import _worker_core as core
+from ._trace import consumer_span
 from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Policy, Start
 from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
 from .aio import Delayer
@@ -258,7 +259,8 @@ class Worker:
             if started is not None:
                 call_hook(started, d)
             try:
-                await handler(d)
+                with consumer_span(d.topic, d.id, d.traceparent):
+                    await handler(d)
             except Exception as e:  # a handler's failure is the job's, never the worker's
                 if at_least_once:
                     await self._release(d, e)

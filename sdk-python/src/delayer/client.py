@@ -199,6 +199,7 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         backoff: Optional[Backoff] = None,
         if_absent: bool = False,
         durable: Union[bool, float] = False,
+        traceparent: Optional[str] = None,
     ) -> float:
         """Schedule job ``id`` on ``topic`` in ``delay`` seconds; return its due time.
 
@@ -221,13 +222,21 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         one. Left out, reserve uses 25 and exponential backoff from 1 s up to
         1 h, and the bucket stays exactly as Delayer 1.x writes it.
 
+        ``traceparent`` (a W3C trace context, ``00-<32 hex>-<16 hex>-<2
+        hex>``) is kept with the job and handed back to its consumer
+        (``.traceparent`` of what pop, reserve and the Workers give). Left
+        out, with ``delayer[opentelemetry]`` installed, the current span's
+        is taken; ``""`` pushes none.
+
         ``durable=True`` (or a number of seconds; True is 1 s) waits, after
         the write and on its connection, for a replica to have it (``WAIT
         1``): :class:`NotReplicatedError` when none did in time (the job is on
         the master, but a failover now could lose it). Without it a failover
         can lose the last acknowledged pushes (see the README).
         """
-        op = _ops.push(self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent)
+        op = _ops.push(
+            self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent, traceparent
+        )
         due: float = self._drive(_durable.wrap(op, durable) if durable else op)
         return due
 

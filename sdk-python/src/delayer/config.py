@@ -25,6 +25,15 @@ as the Rust server's:
 Every error names the file, the line, the section and the key
 (``/etc/delayer.conf:12: [redis] port: ...``), worded as the server words it,
 and never shows a password.
+
+The ``DELAYER_*`` environment variables override the file, as for the server
+(sdk-rust/src/conf/env.rs, one rule; the cases in conformance/env_cases.json
+hold the readers together): ``[delayer]`` keys are ``DELAYER_<KEY>``,
+``[redis]`` keys ``DELAYER_REDIS_<KEY>``; with ``_FILE`` appended the value is
+read from the file named (trailing newlines dropped); setting both is an
+error. A URL from the environment replaces the file's host/port/database, and
+any of those the file's URL. An error about such a value names the variable
+(``DELAYER_REDIS_PORT: [redis] port: ...``).
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple, Union
+from typing import Dict, Mapping, Optional, Tuple, Union
 from urllib.parse import urlsplit
 
 from . import _sentinel
@@ -50,8 +59,8 @@ URL_SCHEMES = ("redis", "rediss", "unix", "redis+unix")
 #: (server/src/config.rs, sdk-rust/src/conf/rules.rs: one rule for all readers).
 KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
     "delayer": (
-        "pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "layout", "log_level", "metrics_addr",
-        "http_addr", "http_token", "http_read_token", "http_allow_remote",
+        "pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "layout", "log_level",
+        "log_format", "metrics_addr", "http_addr", "http_token", "http_read_token", "http_allow_remote",
         "http_allowed_hosts", "http_trusted_proxies", "http_session_secret", "http_session_lifetime",
         "http_max_connections", "http_header_timeout", "http_body_timeout", "http_redis_timeout", "http_max_waiting",
         "metrics_allow_remote",
@@ -65,7 +74,7 @@ KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
 
 #: The keys of a ``[webhook.<topic>]`` section, read by ``delayer webhook``
 #: only; accepted by every reader (sdk-rust/src/conf/rules.rs, ``WEBHOOK_KEYS``).
-WEBHOOK_KEYS: Tuple[str, ...] = ("url", "secret", "timeout", "concurrency", "ttr")
+WEBHOOK_KEYS: Tuple[str, ...] = ("url", "secret", "secret_file", "timeout", "concurrency", "ttr")
 
 #: Delayer 1.x sections and keys this version does not use: (section, key or
 #: None for the whole section) -> why; accepted and reported, as by the server
@@ -217,8 +226,62 @@ def _reject_unknown(name: str, entries: _Entries, sections: Dict[str, int]) -> N
             )
 
 
-def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
-    """Read ``path`` and return its :class:`Settings`; raise :class:`ConfigError` if invalid.
+#: Largest value a ``DELAYER_*_FILE`` variable's file may hold (sdk-rust/src/conf/env.rs).
+MAX_ENV_FILE_BYTES = 64 * 1024
+
+
+def env_var(section: str, key: str) -> str:
+    """The variable that sets ``key`` of ``[section]``: ``DELAYER_HTTP_ADDR``, ``DELAYER_REDIS_PASSWORD``."""
+    return f"DELAYER_{key.upper()}" if section == "delayer" else f"DELAYER_{section.upper()}_{key.upper()}"
+
+
+def _overlay(entries: _Entries, environ: Mapping[str, str]) -> Dict[Tuple[str, str], str]:
+    """Lay the ``DELAYER_*`` variables over ``entries``; return the variable
+    each key set was taken from (the rule of sdk-rust/src/conf/env.rs)."""
+    sources: Dict[Tuple[str, str], str] = {}
+    for section, keys in KNOWN_KEYS.items():
+        for key in keys:
+            var = env_var(section, key)
+            file_var = var + "_FILE"
+            if var in environ and file_var in environ:
+                raise ConfigError(f"{file_var}: [{section}] {key}: {var} is set too; set one of them, not both")
+            if var in environ:
+                entries[(section, key)] = (environ[var], 0)
+                sources[(section, key)] = var
+            elif file_var in environ:
+                entries[(section, key)] = (_read_value(environ[file_var], f"{file_var}: [{section}] {key}: "), 0)
+                sources[(section, key)] = file_var
+    # The address's two forms: the environment's replaces the file's other one.
+    for given, other in ((("url",), ("host", "port", "database")), (("host", "port", "database"), ("url",))):
+        if any(("redis", k) in sources for k in given):
+            for k in other:
+                if ("redis", k) not in sources:
+                    entries.pop(("redis", k), None)
+    return sources
+
+
+def _read_value(path: str, where: str) -> str:
+    """What the file at ``path`` holds, trailing newlines dropped; the error
+    names the path, never the contents."""
+    if not path:
+        raise ConfigError(f"{where}is empty: it names the file to read the value from")
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_ENV_FILE_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"{where}cannot read {path}: {e.strerror or e}") from None
+    if len(data) > MAX_ENV_FILE_BYTES:
+        raise ConfigError(f"{where}{path} is larger than {MAX_ENV_FILE_BYTES} bytes")
+    try:
+        return data.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}{path} is not UTF-8 text") from None
+
+
+def load(path: Union[str, "os.PathLike[str]"], environ: Optional[Mapping[str, str]] = None) -> Settings:
+    """Read ``path``, with the ``DELAYER_*`` variables of ``environ`` (default:
+    the process's) over it, and return its :class:`Settings`; raise
+    :class:`ConfigError` if invalid.
 
     Missing keys (and keys left empty) take their defaults; an empty password
     or username means none.
@@ -233,6 +296,7 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
         raise ConfigError(f"{name}: the file is not UTF-8") from None
     entries, sections = _parse(name, text)
     _reject_unknown(name, entries, sections)
+    from_env = _overlay(entries, os.environ if environ is None else environ)
     base = os.path.dirname(os.path.abspath(name))
 
     def get(section: str, key: str) -> Optional[str]:
@@ -240,6 +304,9 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
         return found[0] if found and found[0] else None
 
     def error(section: str, key: str, message: str) -> ConfigError:
+        var = from_env.get((section, key))
+        if var is not None:
+            return ConfigError(f"{var}: [{section}] {key}: {message}")
         found = entries.get((section, key))
         line = f":{found[1]}" if found else ""
         return ConfigError(f"{name}{line}: [{section}] {key}: {message}")
@@ -256,7 +323,8 @@ def load(path: Union[str, "os.PathLike[str]"]) -> Settings:
         raw = get("redis", key)
         if raw is None:
             return None
-        full = os.path.join(base, raw)
+        # relative to the file's directory, or to the working directory when from the environment
+        full = os.path.abspath(raw) if (("redis", key) in from_env) else os.path.join(base, raw)
         try:
             with open(full, "rb"):
                 pass

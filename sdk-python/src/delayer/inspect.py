@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Generic, List, Optional, Tuple, TypeVar
 
-from . import scripts
+from . import _trace, scripts
 from ._calls import Arg, ScriptCall
 from ._names import name, name_bytes
 from ._ops import Commands
@@ -70,6 +70,8 @@ class JobInfo:
     dead_reason: Optional[str]
     #: The last failed attempt's error, when a worker gave one (or ``"ttr expired"``).
     last_error: Optional[str]
+    #: The W3C trace context it was pushed with, if any.
+    traceparent: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -168,8 +170,8 @@ def job_op(keys: Keys, topic: object, job_id: object) -> Op[JobInfo]:
     t, i = check_topic(topic, keys.layout), check_name("id", job_id)
     n = keys.names(t)
     reply = yield ScriptCall(scripts.LOOKUP, [n.bucket(i), n.pool, n.reserved], [i, t])
-    if not isinstance(reply, list) or len(reply) != 8:
-        raise ProtocolError(f"lookup.lua: expected 8 fields, got {reply!r:.200}")
+    if not isinstance(reply, list) or len(reply) != 9:
+        raise ProtocolError(f"lookup.lua: expected 9 fields, got {reply!r:.200}")
     state = _text(reply[0]) or ""
     if state not in STATES:
         raise ProtocolError(f"lookup.lua: unknown state {state!r}")
@@ -186,6 +188,7 @@ def job_op(keys: Keys, topic: object, job_id: object) -> Op[JobInfo]:
         dead_at=time if state == "dead" else None,
         dead_reason=_text(reply[6]),
         last_error=_text(reply[7]),
+        traceparent=_trace.from_redis(i, reply[8]),
     )
 
 

@@ -67,6 +67,9 @@ class Message(_Body, _Names):
     topic: str
     #: The job body, exactly the bytes pushed.
     body: bytes
+    #: The producer's W3C trace context given at push, or None
+    #: (:mod:`delayer._trace`: a malformed one in Redis reads as None).
+    traceparent: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,8 @@ class Job:
     #: The wait before a retry; None leaves it to reserve's default
     #: (exponential, 1 s doubling up to 1 h).
     backoff: Optional["Backoff"] = None
+    #: The producer's W3C trace context, as ``push``'s ``traceparent``.
+    traceparent: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,8 @@ class ReservedMessage(_Body, _Names):
     receipt: str
     #: When the reservation runs out: Unix seconds by Redis's clock.
     deadline: float
+    #: The producer's W3C trace context given at push, or None (as :attr:`Message.traceparent`).
+    traceparent: Optional[str] = None
 
     @property
     def is_last_attempt(self) -> bool:
@@ -198,6 +205,10 @@ class DeadLetter(_Body, _Names):
     reason: str
     #: When it died: Unix seconds by Redis's clock.
     dead_at: float
+    #: Why its last attempt failed, as the worker said (``release`` or
+    #: ``bury`` with an error) or ``"ttr expired"``; ``None`` when no attempt
+    #: gave one.
+    last_error: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, TypeVar, Union, cast
 
 from . import _eviction
 from . import _worker_core as core
+from ._trace import consumer_span
 from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Policy, Start
 from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
 from .client import Delayer
@@ -280,7 +281,8 @@ class Worker:
             if started is not None:
                 call_hook(started, d)
             try:
-                handler(d)
+                with consumer_span(d.topic, d.id, d.traceparent):
+                    handler(d)
             except BaseException as e:  # a handler's failure is the job's, never the worker's
                 if at_least_once:
                     self._release(d, e)

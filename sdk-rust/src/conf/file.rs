@@ -1,6 +1,8 @@
 //! The INI text of a `delayer.conf`, parsed, with the line of every key and
 //! section kept, so that every error ([`ConfError`]) can point at the line to
 //! fix. What the keys mean is for the other parts of [`crate::conf`].
+//! A value may also come from the environment ([`super::env`] sets it
+//! here, with its [`Source`]); errors about it then name the variable.
 
 use ini::{Ini, ParseOption};
 use std::collections::HashMap;
@@ -11,7 +13,8 @@ use std::str::FromStr;
 /// A problem with a configuration file, located as precisely as known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfError {
-    /// The file.
+    /// The file, or the environment variable the value came from
+    /// (`DELAYER_TIMER_INTERVAL`).
     pub file: PathBuf,
     /// The section, when the problem is in one.
     pub section: Option<String>,
@@ -42,13 +45,30 @@ impl fmt::Display for ConfError {
 
 impl std::error::Error for ConfError {}
 
-/// A parsed INI file that remembers where each key was written.
+/// Where a value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The configuration file.
+    File,
+    /// The environment variable named.
+    Env(String),
+    /// The file named by the environment variable (`DELAYER_..._FILE`, the
+    /// name held here).
+    EnvFile(String, PathBuf),
+}
+
+/// A parsed INI file that remembers where each key was written, with the
+/// environment's values laid over it.
 #[derive(Debug)]
 pub struct ConfFile {
     path: PathBuf,
     ini: Ini,
     lines: KeyLines,
     section_lines: HashMap<String, usize>,
+    /// The keys set from the environment, by (section, key).
+    from_env: HashMap<(String, String), Source>,
+    /// False for the empty stand-in used when there is no file.
+    exists: bool,
 }
 
 impl ConfFile {
@@ -77,7 +97,57 @@ impl ConfFile {
             message: format!("not valid INI: {}", e.msg),
         })?;
         let (lines, section_lines) = locate(text);
-        Ok(ConfFile { path, ini, lines, section_lines })
+        Ok(ConfFile { path, ini, lines, section_lines, from_env: HashMap::new(), exists: true })
+    }
+
+    /// No file at all: every value is a default until the environment
+    /// sets it. `name` stands for the file in messages.
+    pub fn none(name: PathBuf) -> ConfFile {
+        let mut file = Self::parse(name, "").unwrap_or_else(|_| unreachable!("empty text is valid INI"));
+        file.exists = false;
+        file
+    }
+
+    /// Whether there is a file behind this (see [`ConfFile::none`]).
+    pub fn exists(&self) -> bool {
+        self.exists
+    }
+
+    /// Sets `key` in `[section]` to `value`, taken from `source` (the
+    /// environment), over what the file says.
+    pub fn set(&mut self, section: &str, key: &str, value: String, source: Source) {
+        self.ini.with_section(Some(section)).set(key, value);
+        self.from_env.insert((section.to_string(), key.to_string()), source);
+    }
+
+    /// Forgets what the file says for `key` in `[section]` (the environment
+    /// replaced it by another key: see [`super::env`]).
+    pub fn unset(&mut self, section: &str, key: &str) {
+        self.ini.delete_from(Some(section), key);
+    }
+
+    /// Where the value of `key` in `[section]` came from (`None`: unset,
+    /// the default applies).
+    pub fn source(&self, section: &str, key: &str) -> Option<Source> {
+        match self.from_env.get(&(section.to_string(), key.to_string())) {
+            Some(source) => Some(source.clone()),
+            None => self.get(section, key).map(|_| Source::File),
+        }
+    }
+
+    /// A path-valued key as a path: a relative one is relative to the
+    /// file's directory when written in the file (so a daemon, which runs
+    /// in `/`, finds it where the operator meant), to the working directory
+    /// when set in the environment; `None` when absent or empty.
+    pub fn path_value(&self, section: &str, key: &str) -> Option<PathBuf> {
+        let value = self.string(section, key)?;
+        match self.source(section, key) {
+            Some(Source::File) => {
+                let base = self.path.parent().map(Path::to_path_buf).unwrap_or_default();
+                Some(base.join(value))
+            }
+            _ => Some(std::path::absolute(&value).unwrap_or_else(|_| PathBuf::from(value))),
+        }
     }
 
     /// The file this was read from.
@@ -112,6 +182,16 @@ impl ConfFile {
 
     /// An error about `key` in `[section]`, located in the file.
     pub fn error(&self, section: Option<&str>, key: Option<&str>, message: impl Into<String>) -> ConfError {
+        let env = section.zip(key).and_then(|(s, k)| self.from_env.get(&(s.to_string(), k.to_string())));
+        if let Some(Source::Env(var) | Source::EnvFile(var, _)) = env {
+            return ConfError {
+                file: PathBuf::from(var),
+                section: section.map(str::to_string),
+                key: key.map(str::to_string),
+                line: None,
+                message: message.into(),
+            };
+        }
         let line = match key {
             Some(k) => self.line_of(section, k),
             None => section.and_then(|s| self.section_line(s)),

@@ -16,25 +16,39 @@
 //! `file` reads the INI text and remembers every key's line ([`ConfFile`],
 //! [`ConfError`]); `rules` is the one rule for sections and keys
 //! ([`reject_unknown`]); `redis` turns `[redis]` into [`RedisSettings`] and
-//! redis-rs clients. This file holds what a client takes from the file.
+//! redis-rs clients; `env` lays the `DELAYER_*` environment variables over
+//! the file ([`env::apply`]), before anything is checked. This file holds
+//! what a client takes from the file.
 
+pub mod env;
 mod file;
 mod redis;
 mod rules;
 
-pub use self::file::{ConfError, ConfFile};
+pub use self::file::{ConfError, ConfFile, Source};
 pub use self::redis::RedisSettings;
 pub use self::rules::{closest, reject_unknown, webhook_topic, Ignored, IGNORED_1X, KNOWN_KEYS, WEBHOOK_KEYS};
 use crate::keys::{Layout, Names, DEFAULT_PREFIX};
 use std::path::Path;
 
-/// What a client takes from the `delayer.conf` at `path`: how to reach Redis
-/// and the key names (prefix and layout), from a file that passes [`reject_unknown`]. Delayer
-/// 1.x keys it ignores are accepted silently (the SDK has no logger; the
-/// server reports them).
+/// What a client takes from the `delayer.conf` at `path`, with the
+/// `DELAYER_*` environment variables over it ([`env`]): how to reach Redis
+/// and the key names (prefix and layout), from a file that passes
+/// [`reject_unknown`]. Delayer 1.x keys it ignores, and misspelt variables,
+/// are let through silently (the SDK has no logger; the server reports
+/// them).
 pub fn for_client(path: impl AsRef<Path>) -> Result<(RedisSettings, Names), ConfError> {
-    let file = ConfFile::load(path)?;
+    client_settings(ConfFile::load(path)?, std::env::vars_os())
+}
+
+/// [`for_client`] on a parsed file and the variables `vars` (the process's
+/// environment there; given here so the shared cases can be run).
+pub fn client_settings(
+    mut file: ConfFile,
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Result<(RedisSettings, Names), ConfError> {
     reject_unknown(&file)?;
+    env::overlay(&mut file, vars)?;
     let names = Names::new(&key_prefix(&file), layout(&file)?);
     let redis = RedisSettings::from_conf(&file)?;
     check_mode_and_layout(&file, &redis, names.layout())?;

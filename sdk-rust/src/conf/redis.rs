@@ -9,7 +9,6 @@ use crate::sentinel::{self, SentinelSettings};
 use crate::target::Target;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 use std::fmt;
-use std::path::Path;
 
 /// How to reach Redis: the `[redis]` section's connection keys.
 ///
@@ -95,11 +94,11 @@ impl RedisSettings {
             return Err(conf.error(Some("redis"), Some("database"), "a database number is 0 or more"));
         }
         let pem = |key: &str| -> Result<Option<Vec<u8>>, ConfError> {
-            match conf.string("redis", key) {
+            match conf.path_value("redis", key) {
                 None => Ok(None),
-                Some(path) => {
-                    let base = conf.path().parent().map(Path::to_path_buf).unwrap_or_default();
-                    let bytes = std::fs::read(base.join(&path))
+                Some(full) => {
+                    let path = conf.string("redis", key).unwrap_or_default();
+                    let bytes = std::fs::read(full)
                         .map_err(|e| conf.error(Some("redis"), Some(key), format!("cannot read {path}: {e}")))?;
                     // Checked here, where the file's name is known: rustls
                     // would take a file without certificates as "trust

@@ -23,6 +23,7 @@ pub const KNOWN_KEYS: [(&str, &[&str]); 2] = [
             "key_prefix",
             "layout",
             "log_level",
+            "log_format",
             "metrics_addr",
             "http_addr",
             "http_token",
@@ -70,7 +71,7 @@ pub const KNOWN_KEYS: [(&str, &[&str]); 2] = [
 /// The keys of a `[webhook.<topic>]` section (one per topic that
 /// `delayer webhook` delivers over HTTP). Every reader accepts such sections
 /// so one file serves all; only the webhook process reads them.
-pub const WEBHOOK_KEYS: &[&str] = &["url", "secret", "timeout", "concurrency", "ttr"];
+pub const WEBHOOK_KEYS: &[&str] = &["url", "secret", "secret_file", "timeout", "concurrency", "ttr"];
 
 /// The topic a `[webhook.<topic>]` section is for, when `section` is one.
 pub fn webhook_topic(section: &str) -> Option<&str> {
@@ -249,7 +250,7 @@ port = 1
         let err = reject_unknown(&conf).expect_err("typo");
         assert_eq!(
             err.to_string(),
-            "d.conf:3: [webhook.orders] secert: unknown key (did you mean secret?); [webhook.orders] takes url, secret, timeout, concurrency, ttr"
+            "d.conf:3: [webhook.orders] secert: unknown key (did you mean secret?); [webhook.orders] takes url, secret, secret_file, timeout, concurrency, ttr"
         );
         for section in ["webhook", "webhook."] {
             let conf = ConfFile::parse("d.conf".into(), &format!("[{section}]\nurl = http://x/\n")).expect("parses");

@@ -24,12 +24,13 @@ pub(crate) fn lookup(names: &Names, topic: &str, id: &[u8]) -> Result<ScriptInvo
 }
 
 /// lookup.lua's `{state, topic, body_size, attempts, max_attempts, time,
-/// dead_reason, last_error}`.
+/// dead_reason, last_error, traceparent}`.
 pub(crate) fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
-    let parts = match reply {
-        Value::Array(parts) if parts.len() == 8 => parts,
-        other => return Err(Error::Protocol(format!("lookup: expected 8 fields, got {other:?}"))),
+    let mut parts = match reply {
+        Value::Array(parts) if parts.len() == 9 => parts,
+        other => return Err(Error::Protocol(format!("lookup: expected 9 fields, got {other:?}"))),
     };
+    let traceparent = parts.pop();
     let mut f = parts.into_iter().map(opt_text);
     let mut next = || f.next().unwrap_or(Ok(None));
     let state = JobState::parse(&next()?.unwrap_or_default())?;
@@ -41,6 +42,7 @@ pub(crate) fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
     let dead_reason = next()?;
     let last_error = next()?;
     let (id, raw_id) = split_name(id.to_vec());
+    let traceparent = crate::ops::traceparent(&id, traceparent)?;
     Ok(JobInfo {
         raw_id,
         id,
@@ -54,6 +56,7 @@ pub(crate) fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
         dead_at: time.filter(|_| state == JobState::Dead),
         dead_reason,
         last_error,
+        traceparent,
     })
 }
 
@@ -158,6 +161,77 @@ pub(crate) fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Pag
     ids.truncate(count);
     let next = more.then(|| cursor + count as u64);
     Ok(Page { items: ids, next })
+}
+
+/// A job's body, read when it is at most `limit` bytes: the bucket's topic,
+/// the body's length, then (a second call, [`body_read`]) the body.
+pub(crate) fn body_size(names: &Names, topic: &str, id: &[u8]) -> Result<Request> {
+    crate::ops::check_topic(names, topic)?;
+    if id.is_empty() {
+        return Err(Error::InvalidArgument("id must not be empty".into()));
+    }
+    let bucket = names.bucket_bytes(topic, id);
+    let mut batch = Batch::new();
+    batch.add(redis::cmd("HGET").arg(&bucket).arg("topic").clone());
+    batch.add(redis::cmd("HSTRLEN").arg(&bucket).arg("body").clone());
+    Ok(Request::Batch(batch))
+}
+
+/// [`body_size`]'s reply: the body's length when the bucket is `topic`'s
+/// (in the classic layout an id is global: another topic's job is not this
+/// one's); `None` otherwise, or when the key is not a hash.
+pub(crate) fn parse_body_size(topic: &str, reply: Value) -> Option<u64> {
+    let Value::Array(parts) = reply else { return None };
+    let mut parts = parts.into_iter();
+    let owner = raw(parts.next()?).ok()?;
+    let size = match parts.next()? {
+        Value::Int(n) => u64::try_from(n).ok()?,
+        _ => return None,
+    };
+    (owner == topic.as_bytes()).then_some(size)
+}
+
+/// The body itself, with the topic again (the job may have been replaced
+/// meanwhile by another topic's).
+pub(crate) fn body_read(names: &Names, topic: &str, id: &[u8]) -> Request {
+    let mut batch = Batch::new();
+    batch.add(redis::cmd("HMGET").arg(names.bucket_bytes(topic, id)).arg("topic").arg("body").clone());
+    Request::Batch(batch)
+}
+
+/// [`body_read`]'s reply: the body when the bucket is still `topic`'s and
+/// the body still at most `limit` bytes.
+pub(crate) fn parse_body(topic: &str, limit: usize, reply: Value) -> Body {
+    let fields = match reply {
+        Value::Array(mut replies) if replies.len() == 1 => replies.remove(0),
+        _ => return Body::Absent,
+    };
+    let Value::Array(fields) = fields else { return Body::Absent };
+    let mut fields = fields.into_iter().map(|v| raw(v).ok());
+    match (fields.next().flatten(), fields.next().flatten()) {
+        (Some(owner), Some(body)) if owner == topic.as_bytes() && body.len() <= limit => Body::Bytes(body),
+        (Some(owner), Some(body)) if owner == topic.as_bytes() => Body::TooLarge(body.len() as u64),
+        _ => Body::Absent,
+    }
+}
+
+/// LLEN of `topic`'s dead-letter list.
+pub(crate) fn dead_len(names: &Names, topic: &str) -> Result<Request> {
+    crate::ops::check_topic(names, topic)?;
+    let mut batch = Batch::new();
+    batch.add(redis::cmd("LLEN").arg(names.dead(topic)).clone());
+    Ok(Request::Batch(batch))
+}
+
+/// [`dead_len`]'s reply.
+pub(crate) fn parse_len(reply: Value) -> Result<u64> {
+    match reply {
+        Value::Array(replies) => match replies.as_slice() {
+            [Value::Int(n)] => Ok(u64::try_from(*n).unwrap_or(0)),
+            other => Err(Error::Protocol(format!("dead-letter length: expected a number, got {other:?}"))),
+        },
+        other => Err(Error::Protocol(format!("dead-letter length: expected one reply, got {other:?}"))),
+    }
 }
 
 /// How the numbers are read: stats.lua in the classic layout; in the
@@ -321,21 +395,39 @@ mod tests {
     }
 
     #[test]
+    fn a_body_is_the_topics_and_bounded() {
+        let size = |owner: Value, n: Value| parse_body_size("t", Value::Array(vec![owner, n]));
+        assert_eq!(size(bulk("t"), Value::Int(5)), Some(5));
+        assert_eq!(size(bulk("other"), Value::Int(5)), None, "another topic's job of the id");
+        assert_eq!((size(Value::Nil, Value::Int(0)), size(bulk("t"), Value::Int(-1))), (None, None));
+        let body =
+            |owner: &str, body: Value| parse_body("t", 4, Value::Array(vec![Value::Array(vec![bulk(owner), body])]));
+        assert_eq!(body("t", Value::BulkString(vec![0xff, 0])), Body::Bytes(vec![0xff, 0]));
+        assert_eq!(body("t", bulk("12345")), Body::TooLarge(5), "grew meanwhile");
+        assert_eq!(body("u", bulk("1")), Body::Absent, "replaced by another topic's");
+        assert_eq!(body("t", Value::Nil), Body::Bytes(vec![]), "no body field: an empty body");
+        assert_eq!(parse_len(Value::Array(vec![Value::Int(7)])).ok(), Some(7));
+        assert!(parse_len(Value::Array(vec![bulk("7")])).is_err());
+    }
+
+    #[test]
     fn lookup_reply_reads_each_state_time_into_its_field() {
-        let reply = Value::Array(["reserved", "t", "5", "2", "", "1700000000.125", "", "Boom: x"].map(bulk).to_vec());
+        let reply =
+            Value::Array(["reserved", "t", "5", "2", "", "1700000000.125", "", "Boom: x", ""].map(bulk).to_vec());
         let info = parse_lookup(b"42", reply).unwrap();
         assert_eq!(info.state, JobState::Reserved);
         assert_eq!(info.deadline, Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_125)));
         assert_eq!((info.due, info.dead_at, info.max_attempts), (None, None, None));
         assert_eq!(info.last_error.as_deref(), Some("Boom: x"));
         // Fields of a damaged hash: not known, or clamped, never an error.
-        let odd = ["scheduled", "t", "abc", "99999999999999999999", "-4", "inf", "", ""].map(bulk).to_vec();
+        let odd = ["scheduled", "t", "abc", "99999999999999999999", "-4", "inf", "", "", "00-x"].map(bulk).to_vec();
         let info = parse_lookup(b"42", Value::Array(odd)).unwrap();
         assert_eq!((info.body_size, info.attempts, info.max_attempts), (None, Some(u64::MAX), Some(0)));
         assert_eq!(info.due, Some(UNIX_EPOCH + Duration::from_millis(253_402_300_799_999)));
-        let unreadable = ["dead", "t", "1", "1", "1", "abc", "buried", ""].map(bulk).to_vec();
+        assert_eq!(info.traceparent, None, "a malformed traceparent reads as absent");
+        let unreadable = ["dead", "t", "1", "1", "1", "abc", "buried", "", ""].map(bulk).to_vec();
         assert_eq!(parse_lookup(b"42", Value::Array(unreadable)).unwrap().dead_at, None);
-        let bad = Value::Array(["weird", "", "", "", "", "", "", ""].map(bulk).to_vec());
+        let bad = Value::Array(["weird", "", "", "", "", "", "", "", ""].map(bulk).to_vec());
         assert!(matches!(parse_lookup(b"42", bad), Err(Error::Protocol(_))));
     }
 

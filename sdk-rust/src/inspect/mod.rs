@@ -128,6 +128,19 @@ pub struct JobInfo {
     /// The id's exact bytes when they are not UTF-8 (then `id` is a lossy
     /// rendering).
     pub raw_id: Option<Vec<u8>>,
+    /// The W3C trace context it was pushed with, if any ([`crate::trace`]).
+    pub traceparent: Option<String>,
+}
+
+/// A job's body as [`Delayer::job_body`] read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// No such job on this topic (or its data is not a hash).
+    Absent,
+    /// Longer than the limit asked for: its length in bytes.
+    TooLarge(u64),
+    /// The body.
+    Bytes(Vec<u8>),
 }
 
 /// A scheduled or reserved job in a listing.
@@ -242,6 +255,22 @@ impl Delayer {
         parse_ready(self.call(&list_ready(self.keys(), topic, cursor, count)?)?, cursor, count)
     }
 
+    /// The body of job `id` (any bytes) of `topic`, when it is at most
+    /// `limit` bytes (a body may be large: say how large instead). Only reads.
+    pub fn job_body(&self, topic: &str, id: &[u8], limit: usize) -> Result<Body> {
+        match parse_body_size(topic, self.call(&body_size(self.keys(), topic, id)?)?) {
+            None => Ok(Body::Absent),
+            Some(size) if size > limit as u64 => Ok(Body::TooLarge(size)),
+            Some(_) => Ok(parse_body(topic, limit, self.call(&body_read(self.keys(), topic, id))?)),
+        }
+    }
+
+    /// How many entries `topic`'s dead-letter list holds (stale ones too:
+    /// a listing skips those), to page through it to the end.
+    pub fn dead_len(&self, topic: &str) -> Result<u64> {
+        parse_len(self.call(&dead_len(self.keys(), topic)?)?)
+    }
+
     /// Scheduled, ready, reserved and dead jobs per topic. Cheap on any
     /// backlog: no scan of the pool.
     pub fn stats(&self) -> Result<Stats> {
@@ -299,6 +328,20 @@ impl crate::aio::Delayer {
     /// As [`crate::Delayer::list_ready_raw`].
     pub async fn list_ready_raw(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> {
         parse_ready(self.call(&list_ready(self.keys(), topic, cursor, count)?).await?, cursor, count)
+    }
+
+    /// As [`crate::Delayer::job_body`].
+    pub async fn job_body(&self, topic: &str, id: &[u8], limit: usize) -> Result<Body> {
+        match parse_body_size(topic, self.call(&body_size(self.keys(), topic, id)?).await?) {
+            None => Ok(Body::Absent),
+            Some(size) if size > limit as u64 => Ok(Body::TooLarge(size)),
+            Some(_) => Ok(parse_body(topic, limit, self.call(&body_read(self.keys(), topic, id)).await?)),
+        }
+    }
+
+    /// As [`crate::Delayer::dead_len`].
+    pub async fn dead_len(&self, topic: &str) -> Result<u64> {
+        parse_len(self.call(&dead_len(self.keys(), topic)?).await?)
     }
 
     /// As [`crate::Delayer::stats`].

@@ -19,12 +19,15 @@ pub(crate) const CALLS_PER_PIPELINE: usize = 10;
 
 /// A job's values after push.lua's ARGV[1..3] (id, topic, body), checked
 /// against the protocol's input rules: delay ms, lifetime ms, max_attempts,
-/// backoff, backoff_ms, backoff_max_ms ("" for a retry setting not given).
-pub(crate) struct PushArgs([String; 6]);
+/// backoff, backoff_ms, backoff_max_ms ("" for a retry setting not given),
+/// then traceparent ("" when not given; push.lua's ARGV[12], after the
+/// policy and the wake channel, push_many.lua's tenth value per job).
+pub(crate) struct PushArgs([String; 6], String);
 
 impl ToRedisArgs for PushArgs {
     fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
-        self.0.iter().for_each(|a| out.write_arg(a.as_bytes()));
+        // push_many.lua's order: the ten values per job end with it.
+        self.0.iter().chain([&self.1]).for_each(|a| out.write_arg(a.as_bytes()));
     }
 }
 
@@ -41,7 +44,8 @@ pub(crate) fn validate_job(names: &Names, job: &Job) -> Result<PushArgs> {
         }
         None => Default::default(),
     };
-    Ok(PushArgs([delay, lifetime, max_attempts.unwrap_or_default(), kind, base, cap]))
+    let traceparent = crate::trace::outgoing(job.traceparent.as_deref())?;
+    Ok(PushArgs([delay, lifetime, max_attempts.unwrap_or_default(), kind, base, cap], traceparent))
 }
 
 /// The duplicate policy push.lua and push_many.lua take.
@@ -68,6 +72,7 @@ fn push_keys_args(names: &Names, job: &Job) -> Result<(Vec<String>, Vec<Vec<u8>>
     argv.extend(args.0.into_iter().map(String::into_bytes));
     argv.push(policy(job).as_bytes().to_vec());
     argv.push(names.script_wake().into_bytes());
+    argv.push(args.1.into_bytes());
     Ok((keys, argv))
 }
 

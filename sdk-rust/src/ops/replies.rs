@@ -22,14 +22,22 @@ pub(crate) fn lenient_time(s: &str) -> SystemTime {
     numbers::time_text(s).or(numbers::Time::EPOCH).system_time()
 }
 
-/// `[id, topic, body]` or nil, from pop.lua / take.lua.
+/// `[id, topic, body, traceparent]` or nil, from pop.lua / take.lua.
 pub(crate) fn parse_message(reply: Value) -> Result<Option<crate::Message>> {
     if reply == Value::Nil {
         return Ok(None);
     }
-    let mut p = array(reply, 3, "[id, topic, body]")?.into_iter();
+    let mut p = array(reply, 4, "[id, topic, body, traceparent]")?.into_iter();
     let ((id, raw_id), (topic, raw_topic)) = (name(p.next())?, name(p.next())?);
-    Ok(Some(crate::Message { id, topic, body: bytes(p.next())?, raw_id, raw_topic }))
+    let body = bytes(p.next())?;
+    let traceparent = traceparent(&id, p.next())?;
+    Ok(Some(crate::Message { id, topic, body, raw_id, raw_topic, traceparent }))
+}
+
+/// A job's traceparent as a script read it from the hash ("" when absent):
+/// `None` when absent or not a traceparent ([`crate::trace`]).
+pub(crate) fn traceparent(id: &str, v: Option<Value>) -> Result<Option<String>> {
+    Ok(crate::trace::from_redis(id, bytes(v)?))
 }
 
 /// An id or topic read from Redis: its text (lossy when the bytes are not
@@ -79,7 +87,7 @@ pub(super) fn int<T: numbers::Count>(v: Option<Value>) -> Result<T> {
 }
 
 /// reserve.lua's `[id, topic, body, attempts, max_attempts, receipt,
-/// deadline]`, or nil.
+/// deadline, traceparent]`, or nil.
 pub(crate) fn parse_reserved(reply: Value) -> Result<Option<Reserved>> {
     if reply == Value::Nil {
         return Ok(None);
@@ -88,21 +96,14 @@ pub(crate) fn parse_reserved(reply: Value) -> Result<Option<Reserved>> {
 }
 
 /// One reserved job, `[id, topic, body, attempts, max_attempts, receipt,
-/// deadline]`.
+/// deadline, traceparent]`.
 pub(super) fn reserved_job(reply: Value) -> Result<Reserved> {
-    let mut p = array(reply, 7, "a reserved job")?.into_iter();
+    let mut p = array(reply, 8, "a reserved job")?.into_iter();
     let ((id, raw_id), (topic, raw_topic)) = (name(p.next())?, name(p.next())?);
-    Ok(Reserved {
-        id,
-        topic,
-        raw_id,
-        raw_topic,
-        body: bytes(p.next())?,
-        attempts: int(p.next())?,
-        max_attempts: int(p.next())?,
-        receipt: text(p.next())?,
-        deadline: parse_due(&text(p.next())?)?,
-    })
+    let (body, attempts, max_attempts) = (bytes(p.next())?, int(p.next())?, int(p.next())?);
+    let (receipt, deadline) = (text(p.next())?, parse_due(&text(p.next())?)?);
+    let traceparent = traceparent(&id, p.next())?;
+    Ok(Reserved { id, topic, raw_id, raw_topic, body, attempts, max_attempts, receipt, deadline, traceparent })
 }
 
 /// dead.lua "list": `[[id, topic, body, attempts, reason, dead_at], ...]`.
@@ -113,7 +114,7 @@ pub(crate) fn parse_dead_letters(reply: Value) -> Result<Vec<DeadLetter>> {
     entries
         .into_iter()
         .map(|entry| {
-            let mut p = array(entry, 6, "a dead letter")?.into_iter();
+            let mut p = array(entry, 7, "a dead letter")?.into_iter();
             let ((id, raw_id), (topic, raw_topic)) = (name(p.next())?, name(p.next())?);
             Ok(DeadLetter {
                 id,
@@ -124,6 +125,8 @@ pub(crate) fn parse_dead_letters(reply: Value) -> Result<Vec<DeadLetter>> {
                 attempts: int(p.next())?,
                 reason: text(p.next())?,
                 dead_at: lenient_time(&text(p.next())?),
+                // Bytes a worker wrote: shown lossily rather than failing the listing.
+                last_error: Some(String::from_utf8_lossy(&bytes(p.next())?).into_owned()).filter(|e| !e.is_empty()),
             })
         })
         .collect()
@@ -160,7 +163,8 @@ mod tests {
     #[test]
     fn hostile_numbers_in_replies_are_read_within_range() {
         let reserved = |attempts: Value, max: Value, deadline: &str| {
-            let reply = Value::Array(vec![bulk("1"), bulk("t"), bulk("b"), attempts, max, bulk("7"), bulk(deadline)]);
+            let reply =
+                Value::Array(vec![bulk("1"), bulk("t"), bulk("b"), attempts, max, bulk("7"), bulk(deadline), bulk("")]);
             parse_reserved(reply).expect("read").expect("a job")
         };
         let job = reserved(Value::Int(i64::MIN), Value::Int(-3), "inf");
@@ -168,9 +172,17 @@ mod tests {
         assert_eq!(job.deadline, UNIX_EPOCH + Duration::from_millis(253_402_300_799_999));
         let job = reserved(Value::Int(1 << 40), Value::Int(25), "-1");
         assert_eq!((job.attempts, job.deadline), (u32::MAX, UNIX_EPOCH));
-        assert!(parse_reserved(Value::Array(vec![bulk("1"); 7])).is_ok(), "counts as text");
-        let bad_deadline =
-            Value::Array(vec![bulk("1"), bulk("t"), bulk("b"), Value::Int(1), Value::Int(1), bulk("7"), bulk("abc")]);
+        assert!(parse_reserved(Value::Array(vec![bulk("1"); 8])).is_ok(), "counts as text");
+        let bad_deadline = Value::Array(vec![
+            bulk("1"),
+            bulk("t"),
+            bulk("b"),
+            Value::Int(1),
+            Value::Int(1),
+            bulk("7"),
+            bulk("abc"),
+            bulk(""),
+        ]);
         assert!(matches!(parse_reserved(bad_deadline), Err(Error::Protocol(_))));
 
         let letter = |attempts: Value, dead_at: &str| {

@@ -127,8 +127,12 @@ impl Worker {
         E: Display + Send + 'static,
     {
         let handler: Handler = Arc::new(move |task: Task| {
-            let run = handler(task);
-            Box::pin(async move { run.await.map_err(|e| e.to_string()) })
+            // In its consumer span (feature opentelemetry).
+            let delivery = task.delivery.clone();
+            Box::pin(crate::trace::future_in_span(&delivery, || {
+                let run = handler(task);
+                async move { run.await.map_err(|e| e.to_string()) }
+            }))
         });
         self.handlers.insert(topic.to_string(), handler);
         self

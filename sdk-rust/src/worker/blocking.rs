@@ -107,7 +107,9 @@ impl Worker {
         F: Fn(&Task) -> std::result::Result<(), E> + Send + Sync + 'static,
         E: Display,
     {
-        let handler: Handler = Arc::new(move |task: &Task| handler(task).map_err(|e| e.to_string()));
+        let handler: Handler = Arc::new(move |task: &Task| {
+            crate::trace::run_in_span(task.delivery(), || handler(task).map_err(|e| e.to_string()))
+        });
         self.handlers.insert(topic.to_string(), handler);
         self
     }

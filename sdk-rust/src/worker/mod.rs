@@ -55,6 +55,9 @@ pub struct Delivery {
     pub raw_id: Option<Vec<u8>>,
     /// The topic's exact bytes when they are not UTF-8.
     pub raw_topic: Option<Vec<u8>>,
+    /// The W3C trace context the producer pushed with, as
+    /// [`crate::Message::traceparent`]: the parent of the handler's span.
+    pub traceparent: Option<String>,
 }
 
 impl Delivery {
@@ -94,6 +97,7 @@ impl From<Reserved> for Delivery {
             receipt: Some(r.receipt),
             raw_id: r.raw_id,
             raw_topic: r.raw_topic,
+            traceparent: r.traceparent,
         }
     }
 }
@@ -109,6 +113,7 @@ impl From<Message> for Delivery {
             receipt: None,
             raw_id: m.raw_id,
             raw_topic: m.raw_topic,
+            traceparent: m.traceparent,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Telling a worker to stop, from anywhere: a [`Stopper`] is a shared flag
 //! that also wakes the workers waiting on it, and can be set by SIGTERM or
-//! SIGINT, the way supervisors (systemd, Kubernetes) ask a process to end.
+//! SIGINT, the way supervisors (systemd, Kubernetes) ask a process to end:
+//! with or without the `aio` feature (signal-hook-registry, not tokio).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -55,22 +56,41 @@ impl Stopper {
     }
 
     /// Stops on the first SIGTERM or SIGINT, from a thread of its own (any
-    /// worker, sync or async). Fails when the signal handlers cannot be set.
-    #[cfg(all(unix, feature = "aio"))]
+    /// worker, sync or async; no feature needed). Fails when the signal
+    /// handlers cannot be set. The handlers stay for the process's life, so
+    /// a second signal does not kill it mid-grace either.
+    #[cfg(unix)]
     pub fn stop_on_signals(&self) -> crate::Result<()> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| crate::Error::InvalidArgument(format!("cannot listen for signals: {e}")))?;
-        // Set the handlers here, so a signal right after this returns counts.
-        let listening = runtime.block_on(async { Signals::new() });
-        let mut signals =
-            listening.map_err(|e| crate::Error::InvalidArgument(format!("cannot listen for signals: {e}")))?;
+        use std::io::{Read, Write};
+        use std::os::unix::net::UnixStream;
+        let failed = |e: std::io::Error| crate::Error::InvalidArgument(format!("cannot listen for signals: {e}"));
+        // The handler may only do what is async-signal-safe: it writes a
+        // byte (write(2)) to a socket the thread below waits on.
+        let (mut heard, tell) = UnixStream::pair().map_err(failed)?;
+        tell.set_nonblocking(true).map_err(failed)?;
+        let tell = Arc::new(tell);
+        for signal in [libc::SIGTERM, libc::SIGINT] {
+            let tell = tell.clone();
+            // SAFETY: the action allocates nothing and takes no lock: one
+            // non-blocking write(2), whose failure (a full buffer: a byte is
+            // already waiting) is ignored.
+            let action = move || {
+                let _ = (&*tell).write(&[1]);
+            };
+            unsafe { signal_hook_registry::register(signal, action) }.map_err(failed)?;
+        }
         let stopper = self.clone();
         std::thread::Builder::new()
             .name("delayer-signals".into())
             .spawn(move || {
-                runtime.block_on(signals.recv());
+                let mut byte = [0u8];
+                // Ok or Err, a read that returns means a signal (or a
+                // socket gone, which cannot happen while `tell` lives).
+                while let Err(e) = heard.read_exact(&mut byte) {
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        break;
+                    }
+                }
                 stopper.stop();
             })
             .map_err(|e| crate::Error::InvalidArgument(format!("cannot start the signal thread: {e}")))?;

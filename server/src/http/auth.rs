@@ -81,10 +81,11 @@ pub fn same(presented: &[u8], expected: &[u8]) -> bool {
     bool::from(equal)
 }
 
-/// The routes anyone may call: health, the API's description and the
+/// The routes anyone may call: the probes, the API's description and the
 /// dashboard's page, sign-in and assets (the page itself holds no data).
 fn public(path: &str) -> bool {
-    matches!(path, "/v1/health" | "/v1/openapi.json" | "/" | "/signin" | "/signout") || path.starts_with("/assets/")
+    matches!(path, "/v1/health" | "/v1/ready" | "/v1/openapi.json" | "/" | "/signin" | "/signout")
+        || path.starts_with("/assets/")
 }
 
 /// Credentials a request carries.

@@ -20,8 +20,16 @@ use std::sync::Arc;
 
 const APP_HTML: &str = include_str!("assets/index.html");
 const SIGNIN_HTML: &str = include_str!("assets/signin.html");
-const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
+/// The scripts, by name: helpers, the chart, a topic's lists, the views;
+/// and the sign-in page's (which keeps a deep link through the sign-in).
+const SCRIPTS: [(&str, &str); 5] = [
+    ("util.js", include_str!("assets/util.js")),
+    ("chart.js", include_str!("assets/chart.js")),
+    ("lists.js", include_str!("assets/lists.js")),
+    ("app.js", include_str!("assets/app.js")),
+    ("signin.js", include_str!("assets/signin.js")),
+];
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \
                    form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -140,11 +148,13 @@ pub async fn signout(State(api): State<Arc<Api>>, headers: HeaderMap) -> Respons
     response
 }
 
-/// `GET /assets/{name}`: the script and the style sheet.
+/// `GET /assets/{name}`: the scripts and the style sheet.
 pub async fn asset(Path(name): Path<String>) -> Response {
-    match name.as_str() {
-        "app.js" => page(StatusCode::OK, "text/javascript; charset=utf-8", APP_JS.to_string()),
-        "app.css" => page(StatusCode::OK, "text/css; charset=utf-8", APP_CSS.to_string()),
-        _ => crate::http::error::ApiError::not_found("no such asset").into_response(),
+    if name == "app.css" {
+        return page(StatusCode::OK, "text/css; charset=utf-8", APP_CSS.to_string());
+    }
+    match SCRIPTS.iter().find(|(script, _)| *script == name) {
+        Some((_, text)) => page(StatusCode::OK, "text/javascript; charset=utf-8", text.to_string()),
+        None => crate::http::error::ApiError::not_found("no such asset").into_response(),
     }
 }

@@ -25,8 +25,11 @@ fn default_count() -> usize {
     100
 }
 
-/// `GET /v1/topics/{topic}/dead?start=0&count=100`: oldest first;
-/// `next` is the start of the next page, `null` at the end.
+/// `GET /v1/topics/{topic}/dead?start=0&count=100`: newest first;
+/// `next` is the start of the next page, `null` at the end; `total` the
+/// list's length. Positions count the list's entries: a page may be short
+/// (an entry whose job was removed or pushed again since is not listed)
+/// while `next` is not null.
 pub async fn list(
     State(api): State<Arc<Api>>,
     TopicPath(topic): TopicPath,
@@ -34,8 +37,16 @@ pub async fn list(
 ) -> ApiResult<Json<Value>> {
     let start = wire::position("start", page.start)? as usize;
     let letters = api.delayer.dead_letters(&topic, start, page.count).await?;
-    let next = (letters.len() == page.count).then(|| start + letters.len());
-    Ok(Json(json!({"dead": letters.iter().map(wire::dead_letter).collect::<Vec<_>>(), "next": next})))
+    // Read after the page: a list that grew meanwhile shows a next page
+    // rather than ending early.
+    let total = api.delayer.dead_len(&topic).await?;
+    let end = start.saturating_add(page.count);
+    let next = (end as u64) < total;
+    Ok(Json(json!({
+        "dead": letters.iter().map(wire::dead_letter).collect::<Vec<_>>(),
+        "next": next.then_some(end),
+        "total": total,
+    })))
 }
 
 /// Which dead letters a requeue or purge acts on: `ids` (text) and

@@ -35,7 +35,7 @@ pub fn enable() {
     ENABLED.store(true, Ordering::Relaxed);
 }
 
-fn now_second() -> u64 {
+pub fn now_second() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
@@ -75,6 +75,22 @@ fn add(second: u64, reply: &MoveReply) {
         entry.0 += n;
         entry.1 = entry.1.max(batch_late_ms);
     }
+}
+
+/// What this process moved from second `first` on, per `step` seconds:
+/// sample start -> [moved, lateness sum (ms), lateness count, most
+/// lateness (ms)] (`shared` writes them to Redis).
+pub fn windows(first: u64, step: u64) -> BTreeMap<u64, [u64; 4]> {
+    let ring = RING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut out: BTreeMap<u64, [u64; 4]> = BTreeMap::new();
+    for slot in ring.iter().filter(|s| s.second >= first) {
+        let sample = out.entry(slot.second - slot.second % step.max(1)).or_default();
+        sample[0] += slot.moved;
+        sample[1] += slot.late_sum_ms;
+        sample[2] += slot.late_count;
+        sample[3] = sample[3].max(slot.late_max_ms);
+    }
+    out
 }
 
 /// The last `seconds` (at most [`SECONDS`]) as JSON: one sample per second,

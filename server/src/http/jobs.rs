@@ -11,7 +11,7 @@ use crate::http::outage::bounded;
 use crate::http::wire::{self, JobSpec};
 use crate::http::Api;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use delayer::JobRef;
 use serde::Deserialize;
@@ -27,14 +27,20 @@ pub const MAX_WAIT_SECS: f64 = 60.0;
 
 type Reply = ApiResult<Json<Value>>;
 
-/// `POST /v1/topics/{topic}/jobs`
+/// `POST /v1/topics/{topic}/jobs`. The job's `traceparent` is the body's
+/// field, else the request's `traceparent` header (an instrumented HTTP
+/// client sends its own span's): either is checked by the SDK's rule.
 pub async fn push(
     State(api): State<Arc<Api>>,
     TopicPath(topic): TopicPath,
-    Body(spec): Body<JobSpec>,
+    headers: HeaderMap,
+    Body(mut spec): Body<JobSpec>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
     if spec.topic.as_ref().is_some_and(|t| *t != topic) {
         return Err(ApiError::invalid("the topic is the path's; leave it out of the body"));
+    }
+    if spec.traceparent.is_none() {
+        spec.traceparent = wire::traceparent_header(&headers)?;
     }
     let job = spec.into_job(topic)?;
     let due = api.delayer.push_job(&job).await?;

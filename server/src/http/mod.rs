@@ -11,7 +11,7 @@
 //! deadlines (`outage`), counted log lines (`tally`), JSON errors and
 //! extractors (`error`), the names in paths (`names`), JSON shapes (`wire`), the job routes (`jobs`), the
 //! read-only views (`views`), dead letters (`dead`), the moving history for
-//! the chart (`history`), the dashboard's pages (`dashboard`) and the API's
+//! the chart (`history`; the long one shared through Redis: `shared`), the dashboard's pages (`dashboard`) and the API's
 //! description (`openapi.json`).
 
 mod auth;
@@ -27,6 +27,7 @@ mod names;
 mod outage;
 mod session;
 pub mod settings;
+pub mod shared;
 mod tally;
 mod views;
 mod wire;
@@ -153,6 +154,7 @@ fn warn_about(settings: &HttpSettings, bound: SocketAddr) {
 fn router(api: Arc<Api>) -> Router {
     Router::new()
         .route("/v1/health", get(health))
+        .route("/v1/ready", get(crate::readiness::ready))
         .route("/v1/openapi.json", get(openapi))
         .route("/v1/stats", get(views::stats))
         .route("/v1/history", get(history_route))
@@ -186,8 +188,9 @@ fn router(api: Arc<Api>) -> Router {
         .with_state(api)
 }
 
-/// `GET /v1/health`: the API answers (no token needed, nothing about Redis
-/// or the jobs is told).
+/// `GET /v1/health`: liveness, the API answers (no token needed, nothing
+/// about Redis or the jobs is told: 200 while the process serves, Redis
+/// down or not). Readiness is `GET /v1/ready` (src/readiness.rs).
 async fn health() -> Json<serde_json::Value> {
     Json(json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
 }
@@ -200,9 +203,22 @@ async fn openapi() -> impl IntoResponse {
 #[serde(deny_unknown_fields)]
 struct HistoryQuery {
     seconds: Option<u64>,
+    /// Seconds per sample: 1 (this server's moves, the last
+    /// `history::SECONDS`) or `shared::STEP` (every server's, from Redis,
+    /// up to a day). Absent: 1 up to `history::SECONDS`, else the shared.
+    step: Option<u64>,
 }
 
-/// `GET /v1/history?seconds=300`: moved and lateness per second.
-async fn history_route(error::Query(q): error::Query<HistoryQuery>) -> Json<serde_json::Value> {
-    Json(history::snapshot(q.seconds.unwrap_or(300)))
+/// `GET /v1/history?seconds=300[&step=1|10]`: moved and lateness per second
+/// (this server), or per 10 seconds for up to a day (every server's, kept
+/// in Redis).
+async fn history_route(error::Query(q): error::Query<HistoryQuery>) -> ApiResult<Json<serde_json::Value>> {
+    let seconds = q.seconds.unwrap_or(300);
+    match q.step {
+        None if seconds <= history::SECONDS => Ok(Json(history::snapshot(seconds))),
+        Some(1) => Ok(Json(history::snapshot(seconds))),
+        None => Ok(Json(shared::snapshot(seconds))),
+        Some(shared::STEP) => Ok(Json(shared::snapshot(seconds))),
+        Some(other) => Err(ApiError::invalid(format!("step is 1 or {} (seconds), not {other}", shared::STEP))),
+    }
 }

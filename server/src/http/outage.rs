@@ -129,9 +129,10 @@ fn stalled(limit: Duration) -> ApiError {
     error
 }
 
-/// The routes that use Redis: every API route but these.
+/// The routes that use Redis: every API route but these (`/v1/ready` bounds
+/// its own calls and reports Redis trouble as its answer).
 fn uses_redis(route: &str) -> bool {
-    route.starts_with("/v1/") && !matches!(route, "/v1/health" | "/v1/openapi.json" | "/v1/history")
+    route.starts_with("/v1/") && !matches!(route, "/v1/health" | "/v1/ready" | "/v1/openapi.json" | "/v1/history")
 }
 
 /// The routes that may block on Redis for their `wait`; they bound each call

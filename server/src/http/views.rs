@@ -1,4 +1,4 @@
-//! The read-only views: a job by id, a topic's jobs by state, and the
+//! The read-only views: a job by id (with its body when asked), a topic's jobs by state, and the
 //! per-topic numbers. They are the Rust SDK's inspect functions, in the JSON
 //! shapes `delayer job --json` and `delayer list --json` print, made by the
 //! same functions (`jobview`; the conformance suite checks that every
@@ -11,7 +11,7 @@ use crate::http::Api;
 use crate::jobview::{ids_json, timed_json, topics_json};
 use axum::extract::State;
 use axum::Json;
-use delayer::inspect::JobState;
+use delayer::inspect::{Body, JobState};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -21,12 +21,61 @@ pub async fn of_topic(delayer: &delayer::aio::Delayer, topic: &str, id: &[u8]) -
     Ok(delayer.job_raw(topic, id).await?.state != JobState::Unknown)
 }
 
-/// `GET /v1/topics/{topic}/jobs/{id}`: the job's state and what is known of
-/// it; a job unknown to this topic is `{"state": "unknown", ...}` (200: the
-/// question had an answer).
-pub async fn lookup(State(api): State<Arc<Api>>, JobPath { topic, id }: JobPath) -> ApiResult<Json<Value>> {
+/// Largest body read for `?body=true` (a larger one is told by its size).
+pub const MAX_BODY_READ: usize = 1024 * 1024;
+/// Most bytes of a body shown (`body_truncated` when there were more).
+pub const MAX_BODY_SHOWN: usize = 64 * 1024;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LookupQuery {
+    /// Add the body (`body` or `body_base64`, its first
+    /// [`MAX_BODY_SHOWN`] bytes; `body_truncated`).
+    #[serde(default)]
+    body: bool,
+}
+
+/// `GET /v1/topics/{topic}/jobs/{id}[?body=true]`: the job's state and what
+/// is known of it; a job unknown to this topic is `{"state": "unknown",
+/// ...}` (200: the question had an answer).
+pub async fn lookup(
+    State(api): State<Arc<Api>>,
+    JobPath { topic, id }: JobPath,
+    Query(q): Query<LookupQuery>,
+) -> ApiResult<Json<Value>> {
+    let info = api.delayer.job_raw(&topic, &id).await?;
     // The CLI's `job --json` shape: one definition, so the two cannot drift.
-    Ok(Json(crate::jobview::job_json(&api.delayer.job_raw(&topic, &id).await?)))
+    let mut job = crate::jobview::job_json(&info);
+    if q.body && !matches!(info.state, JobState::Unknown | JobState::Malformed) {
+        if let Value::Object(obj) = &mut job {
+            put_shown_body(obj, api.delayer.job_body(&topic, &id, MAX_BODY_READ).await?);
+        }
+    }
+    Ok(Json(job))
+}
+
+/// The body as the dashboard shows it: at most [`MAX_BODY_SHOWN`] bytes
+/// (cut at a character's start when it is text), `body_truncated` when cut,
+/// and nothing but `body_truncated` when it was too large to read.
+fn put_shown_body(obj: &mut serde_json::Map<String, Value>, body: Body) {
+    let (bytes, truncated) = match body {
+        Body::Absent => return,
+        Body::TooLarge(_) => (Vec::new(), true),
+        Body::Bytes(mut bytes) => {
+            let cut = bytes.len() > MAX_BODY_SHOWN;
+            if cut {
+                let mut end = MAX_BODY_SHOWN;
+                // A UTF-8 continuation byte is 10xxxxxx: back up to a start.
+                while end > MAX_BODY_SHOWN - 4 && bytes.get(end).is_some_and(|b| b & 0xC0 == 0x80) {
+                    end -= 1;
+                }
+                bytes.truncate(end);
+            }
+            (bytes, cut)
+        }
+    };
+    crate::http::wire::put_body(obj, &bytes);
+    obj.insert("body_truncated".into(), json!(truncated));
 }
 
 #[derive(Deserialize)]

@@ -87,6 +87,9 @@ pub struct JobSpec {
     /// Refuse (409) instead of replacing a job that holds the id.
     #[serde(default)]
     pub if_absent: bool,
+    /// The producer's W3C trace context, handed back with the job (a single
+    /// push also takes it as its `traceparent` request header).
+    pub traceparent: Option<String>,
 }
 
 impl JobSpec {
@@ -112,8 +115,23 @@ impl JobSpec {
         if self.if_absent {
             job = job.if_absent();
         }
+        if let Some(traceparent) = self.traceparent {
+            delayer::validate::traceparent(&traceparent)?;
+            job = job.traceparent(traceparent);
+        }
         Ok(job)
     }
+}
+
+/// A request's `traceparent` header, if it has one (one at most).
+pub fn traceparent_header(headers: &axum::http::HeaderMap) -> ApiResult<Option<String>> {
+    let mut values = headers.get_all("traceparent").iter();
+    let Some(value) = values.next() else { return Ok(None) };
+    if values.next().is_some() {
+        return Err(ApiError::invalid("more than one traceparent header"));
+    }
+    let text = value.to_str().map_err(|_| ApiError::invalid("the traceparent header is not ASCII text"))?;
+    Ok(Some(text.to_string()))
 }
 
 /// A popped job (ids and topics that are not UTF-8 as `id_base64` /
@@ -123,6 +141,7 @@ pub fn message(m: &Message) -> Value {
     put_name(&mut obj, "id", m.id_bytes());
     put_name(&mut obj, "topic", m.topic_bytes());
     put_body(&mut obj, &m.body);
+    obj.insert("traceparent".into(), json!(m.traceparent));
     Value::Object(obj)
 }
 
@@ -136,6 +155,7 @@ pub fn reserved(r: &Reserved) -> Value {
     obj.insert("max_attempts".into(), json!(r.max_attempts));
     obj.insert("receipt".into(), json!(r.receipt));
     obj.insert("deadline".into(), json!(secs(r.deadline)));
+    obj.insert("traceparent".into(), json!(r.traceparent));
     Value::Object(obj)
 }
 
@@ -148,6 +168,7 @@ pub fn dead_letter(d: &DeadLetter) -> Value {
     obj.insert("attempts".into(), json!(d.attempts));
     obj.insert("reason".into(), json!(d.reason));
     obj.insert("dead_at".into(), json!(secs(d.dead_at)));
+    obj.insert("last_error".into(), json!(d.last_error));
     Value::Object(obj)
 }
 
@@ -181,10 +202,19 @@ mod tests {
             body: vec![0xfe],
             raw_id: Some(vec![0xe9]),
             raw_topic: None,
+            traceparent: None,
         };
-        assert_eq!(message(&m), json!({"id_base64": "6Q==", "topic": "t", "body_base64": "/g=="}));
-        let utf8 = Message { id: "é".into(), topic: "t".into(), body: b"x".to_vec(), raw_id: None, raw_topic: None };
-        assert_eq!(message(&utf8), json!({"id": "é", "topic": "t", "body": "x"}));
+        let m = message(&m);
+        assert_eq!(m, json!({"id_base64": "6Q==", "topic": "t", "body_base64": "/g==", "traceparent": null}));
+        let utf8 = Message {
+            id: "é".into(),
+            topic: "t".into(),
+            body: b"x".to_vec(),
+            raw_id: None,
+            raw_topic: None,
+            traceparent: None,
+        };
+        assert_eq!(message(&utf8), json!({"id": "é", "topic": "t", "body": "x", "traceparent": null}));
     }
 
     #[test]

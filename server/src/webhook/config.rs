@@ -80,13 +80,11 @@ fn hook(file: &ConfFile, section: &str, topic: &str) -> Result<Hook, ConfError> 
         .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(|h| !h.is_empty()))
         // Not echoed: a URL may hold a password or a token.
         .ok_or_else(|| error(Some("url"), "not an http:// or https:// URL with a host"))?;
-    let secret = file
-        .get(section, "secret")
-        .ok_or_else(|| error(None, "secret is required: the key each request is signed with (X-Delayer-Signature)"))?;
+    let (secret, key) = secret(file, section)?;
     if secret.is_empty() {
-        return Err(error(Some("secret"), "must not be empty: every request is signed with it"));
+        return Err(error(Some(key), "must not be empty: every request is signed with it"));
     }
-    let signer = Signer::new(secret.as_bytes()).map_err(|why| error(Some("secret"), &why))?;
+    let signer = Signer::new(secret.as_bytes()).map_err(|why| error(Some(key), &why))?;
     let seconds = |key: &str, min: u64| -> Result<Option<Duration>, ConfError> {
         Ok(ranged(file, section, key, min, MAX_SECONDS, "seconds")?.map(Duration::from_secs))
     };
@@ -108,6 +106,25 @@ fn hook(file: &ConfFile, section: &str, topic: &str) -> Result<Hook, ConfError> 
         None => timeout + TTR_MARGIN,
     };
     Ok(Hook { topic: topic.to_string(), url, signer, timeout, concurrency, ttr })
+}
+
+/// The section's `secret`, or what the file `secret_file` names holds (a
+/// mounted secret; trailing newlines dropped, as `DELAYER_*_FILE` does);
+/// with the key it came from. Never both; never echoed.
+fn secret<'a>(file: &ConfFile, section: &str) -> Result<(String, &'a str), ConfError> {
+    let error = |key: Option<&str>, message: &str| file.error(Some(section), key, message);
+    match (file.get(section, "secret"), file.path_value(section, "secret_file")) {
+        (Some(_), Some(_)) => Err(error(Some("secret_file"), "set secret or secret_file, not both")),
+        (Some(secret), None) => Ok((secret.to_string(), "secret")),
+        (None, Some(path)) => {
+            let text = delayer::conf::env::read_value(&path).map_err(|why| error(Some("secret_file"), &why))?;
+            Ok((text, "secret_file"))
+        }
+        (None, None) => Err(error(
+            file.get(section, "secret_file").map(|_| "secret_file"),
+            "secret is required (or secret_file): the key each request is signed with (X-Delayer-Signature)",
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -169,6 +186,29 @@ mod tests {
         let (section, _, _, text) = at("[redis]\nport = 6379\n");
         assert_eq!(section, None);
         assert!(text.contains("no [webhook.<topic>] section"), "{text}");
+    }
+
+    /// `secret_file` names a file holding the secret (relative to the
+    /// configuration file), read once, its trailing newline dropped; never
+    /// beside `secret`, and an unreadable one names the path, not contents.
+    #[test]
+    fn the_secret_can_come_from_a_file() {
+        let dir = std::env::temp_dir().join(format!("delayer-hook-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("hook.secret"), "from-a-file\n").expect("write");
+        let read = |text: &str| hooks(&ConfFile::parse(dir.join("delayer.conf"), text).expect("parses"));
+        let found = read("[webhook.t]\nurl = http://h/\nsecret_file = hook.secret\n").expect("valid");
+        let expected = Signer::new(b"from-a-file").expect("signer").sign(1, b"x");
+        assert_eq!(found[0].signer.sign(1, b"x"), expected);
+        let e = read("[webhook.t]\nurl = http://h/\nsecret = s\nsecret_file = hook.secret\n").expect_err("both");
+        assert_eq!((e.key.as_deref(), e.line), (Some("secret_file"), Some(4)));
+        assert!(e.to_string().ends_with("set secret or secret_file, not both"), "{e}");
+        let e = read("[webhook.t]\nurl = http://h/\nsecret_file = missing\n").expect_err("unreadable");
+        assert!(e.to_string().contains(&format!("cannot read {}", dir.join("missing").display())), "{e}");
+        std::fs::write(dir.join("empty.secret"), "\n").expect("write");
+        let e = read("[webhook.t]\nurl = http://h/\nsecret_file = empty.secret\n").expect_err("empty");
+        assert!(e.to_string().contains("secret_file: must not be empty"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -66,11 +66,20 @@ impl Sender {
     }
 
     /// POSTs job `id` of `hook`'s topic, signed now; `Ok` on a 2xx answer.
-    pub async fn deliver(&self, hook: &Hook, id: &[u8], body: &[u8], attempts: u32) -> Result<(), Failure> {
+    /// The trace context the job was pushed with goes as the `traceparent`
+    /// header (W3C), so the receiver's span joins the producer's trace.
+    pub async fn deliver(
+        &self,
+        hook: &Hook,
+        id: &[u8],
+        body: &[u8],
+        attempts: u32,
+        traceparent: Option<&str>,
+    ) -> Result<(), Failure> {
         let payload = payload(id, &hook.topic, body, attempts);
         let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let signature = hook.signer.sign(timestamp, &payload);
-        let request = self
+        let mut request = self
             .client
             .post(hook.url.clone())
             .timeout(hook.timeout)
@@ -79,6 +88,10 @@ impl Sender {
             .header(TIMESTAMP_HEADER, timestamp)
             .header(SIGNATURE_HEADER, signature)
             .body(payload);
+        // The SDK handed it out checked (W3C form, ASCII): a valid header.
+        if let Some(traceparent) = traceparent {
+            request = request.header("traceparent", traceparent);
+        }
         let failed = |e: reqwest::Error| match e.is_timeout() {
             true => Failure::Timeout(hook.timeout),
             false => Failure::Request(chain(&e.without_url())),
@@ -120,7 +133,7 @@ fn status_failure(status: StatusCode) -> Failure {
 
 /// An error with its causes, `outer: inner: innermost`, without repeats
 /// (reqwest's "error sending request" says little; its source says why).
-fn chain(error: &dyn std::error::Error) -> String {
+pub fn chain(error: &dyn std::error::Error) -> String {
     let mut parts = vec![error.to_string()];
     let mut source = error.source();
     while let Some(cause) = source {

@@ -8,15 +8,19 @@
 //! several webhook processes may run side by side. A 2xx answer acks the
 //! job; anything else releases it with its backoff and the failure as its
 //! last error, and after its last attempt it is a dead letter.
+//! A job pushed with a W3C trace context goes with a `traceparent` header,
+//! so the receiver's span joins the producer's trace.
 //!
 //! Concerns, one module each: the `[webhook.<topic>]` sections (`config`),
 //! the signature (`sign`), the JSON body (`payload`), one HTTP delivery
 //! (`deliver`), and running the workers until SIGTERM or SIGINT (`run`).
 
-mod config;
+pub(crate) mod config;
 mod deliver;
 mod payload;
 mod run;
 mod sign;
 
+/// Also says why `delayer health`'s request failed.
+pub use deliver::chain;
 pub use run::run;

@@ -14,7 +14,6 @@ use crate::config::{self, Config};
 use crate::fatal::Fatal;
 use crate::signals::Signals;
 use crate::{logging, panics, server};
-use delayer::conf::ConfFile;
 use delayer::worker::aio::{Task, Worker};
 use delayer::worker::{Event, Stopper};
 use log::{debug, error, info, warn};
@@ -28,14 +27,15 @@ const GRACE_MARGIN: Duration = Duration::from_secs(2);
 /// Runs `delayer webhook` with the configuration file at `configuration`
 /// (or the default places) until SIGTERM or SIGINT.
 pub fn run(configuration: Option<&Path>) -> Result<(), Fatal> {
-    let file = ConfFile::load(config::locate(configuration)?)?;
+    let (file, notes) = config::read(configuration)?;
     // [delayer] and [redis] as the server reads them (key prefix, logs,
     // Redis), then the webhook sections.
-    let config = Config::from_file(&file)?;
+    let config = Config { notes, ..Config::from_file(&file)? };
     let hooks = hooks(&file)?;
     let log_files = logging::init(&config)?;
     panics::install();
     config.ignored.iter().for_each(|ignored| warn!("{ignored}"));
+    config.notes.iter().for_each(|(level, note)| log::log!(*level, "{note}"));
     // The server's target: in sentinel mode deliveries follow a failover.
     let target = config
         .redis
@@ -125,13 +125,15 @@ fn worker(hook: Hook, delayer: delayer::aio::Delayer, sender: Sender, grace: Dur
                     return Err(Failure::Stopping);
                 }
                 panics::test_trigger("webhook");
-                sender.deliver(&hook, task.id_bytes(), &task.body, task.attempts).await
+                sender.deliver(&hook, task.id_bytes(), &task.body, task.attempts, task.traceparent.as_deref()).await
             }
         })
 }
 
 /// Log lines for one topic's deliveries: one per failure (never the
-/// secret, nor the URL's credentials), and Redis outages once each.
+/// secret, nor the URL's credentials), and Redis outages once each. A
+/// delivery's line carries `topic`, `id` and `ms` as fields (`log_format
+/// = json`).
 struct DeliveryLog {
     topic: String,
     /// The URL without credentials ([`Hook::target`]).
@@ -151,16 +153,21 @@ impl DeliveryLog {
                     0 => String::new(),
                     max => format!(" of {max}"),
                 };
+                let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
                 warn!(
-                    "webhook {topic}: job {:?} attempt {}{of} to {} failed after {} ms: {error}; {next}",
+                    topic = topic.as_str(), id = delivery.id.as_str(), attempt = delivery.attempts, ms = ms;
+                    "webhook {topic}: job {:?} attempt {}{of} to {} failed after {ms} ms: {error}; {next}",
                     delivery.id,
                     delivery.attempts,
-                    self.target,
-                    elapsed.as_millis()
+                    self.target
                 );
             }
             Event::Succeeded { delivery, elapsed } => {
-                debug!("webhook {topic}: job {:?} delivered in {} ms", delivery.id, elapsed.as_millis())
+                let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+                debug!(
+                    topic = topic.as_str(), id = delivery.id.as_str(), ms = ms;
+                    "webhook {topic}: job {:?} delivered in {ms} ms", delivery.id
+                )
             }
             Event::NotHeld { delivery } => warn!(
                 "webhook {topic}: job {:?}: its reservation ran out (ttr) before the answer was recorded; it is \

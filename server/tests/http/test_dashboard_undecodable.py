@@ -29,13 +29,19 @@ def test_a_dead_letter_not_utf8_is_shown_and_purged(server: HttpServer, redis_se
     assert ok(server, "POST", f"{path}/bury", {"receipt": got["receipt"]})["buried"] is True
 
     sign_in(browser, server)
-    click(browser, (By.CSS_SELECTOR, f'#topics tr[data-topic="{topic}"]'), "the topic's row")
-    dead_row = (By.CSS_SELECTOR, f'#dead tr[data-id="base64:{b64(raw)}"]')
+    browser.get(server.base + f"/#/topics/{topic}/dead")
+    dead_row = (By.CSS_SELECTOR, f'#list tr[data-id="base64:{b64(raw)}"]')
     wait(browser, EC.presence_of_element_located(dead_row), "the dead letter, its id as base64")
-    wait(browser, lambda d: f"base64:{b64(waiting)}" in d.find_element(By.ID, "scheduled").text, "the waiting job")
-    click(browser, (By.CSS_SELECTOR, f'#dead tr[data-id="base64:{b64(raw)}"] button.purge'), "Purge")
+    click(browser, (By.CSS_SELECTOR, f'#list tr[data-id="base64:{b64(raw)}"] button.purge'), "Purge")
     wait(browser, EC.alert_is_present(), "the confirmation").accept()
     wait(browser, EC.text_to_be_present_in_element((By.ID, "message"), "Purged 1."), "the purge")
     wait(browser, EC.invisibility_of_element_located(dead_row), "the dead letter to leave the list")
     assert ok(server, "GET", f"/v1/topics/{topic}/dead")["dead"] == []
     assert ok(server, "GET", path)["state"] == "unknown"
+    # The waiting one: listed as base64, and its link (the id's bytes,
+    # percent-encoded) opens its page.
+    browser.get(server.base + f"/#/topics/{topic}/scheduled")
+    link = (By.CSS_SELECTOR, f'#list tr[data-id="base64:{b64(waiting)}"] a.id')
+    click(browser, link, "the waiting job's link")
+    wait(browser, lambda d: d.find_element(By.ID, "job").get_attribute("data-state") == "scheduled", "its page")
+    assert f"base64:{b64(waiting)}" in browser.find_element(By.ID, "job").text

@@ -6,6 +6,7 @@ errors, and health without a token."""
 from __future__ import annotations
 
 import base64
+import re
 import subprocess
 import time
 import urllib.parse
@@ -183,7 +184,8 @@ def test_a_reserved_jobs_life_over_http(server: HttpServer) -> None:
     info = ok(server, "GET", f"{jobs}/{job}")
     assert (info["state"], info["dead_reason"], info["last_error"]) == ("dead", "buried", "E: no")
     dead = ok(server, "GET", f"/v1/topics/{topic}/dead")
-    assert [(d["id"], d["body"], d["reason"]) for d in dead["dead"]] == [(job, "work", "buried")]
+    shown = [(d["id"], d["body"], d["reason"], d["last_error"]) for d in dead["dead"]]
+    assert shown == [(job, "work", "buried", "E: no")]
     assert dead["next"] is None
     assert "say which" in error(server, "POST", f"/v1/topics/{topic}/dead/requeue", {})["message"]
     assert ok(server, "POST", f"/v1/topics/{topic}/dead/requeue", {"ids": [job]})["requeued"] == 1
@@ -234,7 +236,7 @@ def test_pop_waits_and_purge_all(server: HttpServer) -> None:
     assert "at most 60" in error(server, "POST", f"/v1/topics/{topic}/pop", {"wait": 61})["message"]
     ok(server, "POST", f"/v1/topics/{topic}/jobs", {"id": "p", "delay": 0.2, "body": "b"}, 201)
     got = ok(server, "POST", f"/v1/topics/{topic}/pop", {"wait": 20})["job"]
-    assert got == {"id": "p", "topic": topic, "body": "b"}
+    assert got == {"id": "p", "topic": topic, "body": "b", "traceparent": None}
     for i in range(3):
         ok(server, "POST", f"/v1/topics/{topic}/jobs", {"id": f"d{i}", "delay": 0}, 201)
     for i in range(3):
@@ -265,10 +267,18 @@ def test_dashboard_pages_sign_in_and_headers(server: HttpServer) -> None:
     assert 'data-access="read"' in page
     status, script, headers = call(server, "GET", "/assets/app.js", token=None)
     assert status == 200 and headers["content-type"].startswith("text/javascript")
+    # No inline script (the CSP would refuse it): every script is a file,
+    # the page's and the sign-in page's, each served with the headers.
+    signin_page = call(server, "GET", "/", token=None)[1]
+    scripts = re.findall(r"<script[^>]*>", page + signin_page)
+    sources = [m for tag in scripts for m in re.findall(r'src="(/assets/[a-z]+\.js)"', tag)]
+    assert len(sources) == len(scripts) >= 5 and "/assets/signin.js" in sources, scripts
     # Nothing is fetched from elsewhere, and data never goes through innerHTML.
-    for asset in ("/", "/assets/app.js", "/assets/app.css"):
-        text = call(server, "GET", asset, token=None, headers={"Cookie": f"delayer_session={full}"})[1]
+    for asset in ["/", "/assets/app.css"] + sources:
+        status, text, headers = call(server, "GET", asset, token=None, headers={"Cookie": f"delayer_session={full}"})
+        assert status == 200 and "script-src 'self'" in headers["content-security-policy"], asset
         assert "http://" not in text and "https://" not in text and "innerHTML" not in text, asset
+        assert "insertAdjacentHTML" not in text and "outerHTML" not in text and "eval(" not in text, asset
     status, _, headers = call(server, "POST", "/signout", token=None)
     assert status == 303 and "Max-Age=0" in headers["set-cookie"]
 

@@ -7,7 +7,8 @@
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  topic (the one KEYS[1] belongs to)
 -- ARGV[3]  "list":    ARGV[4] start, ARGV[5] count (newest first)
---            Returns {{id, topic, body, attempts, reason, dead_at}, ...}
+--            Returns {{id, topic, body, attempts, reason, dead_at,
+--            last_error}, ...} (last_error "" when no attempt gave one)
 --          "requeue": schedule jobs again, due now, with attempts reset (the
 --            bucket's due field, read for the ready-queue age, says now)
 --          "purge":   delete jobs for good
@@ -31,7 +32,8 @@ local list, pool, counts = KEYS[1], KEYS[2], KEYS[3]
 local buckets, topic, action = ARGV[1], ARGV[2], ARGV[3]
 
 local function dead_job(id)
-  local job = redis.pcall('HMGET', buckets .. id, 'topic', 'body', 'attempts', 'dead_reason', 'dead_at')
+  local job = redis.pcall('HMGET', buckets .. id, 'topic', 'body', 'attempts', 'dead_reason', 'dead_at',
+    'last_error')
   if job.err or not job[4] or job[1] ~= topic then
     return nil
   end
@@ -43,7 +45,7 @@ if action == 'list' then
   for _, id in ipairs(redis.call('LRANGE', list, tonumber(ARGV[4]), tonumber(ARGV[4]) + tonumber(ARGV[5]) - 1)) do
     local job = dead_job(id)
     if job then
-      out[#out + 1] = {id, job[1] or '', job[2] or '', tonumber(job[3]) or 0, job[4], job[5] or ''}
+      out[#out + 1] = {id, job[1] or '', job[2] or '', tonumber(job[3]) or 0, job[4], job[5] or '', job[6] or ''}
     end
   end
   return out

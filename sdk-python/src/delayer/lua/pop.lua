@@ -6,7 +6,9 @@
 -- KEYS[4]  reserved        ZSET  <prefix>reserved
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 --
--- Returns {id, topic, body}, or nil when the queue holds no live job.
+-- Returns {id, topic, body, traceparent}, or nil when the queue holds no
+-- live job. traceparent is the bucket's field as push wrote it, "" when
+-- absent (the caller checks its form: anyone may have written it).
 --
 -- The id leaves the queue and its bucket is deleted in one step, so no other
 -- consumer can get it. Ids whose bucket is gone (expired, or removed after the
@@ -41,7 +43,7 @@ while true do
     return false
   end
   local bucket = ARGV[1] .. id
-  local job = redis.pcall('HMGET', bucket, 'topic', 'body', 'dead_reason')
+  local job = redis.pcall('HMGET', bucket, 'topic', 'body', 'dead_reason', 'traceparent')
   if job.err or job[1] == '' or (not job[1] and job[2]) then
     local err = park(id)
     if err then return err end
@@ -55,7 +57,7 @@ while true do
     end
     if not (job[3] or waiting or held) then
       redis.call('DEL', bucket)
-      return {id, job[1], job[2] or ''}
+      return {id, job[1], job[2] or '', job[4] or ''}
     end
   end
 end

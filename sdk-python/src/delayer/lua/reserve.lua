@@ -15,8 +15,9 @@
 -- ARGV[4..] batch mode (optional): pairs (id, receipt) to ack first, as ack.lua
 --          (receipt "" = whichever reservation is current)
 --
--- Returns {id, topic, body, attempts, max_attempts, receipt, deadline}, or
--- nil when the queue holds no live job. deadline is "s.mmm" (Redis's clock).
+-- Returns {id, topic, body, attempts, max_attempts, receipt, deadline,
+-- traceparent}, or nil when the queue holds no live job. deadline is "s.mmm"
+-- (Redis's clock); traceparent as pop.lua returns it ("" when absent).
 -- Batch mode returns {acks, jobs}: acks one 1|0 per pair, in order (1: the
 -- reservation was held and the job is deleted); jobs 0..n replies as above,
 -- in ready order. A worker acks what it finished and takes its next jobs in
@@ -65,7 +66,7 @@ end
 local function read_bucket(id)
   local bucket = ARGV[1] .. id
   local f = redis.pcall('HMGET', bucket, 'topic', 'body', 'attempts', 'max_attempts', 'backoff', 'backoff_ms',
-    'backoff_max_ms', 'dead_reason')
+    'backoff_max_ms', 'dead_reason', 'traceparent')
   if f.err or f[1] == '' or (not f[1] and f[2])
       or (f[1] and not (count(f[3]) and count(f[4]) and count(f[6]) and count(f[7])
         and (not f[5] or f[5] == 'fixed' or f[5] == 'exponential'))) then
@@ -88,7 +89,7 @@ local function write(job, receipt, deadline)
   end
   redis.call('HSET', job.bucket, unpack(fields))
   redis.call('PERSIST', job.bucket)
-  return {job.id, f[1], f[2] or '', attempts, tonumber(f[4] or DEFAULT_MAX_ATTEMPTS), receipt, deadline}
+  return {job.id, f[1], f[2] or '', attempts, tonumber(f[4] or DEFAULT_MAX_ATTEMPTS), receipt, deadline, f[9] or ''}
 end
 
 -- The deadline now + ttr twice: as the reserved set's score (Unix ms, an

@@ -7,7 +7,8 @@
 -- KEYS[4]  reserved        ZSET  <prefix>reserved
 -- ARGV[1]  job id
 --
--- Returns {id, topic, body}, or nil when there is no live job under the id;
+-- Returns {id, topic, body, traceparent} (as pop.lua), or nil when there is
+-- no live job under the id;
 -- the caller then waits for the next id. An id whose bucket has no topic, or
 -- is not a hash, is parked on the malformed list (bucket kept), not lost.
 -- A stale entry (the id has been pushed again and waits in the pool, or is
@@ -36,7 +37,7 @@ local function park(why)
   return redis.error_reply(err .. ' (take.lua: id ' .. shown(ARGV[1]) .. ' could not be parked: its bucket is kept)')
 end
 
-local job = redis.pcall('HMGET', KEYS[1], 'topic', 'body', 'dead_reason')
+local job = redis.pcall('HMGET', KEYS[1], 'topic', 'body', 'dead_reason', 'traceparent')
 if job.err or job[1] == '' or (not job[1] and job[2]) then
   return park(false) or false
 end
@@ -54,4 +55,4 @@ if job[3] or waiting or held then
   return false
 end
 redis.call('DEL', KEYS[1])
-return {ARGV[1], job[1], job[2] or ''}
+return {ARGV[1], job[1], job[2] or '', job[4] or ''}

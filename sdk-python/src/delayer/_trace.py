@@ -1,0 +1,107 @@
+"""Trace context across the delay: a job's W3C ``traceparent``.
+
+A push may carry the producer's trace context (``traceparent=``, the W3C
+``traceparent`` header's form ``00-<32 hex>-<16 hex>-<2 hex>``); push.lua
+keeps it in the job's hash and every consumer gets it back (``Message``,
+``ReservedMessage``, a Worker's ``Delivery``: ``.traceparent``), so the
+consumer's span can be a child of the producer's however long the job
+waited. This module holds the rule (checked at push), the reading of the
+field from Redis (untrusted: a malformed value is treated as absent and said
+once on the ``delayer`` logger, never an error), and the optional
+OpenTelemetry link (``pip install delayer[opentelemetry]``): with the
+``opentelemetry-api`` package present, a push without ``traceparent`` takes
+the current span's context, and the Workers run each handler in a consumer
+span whose parent is the producer's. ``traceparent=""`` pushes without one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from typing import Any, Dict, Iterator, Optional
+
+from .errors import InvalidArgument
+
+try:  # the optional extra: delayer[opentelemetry]
+    # (ignored for type checks where the extra is not installed)
+    from opentelemetry import trace as _otel_trace  # type: ignore[import-not-found, unused-ignore]
+    from opentelemetry.trace.propagation.tracecontext import (  # type: ignore[import-not-found, unused-ignore]
+        TraceContextTextMapPropagator,
+    )
+
+    _PROPAGATOR: Optional[TraceContextTextMapPropagator] = TraceContextTextMapPropagator()
+except ImportError:  # pragma: no cover - exercised by the tests without the extra
+    _PROPAGATOR = None
+
+_log = logging.getLogger("delayer")
+_RULE = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+_warned = False
+
+
+def check_traceparent(value: object) -> str:
+    """Check a push's ``traceparent``: "" (none), or the W3C form with
+    version 00, lower-case hex and ids that are not all zeros."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"traceparent must be a str, not {type(value).__name__}")
+    if value and not _RULE.fullmatch(value):
+        raise InvalidArgument(
+            f'traceparent must be "00-<32 hex>-<16 hex>-<2 hex>" (lower-case, ids not all zeros), not {value[:64]!r}'
+        )
+    return value
+
+
+def outgoing(value: object) -> str:
+    """push.lua's traceparent argument: ``value`` checked; when None, the
+    current OpenTelemetry span's context if the library is present and a span
+    is active; "" for none."""
+    if value is None:
+        return current() or ""
+    return check_traceparent(value)
+
+
+def current() -> Optional[str]:
+    """The current OpenTelemetry span's ``traceparent``, or None (no library, no valid span)."""
+    if _PROPAGATOR is None:
+        return None
+    carrier: Dict[str, str] = {}
+    _PROPAGATOR.inject(carrier)
+    found = carrier.get("traceparent")
+    return found if found and _RULE.fullmatch(found) else None
+
+
+def from_redis(job_id: str, value: object) -> Optional[str]:
+    """The traceparent a script read from job ``job_id``'s hash ("" when
+    absent): None when absent or malformed (said once per process)."""
+    global _warned
+    if value in (b"", ""):
+        return None
+    text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+    if isinstance(text, str) and _RULE.fullmatch(text):
+        return text
+    if not _warned:
+        _warned = True
+        size = len(value) if isinstance(value, (bytes, str)) else 0
+        shown = text[:64] if isinstance(text, str) else repr(value)[:64]
+        _log.warning(
+            "job %r carries a traceparent that is not one (%r, %d bytes); it is handed out without it "
+            "(further malformed traceparents not logged)", job_id, shown, size
+        )
+    return None
+
+
+@contextlib.contextmanager
+def consumer_span(topic: str, job_id: str, traceparent: Optional[str]) -> Iterator[Any]:
+    """A consumer span around a handler, child of the producer's context
+    (extracted by the W3C propagator), when OpenTelemetry is present; else
+    nothing. An exception escaping the handler is recorded on it."""
+    if _PROPAGATOR is None:
+        yield None
+        return
+    parent = _PROPAGATOR.extract({"traceparent": traceparent}) if traceparent else None
+    tracer = _otel_trace.get_tracer("delayer")
+    attributes = {"messaging.system": "delayer", "messaging.destination.name": topic, "messaging.message.id": job_id}
+    with tracer.start_as_current_span(
+        f"{topic} process", context=parent, kind=_otel_trace.SpanKind.CONSUMER, attributes=attributes
+    ) as span:
+        yield span
