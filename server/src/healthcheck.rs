@@ -47,8 +47,7 @@ pub fn run(configuration: Option<&Path>, probe: Probe, url: Option<&str>, timeou
         runtime.block_on(ask(url.clone(), timeout)).map_err(|e| Fatal::failed(format!("unhealthy: {e}")))?;
     let line = format!("{}: HTTP {status}{}{said}", redacted(&url), if said.is_empty() { "" } else { ": " });
     if status == 200 {
-        println!("healthy: {line}");
-        Ok(())
+        crate::output::line(format_args!("healthy: {line}"))
     } else {
         Err(Fatal::failed(format!("unhealthy: {line}")))
     }

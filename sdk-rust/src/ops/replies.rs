@@ -186,7 +186,7 @@ mod tests {
         assert!(matches!(parse_reserved(bad_deadline), Err(Error::Protocol(_))));
 
         let letter = |attempts: Value, dead_at: &str| {
-            Value::Array(vec![bulk("1"), bulk("t"), bulk("b"), attempts, bulk("buried"), bulk(dead_at)])
+            Value::Array(vec![bulk("1"), bulk("t"), bulk("b"), attempts, bulk("buried"), bulk(dead_at), bulk("")])
         };
         let letters = parse_dead_letters(Value::Array(vec![
             letter(Value::Int(i64::MIN), "abc"),
