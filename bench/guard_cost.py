@@ -9,29 +9,17 @@ per script, the median and the lower quartile of microseconds per job.
 """
 import os, statistics, subprocess, sys, time, socket
 import redis
+from scriptcost import evalsha_usec, load, start_redis
 
 OLD, NEW = sys.argv[1], sys.argv[2]
 N = int(os.environ.get("N", "400000"))
 TOPICS = int(os.environ.get("TOPICS", "10"))
 
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
-
-port = free_port()
-srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-                       stdout=subprocess.DEVNULL)
-r = redis.Redis(port=port)
-for _ in range(100):
-    try:
-        r.ping(); break
-    except redis.ConnectionError:
-        time.sleep(0.05)
-src = lambda d, n: open(os.path.join(d, n)).read()
-shas = {(v, n): r.script_load(src(d, n)) for v, d in (("old", OLD), ("new", NEW))
-        for n in ("move.lua", "move_topic.lua", "push.lua")}
+srv, r = start_redis()
+shas = load(r, OLD, NEW, ("move.lua", "move_topic.lua", "push.lua"))
 
 def usec():
-    return r.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0)
+    return evalsha_usec(r)
 
 def timed(f):
     before = usec(); n = f(); return (usec() - before) / n if n else None

@@ -12,27 +12,16 @@ per job, and new/old.
 """
 import os, socket, statistics, subprocess, sys, time
 import redis
+from scriptcost import evalsha_usec, load, start_redis
 
 OLD, NEW = sys.argv[1], sys.argv[2]
 N = int(os.environ.get("N", "200000"))
 TOPICS = 10
 BATCH = 500
 
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
-
-port = free_port()
-srv = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-                       stdout=subprocess.DEVNULL)
-r = redis.Redis(port=port)
-for _ in range(100):
-    try:
-        r.ping(); break
-    except redis.ConnectionError:
-        time.sleep(0.05)
-shas = {(v, n): r.script_load(open(os.path.join(d, n)).read())
-        for v, d in (("old", OLD), ("new", NEW)) for n in ("push.lua", "push_many.lua", "pop.lua")}
-usec = lambda: r.info("commandstats").get("cmdstat_evalsha", {}).get("usec", 0)
+srv, r = start_redis()
+shas = load(r, OLD, NEW, ("push.lua", "push_many.lua", "pop.lua"))
+usec = lambda: evalsha_usec(r)
 
 def timed(f):
     before = usec(); n = f(); return (usec() - before) / n
