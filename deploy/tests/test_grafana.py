@@ -229,6 +229,21 @@ def test_outcomes_ready_age_and_every_named_metric_are_exported(live: Live) -> N
     wait_for(lambda s: sample(s, "delayer_jobs_acked_total", "sdk") == 4, "the acked count after a reset",
              live.metrics_port)
 
+    # Lost again, and counted back up to the very total last seen before a
+    # read shows it: the server has seen the hash gone, so the new total
+    # counts in full (it used to hide below the old one: 0 counted).
+    live.rds.delete(live.outcomes_key("sdk"))
+    for marker in ("marker-1", "marker-2"):
+        # A job of a new topic shows in the per-topic gauges once a read
+        # began after it; the second marker proves the read of the first
+        # (stats, then the counts) ended.
+        live.sdk.push(marker, "m", 3600)
+        wait_for(lambda s: any(k.startswith("delayer_jobs{") and f'topic="{marker}"' in k and v >= 1
+                               for k, v in s.items()), f"{marker} in the per-topic gauges", live.metrics_port)
+    live.rds.hset(live.outcomes_key("sdk"), "acked:sdk", 1)
+    wait_for(lambda s: sample(s, "delayer_jobs_acked_total", "sdk") == 5, "the acked count after a second loss",
+             live.metrics_port)
+
 
 def test_odd_outcome_keys_and_due_fields_skip_the_count_and_are_named(live: Live) -> None:
     """A wrong-typed outcomes hash costs its counts only (the scripts skip

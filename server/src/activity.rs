@@ -56,8 +56,11 @@ pub struct Exporter {
 
 impl Exporter {
     /// Exports one read for `topics` (those of the per-topic gauges).
-    pub fn update(&mut self, activity: &Activity, topics: &[String]) {
+    /// `whole`: the read covers every topic's counts (the classic layout's
+    /// one hash), not only those of `topics` (one hash per topic).
+    pub fn update(&mut self, activity: &Activity, topics: &[String], whole: bool) {
         self.log_odd(activity);
+        self.forget_lost(activity, topics, whole);
         for (series, &total) in &activity.outcomes {
             let before = self.totals.insert(series.clone(), total);
             let grown = match before {
@@ -81,6 +84,24 @@ impl Exporter {
             }
         }
         self.aged = now;
+    }
+
+    /// A series Redis no longer holds (flushed, restarted without
+    /// persistence, the hash deleted) starts again from 0, so the ends
+    /// counted after it count in full rather than hiding below the last
+    /// total seen. Only series whose hash was read this time, and only when
+    /// nothing odd was met: an unreadable hash or count says nothing about
+    /// what Redis holds.
+    fn forget_lost(&mut self, activity: &Activity, topics: &[String], whole: bool) {
+        if !activity.odd.is_empty() {
+            return;
+        }
+        let read: BTreeSet<&str> = topics.iter().map(String::as_str).collect();
+        for (series, total) in self.totals.iter_mut() {
+            if (whole || read.contains(series.0.as_str())) && !activity.outcomes.contains_key(series) {
+                *total = 0;
+            }
+        }
     }
 
     /// The age of a head without a due time: how long it has been the
@@ -110,5 +131,38 @@ impl Exporter {
                 log::warn!("{key}: {what} (outcome counters, ready-queue age)");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(counts: &[(&str, &'static str, u64)]) -> Activity {
+        let mut activity = Activity::default();
+        for (topic, outcome, n) in counts {
+            activity.outcomes.insert((topic.to_string(), *outcome), *n);
+        }
+        activity
+    }
+
+    /// A total Redis lost starts from 0 again, so the next one counts in
+    /// full; a topic whose hash was not read keeps its total.
+    #[test]
+    fn a_lost_total_counts_again_from_zero() {
+        let topics = ["a".to_string()];
+        let mut exporter = Exporter::default();
+        exporter.update(&read(&[("a", "acked", 5), ("b", "acked", 7)]), &topics, false);
+        exporter.update(&read(&[]), &topics, false);
+        assert_eq!(exporter.totals.get(&("a".to_string(), "acked")), Some(&0));
+        assert_eq!(exporter.totals.get(&("b".to_string(), "acked")), Some(&7), "b's hash was not read");
+        exporter.update(&read(&[]), &topics, true);
+        assert_eq!(exporter.totals.get(&("b".to_string(), "acked")), Some(&0), "one hash holds every topic");
+        // Something odd met: absence says nothing.
+        exporter.update(&read(&[("a", "acked", 3)]), &topics, false);
+        let mut odd = read(&[]);
+        odd.odd.push(("d:outcomes".into(), "cannot be read".into()));
+        exporter.update(&odd, &topics, false);
+        assert_eq!(exporter.totals.get(&("a".to_string(), "acked")), Some(&3));
     }
 }

@@ -188,6 +188,8 @@ pub fn watch_topics(target: delayer::target::Target, names: &delayer::Names) {
             return;
         }
     };
+    // The classic layout keeps every topic's outcome counts in one hash.
+    let whole = matches!(names, delayer::Names::Classic(_));
     let spawned = std::thread::Builder::new().name("topic-gauges".into()).spawn(move || {
         let mut shown = std::collections::BTreeSet::new();
         let mut activity = crate::activity::Exporter::default();
@@ -208,7 +210,7 @@ pub fn watch_topics(target: delayer::target::Target, names: &delayer::Names) {
                     match delayer.activity(&topics) {
                         Ok(read) => {
                             activity_failed = false;
-                            activity.update(&read, &topics);
+                            activity.update(&read, &topics, whole);
                         }
                         Err(e) if !activity_failed => {
                             activity_failed = true;
