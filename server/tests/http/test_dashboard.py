@@ -297,6 +297,8 @@ def test_a_read_only_session_sees_no_buttons_and_400px_fits(server: HttpServer, 
     wait(chromium, EC.presence_of_element_located((By.NAME, "token")), "signed out")
     chromium.find_element(By.NAME, "token").send_keys(READ_TOKEN)
     chromium.find_element(By.CSS_SELECTOR, "#signin button").click()
+    # The sign-in's answer first: navigating away at once could cancel it.
+    wait(chromium, EC.presence_of_element_located((By.ID, "topics")), "signed in, read-only")
     go(chromium, server, f"#/topics/{topic}/dead")
     wait(chromium, lambda d: len(rows(d)) == 2, "the dead letters, read-only")
     shown = [b.text for b in chromium.find_elements(By.CSS_SELECTOR, "#list button, #bulk button, #job-actions button")
