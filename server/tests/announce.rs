@@ -175,3 +175,72 @@ fn a_new_topic_pushed_while_the_subscription_is_down_is_found_by_the_rescan() {
     let pending: u64 = conn.zcard(keys().pool("old")).expect("ZCARD");
     assert_eq!(pending, 1, "the later job still waits");
 }
+
+/// Redis Cluster: a script's PUBLISH on any master reaches the server's one
+/// subscription (every node hears every PUBLISH), and after a cut the
+/// rescan scans every master. A long timer_interval: only an announcement,
+/// or the rescan after a cut, makes these jobs on time.
+#[test]
+fn on_a_cluster_announcements_from_every_master_reach_the_server() {
+    let cluster = testkit::cluster::Cluster::start();
+    let conf = format!("[delayer]\ntimer_interval = 60000\nlayout = topic\n\n{}", cluster.redis_section());
+    let server = DelayerProcess::start(BIN, &conf);
+    assert!(server.wait_for_output(|o| o.contains("listening for wake-ups")), "{}", server.output());
+    let topics: Vec<String> = (0..9).map(|i| format!("c{i}")).collect();
+    let mut conns: Vec<redis::Connection> =
+        topics.iter().map(|t| cluster.connection(cluster.master_for(&keys().pool(t)))).collect();
+    let masters: std::collections::BTreeSet<u16> = topics.iter().map(|t| cluster.master_for(&keys().pool(t))).collect();
+    assert!(masters.len() > 1, "the topics span several masters");
+    let mut dues = HashMap::new();
+    for (i, (topic, conn)) in topics.iter().zip(conns.iter_mut()).enumerate() {
+        let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(PUSH).query(conn).expect("SCRIPT LOAD");
+        if i % 3 == 2 {
+            // Cut on every node first: this announcement may be lost.
+            for port in cluster.ports() {
+                let _: redis::RedisResult<redis::Value> =
+                    redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("pubsub").query(&mut cluster.connection(port));
+            }
+        }
+        dues.insert(topic.clone(), push(conn, &sha, topic, topic, 300));
+    }
+    let mut seen: HashMap<String, f64> = HashMap::new();
+    let started = Instant::now();
+    while seen.len() < topics.len() && started.elapsed() < DEADLINE {
+        for (topic, conn) in topics.iter().zip(conns.iter_mut()) {
+            let (len, (s, us)): (u64, (u64, u64)) =
+                redis::pipe().llen(keys().ready(topic)).cmd("TIME").query(conn).expect("LLEN");
+            if len > 0 {
+                seen.entry(topic.clone()).or_insert(s as f64 + us as f64 / 1e6);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    assert_on_time(&dues, &seen, &server);
+}
+
+/// `<prefix>topics` of the wrong type refuses the server's SADD: said once,
+/// naming the key, and the announced job is moved all the same (its index
+/// entry is written beside the refused SADD).
+#[test]
+fn a_refused_index_write_is_said_once_and_moves_on() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _: () = conn.set(keys().topics(), "not a set").expect("SET");
+    let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(PUSH).query(&mut conn).expect("SCRIPT LOAD");
+    let server = start(&redis);
+    let seen = watch(&redis, vec!["a".into(), "b".into()]);
+    let dues = HashMap::from([
+        ("a1".to_string(), push(&mut conn, &sha, "a", "a1", 200)),
+        ("b1".to_string(), push(&mut conn, &sha, "b", "b1", 250)),
+    ]);
+    let arrived = wait_until(DEADLINE, || {
+        conn.llen::<_, u64>(keys().ready("a")).unwrap_or(0) + conn.llen::<_, u64>(keys().ready("b")).unwrap_or(0) == 2
+    });
+    seen.done.store(true, Ordering::SeqCst);
+    let seen = seen.seen.join().expect("watcher");
+    assert!(arrived, "{}", server.output());
+    assert_on_time(&dues, &seen, &server);
+    let named = server.output().lines().filter(|l| l.contains("delayer:topics") && l.contains("WARN")).count();
+    assert_eq!(named, 1, "{}", server.output());
+    assert!(server.output().contains("delayer:topics"), "{}", server.output());
+}
