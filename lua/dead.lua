@@ -11,9 +11,9 @@
 --            last_error}, ...} (last_error "" when no attempt gave one)
 --          "requeue": schedule jobs again, due now, with attempts reset (the
 --            bucket's due field, read for the ready-queue age, says now);
---            "requeue <wake channel>" (added in 2.x: the action, a space,
---            "<prefix>wake") also publishes "<now> <topic>" when it
---            re-queued a job due before the pool's earliest (or into an
+--            "requeue <channel>" (added in 2.x: the action, a space and the
+--            wake channel, <prefix>wake) also publishes "<now> <topic>" when
+--            it re-queued a job due before the pool's earliest (or into an
 --            empty pool). The channel rides on the action because ARGV[5..]
 --            may hold any number of ids: a value after them would read as one.
 --          "purge":   delete jobs for good
