@@ -223,10 +223,12 @@ _SOURCE = re.compile(r"^\S+ \[\d+ ([^\]]+)\]")
 
 class RawMonitor:
     """MONITOR on a plain socket: every command clients send, as its list of
-    arguments (what scripts run inside themselves is left out)."""
+    arguments, and in ``sources`` (same order) the address of the client
+    that sent it (what scripts run inside themselves is left out)."""
 
     def __init__(self, server: RedisServer) -> None:
         self.commands: List[List[str]] = []
+        self.sources: List[str] = []
         self._sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         self._sock.sendall(b"MONITOR\r\n")
         self._file = self._sock.makefile("rb")
@@ -244,6 +246,7 @@ class RawMonitor:
                     continue
                 args = [_unquote(t) for t in _TOKEN.findall(line)]
                 if args:
+                    self.sources.append(source.group(1))  # first: commands[i] has its source
                     self.commands.append(args)
         except (OSError, ValueError):
             pass  # closed at the end
@@ -329,7 +332,7 @@ def check_call(args: List[str], layout: str = "classic") -> Tuple[str, List[str]
             continue
         if topic is None:
             expected = name.replace("<prefix>", PREFIX)
-            allowed = ("", expected)
+            allowed: Tuple[str, ...] = ("", expected)
         else:
             translated = PER_TOPIC_ARGS[name]
             if translated is None:

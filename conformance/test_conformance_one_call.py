@@ -22,8 +22,6 @@ default (classic) session.
 from __future__ import annotations
 
 import hashlib
-import socket
-import threading
 import uuid
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -31,8 +29,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 from conftest import PREFIX, Keys
-from harness import Drivers, RedisServer, ok, wait_until
-from test_conformance_contract import _SOURCE, _TOKEN, _unquote
+from harness import Drivers, RedisServer, ok
+from test_conformance_contract import RawMonitor
 
 SDKS = ["rust", "python", "php"]
 LAYOUTS = ["classic", "topic"]
@@ -43,53 +41,6 @@ BLOCKING_OPS = {"bpop", "breserve"}
 SCRIPT_CALLS = {"EVALSHA", "EVAL", "EVALSHA_RO", "EVAL_RO"}
 BLOCKING = {"BRPOP", "BLPOP", "BLMOVE", "BRPOPLPUSH", "BLMPOP"}
 UPKEEP = {"HELLO", "AUTH", "SELECT", "CLIENT", "PING", "READONLY"}
-
-
-class SourcedMonitor:
-    """MONITOR on a plain socket: every command clients send, with the
-    address of the client that sent it (what scripts run is left out)."""
-
-    def __init__(self, port: int) -> None:
-        self.commands: List[Tuple[str, List[str]]] = []
-        self._sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self._sock.sendall(b"MONITOR\r\n")
-        self._file = self._sock.makefile("rb")
-        assert self._file.readline().strip() == b"+OK"
-        self._sock.settimeout(None)
-        threading.Thread(target=self._run, daemon=True, name="one-call-monitor").start()
-
-    def _run(self) -> None:
-        try:
-            for raw in self._file:
-                line = raw.decode("latin-1").rstrip("\r\n")
-                source = _SOURCE.match(line)
-                if source is None or source.group(1) == "lua":
-                    continue
-                args = [_unquote(t) for t in _TOKEN.findall(line)]
-                if args:
-                    self.commands.append((source.group(1), args))
-        except (OSError, ValueError):
-            pass  # closed at the end
-
-    def mark(self, rds: Any, text: str) -> int:
-        """Sends ``ECHO text`` through ``rds`` and waits until MONITOR saw it;
-        its position."""
-        rds.echo(text)
-        found: List[int] = []
-
-        def seen() -> bool:
-            found[:] = [i for i, (_, c) in enumerate(self.commands) if c == ["ECHO", text]]
-            return bool(found)
-
-        assert wait_until(seen), f"MONITOR did not show ECHO {text}"
-        return found[0]
-
-    def close(self) -> None:
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._sock.close()
 
 
 def one_call(window: List[List[str]], blocking: bool) -> Optional[str]:
@@ -134,18 +85,17 @@ class Stack:
         self.me = self.rds.client_info()["addr"]
         self.drivers = Drivers(self.redis, PREFIX, workdir, layout)
         self.keys = Keys(PREFIX, layout)
-        self.monitor = SourcedMonitor(self.redis.port)
-        self._marks = 0
+        self.monitor = RawMonitor(self.redis)
 
     def run(self, sdk: str, req: Dict[str, Any]) -> Tuple[Dict[str, Any], List[List[str]]]:
         """``req`` through ``sdk``'s driver: its answer and the commands the
         drivers sent meanwhile."""
-        self._marks += 1
-        start = f"one-call-{self._marks}-start"
-        since = self.monitor.mark(self.rds, start)
+        mon = self.monitor
+        since = mon.mark(self.rds)
         answer = ok(self.drivers, sdk, req)
-        until = self.monitor.mark(self.rds, f"one-call-{self._marks}-end")
-        window = [c for addr, c in self.monitor.commands[since + 1 : until] if addr != self.me]
+        until = mon.mark(self.rds)
+        window = [c for addr, c in zip(mon.sources[since + 1 : until], mon.commands[since + 1 : until])
+                  if addr != self.me]
         return answer, window
 
     def move_due(self, topic: str) -> None:
