@@ -244,3 +244,34 @@ fn a_refused_index_write_is_said_once_and_moves_on() {
     assert_eq!(named, 1, "{}", server.output());
     assert!(server.output().contains("delayer:topics"), "{}", server.output());
 }
+
+/// Announcements are input: topics that have no job (junk published on the
+/// channel, or a job gone meanwhile) add nothing to the index, and a
+/// malformed message is ignored; a real push published after them still
+/// arrives on time.
+#[test]
+fn announced_topics_without_jobs_are_not_indexed() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(PUSH).query(&mut conn).expect("SCRIPT LOAD");
+    let server = start(&redis);
+    let (s, _): (u64, u64) = redis::cmd("TIME").query(&mut conn).expect("TIME");
+    for i in 0..50 {
+        let _: () = conn.publish(keys().wake(), format!("{s}.000 junk{i}")).expect("PUBLISH");
+    }
+    for junk in ["", "abc", "1e300 x", "12 {braced}"] {
+        let _: () = conn.publish(keys().wake(), junk).expect("PUBLISH");
+    }
+    let seen = watch(&redis, vec!["real".into()]);
+    let dues = HashMap::from([("r1".to_string(), push(&mut conn, &sha, "real", "r1", 200))]);
+    let arrived = wait_until(DEADLINE, || conn.llen::<_, u64>(keys().ready("real")).unwrap_or(0) == 1);
+    seen.done.store(true, Ordering::SeqCst);
+    let seen = seen.seen.join().expect("watcher");
+    assert!(arrived, "{}", server.output());
+    assert_on_time(&dues, &seen, &server);
+    let known: Vec<String> = conn.smembers(keys().topics()).expect("SMEMBERS");
+    assert_eq!(known, ["real"], "{}", server.output());
+    let indexed: Vec<String> = conn.zrange(keys().due(), 0, -1).expect("ZRANGE");
+    assert!(indexed.iter().all(|t| t == "real"), "{indexed:?}");
+    assert!(server.output().contains("ignored"), "the junk is said: {}", server.output());
+}

@@ -7,9 +7,11 @@
 //! while it was away is lost. The listener subscribes before it asks for
 //! the rescan, so an announcement is either heard or found by it.
 //!
-//! An announcement is trusted for its time (an early one only makes the
-//! server drain a topic early, which writes the right time back) and checked
-//! for its topic by the listener. Redis refusing an index write (a full
+//! An announcement of a topic this process has indexed before is trusted for
+//! its time (an early one only makes the server drain the topic early, which
+//! writes the right time back); a topic met for the first time is indexed
+//! from its keys (pool and reserved heads), and only when it has a job, so
+//! junk published on the channel adds no topic to `<prefix>topics`. Redis refusing an index write (a full
 //! Redis, a key of the wrong type) costs that write only: it is said once per
 //! key, and the sweeps write the index later.
 
@@ -38,19 +40,23 @@ impl TopicMover {
             return Ok(());
         }
         let (due, known) = (self.keys.due(), self.keys.topics());
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let (old, fresh): (Vec<_>, Vec<_>) = topics.iter().partition(|(topic, _)| seen.contains(topic));
+        drop(seen);
+        // A topic met for the first time is taken from its keys, not from
+        // the message: junk published on the channel adds no topic.
+        let fresh = self.heads_of(conn, &fresh).inspect_err(|_| self.announced.rescan())?;
         let mut write = Batch::new();
         // Which key each command writes, and the topic an SADD adds.
         let mut writes: Vec<(usize, Option<&str>)> = Vec::new();
-        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        for (topic, at) in &topics {
-            write.add(redis::cmd("ZADD").arg(&due).arg("LT").arg(*at).arg(topic).clone());
+        for (topic, at) in old.iter().map(|(t, at)| (t, *at)).chain(fresh.iter().map(|(t, at)| (*t, *at))) {
+            write.add(redis::cmd("ZADD").arg(&due).arg("LT").arg(at).arg(topic).clone());
             writes.push((0, None));
-            if !seen.contains(topic) {
-                write.add(redis::cmd("SADD").arg(&known).arg(topic).clone());
-                writes.push((1, Some(topic.as_str())));
-            }
         }
-        drop(seen);
+        for (topic, _) in &fresh {
+            write.add(redis::cmd("SADD").arg(&known).arg(*topic).clone());
+            writes.push((1, Some(topic.as_str())));
+        }
         let replies: Vec<RedisResult<Value>> = match write.query_each(conn) {
             Ok(replies) => replies,
             Err(e) => {
@@ -72,6 +78,27 @@ impl TopicMover {
         }
         seen.extend(added.into_iter().map(str::to_string));
         Ok(())
+    }
+
+    /// The topics (met for the first time) that have a job waiting or
+    /// reserved, each with its index time read from its keys.
+    fn heads_of<'t>(&self, conn: &mut Conn, topics: &[&'t (String, f64)]) -> RedisResult<Vec<(&'t String, f64)>> {
+        if topics.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut read = Batch::new();
+        topics.iter().for_each(|(t, _)| self.read_head(&mut read, t));
+        // A key of the wrong type answers an error for itself alone (the
+        // topic is left to the sweeps, which name the key).
+        let heads: Vec<RedisResult<Vec<(String, f64)>>> = read.query_each(conn)?;
+        Ok(topics
+            .iter()
+            .zip(heads.chunks(2))
+            .filter_map(|((topic, _), pair)| match pair {
+                [Ok(pool), Ok(reserved)] => self.head_time(topic, pool, reserved).map(|at| (topic, at)),
+                _ => None,
+            })
+            .collect())
     }
 
     /// Says once per key that Redis refused an index write: a key of the
