@@ -69,10 +69,11 @@ def one_call(window: List[List[str]], blocking: bool) -> Optional[str]:
     if len(waits) > (1 if blocking else 0):
         problems.append(f"{len(waits)} blocking waits")
     if others:
-        problems.append(f"other commands: {[c[:4] for c in others]}")
+        problems.append(f"other commands: {[[a[:60] for a in c[:4]] for c in others]}")
     if not problems:
         return None
-    return "; ".join(problems) + f" (sent: {[c[:3] for c in cmds]})"
+    # Each command cut short (a SCRIPT LOAD carries the whole script).
+    return "; ".join(problems) + f" (sent: {[[a[:60] for a in c[:4]] for c in cmds]})"
 
 
 class Stack:
