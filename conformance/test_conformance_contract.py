@@ -354,14 +354,13 @@ def drive_every_operation(drivers, sdk: str, rds, mon: RawMonitor, keys) -> List
     topic = new_id(f"contract-{sdk}")
     a, b, c, d = (new_id(f"{sdk}-{x}") for x in "abcd")
     retry = {"max_attempts": 2, "backoff": {"kind": "fixed", "delay_ms": 1}}
-    problems: List[str] = []
+    windows: List[Tuple[str, int, int]] = []
 
     def step(req: Dict[str, Any]) -> Dict[str, Any]:
-        """``req`` through the driver; then what it sent beside its script checked."""
+        """``req`` through the driver, its commands' window noted."""
         since = mon.mark(rds)
         answer = ok(drivers, sdk, req)
-        window = mon.commands[since + 1 : mon.mark(rds)]
-        problems.extend(f"{req['op']} {req.get('id', '')}: {p}" for p in client_index_writes(window))
+        windows.append((f"{req['op']} {req.get('id', '')}", since + 1, mon.mark(rds)))
         return answer
 
     def push(job_id: str, delay_ms: int, **extra: Any) -> Dict[str, Any]:
@@ -393,6 +392,15 @@ def drive_every_operation(drivers, sdk: str, rds, mon: RawMonitor, keys) -> List
     assert job is not None
     step({"op": "ack", "id": job["id"], **keys.named(topic), "receipt": job["receipt"]})
     step({"op": "purge_dead", "topic": topic, "ids": None})
+    # The server's connections: those that read its index (each tick does,
+    # after writing the announcements on the same connection); its index
+    # writes are not the client's.
+    server = {src for src, c in zip(mon.sources, mon.commands)
+              if c[0].upper() == "ZRANGE" and len(c) > 1 and c[1] == PREFIX + "due"}
+    problems: List[str] = []
+    for label, since, until in windows:
+        window = [c for src, c in zip(mon.sources[since:until], mon.commands[since:until]) if src not in server]
+        problems.extend(f"{label}: {p}" for p in client_index_writes(window))
     return problems
 
 
