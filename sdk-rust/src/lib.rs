@@ -53,30 +53,26 @@ pub mod aio;
 #[cfg(feature = "aio")]
 mod aio_shared;
 mod client;
-pub mod cluster;
 pub mod conf;
-pub mod connection;
 pub mod durable;
 mod error;
-#[doc(hidden)]
-pub mod eviction;
 pub mod inspect;
 mod job;
 pub mod keys;
-#[doc(hidden)]
-pub mod numbers;
 mod ops;
 mod reliable;
 pub mod scripts;
-pub mod sentinel;
-pub mod target;
 pub mod trace;
-pub mod validate;
+mod validate;
 mod wait;
 pub mod worker;
 
+// The plumbing shared with the server, under the paths this crate's files
+// use.
+pub(crate) use delayer_protocol::{connection, eviction, numbers, target};
+
 pub use client::Delayer;
-pub use connection::PoolOptions;
+pub use delayer_protocol::connection::PoolOptions;
 pub use error::{Error, IdTaken, NotReplicated, Result, Taken};
 pub use job::{Job, Message};
 pub use keys::{Keys, Layout, Names, TopicKeys};

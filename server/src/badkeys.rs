@@ -9,7 +9,7 @@
 
 use crate::scripts::BadKey;
 use crate::telemetry;
-use delayer::connection::{Batch, Conn};
+use delayer_protocol::connection::{Batch, Conn};
 use log::{info, warn};
 use std::collections::BTreeMap;
 use std::sync::Mutex;

@@ -10,8 +10,8 @@
 //! Redis has no partial read of a hash field.
 
 use crate::fatal::Fatal;
-use delayer::connection::Conn;
 use delayer::Names;
+use delayer_protocol::connection::Conn;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::Path;

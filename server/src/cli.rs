@@ -8,7 +8,7 @@
 
 use clap::builder::TypedValueParser;
 use clap::{ArgAction, Parser, Subcommand};
-use delayer::validate::MAX_DEAD_PER_CALL;
+use delayer_protocol::validate::MAX_DEAD_PER_CALL;
 use std::path::PathBuf;
 
 /// The environment variable the commands read a Redis URL from.
@@ -260,11 +260,7 @@ fn raw_id() -> impl TypedValueParser<Value = RawId> {
 pub struct RawId(pub Vec<u8>);
 
 fn name(what: &str, value: &str) -> Result<String, String> {
-    match delayer::validate::name(what, value) {
-        Ok(()) => Ok(value.to_string()),
-        Err(delayer::Error::InvalidArgument(why)) => Err(why),
-        Err(other) => Err(other.to_string()),
-    }
+    delayer_protocol::validate::name(what, value).map(|()| value.to_string()).map_err(|e| e.0)
 }
 
 /// How many to show: 1 to [`MAX_DEAD_PER_CALL`].
@@ -279,12 +275,9 @@ fn count(value: &str) -> Result<usize, String> {
 /// A listing's position (`what`: cursor, start): 0 to the SDK's bound,
 /// the HTTP API's too.
 fn position(what: &str, value: &str) -> Result<u64, String> {
-    let max = delayer::validate::MAX_POSITION;
+    let max = delayer_protocol::validate::MAX_POSITION;
     let n = value.parse::<u64>().map_err(|_| format!("a whole number from 0 to {max}"))?;
-    delayer::validate::position(what, n).map_err(|e| match e {
-        delayer::Error::InvalidArgument(why) => why,
-        other => other.to_string(),
-    })
+    delayer_protocol::validate::position(what, n).map_err(|e| e.0)
 }
 
 /// How many dead letters to skip: as [`position`].
@@ -308,14 +301,14 @@ fn delay(value: &str) -> Result<std::time::Duration, String> {
 
 fn unsigned_delay(value: &str) -> Result<std::time::Duration, String> {
     let parsed = match value.trim().parse::<f64>() {
-        Ok(secs) if secs.is_finite() && secs >= 0.0 && secs <= delayer::validate::MAX_DELAY.as_secs_f64() => {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 && secs <= delayer_protocol::validate::MAX_DELAY.as_secs_f64() => {
             std::time::Duration::try_from_secs_f64(secs).map_err(|_| "a delay from 0 to 10 years".to_string())
         }
         Ok(_) => Err("a delay from 0 to 10 years".to_string()),
         Err(_) => humantime::parse_duration(value.trim())
             .map_err(|e| format!("not a delay ({e}): use seconds or e.g. 90s, 5m")),
     }?;
-    delayer::validate::delay_ms(parsed).map_err(|e| e.to_string())?;
+    delayer_protocol::validate::delay_ms(parsed).map_err(|e| e.to_string())?;
     Ok(parsed)
 }
 

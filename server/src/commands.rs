@@ -19,10 +19,10 @@ use crate::jobview;
 use crate::migrate;
 use crate::output;
 use crate::{other_layout, other_prefix};
-use delayer::conf::RedisSettings;
-use delayer::connection::Conn;
 use delayer::inspect::JobState;
 use delayer::{Layout, Names};
+use delayer_protocol::conf::RedisSettings;
+use delayer_protocol::connection::Conn;
 use std::path::{Path, PathBuf};
 
 /// The Redis and key prefix a command works on.
@@ -277,7 +277,7 @@ impl Target {
             self.refused(&e, credentials::refused(&e))
                 .unwrap_or_else(|| Fatal::failed(format!("cannot reach redis at {}: {e}", settings.describe())))
         };
-        let conn = target.connect(delayer::connection::DEFAULT_CONNECT_TIMEOUT).map_err(failed)?;
+        let conn = target.connect(delayer_protocol::connection::DEFAULT_CONNECT_TIMEOUT).map_err(failed)?;
         // A stalled Redis fails the command after REDIS_TIMEOUT, not never.
         let timeout = Some(crate::config::REDIS_TIMEOUT);
         conn.set_read_timeout(timeout).and_then(|()| conn.set_write_timeout(timeout)).map_err(failed)?;

@@ -1,5 +1,5 @@
 //! `delayer.conf`: finding it, and the server's schema on top of the shared
-//! INI reader (`delayer::conf`).
+//! INI reader (`delayer_protocol::conf`).
 //!
 //! Every key of Delayer 1.x is accepted with its meaning; keys we added have
 //! defaults, so a 1.x file works unchanged. The few 1.x keys this version has
@@ -8,8 +8,8 @@
 //! bad number, a missing file — is a [`ConfError`] naming the file, section,
 //! key and line, and the server exits with code 2.
 
-use delayer::conf::{self, ConfError, ConfFile, Ignored, RedisSettings};
 use delayer::PoolOptions;
+use delayer_protocol::conf::{self, ConfError, ConfFile, Ignored, RedisSettings};
 use log::LevelFilter;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -167,15 +167,15 @@ impl Config {
             min_idle: max_idle.min(max_active),
             idle_timeout: seconds("idle_timeout")?,
             max_lifetime: seconds("conn_max_lifetime")?,
-            connect_timeout: delayer::connection::DEFAULT_CONNECT_TIMEOUT,
+            connect_timeout: delayer_protocol::connection::DEFAULT_CONNECT_TIMEOUT,
             // The server never blocks on Redis: a reply slower than this
             // means a stuck connection, which is dropped and replaced.
             io_timeout: Some(REDIS_TIMEOUT),
         };
 
-        let layout = conf::layout(file)?;
+        let layout = delayer::conf::layout(file)?;
         let redis = RedisSettings::from_conf(file)?;
-        conf::check_mode_and_layout(file, &redis, layout)?;
+        delayer::conf::check_mode_and_layout(file, &redis, layout)?;
         let http = crate::http::settings::HttpSettings::from_file(file)?;
         let metrics_addr = metrics_addr(file)?;
         Ok(Config {
@@ -187,7 +187,7 @@ impl Config {
             log_level,
             log_format,
             batch_size,
-            key_prefix: conf::key_prefix(file),
+            key_prefix: delayer::conf::key_prefix(file),
             layout,
             redis,
             require_noeviction: yes_no(file, "redis", "require_noeviction")?,

@@ -10,7 +10,7 @@
 
 use crate::config::{self, Config};
 use crate::fatal::Fatal;
-use delayer::conf::{webhook_topic, ConfFile, Source, KNOWN_KEYS, WEBHOOK_KEYS};
+use delayer_protocol::conf::{webhook_topic, ConfFile, Source, KNOWN_KEYS, WEBHOOK_KEYS};
 use std::path::Path;
 
 /// What a key means when unset, as `delayer config` shows it (empty: unset,
@@ -186,7 +186,7 @@ mod tests {
         let text = "[delayer]\nbatch_size = 10\n\n[redis]\nurl = redis://u:hunter2@127.0.0.1:6379/0\n\n[webhook.t]\nurl = https://x:y@example.com/h?token=abc\nsecret = hunter2\n";
         let mut file = ConfFile::parse("/d/delayer.conf".into(), text).expect("parses");
         let env = [("DELAYER_HTTP_TOKEN", "hunter2-hunter2-hunter2-hunter2-1"), ("DELAYER_BATCH_SIZE", "20")];
-        delayer::conf::env::overlay(&mut file, env.map(|(k, v)| (OsString::from(k), OsString::from(v))))
+        delayer_protocol::conf::env::overlay(&mut file, env.map(|(k, v)| (OsString::from(k), OsString::from(v))))
             .expect("overlay");
         let all = settings(&file);
         let find = |section: &str, key: &str| {

@@ -4,14 +4,14 @@
 //! the gauge `delayer_redis_eviction_unsafe` (1 while the policy is not
 //! `noeviction`, 0 when it is; absent until read).
 //!
-//! Reading and wording are the SDK's (`delayer::eviction`), shared with
+//! Reading and wording are the SDK's (`delayer_protocol::eviction`), shared with
 //! `delayer stats` and the workers. The mover reads the policy on each new
 //! connection and at most every [`RECHECK`] on a live one (an operator's
 //! `CONFIG SET` shows within that); the warning is repeated after a
 //! reconnect, and when the policy changes, not on every look.
 
-use delayer::connection::Conn;
-use delayer::eviction;
+use delayer_protocol::connection::Conn;
+use delayer_protocol::eviction;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 

@@ -58,8 +58,8 @@ impl fmt::Display for Fatal {
 
 impl std::error::Error for Fatal {}
 
-impl From<delayer::conf::ConfError> for Fatal {
-    fn from(e: delayer::conf::ConfError) -> Fatal {
+impl From<delayer_protocol::conf::ConfError> for Fatal {
+    fn from(e: delayer_protocol::conf::ConfError) -> Fatal {
         Fatal::config(e.to_string())
     }
 }

@@ -127,7 +127,7 @@ fn redacted(url: &Url) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use delayer::conf::ConfFile;
+    use delayer_protocol::conf::ConfFile;
 
     fn config(text: &str) -> Config {
         let file = ConfFile::parse(std::path::PathBuf::from("/etc/delayer/delayer.conf"), text).expect("parses");

@@ -4,9 +4,9 @@
 //! They never write to Redis. (Re-queueing and purging dead letters go
 //! through the SDK, which owns those scripts.)
 
-use delayer::connection::{Batch, Conn};
 use delayer::Names;
-use delayer::{eviction, numbers};
+use delayer_protocol::connection::{Batch, Conn};
+use delayer_protocol::{eviction, numbers};
 use redis::Commands;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -110,7 +110,7 @@ fn redis_now(conn: &mut Conn) -> redis::RedisResult<f64> {
     Ok(secs as f64 + micros as f64 / 1e6)
 }
 
-/// A pool's earliest score, read within 1970..9999 (`delayer::numbers`):
+/// A pool's earliest score, read within 1970..9999 (`delayer_protocol::numbers`):
 /// `-inf` is due now, `inf` the end of 9999.
 fn first_due<Id>(head: &[(Id, f64)]) -> Option<f64> {
     head.first().and_then(|(_, score)| numbers::time_secs(*score).value).map(numbers::Time::secs)
@@ -366,7 +366,7 @@ fn preview(body: &[u8]) -> String {
 }
 
 /// A time for people, to the millisecond. Read within 1970..9999 first
-/// (`delayer::numbers`): the formatter fails on later years, and a score
+/// (`delayer_protocol::numbers`): the formatter fails on later years, and a score
 /// of `inf` must print, not panic.
 pub(crate) fn rfc3339(unix: f64) -> String {
     let t = numbers::time_secs(unix).or(numbers::Time::EPOCH).system_time();

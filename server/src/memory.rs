@@ -10,7 +10,7 @@
 //! free.
 
 use crate::telemetry;
-use delayer::connection::Conn;
+use delayer_protocol::connection::Conn;
 use log::{debug, info, warn};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

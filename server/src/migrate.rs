@@ -13,9 +13,9 @@
 //! them), and jobs still being pushed in the old layout (run it again once
 //! every client uses the new one).
 
-use delayer::connection::Conn as Connection;
-use delayer::numbers;
 use delayer::{Keys, TopicKeys};
+use delayer_protocol::connection::Conn as Connection;
+use delayer_protocol::numbers;
 use redis::{Commands, RedisResult, Script, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
@@ -192,7 +192,7 @@ fn zscan_batches(
 fn index(conn: &mut Connection, topic_keys: &TopicKeys, topic: &str) -> RedisResult<()> {
     let pool: Vec<(String, f64)> = conn.zrange_withscores(topic_keys.pool(topic), 0, 0)?;
     let reserved: Vec<(String, f64)> = conn.zrange_withscores(topic_keys.reserved(topic), 0, 0)?;
-    // Scores read within 1970..9999 (`delayer::numbers`): an `inf` score
+    // Scores read within 1970..9999 (`delayer_protocol::numbers`): an `inf` score
     // is indexed as the end of 9999, never published as `inf`.
     let due = pool.first().and_then(|(_, s)| numbers::time_secs(*s).value);
     let deadline = reserved.first().and_then(|(_, ms)| numbers::time_millis(*ms).value);

@@ -1,7 +1,7 @@
 //! Odd numbers read from Redis, said once per key.
 //!
 //! Every number the server reads from Redis goes through
-//! `delayer::numbers`, which reads it into range and says what was odd (a
+//! `delayer_protocol::numbers`, which reads it into range and says what was odd (a
 //! score of `inf`, a wake-up of `abc`). This module says so in the error
 //! log, once per key (and member), not once per tick: a bad score met every
 //! second would otherwise flood the log. The set of keys said is bounded,
@@ -9,7 +9,7 @@
 //! flood of odd keys (or of junk wake-up messages) cannot grow memory or the
 //! log without end.
 
-use delayer::numbers::Read;
+use delayer_protocol::numbers::Read;
 use std::collections::HashSet;
 use std::sync::Mutex;
 
@@ -53,12 +53,12 @@ pub fn checked<T>(read: Read<T>, what: &str, whence: impl FnOnce() -> (String, S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use delayer::numbers::time_text;
+    use delayer_protocol::numbers::time_text;
 
     #[test]
     fn the_value_is_kept_whatever_is_said() {
         let time = checked(time_text("inf"), "a time", || ("k".into(), "inf".into()));
-        assert_eq!(time, Some(delayer::numbers::Time::LATEST));
+        assert_eq!(time, Some(delayer_protocol::numbers::Time::LATEST));
         assert_eq!(checked(time_text("abc"), "a time", || ("k".into(), "abc".into())), None);
         assert!(SAID.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|s| s.contains("k")));
     }

@@ -13,8 +13,8 @@
 //! `delayer stats` shows the same findings, worded the same.
 
 use crate::other_prefix::{Budget, Finder, Stray};
-use delayer::connection::{Batch, Conn};
 use delayer::{Keys, Layout, TopicKeys};
+use delayer_protocol::connection::{Batch, Conn};
 use log::warn;
 use serde_json::json;
 use std::sync::Mutex;

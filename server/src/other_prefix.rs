@@ -20,8 +20,8 @@
 //! application's own `...job_pool` or `...due` sorted set is not taken for
 //! one of ours.
 
-use delayer::connection::{Batch, Conn};
 use delayer::{Keys, Layout, TopicKeys};
+use delayer_protocol::connection::{Batch, Conn};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 

@@ -21,8 +21,8 @@
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use delayer::connection::{Conn, Manager};
-use delayer::target::Target;
+use delayer_protocol::connection::{Conn, Manager};
+use delayer_protocol::target::Target;
 use redis::ConnectionLike;
 use serde_json::{json, Value};
 use std::sync::{Mutex, OnceLock};
@@ -186,8 +186,8 @@ fn mover_check(last: Option<Instant>, started: Instant, now: Instant, stale_afte
 /// before Redis ever answered (the redis check says why).
 fn eviction_check(policy: Option<&Result<String, String>>) -> Value {
     match policy {
-        Some(Ok(p)) if delayer::eviction::is_safe(p) => json!({"ok": true, "policy": p}),
-        Some(Ok(p)) => json!({"ok": false, "policy": p, "reason": delayer::eviction::warning(p)}),
+        Some(Ok(p)) if delayer_protocol::eviction::is_safe(p) => json!({"ok": true, "policy": p}),
+        Some(Ok(p)) => json!({"ok": false, "policy": p, "reason": delayer_protocol::eviction::warning(p)}),
         Some(Err(why)) => json!({"ok": true, "policy": null, "note": format!("cannot tell: {why}")}),
         None => json!({"ok": true, "policy": null, "note": "not read yet"}),
     }
@@ -255,7 +255,7 @@ impl Readiness {
         let answered = conn.and_then(|mut conn| redis::cmd("PING").query::<()>(&mut conn).map(|()| conn));
         match answered {
             Ok(mut conn) => {
-                let policy = delayer::eviction::read(&mut conn);
+                let policy = delayer_protocol::eviction::read(&mut conn);
                 *slot = Some(conn);
                 Answer { failure: None, policy: Some(policy) }
             }

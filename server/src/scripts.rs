@@ -14,13 +14,13 @@
 //! which go many to a round trip.
 //!
 //! Replies are read as untrusted: every time in them passes
-//! `delayer::numbers` (so it is finite and within 1970..9999) and an odd
+//! `delayer_protocol::numbers` (so it is finite and within 1970..9999) and an odd
 //! one is said once per key ([`crate::oddities`]).
 
 use crate::oddities;
-use delayer::connection::{Batch, Conn};
-use delayer::numbers::{self, Odd, Read, Time};
 use delayer::{Keys, TopicKeys};
+use delayer_protocol::connection::{Batch, Conn};
+use delayer_protocol::numbers::{self, Odd, Read, Time};
 use redis::{Cmd, Script, Value};
 use std::sync::LazyLock;
 
@@ -357,7 +357,7 @@ fn strings(v: Value) -> Result<Vec<String>, String> {
 }
 
 /// A time a script answered ("" for none: an empty pool, no deadline), as
-/// Unix seconds within 1970..9999 (`delayer::numbers`). An odd one is said
+/// Unix seconds within 1970..9999 (`delayer_protocol::numbers`). An odd one is said
 /// once for `key`: a time after 9999 reads as the end of 9999 (it waits);
 /// one that is no time, or before 1970, reads as none, so the timer looks
 /// again within timer_interval rather than ticking without pause (the

@@ -177,7 +177,7 @@ pub fn reconnected() {
 /// blocking and must not delay a tick), and with them the outcome counters
 /// and ready-queue ages ([`crate::activity`]). A topic that drops out of
 /// the numbers is set to 0, so a gauge never shows a stale count.
-pub fn watch_topics(target: delayer::target::Target, names: &delayer::Names) {
+pub fn watch_topics(target: delayer_protocol::target::Target, names: &delayer::Names) {
     // Every read bounded: a stalled Redis holds this thread REDIS_TIMEOUT at most.
     let pool =
         delayer::PoolOptions { max_size: 1, io_timeout: Some(crate::config::REDIS_TIMEOUT), ..Default::default() };

@@ -280,7 +280,7 @@ mod tests {
         let at = Instant::now();
         let limit = at + Duration::from_secs(1);
         let clock = Clock { redis_now: 1_763_750_000.0, at };
-        for due in [f64::INFINITY, 1e20, 1e300, f64::MAX, delayer::numbers::LATEST_SECS] {
+        for due in [f64::INFINITY, 1e20, 1e300, f64::MAX, delayer_protocol::numbers::LATEST_SECS] {
             assert_eq!(clock.instant_of(due, limit), limit, "{due}");
         }
         for due in [f64::NEG_INFINITY, -1.0, f64::NAN] {

@@ -14,8 +14,8 @@
 use crate::config::REDIS_TIMEOUT;
 use crate::oddities;
 use crate::timer::{Stop, BACKOFF_MAX, BACKOFF_MIN};
-use delayer::numbers;
-use delayer::target::Target;
+use delayer_protocol::numbers;
+use delayer_protocol::target::Target;
 use log::{debug, info, warn};
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! apart with Redis's error, and the others go on.
 
 use crate::scripts;
-use delayer::connection::Conn;
+use delayer_protocol::connection::Conn;
 use redis::{Cmd, RedisError, RedisResult, Script, Value};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};

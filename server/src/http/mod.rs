@@ -39,7 +39,7 @@ use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use delayer::target::Target;
+use delayer_protocol::target::Target;
 use serde_json::json;
 use settings::HttpSettings;
 use std::net::{IpAddr, SocketAddr};

@@ -7,7 +7,7 @@
 //! address typed by mistake never opens the queue to a network.
 
 use crate::config::ranged;
-use delayer::conf::{ConfError, ConfFile};
+use delayer_protocol::conf::{ConfError, ConfFile};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;

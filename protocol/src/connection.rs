@@ -106,6 +106,20 @@ impl Conn {
     }
 }
 
+/// Connections from a [`Target`]: here, beside the [`Conn`] they make.
+impl Target {
+    /// A connection to Redis (sentinel mode: to the node the sentinels name,
+    /// checked to be a master; cluster mode: to the cluster). `timeout`
+    /// bounds each step of connecting.
+    pub fn connect(&self, timeout: Duration) -> RedisResult<Conn> {
+        if let Some(cluster) = self.cluster_client() {
+            let config = redis::cluster::ClusterConfig::new().set_connection_timeout(timeout);
+            return Ok(Conn::Cluster(cluster.get_connection_with_config(config)?));
+        }
+        Ok(Conn::Single(self.connect_node(timeout)?))
+    }
+}
+
 /// The masters of `CLUSTER NODES` (not failing), as host and port.
 fn masters(nodes: &str) -> Vec<(String, u16)> {
     nodes
@@ -341,8 +355,7 @@ fn keep(reply: Reply, got: RedisResult<Value>) -> RedisResult<Option<Value>> {
     Ok(if reply == Reply::Ignored { got.map(|_| None)? } else { Some(got?) })
 }
 
-/// How long connecting (TCP, AUTH, SELECT) may take, unless told otherwise.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub use crate::conf::DEFAULT_CONNECT_TIMEOUT;
 
 /// An r2d2 connection manager for one Redis, or for the master of a
 /// Sentinel deployment (each new connection asks the sentinels).
@@ -476,7 +489,7 @@ pub fn build_pool_for(target: Target, opts: &PoolOptions) -> r2d2::Pool<Manager>
 }
 
 /// The master route of each key's slot, once each.
-pub(crate) fn routes_of(keys: &[String]) -> Vec<Route> {
+pub fn routes_of(keys: &[String]) -> Vec<Route> {
     let mut routes: Vec<Route> = Vec::new();
     for key in keys {
         let route = Route::with_key(key, SlotAddr::Master);

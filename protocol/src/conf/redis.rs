@@ -6,9 +6,12 @@
 use super::file::{ConfError, ConfFile};
 use crate::cluster::ClusterSettings;
 use crate::sentinel::{self, SentinelSettings};
-use crate::target::Target;
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo};
 use std::fmt;
+use std::time::Duration;
+
+/// How long connecting (TCP, AUTH, SELECT) may take, unless told otherwise.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How to reach Redis: the `[redis]` section's connection keys.
 ///
@@ -162,34 +165,6 @@ impl RedisSettings {
         Ok(info.set_redis_settings(redis))
     }
 
-    /// A redis-rs client, with the TLS certificates when given. In sentinel
-    /// mode, a client for the master the sentinels name now: it does not
-    /// follow a failover (use [`RedisSettings::target`] for that).
-    /// In cluster mode, a client for the first seed node (one node: for
-    /// what any node answers, such as pub/sub).
-    pub fn client(&self) -> redis::RedisResult<redis::Client> {
-        if self.sentinel.is_some() {
-            return self.target()?.client(crate::connection::DEFAULT_CONNECT_TIMEOUT);
-        }
-        if let Some(c) = &self.cluster {
-            let (host, port) = c.nodes.first().ok_or_else(|| sentinel::unavailable("no cluster nodes".into()))?;
-            return self.node_client(host, *port, c.tls);
-        }
-        self.client_for(self.connection_info()?)
-    }
-
-    /// Where connections go: this address, the master the sentinels name
-    /// at each connection (sentinel mode), or the cluster (cluster mode).
-    pub fn target(&self) -> redis::RedisResult<Target> {
-        if let Some(c) = &self.cluster {
-            return Target::cluster(self, c);
-        }
-        match &self.sentinel {
-            None => Ok(Target::fixed(self.client()?)),
-            Some(_) => Ok(Target::sentinel(self.clone())),
-        }
-    }
-
     /// A client for the node at `host:port` with this file's credentials
     /// and TLS settings (database 0).
     pub fn node_client(&self, host: &str, port: u16, tls: bool) -> redis::RedisResult<redis::Client> {
@@ -210,9 +185,8 @@ impl RedisSettings {
             .iter()
             .map(|(h, p)| sentinel::address(h, *p, c.tls).into_connection_info())
             .collect::<redis::RedisResult<Vec<_>>>()?;
-        let mut builder = redis::cluster::ClusterClientBuilder::new(seeds)
-            .connection_timeout(crate::connection::DEFAULT_CONNECT_TIMEOUT)
-            .retries(4);
+        let mut builder =
+            redis::cluster::ClusterClientBuilder::new(seeds).connection_timeout(DEFAULT_CONNECT_TIMEOUT).retries(4);
         if let Some(u) = &self.username {
             builder = builder.username(u);
         }
@@ -222,7 +196,7 @@ impl RedisSettings {
         if let Some(certs) = self.certificates() {
             builder = builder.certs(certs);
         }
-        crate::target::use_default_crypto();
+        use_default_crypto();
         builder.build()
     }
 
@@ -242,7 +216,7 @@ impl RedisSettings {
 
     /// A client for `info` with this file's TLS certificates.
     pub(crate) fn client_for(&self, info: ConnectionInfo) -> redis::RedisResult<redis::Client> {
-        crate::target::use_default_crypto();
+        use_default_crypto();
         match self.certificates() {
             None => redis::Client::open(info),
             Some(certs) => redis::Client::build_with_tls(info, certs),
@@ -263,6 +237,21 @@ impl RedisSettings {
             root_cert: self.tls_ca.clone(),
         })
     }
+}
+
+/// Makes ring the process's rustls crypto provider unless one is set.
+/// redis-rs's TLS (rustls) asks for the process default at each TLS
+/// connection, and rustls cannot choose one when a program's dependencies
+/// enable two providers (ring and aws-lc-rs): the connection would panic.
+/// An application that installed its own provider keeps it.
+pub(crate) fn use_default_crypto() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            // Err: another thread installed one first, which is as good.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    });
 }
 
 /// What is wrong with the PEM file of `key` (`tls_ca_file` and

@@ -8,8 +8,7 @@
 //! Making a target also settles the TLS crypto provider (`use_default_crypto`).
 
 use crate::cluster::ClusterSettings;
-use crate::conf::RedisSettings;
-use crate::connection::Conn;
+use crate::conf::{RedisSettings, DEFAULT_CONNECT_TIMEOUT};
 use crate::sentinel::{self, SentinelSettings};
 use redis::cluster::ClusterClient;
 use redis::{Client, RedisError, RedisResult, Value};
@@ -41,7 +40,7 @@ impl std::fmt::Debug for Target {
 impl Target {
     /// Always this client's Redis.
     pub fn fixed(client: Client) -> Target {
-        use_default_crypto();
+        crate::conf::use_default_crypto();
         Target(Kind::Fixed(Arc::new(client)))
     }
 
@@ -49,7 +48,7 @@ impl Target {
     /// connection (`settings.sentinel` must be set; a standalone `settings`
     /// gives a fixed target).
     pub fn sentinel(settings: RedisSettings) -> Target {
-        use_default_crypto();
+        crate::conf::use_default_crypto();
         Target(Kind::Sentinel(Arc::new(settings)))
     }
 
@@ -71,6 +70,14 @@ impl Target {
         match &self.0 {
             Kind::Cluster(_, seeds, _) if !e.is_connection_refusal() => not_a_cluster(seeds, timeout).unwrap_or(e),
             _ => e,
+        }
+    }
+
+    /// The cluster client (cluster mode).
+    pub(crate) fn cluster_client(&self) -> Option<&ClusterClient> {
+        match &self.0 {
+            Kind::Cluster(cluster, _, _) => Some(cluster),
+            _ => None,
         }
     }
 
@@ -107,17 +114,6 @@ impl Target {
                 settings.master_client(&host, port)
             }
         }
-    }
-
-    /// A connection to Redis (sentinel mode: to the node the sentinels name,
-    /// checked to be a master; cluster mode: to the cluster). `timeout`
-    /// bounds each step of connecting.
-    pub fn connect(&self, timeout: Duration) -> RedisResult<Conn> {
-        if let Kind::Cluster(cluster, _, _) = &self.0 {
-            let config = redis::cluster::ClusterConfig::new().set_connection_timeout(timeout);
-            return Ok(Conn::Cluster(cluster.get_connection_with_config(config)?));
-        }
-        Ok(Conn::Single(self.connect_node(timeout)?))
     }
 
     /// A connection to one node: the fixed Redis, the sentinels' master, or
@@ -208,19 +204,36 @@ impl Target {
     }
 }
 
-/// Makes ring the process's rustls crypto provider unless one is set.
-/// redis-rs's TLS (rustls) asks for the process default at each TLS
-/// connection, and rustls cannot choose one when a program's dependencies
-/// enable two providers (ring and aws-lc-rs): the connection would panic.
-/// An application that installed its own provider keeps it.
-pub(crate) fn use_default_crypto() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        if rustls::crypto::CryptoProvider::get_default().is_none() {
-            // Err: another thread installed one first, which is as good.
-            let _ = rustls::crypto::ring::default_provider().install_default();
+/// The clients and targets of a `[redis]` section: here rather than with
+/// the section's reading, since the targets themselves hold the settings.
+impl RedisSettings {
+    /// A redis-rs client, with the TLS certificates when given. In sentinel
+    /// mode, a client for the master the sentinels name now: it does not
+    /// follow a failover (use [`RedisSettings::target`] for that).
+    /// In cluster mode, a client for the first seed node (one node: for
+    /// what any node answers, such as pub/sub).
+    pub fn client(&self) -> redis::RedisResult<redis::Client> {
+        if self.sentinel.is_some() {
+            return self.target()?.client(DEFAULT_CONNECT_TIMEOUT);
         }
-    });
+        if let Some(c) = &self.cluster {
+            let (host, port) = c.nodes.first().ok_or_else(|| sentinel::unavailable("no cluster nodes".into()))?;
+            return self.node_client(host, *port, c.tls);
+        }
+        self.client_for(self.connection_info()?)
+    }
+
+    /// Where connections go: this address, the master the sentinels name
+    /// at each connection (sentinel mode), or the cluster (cluster mode).
+    pub fn target(&self) -> redis::RedisResult<Target> {
+        if let Some(c) = &self.cluster {
+            return Target::cluster(self, c);
+        }
+        match &self.sentinel {
+            None => Ok(Target::fixed(self.client()?)),
+            Some(_) => Ok(Target::sentinel(self.clone())),
+        }
+    }
 }
 
 fn not_master(client: &Client) -> redis::RedisError {

@@ -7,7 +7,7 @@
 //! cluster mode with the classic layout. redis-rs routes each command by
 //! its key and follows MOVED, ASK and failovers.
 
-use crate::conf::{ConfError, ConfFile};
+use crate::conf::file::{ConfError, ConfFile};
 use crate::sentinel::{read_nodes, read_tls};
 use std::fmt;
 

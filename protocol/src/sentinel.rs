@@ -13,7 +13,7 @@
 //! would hang a caller).
 //! The sync and async lookups share everything but the I/O.
 
-use crate::conf::{ConfError, ConfFile};
+use crate::conf::file::{ConfError, ConfFile};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisConnectionInfo, RedisError, Value};
 use std::fmt;
 use std::time::Duration;
