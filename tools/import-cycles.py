@@ -5,7 +5,8 @@ Usage: tools/import-cycles.py CRATE_SRC_DIR...  (e.g. sdk-rust/src protocol/src)
 
 Each file is a node; `crate::a::b` and `super::x` paths outside `#[cfg(test)]`
 modules (and outside comments) are edges to the file of the deepest module
-they name. Prints every strongly connected component of more than one file
+they name (a module re-exported at the crate root, `crate::timer` for
+`engine::timer`, is followed to its file). Prints every strongly connected component of more than one file
 and the number of files in them; exit status 1 when there is any.
 """
 
@@ -49,6 +50,12 @@ def edges(src):
                 parts = rest.split("::")[1:]
                 base = () if root == "crate" else mod[:-1] if root == "super" else mod
                 path = base + tuple(parts)
+                if root == "crate" and parts and (parts[0],) not in mods:
+                    # A module re-exported at the root (`use engine::timer;`):
+                    # the one file of that name one level down.
+                    found = [m for m in mods if len(m) == 2 and m[1] == parts[0]]
+                    if len(found) == 1:
+                        path = found[0] + tuple(parts[1:])
                 # The deepest module the path names.
                 while path and path not in mods:
                     path = path[:-1]

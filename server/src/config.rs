@@ -59,8 +59,10 @@ pub struct Config {
     /// Where to serve Prometheus metrics (`None`: nowhere).
     pub metrics_addr: Option<SocketAddr>,
     /// The metrics endpoint's socket limits (the `http_*` limit keys).
+    #[cfg(feature = "http")]
     pub metrics_limits: crate::http::settings::Limits,
     /// The HTTP API and dashboard (`None`: off, `http_addr` unset).
+    #[cfg(feature = "http")]
     pub http: Option<crate::http::settings::HttpSettings>,
     /// Delayer 1.x keys in the file that this version does not use.
     pub ignored: Vec<Ignored>,
@@ -176,7 +178,10 @@ impl Config {
         let layout = delayer::conf::layout(file)?;
         let redis = RedisSettings::from_conf(file)?;
         delayer::conf::check_mode_and_layout(file, &redis, layout)?;
+        #[cfg(feature = "http")]
         let http = crate::http::settings::HttpSettings::from_file(file)?;
+        #[cfg(not(feature = "http"))]
+        without_http(file)?;
         let metrics_addr = metrics_addr(file)?;
         Ok(Config {
             path: file.path().to_path_buf(),
@@ -193,11 +198,23 @@ impl Config {
             require_noeviction: yes_no(file, "redis", "require_noeviction")?,
             pool,
             metrics_addr,
+            #[cfg(feature = "http")]
             metrics_limits: crate::http::settings::Limits::from_file(file)?.for_metrics(),
+            #[cfg(feature = "http")]
             http,
             ignored,
             notes: Vec::new(),
         })
+    }
+}
+
+/// In a build without the `http` feature: refuses the keys that ask for a
+/// listener (nothing would serve them).
+#[cfg(not(feature = "http"))]
+fn without_http(file: &ConfFile) -> Result<(), ConfError> {
+    match ["http_addr", "metrics_addr"].into_iter().find(|k| file.string("delayer", k).is_some()) {
+        Some(key) => Err(file.error(Some("delayer"), Some(key), "this delayer was built without the http feature")),
+        None => Ok(()),
     }
 }
 
@@ -295,6 +312,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "http")]
     fn metrics_beyond_loopback_need_saying_so() {
         let e = parse("[delayer]\nmetrics_addr = 0.0.0.0:9464\n").expect_err("remote");
         assert!(e.to_string().contains("metrics_allow_remote = yes"), "{e}");

@@ -12,7 +12,8 @@
 //! extractors (`error`), the names in paths (`names`), JSON shapes (`wire`), the job routes (`jobs`), the
 //! read-only views (`views`), dead letters (`dead`), the moving history for
 //! the chart (`history`; the long one shared through Redis: `shared`), the dashboard's pages (`dashboard`) and the API's
-//! description (`openapi.json`).
+//! description (`openapi.json`); and the other listener, of the metrics and
+//! probes (`metrics`).
 
 mod auth;
 mod dashboard;
@@ -23,6 +24,7 @@ pub mod history;
 mod jobs;
 mod limiter;
 pub mod listen;
+pub mod metrics;
 mod names;
 mod outage;
 mod session;
@@ -154,7 +156,7 @@ fn warn_about(settings: &HttpSettings, bound: SocketAddr) {
 fn router(api: Arc<Api>) -> Router {
     Router::new()
         .route("/v1/health", get(health))
-        .route("/v1/ready", get(crate::readiness::ready))
+        .route("/v1/ready", get(metrics::ready))
         .route("/v1/openapi.json", get(openapi))
         .route("/v1/stats", get(views::stats))
         .route("/v1/history", get(history_route))

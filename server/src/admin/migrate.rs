@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
 /// `migrate.lua` (its header states its KEYS and ARGV).
-static MIGRATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/migrate.lua")));
+static MIGRATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/migrate.lua")));
 
 /// Ids read, and moved, per call.
 const BATCH: usize = 500;

@@ -69,6 +69,7 @@ pub fn run(explicit: Option<&Path>, json: bool) -> Result<(), Fatal> {
     // Checked as the server and the webhook check it: a bad value fails
     // here with their message.
     let checked = Config::from_file(&file)?;
+    #[cfg(feature = "webhook")]
     if file.sections().any(|s| webhook_topic(s).is_some()) {
         crate::webhook::config::hooks(&file)?;
     }
@@ -143,7 +144,7 @@ fn setting(file: &ConfFile, section: &str, key: &str, kind: &str) -> Setting {
 /// A URL with its password and query values (which may hold credentials:
 /// `?password=`, `?token=`) shown as `****`: `redis://:****@host:6379`.
 fn mask_url(raw: &str) -> String {
-    let Ok(mut url) = reqwest::Url::parse(raw) else { return "****".to_string() };
+    let Ok(mut url) = url::Url::parse(raw) else { return "****".to_string() };
     if url.password().is_some() {
         let _ = url.set_password(Some("****"));
     }

@@ -1,6 +1,7 @@
 //! Liveness and readiness probes, one rule for both listeners: `/healthz`
 //! and `/readyz` on `metrics_addr`, `/v1/health` and `/v1/ready` on
-//! `http_addr`.
+//! `http_addr`. What is ready is judged here; the answers over HTTP are the
+//! `http` tree's (`http::metrics`).
 //!
 //! Liveness says the process serves requests (a hung or dead one gets
 //! restarted by its supervisor); it never looks at Redis, since restarting
@@ -19,8 +20,6 @@
 //! second; the calls run on a blocking thread, on a connection of their own
 //! with short timeouts, and a probe waits at most [`ANSWER_BOUND`] for them.
 
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
 use delayer_protocol::connection::{Conn, Manager};
 use delayer_protocol::target::Target;
 use redis::ConnectionLike;
@@ -91,24 +90,8 @@ pub fn ticked() {
     *LAST_TICK.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
 }
 
-/// `GET /healthz`: the process serves.
-pub async fn live() -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok\n").into_response()
-}
-
-/// `GET /readyz` and `GET /v1/ready`: 200 with the checks when ready, 503
-/// with the failing checks and their reasons otherwise.
-pub async fn ready() -> Response {
-    let (ready, body) = report().await;
-    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    let mut response = (status, axum::Json(body)).into_response();
-    // Never cached on the way: a probe must see now.
-    response.headers_mut().insert(header::CACHE_CONTROL, header::HeaderValue::from_static("no-store"));
-    response
-}
-
 /// Whether the server is ready, and the JSON that says why.
-async fn report() -> (bool, Value) {
+pub async fn report() -> (bool, Value) {
     let Some(readiness) = READINESS.get() else {
         let reason = "the server is starting";
         let body = json!({"status": "not_ready", "checks": {}, "failing": ["starting"], "reason": reason});

@@ -1,8 +1,6 @@
-//! Prometheus metrics: every metric's name and meaning in one place, and an
-//! HTTP endpoint to scrape them (`metrics_addr` in delayer.conf).
-//!
-//! The same listener serves the probes, `/healthz` and `/readyz`
-//! (`readiness`).
+//! Prometheus metrics: every metric's name and meaning in one place. The
+//! endpoint that serves them (`metrics_addr` in delayer.conf), with the
+//! probes, is the `http` tree's (`http::metrics`).
 //!
 //! Recording goes through the `metrics` facade: without an endpoint nothing
 //! is installed and each call is a no-op, so the mover records
@@ -10,17 +8,15 @@
 
 use crate::scripts::{ExpireReply, MoveReply};
 use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 const MOVED: &str = "delayer_jobs_moved_total";
 const ORPHANS: &str = "delayer_orphans_removed_total";
 const MALFORMED: &str = "delayer_malformed_total";
-const BATCH: &str = "delayer_batch_duration_seconds";
-const TICK: &str = "delayer_tick_duration_seconds";
-const LATENESS: &str = "delayer_lateness_seconds";
+pub const BATCH: &str = "delayer_batch_duration_seconds";
+pub const TICK: &str = "delayer_tick_duration_seconds";
+pub const LATENESS: &str = "delayer_lateness_seconds";
 const POOL: &str = "delayer_pool_size";
 const REDIS_ERRORS: &str = "delayer_redis_errors_total";
 const RECONNECTS: &str = "delayer_redis_reconnects_total";
@@ -35,43 +31,13 @@ const BAD_KEYS: &str = "delayer_bad_keys";
 const TOPICS_EVERY: Duration = Duration::from_secs(5);
 
 /// Buckets, in seconds: sub-millisecond scripts up to a backlog of minutes.
-const DURATION_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
-const LATENESS_BUCKETS: [f64; 14] =
+pub const DURATION_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+pub const LATENESS_BUCKETS: [f64; 14] =
     [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0, 300.0];
 
-/// Serves the metrics at `http://<addr>/metrics`, with the API's socket
-/// limits (`limits`: a connection cap and deadlines). Call inside the tokio
-/// runtime that will drive the endpoint.
-pub async fn serve(addr: SocketAddr, limits: crate::http::settings::Limits) -> Result<(), String> {
-    let builder = PrometheusBuilder::new()
-        .set_buckets_for_metric(Matcher::Full(BATCH.into()), &DURATION_BUCKETS)
-        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(TICK.into()), &DURATION_BUCKETS))
-        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(LATENESS.into()), &LATENESS_BUCKETS))
-        .map_err(|e| format!("metrics: {e}"))?;
-    let listener =
-        tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
-    let handle = builder.install_recorder().map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
-    // The exporter's upkeep (draining histograms), which its own listener
-    // would have run.
-    let upkeep = handle.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            upkeep.run_upkeep();
-        }
-    });
-    let app = axum::Router::new()
-        .route(
-            "/metrics",
-            axum::routing::get(move || {
-                let text = handle.render();
-                async move { ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], text) }
-            }),
-        )
-        // The probes (src/readiness.rs): liveness and readiness.
-        .route("/healthz", axum::routing::get(crate::readiness::live))
-        .route("/readyz", axum::routing::get(crate::readiness::ready));
-    tokio::spawn(crate::http::listen::serve(listener, app, limits, "metrics"));
+/// Describes every metric and sets the build's: call once the exporter's
+/// recorder is installed (the `http` tree's metrics listener does).
+pub fn describe() {
     describe_counter!(MOVED, "Jobs moved to their ready queue, per topic.");
     describe_counter!(ORPHANS, "Ids dropped from the pool because their job data was gone.");
     describe_counter!(MALFORMED, "Ids parked on the malformed list (job data without a topic).");
@@ -111,7 +77,6 @@ pub async fn serve(addr: SocketAddr, limits: crate::http::settings::Limits) -> R
     gauge!(BAD_KEYS).set(0.0);
     describe_gauge!(BUILD, "Always 1; the labels say which build runs.");
     gauge!(BUILD, "version" => env!("CARGO_PKG_VERSION")).set(1.0);
-    Ok(())
 }
 
 /// One move script call.
@@ -127,6 +92,7 @@ pub fn batch(reply: &MoveReply, took: Duration) {
     for ms in &reply.lateness_ms {
         lateness.record(*ms as f64 / 1000.0);
     }
+    #[cfg(feature = "http")]
     crate::http::history::record(reply);
     // A long drain is progress too, for the readiness probe.
     crate::readiness::ticked();

@@ -19,6 +19,8 @@ pub const URL_ENV: &str = "DELAYER_URL";
 /// Without a command it runs the server.
 #[derive(Debug, Parser)]
 #[command(name = "delayer", version, disable_version_flag = true)]
+// `version: ()` is clap's -v flag, not a marker against construction.
+#[allow(clippy::manual_non_exhaustive)]
 pub struct Cli {
     /// Run in the background as a daemon.
     #[arg(short = 'd', long = "daemon")]

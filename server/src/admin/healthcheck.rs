@@ -88,11 +88,11 @@ async fn ask(url: Url, timeout: Duration) -> Result<(u16, String), String> {
         .no_proxy()
         .timeout(timeout)
         .build()
-        .map_err(|e| format!("cannot start the HTTP client: {}", crate::webhook::chain(&e)))?;
+        .map_err(|e| format!("cannot start the HTTP client: {}", crate::fatal::chain(&e)))?;
     let shown = redacted(&url);
     let failed = |e: reqwest::Error| match e.is_timeout() {
         true => format!("{shown}: no answer within {} s", timeout.as_secs_f64()),
-        false => format!("{shown}: {}", crate::webhook::chain(&e.without_url())),
+        false => format!("{shown}: {}", crate::fatal::chain(&e.without_url())),
     };
     let mut answer = client.get(url).send().await.map_err(failed)?;
     let status = answer.status().as_u16();

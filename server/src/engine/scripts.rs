@@ -25,14 +25,14 @@ use redis::{Cmd, Script, Value};
 use std::sync::LazyLock;
 
 /// `move.lua` (its header states its KEYS and ARGV).
-pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/move.lua")));
+pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/move.lua")));
 
 /// `move_topic.lua` (its header states its KEYS and ARGV).
-pub static MOVE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/move_topic.lua")));
+pub static MOVE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/move_topic.lua")));
 
 /// `index.lua`: the per-topic layout's index entries after a drain (its
 /// header states its KEYS and ARGV).
-pub static INDEX: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../lua/index.lua")));
+pub static INDEX: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/index.lua")));
 
 /// `release.lua`, run in its "expired" mode (its header states its KEYS and
 /// ARGV; the SDKs' copy, via the SDK crate).
