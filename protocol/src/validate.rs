@@ -84,7 +84,7 @@ pub fn max_attempts(n: u32) -> Result<u32> {
 /// A W3C trace context `traceparent` (<https://www.w3.org/TR/trace-context/>):
 /// `00-<32 hex>-<16 hex>-<2 hex>`, lower-case hex, version 00, neither id
 /// all zeros. The one form a push takes and a consumer hands out: anything
-/// else in a job's hash is treated as absent ([`crate::trace`]).
+/// else in a job's hash is treated as absent (the client's `trace` module).
 pub fn traceparent(value: &str) -> Result<()> {
     if is_traceparent(value.as_bytes()) {
         return Ok(());

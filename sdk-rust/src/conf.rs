@@ -7,7 +7,7 @@ pub use delayer_protocol::conf::*;
 use std::path::Path;
 
 /// What a client takes from the `delayer.conf` at `path`, with the
-/// `DELAYER_*` environment variables over it ([`env`]): how to reach Redis
+/// `DELAYER_*` environment variables over it ([`env`](mod@env)): how to reach Redis
 /// and the key names (prefix and layout), from a file that passes
 /// [`reject_unknown`]. Delayer 1.x keys it ignores, and misspelt variables,
 /// are let through silently (the SDK has no logger; the server reports
