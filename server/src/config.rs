@@ -136,8 +136,8 @@ impl Config {
         // set in the environment.
         let path_of = |key: &str| file.path_value("delayer", key);
 
-        let timer_ms: u64 = ranged(file, "delayer", "timer_interval", 1, 3_600_000, "milliseconds")?.unwrap_or(1000);
-        let batch_size = ranged(file, "delayer", "batch_size", 1, MAX_BATCH_SIZE as u64, "ids")?.unwrap_or(1000) as u32;
+        let timer_ms: u64 = file.ranged("delayer", "timer_interval", 1, 3_600_000, "milliseconds")?.unwrap_or(1000);
+        let batch_size = file.ranged("delayer", "batch_size", 1, MAX_BATCH_SIZE as u64, "ids")?.unwrap_or(1000) as u32;
         let log_level = match file.get("delayer", "log_level").unwrap_or("info") {
             "" | "info" => LevelFilter::Info,
             "error" => LevelFilter::Error,
@@ -157,11 +157,11 @@ impl Config {
             file.error(Some("delayer"), Some("log_format"), format!("{log_format:?} is not one of text, json"))
         })?;
 
-        let max_active = ranged(file, "redis", "max_active", 1, 10_000, "connections")?.unwrap_or(20) as u32;
-        let max_idle = ranged(file, "redis", "max_idle", 0, 10_000, "connections")?.unwrap_or(2) as u32;
+        let max_active = file.ranged("redis", "max_active", 1, 10_000, "connections")?.unwrap_or(20) as u32;
+        let max_idle = file.ranged("redis", "max_idle", 0, 10_000, "connections")?.unwrap_or(2) as u32;
         // 0 means "never", as in Delayer 1.x (Go's redigo pool).
         let seconds = |key: &str| -> Result<Option<Duration>, ConfError> {
-            let secs = ranged(file, "redis", key, 0, 315_360_000, "seconds")?.unwrap_or(3600);
+            let secs = file.ranged("redis", key, 0, 315_360_000, "seconds")?.unwrap_or(3600);
             Ok((secs > 0).then(|| Duration::from_secs(secs)))
         };
         let pool = PoolOptions {
@@ -195,7 +195,7 @@ impl Config {
             key_prefix: delayer::conf::key_prefix(file),
             layout,
             redis,
-            require_noeviction: yes_no(file, "redis", "require_noeviction")?,
+            require_noeviction: file.yes_no("redis", "require_noeviction")?,
             pool,
             metrics_addr,
             #[cfg(feature = "http")]
@@ -218,21 +218,12 @@ fn without_http(file: &ConfFile) -> Result<(), ConfError> {
     }
 }
 
-/// A yes/no key (`yes`, `true`, `1`; `no`, `false`, `0`), no when absent.
-pub fn yes_no(file: &ConfFile, section: &str, key: &str) -> Result<bool, ConfError> {
-    match file.get(section, key).unwrap_or("") {
-        "" | "no" | "false" | "0" => Ok(false),
-        "yes" | "true" | "1" => Ok(true),
-        other => Err(file.error(Some(section), Some(key), format!("{other:?} is not yes or no"))),
-    }
-}
-
 /// `metrics_addr`: beyond loopback only with `metrics_allow_remote = yes`
 /// (its own key: a Prometheus elsewhere may scrape the numbers while the
 /// API, which can change jobs, stays on loopback).
 fn metrics_addr(file: &ConfFile) -> Result<Option<SocketAddr>, ConfError> {
     let addr: Option<SocketAddr> = file.parse_value("delayer", "metrics_addr", "an address such as 127.0.0.1:9464")?;
-    let allowed = yes_no(file, "delayer", "metrics_allow_remote")?;
+    let allowed = file.yes_no("delayer", "metrics_allow_remote")?;
     match addr {
         Some(addr) if !addr.ip().is_loopback() && !allowed => Err(file.error(
             Some("delayer"),
@@ -243,24 +234,6 @@ fn metrics_addr(file: &ConfFile) -> Result<Option<SocketAddr>, ConfError> {
             ),
         )),
         addr => Ok(addr),
-    }
-}
-
-/// An integer key within `min..=max`, `None` when absent or empty.
-pub fn ranged(
-    file: &ConfFile,
-    section: &str,
-    key: &str,
-    min: u64,
-    max: u64,
-    unit: &str,
-) -> Result<Option<u64>, ConfError> {
-    let expected = format!("a whole number of {unit} from {min} to {max}");
-    match file.parse_value::<u64>(section, key, &expected)? {
-        Some(v) if !(min..=max).contains(&v) => {
-            Err(file.error(Some(section), Some(key), format!("{v} is out of range: expected {expected}")))
-        }
-        other => Ok(other),
     }
 }
 

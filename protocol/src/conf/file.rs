@@ -221,6 +221,27 @@ impl ConfFile {
     pub fn string(&self, section: &str, key: &str) -> Option<String> {
         self.get(section, key).filter(|v| !v.is_empty()).map(str::to_string)
     }
+
+    /// A yes/no key (`yes`, `true`, `1`; `no`, `false`, `0`), no when absent.
+    pub fn yes_no(&self, section: &str, key: &str) -> Result<bool, ConfError> {
+        match self.get(section, key).unwrap_or("") {
+            "" | "no" | "false" | "0" => Ok(false),
+            "yes" | "true" | "1" => Ok(true),
+            other => Err(self.error(Some(section), Some(key), format!("{other:?} is not yes or no"))),
+        }
+    }
+
+    /// An integer key within `min..=max` (`unit` names what it counts, for
+    /// the message), `None` when absent or empty.
+    pub fn ranged(&self, section: &str, key: &str, min: u64, max: u64, unit: &str) -> Result<Option<u64>, ConfError> {
+        let expected = format!("a whole number of {unit} from {min} to {max}");
+        match self.parse_value::<u64>(section, key, &expected)? {
+            Some(v) if !(min..=max).contains(&v) => {
+                Err(self.error(Some(section), Some(key), format!("{v} is out of range: expected {expected}")))
+            }
+            other => Ok(other),
+        }
+    }
 }
 
 /// Empties values that are only a comment (`password =   ; none`): Delayer

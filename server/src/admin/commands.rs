@@ -195,10 +195,10 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
 /// "due <time> (in 5 min)", or "(now)" for a delay of 0 (or a negative one).
 /// The distance is from this machine's clock; the time is Redis's.
 fn due_text(due: std::time::SystemTime) -> String {
-    let due = inspect::unix(due);
-    let left = due - inspect::unix(std::time::SystemTime::now());
-    let rel = if left > 0.5 { format!("in {}", inspect::human_seconds(left)) } else { "now".into() };
-    format!("due {} ({rel})", inspect::rfc3339(due))
+    let due = jobview::unix(due);
+    let left = due - jobview::unix(std::time::SystemTime::now());
+    let rel = if left > 0.5 { format!("in {}", jobview::human_seconds(left)) } else { "now".into() };
+    format!("due {} ({rel})", jobview::rfc3339(due))
 }
 
 /// The state of job `id` when it is one of `topic`'s, else the error that

@@ -4,6 +4,7 @@
 //! They never write to Redis. (Re-queueing and purging dead letters go
 //! through the SDK, which owns those scripts.)
 
+use crate::jobview::{human, human_seconds, rfc3339, unix};
 use delayer::Names;
 use delayer_protocol::connection::{Batch, Conn};
 use delayer_protocol::{eviction, numbers};
@@ -294,10 +295,6 @@ pub fn dead_text(topic: &str, letters: &[delayer::DeadLetter]) -> String {
     out
 }
 
-pub(crate) fn unix(t: std::time::SystemTime) -> f64 {
-    t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
-}
-
 /// The next `count` jobs a consumer of `topic` would pop, first first.
 pub fn peek(conn: &mut Conn, names: &Names, topic: &str, count: usize) -> redis::RedisResult<Vec<Peeked>> {
     if count == 0 {
@@ -365,14 +362,6 @@ fn preview(body: &[u8]) -> String {
     }
 }
 
-/// A time for people, to the millisecond. Read within 1970..9999 first
-/// (`delayer_protocol::numbers`): the formatter fails on later years, and a score
-/// of `inf` must print, not panic.
-pub(crate) fn rfc3339(unix: f64) -> String {
-    let t = numbers::time_secs(unix).or(numbers::Time::EPOCH).system_time();
-    humantime::format_rfc3339_millis(t).to_string()
-}
-
 /// A body in JSON, byte for byte: `body` when it is UTF-8 text,
 /// `body_base64` (standard alphabet, padded) when it is not; `body: null`
 /// when there is none.
@@ -402,47 +391,9 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// A duration for people, to its two largest units: `850 ms`, `12 s 40 ms`,
-/// `59 min 58 s`, `3 d 4 h` (cut, not rounded: `in 59 min 59 s` is never
-/// shown as an hour).
-pub fn human(d: Duration) -> String {
-    const UNITS: [(&str, u128); 5] = [("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000), ("ms", 1)];
-    let ms = d.as_millis();
-    let Some(first) = UNITS.iter().position(|(_, size)| ms >= *size) else { return "0 ms".into() };
-    let (name, size) = UNITS[first];
-    let mut out = format!("{} {name}", ms / size);
-    if let Some((next, next_size)) = UNITS.get(first + 1) {
-        let rest = ms % size / next_size;
-        if rest > 0 {
-            out.push_str(&format!(" {rest} {next}"));
-        }
-    }
-    out
-}
-
-/// [`human`] for a number of seconds (negative counts as 0).
-pub(crate) fn human_seconds(secs: f64) -> String {
-    human(Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_as_people_say_them() {
-        let ms = Duration::from_millis;
-        assert_eq!(human(ms(0)), "0 ms");
-        assert_eq!(human(ms(850)), "850 ms");
-        assert_eq!(human(ms(12_040)), "12 s 40 ms");
-        assert_eq!(human(ms(5_000)), "5 s");
-        assert_eq!(human(ms((59 * 60 + 58) * 1000 + 999)), "59 min 58 s");
-        assert_eq!(human(ms(3_600_000)), "1 h");
-        assert_eq!(human(ms((3 * 86_400 + 4 * 3600 + 59 * 60) * 1000)), "3 d 4 h");
-        assert_eq!(human(Duration::from_secs(10 * 365 * 86_400)), "3650 d");
-        assert_eq!(human_seconds(-3.0), "0 ms");
-        assert_eq!(human_seconds(f64::NAN), "0 ms");
-    }
 
     #[test]
     fn base64_is_the_standard_alphabet_with_padding() {

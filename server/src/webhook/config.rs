@@ -8,7 +8,6 @@
 //! `[redis] idle_timeout` is.
 
 use super::sign::Signer;
-use crate::config::ranged;
 use delayer_protocol::conf::{webhook_topic, ConfError, ConfFile};
 use reqwest::Url;
 use std::time::Duration;
@@ -86,10 +85,11 @@ fn hook(file: &ConfFile, section: &str, topic: &str) -> Result<Hook, ConfError> 
     }
     let signer = Signer::new(secret.as_bytes()).map_err(|why| error(Some(key), &why))?;
     let seconds = |key: &str, min: u64| -> Result<Option<Duration>, ConfError> {
-        Ok(ranged(file, section, key, min, MAX_SECONDS, "seconds")?.map(Duration::from_secs))
+        Ok(file.ranged(section, key, min, MAX_SECONDS, "seconds")?.map(Duration::from_secs))
     };
     let timeout = seconds("timeout", 1)?.unwrap_or(DEFAULT_TIMEOUT);
-    let concurrency = ranged(file, section, "concurrency", 1, MAX_CONCURRENCY, "deliveries")?
+    let concurrency = file
+        .ranged(section, "concurrency", 1, MAX_CONCURRENCY, "deliveries")?
         .map_or(DEFAULT_CONCURRENCY, |n| n as usize);
     let ttr = match seconds("ttr", 1)? {
         Some(ttr) if ttr <= timeout => {
