@@ -7,7 +7,7 @@
 //! One concern per module: settings (`settings`), the socket and its limits
 //! (`listen`), the checks before credentials (`guard`: Host, a JSON
 //! Content-Type on writes, the body's deadline), tokens (`auth`), sessions
-//! (`session`), wrong credentials per address (`limiter`), Redis trouble and
+//! (`session`), wrong credentials per address (`limiter`), what a request may do (`access`), Redis trouble and
 //! deadlines (`outage`), counted log lines (`tally`), JSON errors and
 //! extractors (`error`), the names in paths (`names`), JSON shapes (`wire`), the job routes (`jobs`), the
 //! read-only views (`views`), dead letters (`dead`), the moving history for
@@ -15,6 +15,7 @@
 //! description (`openapi.json`); and the other listener, of the metrics and
 //! probes (`metrics`).
 
+mod access;
 mod auth;
 mod dashboard;
 mod dead;

@@ -11,7 +11,7 @@
 //! refused, until it would have expired); a restart ends all of them, or, with
 //! `http_session_secret`, a new secret does.
 
-use crate::http::auth::{same, Access};
+use crate::http::access::{same, Access};
 use crate::http::settings::HttpSettings;
 use hmac::{KeyInit, Mac};
 use std::collections::HashMap;
