@@ -30,6 +30,12 @@ section "Rust: server and SDK"
 cargo test --workspace --locked -- --test-threads 2
 # The sync Worker's SIGTERM without tokio: the SDK built without `aio`.
 cargo test --locked -p delayer --no-default-features --test worker_sigterm
+section "Server: the mover core without HTTP (no axum, reqwest or hmac without the http and webhook features)"
+if cargo tree --locked -p delayer-server --no-default-features -e normal | grep -E 'axum|reqwest|hmac'; then
+  echo "the server built without http and webhook depends on the crates above" >&2
+  exit 1
+fi
+cargo check --locked -q -p delayer-server --no-default-features
 section "Rust SDK: the opentelemetry feature (trace context into consumer spans)"
 cargo test --locked -p delayer --features opentelemetry --test trace --test trace_otel
 

@@ -3,7 +3,7 @@
 # release is not the first time anyone tries:
 #  - Rust: `cargo package` (with its verification build) of the SDK crate
 #    `delayer` and the server crate `delayer-server`, each carrying its Lua
-#    scripts and the LICENSE;
+#    scripts and the LICENSE, and of `delayer-protocol`, which both use;
 #  - Python: wheel and sdist built with `python -m build`, the Lua scripts
 #    inside both, the SDK's tests run against the installed wheel under the
 #    oldest Python (3.9) with the oldest redis-py allowed and under the
@@ -53,20 +53,23 @@ client_scripts=(push push_many pop take remove reserve ack touch release resched
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 
 section "packaging: Rust crates (cargo package, verified)"
-# Both at once: the server's dependency on `delayer` (path and version) is
-# then resolved against the SDK crate just packaged, as after publishing it.
+# All at once: the server's dependency on `delayer` (path and version), and
+# both crates' on `delayer-protocol`, are then resolved against the crates
+# just packaged, as after publishing them.
 # --allow-dirty: the checks also run on a working tree with edits.
 # Cargo unpacks the SDK crate from that temporary registry into
 # $CARGO_HOME/registry/src/-<hash of the target dir's path>/ and reuses a copy
 # already there: a machine that ran these checks from the same path before
 # would verify the server against an old SDK. Our copies go first.
 cargo_home=${CARGO_HOME:-$HOME/.cargo}
-rm -rf "$cargo_home"/registry/src/-*/delayer-"$version" "$cargo_home"/registry/src/-*/delayer-server-"$version" \
-  "$cargo_home"/registry/cache/-*/delayer-"$version".crate "$cargo_home"/registry/cache/-*/delayer-server-"$version".crate
-cargo package -q -j 2 --offline --allow-dirty -p delayer -p delayer-server
+for crate in delayer delayer-server delayer-protocol; do
+  rm -rf "$cargo_home"/registry/src/-*/"$crate-$version" "$cargo_home"/registry/cache/-*/"$crate-$version".crate
+done
+cargo package -q -j 2 --offline --allow-dirty -p delayer-protocol -p delayer -p delayer-server
 crate_files() { tar -tzf "$CARGO_TARGET_DIR/package/$1-$version.crate" | sed "s|^$1-$version/||"; }
 crate_files delayer | has_all LICENSE README.md $(printf 'lua/%s.lua ' "${client_scripts[@]}")
 crate_files delayer-server | has_all LICENSE README.md lua/move.lua
+crate_files delayer-protocol | has_all LICENSE src/lib.rs
 
 section "packaging: Python wheel and sdist (python -m build)"
 .venv/bin/python -m build -q --outdir "$work/dist" sdk-python >"$work/build.log" 2>&1 \

@@ -10,7 +10,7 @@ pub enum Error {
     /// An argument broke a rule of the protocol; nothing was sent to Redis.
     InvalidArgument(String),
     /// A configuration file could not be used.
-    Config(crate::conf::ConfError),
+    Config(delayer_protocol::conf::ConfError),
     /// Redis could not be reached, went away, timed out or refused the
     /// credentials. Transient for a worker: back off and call again (the
     /// next call reconnects).
@@ -183,8 +183,8 @@ impl From<r2d2::Error> for Error {
     }
 }
 
-impl From<crate::conf::ConfError> for Error {
-    fn from(e: crate::conf::ConfError) -> Self {
+impl From<delayer_protocol::conf::ConfError> for Error {
+    fn from(e: delayer_protocol::conf::ConfError) -> Self {
         Error::Config(e)
     }
 }

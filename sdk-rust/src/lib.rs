@@ -53,32 +53,40 @@ pub mod aio;
 #[cfg(feature = "aio")]
 mod aio_shared;
 mod client;
-pub mod cluster;
-pub mod conf;
-pub mod connection;
-pub mod durable;
+mod durable;
 mod error;
-#[doc(hidden)]
-pub mod eviction;
 pub mod inspect;
 mod job;
-pub mod keys;
-#[doc(hidden)]
-pub mod numbers;
 mod ops;
 mod reliable;
-pub mod scripts;
-pub mod sentinel;
-pub mod target;
 pub mod trace;
-pub mod validate;
+mod validate;
 mod wait;
 pub mod worker;
 
+// What the server takes from this crate besides the client: the key names
+// and the layout's reading from delayer.conf, the reliable scripts its
+// expiry shares, the topic rule. No part of the API applications use
+// (hidden from the docs); they move to delayer-protocol with the key names.
+#[doc(hidden)]
+pub mod conf;
+#[doc(hidden)]
+pub mod keys;
+#[doc(hidden)]
+pub mod scripts;
+#[doc(hidden)]
+pub use keys::{Keys, Names, TopicKeys};
+#[doc(hidden)]
+pub use ops::check_topic;
+
+// The plumbing shared with the server, under the paths this crate's files
+// use.
+pub(crate) use delayer_protocol::{connection, eviction, numbers, target};
+
 pub use client::Delayer;
-pub use connection::PoolOptions;
+pub use delayer_protocol::conf::ConfError;
+pub use delayer_protocol::connection::PoolOptions;
 pub use error::{Error, IdTaken, NotReplicated, Result, Taken};
 pub use job::{Job, Message};
-pub use keys::{Keys, Layout, Names, TopicKeys};
-pub use ops::check_topic;
+pub use keys::Layout;
 pub use reliable::{Backoff, DeadLetter, JobRef, Reserved};

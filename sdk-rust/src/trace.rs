@@ -62,7 +62,7 @@ pub(crate) fn from_redis(id: &str, value: Vec<u8>) -> Option<String> {
 pub(crate) fn outgoing(given: Option<&str>) -> crate::Result<String> {
     match given {
         Some("") => Ok(String::new()),
-        Some(t) => crate::validate::traceparent(t).map(|()| t.to_string()),
+        Some(t) => Ok(crate::validate::traceparent(t).map(|()| t.to_string())?),
         #[cfg(feature = "opentelemetry")]
         None => Ok(otel::current().unwrap_or_default()),
         #[cfg(not(feature = "opentelemetry"))]

@@ -197,7 +197,7 @@ async fn the_async_client_sees_the_same() {
 
 #[tokio::test]
 async fn listing_positions_past_the_bound_are_refused_before_redis() {
-    use delayer::validate::MAX_POSITION;
+    use delayer::inspect::MAX_POSITION;
     let redis = RedisServer::start();
     let d = client(&redis);
     let a = delayer::aio::Delayer::open(&redis.url()).expect("client");

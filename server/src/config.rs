@@ -1,5 +1,5 @@
 //! `delayer.conf`: finding it, and the server's schema on top of the shared
-//! INI reader (`delayer::conf`).
+//! INI reader (`delayer_protocol::conf`).
 //!
 //! Every key of Delayer 1.x is accepted with its meaning; keys we added have
 //! defaults, so a 1.x file works unchanged. The few 1.x keys this version has
@@ -8,8 +8,8 @@
 //! bad number, a missing file — is a [`ConfError`] naming the file, section,
 //! key and line, and the server exits with code 2.
 
-use delayer::conf::{self, ConfError, ConfFile, Ignored, RedisSettings};
 use delayer::PoolOptions;
+use delayer_protocol::conf::{self, ConfError, ConfFile, Ignored, RedisSettings};
 use log::LevelFilter;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -59,8 +59,10 @@ pub struct Config {
     /// Where to serve Prometheus metrics (`None`: nowhere).
     pub metrics_addr: Option<SocketAddr>,
     /// The metrics endpoint's socket limits (the `http_*` limit keys).
+    #[cfg(feature = "http")]
     pub metrics_limits: crate::http::settings::Limits,
     /// The HTTP API and dashboard (`None`: off, `http_addr` unset).
+    #[cfg(feature = "http")]
     pub http: Option<crate::http::settings::HttpSettings>,
     /// Delayer 1.x keys in the file that this version does not use.
     pub ignored: Vec<Ignored>,
@@ -134,8 +136,8 @@ impl Config {
         // set in the environment.
         let path_of = |key: &str| file.path_value("delayer", key);
 
-        let timer_ms: u64 = ranged(file, "delayer", "timer_interval", 1, 3_600_000, "milliseconds")?.unwrap_or(1000);
-        let batch_size = ranged(file, "delayer", "batch_size", 1, MAX_BATCH_SIZE as u64, "ids")?.unwrap_or(1000) as u32;
+        let timer_ms: u64 = file.ranged("delayer", "timer_interval", 1, 3_600_000, "milliseconds")?.unwrap_or(1000);
+        let batch_size = file.ranged("delayer", "batch_size", 1, MAX_BATCH_SIZE as u64, "ids")?.unwrap_or(1000) as u32;
         let log_level = match file.get("delayer", "log_level").unwrap_or("info") {
             "" | "info" => LevelFilter::Info,
             "error" => LevelFilter::Error,
@@ -155,11 +157,11 @@ impl Config {
             file.error(Some("delayer"), Some("log_format"), format!("{log_format:?} is not one of text, json"))
         })?;
 
-        let max_active = ranged(file, "redis", "max_active", 1, 10_000, "connections")?.unwrap_or(20) as u32;
-        let max_idle = ranged(file, "redis", "max_idle", 0, 10_000, "connections")?.unwrap_or(2) as u32;
+        let max_active = file.ranged("redis", "max_active", 1, 10_000, "connections")?.unwrap_or(20) as u32;
+        let max_idle = file.ranged("redis", "max_idle", 0, 10_000, "connections")?.unwrap_or(2) as u32;
         // 0 means "never", as in Delayer 1.x (Go's redigo pool).
         let seconds = |key: &str| -> Result<Option<Duration>, ConfError> {
-            let secs = ranged(file, "redis", key, 0, 315_360_000, "seconds")?.unwrap_or(3600);
+            let secs = file.ranged("redis", key, 0, 315_360_000, "seconds")?.unwrap_or(3600);
             Ok((secs > 0).then(|| Duration::from_secs(secs)))
         };
         let pool = PoolOptions {
@@ -167,16 +169,19 @@ impl Config {
             min_idle: max_idle.min(max_active),
             idle_timeout: seconds("idle_timeout")?,
             max_lifetime: seconds("conn_max_lifetime")?,
-            connect_timeout: delayer::connection::DEFAULT_CONNECT_TIMEOUT,
+            connect_timeout: delayer_protocol::connection::DEFAULT_CONNECT_TIMEOUT,
             // The server never blocks on Redis: a reply slower than this
             // means a stuck connection, which is dropped and replaced.
             io_timeout: Some(REDIS_TIMEOUT),
         };
 
-        let layout = conf::layout(file)?;
+        let layout = delayer::conf::layout(file)?;
         let redis = RedisSettings::from_conf(file)?;
-        conf::check_mode_and_layout(file, &redis, layout)?;
+        delayer::conf::check_mode_and_layout(file, &redis, layout)?;
+        #[cfg(feature = "http")]
         let http = crate::http::settings::HttpSettings::from_file(file)?;
+        #[cfg(not(feature = "http"))]
+        without_http(file)?;
         let metrics_addr = metrics_addr(file)?;
         Ok(Config {
             path: file.path().to_path_buf(),
@@ -187,13 +192,15 @@ impl Config {
             log_level,
             log_format,
             batch_size,
-            key_prefix: conf::key_prefix(file),
+            key_prefix: delayer::conf::key_prefix(file),
             layout,
             redis,
-            require_noeviction: yes_no(file, "redis", "require_noeviction")?,
+            require_noeviction: file.yes_no("redis", "require_noeviction")?,
             pool,
             metrics_addr,
+            #[cfg(feature = "http")]
             metrics_limits: crate::http::settings::Limits::from_file(file)?.for_metrics(),
+            #[cfg(feature = "http")]
             http,
             ignored,
             notes: Vec::new(),
@@ -201,12 +208,13 @@ impl Config {
     }
 }
 
-/// A yes/no key (`yes`, `true`, `1`; `no`, `false`, `0`), no when absent.
-pub fn yes_no(file: &ConfFile, section: &str, key: &str) -> Result<bool, ConfError> {
-    match file.get(section, key).unwrap_or("") {
-        "" | "no" | "false" | "0" => Ok(false),
-        "yes" | "true" | "1" => Ok(true),
-        other => Err(file.error(Some(section), Some(key), format!("{other:?} is not yes or no"))),
+/// In a build without the `http` feature: refuses the keys that ask for a
+/// listener (nothing would serve them).
+#[cfg(not(feature = "http"))]
+fn without_http(file: &ConfFile) -> Result<(), ConfError> {
+    match ["http_addr", "metrics_addr"].into_iter().find(|k| file.string("delayer", k).is_some()) {
+        Some(key) => Err(file.error(Some("delayer"), Some(key), "this delayer was built without the http feature")),
+        None => Ok(()),
     }
 }
 
@@ -215,7 +223,7 @@ pub fn yes_no(file: &ConfFile, section: &str, key: &str) -> Result<bool, ConfErr
 /// API, which can change jobs, stays on loopback).
 fn metrics_addr(file: &ConfFile) -> Result<Option<SocketAddr>, ConfError> {
     let addr: Option<SocketAddr> = file.parse_value("delayer", "metrics_addr", "an address such as 127.0.0.1:9464")?;
-    let allowed = yes_no(file, "delayer", "metrics_allow_remote")?;
+    let allowed = file.yes_no("delayer", "metrics_allow_remote")?;
     match addr {
         Some(addr) if !addr.ip().is_loopback() && !allowed => Err(file.error(
             Some("delayer"),
@@ -226,24 +234,6 @@ fn metrics_addr(file: &ConfFile) -> Result<Option<SocketAddr>, ConfError> {
             ),
         )),
         addr => Ok(addr),
-    }
-}
-
-/// An integer key within `min..=max`, `None` when absent or empty.
-pub fn ranged(
-    file: &ConfFile,
-    section: &str,
-    key: &str,
-    min: u64,
-    max: u64,
-    unit: &str,
-) -> Result<Option<u64>, ConfError> {
-    let expected = format!("a whole number of {unit} from {min} to {max}");
-    match file.parse_value::<u64>(section, key, &expected)? {
-        Some(v) if !(min..=max).contains(&v) => {
-            Err(file.error(Some(section), Some(key), format!("{v} is out of range: expected {expected}")))
-        }
-        other => Ok(other),
     }
 }
 
@@ -295,6 +285,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "http")]
     fn metrics_beyond_loopback_need_saying_so() {
         let e = parse("[delayer]\nmetrics_addr = 0.0.0.0:9464\n").expect_err("remote");
         assert!(e.to_string().contains("metrics_allow_remote = yes"), "{e}");

@@ -58,10 +58,25 @@ impl fmt::Display for Fatal {
 
 impl std::error::Error for Fatal {}
 
-impl From<delayer::conf::ConfError> for Fatal {
-    fn from(e: delayer::conf::ConfError) -> Fatal {
+impl From<delayer_protocol::conf::ConfError> for Fatal {
+    fn from(e: delayer_protocol::conf::ConfError) -> Fatal {
         Fatal::config(e.to_string())
     }
+}
+
+/// An error with its causes, `outer: inner: innermost`, without repeats
+/// (reqwest's "error sending request" says little; its source says why).
+pub fn chain(error: &dyn std::error::Error) -> String {
+    let mut parts = vec![error.to_string()];
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = cause.source();
+    }
+    parts.join(": ")
 }
 
 #[cfg(test)]

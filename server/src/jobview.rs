@@ -13,13 +13,16 @@
 //! and in `delayer webhook` gives such a name as `id_base64` (`topic_base64`)
 //! instead of `id` (`topic`), as bodies go as `body_base64` ([`put_name`]),
 //! so nothing read is shown lossily.
+//!
+//! Times and durations for people ([`rfc3339`], [`human`]) are here too:
+//! every view of a job, and the commands' text, show them alike.
 
-use crate::inspect::{human_seconds, rfc3339, unix};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use delayer::inspect::{JobInfo, JobState, Listed, Page, Stats};
+use delayer_protocol::numbers;
 use serde_json::{json, Map, Value};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// Puts a name (an id or topic, as Redis holds it) in `obj` as `field` when
 /// it is UTF-8 text, else as `<field>_base64` (standard base64).
@@ -190,9 +193,60 @@ pub fn topics_text(stats: &Stats) -> String {
     out
 }
 
+/// A time as Unix seconds (0 before 1970).
+pub(crate) fn unix(t: SystemTime) -> f64 {
+    t.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+/// A time for people, to the millisecond. Read within 1970..9999 first
+/// (`delayer_protocol::numbers`): the formatter fails on later years, and a score
+/// of `inf` must print, not panic.
+pub(crate) fn rfc3339(unix: f64) -> String {
+    let t = numbers::time_secs(unix).or(numbers::Time::EPOCH).system_time();
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// A duration for people, to its two largest units: `850 ms`, `12 s 40 ms`,
+/// `59 min 58 s`, `3 d 4 h` (cut, not rounded: `in 59 min 59 s` is never
+/// shown as an hour).
+pub fn human(d: Duration) -> String {
+    const UNITS: [(&str, u128); 5] = [("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000), ("ms", 1)];
+    let ms = d.as_millis();
+    let Some(first) = UNITS.iter().position(|(_, size)| ms >= *size) else { return "0 ms".into() };
+    let (name, size) = UNITS[first];
+    let mut out = format!("{} {name}", ms / size);
+    if let Some((next, next_size)) = UNITS.get(first + 1) {
+        let rest = ms % size / next_size;
+        if rest > 0 {
+            out.push_str(&format!(" {rest} {next}"));
+        }
+    }
+    out
+}
+
+/// [`human`] for a number of seconds (negative counts as 0).
+pub(crate) fn human_seconds(secs: f64) -> String {
+    human(Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        let ms = Duration::from_millis;
+        assert_eq!(human(ms(0)), "0 ms");
+        assert_eq!(human(ms(850)), "850 ms");
+        assert_eq!(human(ms(12_040)), "12 s 40 ms");
+        assert_eq!(human(ms(5_000)), "5 s");
+        assert_eq!(human(ms((59 * 60 + 58) * 1000 + 999)), "59 min 58 s");
+        assert_eq!(human(ms(3_600_000)), "1 h");
+        assert_eq!(human(ms((3 * 86_400 + 4 * 3600 + 59 * 60) * 1000)), "3 d 4 h");
+        assert_eq!(human(Duration::from_secs(10 * 365 * 86_400)), "3650 d");
+        assert_eq!(human_seconds(-3.0), "0 ms");
+        assert_eq!(human_seconds(f64::NAN), "0 ms");
+    }
     use std::time::{Duration, UNIX_EPOCH};
 
     #[test]

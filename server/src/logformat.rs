@@ -47,11 +47,24 @@ impl LogFormat {
     }
 }
 
+/// The target as the binary's modules had it before the server became a
+/// library (`delayer::mover`, not `delayer_server::engine::mover`): log
+/// queries and alerts select on it, and a module's tree is no part of it.
+fn shown_target(target: &str) -> std::borrow::Cow<'_, str> {
+    match target.strip_prefix("delayer_server") {
+        Some(rest) => {
+            let rest = ["::engine", "::admin"].iter().find_map(|tree| rest.strip_prefix(tree)).unwrap_or(rest);
+            format!("delayer{rest}").into()
+        }
+        None => target.into(),
+    }
+}
+
 fn json_line(ts: &str, message: &fmt::Arguments, record: &Record) -> String {
     let mut pairs: Vec<(String, Json)> = vec![
         ("ts".into(), Json::from(ts)),
         ("level".into(), Json::from(record.level().as_str().to_ascii_lowercase())),
-        ("target".into(), Json::from(record.target())),
+        ("target".into(), Json::from(shown_target(record.target()))),
         ("msg".into(), Json::from(message.to_string())),
     ];
     let mut fields = Fields(Vec::new());
@@ -197,6 +210,16 @@ mod tests {
         assert_eq!(v["field_msg"], "a field named as the line's own");
         assert_eq!(v["per_topic"], serde_json::json!({"mail": 3}));
         assert_eq!(v["broken_json"], "{not json");
+    }
+
+    #[test]
+    fn targets_are_the_modules_without_the_library_and_its_trees() {
+        assert_eq!(shown_target("delayer_server::engine::mover"), "delayer::mover");
+        assert_eq!(shown_target("delayer_server::admin::commands"), "delayer::commands");
+        assert_eq!(shown_target("delayer_server::http::listen"), "delayer::http::listen");
+        assert_eq!(shown_target("delayer_server::server"), "delayer::server");
+        assert_eq!(shown_target("delayer"), "delayer");
+        assert_eq!(shown_target("r2d2"), "r2d2");
     }
 
     #[test]

@@ -1,76 +1,17 @@
-//! `delayer`: the server.
-//!
-//! It does one thing: on a timer, it moves due job ids from Redis's job pool
-//! to their topics' ready queues, in atomic batches (see docs/PROTOCOL.md).
-//! Each concern has its own module: the command line (`cli`) and Delayer
-//! 1.x's spellings of its flags (`goflags`), the configuration file
-//! (`config`), failures and their exit codes (`fatal`), starting and
-//! stopping the server (`server`) and the signals it obeys (`signals`),
-//! detaching (`daemon`), logging (`logging`, the line's shape
-//! `logformat`) and panics (`panics`), the pid file (`pidfile`), refused credentials (`credentials`), the Lua scripts
-//! (`scripts`), one tick of moving (`mover`, and `topic_mover` with its
-//! rounds of calls, `waves`, for the per-topic layout; what both moved is
-//! summed up every minute by `summary`), the timer around it
-//! (`timer`) and what wakes it (`wake`), metrics (`telemetry`), and the
-//! operator commands (`commands`) with their read-only views (`inspect`),
-//! job bodies (`body`) and standard output (`output`), and the HTTP API with
-//! its dashboard (`http`). What Redis holds is input: odd numbers are logged
-//! once per key (`oddities`), keys of the wrong type are named and watched
-//! until fixed (`badkeys`), a Redis out of memory (`memory`) or one that may
-//! evict jobs (`eviction`) is said once, and jobs waiting in the other
-//! layout (`other_layout`) or under a prefix nobody serves (`other_prefix`)
-//! are said when found. The probes (`readiness`) say whether the process
-//! serves and whether it does its job.
-//! `delayer webhook` (`webhook`) is a consumer run from the same binary: it
-//! delivers jobs over HTTP. `delayer health` (`healthcheck`) asks a running
-//! server's probe, for a container's HEALTHCHECK. The commands write through
-//! `output`, which a reader hanging up cannot turn into a panic.
+//! `delayer`: the server's binary. It reads the command line and runs the
+//! server or one of its commands, all of them in the library
+//! (`src/lib.rs`, whose docs say where each concern lives).
 
-// Standard output goes through `output` (a closed pipe must not panic).
+// Standard output goes through `admin::output` (a closed pipe must not panic).
 #![deny(clippy::print_stdout)]
 
-mod activity;
-mod badkeys;
-mod body;
-mod cli;
-mod commands;
-mod config;
-mod credentials;
-mod daemon;
-mod effective;
-mod eviction;
-mod fatal;
-mod goflags;
-mod healthcheck;
-mod http;
-mod inspect;
-mod jobview;
-mod logformat;
-mod logging;
-mod memory;
-mod migrate;
-mod mover;
-mod oddities;
-mod other_layout;
-mod other_prefix;
-mod output;
-mod panics;
-mod pidfile;
-mod readiness;
-mod scripts;
-mod server;
-mod signals;
-mod summary;
-mod telemetry;
-mod timer;
-mod topic_mover;
-mod wake;
-mod waves;
-mod webhook;
-
 use clap::Parser;
-use fatal::Fatal;
+use delayer_server::admin::{cli, commands, effective, goflags, output};
+use delayer_server::fatal::{self, Fatal};
+use delayer_server::server;
+use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
 fn main() -> ExitCode {
     // 1.x's Go-style flags (`-daemon`, `-configuration=FILE`, `--c FILE`)
@@ -81,16 +22,13 @@ fn main() -> ExitCode {
         Some(cli::Command::Webhook) if cli.url.is_some() || cli.prefix.is_some() => Err(Fatal::usage(
             "delayer webhook reads -c FILE ([redis], key_prefix and its [webhook.<topic>] sections), not --url or --prefix",
         )),
-        Some(cli::Command::Webhook) => webhook::run(cli.configuration.as_deref()),
+        Some(cli::Command::Webhook) => webhook(cli.configuration.as_deref()),
         Some(cli::Command::Health { .. }) if cli.url.is_some() || cli.prefix.is_some() => {
             Err(Fatal::usage("delayer health asks the server's probe (-c FILE, or --probe-url), not Redis: no --url"))
         }
-        Some(cli::Command::Health { ready, probe_url, timeout }) => healthcheck::run(
-            cli.configuration.as_deref(),
-            if ready { healthcheck::Probe::Ready } else { healthcheck::Probe::Live },
-            probe_url.as_deref(),
-            std::time::Duration::from_secs(timeout),
-        ),
+        Some(cli::Command::Health { ready, probe_url, timeout }) => {
+            health(cli.configuration.as_deref(), ready, probe_url.as_deref(), std::time::Duration::from_secs(timeout))
+        }
         Some(cli::Command::Config { .. }) if cli.url.is_some() || cli.prefix.is_some() => {
             Err(Fatal::usage("delayer config shows what -c FILE and the DELAYER_* variables make, not --url"))
         }
@@ -107,6 +45,33 @@ fn main() -> ExitCode {
     match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(fatal) => report(&fatal),
+    }
+}
+
+/// `delayer webhook`, in a build with it.
+fn webhook(conf: Option<&Path>) -> Result<(), Fatal> {
+    #[cfg(feature = "webhook")]
+    {
+        delayer_server::webhook::run(conf)
+    }
+    #[cfg(not(feature = "webhook"))]
+    {
+        let _ = conf;
+        Err(Fatal::usage("delayer webhook: this build has no webhook feature"))
+    }
+}
+
+/// `delayer health`, in a build with an HTTP client (the `http` feature).
+fn health(conf: Option<&Path>, ready: bool, probe_url: Option<&str>, timeout: Duration) -> Result<(), Fatal> {
+    #[cfg(feature = "http")]
+    {
+        use delayer_server::admin::healthcheck::{run, Probe};
+        run(conf, if ready { Probe::Ready } else { Probe::Live }, probe_url, timeout)
+    }
+    #[cfg(not(feature = "http"))]
+    {
+        let _ = (conf, ready, probe_url, timeout);
+        Err(Fatal::usage("delayer health: this build has no http feature"))
     }
 }
 

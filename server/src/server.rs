@@ -9,12 +9,14 @@
 use crate::config::Config;
 use crate::daemon::{self, Launcher};
 use crate::fatal::Fatal;
+#[cfg(feature = "http")]
+use crate::http;
 use crate::pidfile::PidFile;
 use crate::signals::Signals;
-use crate::{credentials, http, logging, mover, panics, readiness, summary, telemetry, timer, topic_mover, wake};
-use delayer::connection::Manager;
-use delayer::target::Target;
-use delayer::{Keys, Layout, Names, TopicKeys};
+use crate::{credentials, logging, mover, panics, readiness, summary, timer, topic_mover, wake};
+use delayer::{Keys, Layout, TopicKeys};
+use delayer_protocol::connection::Manager;
+use delayer_protocol::target::Target;
 use log::{info, warn};
 use std::path::Path;
 use std::sync::Arc;
@@ -121,20 +123,24 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
         );
         // The probes of both listeners.
         readiness::init(target.clone(), config.redis.describe(), config.timer_interval);
+        #[cfg(feature = "http")]
         if let Some(addr) = config.metrics_addr {
-            telemetry::serve(addr, config.metrics_limits).await.map_err(Fatal::failed)?;
+            http::metrics::serve(addr, config.metrics_limits).await.map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");
             // The per-topic gauges, read on a thread of their own.
-            telemetry::watch_topics(target.clone(), &Names::new(&config.key_prefix, config.layout));
+            crate::telemetry::watch_topics(target.clone(), &delayer::Names::new(&config.key_prefix, config.layout));
         }
+        #[cfg(feature = "http")]
         if let Some(settings) = &config.http {
             // Through the target, so in sentinel mode the API follows a failover.
-            let names = Names::new(&config.key_prefix, config.layout);
+            let names = delayer::Names::new(&config.key_prefix, config.layout);
             let addr = http::serve(settings, target.clone(), &names).await.map_err(Fatal::failed)?;
             info!("serving the HTTP API and dashboard on http://{addr}/");
         }
         // Every server's moves go into the dashboard's history in Redis.
+        #[cfg(feature = "http")]
         let history = format!("{}history", config.key_prefix);
+        #[cfg(feature = "http")]
         http::shared::start(target.clone(), history, config.pool.connect_timeout, config.pool.io_timeout);
         let stop = Arc::new(timer::Stop::default());
         let keys = Keys::new(&config.key_prefix);
@@ -145,7 +151,10 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
             wake::listen(target.clone(), keys.wake(), config.pool.connect_timeout, stop.clone(), announced.clone());
         let manager = Manager::with_target(target, config.pool.connect_timeout, config.pool.io_timeout);
         // Per-job lateness feeds the metrics and the dashboard's chart.
+        #[cfg(feature = "http")]
         let lateness = config.metrics_addr.is_some() || config.http.is_some();
+        #[cfg(not(feature = "http"))]
+        let lateness = false;
         let mover: Arc<dyn mover::Tick> = match config.layout {
             Layout::Classic => {
                 Arc::new(mover::Mover::new(manager, config.pool.max_lifetime, keys, config.batch_size, lateness))

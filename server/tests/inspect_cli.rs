@@ -127,7 +127,7 @@ fn list_pages_each_state() {
 #[test]
 fn listing_positions_past_the_bound_are_usage_errors() {
     let redis = RedisServer::start();
-    let max = delayer::validate::MAX_POSITION;
+    let max = delayer_protocol::validate::MAX_POSITION;
     let (past, huge) = ((max + 1).to_string(), "99999999999999999999".to_string());
     for state in ["scheduled", "ready", "reserved", "dead"] {
         for cursor in [past.as_str(), "9223372036854775808", huge.as_str()] {

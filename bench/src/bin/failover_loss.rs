@@ -19,10 +19,10 @@
 //!
 //! usage: failover-loss [--cluster] [--threads N] [--secs N] [--after N] [--durable-ms MS] [--runs N]
 
-use delayer::cluster::ClusterSettings;
-use delayer::conf::RedisSettings;
-use delayer::sentinel::{parse_nodes, SentinelSettings};
 use delayer::{Delayer, Error, Layout, PoolOptions, TopicKeys};
+use delayer_protocol::cluster::ClusterSettings;
+use delayer_protocol::conf::RedisSettings;
+use delayer_protocol::sentinel::{parse_nodes, SentinelSettings};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;

@@ -13,8 +13,11 @@ mod activity;
 mod calls;
 
 pub use activity::{Activity, Head};
-pub use calls::parse_stats;
+use calls::parse_stats;
 pub(crate) use calls::*;
+/// The largest `cursor` (or `dead_letters`' `start`) a listing takes:
+/// 2^53 - 1, the HTTP API's and the CLI's bound too.
+pub use delayer_protocol::validate::MAX_POSITION;
 
 use crate::error::{Error, Result};
 use crate::Delayer;
@@ -228,7 +231,7 @@ impl Delayer {
 
     /// A page of `topic`'s scheduled jobs, earliest due first, from `cursor`
     /// (0 to start; then the page's `next`; at most
-    /// [`crate::validate::MAX_POSITION`]), at most `count` (1 to 1000).
+    /// [`MAX_POSITION`]), at most `count` (1 to 1000).
     pub fn list_scheduled(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
         self.scan(ListScan::new(self.keys(), Walked::Pool, topic, cursor, count)?)
     }

@@ -66,7 +66,7 @@ impl Settings {
             return Err(Error::InvalidArgument("a worker's concurrency must be at least 1".into()));
         }
         crate::validate::ttr_ms(self.ttr)?;
-        topics.iter().try_for_each(|t| crate::validate::name("topic", t))
+        topics.iter().try_for_each(|t| Ok(crate::validate::name("topic", t)?))
     }
 }
 

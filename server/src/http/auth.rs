@@ -11,6 +11,7 @@
 //! we never grant (the cookie is SameSite=Strict too, and writes need a JSON
 //! Content-Type: `guard`).
 
+pub use crate::http::access::{same, Access};
 use crate::http::error::ApiError;
 use crate::http::session::Verdict;
 use crate::http::settings::{HttpSettings, Token};
@@ -22,20 +23,11 @@ use axum::response::{IntoResponse, Response};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
-use subtle::ConstantTimeEq;
 
 /// The dashboard's cookie: a session (`session.rs`).
 pub const COOKIE: &str = "delayer_session";
 /// The header the dashboard sends with every request it makes.
 pub const CSRF_HEADER: &str = "x-delayer-dashboard";
-
-/// What a request may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    Denied,
-    Read,
-    Full,
-}
 
 /// The configured tokens.
 #[derive(Debug, Clone)]
@@ -68,17 +60,6 @@ impl Tokens {
             Access::Denied
         }
     }
-}
-
-/// Constant-time equality: the time depends on the lengths only, never on
-/// where the bytes first differ.
-pub fn same(presented: &[u8], expected: &[u8]) -> bool {
-    let mut equal = presented.len().ct_eq(&expected.len());
-    for (i, b) in presented.iter().enumerate() {
-        let e = expected.get(i).copied().unwrap_or(0);
-        equal &= b.ct_eq(&e);
-    }
-    bool::from(equal)
 }
 
 /// The routes anyone may call: the probes, the API's description and the

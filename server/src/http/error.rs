@@ -85,6 +85,12 @@ fn unavailable(code: &'static str, message: String, trouble: Trouble) -> ApiErro
 }
 
 /// The SDK's errors: its validation is the API's (one rule for every way in).
+impl From<delayer_protocol::validate::Invalid> for ApiError {
+    fn from(e: delayer_protocol::validate::Invalid) -> Self {
+        ApiError::invalid(e.0)
+    }
+}
+
 impl From<delayer::Error> for ApiError {
     fn from(e: delayer::Error) -> ApiError {
         use delayer::Error as E;

@@ -218,7 +218,7 @@ pub async fn reschedule(
     let delay = wire::duration("delay", spec.delay.ok_or_else(|| ApiError::invalid("delay (seconds) is required"))?)?;
     // The SDK's rule, before the lookup: a bad delay is a 400 whether or not
     // the job is there.
-    delayer::validate::delay_ms(delay)?;
+    delayer_protocol::validate::delay_ms(delay)?;
     if !api.of_topic(&topic, &id).await? {
         return Ok(Json(json!({"due": null})));
     }

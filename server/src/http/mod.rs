@@ -7,13 +7,15 @@
 //! One concern per module: settings (`settings`), the socket and its limits
 //! (`listen`), the checks before credentials (`guard`: Host, a JSON
 //! Content-Type on writes, the body's deadline), tokens (`auth`), sessions
-//! (`session`), wrong credentials per address (`limiter`), Redis trouble and
+//! (`session`), wrong credentials per address (`limiter`), what a request may do (`access`), Redis trouble and
 //! deadlines (`outage`), counted log lines (`tally`), JSON errors and
 //! extractors (`error`), the names in paths (`names`), JSON shapes (`wire`), the job routes (`jobs`), the
 //! read-only views (`views`), dead letters (`dead`), the moving history for
 //! the chart (`history`; the long one shared through Redis: `shared`), the dashboard's pages (`dashboard`) and the API's
-//! description (`openapi.json`).
+//! description (`openapi.json`); and the other listener, of the metrics and
+//! probes (`metrics`).
 
+mod access;
 mod auth;
 mod dashboard;
 mod dead;
@@ -23,6 +25,7 @@ pub mod history;
 mod jobs;
 mod limiter;
 pub mod listen;
+pub mod metrics;
 mod names;
 mod outage;
 mod session;
@@ -39,7 +42,7 @@ use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use delayer::target::Target;
+use delayer_protocol::target::Target;
 use serde_json::json;
 use settings::HttpSettings;
 use std::net::{IpAddr, SocketAddr};
@@ -154,7 +157,7 @@ fn warn_about(settings: &HttpSettings, bound: SocketAddr) {
 fn router(api: Arc<Api>) -> Router {
     Router::new()
         .route("/v1/health", get(health))
-        .route("/v1/ready", get(crate::readiness::ready))
+        .route("/v1/ready", get(metrics::ready))
         .route("/v1/openapi.json", get(openapi))
         .route("/v1/stats", get(views::stats))
         .route("/v1/history", get(history_route))

@@ -11,7 +11,7 @@
 //! refused, until it would have expired); a restart ends all of them, or, with
 //! `http_session_secret`, a new secret does.
 
-use crate::http::auth::{same, Access};
+use crate::http::access::{same, Access};
 use crate::http::settings::HttpSettings;
 use hmac::{KeyInit, Mac};
 use std::collections::HashMap;
@@ -158,7 +158,7 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use delayer::conf::ConfFile;
+    use delayer_protocol::conf::ConfFile;
 
     fn sessions(extra: &str) -> Sessions {
         let text = format!("[delayer]\nhttp_addr = 127.0.0.1:1\nhttp_token = full-token-0123456789\n{extra}");

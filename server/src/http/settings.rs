@@ -6,8 +6,7 @@
 //! the file says `http_allow_remote = yes`, and then only with a token: an
 //! address typed by mistake never opens the queue to a network.
 
-use crate::config::ranged;
-use delayer::conf::{ConfError, ConfFile};
+use delayer_protocol::conf::{ConfError, ConfFile};
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
@@ -88,8 +87,7 @@ pub const METRICS_MAX_CONNECTIONS: usize = 64;
 
 impl Limits {
     pub fn from_file(file: &ConfFile) -> Result<Limits, ConfError> {
-        let max_connections =
-            ranged(file, "delayer", "http_max_connections", 1, 100_000, "connections")?.unwrap_or(512);
+        let max_connections = file.ranged("delayer", "http_max_connections", 1, 100_000, "connections")?.unwrap_or(512);
         Ok(Limits {
             max_connections: max_connections as usize,
             header_timeout: seconds(file, "http_header_timeout", 1, 3600, 10)?,
@@ -106,7 +104,7 @@ impl Limits {
 impl HttpSettings {
     pub fn from_file(file: &ConfFile) -> Result<Option<HttpSettings>, ConfError> {
         let section = Some("delayer");
-        let remote = crate::config::yes_no(file, "delayer", "http_allow_remote")?;
+        let remote = file.yes_no("delayer", "http_allow_remote")?;
         let token = read_token_key(file, "http_token")?;
         let read_token = read_token_key(file, "http_read_token")?;
         let session_secret = read_token_key(file, "http_session_secret")?;
@@ -114,7 +112,7 @@ impl HttpSettings {
         let trusted_proxies = list(file, "http_trusted_proxies", "IP addresses such as 127.0.0.1, ::1")?;
         let session_lifetime = seconds(file, "http_session_lifetime", 60, 31_536_000, 43_200)?;
         let redis_timeout = seconds(file, "http_redis_timeout", 1, 300, 5)?;
-        let max_waiting = ranged(file, "delayer", "http_max_waiting", 1, 10_000, "requests")?.unwrap_or(100) as usize;
+        let max_waiting = file.ranged("delayer", "http_max_waiting", 1, 10_000, "requests")?.unwrap_or(100) as usize;
         let limits = Limits::from_file(file)?;
         let Some(addr) = file.parse_value::<SocketAddr>("delayer", "http_addr", "an address such as 127.0.0.1:8080")?
         else {
@@ -169,7 +167,7 @@ impl HttpSettings {
 
 /// A whole number of seconds within `min..=max` (absent: `default`).
 fn seconds(file: &ConfFile, key: &str, min: u64, max: u64, default: u64) -> Result<Duration, ConfError> {
-    Ok(Duration::from_secs(ranged(file, "delayer", key, min, max, "seconds")?.unwrap_or(default)))
+    Ok(Duration::from_secs(file.ranged("delayer", key, min, max, "seconds")?.unwrap_or(default)))
 }
 
 /// A list of `T`, separated by commas or spaces (absent: empty).

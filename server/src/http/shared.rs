@@ -16,8 +16,8 @@
 //! (naming the key) and shown by `/v1/history`.
 
 use crate::http::history;
-use delayer::connection::{Conn, Manager};
-use delayer::target::Target;
+use delayer_protocol::connection::{Conn, Manager};
+use delayer_protocol::target::Target;
 use redis::Script;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

@@ -20,10 +20,10 @@ pub fn secs(t: SystemTime) -> f64 {
 }
 
 /// A listing's position given for `field`: at most the SDK's
-/// [`delayer::validate::MAX_POSITION`], the CLI's bound too.
+/// [`delayer_protocol::validate::MAX_POSITION`], the CLI's bound too.
 /// (Negative and non-numeric values are refused by the query's types.)
 pub fn position(field: &str, value: u64) -> ApiResult<u64> {
-    Ok(delayer::validate::position(field, value)?)
+    Ok(delayer_protocol::validate::position(field, value)?)
 }
 
 /// A number of seconds given for `field`: finite, not negative.
@@ -116,7 +116,7 @@ impl JobSpec {
             job = job.if_absent();
         }
         if let Some(traceparent) = self.traceparent {
-            delayer::validate::traceparent(&traceparent)?;
+            delayer_protocol::validate::traceparent(&traceparent)?;
             job = job.traceparent(traceparent);
         }
         Ok(job)
@@ -182,7 +182,7 @@ mod tests {
         for bad in [-1.0, f64::NAN, f64::INFINITY, 1e300] {
             assert!(duration("delay", bad).is_err(), "{bad}");
         }
-        let max = delayer::validate::MAX_POSITION;
+        let max = delayer_protocol::validate::MAX_POSITION;
         assert!(position("cursor", max).is_ok() && position("cursor", max + 1).is_err());
         assert_eq!(body(None, Some("AAH/".into())).ok(), Some(vec![0, 1, 255]));
         assert!(body(Some("a".into()), Some("YQ==".into())).is_err());

@@ -2,14 +2,13 @@
 //! `delayer webhook` delivers, where, and with which secret.
 //!
 //! Read from the same file as the server's settings (Redis, key prefix,
-//! logs); the shared reader (`delayer::conf`) has already refused unknown
+//! logs); the shared reader (`delayer_protocol::conf`) has already refused unknown
 //! keys, so this checks values only, and each error names the file, the
 //! section, the key and the line. Durations are whole seconds, as
 //! `[redis] idle_timeout` is.
 
 use super::sign::Signer;
-use crate::config::ranged;
-use delayer::conf::{webhook_topic, ConfError, ConfFile};
+use delayer_protocol::conf::{webhook_topic, ConfError, ConfFile};
 use reqwest::Url;
 use std::time::Duration;
 
@@ -86,10 +85,11 @@ fn hook(file: &ConfFile, section: &str, topic: &str) -> Result<Hook, ConfError> 
     }
     let signer = Signer::new(secret.as_bytes()).map_err(|why| error(Some(key), &why))?;
     let seconds = |key: &str, min: u64| -> Result<Option<Duration>, ConfError> {
-        Ok(ranged(file, section, key, min, MAX_SECONDS, "seconds")?.map(Duration::from_secs))
+        Ok(file.ranged(section, key, min, MAX_SECONDS, "seconds")?.map(Duration::from_secs))
     };
     let timeout = seconds("timeout", 1)?.unwrap_or(DEFAULT_TIMEOUT);
-    let concurrency = ranged(file, section, "concurrency", 1, MAX_CONCURRENCY, "deliveries")?
+    let concurrency = file
+        .ranged(section, "concurrency", 1, MAX_CONCURRENCY, "deliveries")?
         .map_or(DEFAULT_CONCURRENCY, |n| n as usize);
     let ttr = match seconds("ttr", 1)? {
         Some(ttr) if ttr <= timeout => {
@@ -117,7 +117,8 @@ fn secret<'a>(file: &ConfFile, section: &str) -> Result<(String, &'a str), ConfE
         (Some(_), Some(_)) => Err(error(Some("secret_file"), "set secret or secret_file, not both")),
         (Some(secret), None) => Ok((secret.to_string(), "secret")),
         (None, Some(path)) => {
-            let text = delayer::conf::env::read_value(&path).map_err(|why| error(Some("secret_file"), &why))?;
+            let text =
+                delayer_protocol::conf::env::read_value(&path).map_err(|why| error(Some("secret_file"), &why))?;
             Ok((text, "secret_file"))
         }
         (None, None) => Err(error(

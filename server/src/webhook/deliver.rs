@@ -9,6 +9,7 @@
 
 use super::config::Hook;
 use super::payload::payload;
+use crate::fatal::chain;
 use reqwest::header::{HeaderValue, CONTENT_TYPE, USER_AGENT};
 use reqwest::{redirect, Client, StatusCode};
 use std::fmt;
@@ -129,21 +130,6 @@ impl Sender {
 
 fn status_failure(status: StatusCode) -> Failure {
     Failure::Status(status.as_u16(), status.canonical_reason().unwrap_or("").to_string())
-}
-
-/// An error with its causes, `outer: inner: innermost`, without repeats
-/// (reqwest's "error sending request" says little; its source says why).
-pub fn chain(error: &dyn std::error::Error) -> String {
-    let mut parts = vec![error.to_string()];
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = cause.source();
-    }
-    parts.join(": ")
 }
 
 #[cfg(test)]

@@ -21,6 +21,4 @@ mod payload;
 mod run;
 mod sign;
 
-/// Also says why `delayer health`'s request failed.
-pub use deliver::chain;
 pub use run::run;
