@@ -17,7 +17,7 @@
 
 use super::{out_of_memory_is_later, TopicMover, SLICE};
 use crate::scripts::BadKey;
-use delayer::connection::{Batch, Conn};
+use delayer_protocol::connection::{Batch, Conn};
 use log::{debug, warn};
 use redis::{RedisResult, Value};
 use std::sync::atomic::Ordering;

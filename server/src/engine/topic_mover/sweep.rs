@@ -8,7 +8,7 @@
 
 use super::{out_of_memory_is_later, TopicMover, SLICE};
 use crate::scripts::BadKey;
-use delayer::connection::Conn;
+use delayer_protocol::connection::Conn;
 use redis::RedisResult;
 use std::time::{Duration, Instant};
 
