@@ -11,7 +11,7 @@
 //! and command. A lost connection still fails the call, as before: whether
 //! the script ran is then unknown.
 
-use super::Request;
+use super::{Op, Request};
 use crate::connection::Batch;
 use crate::keys::Names;
 use redis::Value;
@@ -57,7 +57,7 @@ impl IndexNote {
 
     /// `ZADD <prefix>due LT CH <time> <topic>` (and `SADD` for a push), in
     /// one round trip; read its reply with [`IndexNote::read`].
-    pub(crate) fn write(&self, names: &Names) -> Option<Request> {
+    fn write(&self, names: &Names) -> Option<Request> {
         let mut batch = Batch::new();
         self.add_write(names, &mut batch)?;
         Some(Request::Batch(batch))
@@ -66,7 +66,7 @@ impl IndexNote {
     /// Adds the index write to `batch` as hints (ZADD's reply, then for a
     /// push SADD's: [`IndexNote::replies`] of them); `None` in the classic
     /// layout.
-    pub(crate) fn add_write(&self, names: &Names, batch: &mut Batch) -> Option<()> {
+    fn add_write(&self, names: &Names, batch: &mut Batch) -> Option<()> {
         let index = names.index()?;
         batch
             .add_hint(redis::cmd("ZADD").arg(index.due()).arg("LT").arg("CH").arg(&self.time).arg(&self.topic).clone());
@@ -76,15 +76,10 @@ impl IndexNote {
         Some(())
     }
 
-    /// How many replies [`IndexNote::add_write`] adds.
-    pub(crate) fn replies(&self) -> usize {
-        1 + usize::from(self.pushed)
-    }
-
     /// Reads the index write's replies (ZADD's, then SADD's for a push):
     /// whether it lowered (or added) the topic's entry. A refused command
     /// is [`heard`]: warned, never the call's error.
-    pub(crate) fn read(&self, names: &Names, replies: impl IntoIterator<Item = Value>) -> bool {
+    fn read(&self, names: &Names, replies: impl IntoIterator<Item = Value>) -> bool {
         let Some(index) = names.index() else { return false };
         let mut replies = replies.into_iter();
         let zadd = heard(&index.due(), "ZADD", replies.next().unwrap_or(Value::Nil));
@@ -94,18 +89,8 @@ impl IndexNote {
         matches!(zadd, Some(Value::Int(n)) if n > 0)
     }
 
-    /// Whether this note's time is later than `other`'s (a note for now is
-    /// never later).
-    pub(crate) fn is_later_than(&self, other: &IndexNote) -> bool {
-        match (self.at, other.at) {
-            (Some(a), Some(b)) => seconds(a) != seconds(b) && a > b,
-            (Some(_), None) => true,
-            (None, _) => false,
-        }
-    }
-
     /// [`IndexNote::read`] of a whole reply to [`IndexNote::write`].
-    pub(crate) fn lowered(&self, names: &Names, reply: Value) -> bool {
+    fn lowered(&self, names: &Names, reply: Value) -> bool {
         match reply {
             Value::Array(items) => self.read(names, items),
             other => self.read(names, [other]),
@@ -114,7 +99,7 @@ impl IndexNote {
 
     /// `PUBLISH <prefix>wake <time>`, for a write that lowered the index;
     /// read its reply with [`IndexNote::woke`].
-    pub(crate) fn wake(&self, names: &Names) -> Option<Request> {
+    fn wake(&self, names: &Names) -> Option<Request> {
         let index = names.index()?;
         let mut batch = Batch::new();
         batch.add_hint(redis::cmd("PUBLISH").arg(index.wake()).arg(&self.time).clone());
@@ -123,11 +108,27 @@ impl IndexNote {
 
     /// Reads the reply to [`IndexNote::wake`]: a refusal (an ACL user
     /// without the channel) is [`heard`].
-    pub(crate) fn woke(names: &Names, reply: Value) {
+    fn woke(names: &Names, reply: Value) {
         if let (Some(index), Value::Array(mut items)) = (names.index(), reply) {
             heard(&index.wake(), "PUBLISH", items.pop().unwrap_or(Value::Nil));
         }
     }
+}
+
+/// `out`, after the index write of `note` (and its wake message when it
+/// lowered the index); `out` at once without a note (the classic layout).
+pub(crate) fn noted<'a, T: Send + 'a>(names: &'a Names, note: Option<IndexNote>, out: T) -> Op<'a, T> {
+    let Some((note, write)) = note.and_then(|n| n.write(names).map(|w| (n, w))) else { return Op::done(out) };
+    Op::call(write, move |reply| Ok(note.lowered(names, reply).then_some(note))).then(move |lowered| {
+        // Only a wake-up, as push.lua's pcall'd PUBLISH: a refusal is heard.
+        Ok(match lowered.and_then(|note| note.wake(names)) {
+            Some(wake) => Op::call(wake, move |reply| {
+                IndexNote::woke(names, reply);
+                Ok(out)
+            }),
+            None => Op::done(out),
+        })
+    })
 }
 
 /// The (key, command) pairs already warned about: a bounded set (three
