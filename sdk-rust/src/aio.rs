@@ -150,7 +150,7 @@ impl Delayer {
     /// Runs an operation: each request on the shared connection, or one
     /// that asks for it ([`Op::alone`]: a blocking wait, a durable push) on
     /// a connection of its own.
-    async fn run<T: Send>(&self, op: Result<Op<'_, T>>) -> Result<T> {
+    pub(crate) async fn run<T: Send>(&self, op: Result<Op<'_, T>>) -> Result<T> {
         let mut op = op?;
         if op.own_connection {
             return self.run_alone(op).await;

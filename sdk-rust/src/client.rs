@@ -222,7 +222,7 @@ impl Delayer {
     }
 
     /// Runs an operation on one connection.
-    fn run<T: Send>(&self, op: Result<Op<'_, T>>) -> Result<T> {
+    pub(crate) fn run<T: Send>(&self, op: Result<Op<'_, T>>) -> Result<T> {
         let (mut op, mut conn) = (op?, self.checkout()?);
         let mut step = op.start()?;
         loop {

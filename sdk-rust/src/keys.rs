@@ -358,6 +358,15 @@ impl Names {
         }
     }
 
+    /// The HASHes counting the ended reservations of `topics`: the classic
+    /// layout's one, or each topic's.
+    pub fn outcome_hashes(&self, topics: &[String]) -> Vec<String> {
+        match self {
+            Names::Classic(k) => vec![k.outcomes()],
+            Names::Topic(k) => topics.iter().map(|t| k.outcomes(t)).collect(),
+        }
+    }
+
     /// The per-topic counts of waiting jobs; the per-topic layout has none
     /// (a topic's pool is its count), and its scripts take them as optional.
     pub fn scheduled_count(&self) -> Option<String> {
