@@ -273,14 +273,6 @@ impl Names {
         }
     }
 
-    /// The per-topic layout's index names, `None` in the classic layout.
-    pub fn index(&self) -> Option<&TopicKeys> {
-        match self {
-            Names::Classic(_) => None,
-            Names::Topic(k) => Some(k),
-        }
-    }
-
     /// The ZSET of `topic`'s waiting ids.
     pub fn pool(&self, topic: &str) -> String {
         match self {
@@ -376,13 +368,10 @@ impl Names {
         }
     }
 
-    /// The wake channel a script publishes on: "" in the per-topic layout,
-    /// whose clients publish after their index write.
-    pub fn script_wake(&self) -> String {
-        match self {
-            Names::Classic(k) => k.wake(),
-            Names::Topic(_) => String::new(),
-        }
+    /// The wake channel the scripts announce on (PROTOCOL.md, "The wake
+    /// channel"), the same name in both layouts.
+    pub fn wake(&self) -> String {
+        format!("{}wake", self.prefix())
     }
 
     /// release.lua's KEYS[4] and ARGV[2] for `topic`: the scheduled counts

@@ -53,8 +53,7 @@ pub(crate) fn breserve<'a>(
     timeout: Duration,
 ) -> Result<Op<'a, Option<Reserved>>> {
     validate::ttr_ms(ttr)?;
-    let wait = Wait::new(names, topic, timeout, Claim::Reserve { ttr }, ops::parse_reserve)?;
-    Ok(wait.op().then(move |job| Ok(ops::reserved(names, topic, job))))
+    Ok(Wait::new(names, topic, timeout, Claim::Reserve { ttr }, ops::parse_reserve)?.op())
 }
 
 /// A wait until `topic`'s ready queue holds an id, up to `timeout`

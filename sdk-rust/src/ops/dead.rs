@@ -1,6 +1,5 @@
 //! Dead letters: listing, re-queueing and purging (dead.lua).
 
-use super::index::{noted, IndexNote};
 use super::replies::{parse_dead_drain, parse_dead_list};
 use super::{id_of, Op, Step};
 use crate::error::Result;
@@ -39,8 +38,8 @@ pub(crate) enum DeadAction {
 /// dead.lua "requeue" / "purge": calls for `ids` (any bytes; at most
 /// [`validate::MAX_DEAD_PER_CALL`] per call), or with `None` calls taking
 /// that many from the oldest end while one takes a full count. How many
-/// were re-queued or purged; re-queued jobs are due now, which the
-/// per-topic layout's index is told.
+/// were re-queued or purged. A re-queue names the wake channel in its
+/// action ("requeue <prefix>wake": dead.lua announces jobs due now).
 pub(crate) fn dead_drain<'a>(
     names: &'a Names,
     topic: &'a str,
@@ -49,25 +48,21 @@ pub(crate) fn dead_drain<'a>(
 ) -> Result<Op<'a, u64>> {
     super::check_topic(names, topic)?;
     let word = match action {
-        DeadAction::Requeue => "requeue",
-        DeadAction::Purge => "purge",
+        DeadAction::Requeue => format!("requeue {}", names.wake()),
+        DeadAction::Purge => "purge".to_string(),
     };
-    let drained = match ids {
+    Ok(match ids {
         None => drain_all(names, topic, word),
         Some(ids) => {
             ids.iter().try_for_each(|id| id_of(id).map(drop))?;
             let calls = ids.chunks(validate::MAX_DEAD_PER_CALL).map(|chunk| {
-                let mut inv = dead_call(names, topic, word);
+                let mut inv = dead_call(names, topic, &word);
                 inv.arg(0).arg(chunk);
                 Op::call(inv, |reply| Ok(parse_dead_drain(reply)?.0))
             });
             Op::all(calls.collect()).map(|done| Ok(done.into_iter().sum()))
         }
-    };
-    Ok(drained.then(move |total| {
-        let requeued = matches!(action, DeadAction::Requeue) && total > 0;
-        Ok(noted(names, requeued.then(|| IndexNote::new(names, topic, None, false)).flatten(), total))
-    }))
+    })
 }
 
 /// Ids given as text, as the bytes dead.lua takes.
@@ -77,7 +72,7 @@ pub(crate) fn raw_ids<'i>(ids: &[&'i str]) -> Vec<&'i [u8]> {
 
 /// dead.lua taking a full count from the oldest end, again while it takes
 /// a full count: the total.
-fn drain_all<'a>(names: &'a Names, topic: &'a str, word: &'static str) -> Op<'a, u64> {
+fn drain_all<'a>(names: &'a Names, topic: &'a str, word: String) -> Op<'a, u64> {
     let mut total = 0;
     Op::new(move |reply| {
         if let Some(reply) = reply {
@@ -87,7 +82,7 @@ fn drain_all<'a>(names: &'a Names, topic: &'a str, word: &'static str) -> Op<'a,
                 return Ok(Step::Done(total));
             }
         }
-        let mut inv = dead_call(names, topic, word);
+        let mut inv = dead_call(names, topic, &word);
         inv.arg(validate::MAX_DEAD_PER_CALL);
         Ok(Step::Send(inv.into()))
     })

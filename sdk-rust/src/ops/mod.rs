@@ -9,19 +9,16 @@
 //! ([`crate::wait`]), a durable push's `WAIT`, push_many's pipelines and a
 //! dead-letter drain take a few steps. One file per family: pushes
 //! ([`push`]), the at-least-once calls ([`reliable`]), dead letters
-//! ([`dead`]), one reader per script ([`replies`]), the per-topic layout's
-//! index write ([`index`]); the 1.x calls (pop, take, remove, reschedule)
-//! are here. Every builder takes the client's [`Names`], which alone knows
+//! ([`dead`]), one reader per script ([`replies`]); the 1.x calls (pop,
+//! take, remove, reschedule) are here. Every builder takes the client's [`Names`], which alone knows
 //! the layout.
 
 mod dead;
-mod index;
 mod push;
 mod reliable;
 mod replies;
 
 pub(crate) use dead::*;
-pub(crate) use index::*;
 pub(crate) use push::*;
 pub(crate) use reliable::*;
 pub(crate) use replies::*;
@@ -222,7 +219,6 @@ pub(crate) fn reschedule<'a>(
     let id = id_of(id)?;
     let delay_ms = validate::delay_ms(delay)?;
     let mut inv = scripts::RESCHEDULE.prepare_invoke();
-    inv.key(names.pool(topic)).key(names.bucket_bytes(topic, id)).arg(id).arg(delay_ms).arg(names.script_wake());
-    Ok(Op::call(inv, parse_reschedule)
-        .then(move |due| Ok(noted(names, due.and_then(|d| IndexNote::new(names, topic, Some(d), false)), due))))
+    inv.key(names.pool(topic)).key(names.bucket_bytes(topic, id)).arg(id).arg(delay_ms).arg(names.wake());
+    Ok(Op::call(inv, parse_reschedule))
 }

@@ -1,6 +1,5 @@
 //! push and push_many: validating a job, building the calls, reading replies.
 
-use super::index::{noted, IndexNote};
 use super::replies::{parse_push, ParsePushMany};
 use super::{Op, Request};
 use crate::connection::Batch;
@@ -65,13 +64,12 @@ pub(crate) fn push<'a>(names: &'a Names, job: &'a Job, durable: Option<Duration>
     let topic = &job.topic;
     let mut inv = scripts::PUSH.prepare_invoke();
     inv.key(names.pool(topic)).key(names.bucket(topic, &job.id)).key(names.scheduled_count());
-    inv.arg(&job.id).arg(topic).arg(&job.body[..]).arg(&args.0[..]).arg(policy(job)).arg(names.script_wake());
+    inv.arg(&job.id).arg(topic).arg(&job.body[..]).arg(&args.0[..]).arg(policy(job)).arg(names.wake());
     inv.arg(&args.1);
     let written = durable::written(Op::call(inv, Ok), durable, vec![names.pool(topic)]);
     Ok(written.then(move |(reply, acked)| {
         let due = parse_push(job, reply)?;
-        let note = IndexNote::new(names, topic, Some(due), true);
-        Ok(noted(names, note, due).map(move |due| durable::check(acked, vec![due], durable, due)))
+        Ok(Op::done(durable::check(acked, vec![due], durable, due)?))
     }))
 }
 
@@ -117,7 +115,7 @@ pub(crate) fn push_many<'a>(
                 let mut call = redis::cmd("EVALSHA");
                 call.arg(scripts::PUSH_MANY.get_hash()).arg(1 + usize::from(counts.is_some()));
                 call.arg(names.pool(topic)).arg(counts);
-                call.arg(names.bucket_prefix(topic)).arg(policy(&call_jobs[0])).arg(names.script_wake());
+                call.arg(names.bucket_prefix(topic)).arg(policy(&call_jobs[0])).arg(names.wake());
                 for (job, args) in call_jobs.iter().zip(&args[done..]) {
                     call.arg(&job.id).arg(&job.topic).arg(&job.body[..]).arg(args);
                 }
@@ -128,17 +126,14 @@ pub(crate) fn push_many<'a>(
             durable::written(Op::call(Request::Batch(batch), Ok), durable, pools)
         })
         .collect();
-    Ok(Op::all(pipes).then(move |replies| {
+    Ok(Op::all(pipes).map(move |replies| {
         let mut pushed = ParsePushMany::new(jobs);
         let mut least_acked = u64::MAX;
         for (reply, acked) in replies {
             least_acked = least_acked.min(acked);
             pushed.add(reply)?;
         }
-        let notes = pushed.index_notes(names).into_iter().map(|note| noted(names, Some(note), ())).collect();
-        Ok(Op::all(notes).map(move |_| {
-            let due = pushed.finish()?;
-            durable::check(least_acked, due.clone(), durable, due)
-        }))
+        let due = pushed.finish()?;
+        durable::check(least_acked, due.clone(), durable, due)
     }))
 }

@@ -1,7 +1,6 @@
 //! The at-least-once calls: reserve (one or a batch, acks riding along),
 //! ack, touch, release and bury.
 
-use super::index::{noted, IndexNote};
 use super::replies::{parse_ack, parse_release, parse_reserve, parse_reserve_many, parse_touch};
 use super::{check_topic, id_of, Op};
 use crate::error::{Error, Result};
@@ -21,29 +20,19 @@ fn reserve_call(names: &Names, topic: &str) -> ScriptInvocation<'static> {
     inv
 }
 
-/// reserve.lua for one topic.
+/// reserve.lua for one job of `topic` (no batch: ARGV[3] "", then the wake
+/// channel).
 pub(crate) fn reserve_script(names: &Names, topic: &str, ttr: Duration) -> Result<ScriptInvocation<'static>> {
     check_topic(names, topic)?;
     let ttr_ms = validate::ttr_ms(ttr)?;
     let mut inv = reserve_call(names, topic);
-    inv.arg(ttr_ms);
+    inv.arg(ttr_ms).arg("").arg(names.wake());
     Ok(inv)
 }
 
 /// reserve: reserve.lua for one job of `topic`.
 pub(crate) fn reserve<'a>(names: &'a Names, topic: &'a str, ttr: Duration) -> Result<Op<'a, Option<Reserved>>> {
-    Ok(Op::call(reserve_script(names, topic, ttr)?, parse_reserve).then(move |job| Ok(reserved(names, topic, job))))
-}
-
-/// `jobs` after the index write for reservations (their deadlines: the
-/// server expires them).
-pub(crate) fn reserved<'a, J>(names: &'a Names, topic: &str, jobs: J) -> Op<'a, J>
-where
-    J: Send + 'a,
-    for<'j> &'j J: IntoIterator<Item = &'j Reserved>,
-{
-    let note = IndexNote::earliest(names, topic, (&jobs).into_iter().map(|j| j.deadline), false);
-    noted(names, note, jobs)
+    Ok(Op::call(reserve_script(names, topic, ttr)?, parse_reserve))
 }
 
 /// reserve.lua in batch mode: first acks `acks` (each as ack.lua would),
@@ -74,6 +63,7 @@ pub(crate) fn reserve_many<'a>(
             false => alone.push(ack(names, *job)?),
         }
     }
+    inv.arg(names.wake());
     let riding = rides.iter().filter(|r| **r).count();
     Ok(Op::all(alone).then(move |alone| {
         let call = Op::call(inv, move |reply| parse_reserve_many(reply, riding));
@@ -81,7 +71,7 @@ pub(crate) fn reserve_many<'a>(
             // Every ack's flag, in the order given.
             let (mut flags, mut alone) = (flags.into_iter(), alone.into_iter());
             let flags = rides.iter().map(|r| if *r { flags.next() } else { alone.next() }.unwrap_or(false)).collect();
-            Ok(reserved(names, topic, jobs).map(|jobs| Ok((flags, jobs))))
+            Ok(Op::done((flags, jobs)))
         }))
     }))
 }
@@ -110,20 +100,16 @@ pub(crate) fn ack<'a>(names: &Names, job: JobRef<'_>) -> Result<Op<'a, bool>> {
     Ok(Op::call(inv, parse_ack))
 }
 
-/// touch.lua for one reservation: its deadline becomes now + `ttr`. Then
-/// the index write: a shorter ttr brings the deadline in, and the server
-/// must hear of it or it would expire the reservation only at the index's
-/// later time.
+/// touch.lua for one reservation: its deadline becomes now + `ttr` (a
+/// shorter ttr brings it in: touch.lua announces it).
 pub(crate) fn touch<'a>(names: &'a Names, job: JobRef<'a>, ttr: Duration) -> Result<Op<'a, Option<SystemTime>>> {
     let (id, receipt) = job_ref(job)?;
     let topic = ref_topic(names, job, "touch")?;
     let ttr_ms = validate::ttr_ms(ttr)?;
     let mut inv = scripts::TOUCH.prepare_invoke();
     inv.key(names.reserved(topic)).key(names.bucket_bytes(topic, id)).key(names.pool(topic));
-    inv.arg(id).arg(receipt).arg(ttr_ms);
-    Ok(Op::call(inv, parse_touch).then(move |deadline| {
-        Ok(noted(names, deadline.and_then(|d| IndexNote::new(names, job.topic?, Some(d), false)), deadline))
-    }))
+    inv.arg(id).arg(receipt).arg(ttr_ms).arg(names.wake());
+    Ok(Op::call(inv, parse_touch))
 }
 
 /// What release.lua does with a job whose reservation ends.
@@ -157,8 +143,8 @@ fn error_text(error: &str) -> &str {
 }
 
 /// release.lua ("held") for one reservation: release or bury, recording
-/// `error` ("": none) as the job's last_error; then the index write for a
-/// job due again. Whether the reservation was held.
+/// `error` ("": none) as the job's last_error. Whether the reservation was
+/// held.
 pub(crate) fn release<'a>(names: &'a Names, job: JobRef<'a>, ending: Ending, error: &str) -> Result<Op<'a, bool>> {
     let (id, receipt) = job_ref(job)?;
     let call = if matches!(ending, Ending::Bury) { "bury" } else { "release" };
@@ -173,8 +159,6 @@ pub(crate) fn release<'a>(names: &'a Names, job: JobRef<'a>, ending: Ending, err
     inv.key(names.reserved(topic)).key(names.pool(topic)).key(names.malformed(topic)).key(dead_key);
     inv.key(names.outcomes(topic));
     inv.arg(names.bucket_prefix(topic)).arg(dead_prefix).arg(action);
-    inv.arg("held").arg(id).arg(receipt).arg(names.script_wake()).arg(error_text(error));
-    Ok(Op::call(inv, parse_release).then(move |(held, due)| {
-        Ok(noted(names, due.and_then(|d| IndexNote::new(names, topic, Some(d), false)), held))
-    }))
+    inv.arg("held").arg(id).arg(receipt).arg(names.wake()).arg(error_text(error));
+    Ok(Op::call(inv, parse_release))
 }

@@ -5,7 +5,6 @@
 //! bytes, and anything else is [`Error::Protocol`] naming the script.
 
 use crate::error::{Error, IdTaken, Result, Taken};
-use crate::keys::Names;
 use crate::numbers;
 use crate::Job;
 use crate::{DeadLetter, Reserved};
@@ -174,14 +173,16 @@ pub(crate) fn parse_touch(reply: Value) -> Result<Option<SystemTime>> {
     maybe_due(reply)
 }
 
-/// release.lua's "held" reply: whether the reservation was held (a due
-/// time or "dead") or not (nil), and the new due time if any.
-pub(crate) fn parse_release(reply: Value) -> Result<(bool, Option<SystemTime>)> {
+/// release.lua's "held" reply: whether the reservation was held (the new
+/// due time, or "dead") or not (nil).
+pub(crate) fn parse_release(reply: Value) -> Result<bool> {
     match reply {
-        Value::Nil => Ok((false, None)),
+        Value::Nil => Ok(false),
         reply @ (Value::BulkString(_) | Value::SimpleString(_)) => {
             let outcome = text(Some(reply))?;
-            Ok((true, if outcome == "dead" { None } else { Some(parse_due(&outcome)?) }))
+            (outcome == "dead" || parse_due(&outcome).is_ok()).then_some(true).ok_or_else(|| {
+                Error::Protocol(format!("release.lua: expected a due time or \"dead\", got {outcome:?}"))
+            })
         }
         other => Err(Error::Protocol(format!("release.lua returned {other:?}"))),
     }
@@ -281,20 +282,6 @@ impl<'a> ParsePushMany<'a> {
             }
         }
         Ok(())
-    }
-
-    /// The index writes for the jobs written so far: each topic's earliest
-    /// due time (per-topic layout; none in the classic one).
-    pub(crate) fn index_notes(&self, names: &Names) -> Vec<super::IndexNote> {
-        let mut earliest: Vec<(&str, SystemTime)> = Vec::new();
-        for (job, due) in self.jobs.iter().zip(&self.due) {
-            let Some(due) = *due else { continue };
-            match earliest.iter_mut().find(|(topic, _)| *topic == job.topic) {
-                Some((_, first)) => *first = (*first).min(due),
-                None => earliest.push((&job.topic, due)),
-            }
-        }
-        earliest.into_iter().filter_map(|(topic, due)| super::IndexNote::new(names, topic, Some(due), true)).collect()
     }
 
     /// Every job's due time, or [`Error::IdTaken`] when some ids were taken.
