@@ -93,7 +93,7 @@ impl Delayer {
             target,
             shared,
             blocking: Arc::default(),
-            names: Names::new(prefix, Layout::Classic),
+            names: Names::new(prefix, Layout::default()),
             durable: None,
         })
     }
@@ -107,7 +107,7 @@ impl Delayer {
 
     /// As [`crate::Delayer::with_prefix`].
     pub fn with_prefix(mut self, prefix: &str) -> Delayer {
-        self.names = Names::new(prefix, self.names.layout());
+        self.names = self.names.with_prefix(prefix);
         self
     }
 

@@ -118,7 +118,7 @@ impl Delayer {
             manager: Manager::with_target(target.clone(), pool.connect_timeout, pool.io_timeout),
             pool: build_pool_for(target, pool),
             io_timeout: pool.io_timeout,
-            names: Names::new(prefix, Layout::Classic),
+            names: Names::new(prefix, Layout::default()),
             durable: None,
         }
     }
@@ -136,7 +136,7 @@ impl Delayer {
     /// The same client under another key prefix (same layout; in the
     /// per-topic layout a prefix with a brace makes every call fail).
     pub fn with_prefix(mut self, prefix: &str) -> Delayer {
-        self.names = Names::new(prefix, self.names.layout());
+        self.names = self.names.with_prefix(prefix);
         self
     }
 

@@ -257,6 +257,11 @@ impl Names {
         }
     }
 
+    /// The same layout's names under another prefix.
+    pub fn with_prefix(&self, prefix: &str) -> Names {
+        Names::new(prefix, self.layout())
+    }
+
     /// Which layout these are.
     pub fn layout(&self) -> Layout {
         match self {
