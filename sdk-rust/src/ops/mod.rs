@@ -142,23 +142,39 @@ impl<'a, T: Send + 'a> Op<'a, T> {
 
     /// `ops` one after the other, their results in order.
     pub(crate) fn all(ops: Vec<Op<'a, T>>) -> Op<'a, Vec<T>> {
-        let (mut ops, mut current, mut outs) = (ops.into_iter(), None::<Op<'a, T>>, Vec::new());
-        Op::new(move |mut reply| loop {
+        Op::fold(ops, Vec::new(), |outs, out| {
+            outs.push(out);
+            Ok(())
+        })
+    }
+
+    /// `ops` one after the other, each result added into `acc` by `add` as
+    /// it comes (on a connection of their own if one of them wants it).
+    pub(crate) fn fold<A: Send + 'a>(
+        ops: Vec<Op<'a, T>>,
+        acc: A,
+        mut add: impl FnMut(&mut A, T) -> Result<()> + Send + 'a,
+    ) -> Op<'a, A> {
+        let own_connection = ops.iter().any(|op| op.own_connection);
+        let (mut ops, mut current, mut acc) = (ops.into_iter(), None::<Op<'a, T>>, Some(acc));
+        let mut op = Op::new(move |mut reply| loop {
             let op = match current.as_mut() {
                 Some(op) => op,
                 None => match ops.next() {
                     Some(op) => current.insert(op),
-                    None => return Ok(Step::Done(std::mem::take(&mut outs))),
+                    None => return acc.take().map(Step::Done).ok_or_else(over),
                 },
             };
             match (op.next)(reply.take())? {
                 Step::Send(req) => return Ok(Step::Send(req)),
                 Step::Done(out) => {
-                    outs.push(out);
+                    add(acc.as_mut().ok_or_else(over)?, out)?;
                     current = None;
                 }
             }
-        })
+        });
+        op.own_connection = own_connection;
+        op
     }
 }
 
@@ -221,4 +237,33 @@ pub(crate) fn reschedule<'a>(
     let mut inv = scripts::RESCHEDULE.prepare_invoke();
     inv.key(names.pool(topic)).key(names.bucket_bytes(topic, id)).arg(id).arg(delay_ms).arg(names.wake());
     Ok(Op::call(inv, parse_reschedule))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::Layout;
+    use crate::Job;
+
+    /// A durable push_many's pipelines and WAITs go on one connection of
+    /// its own, and each pipeline's replies are read before the next is
+    /// sent: a reply that is no list of calls stops the rest.
+    #[test]
+    fn a_durable_push_many_runs_alone_and_reads_each_pipeline_as_it_comes() {
+        let names = Names::new("d:", Layout::Classic);
+        let jobs: Vec<Job> = (0..1500).map(|i| Job::new("t", format!("{i}"), Duration::ZERO)).collect();
+        let mut op = push_many(&names, &jobs, Some(Duration::from_millis(10))).expect("an op");
+        assert!(op.own_connection, "the WAIT must follow the writes on their connection");
+        assert!(matches!(op.start(), Ok(Step::Send(Request::Batch(_)))), "the first pipeline");
+        assert!(matches!(op.next(Value::Nil), Ok(Step::Send(Request::Replicas(..)))), "its WAIT");
+        assert!(op.next(Value::Int(1)).is_err(), "the first pipeline's reply is read before the second is sent");
+    }
+
+    #[test]
+    fn an_op_answers_once() {
+        let mut op = Op::call(Request::Batch(Batch::new()), |v| Ok(v == Value::Nil));
+        assert!(matches!(op.start(), Ok(Step::Send(_))));
+        assert!(matches!(op.next(Value::Nil), Ok(Step::Done(true))));
+        assert!(op.next(Value::Nil).is_err(), "a reply after the end is an error, not a panic");
+    }
 }

@@ -126,13 +126,13 @@ pub(crate) fn push_many<'a>(
             durable::written(Op::call(Request::Batch(batch), Ok), durable, pools)
         })
         .collect();
-    Ok(Op::all(pipes).map(move |replies| {
-        let mut pushed = ParsePushMany::new(jobs);
-        let mut least_acked = u64::MAX;
-        for (reply, acked) in replies {
-            least_acked = least_acked.min(acked);
-            pushed.add(reply)?;
-        }
+    // Each pipeline's replies are read as they come: a bad one stops the
+    // rest, and a million jobs' replies are never all held at once.
+    let pushed = Op::fold(pipes, (ParsePushMany::new(jobs), u64::MAX), |(pushed, least_acked), (reply, acked)| {
+        *least_acked = acked.min(*least_acked);
+        pushed.add(reply)
+    });
+    Ok(pushed.map(move |(pushed, least_acked)| {
         let due = pushed.finish()?;
         durable::check(least_acked, due.clone(), durable, due)
     }))
