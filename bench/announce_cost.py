@@ -11,7 +11,10 @@ Each round, per script and version: FLUSHALL, then N calls on one topic
 publishes, as in a steady stream; push "every": delays shrinking, so every
 call publishes, the worst case; reserve: a ready list of N jobs, ttr
 growing; touch: the reserved jobs, each to a later deadline). Prints µs of
-EVALSHA per call (INFO commandstats) and the ratio new / old.
+EVALSHA per call (INFO commandstats) and the ratio new / old; for push also
+"old+index": the old script plus the index write each SDK sent with it
+(ZADD <prefix>due LT CH, SADD <prefix>topics), which the announcement
+replaces.
 """
 import argparse, os, subprocess, sys, tempfile
 
@@ -30,15 +33,29 @@ def old_scripts(rev):
     return d
 
 
+def index_usec(r):
+    """Microseconds Redis has spent in ZADD and SADD so far."""
+    stats = r.info("commandstats")
+    return sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in ("zadd", "sadd"))
+
+
 def run(r, sha, case, calls, wake):
     r.flushall()
     pool, rq, res = "d:{t}:pool", "d:{t}:ready", "d:{t}:reserved"
     bucket = "d:{t}:job:"
     if case in ("push", "push every"):
-        before = evalsha_usec(r)
+        before, index_before = evalsha_usec(r), index_usec(r)
         for i in range(calls):
             delay = 10_000 + (i if case == "push" else calls - i)
-            r.evalsha(sha, 2, pool, bucket + str(i), str(i), "t", "", delay, 60_000, "", "", "", "", "", wake)
+            if wake:
+                r.evalsha(sha, 2, pool, bucket + str(i), str(i), "t", "", delay, 60_000, "", "", "", "", "", wake)
+            else:  # the old per-topic push: the script, then the SDK's index write in the same pipeline
+                p = r.pipeline(transaction=False)
+                p.evalsha(sha, 2, pool, bucket + str(i), str(i), "t", "", delay, 60_000, "", "", "", "", "", "")
+                p.execute_command("ZADD", "d:due", "LT", "CH", 1e9 + delay, "t")
+                p.sadd("d:topics", "t")
+                p.execute()
+        run.index = index_usec(r) - index_before
         return evalsha_usec(r) - before
     r.lpush(rq, *range(calls))
     for i in range(calls):
@@ -75,8 +92,13 @@ def main():
                     if case == "touch":
                         sha = (shas[(v, "reserve.lua")], sha)
                     got[v] = run(r, sha, case, a.calls, wake) / a.calls
+                    if v == "old" and case.startswith("push"):
+                        got["index"] = got["old"] + run.index / a.calls
+                extra = ""
+                if "index" in got:
+                    extra = f"  old+index {got['index']:.2f} µs  new/(old+index) {got['new'] / got['index']:.3f}"
                 print(f"round {rnd + 1}  {case:11s} old {got['old']:.2f} µs  new {got['new']:.2f} µs  "
-                      f"new/old {got['new'] / got['old']:.3f}")
+                      f"new/old {got['new'] / got['old']:.3f}{extra}")
     finally:
         srv.terminate()
 
