@@ -10,12 +10,11 @@ use crate::aio_shared::AsyncConn;
 use crate::aio_shared::Shared;
 use crate::conf;
 use crate::connection::DEFAULT_CONNECT_TIMEOUT as CONNECT_TIMEOUT;
-use crate::durable;
 use crate::error::{is_lost_connection, Error, Result};
 use crate::keys::{Layout, Names, DEFAULT_PREFIX};
-use crate::ops::{self, DeadAction, Ending, IndexFollowUp, IndexNote, Request};
+use crate::ops::{self, DeadAction, Ending, Op, Request, Step};
 use crate::target::{is_read_only, Target};
-use crate::wait::{Step, Wait};
+use crate::wait;
 use crate::{DeadLetter, Job, JobRef, Message, Reserved};
 use redis::aio::ConnectionManagerConfig;
 use redis::{AsyncConnectionConfig, Client, Value};
@@ -94,7 +93,7 @@ impl Delayer {
             target,
             shared,
             blocking: Arc::default(),
-            names: Names::new(prefix, Layout::Classic),
+            names: Names::new(prefix, Layout::default()),
             durable: None,
         })
     }
@@ -106,31 +105,9 @@ impl Delayer {
         Delayer { durable: Some(timeout), ..self.clone() }
     }
 
-    /// As the blocking client's: `req`, then WAIT on the same connection.
-    async fn call_durable(&self, req: &Request, written: Vec<String>) -> Result<(Value, u64)> {
-        let Some(timeout) = self.durable else {
-            return Ok((self.call(req).await?, u64::MAX));
-        };
-        let idle = self.blocking.lock().ok().and_then(|mut idle| idle.pop());
-        let mut conn = match idle {
-            Some(conn) => conn,
-            None => self.blocking_connection().await?,
-        };
-        let reply = match send(&mut conn, req).await {
-            Err(e) if is_lost_connection(&e) || (self.target.follows_failover() && is_read_only(&e)) => {
-                conn = self.blocking_connection().await?;
-                send(&mut conn, req).await?
-            }
-            reply => reply?,
-        };
-        let acked = durable::acked(send(&mut conn, &durable::wait(timeout, written)).await?)?;
-        self.reuse(conn);
-        Ok((reply, acked))
-    }
-
     /// As [`crate::Delayer::with_prefix`].
     pub fn with_prefix(mut self, prefix: &str) -> Delayer {
-        self.names = Names::new(prefix, self.names.layout());
+        self.names = self.names.with_prefix(prefix);
         self
     }
 
@@ -143,33 +120,6 @@ impl Delayer {
     /// The key names this client uses.
     pub fn keys(&self) -> &Names {
         &self.names
-    }
-
-    /// As the blocking client's: the per-topic layout's index write.
-    async fn note(&self, note: Option<IndexNote>) -> Result<()> {
-        let Some((note, write)) = note.and_then(|n| n.write(&self.names).map(|w| (n, w))) else {
-            return Ok(());
-        };
-        if note.lowered(&self.names, self.call(&write).await?) {
-            self.wake(&note).await;
-        }
-        Ok(())
-    }
-
-    /// Publishes `note`'s time on the wake channel. Only a wake-up, as
-    /// push.lua's pcall'd PUBLISH: an ACL user without the channel still
-    /// pushes (the server finds the job within its timer_interval).
-    async fn wake(&self, note: &IndexNote) {
-        if let Some(wake) = note.wake(&self.names) {
-            if let Ok(reply) = self.call(&wake).await {
-                IndexNote::woke(&self.names, reply);
-            }
-        }
-    }
-
-    /// The index write for reservations.
-    async fn note_reserved<'a>(&self, topic: &str, jobs: impl Iterator<Item = &'a Reserved>) -> Result<()> {
-        self.note(IndexNote::earliest(&self.names, topic, jobs.map(|j| j.deadline), false)).await
     }
 
     /// As [`crate::Delayer::eviction_policy`].
@@ -197,20 +147,37 @@ impl Delayer {
         }
     }
 
-    /// Runs a bpop or breserve on a connection of its own (reused after a
-    /// clean finish). An idle connection kept from an earlier wait may have
-    /// been closed by Redis meanwhile: a request that finds it gone before
-    /// its first reply is made again on a new connection.
-    async fn wait<T>(&self, mut wait: Wait<T>) -> Result<Option<T>> {
+    /// Runs an operation: each request on the shared connection, or one
+    /// that asks for it ([`Op::alone`]: a blocking wait, a durable push) on
+    /// a connection of its own.
+    pub(crate) async fn run<T: Send>(&self, op: Result<Op<'_, T>>) -> Result<T> {
+        let mut op = op?;
+        if op.own_connection {
+            return self.run_alone(op).await;
+        }
+        let mut step = op.start()?;
+        loop {
+            match step {
+                Step::Done(out) => return Ok(out),
+                Step::Send(req) => step = op.next(self.call(&req).await?)?,
+            }
+        }
+    }
+
+    /// Runs an operation on a connection of its own (reused after a clean
+    /// finish). An idle connection kept from an earlier wait may have been
+    /// closed by Redis meanwhile: a request that finds it gone before its
+    /// first reply is made again on a new connection.
+    async fn run_alone<T: Send>(&self, mut op: Op<'_, T>) -> Result<T> {
         let idle = self.blocking.lock().ok().and_then(|mut idle| idle.pop());
         let (mut conn, mut fresh) = match idle {
             Some(conn) => (conn, true),
             None => (self.blocking_connection().await?, false),
         };
-        let mut step = wait.start();
-        let job = loop {
+        let mut step = op.start()?;
+        let out = loop {
             let req = match step {
-                Step::Done(job) => break job,
+                Step::Done(out) => break out,
                 Step::Send(req) => req,
             };
             let reply = match send(&mut conn, &req).await {
@@ -221,10 +188,20 @@ impl Delayer {
                 reply => reply?,
             };
             fresh = false;
-            step = wait.next(reply)?;
+            step = op.next(reply)?;
         };
         self.reuse(conn);
-        Ok(job)
+        Ok(out)
+    }
+
+    /// Keeps a connection of its own that finished cleanly for the next
+    /// operation that needs one.
+    fn reuse(&self, conn: AsyncConn) {
+        if let Ok(mut idle) = self.blocking.lock() {
+            if idle.len() < MAX_IDLE_BLOCKING {
+                idle.push(conn);
+            }
+        }
     }
 
     /// As [`crate::Delayer::push`].
@@ -235,90 +212,50 @@ impl Delayer {
     /// As [`crate::Delayer::push_job`]: with [`Job::if_absent`] and the id
     /// taken, [`crate::Error::IdTaken`].
     pub async fn push_job(&self, job: &Job) -> Result<SystemTime> {
-        let mut call = ops::push(&self.names, job)?;
-        let (reply, acked) = match self.call_durable(&call.request, ops::PushCall::written(&self.names, job)).await {
-            Err(e) if call.lost_script(&e) => {
-                self.call(&ops::PushCall::load()).await?;
-                self.call_durable(&call.request, ops::PushCall::written(&self.names, job)).await?
-            }
-            reply => reply?,
-        };
-        let (due, follow) = call.read(&self.names, job, reply)?;
-        match follow {
-            IndexFollowUp::Write(note) => self.note(note).await?,
-            IndexFollowUp::Wake(note) => self.wake(&note).await,
-        }
-        durable::check(acked, vec![due], self.durable.unwrap_or_default(), due)
+        self.run(ops::push(&self.names, job, self.durable)).await
     }
 
     /// As [`crate::Delayer::push_many`].
     pub async fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
-        let mut pushed = ops::PushedMany::new(jobs);
-        let mut least_acked = u64::MAX;
-        for (pipe, pools) in ops::push_many(&self.names, jobs)? {
-            let (reply, acked) = self.call_durable(&Request::Batch(pipe), pools).await?;
-            least_acked = least_acked.min(acked);
-            pushed.add(reply)?;
-        }
-        for note in pushed.index_notes(&self.names) {
-            self.note(Some(note)).await?;
-        }
-        let due = pushed.finish()?;
-        durable::check(least_acked, due.clone(), self.durable.unwrap_or_default(), due)
+        self.run(ops::push_many(&self.names, jobs, self.durable)).await
     }
 
     /// As [`crate::Delayer::pop`].
     pub async fn pop(&self, topic: &str) -> Result<Option<Message>> {
-        ops::parse_message(self.call(&ops::pop(&self.names, topic)?.into()).await?)
+        self.run(ops::pop(&self.names, topic)).await
     }
 
     /// As [`crate::Delayer::bpop`]: waits up to `timeout`
     /// (`Duration::ZERO`: forever) on a connection of its own.
     pub async fn bpop(&self, topic: &str, timeout: Duration) -> Result<Option<Message>> {
-        self.wait(Wait::bpop(&self.names, topic, timeout)?).await
+        self.run(wait::bpop(&self.names, topic, timeout)).await
     }
 
     /// As [`crate::Delayer::breserve`]: waits up to `timeout`
     /// (`Duration::ZERO`: forever) on a connection of its own.
     pub async fn breserve(&self, topic: &str, ttr: Duration, timeout: Duration) -> Result<Option<Reserved>> {
-        let job = self.wait(Wait::breserve(&self.names, topic, ttr, timeout)?).await?;
-        self.note_reserved(topic, job.iter()).await?;
-        Ok(job)
+        self.run(wait::breserve(&self.names, topic, ttr, timeout)).await
     }
 
     /// As [`crate::Delayer`]'s `wait_ready`: until `topic` has a ready job,
     /// up to `timeout`, taking nothing; `false` when the time ran out.
     pub(crate) async fn wait_ready(&self, topic: &str, timeout: Duration) -> Result<bool> {
-        Ok(self.wait(Wait::ready(&self.names, topic, timeout)?).await?.is_some())
-    }
-
-    /// Keeps a blocking connection that finished cleanly for the next wait.
-    fn reuse(&self, conn: AsyncConn) {
-        if let Ok(mut idle) = self.blocking.lock() {
-            if idle.len() < MAX_IDLE_BLOCKING {
-                idle.push(conn);
-            }
-        }
+        self.run(wait::ready(&self.names, topic, timeout)).await
     }
 
     /// As [`crate::Delayer::reserve`].
     pub async fn reserve(&self, topic: &str, ttr: Duration) -> Result<Option<Reserved>> {
-        let job = ops::parse_reserved(self.call(&ops::reserve(&self.names, topic, ttr)?.into()).await?)?;
-        self.note_reserved(topic, job.iter()).await?;
-        Ok(job)
+        self.run(ops::reserve(&self.names, topic, ttr)).await
     }
 
     /// As [`crate::Delayer::ack`].
     pub async fn ack<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        ops::parse_flag(self.call(&ops::ack(&self.names, job.into())?.into()).await?)
+        self.run(ops::ack(&self.names, job.into())).await
     }
 
     /// As [`crate::Delayer::touch`].
     pub async fn touch<'a>(&self, job: impl Into<JobRef<'a>>, ttr: Duration) -> Result<Option<SystemTime>> {
-        let job = job.into();
-        let deadline = ops::parse_maybe_due(self.call(&ops::touch(&self.names, job, ttr)?.into()).await?)?;
-        self.note(ops::touch_note(&self.names, job, deadline)).await?;
-        Ok(deadline)
+        self.run(ops::touch(&self.names, job.into(), ttr)).await
     }
 
     /// As [`crate::Delayer::release`].
@@ -334,18 +271,7 @@ impl Delayer {
         delay: Option<Duration>,
         error: &str,
     ) -> Result<bool> {
-        self.end(job.into(), delay.map_or(Ending::Backoff, Ending::After), error).await
-    }
-
-    /// As the blocking client's: release.lua, then the index write.
-    async fn end(&self, job: JobRef<'_>, ending: Ending, error: &str) -> Result<bool> {
-        let inv = ops::release(&self.names, job, ending, error)?;
-        let (held, due) = ops::parse_released(self.call(&inv.into()).await?)?;
-        if let Some(due) = due {
-            let topic = ops::ref_topic(&self.names, job, "release")?;
-            self.note(IndexNote::new(&self.names, topic, Some(due), false)).await?;
-        }
-        Ok(held)
+        self.run(ops::release(&self.names, job.into(), Ending::after(delay), error)).await
     }
 
     /// As [`crate::Delayer::bury`].
@@ -355,7 +281,7 @@ impl Delayer {
 
     /// As [`crate::Delayer::bury_with_error`].
     pub async fn bury_with_error<'a>(&self, job: impl Into<JobRef<'a>>, error: &str) -> Result<bool> {
-        self.end(job.into(), Ending::Bury, error).await
+        self.run(ops::release(&self.names, job.into(), Ending::Bury, error)).await
     }
 
     /// As [`crate::Delayer::reserve_many`]: acks, then up to `n` jobs, in
@@ -367,21 +293,12 @@ impl Delayer {
         n: usize,
         acks: &[JobRef<'_>],
     ) -> Result<(Vec<bool>, Vec<Reserved>)> {
-        let plan = ops::AckPlan::new(&self.names, topic, acks);
-        let mut alone = Vec::with_capacity(plan.alone.len());
-        for job in &plan.alone {
-            alone.push(self.ack(*job).await?);
-        }
-        let reply = self.call(&ops::reserve_many(&self.names, topic, ttr, n, &plan.riding)?.into()).await?;
-        let (riding, jobs) = ops::parse_reserved_many(reply, plan.riding.len())?;
-        self.note_reserved(topic, jobs.iter()).await?;
-        Ok((plan.merge(riding, alone), jobs))
+        self.run(ops::reserve_many(&self.names, topic, ttr, n, acks)).await
     }
 
     /// As [`crate::Delayer::reschedule`].
     pub async fn reschedule(&self, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
-        let topic = ops::topic_of(&self.names, None, "reschedule", "reschedule_in(topic, id, delay)")?;
-        self.reschedule_in(topic, id, delay).await
+        self.run(ops::reschedule(&self.names, None, id.as_bytes(), delay, "reschedule_in(topic, id, delay)")).await
     }
 
     /// As [`crate::Delayer::reschedule_in`].
@@ -391,62 +308,37 @@ impl Delayer {
 
     /// As [`crate::Delayer::reschedule_in_raw`].
     pub async fn reschedule_in_raw(&self, topic: &str, id: &[u8], delay: Duration) -> Result<Option<SystemTime>> {
-        let topic = ops::topic_of(&self.names, Some(topic), "reschedule", "")?;
-        let due = ops::parse_maybe_due(self.call(&ops::reschedule(&self.names, topic, id, delay)?.into()).await?)?;
-        self.note(due.and_then(|due| IndexNote::new(&self.names, topic, Some(due), false))).await?;
-        Ok(due)
+        self.run(ops::reschedule(&self.names, Some(topic), id, delay, "")).await
     }
 
     /// As [`crate::Delayer::dead_letters`].
     pub async fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> {
-        ops::parse_dead_letters(self.call(&ops::dead_list(&self.names, topic, start, count)?.into()).await?)
+        self.run(ops::dead_list(&self.names, topic, start, count)).await
     }
 
     /// As [`crate::Delayer::requeue_dead`].
     pub async fn requeue_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
-        let raw: Option<Vec<&[u8]>> = ids.map(|ids| ids.iter().map(|id| id.as_bytes()).collect());
-        self.drain_dead(topic, DeadAction::Requeue, raw.as_deref()).await
+        self.run(ops::dead_drain(&self.names, topic, DeadAction::Requeue, ids.map(ops::raw_ids).as_deref())).await
     }
 
     /// As [`crate::Delayer::purge_dead`].
     pub async fn purge_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
-        let raw: Option<Vec<&[u8]>> = ids.map(|ids| ids.iter().map(|id| id.as_bytes()).collect());
-        self.drain_dead(topic, DeadAction::Purge, raw.as_deref()).await
+        self.run(ops::dead_drain(&self.names, topic, DeadAction::Purge, ids.map(ops::raw_ids).as_deref())).await
     }
 
     /// As [`crate::Delayer::requeue_dead_raw`].
     pub async fn requeue_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> {
-        self.drain_dead(topic, DeadAction::Requeue, Some(ids)).await
+        self.run(ops::dead_drain(&self.names, topic, DeadAction::Requeue, Some(ids))).await
     }
 
     /// As [`crate::Delayer::purge_dead_raw`].
     pub async fn purge_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> {
-        self.drain_dead(topic, DeadAction::Purge, Some(ids)).await
-    }
-
-    async fn drain_dead(&self, topic: &str, action: DeadAction, ids: Option<&[&[u8]]>) -> Result<u64> {
-        let mut total = 0;
-        let requeue = matches!(action, DeadAction::Requeue);
-        for call in ops::dead_drain(&self.names, topic, action, ids)? {
-            let call = Request::Script(call);
-            loop {
-                let (done, taken) = ops::parse_drained(self.call(&call).await?)?;
-                total += done;
-                if !ops::drain_again(ids, taken) {
-                    break;
-                }
-            }
-        }
-        if requeue && total > 0 {
-            self.note(IndexNote::new(&self.names, topic, None, false)).await?;
-        }
-        Ok(total)
+        self.run(ops::dead_drain(&self.names, topic, DeadAction::Purge, Some(ids))).await
     }
 
     /// As [`crate::Delayer::remove`].
     pub async fn remove(&self, id: &str) -> Result<bool> {
-        let topic = ops::topic_of(&self.names, None, "remove", "remove_in(topic, id)")?;
-        self.remove_in(topic, id).await
+        self.run(ops::remove(&self.names, None, id.as_bytes(), "remove_in(topic, id)")).await
     }
 
     /// As [`crate::Delayer::remove_in`].
@@ -456,8 +348,7 @@ impl Delayer {
 
     /// As [`crate::Delayer::remove_in_raw`].
     pub async fn remove_in_raw(&self, topic: &str, id: &[u8]) -> Result<bool> {
-        let topic = ops::topic_of(&self.names, Some(topic), "remove", "")?;
-        ops::parse_flag(self.call(&ops::remove(&self.names, topic, id)?.into()).await?)
+        self.run(ops::remove(&self.names, Some(topic), id, "")).await
     }
 
     /// A new connection for blocking waits.

@@ -7,14 +7,13 @@
 
 use crate::conf;
 use crate::connection::{build_pool_for, Manager, PoolOptions};
-use crate::durable;
 use crate::error::{is_lost_connection, Error, Result};
 use crate::job::{Job, Message};
 use crate::keys::{Layout, Names, DEFAULT_PREFIX};
-use crate::ops::{self, DeadAction, Ending, IndexFollowUp, IndexNote, Request};
+use crate::ops::{self, DeadAction, Ending, Op, Request, Step};
 use crate::reliable::{DeadLetter, JobRef, Reserved};
 use crate::target::{is_read_only, Target};
-use crate::wait::{Step, Wait};
+use crate::wait;
 use redis::Value;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -119,7 +118,7 @@ impl Delayer {
             manager: Manager::with_target(target.clone(), pool.connect_timeout, pool.io_timeout),
             pool: build_pool_for(target, pool),
             io_timeout: pool.io_timeout,
-            names: Names::new(prefix, Layout::Classic),
+            names: Names::new(prefix, Layout::default()),
             durable: None,
         }
     }
@@ -134,23 +133,10 @@ impl Delayer {
         Delayer { durable: Some(timeout), ..self.clone() }
     }
 
-    /// `req` on one connection, then, for a durable client, WAIT on the same
-    /// connection: the reply and how many replicas have the write
-    /// (`u64::MAX` when not durable).
-    fn call_durable(&self, req: &Request, written: Vec<String>) -> Result<(Value, u64)> {
-        let Some(timeout) = self.durable else {
-            return Ok((self.call(req)?, u64::MAX));
-        };
-        let mut conn = self.checkout()?;
-        let reply = self.send(&mut conn, req)?;
-        let acked = durable::acked(self.send(&mut conn, &durable::wait(timeout, written))?)?;
-        Ok((reply, acked))
-    }
-
     /// The same client under another key prefix (same layout; in the
     /// per-topic layout a prefix with a brace makes every call fail).
     pub fn with_prefix(mut self, prefix: &str) -> Delayer {
-        self.names = Names::new(prefix, self.names.layout());
+        self.names = self.names.with_prefix(prefix);
         self
     }
 
@@ -164,29 +150,6 @@ impl Delayer {
     /// The key names this client uses.
     pub fn keys(&self) -> &Names {
         &self.names
-    }
-
-    /// Tells the per-topic layout's index what a call scheduled or reserved
-    /// (nothing in the classic layout): PROTOCOL.md, "The index write".
-    fn note(&self, note: Option<IndexNote>) -> Result<()> {
-        let Some((note, write)) = note.and_then(|n| n.write(&self.names).map(|w| (n, w))) else {
-            return Ok(());
-        };
-        if note.lowered(&self.names, self.call(&write)?) {
-            self.wake(&note);
-        }
-        Ok(())
-    }
-
-    /// Publishes `note`'s time on the wake channel. Only a wake-up, as
-    /// push.lua's pcall'd PUBLISH: an ACL user without the channel still
-    /// pushes (the server finds the job within its timer_interval).
-    fn wake(&self, note: &IndexNote) {
-        if let Some(wake) = note.wake(&self.names) {
-            if let Ok(reply) = self.call(&wake) {
-                IndexNote::woke(&self.names, reply);
-            }
-        }
     }
 
     fn checkout(&self) -> Result<Conn> {
@@ -258,14 +221,14 @@ impl Delayer {
         self.send(&mut self.checkout()?, req)
     }
 
-    /// Runs a bpop or breserve on one connection.
-    fn wait<T>(&self, mut wait: Wait<T>) -> Result<Option<T>> {
-        let mut conn = self.checkout()?;
-        let mut step = wait.start();
+    /// Runs an operation on one connection.
+    pub(crate) fn run<T: Send>(&self, op: Result<Op<'_, T>>) -> Result<T> {
+        let (mut op, mut conn) = (op?, self.checkout()?);
+        let mut step = op.start()?;
         loop {
             match step {
-                Step::Done(job) => return Ok(job),
-                Step::Send(req) => step = wait.next(self.send(&mut conn, &req)?)?,
+                Step::Done(out) => return Ok(out),
+                Step::Send(req) => step = op.next(self.send(&mut conn, &req)?)?,
             }
         }
     }
@@ -284,20 +247,7 @@ impl Delayer {
     /// [`Job::if_absent`] and the id taken, nothing is written and the
     /// result is [`Error::IdTaken`].
     pub fn push_job(&self, job: &Job) -> Result<SystemTime> {
-        let mut call = ops::push(&self.names, job)?;
-        let (reply, acked) = match self.call_durable(&call.request, ops::PushCall::written(&self.names, job)) {
-            Err(e) if call.lost_script(&e) => {
-                self.call(&ops::PushCall::load())?;
-                self.call_durable(&call.request, ops::PushCall::written(&self.names, job))?
-            }
-            reply => reply?,
-        };
-        let (due, follow) = call.read(&self.names, job, reply)?;
-        match follow {
-            IndexFollowUp::Write(note) => self.note(note)?,
-            IndexFollowUp::Wake(note) => self.wake(&note),
-        }
-        durable::check(acked, vec![due], self.durable.unwrap_or_default(), due)
+        self.run(ops::push(&self.names, job, self.durable))
     }
 
     /// Schedules many jobs: 100 per script call, 10 calls per round trip.
@@ -307,38 +257,26 @@ impl Delayer {
     /// the same and the result is [`Error::IdTaken`], with the due time of
     /// every job written.
     pub fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
-        let mut pushed = ops::PushedMany::new(jobs);
-        let mut least_acked = u64::MAX;
-        for (pipe, pools) in ops::push_many(&self.names, jobs)? {
-            let (reply, acked) = self.call_durable(&Request::Batch(pipe), pools)?;
-            least_acked = least_acked.min(acked);
-            pushed.add(reply)?;
-        }
-        for note in pushed.index_notes(&self.names) {
-            self.note(Some(note))?;
-        }
-        let due = pushed.finish()?;
-        durable::check(least_acked, due.clone(), self.durable.unwrap_or_default(), due)
+        self.run(ops::push_many(&self.names, jobs, self.durable))
     }
 
     /// Takes the next ready job of `topic`, if any. The job is deleted as it
     /// is handed out (at most once).
     pub fn pop(&self, topic: &str) -> Result<Option<Message>> {
-        ops::parse_message(self.call(&ops::pop(&self.names, topic)?.into())?)
+        self.run(ops::pop(&self.names, topic))
     }
 
     /// Like [`Delayer::pop`], but waits up to `timeout` for a job
     /// (`Duration::ZERO` waits forever). `None` when the time ran out.
     pub fn bpop(&self, topic: &str, timeout: Duration) -> Result<Option<Message>> {
-        self.wait(Wait::bpop(&self.names, topic, timeout)?)
+        self.run(wait::bpop(&self.names, topic, timeout))
     }
 
     /// Cancels job `id`: a waiting job is never delivered, a ready one is
     /// skipped by pop. `false` when there was nothing to cancel. The
     /// per-topic layout needs the topic: [`Delayer::remove_in`].
     pub fn remove(&self, id: &str) -> Result<bool> {
-        let topic = ops::topic_of(&self.names, None, "remove", "remove_in(topic, id)")?;
-        self.remove_in(topic, id)
+        self.run(ops::remove(&self.names, None, id.as_bytes(), "remove_in(topic, id)"))
     }
 
     /// Cancels job `id` of `topic` (either layout).
@@ -349,16 +287,14 @@ impl Delayer {
     /// Cancels job `id` of `topic`, the id given as bytes, any bytes (an id that is not
     /// UTF-8, as a listing's `raw_id` shows it).
     pub fn remove_in_raw(&self, topic: &str, id: &[u8]) -> Result<bool> {
-        let topic = ops::topic_of(&self.names, Some(topic), "remove", "")?;
-        ops::parse_flag(self.call(&ops::remove(&self.names, topic, id)?.into())?)
+        self.run(ops::remove(&self.names, Some(topic), id, ""))
     }
 
     /// Moves waiting job `id` to be due `delay` from now. `None` when it is
     /// not waiting (ready, reserved, dead, gone or unknown). The per-topic
     /// layout needs the topic: [`Delayer::reschedule_in`].
     pub fn reschedule(&self, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
-        let topic = ops::topic_of(&self.names, None, "reschedule", "reschedule_in(topic, id, delay)")?;
-        self.reschedule_in(topic, id, delay)
+        self.run(ops::reschedule(&self.names, None, id.as_bytes(), delay, "reschedule_in(topic, id, delay)"))
     }
 
     /// Moves waiting job `id` of `topic` (either layout).
@@ -369,10 +305,7 @@ impl Delayer {
     /// Moves waiting job `id` of `topic`, the id given as bytes, any bytes
     /// (an id that is not UTF-8, as a listing's `raw_id` shows it).
     pub fn reschedule_in_raw(&self, topic: &str, id: &[u8], delay: Duration) -> Result<Option<SystemTime>> {
-        let topic = ops::topic_of(&self.names, Some(topic), "reschedule", "")?;
-        let due = ops::parse_maybe_due(self.call(&ops::reschedule(&self.names, topic, id, delay)?.into())?)?;
-        self.note(due.and_then(|due| IndexNote::new(&self.names, topic, Some(due), false)))?;
-        Ok(due)
+        self.run(ops::reschedule(&self.names, Some(topic), id, delay, ""))
     }
 
     /// Takes the next ready job of `topic` *reserved*: no other worker gets it
@@ -380,9 +313,7 @@ impl Delayer {
     /// until `ttr` has passed, when the server hands it out again (at least
     /// once). `examples/reliable_worker.rs` is a whole worker.
     pub fn reserve(&self, topic: &str, ttr: Duration) -> Result<Option<Reserved>> {
-        let job = ops::parse_reserved(self.call(&ops::reserve(&self.names, topic, ttr)?.into())?)?;
-        self.note_reserved(topic, job.iter())?;
-        Ok(job)
+        self.run(ops::reserve(&self.names, topic, ttr))
     }
 
     /// Like [`Delayer::reserve`], but waits up to `timeout` for a job
@@ -390,29 +321,21 @@ impl Delayer {
     /// Waiting takes nothing from the queue, so a worker that dies while
     /// waiting loses nothing.
     pub fn breserve(&self, topic: &str, ttr: Duration, timeout: Duration) -> Result<Option<Reserved>> {
-        let job = self.wait(Wait::breserve(&self.names, topic, ttr, timeout)?)?;
-        self.note_reserved(topic, job.iter())?;
-        Ok(job)
-    }
-
-    /// The index write for reservations (their deadlines: the server
-    /// expires them).
-    fn note_reserved<'a>(&self, topic: &str, jobs: impl Iterator<Item = &'a Reserved>) -> Result<()> {
-        self.note(IndexNote::earliest(&self.names, topic, jobs.map(|j| j.deadline), false))
+        self.run(wait::breserve(&self.names, topic, ttr, timeout))
     }
 
     /// Waits up to `timeout` until `topic` has a ready job, taking nothing:
     /// `false` when the time ran out. (A Worker's wait: it then fetches a
     /// batch with reserve_many, unless it was stopped meanwhile.)
     pub(crate) fn wait_ready(&self, topic: &str, timeout: Duration) -> Result<bool> {
-        Ok(self.wait(Wait::ready(&self.names, topic, timeout)?)?.is_some())
+        self.run(wait::ready(&self.names, topic, timeout))
     }
 
     /// The job is done: deletes it. `false` when the reservation was not
     /// held (already ended, or expired and handed out again): then nothing
     /// changes. Takes a [`Reserved`] job, or an id (any current reservation).
     pub fn ack<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        ops::parse_flag(self.call(&ops::ack(&self.names, job.into())?.into())?)
+        self.run(ops::ack(&self.names, job.into()))
     }
 
     /// Still working on it: the reservation's deadline becomes `ttr` from
@@ -420,10 +343,7 @@ impl Delayer {
     /// deadline, or `None` when the reservation was not held (as for
     /// [`Delayer::ack`]). The attempt count does not change.
     pub fn touch<'a>(&self, job: impl Into<JobRef<'a>>, ttr: Duration) -> Result<Option<SystemTime>> {
-        let job = job.into();
-        let deadline = ops::parse_maybe_due(self.call(&ops::touch(&self.names, job, ttr)?.into())?)?;
-        self.note(ops::touch_note(&self.names, job, deadline))?;
-        Ok(deadline)
+        self.run(ops::touch(&self.names, job.into(), ttr))
     }
 
     /// A failed attempt: the job is due again after `delay`, or after its
@@ -442,19 +362,7 @@ impl Delayer {
         delay: Option<Duration>,
         error: &str,
     ) -> Result<bool> {
-        self.end(job.into(), delay.map_or(Ending::Backoff, Ending::After), error)
-    }
-
-    /// release.lua for a held reservation, then the index write for a job
-    /// due again.
-    fn end(&self, job: JobRef<'_>, ending: Ending, error: &str) -> Result<bool> {
-        let inv = ops::release(&self.names, job, ending, error)?;
-        let (held, due) = ops::parse_released(self.call(&inv.into())?)?;
-        if let Some(due) = due {
-            let topic = ops::ref_topic(&self.names, job, "release")?;
-            self.note(IndexNote::new(&self.names, topic, Some(due), false))?;
-        }
-        Ok(held)
+        self.run(ops::release(&self.names, job.into(), Ending::after(delay), error))
     }
 
     /// Gives up on the job: it goes to its topic's dead letters now.
@@ -466,7 +374,7 @@ impl Delayer {
     /// [`Delayer::bury`], recording why as the job's last error (as
     /// [`Delayer::release_with_error`]).
     pub fn bury_with_error<'a>(&self, job: impl Into<JobRef<'a>>, error: &str) -> Result<bool> {
-        self.end(job.into(), Ending::Bury, error)
+        self.run(ops::release(&self.names, job.into(), Ending::Bury, error))
     }
 
     /// Acks `acks` (as [`Delayer::ack`] each), then reserves up to `n` (0 to
@@ -483,61 +391,35 @@ impl Delayer {
         n: usize,
         acks: &[JobRef<'_>],
     ) -> Result<(Vec<bool>, Vec<Reserved>)> {
-        let plan = ops::AckPlan::new(&self.names, topic, acks);
-        let alone = plan.alone.iter().map(|job| self.ack(*job)).collect::<Result<Vec<_>>>()?;
-        let reply = self.call(&ops::reserve_many(&self.names, topic, ttr, n, &plan.riding)?.into())?;
-        let (riding, jobs) = ops::parse_reserved_many(reply, plan.riding.len())?;
-        self.note_reserved(topic, jobs.iter())?;
-        Ok((plan.merge(riding, alone), jobs))
+        self.run(ops::reserve_many(&self.names, topic, ttr, n, acks))
     }
 
     /// Up to `count` (1 to 1000) of `topic`'s dead letters, newest first,
     /// from position `start` (at most [`crate::validate::MAX_POSITION`]).
     pub fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> {
-        ops::parse_dead_letters(self.call(&ops::dead_list(&self.names, topic, start, count)?.into())?)
+        self.run(ops::dead_list(&self.names, topic, start, count))
     }
 
     /// Puts dead letters back into the pool, due now, with their attempts
     /// reset: those with the given ids, or all with `None`. Returns how many.
     pub fn requeue_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
-        let raw: Option<Vec<&[u8]>> = ids.map(|ids| ids.iter().map(|id| id.as_bytes()).collect());
-        self.drain_dead(topic, DeadAction::Requeue, raw.as_deref())
+        self.run(ops::dead_drain(&self.names, topic, DeadAction::Requeue, ids.map(ops::raw_ids).as_deref()))
     }
 
     /// Deletes dead letters for good: those with the given ids, or all with
     /// `None`. Returns how many.
     pub fn purge_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
-        let raw: Option<Vec<&[u8]>> = ids.map(|ids| ids.iter().map(|id| id.as_bytes()).collect());
-        self.drain_dead(topic, DeadAction::Purge, raw.as_deref())
+        self.run(ops::dead_drain(&self.names, topic, DeadAction::Purge, ids.map(ops::raw_ids).as_deref()))
     }
 
     /// [`Delayer::requeue_dead`] by ids given as bytes, any bytes (a dead
     /// letter's [`DeadLetter::id_bytes`]: an id that is not UTF-8).
     pub fn requeue_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> {
-        self.drain_dead(topic, DeadAction::Requeue, Some(ids))
+        self.run(ops::dead_drain(&self.names, topic, DeadAction::Requeue, Some(ids)))
     }
 
     /// [`Delayer::purge_dead`] by ids given as bytes, any bytes.
     pub fn purge_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> {
-        self.drain_dead(topic, DeadAction::Purge, Some(ids))
-    }
-
-    fn drain_dead(&self, topic: &str, action: DeadAction, ids: Option<&[&[u8]]>) -> Result<u64> {
-        let mut total = 0;
-        let requeue = matches!(action, DeadAction::Requeue);
-        for call in ops::dead_drain(&self.names, topic, action, ids)? {
-            let call = Request::Script(call);
-            loop {
-                let (done, taken) = ops::parse_drained(self.call(&call)?)?;
-                total += done;
-                if !ops::drain_again(ids, taken) {
-                    break;
-                }
-            }
-        }
-        if requeue && total > 0 {
-            self.note(IndexNote::new(&self.names, topic, None, false))?;
-        }
-        Ok(total)
+        self.run(ops::dead_drain(&self.names, topic, DeadAction::Purge, Some(ids)))
     }
 }

@@ -6,6 +6,8 @@
 //! never build one themselves. The two layouts ([`Layout`]) differ here
 //! alone: a client asks [`Names`] for what each call on a topic passes.
 
+use crate::error::{Error, Result};
+
 /// The default key prefix, shared with Delayer 1.x.
 pub const DEFAULT_PREFIX: &str = "delayer:";
 
@@ -255,6 +257,11 @@ impl Names {
         }
     }
 
+    /// The same layout's names under another prefix.
+    pub fn with_prefix(&self, prefix: &str) -> Names {
+        Names::new(prefix, self.layout())
+    }
+
     /// Which layout these are.
     pub fn layout(&self) -> Layout {
         match self {
@@ -268,14 +275,6 @@ impl Names {
         match self {
             Names::Classic(k) => k.prefix(),
             Names::Topic(k) => k.prefix(),
-        }
-    }
-
-    /// The per-topic layout's index names, `None` in the classic layout.
-    pub fn index(&self) -> Option<&TopicKeys> {
-        match self {
-            Names::Classic(_) => None,
-            Names::Topic(k) => Some(k),
         }
     }
 
@@ -356,6 +355,15 @@ impl Names {
         }
     }
 
+    /// The HASHes counting the ended reservations of `topics`: the classic
+    /// layout's one, or each topic's.
+    pub fn outcome_hashes(&self, topics: &[String]) -> Vec<String> {
+        match self {
+            Names::Classic(k) => vec![k.outcomes()],
+            Names::Topic(k) => topics.iter().map(|t| k.outcomes(t)).collect(),
+        }
+    }
+
     /// The per-topic counts of waiting jobs; the per-topic layout has none
     /// (a topic's pool is its count), and its scripts take them as optional.
     pub fn scheduled_count(&self) -> Option<String> {
@@ -365,13 +373,10 @@ impl Names {
         }
     }
 
-    /// The wake channel a script publishes on: "" in the per-topic layout,
-    /// whose clients publish after their index write.
-    pub fn script_wake(&self) -> String {
-        match self {
-            Names::Classic(k) => k.wake(),
-            Names::Topic(_) => String::new(),
-        }
+    /// The wake channel the scripts announce on (PROTOCOL.md, "The wake
+    /// channel"), the same name in both layouts.
+    pub fn wake(&self) -> String {
+        format!("{}wake", self.prefix())
     }
 
     /// release.lua's KEYS[4] and ARGV[2] for `topic`: the scheduled counts
@@ -382,6 +387,57 @@ impl Names {
             Names::Topic(k) => (k.dead(topic), String::new()),
         }
     }
+}
+
+impl Names {
+    /// Refuses a prefix with a brace in the per-topic layout (it would move
+    /// every name's hash tag).
+    pub(crate) fn check_prefix(&self) -> Result<()> {
+        match self {
+            Names::Topic(k) if k.prefix.contains(['{', '}']) => Err(Error::InvalidArgument(format!(
+                "key prefix {:?} contains a brace, which the per-topic layout cannot use",
+                k.prefix
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The topic of a call that names its job by id: any ("") in the classic
+    /// layout, where ids are global; required in the per-topic layout, where
+    /// the error says which call to make (`instead`).
+    pub(crate) fn id_topic<'a>(&self, topic: Option<&'a str>, call: &str, instead: &str) -> Result<&'a str> {
+        match (self, topic) {
+            // The classic layout names no key by it: a topic read back from
+            // Redis (any 1.x name) is fine.
+            (Names::Classic(_), topic) => Ok(topic.unwrap_or("")),
+            (Names::Topic(_), Some(topic)) => check_topic(self, topic).map(|()| topic),
+            (Names::Topic(_), None) => {
+                Err(Error::InvalidArgument(format!("{call} needs the topic in the per-topic layout: use {instead}")))
+            }
+        }
+    }
+
+    /// Whether one script call on `topic` may also write jobs of `other`
+    /// (`None`: a job of unknown topic, taken as one of `topic`): always in
+    /// the classic layout, whose keys are shared; only of `topic` itself in
+    /// the per-topic layout, where a call touches one topic's hash slot.
+    pub(crate) fn one_call(&self, topic: &str, other: Option<&str>) -> bool {
+        matches!(self, Names::Classic(_)) || other.is_none_or(|other| other == topic)
+    }
+}
+
+/// Checks a topic: a name, and in the per-topic layout free of the braces
+/// that would move its hash tag (the SDK's calls check it themselves; tools
+/// that read keys directly call this).
+pub fn check_topic(names: &Names, topic: &str) -> Result<()> {
+    crate::validate::name("topic", topic)?;
+    names.check_prefix()?;
+    if matches!(names, Names::Topic(_)) && topic.contains(['{', '}']) {
+        return Err(Error::InvalidArgument(format!(
+            "topic {topic:?} may not contain \"{{\" or \"}}\" in the per-topic layout"
+        )));
+    }
+    Ok(())
 }
 
 /// The outcomes counted in [`Names::outcomes`]: each field is

@@ -10,19 +10,11 @@
 
 use crate::error::{Error, Result};
 use crate::keys::Names;
-use crate::ops::{self, Request};
+use crate::ops::{self, Op, Request, Step};
 use crate::validate;
 use crate::{Message, Reserved};
 use redis::Value;
 use std::time::{Duration, Instant};
-
-/// What a client does next.
-pub(crate) enum Step<T> {
-    /// Send this, then hand Redis's reply to [`Wait::next`].
-    Send(Request),
-    /// The wait is over: the job, or `None` when the time ran out.
-    Done(Option<T>),
-}
 
 /// How the job is claimed once the queue is not empty.
 enum Claim {
@@ -48,30 +40,38 @@ pub(crate) struct Wait<T> {
     parse: fn(Value) -> Result<Option<T>>,
 }
 
-impl Wait<Message> {
-    /// A bpop of `topic`, up to `timeout` (`Duration::ZERO`: forever).
-    pub(crate) fn bpop(names: &Names, topic: &str, timeout: Duration) -> Result<Self> {
-        Wait::new(names, topic, timeout, Claim::Pop, ops::parse_message)
-    }
+/// A bpop of `topic`, up to `timeout` (`Duration::ZERO`: forever).
+pub(crate) fn bpop(names: &Names, topic: &str, timeout: Duration) -> Result<Op<'static, Option<Message>>> {
+    Ok(Wait::new(names, topic, timeout, Claim::Pop, ops::parse_pop)?.op())
 }
 
-impl Wait<Reserved> {
-    /// A breserve of `topic` with `ttr`, up to `timeout` (`ZERO`: forever).
-    pub(crate) fn breserve(names: &Names, topic: &str, ttr: Duration, timeout: Duration) -> Result<Self> {
-        validate::ttr_ms(ttr)?;
-        Wait::new(names, topic, timeout, Claim::Reserve { ttr }, ops::parse_reserved)
-    }
+/// A breserve of `topic` with `ttr`, up to `timeout` (`ZERO`: forever).
+pub(crate) fn breserve<'a>(
+    names: &'a Names,
+    topic: &'a str,
+    ttr: Duration,
+    timeout: Duration,
+) -> Result<Op<'a, Option<Reserved>>> {
+    validate::ttr_ms(ttr)?;
+    Ok(Wait::new(names, topic, timeout, Claim::Reserve { ttr }, ops::parse_reserve)?.op())
 }
 
-impl Wait<()> {
-    /// A wait until `topic`'s ready queue holds an id, up to `timeout`
-    /// (`ZERO`: forever); nothing is taken.
-    pub(crate) fn ready(names: &Names, topic: &str, timeout: Duration) -> Result<Self> {
-        Wait::new(names, topic, timeout, Claim::Peek, |_| Ok(Some(())))
-    }
+/// A wait until `topic`'s ready queue holds an id, up to `timeout`
+/// (`ZERO`: forever), taking nothing: whether it does.
+pub(crate) fn ready(names: &Names, topic: &str, timeout: Duration) -> Result<Op<'static, bool>> {
+    Ok(Wait::new(names, topic, timeout, Claim::Peek, |_| Ok(Some(())))?.op().map(|peeked| Ok(peeked.is_some())))
 }
 
-impl<T> Wait<T> {
+impl<T: Send + 'static> Wait<T> {
+    /// The wait as an operation, on a connection of its own.
+    fn op(mut self) -> Op<'static, Option<T>> {
+        Op::new(move |reply| match reply {
+            None => Ok(self.block()),
+            Some(reply) => self.next(reply),
+        })
+        .alone()
+    }
+
     fn new(
         names: &Names,
         topic: &str,
@@ -84,13 +84,8 @@ impl<T> Wait<T> {
         Ok(Wait { names: names.clone(), topic: topic.to_string(), deadline, claim, blocked: false, parse })
     }
 
-    /// The first step.
-    pub(crate) fn start(&mut self) -> Step<T> {
-        self.block()
-    }
-
     /// The step after Redis answered the last one with `reply`.
-    pub(crate) fn next(&mut self, reply: Value) -> Result<Step<T>> {
+    fn next(&mut self, reply: Value) -> Result<Step<Option<T>>> {
         if !self.blocked {
             return Ok(match (self.parse)(reply)? {
                 Some(job) => Step::Done(Some(job)),
@@ -103,7 +98,7 @@ impl<T> Wait<T> {
         }
         let claim = match &self.claim {
             Claim::Pop => ops::take(&self.names, &self.topic, &popped_id(reply)?),
-            Claim::Reserve { ttr } => ops::reserve(&self.names, &self.topic, *ttr)?,
+            Claim::Reserve { ttr } => ops::reserve_script(&self.names, &self.topic, *ttr)?,
             // The queue holds an id: the peek is over, nothing taken.
             Claim::Peek => return Ok(Step::Done((self.parse)(reply)?)),
         };
@@ -111,7 +106,7 @@ impl<T> Wait<T> {
     }
 
     /// Another blocking command for the time left, or the end.
-    fn block(&mut self) -> Step<T> {
+    fn block(&mut self) -> Step<Option<T>> {
         let left = match self.deadline {
             None => None,
             Some(d) => match d.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) {
@@ -163,8 +158,8 @@ mod tests {
             .collect()
     }
 
-    fn sent<T>(step: Step<T>) -> Request {
-        match step {
+    fn sent<T>(step: Result<Step<T>>) -> Request {
+        match step.expect("a step") {
             Step::Send(r) => r,
             Step::Done(_) => panic!("expected a request, got the end"),
         }
@@ -172,7 +167,7 @@ mod tests {
 
     #[test]
     fn a_stale_id_means_waiting_again_and_a_job_ends_the_wait() {
-        let mut w = Wait::bpop(&classic(), "t", Duration::from_secs(60)).expect("wait");
+        let mut w = bpop(&classic(), "t", Duration::from_secs(60)).expect("wait");
         match sent(w.start()) {
             Request::Blocking(cmd, Some(left)) => {
                 assert!(left <= Duration::from_secs(60));
@@ -183,11 +178,11 @@ mod tests {
             _ => panic!("expected BRPOP with a time limit"),
         }
         let popped = Value::Array(vec![Value::BulkString(b"q".to_vec()), Value::BulkString(b"x".to_vec())]);
-        assert!(matches!(sent(w.next(popped).expect("claim")), Request::Script(_)));
+        assert!(matches!(sent(w.next(popped)), Request::Script(_)));
         // take.lua found nothing (stale id): block again.
-        assert!(matches!(sent(w.next(Value::Nil).expect("again")), Request::Blocking(..)));
+        assert!(matches!(sent(w.next(Value::Nil)), Request::Blocking(..)));
         let popped = Value::Array(vec![Value::BulkString(b"q".to_vec()), Value::BulkString(b"y".to_vec())]);
-        sent(w.next(popped).expect("claim"));
+        sent(w.next(popped));
         let job =
             Value::Array(["y", "t", "body", ""].iter().map(|s| Value::BulkString(s.as_bytes().to_vec())).collect());
         match w.next(job).expect("job") {
@@ -198,21 +193,22 @@ mod tests {
 
     #[test]
     fn a_peek_ends_when_the_queue_holds_an_id_and_claims_nothing() {
-        let mut w = Wait::ready(&classic(), "t", Duration::from_secs(5)).expect("wait");
+        let mut w = ready(&classic(), "t", Duration::from_secs(5)).expect("wait");
         match sent(w.start()) {
             Request::Blocking(cmd, _) => assert_eq!(words(&cmd)[0], "BLMOVE"),
             _ => panic!("expected BLMOVE"),
         }
         let moved = Value::BulkString(b"x".to_vec());
-        assert!(matches!(w.next(moved).expect("ready"), Step::Done(Some(()))), "no claim is sent");
-        let mut idle = Wait::ready(&classic(), "t", Duration::from_secs(5)).expect("wait");
+        assert!(matches!(w.next(moved).expect("ready"), Step::Done(true)), "no claim is sent");
+        let mut idle = ready(&classic(), "t", Duration::from_secs(5)).expect("wait");
         sent(idle.start());
-        assert!(matches!(idle.next(Value::Nil).expect("timeout"), Step::Done(None)));
+        assert!(matches!(idle.next(Value::Nil).expect("timeout"), Step::Done(false)));
     }
 
     #[test]
     fn redis_timing_out_or_no_time_left_ends_the_wait() {
-        let mut w = Wait::breserve(&classic(), "t", Duration::from_secs(1), Duration::from_secs(5)).expect("w");
+        let names = classic();
+        let mut w = breserve(&names, "t", Duration::from_secs(1), Duration::from_secs(5)).expect("w");
         match sent(w.start()) {
             Request::Blocking(cmd, _) => {
                 let q = "delayer:ready_queue:t";
@@ -222,13 +218,13 @@ mod tests {
         }
         assert!(matches!(w.next(Value::Nil).expect("timeout"), Step::Done(None)));
 
-        let mut forever = Wait::bpop(&classic(), "t", Duration::ZERO).expect("wait");
+        let mut forever = bpop(&classic(), "t", Duration::ZERO).expect("wait");
         assert!(matches!(sent(forever.start()), Request::Blocking(_, None)), "no limit, forever");
 
-        let mut short = Wait::bpop(&classic(), "t", Duration::from_nanos(1)).expect("wait");
+        let mut short = bpop(&classic(), "t", Duration::from_nanos(1)).expect("wait");
         std::thread::sleep(Duration::from_millis(2));
-        assert!(matches!(short.start(), Step::Done(None)));
-        assert!(Wait::bpop(&classic(), "", Duration::ZERO).is_err());
-        assert!(Wait::breserve(&classic(), "t", Duration::ZERO, Duration::ZERO).is_err(), "ttr 0");
+        assert!(matches!(short.start(), Ok(Step::Done(None))));
+        assert!(bpop(&classic(), "", Duration::ZERO).is_err());
+        assert!(breserve(&classic(), "t", Duration::ZERO, Duration::ZERO).is_err(), "ttr 0");
     }
 }

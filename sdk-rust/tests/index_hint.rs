@@ -1,8 +1,9 @@
-//! The per-topic layout's index (`<prefix>due`, `<prefix>topics`, the wake
-//! channel) is a hint the server repairs: an index write Redis refuses does
-//! not fail the call whose script ran (issue 20). Here the index keys hold a
-//! string (WRONGTYPE), or Redis is full (OOM): push, push_many, reserve and
-//! touch answer their script's result, and the job is really there.
+//! The per-topic layout's index (`<prefix>due`, `<prefix>topics`) is the
+//! server's, kept from the scripts' announcements on the wake channel: no
+//! client call touches it, so a broken index key fails none (issue 20, then
+//! issue 21). Here the index keys hold a string (WRONGTYPE), or Redis is
+//! full (OOM): push, push_many, reserve and touch answer their script's
+//! result, and the job is really there.
 
 use delayer::{aio, Delayer, Job, Layout};
 use redis::Commands;

@@ -1,6 +1,7 @@
 //! The Rust SDK (blocking and async) on the per-topic layout, with the real
 //! `delayer` server moving and expiring: what each call writes (the topic's
-//! own keys, the index), ids per topic, the at-least-once calls, dead
+//! own keys, and no index: the scripts announce "<time> <topic>" on the wake
+//! channel and the server keeps `<prefix>due`), ids per topic, the at-least-once calls, dead
 //! letters, lookups and numbers, and the refusals that name the call to use.
 
 use delayer::{Delayer, Error, Job, JobRef, Layout, TopicKeys};
@@ -33,7 +34,8 @@ fn redis_now(conn: &mut redis::Connection) -> f64 {
     s as f64 + us as f64 / 1e6
 }
 
-/// Runs `act` while subscribed to the wake channel: the times published,
+/// Runs `act` while subscribed to the wake channel: the announcements
+/// published ("<time> <topic>": the times, each checked to name `mail`),
 /// read until `count` came (5 s at most each), and whether one more came
 /// within 300 ms after them.
 fn wake_ups<T>(redis: &RedisServer, count: usize, act: impl FnOnce() -> T) -> (T, Vec<f64>, bool) {
@@ -45,7 +47,10 @@ fn wake_ups<T>(redis: &RedisServer, count: usize, act: impl FnOnce() -> T) -> (T
     let mut woken = Vec::new();
     while woken.len() < count {
         let Ok(msg) = pubsub.get_message() else { break };
-        woken.push(msg.get_payload::<String>().expect("payload").parse::<f64>().expect("a time"));
+        let payload = msg.get_payload::<String>().expect("payload");
+        let (time, topic) = payload.split_once(' ').expect("<time> <topic>");
+        assert_eq!(topic, "mail", "{payload}");
+        woken.push(time.parse::<f64>().expect("a time"));
     }
     pubsub.set_read_timeout(Some(Duration::from_millis(300))).expect("timeout");
     let more = pubsub.get_message().is_ok();
@@ -53,7 +58,7 @@ fn wake_ups<T>(redis: &RedisServer, count: usize, act: impl FnOnce() -> T) -> (T
 }
 
 #[test]
-fn a_push_writes_the_topics_keys_and_the_index_and_wakes_the_server_once() {
+fn a_push_writes_the_topics_keys_and_announces_an_earlier_head_once() {
     let redis = RedisServer::start();
     let mut conn = redis.connection();
     let d = client(&redis);
@@ -69,20 +74,16 @@ fn a_push_writes_the_topics_keys_and_the_index_and_wakes_the_server_once() {
     assert_eq!(ids, ["43", "42", "44"]);
     let body: Option<String> = conn.hget(keys().bucket("mail", "42"), "body").expect("HGET");
     assert_eq!(body.as_deref(), Some("late"));
-    // Sent with the script, from this machine's clock a little early: never
-    // later than the due time, and not much earlier.
-    let index = conn.zscore::<_, _, Option<f64>>(keys().due(), "mail").expect("ZSCORE").expect("an index entry");
-    assert!(index <= unix(sooner) + 0.0005, "the index ({index}) is not later than the earliest due time");
-    assert!(index > unix(sooner) - 1.0, "the index ({index}) follows the earliest due time");
-    let known: bool = conn.sismember(keys().topics(), "mail").expect("SISMEMBER");
-    assert!(known);
-    // Nothing in the classic layout's keys.
+    // The client writes no index (the server keeps it from the
+    // announcements), and nothing in the classic layout's keys.
+    let index: Vec<String> = conn.keys("delayer:due").expect("KEYS");
+    assert!(index.is_empty(), "{index:?}");
     let classic: Vec<String> = conn.keys("delayer:job_*").expect("KEYS");
     assert!(classic.is_empty(), "{classic:?}");
-    // Published when the index was added (42) and lowered (43), not for 44.
+    // Announced into the empty pool (42) and before its head (43), not 44.
     assert_eq!(woken.len(), 2, "two wake-ups: {woken:?}");
     assert!((woken[0] - unix(later)).abs() < 0.002 && (woken[1] - unix(sooner)).abs() < 0.002, "{woken:?}");
-    assert!(!more, "no wake-up for a push that does not lower the index");
+    assert!(!more, "no wake-up for a push behind the pool's head");
 }
 
 #[test]
@@ -91,8 +92,7 @@ fn a_push_after_redis_lost_its_scripts_still_wakes_the_server() {
     let mut conn = redis.connection();
     let d = client(&redis);
     // A new client's first push finds push.lua missing, as after a restart:
-    // its first pipeline's index write is the one that adds the topic, and
-    // the pipeline sent again cannot tell.
+    // loaded and sent again, it still announces.
     redis::cmd("SCRIPT").arg("FLUSH").query::<()>(&mut conn).expect("SCRIPT FLUSH");
     let (due, woken, _) =
         wake_ups(&redis, 1, || d.push("mail", "1", Duration::from_millis(300)).expect("push after SCRIPT FLUSH"));
@@ -156,8 +156,8 @@ fn remove_and_reschedule_take_the_topic_and_refuse_without_it() {
     assert!(!d.remove_in("mail", "1").expect("remove"), "gone");
     let due = d.reschedule_in("sms", "1", Duration::from_secs(5)).expect("reschedule").expect("waiting");
     let mut conn = redis.connection();
-    let index: f64 = conn.zscore(keys().due(), "sms").expect("ZSCORE");
-    assert!((index - unix(due)).abs() < 0.002, "the index follows an earlier due time");
+    let score: f64 = conn.zscore(keys().pool("sms"), "1").expect("ZSCORE");
+    assert!((score - unix(due)).abs() < 0.002, "moved in the topic's own pool");
 }
 
 #[test]
@@ -176,8 +176,12 @@ fn reservations_are_acked_released_buried_requeued_and_expired_per_topic() {
         held.push(job);
     }
     let by_id = |id: &str| held.iter().find(|j| j.id == id).expect("reserved").clone();
-    let index: f64 = conn.zscore(keys().due(), "work").expect("ZSCORE");
-    assert!(index <= unix(by_id("ack").deadline) + 0.002, "the index holds a deadline at the latest");
+    // reserve.lua announced the deadline; the server put it in its index.
+    let deadline = unix(by_id("ack").deadline) + 0.002;
+    let indexed = testkit::wait_until(testkit::DEADLINE, || {
+        conn.zscore::<_, _, Option<f64>>(keys().due(), "work").ok().flatten().is_some_and(|at| at <= deadline)
+    });
+    assert!(indexed, "the index holds a deadline at the latest:\n{}", server.output());
 
     assert!(d.ack(&by_id("ack")).expect("ack"));
     assert!(d.release(&by_id("release"), Some(Duration::from_millis(200))).expect("release"));
@@ -220,18 +224,21 @@ fn push_many_groups_by_topic_and_lookups_and_listings_read_the_topics_keys() {
     assert_eq!(due.len(), 250);
     let (a, b): (u64, u64) = (conn.zcard(keys().pool("a")).expect("ZCARD"), conn.zcard(keys().pool("b")).expect("Z"));
     assert_eq!((a, b), (125, 125));
-    let index_a: f64 = conn.zscore(keys().due(), "a").expect("ZSCORE");
-    assert!((index_a - unix(due[0])).abs() < 0.002, "each topic's earliest");
-    let index_b: f64 = conn.zscore(keys().due(), "b").expect("ZSCORE");
-    assert!((index_b - unix(due[25])).abs() < 0.002);
+    let index: Vec<String> = conn.keys("delayer:due").expect("KEYS");
+    assert!(index.is_empty(), "the client writes no index: {index:?}");
 
     let info = d.job("a", "0").expect("lookup");
     assert_eq!(info.state, delayer::inspect::JobState::Scheduled);
     assert_eq!(d.job("b", "0").expect("lookup").state, delayer::inspect::JobState::Unknown, "ids are per topic");
     let page = d.list_scheduled("b", 0, 10).expect("listing");
     assert_eq!(page.items.first().map(|l| l.id.as_str()), Some("25"));
+    // The topics stats() counts are the server's (<prefix>topics, kept from
+    // the announcements): once one runs, both are there.
+    let server = start_server(&redis);
+    let counted = testkit::wait_until(testkit::DEADLINE, || d.stats().is_ok_and(|s| s.topics.len() == 2));
     let stats = d.stats().expect("stats");
-    assert_eq!((stats.scheduled_total, stats.topics.len()), (250, 2), "{stats:?}");
+    assert!(counted, "{stats:?}\n{}", server.output());
+    assert_eq!(stats.scheduled_total, 250, "{stats:?}");
 }
 
 #[test]
@@ -307,6 +314,9 @@ fn the_cli_reads_and_steers_the_per_topic_layout_from_its_config() {
     let braced = std::process::Command::new(BIN).arg("-c").arg(&conf).args(["peek", "a{b}"]).output().expect("run");
     assert_eq!(braced.status.code(), Some(2), "peek refuses a topic the layout cannot name, as job does");
     assert!(String::from_utf8_lossy(&braced.stderr).contains("per-topic layout"));
+    // The topics a deployment knows are the server's (kept from the
+    // scripts' announcements): one runs from here on.
+    let _server = start_server(&redis);
     d.push_job(&Job::new("mail", "1", Duration::from_secs(1800)).body("later")).expect("push");
     d.push("sms", "1", Duration::from_secs(60)).expect("push");
 
@@ -314,11 +324,14 @@ fn the_cli_reads_and_steers_the_per_topic_layout_from_its_config() {
     assert_eq!((job["state"].as_str(), job["body_size"].as_u64()), (Some("scheduled"), Some(5)), "{job}");
     let listed = json(&["list", "sms", "--state", "scheduled", "--json"]);
     assert_eq!(listed["items"][0]["id"], "1", "{listed}");
+    let topics = |stats: &serde_json::Value| -> Vec<String> {
+        let topics = stats["topics"].as_array().expect("topics").iter();
+        topics.filter_map(|t| t["topic"].as_str().map(str::to_string)).collect()
+    };
+    let both = testkit::wait_until(testkit::DEADLINE, || topics(&json(&["stats", "--json"])) == ["mail", "sms"]);
     let stats = json(&["stats", "--json"]);
+    assert!(both, "{stats}");
     assert_eq!(stats["pool_size"], 2, "{stats}");
-    let topics: Vec<&str> =
-        stats["topics"].as_array().expect("topics").iter().filter_map(|t| t["topic"].as_str()).collect();
-    assert_eq!(topics, ["mail", "sms"], "{stats}");
     assert!(run(&["reschedule", "mail", "1", "0"]).contains("is due"));
     assert!(run(&["remove", "sms", "1"]).contains("removed"));
     let mut conn = redis.connection();
@@ -381,6 +394,6 @@ fn a_user_without_publish_still_pushes_in_the_per_topic_layout() {
     let url = format!("redis://pusher:pw@127.0.0.1:{}/0", redis.port());
     let d = Delayer::open(&url).expect("client").with_layout(Layout::Topic).expect("layout");
     d.push("mail", "1", Duration::from_secs(60)).expect("a push whose wake-up is refused still succeeds");
-    let index: Option<f64> = conn.zscore(keys().due(), "mail").expect("ZSCORE");
-    assert!(index.is_some(), "the index write went through");
+    let score: Option<f64> = conn.zscore(keys().pool("mail"), "1").expect("ZSCORE");
+    assert!(score.is_some(), "the job is written (the server's rescan finds it)");
 }

@@ -99,15 +99,8 @@ impl Delayer {
 fn first_batch(names: &Names, topics: &[String]) -> Batch {
     let mut batch = Batch::new();
     batch.add_hint(redis::cmd("TIME"));
-    match names {
-        Names::Classic(_) => {
-            batch.add_hint(redis::cmd("HGETALL").arg(names.outcomes("")).clone());
-        }
-        Names::Topic(_) => {
-            for t in topics {
-                batch.add_hint(redis::cmd("HGETALL").arg(names.outcomes(t)).clone());
-            }
-        }
+    for hash in names.outcome_hashes(topics) {
+        batch.add_hint(redis::cmd("HGETALL").arg(hash).clone());
     }
     for t in topics {
         batch.add_hint(redis::cmd("LINDEX").arg(names.ready(t)).arg(-1).clone());
@@ -131,10 +124,7 @@ fn read_first(
     reply: Value,
     activity: &mut Activity,
 ) -> Result<Vec<(String, Vec<u8>)>> {
-    let hashes = match names {
-        Names::Classic(_) => vec![names.outcomes("")],
-        Names::Topic(_) => topics.iter().map(|t| names.outcomes(t)).collect(),
-    };
+    let hashes = names.outcome_hashes(topics);
     let mut values = replies(reply, 1 + hashes.len() + topics.len())?.into_iter();
     activity.now = values.next().as_ref().and_then(clock);
     for key in hashes {

@@ -7,20 +7,18 @@ use crate::connection::Batch;
 use crate::error::{Error, Result};
 use crate::keys::{Keys, Names};
 use crate::numbers;
-use crate::ops::split_name;
-use crate::ops::Request;
+use crate::ops::{split_name, Op, Request, Step};
 use crate::validate;
-use redis::{ScriptInvocation, Value};
+use redis::Value;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub(crate) fn lookup(names: &Names, topic: &str, id: &[u8]) -> Result<ScriptInvocation<'static>> {
+/// lookup.lua for job `id` of `topic`.
+pub(crate) fn lookup(names: &Names, topic: &str, id: &[u8]) -> Result<Op<'static, JobInfo>> {
     crate::ops::check_topic(names, topic)?;
-    if id.is_empty() {
-        return Err(Error::InvalidArgument("id must not be empty".into()));
-    }
+    let id = crate::ops::id_of(id)?.to_vec();
     let mut inv = LOOKUP.prepare_invoke();
-    inv.key(names.bucket_bytes(topic, id)).key(names.pool(topic)).key(names.reserved(topic)).arg(id).arg(topic);
-    Ok(inv)
+    inv.key(names.bucket_bytes(topic, &id)).key(names.pool(topic)).key(names.reserved(topic)).arg(&id).arg(topic);
+    Ok(Op::call(inv, move |reply| parse_lookup(&id, reply)))
 }
 
 /// lookup.lua's `{state, topic, body_size, attempts, max_attempts, time,
@@ -94,7 +92,18 @@ impl ListScan {
         Ok(ListScan { zset, in_ms, bucket_prefix, topic, rank: cursor, count, calls: 0, items: Vec::new() })
     }
 
-    pub(crate) fn request(&self) -> Request {
+    /// The page: list.lua calls until it is full, the walk ends, or
+    /// [`CALLS_PER_PAGE`] calls were made.
+    pub(crate) fn op(mut self) -> Op<'static, Page<Listed>> {
+        Op::new(move |reply| {
+            if let Some(page) = reply.map(|reply| self.feed(reply)).transpose()?.flatten() {
+                return Ok(Step::Done(page));
+            }
+            Ok(Step::Send(self.request()))
+        })
+    }
+
+    fn request(&self) -> Request {
         let mut inv = LIST.prepare_invoke();
         inv.key(&self.zset).arg(&self.bucket_prefix).arg(&self.topic).arg(self.rank);
         inv.arg(self.count - self.items.len()).arg(EXAMINE_PER_CALL);
@@ -105,7 +114,7 @@ impl ListScan {
     }
 
     /// One reply; `Some(page)` when the page is done.
-    pub(crate) fn feed(&mut self, reply: Value) -> Result<Option<Page<Listed>>> {
+    fn feed(&mut self, reply: Value) -> Result<Option<Page<Listed>>> {
         let Value::Array(parts) = reply else {
             return Err(Error::Protocol(format!("list: expected a list, got {reply:?}")));
         };
@@ -137,18 +146,18 @@ impl ListScan {
 
 /// The ready listing: `LRANGE` from the right end (next out first), `count`
 /// ids from `cursor` ids in.
-pub(crate) fn list_ready(names: &Names, topic: &str, cursor: u64, count: usize) -> Result<Request> {
+pub(crate) fn list_ready(names: &Names, topic: &str, cursor: u64, count: usize) -> Result<Op<'static, Page<Vec<u8>>>> {
     crate::ops::check_topic(names, topic)?;
     let count = page_count(count)? as i64;
     let from = validate::position("cursor", cursor)? as i64;
     let mut batch = Batch::new();
     // One more than asked, to know whether a next page exists.
     batch.add(redis::cmd("LRANGE").arg(names.ready(topic)).arg(-from - count - 1).arg(-from - 1).clone());
-    Ok(Request::Batch(batch))
+    Ok(Op::call(Request::Batch(batch), move |reply| parse_ready(reply, cursor, count as usize)))
 }
 
 /// The ready listing's reply (one pipeline of one LRANGE).
-pub(crate) fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> {
+fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> {
     let ids = match reply {
         Value::Array(mut replies) if replies.len() == 1 => replies.remove(0),
         other => return Err(Error::Protocol(format!("ready listing: expected one reply, got {other:?}"))),
@@ -165,22 +174,25 @@ pub(crate) fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Pag
 
 /// A job's body, read when it is at most `limit` bytes: the bucket's topic,
 /// the body's length, then (a second call, [`body_read`]) the body.
-pub(crate) fn body_size(names: &Names, topic: &str, id: &[u8]) -> Result<Request> {
+pub(crate) fn body<'a>(names: &Names, topic: &'a str, id: &[u8], limit: usize) -> Result<Op<'a, Body>> {
     crate::ops::check_topic(names, topic)?;
-    if id.is_empty() {
-        return Err(Error::InvalidArgument("id must not be empty".into()));
-    }
-    let bucket = names.bucket_bytes(topic, id);
+    let bucket = names.bucket_bytes(topic, crate::ops::id_of(id)?);
     let mut batch = Batch::new();
     batch.add(redis::cmd("HGET").arg(&bucket).arg("topic").clone());
     batch.add(redis::cmd("HSTRLEN").arg(&bucket).arg("body").clone());
-    Ok(Request::Batch(batch))
+    Ok(Op::call(Request::Batch(batch), move |reply| Ok(parse_body_size(topic, reply))).then(move |size| {
+        Ok(match size {
+            None => Op::done(Body::Absent),
+            Some(size) if size > limit as u64 => Op::done(Body::TooLarge(size)),
+            Some(_) => Op::call(body_read(bucket), move |reply| Ok(parse_body(topic, limit, reply))),
+        })
+    }))
 }
 
 /// [`body_size`]'s reply: the body's length when the bucket is `topic`'s
 /// (in the classic layout an id is global: another topic's job is not this
 /// one's); `None` otherwise, or when the key is not a hash.
-pub(crate) fn parse_body_size(topic: &str, reply: Value) -> Option<u64> {
+fn parse_body_size(topic: &str, reply: Value) -> Option<u64> {
     let Value::Array(parts) = reply else { return None };
     let mut parts = parts.into_iter();
     let owner = raw(parts.next()?).ok()?;
@@ -193,15 +205,15 @@ pub(crate) fn parse_body_size(topic: &str, reply: Value) -> Option<u64> {
 
 /// The body itself, with the topic again (the job may have been replaced
 /// meanwhile by another topic's).
-pub(crate) fn body_read(names: &Names, topic: &str, id: &[u8]) -> Request {
+fn body_read(bucket: Vec<u8>) -> Request {
     let mut batch = Batch::new();
-    batch.add(redis::cmd("HMGET").arg(names.bucket_bytes(topic, id)).arg("topic").arg("body").clone());
+    batch.add(redis::cmd("HMGET").arg(bucket).arg("topic").arg("body").clone());
     Request::Batch(batch)
 }
 
 /// [`body_read`]'s reply: the body when the bucket is still `topic`'s and
 /// the body still at most `limit` bytes.
-pub(crate) fn parse_body(topic: &str, limit: usize, reply: Value) -> Body {
+fn parse_body(topic: &str, limit: usize, reply: Value) -> Body {
     let fields = match reply {
         Value::Array(mut replies) if replies.len() == 1 => replies.remove(0),
         _ => return Body::Absent,
@@ -216,15 +228,15 @@ pub(crate) fn parse_body(topic: &str, limit: usize, reply: Value) -> Body {
 }
 
 /// LLEN of `topic`'s dead-letter list.
-pub(crate) fn dead_len(names: &Names, topic: &str) -> Result<Request> {
+pub(crate) fn dead_len(names: &Names, topic: &str) -> Result<Op<'static, u64>> {
     crate::ops::check_topic(names, topic)?;
     let mut batch = Batch::new();
     batch.add(redis::cmd("LLEN").arg(names.dead(topic)).clone());
-    Ok(Request::Batch(batch))
+    Ok(Op::call(Request::Batch(batch), parse_len))
 }
 
 /// [`dead_len`]'s reply.
-pub(crate) fn parse_len(reply: Value) -> Result<u64> {
+fn parse_len(reply: Value) -> Result<u64> {
     match reply {
         Value::Array(replies) => match replies.as_slice() {
             [Value::Int(n)] => Ok(u64::try_from(*n).unwrap_or(0)),
@@ -234,29 +246,24 @@ pub(crate) fn parse_len(reply: Value) -> Result<u64> {
     }
 }
 
-/// How the numbers are read: stats.lua in the classic layout; in the
-/// per-topic layout the topics first ([`Counting::Topics`]), then their
-/// keys' sizes, no script (PROTOCOL.md, "Operations in the per-topic layout").
-pub(crate) enum Counting {
-    Script(Request),
-    Topics(Request),
-}
-
-/// The first request of a stats read.
-pub(crate) fn counting(names: &Names) -> Counting {
+/// The numbers: stats.lua in the classic layout; in the per-topic layout
+/// the topics first, then their keys' sizes, no script (PROTOCOL.md,
+/// "Operations in the per-topic layout").
+pub(crate) fn stats<'a>(names: &'a Names) -> Op<'a, Stats> {
     match names {
-        Names::Classic(keys) => Counting::Script(stats(keys)),
+        Names::Classic(keys) => Op::call(stats_script(keys), parse_stats),
         Names::Topic(index) => {
             let mut batch = Batch::new();
             batch.add(redis::cmd("SMEMBERS").arg(index.topics()).clone());
-            Counting::Topics(Request::Batch(batch))
+            Op::call(Request::Batch(batch), move |reply| topic_numbers(names, reply))
+                .then(|(topics, req)| Ok(Op::call(req, move |reply| parse_topic_numbers(topics, reply))))
         }
     }
 }
 
-/// The per-topic layout's topics (the reply of [`Counting::Topics`]),
+/// The per-topic layout's topics (SMEMBERS' reply),
 /// sorted, and the request reading their numbers.
-pub(crate) fn topic_numbers(names: &Names, reply: Value) -> Result<(Vec<String>, Request)> {
+fn topic_numbers(names: &Names, reply: Value) -> Result<(Vec<String>, Request)> {
     let bad = |v: &dyn std::fmt::Debug| Error::Protocol(format!("stats: expected the topics, got {v:?}"));
     let members = match reply {
         Value::Array(mut replies) if replies.len() == 1 => replies.remove(0),
@@ -275,7 +282,7 @@ pub(crate) fn topic_numbers(names: &Names, reply: Value) -> Result<(Vec<String>,
 }
 
 /// The numbers of `topics` (the reply of [`topic_numbers`]'s request).
-pub(crate) fn parse_topic_numbers(topics: Vec<String>, reply: Value) -> Result<Stats> {
+fn parse_topic_numbers(topics: Vec<String>, reply: Value) -> Result<Stats> {
     let bad = |v: &dyn std::fmt::Debug| Error::Protocol(format!("stats: unexpected reply {v:?}"));
     let values = match reply {
         Value::Array(values) if values.len() == topics.len() * 4 => values,
@@ -305,7 +312,7 @@ pub(crate) fn parse_topic_numbers(topics: Vec<String>, reply: Value) -> Result<S
 }
 
 /// stats.lua.
-pub(crate) fn stats(keys: &Keys) -> Request {
+fn stats_script(keys: &Keys) -> Request {
     let mut inv = STATS.prepare_invoke();
     inv.key(keys.topics()).key(keys.scheduled_count()).key(keys.job_pool()).key(keys.reserved());
     inv.arg(keys.ready_queue_prefix()).arg(keys.dead_prefix()).arg(keys.bucket_prefix()).arg(RESERVED_CAP);

@@ -207,13 +207,17 @@ pub struct Stats {
     pub topics: Vec<TopicStats>,
 }
 
+/// A listing's ids alone.
+fn ids(page: Page<Listed>) -> Page<String> {
+    Page { items: page.items.into_iter().map(|l| l.id).collect(), next: page.next }
+}
+
 /// A page of ids as text (lossy where an id is not UTF-8).
 fn lossy(page: Page<Vec<u8>>) -> Page<String> {
     let items = page.items.into_iter().map(|id| String::from_utf8_lossy(&id).into_owned()).collect();
     Page { items, next: page.next }
 }
 
-/// lookup.lua for job `id` of `topic`.
 impl Delayer {
     /// Where job `id` of `topic` is, and what it carries: scheduled (with its
     /// due time), ready, reserved (with its deadline), dead (with why and
@@ -226,26 +230,25 @@ impl Delayer {
     /// [`Delayer::job`] with the id given as bytes, any bytes (an id that
     /// is not UTF-8, as a listing's `raw_id` shows it).
     pub fn job_raw(&self, topic: &str, id: &[u8]) -> Result<JobInfo> {
-        parse_lookup(id, self.call(&lookup(self.keys(), topic, id)?.into())?)
+        self.run(lookup(self.keys(), topic, id))
     }
 
     /// A page of `topic`'s scheduled jobs, earliest due first, from `cursor`
     /// (0 to start; then the page's `next`; at most
     /// [`MAX_POSITION`]), at most `count` (1 to 1000).
     pub fn list_scheduled(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
-        self.scan(ListScan::new(self.keys(), Walked::Pool, topic, cursor, count)?)
+        self.run(ListScan::new(self.keys(), Walked::Pool, topic, cursor, count).map(ListScan::op))
     }
 
     /// A page of `topic`'s reserved jobs, earliest deadline first (paged as
     /// [`Delayer::list_scheduled`]).
     pub fn list_reserved(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
-        let page = self.scan(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count)?)?;
-        Ok(Page { items: page.items.into_iter().map(|l| l.id).collect(), next: page.next })
+        Ok(ids(self.list_reserved_with_deadlines(topic, cursor, count)?))
     }
 
     /// A page of `topic`'s reserved jobs with their deadlines.
     pub fn list_reserved_with_deadlines(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
-        self.scan(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count)?)
+        self.run(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count).map(ListScan::op))
     }
 
     /// A page of the ids in `topic`'s ready queue, next out first.
@@ -255,43 +258,25 @@ impl Delayer {
 
     /// [`Delayer::list_ready`] with each id as Redis holds it, any bytes.
     pub fn list_ready_raw(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> {
-        parse_ready(self.call(&list_ready(self.keys(), topic, cursor, count)?)?, cursor, count)
+        self.run(list_ready(self.keys(), topic, cursor, count))
     }
 
     /// The body of job `id` (any bytes) of `topic`, when it is at most
     /// `limit` bytes (a body may be large: say how large instead). Only reads.
     pub fn job_body(&self, topic: &str, id: &[u8], limit: usize) -> Result<Body> {
-        match parse_body_size(topic, self.call(&body_size(self.keys(), topic, id)?)?) {
-            None => Ok(Body::Absent),
-            Some(size) if size > limit as u64 => Ok(Body::TooLarge(size)),
-            Some(_) => Ok(parse_body(topic, limit, self.call(&body_read(self.keys(), topic, id))?)),
-        }
+        self.run(body(self.keys(), topic, id, limit))
     }
 
     /// How many entries `topic`'s dead-letter list holds (stale ones too:
     /// a listing skips those), to page through it to the end.
     pub fn dead_len(&self, topic: &str) -> Result<u64> {
-        parse_len(self.call(&dead_len(self.keys(), topic)?)?)
+        self.run(dead_len(self.keys(), topic))
     }
 
     /// Scheduled, ready, reserved and dead jobs per topic. Cheap on any
     /// backlog: no scan of the pool.
     pub fn stats(&self) -> Result<Stats> {
-        match counting(self.keys()) {
-            Counting::Script(req) => parse_stats(self.call(&req)?),
-            Counting::Topics(req) => {
-                let (topics, req) = topic_numbers(self.keys(), self.call(&req)?)?;
-                parse_topic_numbers(topics, self.call(&req)?)
-            }
-        }
-    }
-
-    fn scan(&self, mut scan: ListScan) -> Result<Page<Listed>> {
-        loop {
-            if let Some(page) = scan.feed(self.call(&scan.request())?)? {
-                return Ok(page);
-            }
-        }
+        self.run(Ok(stats(self.keys())))
     }
 }
 
@@ -304,23 +289,22 @@ impl crate::aio::Delayer {
 
     /// As [`crate::Delayer::job_raw`].
     pub async fn job_raw(&self, topic: &str, id: &[u8]) -> Result<JobInfo> {
-        parse_lookup(id, self.call(&lookup(self.keys(), topic, id)?.into()).await?)
+        self.run(lookup(self.keys(), topic, id)).await
     }
 
     /// As [`crate::Delayer::list_scheduled`].
     pub async fn list_scheduled(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
-        self.scan(ListScan::new(self.keys(), Walked::Pool, topic, cursor, count)?).await
+        self.run(ListScan::new(self.keys(), Walked::Pool, topic, cursor, count).map(ListScan::op)).await
     }
 
     /// As [`crate::Delayer::list_reserved`].
     pub async fn list_reserved(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
-        let page = self.scan(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count)?).await?;
-        Ok(Page { items: page.items.into_iter().map(|l| l.id).collect(), next: page.next })
+        Ok(ids(self.list_reserved_with_deadlines(topic, cursor, count).await?))
     }
 
     /// As [`crate::Delayer::list_reserved_with_deadlines`].
     pub async fn list_reserved_with_deadlines(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
-        self.scan(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count)?).await
+        self.run(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count).map(ListScan::op)).await
     }
 
     /// As [`crate::Delayer::list_ready`].
@@ -330,39 +314,21 @@ impl crate::aio::Delayer {
 
     /// As [`crate::Delayer::list_ready_raw`].
     pub async fn list_ready_raw(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> {
-        parse_ready(self.call(&list_ready(self.keys(), topic, cursor, count)?).await?, cursor, count)
+        self.run(list_ready(self.keys(), topic, cursor, count)).await
     }
 
     /// As [`crate::Delayer::job_body`].
     pub async fn job_body(&self, topic: &str, id: &[u8], limit: usize) -> Result<Body> {
-        match parse_body_size(topic, self.call(&body_size(self.keys(), topic, id)?).await?) {
-            None => Ok(Body::Absent),
-            Some(size) if size > limit as u64 => Ok(Body::TooLarge(size)),
-            Some(_) => Ok(parse_body(topic, limit, self.call(&body_read(self.keys(), topic, id)).await?)),
-        }
+        self.run(body(self.keys(), topic, id, limit)).await
     }
 
     /// As [`crate::Delayer::dead_len`].
     pub async fn dead_len(&self, topic: &str) -> Result<u64> {
-        parse_len(self.call(&dead_len(self.keys(), topic)?).await?)
+        self.run(dead_len(self.keys(), topic)).await
     }
 
     /// As [`crate::Delayer::stats`].
     pub async fn stats(&self) -> Result<Stats> {
-        match counting(self.keys()) {
-            Counting::Script(req) => parse_stats(self.call(&req).await?),
-            Counting::Topics(req) => {
-                let (topics, req) = topic_numbers(self.keys(), self.call(&req).await?)?;
-                parse_topic_numbers(topics, self.call(&req).await?)
-            }
-        }
-    }
-
-    async fn scan(&self, mut scan: ListScan) -> Result<Page<Listed>> {
-        loop {
-            if let Some(page) = scan.feed(self.call(&scan.request()).await?)? {
-                return Ok(page);
-            }
-        }
+        self.run(Ok(stats(self.keys()))).await
     }
 }

@@ -1,33 +1,33 @@
 //! Dead letters: listing, re-queueing and purging (dead.lua).
 
-use super::replies::{array, int};
+use super::replies::{parse_dead_drain, parse_dead_list};
+use super::{id_of, Op, Step};
 use crate::error::Result;
 use crate::keys::Names;
 use crate::scripts;
 use crate::validate;
-use redis::{ScriptInvocation, Value};
+use crate::DeadLetter;
+use redis::ScriptInvocation;
 
 fn dead_call(names: &Names, topic: &str, action: &str) -> ScriptInvocation<'static> {
     let mut inv = scripts::DEAD.prepare_invoke();
-    inv.key(names.dead(topic)).key(names.pool(topic));
-    if let Some(counts) = names.scheduled_count() {
-        inv.key(counts);
-    }
+    inv.key(names.dead(topic)).key(names.pool(topic)).key(names.scheduled_count());
     inv.arg(names.bucket_prefix(topic)).arg(topic).arg(action);
     inv
 }
 
 /// dead.lua "list".
-pub(crate) fn dead_list(names: &Names, topic: &str, start: usize, count: usize) -> Result<ScriptInvocation<'static>> {
+pub(crate) fn dead_list<'a>(names: &Names, topic: &str, start: usize, count: usize) -> Result<Op<'a, Vec<DeadLetter>>> {
     super::check_topic(names, topic)?;
     let count = validate::dead_count(count)?;
     validate::position("start", start as u64)?;
     let mut inv = dead_call(names, topic, "list");
     inv.arg(start).arg(count);
-    Ok(inv)
+    Ok(Op::call(inv, parse_dead_list))
 }
 
 /// Which dead letters to re-queue or purge.
+#[derive(Clone, Copy)]
 pub(crate) enum DeadAction {
     /// Back into the pool, due now.
     Requeue,
@@ -35,46 +35,55 @@ pub(crate) enum DeadAction {
     Purge,
 }
 
-/// dead.lua "requeue" / "purge": the calls for `ids` (any bytes; at most
-/// [`validate::MAX_DEAD_PER_CALL`] per call), or with `None` one call taking
-/// that many from the oldest end, to repeat while it takes a full count.
-pub(crate) fn dead_drain(
-    names: &Names,
-    topic: &str,
+/// dead.lua "requeue" / "purge": calls for `ids` (any bytes; at most
+/// [`validate::MAX_DEAD_PER_CALL`] per call), or with `None` calls taking
+/// that many from the oldest end while one takes a full count. How many
+/// were re-queued or purged. A re-queue names the wake channel in its
+/// action ("requeue <prefix>wake": dead.lua announces jobs due now).
+pub(crate) fn dead_drain<'a>(
+    names: &'a Names,
+    topic: &'a str,
     action: DeadAction,
     ids: Option<&[&[u8]]>,
-) -> Result<Vec<ScriptInvocation<'static>>> {
+) -> Result<Op<'a, u64>> {
     super::check_topic(names, topic)?;
-    let action = match action {
-        DeadAction::Requeue => "requeue",
-        DeadAction::Purge => "purge",
+    let word = match action {
+        DeadAction::Requeue => format!("requeue {}", names.wake()),
+        DeadAction::Purge => "purge".to_string(),
     };
-    let Some(ids) = ids else {
-        let mut inv = dead_call(names, topic, action);
+    Ok(match ids {
+        None => drain_all(names, topic, word),
+        Some(ids) => {
+            ids.iter().try_for_each(|id| id_of(id).map(drop))?;
+            let calls = ids.chunks(validate::MAX_DEAD_PER_CALL).map(|chunk| {
+                let mut inv = dead_call(names, topic, &word);
+                inv.arg(0).arg(chunk);
+                Op::call(inv, |reply| Ok(parse_dead_drain(reply)?.0))
+            });
+            Op::all(calls.collect()).map(|done| Ok(done.into_iter().sum()))
+        }
+    })
+}
+
+/// Ids given as text, as the bytes dead.lua takes.
+pub(crate) fn raw_ids<'i>(ids: &[&'i str]) -> Vec<&'i [u8]> {
+    ids.iter().map(|id| id.as_bytes()).collect()
+}
+
+/// dead.lua taking a full count from the oldest end, again while it takes
+/// a full count: the total.
+fn drain_all<'a>(names: &'a Names, topic: &'a str, word: String) -> Op<'a, u64> {
+    let mut total = 0;
+    Op::new(move |reply| {
+        if let Some(reply) = reply {
+            let (done, taken) = parse_dead_drain(reply)?;
+            total += done;
+            if taken < validate::MAX_DEAD_PER_CALL as u64 {
+                return Ok(Step::Done(total));
+            }
+        }
+        let mut inv = dead_call(names, topic, &word);
         inv.arg(validate::MAX_DEAD_PER_CALL);
-        return Ok(vec![inv]);
-    };
-    if ids.iter().any(|id| id.is_empty()) {
-        return Err(crate::Error::InvalidArgument("id must not be empty".into()));
-    }
-    Ok(ids
-        .chunks(validate::MAX_DEAD_PER_CALL)
-        .map(|chunk| {
-            let mut inv = dead_call(names, topic, action);
-            inv.arg(0).arg(chunk);
-            inv
-        })
-        .collect())
-}
-
-/// Whether a dead.lua call that took `taken` entries is to be made again:
-/// only when draining all (no ids) and it took a full count.
-pub(crate) fn drain_again(ids: Option<&[&[u8]]>, taken: u64) -> bool {
-    ids.is_none() && taken >= validate::MAX_DEAD_PER_CALL as u64
-}
-
-/// dead.lua's `{done, taken}`.
-pub(crate) fn parse_drained(reply: Value) -> Result<(u64, u64)> {
-    let mut parts = array(reply, 2, "{done, taken}")?.into_iter();
-    Ok((int(parts.next())?, int(parts.next())?))
+        Ok(Step::Send(inv.into()))
+    })
 }

@@ -6,7 +6,8 @@
 //! (README, "Key layouts"). Each mover looks once a minute: a per-topic
 //! server at the classic pool (`ZCARD <prefix>job_pool`), a classic server
 //! at the pools and reservations of the topics in the per-topic index
-//! (`<prefix>due`, at most [`TOPICS_LOOKED_AT`] of them), and both at the
+//! (`<prefix>due`, or, when no per-topic server keeps one, the pools a
+//! bounded SCAN finds; at most [`TOPICS_LOOKED_AT`] of them), and both at the
 //! overdue jobs of other prefixes. It warns when what it finds changes (a
 //! place starts or stops holding jobs), and again every ten minutes while
 //! jobs keep waiting (a migration fills both layouts for a while).
@@ -207,13 +208,39 @@ impl OtherLayout {
 
 /// Jobs scheduled or reserved in the layout other than `layout` under
 /// `prefix` (a lower bound for a classic reader).
+/// Pages of SCAN walked for per-topic pools when the index is empty.
+const SCAN_PAGES: usize = 10;
+
+/// Topics whose per-topic pool exists, up to [`TOPICS_LOOKED_AT`], from at
+/// most [`SCAN_PAGES`] pages of `SCAN MATCH <pool pattern>`.
+fn pool_topics(conn: &mut Conn, keys: &TopicKeys) -> redis::RedisResult<Vec<String>> {
+    let (mut cursor, mut topics) = (0u64, Vec::new());
+    for _ in 0..SCAN_PAGES {
+        let (next, found): (u64, Vec<String>) =
+            redis::cmd("SCAN").arg(cursor).arg("MATCH").arg(keys.pool_pattern()).arg("COUNT").arg(1000).query(conn)?;
+        topics.extend(found.iter().filter_map(|k| keys.topic_of_pool(k)).map(str::to_string));
+        cursor = next;
+        if cursor == 0 || topics.len() >= TOPICS_LOOKED_AT as usize {
+            break;
+        }
+    }
+    topics.truncate(TOPICS_LOOKED_AT as usize);
+    Ok(topics)
+}
+
 fn waiting(conn: &mut Conn, layout: Layout, prefix: &str) -> redis::RedisResult<u64> {
     match layout {
         Layout::Topic => redis::cmd("ZCARD").arg(Keys::new(prefix).job_pool()).query(conn),
         Layout::Classic => {
             let keys = TopicKeys::new(prefix);
-            let topics: Vec<String> =
+            let mut topics: Vec<String> =
                 redis::cmd("ZRANGE").arg(keys.due()).arg(0).arg(TOPICS_LOOKED_AT - 1).query(conn)?;
+            if topics.is_empty() {
+                // No per-topic server keeps the index (clients write none
+                // since the scripts announce): look for the pools themselves,
+                // a bounded walk (a classic deployment is never a cluster).
+                topics = pool_topics(conn, &keys)?;
+            }
             let topics: Vec<&String> = topics.iter().filter(|t| !t.contains(['{', '}'])).collect();
             if topics.is_empty() {
                 return Ok(0);

@@ -68,6 +68,10 @@ const ROUNDS_PER_TICK: usize = 1000;
 const SLICE: usize = 500;
 
 /// Moves due jobs, topic by topic, for one key prefix.
+/// A ZSET's head read WITHSCORES: its member's bytes (any bytes: an id
+/// need not be UTF-8) and its score.
+type Head = Vec<(Vec<u8>, f64)>;
+
 pub struct TopicMover {
     link: Link,
     keys: TopicKeys,
@@ -237,7 +241,7 @@ impl TopicMover {
             self.read_head(&mut read, topic);
         }
         write.invoke::<()>(conn)?;
-        let heads: Vec<Vec<(String, f64)>> = read.query(conn)?;
+        let heads: Vec<Head> = read.query(conn)?;
         let mut lower = Batch::new();
         for ((topic, at), pair) in next.iter().zip(heads.chunks(2)) {
             let [pool_head, reserved_head] = pair else { break };
@@ -374,7 +378,7 @@ impl TopicMover {
 
     /// A topic's index time from its pool head (due time, seconds) and
     /// reserved head (deadline, Unix ms), each read into 1970..9999.
-    fn head_time(&self, topic: &str, pool_head: &[(String, f64)], reserved_head: &[(String, f64)]) -> Option<f64> {
+    fn head_time(&self, topic: &str, pool_head: &Head, reserved_head: &Head) -> Option<f64> {
         let due = pool_head.first().and_then(|(_, due)| {
             let whence = || (self.keys.pool(topic), due.to_string());
             oddities::checked(numbers::time_secs(*due), "the earliest due time", whence)
@@ -403,7 +407,7 @@ impl TopicMover {
         let mut read = Batch::new();
         topics.iter().for_each(|t| self.read_head(&mut read, t));
         // A key of the wrong type answers an error for itself alone.
-        let heads: Vec<redis::RedisResult<Vec<(String, f64)>>> = read.query_each(conn)?;
+        let heads: Vec<redis::RedisResult<Head>> = read.query_each(conn)?;
         let mut write = Batch::new();
         let mut any = false;
         for (topic, pair) in topics.iter().zip(heads.chunks(2)) {

@@ -90,7 +90,7 @@ impl TopicMover {
         topics.iter().for_each(|(t, _)| self.read_head(&mut read, t));
         // A key of the wrong type answers an error for itself alone (the
         // topic is left to the sweeps, which name the key).
-        let heads: Vec<RedisResult<Vec<(String, f64)>>> = read.query_each(conn)?;
+        let heads: Vec<RedisResult<super::Head>> = read.query_each(conn)?;
         Ok(topics
             .iter()
             .zip(heads.chunks(2))
