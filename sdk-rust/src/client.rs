@@ -395,7 +395,7 @@ impl Delayer {
     }
 
     /// Up to `count` (1 to 1000) of `topic`'s dead letters, newest first,
-    /// from position `start` (at most [`crate::validate::MAX_POSITION`]).
+    /// from position `start` (at most [`crate::inspect::MAX_POSITION`]).
     pub fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> {
         self.run(ops::dead_list(&self.names, topic, start, count))
     }

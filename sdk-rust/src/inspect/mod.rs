@@ -13,7 +13,6 @@ mod activity;
 mod calls;
 
 pub use activity::{Activity, Head};
-use calls::parse_stats;
 pub(crate) use calls::*;
 /// The largest `cursor` (or `dead_letters`' `start`) a listing takes:
 /// 2^53 - 1, the HTTP API's and the CLI's bound too.
