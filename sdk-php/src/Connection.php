@@ -21,7 +21,7 @@ use Delayer\Exception\RedisErrorException;
  *
  * Every way the client talks to Redis goes through here: scripts
  * ({@see Scripts}), pipelined scripts, and blocking commands. What is sent
- * and what the replies mean is {@see Ops}'s. Errors keep their kind: a lost
+ * and what the replies mean is {@see Calls}'s and {@see Replies}'s. Errors keep their kind: a lost
  * socket is ConnectionException (and drops the connection), an error reply
  * RedisErrorException (the connection stays).
  *

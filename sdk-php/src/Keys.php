@@ -46,8 +46,9 @@ use Delayer\Exception\InvalidArgumentException;
  * | <prefix>topics                | SET    | index: every topic used                    |
  *
  * A call gets the names it needs for its topic from {@see names()} (one
- * {@see Names}, whichever the layout), so the call builders ({@see Ops})
- * do not depend on the layout. The methods named after the classic keys
+ * {@see Names}, whichever the layout), and its topic checked by
+ * {@see topic()} / {@see idTopic()}, so the call layer ({@see Calls}, the
+ * client) holds no layout branch: every one is here or in {@see Names}. The methods named after the classic keys
  * (pool(), bucket(), readyQueue(), ...) give the classic layout's names
  * whatever the layout (1.x's constants and tools read them); in the
  * per-topic layout a topic's names are names($topic)'s.
@@ -99,6 +100,38 @@ final class Keys
     public function isPerTopic(): bool
     {
         return $this->layout === self::TOPIC;
+    }
+
+    /**
+     * A checked topic: any non-empty string (an int is its decimal string),
+     * without "{" or "}" in the per-topic layout (they would change its
+     * hash tag).
+     *
+     * @throws InvalidArgumentException
+     */
+    public function topic(mixed $value): string
+    {
+        return Validator::topic($value, $this->layout === self::TOPIC);
+    }
+
+    /**
+     * The topic of an id-only call (remove, reschedule, ack, touch, release,
+     * bury by id): checked when given; required in the per-topic layout,
+     * where ids are per topic. In the classic layout it is checked and
+     * otherwise not needed (ids are global): null when not given.
+     *
+     * @param string $usage how to pass it, for the message: "remove($id, $topic)"
+     * @throws InvalidArgumentException
+     */
+    public function idTopic(mixed $topic, string $call, string $usage): ?string
+    {
+        if ($topic !== null) {
+            return $this->topic($topic);
+        }
+        if ($this->layout === self::TOPIC) {
+            throw new InvalidArgumentException("{$call}() needs the topic in the per-topic layout: {$usage}");
+        }
+        return null;
     }
 
     /**

@@ -12,7 +12,7 @@ use Delayer\Exception\RedisErrorException;
  * one node or the master the sentinels name ({@see Connection}), or a Redis
  * Cluster ({@see ClusterConnection}).
  *
- * Apart so that the client's calls ({@see Ops}) are written once and the
+ * Apart so that the client's calls ({@see Calls}) are written once and the
  * deployments differ only in how a command reaches its node. The rules are
  * the same for both: a lost socket raises ConnectionException and the next
  * call connects again, an error reply raises RedisErrorException, nothing

@@ -12,7 +12,7 @@ use Delayer\Exception\InvalidArgumentException;
 use Delayer\Job;
 use Delayer\Keys;
 use Delayer\Message;
-use Delayer\Ops;
+use Delayer\Calls;
 use Delayer\ScheduledMessage;
 use Delayer\Worker;
 
@@ -91,21 +91,21 @@ final class TopicLayoutTest extends RedisTestCase
     public function testEveryCallNamesOnlyItsTopicsKeys(): void
     {
         $k = new Keys(self::P, Keys::TOPIC);
-        $job = Ops::job($k, Message::create('a', 't', 'x'), 1, 60);
+        $job = Calls::job($k, Message::create('a', 't', 'x'), 1, 60);
         $calls = [
-            Ops::push($k, $job, false),
-            ['push_many', ...\array_slice(Ops::pushMany($k, [$job], false)[0], 0, 2)],
-            Ops::pop($k, 't'),
-            Ops::take($k, 'a', 't'),
-            Ops::remove($k, 'a', 't'),
-            Ops::reserve($k, 't', 1000),
-            Ops::reserveMany($k, 't', 1000, 5, []),
-            Ops::ack($k, 'a', '1', 't'),
-            Ops::touch($k, 'a', '1', 1000, 't'),
-            Ops::release($k, 'a', '1', 'backoff', 'boom', 't'),
-            Ops::reschedule($k, 'a', 1, 't'),
-            Ops::deadList($k, 't', 0, 10),
-            Ops::deadAction($k, 't', 'requeue', ['a']),
+            Calls::push($k, $job, false),
+            ['push_many', ...\array_slice(Calls::pushMany($k, [$job], false)[0], 0, 2)],
+            Calls::pop($k, 't'),
+            Calls::take($k, 'a', 't'),
+            Calls::remove($k, 'a', 't'),
+            Calls::reserve($k, 't', 1000),
+            Calls::reserveMany($k, 't', 1000, 5, []),
+            Calls::ack($k, 'a', '1', 't'),
+            Calls::touch($k, 'a', '1', 1000, 't'),
+            Calls::release($k, 'a', '1', 'backoff', 'boom', 't'),
+            Calls::reschedule($k, 'a', 1, 't'),
+            Calls::deadList($k, 't', 0, 10),
+            Calls::deadAction($k, 't', 'requeue', ['a']),
         ];
         $perTopic = [
             'job_pool' => 'pool', 'job_bucket:<id>' => 'job:a', 'ready_queue:<topic>' => 'ready', 'malformed' => 'malformed',
@@ -245,12 +245,12 @@ final class TopicLayoutTest extends RedisTestCase
         $keys = new Keys(self::P, Keys::TOPIC);
         $jobs = [];
         foreach ([['mail', 'a'], ['sms', 'a'], ['mail', 'b']] as [$topic, $id]) {
-            $jobs[] = Ops::job($keys, Message::create($id, $topic, ''), 1, 60);
+            $jobs[] = Calls::job($keys, Message::create($id, $topic, ''), 1, 60);
         }
         for ($i = 0; $i < 101; $i++) {
-            $jobs[] = Ops::job($keys, Message::create("n{$i}", 'bulk', ''), 1, 60);
+            $jobs[] = Calls::job($keys, Message::create("n{$i}", 'bulk', ''), 1, 60);
         }
-        $calls = Ops::pushMany($keys, $jobs, false);
+        $calls = Calls::pushMany($keys, $jobs, false);
         self::assertSame([[self::key('mail', 'pool')], [self::key('sms', 'pool')], [self::key('bulk', 'pool')], [self::key('bulk', 'pool')]], array_column($calls, 0));
         self::assertSame([[0, 2], [1], range(3, 102), [103]], array_column($calls, 2));
         self::assertSame([self::key('mail', 'job:'), 'replace', ''], \array_slice($calls[0][1], 0, 3), 'bucket prefix, policy, no wake channel');
