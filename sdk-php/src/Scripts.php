@@ -13,8 +13,8 @@ use Delayer\Exception\RedisErrorException;
  *
  * The files in sdk-php/lua/ are byte-identical copies of the repository's
  * lua/ directory (a test checks it). Each script is read and hashed once per
- * process, sent by SHA1 (EVALSHA) and loaded again (SCRIPT LOAD) when Redis
- * answers NOSCRIPT (after a restart or SCRIPT FLUSH).
+ * process; {@see Connection::pipelined()}, the one EVALSHA path, sends it
+ * by SHA1 and loads it again (SCRIPT LOAD) when Redis answers NOSCRIPT.
  */
 final class Scripts
 {
@@ -179,91 +179,6 @@ final class Scripts
     public static function sha(string $name): string
     {
         return self::$shas[$name] ??= sha1(self::source($name));
-    }
-
-    /**
-     * Runs one script by EVALSHA, loading it first when Redis answers NOSCRIPT.
-     *
-     * A nil reply comes back as false (phpredis maps nil to false); an error
-     * reply raises RedisErrorException, a failed socket ConnectionException.
-     *
-     * @param value-of<self::NAMES> $name
-     * @param list<string> $keys
-     * @param list<string> $argv
-     * @throws ConnectionException
-     * @throws RedisErrorException
-     * @throws ProtocolException
-     */
-    public static function run(\Redis $redis, string $name, array $keys, array $argv): mixed
-    {
-        try {
-            $redis->clearLastError();
-            $result = $redis->evalSha(self::sha($name), [...$keys, ...$argv], \count($keys));
-            if ($result === false) {
-                $error = $redis->getLastError();
-                if ($error !== null && str_starts_with($error, 'NOSCRIPT')) {
-                    self::load($redis, $name);
-                    $redis->clearLastError();
-                    $result = $redis->evalSha(self::sha($name), [...$keys, ...$argv], \count($keys));
-                    $error = $result === false ? $redis->getLastError() : null;
-                }
-                if ($error !== null) {
-                    throw new RedisErrorException("Redis error running {$name}.lua: {$error}");
-                }
-            }
-            return $result;
-        } catch (ConnectionException $e) {
-            throw $e; // from load(): a \RedisException already explained
-        } catch (\RedisException $e) {
-            throw new ConnectionException("Redis error running {$name}.lua: {$e->getMessage()}", 0, $e);
-        }
-    }
-
-    /**
-     * Runs one script once per call, pipelined (one round trip). The pipeline
-     * starts with SCRIPT LOAD of the script (a no-op unless Redis lost it after
-     * a restart or SCRIPT FLUSH), so the EVALSHAs that follow find it. A call
-     * whose reply is an error anyway is run again alone with {@see run()},
-     * which loads the script or raises. Only for scripts that never reply nil
-     * and may run again after an error reply (push.lua and push_many.lua: an
-     * error reply means a call that failed, which the run again reports).
-     *
-     * @param self::PUSH|self::PUSH_MANY $name
-     * @param list<array{0: list<string>, 1: list<string>}> $calls KEYS and ARGV of each call
-     * @return list<mixed> the replies, in order
-     * @throws ConnectionException
-     * @throws RedisErrorException
-     * @throws ProtocolException
-     */
-    public static function runPipelined(\Redis $redis, string $name, array $calls): array
-    {
-        if ($calls === []) {
-            return [];
-        }
-        $sha = self::sha($name);
-        try {
-            $redis->clearLastError();
-            $redis->pipeline();
-            $redis->script('load', self::source($name));
-            foreach ($calls as [$keys, $argv]) {
-                $redis->evalSha($sha, [...$keys, ...$argv], \count($keys));
-            }
-            $results = $redis->exec();
-        } catch (\RedisException $e) {
-            throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$e->getMessage()}", 0, $e);
-        }
-        if (!\is_array($results) || \count($results) !== \count($calls) + 1) {
-            // phpredis lost the connection under the pipeline (its calls may have run)
-            $error = $redis->getLastError() ?? 'the connection failed, the replies are lost';
-            throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$error}");
-        }
-        $results = \array_slice(array_values($results), 1); // SCRIPT LOAD's reply
-        foreach ($results as $i => $result) {
-            if ($result === false) {
-                $results[$i] = self::run($redis, $name, $calls[$i][0], $calls[$i][1]);
-            }
-        }
-        return $results;
     }
 
     /**
