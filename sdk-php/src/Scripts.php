@@ -19,110 +19,27 @@ use Delayer\Exception\RedisErrorException;
 final class Scripts
 {
     /**
-     * push.lua: schedule one job. KEYS, ARGV and reply: the header of
-     * lua/push.lua, the contract every caller follows.
+     * The scripts, by the name of their file lua/<name>.lua; each one's
+     * header states its KEYS, ARGV and reply, the contract every caller
+     * follows. push (one job), push_many (up to 100 jobs, atomic together),
+     * pop (at most once), take (the bucket of an id BRPOP handed out),
+     * remove, reserve (at least once; a batch mode acks first), ack, touch
+     * (a longer reservation, attempts unchanged), release (the SDK uses its
+     * "held" mode; "expired" is the server's), reschedule, dead (list,
+     * re-queue or purge dead letters), and the read-only lookup, list and
+     * stats ({@see Inspect}).
      */
     public const PUSH = 'push';
-
-    /** Duplicate policy of push.lua / push_many.lua: a taken id's job is replaced (Delayer 1.x). */
-    public const REPLACE = 'replace';
-
-    /** Duplicate policy of push.lua / push_many.lua: a taken id is left alone and reported. */
-    public const IF_ABSENT = 'absent';
-
-    /**
-     * push_many.lua: schedule up to 100 jobs in one call, each written as
-     * push.lua writes one; the jobs of one call are atomic together. KEYS, ARGV
-     * and reply: the header of lua/push_many.lua, the contract every caller
-     * follows.
-     */
     public const PUSH_MANY = 'push_many';
-
-    /** The most jobs one push_many.lua call takes. */
-    public const PUSH_MANY_MAX_JOBS = 100;
-
-    /** How many push_many.lua calls pushMany() sends per pipeline (one round trip). */
-    public const PUSH_MANY_CALLS_PER_PIPELINE = 10;
-
-    /** How many ARGV values push_many.lua takes per job. */
-    public const PUSH_MANY_STRIDE = 10;
-
-    /** How many ARGV values push_many.lua takes before the jobs'. */
-    public const PUSH_MANY_HEAD = 3;
-
-    /**
-     * pop.lua: hand out the next live job of one topic, at most once. KEYS, ARGV
-     * and reply: the header of lua/pop.lua, the contract every caller follows.
-     */
     public const POP = 'pop';
-
-    /**
-     * take.lua: fetch and delete the bucket of an id popped by BRPOP. KEYS, ARGV
-     * and reply: the header of lua/take.lua, the contract every caller follows.
-     */
     public const TAKE = 'take';
-
-    /**
-     * remove.lua: cancel a job. KEYS, ARGV and reply: the header of
-     * lua/remove.lua, the contract every caller follows.
-     */
     public const REMOVE = 'remove';
-
-    /**
-     * reserve.lua: hand out the next live job of one topic, reserved for ttr (at
-     * least once). KEYS, ARGV and reply: the header of lua/reserve.lua, the
-     * contract every caller follows.
-     */
     public const RESERVE = 'reserve';
-
-    /** The most jobs one reserve.lua call reserves in batch mode (and, here, the most acks one call sends). */
-    public const RESERVE_MAX_JOBS = 1000;
-
-    /**
-     * ack.lua: a reserved job is done; delete it. KEYS, ARGV and reply: the
-     * header of lua/ack.lua, the contract every caller follows.
-     */
     public const ACK = 'ack';
-
-    /**
-     * touch.lua: a worker still busy with a reserved job extends its
-     * reservation; attempts do not change. KEYS, ARGV and reply: the header of
-     * lua/touch.lua, the contract every caller follows.
-     */
     public const TOUCH = 'touch';
-
-    /**
-     * release.lua: end a reservation without success (release or bury). The SDK
-     * uses only its "held" mode; "expired" is the server's. KEYS, ARGV and
-     * reply: the header of lua/release.lua, the contract every caller follows.
-     */
     public const RELEASE = 'release';
-
-    /** The most bytes of an error text release.lua keeps (last_error). */
-    public const ERROR_MAX_BYTES = 1000;
-
-    /**
-     * reschedule.lua: move the due time of a job still waiting in the pool.
-     * KEYS, ARGV and reply: the header of lua/reschedule.lua, the contract every
-     * caller follows.
-     */
     public const RESCHEDULE = 'reschedule';
-
-    /**
-     * dead.lua: list, re-queue or purge a topic's dead letters. KEYS, ARGV and
-     * reply: the header of lua/dead.lua, the contract every caller follows.
-     */
     public const DEAD = 'dead';
-
-    /** The most dead letters one dead.lua call lists, re-queues or purges. */
-    public const DEAD_MAX_PER_CALL = 1000;
-
-    /**
-     * Read-only inspection ({@see Inspect}): lookup.lua (one job's state),
-     * list.lua (a page of a topic's jobs in the pool, the reserved set or a
-     * ready queue), stats.lua (per-topic numbers). Their headers say what
-     * they take and return.
-     */
     public const LOOKUP = 'lookup';
     public const LIST = 'list';
     public const STATS = 'stats';
@@ -133,6 +50,25 @@ final class Scripts
         self::RESERVE, self::ACK, self::TOUCH, self::RELEASE, self::RESCHEDULE, self::DEAD,
         self::LOOKUP, self::LIST, self::STATS,
     ];
+
+    /** push.lua's and push_many.lua's duplicate policies: a taken id's job is replaced (Delayer 1.x), or left alone and reported. */
+    public const REPLACE = 'replace';
+    public const IF_ABSENT = 'absent';
+
+    /** The most jobs one push_many.lua call takes. */
+    public const PUSH_MANY_MAX_JOBS = 100;
+
+    /** How many push_many.lua calls pushMany() sends per pipeline (one round trip). */
+    public const PUSH_MANY_CALLS_PER_PIPELINE = 10;
+
+    /** The most jobs one reserve.lua call reserves in batch mode (and, here, the most acks one call sends). */
+    public const RESERVE_MAX_JOBS = 1000;
+
+    /** The most bytes of an error text release.lua keeps (last_error). */
+    public const ERROR_MAX_BYTES = 1000;
+
+    /** The most dead letters one dead.lua call lists, re-queues or purges. */
+    public const DEAD_MAX_PER_CALL = 1000;
 
     /** @var array<string, string> script name => source */
     private static array $sources = [];
