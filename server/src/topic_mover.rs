@@ -7,13 +7,17 @@
 //! to a round trip ([`Waves`]): Redis, not the round trip, sets the pace of a
 //! drain.
 //!
-//! The index is a hint written by clients after their per-topic call, so a
-//! write to it can be lost. Three rules keep a job from waiting for ever:
-//! after draining a topic the mover writes its next due time and then reads
-//! the pool head again, lowering the index if a push landed in between; every
-//! known topic's pool head is swept into the index ([`SWEEP_EVERY`]); and the
-//! key space is scanned for pools missing from `<prefix>topics`
-//! ([`RESCAN_EVERY`]). Idle topics cost nothing between sweeps.
+//! The index is the server's alone: the scripts announce what they wrote on
+//! the wake channel (`wake`), and each tick first writes the announcements
+//! into the index (`announce`). An announcement can be lost (published
+//! while the subscription was down), so four rules keep a job from waiting
+//! for ever: after every (re)subscription the whole index is rebuilt from
+//! the key space (`announce`: a full rescan); after draining a topic the
+//! mover writes its next due time and then reads the pool head again,
+//! lowering the index if a push landed in between; every known topic's pool
+//! head is swept into the index ([`SWEEP_EVERY`]); and the key space is
+//! scanned for pools missing from `<prefix>topics` ([`RESCAN_EVERY`]).
+//! Idle topics cost nothing between sweeps.
 //!
 //! A topic whose pool or ready list holds the wrong type is set aside (it
 //! leaves the index, its jobs stay where they are), each bad key is named
@@ -30,15 +34,16 @@ use crate::oddities;
 use crate::other_layout::OtherLayout;
 use crate::scripts::{self, BadKey};
 use crate::telemetry;
+use crate::wake::Announced;
 use crate::waves::{bad_keys, Waves};
 use delayer::connection::{Batch, Conn, Manager};
 use delayer::numbers::{self, Time};
 use delayer::TopicKeys;
 use log::warn;
 use redis::{RedisError, RedisResult};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Index entries read per round.
@@ -94,7 +99,15 @@ pub struct TopicMover {
     /// The topic of each bad key: indexed again when the key is fixed.
     bad_topics: Mutex<HashMap<String, String>>,
     memory: MemoryWatch,
+    /// Topics announced by the scripts, from the wake-up listener.
+    announced: Arc<Announced>,
+    /// Topics this process has added to `<prefix>topics` (bounded).
+    seen: Mutex<HashSet<String>>,
+    /// Whether a refused index write was said, per key (`due`, `topics`).
+    refused_said: [AtomicBool; 2],
 }
+
+mod announce;
 
 impl Tick for TopicMover {
     fn tick(&self, stop: &AtomicBool) -> Result<TickReport, TickError> {
@@ -115,6 +128,7 @@ impl TopicMover {
         keys: TopicKeys,
         batch_size: u32,
         lateness: bool,
+        announced: Arc<Announced>,
     ) -> TopicMover {
         let other = OtherLayout::new(delayer::Layout::Topic, keys.prefix());
         TopicMover {
@@ -127,6 +141,9 @@ impl TopicMover {
             bad: BadKeys::default(),
             bad_topics: Mutex::default(),
             memory: MemoryWatch::default(),
+            announced,
+            seen: Mutex::default(),
+            refused_said: Default::default(),
         }
     }
 
@@ -134,6 +151,7 @@ impl TopicMover {
         let started = Instant::now();
         let mut report = TickReport::default();
         let failed = TickError::Redis;
+        self.apply_announced(conn).map_err(failed)?;
         self.passes_slice(conn).map_err(failed)?;
         self.other.check(conn);
         self.memory.check(conn);
