@@ -139,29 +139,29 @@ final class Calls
      */
     public static function reserve(Keys $keys, string $topic, int $ttrMs): array
     {
-        $n = $keys->names($topic);
-        return [
-            Scripts::RESERVE,
-            [(string) $n->ready, $n->reserved, $n->malformed, $n->receiptSeq, $n->pool, $n->outcomes],
-            [$n->bucketPrefix, (string) $ttrMs],
-        ];
+        return self::reserveMany($keys, $topic, $ttrMs, null, []);
     }
 
     /**
      * reserve.lua in batch mode: ack the reservations of {@see reservation()}
-     * first, then reserve up to $n jobs of a checked topic.
+     * first, then reserve up to $count jobs of a checked topic (null: one
+     * job, not in batch mode). The wake channel comes last in both modes.
      *
      * @param list<array{0: string, 1: string}> $acks (id, receipt) pairs
      * @return array{0: string, 1: list<string>, 2: list<string>}
      */
-    public static function reserveMany(Keys $keys, string $topic, int $ttrMs, int $n, array $acks): array
+    public static function reserveMany(Keys $keys, string $topic, int $ttrMs, ?int $count, array $acks): array
     {
-        [$script, $keyList, $argv] = self::reserve($keys, $topic, $ttrMs);
-        $argv[] = (string) $n;
+        $n = $keys->names($topic);
+        $argv = [$n->bucketPrefix, (string) $ttrMs, (string) $count];
         foreach ($acks as [$id, $receipt]) {
             array_push($argv, $id, $receipt);
         }
-        return [$script, $keyList, $argv];
+        return [
+            Scripts::RESERVE,
+            [(string) $n->ready, $n->reserved, $n->malformed, $n->receiptSeq, $n->pool, $n->outcomes],
+            [...$argv, $n->wake],
+        ];
     }
 
     /**
@@ -219,7 +219,7 @@ final class Calls
     public static function touch(Keys $keys, string $id, string $receipt, int $ttrMs, ?string $topic = null): array
     {
         $n = $keys->names($topic);
-        return [Scripts::TOUCH, [$n->reserved, $n->bucket($id), $n->pool], [$id, $receipt, (string) $ttrMs]];
+        return [Scripts::TOUCH, [$n->reserved, $n->bucket($id), $n->pool], [$id, $receipt, (string) $ttrMs, $n->wake]];
     }
 
     /**
@@ -289,7 +289,8 @@ final class Calls
     public static function deadAction(Keys $keys, string $topic, string $action, ?array $ids): array
     {
         $n = $keys->names($topic);
-        $argv = [$n->bucketPrefix, $topic, $action];
+        // a requeue announces on the wake channel, which rides on the action (dead.lua's header)
+        $argv = [$n->bucketPrefix, $topic, $action === 'requeue' ? "requeue {$n->wake}" : $action];
         $argv = $ids === null
             ? [...$argv, (string) Scripts::DEAD_MAX_PER_CALL]
             : [...$argv, (string) \count($ids), ...$ids];

@@ -64,7 +64,6 @@ class Client
     use Reservations;
     use DeadLetters;
     use Inspect;
-    use TopicIndex;
 
     /** mix/delayer-client 1.x's key names, for the default prefix (the client's own: {@see getKeys()}). */
     public const KEY_JOB_POOL = Keys::DEFAULT_PREFIX . 'job_pool';

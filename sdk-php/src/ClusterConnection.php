@@ -19,9 +19,8 @@ use Delayer\Exception\RedisErrorException;
  * {@see Connection} per master, and sends each command to the master of
  * its (first) key's slot, so everything a node connection does holds per
  * node: EVALSHA with NOSCRIPT answered by SCRIPT LOAD on that node,
- * pipelines (the per-topic numbers of stats(), the index write of one
- * node), blocking waits with their own read timeout, WAIT on the
- * connection that wrote. MOVED (a resharded or failed-over slot) re-reads
+ * pipelines (the per-topic numbers of stats()), blocking waits with their
+ * own read timeout, WAIT on the connection that wrote. MOVED (a resharded or failed-over slot) re-reads
  * the map and sends the command again, ASK sends it once to the node named
  * (after ASKING): neither ran the command. A call cut by a failed node
  * raises ConnectionException, as on one Redis, and the next call reads the
@@ -208,23 +207,11 @@ final class ClusterConnection implements RedisLink
     }
 
     /**
-     * The call on its node, then the commands on theirs (other slots): no
-     * round trip saved, the same replies. {@see script()} loads a missing
-     * script itself, before the commands: nothing to send again.
-     */
-    public function scriptThen(string $name, array $keys, array $argv, array $commands): array
-    {
-        return [$this->script($name, $keys, $argv), $this->commands($commands, true), false];
-    }
-
-    /**
      * Pipelined per node (one round trip per node); the commands of a node
      * that answered MOVED or ASK are sent again one by one, each to its
-     * node. Sending one again is harmless here: the index write only
-     * lowers, SADD adds once, a second PUBLISH is a second hint, the rest
-     * are reads.
+     * node (they are reads: SSCAN, ZCARD, LLEN).
      */
-    public function commands(array $commands, bool $hints = false): array
+    public function commands(array $commands): array
     {
         $byNode = [];
         foreach ($commands as $i => [, $args]) {
@@ -233,23 +220,14 @@ final class ClusterConnection implements RedisLink
         $replies = [];
         foreach ($byNode as $addr => $group) {
             try {
-                $got = $this->guard(fn (): array => $this->node($addr)->commands(array_values($group), $hints));
-                foreach ($got as $reply) { // a hint's MOVED / ASK is followed as any command's
-                    if ($reply instanceof RedisErrorException && self::redirect($reply->getMessage()) !== null) {
-                        throw $reply;
-                    }
-                }
-                $replies += array_combine(array_keys($group), $got);
+                $replies += array_combine(array_keys($group), $this->guard(fn (): array => $this->node($addr)->commands(array_values($group))));
             } catch (RedisErrorException|ConnectionException $e) {
                 if (self::redirect($e->getMessage()) === null) {
                     throw $e;
                 }
                 $this->slots = null;
                 foreach ($group as $i => $command) {
-                    [$replies[$i]] = $this->call(
-                        $command[1][0],
-                        static fn (Connection $node): array => $node->commands([$command], $hints)
-                    );
+                    [$replies[$i]] = $this->call($command[1][0], static fn (Connection $node): array => $node->commands([$command]));
                 }
             }
         }

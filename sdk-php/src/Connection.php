@@ -161,63 +161,28 @@ final class Connection implements RedisLink
     }
 
     /**
-     * {@see Scripts::runThen()} on the live connection.
-     *
-     * @param value-of<Scripts::NAMES> $name
-     * @param list<string> $keys
-     * @param list<string> $argv
-     * @param list<array{0: string, 1: list<string>}> $commands
-     * @return array{0: mixed, 1: list<mixed>, 2: bool}
-     * @throws ConnectionException
-     * @throws RedisErrorException
-     */
-    public function scriptThen(string $name, array $keys, array $argv, array $commands): array
-    {
-        return $this->use("{$name}.lua", function (\Redis $redis) use ($name, $keys, $argv, $commands): array {
-            $this->pingIfIdle($redis);
-            try {
-                return Scripts::runThen($redis, $name, $keys, $argv, $commands);
-            } catch (RedisErrorException $e) {
-                throw new RedisErrorException($this->scrub($e->getMessage()), 0, $e);
-            }
-        });
-    }
-
-    /**
      * Plain commands (no script), pipelined: one round trip. For the
      * per-topic layout's numbers (SSCAN, ZCARD, LLEN), and a cluster's
      * CLUSTER SLOTS and ASKING.
      *
      * @param list<array{0: string, 1: list<string>}> $commands each command and its arguments
-     * @param bool $hints a refused command's reply is a RedisErrorException in the list, not thrown
      * @return list<mixed> the replies, in order
      * @throws ConnectionException
      * @throws RedisErrorException when Redis refused one of them
      */
-    public function commands(array $commands, bool $hints = false): array
+    public function commands(array $commands): array
     {
         $what = implode(', ', array_unique(array_column($commands, 0)));
-        return $this->use($what, function (\Redis $redis) use ($commands, $hints, $what): array {
-            try {
-                $replies = $this->pipeline($redis, $what, \count($commands), static function (\Redis $redis) use ($commands): void {
-                    foreach ($commands as [$command, $args]) {
-                        $redis->rawCommand($command, ...$args);
-                    }
-                });
-            } catch (\RedisException $e) {
-                // A hint's refusal by Redis (its error code first: OOM,
-                // READONLY, ...; a lost connection's text is not one).
-                if ($hints && preg_match('/^[A-Z][A-Z_-]+ /', $e->getMessage()) === 1) {
-                    $this->drop(); // may still hold unread replies
-                    throw $this->fail($what, $e->getMessage());
+        return $this->use($what, function (\Redis $redis) use ($commands, $what): array {
+            $replies = $this->pipeline($redis, $what, \count($commands), static function (\Redis $redis) use ($commands): void {
+                foreach ($commands as [$command, $args]) {
+                    $redis->rawCommand($command, ...$args);
                 }
-                throw $e;
-            }
+            });
             foreach ($replies as $i => $reply) {
                 // phpredis gives an error reply as false (no command here answers false)
                 if ($reply === false) {
-                    $refused = $this->fail($commands[$i][0], $redis->getLastError() ?? 'error reply');
-                    $hints ? $replies[$i] = $refused : throw $refused;
+                    throw $this->fail($commands[$i][0], $redis->getLastError() ?? 'error reply');
                 }
             }
             return $replies;

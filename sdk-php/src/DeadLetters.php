@@ -99,9 +99,6 @@ trait DeadLetters
                 $done += $n;
             } while ($taken >= Scripts::DEAD_MAX_PER_CALL);
         }
-        if ($action === 'requeue' && $done > 0) {
-            $this->indexWrite($topic, '0', false); // re-queued jobs are due now
-        }
         return $done;
     }
 }

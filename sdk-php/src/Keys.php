@@ -21,9 +21,12 @@ use Delayer\Exception\InvalidArgumentException;
  * | <prefix>scheduled_count       | HASH   | topic => jobs waiting in the pool          |
  * | <prefix>topics                | SET    | topics the server has moved jobs of        |
  *
- * and one pub/sub channel (not a key): `<prefix>wake`, where push, pushMany,
- * release and reschedule publish a due time earlier than the pool's head, so
- * that a sleeping server wakes for it.
+ * and one pub/sub channel (not a key): `<prefix>wake`, where the scripts
+ * that write a score earlier than its set's head (push, push_many, release,
+ * reschedule, a dead-letter requeue, reserve, touch) announce "<time>
+ * <topic>", so that a sleeping server wakes for it and, in the per-topic
+ * layout, keeps its index (`<prefix>due`, `<prefix>topics`). The SDK never
+ * writes the index: every operation is one script call.
  *
  * The prefix is prepended as is ("shop:delayer:" gives "shop:delayer:job_pool").
  * Scripts get every name they touch as a key, or as a per-kind prefix
@@ -42,8 +45,8 @@ use Delayer\Exception\InvalidArgumentException;
  * | <prefix>{<topic>}:dead        | LIST   | dead letters, newest at the left           |
  * | <prefix>{<topic>}:malformed   | LIST   | the topic's unroutable ids                 |
  * | <prefix>{<topic>}:receipt_seq | STRING | the topic's receipt counter                |
- * | <prefix>due                   | ZSET   | index: topic => earliest time it needs     |
- * | <prefix>topics                | SET    | index: every topic used                    |
+ * | <prefix>due                   | ZSET   | the server's index: topic => earliest time |
+ * | <prefix>topics                | SET    | the server's index: every topic announced  |
  *
  * A call gets the names it needs for its topic from {@see names()} (one
  * {@see Names}, whichever the layout), and its topic checked by
@@ -138,8 +141,8 @@ final class Keys
      * The names one call needs, for $topic: in the classic layout the shared
      * keys (and the topic's ready queue and dead-letter list when $topic is
      * given; id-only calls pass null), in the per-topic layout the topic's
-     * own keys, with no scheduled counts and no wake channel for the
-     * scripts (the client writes the index and wakes the server itself).
+     * own keys, with no scheduled counts. The wake channel is the same in
+     * both: the scripts announce on it, and the server keeps its index.
      *
      * @param string|null $topic a checked topic; null only in the classic layout
      */
@@ -166,7 +169,7 @@ final class Keys
             throw new \LogicException('the per-topic layout names a topic for every call');
         }
         $of = fn (string $kind): string => "{$this->prefix}{{$topic}}:{$kind}";
-        return new Names(true, $topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'), '', null, '', $of('outcomes'));
+        return new Names(true, $topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'), '', null, $this->wake(), $of('outcomes'));
     }
 
     /**

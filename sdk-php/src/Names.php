@@ -32,8 +32,7 @@ final class Names
      * @param string      $deadPrefix     release.lua's dead-letter prefix: "" in the
      *                                    per-topic layout (its KEYS[4] is $dead then)
      * @param string|null $scheduledCount the scheduled counts; null in the per-topic layout
-     * @param string      $wake           the wake channel the scripts publish on; ""
-     *                                    in the per-topic layout
+     * @param string      $wake           the wake channel the scripts announce on
      * @param string      $outcomes       the HASH ended reservations are counted in
      *                                    (ack, release and reserve's acks write it)
      */

@@ -131,7 +131,7 @@ trait Pushes
         }
         $dues = array_fill(0, \count($jobs), null);
         $taken = [];
-        $times = []; // per topic, the due times written ("s.mmm"), for the per-topic index
+        $topics = []; // the topics written: a durable push waits on each one's node
         foreach (array_chunk(Calls::pushMany($this->keys, $jobs, $ifAbsent), Scripts::PUSH_MANY_CALLS_PER_PIPELINE) as $pipeline) {
             foreach ($this->connection->pipelined(Scripts::PUSH_MANY, $pipeline) as $i => $reply) {
                 $indexes = $pipeline[$i][2];
@@ -142,15 +142,12 @@ trait Pushes
                         continue;
                     }
                     $dues[$index] = $due;
-                    $times[$jobs[$index][1][1]][] = (string) $reply[$k];
+                    $topics[$jobs[$index][1][1]] = true;
                 }
             }
         }
-        foreach ($times as $topic => $topicTimes) {
-            $this->indexWrite((string) $topic, Ops::earliest($topicTimes), true);
-        }
         // One WAIT covers every write this connection made (on a cluster, one per topic's node).
-        $this->awaitReplica(\count($jobs) - \count($taken), array_map('strval', array_keys($times)));
+        $this->awaitReplica(\count($jobs) - \count($taken), array_map('strval', array_keys($topics)));
         if ($taken !== []) {
             ksort($taken); // calls are per topic in the per-topic layout: back to input order
             throw new IdTakenException(array_values($taken), $dues);
@@ -183,11 +180,7 @@ trait Pushes
         $delayMs = Validator::delayMs($delay);
         $topic = $this->keys->idTopic($topic, 'reschedule', 'reschedule($id, $delay, $topic)');
         $reply = $this->connection->script(...Calls::reschedule($this->keys, $id, $delayMs, $topic));
-        $due = Replies::reschedule($reply);
-        if ($due !== false && $topic !== null) {
-            $this->indexWrite($topic, (string) $reply, false);
-        }
-        return $due;
+        return Replies::reschedule($reply);
     }
 
     /**
@@ -197,35 +190,11 @@ trait Pushes
      */
     private function pushOne(array $job, bool $ifAbsent): bool
     {
-        $topic = $job[1][1];
-        if (!$this->keys->isPerTopic()) { // push.lua keeps the classic index and wakes the server itself
-            $reply = $this->connection->script(...Calls::push($this->keys, $job, $ifAbsent));
-            $due = Replies::push($reply, $job[1][0]);
-            if ($due instanceof Taken) {
-                throw new IdTakenException([$due], [null]);
-            }
-        } else {
-            // One round trip: the index write rides after the script with a
-            // time from this machine's clock (PROTOCOL.md, "push sends its
-            // index write with the script"); waiting for the answered due
-            // time would take two.
-            $early = Ops::pushEstimate((int) $job[1][3], microtime(true));
-            [$script, $keys, $argv] = Calls::push($this->keys, $job, $ifAbsent);
-            $write = Ops::indexWrite($this->keys, $topic, $early, true);
-            [$reply, $index, $resent] = $this->connection->scriptThen($script, $keys, $argv, $write);
-            $index = self::heard($write, $index); // a refused index write is not the push's error
-            $due = Replies::push($reply, $job[1][0]);
-            if ($due instanceof Taken) { // the early index entry is harmless: the server corrects it
-                throw new IdTakenException([$due], [null]);
-            }
-            $answered = (string) $reply;
-            match (Ops::pushFollowUp($early, $answered, Ops::indexLowered($index), $resent)) {
-                Ops::WRITE_AGAIN => $this->indexWrite($topic, $answered, true),
-                Ops::WAKE => $this->wake($answered),
-                default => null,
-            };
+        $due = Replies::push($this->connection->script(...Calls::push($this->keys, $job, $ifAbsent)), $job[1][0]);
+        if ($due instanceof Taken) {
+            throw new IdTakenException([$due], [null]);
         }
-        $this->awaitReplica(1, [$topic]);
+        $this->awaitReplica(1, [$job[1][1]]);
         return true;
     }
 

@@ -151,10 +151,6 @@ trait Reservations
             $flags[$i] = $acked[$k];
         }
         ksort($flags);
-        if ($jobs !== []) {
-            // one deadline for the batch: its earliest is any job's
-            $this->indexWrite($topic, Ops::earliest(array_map(static fn (array $job): string => (string) $job[6], $reply[1])), false);
-        }
         return [array_values($flags), $jobs];
     }
 
@@ -213,14 +209,7 @@ trait Reservations
     {
         [$id, $receipt, $topic] = Calls::reservation($job, $receipt, $this->keys, $topic, 'touch');
         $call = Calls::touch($this->keys, $id, $receipt, Validator::ttrMs($ttr), $topic);
-        $reply = $this->connection->script(...$call);
-        $deadline = Replies::touch($reply);
-        // A shorter ttr brings the deadline in: the index must hear of it, or
-        // the server would expire the reservation only at the index's later time.
-        if ($deadline !== false && $topic !== null) {
-            $this->indexWrite($topic, (string) $reply, false);
-        }
-        return $deadline;
+        return Replies::touch($this->connection->script(...$call));
     }
 
     /**
@@ -279,24 +268,15 @@ trait Reservations
         return $this->runRelease($id, $receipt, 'bury', $error, $topic);
     }
 
-    /** reserve.lua for a checked topic and ttr; a job handed out goes into the per-topic index. */
+    /** reserve.lua for a checked topic and ttr. */
     private function runReserve(string $topic, int $ttrMs): ReservedMessage|false
     {
-        $reply = $this->connection->script(...Calls::reserve($this->keys, $topic, $ttrMs));
-        $job = Replies::reserve($reply);
-        if ($job !== false) {
-            $this->indexWrite($topic, (string) $reply[6], false);
-        }
-        return $job;
+        return Replies::reserve($this->connection->script(...Calls::reserve($this->keys, $topic, $ttrMs)));
     }
 
-    /** release.lua in "held" mode; a retry's due time goes into the per-topic index. */
+    /** release.lua in "held" mode. */
     private function runRelease(string $id, string $receipt, string $action, ?string $error, ?string $topic): bool
     {
-        $time = Replies::release($this->connection->script(...Calls::release($this->keys, $id, $receipt, $action, $error ?? '', $topic)));
-        if ($time !== false && $time !== 'dead' && $topic !== null) {
-            $this->indexWrite($topic, $time, false);
-        }
-        return $time !== false;
+        return Replies::release($this->connection->script(...Calls::release($this->keys, $id, $receipt, $action, $error ?? '', $topic))) !== false;
     }
 }

@@ -4,9 +4,6 @@ declare(strict_types=1);
 
 namespace Delayer;
 
-use Delayer\Exception\ConnectionException;
-use Delayer\Exception\ProtocolException;
-use Delayer\Exception\RedisErrorException;
 
 /**
  * The one place where this SDK knows the Lua scripts of docs/PROTOCOL.md.
@@ -115,96 +112,5 @@ final class Scripts
     public static function sha(string $name): string
     {
         return self::$shas[$name] ??= sha1(self::source($name));
-    }
-
-    /**
-     * Runs one script by EVALSHA alone (no SCRIPT LOAD first) and plain
-     * commands after it, in one pipeline (one round trip, not a
-     * transaction): a per-topic push with its index write (PROTOCOL.md,
-     * "push sends its index write with the script"). When Redis answered
-     * NOSCRIPT (nothing ran in the script; the commands did), the script is
-     * loaded and the whole pipeline sent again, which the third value says:
-     * the caller must then wake the server whatever the commands answered.
-     *
-     * @param value-of<self::NAMES> $name
-     * @param list<string> $keys
-     * @param list<string> $argv
-     * @param list<array{0: string, 1: list<string>}> $commands
-     * @return array{0: mixed, 1: list<mixed>, 2: bool} the script's reply, the commands' replies (a
-     *                                                  refused one as a RedisErrorException), sent again
-     * @throws ConnectionException
-     * @throws RedisErrorException when Redis refused the script
-     * @throws ProtocolException
-     */
-    public static function runThen(\Redis $redis, string $name, array $keys, array $argv, array $commands): array
-    {
-        $resent = false;
-        while (true) {
-            try {
-                $redis->clearLastError();
-                $redis->pipeline();
-                $redis->evalSha(self::sha($name), [...$keys, ...$argv], \count($keys));
-                foreach ($commands as [$command, $args]) {
-                    $redis->rawCommand($command, ...$args);
-                }
-                $results = $redis->exec();
-            } catch (\RedisException $e) {
-                throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$e->getMessage()}", 0, $e);
-            }
-            if (!\is_array($results) || \count($results) !== \count($commands) + 1) {
-                $error = $redis->getLastError() ?? 'the connection failed, the replies are lost';
-                throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$error}");
-            }
-            $results = array_values($results);
-            // phpredis gives an error reply as false (no reply here is nil),
-            // and only the last error's text: the script's when only it
-            // failed. A refused command too, and the script's may have been
-            // NOSCRIPT: it is loaded and all sent again (harmless: nothing ran).
-            $error = $redis->getLastError();
-            $refused = \in_array(false, \array_slice($results, 1), true);
-            $lost = $error !== null && str_starts_with($error, 'NOSCRIPT');
-            if ($results[0] === false && !$resent && ($lost || $refused)) {
-                self::load($redis, $name);
-                $resent = true;
-                continue;
-            }
-            if ($results[0] === false) {
-                throw new RedisErrorException("Redis error running {$name}.lua: " . ($error ?? 'error reply'));
-            }
-            // The commands are the index write, a hint: a refusal is theirs to read.
-            $replies = array_map(
-                static fn (mixed $r, array $c): mixed => $r === false
-                    ? new RedisErrorException("Redis error running {$c[0]}: " . ($error ?? 'error reply'))
-                    : $r,
-                \array_slice($results, 1),
-                $commands
-            );
-            return [$results[0], $replies, $resent];
-        }
-    }
-
-    /**
-     * SCRIPT LOAD of one script.
-     *
-     * @param value-of<self::NAMES> $name
-     * @throws ConnectionException
-     * @throws RedisErrorException
-     * @throws ProtocolException
-     */
-    public static function load(\Redis $redis, string $name): void
-    {
-        try {
-            $redis->clearLastError();
-            $sha = $redis->script('load', self::source($name));
-            if (!\is_string($sha) || strtolower($sha) !== self::sha($name)) {
-                $error = $redis->getLastError();
-                if ($error !== null) {
-                    throw new RedisErrorException("Redis error loading {$name}.lua: {$error}");
-                }
-                throw new ProtocolException("unexpected reply loading {$name}.lua: " . var_export($sha, true));
-            }
-        } catch (\RedisException $e) {
-            throw new ConnectionException("Redis error loading {$name}.lua: {$e->getMessage()}", 0, $e);
-        }
     }
 }
