@@ -108,12 +108,12 @@ final class Connection implements RedisLink
      * The one EVALSHA path of this SDK: runs a script once per call by its
      * SHA1, and loads it (SCRIPT LOAD) when Redis answers NOSCRIPT (after a
      * restart or SCRIPT FLUSH), then runs the call again (nothing ran).
-     * Several calls go in one pipeline (one round trip) that starts with
-     * SCRIPT LOAD, so the EVALSHAs after it find the script; a call whose
-     * reply is false there (an error; phpredis says which only for the last)
-     * is run again alone, which answers it or raises. So several calls are
-     * only for scripts that never reply nil and may run again after an
-     * error reply (push.lua, push_many.lua). A nil reply is false.
+     * Several calls go in one pipeline (one round trip); a call whose reply
+     * is false there (an error, NOSCRIPT among them: phpredis says which
+     * only for the last) is run again alone, which loads the script,
+     * answers or raises. So several calls are only for scripts that never
+     * reply nil and may run again after an error reply (push.lua,
+     * push_many.lua). A nil reply is false.
      *
      * @param value-of<Scripts::NAMES> $name
      * @param list<array{0: list<string>, 1: list<string>}> $calls KEYS and ARGV of each call
@@ -125,17 +125,16 @@ final class Connection implements RedisLink
         $what = "{$name}.lua";
         return $this->use($what, function (\Redis $redis) use ($name, $calls, $what): array {
             $sha = Scripts::sha($name);
-            $replies = \count($calls) < 2 ? array_fill(0, \count($calls), false) : \array_slice($this->pipeline(
+            $replies = \count($calls) < 2 ? array_fill(0, \count($calls), false) : $this->pipeline(
                 $redis,
                 $what,
-                \count($calls) + 1,
-                static function (\Redis $redis) use ($name, $sha, $calls): void {
-                    $redis->script('load', Scripts::source($name));
+                \count($calls),
+                static function (\Redis $redis) use ($sha, $calls): void {
                     foreach ($calls as [$keys, $argv]) {
                         $redis->evalSha($sha, [...$keys, ...$argv], \count($keys));
                     }
                 },
-            ), 1);
+            );
             foreach ($replies as $i => $reply) {
                 for ($loaded = false; $reply === false; $loaded = true) {
                     [$keys, $argv] = $calls[$i];
