@@ -134,7 +134,7 @@ final class ClusterConnection implements RedisLink
         $nodes = [];
         foreach ($given as $node) {
             if (\is_array($node) && array_is_list($node) && \count($node) === 2 && \is_string($node[0]) && \is_int($node[1])) {
-                $node = (str_contains($node[0], ':') ? "[{$node[0]}]" : $node[0]) . ":{$node[1]}";
+                $node = Sentinels::bracketed($node[0]) . ":{$node[1]}";
             }
             if (!\is_string($node)) {
                 throw new \InvalidArgumentException('each node is "host:port", got ' . get_debug_type($node));
@@ -154,7 +154,7 @@ final class ClusterConnection implements RedisLink
      */
     private static function seedList(array $nodes): array
     {
-        return array_map(static fn (array $n): string => (str_contains($n[0], ':') ? "[{$n[0]}]" : $n[0]) . ":{$n[1]}", $nodes);
+        return array_map(static fn (array $n): string => Sentinels::bracketed($n[0]) . ":{$n[1]}", $nodes);
     }
 
     public function open(): void
@@ -178,7 +178,7 @@ final class ClusterConnection implements RedisLink
                     ? @new \RedisCluster(null, $this->seeds, $this->timeout, $this->timeout, false, $auth)
                     : @new \RedisCluster(null, $this->seeds, $this->timeout, $this->timeout, false, $auth, $this->tls);
             } catch (\RedisClusterException|\RedisException $e) {
-                throw new ConnectionException('cannot connect to the Redis Cluster at ' . implode(',', $this->seeds) . ': ' . $this->scrub($e->getMessage()));
+                throw new ConnectionException('cannot connect to the Redis Cluster at ' . implode(',', $this->seeds) . ': ' . Connection::scrubbed($this->secrets, $e->getMessage()));
             }
         }
         return $this->driver;
@@ -394,7 +394,7 @@ final class ClusterConnection implements RedisLink
                 }
                 [$host, $port] = $range[2];
                 $host = \is_string($host) && $host !== '' && $host !== '?' ? $host : Sentinels::parseNodes($addr)[0][0];
-                $slots[] = [$range[0], $range[1], (str_contains($host, ':') ? "[{$host}]" : $host) . ':' . (int) $port];
+                $slots[] = [$range[0], $range[1], Sentinels::bracketed($host) . ':' . (int) $port];
             }
             if ($slots === []) {
                 $why[] = "{$addr}: CLUSTER SLOTS named no master (is it a cluster node?)";
@@ -410,9 +410,8 @@ final class ClusterConnection implements RedisLink
     {
         if (!isset($this->nodes[$addr])) {
             [[$host, $port]] = Sentinels::parseNodes($addr);
-            $bare = str_contains($host, ':') ? "[{$host}]" : $host;
             $this->nodes[$addr] = new Connection(
-                ($this->tls !== null ? 'tls://' : '') . $bare,
+                ($this->tls !== null ? 'tls://' : '') . Sentinels::bracketed($host),
                 $port,
                 $addr,
                 $this->tls === null ? null : ['stream' => $this->tls + ['peer_name' => $host]],
@@ -454,12 +453,4 @@ final class ClusterConnection implements RedisLink
         return $crc & 16383;
     }
 
-    /** Removes the passwords from a message that is about to be raised. */
-    private function scrub(string $message): string
-    {
-        foreach ($this->secrets as $secret) {
-            $message = str_replace($secret, '***', $message);
-        }
-        return $message;
-    }
 }

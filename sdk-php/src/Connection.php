@@ -407,7 +407,7 @@ final class Connection implements RedisLink
     {
         if ($this->sentinels !== null) {
             [$host, $port] = $this->sentinels->master();
-            $bare = str_contains($host, ':') ? "[{$host}]" : $host;
+            $bare = Sentinels::bracketed($host);
             $context = $this->sentinels->tls() ? ['stream' => $this->sentinels->streamOptions() + ['peer_name' => $host]] : null;
             $this->connectTo($redis, ($this->sentinels->tls() ? 'tls://' : '') . $bare, $port, "{$bare}:{$port}", $context);
             try {
@@ -509,9 +509,16 @@ final class Connection implements RedisLink
     /** Removes the passwords from a message that is about to be raised. */
     private function scrub(string $message): string
     {
-        foreach ($this->secrets as $secret) {
-            $message = str_replace($secret, '***', $message);
-        }
-        return $message;
+        return self::scrubbed($this->secrets, $message);
+    }
+
+    /**
+     * $message with each secret replaced by "***" (a cluster's messages too).
+     *
+     * @param list<string> $secrets
+     */
+    public static function scrubbed(array $secrets, string $message): string
+    {
+        return str_replace($secrets, '***', $message);
     }
 }
