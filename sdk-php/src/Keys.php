@@ -106,15 +106,20 @@ final class Keys
     }
 
     /**
-     * A checked topic: any non-empty string (an int is its decimal string),
-     * without "{" or "}" in the per-topic layout (they would change its
-     * hash tag).
+     * A checked topic: {@see Validator::name()}'s rules, and in the
+     * per-topic layout no "{" or "}" (Redis hashes the text between the
+     * first "{" and the next "}", so a brace in a topic would cut its hash
+     * tag short and could scatter the topic's keys over slots).
      *
      * @throws InvalidArgumentException
      */
     public function topic(mixed $value): string
     {
-        return Validator::topic($value, $this->layout === self::TOPIC);
+        $topic = Validator::name('topic', $value);
+        if ($this->layout === self::TOPIC && strpbrk($topic, '{}') !== false) {
+            throw new InvalidArgumentException(sprintf('topic "%s" may not contain "{" or "}" in the per-topic layout', $topic));
+        }
+        return $topic;
     }
 
     /**
