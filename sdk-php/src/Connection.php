@@ -67,13 +67,7 @@ final class Connection implements RedisLink
     ) {
     }
 
-    /**
-     * Connects now unless connected.
-     *
-     * @throws ConnectionException when Redis cannot be reached, refuses the
-     *                             credentials (or needs some and has none),
-     *                             or refuses the database
-     */
+    /** Connects now unless connected: ConnectionException when Redis cannot be reached, or refuses the credentials or database. */
     public function open(): void
     {
         $this->redis();
@@ -91,14 +85,7 @@ final class Connection implements RedisLink
         return $this->redis();
     }
 
-    /**
-     * One script call: {@see pipelined()} with one call.
-     *
-     * @param value-of<Scripts::NAMES> $name
-     * @param list<string> $keys
-     * @param list<string> $argv
-     * @throws ConnectionException|RedisErrorException|ProtocolException
-     */
+    /** One script call: {@see pipelined()} with one call. */
     public function script(string $name, array $keys, array $argv): mixed
     {
         return $this->pipelined($name, [[$keys, $argv]])[0];
@@ -229,24 +216,9 @@ final class Connection implements RedisLink
     /** A connection with the same settings, not yet open. */
     public function copy(): RedisLink
     {
-        return new self(
-            $this->host,
-            $this->port,
-            $this->where,
-            $this->context,
-            $this->username,
-            $this->password,
-            $this->database,
-            $this->timeout,
-            $this->secrets,
-            $this->sentinels,
-        );
-    }
-
-    /** Closes the connection; a later call opens a new one. */
-    public function close(): void
-    {
-        $this->drop();
+        $copy = clone $this;
+        $copy->redis = null;
+        return $copy;
     }
 
     /**
@@ -272,7 +244,7 @@ final class Connection implements RedisLink
                 // phpredis cannot always tell from an error reply, or a
                 // refusal raised mid-reply: a new connection costs little,
                 // using a broken one fails every call.
-                $this->drop();
+                $this->close();
                 throw $e instanceof ConnectionException ? $e : $this->fail($what, $e);
             } catch (RedisErrorException $e) {
                 // Sentinel mode: a demoted master refused to write (nothing
@@ -280,7 +252,7 @@ final class Connection implements RedisLink
                 if (!$retry || !str_contains($e->getMessage(), 'READONLY')) {
                     throw $e;
                 }
-                $this->drop();
+                $this->close();
             }
         }
     }
@@ -377,7 +349,8 @@ final class Connection implements RedisLink
         return $this->redis;
     }
 
-    private function drop(): void
+    /** Closes the connection; a later call opens a new one. */
+    public function close(): void
     {
         if ($this->redis !== null) {
             self::closeQuietly($this->redis);

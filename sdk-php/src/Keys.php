@@ -155,7 +155,6 @@ final class Keys
     {
         if ($this->layout === self::CLASSIC) {
             return new Names(
-                false,
                 $topic,
                 $this->pool(),
                 $this->bucketPrefix(),
@@ -174,7 +173,7 @@ final class Keys
             throw new \LogicException('the per-topic layout names a topic for every call');
         }
         $of = fn (string $kind): string => "{$this->prefix}{{$topic}}:{$kind}";
-        return new Names(true, $topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'), '', null, $this->wake(), $of('outcomes'));
+        return new Names($topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'), '', null, $this->wake(), $of('outcomes'));
     }
 
     /**

@@ -20,7 +20,6 @@ namespace Delayer;
 final class Names
 {
     /**
-     * @param bool        $perTopic       whether these are the per-topic layout's names
      * @param string|null $topic          the call's topic (null: an id-only call, classic layout)
      * @param string      $pool           the ZSET of waiting ids
      * @param string      $bucketPrefix   what a bucket's name is before the id
@@ -37,7 +36,6 @@ final class Names
      *                                    (ack, release and reserve's acks write it)
      */
     public function __construct(
-        public readonly bool $perTopic,
         public readonly ?string $topic,
         public readonly string $pool,
         public readonly string $bucketPrefix,
