@@ -46,7 +46,7 @@ use Delayer\Exception\ConnectionException;
  * {@see LegacyApi}, Delayer 2's pushes in {@see Pushes}, at least once in
  * {@see Reservations}, dead letters in {@see DeadLetters}, inspection in
  * {@see Inspect}; here, what makes and holds the connection. Options are
- * {@see Options}'s, the calls and their replies {@see Ops}'s (no I/O), the
+ * {@see Options}'s, the calls {@see Calls}'s and their replies {@see Replies}'s (no I/O), the
  * socket {@see Connection}'s ({@see ClusterConnection}'s on a Redis
  * Cluster, option `cluster`). One Client holds one Redis connection, opened
  * by the constructor; it is not meant to be shared between processes (fork
@@ -64,7 +64,6 @@ class Client
     use Reservations;
     use DeadLetters;
     use Inspect;
-    use TopicIndex;
 
     /** mix/delayer-client 1.x's key names, for the default prefix (the client's own: {@see getKeys()}). */
     public const KEY_JOB_POOL = Keys::DEFAULT_PREFIX . 'job_pool';

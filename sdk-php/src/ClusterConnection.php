@@ -19,9 +19,8 @@ use Delayer\Exception\RedisErrorException;
  * {@see Connection} per master, and sends each command to the master of
  * its (first) key's slot, so everything a node connection does holds per
  * node: EVALSHA with NOSCRIPT answered by SCRIPT LOAD on that node,
- * pipelines (the per-topic numbers of stats(), the index write of one
- * node), blocking waits with their own read timeout, WAIT on the
- * connection that wrote. MOVED (a resharded or failed-over slot) re-reads
+ * pipelines (the per-topic numbers of stats()), blocking waits with their
+ * own read timeout, WAIT on the connection that wrote. MOVED (a resharded or failed-over slot) re-reads
  * the map and sends the command again, ASK sends it once to the node named
  * (after ASKING): neither ran the command. A call cut by a failed node
  * raises ConnectionException, as on one Redis, and the next call reads the
@@ -135,7 +134,7 @@ final class ClusterConnection implements RedisLink
         $nodes = [];
         foreach ($given as $node) {
             if (\is_array($node) && array_is_list($node) && \count($node) === 2 && \is_string($node[0]) && \is_int($node[1])) {
-                $node = (str_contains($node[0], ':') ? "[{$node[0]}]" : $node[0]) . ":{$node[1]}";
+                $node = Sentinels::bracketed($node[0]) . ":{$node[1]}";
             }
             if (!\is_string($node)) {
                 throw new \InvalidArgumentException('each node is "host:port", got ' . get_debug_type($node));
@@ -155,7 +154,7 @@ final class ClusterConnection implements RedisLink
      */
     private static function seedList(array $nodes): array
     {
-        return array_map(static fn (array $n): string => (str_contains($n[0], ':') ? "[{$n[0]}]" : $n[0]) . ":{$n[1]}", $nodes);
+        return array_map(static fn (array $n): string => Sentinels::bracketed($n[0]) . ":{$n[1]}", $nodes);
     }
 
     public function open(): void
@@ -179,7 +178,7 @@ final class ClusterConnection implements RedisLink
                     ? @new \RedisCluster(null, $this->seeds, $this->timeout, $this->timeout, false, $auth)
                     : @new \RedisCluster(null, $this->seeds, $this->timeout, $this->timeout, false, $auth, $this->tls);
             } catch (\RedisClusterException|\RedisException $e) {
-                throw new ConnectionException('cannot connect to the Redis Cluster at ' . implode(',', $this->seeds) . ': ' . $this->scrub($e->getMessage()));
+                throw new ConnectionException('cannot connect to the Redis Cluster at ' . implode(',', $this->seeds) . ': ' . Connection::scrubbed($this->secrets, $e->getMessage()));
             }
         }
         return $this->driver;
@@ -208,23 +207,11 @@ final class ClusterConnection implements RedisLink
     }
 
     /**
-     * The call on its node, then the commands on theirs (other slots): no
-     * round trip saved, the same replies. {@see script()} loads a missing
-     * script itself, before the commands: nothing to send again.
-     */
-    public function scriptThen(string $name, array $keys, array $argv, array $commands): array
-    {
-        return [$this->script($name, $keys, $argv), $this->commands($commands, true), false];
-    }
-
-    /**
      * Pipelined per node (one round trip per node); the commands of a node
      * that answered MOVED or ASK are sent again one by one, each to its
-     * node. Sending one again is harmless here: the index write only
-     * lowers, SADD adds once, a second PUBLISH is a second hint, the rest
-     * are reads.
+     * node (they are reads: SSCAN, ZCARD, LLEN).
      */
-    public function commands(array $commands, bool $hints = false): array
+    public function commands(array $commands): array
     {
         $byNode = [];
         foreach ($commands as $i => [, $args]) {
@@ -233,23 +220,14 @@ final class ClusterConnection implements RedisLink
         $replies = [];
         foreach ($byNode as $addr => $group) {
             try {
-                $got = $this->guard(fn (): array => $this->node($addr)->commands(array_values($group), $hints));
-                foreach ($got as $reply) { // a hint's MOVED / ASK is followed as any command's
-                    if ($reply instanceof RedisErrorException && self::redirect($reply->getMessage()) !== null) {
-                        throw $reply;
-                    }
-                }
-                $replies += array_combine(array_keys($group), $got);
+                $replies += array_combine(array_keys($group), $this->guard(fn (): array => $this->node($addr)->commands(array_values($group))));
             } catch (RedisErrorException|ConnectionException $e) {
                 if (self::redirect($e->getMessage()) === null) {
                     throw $e;
                 }
                 $this->slots = null;
                 foreach ($group as $i => $command) {
-                    [$replies[$i]] = $this->call(
-                        $command[1][0],
-                        static fn (Connection $node): array => $node->commands([$command], $hints)
-                    );
+                    [$replies[$i]] = $this->call($command[1][0], static fn (Connection $node): array => $node->commands([$command]));
                 }
             }
         }
@@ -416,7 +394,7 @@ final class ClusterConnection implements RedisLink
                 }
                 [$host, $port] = $range[2];
                 $host = \is_string($host) && $host !== '' && $host !== '?' ? $host : Sentinels::parseNodes($addr)[0][0];
-                $slots[] = [$range[0], $range[1], (str_contains($host, ':') ? "[{$host}]" : $host) . ':' . (int) $port];
+                $slots[] = [$range[0], $range[1], Sentinels::bracketed($host) . ':' . (int) $port];
             }
             if ($slots === []) {
                 $why[] = "{$addr}: CLUSTER SLOTS named no master (is it a cluster node?)";
@@ -432,9 +410,8 @@ final class ClusterConnection implements RedisLink
     {
         if (!isset($this->nodes[$addr])) {
             [[$host, $port]] = Sentinels::parseNodes($addr);
-            $bare = str_contains($host, ':') ? "[{$host}]" : $host;
             $this->nodes[$addr] = new Connection(
-                ($this->tls !== null ? 'tls://' : '') . $bare,
+                ($this->tls !== null ? 'tls://' : '') . Sentinels::bracketed($host),
                 $port,
                 $addr,
                 $this->tls === null ? null : ['stream' => $this->tls + ['peer_name' => $host]],
@@ -476,12 +453,4 @@ final class ClusterConnection implements RedisLink
         return $crc & 16383;
     }
 
-    /** Removes the passwords from a message that is about to be raised. */
-    private function scrub(string $message): string
-    {
-        foreach ($this->secrets as $secret) {
-            $message = str_replace($secret, '***', $message);
-        }
-        return $message;
-    }
 }

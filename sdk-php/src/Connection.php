@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Delayer;
 
 use Delayer\Exception\ConnectionException;
+use Delayer\Exception\ProtocolException;
 use Delayer\Exception\RedisErrorException;
 
 /**
@@ -21,7 +22,7 @@ use Delayer\Exception\RedisErrorException;
  *
  * Every way the client talks to Redis goes through here: scripts
  * ({@see Scripts}), pipelined scripts, and blocking commands. What is sent
- * and what the replies mean is {@see Ops}'s. Errors keep their kind: a lost
+ * and what the replies mean is {@see Calls}'s and {@see Replies}'s. Errors keep their kind: a lost
  * socket is ConnectionException (and drops the connection), an error reply
  * RedisErrorException (the connection stays).
  *
@@ -66,13 +67,7 @@ final class Connection implements RedisLink
     ) {
     }
 
-    /**
-     * Connects now unless connected.
-     *
-     * @throws ConnectionException when Redis cannot be reached, refuses the
-     *                             credentials (or needs some and has none),
-     *                             or refuses the database
-     */
+    /** Connects now unless connected: ConnectionException when Redis cannot be reached, or refuses the credentials or database. */
     public function open(): void
     {
         $this->redis();
@@ -90,119 +85,90 @@ final class Connection implements RedisLink
         return $this->redis();
     }
 
-    /**
-     * {@see Scripts::run()} on the live connection.
-     *
-     * @param value-of<Scripts::NAMES> $name
-     * @param list<string> $keys
-     * @param list<string> $argv
-     * @throws ConnectionException
-     */
+    /** One script call: {@see pipelined()} with one call. */
     public function script(string $name, array $keys, array $argv): mixed
     {
-        return $this->use(static fn (\Redis $redis): mixed => Scripts::run($redis, $name, $keys, $argv));
+        return $this->pipelined($name, [[$keys, $argv]])[0];
     }
 
     /**
-     * {@see Scripts::runPipelined()} on the live connection.
+     * The one EVALSHA path of this SDK: runs a script once per call by its
+     * SHA1, and loads it (SCRIPT LOAD) when Redis answers NOSCRIPT (after a
+     * restart or SCRIPT FLUSH), then runs the call again (nothing ran).
+     * Several calls go in one pipeline (one round trip); a call whose reply
+     * is false there (an error, NOSCRIPT among them: phpredis says which
+     * only for the last) is run again alone, which loads the script,
+     * answers or raises. So several calls are only for scripts that never
+     * reply nil and may run again after an error reply (push.lua,
+     * push_many.lua). A nil reply is false.
      *
-     * @param Scripts::PUSH|Scripts::PUSH_MANY $name
-     * @param list<array{0: list<string>, 1: list<string>}> $calls
-     * @return list<mixed>
-     * @throws ConnectionException
+     * @param value-of<Scripts::NAMES> $name
+     * @param list<array{0: list<string>, 1: list<string>}> $calls KEYS and ARGV of each call
+     * @return list<mixed> the replies, in order
+     * @throws ConnectionException|RedisErrorException|ProtocolException
      */
     public function pipelined(string $name, array $calls): array
     {
-        return $this->use(function (\Redis $redis) use ($name, $calls): array {
-            if (self::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
-                try {
-                    $redis->ping();
-                } catch (\RedisException $e) {
-                    throw new ConnectionException("Redis error at {$this->where}: " . $this->scrub($e->getMessage()), 0, $e);
+        $what = "{$name}.lua";
+        return $this->use($what, function (\Redis $redis) use ($name, $calls, $what): array {
+            $sha = Scripts::sha($name);
+            $replies = \count($calls) < 2 ? array_fill(0, \count($calls), false) : $this->pipeline(
+                $redis,
+                $what,
+                \count($calls),
+                static function (\Redis $redis) use ($sha, $calls): void {
+                    foreach ($calls as [$keys, $argv]) {
+                        $redis->evalSha($sha, [...$keys, ...$argv], \count($keys));
+                    }
+                },
+            );
+            foreach ($replies as $i => $reply) {
+                for ($loaded = false; $reply === false; $loaded = true) {
+                    [$keys, $argv] = $calls[$i];
+                    $redis->clearLastError();
+                    $reply = $redis->evalSha($sha, [...$keys, ...$argv], \count($keys));
+                    $error = $reply === false ? $redis->getLastError() : null; // nil is false too, without an error
+                    if ($error === null) {
+                        break;
+                    }
+                    if ($loaded || !str_starts_with($error, 'NOSCRIPT')) {
+                        throw $this->fail($what, $error);
+                    }
+                    $redis->clearLastError();
+                    $loadedSha = $redis->script('load', Scripts::source($name));
+                    if (!\is_string($loadedSha) || strtolower($loadedSha) !== $sha) {
+                        throw $this->fail("SCRIPT LOAD of {$what}", $redis->getLastError() ?? 'unexpected reply ' . get_debug_type($loadedSha));
+                    }
                 }
+                $replies[$i] = $reply;
             }
-            return Scripts::runPipelined($redis, $name, $calls);
-        });
-    }
-
-    /**
-     * {@see Scripts::runThen()} on the live connection.
-     *
-     * @param value-of<Scripts::NAMES> $name
-     * @param list<string> $keys
-     * @param list<string> $argv
-     * @param list<array{0: string, 1: list<string>}> $commands
-     * @return array{0: mixed, 1: list<mixed>, 2: bool}
-     * @throws ConnectionException
-     * @throws RedisErrorException
-     */
-    public function scriptThen(string $name, array $keys, array $argv, array $commands): array
-    {
-        return $this->use(function (\Redis $redis) use ($name, $keys, $argv, $commands): array {
-            if (self::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
-                try {
-                    $redis->ping(); // as pipelined(): a pipeline on a dead socket loses its replies
-                } catch (\RedisException $e) {
-                    throw new ConnectionException("Redis error at {$this->where}: " . $this->scrub($e->getMessage()), 0, $e);
-                }
-            }
-            try {
-                return Scripts::runThen($redis, $name, $keys, $argv, $commands);
-            } catch (RedisErrorException $e) {
-                throw new RedisErrorException($this->scrub($e->getMessage()), 0, $e);
-            }
+            return $replies;
         });
     }
 
     /**
      * Plain commands (no script), pipelined: one round trip. For the
-     * per-topic layout's index write and its numbers (ZADD, SADD, PUBLISH,
-     * SSCAN, ZCARD, LLEN).
+     * per-topic layout's numbers (SSCAN, ZCARD, LLEN), and a cluster's
+     * CLUSTER SLOTS and ASKING.
      *
      * @param list<array{0: string, 1: list<string>}> $commands each command and its arguments
-     * @param bool $hints a refused command's reply is a RedisErrorException in the list, not thrown
      * @return list<mixed> the replies, in order
      * @throws ConnectionException
      * @throws RedisErrorException when Redis refused one of them
      */
-    public function commands(array $commands, bool $hints = false): array
+    public function commands(array $commands): array
     {
-        return $this->use(function (\Redis $redis) use ($commands, $hints): array {
-            $names = implode(', ', array_unique(array_column($commands, 0)));
-            try {
-                if (self::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
-                    $redis->ping(); // as pipelined(): a pipeline on a dead socket loses its replies
-                }
-                $redis->clearLastError();
-                $redis->multi(\Redis::PIPELINE);
+        $what = implode(', ', array_unique(array_column($commands, 0)));
+        return $this->use($what, function (\Redis $redis) use ($commands, $what): array {
+            $replies = $this->pipeline($redis, $what, \count($commands), static function (\Redis $redis) use ($commands): void {
                 foreach ($commands as [$command, $args]) {
                     $redis->rawCommand($command, ...$args);
                 }
-                $replies = $redis->exec();
-            } catch (\RedisException $e) {
-                // A hint's refusal by Redis (its error code first: OOM,
-                // READONLY, ...; a lost connection's text is not one).
-                $refused = $hints && preg_match('/^[A-Z][A-Z_-]+ /', $e->getMessage()) === 1;
-                if ($refused || str_starts_with($e->getMessage(), 'NOPERM')) {
-                    // phpredis raises an ACL refusal (and OOM), mid-pipeline: a
-                    // refusal (the kind a caller may tolerate), on a connection
-                    // that may still hold unread replies, so it is not used again.
-                    $this->drop();
-                    throw new RedisErrorException("Redis error running {$names}: " . $this->scrub($e->getMessage()), 0, $e);
-                }
-                throw new ConnectionException("Redis error running {$names}: " . $this->scrub($e->getMessage()), 0, $e);
-            }
-            if (!\is_array($replies) || \count($replies) !== \count($commands)) {
-                $error = $redis->getLastError() ?? 'the connection failed, the replies are lost';
-                throw new ConnectionException("Redis error running {$names}: " . $this->scrub($error));
-            }
-            $replies = array_values($replies);
+            });
             foreach ($replies as $i => $reply) {
                 // phpredis gives an error reply as false (no command here answers false)
                 if ($reply === false) {
-                    $refused = new RedisErrorException("Redis error running {$commands[$i][0]}: "
-                        . $this->scrub((string) ($redis->getLastError() ?? 'error reply')));
-                    $hints ? $replies[$i] = $refused : throw $refused;
+                    throw $this->fail($commands[$i][0], $redis->getLastError() ?? 'error reply');
                 }
             }
             return $replies;
@@ -227,27 +193,9 @@ final class Connection implements RedisLink
     {
         // Rounded up to the millisecond so that we wait at least $wait.
         $waitArg = $wait > 0 ? sprintf('%.3F', ceil($wait * 1000) / 1000) : '0';
-        return $this->use(function (\Redis $redis) use ($command, $args, $wait, $waitArg): mixed {
-            try {
-                $redis->setOption(\Redis::OPT_READ_TIMEOUT, $wait > 0 ? $wait + $this->timeout : -1);
-                try {
-                    $redis->clearLastError();
-                    $reply = $redis->rawCommand($command, ...[...$args, $waitArg]);
-                } finally {
-                    $redis->setOption(\Redis::OPT_READ_TIMEOUT, $this->timeout);
-                }
-            } catch (\RedisException $e) {
-                throw new ConnectionException("Redis error running {$command}: " . $this->scrub($e->getMessage()), 0, $e);
-            }
-            // phpredis gives a timeout's nil array (*-1) as [], and an error as false.
-            if ($reply === false || $reply === null || $reply === []) {
-                if ($reply === false && ($error = $redis->getLastError()) !== null) {
-                    throw new RedisErrorException("Redis error running {$command}: " . $this->scrub($error));
-                }
-                return null;
-            }
-            return $reply;
-        });
+        $reply = $this->raw($command, [...$args, $waitArg], $wait > 0 ? $wait + $this->timeout : -1);
+        // phpredis gives a timeout's nil array (*-1) as [].
+        return $reply === false || $reply === [] ? null : $reply;
     }
 
     /**
@@ -256,88 +204,131 @@ final class Connection implements RedisLink
      * node holds every key, so $keys do not matter).
      *
      * @param list<string> $keys
-     * @throws ConnectionException
+     * @throws ConnectionException|RedisErrorException
      */
     public function waitForReplica(float $timeout, array $keys = []): int
     {
         $ms = max(1, (int) round($timeout * 1000));
-        return $this->use(function (\Redis $redis) use ($ms): int {
-            try {
-                $redis->setOption(\Redis::OPT_READ_TIMEOUT, $ms / 1000 + $this->timeout);
-                try {
-                    $acked = $redis->rawCommand('WAIT', '1', (string) $ms);
-                } finally {
-                    $redis->setOption(\Redis::OPT_READ_TIMEOUT, $this->timeout);
-                }
-            } catch (\RedisException $e) {
-                throw new ConnectionException('Redis error running WAIT: ' . $this->scrub($e->getMessage()), 0, $e);
-            }
-            if (!\is_int($acked)) {
-                throw new RedisErrorException('Redis error running WAIT: ' . $this->scrub((string) $redis->getLastError()));
-            }
-            return $acked;
-        });
+        $acked = $this->raw('WAIT', ['1', (string) $ms], $ms / 1000 + $this->timeout);
+        return \is_int($acked) ? $acked : throw $this->fail('WAIT', 'unexpected reply ' . get_debug_type($acked));
     }
 
     /** A connection with the same settings, not yet open. */
     public function copy(): RedisLink
     {
-        return new self(
-            $this->host,
-            $this->port,
-            $this->where,
-            $this->context,
-            $this->username,
-            $this->password,
-            $this->database,
-            $this->timeout,
-            $this->secrets,
-            $this->sentinels,
-        );
-    }
-
-    /** Closes the connection; a later call opens a new one. */
-    public function close(): void
-    {
-        $this->drop();
+        $copy = clone $this;
+        $copy->redis = null;
+        return $copy;
     }
 
     /**
      * Runs $call on the live connection (opening one if needed). A
      * connection that failed under it is dropped, so that the next call
-     * connects again.
+     * connects again; what phpredis raised is mapped by {@see fail()}.
      *
      * @template T
+     * @param string $what the command or script, for messages
      * @param \Closure(\Redis): T $call
      * @return T
-     * @throws ConnectionException
+     * @throws ConnectionException|RedisErrorException
      */
-    private function use(\Closure $call): mixed
+    private function use(string $what, \Closure $call): mixed
     {
-        $redis = $this->redis();
-        try {
+        for ($retry = $this->sentinels !== null; ; $retry = false) {
             try {
-                $result = $call($redis);
+                $result = $call($this->redis());
+                $this->lastUsed = self::now();
+                return $result;
+            } catch (\RedisException $e) { // ConnectionException is one
+                // Mostly a socket that failed (read, write, timeout), which
+                // phpredis cannot always tell from an error reply, or a
+                // refusal raised mid-reply: a new connection costs little,
+                // using a broken one fails every call.
+                $this->close();
+                throw $e instanceof ConnectionException ? $e : $this->fail($what, $e);
             } catch (RedisErrorException $e) {
                 // Sentinel mode: a demoted master refused to write (nothing
-                // was written), so the call goes to the master of the moment.
-                if ($this->sentinels === null || !str_contains($e->getMessage(), 'READONLY')) {
+                // was written), so the call goes once to the master of the moment.
+                if (!$retry || !str_contains($e->getMessage(), 'READONLY')) {
                     throw $e;
                 }
-                $this->drop();
-                $result = $call($this->redis());
+                $this->close();
             }
-            $this->lastUsed = self::now();
-            return $result;
-        } catch (ConnectionException $e) {
-            // Mostly a socket that failed (read, write, timeout), which
-            // phpredis cannot always tell from an error reply: a new
-            // connection costs little, using a broken one fails every call.
-            $this->drop();
-            throw $e;
-        } catch (\RedisException $e) {
-            $this->drop();
-            throw new ConnectionException("Redis error at {$this->where}: " . $this->scrub($e->getMessage()), 0, $e);
+        }
+    }
+
+    /**
+     * The one error mapping of this SDK: what phpredis reported, as the
+     * exception a caller acts on, with the passwords scrubbed. An error
+     * reply (getLastError()'s text), or an ACL refusal phpredis raises
+     * (NOPERM), is a RedisErrorException: calling again does not cure it.
+     * Anything else raised is a lost or broken socket: ConnectionException,
+     * after which the next call connects again.
+     */
+    private function fail(string $what, \RedisException|string $why): ConnectionException|RedisErrorException
+    {
+        $text = \is_string($why) ? $why : $why->getMessage();
+        $message = "Redis error running {$what}: " . $this->scrub($text);
+        return \is_string($why) || str_starts_with($text, 'NOPERM')
+            ? new RedisErrorException($message, 0, \is_string($why) ? null : $why)
+            : new ConnectionException($message, 0, $why);
+    }
+
+    /**
+     * One command raw, with the socket read timeout set to $readTimeout
+     * (-1: none) for it; false for a nil reply.
+     *
+     * @param list<string> $args
+     */
+    private function raw(string $command, array $args, float $readTimeout): mixed
+    {
+        return $this->use($command, function (\Redis $redis) use ($command, $args, $readTimeout): mixed {
+            $redis->setOption(\Redis::OPT_READ_TIMEOUT, $readTimeout);
+            try {
+                $redis->clearLastError();
+                $reply = $redis->rawCommand($command, ...$args);
+            } finally {
+                $redis->setOption(\Redis::OPT_READ_TIMEOUT, $this->timeout);
+            }
+            if (($reply === false || $reply === null) && ($error = $redis->getLastError()) !== null) {
+                throw $this->fail($command, $error);
+            }
+            return $reply ?? false;
+        });
+    }
+
+    /**
+     * Sends what $queue queues on $redis as one pipeline: $n replies, in order.
+     *
+     * @param \Closure(\Redis): void $queue
+     * @return list<mixed>
+     * @throws ConnectionException when the replies are lost
+     */
+    private function pipeline(\Redis $redis, string $what, int $n, \Closure $queue): array
+    {
+        $this->pingIfIdle($redis);
+        $redis->clearLastError();
+        $redis->pipeline();
+        $queue($redis);
+        $replies = $redis->exec();
+        if (!\is_array($replies) || \count($replies) !== $n) {
+            // phpredis lost the connection under the pipeline (its commands may have run)
+            throw new ConnectionException("Redis error running {$what}: "
+                . $this->scrub($redis->getLastError() ?? 'the connection failed, the replies are lost'));
+        }
+        return array_values($replies);
+    }
+
+    /**
+     * A PING first when the connection was idle: phpredis reconnects a
+     * socket that Redis closed meanwhile (a restart) before a plain
+     * command, but a pipeline sent on it runs and then fails with its
+     * replies lost.
+     */
+    private function pingIfIdle(\Redis $redis): void
+    {
+        if (self::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
+            $redis->ping();
         }
     }
 
@@ -358,7 +349,8 @@ final class Connection implements RedisLink
         return $this->redis;
     }
 
-    private function drop(): void
+    /** Closes the connection; a later call opens a new one. */
+    public function close(): void
     {
         if ($this->redis !== null) {
             self::closeQuietly($this->redis);
@@ -388,7 +380,7 @@ final class Connection implements RedisLink
     {
         if ($this->sentinels !== null) {
             [$host, $port] = $this->sentinels->master();
-            $bare = str_contains($host, ':') ? "[{$host}]" : $host;
+            $bare = Sentinels::bracketed($host);
             $context = $this->sentinels->tls() ? ['stream' => $this->sentinels->streamOptions() + ['peer_name' => $host]] : null;
             $this->connectTo($redis, ($this->sentinels->tls() ? 'tls://' : '') . $bare, $port, "{$bare}:{$port}", $context);
             try {
@@ -490,9 +482,16 @@ final class Connection implements RedisLink
     /** Removes the passwords from a message that is about to be raised. */
     private function scrub(string $message): string
     {
-        foreach ($this->secrets as $secret) {
-            $message = str_replace($secret, '***', $message);
-        }
-        return $message;
+        return self::scrubbed($this->secrets, $message);
+    }
+
+    /**
+     * $message with each secret replaced by "***" (a cluster's messages too).
+     *
+     * @param list<string> $secrets
+     */
+    public static function scrubbed(array $secrets, string $message): string
+    {
+        return str_replace($secrets, '***', $message);
     }
 }

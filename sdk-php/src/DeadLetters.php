@@ -35,9 +35,9 @@ trait DeadLetters
      */
     public function deadLetters(string $topic, int $start = 0, int $count = 100): array
     {
-        $topic = Validator::topic($topic, $this->keys->isPerTopic());
+        $topic = $this->keys->topic($topic);
         Validator::deadRange($start, $count);
-        return Ops::deadLetters($this->connection->script(...Ops::deadList($this->keys, $topic, $start, $count)));
+        return Replies::deadList($this->connection->script(...Calls::deadList($this->keys, $topic, $start, $count)));
     }
 
     /**
@@ -85,22 +85,19 @@ trait DeadLetters
      */
     private function dead(string $topic, ?array $ids, string $action): int
     {
-        $topic = Validator::topic($topic, $this->keys->isPerTopic());
+        $topic = $this->keys->topic($topic);
         $done = 0;
         if ($ids !== null) {
             $ids = array_values(array_unique(Validator::ids($ids)));
             foreach (array_chunk($ids, Scripts::DEAD_MAX_PER_CALL) as $batch) {
-                [$n] = Ops::deadCounts($this->connection->script(...Ops::deadAction($this->keys, $topic, $action, $batch)));
+                [$n] = Replies::deadAction($this->connection->script(...Calls::deadAction($this->keys, $topic, $action, $batch)));
                 $done += $n;
             }
         } else {
             do {
-                [$n, $taken] = Ops::deadCounts($this->connection->script(...Ops::deadAction($this->keys, $topic, $action, null)));
+                [$n, $taken] = Replies::deadAction($this->connection->script(...Calls::deadAction($this->keys, $topic, $action, null)));
                 $done += $n;
             } while ($taken >= Scripts::DEAD_MAX_PER_CALL);
-        }
-        if ($action === 'requeue' && $done > 0) {
-            $this->indexWrite($topic, '0', false); // re-queued jobs are due now
         }
         return $done;
     }

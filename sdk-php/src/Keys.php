@@ -21,9 +21,12 @@ use Delayer\Exception\InvalidArgumentException;
  * | <prefix>scheduled_count       | HASH   | topic => jobs waiting in the pool          |
  * | <prefix>topics                | SET    | topics the server has moved jobs of        |
  *
- * and one pub/sub channel (not a key): `<prefix>wake`, where push, pushMany,
- * release and reschedule publish a due time earlier than the pool's head, so
- * that a sleeping server wakes for it.
+ * and one pub/sub channel (not a key): `<prefix>wake`, where the scripts
+ * that write a score earlier than its set's head (push, push_many, release,
+ * reschedule, a dead-letter requeue, reserve, touch) announce "<time>
+ * <topic>", so that a sleeping server wakes for it and, in the per-topic
+ * layout, keeps its index (`<prefix>due`, `<prefix>topics`). The SDK never
+ * writes the index: every operation is one script call.
  *
  * The prefix is prepended as is ("shop:delayer:" gives "shop:delayer:job_pool").
  * Scripts get every name they touch as a key, or as a per-kind prefix
@@ -42,12 +45,13 @@ use Delayer\Exception\InvalidArgumentException;
  * | <prefix>{<topic>}:dead        | LIST   | dead letters, newest at the left           |
  * | <prefix>{<topic>}:malformed   | LIST   | the topic's unroutable ids                 |
  * | <prefix>{<topic>}:receipt_seq | STRING | the topic's receipt counter                |
- * | <prefix>due                   | ZSET   | index: topic => earliest time it needs     |
- * | <prefix>topics                | SET    | index: every topic used                    |
+ * | <prefix>due                   | ZSET   | the server's index: topic => earliest time |
+ * | <prefix>topics                | SET    | the server's index: every topic announced  |
  *
  * A call gets the names it needs for its topic from {@see names()} (one
- * {@see Names}, whichever the layout), so the call builders ({@see Ops})
- * do not depend on the layout. The methods named after the classic keys
+ * {@see Names}, whichever the layout), and its topic checked by
+ * {@see topic()} / {@see idTopic()}, so the call layer ({@see Calls}, the
+ * client) holds no layout branch: every one is here or in {@see Names}. The methods named after the classic keys
  * (pool(), bucket(), readyQueue(), ...) give the classic layout's names
  * whatever the layout (1.x's constants and tools read them); in the
  * per-topic layout a topic's names are names($topic)'s.
@@ -102,11 +106,48 @@ final class Keys
     }
 
     /**
+     * A checked topic: {@see Validator::name()}'s rules, and in the
+     * per-topic layout no "{" or "}" (Redis hashes the text between the
+     * first "{" and the next "}", so a brace in a topic would cut its hash
+     * tag short and could scatter the topic's keys over slots).
+     *
+     * @throws InvalidArgumentException
+     */
+    public function topic(mixed $value): string
+    {
+        $topic = Validator::name('topic', $value);
+        if ($this->layout === self::TOPIC && strpbrk($topic, '{}') !== false) {
+            throw new InvalidArgumentException(sprintf('topic "%s" may not contain "{" or "}" in the per-topic layout', $topic));
+        }
+        return $topic;
+    }
+
+    /**
+     * The topic of an id-only call (remove, reschedule, ack, touch, release,
+     * bury by id): checked when given; required in the per-topic layout,
+     * where ids are per topic. In the classic layout it is checked and
+     * otherwise not needed (ids are global): null when not given.
+     *
+     * @param string $usage how to pass it, for the message: "remove($id, $topic)"
+     * @throws InvalidArgumentException
+     */
+    public function idTopic(mixed $topic, string $call, string $usage): ?string
+    {
+        if ($topic !== null) {
+            return $this->topic($topic);
+        }
+        if ($this->layout === self::TOPIC) {
+            throw new InvalidArgumentException("{$call}() needs the topic in the per-topic layout: {$usage}");
+        }
+        return null;
+    }
+
+    /**
      * The names one call needs, for $topic: in the classic layout the shared
      * keys (and the topic's ready queue and dead-letter list when $topic is
      * given; id-only calls pass null), in the per-topic layout the topic's
-     * own keys, with no scheduled counts and no wake channel for the
-     * scripts (the client writes the index and wakes the server itself).
+     * own keys, with no scheduled counts. The wake channel is the same in
+     * both: the scripts announce on it, and the server keeps its index.
      *
      * @param string|null $topic a checked topic; null only in the classic layout
      */
@@ -114,7 +155,6 @@ final class Keys
     {
         if ($this->layout === self::CLASSIC) {
             return new Names(
-                false,
                 $topic,
                 $this->pool(),
                 $this->bucketPrefix(),
@@ -133,7 +173,7 @@ final class Keys
             throw new \LogicException('the per-topic layout names a topic for every call');
         }
         $of = fn (string $kind): string => "{$this->prefix}{{$topic}}:{$kind}";
-        return new Names(true, $topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'), '', null, '', $of('outcomes'));
+        return new Names($topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'), '', null, $this->wake(), $of('outcomes'));
     }
 
     /**

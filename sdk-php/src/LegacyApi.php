@@ -60,7 +60,7 @@ trait LegacyApi
         }
         $delay = Validator::legacySeconds('delayTime', $delayTime);
         return $this->pushOne(
-            Ops::job($this->keys, $message, max($delay, 0), Validator::legacySeconds('readyMaxLifetime', $readyMaxLifetime)),
+            Calls::job($this->keys, $message, max($delay, 0), Validator::legacySeconds('readyMaxLifetime', $readyMaxLifetime)),
             false
         );
     }
@@ -80,8 +80,8 @@ trait LegacyApi
      */
     public function pop($topic)
     {
-        $call = Ops::pop($this->keys, Validator::topic($topic, $this->keys->isPerTopic()));
-        return Ops::message($this->connection->script(...$call), Scripts::POP);
+        $call = Calls::pop($this->keys, $this->keys->topic($topic));
+        return Replies::pop($this->connection->script(...$call));
     }
 
     /**
@@ -99,7 +99,7 @@ trait LegacyApi
      */
     public function bPop($topic, $timeout)
     {
-        $topic = Validator::topic($topic, $this->keys->isPerTopic());
+        $topic = $this->keys->topic($topic);
         $timeout = Validator::timeout(Validator::legacySeconds('timeout', $timeout));
         $queue = (string) $this->keys->names($topic)->ready;
         return BlockingWait::until($timeout, function (float $wait) use ($queue, $topic): Message|false|null {
@@ -107,8 +107,8 @@ trait LegacyApi
             if ($reply === null) {
                 return null;
             }
-            $call = Ops::take($this->keys, Ops::poppedId($reply), $topic);
-            return Ops::message($this->connection->script(...$call), Scripts::TAKE);
+            $call = Calls::take($this->keys, Replies::brpop($reply), $topic);
+            return Replies::take($this->connection->script(...$call));
         });
     }
 
@@ -137,8 +137,8 @@ trait LegacyApi
         if (\count($args) > 2) {
             throw new InvalidArgumentException(sprintf('remove() takes an id and a topic, got %d arguments', \count($args)));
         }
-        $topic = Ops::callTopic($this->keys, $args[1] ?? null, 'remove', 'remove($id, $topic)');
-        $call = Ops::remove($this->keys, $id, $topic);
-        return Ops::flag($this->connection->script(...$call), Scripts::REMOVE);
+        $topic = $this->keys->idTopic($args[1] ?? null, 'remove', 'remove($id, $topic)');
+        $call = Calls::remove($this->keys, $id, $topic);
+        return Replies::remove($this->connection->script(...$call));
     }
 }

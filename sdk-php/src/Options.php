@@ -124,9 +124,9 @@ final class Options
             } else {
                 $bare = (string) $parsed->host;
                 $shownHost = $bare;
-                $host = ($parsed->tls ? 'tls://' : '') . (str_contains($bare, ':') ? "[{$bare}]" : $bare);
+                $host = ($parsed->tls ? 'tls://' : '') . Sentinels::bracketed($bare);
                 $port = $parsed->port;
-                $where = (str_contains($bare, ':') ? "[{$bare}]" : $bare) . ":{$parsed->port}";
+                $where = Sentinels::bracketed($bare) . ":{$parsed->port}";
                 // Certificates matter only for rediss:// (as in the Rust SDK).
                 $context = $parsed->tls
                     ? ['stream' => $tls + ['verify_peer' => true, 'verify_peer_name' => true, 'peer_name' => $bare]]

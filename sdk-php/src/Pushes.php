@@ -47,7 +47,7 @@ trait Pushes
         int|float $readyMaxLifetime = self::DEFAULT_READY_MAX_LIFETIME,
         bool $ifAbsent = false,
     ): bool {
-        return $this->pushOne(Ops::job($this->keys, $message, $delay, $readyMaxLifetime), $ifAbsent);
+        return $this->pushOne(Calls::job($this->keys, $message, $delay, $readyMaxLifetime), $ifAbsent);
     }
 
     /**
@@ -120,7 +120,7 @@ trait Pushes
                 ));
             }
             try {
-                $jobs[] = Ops::job($this->keys, $item->message, $item->delay, $item->readyMaxLifetime);
+                $jobs[] = Calls::job($this->keys, $item->message, $item->delay, $item->readyMaxLifetime);
             } catch (InvalidArgumentException $e) {
                 throw new InvalidArgumentException(
                     sprintf('pushMany item %s: %s', var_export($index, true), $e->getMessage()),
@@ -131,26 +131,23 @@ trait Pushes
         }
         $dues = array_fill(0, \count($jobs), null);
         $taken = [];
-        $times = []; // per topic, the due times written ("s.mmm"), for the per-topic index
-        foreach (array_chunk(Ops::pushMany($this->keys, $jobs, $ifAbsent), Scripts::PUSH_MANY_CALLS_PER_PIPELINE) as $pipeline) {
+        $topics = []; // the topics written: a durable push waits on each one's node
+        foreach (array_chunk(Calls::pushMany($this->keys, $jobs, $ifAbsent), Scripts::PUSH_MANY_CALLS_PER_PIPELINE) as $pipeline) {
             foreach ($this->connection->pipelined(Scripts::PUSH_MANY, $pipeline) as $i => $reply) {
-                foreach (Ops::pushManyEntries($reply, $pipeline[$i]) as $k => $entry) {
-                    $index = $pipeline[$i][2][$k];
-                    $due = PushReply::read($entry, $jobs[$index][1][0], Scripts::PUSH_MANY);
+                $indexes = $pipeline[$i][2];
+                foreach (Replies::pushMany($reply, array_map(fn (int $j): string => $jobs[$j][1][0], $indexes)) as $k => $due) {
+                    $index = $indexes[$k];
                     if ($due instanceof Taken) {
                         $taken[$index] = $due;
                         continue;
                     }
                     $dues[$index] = $due;
-                    $times[$jobs[$index][1][1]][] = (string) $entry;
+                    $topics[$jobs[$index][1][1]] = true;
                 }
             }
         }
-        foreach ($times as $topic => $topicTimes) {
-            $this->indexWrite((string) $topic, Ops::earliest($topicTimes), true);
-        }
         // One WAIT covers every write this connection made (on a cluster, one per topic's node).
-        $this->awaitReplica(\count($jobs) - \count($taken), array_map('strval', array_keys($times)));
+        $this->awaitReplica(\count($jobs) - \count($taken), array_map('strval', array_keys($topics)));
         if ($taken !== []) {
             ksort($taken); // calls are per topic in the per-topic layout: back to input order
             throw new IdTakenException(array_values($taken), $dues);
@@ -181,51 +178,23 @@ trait Pushes
     {
         $id = Validator::name('id', $id);
         $delayMs = Validator::delayMs($delay);
-        $topic = Ops::callTopic($this->keys, $topic, 'reschedule', 'reschedule($id, $delay, $topic)');
-        $reply = $this->connection->script(...Ops::reschedule($this->keys, $id, $delayMs, $topic));
-        $due = Ops::timeOrFalse($reply, Scripts::RESCHEDULE);
-        if ($due !== false && $topic !== null) {
-            $this->indexWrite($topic, (string) $reply, false);
-        }
-        return $due;
+        $topic = $this->keys->idTopic($topic, 'reschedule', 'reschedule($id, $delay, $topic)');
+        $reply = $this->connection->script(...Calls::reschedule($this->keys, $id, $delayMs, $topic));
+        return Replies::reschedule($reply);
     }
 
     /**
-     * push.lua for one job of Ops::job().
+     * push.lua for one job of Calls::job().
      *
      * @param array{0: list<string>, 1: list<string>} $job
      */
     private function pushOne(array $job, bool $ifAbsent): bool
     {
-        $topic = $job[1][1];
-        if (!$this->keys->isPerTopic()) { // push.lua keeps the classic index and wakes the server itself
-            $reply = $this->connection->script(...Ops::push($this->keys, $job, $ifAbsent));
-            $due = PushReply::read($reply, $job[1][0], Scripts::PUSH);
-            if ($due instanceof Taken) {
-                throw new IdTakenException([$due], [null]);
-            }
-        } else {
-            // One round trip: the index write rides after the script with a
-            // time from this machine's clock (PROTOCOL.md, "push sends its
-            // index write with the script"); waiting for the answered due
-            // time would take two.
-            $early = Ops::pushEstimate((int) $job[1][3], microtime(true));
-            [$script, $keys, $argv] = Ops::push($this->keys, $job, $ifAbsent);
-            $write = Ops::indexWrite($this->keys, $topic, $early, true);
-            [$reply, $index, $resent] = $this->connection->scriptThen($script, $keys, $argv, $write);
-            $index = self::heard($write, $index); // a refused index write is not the push's error
-            $due = PushReply::read($reply, $job[1][0], Scripts::PUSH);
-            if ($due instanceof Taken) { // the early index entry is harmless: the server corrects it
-                throw new IdTakenException([$due], [null]);
-            }
-            $answered = (string) $reply;
-            match (Ops::pushFollowUp($early, $answered, Ops::indexLowered($index), $resent)) {
-                Ops::WRITE_AGAIN => $this->indexWrite($topic, $answered, true),
-                Ops::WAKE => $this->wake($answered),
-                default => null,
-            };
+        $due = Replies::push($this->connection->script(...Calls::push($this->keys, $job, $ifAbsent)), $job[1][0]);
+        if ($due instanceof Taken) {
+            throw new IdTakenException([$due], [null]);
         }
-        $this->awaitReplica(1, [$topic]);
+        $this->awaitReplica(1, [$job[1][1]]);
         return true;
     }
 
@@ -242,9 +211,7 @@ trait Pushes
         if ($this->durable === null || $jobs <= 0) {
             return;
         }
-        $keys = $this->keys->isPerTopic()
-            ? array_map(fn (string $topic): string => $this->keys->names($topic)->pool, $topics)
-            : [];
+        $keys = array_map(fn (string $topic): string => $this->keys->names($topic)->pool, $topics);
         if ($this->connection->waitForReplica($this->durable, $keys) < 1) {
             throw new NotReplicatedException($jobs, $this->durable);
         }

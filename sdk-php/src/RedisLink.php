@@ -12,7 +12,7 @@ use Delayer\Exception\RedisErrorException;
  * one node or the master the sentinels name ({@see Connection}), or a Redis
  * Cluster ({@see ClusterConnection}).
  *
- * Apart so that the client's calls ({@see Ops}) are written once and the
+ * Apart so that the client's calls ({@see Calls}) are written once and the
  * deployments differ only in how a command reaches its node. The rules are
  * the same for both: a lost socket raises ConnectionException and the next
  * call connects again, an error reply raises RedisErrorException, nothing
@@ -49,7 +49,7 @@ interface RedisLink
 
     /**
      * Runs one script once per call, in as few round trips as the
-     * deployment allows.
+     * deployment allows ({@see Connection::pipelined()}).
      *
      * @param Scripts::PUSH|Scripts::PUSH_MANY $name
      * @param list<array{0: list<string>, 1: list<string>}> $calls
@@ -59,33 +59,14 @@ interface RedisLink
     public function pipelined(string $name, array $calls): array;
 
     /**
-     * One script call and plain commands after it (a per-topic push and
-     * its index write), in one round trip where the deployment allows:
-     * {@see Scripts::runThen()}. On a cluster the call goes to its node and
-     * the commands to theirs, one after the other.
-     *
-     * @param value-of<Scripts::NAMES> $name
-     * @param list<string> $keys
-     * @param list<string> $argv
-     * @param list<array{0: string, 1: list<string>}> $commands
-     * @return array{0: mixed, 1: list<mixed>, 2: bool} the script's reply, the commands' replies (a
-     *                                                  refused one as a RedisErrorException), whether
-     *                                                  the script was missing and all was sent again
-     * @throws ConnectionException|RedisErrorException
-     */
-    public function scriptThen(string $name, array $keys, array $argv, array $commands): array;
-
-    /**
-     * Plain commands whose first argument is their key (or, for PUBLISH,
-     * the channel), replies in order. With $hints (the per-topic layout's
-     * index write, {@see TopicIndex}) a command Redis refused answers a
-     * RedisErrorException in the list instead of throwing.
+     * Plain commands whose first argument is their key, replies in order
+     * (the per-topic layout's numbers).
      *
      * @param list<array{0: string, 1: list<string>}> $commands
      * @return list<mixed>
      * @throws ConnectionException|RedisErrorException
      */
-    public function commands(array $commands, bool $hints = false): array;
+    public function commands(array $commands): array;
 
     /**
      * A blocking command (BRPOP, BLMOVE) whose last argument is the timeout.

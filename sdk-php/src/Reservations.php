@@ -45,7 +45,7 @@ trait Reservations
      */
     public function reserve(string $topic, int|float $ttr): ReservedMessage|false
     {
-        $topic = Validator::topic($topic, $this->keys->isPerTopic());
+        $topic = $this->keys->topic($topic);
         return $this->runReserve($topic, Validator::ttrMs($ttr));
     }
 
@@ -68,7 +68,7 @@ trait Reservations
      */
     public function bReserve(string $topic, int|float $ttr, int|float $timeout = 0): ReservedMessage|false
     {
-        $topic = Validator::topic($topic, $this->keys->isPerTopic());
+        $topic = $this->keys->topic($topic);
         $ttrMs = Validator::ttrMs($ttr);
         $timeout = Validator::timeout($timeout);
         $queue = (string) $this->keys->names($topic)->ready;
@@ -112,7 +112,7 @@ trait Reservations
      */
     public function reserveMany(string $topic, int|float $ttr, int $n, array $acks = []): array
     {
-        $topic = Validator::topic($topic, $this->keys->isPerTopic());
+        $topic = $this->keys->topic($topic);
         $ttrMs = Validator::ttrMs($ttr);
         if ($n < 0 || $n > Scripts::RESERVE_MAX_JOBS) {
             throw new InvalidArgumentException(sprintf('n must be from 0 to %d, got %d', Scripts::RESERVE_MAX_JOBS, $n));
@@ -120,6 +120,7 @@ trait Reservations
         if (\count($acks) > Scripts::RESERVE_MAX_JOBS) {
             throw new InvalidArgumentException(sprintf('at most %d acks per call, got %d', Scripts::RESERVE_MAX_JOBS, \count($acks)));
         }
+        $reserved = $this->keys->names($topic)->reserved;
         $pairs = [];
         $elsewhere = []; // per-topic layout: position in $acks => [id, receipt, topic] of another topic
         foreach (array_values($acks) as $i => $job) {
@@ -130,8 +131,9 @@ trait Reservations
                     get_debug_type($job)
                 ));
             }
-            [$id, $receipt] = Ops::reservation($job, null);
-            if ($this->keys->isPerTopic() && $job instanceof ReservedMessage && $job->topic !== $topic) {
+            [$id, $receipt] = Calls::reservation($job, null);
+            // an ack of a topic whose reserved set is not this call's (per-topic layout) goes alone
+            if ($job instanceof ReservedMessage && $this->keys->names($job->topic)->reserved !== $reserved) {
                 $elsewhere[$i] = [$id, $receipt, $job->topic];
             } else {
                 $pairs[$i] = [$id, $receipt];
@@ -140,19 +142,15 @@ trait Reservations
         // Acks first, as in one call: those of other topics by ack.lua on theirs.
         $flags = [];
         foreach ($elsewhere as $i => [$id, $receipt, $of]) {
-            $flags[$i] = Ops::flag($this->connection->script(...Ops::ack($this->keys, $id, $receipt, $of)), Scripts::ACK);
+            $flags[$i] = Replies::ack($this->connection->script(...Calls::ack($this->keys, $id, $receipt, $of)));
         }
-        $call = Ops::reserveMany($this->keys, $topic, $ttrMs, $n, array_values($pairs));
+        $call = Calls::reserveMany($this->keys, $topic, $ttrMs, $n, array_values($pairs));
         $reply = $this->connection->script(...$call);
-        [$acked, $jobs] = Ops::reservedMany($reply, \count($pairs), $n);
+        [$acked, $jobs] = Replies::reserveBatch($reply, \count($pairs), $n);
         foreach (array_keys($pairs) as $k => $i) {
             $flags[$i] = $acked[$k];
         }
         ksort($flags);
-        if ($jobs !== []) {
-            // one deadline for the batch: its earliest is any job's
-            $this->indexWrite($topic, Ops::earliest(array_map(static fn (array $job): string => (string) $job[6], $reply[1])), false);
-        }
         return [array_values($flags), $jobs];
     }
 
@@ -180,8 +178,8 @@ trait Reservations
      */
     public function ack(string|ReservedMessage $job, ?string $receipt = null, ?string $topic = null): bool
     {
-        [$id, $receipt, $topic] = Ops::reservation($job, $receipt, $this->keys, $topic, 'ack');
-        return Ops::flag($this->connection->script(...Ops::ack($this->keys, $id, $receipt, $topic)), Scripts::ACK);
+        [$id, $receipt, $topic] = Calls::reservation($job, $receipt, $this->keys, $topic, 'ack');
+        return Replies::ack($this->connection->script(...Calls::ack($this->keys, $id, $receipt, $topic)));
     }
 
     /**
@@ -209,16 +207,9 @@ trait Reservations
      */
     public function touch(string|ReservedMessage $job, int|float $ttr, ?string $receipt = null, ?string $topic = null): float|false
     {
-        [$id, $receipt, $topic] = Ops::reservation($job, $receipt, $this->keys, $topic, 'touch');
-        $call = Ops::touch($this->keys, $id, $receipt, Validator::ttrMs($ttr), $topic);
-        $reply = $this->connection->script(...$call);
-        $deadline = Ops::timeOrFalse($reply, Scripts::TOUCH);
-        // A shorter ttr brings the deadline in: the index must hear of it, or
-        // the server would expire the reservation only at the index's later time.
-        if ($deadline !== false && $topic !== null) {
-            $this->indexWrite($topic, (string) $reply, false);
-        }
-        return $deadline;
+        [$id, $receipt, $topic] = Calls::reservation($job, $receipt, $this->keys, $topic, 'touch');
+        $call = Calls::touch($this->keys, $id, $receipt, Validator::ttrMs($ttr), $topic);
+        return Replies::touch($this->connection->script(...$call));
     }
 
     /**
@@ -250,7 +241,7 @@ trait Reservations
         ?string $error = null,
         ?string $topic = null,
     ): bool {
-        [$id, $receipt, $topic] = Ops::reservation($job, $receipt, $this->keys, $topic, 'release');
+        [$id, $receipt, $topic] = Calls::reservation($job, $receipt, $this->keys, $topic, 'release');
         $action = $delay === null ? 'backoff' : (string) Validator::delayMs($delay);
         return $this->runRelease($id, $receipt, $action, $error, $topic);
     }
@@ -273,28 +264,19 @@ trait Reservations
      */
     public function bury(string|ReservedMessage $job, ?string $receipt = null, ?string $error = null, ?string $topic = null): bool
     {
-        [$id, $receipt, $topic] = Ops::reservation($job, $receipt, $this->keys, $topic, 'bury');
+        [$id, $receipt, $topic] = Calls::reservation($job, $receipt, $this->keys, $topic, 'bury');
         return $this->runRelease($id, $receipt, 'bury', $error, $topic);
     }
 
-    /** reserve.lua for a checked topic and ttr; a job handed out goes into the per-topic index. */
+    /** reserve.lua for a checked topic and ttr. */
     private function runReserve(string $topic, int $ttrMs): ReservedMessage|false
     {
-        $reply = $this->connection->script(...Ops::reserve($this->keys, $topic, $ttrMs));
-        $job = Ops::reserved($reply);
-        if ($job !== false) {
-            $this->indexWrite($topic, (string) $reply[6], false);
-        }
-        return $job;
+        return Replies::reserve($this->connection->script(...Calls::reserve($this->keys, $topic, $ttrMs)));
     }
 
-    /** release.lua in "held" mode; a retry's due time goes into the per-topic index. */
+    /** release.lua in "held" mode. */
     private function runRelease(string $id, string $receipt, string $action, ?string $error, ?string $topic): bool
     {
-        $time = Ops::releasedTime($this->connection->script(...Ops::release($this->keys, $id, $receipt, $action, $error ?? '', $topic)));
-        if ($time !== false && $time !== 'dead' && $topic !== null) {
-            $this->indexWrite($topic, $time, false);
-        }
-        return $time !== false;
+        return Replies::release($this->connection->script(...Calls::release($this->keys, $id, $receipt, $action, $error ?? '', $topic))) !== false;
     }
 }

@@ -4,125 +4,39 @@ declare(strict_types=1);
 
 namespace Delayer;
 
-use Delayer\Exception\ConnectionException;
-use Delayer\Exception\ProtocolException;
-use Delayer\Exception\RedisErrorException;
 
 /**
  * The one place where this SDK knows the Lua scripts of docs/PROTOCOL.md.
  *
  * The files in sdk-php/lua/ are byte-identical copies of the repository's
  * lua/ directory (a test checks it). Each script is read and hashed once per
- * process, sent by SHA1 (EVALSHA) and loaded again (SCRIPT LOAD) when Redis
- * answers NOSCRIPT (after a restart or SCRIPT FLUSH).
+ * process; {@see Connection::pipelined()}, the one EVALSHA path, sends it
+ * by SHA1 and loads it again (SCRIPT LOAD) when Redis answers NOSCRIPT.
  */
 final class Scripts
 {
     /**
-     * push.lua: schedule one job. KEYS, ARGV and reply: the header of
-     * lua/push.lua, the contract every caller follows.
+     * The scripts, by the name of their file lua/<name>.lua; each one's
+     * header states its KEYS, ARGV and reply, the contract every caller
+     * follows. push (one job), push_many (up to 100 jobs, atomic together),
+     * pop (at most once), take (the bucket of an id BRPOP handed out),
+     * remove, reserve (at least once; a batch mode acks first), ack, touch
+     * (a longer reservation, attempts unchanged), release (the SDK uses its
+     * "held" mode; "expired" is the server's), reschedule, dead (list,
+     * re-queue or purge dead letters), and the read-only lookup, list and
+     * stats ({@see Inspect}).
      */
     public const PUSH = 'push';
-
-    /** Duplicate policy of push.lua / push_many.lua: a taken id's job is replaced (Delayer 1.x). */
-    public const REPLACE = 'replace';
-
-    /** Duplicate policy of push.lua / push_many.lua: a taken id is left alone and reported. */
-    public const IF_ABSENT = 'absent';
-
-    /**
-     * push_many.lua: schedule up to 100 jobs in one call, each written as
-     * push.lua writes one; the jobs of one call are atomic together. KEYS, ARGV
-     * and reply: the header of lua/push_many.lua, the contract every caller
-     * follows.
-     */
     public const PUSH_MANY = 'push_many';
-
-    /** The most jobs one push_many.lua call takes. */
-    public const PUSH_MANY_MAX_JOBS = 100;
-
-    /** How many push_many.lua calls pushMany() sends per pipeline (one round trip). */
-    public const PUSH_MANY_CALLS_PER_PIPELINE = 10;
-
-    /** How many ARGV values push_many.lua takes per job. */
-    public const PUSH_MANY_STRIDE = 10;
-
-    /** How many ARGV values push_many.lua takes before the jobs'. */
-    public const PUSH_MANY_HEAD = 3;
-
-    /**
-     * pop.lua: hand out the next live job of one topic, at most once. KEYS, ARGV
-     * and reply: the header of lua/pop.lua, the contract every caller follows.
-     */
     public const POP = 'pop';
-
-    /**
-     * take.lua: fetch and delete the bucket of an id popped by BRPOP. KEYS, ARGV
-     * and reply: the header of lua/take.lua, the contract every caller follows.
-     */
     public const TAKE = 'take';
-
-    /**
-     * remove.lua: cancel a job. KEYS, ARGV and reply: the header of
-     * lua/remove.lua, the contract every caller follows.
-     */
     public const REMOVE = 'remove';
-
-    /**
-     * reserve.lua: hand out the next live job of one topic, reserved for ttr (at
-     * least once). KEYS, ARGV and reply: the header of lua/reserve.lua, the
-     * contract every caller follows.
-     */
     public const RESERVE = 'reserve';
-
-    /** The most jobs one reserve.lua call reserves in batch mode (and, here, the most acks one call sends). */
-    public const RESERVE_MAX_JOBS = 1000;
-
-    /**
-     * ack.lua: a reserved job is done; delete it. KEYS, ARGV and reply: the
-     * header of lua/ack.lua, the contract every caller follows.
-     */
     public const ACK = 'ack';
-
-    /**
-     * touch.lua: a worker still busy with a reserved job extends its
-     * reservation; attempts do not change. KEYS, ARGV and reply: the header of
-     * lua/touch.lua, the contract every caller follows.
-     */
     public const TOUCH = 'touch';
-
-    /**
-     * release.lua: end a reservation without success (release or bury). The SDK
-     * uses only its "held" mode; "expired" is the server's. KEYS, ARGV and
-     * reply: the header of lua/release.lua, the contract every caller follows.
-     */
     public const RELEASE = 'release';
-
-    /** The most bytes of an error text release.lua keeps (last_error). */
-    public const ERROR_MAX_BYTES = 1000;
-
-    /**
-     * reschedule.lua: move the due time of a job still waiting in the pool.
-     * KEYS, ARGV and reply: the header of lua/reschedule.lua, the contract every
-     * caller follows.
-     */
     public const RESCHEDULE = 'reschedule';
-
-    /**
-     * dead.lua: list, re-queue or purge a topic's dead letters. KEYS, ARGV and
-     * reply: the header of lua/dead.lua, the contract every caller follows.
-     */
     public const DEAD = 'dead';
-
-    /** The most dead letters one dead.lua call lists, re-queues or purges. */
-    public const DEAD_MAX_PER_CALL = 1000;
-
-    /**
-     * Read-only inspection ({@see Inspect}): lookup.lua (one job's state),
-     * list.lua (a page of a topic's jobs in the pool, the reserved set or a
-     * ready queue), stats.lua (per-topic numbers). Their headers say what
-     * they take and return.
-     */
     public const LOOKUP = 'lookup';
     public const LIST = 'list';
     public const STATS = 'stats';
@@ -133,6 +47,25 @@ final class Scripts
         self::RESERVE, self::ACK, self::TOUCH, self::RELEASE, self::RESCHEDULE, self::DEAD,
         self::LOOKUP, self::LIST, self::STATS,
     ];
+
+    /** push.lua's and push_many.lua's duplicate policies: a taken id's job is replaced (Delayer 1.x), or left alone and reported. */
+    public const REPLACE = 'replace';
+    public const IF_ABSENT = 'absent';
+
+    /** The most jobs one push_many.lua call takes. */
+    public const PUSH_MANY_MAX_JOBS = 100;
+
+    /** How many push_many.lua calls pushMany() sends per pipeline (one round trip). */
+    public const PUSH_MANY_CALLS_PER_PIPELINE = 10;
+
+    /** The most jobs one reserve.lua call reserves in batch mode (and, here, the most acks one call sends). */
+    public const RESERVE_MAX_JOBS = 1000;
+
+    /** The most bytes of an error text release.lua keeps (last_error). */
+    public const ERROR_MAX_BYTES = 1000;
+
+    /** The most dead letters one dead.lua call lists, re-queues or purges. */
+    public const DEAD_MAX_PER_CALL = 1000;
 
     /** @var array<string, string> script name => source */
     private static array $sources = [];
@@ -179,181 +112,5 @@ final class Scripts
     public static function sha(string $name): string
     {
         return self::$shas[$name] ??= sha1(self::source($name));
-    }
-
-    /**
-     * Runs one script by EVALSHA, loading it first when Redis answers NOSCRIPT.
-     *
-     * A nil reply comes back as false (phpredis maps nil to false); an error
-     * reply raises RedisErrorException, a failed socket ConnectionException.
-     *
-     * @param value-of<self::NAMES> $name
-     * @param list<string> $keys
-     * @param list<string> $argv
-     * @throws ConnectionException
-     * @throws RedisErrorException
-     * @throws ProtocolException
-     */
-    public static function run(\Redis $redis, string $name, array $keys, array $argv): mixed
-    {
-        try {
-            $redis->clearLastError();
-            $result = $redis->evalSha(self::sha($name), [...$keys, ...$argv], \count($keys));
-            if ($result === false) {
-                $error = $redis->getLastError();
-                if ($error !== null && str_starts_with($error, 'NOSCRIPT')) {
-                    self::load($redis, $name);
-                    $redis->clearLastError();
-                    $result = $redis->evalSha(self::sha($name), [...$keys, ...$argv], \count($keys));
-                    $error = $result === false ? $redis->getLastError() : null;
-                }
-                if ($error !== null) {
-                    throw new RedisErrorException("Redis error running {$name}.lua: {$error}");
-                }
-            }
-            return $result;
-        } catch (ConnectionException $e) {
-            throw $e; // from load(): a \RedisException already explained
-        } catch (\RedisException $e) {
-            throw new ConnectionException("Redis error running {$name}.lua: {$e->getMessage()}", 0, $e);
-        }
-    }
-
-    /**
-     * Runs one script once per call, pipelined (one round trip). The pipeline
-     * starts with SCRIPT LOAD of the script (a no-op unless Redis lost it after
-     * a restart or SCRIPT FLUSH), so the EVALSHAs that follow find it. A call
-     * whose reply is an error anyway is run again alone with {@see run()},
-     * which loads the script or raises. Only for scripts that never reply nil
-     * and may run again after an error reply (push.lua and push_many.lua: an
-     * error reply means a call that failed, which the run again reports).
-     *
-     * @param self::PUSH|self::PUSH_MANY $name
-     * @param list<array{0: list<string>, 1: list<string>}> $calls KEYS and ARGV of each call
-     * @return list<mixed> the replies, in order
-     * @throws ConnectionException
-     * @throws RedisErrorException
-     * @throws ProtocolException
-     */
-    public static function runPipelined(\Redis $redis, string $name, array $calls): array
-    {
-        if ($calls === []) {
-            return [];
-        }
-        $sha = self::sha($name);
-        try {
-            $redis->clearLastError();
-            $redis->pipeline();
-            $redis->script('load', self::source($name));
-            foreach ($calls as [$keys, $argv]) {
-                $redis->evalSha($sha, [...$keys, ...$argv], \count($keys));
-            }
-            $results = $redis->exec();
-        } catch (\RedisException $e) {
-            throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$e->getMessage()}", 0, $e);
-        }
-        if (!\is_array($results) || \count($results) !== \count($calls) + 1) {
-            // phpredis lost the connection under the pipeline (its calls may have run)
-            $error = $redis->getLastError() ?? 'the connection failed, the replies are lost';
-            throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$error}");
-        }
-        $results = \array_slice(array_values($results), 1); // SCRIPT LOAD's reply
-        foreach ($results as $i => $result) {
-            if ($result === false) {
-                $results[$i] = self::run($redis, $name, $calls[$i][0], $calls[$i][1]);
-            }
-        }
-        return $results;
-    }
-
-    /**
-     * Runs one script by EVALSHA alone (no SCRIPT LOAD first) and plain
-     * commands after it, in one pipeline (one round trip, not a
-     * transaction): a per-topic push with its index write (PROTOCOL.md,
-     * "push sends its index write with the script"). When Redis answered
-     * NOSCRIPT (nothing ran in the script; the commands did), the script is
-     * loaded and the whole pipeline sent again, which the third value says:
-     * the caller must then wake the server whatever the commands answered.
-     *
-     * @param value-of<self::NAMES> $name
-     * @param list<string> $keys
-     * @param list<string> $argv
-     * @param list<array{0: string, 1: list<string>}> $commands
-     * @return array{0: mixed, 1: list<mixed>, 2: bool} the script's reply, the commands' replies (a
-     *                                                  refused one as a RedisErrorException), sent again
-     * @throws ConnectionException
-     * @throws RedisErrorException when Redis refused the script
-     * @throws ProtocolException
-     */
-    public static function runThen(\Redis $redis, string $name, array $keys, array $argv, array $commands): array
-    {
-        $resent = false;
-        while (true) {
-            try {
-                $redis->clearLastError();
-                $redis->pipeline();
-                $redis->evalSha(self::sha($name), [...$keys, ...$argv], \count($keys));
-                foreach ($commands as [$command, $args]) {
-                    $redis->rawCommand($command, ...$args);
-                }
-                $results = $redis->exec();
-            } catch (\RedisException $e) {
-                throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$e->getMessage()}", 0, $e);
-            }
-            if (!\is_array($results) || \count($results) !== \count($commands) + 1) {
-                $error = $redis->getLastError() ?? 'the connection failed, the replies are lost';
-                throw new ConnectionException("Redis error running {$name}.lua (pipelined): {$error}");
-            }
-            $results = array_values($results);
-            // phpredis gives an error reply as false (no reply here is nil),
-            // and only the last error's text: the script's when only it
-            // failed. A refused command too, and the script's may have been
-            // NOSCRIPT: it is loaded and all sent again (harmless: nothing ran).
-            $error = $redis->getLastError();
-            $refused = \in_array(false, \array_slice($results, 1), true);
-            $lost = $error !== null && str_starts_with($error, 'NOSCRIPT');
-            if ($results[0] === false && !$resent && ($lost || $refused)) {
-                self::load($redis, $name);
-                $resent = true;
-                continue;
-            }
-            if ($results[0] === false) {
-                throw new RedisErrorException("Redis error running {$name}.lua: " . ($error ?? 'error reply'));
-            }
-            // The commands are the index write, a hint: a refusal is theirs to read.
-            $replies = array_map(
-                static fn (mixed $r, array $c): mixed => $r === false
-                    ? new RedisErrorException("Redis error running {$c[0]}: " . ($error ?? 'error reply'))
-                    : $r,
-                \array_slice($results, 1),
-                $commands
-            );
-            return [$results[0], $replies, $resent];
-        }
-    }
-
-    /**
-     * SCRIPT LOAD of one script.
-     *
-     * @param value-of<self::NAMES> $name
-     * @throws ConnectionException
-     * @throws RedisErrorException
-     * @throws ProtocolException
-     */
-    public static function load(\Redis $redis, string $name): void
-    {
-        try {
-            $redis->clearLastError();
-            $sha = $redis->script('load', self::source($name));
-            if (!\is_string($sha) || strtolower($sha) !== self::sha($name)) {
-                $error = $redis->getLastError();
-                if ($error !== null) {
-                    throw new RedisErrorException("Redis error loading {$name}.lua: {$error}");
-                }
-                throw new ProtocolException("unexpected reply loading {$name}.lua: " . var_export($sha, true));
-            }
-        } catch (\RedisException $e) {
-            throw new ConnectionException("Redis error loading {$name}.lua: {$e->getMessage()}", 0, $e);
-        }
     }
 }

@@ -74,7 +74,7 @@ final class Sentinels
         foreach ($this->nodes as [$host, $port]) {
             $redis = new \Redis();
             try {
-                $target = ($this->tls() ? 'tls://' : '') . (str_contains($host, ':') ? "[{$host}]" : $host);
+                $target = ($this->tls() ? 'tls://' : '') . self::bracketed($host);
                 $ok = $this->context === null
                     ? @$redis->connect($target, $port, $this->timeout, null, 0, $this->timeout)
                     : @$redis->connect($target, $port, $this->timeout, null, 0, $this->timeout,
@@ -104,6 +104,12 @@ final class Sentinels
             }
         }
         throw new ConnectionException("no sentinel named a master for '{$this->masterName}' (" . implode('; ', $why) . ')');
+    }
+
+    /** A host as it goes before ":port" or after "tls://": an IPv6 address in brackets. */
+    public static function bracketed(string $host): string
+    {
+        return str_contains($host, ':') ? "[{$host}]" : $host;
     }
 
     /**

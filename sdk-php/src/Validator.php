@@ -58,24 +58,6 @@ final class Validator
     }
 
     /**
-     * A topic: {@see name()}'s rules, and in the per-topic layout no "{" or
-     * "}" (Redis hashes the text between the first "{" and the next "}", so
-     * a brace in a topic would cut its hash tag short and could scatter the
-     * topic's keys over slots).
-     *
-     * @param bool $perTopic whether the client uses the per-topic layout
-     * @throws InvalidArgumentException
-     */
-    public static function topic(mixed $value, bool $perTopic): string
-    {
-        $topic = self::name('topic', $value);
-        if ($perTopic && strpbrk($topic, '{}') !== false) {
-            throw new InvalidArgumentException(sprintf('topic "%s" may not contain "{" or "}" in the per-topic layout', $topic));
-        }
-        return $topic;
-    }
-
-    /**
      * A number of seconds as mix/delayer-client 1.x took it: an int, a float
      * or a numeric string ("30", "1.5"); anything else is refused.
      *

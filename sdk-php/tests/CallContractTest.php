@@ -6,11 +6,11 @@ namespace Delayer\Tests;
 
 use Delayer\Keys;
 use Delayer\Message;
-use Delayer\Ops;
+use Delayer\Calls;
 use PHPUnit\Framework\TestCase;
 
 /**
- * Every call builder (Ops) against its script's header, with no Redis: the
+ * Every call builder (Calls) against its script's header, with no Redis: the
  * header (KEYS and ARGV stated once, in lua/) is the contract. The
  * conformance suite checks the same on the wire; this catches a drift first.
  */
@@ -22,22 +22,22 @@ final class CallContractTest extends TestCase
     public static function calls(): array
     {
         $k = new Keys(self::PREFIX);
-        $job = Ops::job($k, Message::create('t', 'a', 'x'), 1, 60);
+        $job = Calls::job($k, Message::create('t', 'a', 'x'), 1, 60);
         $calls = [
-            Ops::push($k, $job, false),
-            ['push_many', ...Ops::pushMany($k, [$job], false)[0]],
-            Ops::pop($k, 't'),
-            Ops::take($k, 'a'),
-            Ops::remove($k, 'a'),
-            Ops::reserve($k, 't', 1000),
-            Ops::reserveMany($k, 't', 1000, 5, []),
-            Ops::ack($k, 'a', '1'),
-            Ops::touch($k, 'a', '1', 1000),
-            Ops::release($k, 'a', '1', 'backoff', 'boom'),
-            Ops::reschedule($k, 'a', 1),
-            Ops::deadList($k, 't', 0, 10),
-            Ops::deadAction($k, 't', 'requeue', ['a']),
-            Ops::deadAction($k, 't', 'purge', null),
+            Calls::push($k, $job, false),
+            ['push_many', ...Calls::pushMany($k, [$job], false)[0]],
+            Calls::pop($k, 't'),
+            Calls::take($k, 'a'),
+            Calls::remove($k, 'a'),
+            Calls::reserve($k, 't', 1000),
+            Calls::reserveMany($k, 't', 1000, 5, []),
+            Calls::ack($k, 'a', '1'),
+            Calls::touch($k, 'a', '1', 1000),
+            Calls::release($k, 'a', '1', 'backoff', 'boom'),
+            Calls::reschedule($k, 'a', 1),
+            Calls::deadList($k, 't', 0, 10),
+            Calls::deadAction($k, 't', 'requeue', ['a']),
+            Calls::deadAction($k, 't', 'purge', null),
         ];
         $out = [];
         foreach ($calls as $i => $call) {

@@ -100,6 +100,12 @@ final class ClusterTest extends TestCase
     }
 
     /** A RedisCluster of the test's own, to look at what the client wrote. */
+    /** Adds topics to `<prefix>topics`, as the server does when it hears their announcements (stats() lists them). */
+    private function serverHeard(string ...$topics): void
+    {
+        $this->raw()->sAdd($this->prefix . 'topics', ...$topics);
+    }
+
     private function raw(): \RedisCluster
     {
         return $this->raw ??= new \RedisCluster(null, explode(',', self::cluster()['nodes']), 5, 5, false, self::PASSWORD);
@@ -321,9 +327,8 @@ final class ClusterTest extends TestCase
             self::assertIsFloat($client->reschedule('later', 900, $topic));
             self::assertTrue($client->remove('later', $topic));
             self::assertFalse($client->remove('later', $topic));
-            // the index: the topic is known and due now
-            self::assertNotFalse($this->raw()->zScore($this->prefix . 'due', $topic));
-            self::assertTrue($this->raw()->sIsMember($this->prefix . 'topics', $topic));
+            // no index write: the server keeps the index from the scripts' announcements
+            self::assertFalse($this->raw()->zScore($this->prefix . 'due', $topic));
         }
         foreach ($topics as $topic) {
             $this->moveTopic($topic, 2);
@@ -358,6 +363,7 @@ final class ClusterTest extends TestCase
         self::assertSame([true, true], $acked);
         self::assertTrue($client->ack($third[0]));
 
+        $this->serverHeard(...$all);
         $stats = $client->stats();
         self::assertSame([0, 0], [$stats->scheduledTotal, $stats->reservedTotal]);
         sort($all);
@@ -373,6 +379,7 @@ final class ClusterTest extends TestCase
             $jobs[] = [Message::create("id{$i}", 'many' . ($i % 40), "body {$i}"), 0];
         }
         self::assertSame(600, $client->pushMany($jobs));
+        $this->serverHeard(...array_map(static fn (int $i): string => "many{$i}", range(0, 39)));
         $masters = [];
         $stats = $client->stats();
         self::assertSame(600, $stats->scheduledTotal);
@@ -380,7 +387,6 @@ final class ClusterTest extends TestCase
         foreach ($stats->topics as $t) {
             self::assertSame(15, $t->scheduled, $t->topic);
             $masters[$this->masterFor($this->key($t->topic, 'pool'))] = true;
-            self::assertNotFalse($this->raw()->zScore($this->prefix . 'due', $t->topic));
         }
         self::assertCount(3, $masters, 'the topics are spread over the three masters');
         try {
@@ -431,6 +437,7 @@ final class ClusterTest extends TestCase
         $pool = $this->key($topic, 'pool');
         $client->pushTo($topic, 'a', 0, 'A');
         $client->pushTo($topic, 'b', 60, 'B');
+        $this->serverHeard($topic);
         $slot = (int) $this->raw()->rawCommand($pool, 'CLUSTER', 'KEYSLOT', $pool);
         $from = $this->masterFor($pool);
         $to = current(array_diff($this->masters(), [$from]));
@@ -621,8 +628,7 @@ final class ClusterTest extends TestCase
         $job = $this->eventually(fn () => $client->bReserve($topic, 60, 2));
         self::assertSame('after', $job->id);
         self::assertTrue($client->ack($job));
-        $stats = $client->stats();
-        self::assertSame(1, $stats->reservedTotal, '"before" survived the failover, still reserved');
+        self::assertSame(['before'], array_map(static fn ($l): string => $l->id, $client->listReserved($topic)->items), '"before" survived the failover, still reserved');
         self::assertTrue($client->ack('before', null, $topic));
     }
 

@@ -80,10 +80,9 @@ final class ClusterTlsTest extends TestCase
         foreach ($topics as $topic) {
             self::assertTrue($client->pushTo($topic, 'a', 0, 'over tls'));
         }
-        $stats = $client->stats();
-        self::assertSame(12, $stats->scheduledTotal);
-        self::assertCount(12, $stats->topics);
-        self::assertSame('scheduled', $client->job('tls1', 'a')->state);
+        foreach ($topics as $topic) { // lookup.lua on each topic's node
+            self::assertSame('scheduled', $client->job($topic, 'a')->state, $topic);
+        }
         self::assertFalse($client->bPop('tls1', 0.05), 'not moved: nothing ready');
         self::assertTrue($client->remove('a', 'tls1'));
     }

@@ -12,7 +12,7 @@ use Delayer\Exception\InvalidArgumentException;
 use Delayer\Job;
 use Delayer\Keys;
 use Delayer\Message;
-use Delayer\Ops;
+use Delayer\Calls;
 use Delayer\ScheduledMessage;
 use Delayer\Worker;
 
@@ -20,8 +20,9 @@ use Delayer\Worker;
  * The per-topic layout (issue 12; docs/PROTOCOL.md "The per-topic layout"
  * and "Operations in the per-topic layout"), on a real redis-server: the
  * exact keys every operation writes (`<prefix>{<topic>}:...`), ids per
- * topic, the index (`<prefix>due`, `<prefix>topics`) and the wake message
- * sent only when the index was lowered, the refusals that name the layout,
+ * topic, the announcement ("<time> <topic>" on `<prefix>wake`) a script
+ * sends when it writes a time before its set's head (the SDK writes no
+ * index: the server keeps it), the refusals that name the layout,
  * and delayer.conf's `layout = topic`. The test plays the server with the
  * repository's lua/move_topic.lua.
  */
@@ -60,52 +61,45 @@ final class TopicLayoutTest extends RedisTestCase
         }
     }
 
-    private function dueOf(string $topic): ?float
-    {
-        $score = $this->redis->zScore(self::P . 'due', $topic);
-        return $score === false ? null : (float) $score;
-    }
-
     /**
-     * A push's index entry for $topic: no later than the due time push.lua
-     * answered and close to it (a push sends its index write with the
-     * script, from the client's clock, 100 ms early: PROTOCOL.md, "push
-     * sends its index write with the script"). Returns the time held.
+     * The next announcement on $wake: [time, topic].
+     *
+     * @return array{0: float, 1: string}
      */
-    private function assertIndexed(string $topic, float $due, string $message = ''): float
+    private static function announced(WakeListener $wake): array
     {
-        $held = $this->dueOf($topic);
-        self::assertNotNull($held, "no index entry for {$topic}. {$message}");
-        self::assertLessThanOrEqual($due, $held, "index of {$topic} later than its due time. {$message}");
-        self::assertGreaterThan($due - 1, $held, "index of {$topic} far earlier than its due time. {$message}");
-        return $held;
+        $message = (string) $wake->next();
+        self::assertMatchesRegularExpression('/^\d+\.\d{3} \S+$/', $message, 'an announcement: "<time> <topic>"');
+        [$time, $topic] = explode(' ', $message, 2);
+        return [(float) $time, $topic];
     }
 
     /**
      * Every call builder of the per-topic layout against its script's
      * header, with no Redis: as many KEYS as the header allows (the
      * scheduled counts left out), every key in the topic's hash slot (the
-     * PROTOCOL's per-topic names), no wake channel for the scripts, and
-     * release.lua's KEYS[4] the topic's dead list with ARGV[2] "".
+     * PROTOCOL's per-topic names), the wake channel for every script that
+     * announces, and release.lua's KEYS[4] the topic's dead list with
+     * ARGV[2] "".
      */
     public function testEveryCallNamesOnlyItsTopicsKeys(): void
     {
         $k = new Keys(self::P, Keys::TOPIC);
-        $job = Ops::job($k, Message::create('a', 't', 'x'), 1, 60);
+        $job = Calls::job($k, Message::create('a', 't', 'x'), 1, 60);
         $calls = [
-            Ops::push($k, $job, false),
-            ['push_many', ...\array_slice(Ops::pushMany($k, [$job], false)[0], 0, 2)],
-            Ops::pop($k, 't'),
-            Ops::take($k, 'a', 't'),
-            Ops::remove($k, 'a', 't'),
-            Ops::reserve($k, 't', 1000),
-            Ops::reserveMany($k, 't', 1000, 5, []),
-            Ops::ack($k, 'a', '1', 't'),
-            Ops::touch($k, 'a', '1', 1000, 't'),
-            Ops::release($k, 'a', '1', 'backoff', 'boom', 't'),
-            Ops::reschedule($k, 'a', 1, 't'),
-            Ops::deadList($k, 't', 0, 10),
-            Ops::deadAction($k, 't', 'requeue', ['a']),
+            Calls::push($k, $job, false),
+            ['push_many', ...\array_slice(Calls::pushMany($k, [$job], false)[0], 0, 2)],
+            Calls::pop($k, 't'),
+            Calls::take($k, 'a', 't'),
+            Calls::remove($k, 'a', 't'),
+            Calls::reserve($k, 't', 1000),
+            Calls::reserveMany($k, 't', 1000, 5, []),
+            Calls::ack($k, 'a', '1', 't'),
+            Calls::touch($k, 'a', '1', 1000, 't'),
+            Calls::release($k, 'a', '1', 'backoff', 'boom', 't'),
+            Calls::reschedule($k, 'a', 1, 't'),
+            Calls::deadList($k, 't', 0, 10),
+            Calls::deadAction($k, 't', 'requeue', ['a']),
         ];
         $perTopic = [
             'job_pool' => 'pool', 'job_bucket:<id>' => 'job:a', 'ready_queue:<topic>' => 'ready', 'malformed' => 'malformed',
@@ -122,7 +116,7 @@ final class TopicLayoutTest extends RedisTestCase
             if ($script === 'release') {
                 self::assertSame(self::key('t', 'dead'), $keys[3], 'release.lua KEYS[4]: the topic\'s dead list');
                 self::assertSame('', $argv[1], 'release.lua ARGV[2]: no dead-letter prefix');
-                self::assertSame('', $argv[6], 'release.lua ARGV[7]: no wake channel');
+                self::assertSame(self::P . 'wake', $argv[6], 'release.lua ARGV[7]: the wake channel');
                 $header[3] = 'dead:<topic>';
             }
             $expected = [];
@@ -132,11 +126,15 @@ final class TopicLayoutTest extends RedisTestCase
                 }
             }
             self::assertSame($expected, $keys, "{$script}.lua KEYS");
-            self::assertNotContains(self::P . 'wake', $argv, "{$script}.lua: the client wakes the server itself");
             self::assertNotContains(self::P, $argv);
         }
-        self::assertSame(['', ''], [$calls[0][2][10], $calls[1][2][2]], 'push.lua ARGV[11], push_many.lua ARGV[3]');
-        self::assertSame('', $calls[10][2][2], 'reschedule.lua ARGV[3]');
+        $wake = self::P . 'wake';
+        self::assertSame([$wake, $wake], [$calls[0][2][10], $calls[1][2][2]], 'push.lua ARGV[11], push_many.lua ARGV[3]');
+        self::assertSame($wake, $calls[10][2][2], 'reschedule.lua ARGV[3]');
+        self::assertSame(['', $wake], \array_slice($calls[5][2], 2), 'reserve.lua: one job, then the channel');
+        self::assertSame(['5', $wake], \array_slice($calls[6][2], 2), 'reserve.lua batch: n, no acks, the channel');
+        self::assertSame($wake, $calls[8][2][3], 'touch.lua ARGV[4]');
+        self::assertSame("requeue {$wake}", $calls[12][2][2], 'dead.lua: the channel rides on the action');
         self::assertSame(self::key('t', 'job:'), $calls[2][2][0], 'the bucket prefix');
     }
 
@@ -155,17 +153,10 @@ final class TopicLayoutTest extends RedisTestCase
         self::assertEqualsWithDelta($score, (float) $mailJob['due'], 0.0005);
         self::assertSame(['topic', 'body', 'due'], array_keys($this->redis->hGetAll(self::key('sms', 'job:a'))));
         self::assertGreaterThan(0, $this->redis->ttl(self::key('mail', 'job:a')));
-        // the index: each topic's earliest due time, or a little earlier
-        $this->assertIndexed('mail', $score);
-        $this->assertIndexed('sms', $this->redis->zScore(self::key('sms', 'pool'), 'a'));
-        $topics = $this->redis->sMembers(self::P . 'topics');
-        sort($topics);
-        self::assertSame(['mail', 'sms'], $topics);
-        // nothing of the classic layout, and no other key
+        // nothing of the classic layout, no index (the server's), and no other key
         $keys = $this->redis->keys(self::P . '*');
         sort($keys);
         self::assertSame([
-            self::P . 'due', self::P . 'topics',
             self::key('mail', 'job:a'), self::key('mail', 'pool'), self::key('sms', 'job:a'), self::key('sms', 'pool'),
         ], $keys);
         self::assertSame('topic', $client->getKeys()->layout());
@@ -178,48 +169,50 @@ final class TopicLayoutTest extends RedisTestCase
         self::assertFalse($client->remove('a', 'mail'));
     }
 
-    public function testTheIndexIsOnlyLoweredAndAWakeMessageOnlyFollowsALoweredIndex(): void
+    public function testAWriteBeforeItsSetsHeadIsAnnouncedWithItsTopic(): void
     {
         $client = $this->topicClient();
         $wake = new WakeListener(RedisServer::shared()->port, self::P . 'wake');
         try {
             $client->pushTo('mail', 'late', 60);
             $late = $this->redis->zScore(self::key('mail', 'pool'), 'late');
-            $first = $this->assertIndexed('mail', $late);
-            self::assertEqualsWithDelta($late, (float) $wake->next(), 0.0005, 'a new topic in the index wakes the server, with the due time');
-
-            $client->pushTo('mail', 'later', 120); // not earlier: index kept, nothing published
-            self::assertSame($first, $this->dueOf('mail'));
-            $client->pushTo('mail', 'sooner', 30);  // earlier: lowered and published
+            self::assertSame([$late, 'mail'], self::announced($wake), 'an empty pool: announced');
+            $client->pushTo('mail', 'later', 120); // after the head: nothing
+            $client->pushTo('mail', 'sooner', 30);
             $sooner = $this->redis->zScore(self::key('mail', 'pool'), 'sooner');
-            $held = $this->assertIndexed('mail', $sooner);
-            self::assertSame($sooner, (float) $wake->next(), 'the next message is the lowered time, none for the later push');
+            self::assertSame([$sooner, 'mail'], self::announced($wake), 'the next message is the earlier push, none for the later');
 
-            // reschedule: later writes nothing, earlier lowers and wakes
+            // reschedule: later says nothing, earlier announces
             self::assertIsFloat($client->reschedule('late', 300, 'mail'));
-            self::assertSame($held, $this->dueOf('mail'));
             $due = $client->reschedule('late', 5, 'mail');
-            self::assertIsFloat($due);
-            self::assertEqualsWithDelta($due, $this->dueOf('mail'), 0.0005);
-            self::assertEqualsWithDelta($due, (float) $wake->next(), 0.0005);
+            self::assertSame([$due, 'mail'], self::announced($wake));
 
-            // push_many: one index write per topic, with that topic's earliest
+            // push_many: one message per call at most, the earliest; mail's head is earlier than z
             $client->pushMany([[Message::create('x', 'sms', ''), 50], [Message::create('y', 'sms', ''), 20], [Message::create('z', 'mail', ''), 200]]);
-            $smsDue = $this->redis->zScore(self::key('sms', 'pool'), 'y');
-            self::assertSame($smsDue, $this->dueOf('sms'));
-            self::assertEqualsWithDelta($due, $this->dueOf('mail'), 0.0005, 'mail kept its earlier time');
-            self::assertSame($smsDue, (float) $wake->next(), 'one message, for sms only');
+            self::assertSame([$this->redis->zScore(self::key('sms', 'pool'), 'y'), 'sms'], self::announced($wake), 'one message, for sms only');
 
-            // a requeue of dead letters is due now: "0"
+            // reserve announces its deadline into an empty reserved set, a shorter touch the new one
             $client->pushTo('dl', 'd', 0);
-            self::assertNotNull($wake->next());
+            self::assertSame('dl', self::announced($wake)[1]);
             $this->moveTopic('dl', 1);
-            self::assertTrue($client->bury($client->reserve('dl', 30) ?: self::fail('no job')));
-            $this->redis->zAdd(self::P . 'due', 1000.0, 'dl'); // as the server writes it back
+            $job = $client->reserve('dl', 30) ?: self::fail('no job');
+            self::assertSame([$job->deadline, 'dl'], self::announced($wake));
+            self::assertIsFloat($client->touch($job, 60)); // later: nothing
+            $touched = $client->touch($job, 10);
+            self::assertSame([$touched, 'dl'], self::announced($wake), 'a shorter touch brings the deadline in');
+
+            // a release with a delay, into an empty pool; a bury (dead) says nothing; a requeue is due now
+            self::assertTrue($client->release($job, 2));
+            self::assertSame([$this->redis->zScore(self::key('dl', 'pool'), 'd'), 'dl'], self::announced($wake));
+            $this->redis->zAdd(self::key('dl', 'pool'), 0, 'd');
+            $this->moveTopic('dl', 1);
+            $again = $client->reserve('dl', 30) ?: self::fail('no job');
+            self::assertSame('dl', self::announced($wake)[1]);
+            self::assertTrue($client->bury($again));
             self::assertSame(1, $client->requeueDead('dl'));
-            self::assertSame(0.0, $this->dueOf('dl'));
-            self::assertSame('0', $wake->nextAfter(static fn (string $m): bool => $m === '0'));
-            self::assertSame(0, $client->requeueDead('dl'), 'nothing re-queued: no index write');
+            [$now, $topic] = self::announced($wake);
+            self::assertSame('dl', $topic);
+            self::assertEqualsWithDelta($this->redis->zScore(self::key('dl', 'pool'), 'd'), $now, 0.0005, 're-queued, due now');
         } finally {
             $wake->close();
         }
@@ -232,8 +225,7 @@ final class TopicLayoutTest extends RedisTestCase
         try {
             $client = $this->topicClient(['username' => $user, 'password' => 'nopub-Secret-1']);
             self::assertTrue($client->pushTo('acl', '1', 60));
-            $due = $this->redis->zScore(self::key('acl', 'pool'), '1');
-            $this->assertIndexed('acl', $due, 'the index entry is written, the refused PUBLISH ignored');
+            self::assertIsFloat($this->redis->zScore(self::key('acl', 'pool'), '1'), 'pushed; the refused PUBLISH ignored');
             self::assertTrue($client->remove('1', 'acl'));
         } finally {
             $this->redis->rawCommand('ACL', 'DELUSER', $user);
@@ -245,15 +237,15 @@ final class TopicLayoutTest extends RedisTestCase
         $keys = new Keys(self::P, Keys::TOPIC);
         $jobs = [];
         foreach ([['mail', 'a'], ['sms', 'a'], ['mail', 'b']] as [$topic, $id]) {
-            $jobs[] = Ops::job($keys, Message::create($id, $topic, ''), 1, 60);
+            $jobs[] = Calls::job($keys, Message::create($id, $topic, ''), 1, 60);
         }
         for ($i = 0; $i < 101; $i++) {
-            $jobs[] = Ops::job($keys, Message::create("n{$i}", 'bulk', ''), 1, 60);
+            $jobs[] = Calls::job($keys, Message::create("n{$i}", 'bulk', ''), 1, 60);
         }
-        $calls = Ops::pushMany($keys, $jobs, false);
+        $calls = Calls::pushMany($keys, $jobs, false);
         self::assertSame([[self::key('mail', 'pool')], [self::key('sms', 'pool')], [self::key('bulk', 'pool')], [self::key('bulk', 'pool')]], array_column($calls, 0));
         self::assertSame([[0, 2], [1], range(3, 102), [103]], array_column($calls, 2));
-        self::assertSame([self::key('mail', 'job:'), 'replace', ''], \array_slice($calls[0][1], 0, 3), 'bucket prefix, policy, no wake channel');
+        self::assertSame([self::key('mail', 'job:'), 'replace', self::P . 'wake'], \array_slice($calls[0][1], 0, 3), 'bucket prefix, policy, wake channel');
 
         $client = $this->topicClient();
         self::assertSame(3, $client->pushMany([
@@ -308,26 +300,21 @@ final class TopicLayoutTest extends RedisTestCase
         $client->schedule(Message::create('a', 'mail', 'A')->withMaxAttempts(2)->withBackoff(Backoff::fixed(60)), 0);
         $client->pushTo('mail', 'b', 0, 'B');
         $this->moveTopic('mail', 2);
-        $this->redis->del(self::P . 'due'); // as the server leaves it once the topic has nothing due
 
         $job = $client->reserve('mail', 30);
         self::assertSame(['a', 'mail', 1, 2, '1'], [$job->id, $job->topic, $job->attempts, $job->maxAttempts, $job->receipt]);
         self::assertSame('1', $this->redis->get(self::key('mail', 'receipt_seq')));
         $deadlineMs = $this->redis->zScore(self::key('mail', 'reserved'), 'a');
         self::assertEqualsWithDelta($job->deadline * 1000, $deadlineMs, 1);
-        self::assertEqualsWithDelta($job->deadline, $this->dueOf('mail'), 0.0005, 'the deadline goes into the index');
         self::assertSame(0, $this->redis->exists(self::P . 'reserved', self::P . 'receipt_seq', self::P . 'malformed'));
 
-        // touch writes no index (an earlier index time only wakes the server early)
         $touched = $client->touch($job, 120);
         self::assertGreaterThan($job->deadline, $touched);
-        self::assertEqualsWithDelta($job->deadline, $this->dueOf('mail'), 0.0005);
 
         // release: back into the topic's pool after its backoff; then out of attempts: the topic's dead list
         self::assertTrue($client->release($job, null, null, 'boom'));
         $due = $this->redis->zScore(self::key('mail', 'pool'), 'a');
         self::assertEqualsWithDelta($job->deadline + 30, $due, 5, 'the backoff (60 s) from now');
-        self::assertEqualsWithDelta($job->deadline, $this->dueOf('mail'), 0.0005, 'a later due time does not raise the index');
         $this->redis->zAdd(self::key('mail', 'pool'), 0, 'a');
         $this->moveTopic('mail', 1);
         $client->pushTo('mail', 'c', 0); // waits in the pool for now
@@ -368,18 +355,16 @@ final class TopicLayoutTest extends RedisTestCase
         self::assertSame(0, $this->redis->zCard(self::key('mail', 'reserved')));
     }
 
-    public function testReleaseByIdWithADelayLowersTheIndex(): void
+    public function testReleaseByIdWithADelay(): void
     {
         $client = $this->topicClient();
         $client->pushTo('mail', 'a', 0);
         $this->moveTopic('mail', 1);
-        $this->redis->del(self::P . 'due');
         $job = $client->reserve('mail', 600);
-        self::assertEqualsWithDelta($job->deadline, $this->dueOf('mail'), 0.0005);
         self::assertTrue($client->release('a', 2, $job->receipt, null, 'mail'));
         $due = $this->redis->zScore(self::key('mail', 'pool'), 'a');
         self::assertLessThan($job->deadline, $due);
-        self::assertSame($due, $this->dueOf('mail'), 'the retry is earlier than the deadline');
+        self::assertEqualsWithDelta($this->redisTime() + 2, $due, 1);
     }
 
     public function testReserveManyAndAcksOfOtherTopics(): void
@@ -388,12 +373,10 @@ final class TopicLayoutTest extends RedisTestCase
         $client->pushMany([[Message::create('m1', 'mail', ''), 0], [Message::create('m2', 'mail', ''), 0], [Message::create('s1', 'sms', ''), 0]]);
         $this->moveTopic('mail', 2);
         $this->moveTopic('sms', 1);
-        $this->redis->del(self::P . 'due');
 
         [$acked, $mail] = $client->reserveMany('mail', 30, 5);
         self::assertSame([], $acked);
         self::assertSame(['m1', 'm2'], array_map(static fn ($j): string => $j->id, $mail));
-        self::assertEqualsWithDelta($mail[0]->deadline, $this->dueOf('mail'), 0.0005);
         [, $sms] = $client->reserveMany('sms', 30, 1);
 
         // sms's call acks mail's jobs too (each on its own topic's keys), and ids of its own topic
@@ -430,6 +413,8 @@ final class TopicLayoutTest extends RedisTestCase
         self::assertSame('r', $reserved[0]->id);
         self::assertEqualsWithDelta($held->deadline, $reserved[0]->time, 0.001);
 
+        self::assertSame([], $client->stats()->topics, 'stats reads the server\'s index of topics');
+        $this->redis->sAdd(self::P . 'topics', 'mail', 'sms'); // as the server writes it from the announcements
         $stats = $client->stats();
         self::assertSame([2, 1], [$stats->scheduledTotal, $stats->reservedTotal]);
         self::assertSame(
@@ -521,7 +506,6 @@ final class TopicLayoutTest extends RedisTestCase
             self::assertSame(['cf:', 'topic'], [$client->getKeys()->prefix(), $client->getKeys()->layout()]);
             $client->pushTo('t', 'i', 5);
             self::assertSame(2, $this->redis->exists('cf:{t}:pool', 'cf:{t}:job:i'));
-            self::assertSame(['t'], $this->redis->sMembers('cf:topics'));
 
             file_put_contents("{$dir}/classic.conf", "[delayer]\nlayout = classic\n[redis]\nport = {$port}\n");
             self::assertSame('classic', Client::fromConfig("{$dir}/classic.conf")->getKeys()->layout());

@@ -43,6 +43,7 @@ final class WakeTest extends RedisTestCase
         $this->redis->lPush('delayer:ready_queue:t', 'a');
         $job = $client->reserve('t', 60);
         self::assertSame('a', $job->id);
+        self::assertSame(number_format($job->deadline, 3, '.', '') . ' t', $this->nextMessage(), 'reserve: its deadline');
         self::assertTrue($client->release($job, 5));
         self::assertSame($this->due('a') . ' t', $this->nextMessage());
     }

@@ -1,0 +1,75 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer\Tests;
+
+use Delayer\Exception\DelayerException;
+use Delayer\Exception\ProtocolException;
+use Delayer\Keys;
+use Delayer\Message;
+use Delayer\Calls;
+use Delayer\Replies;
+use Delayer\Scripts;
+use PHPUnit\Framework\TestCase;
+
+/**
+ * Replies reads replies without I/O, so a reply the protocol does not allow is
+ * tried here directly: it is a ProtocolException (the malformed-reply kind of
+ * docs/PROTOCOL.md, "Errors"), never taken for a job or for a lost connection.
+ */
+final class CallsTest extends TestCase
+{
+    /** @return iterable<string, array{\Closure(): mixed}> */
+    public static function malformedReplies(): iterable
+    {
+        yield 'pop: two fields' => [static fn () => Replies::pop(['id', 'topic'])];
+        yield 'pop: a string' => [static fn () => Replies::pop('id')];
+        yield 'remove: 2' => [static fn () => Replies::remove(2)];
+        yield 'remove: "1"' => [static fn () => Replies::remove('1')];
+        yield 'reserve: attempts not an int' => [static fn () => Replies::reserve(['a', 't', 'b', '1', 25, '7', '1.000'])];
+        yield 'touch: not a time' => [static fn () => Replies::touch('soon')];
+        yield 'release: an int' => [static fn () => Replies::release(1)];
+        yield 'dead list: an entry too short' => [static fn () => Replies::deadList([['a', 't']])];
+        yield 'dead counts: one number' => [static fn () => Replies::deadAction([1])];
+        yield 'BRPOP: no id' => [static fn () => Replies::brpop(['queue'])];
+    }
+
+    /**
+     * @dataProvider malformedReplies
+     * @param \Closure(): mixed $read
+     */
+    public function testAMalformedReplyIsAProtocolException(\Closure $read): void
+    {
+        try {
+            $read();
+            self::fail('expected ProtocolException');
+        } catch (ProtocolException $e) {
+            self::assertInstanceOf(DelayerException::class, $e);
+            self::assertStringContainsString('unexpected', $e->getMessage());
+        }
+    }
+
+    public function testWellFormedRepliesRead(): void
+    {
+        self::assertFalse(Replies::pop(false));
+        self::assertEquals(Message::create('a', 't', 'b'), Replies::pop(['a', 't', 'b', '']));
+        self::assertTrue(Replies::remove(1));
+        self::assertFalse(Replies::remove(0));
+        self::assertSame(12.5, Replies::touch('12.500'));
+        self::assertSame([3, 1000], Replies::deadAction([3, 1000]));
+    }
+
+    public function testCallsAreBuiltWithoutIo(): void
+    {
+        $keys = new Keys('p:');
+        self::assertSame(
+            [Scripts::REMOVE, ['p:job_pool', 'p:job_bucket:close order', 'p:scheduled_count'], ['close order']],
+            Calls::remove($keys, 'close order')
+        );
+        [$script, $k, $argv] = Calls::push($keys, Calls::job($keys, Message::create('i', 't', 'b'), 1.5, 60), true);
+        self::assertSame(Scripts::PUSH, $script);
+        self::assertSame(['p:job_pool', 'p:job_bucket:i', 'p:scheduled_count'], $k);
+        self::assertSame(['i', 't', 'b', '1500', '60000', '', '', '', '', Scripts::IF_ABSENT, 'p:wake', ''], $argv);
+    }
+}
