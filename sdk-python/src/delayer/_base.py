@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Dict, Generic, List, NamedTuple, Optional, Seq
 
 from redis.backoff import NoBackoff
 
-from . import _cluster, _connect, _sentinel, _waits, config, scripts
+from . import _cluster, _connect, _sentinel, _waits, config
 from ._rules import check_layout, check_prefix
 from ._translate import Guard
 from .errors import InvalidArgument
@@ -125,9 +125,6 @@ class ClientBase(Generic[R]):
             self._redis: R = opened.calls
             self._where = _cluster.describe(nodes)
             self._guard = Guard(self._where, opened.secrets, bool(password))
-            self._scripts: Dict[str, Any] = {
-                name: opened.calls.register_script(scripts.source(name)) for name in scripts.NAMES
-            }
             self._waiter: R = opened.waits
             self._node_options = opened.node_options
             return
@@ -177,7 +174,6 @@ class ClientBase(Generic[R]):
         # credentials from a provider (redis-py 5+) are not in the kwargs
         has_password = bool(kwargs.get("password") or kwargs.get("credential_provider"))
         self._guard = Guard(where, secrets + more, has_password)
-        self._scripts = {name: made.register_script(scripts.source(name)) for name in scripts.NAMES}
         # bpop and breserve wait on connections of their own, whose read
         # timeout outlasts a wait whatever the client's socket timeout.
         self._waiter = waiter if waiter is not None else flavour.client_class(

@@ -27,6 +27,7 @@ from typing import Any, Dict, Generator, List, NamedTuple, Optional, Sequence, S
 from redis.exceptions import NoScriptError, ResponseError
 
 from . import _calls, _replies, _waits, scripts
+from ._send import Commands, Early, Op, Pipeline, Wait
 from ._calls import Arg, ScriptCall
 from ._rules import check_timeout
 from .keys import Keys
@@ -36,67 +37,6 @@ from .models import DeadLetter, Message, ReservedMessage, Taken
 T = TypeVar("T")
 
 _log = logging.getLogger("delayer")
-
-
-class Pipeline(NamedTuple):
-    """Script calls sent in one round trip (not a transaction), after a SCRIPT
-    LOAD of each script they use (a no-op unless Redis lost its script cache).
-
-    The reply is a list: one per SCRIPT LOAD (:attr:`scripts`), then one per call.
-    """
-
-    calls: Sequence[ScriptCall]
-
-    @property
-    def scripts(self) -> List[str]:
-        """The scripts the calls use, each once, in order of first use."""
-        return list(dict.fromkeys(c.script for c in self.calls))
-
-
-class Wait(NamedTuple):
-    """A blocking wait for a ready queue, run on a waits' connection (:mod:`delayer._waits`).
-
-    ``command`` is ``"BRPOP"`` (takes the id: bpop) or ``"BLMOVE"`` (moves it
-    back in place: breserve, whose wait takes nothing). The reply is the
-    command's.
-    """
-
-    command: str
-    queue: str
-    seconds: float
-
-
-class Commands(NamedTuple):
-    """Plain Redis commands sent in one round trip (not a transaction): the
-    per-topic layout's index write and its stats. The reply is the list of
-    the commands' replies; with ``tolerate`` an error reply is a
-    ``redis.ResponseError`` in that list instead of raised (a PUBLISH an ACL
-    user may not send: the server finds the job by its index all the same).
-    """
-
-    commands: Sequence[Tuple[Arg, ...]]
-    tolerate: bool = False
-
-
-class Early(NamedTuple):
-    """A script call by ``EVALSHA`` alone (no SCRIPT LOAD first) and plain
-    commands after it, in one round trip (not a transaction): a per-topic
-    push with its index write (PROTOCOL.md, "push sends its index write with
-    the script"). The reply is the list of the call's and the commands'
-    replies, an error reply as a ``redis.ResponseError`` in that list: a
-    ``NOSCRIPT`` is the operation's to handle (:func:`push`). A client that
-    cannot pipeline them (Redis Cluster: other slots) sends the call, then
-    the commands, and answers the same list.
-    """
-
-    call: ScriptCall
-    commands: Sequence[Tuple[Arg, ...]]
-
-
-#: What an operation asks its client to do next.
-Step = Union[ScriptCall, Pipeline, Commands, Wait, Early]
-#: An operation: yields steps, is sent their replies, returns its result.
-Op = Generator[Step, Any, T]
 
 
 def _earlier(times: Dict[str, str], topic: str, text: str) -> None:
@@ -243,8 +183,7 @@ def push(
     replies = yield step
     resent = isinstance(replies, (list, tuple)) and bool(replies) and isinstance(replies[0], NoScriptError)
     if resent:  # nothing was pushed; the ZADD may have lowered the index all the same
-        yield Commands([("SCRIPT", "LOAD", scripts.source(call.script))])
-        replies = yield step
+        replies = yield step._replace(text=True)
     script_reply, zadd = _early_replies(step, replies)[:2]
     due = _replies.push(call, script_reply)  # an id taken: IdTakenError, and no more index writes
     answered = _replies.time_text(script_reply)
@@ -261,12 +200,11 @@ def push_many(keys: Keys, jobs: object, if_absent: object) -> Op[List[float]]:
     batches = _calls.push_many_batches(keys, jobs, if_absent)
     outcomes: List[Union[float, Taken]] = []
     for chunk in _calls.chunks(batches.calls):
-        step = Pipeline(chunk)
-        replies = yield step
-        outcomes.extend(_replies.push_many_pipeline(chunk, replies, len(step.scripts)))
+        replies = yield Pipeline(chunk)
+        outcomes.extend(_replies.push_many_pipeline(chunk, replies))
         if keys.per_topic:
             times: Dict[str, str] = {}
-            for call, reply in zip(chunk, replies[len(step.scripts) :]):
+            for call, reply in zip(chunk, replies):
                 for topic, one in zip(_calls.push_many_topics(call), reply):
                     if not isinstance(one, (list, tuple)):  # a due time, not a taken id
                         _earlier(times, topic, _replies.time_text(one))
@@ -321,14 +259,7 @@ def reserve_many(
     many = _calls.reserve_many_calls(keys, topic, ttr, n, acks)
     if not many.calls:
         return [], []
-    if len(many.calls) == 1:
-        replies = [(yield many.calls[0])]
-    else:
-        step = Pipeline(many.calls)
-        got = yield step
-        if not isinstance(got, (list, tuple)) or len(got) != len(step.scripts) + len(many.calls):
-            raise ProtocolError(f"expected {len(step.scripts) + len(many.calls)} replies, got {got!r:.200}")
-        replies = list(got[len(step.scripts) :])
+    replies = yield Pipeline(many.calls)
     results = [
         _replies.reserved_many(reply, (len(call.args) - 3) // 2) for call, reply in zip(many.calls, replies)
     ]

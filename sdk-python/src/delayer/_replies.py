@@ -91,14 +91,10 @@ def push(call: ScriptCall, reply: object) -> float:
     return pushed
 
 
-def push_many_pipeline(calls: Sequence[ScriptCall], replies: object, loads: int) -> List[Union[float, Taken]]:
-    """The outcomes of a ``push_many`` pipeline: ``loads`` SCRIPT LOAD replies, then one list per call."""
-    if not isinstance(replies, (list, tuple)) or len(replies) != loads + len(calls):
-        raise ProtocolError(
-            f"expected {loads + len(calls)} replies from a push_many pipeline, got {replies!r:.200}"
-        )
+def push_many_pipeline(calls: Sequence[ScriptCall], replies: Sequence[object]) -> List[Union[float, Taken]]:
+    """The outcomes of a ``push_many`` pipeline: one list per call."""
     out: List[Union[float, Taken]] = []
-    for call, reply in zip(calls, replies[loads:]):
+    for call, reply in zip(calls, replies):
         ids = push_many_ids(call)
         if not isinstance(reply, (list, tuple)) or len(reply) != len(ids):
             raise ProtocolError(f"push_many.lua returned {reply!r:.200}, expected a list of {len(ids)} due times")

@@ -32,7 +32,7 @@ Number = Union[int, float]
 def check_name(kind: str, value: object) -> str:
     """Check an id or topic: any non-empty ``str`` that is text, or text with
     the surrogate escapes of bytes that are not UTF-8 (as the SDK hands out a
-    name read from Redis that is not UTF-8: :mod:`delayer._wire`).
+    name read from Redis that is not UTF-8: :mod:`delayer._send`).
 
     The classic layout puts it in key names as is, and Redis takes any bytes
     there, so everything Delayer 1.x accepted (spaces, braces, control

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Awaitable, Generic, List, Optional, Tuple, Typ
 from . import _trace, scripts
 from ._calls import Arg, ScriptCall
 from ._names import name, name_bytes
-from ._ops import Commands
+from ._send import Commands
 from ._rules import MAX_POSITION, check_name, check_topic, count
 from .errors import ProtocolError
 from .keys import Keys
 
 if TYPE_CHECKING:
-    from ._ops import Op
+    from ._send import Op
 
 __all__ = ["JobInfo", "Listed", "Page", "TopicStats", "Stats", "STATES", "InspectMixin", "AsyncInspectMixin"]
 
