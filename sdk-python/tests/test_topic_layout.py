@@ -63,13 +63,13 @@ def test_names_of_a_topic_in_each_layout() -> None:
         "shop:{mail}:malformed", "shop:{mail}:receipt_seq",
     )
     assert n.bucket("42") == "shop:{mail}:job:42" and n.bucket_prefix == "shop:{mail}:job:"
-    assert (n.scheduled_count, n.wake, n.dead_prefix) == (None, "", "")
+    assert (n.counts, n.release4, n.wake, n.dead_prefix) == ((), "shop:{mail}:dead", "", "")
     assert (Keys("shop:", "topic").due, Keys("shop:", "topic").topics, Keys("shop:", "topic").wake) == (
         "shop:due", "shop:topics", "shop:wake")
     c = Keys("shop:").names("mail")
-    assert (c.pool, c.ready, c.reserved, c.dead, c.scheduled_count, c.wake, c.dead_prefix) == (
-        "shop:job_pool", "shop:ready_queue:mail", "shop:reserved", "shop:dead:mail", "shop:scheduled_count",
-        "shop:wake", "shop:dead:",
+    assert (c.pool, c.ready, c.reserved, c.dead, c.counts, c.release4, c.wake, c.dead_prefix) == (
+        "shop:job_pool", "shop:ready_queue:mail", "shop:reserved", "shop:dead:mail", ("shop:scheduled_count",),
+        "shop:scheduled_count", "shop:wake", "shop:dead:",
     )
     with pytest.raises(ValueError):
         Keys("shop:", "columns")

@@ -14,10 +14,9 @@ from typing import Any, ClassVar, Dict, Generic, List, NamedTuple, Optional, Seq
 from redis.backoff import NoBackoff
 
 from . import _cluster, _connect, _sentinel, _waits, config
-from ._rules import check_layout, check_prefix
 from ._translate import Guard
 from .errors import InvalidArgument
-from .keys import CLASSIC, DEFAULT_PREFIX, TOPIC, Keys
+from .keys import CLASSIC, DEFAULT_PREFIX, TOPIC, Keys, check_layout, check_prefix
 
 PathArg = Union[str, "os.PathLike[str]"]
 

@@ -198,8 +198,7 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         op = _ops.push(
             self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent, traceparent
         )
-        due: float = self._drive(op, durable)
-        return due
+        return self._drive(op, durable)
 
     def push_many(
         self, jobs: Iterable[Job], *, if_absent: bool = False, durable: Union[bool, float] = False
@@ -218,8 +217,7 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         job's due time in order (:attr:`~IdTakenError.due`, None for a taken
         one).
         """
-        op = _ops.push_many(self._keys, jobs, if_absent)
-        return self._drive(op, durable)
+        return self._drive(_ops.push_many(self._keys, jobs, if_absent), durable)
 
     def pop(self, topic: str) -> Optional[Message]:
         """Take the next ready job of ``topic``, or None if there is none.
