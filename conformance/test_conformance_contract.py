@@ -22,13 +22,11 @@ topic's names in place of the shared ones (PROTOCOL.md, "Operations in the
 per-topic layout"): every key of a call is of one topic (`<prefix>{<topic>}:pool`,
 `<prefix>{<topic>}:job:<id>`, ...), the shared counts are left out, and the
 bucket prefix is the topic's (`<prefix>{<topic>}:job:`), the dead-letter
-prefix and the wake channel `""`. Each call that schedules or reserves is then
-followed by the client's index write, `ZADD <prefix>due LT CH <time> <topic>`
-(and `SADD <prefix>topics <topic>` after a push), with the time the call
-answered and a wake with that time; a single push pipelines it with the
-script, with an estimate never later than its due time ("push sends its
-index write with the script"). No other call writes it, and the classic
-layout never does (its scripts keep their own index).
+prefix `""`. In both layouts every call of a script that announces (push,
+push_many, release, reschedule, touch, reserve, a dead-letter requeue)
+carries the wake channel `<prefix>wake`, and no client writes the index
+(`<prefix>due`, `<prefix>topics`) or publishes a wake itself: the scripts
+announce, the server owns the index (PROTOCOL.md, "The per-topic layout").
 
 A builder that drifts from its script (an argument added to the script but not
 sent, a key in the wrong place, a name built by hand) fails here.
@@ -47,7 +45,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from conftest import LAYOUT, PREFIX
-from harness import RedisServer, new_id, ok, redis_now, wait_until
+from harness import RedisServer, new_id, ok, wait_until
 
 LUA = Path(__file__).resolve().parents[1] / "lua"
 SDKS = ["rust", "python", "php"]
@@ -97,7 +95,7 @@ PER_TOPIC_KEYS: Dict[str, Optional[str]] = {
 PER_TOPIC_ARGS: Dict[str, Optional[str]] = {
     "<prefix>job_bucket:": "<prefix>{<topic>}:job:",
     "<prefix>dead:": "",
-    "<prefix>wake": "",
+    "<prefix>wake": "<prefix>wake",
     "<prefix>ready_queue:": None,
 }
 
@@ -225,10 +223,12 @@ _SOURCE = re.compile(r"^\S+ \[\d+ ([^\]]+)\]")
 
 class RawMonitor:
     """MONITOR on a plain socket: every command clients send, as its list of
-    arguments (what scripts run inside themselves is left out)."""
+    arguments, and in ``sources`` (same order) the address of the client
+    that sent it (what scripts run inside themselves is left out)."""
 
     def __init__(self, server: RedisServer) -> None:
         self.commands: List[List[str]] = []
+        self.sources: List[str] = []
         self._sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         self._sock.sendall(b"MONITOR\r\n")
         self._file = self._sock.makefile("rb")
@@ -246,6 +246,7 @@ class RawMonitor:
                     continue
                 args = [_unquote(t) for t in _TOKEN.findall(line)]
                 if args:
+                    self.sources.append(source.group(1))  # first: commands[i] has its source
                     self.commands.append(args)
         except (OSError, ValueError):
             pass  # closed at the end
@@ -331,7 +332,7 @@ def check_call(args: List[str], layout: str = "classic") -> Tuple[str, List[str]
             continue
         if topic is None:
             expected = name.replace("<prefix>", PREFIX)
-            allowed = ("", expected)
+            allowed: Tuple[str, ...] = ("", expected)
         else:
             translated = PER_TOPIC_ARGS[name]
             if translated is None:
@@ -347,160 +348,93 @@ def check_call(args: List[str], layout: str = "classic") -> Tuple[str, List[str]
 # ---------------------------------------------------------------- the calls
 
 
-@dataclass
-class Expect:
-    """The index write a call makes in the per-topic layout (PROTOCOL.md,
-    "The index write")."""
-
-    #: Where it puts the topic: seconds from now (the call's due time or
-    #: reservation deadline), or "0" (a requeue: due now).
-    at: Any
-    #: A push: ``SADD <prefix>topics <topic>`` too.
-    pushed: bool = False
-    #: A single push: the write rides in the script's pipeline with an
-    #: estimated time, corrected afterwards if the answer came out earlier.
-    pipelined: bool = False
-
-
 def drive_every_operation(drivers, sdk: str, rds, mon: RawMonitor, keys) -> List[str]:  # type: ignore[no-untyped-def]
     """Each operation of the protocol once through ``sdk``'s driver; what the
-    index writes that followed each call got wrong (empty: nothing)."""
+    client wrote to the index or published during each call (empty: nothing)."""
     topic = new_id(f"contract-{sdk}")
     a, b, c, d = (new_id(f"{sdk}-{x}") for x in "abcd")
     retry = {"max_attempts": 2, "backoff": {"kind": "fixed", "delay_ms": 1}}
     problems: List[str] = []
 
-    def step(req: Dict[str, Any], expect: Optional[Expect] = None) -> Dict[str, Any]:
-        """``req`` through the driver; then its index write checked (``expect``
-        None: the call writes none)."""
+    def step(req: Dict[str, Any]) -> Dict[str, Any]:
+        """``req`` through the driver; then what it sent beside its script checked."""
         since = mon.mark(rds)
-        now = redis_now(rds)
         answer = ok(drivers, sdk, req)
         window = mon.commands[since + 1 : mon.mark(rds)]
-        due = answer.get("due")  # a push's answer, where the driver has it (not php's)
-        answered = float(due) if isinstance(due, (int, float)) and not isinstance(due, bool) else None
-        found = check_index_writes(window, topic, now, expect, answered=answered, taken=bool(answer.get("taken")))
-        problems.extend(f"{req['op']} {req.get('id', '')}: {p}" for p in found)
+        problems.extend(f"{req['op']} {req.get('id', '')}: {p}" for p in client_index_writes(window))
         return answer
 
     def push(job_id: str, delay_ms: int, **extra: Any) -> Dict[str, Any]:
-        req = {"op": "push", "topic": topic, "id": job_id, "delay_ms": delay_ms, "body_b64": "", **extra}
-        return step(req, Expect(delay_ms / 1000, pushed=True, pipelined=True))
+        return step({"op": "push", "topic": topic, "id": job_id, "delay_ms": delay_ms, "body_b64": "", **extra})
 
     push(a, 0, body_b64="YQ==")
     push(b, 0, **retry)
     taken = push(b, 0, if_absent=True)
     assert "taken" in taken, f"an if-absent push of a taken id pushed: {taken}"
     push(c, 60_000)
-    step({"op": "reschedule", "id": c, **keys.named(topic), "delay_ms": 120_000}, Expect(120))
+    step({"op": "reschedule", "id": c, **keys.named(topic), "delay_ms": 120_000})
     step({"op": "remove", "id": c, **keys.named(topic)})
-    step({"op": "push_many", "if_absent": False, "jobs": [{"topic": topic, "id": d, "delay_ms": 0, "body_b64": ""}]},
-         Expect(0, pushed=True))
+    step({"op": "push_many", "if_absent": False, "jobs": [{"topic": topic, "id": d, "delay_ms": 0, "body_b64": ""}]})
     ready = keys.ready(topic)
     assert wait_until(lambda: rds.llen(ready) >= 3), "the server did not move the jobs"
     step({"op": "pop", "topic": topic})
     step({"op": "bpop", "topic": topic, "timeout_ms": 2000})
-    job = step({"op": "reserve", "topic": topic, "ttr_ms": 30_000}, Expect(30))["job"]
+    job = step({"op": "reserve", "topic": topic, "ttr_ms": 30_000})["job"]
     assert job is not None
-    step({"op": "touch", "id": job["id"], **keys.named(topic), "receipt": job["receipt"], "ttr_ms": 30_000}, Expect(30))
-    step({"op": "release", "id": job["id"], **keys.named(topic), "receipt": job["receipt"], "delay_ms": 0}, Expect(0))
-    job = step({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000}, Expect(30))["job"]
+    step({"op": "touch", "id": job["id"], **keys.named(topic), "receipt": job["receipt"], "ttr_ms": 30_000})
+    step({"op": "release", "id": job["id"], **keys.named(topic), "receipt": job["receipt"], "delay_ms": 0})
+    job = step({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000})["job"]
     assert job is not None
     step({"op": "bury", "id": job["id"], **keys.named(topic), "receipt": None})
     step({"op": "dead_list", "topic": topic, "start": 0, "count": 10})
-    step({"op": "requeue_dead", "topic": topic, "ids": None}, Expect("0"))
+    step({"op": "requeue_dead", "topic": topic, "ids": None})
     assert wait_until(lambda: rds.llen(ready) >= 1)
-    job = step({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000}, Expect(30))["job"]
+    job = step({"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 5000})["job"]
     assert job is not None
     step({"op": "ack", "id": job["id"], **keys.named(topic), "receipt": job["receipt"]})
     step({"op": "purge_dead", "topic": topic, "ids": None})
     return problems
 
 
-#: How far an index time may lie from the time the test expects (a slow,
-#: loaded machine); a unit mix-up (ms for s) is off by far more.
-INDEX_SLACK_S = 15.0
-#: Times are written with millisecond precision.
-MS = 0.0015
+def client_index_writes(window: List[List[str]]) -> List[str]:
+    """What in ``window`` (the commands a client sent during one call) writes
+    the server's index or publishes a wake: nothing may, in either layout."""
+    index = {PREFIX + "due", PREFIX + "topics"}
+    return [f"the client sent {c} itself" for c in window
+            if c[0].upper() == "PUBLISH" or (len(c) > 1 and c[1] in index)]
 
 
-def check_index_writes(window: List[List[str]], topic: str, now: float, expect: Optional[Expect],
-                       layout: str = LAYOUT, answered: Optional[float] = None, taken: bool = False) -> List[str]:
-    """What the client's index write in ``window`` (the commands Redis got
-    during one call) gets wrong, per PROTOCOL.md "The index write".
+#: Where a client's call of each announcing script carries the wake channel
+#: (ARGV position); release, reserve and dead are read in missing_wake.
+WAKE_AT = {"push": 11, "push_many": 3, "reschedule": 3, "touch": 4}
 
-    In the per-topic layout a call that schedules or reserves (``expect``
-    not None) is followed by exactly one ``ZADD <prefix>due LT CH <time>
-    <topic>`` (the server's own index writes carry no CH) with the time it
-    answered, a push's by ``SADD <prefix>topics <topic>``, and a wake is
-    published with that time. A single push (``expect.pipelined``) sends
-    its write with the script, with an estimate no later than the due time
-    it answers (``answered``, where known), then the answered time again if
-    that came out earlier, and wakes with the answered time; a push that
-    found its id taken (``taken``) may have sent the write before it knew.
-    Other calls, and every call in the classic layout, write no index."""
-    due = PREFIX + "due"
 
-    def writes(commands: List[List[str]]) -> List[Tuple[int, List[str]]]:
-        return [(i, c) for i, c in enumerate(commands) if c[0].upper() == "ZADD" and len(c) > 2 and c[1] == due
-                and c[-1] == topic and "CH" in (x.upper() for x in c)]
-
-    zadds = writes(window)
-    if layout != "topic" or expect is None:
-        return [f"an index write the {layout} layout does not make: {c}" for _, c in zadds]
-    most = 1
-    fewest = 1
-    if expect.pipelined:
-        loads = [i for i, c in enumerate(window) if [x.upper() for x in c[:2]] == ["SCRIPT", "LOAD"]]
-        if loads:  # NOSCRIPT: nothing was pushed, and the pipeline is sent again
-            window = window[loads[-1] + 1 :]
-            zadds = writes(window)
-        most, fewest = 2, 0 if taken else 1
-    if not fewest <= len(zadds) <= most:
-        return [f"{len(zadds)} index writes, not {fewest}..{most}: {[c for _, c in zadds]}"]
-    if not zadds:
-        return []
-    problems = []
-    for _, zadd in zadds:
-        if [x.upper() for x in zadd[:4]] != ["ZADD", due.upper(), "LT", "CH"] or len(zadd) != 6:
-            problems.append(f"{zadd}, not ZADD {due} LT CH <time> {topic}")
-    at = zadds[0][0]
-    if not any(c[0].upper() in ("EVALSHA", "EVAL") for c in window[:at]):
-        problems.append("the index write came before the call")
-    times = []
-    for _, zadd in zadds:
-        try:
-            times.append(float(zadd[-2]))
-        except ValueError:
-            return problems + [f"index time {zadd[-2]!r} is not a number"]
-    if expect.at == "0":
-        if [z[-2] for _, z in zadds] != ["0"]:
-            problems.append(f"a requeue's index time is {zadds[0][1][-2]!r}, not '0'")
+def missing_wake(args: List[str]) -> Optional[str]:
+    """What is wrong when a client's call of a script that announces leaves
+    out the wake channel (None: it carries it, or the call announces
+    nothing). The server's own calls (release.lua's expiry) are no client's."""
+    cmd, script = args[0].upper(), args[1]
+    sha = script if cmd == "EVALSHA" else hashlib.sha1(script.encode("latin-1")).hexdigest()
+    contract = CONTRACTS.get(sha.lower())
+    if contract is None:
+        return None
+    argv = args[3 + int(args[2]) :]
+    wake = PREFIX + "wake"
+    name = contract.name
+    if name in WAKE_AT:
+        good = len(argv) >= WAKE_AT[name] and argv[WAKE_AT[name] - 1] == wake
+    elif name == "release":
+        good = len(argv) < 4 or argv[3] != "held" or (len(argv) >= 7 and argv[6] == wake)
+    elif name == "reserve":
+        # One job: ARGV[3] "" and ARGV[4] the channel; a batch: the value left after the pairs.
+        one = len(argv) == 4 and argv[2] == "" and argv[3] == wake
+        batch = len(argv) > 3 and argv[2] != "" and (len(argv) - 3) % 2 == 1 and argv[-1] == wake
+        good = one or batch
+    elif name == "dead":
+        good = len(argv) < 3 or not argv[2].startswith("requeue") or argv[2] == "requeue " + wake
     else:
-        for t in times:
-            if not abs(t - (now + expect.at)) < INDEX_SLACK_S:
-                problems.append(f"index time {t!r}, {t - now - expect.at:+.3f} s from now + {expect.at} s")
-    if len(times) == 2 and not times[1] < times[0]:
-        problems.append(f"a second index write ({times[1]}) that is not the earlier, answered time ({times[0]})")
-    if answered is not None and not taken and not times[-1] <= answered + MS:
-        problems.append(f"the index time {times[-1]} is later than the due time {answered}")
-    if expect.pushed and ["SADD", PREFIX + "topics", topic] not in window[at:]:
-        problems.append(f"no SADD {PREFIX}topics {topic} with the index write")
-    # The wake carries the time written, or a push's answered due time.
-    wake = answered if expect.pipelined and answered is not None else times[-1]
-    for w in (c for c in window if c[0].upper() == "PUBLISH"):
-        try:
-            said = float(w[2]) if len(w) == 3 and w[1] == PREFIX + "wake" else None
-        except ValueError:
-            said = None
-        if said is None:
-            problems.append(f"wake {w}, not PUBLISH {PREFIX}wake <time>")
-        elif expect.pipelined and answered is None:
-            if not (times[-1] - MS <= said < times[-1] + INDEX_SLACK_S):
-                problems.append(f"wake {w}: not the due time, at or after the index time {times[-1]}")
-        elif abs(said - wake) > MS or (not expect.pipelined and w[2] != zadds[-1][1][-2]):
-            problems.append(f"wake {w}, not PUBLISH {PREFIX}wake {wake}")
-    return problems
+        return None
+    return None if good else f"{name}.lua called without the wake channel {wake}: {args[3:][:16]}"
 
 
 @pytest.mark.parametrize("sdk", SDKS)
@@ -516,6 +450,7 @@ def test_every_call_matches_its_scripts_header(sdk, drivers, delayer_server, red
         name, errors = check_call(args, LAYOUT)
         seen[name] = seen.get(name, 0) + 1
         problems += [f"{name}.lua: {e}" for e in errors]
+        problems += [m for m in [missing_wake(args)] if m]
     assert not problems, "\n".join(sorted(set(problems)))
     assert not index_problems, "\n".join(index_problems)
     # Every script the operations use was seen, so the check covered them.
@@ -548,14 +483,12 @@ def test_the_check_catches_a_drifted_call() -> None:
 
 def test_the_check_holds_the_per_topic_layout_to_its_names() -> None:
     """In the per-topic layout a call with a shared name, a key of another
-    topic, the counts, or a classic argument fails; so does a missing,
-    misplaced or mistimed index write, and one in the classic layout."""
+    topic, the counts, or a classic argument fails; so does any index write
+    or wake a client sends, and an announcing call without the channel."""
     sha = hashlib.sha1((LUA / "push.lua").read_bytes()).hexdigest()
     t = PREFIX + "{t}:"
     good = ["EVALSHA", sha, "2", t + "pool", t + "job:1", "1", "t", "", "0", "1000"]
     assert check_call(good, "topic") == ("push", [])
-    assert check_call(good + [""] * 5 + [""], "topic") == ("push", [])  # ARGV[11], the wake channel: ""
-    assert check_call(good + [""] * 5 + [PREFIX + "wake"], "topic")[1] == [f"ARGV[11] is '{PREFIX}wake', not ''"]
     assert check_call(good, "classic")[1] == [f"key '{t}pool' is not <prefix>job_pool",
                                               f"key '{t}job:1' is not <prefix>job_bucket:<id>"]
     counted = good[:2] + ["3"] + good[3:5] + [PREFIX + "scheduled_count"] + good[5:]
@@ -565,55 +498,36 @@ def test_the_check_holds_the_per_topic_layout_to_its_names() -> None:
     shared = good[:3] + [PREFIX + "job_pool"] + good[4:]
     assert check_call(shared, "topic")[1] == [f"key ['{PREFIX}job_pool'] is not of a topic ({PREFIX}{{<topic>}}:...)"]
     many = hashlib.sha1((LUA / "push_many.lua").read_bytes()).hexdigest()
-    classic_prefix = ["EVALSHA", many, "1", t + "pool", PREFIX + "job_bucket:", "", "", "id", "t", "", "0"]
+    classic_prefix = ["EVALSHA", many, "1", t + "pool", PREFIX + "job_bucket:", "", PREFIX + "wake", "id", "t", "", "0"]
     assert check_call(classic_prefix, "topic")[1] == [f"ARGV[1] is '{PREFIX}job_bucket:', not '{t}job:'"]
     move = hashlib.sha1((LUA / "move.lua").read_bytes()).hexdigest()
     assert check_call(["EVALSHA", move, "4", t + "pool", t + "malformed", t + "x", t + "y", "", "", "1"], "topic")[1] \
         == ["a classic-layout script: it has keys the per-topic layout does not have"]
 
-    due, now = PREFIX + "due", 1_763_750_000.0
+    # The wake channel in both layouts now ("" was the per-topic layout's before issue 21).
+    assert check_call(good + [""] * 5 + [PREFIX + "wake"], "topic") == ("push", [])
+    assert check_call(good + [""] * 6, "topic")[1] == [f"ARGV[11] is '', not '{PREFIX}wake'"]
+
+    # No index write or wake by a client, in either layout.
     call = ["EVALSHA", sha, "2", t + "pool", t + "job:1"]
-    write = ["ZADD", due, "LT", "CH", "1763750060.125", "t"]
-    listed = ["SADD", PREFIX + "topics", "t"]
-    wake = ["PUBLISH", PREFIX + "wake", "1763750060.125"]
-    later, pushed = Expect(60), Expect(60, pushed=True)
+    for written in (["ZADD", PREFIX + "due", "LT", "CH", "1.5", "t"], ["SADD", PREFIX + "topics", "t"],
+                    ["PUBLISH", PREFIX + "wake", "1.5"]):
+        assert client_index_writes([call, written]) == [f"the client sent {written} itself"]
+    assert client_index_writes([call, ["BRPOP", t + "ready", "1"]]) == []
 
-    def check(window: List[List[str]], expect: Optional[Expect], layout: str = "topic", **kw: Any) -> List[str]:
-        return check_index_writes(window, "t", now, expect, layout, **kw)
-
-    assert check([call, write, listed], pushed) == []
-    assert check([call, write, listed, wake], pushed) == []
-    assert check([call, listed], pushed) == ["0 index writes, not 1..1: []"]
-    assert check([call, write, write], later) == [f"2 index writes, not 1..1: {[write, write]}"]
-    assert check([write, call, listed], pushed) == ["the index write came before the call"]
-    assert check([call, write], pushed) == [f"no SADD {PREFIX}topics t with the index write"]
-    in_ms = write[:4] + ["1763750060125", "t"]
-    assert check([call, in_ms], later)[0].startswith("index time 1763750060125.0, ")
-    assert check([call, write], Expect("0")) == ["a requeue's index time is '1763750060.125', not '0'"]
-    assert check([call, write, ["PUBLISH", PREFIX + "wake", "1"]], later) == [
-        f"wake ['PUBLISH', '{PREFIX}wake', '1'], not PUBLISH {PREFIX}wake 1763750060.125"]
-    assert len(check([call, write], None)) == 1  # ack, bury, ...
-    assert len(check([call, write], later, "classic")) == 1
-    # The server's own write (no CH) is not the client's.
-    assert check([call, ["ZADD", due, "LT", "1763750060.125", "t"]], None) == []
-
-    # A single push: the estimate rides with the script, the answer may correct it, the wake says the answer.
-    push = Expect(60, pushed=True, pipelined=True)
-    estimate = write[:4] + ["1763750060.025", "t"]
-    answered = write[:4] + ["1763750059.900", "t"]
-    assert check([call, estimate, listed, wake], push, answered=1763750060.125) == []
-    assert check([call, estimate, listed, answered], push, answered=1763750059.9) == []
-    assert check([call, estimate, listed, wake], push) == []  # php's driver does not say the due time
-    assert check([call, estimate, listed], push, answered=1763750060.0) == [
-        "the index time 1763750060.025 is later than the due time 1763750060.0"]
-    assert check([call, answered, listed, estimate], push)[0].startswith("a second index write (1763750060.025)")
-    assert check([call, estimate, listed, ["PUBLISH", PREFIX + "wake", "1763750060.025"]], push,
-                 answered=1763750060.125) == [
-        f"wake ['PUBLISH', '{PREFIX}wake', '1763750060.025'], not PUBLISH {PREFIX}wake 1763750060.125"]
-    assert check([call, listed], push) == ["0 index writes, not 1..2: []"]
-    assert check([call, listed], push, taken=True) == []  # an id taken: the write may be left out
-    assert check([call, estimate, listed], push, taken=True) == []  # or sent before the answer
-    # NOSCRIPT: nothing was pushed; the script is loaded and the pipeline sent again.
-    lost = [call, estimate, listed, ["SCRIPT", "LOAD", "..."], call, estimate, listed, wake]
-    assert check(lost, push, answered=1763750060.125) == []
-    assert check(lost[:4] + lost[5:], push, answered=1763750060.125) == ["the index write came before the call"]
+    # Each announcing script's call carries the channel where its header says.
+    w = PREFIX + "wake"
+    push11 = ["EVALSHA", sha, "2", t + "pool", t + "job:1", "1", "t", "", "0", "1000", "", "", "", "", ""]
+    assert missing_wake(push11 + [w]) is None and missing_wake(push11 + [""]) is not None
+    reserve = hashlib.sha1((LUA / "reserve.lua").read_bytes()).hexdigest()
+    r = ["EVALSHA", reserve, "5", *(t + k for k in ("ready", "reserved", "malformed", "receipt_seq", "pool")), t + "job:"]
+    assert missing_wake(r + ["1000", "", w]) is None and missing_wake(r + ["1000"]) is not None
+    assert missing_wake(r + ["1000", "10", "a", "1", w]) is None and missing_wake(r + ["1000", "10", "a", "1"])
+    dead = hashlib.sha1((LUA / "dead.lua").read_bytes()).hexdigest()
+    d = ["EVALSHA", dead, "2", t + "dead", t + "pool", t + "job:", "t"]
+    assert missing_wake(d + ["requeue " + w, "100"]) is None and missing_wake(d + ["requeue", "100"])
+    assert missing_wake(d + ["purge", "100"]) is None and missing_wake(d + ["list", "0", "10"]) is None
+    release = hashlib.sha1((LUA / "release.lua").read_bytes()).hexdigest()
+    rel = ["EVALSHA", release, "4", t + "reserved", t + "pool", t + "malformed", t + "dead", t + "job:", ""]
+    assert missing_wake(rel + ["0", "held", "id", "", w]) is None and missing_wake(rel + ["0", "held", "id", "", ""])
+    assert missing_wake(rel + ["backoff", "expired", "100"]) is None  # the server's expiry

@@ -7,7 +7,7 @@
 --          due time (field due, as push.lua writes it)
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  duplicate policy, "replace" or "absent" (see push.lua)
--- ARGV[3]  wake channel "<prefix>wake", or "": none (see push.lua)
+-- ARGV[3]  wake channel "<prefix>wake" (both layouts), or "": none (see push.lua)
 -- ARGV[4..] ten values per job: id, topic, body, delay ms, ready_max_lifetime
 --           ms, max_attempts, backoff, backoff_ms, backoff_max_ms,
 --           traceparent (the last five "" when not set; see push.lua)
@@ -23,8 +23,9 @@
 -- call saves Redis the per-call cost that dominates small pushes, and makes
 -- each call's jobs atomic together. Bucket keys are built here from ARGV[1]
 -- because the ids are data (see PROTOCOL.md on Redis Cluster). One wake-up
--- message at most per call: for the earliest due time, if it comes before
--- the pool's earliest.
+-- message at most per call: "<due> <topic>" of the earliest due time (the
+-- first job's topic among those due then), if it comes before the pool's
+-- earliest.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
 -- A key or id for an error message: bytes outside printable ASCII as \xNN,
@@ -39,7 +40,7 @@ end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local earliest_ms
+local earliest_ms, earliest_topic
 local due = {}
 -- per-topic changes of the scheduled counts, applied once per topic
 local delta, topics = {}, {}
@@ -89,7 +90,7 @@ for i = 4, #ARGV, 10 do
     end
     redis.call('PEXPIRE', bucket, delay_ms + tonumber(ARGV[i + 4]))
     due[#due + 1] = score
-    if not earliest_ms or due_ms < earliest_ms then earliest_ms = due_ms end
+    if not earliest_ms or due_ms < earliest_ms then earliest_ms, earliest_topic = due_ms, ARGV[i + 1] end
   end
 end
 if #topics > 0 and KEYS[2] then
@@ -101,6 +102,7 @@ if #topics > 0 and KEYS[2] then
   end
 end
 if head and earliest_ms and (not head[2] or earliest_ms < math.floor(tonumber(head[2]) * 1000 + 0.5)) then
-  redis.pcall('PUBLISH', wake, string.format('%d.%03d', math.floor(earliest_ms / 1000), earliest_ms % 1000))
+  local at = string.format('%d.%03d', math.floor(earliest_ms / 1000), earliest_ms % 1000)
+  redis.pcall('PUBLISH', wake, at .. ' ' .. earliest_topic)
 end
 return due

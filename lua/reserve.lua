@@ -11,9 +11,15 @@
 --          ack.lua does
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  ttr in milliseconds, integer >= 1
--- ARGV[3]  batch mode (optional): the most jobs to reserve, integer 0..1000
+-- ARGV[3]  batch mode (optional): the most jobs to reserve, integer 0..1000;
+--          "" or absent: one job
 -- ARGV[4..] batch mode (optional): pairs (id, receipt) to ack first, as ack.lua
 --          (receipt "" = whichever reservation is current)
+-- last     wake channel "<prefix>wake" (optional, added in 2.x): the value
+--          after ARGV[3] when one is left over (one job: ARGV[3] "", ARGV[4]
+--          the channel; batch: after the pairs). "<deadline> <topic>" is
+--          published when the deadline comes before the reserved set's
+--          earliest (or the set was empty), so the server expires it on time.
 --
 -- Returns {id, topic, body, attempts, max_attempts, receipt, deadline,
 -- traceparent}, or nil when the queue holds no live job. deadline is "s.mmm"
@@ -92,6 +98,31 @@ local function write(job, receipt, deadline)
   return {job.id, f[1], f[2] or '', attempts, tonumber(f[4] or DEFAULT_MAX_ATTEMPTS), receipt, deadline, f[9] or ''}
 end
 
+-- The wake channel (see the header), or "".
+local wake = ''
+if (ARGV[3] or '') == '' then
+  wake = ARGV[4] or ''
+elseif (#ARGV - 3) % 2 == 1 then
+  wake = ARGV[#ARGV]
+end
+
+-- The reserved set's earliest deadline (Unix ms) before a ZADD, when there
+-- is a channel to announce on; false when the set is empty.
+local function head_before()
+  if wake == '' then return nil end
+  local head = redis.pcall('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  if type(head) ~= 'table' or head.err then return nil end
+  return tonumber(head[2]) or false
+end
+
+-- Announces a deadline written at `score` (Unix ms) for `topic` when it
+-- comes before `head` (or the set was empty: head false).
+local function announce(head, score, deadline, topic)
+  if head ~= nil and (head == false or tonumber(score) < head) then
+    redis.pcall('PUBLISH', wake, deadline .. ' ' .. topic)
+  end
+end
+
 -- The deadline now + ttr twice: as the reserved set's score (Unix ms, an
 -- integer) and as the reply's "s.mmm".
 local function deadline_now()
@@ -124,11 +155,13 @@ local function reserve_one()
       -- write that cannot be undone; on failure the id goes back where it was.
       local seq = redis.pcall('INCR', KEYS[4])
       local score, deadline = deadline_now()
+      local head = type(seq) == 'number' and head_before()
       local added = type(seq) == 'number' and redis.pcall('ZADD', KEYS[2], score, id)
       if type(added) ~= 'number' then
         redis.call('RPUSH', KEYS[1], id)
         return nil, type(seq) == 'number' and added or seq
       end
+      announce(head, score, deadline, job.f[1])
       return write(job, tostring(seq), deadline)
     end
   end
@@ -142,7 +175,7 @@ local function held(id, receipt)
     and redis.call('ZSCORE', KEYS[2], id) and not redis.call('ZSCORE', KEYS[5], id)
 end
 
-if ARGV[3] == nil then
+if (ARGV[3] or '') == '' then
   local job, err = reserve_one()
   if err then return err end
   return job
@@ -226,12 +259,14 @@ if want > 0 then
     for i, job in ipairs(live) do
       members[2 * i - 1], members[2 * i] = score, job.id
     end
+    local head = type(last) == 'number' and head_before()
     local added = type(last) == 'number' and redis.pcall('ZADD', KEYS[2], unpack(members))
     if type(added) ~= 'number' then
       for i = #live, 1, -1 do redis.call('RPUSH', KEYS[1], live[i].id) end
       if #acks > 0 then return {acks, {}} end
       return type(last) == 'number' and added or last
     end
+    announce(head, score, deadline, live[1].f[1])
     for i, job in ipairs(live) do
       jobs[i] = write(job, tostring(last - #live + i), deadline)
     end

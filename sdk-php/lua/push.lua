@@ -17,8 +17,7 @@
 -- ARGV[10] duplicate policy: "replace" ("" or absent; Delayer 1.x's
 --          behaviour: the id's old job, on any topic, is replaced) or
 --          "absent" (only if no job has the id: otherwise nothing is written)
--- ARGV[11] wake channel "<prefix>wake", or "" / absent: none (the per-topic
---          layout's caller wakes the server itself, after its index write)
+-- ARGV[11] wake channel "<prefix>wake" (both layouts), or "" / absent: none
 -- ARGV[12] traceparent, the producer's W3C trace context
 --          ("00-<32 hex>-<16 hex>-<2 hex>", checked by the caller), optional
 --          ("" or absent: not written); kept in the bucket's "traceparent"
@@ -38,8 +37,10 @@
 -- Retry settings are only read by reserve and its kin, the traceparent only
 -- handed back; leaving them out keeps the bucket exactly as Delayer 1.x
 -- writes it.
--- A due time before the pool's earliest (or into an empty pool) is published
--- on the wake channel: a server sleeping toward a later time wakes for it.
+-- A due time before the pool's earliest (or into an empty pool) is announced
+-- on the wake channel as "<due> <topic>": a server sleeping toward a later
+-- time wakes for it, and in the per-topic layout writes the topic into its
+-- index (PROTOCOL.md, "The per-topic layout"); the caller writes no index.
 -- PUBLISH is a pcall: an ACL user without the channel still pushes (the
 -- server then finds the job within timer_interval).
 if redis.replicate_commands then pcall(redis.replicate_commands) end
@@ -101,6 +102,6 @@ if counts and type(old_topic) == 'string' and old_topic ~= '' and old_topic ~= A
 end
 if counts and old_topic ~= ARGV[2] then redis.pcall('HINCRBY', counts, ARGV[2], 1) end
 if head and (not head[2] or tonumber(due) < tonumber(head[2])) then
-  redis.pcall('PUBLISH', wake, due)
+  redis.pcall('PUBLISH', wake, due .. ' ' .. ARGV[2])
 end
 return due

@@ -22,9 +22,9 @@
 --          "backoff" (the job's own backoff), or "bury" (dead letters now)
 -- ARGV[4]  "held": end one reservation held by a worker
 --            ARGV[5] job id, ARGV[6] receipt, or "" for the current one,
---            ARGV[7] wake channel "<prefix>wake", or "" / absent: none
---            (published with the new due time when it comes before the
---            pool's earliest, so a sleeping server wakes for it)
+--            ARGV[7] wake channel "<prefix>wake" (both layouts), or "" /
+--            absent: none ("<due> <topic>" published when the new due time
+--            comes before the pool's earliest, as push.lua does)
 --            ARGV[8] why the attempt failed ("" / absent: not said), kept in
 --            the bucket's last_error (first 1000 bytes), so dead letters and
 --            job lookups show it; e.g. a worker's "ValueError: bad order"
@@ -49,7 +49,8 @@
 -- again while reserved), or whose id waits in the pool (pushed again by a
 -- 1.x-style write, which keeps the old fields), are stale: not held, and
 -- dropped from the reserved set by expiry without touching the job.
--- Expiry records last_error "ttr expired".
+-- Expiry records last_error "ttr expired"; it announces nothing: its caller,
+-- the server, reads the pool head after it (PROTOCOL.md).
 -- Expired ids that cannot be ended (a bucket without a topic or not a hash,
 -- or a dead-letter list that is not a list) are parked on the malformed
 -- list with their bucket kept, and reported.
@@ -163,7 +164,7 @@ if ARGV[4] == 'held' then
   local outcome, bad = fail(id, bucket, job, string.sub(ARGV[8] or '', 1, 1000))
   if not outcome then return wrong(bad[1], 'list') end
   if head and outcome ~= 'dead' and (not head[2] or tonumber(outcome) < tonumber(head[2])) then
-    redis.pcall('PUBLISH', wake, outcome)
+    redis.pcall('PUBLISH', wake, outcome .. ' ' .. job[1])
   end
   return outcome
 end

@@ -4,8 +4,9 @@
 -- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
 -- ARGV[1]  job id
 -- ARGV[2]  new delay from now in milliseconds, integer >= 0
--- ARGV[3]  wake channel "<prefix>wake", or "" / absent: none (published with
---          the new due time when it comes before the pool's earliest)
+-- ARGV[3]  wake channel "<prefix>wake" (both layouts), or "" / absent: none
+--          ("<due> <topic>" published when the new due time comes before the
+--          pool's earliest, as push.lua does; the topic read from the bucket)
 --
 -- Returns the new due time "s.mmm", or nil when the job is not waiting (never
 -- pushed, already due and moved, reserved, dead, or removed).
@@ -29,7 +30,8 @@ local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 redis.call('ZADD', KEYS[1], 'XX', due, ARGV[1])
 redis.pcall('HSET', KEYS[2], 'due', due)
 if head and (not head[2] or tonumber(due) < tonumber(head[2])) then
-  redis.pcall('PUBLISH', wake, due)
+  local topic = redis.pcall('HGET', KEYS[2], 'topic')
+  if type(topic) == 'string' then redis.pcall('PUBLISH', wake, due .. ' ' .. topic) end
 end
 local ttl = redis.call('PTTL', KEYS[2])
 if ttl > 0 then

@@ -26,25 +26,25 @@ final class WakeTest extends RedisTestCase
         parent::tearDown();
     }
 
-    public function testEachWriteThatMovesThePoolsHeadEarlierPublishesItsDueTime(): void
+    public function testEachWriteThatMovesThePoolsHeadEarlierAnnouncesItsDueTimeAndTopic(): void
     {
         $this->subscribe('delayer:wake');
         $client = $this->client();
 
         $client->schedule(Message::create('a', 't'), 100); // empty pool: published
-        self::assertSame($this->due('a'), $this->nextMessage());
+        self::assertSame($this->due('a') . ' t', $this->nextMessage());
         $client->schedule(Message::create('later', 't'), 200); // after the head: nothing
         $client->pushMany([[Message::create('b', 't'), 80], [Message::create('c', 't'), 50]]); // one message, the earliest
-        self::assertSame($this->due('c'), $this->nextMessage(), 'nothing for "later"; c, the earliest of the batch');
+        self::assertSame($this->due('c') . ' t', $this->nextMessage(), 'nothing for "later"; c, the earliest of the batch');
         $client->reschedule('later', 10);
-        self::assertSame($this->due('later'), $this->nextMessage());
+        self::assertSame($this->due('later') . ' t', $this->nextMessage());
 
         $this->redis->del('delayer:job_pool');
         $this->redis->lPush('delayer:ready_queue:t', 'a');
         $job = $client->reserve('t', 60);
         self::assertSame('a', $job->id);
         self::assertTrue($client->release($job, 5));
-        self::assertSame($this->due('a'), $this->nextMessage());
+        self::assertSame($this->due('a') . ' t', $this->nextMessage());
     }
 
     public function testTheChannelFollowsThePrefix(): void
@@ -52,7 +52,7 @@ final class WakeTest extends RedisTestCase
         $this->subscribe('shop:wake');
         $this->client(['prefix' => 'shop:'])->schedule(Message::create('x', 't'), 1);
         self::assertSame(
-            number_format((float) $this->redis->zScore('shop:job_pool', 'x'), 3, '.', ''),
+            number_format((float) $this->redis->zScore('shop:job_pool', 'x'), 3, '.', '') . ' t',
             $this->nextMessage()
         );
     }

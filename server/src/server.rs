@@ -139,7 +139,10 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
         let stop = Arc::new(timer::Stop::default());
         let keys = Keys::new(&config.key_prefix);
         // The wake-up listener starts a thread: only after detaching.
-        let wakes = wake::listen(target.clone(), keys.wake(), config.pool.connect_timeout, stop.clone());
+        // Per-topic layout: the announcements the listener hears, for the mover's index.
+        let announced = (config.layout == Layout::Topic).then(|| Arc::new(wake::Announced::default()));
+        let wakes =
+            wake::listen(target.clone(), keys.wake(), config.pool.connect_timeout, stop.clone(), announced.clone());
         let manager = Manager::with_target(target, config.pool.connect_timeout, config.pool.io_timeout);
         // Per-job lateness feeds the metrics and the dashboard's chart.
         let lateness = config.metrics_addr.is_some() || config.http.is_some();
@@ -153,6 +156,7 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
                 TopicKeys::new(&config.key_prefix),
                 config.batch_size,
                 lateness,
+                announced.unwrap_or_default(),
             )),
         };
         let stopping = stop.clone();

@@ -7,13 +7,30 @@
 //! to a round trip ([`Waves`]): Redis, not the round trip, sets the pace of a
 //! drain.
 //!
-//! The index is a hint written by clients after their per-topic call, so a
-//! write to it can be lost. Three rules keep a job from waiting for ever:
-//! after draining a topic the mover writes its next due time and then reads
-//! the pool head again, lowering the index if a push landed in between; every
-//! known topic's pool head is swept into the index ([`SWEEP_EVERY`]); and the
-//! key space is scanned for pools missing from `<prefix>topics`
-//! ([`RESCAN_EVERY`]). Idle topics cost nothing between sweeps.
+//! The index is the server's alone: the scripts announce what they wrote on
+//! the wake channel (`wake`), and each tick first writes the announcements
+//! into the index (`announce`). An announcement can be lost (published
+//! while the subscription was down), so four rules keep a job from waiting
+//! for ever: after every (re)subscription the whole index is rebuilt from
+//! the key space (`announce`: a full rescan); after draining a topic the
+//! mover writes its next due time and then reads the pool head again,
+//! lowering the index if a push landed in between; every known topic's pool
+//! head is swept into the index (`sweep`, a full pass at most every 10 s);
+//! and the key space is scanned for pools missing from `<prefix>topics`
+//! (every 60 s). Idle topics cost nothing between sweeps.
+//!
+//! How late a lost announcement can make a job (PROTOCOL.md states it): a
+//! cut subscription is noticed at once when its connection closes, else
+//! after `wake::QUIET` (5 s) and a PING unanswered for `REDIS_TIMEOUT`
+//! (5 s); the listener subscribes again after at most `BACKOFF_MAX`
+//! (500 ms; 30 s while an ACL refuses the channel) and the next tick
+//! rescans: the job moves within detection + backoff + the rescan's
+//! duration, i.e. within about 0.5 s of its due time plus the rescan for a
+//! killed connection, about 10.5 s plus the rescan for a silent one.
+//! Without a cut (a PUBLISH an ACL refused, an index write Redis refused) the
+//! sweeps bound it: a known topic within 10 s (when the known topics fit the
+//! slices, 500 per tick, of those 10 s), a new one by the next key-space
+//! pass (every 60 s, 500 keys per tick: longer on a large key space).
 //!
 //! A topic whose pool or ready list holds the wrong type is set aside (it
 //! leaves the index, its jobs stay where they are), each bad key is named
@@ -30,15 +47,16 @@ use crate::oddities;
 use crate::other_layout::OtherLayout;
 use crate::scripts::{self, BadKey};
 use crate::telemetry;
+use crate::wake::Announced;
 use crate::waves::{bad_keys, Waves};
 use delayer::connection::{Batch, Conn, Manager};
 use delayer::numbers::{self, Time};
 use delayer::TopicKeys;
 use log::warn;
 use redis::{RedisError, RedisResult};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Index entries read per round.
@@ -46,40 +64,8 @@ const DUE_PER_READ: isize = 100;
 /// Rounds per tick at most (a topic whose index entry stays due, e.g. a job
 /// due within the current millisecond, must not hold the tick).
 const ROUNDS_PER_TICK: usize = 1000;
-/// A full pass over the known topics' pool heads at most this often: the
-/// longest a job waits when its index write was lost.
-const SWEEP_EVERY: Duration = Duration::from_secs(10);
-/// A full pass over the key space for topics missing from `<prefix>topics`.
-const RESCAN_EVERY: Duration = Duration::from_secs(60);
 /// Topics, and keys, looked at per tick by each pass.
 const SLICE: usize = 500;
-
-/// Where each background pass stands.
-#[derive(Default)]
-struct Passes {
-    sweep: Pass,
-    rescan: Pass,
-}
-
-#[derive(Default)]
-struct Pass {
-    cursor: u64,
-    started: Option<Instant>,
-}
-
-impl Pass {
-    /// Whether to take a slice now: mid-pass, or a new pass is due.
-    fn due(&mut self, every: Duration) -> bool {
-        if self.cursor != 0 {
-            return true;
-        }
-        if self.started.is_some_and(|at| at.elapsed() < every) {
-            return false;
-        }
-        self.started = Some(Instant::now());
-        true
-    }
-}
 
 /// Moves due jobs, topic by topic, for one key prefix.
 pub struct TopicMover {
@@ -88,13 +74,22 @@ pub struct TopicMover {
     batch_size: u32,
     /// Record lateness (only when metrics are served).
     lateness: bool,
-    passes: Mutex<Passes>,
+    passes: Mutex<sweep::Passes>,
     other: OtherLayout,
     bad: BadKeys,
     /// The topic of each bad key: indexed again when the key is fixed.
     bad_topics: Mutex<HashMap<String, String>>,
     memory: MemoryWatch,
+    /// Topics announced by the scripts, from the wake-up listener.
+    announced: Arc<Announced>,
+    /// Topics this process has added to `<prefix>topics` (bounded).
+    seen: Mutex<HashSet<String>>,
+    /// Whether a refused index write was said, per key (`due`, `topics`).
+    refused_said: [AtomicBool; 2],
 }
+
+mod announce;
+mod sweep;
 
 impl Tick for TopicMover {
     fn tick(&self, stop: &AtomicBool) -> Result<TickReport, TickError> {
@@ -115,6 +110,7 @@ impl TopicMover {
         keys: TopicKeys,
         batch_size: u32,
         lateness: bool,
+        announced: Arc<Announced>,
     ) -> TopicMover {
         let other = OtherLayout::new(delayer::Layout::Topic, keys.prefix());
         TopicMover {
@@ -127,6 +123,9 @@ impl TopicMover {
             bad: BadKeys::default(),
             bad_topics: Mutex::default(),
             memory: MemoryWatch::default(),
+            announced,
+            seen: Mutex::default(),
+            refused_said: Default::default(),
         }
     }
 
@@ -134,6 +133,7 @@ impl TopicMover {
         let started = Instant::now();
         let mut report = TickReport::default();
         let failed = TickError::Redis;
+        self.apply_announced(conn).map_err(failed)?;
         self.passes_slice(conn).map_err(failed)?;
         self.other.check(conn);
         self.memory.check(conn);
@@ -355,66 +355,6 @@ impl TopicMover {
             }
             "malformed" => format!("expired reservations of topic {topic:?} without a job wait in its reserved set"),
             _ => "its work is skipped".into(),
-        }
-    }
-
-    /// One slice of each background pass that is due: known topics' pool
-    /// heads into the index; pools in the key space into `<prefix>topics`.
-    fn passes_slice(&self, conn: &mut Conn) -> redis::RedisResult<()> {
-        let mut passes = self.passes.lock().unwrap_or_else(|e| e.into_inner());
-        if passes.sweep.due(SWEEP_EVERY) {
-            let read = redis::cmd("SSCAN")
-                .arg(self.keys.topics())
-                .arg(passes.sweep.cursor)
-                .arg("COUNT")
-                .arg(SLICE)
-                .query(conn);
-            let (cursor, topics): (u64, Vec<String>) = self.topics_of_wrong_type(conn, read)?;
-            passes.sweep.cursor = cursor;
-            self.index_heads(conn, &topics)?;
-        }
-        if passes.rescan.due(RESCAN_EVERY) {
-            let pools: Vec<String> = if conn.is_cluster() {
-                // Every master holds its own slots' keys: each is scanned
-                // to the end (a cursor is one node's).
-                passes.rescan.cursor = 0;
-                conn.scan_match_all(&self.keys.pool_pattern())?
-            } else {
-                let (cursor, pools): (u64, Vec<String>) = redis::cmd("SCAN")
-                    .arg(passes.rescan.cursor)
-                    .arg("MATCH")
-                    .arg(self.keys.pool_pattern())
-                    .arg("COUNT")
-                    .arg(SLICE)
-                    .query(conn)?;
-                passes.rescan.cursor = cursor;
-                pools
-            };
-            let topics: Vec<&str> = pools.iter().filter_map(|k| self.keys.topic_of_pool(k)).collect();
-            if !topics.is_empty() {
-                // Refused while Redis is out of memory: the next pass adds them.
-                let added = redis::cmd("SADD").arg(self.keys.topics()).arg(&topics).query::<()>(conn);
-                self.topics_of_wrong_type(conn, out_of_memory_is_later(added))?;
-                let topics: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
-                self.index_heads(conn, &topics)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// `got` of a command on `<prefix>topics`, unless Redis said it holds
-    /// another type: then it is a bad key (logged once, naming it) and the
-    /// pass goes on without it (nothing from it): the rescan finds every
-    /// topic's pool in the key space all the same.
-    fn topics_of_wrong_type<T: Default>(&self, conn: &mut Conn, got: RedisResult<T>) -> RedisResult<T> {
-        match got {
-            Err(e) if e.code() == Some("WRONGTYPE") => {
-                let kind: String = redis::cmd("TYPE").arg(self.keys.topics()).query(conn)?;
-                let bad = BadKey { key: self.keys.topics(), kind, expected: "set".into() };
-                self.bad.met(&[bad], |bad| self.effect(bad));
-                Ok(T::default())
-            }
-            other => other,
         }
     }
 

@@ -10,7 +10,12 @@
 --            Returns {{id, topic, body, attempts, reason, dead_at,
 --            last_error}, ...} (last_error "" when no attempt gave one)
 --          "requeue": schedule jobs again, due now, with attempts reset (the
---            bucket's due field, read for the ready-queue age, says now)
+--            bucket's due field, read for the ready-queue age, says now);
+--            "requeue <channel>" (added in 2.x: the action, a space and the
+--            wake channel, <prefix>wake) also publishes "<now> <topic>" when
+--            it re-queued a job due before the pool's earliest (or into an
+--            empty pool). The channel rides on the action because ARGV[5..]
+--            may hold any number of ids: a value after them would read as one.
 --          "purge":   delete jobs for good
 --            for both: ARGV[4] how many to take from the oldest end, or
 --            ARGV[5..] the ids to take (then ARGV[4] is ignored)
@@ -30,6 +35,10 @@ local function shown(s)
 end
 local list, pool, counts = KEYS[1], KEYS[2], KEYS[3]
 local buckets, topic, action = ARGV[1], ARGV[2], ARGV[3]
+local wake = ''
+if string.sub(action, 1, 8) == 'requeue ' then
+  action, wake = 'requeue', string.sub(action, 9)
+end
 
 local function dead_job(id)
   local job = redis.pcall('HMGET', buckets .. id, 'topic', 'body', 'attempts', 'dead_reason', 'dead_at',
@@ -76,6 +85,7 @@ if action == 'requeue' then
 end
 local t = redis.call('TIME')
 local now = t[1] .. '.' .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+local head = action == 'requeue' and wake ~= '' and redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
 local done = 0
 for _, id in ipairs(ids) do
   if dead_job(id) then
@@ -95,6 +105,9 @@ for _, id in ipairs(ids) do
 end
 if action == 'requeue' and done > 0 and counts then
   redis.pcall('HINCRBY', counts, topic, done) -- a count only: never fails the re-queue
+end
+if head and done > 0 and (not head[2] or tonumber(now) < tonumber(head[2])) then
+  redis.pcall('PUBLISH', wake, now .. ' ' .. topic)
 end
 if not by_id and #ids > 0 then
   redis.call('LTRIM', list, 0, -#ids - 1)

@@ -7,6 +7,10 @@
 -- ARGV[1]  job id
 -- ARGV[2]  receipt from reserve, or "" for whichever reservation is current
 -- ARGV[3]  ttr in milliseconds, integer >= 1: the new deadline is now + ttr
+-- ARGV[4]  wake channel "<prefix>wake", or "" / absent: none (optional, added
+--          in 2.x): "<deadline> <topic>" is published when the new deadline
+--          comes before the reserved set's earliest, so the server expires it
+--          on time (a touch may shorten the reservation)
 --
 -- Returns the new deadline "s.mmm" (Redis's clock), or nil when the
 -- reservation was not held (the same test as ack.lua). The deadline is set,
@@ -22,5 +26,11 @@ end
 local t = redis.call('TIME')
 local deadline_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[3])
 local deadline = string.format('%d.%03d', math.floor(deadline_ms / 1000), deadline_ms % 1000)
+local wake = ARGV[4] or ''
+local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 redis.call('ZADD', KEYS[1], 'XX', string.format('%d', deadline_ms), ARGV[1])
+if head and (not head[2] or deadline_ms < tonumber(head[2])) then
+  local topic = redis.pcall('HGET', KEYS[2], 'topic')
+  if type(topic) == 'string' then redis.pcall('PUBLISH', wake, deadline .. ' ' .. topic) end
+end
 return deadline
