@@ -202,44 +202,28 @@ class ClientBase(Generic[R]):
         bad value of a key it reads.
         """
         s = config.load(path)
+        common: Dict[str, Any] = {
+            "prefix": s.key_prefix,
+            "username": s.username,
+            "password": s.password,
+            "tls_ca_file": s.tls_ca_file,
+            "tls_cert_file": s.tls_cert_file,
+            "tls_key_file": s.tls_key_file,
+            "layout": s.layout,
+        }
         if s.cluster:
-            return cls(
-                prefix=s.key_prefix,
-                cluster=s.cluster,
-                username=s.username,
-                password=s.password,
-                tls=s.tls,
-                tls_ca_file=s.tls_ca_file,
-                tls_cert_file=s.tls_cert_file,
-                tls_key_file=s.tls_key_file,
-                layout=s.layout,
-            )
+            return cls(cluster=s.cluster, tls=s.tls, **common)
         if s.sentinels:
             return cls(
-                prefix=s.key_prefix,
                 sentinels=s.sentinels,
                 master_name=s.master_name,
                 database=s.database,
-                username=s.username,
-                password=s.password,
                 sentinel_username=s.sentinel_username,
                 sentinel_password=s.sentinel_password,
                 tls=s.tls,
-                tls_ca_file=s.tls_ca_file,
-                tls_cert_file=s.tls_cert_file,
-                tls_key_file=s.tls_key_file,
-                layout=s.layout,
+                **common,
             )
-        return cls(
-            s.url if s.url is not None else _connect.tcp_url(s.host, s.port, s.database),
-            s.key_prefix,
-            username=s.username,
-            password=s.password,
-            tls_ca_file=s.tls_ca_file,
-            tls_cert_file=s.tls_cert_file,
-            tls_key_file=s.tls_key_file,
-            layout=s.layout,
-        )
+        return cls(s.url if s.url is not None else _connect.tcp_url(s.host, s.port, s.database), **common)
 
     @property
     def keys(self) -> Keys:

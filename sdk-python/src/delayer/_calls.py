@@ -104,7 +104,7 @@ def push_call(
     n = keys.names(topic_s)
     args: List[Arg] = [id_s, topic_s, data, ms, life]
     args += _retry_args(max_attempts, backoff)
-    args += [check_if_absent(if_absent), n.wake, outgoing(traceparent)]
+    args += [check_if_absent(if_absent), keys.wake, outgoing(traceparent)]
     return ScriptCall(scripts.PUSH, [n.pool, n.bucket(id_s), *n.counts], args)
 
 
@@ -158,7 +158,7 @@ def push_many_batches(keys: Keys, jobs: object, if_absent: object = False) -> Ba
     for topic, pushes in groups.items():
         n = keys.names(topic)
         for start in range(0, len(pushes), JOBS_PER_CALL):
-            args: List[Arg] = [n.bucket_prefix, policy, n.wake]
+            args: List[Arg] = [n.bucket_prefix, policy, keys.wake]
             for i, push in pushes[start : start + JOBS_PER_CALL]:
                 args.extend(push.args[: VALUES_PER_JOB - 1])  # push.lua's first nine ARGV
                 args.append(push.args[-1])  # and its traceparent
@@ -170,11 +170,6 @@ def push_many_batches(keys: Keys, jobs: object, if_absent: object = False) -> Ba
 def push_many_ids(call: ScriptCall) -> List[str]:
     """The ids of the jobs of a push_many.lua call from :func:`push_many_calls`, in order."""
     return [str(a) for a in call.args[PUSH_MANY_HEAD::VALUES_PER_JOB]]
-
-
-def push_many_topics(call: ScriptCall) -> List[str]:
-    """The topics of the jobs of a push_many.lua call, in order."""
-    return [str(a) for a in call.args[PUSH_MANY_HEAD + 1 :: VALUES_PER_JOB]]
 
 
 def chunks(calls: Sequence[ScriptCall], size: int = CALLS_PER_PIPELINE) -> List[Sequence[ScriptCall]]:
@@ -205,12 +200,13 @@ def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
     """Check a reserve and return its reserve.lua call.
 
     KEYS: ready queue, reserved, malformed, receipt_seq, pool, outcomes; ARGV:
-    bucket prefix, ttr ms. KEYS[0] is also the list ``breserve`` waits on.
+    bucket prefix, ttr ms, "" (one job), the wake channel. KEYS[0] is also
+    the list ``breserve`` waits on.
     """
     n = keys.names(keys.topic(topic))
     ms = ttr_ms(ttr)
     keys_ = [n.ready, n.reserved, n.malformed, n.receipt_seq, n.pool, n.outcomes]
-    return ScriptCall(scripts.RESERVE, keys_, [n.bucket_prefix, ms])
+    return ScriptCall(scripts.RESERVE, keys_, [n.bucket_prefix, ms, "", keys.wake])
 
 
 class ReserveMany(NamedTuple):
@@ -232,7 +228,7 @@ def reserve_many_calls(keys: Keys, topic: object, ttr: object, n: object, acks: 
 
     KEYS as for :func:`reserve_call`; ARGV: bucket prefix, ttr ms, ``n``
     (0..:data:`RESERVE_BATCH`), then an (id, receipt) pair per ack, acked
-    first. Each ack is a :class:`ReservedMessage`, an id, or an
+    first, then the wake channel. Each ack is a :class:`ReservedMessage`, an id, or an
     ``(id, receipt)`` pair (receipt None: whichever reservation is current);
     an id or pair is of ``topic``, a ReservedMessage of its own topic. The
     classic layout sends one call; the per-topic layout one per topic of the
@@ -275,9 +271,10 @@ def reserve_many_calls(keys: Keys, topic: object, ttr: object, n: object, acks: 
         if of == t and not reserves:
             continue
         base = call if of == t else reserve_call(keys, of, ttr)
-        args: List[Arg] = [*base.args, most if of == t else 0]
+        args: List[Arg] = [*base.args[:2], most if of == t else 0]
         for job_id, receipt in pairs:
             args += [job_id, receipt]
+        args.append(keys.wake)
         index[of] = len(calls)
         calls.append(ScriptCall(base.script, base.keys, args))
     return ReserveMany(calls, reserves, [(index[of], k) for of, k in where])
@@ -327,14 +324,6 @@ def _held(job: object, receipt: object) -> Tuple[str, str]:
     return job_id, receipt
 
 
-def held_topic(job: object, topic: object) -> Optional[str]:
-    """The topic an ack, touch, release or bury acts on (checked by its
-    builder): a ReservedMessage's own, else ``topic=`` (None: not given)."""
-    if isinstance(job, ReservedMessage):
-        return job.topic
-    return None if topic is None else str(topic)
-
-
 def _held_names(keys: Keys, job: object, receipt: object, topic: object, form: str) -> Tuple[str, str, TopicNames]:
     """The id, receipt (:func:`_held`) and topic names of an ack, touch,
     release or bury: a ReservedMessage carries its topic, an id takes ``topic=``."""
@@ -357,10 +346,10 @@ def ack_call(keys: Keys, job: object, receipt: object, topic: object = None) -> 
 
 def touch_call(keys: Keys, job: object, ttr: object, receipt: object, topic: object = None) -> ScriptCall:
     """Check a touch and return its touch.lua call: KEYS reserved, bucket, pool;
-    ARGV id, receipt, ttr ms (``ttr`` as for reserve)."""
+    ARGV id, receipt, ttr ms (``ttr`` as for reserve), wake channel."""
     job_id, r, n = _held_names(keys, job, receipt, topic, "touch(id, ttr, receipt, topic=...)")
     ms = ttr_ms(ttr)
-    return ScriptCall(scripts.TOUCH, [n.reserved, n.bucket(job_id), n.pool], [job_id, r, ms])
+    return ScriptCall(scripts.TOUCH, [n.reserved, n.bucket(job_id), n.pool], [job_id, r, ms, keys.wake])
 
 
 def _release_call(
@@ -369,7 +358,7 @@ def _release_call(
     job_id, r, n = _held_names(keys, job, receipt, topic, form)
     why = error_text(error)
     # "held": end this one reservation. The "expired" mode is the server's.
-    args: List[Arg] = [n.bucket_prefix, n.dead_prefix, action, "held", job_id, r, n.wake]
+    args: List[Arg] = [n.bucket_prefix, n.dead_prefix, action, "held", job_id, r, keys.wake]
     if why:  # ARGV[8], kept as the job's last_error; left out: not said
         args.append(why)
     return ScriptCall(scripts.RELEASE, [n.reserved, n.pool, n.malformed, n.release4, n.outcomes], args)
@@ -399,7 +388,7 @@ def reschedule_call(keys: Keys, job_id: object, delay: object, topic: object = N
     i = check_name("id", job_id)
     n = keys.id_names(topic, "reschedule() needs the topic in the per-topic layout: reschedule(id, delay, topic=...)")
     ms = delay_ms(delay)
-    return ScriptCall(scripts.RESCHEDULE, [n.pool, n.bucket(i)], [i, ms, n.wake])
+    return ScriptCall(scripts.RESCHEDULE, [n.pool, n.bucket(i)], [i, ms, keys.wake])
 
 
 def dead_list_call(keys: Keys, topic: object, start: object, how_many: object) -> ScriptCall:
@@ -424,11 +413,13 @@ def dead_take_calls(
     """
     if action not in ("requeue", "purge"):
         raise ValueError(f"dead.lua takes requeue or purge here, not {action!r}")
+    # A re-queue names the wake channel after its action: it announces the jobs it makes due.
+    said = f"requeue {keys.wake}" if action == "requeue" else action
     t = keys.topic(topic)
     names = keys.names(t)
     call_keys = [names.dead, names.pool, *names.counts]
     if ids is None:
-        return ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, action, DEAD_BATCH]), []
+        return ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, said, DEAD_BATCH]), []
     if isinstance(ids, (str, bytes, bytearray, memoryview)):
         raise InvalidArgument("ids must be an iterable of ids (a str is one id: wrap it in a list)")
     try:
@@ -445,5 +436,5 @@ def dead_take_calls(
     for start in range(0, len(checked), DEAD_BATCH):
         part = checked[start : start + DEAD_BATCH]
         # ARGV[4] (a count) is ignored when ids follow; it says how many.
-        calls.append(ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, action, len(part), *part]))
+        calls.append(ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, said, len(part), *part]))
     return None, calls

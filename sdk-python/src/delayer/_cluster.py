@@ -4,15 +4,12 @@ clients a Delayer client talks through in that mode.
 The per-topic layout keeps every key of a topic in one hash slot, so each
 script call is routed by its keys like any single-key command, and redis-py
 follows MOVED / ASK and a failover. What needs care is what is *not* one
-script call (docs/PROTOCOL.md, "Operations in the per-topic layout"): the
-index write (``<prefix>due``, ``<prefix>topics``: other slots than the
-topic's), the stats and several script calls (push_many, reserve_many) go
-through redis-py's cluster pipeline, which routes every command by its own
-key; ``PUBLISH`` has no key, so it is sent alone, to the master of the
-channel name's slot (a cluster forwards a message to every node); a durable
-push's WAIT goes to each master written, after its writes
-(:func:`on_nodes`). Blocking waits run on a second ``RedisCluster`` whose
-read timeout outlasts a wait, as in the other modes (:mod:`delayer._waits`).
+script call: several script calls (push_many, reserve_many) and the stats
+go through redis-py's cluster pipeline, which routes every command by its
+own key, and a durable push's WAIT goes to each master written, after its
+writes (:func:`on_nodes`). Blocking waits run on a second ``RedisCluster``
+whose read timeout outlasts a wait, as in the other modes
+(:mod:`delayer._waits`).
 
 The sync and asyncio clients share everything here; they only do the I/O.
 """
@@ -128,11 +125,6 @@ def open_clients(
 def key_of(command: Tuple[Arg, ...]) -> Arg:
     """The key a command is routed by: an EVAL(SHA)'s first key, else its first argument."""
     return command[3] if str(command[0]).upper() in ("EVALSHA", "EVAL") else command[1]
-
-
-def is_publish(command: Tuple[Arg, ...]) -> bool:
-    """PUBLISH has no key to route by: it is sent alone, to a chosen master."""
-    return str(command[0]).upper() == "PUBLISH"
 
 
 #: One node's part of a Send: its (host, port) and the commands to queue there.

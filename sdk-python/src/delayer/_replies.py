@@ -65,12 +65,6 @@ def due(reply: object, script: str = "push.lua", what: str = "due time") -> floa
     return value
 
 
-def time_text(reply: object) -> str:
-    """A time (or ``"dead"``) exactly as a script answered it, once parsed:
-    what the per-topic layout's index write sends on."""
-    return _text("time", reply)
-
-
 def _pushed(reply: object, job_id: str, script: str) -> Union[float, Taken]:
     """One job's outcome as push.lua (or push_many.lua, per job) returns it:
     its due time ``"s.mmm"``, or ``[topic, due]`` of the job holding a taken id

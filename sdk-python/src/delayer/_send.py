@@ -68,18 +68,6 @@ class Wait(NamedTuple):
     seconds: float
 
 
-class Early(NamedTuple):
-    """A script call by EVALSHA and plain commands after it, in one round
-    trip: a per-topic push with its index write. The reply is the list of
-    the call's and the commands' replies, error replies in the list (a
-    ``NOSCRIPT`` is the operation's to handle)."""
-
-    call: ScriptCall
-    commands: Sequence[Command]
-    #: The call by EVAL of the script's text (after a NOSCRIPT).
-    text: bool = False
-
-
 class Send(NamedTuple):
     """What a client sends: ``commands`` in one pipeline (not a transaction),
     then ``WAIT 1 wait_ms`` when ``wait_ms`` (on a Redis Cluster: on each
@@ -96,7 +84,7 @@ def with_wait(send: Send) -> List[Command]:
 
 
 #: What an operation asks for next.
-Step = Union[ScriptCall, Pipeline, Commands, Wait, Early]
+Step = Union[ScriptCall, Pipeline, Commands, Wait]
 #: An operation: yields steps, is sent their replies, returns its result.
 Op = Generator[Any, Any, T]
 
@@ -187,11 +175,6 @@ def lower(op: Op[T], durable: object = False) -> Generator[Union[Send, Wait], An
                 reply = (yield from _sent([tuple(map(arg, c)) for c in step.commands], 0))[0]
                 if not step.tolerate:
                     _raise_first(reply)
-            elif isinstance(step, Early):
-                commands = [command(step.call, step.text), *(tuple(map(arg, c)) for c in step.commands)]
-                reply, acked = yield from _sent(commands, wait_ms)
-                if acked is not None:
-                    least = acked if least is None else min(least, acked)
             else:
                 many = isinstance(step, Pipeline)
                 replies, acked = yield from run(step.calls if many else [step], wait_ms)

@@ -82,36 +82,16 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         r: Any = self._redis
         if self._cluster and step.wait_ms:
             return await self._on_nodes(step)
-        if len(step.commands) == 1 and not step.wait_ms and not _cluster.is_publish(step.commands[0]):
+        if len(step.commands) == 1 and not step.wait_ms:
             try:
                 return [await r.execute_command(*step.commands[0])]
             except ResponseError as e:
                 return [e]
-        if self._cluster:
-            return await self._cluster_send(step)
-        async with r.pipeline(transaction=False) as pipe:
-            for command in _send.with_wait(step):
-                pipe.execute_command(*command)
-            return await pipe.execute(raise_on_error=False)
-
-    async def _cluster_send(self, step: _send.Send) -> Any:
-        """As :meth:`delayer.Delayer._cluster_send`."""
-        r: Any = self._redis
-        replies: List[Any] = [None] * len(step.commands)
-        keyed = [k for k, c in enumerate(step.commands) if not _cluster.is_publish(c)]
-        if keyed:
-            pipe = r.pipeline()
-            for k in keyed:
-                pipe.execute_command(*step.commands[k])
-            for k, reply in zip(keyed, await pipe.execute(raise_on_error=False)):
-                replies[k] = reply
-        for k, command in enumerate(step.commands):
-            if _cluster.is_publish(command):
-                try:
-                    replies[k] = await r.execute_command(*command, target_nodes=r.get_node_from_key(command[1]))
-                except ResponseError as e:
-                    replies[k] = e
-        return replies
+        # (a pipeline's execute gives its connection back, with or without a context manager)
+        pipe = r.pipeline(transaction=False)
+        for command in _send.with_wait(step):
+            pipe.execute_command(*command)
+        return await pipe.execute(raise_on_error=False)
 
     async def _on_nodes(self, step: _send.Send) -> Any:
         """As :meth:`delayer.Delayer._on_nodes`."""

@@ -94,38 +94,16 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         r: Any = self._redis
         if self._cluster and step.wait_ms:
             return self._on_nodes(step)
-        if len(step.commands) == 1 and not step.wait_ms and not _cluster.is_publish(step.commands[0]):
+        if len(step.commands) == 1 and not step.wait_ms:
             try:
                 return [r.execute_command(*step.commands[0])]
             except ResponseError as e:
                 return [e]
-        if self._cluster:
-            return self._cluster_send(step)
-        with r.pipeline(transaction=False) as pipe:
-            for command in _send.with_wait(step):
-                pipe.execute_command(*command)
-            return pipe.execute(raise_on_error=False)
-
-    def _cluster_send(self, step: _send.Send) -> Any:
-        """A Send on a Redis Cluster: through its pipeline, which routes each
-        command by its key; a PUBLISH (no key) alone, to the master of its
-        channel's slot."""
-        r: Any = self._redis
-        replies: List[Any] = [None] * len(step.commands)
-        keyed = [k for k, c in enumerate(step.commands) if not _cluster.is_publish(c)]
-        if keyed:
-            with r.pipeline() as pipe:
-                for k in keyed:
-                    pipe.execute_command(*step.commands[k])
-                for k, reply in zip(keyed, pipe.execute(raise_on_error=False)):
-                    replies[k] = reply
-        for k, command in enumerate(step.commands):
-            if _cluster.is_publish(command):
-                try:
-                    replies[k] = r.execute_command(*command, target_nodes=r.get_node_from_key(command[1]))
-                except ResponseError as e:
-                    replies[k] = e
-        return replies
+        # (a pipeline's execute gives its connection back, with or without a context manager)
+        pipe = r.pipeline(transaction=False)
+        for command in _send.with_wait(step):
+            pipe.execute_command(*command)
+        return pipe.execute(raise_on_error=False)
 
     def _on_nodes(self, step: _send.Send) -> Any:
         """A Send with WAIT on a Redis Cluster: per master, its commands and

@@ -63,9 +63,6 @@ class TopicNames(NamedTuple):
     #: release.lua's KEYS[4]: the scheduled counts, or in the per-topic
     #: layout (where :attr:`dead_prefix` is ``""``) the topic's dead list.
     release4: str
-    #: The wake channel the scripts publish on; ``""`` in the per-topic
-    #: layout, where the client wakes the server itself after its index write.
-    wake: str
     #: The HASH ended reservations are counted in (``acked:<topic>`` -> count;
     #: ack, release and reserve's acks write it, the server exports it).
     outcomes: str
@@ -120,7 +117,6 @@ class Keys:
                 dead_prefix="",
                 counts=(),
                 release4=tag + "dead",
-                wake="",
                 outcomes=tag + "outcomes",
             )
         return TopicNames(
@@ -134,7 +130,6 @@ class Keys:
             dead_prefix=self.dead_prefix,
             counts=(self.scheduled_count,),
             release4=self.scheduled_count,
-            wake=self.wake,
             outcomes=self.outcomes,
         )
 
@@ -200,10 +195,10 @@ class Keys:
     def wake(self) -> str:
         """The pub/sub channel that announces an earlier due time: ``<prefix>wake``.
 
-        A channel, not a key: a due time published there comes before what a
-        sleeping server waits for, so it wakes. The classic layout's scripts
-        publish it; in the per-topic layout the client does, after lowering
-        the index (:attr:`due`).
+        A channel, not a key: the scripts announce ``"<time> <topic>"`` there
+        when they write a time before a pool's or reserved set's earliest, in
+        both layouts; the server wakes for it and, in the per-topic layout,
+        keeps its index (:attr:`due`) from it.
         """
         return self.prefix + "wake"
 
@@ -229,14 +224,14 @@ class Keys:
 
     @property
     def topics(self) -> str:
-        """The SET of known topics: ``<prefix>topics`` (both layouts; in the
-        per-topic layout every push adds its topic)."""
+        """The SET of known topics: ``<prefix>topics`` (both layouts; the
+        server keeps it)."""
         return self.prefix + "topics"
 
     @property
     def due(self) -> str:
-        """The per-topic layout's index: ZSET topic -> the earliest time it
-        needs the server (Unix seconds): ``<prefix>due``."""
+        """The per-topic layout's index, the server's: ZSET topic -> the
+        earliest time it needs the server (Unix seconds): ``<prefix>due``."""
         return self.prefix + "due"
 
     def __repr__(self) -> str:
