@@ -144,15 +144,17 @@ def test_per_topic_calls_use_the_topics_names_in_one_slot(call: ScriptCall) -> N
     # every key in the topic's hash slot; every name-building prefix the topic's
     assert all(key.startswith(PREFIX + "{t}:") for key in call.keys)
     for arg in call.args:
-        if isinstance(arg, str) and arg.startswith(PREFIX):
+        if isinstance(arg, str) and arg.startswith(PREFIX) and arg != PREFIX + "wake":
             assert arg.startswith(PREFIX + "{t}:"), (call.script, arg)
-    # no wake channel: the client publishes after its index write
-    assert PREFIX + "wake" not in call.args
+    # the wake channel is a channel, not a key: in both layouts, as the scripts announce on it
+    assert all(arg == PREFIX + "wake" for arg in call.args if isinstance(arg, str) and arg.endswith("wake"))
 
 
-def test_per_topic_wake_arguments_are_empty() -> None:
+def test_per_topic_calls_pass_the_wake_channel() -> None:
     by_script = {c.script: c for c in topic_calls()}
-    assert by_script["push"].args[10] == ""
-    assert by_script["push_many"].args[2] == ""
-    assert by_script["release"].args[6] == ""
-    assert by_script["reschedule"].args[2] == ""
+    wake = PREFIX + "wake"
+    assert by_script["push"].args[10] == wake
+    assert by_script["push_many"].args[2] == wake
+    assert by_script["release"].args[6] == wake
+    assert by_script["reschedule"].args[2] == wake
+    assert by_script["reserve"].args[-1] == wake and by_script["touch"].args[3] == wake

@@ -90,7 +90,7 @@ def test_the_async_client_alike(replicated: RedisServer, url: str) -> None:
 
 
 def test_durable_true_means_the_default_wait() -> None:
-    from delayer import _durable
+    from delayer import _send as _durable
 
     assert _durable.timeout_of(True) == _durable.DEFAULT_TIMEOUT == 1.0
     assert _durable.timeout_of(10) == 10

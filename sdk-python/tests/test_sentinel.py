@@ -175,7 +175,7 @@ def test_the_per_topic_layout_through_a_failover(tmp_path: Path) -> None:
         topic = f"topic-{tag}"
         eventually("push", lambda: client.push(topic, "1", 0) or True)
         eventually("push 2", lambda: client.push(topic, "2", 0) or True)
-        assert deployment.master().zscore("delayer:due", topic) is not None
+        assert deployment.master().zscore(key("delayer:", topic, "pool"), "1") is not None
         eventually("move", lambda: move_topic_until(deployment.master(), topic, 2) or None)
         assert deployment.master().llen(key("delayer:", topic, "ready")) == 2
         assert eventually("pop", lambda: client.pop(topic)).id == "1"

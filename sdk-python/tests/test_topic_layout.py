@@ -25,7 +25,7 @@ from delayer import (
 from delayer.keys import Keys
 
 from conftest import redis_now
-from topickit import TopicServer, WakeListener, indexed, key, move_until, wait_for
+from topickit import TopicServer, WakeListener, key, move_until, wait_for
 from workerkit import Recorder, Running
 
 P = "shop:"
@@ -63,13 +63,13 @@ def test_names_of_a_topic_in_each_layout() -> None:
         "shop:{mail}:malformed", "shop:{mail}:receipt_seq",
     )
     assert n.bucket("42") == "shop:{mail}:job:42" and n.bucket_prefix == "shop:{mail}:job:"
-    assert (n.scheduled_count, n.wake, n.dead_prefix) == (None, "", "")
+    assert (n.counts, n.release4, n.dead_prefix) == ((), "shop:{mail}:dead", "")
     assert (Keys("shop:", "topic").due, Keys("shop:", "topic").topics, Keys("shop:", "topic").wake) == (
         "shop:due", "shop:topics", "shop:wake")
     c = Keys("shop:").names("mail")
-    assert (c.pool, c.ready, c.reserved, c.dead, c.scheduled_count, c.wake, c.dead_prefix) == (
-        "shop:job_pool", "shop:ready_queue:mail", "shop:reserved", "shop:dead:mail", "shop:scheduled_count",
-        "shop:wake", "shop:dead:",
+    assert (c.pool, c.ready, c.reserved, c.dead, c.counts, c.release4, c.dead_prefix) == (
+        "shop:job_pool", "shop:ready_queue:mail", "shop:reserved", "shop:dead:mail", ("shop:scheduled_count",),
+        "shop:scheduled_count", "shop:dead:",
     )
     with pytest.raises(ValueError):
         Keys("shop:", "columns")
@@ -78,7 +78,7 @@ def test_names_of_a_topic_in_each_layout() -> None:
 # -- push --------------------------------------------------------------------
 
 
-def test_push_writes_the_topics_keys_and_the_index(d: Delayer, raw: "redis.Redis") -> None:
+def test_push_writes_the_topics_keys_and_announces(d: Delayer, raw: "redis.Redis", wake: WakeListener) -> None:
     before = redis_now(raw)
     due = d.push("mail", "o-1", 30, b"hello", max_attempts=3)
     assert before + 29 < due < redis_now(raw) + 31
@@ -86,11 +86,9 @@ def test_push_writes_the_topics_keys_and_the_index(d: Delayer, raw: "redis.Redis
     # the per-topic layout's bucket keeps its due time (read for the ready-queue age)
     assert raw.hgetall(k("mail", "job:o-1")) == {
         b"topic": b"mail", b"body": b"hello", b"max_attempts": b"3", b"due": b"%.3f" % due}
-    indexed(raw, "mail", due, P)
-    assert raw.smembers(P + "topics") == {b"mail"}
-    # nothing of the classic layout
-    assert sorted(raw.keys("*")) == sorted(
-        x.encode() for x in (k("mail", "pool"), k("mail", "job:o-1"), P + "due", P + "topics"))
+    assert wake.next() == b"%.3f mail" % due  # push.lua's announcement: the server keeps the index
+    # nothing of the classic layout, and no index: the server's
+    assert sorted(raw.keys("*")) == sorted(x.encode() for x in (k("mail", "pool"), k("mail", "job:o-1")))
 
 
 def test_ids_are_per_topic(d: Delayer, raw: "redis.Redis") -> None:
@@ -111,20 +109,15 @@ def test_ids_are_per_topic(d: Delayer, raw: "redis.Redis") -> None:
     assert e.value.taken[0].topic == "a"
 
 
-def test_the_index_is_lowered_and_a_wake_published_only_when_lowered(
-    d: Delayer, raw: "redis.Redis", wake: WakeListener
-) -> None:
+def test_a_push_announces_only_a_new_earliest_due_time(d: Delayer, raw: "redis.Redis", wake: WakeListener) -> None:
     first = d.push("t", "1", 100)
-    held = indexed(raw, "t", first, P)
-    assert float(wake.next() or 0) == first  # the answered due time, not the index's early one
-    later = d.push("t", "2", 200)  # not earlier than the index: neither lowered nor published
-    assert later > first and raw.zscore(P + "due", "t") == held
-    u = d.push("u", "1", 300)  # another topic: its own entry
+    assert wake.next() == b"%.3f t" % first
+    later = d.push("t", "2", 200)  # not before the pool's earliest: nothing announced
+    u = d.push("u", "1", 300)  # another topic's pool: its own earliest
     third = d.push("t", "3", 50)
-    held = indexed(raw, "t", third, P)
-    # messages arrive in order: had the second push published, it would come first
-    assert [float(wake.next() or 0), float(wake.next() or 0)] == [u, third]
-    assert raw.zrange(P + "due", 0, -1, withscores=True) == [(b"t", held), (b"u", indexed(raw, "u", u, P))]
+    # messages arrive in order: had the second push announced, it would come first
+    assert later > first and [wake.next(), wake.next()] == [b"%.3f u" % u, b"%.3f t" % third]
+    assert not raw.exists(P + "due") and not raw.exists(P + "topics")  # the server's to write
 
 
 def test_push_many_makes_one_call_per_topic_and_keeps_the_order(d: Delayer, raw: "redis.Redis") -> None:
@@ -137,8 +130,6 @@ def test_push_many_makes_one_call_per_topic_and_keeps_the_order(d: Delayer, raw:
     assert dues == sorted(dues)  # delays grow with the index: the reply is in input order
     for t in topics:
         assert raw.zcard(k(t, "pool")) == len([j for j in jobs if j.topic == t])
-        assert raw.zscore(P + "due", t) == min(due for job, due in zip(jobs, dues) if job.topic == t)
-    assert raw.smembers(P + "topics") == {b"a", b"b", b"c"}
     assert not raw.exists(P + "scheduled_count")
     # if_absent: the taken ones are reported in order, the others written
     with pytest.raises(IdTakenError) as e:
@@ -149,14 +140,14 @@ def test_push_many_makes_one_call_per_topic_and_keeps_the_order(d: Delayer, raw:
     assert raw.zscore(k("c", "pool"), "j0") == e.value.due[3]  # "c"'s own j0 was not taken: ids are per topic
 
 
-def test_a_durable_push_still_writes_the_index(d: Delayer, raw: "redis.Redis") -> None:
+def test_a_durable_push_still_announces(d: Delayer, raw: "redis.Redis", wake: WakeListener) -> None:
     with pytest.raises(NotReplicatedError) as e:  # no replica here
         d.push("t", "1", 5, durable=0.05)
     assert raw.zscore(k("t", "pool"), "1") == e.value.due
-    indexed(raw, "t", e.value.due, P)
+    assert wake.next() == b"%.3f t" % e.value.due
     with pytest.raises(NotReplicatedError) as e:
         d.push_many([Job("u", "1", 3), Job("v", "1", 4)], durable=0.05)
-    assert e.value.due == [raw.zscore(P + "due", "u"), raw.zscore(P + "due", "v")]
+    assert [wake.next(), wake.next()] == [b"%.3f u" % e.value.due[0], b"%.3f v" % e.value.due[1]]
 
 
 # -- pop / bpop / remove / reschedule ------------------------------------------
@@ -187,8 +178,7 @@ def test_remove_and_reschedule_need_the_topic(d: Delayer, raw: "redis.Redis", wa
         d.reschedule("1", 5)
     due = d.reschedule("1", 5, topic="t")
     assert due is not None and raw.zscore(k("t", "pool"), "1") == due
-    assert raw.zscore(P + "due", "t") == due  # lowered, and published
-    assert float(wake.next() or 0) == due
+    assert wake.next() == b"%.3f t" % due  # before the pool's earliest: announced
     assert d.remove("1", topic="t") is True
     assert d.remove("1", topic="t") is False
     assert raw.zscore(k("u", "pool"), "1") is not None  # the other topic's 1 stays
@@ -201,14 +191,12 @@ def test_remove_and_reschedule_need_the_topic(d: Delayer, raw: "redis.Redis", wa
 def test_reserve_ack_touch_on_the_topics_keys(d: Delayer, raw: "redis.Redis", wake: WakeListener) -> None:
     ready_job(d, raw, "t", "1", b"x")
     assert wake.next() is not None  # the push's
-    raw.zadd(P + "due", {"t": 9e12})  # the server wrote the pool's (empty) next time back
     job = reserve_one(d, "t", 30)
     assert (job.id, job.topic, job.body, job.attempts) == ("1", "t", b"x", 1)
     assert raw.zscore(k("t", "reserved"), "1") == round(job.deadline * 1000)
     assert raw.get(k("t", "receipt_seq")) == job.receipt.encode()
-    # the reservation's deadline is the topic's next time: the index says so, and wakes the server
-    assert raw.zscore(P + "due", "t") == job.deadline
-    assert float(wake.next() or 0) == job.deadline
+    # the reservation's deadline is the topic's next time: reserve.lua announces it
+    assert wake.next() == b"%.3f t" % job.deadline
     # by id, the topic is needed
     with pytest.raises(InvalidArgument) as e:
         d.ack("1", job.receipt)
@@ -220,7 +208,7 @@ def test_reserve_ack_touch_on_the_topics_keys(d: Delayer, raw: "redis.Redis", wa
         d.ack(job, topic="t")
     deadline = d.touch("1", 60, job.receipt, topic="t")
     assert deadline is not None and raw.zscore(k("t", "reserved"), "1") == round(deadline * 1000)
-    assert raw.zscore(P + "due", "t") == job.deadline  # touch writes no index
+    assert wake.next(0.2) is None  # a later deadline than the set's earliest: nothing to announce
     assert d.ack("1", "999", topic="t") is False  # not this reservation
     assert d.ack(job) is True
     assert d.ack(job) is False
@@ -234,26 +222,23 @@ def test_release_bury_and_dead_letters(d: Delayer, raw: "redis.Redis", wake: Wak
     a, b = reserve_one(d, "t"), reserve_one(d, "t")
     assert {a.id, b.id} == {"1", "2"}
     one, two = (a, b) if a.id == "1" else (b, a)
-    raw.zadd(P + "due", {"t": 9e12})
+    assert wake.next() is not None and wake.next() is not None  # the reservations' deadlines
     with pytest.raises(InvalidArgument, match=r"release\(id, delay, receipt, topic=\.\.\.\)"):
         d.release("1", 5, one.receipt)
     assert d.release("1", 5, one.receipt, topic="t", error="boom") is True
     due = raw.zscore(k("t", "pool"), "1")
-    assert due is not None and raw.zscore(P + "due", "t") == due  # a retry is scheduled: indexed
-    assert float(wake.next() or 0) == due
+    assert due is not None and wake.next() == b"%.3f t" % due  # a retry is scheduled: announced
     assert raw.hget(k("t", "job:1"), "last_error") == b"boom"
     with pytest.raises(InvalidArgument, match=r"bury\(id, receipt, topic=\.\.\.\)"):
         d.bury("2")
-    raw.zadd(P + "due", {"t": 9e12})
     assert d.bury(two, error="never") is True
     assert raw.lrange(k("t", "dead"), 0, -1) == [b"2"]
-    assert raw.zscore(P + "due", "t") == 9e12  # a bury schedules nothing
+    assert wake.next(0.2) is None  # a bury schedules nothing
     dead = d.dead_letters("t")
     assert [(x.id, x.topic, x.body, x.reason) for x in dead] == [("2", "t", b"two", "buried")]
     assert d.requeue_dead("t") == 1
     assert raw.zscore(k("t", "pool"), "2") is not None and raw.llen(k("t", "dead")) == 0
-    assert raw.zscore(P + "due", "t") == 0  # due now
-    assert wake.next() == b"0"
+    assert (wake.next() or b"").endswith(b" t")  # due now: announced
     assert raw.hget(k("t", "job:2"), "attempts") == b"0"
     # and purge: bury it again first
     move_until(raw, "t", 2, P)
@@ -271,9 +256,8 @@ def test_reserve_many_acks_jobs_of_every_topic(d: Delayer, raw: "redis.Redis") -
             ready_job(d, raw, t, f"{t}{i}")
     acked, jobs_a = d.reserve_many("a", 30, 3)
     assert acked == [] and sorted(j.id for j in jobs_a) == ["a0", "a1", "a2"]
-    raw.zadd(P + "due", {"b": 9e12})  # as the server writes the (empty) pool's next time back
     _, jobs_b = d.reserve_many("b", 30, 2)
-    assert raw.zscore(P + "due", "b") == jobs_b[0].deadline
+    assert raw.zscore(k("b", "reserved"), jobs_b[0].id) == round(jobs_b[0].deadline * 1000)
     # acks of "a" and "b" (and an id of "b", the call's topic), then one more job of "b"
     acks: List[object] = [jobs_a[0], jobs_b[0], jobs_a[1], jobs_b[1].id, jobs_a[0]]
     acked, more = d.reserve_many("b", 30, 5, acks)  # type: ignore[arg-type]
@@ -290,9 +274,8 @@ def test_reserve_many_acks_jobs_of_every_topic(d: Delayer, raw: "redis.Redis") -
 def test_breserve_waits_on_the_topics_list(d: Delayer, raw: "redis.Redis") -> None:
     assert d.breserve("t", 30, 0.05) is None
     ready_job(d, raw, "t", "1")
-    raw.zadd(P + "due", {"t": 9e12})
     job = d.breserve("t", 30, 5)
-    assert job is not None and job.id == "1" and raw.zscore(P + "due", "t") == job.deadline
+    assert job is not None and job.id == "1" and raw.zscore(k("t", "reserved"), "1") == round(job.deadline * 1000)
 
 
 # -- inspecting ----------------------------------------------------------------
@@ -314,6 +297,7 @@ def test_lookup_listings_and_stats(d: Delayer, raw: "redis.Redis") -> None:
     assert [x.id for x in d.list_reserved("b").items] == ["r1"]
     assert d.list_ready("a").items == ["r1"]
     d.bury(job)
+    raw.sadd(P + "topics", "a", "b")  # as the server records the topics announced
     stats = d.stats()
     assert [(t.topic, t.scheduled, t.ready, t.reserved, t.dead) for t in stats.topics] == [
         ("a", 2, 1, 0, 0), ("b", 0, 0, 0, 1)]
@@ -322,8 +306,9 @@ def test_lookup_listings_and_stats(d: Delayer, raw: "redis.Redis") -> None:
     assert d.stats().reserved_total == 1 and d.stats().topics[0].reserved == 1
 
 
-def test_many_topics_in_stats(d: Delayer) -> None:
+def test_many_topics_in_stats(d: Delayer, raw: "redis.Redis") -> None:
     d.push_many([Job(f"t{i:04d}", "1", 60) for i in range(1200)])  # more than one SSCAN and one round of counts
+    raw.sadd(P + "topics", *(f"t{i:04d}" for i in range(1200)))  # as the server records the topics announced
     stats = d.stats()
     assert [t.topic for t in stats.topics] == [f"t{i:04d}" for i in range(1200)]
     assert stats.scheduled_total == 1200 and all(t.scheduled == 1 for t in stats.topics)
@@ -433,8 +418,8 @@ def test_a_worker_runs_jobs_of_several_topics(url: str, d: Delayer, raw: "redis.
 
 
 def test_a_user_who_may_not_publish_still_pushes(acl_server: object) -> None:
-    """As push.lua's pcall'd PUBLISH in the classic layout: the wake-up is a
-    hint, the index entry is what the server reads."""
+    """push.lua's PUBLISH is a pcall: the announcement is a hint (the
+    server's rescan and sweep find the job all the same)."""
     from conftest import ACL_PASSWORD, ACL_USER
 
     port = acl_server.port  # type: ignore[attr-defined]
@@ -444,7 +429,7 @@ def test_a_user_who_may_not_publish_still_pushes(acl_server: object) -> None:
             raw.publish("delayer:wake", "1")  # this user has no channels
         with Delayer(f"redis://{ACL_USER}:{ACL_PASSWORD}@127.0.0.1:{port}/0", layout="topic") as d:
             due = d.push("acl-t", "1", 60)
-            indexed(raw, "acl-t", due)
+            assert raw.zscore("delayer:{acl-t}:pool", "1") == due
             assert d.remove("1", topic="acl-t") is True
     finally:
         raw.close()

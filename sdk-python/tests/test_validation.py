@@ -175,7 +175,7 @@ def test_dead_ids_go_1000_per_call() -> None:
     assert calls[2].args[:6] == ["p:job_bucket:", "t", "purge", 500, "i2000", "i2001"]
     every, calls = _calls.dead_take_calls(Keys("p:"), "requeue", "t", None)
     assert every is not None and calls == []
-    assert every.args == ["p:job_bucket:", "t", "requeue", 1000]
+    assert every.args == ["p:job_bucket:", "t", "requeue p:wake", 1000]  # a re-queue announces on the channel
     assert _calls.dead_take_calls(Keys(), "purge", "t", []) == (None, [])
 
 

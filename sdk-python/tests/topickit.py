@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Set
 
 import redis
 
@@ -74,11 +74,15 @@ def indexed(raw: "redis.Redis", topic: str, due: float, prefix: str = "delayer:"
 
 class TopicServer:
     """The Delayer server's moves and expiry for every topic of
-    ``<prefix>topics``, every 10 ms on a thread."""
+    ``<prefix>topics`` and every topic announced on ``<prefix>wake``
+    (``"<time> <topic>"``, as the scripts announce), every 10 ms on a thread."""
 
     def __init__(self, url: str, prefix: str = "delayer:") -> None:
         self.raw = redis.Redis.from_url(url, socket_timeout=5)
         self.prefix = prefix
+        self.announced: Set[bytes] = set()
+        self.pubsub = self.raw.pubsub()
+        self.pubsub.subscribe(prefix + "wake")
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
@@ -86,7 +90,10 @@ class TopicServer:
     def _loop(self) -> None:
         while not self.done.is_set():
             try:
-                for t in self.raw.smembers(self.prefix + "topics"):
+                while (m := self.pubsub.get_message(timeout=0)) is not None:
+                    if m["type"] == "message" and b" " in m["data"]:
+                        self.announced.add(m["data"].split(b" ", 1)[1])
+                for t in self.raw.smembers(self.prefix + "topics") | self.announced:
                     topic = t.decode()
                     move_topic(self.raw, topic, self.prefix)
                     expire(self.raw, topic, self.prefix)
@@ -97,6 +104,7 @@ class TopicServer:
     def close(self) -> None:
         self.done.set()
         self.thread.join(timeout=10)
+        self.pubsub.close()
         self.raw.close()
 
 

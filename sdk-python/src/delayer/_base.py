@@ -13,11 +13,10 @@ from typing import Any, ClassVar, Dict, Generic, List, NamedTuple, Optional, Seq
 
 from redis.backoff import NoBackoff
 
-from . import _cluster, _connect, _sentinel, _waits, config, scripts
-from ._rules import check_layout, check_prefix
+from . import _cluster, _connect, _sentinel, _waits, config
 from ._translate import Guard
 from .errors import InvalidArgument
-from .keys import CLASSIC, DEFAULT_PREFIX, TOPIC, Keys
+from .keys import CLASSIC, DEFAULT_PREFIX, TOPIC, Keys, check_layout, check_prefix
 
 PathArg = Union[str, "os.PathLike[str]"]
 
@@ -125,9 +124,6 @@ class ClientBase(Generic[R]):
             self._redis: R = opened.calls
             self._where = _cluster.describe(nodes)
             self._guard = Guard(self._where, opened.secrets, bool(password))
-            self._scripts: Dict[str, Any] = {
-                name: opened.calls.register_script(scripts.source(name)) for name in scripts.NAMES
-            }
             self._waiter: R = opened.waits
             self._node_options = opened.node_options
             return
@@ -177,7 +173,6 @@ class ClientBase(Generic[R]):
         # credentials from a provider (redis-py 5+) are not in the kwargs
         has_password = bool(kwargs.get("password") or kwargs.get("credential_provider"))
         self._guard = Guard(where, secrets + more, has_password)
-        self._scripts = {name: made.register_script(scripts.source(name)) for name in scripts.NAMES}
         # bpop and breserve wait on connections of their own, whose read
         # timeout outlasts a wait whatever the client's socket timeout.
         self._waiter = waiter if waiter is not None else flavour.client_class(
@@ -207,44 +202,28 @@ class ClientBase(Generic[R]):
         bad value of a key it reads.
         """
         s = config.load(path)
+        common: Dict[str, Any] = {
+            "prefix": s.key_prefix,
+            "username": s.username,
+            "password": s.password,
+            "tls_ca_file": s.tls_ca_file,
+            "tls_cert_file": s.tls_cert_file,
+            "tls_key_file": s.tls_key_file,
+            "layout": s.layout,
+        }
         if s.cluster:
-            return cls(
-                prefix=s.key_prefix,
-                cluster=s.cluster,
-                username=s.username,
-                password=s.password,
-                tls=s.tls,
-                tls_ca_file=s.tls_ca_file,
-                tls_cert_file=s.tls_cert_file,
-                tls_key_file=s.tls_key_file,
-                layout=s.layout,
-            )
+            return cls(cluster=s.cluster, tls=s.tls, **common)
         if s.sentinels:
             return cls(
-                prefix=s.key_prefix,
                 sentinels=s.sentinels,
                 master_name=s.master_name,
                 database=s.database,
-                username=s.username,
-                password=s.password,
                 sentinel_username=s.sentinel_username,
                 sentinel_password=s.sentinel_password,
                 tls=s.tls,
-                tls_ca_file=s.tls_ca_file,
-                tls_cert_file=s.tls_cert_file,
-                tls_key_file=s.tls_key_file,
-                layout=s.layout,
+                **common,
             )
-        return cls(
-            s.url if s.url is not None else _connect.tcp_url(s.host, s.port, s.database),
-            s.key_prefix,
-            username=s.username,
-            password=s.password,
-            tls_ca_file=s.tls_ca_file,
-            tls_cert_file=s.tls_cert_file,
-            tls_key_file=s.tls_key_file,
-            layout=s.layout,
-        )
+        return cls(s.url if s.url is not None else _connect.tcp_url(s.host, s.port, s.database), **common)
 
     @property
     def keys(self) -> Keys:

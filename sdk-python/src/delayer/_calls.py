@@ -4,10 +4,9 @@ What each script takes is written in its header (``lua/*.lua``); this module
 is the Python SDK's one translation of those headers. Each builder checks its
 arguments by the input rules (:mod:`delayer._rules`) first, so a call that is
 built is a call that may be sent; key and channel names come from
-:meth:`Keys.names <delayer.keys.Keys.names>`, in either layout: a builder
-takes a topic's names and passes them on, and only the calls that differ in
-kind between layouts (an id-only call needs its topic in the per-topic
-layout; push_many makes one call per topic there) say so here.
+:mod:`delayer.keys`, which alone knows the layouts: a builder takes a
+topic's names (or a job's :meth:`~delayer.keys.Keys.scope`, whose calls are
+grouped by it) and passes them on, whatever the layout.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from ._rules import (
     check_if_absent,
     check_max_attempts,
     check_name,
-    check_topic,
     count,
     delay_ms,
     encode_body,
@@ -78,25 +76,6 @@ def _retry_args(max_attempts: object, backoff: object) -> List[Arg]:
     return args
 
 
-def _counts(names: TopicNames) -> List[str]:
-    """The scheduled-count hash as a trailing key, or none (per-topic layout)."""
-    return [] if names.scheduled_count is None else [names.scheduled_count]
-
-
-def _names(keys: Keys, topic: object, usage: str) -> TopicNames:
-    """The names of an id-only call given ``topic=`` (checked).
-
-    The classic layout's ids are global, so its calls need no topic (one
-    given is checked, then not needed); the per-topic layout's do, and
-    ``usage`` says how to give it.
-    """
-    if topic is None:
-        if keys.per_topic:
-            raise InvalidArgument(usage)
-        return keys.names(None)
-    return keys.names(check_topic(topic, keys.layout))
-
-
 def push_call(
     keys: Keys,
     topic: object,
@@ -117,7 +96,7 @@ def push_call(
     traceparent ("" for none; None takes OpenTelemetry's current one, if
     any: :func:`delayer._trace.outgoing`).
     """
-    topic_s = check_topic(topic, keys.layout)
+    topic_s = keys.topic(topic)
     id_s = check_name("id", job_id)
     ms = delay_ms(delay)
     life = lifetime_ms(ready_max_lifetime)
@@ -125,8 +104,8 @@ def push_call(
     n = keys.names(topic_s)
     args: List[Arg] = [id_s, topic_s, data, ms, life]
     args += _retry_args(max_attempts, backoff)
-    args += [check_if_absent(if_absent), n.wake, outgoing(traceparent)]
-    return ScriptCall(scripts.PUSH, [n.pool, n.bucket(id_s), *_counts(n)], args)
+    args += [check_if_absent(if_absent), keys.wake, outgoing(traceparent)]
+    return ScriptCall(scripts.PUSH, [n.pool, n.bucket(id_s), *n.counts], args)
 
 
 class Batches(NamedTuple):
@@ -173,29 +152,24 @@ def push_many_batches(keys: Keys, jobs: object, if_absent: object = False) -> Ba
             )
         except InvalidArgument as e:
             raise InvalidArgument(f"jobs[{i}]: {e}") from None
-        groups.setdefault(str(push.args[1]) if keys.per_topic else None, []).append((i, push))
+        groups.setdefault(keys.scope(push.args[1]), []).append((i, push))
     calls = []
     order: List[int] = []
     for topic, pushes in groups.items():
         n = keys.names(topic)
         for start in range(0, len(pushes), JOBS_PER_CALL):
-            args: List[Arg] = [n.bucket_prefix, policy, n.wake]
+            args: List[Arg] = [n.bucket_prefix, policy, keys.wake]
             for i, push in pushes[start : start + JOBS_PER_CALL]:
                 args.extend(push.args[: VALUES_PER_JOB - 1])  # push.lua's first nine ARGV
                 args.append(push.args[-1])  # and its traceparent
                 order.append(i)
-            calls.append(ScriptCall(scripts.PUSH_MANY, [n.pool, *_counts(n)], args))
+            calls.append(ScriptCall(scripts.PUSH_MANY, [n.pool, *n.counts], args))
     return Batches(calls, order)
 
 
 def push_many_ids(call: ScriptCall) -> List[str]:
     """The ids of the jobs of a push_many.lua call from :func:`push_many_calls`, in order."""
     return [str(a) for a in call.args[PUSH_MANY_HEAD::VALUES_PER_JOB]]
-
-
-def push_many_topics(call: ScriptCall) -> List[str]:
-    """The topics of the jobs of a push_many.lua call, in order."""
-    return [str(a) for a in call.args[PUSH_MANY_HEAD + 1 :: VALUES_PER_JOB]]
 
 
 def chunks(calls: Sequence[ScriptCall], size: int = CALLS_PER_PIPELINE) -> List[Sequence[ScriptCall]]:
@@ -205,7 +179,7 @@ def chunks(calls: Sequence[ScriptCall], size: int = CALLS_PER_PIPELINE) -> List[
 
 def pop_call(keys: Keys, topic: object) -> ScriptCall:
     """Check a pop and return its pop.lua call. KEYS[0] is also the list ``bpop`` waits on."""
-    n = keys.names(check_topic(topic, keys.layout))
+    n = keys.names(keys.topic(topic))
     return ScriptCall(scripts.POP, [n.ready, n.malformed, n.pool, n.reserved], [n.bucket_prefix])
 
 
@@ -218,20 +192,21 @@ def take_call(keys: Keys, topic: str, job_id: str) -> ScriptCall:
 def remove_call(keys: Keys, job_id: object, topic: object = None) -> ScriptCall:
     """Check a remove and return its remove.lua call."""
     i = check_name("id", job_id)
-    n = _names(keys, topic, "remove() needs the topic in the per-topic layout: remove(id, topic=...)")
-    return ScriptCall(scripts.REMOVE, [n.pool, n.bucket(i), *_counts(n)], [i])
+    n = keys.id_names(topic, "remove() needs the topic in the per-topic layout: remove(id, topic=...)")
+    return ScriptCall(scripts.REMOVE, [n.pool, n.bucket(i), *n.counts], [i])
 
 
 def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
     """Check a reserve and return its reserve.lua call.
 
     KEYS: ready queue, reserved, malformed, receipt_seq, pool, outcomes; ARGV:
-    bucket prefix, ttr ms. KEYS[0] is also the list ``breserve`` waits on.
+    bucket prefix, ttr ms, "" (one job), the wake channel. KEYS[0] is also
+    the list ``breserve`` waits on.
     """
-    n = keys.names(check_topic(topic, keys.layout))
+    n = keys.names(keys.topic(topic))
     ms = ttr_ms(ttr)
     keys_ = [n.ready, n.reserved, n.malformed, n.receipt_seq, n.pool, n.outcomes]
-    return ScriptCall(scripts.RESERVE, keys_, [n.bucket_prefix, ms])
+    return ScriptCall(scripts.RESERVE, keys_, [n.bucket_prefix, ms, "", keys.wake])
 
 
 class ReserveMany(NamedTuple):
@@ -253,14 +228,14 @@ def reserve_many_calls(keys: Keys, topic: object, ttr: object, n: object, acks: 
 
     KEYS as for :func:`reserve_call`; ARGV: bucket prefix, ttr ms, ``n``
     (0..:data:`RESERVE_BATCH`), then an (id, receipt) pair per ack, acked
-    first. Each ack is a :class:`ReservedMessage`, an id, or an
+    first, then the wake channel. Each ack is a :class:`ReservedMessage`, an id, or an
     ``(id, receipt)`` pair (receipt None: whichever reservation is current);
     an id or pair is of ``topic``, a ReservedMessage of its own topic. The
     classic layout sends one call; the per-topic layout one per topic of the
     acks, and none for ``topic`` when it neither reserves nor acks there.
     """
     call = reserve_call(keys, topic, ttr)
-    t = check_topic(topic, keys.layout)
+    t = keys.topic(topic)
     most = count("n", n, 0, RESERVE_BATCH)
     if isinstance(acks, (str, bytes, bytearray, memoryview, ReservedMessage)):
         raise InvalidArgument("acks must be an iterable of jobs to ack (wrap one job in a list)")
@@ -282,24 +257,24 @@ def reserve_many_calls(keys: Keys, topic: object, ttr: object, n: object, acks: 
                 of = t
             else:
                 job_id, receipt = _held(item, None)
-                # Classic ids are global: every ack goes in the one call.
-                per_topic = keys.per_topic and isinstance(item, ReservedMessage)
-                of = check_topic(item.topic, keys.layout) if per_topic else t
+                # Classic ids are global (no scope): every ack goes in the one call.
+                of = (keys.scope(item.topic) if isinstance(item, ReservedMessage) else None) or t
         except InvalidArgument as e:
             raise InvalidArgument(f"acks[{i}]: {e}") from None
         group = groups.setdefault(of, [])
         where.append((of, len(group)))
         group.append((job_id, receipt))
-    reserves = most > 0 or bool(groups[t]) or not keys.per_topic
+    reserves = most > 0 or bool(groups[t])
     calls: List[ScriptCall] = []
     index: Dict[str, int] = {}
     for of, pairs in groups.items():
         if of == t and not reserves:
             continue
         base = call if of == t else reserve_call(keys, of, ttr)
-        args: List[Arg] = [*base.args, most if of == t else 0]
+        args: List[Arg] = [*base.args[:2], most if of == t else 0]
         for job_id, receipt in pairs:
             args += [job_id, receipt]
+        args.append(keys.wake)
         index[of] = len(calls)
         calls.append(ScriptCall(base.script, base.keys, args))
     return ReserveMany(calls, reserves, [(index[of], k) for of, k in where])
@@ -349,14 +324,6 @@ def _held(job: object, receipt: object) -> Tuple[str, str]:
     return job_id, receipt
 
 
-def held_topic(job: object, topic: object) -> Optional[str]:
-    """The topic an ack, touch, release or bury acts on (checked by its
-    builder): a ReservedMessage's own, else ``topic=`` (None: not given)."""
-    if isinstance(job, ReservedMessage):
-        return job.topic
-    return None if topic is None else str(topic)
-
-
 def _held_names(keys: Keys, job: object, receipt: object, topic: object, form: str) -> Tuple[str, str, TopicNames]:
     """The id, receipt (:func:`_held`) and topic names of an ack, touch,
     release or bury: a ReservedMessage carries its topic, an id takes ``topic=``."""
@@ -364,11 +331,10 @@ def _held_names(keys: Keys, job: object, receipt: object, topic: object, form: s
     if isinstance(job, ReservedMessage):
         if topic is not None:
             raise InvalidArgument("topic= is for a job given by id; a ReservedMessage carries its own")
-        # Classic ids are global: the topic is not needed (nor checked, as before).
-        return job_id, r, keys.names(check_topic(job.topic, keys.layout) if keys.per_topic else None)
+        return job_id, r, keys.names(keys.scope(job.topic))
     name = form[: form.index("(")]
     usage = f"{name}() needs the topic in the per-topic layout: {name}(job) with the reserved job, or {form}"
-    n = _names(keys, topic, usage)
+    n = keys.id_names(topic, usage)
     return job_id, r, n
 
 
@@ -380,10 +346,10 @@ def ack_call(keys: Keys, job: object, receipt: object, topic: object = None) -> 
 
 def touch_call(keys: Keys, job: object, ttr: object, receipt: object, topic: object = None) -> ScriptCall:
     """Check a touch and return its touch.lua call: KEYS reserved, bucket, pool;
-    ARGV id, receipt, ttr ms (``ttr`` as for reserve)."""
+    ARGV id, receipt, ttr ms (``ttr`` as for reserve), wake channel."""
     job_id, r, n = _held_names(keys, job, receipt, topic, "touch(id, ttr, receipt, topic=...)")
     ms = ttr_ms(ttr)
-    return ScriptCall(scripts.TOUCH, [n.reserved, n.bucket(job_id), n.pool], [job_id, r, ms])
+    return ScriptCall(scripts.TOUCH, [n.reserved, n.bucket(job_id), n.pool], [job_id, r, ms, keys.wake])
 
 
 def _release_call(
@@ -392,12 +358,10 @@ def _release_call(
     job_id, r, n = _held_names(keys, job, receipt, topic, form)
     why = error_text(error)
     # "held": end this one reservation. The "expired" mode is the server's.
-    args: List[Arg] = [n.bucket_prefix, n.dead_prefix, action, "held", job_id, r, n.wake]
+    args: List[Arg] = [n.bucket_prefix, n.dead_prefix, action, "held", job_id, r, keys.wake]
     if why:  # ARGV[8], kept as the job's last_error; left out: not said
         args.append(why)
-    # KEYS[4]: the scheduled counts, or in the per-topic layout (ARGV[2] "") the topic's dead list.
-    fourth = n.scheduled_count if n.scheduled_count is not None else n.dead
-    return ScriptCall(scripts.RELEASE, [n.reserved, n.pool, n.malformed, fourth, n.outcomes], args)
+    return ScriptCall(scripts.RELEASE, [n.reserved, n.pool, n.malformed, n.release4, n.outcomes], args)
 
 
 def release_call(
@@ -422,18 +386,18 @@ def reschedule_call(keys: Keys, job_id: object, delay: object, topic: object = N
     """Check a reschedule and return its reschedule.lua call: KEYS pool,
     bucket; ARGV id, delay ms, wake channel."""
     i = check_name("id", job_id)
-    n = _names(keys, topic, "reschedule() needs the topic in the per-topic layout: reschedule(id, delay, topic=...)")
+    n = keys.id_names(topic, "reschedule() needs the topic in the per-topic layout: reschedule(id, delay, topic=...)")
     ms = delay_ms(delay)
-    return ScriptCall(scripts.RESCHEDULE, [n.pool, n.bucket(i)], [i, ms, n.wake])
+    return ScriptCall(scripts.RESCHEDULE, [n.pool, n.bucket(i)], [i, ms, keys.wake])
 
 
 def dead_list_call(keys: Keys, topic: object, start: object, how_many: object) -> ScriptCall:
     """Check a dead-letter listing (start 0..MAX_POSITION, count 1..1000) and return its dead.lua call."""
-    t = check_topic(topic, keys.layout)
+    t = keys.topic(topic)
     first = count("start", start, 0, MAX_POSITION)
     n = count("count", how_many, 1, DEAD_BATCH)
     names = keys.names(t)
-    call_keys = [names.dead, names.pool, *_counts(names)]
+    call_keys = [names.dead, names.pool, *names.counts]
     return ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, "list", first, n])
 
 
@@ -449,11 +413,13 @@ def dead_take_calls(
     """
     if action not in ("requeue", "purge"):
         raise ValueError(f"dead.lua takes requeue or purge here, not {action!r}")
-    t = check_topic(topic, keys.layout)
+    # A re-queue names the wake channel after its action: it announces the jobs it makes due.
+    said = f"requeue {keys.wake}" if action == "requeue" else action
+    t = keys.topic(topic)
     names = keys.names(t)
-    call_keys = [names.dead, names.pool, *_counts(names)]
+    call_keys = [names.dead, names.pool, *names.counts]
     if ids is None:
-        return ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, action, DEAD_BATCH]), []
+        return ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, said, DEAD_BATCH]), []
     if isinstance(ids, (str, bytes, bytearray, memoryview)):
         raise InvalidArgument("ids must be an iterable of ids (a str is one id: wrap it in a list)")
     try:
@@ -470,5 +436,5 @@ def dead_take_calls(
     for start in range(0, len(checked), DEAD_BATCH):
         part = checked[start : start + DEAD_BATCH]
         # ARGV[4] (a count) is ignored when ids follow; it says how many.
-        calls.append(ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, action, len(part), *part]))
+        calls.append(ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, said, len(part), *part]))
     return None, calls

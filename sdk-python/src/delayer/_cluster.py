@@ -4,29 +4,26 @@ clients a Delayer client talks through in that mode.
 The per-topic layout keeps every key of a topic in one hash slot, so each
 script call is routed by its keys like any single-key command, and redis-py
 follows MOVED / ASK and a failover. What needs care is what is *not* one
-script call (docs/PROTOCOL.md, "Operations in the per-topic layout"): the
-index write (``<prefix>due``, ``<prefix>topics``: other slots than the
-topic's) and the stats go through redis-py's cluster pipeline, which routes
-every command by its own key; ``PUBLISH`` has no key, so it is sent alone,
-to the master of the channel name's slot (a cluster forwards a message to
-every node); several script calls (push_many, reserve_many) go through the
-cluster pipeline as ``EVALSHA`` and a call answered NOSCRIPT is sent again
-through redis-py's Script, which loads the script first. Blocking waits run
-on a second ``RedisCluster`` whose read timeout outlasts a wait, as in the
-other modes (:mod:`delayer._waits`).
+script call: several script calls (push_many, reserve_many) and the stats
+go through redis-py's cluster pipeline, which routes every command by its
+own key, and a durable push's WAIT goes to each master written, after its
+writes (:func:`on_nodes`). Blocking waits run on a second ``RedisCluster``
+whose read timeout outlasts a wait, as in the other modes
+(:mod:`delayer._waits`).
 
 The sync and asyncio clients share everything here; they only do the I/O.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Generator, List, NamedTuple, Optional, Sequence, Tuple
 
-from redis.exceptions import NoScriptError, RedisClusterException, RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from . import _waits
-from ._calls import Arg, ScriptCall
+from ._calls import Arg
 from ._connect import CONNECT_TIMEOUT, tls_options
+from ._send import Send, with_wait
 from ._sentinel import FIXED_ONLY, Mode, Node, read_nodes_and_tls
 from ._translate import redirected, translate
 from .errors import ConfigError, InvalidArgument
@@ -125,58 +122,47 @@ def open_clients(
     return Clients(made, waiter, secrets, {**common, **timeouts})
 
 
-def evalsha(call: ScriptCall, sha: str) -> Tuple[Arg, ...]:
-    """``call`` as an EVALSHA command (redis-py's cluster pipeline refuses its
-    ``evalsha`` method, but routes the command by its first key)."""
-    return ("EVALSHA", sha, len(call.keys), *call.keys, *call.args)
+def key_of(command: Tuple[Arg, ...]) -> Arg:
+    """The key a command is routed by: an EVAL(SHA)'s first key, else its first argument."""
+    return command[3] if str(command[0]).upper() in ("EVALSHA", "EVAL") else command[1]
 
 
-def unloaded(replies: Sequence[object]) -> List[int]:
-    """Which replies of a cluster pipeline of EVALSHA are NOSCRIPT (the
-    script was not on that node: loaded and sent again); raises the first
-    other error, as a plain pipeline would."""
-    missing = []
-    for k, reply in enumerate(replies):
-        if isinstance(reply, NoScriptError):
-            missing.append(k)
-        elif isinstance(reply, BaseException):
-            raise reply
-    return missing
+#: One node's part of a Send: its (host, port) and the commands to queue there.
+Part = Tuple[Node, List[Tuple[Arg, ...]]]
 
 
-def is_publish(command: Tuple[Arg, ...]) -> bool:
-    """PUBLISH has no key to route by: it is sent alone, to a chosen master."""
-    return str(command[0]).upper() == "PUBLISH"
-
-
-def channel(command: Tuple[Arg, ...]) -> str:
-    """The channel of a PUBLISH: its slot picks the master it is sent to."""
-    return str(command[1])
-
-
-def by_node(calls: Sequence[ScriptCall], pending: Sequence[int], node_of: Callable[[str], Any]) -> Dict[Node, List[int]]:
-    """The calls ``pending`` (indexes into ``calls``) grouped by the master
-    that holds their keys (``node_of(key)``: redis-py's ``get_node_from_key``),
-    as (host, port) -> indexes in order."""
-    groups: Dict[Node, List[int]] = {}
-    for k in pending:
-        node = node_of(str(calls[k].keys[0]))
-        groups.setdefault((str(node.host), int(node.port)), []).append(k)
-    return groups
-
-
-def file_replies(indexes: List[int], got: Sequence[Any], retry: bool, replies: List[Any], moved: List[int]) -> int:
-    """One node's durable pipeline answered ``got`` (the SCRIPT LOADs, the
-    calls ``indexes``, WAIT): put each call's reply in ``replies``, or with
-    ``retry`` its index in ``moved`` when it was redirected; raise the first
-    other error; return how many replicas WAIT counted."""
-    for k, reply in zip(indexes, got[-1 - len(indexes) : -1]):
-        if retry and redirected(reply):
-            moved.append(k)
-        elif isinstance(reply, BaseException):
-            raise reply
-        else:
-            replies[k] = reply
-    if isinstance(got[-1], BaseException):
-        raise got[-1]
-    return int(got[-1])
+def on_nodes(send: Send, node_of: Callable[[Any], Any]) -> Generator[Optional[Part], Any, List[Any]]:
+    """A Send with WAIT (a durable push) on a Redis Cluster, as the client
+    runs it: per master holding some of its keys (``node_of(key)``:
+    redis-py's ``get_node_from_key``), one pipeline on a plain client of that
+    node, the commands then WAIT 1, so each WAIT follows its writes on their
+    connection. Yields each node's part (sent the pipeline's replies), or
+    None when a command was answered MOVED / ASK (a resharding or failover
+    moved its slot; it did not run): the client reads the slot table again,
+    and those commands are sent once more. Returns what a pipeline of the
+    whole Send would: each command's reply, then the fewest replicas any
+    node's WAIT counted."""
+    replies: List[Any] = [None] * len(send.commands)
+    least: Optional[int] = None
+    pending = list(range(len(send.commands)))
+    for attempt in range(2):
+        groups: Dict[Node, List[int]] = {}
+        for k in pending:
+            node = node_of(key_of(send.commands[k]))
+            groups.setdefault((str(node.host), int(node.port)), []).append(k)
+        moved: List[int] = []
+        for where, indexes in groups.items():
+            got = yield where, with_wait(Send([send.commands[k] for k in indexes], send.wait_ms))
+            for k, reply in zip(indexes, got):
+                if attempt == 0 and redirected(reply):
+                    moved.append(k)
+                replies[k] = reply
+            acked = got[-1]
+            if isinstance(acked, BaseException):
+                raise acked
+            least = int(acked) if least is None else min(least, int(acked))
+        if not moved:
+            break
+        yield None
+        pending = moved
+    return [*replies, least if least is not None else 0]

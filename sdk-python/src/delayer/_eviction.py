@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from . import _ops
+from . import _send
 from ._names import name
 
 #: Logged, with the policy, unless it is ``noeviction`` (the same words in every SDK and the server).
@@ -55,13 +55,13 @@ def _find(reply: Any, field: str) -> Optional[str]:
     return None
 
 
-def read() -> "_ops.Op[Optional[str]]":
+def read() -> "_send.Op[Optional[str]]":
     """The policy, or None when Redis would not tell (both commands refused).
     A refusal is an answer; a lost connection raises, as any call's."""
-    replies = yield _ops.Commands([("CONFIG", "GET", "maxmemory-policy")], tolerate=True)
+    replies = yield _send.Commands([("CONFIG", "GET", "maxmemory-policy")], tolerate=True)
     policy = _find(replies[0], "maxmemory-policy") if isinstance(replies, list) and replies else None
     if policy is None:
-        replies = yield _ops.Commands([("INFO", "memory")], tolerate=True)
+        replies = yield _send.Commands([("INFO", "memory")], tolerate=True)
         policy = _find(replies[0], "maxmemory_policy") if isinstance(replies, list) and replies else None
     return policy
 

@@ -8,7 +8,7 @@ text becomes a lone surrogate U+DC80..U+DCFF, nothing is lost, and that
 ``str`` names the job everywhere: passed back to ack, remove, a lookup or a
 dead-letter call, it is encoded back to the very bytes read
 (docs/PROTOCOL.md, "Names that are not UTF-8"). So no call fails on, or
-destroys, a job whose names it cannot decode. :mod:`delayer._wire` hands
+destroys, a job whose names it cannot decode. :mod:`delayer._send` hands
 such names to redis-py as their bytes.
 """
 

@@ -65,12 +65,6 @@ def due(reply: object, script: str = "push.lua", what: str = "due time") -> floa
     return value
 
 
-def time_text(reply: object) -> str:
-    """A time (or ``"dead"``) exactly as a script answered it, once parsed:
-    what the per-topic layout's index write sends on."""
-    return _text("time", reply)
-
-
 def _pushed(reply: object, job_id: str, script: str) -> Union[float, Taken]:
     """One job's outcome as push.lua (or push_many.lua, per job) returns it:
     its due time ``"s.mmm"``, or ``[topic, due]`` of the job holding a taken id
@@ -91,14 +85,10 @@ def push(call: ScriptCall, reply: object) -> float:
     return pushed
 
 
-def push_many_pipeline(calls: Sequence[ScriptCall], replies: object, loads: int) -> List[Union[float, Taken]]:
-    """The outcomes of a ``push_many`` pipeline: ``loads`` SCRIPT LOAD replies, then one list per call."""
-    if not isinstance(replies, (list, tuple)) or len(replies) != loads + len(calls):
-        raise ProtocolError(
-            f"expected {loads + len(calls)} replies from a push_many pipeline, got {replies!r:.200}"
-        )
+def push_many_pipeline(calls: Sequence[ScriptCall], replies: Sequence[object]) -> List[Union[float, Taken]]:
+    """The outcomes of a ``push_many`` pipeline: one list per call."""
     out: List[Union[float, Taken]] = []
-    for call, reply in zip(calls, replies[loads:]):
+    for call, reply in zip(calls, replies):
         ids = push_many_ids(call)
         if not isinstance(reply, (list, tuple)) or len(reply) != len(ids):
             raise ProtocolError(f"push_many.lua returned {reply!r:.200}, expected a list of {len(ids)} due times")

@@ -8,14 +8,12 @@ returns the value as the scripts take it, or raises :class:`InvalidArgument`.
 
 from __future__ import annotations
 
-import json
 import math
 from fractions import Fraction
 from typing import Optional, Union
 
 from ._names import is_canonical
 from .errors import InvalidArgument
-from .keys import LAYOUTS, TOPIC
 
 #: Longest delay and ready_max_lifetime: 10 years, in seconds.
 MAX_SECONDS = 315_360_000
@@ -32,7 +30,7 @@ Number = Union[int, float]
 def check_name(kind: str, value: object) -> str:
     """Check an id or topic: any non-empty ``str`` that is text, or text with
     the surrogate escapes of bytes that are not UTF-8 (as the SDK hands out a
-    name read from Redis that is not UTF-8: :mod:`delayer._wire`).
+    name read from Redis that is not UTF-8: :mod:`delayer._send`).
 
     The classic layout puts it in key names as is, and Redis takes any bytes
     there, so everything Delayer 1.x accepted (spaces, braces, control
@@ -142,36 +140,6 @@ def encode_body(value: object) -> bytes:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     raise InvalidArgument(f"body must be bytes or str, not {type(value).__name__}")
-
-
-def _quoted(name: str) -> str:
-    return json.dumps(name, ensure_ascii=False)
-
-
-def check_layout(value: object) -> str:
-    """Check a key layout: ``"classic"`` (Delayer 1.x's) or ``"topic"`` (per-topic)."""
-    if not isinstance(value, str) or value not in LAYOUTS:
-        raise InvalidArgument(f"layout must be one of {', '.join(LAYOUTS)}, not {value!r}")
-    return value
-
-
-def check_prefix(value: object, layout: str = "classic") -> str:
-    """Check a key prefix: any ``str`` (prepended as is); in the per-topic
-    layout without ``{`` or ``}``, which would move every key's hash tag."""
-    if not isinstance(value, str):
-        raise InvalidArgument(f"prefix must be a str, not {type(value).__name__}")
-    if layout == TOPIC and ("{" in value or "}" in value):
-        raise InvalidArgument(f'prefix {_quoted(value)} may not contain "{{" or "}}" in the per-topic layout')
-    return value
-
-
-def check_topic(value: object, layout: str) -> str:
-    """Check a topic (:func:`check_name`); in the per-topic layout it is a
-    hash tag, so ``{`` and ``}`` are refused too."""
-    topic = check_name("topic", value)
-    if layout == TOPIC and ("{" in topic or "}" in topic):
-        raise InvalidArgument(f'topic {_quoted(topic)} may not contain "{{" or "}}" in the per-topic layout')
-    return topic
 
 
 def check_if_absent(value: object) -> str:

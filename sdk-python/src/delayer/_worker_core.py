@@ -24,9 +24,9 @@ from typing import Any, Callable, ContextManager, Dict, Generator, List, NamedTu
 
 from . import _eviction
 from ._calls import RESERVE_BATCH
-from ._rules import check_topic, count, ttr_ms
+from ._rules import count, ttr_ms
 from .errors import DelayerError, InvalidArgument
-from .keys import CLASSIC
+from .keys import CLASSIC, check_topic
 from ._worker_hooks import WorkerHooks, call_hook, log, overridden
 from .models import Message, ReservedMessage
 

@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.exceptions import RedisError, ResponseError
 
-from . import _cluster, _durable, _ops, _wire, scripts
+from . import _cluster, _ops, _send
 from ._base import ClientBase, Flavour
 from .inspect import AsyncInspectMixin
 from ._translate import lost_connection
@@ -45,136 +45,73 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
 
     _flavour = Flavour(aioredis.Redis, aioredis.ConnectionPool, Retry, "redis.asyncio.Redis")
 
-    async def _drive(self, op: _ops.Op[T]) -> T:
-        """Run ``op`` to its result, doing each step it asks for (names that
-        are not UTF-8 as their bytes: :mod:`delayer._wire`)."""
+    async def _drive(self, op: _send.Op[T], durable: object = False) -> T:
+        """As :meth:`delayer.Delayer._drive`."""
         with self._guard:
+            steps = _send.lower(op, durable)
             try:
-                step = next(op)
+                step = next(steps)
                 while True:
-                    step = op.send(await self._do_again_once(_wire.step(step)))
+                    step = steps.send(await self._again_once(step))
             except StopIteration as done:
                 result: T = done.value
                 return result
 
-    async def _do_again_once(self, step: _ops.Step) -> Any:
-        """Do ``step``; if its connection turns out to be gone (Redis restarted
-        since it was last used, which redis-py does not always notice before
-        use), drop the pool's idle connections and do it once more on a new
-        one. So the first call after Redis is back works; while Redis is down
-        it fails fast all the same."""
-        if self._cluster:  # RedisCluster reconnects, and finds the new master, itself
-            return await self._do_cluster(step)
+    async def _again_once(self, step: Union[_send.Send, _send.Wait]) -> Any:
+        """As :meth:`delayer.Delayer._again_once`."""
         try:
             return await self._do(step)
         except RedisError as e:
-            if not lost_connection(e):
+            if self._cluster or not lost_connection(e):
                 raise
-        await (self._waiter if isinstance(step, _ops.Wait) else self._redis).connection_pool.disconnect(
+        await (self._waiter if isinstance(step, _send.Wait) else self._redis).connection_pool.disconnect(
             inuse_connections=False
         )
         reply = await self._do(step)
         self._reconnects += 1  # a new connection answered: a Worker reads the eviction policy again
         return reply
 
-    async def _do_cluster(self, step: _ops.Step) -> Any:
-        """:meth:`_do` on a Redis Cluster (as :meth:`delayer.Delayer._do_cluster`)."""
-        r: Any = self._redis
-        if isinstance(step, _durable.Durable):
-            return await self._durable_cluster(step)
-        if isinstance(step, _ops.Early):  # the call on its node, then the index write as any other
-            index = _ops.Commands(step.commands, tolerate=True)
-            return [await self._do(step.call), *(await self._do_cluster(index))]
-        if isinstance(step, _ops.Commands):
-            replies: List[Any] = [None] * len(step.commands)
-            keyed = [k for k, c in enumerate(step.commands) if not _cluster.is_publish(c)]
-            if keyed:
-                pipe = r.pipeline()
-                for k in keyed:
-                    pipe.execute_command(*step.commands[k])
-                for k, reply in zip(keyed, await pipe.execute(raise_on_error=not step.tolerate)):
-                    replies[k] = reply
-            for k, command in enumerate(step.commands):
-                if _cluster.is_publish(command):
-                    try:
-                        replies[k] = await r.execute_command(
-                            *command, target_nodes=r.get_node_from_key(_cluster.channel(command))
-                        )
-                    except ResponseError as e:
-                        if not step.tolerate:
-                            raise
-                        replies[k] = e
-            return replies
-        if isinstance(step, _ops.Pipeline):
-            pipe = r.pipeline()
-            for call in step.calls:
-                pipe.execute_command(*_cluster.evalsha(call, self._scripts[call.script].sha))
-            got = list(await pipe.execute(raise_on_error=False))
-            for k in _cluster.unloaded(got):
-                call = step.calls[k]
-                got[k] = await self._scripts[call.script](keys=call.keys, args=call.args)
-            return [self._scripts[name].sha for name in step.scripts] + got
-        return await self._do(step)  # a script call, routed by its keys; a wait, on the waits' client
-
-    async def _durable_cluster(self, step: _durable.Durable) -> Any:
-        """As :meth:`delayer.Delayer._durable_cluster`."""
-        parts = _durable.cluster_parts(step)
-        if parts is not None:
-            reply, acked = await self._durable_cluster(parts[0])
-            return [reply, *(await self._do_cluster(parts[1]))], acked
-        r: Any = self._redis
-        await r.initialize()  # the slot table (a no-op once read)
-        calls = _durable.calls_of(step)
-        replies: List[Any] = [None] * len(calls)
-        least: Optional[int] = None
-        pending = list(range(len(calls)))
-        for attempt in range(2):
-            moved: List[int] = []
-            for (host, port), indexes in _cluster.by_node(calls, pending, r.get_node_from_key).items():
-                part = _durable.per_node(step, indexes)
-                async with self._node(host, port).pipeline(transaction=False) as pipe:
-                    _durable.queue(pipe, part, self._scripts)
-                    got = await pipe.execute(raise_on_error=False)
-                acked = _cluster.file_replies(indexes, got, attempt == 0, replies, moved)
-                least = acked if least is None else min(least, acked)
-            if not moved:
-                break
-            await r.nodes_manager.initialize()
-            pending = moved
-        return _durable.joined(step, replies, least if least is not None else 0)
-
-    async def _do(self, step: _ops.Step) -> Any:
-        if isinstance(step, _durable.Durable):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                _durable.queue(pipe, step, self._scripts)
-                return _durable.split(step, await pipe.execute(raise_on_error=not _durable.tolerant(step)))
-        if isinstance(step, _ops.Commands):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for command in step.commands:
-                    pipe.execute_command(*command)
-                return await pipe.execute(raise_on_error=not step.tolerate)
-        if isinstance(step, _ops.Early):  # EVALSHA alone: the op reads a NOSCRIPT reply itself
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.evalsha(self._scripts[step.call.script].sha, len(step.call.keys), *step.call.keys, *step.call.args)
-                for command in step.commands:
-                    pipe.execute_command(*command)
-                return await pipe.execute(raise_on_error=False)
-        if isinstance(step, _ops.Wait):
+    async def _do(self, step: Union[_send.Send, _send.Wait]) -> Any:
+        if isinstance(step, _send.Wait):
             if step.command == "BRPOP":
                 return await self._waiter.brpop([step.queue], timeout=step.seconds)
             # redis-py types the timeout as int; Redis 6.2+ takes fractions
             return await self._waiter.blmove(
                 step.queue, step.queue, step.seconds, "RIGHT", "RIGHT"  # type: ignore[arg-type]
             )
-        if isinstance(step, _ops.Pipeline):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for name in step.scripts:
-                    pipe.script_load(scripts.source(name))
-                for call in step.calls:
-                    pipe.evalsha(self._scripts[call.script].sha, len(call.keys), *call.keys, *call.args)
-                return await pipe.execute()
-        # redis-py's AsyncScript sends EVALSHA, and the script again on NOSCRIPT
-        return await self._scripts[step.script](keys=step.keys, args=step.args)
+        r: Any = self._redis
+        if self._cluster and step.wait_ms:
+            return await self._on_nodes(step)
+        if len(step.commands) == 1 and not step.wait_ms:
+            try:
+                return [await r.execute_command(*step.commands[0])]
+            except ResponseError as e:
+                return [e]
+        # (a pipeline's execute gives its connection back, with or without a context manager)
+        pipe = r.pipeline(transaction=False)
+        for command in _send.with_wait(step):
+            pipe.execute_command(*command)
+        return await pipe.execute(raise_on_error=False)
+
+    async def _on_nodes(self, step: _send.Send) -> Any:
+        """As :meth:`delayer.Delayer._on_nodes`."""
+        r: Any = self._redis
+        await r.initialize()  # the slot table (a no-op once read)
+        parts = _cluster.on_nodes(step, r.get_node_from_key)
+        try:
+            part = next(parts)
+            while True:
+                if part is None:  # a command was redirected: read the slot table again
+                    await r.nodes_manager.initialize()
+                    part = parts.send(None)
+                    continue
+                (host, port), commands = part
+                async with self._node(host, port).pipeline(transaction=False) as pipe:
+                    for command in commands:
+                        pipe.execute_command(*command)
+                    part = parts.send(await pipe.execute(raise_on_error=False))
+        except StopIteration as done:
+            return done.value
 
     async def push(
         self,
@@ -190,104 +127,35 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         durable: Union[bool, float] = False,
         traceparent: Optional[str] = None,
     ) -> float:
-        """Schedule job ``id`` on ``topic`` in ``delay`` seconds; return its due time.
-
-        ``delay`` is rounded to the nearest millisecond; ``body`` is bytes (a
-        ``str`` is encoded as UTF-8). The job's data expires
-        ``delay + ready_max_lifetime`` seconds from now. Returns the due time
-        as Unix seconds by Redis's clock.
-
-        **Ids are global across topics** in the classic 1.x key layout (per
-        topic in the per-topic layout, where this replaces only ``topic``'s): by
-        default a push replaces whatever job has the id, on any topic (pushing
-        ``"42"`` on ``"sms"`` replaces a waiting ``"42"`` on
-        ``"close_order"``). With ``if_absent=True`` nothing is written when
-        the id is taken: :class:`IdTakenError` says which job holds it (its
-        topic, and its due time while it waits).
-
-        ``max_attempts`` (0 = no limit, at most 1,000,000) and ``backoff``
-        matter only to :meth:`reserve`: how many reservations the job gets
-        before it goes to dead letters, and how long it waits after a failed
-        one. Left out, reserve uses 25 and exponential backoff from 1 s up to
-        1 h, and the bucket stays exactly as Delayer 1.x writes it.
-
-        ``traceparent`` (a W3C trace context, ``00-<32 hex>-<16 hex>-<2
-        hex>``) is kept with the job and handed back to its consumer
-        (``.traceparent`` of what pop, reserve and the Workers give). Left
-        out, with ``delayer[opentelemetry]`` installed, the current span's
-        is taken; ``""`` pushes none.
-
-        ``durable=True`` (or a number of seconds; True is 1 s) waits, after
-        the write and on its connection, for a replica to have it (``WAIT
-        1``): :class:`NotReplicatedError` when none did in time (the job is on
-        the master, but a failover now could lose it). Without it a failover
-        can lose the last acknowledged pushes (see the README).
-        """
+        """As :meth:`delayer.Delayer.push`."""
         op = _ops.push(
             self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent, traceparent
         )
-        due: float = await self._drive(_durable.wrap(op, durable) if durable else op)
-        return due
+        return await self._drive(op, durable)
 
     async def push_many(
         self, jobs: Iterable[Job], *, if_absent: bool = False, durable: Union[bool, float] = False
     ) -> List[float]:
-        """Push many jobs, pipelined; return their due times in order.
-
-        Every job is validated before anything is sent. Jobs go by
-        push_many.lua, 100 per call and 10 calls per round trip; the jobs of
-        one call are atomic together, the batch as a whole is not (a failure
-        may leave earlier jobs pushed).
-
-        Ids are global across topics, and a job replaces any job with its id,
-        as in :meth:`push`. With ``if_absent=True`` the jobs whose id is
-        taken are not written, the others are; :class:`IdTakenError` then
-        lists the taken ids (:attr:`~IdTakenError.taken`) and carries every
-        job's due time in order (:attr:`~IdTakenError.due`, None for a taken
-        one).
-        """
-        op = _ops.push_many(self._keys, jobs, if_absent)
-        return await self._drive(_durable.wrap(op, durable) if durable else op)
+        """As :meth:`delayer.Delayer.push_many`."""
+        return await self._drive(_ops.push_many(self._keys, jobs, if_absent), durable)
 
     async def pop(self, topic: str) -> Optional[Message]:
-        """Take the next ready job of ``topic``, or None if there is none.
-
-        The job is deleted from Redis as it is handed out (at most once).
-        """
+        """As :meth:`delayer.Delayer.pop`."""
         return await self._drive(_ops.pop(self._keys, topic))
 
     async def bpop(self, topic: str, timeout: float) -> Optional[Message]:
-        """Like :meth:`pop`, but wait up to ``timeout`` seconds (0 = forever) for a job.
-
-        Returns None when the time is up. The whole timeout is waited,
-        whatever the client's socket timeout.
-        """
+        """As :meth:`delayer.Delayer.bpop`."""
         return await self._drive(_ops.bpop(self._keys, topic, timeout))
 
     async def remove(self, id: str, topic: Optional[str] = None) -> bool:
-        """Cancel job ``id``; True if there was something to cancel.
-
-        A waiting job is never delivered; a job already in its ready queue is
-        skipped by pop. A job already popped cannot be recalled (False).
-        ``topic``: the job's, which the per-topic layout needs (its ids are
-        per topic); the classic layout's ids are global, so it needs none.
-        """
+        """As :meth:`delayer.Delayer.remove`."""
         return await self._drive(_ops.remove(self._keys, id, topic))
 
     # ------------------------------------------------------------------
     # at least once: reserve / ack (docs/PROTOCOL.md, "Reserve and ack")
 
     async def reserve(self, topic: str, ttr: float) -> Optional[ReservedMessage]:
-        """Take the next ready job of ``topic`` reserved for ``ttr`` seconds, or None.
-
-        Unlike :meth:`pop`, the job stays in Redis, invisible to other
-        consumers, until :meth:`ack` (done), :meth:`release` (try again) or
-        :meth:`bury` (give up); if none comes before the deadline
-        (``ttr``, rounded to the millisecond, more than 0), a Delayer 2
-        server counts a failed attempt and delivers the job again. So a
-        worker that dies loses nothing; the price is that a job can be
-        delivered more than once, and must be safe to do twice.
-        """
+        """As :meth:`delayer.Delayer.reserve`."""
         return await self._drive(_ops.reserve(self._keys, topic, ttr))
 
     async def reserve_many(
@@ -297,41 +165,17 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         n: int,
         acks: Iterable[Union[ReservedMessage, str, Tuple[str, Optional[str]]]] = (),
     ) -> Tuple[List[bool], List[ReservedMessage]]:
-        """Ack ``acks``, then reserve up to ``n`` ready jobs of ``topic``, in one script call.
-
-        Returns ``(acked, jobs)``: one bool per ack in order (as :meth:`ack`
-        returns), and 0 to ``n`` (at most 1000) jobs reserved for ``ttr``
-        seconds, in ready order, each as :meth:`reserve` returns it. An ack is
-        a :class:`ReservedMessage`, an id, or an ``(id, receipt)`` pair. A
-        worker acks what it finished and takes its next jobs in one round
-        trip; ``n=0`` only acks. Never waits: see :meth:`breserve`.
-        """
+        """As :meth:`delayer.Delayer.reserve_many`."""
         return await self._drive(_ops.reserve_many(self._keys, topic, ttr, n, acks))
 
     async def breserve(self, topic: str, ttr: float, timeout: float) -> Optional[ReservedMessage]:
-        """Like :meth:`reserve`, but wait up to ``timeout`` seconds (0 = forever) for a job.
-
-        Returns None when the time is up. The wait (``BLMOVE`` of the ready
-        queue onto itself) takes nothing: were it to pop the id as
-        :meth:`bpop` does, a worker dying before reserving it would lose the
-        job. If another worker reserves the job first, it waits again within
-        the same timeout.
-        """
+        """As :meth:`delayer.Delayer.breserve`."""
         return await self._drive(_ops.breserve(self._keys, topic, ttr, timeout))
 
     async def ack(
         self, job: Union[ReservedMessage, str], receipt: Optional[str] = None, *, topic: Optional[str] = None
     ) -> bool:
-        """The job is done: delete it. True if the reservation was still held.
-
-        ``job`` is what :meth:`reserve` returned (then only that reservation
-        is acked), or an id with its ``receipt`` if known (without one,
-        whichever reservation is current). False means nothing changed: the
-        job was acked already, or its reservation ran out and the job went to
-        another worker (whose work then counts, not this one's), or the id
-        was pushed again. ``topic``: the job's, for a job given by id in the
-        per-topic layout (a reserved job carries its own).
-        """
+        """As :meth:`delayer.Delayer.ack`."""
         return await self._drive(_ops.ack(self._keys, job, receipt, topic))
 
     async def touch(
@@ -342,15 +186,7 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         *,
         topic: Optional[str] = None,
     ) -> Optional[float]:
-        """Still working on it: the reservation's deadline becomes ``ttr`` seconds from now.
-
-        So the job is not handed out again while the work goes on. The
-        deadline is set, not added to (a shorter ``ttr`` brings it in), and
-        the attempt count does not change. Returns the new deadline (Unix
-        seconds, Redis's clock), or None when the reservation was not held
-        (as for :meth:`ack`). ``job``, ``receipt`` and ``topic`` as in
-        :meth:`ack`, ``ttr`` as in :meth:`reserve`.
-        """
+        """As :meth:`delayer.Delayer.touch`."""
         return await self._drive(_ops.touch(self._keys, job, ttr, receipt, topic))
 
     async def release(
@@ -362,17 +198,7 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         error: Optional[str] = None,
         topic: Optional[str] = None,
     ) -> bool:
-        """A failed attempt: give the job back for a retry. True if the reservation was held.
-
-        The job is due again after ``delay`` seconds, or, without one, after
-        its backoff (the point of a backoff: a job failing for a reason that
-        lasts is not retried in a tight loop). A job that has used up its
-        ``max_attempts`` goes to its topic's dead letters instead. ``job``,
-        ``receipt`` and ``topic`` as in :meth:`ack`. ``error``, when given, says why
-        the attempt failed (a Worker sends ``"ValueError: bad order"``): it is
-        kept on the job as its last error (the first 1000 bytes), shown by
-        dead letters and job lookups.
-        """
+        """As :meth:`delayer.Delayer.release`."""
         return await self._drive(_ops.release(self._keys, job, delay, receipt, error, topic))
 
     async def bury(
@@ -383,44 +209,23 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         error: Optional[str] = None,
         topic: Optional[str] = None,
     ) -> bool:
-        """Give up on the job: send it to its topic's dead letters now, whatever
-        its attempts (for a job that can never succeed). True if the
-        reservation was held. ``job``, ``receipt`` and ``topic`` as in
-        :meth:`ack`, ``error`` as in :meth:`release`."""
+        """As :meth:`delayer.Delayer.bury`."""
         return await self._drive(_ops.bury(self._keys, job, receipt, error, topic))
 
     async def reschedule(self, id: str, delay: float, topic: Optional[str] = None) -> Optional[float]:
-        """Make waiting job ``id`` due ``delay`` seconds from now; return the new due time.
-
-        Returns None when the job is not waiting (ready, reserved, dead, gone
-        or unknown): rescheduling never creates or brings back a job. The
-        job's data keeps the same lifetime after its new due time. ``topic``
-        as in :meth:`remove`.
-        """
+        """As :meth:`delayer.Delayer.reschedule`."""
         return await self._drive(_ops.reschedule(self._keys, id, delay, topic))
 
     async def dead_letters(self, topic: str, start: int = 0, count: int = 100) -> List[DeadLetter]:
-        """List ``topic``'s dead letters, newest first: ``count`` (1 to 1000)
-        entries from position ``start``.
-
-        Entries whose job was removed or pushed again since it died are
-        skipped, so a page can hold fewer than ``count``.
-        """
+        """As :meth:`delayer.Delayer.dead_letters`."""
         return await self._drive(_ops.dead_letters(self._keys, topic, start, count))
 
     async def requeue_dead(self, topic: str, ids: Optional[Iterable[str]] = None) -> int:
-        """Give dead letters of ``topic`` a new start: due now, attempts reset to 0.
-
-        ``ids`` picks which (an empty iterable: none); None means all of them,
-        in calls of 1000. Returns how many jobs were re-queued.
-        """
+        """As :meth:`delayer.Delayer.requeue_dead`."""
         return await self._drive(_ops.dead_take(self._keys, "requeue", topic, ids))
 
     async def purge_dead(self, topic: str, ids: Optional[Iterable[str]] = None) -> int:
-        """Delete dead letters of ``topic`` for good; ``ids`` as in :meth:`requeue_dead`.
-
-        Returns how many jobs were deleted.
-        """
+        """As :meth:`delayer.Delayer.purge_dead`."""
         return await self._drive(_ops.dead_take(self._keys, "purge", topic, ids))
 
     async def close(self) -> None:

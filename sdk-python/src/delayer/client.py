@@ -14,7 +14,7 @@ import redis
 from redis.exceptions import RedisError, ResponseError
 from redis.retry import Retry
 
-from . import _cluster, _durable, _ops, _wire, scripts
+from . import _cluster, _ops, _send
 from ._base import ClientBase, Flavour
 from .inspect import InspectMixin
 from ._translate import lost_connection
@@ -54,138 +54,77 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
 
     _flavour = Flavour(redis.Redis, redis.ConnectionPool, Retry, "redis.Redis")
 
-    def _drive(self, op: _ops.Op[T]) -> T:
-        """Run ``op`` to its result, doing each step it asks for (names that
-        are not UTF-8 as their bytes: :mod:`delayer._wire`)."""
+    def _drive(self, op: _send.Op[T], durable: object = False) -> T:
+        """Run ``op`` to its result, sending each step (:func:`delayer._send.lower`)."""
         with self._guard:
+            steps = _send.lower(op, durable)
             try:
-                step = next(op)
+                step = next(steps)
                 while True:
-                    step = op.send(self._do_again_once(_wire.step(step)))
+                    step = steps.send(self._again_once(step))
             except StopIteration as done:
                 result: T = done.value
                 return result
 
-    def _do_again_once(self, step: _ops.Step) -> Any:
-        """Do ``step``; if its connection turns out to be gone (Redis restarted
+    def _again_once(self, step: Union[_send.Send, _send.Wait]) -> Any:
+        """Send ``step``; if its connection turns out to be gone (Redis restarted
         since it was last used, which redis-py does not always notice before
-        use), drop the pool's idle connections and do it once more on a new
+        use), drop the pool's idle connections and send it once more on a new
         one. So the first call after Redis is back works; while Redis is down
-        it fails fast all the same."""
-        if self._cluster:  # RedisCluster reconnects, and finds the new master, itself
-            return self._do_cluster(step)
+        it fails fast all the same. (RedisCluster reconnects, and finds the
+        new master, itself.)"""
         try:
             return self._do(step)
         except RedisError as e:
-            if not lost_connection(e):
+            if self._cluster or not lost_connection(e):
                 raise
-        (self._waiter if isinstance(step, _ops.Wait) else self._redis).connection_pool.disconnect(
+        (self._waiter if isinstance(step, _send.Wait) else self._redis).connection_pool.disconnect(
             inuse_connections=False
         )
         reply = self._do(step)
         self._reconnects += 1  # a new connection answered: a Worker reads the eviction policy again
         return reply
 
-    def _do_cluster(self, step: _ops.Step) -> Any:
-        """:meth:`_do` on a Redis Cluster: what is not one script call is
-        routed command by command (:mod:`delayer._cluster`)."""
-        r: Any = self._redis
-        if isinstance(step, _durable.Durable):
-            return self._durable_cluster(step)
-        if isinstance(step, _ops.Early):  # the call on its node, then the index write as any other
-            return [self._do(step.call), *(self._do_cluster(_ops.Commands(step.commands, tolerate=True)))]
-        if isinstance(step, _ops.Commands):
-            replies: List[Any] = [None] * len(step.commands)
-            keyed = [k for k, c in enumerate(step.commands) if not _cluster.is_publish(c)]
-            if keyed:
-                with r.pipeline() as pipe:
-                    for k in keyed:
-                        pipe.execute_command(*step.commands[k])
-                    for k, reply in zip(keyed, pipe.execute(raise_on_error=not step.tolerate)):
-                        replies[k] = reply
-            for k, command in enumerate(step.commands):
-                if _cluster.is_publish(command):
-                    try:
-                        replies[k] = r.execute_command(
-                            *command, target_nodes=r.get_node_from_key(_cluster.channel(command))
-                        )
-                    except ResponseError as e:
-                        if not step.tolerate:
-                            raise
-                        replies[k] = e
-            return replies
-        if isinstance(step, _ops.Pipeline):
-            with r.pipeline() as pipe:
-                for call in step.calls:
-                    pipe.execute_command(*_cluster.evalsha(call, self._scripts[call.script].sha))
-                got = list(pipe.execute(raise_on_error=False))
-            for k in _cluster.unloaded(got):
-                call = step.calls[k]
-                got[k] = self._scripts[call.script](keys=call.keys, args=call.args)
-            return [self._scripts[name].sha for name in step.scripts] + got
-        return self._do(step)  # a script call, routed by its keys; a wait, on the waits' client
-
-    def _durable_cluster(self, step: _durable.Durable) -> Any:
-        """A durable push on a Redis Cluster: per master holding some of the
-        calls' keys, one pipeline on a plain client of that node (SCRIPT
-        LOAD, the calls, WAIT 1), so each WAIT follows its writes on their
-        connection. A call answered MOVED / ASK (a resharding or failover
-        moved its slot; it did not run) is sent once more after the slot
-        table is read again."""
-        parts = _durable.cluster_parts(step)
-        if parts is not None:
-            reply, acked = self._durable_cluster(parts[0])
-            return [reply, *(self._do_cluster(parts[1]))], acked
-        r: Any = self._redis
-        calls = _durable.calls_of(step)
-        replies: List[Any] = [None] * len(calls)
-        least: Optional[int] = None
-        pending = list(range(len(calls)))
-        for attempt in range(2):
-            moved: List[int] = []
-            for (host, port), indexes in _cluster.by_node(calls, pending, r.get_node_from_key).items():
-                part = _durable.per_node(step, indexes)
-                with self._node(host, port).pipeline(transaction=False) as pipe:
-                    _durable.queue(pipe, part, self._scripts)
-                    got = pipe.execute(raise_on_error=False)
-                acked = _cluster.file_replies(indexes, got, attempt == 0, replies, moved)
-                least = acked if least is None else min(least, acked)
-            if not moved:
-                break
-            r.nodes_manager.initialize()
-            pending = moved
-        return _durable.joined(step, replies, least if least is not None else 0)
-
-    def _do(self, step: _ops.Step) -> Any:
-        if isinstance(step, _durable.Durable):
-            with self._redis.pipeline(transaction=False) as pipe:
-                _durable.queue(pipe, step, self._scripts)
-                return _durable.split(step, pipe.execute(raise_on_error=not _durable.tolerant(step)))
-        if isinstance(step, _ops.Commands):
-            with self._redis.pipeline(transaction=False) as pipe:
-                for command in step.commands:
-                    pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-                return pipe.execute(raise_on_error=not step.tolerate)
-        if isinstance(step, _ops.Early):  # EVALSHA alone: the op reads a NOSCRIPT reply itself
-            with self._redis.pipeline(transaction=False) as pipe:
-                pipe.evalsha(self._scripts[step.call.script].sha, len(step.call.keys), *step.call.keys, *step.call.args)
-                for command in step.commands:
-                    pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-                return pipe.execute(raise_on_error=False)
-        if isinstance(step, _ops.Wait):
+    def _do(self, step: Union[_send.Send, _send.Wait]) -> Any:
+        if isinstance(step, _send.Wait):
             if step.command == "BRPOP":
                 return self._waiter.brpop([step.queue], timeout=step.seconds)
             # redis-py types the timeout as int; Redis 6.2+ takes fractions
             return self._waiter.blmove(step.queue, step.queue, step.seconds, "RIGHT", "RIGHT")  # type: ignore[arg-type]
-        if isinstance(step, _ops.Pipeline):
-            with self._redis.pipeline(transaction=False) as pipe:
-                for name in step.scripts:
-                    pipe.script_load(scripts.source(name))
-                for call in step.calls:
-                    pipe.evalsha(self._scripts[call.script].sha, len(call.keys), *call.keys, *call.args)
-                return pipe.execute()
-        # redis-py's Script sends EVALSHA, and the script again on NOSCRIPT
-        return self._scripts[step.script](keys=step.keys, args=step.args)
+        r: Any = self._redis
+        if self._cluster and step.wait_ms:
+            return self._on_nodes(step)
+        if len(step.commands) == 1 and not step.wait_ms:
+            try:
+                return [r.execute_command(*step.commands[0])]
+            except ResponseError as e:
+                return [e]
+        # (a pipeline's execute gives its connection back, with or without a context manager)
+        pipe = r.pipeline(transaction=False)
+        for command in _send.with_wait(step):
+            pipe.execute_command(*command)
+        return pipe.execute(raise_on_error=False)
+
+    def _on_nodes(self, step: _send.Send) -> Any:
+        """A Send with WAIT on a Redis Cluster: per master, its commands and
+        WAIT on one connection of a plain client of that node
+        (:func:`delayer._cluster.on_nodes`)."""
+        r: Any = self._redis
+        parts = _cluster.on_nodes(step, r.get_node_from_key)
+        try:
+            part = next(parts)
+            while True:
+                if part is None:  # a command was redirected: read the slot table again
+                    r.nodes_manager.initialize()
+                    part = parts.send(None)
+                    continue
+                (host, port), commands = part
+                with self._node(host, port).pipeline(transaction=False) as pipe:
+                    for command in commands:
+                        pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+                    part = parts.send(pipe.execute(raise_on_error=False))
+        except StopIteration as done:
+            return done.value
 
     def push(
         self,
@@ -237,8 +176,7 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         op = _ops.push(
             self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent, traceparent
         )
-        due: float = self._drive(_durable.wrap(op, durable) if durable else op)
-        return due
+        return self._drive(op, durable)
 
     def push_many(
         self, jobs: Iterable[Job], *, if_absent: bool = False, durable: Union[bool, float] = False
@@ -257,8 +195,7 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         job's due time in order (:attr:`~IdTakenError.due`, None for a taken
         one).
         """
-        op = _ops.push_many(self._keys, jobs, if_absent)
-        return self._drive(_durable.wrap(op, durable) if durable else op)
+        return self._drive(_ops.push_many(self._keys, jobs, if_absent), durable)
 
     def pop(self, topic: str) -> Optional[Message]:
         """Take the next ready job of ``topic``, or None if there is none.

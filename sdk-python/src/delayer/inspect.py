@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Awaitable, Generic, List, Optional, Tuple, Typ
 from . import _trace, scripts
 from ._calls import Arg, ScriptCall
 from ._names import name, name_bytes
-from ._ops import Commands
-from ._rules import MAX_POSITION, check_name, check_topic, count
+from ._send import Commands
+from ._rules import MAX_POSITION, check_name, count
 from .errors import ProtocolError
 from .keys import Keys
 
 if TYPE_CHECKING:
-    from ._ops import Op
+    from ._send import Op
 
 __all__ = ["JobInfo", "Listed", "Page", "TopicStats", "Stats", "STATES", "InspectMixin", "AsyncInspectMixin"]
 
@@ -162,12 +162,12 @@ def _count(value: object) -> int:
 
 
 def _page_args(keys: Keys, topic: object, cursor: object, how_many: object) -> Tuple[str, int, int]:
-    t = check_topic(topic, keys.layout)
+    t = keys.topic(topic)
     return t, count("cursor", cursor, 0, MAX_POSITION), count("count", how_many, 1, MAX_PAGE)
 
 
 def job_op(keys: Keys, topic: object, job_id: object) -> Op[JobInfo]:
-    t, i = check_topic(topic, keys.layout), check_name("id", job_id)
+    t, i = keys.topic(topic), check_name("id", job_id)
     n = keys.names(t)
     reply = yield ScriptCall(scripts.LOOKUP, [n.bucket(i), n.pool, n.reserved], [i, t])
     if not isinstance(reply, list) or len(reply) != 9:

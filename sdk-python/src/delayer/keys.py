@@ -1,18 +1,23 @@
 """Redis key names of the Delayer protocol (docs/PROTOCOL.md, "Keys" and
 "The per-topic layout").
 
-This is the only module that builds key names (and the name of the one pub/sub
-channel), for both layouts. Scripts get each name they touch as a key, or as
-a per-kind prefix (``*_prefix``) for names that depend on data they read; they
-never build one themselves. A call builder asks :meth:`Keys.names` for the
-names of one topic and passes them on, so it does not care which layout it
-runs on; only what differs in kind (which scripts take a scheduled-count
-hash, release.lua's fourth key) is decided by the builders from these names.
+This is the only module that knows the layouts: it builds key names (and
+the name of the one pub/sub channel) and says what a topic must be, for
+both. Scripts get each name they touch as a key, or as a per-kind prefix
+(``*_prefix``) for names that depend on data they read; they never build one
+themselves. A call builder asks :meth:`Keys.names` (or :meth:`Keys.scope`,
+:meth:`Keys.id_names`) for the names of one topic and passes them on, so it
+never asks which layout it runs on.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+import json
+
+from typing import NamedTuple, Optional, Tuple
+
+from ._rules import check_name
+from .errors import InvalidArgument
 
 __all__ = ["Keys", "TopicNames", "DEFAULT_PREFIX", "CLASSIC", "TOPIC", "LAYOUTS"]
 
@@ -52,12 +57,12 @@ class TopicNames(NamedTuple):
     #: What a dead-letter list's name puts before its topic (release.lua's
     #: ARGV[2]); ``""`` in the per-topic layout, whose lists are not prefix + topic.
     dead_prefix: str
-    #: The HASH of waiting jobs per topic; None in the per-topic layout,
-    #: where a topic's pool is its count (the scripts take it as optional).
-    scheduled_count: Optional[str]
-    #: The wake channel the scripts publish on; ``""`` in the per-topic
-    #: layout, where the client wakes the server itself after its index write.
-    wake: str
+    #: The HASH of waiting jobs per topic as the scripts' optional last key;
+    #: none in the per-topic layout, where a topic's pool is its count.
+    counts: Tuple[str, ...]
+    #: release.lua's KEYS[4]: the scheduled counts, or in the per-topic
+    #: layout (where :attr:`dead_prefix` is ``""``) the topic's dead list.
+    release4: str
     #: The HASH ended reservations are counted in (``acked:<topic>`` -> count;
     #: ack, release and reserve's acks write it, the server exports it).
     outcomes: str
@@ -110,8 +115,8 @@ class Keys:
                 receipt_seq=tag + "receipt_seq",
                 dead=tag + "dead",
                 dead_prefix="",
-                scheduled_count=None,
-                wake="",
+                counts=(),
+                release4=tag + "dead",
                 outcomes=tag + "outcomes",
             )
         return TopicNames(
@@ -123,10 +128,30 @@ class Keys:
             receipt_seq=self.receipt_seq,
             dead="" if topic is None else self.dead(topic),
             dead_prefix=self.dead_prefix,
-            scheduled_count=self.scheduled_count,
-            wake=self.wake,
+            counts=(self.scheduled_count,),
+            release4=self.scheduled_count,
             outcomes=self.outcomes,
         )
+
+    def topic(self, value: object) -> str:
+        """Check a topic (:func:`~delayer._rules.check_name`); in the per-topic
+        layout it is a hash tag, so ``{`` and ``}`` are refused too."""
+        return check_topic(value, self.layout)
+
+    def scope(self, topic: object) -> Optional[str]:
+        """The topic whose names a call about a job of ``topic`` uses: the
+        topic (checked) in the per-topic layout; None in the classic layout,
+        whose names every topic shares and whose ids are global (the topic is
+        then not needed, nor checked)."""
+        return self.topic(topic) if self.layout == TOPIC else None
+
+    def id_names(self, topic: object, usage: str) -> TopicNames:
+        """The names of a call that names a job by id, given ``topic=`` (None:
+        not given): the per-topic layout's ids are per topic, so it needs one
+        (``usage`` says how to give it); a topic given is checked."""
+        if topic is None and self.layout == TOPIC:
+            raise InvalidArgument(usage)
+        return self.names(None if topic is None else self.topic(topic))
 
     @property
     def job_pool(self) -> str:
@@ -170,10 +195,10 @@ class Keys:
     def wake(self) -> str:
         """The pub/sub channel that announces an earlier due time: ``<prefix>wake``.
 
-        A channel, not a key: a due time published there comes before what a
-        sleeping server waits for, so it wakes. The classic layout's scripts
-        publish it; in the per-topic layout the client does, after lowering
-        the index (:attr:`due`).
+        A channel, not a key: the scripts announce ``"<time> <topic>"`` there
+        when they write a time before a pool's or reserved set's earliest, in
+        both layouts; the server wakes for it and, in the per-topic layout,
+        keeps its index (:attr:`due`) from it.
         """
         return self.prefix + "wake"
 
@@ -199,17 +224,47 @@ class Keys:
 
     @property
     def topics(self) -> str:
-        """The SET of known topics: ``<prefix>topics`` (both layouts; in the
-        per-topic layout every push adds its topic)."""
+        """The SET of known topics: ``<prefix>topics`` (both layouts; the
+        server keeps it)."""
         return self.prefix + "topics"
 
     @property
     def due(self) -> str:
-        """The per-topic layout's index: ZSET topic -> the earliest time it
-        needs the server (Unix seconds): ``<prefix>due``."""
+        """The per-topic layout's index, the server's: ZSET topic -> the
+        earliest time it needs the server (Unix seconds): ``<prefix>due``."""
         return self.prefix + "due"
 
     def __repr__(self) -> str:
         if self.layout == CLASSIC:
             return f"Keys({self.prefix!r})"
         return f"Keys({self.prefix!r}, {self.layout!r})"
+
+
+def _quoted(name: str) -> str:
+    return json.dumps(name, ensure_ascii=False)
+
+
+def check_layout(value: object) -> str:
+    """Check a key layout: ``"classic"`` (Delayer 1.x's) or ``"topic"`` (per-topic)."""
+    if not isinstance(value, str) or value not in LAYOUTS:
+        raise InvalidArgument(f"layout must be one of {', '.join(LAYOUTS)}, not {value!r}")
+    return value
+
+
+def check_prefix(value: object, layout: str = CLASSIC) -> str:
+    """Check a key prefix: any ``str`` (prepended as is); in the per-topic
+    layout without ``{`` or ``}``, which would move every key's hash tag."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"prefix must be a str, not {type(value).__name__}")
+    if layout == TOPIC and ("{" in value or "}" in value):
+        raise InvalidArgument(f'prefix {_quoted(value)} may not contain "{{" or "}}" in the per-topic layout')
+    return value
+
+
+def check_topic(value: object, layout: str) -> str:
+    """Check a topic (:func:`~delayer._rules.check_name`); in the per-topic
+    layout it is a hash tag, so ``{`` and ``}`` are refused too."""
+    topic = check_name("topic", value)
+    if layout == TOPIC and ("{" in topic or "}" in topic):
+        raise InvalidArgument(f'topic {_quoted(topic)} may not contain "{{" or "}}" in the per-topic layout')
+    return topic

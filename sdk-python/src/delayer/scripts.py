@@ -1,11 +1,9 @@
 """The protocol's Lua scripts, shipped as package data (``delayer/lua/*.lua``).
 
 The files are byte-identical copies of the repository's ``lua/`` directory
-(a test checks it). This is the only module that loads or names scripts; the
-clients register them with redis-py's ``register_script``, which sends them by
-``EVALSHA`` and loads them again when Redis answers ``NOSCRIPT``; ``push_many``
-pipelines push_many.lua by ``EVALSHA`` after a ``SCRIPT LOAD`` of
-:func:`source`.
+(a test checks it). This is the only module that loads or names scripts;
+:mod:`delayer._send` sends them (EVALSHA, and EVAL of :func:`source` after a
+``NOSCRIPT``).
 """
 
 from __future__ import annotations
@@ -34,8 +32,7 @@ __all__ = [
 
 #: Script names, also their file names without ``.lua``.
 PUSH = "push"
-#: push_many.lua: up to 100 jobs per call. ``push_many`` sends it by EVALSHA in
-#: pipelines that start with SCRIPT LOAD (so a flushed script cache is survived).
+#: push_many.lua: up to 100 jobs per call, 10 calls per round trip.
 PUSH_MANY = "push_many"
 POP = "pop"
 TAKE = "take"
