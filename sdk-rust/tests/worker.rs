@@ -185,7 +185,10 @@ fn a_stop_releases_what_is_still_running_when_the_grace_period_ends() {
         assert!(w.events().contains(&"released_at_stop s1".to_string()));
         let due = score(&redis, "delayer:job_pool", "s1").expect("back in the pool");
         assert!(due < now_secs() + 5.0, "{kind:?}: due at once, not after a backoff");
-        assert_eq!(field(&redis, "s1", "last_error").as_deref(), Some("worker stopped before the handler finished"));
+        assert_eq!(
+            field(&redis, "s1", "last_error").as_deref(),
+            Some("WorkerStopped: the worker stopped before the handler finished")
+        );
         assert_eq!(score(&redis, "delayer:reserved", "s1"), None);
     }
 }

@@ -25,7 +25,8 @@ const RETRY_MAX: Duration = Duration::from_secs(1);
 /// worker's GATHER too), and Redis pays its per-call cost once per batch.
 const GATHER: Duration = Duration::from_millis(5);
 /// What a reservation released at stop carries as its last error.
-pub(crate) const STOPPED: &str = "worker stopped before the handler finished";
+/// The same text in every SDK (PROTOCOL.md, "The Worker runtime").
+pub(crate) const STOPPED: &str = "WorkerStopped: the worker stopped before the handler finished";
 
 /// How jobs are taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +51,8 @@ impl Settings {
     pub(crate) fn new() -> Settings {
         Settings {
             concurrency: 10,
-            ttr: Duration::from_secs(30),
-            grace: Duration::from_secs(30),
+            ttr: Duration::from_secs(60),
+            grace: Duration::from_secs(25),
             mode: Mode::AtLeastOnce,
             hooks: Arc::new(super::hooks::Silent),
         }
@@ -201,7 +202,7 @@ impl Core {
     }
 
     fn emit(&self, event: Event<'_>) {
-        self.s.hooks.event(&event);
+        emit(&*self.s.hooks, &event);
     }
 
     fn free(&self) -> usize {
@@ -304,7 +305,7 @@ impl Core {
     /// now, and its handler forgotten.
     fn abort(&mut self) -> Action {
         for (_, r) in self.running.drain() {
-            self.s.hooks.event(&Event::ReleasedAtStop { delivery: &r.delivery });
+            emit(&*self.s.hooks, &Event::ReleasedAtStop { delivery: &r.delivery });
             if r.delivery.receipt.is_some() {
                 self.releases.push_back(Release { delivery: r.delivery, error: STOPPED.into(), now: true });
             }
@@ -515,6 +516,16 @@ fn transient(e: &Error) -> bool {
             matches!(e.code(), Some("LOADING" | "BUSY" | "READONLY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN"))
         }
         _ => false,
+    }
+}
+
+/// Gives `event` to the hooks. A hook that panics is reported on stderr and
+/// otherwise ignored: metrics or logging never stop the worker, nor lose
+/// the job's ack (as in the Python and PHP Workers).
+fn emit(hooks: &dyn Hooks, event: &Event<'_>) {
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hooks.event(event))) {
+        // The event's name only: a job's body may hold secrets.
+        eprintln!("delayer worker: a hook panicked on {}: {}", event.name(), panic_text(panic));
     }
 }
 
