@@ -168,7 +168,6 @@ pub(crate) struct Core {
     stop_by: Option<Instant>,
     /// While few slots are free: when the fetch stops waiting for more.
     gather_until: Option<Instant>,
-    fatal: Option<Error>,
     done: bool,
     /// Read the eviction policy before the next call: at start, and after
     /// a reconnect.
@@ -191,7 +190,6 @@ impl Core {
             lost: false,
             stop_by: None,
             gather_until: None,
-            fatal: None,
             done: false,
             check_eviction: true,
         }
@@ -357,22 +355,21 @@ impl Core {
     }
 
     /// A call failed: a lost connection, or a Redis that cannot serve yet,
-    /// is tried again after a pause; any other error is reported (`fatal`:
-    /// and stops the worker).
-    fn failed(&mut self, e: Error, now: Instant, fatal: bool) {
-        if transient(&e) {
+    /// is [`Event::ConnectionLost`]; any other error Redis answers (a key of
+    /// the wrong type, a script error) is [`Event::Error`]. Either way a
+    /// fetch or wait (`pause`) is tried again after the backoff, as in every
+    /// SDK: the worker never stops by itself, and its other topics go on.
+    fn failed(&mut self, e: Error, now: Instant, pause: bool) {
+        let lost = transient(&e);
+        if lost {
             self.emit(Event::ConnectionLost { error: &e, retry_in: self.retry_delay });
             self.lost = true;
-            self.retry_at = Some(now + self.retry_delay);
-            self.retry_delay = (self.retry_delay * 2).min(RETRY_MAX);
-        } else if fatal {
-            self.emit(Event::Error { error: &e });
-            self.fatal.get_or_insert(e);
-            self.stop(now);
-            // Acks still to send are tried again, not in a tight loop.
-            self.retry_at = Some(now + RETRY_MIN);
         } else {
             self.emit(Event::Error { error: &e });
+        }
+        if lost || pause {
+            self.retry_at = Some(now + self.retry_delay);
+            self.retry_delay = (self.retry_delay * 2).min(RETRY_MAX);
         }
     }
 
@@ -499,9 +496,9 @@ impl Core {
         }
     }
 
-    /// How `run` ends: `Ok`, or the error that stopped the worker.
+    /// How `run` ends, once stopped: `Ok` (errors were reported as events).
     pub(crate) fn finish(&mut self) -> crate::Result<()> {
-        self.fatal.take().map_or(Ok(()), Err)
+        Ok(())
     }
 }
 

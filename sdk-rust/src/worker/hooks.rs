@@ -76,8 +76,9 @@ pub enum Event<'a> {
         /// What it means and how to fix it, one line.
         warning: &'a str,
     },
-    /// Redis refused an ack, release or touch with an error (not a lost
-    /// connection); the worker carries on.
+    /// Redis refused a call with an error (not a lost connection: a key of
+    /// the wrong type, a script error); the worker carries on, a fetch or
+    /// wait tried again after the backoff.
     Error {
         /// What Redis said.
         error: &'a Error,
