@@ -51,6 +51,9 @@ final class Worker
     /** Pop, run: a job never runs twice, and is lost when its handler fails or the worker dies. */
     public const AT_MOST_ONCE = 'at-most-once';
 
+    /** What a job released at the end of a stop's grace period records (the same in every SDK). */
+    public const STOPPED = 'WorkerStopped: the worker stopped before the handler finished';
+
     /** The shortest ttr touched automatically: the alarm has a resolution of 1 s. */
     public const MIN_AUTO_TOUCH_TTR = 3.0;
 
@@ -111,6 +114,7 @@ final class Worker
      *        array $context), or a PSR-3 logger; null: error_log() for notice and above
      * @param int|float $reconnectMin first wait after a lost connection, seconds (doubling)
      * @param int|float $reconnectMax longest wait between reconnection attempts, seconds
+     *        (1: the same in every SDK, PROTOCOL.md "The Worker runtime")
      * @throws InvalidArgumentException on a bad option
      */
     public function __construct(
@@ -123,7 +127,7 @@ final class Worker
         int|float|null $stopGrace = 25,
         callable|object|null $logger = null,
         int|float $reconnectMin = 0.1,
-        int|float $reconnectMax = 5.0,
+        int|float $reconnectMax = 1.0,
     ) {
         if ($mode !== self::AT_LEAST_ONCE && $mode !== self::AT_MOST_ONCE) {
             throw new InvalidArgumentException(sprintf(
@@ -166,8 +170,12 @@ final class Worker
      * "lost" (its reservation was no longer held) | "dropped" (at most once)};
      * `acked` {topic, id}; `ack_lost` {topic, id} (a finished job's ack found its reservation
      * gone: it may run again); `touched` {topic, id, deadline};
-     * `reservation_lost` {topic, id}; `connection_lost` {error, retry_in};
-     * `stopping` {signal}; `stopped` {}. A listener that throws is logged.
+     * `reservation_lost` {topic, id}; `released_at_stop` {topic, id} (the
+     * handler outran the stop's grace period: its job was released, due at
+     * once); `connection_lost` {error, retry_in}; `reconnected` {} (Redis
+     * answers again); `stopping` {signal}; `stopped` {}. A listener that
+     * throws is logged. The events are the other SDKs' hooks too (PROTOCOL.md,
+     * "The Worker runtime").
      *
      * @param callable(string, array<string, mixed>): void $listener
      */
@@ -257,6 +265,7 @@ final class Worker
         // The eviction policy is read at start and after each outage (Eviction).
         $eviction = new Eviction();
         $check = true;
+        $lost = false;
         while (!$this->stopping) {
             try {
                 if ($check) {
@@ -265,6 +274,11 @@ final class Worker
                 }
                 $job = $this->next();
                 $pause = $this->reconnectMin;
+                if ($lost) {
+                    $lost = false;
+                    $this->hooks->log('info', 'Redis answers again');
+                    $this->hooks->emit('reconnected');
+                }
                 if ($job !== null) {
                     $this->process($job);
                 }
@@ -273,6 +287,7 @@ final class Worker
                     $eviction->outage();
                     $check = true;
                 }
+                $lost = true;
                 $this->lost($e, $pause);
                 $this->pause($pause, true);
                 $pause = min($pause * 2, $this->reconnectMax);
@@ -353,9 +368,12 @@ final class Worker
         if ($error instanceof WorkerStoppedException && $this->aborting) {
             // The handler was interrupted anywhere, maybe inside a call of its
             // own on the worker's connection: release on the other one, and
-            // drop this one.
-            $client = $this->touchClient();
+            // drop this one. Not the handler's failure: the stop's.
+            $this->touchClient()->release($job->reservation, 0, null, self::STOPPED);
             $this->client->close();
+            $this->hooks->log('warning', "job {$job->id} of {$job->topic} released at stop: its handler outran the grace period");
+            $this->hooks->emit('released_at_stop', ['topic' => $job->topic, 'id' => $job->id]);
+            return;
         }
         $held = $client->release($job->reservation, $this->aborting ? 0 : null, null, $text);
         $outcome = !$held ? 'lost' : ($job->isLastAttempt() ? 'dead' : 'retried');

@@ -3,18 +3,24 @@
 //! response per line on stdout.
 //!
 //! Usage: `delayer-conformance-driver --url redis://127.0.0.1:PORT/ --prefix delayer:`
-//! (or env `DELAYER_URL`, `DELAYER_PREFIX`).
+//! (or env `DELAYER_URL`, `DELAYER_PREFIX`). `delayer-conformance-driver
+//! worker ...` runs a Worker instead (`worker_mode`).
 //!
-//! The crate depends on `delayer` only (no serde: adding a dependency would
-//! touch the workspace's Cargo.lock), so the little JSON and base64 it needs
-//! are written out here.
+//! The crate depends on `delayer` only (and tokio, the SDK's own, for the
+//! async Worker; no serde), so the little JSON and base64 it needs are
+//! written out here.
 
 use delayer::{Backoff, DeadLetter, Delayer, Error, Job, JobRef, Message, Reserved};
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
 use std::time::{Duration, UNIX_EPOCH};
 
+mod worker_mode;
+
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("worker") {
+        return worker_mode::main();
+    }
     let mut url = std::env::var("DELAYER_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/0".into());
     let mut prefix = std::env::var("DELAYER_PREFIX").unwrap_or_else(|_| "delayer:".into());
     // A delayer.conf instead of --url/--prefix (sentinel mode, for one).

@@ -34,8 +34,9 @@ from .models import Message, ReservedMessage
 IDLE_WAIT = 1.0
 #: Shortest idle wait per topic when a worker serves many topics.
 MIN_IDLE_WAIT = 0.1
-#: Pauses between attempts to reach Redis again: first, then doubling up to the most.
-FIRST_PAUSE, MOST_PAUSE = 0.1, 5.0
+#: Pauses between attempts to reach Redis again: first, then doubling up to
+#: the most (the same in every SDK: PROTOCOL.md, "The Worker runtime").
+FIRST_PAUSE, MOST_PAUSE = 0.1, 1.0
 #: How long the fetch loop waits for more slots to free up before it fetches
 #: for the few that are free (a batch per round trip, and fetching while
 #: the other half of the handlers still run).
@@ -348,6 +349,7 @@ class Core:
         if self._failed:
             self._failed = False
             self.reconnected()
+            call_hook(self.hooks.reconnected)
         return True, reply
 
     def reconnected(self) -> None:

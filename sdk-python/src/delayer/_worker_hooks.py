@@ -23,7 +23,8 @@ def error_text(error: BaseException) -> str:
 class WorkerHooks:
     """What a Worker tells about its work: subclass and override for logging
     and metrics. The defaults log to the ``delayer.worker`` logger. A hook
-    that raises is logged and otherwise ignored. Hooks run on the thread (or
+    that raises is logged and otherwise ignored. The hooks, their order and
+    their meaning are the other SDKs' too (PROTOCOL.md, "The Worker runtime"). Hooks run on the thread (or
     task) where the event happens: keep them quick."""
 
     def job_started(self, job: "Delivery") -> None:
@@ -46,9 +47,22 @@ class WorkerHooks:
         held: its ttr ran out and it may run elsewhere (raise the ttr, or extend)."""
         log.warning("job %r of topic %r: %s found its reservation gone (ttr ran out?)", job.id, job.topic, what)
 
+    def job_touched(self, job: "Delivery") -> None:
+        """The worker touched ``job``'s reservation (its handler ran past half
+        its ttr): it is held for another ttr."""
+
     def connection_lost(self, error: DelayerError, pause: float) -> None:
         """A call to Redis failed; the worker tries again after ``pause`` seconds."""
         log.warning("Redis unavailable, retrying in %.1f s: %s", pause, error)
+
+    def reconnected(self) -> None:
+        """Redis answers again after :meth:`connection_lost`."""
+        log.info("Redis answers again")
+
+    def job_released_at_stop(self, job: "Delivery") -> None:
+        """The grace period of a stop ran out with ``job`` not finished: its
+        reservation was released, due at once, for another worker."""
+        log.warning("job %r of topic %r released at stop: its handler outran the grace period", job.id, job.topic)
 
     def stopping(self, in_flight: int) -> None:
         """A stop was asked for; ``in_flight`` handlers are still running."""

@@ -67,7 +67,7 @@ class Worker:
         concurrency: int = 10,
         ttr: float = 60.0,
         at_most_once: bool = False,
-        grace: float = 30.0,
+        grace: float = 25.0,
         hooks: Optional[WorkerHooks] = None,
     ) -> None:
         self.client = client
@@ -227,8 +227,10 @@ class Worker:
             if not c.settings.at_most_once:
                 for running in c.unfinished():
                     await self._give_back(running, STOPPED_ERROR)
+                    call_hook(self.hooks.job_released_at_stop, running)
                 for waiting in queued:
                     await self._give_back(waiting, None)
+                    call_hook(self.hooks.job_released_at_stop, waiting)
         return left
 
     async def _give_back(self, d: core.Delivery, error: Optional[str]) -> None:
@@ -261,20 +263,22 @@ class Worker:
             try:
                 with consumer_span(d.topic, d.id, d.traceparent):
                     await handler(d)
-            except Exception as e:  # a handler's failure is the job's, never the worker's
+            except asyncio.CancelledError:
+                raise  # the end of the grace period (see _wind_down)
+            except BaseException as e:  # a handler's failure is the job's, never the worker's (as on threads)
                 if at_least_once:
                     await self._release(d, e)
                 if c.finish(d, False)[1]:
                     self._set_wake()
                 call_hook(self.hooks.job_failed, d, e, time.monotonic() - start)
                 continue
+            if succeeded is not None:  # before its ack (see delayer.worker)
+                call_hook(succeeded, d, time.monotonic() - start)
             flush, wake = c.finish(d, at_least_once)
             if wake:
                 self._set_wake()
             if flush:
                 await self._flush()
-            if succeeded is not None:
-                call_hook(succeeded, d, time.monotonic() - start)
 
     def _set_wake(self) -> None:
         if self._wake is not None:
@@ -331,6 +335,7 @@ class Worker:
                         call_hook(self.hooks.job_lost, d, "touch")
                 else:
                     c.touched(d, time.monotonic())
+                    call_hook(self.hooks.job_touched, d)
             await _wait(done, sleep)
 
 

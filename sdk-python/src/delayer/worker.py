@@ -72,7 +72,7 @@ class Worker:
     A stop takes no new jobs, lets running handlers finish for up to
     ``grace`` seconds, then releases the jobs of those still running (due at
     once, for another worker). When Redis is lost the worker tries again,
-    0.1 s after the first failure, doubling up to 5 s. Topics are served in
+    0.1 s after the first failure, doubling up to 1 s. Topics are served in
     turn. ``hooks`` (a :class:`WorkerHooks`) hears about every job and
     every lost connection, for logging and metrics.
     """
@@ -84,7 +84,7 @@ class Worker:
         concurrency: int = 10,
         ttr: float = 60.0,
         at_most_once: bool = False,
-        grace: float = 30.0,
+        grace: float = 25.0,
         hooks: Optional[WorkerHooks] = None,
     ) -> None:
         self.client = client
@@ -246,6 +246,7 @@ class Worker:
             self._abandon = True
         for d in c.unfinished():
             self._give_back(d, STOPPED_ERROR)
+            call_hook(self.hooks.job_released_at_stop, d)
         return left
 
     def _give_back(self, d: core.Delivery, error: Optional[str]) -> None:
@@ -273,6 +274,7 @@ class Worker:
             if self._abandon:  # handed over but never started: give it back
                 if at_least_once:
                     self._give_back(d, None)
+                    call_hook(self.hooks.job_released_at_stop, d)
                 c.finish(d, False)
                 continue
             handler = self._handlers[d.topic]
@@ -290,13 +292,15 @@ class Worker:
                     self._wake()
                 call_hook(self.hooks.job_failed, d, e, time.monotonic() - start)
                 continue
+            # Before its ack can be sent (by a fetch loop or the flush): the
+            # hooks hear of a job's end before its ack, in every SDK.
+            if succeeded is not None:
+                call_hook(succeeded, d, time.monotonic() - start)
             flush, wake = c.finish(d, at_least_once)
             if wake:
                 self._wake()
             if flush:
                 self._flush()
-            if succeeded is not None:
-                call_hook(succeeded, d, time.monotonic() - start)
 
     def _wake(self) -> None:
         with self._cond:
@@ -346,4 +350,5 @@ class Worker:
                         call_hook(self.hooks.job_lost, d, "touch")
                 else:
                     c.touched(d, time.monotonic())
+                    call_hook(self.hooks.job_touched, d)
             done.wait(sleep)

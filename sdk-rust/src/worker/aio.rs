@@ -156,8 +156,8 @@ impl Worker {
     /// Runs until stopped (see [`Worker::stopper`]): then takes no more
     /// jobs, waits up to the grace period for running handlers, releases
     /// the reservations of those still running (aborting their tasks) and
-    /// returns. Lost connections are retried for ever; an error Redis
-    /// answers to a fetch stops the worker and is returned. Call it inside a
+    /// returns. Lost connections and errors Redis answers are reported and
+    /// retried for ever (`Err` only for bad settings). Call it inside a
     /// tokio runtime.
     pub async fn run(self) -> Result<()> {
         let mut topics: Vec<String> = self.handlers.keys().cloned().collect();

@@ -119,9 +119,9 @@ impl Worker {
     /// Runs until stopped (see [`Worker::stopper`]): then takes no more
     /// jobs, waits up to the grace period for running handlers, releases
     /// the reservations of those still running (their threads are left to
-    /// finish on their own) and returns. Lost connections are retried for
-    /// ever; an error Redis answers to a fetch stops the worker and is
-    /// returned.
+    /// finish on their own) and returns. Lost connections and errors Redis
+    /// answers are reported and retried for ever (`Err` only for bad
+    /// settings).
     pub fn run(self) -> Result<()> {
         let mut topics: Vec<String> = self.handlers.keys().cloned().collect();
         topics.sort();

@@ -25,7 +25,8 @@ const RETRY_MAX: Duration = Duration::from_secs(1);
 /// worker's GATHER too), and Redis pays its per-call cost once per batch.
 const GATHER: Duration = Duration::from_millis(5);
 /// What a reservation released at stop carries as its last error.
-pub(crate) const STOPPED: &str = "worker stopped before the handler finished";
+/// The same text in every SDK (PROTOCOL.md, "The Worker runtime").
+pub(crate) const STOPPED: &str = "WorkerStopped: the worker stopped before the handler finished";
 
 /// How jobs are taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +51,8 @@ impl Settings {
     pub(crate) fn new() -> Settings {
         Settings {
             concurrency: 10,
-            ttr: Duration::from_secs(30),
-            grace: Duration::from_secs(30),
+            ttr: Duration::from_secs(60),
+            grace: Duration::from_secs(25),
             mode: Mode::AtLeastOnce,
             hooks: Arc::new(super::hooks::Silent),
         }
@@ -167,7 +168,6 @@ pub(crate) struct Core {
     stop_by: Option<Instant>,
     /// While few slots are free: when the fetch stops waiting for more.
     gather_until: Option<Instant>,
-    fatal: Option<Error>,
     done: bool,
     /// Read the eviction policy before the next call: at start, and after
     /// a reconnect.
@@ -190,7 +190,6 @@ impl Core {
             lost: false,
             stop_by: None,
             gather_until: None,
-            fatal: None,
             done: false,
             check_eviction: true,
         }
@@ -201,7 +200,7 @@ impl Core {
     }
 
     fn emit(&self, event: Event<'_>) {
-        self.s.hooks.event(&event);
+        emit(&*self.s.hooks, &event);
     }
 
     fn free(&self) -> usize {
@@ -304,7 +303,7 @@ impl Core {
     /// now, and its handler forgotten.
     fn abort(&mut self) -> Action {
         for (_, r) in self.running.drain() {
-            self.s.hooks.event(&Event::ReleasedAtStop { delivery: &r.delivery });
+            emit(&*self.s.hooks, &Event::ReleasedAtStop { delivery: &r.delivery });
             if r.delivery.receipt.is_some() {
                 self.releases.push_back(Release { delivery: r.delivery, error: STOPPED.into(), now: true });
             }
@@ -356,22 +355,21 @@ impl Core {
     }
 
     /// A call failed: a lost connection, or a Redis that cannot serve yet,
-    /// is tried again after a pause; any other error is reported (`fatal`:
-    /// and stops the worker).
-    fn failed(&mut self, e: Error, now: Instant, fatal: bool) {
-        if transient(&e) {
+    /// is [`Event::ConnectionLost`]; any other error Redis answers (a key of
+    /// the wrong type, a script error) is [`Event::Error`]. Either way a
+    /// fetch or wait (`pause`) is tried again after the backoff, as in every
+    /// SDK: the worker never stops by itself, and its other topics go on.
+    fn failed(&mut self, e: Error, now: Instant, pause: bool) {
+        let lost = transient(&e);
+        if lost {
             self.emit(Event::ConnectionLost { error: &e, retry_in: self.retry_delay });
             self.lost = true;
-            self.retry_at = Some(now + self.retry_delay);
-            self.retry_delay = (self.retry_delay * 2).min(RETRY_MAX);
-        } else if fatal {
-            self.emit(Event::Error { error: &e });
-            self.fatal.get_or_insert(e);
-            self.stop(now);
-            // Acks still to send are tried again, not in a tight loop.
-            self.retry_at = Some(now + RETRY_MIN);
         } else {
             self.emit(Event::Error { error: &e });
+        }
+        if lost || pause {
+            self.retry_at = Some(now + self.retry_delay);
+            self.retry_delay = (self.retry_delay * 2).min(RETRY_MAX);
         }
     }
 
@@ -498,9 +496,9 @@ impl Core {
         }
     }
 
-    /// How `run` ends: `Ok`, or the error that stopped the worker.
+    /// How `run` ends, once stopped: `Ok` (errors were reported as events).
     pub(crate) fn finish(&mut self) -> crate::Result<()> {
-        self.fatal.take().map_or(Ok(()), Err)
+        Ok(())
     }
 }
 
@@ -515,6 +513,16 @@ fn transient(e: &Error) -> bool {
             matches!(e.code(), Some("LOADING" | "BUSY" | "READONLY" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN"))
         }
         _ => false,
+    }
+}
+
+/// Gives `event` to the hooks. A hook that panics is reported on stderr and
+/// otherwise ignored: metrics or logging never stop the worker, nor lose
+/// the job's ack (as in the Python and PHP Workers).
+fn emit(hooks: &dyn Hooks, event: &Event<'_>) {
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hooks.event(event))) {
+        // The event's name only: a job's body may hold secrets.
+        eprintln!("delayer worker: a hook panicked on {}: {}", event.name(), panic_text(panic));
     }
 }
 

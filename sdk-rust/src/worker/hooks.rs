@@ -76,8 +76,9 @@ pub enum Event<'a> {
         /// What it means and how to fix it, one line.
         warning: &'a str,
     },
-    /// Redis refused an ack, release or touch with an error (not a lost
-    /// connection); the worker carries on.
+    /// Redis refused a call with an error (not a lost connection: a key of
+    /// the wrong type, a script error); the worker carries on, a fetch or
+    /// wait tried again after the backoff.
     Error {
         /// What Redis said.
         error: &'a Error,
@@ -88,8 +89,31 @@ pub enum Event<'a> {
     Stopped,
 }
 
+impl Event<'_> {
+    /// The event's name, as the other SDKs' hooks call it (PROTOCOL.md, "The
+    /// Worker runtime").
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::Started { .. } => "started",
+            Event::Succeeded { .. } => "succeeded",
+            Event::Failed { .. } => "failed",
+            Event::Acked { .. } => "acked",
+            Event::NotHeld { .. } => "not_held",
+            Event::Touched { .. } => "touched",
+            Event::ReleasedAtStop { .. } => "released_at_stop",
+            Event::ConnectionLost { .. } => "connection_lost",
+            Event::Reconnected => "reconnected",
+            Event::UnsafeEviction { .. } => "unsafe_eviction",
+            Event::Error { .. } => "error",
+            Event::Stopping => "stopping",
+            Event::Stopped => "stopped",
+        }
+    }
+}
+
 /// Receives a worker's events; it runs on the worker's own loop, so keep it
-/// quick (log a line, bump a counter).
+/// quick (log a line, bump a counter). A hook that panics is reported on
+/// stderr and otherwise ignored.
 pub trait Hooks: Send + Sync + 'static {
     /// Called once per event.
     fn event(&self, event: &Event<'_>);

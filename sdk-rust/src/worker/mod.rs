@@ -127,7 +127,7 @@ macro_rules! settings_builder {
             self
         }
 
-        /// How long a job is reserved for (default 30 s); a handler running
+        /// How long a job is reserved for (default 60 s); a handler running
         /// past half of it has its reservation touched for as long again.
         pub fn ttr(mut self, ttr: std::time::Duration) -> Self {
             self.settings.ttr = ttr;
@@ -135,7 +135,8 @@ macro_rules! settings_builder {
         }
 
         /// How long, after a stop, running handlers may take to finish
-        /// (default 30 s); then their reservations are released.
+        /// (default 25 s: inside Kubernetes' 30 s before SIGKILL); then their
+        /// reservations are released.
         pub fn grace(mut self, grace: std::time::Duration) -> Self {
             self.settings.grace = grace;
             self
