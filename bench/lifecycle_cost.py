@@ -482,7 +482,9 @@ def report(args: argparse.Namespace, results: Dict[str, List[Dict[str, Tuple[flo
     for layout in ("classic", "topic"):
         rounds = results[layout]
         pm = [r["push_many"][0] / r["bare write"][0] for r in rounds]
-        out.append(f"- {layout}: push_many / bare write script {spread(pm)}x (target <= 1.2x)")
+        pm_cpu = [r["push_many"][2] / r["bare write"][2] for r in rounds]
+        out.append(f"- {layout}: push_many / bare write script: Redis time {spread(pm)}x (target <= 1.2x), "
+                   f"Redis CPU {spread(pm_cpu)}x")
         if "BullMQ" in results:
             for kind, ours, theirs in LIFECYCLES[:2]:
                 ratio = [b[kind] / d[kind] for d, b in zip(life[layout], life["BullMQ"])]

@@ -161,24 +161,27 @@ def summarise(text: str, args: argparse.Namespace, cpu: Optional[Tuple[float, fl
     layers: Counter = Counter()
     leaves: Counter = Counter()
     inclusive: Counter = Counter()
+    unread = 0
     total = 0
     for line in text.splitlines():
         stacks, _, n = line.rpartition(" ")
         if not n.isdigit():
             continue
         count = int(n)
-        total += count
-        if not stacks.strip():  # no thread held the GIL: all waited (Redis, a lock, the machine)
-            layers["GIL free: every thread waiting"] += count
+        if not stacks.strip():  # the GIL held, but no Python stack read: left out of the shares
+            unread += count
             continue
         stack = stacks.split(";")
+        total += count
         layers[classify(stack)] += count
         leaves[stack[-1]] += count
         for f in set(stack):
             inclusive[f] += count
     worker = "asyncio" if args.asyncio else "threads"
-    print(f"Python Worker ({worker}), {args.jobs:,} jobs, concurrency 100: {total:,} samples over its run "
-          f"({args.rate}/s; with the GIL held, else 'GIL free')\n")
+    print(f"Python Worker ({worker}), {args.jobs:,} jobs, concurrency 100: {total:,} samples with the GIL held "
+          f"({args.rate}/s), and {unread:,} ({100 * unread / max(total + unread, 1):.0f} %) where py-spy found the "
+          "GIL held but read no Python stack (left out below; in the thread Worker they grow with machine load: "
+          "GIL hand-offs among its threads)\n")
     print("| layer (innermost frame) | share of samples |\n| --- | --- |")
     for name, n in layers.most_common():
         print(f"| {name} | {100 * n / max(total, 1):.1f} % |")
