@@ -47,7 +47,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -62,6 +61,9 @@ import redis
 from delayer import Delayer, Job, Worker
 from delayer.keys import Keys
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import worker_bench  # noqa: E402  (its redis-server)
+
 ROOT = Path(__file__).resolve().parents[1]
 BODY = b'{"order":12345678,"act":"close"}'  # 32 bytes, as lifecycle.js's data
 assert len(BODY) == 32
@@ -71,7 +73,7 @@ NOT_COUNTED = {"info", "config", "client", "hello", "select", "monitor", "echo",
 SENTINEL = "lifecycle-cost-phase-end"
 # As root, the redis-servers run at a higher priority: on a busy machine a
 # preempted Redis counts the time it waited in commandstats (wall clock).
-NICE = ["nice", "-n", "-10"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+NICE = -10 if hasattr(os, "geteuid") and os.geteuid() == 0 else 0
 
 # The bare write script: what push_many.lua does at the least (a bucket HASH
 # with its TTL, a pool entry), for the same ARGV per job.
@@ -89,23 +91,11 @@ return #ARGV
 
 
 def own_redis() -> Tuple[subprocess.Popen, redis.Redis, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    folder = tempfile.mkdtemp(prefix="delayer-lifecycle-")
-    proc = subprocess.Popen(
-        NICE + ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", folder], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    r = redis.Redis(port=port)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            r.ping()
-            return proc, r, folder
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+    """worker_bench's throwaway redis-server (no persistence), at NICE."""
+    proc, url, folder = worker_bench.own_redis()
+    if NICE:
+        os.setpriority(os.PRIO_PROCESS, proc.pid, NICE)
+    return proc, redis.Redis.from_url(url), folder
 
 
 def url_of(r: redis.Redis) -> str:

@@ -15,7 +15,8 @@
 
 'use strict';
 
-const { Queue, Worker } = require('bullmq');
+const { Queue } = require('bullmq');
+const { connectionFrom, positive, completeJobs } = require('./common');
 
 const QUEUE = 'bench-lifecycle';
 // JSON.stringify of this is 32 bytes, as Delayer's bodies in the same run.
@@ -41,35 +42,16 @@ async function add(queue, n, delay, bulk) {
 }
 
 async function work(connection, n) {
-  let completed = 0;
-  let resolveDone;
-  const done = new Promise((r) => (resolveDone = r));
-  const worker = new Worker(QUEUE, async () => {}, { connection, concurrency: CONCURRENCY });
-  worker.on('error', (e) => process.stderr.write(`worker error: ${e.message}\n`));
-  worker.on('completed', () => {
-    completed += 1;
-    if (completed === n) resolveDone();
-  });
-  const timeout = setTimeout(resolveDone, 600000);
-  await done;
-  clearTimeout(timeout);
-  await worker.close();
+  const { completed } = await completeJobs(QUEUE, connection, n, CONCURRENCY, 600000);
   if (completed !== n) throw new Error(`completed ${completed} of ${n} jobs`);
 }
 
 async function main() {
   const argv = process.argv.slice(2);
   if (argv.length !== 3) usage(`expected 3 arguments, got ${argv.length}`);
-  let url;
-  try {
-    url = new URL(argv[0]);
-  } catch (e) {
-    usage(`${JSON.stringify(argv[0])} is not a URL`);
-  }
+  const connection = connectionFrom(argv[0], usage);
   const [phase, count] = argv.slice(1);
-  const n = Number(count);
-  if (!Number.isInteger(n) || n <= 0) usage(`${JSON.stringify(count)} is not a whole number > 0`);
-  const connection = { host: url.hostname, port: Number(url.port || 6379), maxRetriesPerRequest: null };
+  const n = positive(count, usage);
   const start = Date.now();
   if (phase === 'work') {
     await work(connection, n);
