@@ -5,7 +5,7 @@ surrogate escapes (:mod:`delayer._names`); redis-py encodes ``str``
 arguments strictly, so such a name must reach it as bytes. :func:`step`
 turns every name with surrogates in a step into its bytes, once, where the
 clients send the step; every other argument is left as it is (the common
-case costs one ``isascii`` per string, and no copy).
+case costs one ``isascii`` per string).
 """
 
 from __future__ import annotations
@@ -26,32 +26,18 @@ def _arg(value: Arg) -> Arg:
     return value
 
 
-def _plain(values: Sequence[Any]) -> bool:
-    """Whether no value is a ``str`` outside ASCII: nothing to turn into
-    bytes. One pass without a call per value: a Worker's reserve_many
-    carries two per ack (issue 21's profile: 4x faster than :func:`_args`)."""
-    for v in values:
-        if isinstance(v, str) and not v.isascii():
-            return False
-    return True
-
-
 def _args(values: Sequence[Any]) -> Tuple[List[Any], bool]:
     out = [_arg(v) for v in values]
     return out, any(a is not b for a, b in zip(out, values))
 
 
 def _call(call: ScriptCall) -> ScriptCall:
-    if _plain(call.keys) and _plain(call.args):
-        return call
     keys, k = _args(call.keys)
     args, a = _args(call.args)
     return ScriptCall(call.script, keys, args) if k or a else call
 
 
 def _commands(commands: Sequence[Tuple[Arg, ...]]) -> Tuple[List[Tuple[Arg, ...]], bool]:
-    if all(_plain(c) for c in commands):
-        return list(commands), False
     out = []
     changed = False
     for command in commands:
