@@ -108,6 +108,9 @@ def main(argv: Optional[List[str]] = None) -> None:
                    help="priority of worker_bench and its redis-server (default -10 as root): on a busy "
                         "machine, less of the run is spent waiting for a CPU")
     p.add_argument("--keep", help="also keep py-spy's collapsed stacks in this file")
+    p.add_argument("--nonblocking", action="store_true",
+                   help="py-spy --nonblocking: does not pause the process per sample (the thread Worker's 100 "
+                        "threads make each pause long), stacks a little less exact")
     p.add_argument("--stacks", help="summarise this kept file instead of running anything")
     args = p.parse_args(argv)
     if args.stacks:
@@ -134,7 +137,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         r.close()
         cpu0, wall0 = cpu_secs(bench_proc.pid), time.monotonic()
         spy = subprocess.Popen([pyspy, "record", "--gil", "--format", "raw", "-r", str(args.rate), "-o", str(out),
-                                "--pid", str(bench_proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                "--pid", str(bench_proc.pid)] + (["--nonblocking"] if args.nonblocking else []), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)
         cpu1 = cpu0
         while bench_proc.poll() is None:  # its CPU until it exits (the last reading: its end)
