@@ -12,7 +12,8 @@
 
 'use strict';
 
-const { Queue, Worker } = require('bullmq');
+const { Queue } = require('bullmq');
+const { connectionFrom, positive, completeJobs } = require('./common');
 
 const QUEUE = 'bench-throughput';
 const BODY = { order: 1234567, act: 'close' };
@@ -25,18 +26,8 @@ function usage(msg) {
 async function main() {
   const argv = process.argv.slice(2);
   if (argv.length !== 3) usage(`expected 3 arguments, got ${argv.length}`);
-  let url;
-  try {
-    url = new URL(argv[0]);
-  } catch (e) {
-    usage(`${JSON.stringify(argv[0])} is not a URL`);
-  }
-  const [n, concurrency] = argv.slice(1).map((v) => {
-    const x = Number(v);
-    if (!Number.isInteger(x) || x <= 0) usage(`${JSON.stringify(v)} is not a whole number > 0`);
-    return x;
-  });
-  const connection = { host: url.hostname, port: Number(url.port || 6379), maxRetriesPerRequest: null };
+  const connection = connectionFrom(argv[0], usage);
+  const [n, concurrency] = argv.slice(1).map((v) => positive(v, usage));
 
   const queue = new Queue(QUEUE, { connection });
   await queue.waitUntilReady();
@@ -49,21 +40,8 @@ async function main() {
   }
   await queue.close();
 
-  let completed = 0;
-  let resolveDone;
-  const done = new Promise((r) => (resolveDone = r));
   const start = Date.now();
-  const worker = new Worker(QUEUE, async () => {}, { connection, concurrency });
-  worker.on('error', (e) => process.stderr.write(`worker error: ${e.message}\n`));
-  worker.on('completed', () => {
-    completed += 1;
-    if (completed === n) resolveDone();
-  });
-  const timeout = setTimeout(resolveDone, 300000);
-  await done;
-  const end = Date.now();
-  clearTimeout(timeout);
-  await worker.close();
+  const { completed, end } = await completeJobs(QUEUE, connection, n, concurrency, 300000);
   return `{"jobs": ${n}, "completed": ${completed}, "start_ms": ${start}, "end_ms": ${end}}\n`;
 }
 

@@ -5,6 +5,7 @@ mod bullmq;
 mod drain;
 mod idle;
 mod lateness;
+mod lifecycle;
 mod pushpop;
 mod redisx;
 mod report;
@@ -35,7 +36,8 @@ usage: delayer-bench [options]        (normally via bench/run.sh)
   --no-sdks            skip the Python and PHP SDKs
   --no-bullmq          skip BullMQ (lateness scenarios, worker throughput)
   --only LIST          run only these parts, comma-separated: drain, lateness,
-                       pushpop, idle, worker (for profiling one of them)
+                       pushpop, idle, worker, lifecycle (for profiling one of
+                       them; lifecycle: bench/lifecycle_cost.py's table)
   --out FILE           markdown report (default bench/RESULTS.md, written by
                        full runs only: not with --quick or --only)
   --no-out             write no markdown report
@@ -61,7 +63,7 @@ pub struct Opts {
 }
 
 /// The parts of a run, in order.
-const PARTS: [&str; 5] = ["drain", "lateness", "pushpop", "idle", "worker"];
+const PARTS: [&str; 6] = ["drain", "lateness", "pushpop", "idle", "worker", "lifecycle"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
@@ -216,6 +218,11 @@ fn main() {
         throughput::run(&redis, &root(), opts.worker_jobs, opts.bullmq)
     });
 
+    let lifecycle = run("lifecycle").then(|| {
+        step(started, "lifecycle cost: bench/lifecycle_cost.py (Delayer both layouts, BullMQ)");
+        lifecycle::run(&root(), &opts.bin, opts.quick, opts.bullmq)
+    });
+
     let results = report::Results {
         opts: &opts,
         machine,
@@ -226,6 +233,7 @@ fn main() {
         sdks,
         idle,
         throughput,
+        lifecycle,
     };
     let (table, markdown) = report::render(&results);
     println!("{table}");

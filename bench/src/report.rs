@@ -22,6 +22,8 @@ pub struct Results<'a> {
     pub sdks: Vec<SdkRates>,
     pub idle: Option<Idle>,
     pub throughput: Option<Throughput>,
+    /// bench/lifecycle_cost.py's markdown, or why it did not run.
+    pub lifecycle: Option<Result<String, String>>,
 }
 
 /// Targets (see bench/README.md).
@@ -445,5 +447,15 @@ pub fn render(r: &Results) -> (String, String) {
         table = md_table(&head, &body),
         bd = md_table(&BREAKDOWN_HEAD, &bd),
     );
+    let lifecycle = match &r.lifecycle {
+        None => String::new(),
+        Some(Ok(table)) => table.clone(),
+        Some(Err(why)) => format!("skipped: {why}"),
+    };
+    if lifecycle.is_empty() {
+        return (text, md);
+    }
+    let text = format!("{text}\nLifecycle cost per job (bench/lifecycle_cost.py):\n{lifecycle}\n");
+    let md = format!("{md}\n## Lifecycle cost per job\n\nbench/lifecycle_cost.py, on redis-servers of its own (see its doc).\n\n{lifecycle}\n");
     (text, md)
 }
