@@ -208,6 +208,7 @@ def test_every_operation_on_topics_of_every_master(tmp_path: Path, cluster: kit.
             bury_me = client.reserve(t, 60)
             assert bury_me is not None and client.bury(bury_me) is True
             assert client.purge_dead(t) == 1
+        raw.sadd(PREFIX + "topics", *topics)  # the server's part: it indexes every announced topic
         stats = client.stats()
         assert {s.topic for s in stats.topics} >= set(topics)
         assert all(s.scheduled == s.ready == s.dead == 0 for s in stats.topics if s.topic in topics)
@@ -467,6 +468,7 @@ def test_the_asyncio_client_on_topics_of_every_master(tmp_path: Path, cluster: k
                 acked, _ = await client.reserve_many(t, 60, 0, acks=jobs)
                 assert acked == [True, True]
                 assert (await client.job(t, "j2")).state == "unknown"
+            raw.sadd(PREFIX + "topics", *topics)  # the server's part: it indexes every announced topic
             stats = await client.stats()
             assert {s.topic for s in stats.topics} >= set(topics)
             flush_scripts(cluster)
@@ -486,28 +488,43 @@ def test_the_asyncio_client_on_topics_of_every_master(tmp_path: Path, cluster: k
 
 class Server:
     """The server's moves for every topic of ``<prefix>topics`` or announced
-    on ``<prefix>wake`` (a cluster passes a script's PUBLISH to every node:
-    heard on the first master), on a thread, through a RedisCluster (so it
-    follows a failover as the real server does)."""
+    on ``<prefix>wake``, on a thread, through a RedisCluster (so it follows a
+    failover as the real server does). A cluster passes a script's PUBLISH to
+    every node; this stand-in listens on every master, so a killed one leaves
+    others to hear (the real server re-subscribes and rescans instead)."""
 
     def __init__(self, c: kit.Cluster) -> None:
         self.raw = c.client(socket_timeout=5)
         self.announced: Set[str] = set()
-        self.pubsub = redis.Redis(host="127.0.0.1", port=c.masters()[0], password=PASSWORD,
-                                  decode_responses=True).pubsub()
-        self.pubsub.subscribe(PREFIX + "wake")
+        # The nodes' clients are kept: a collected redis.Redis closes its pool, and so the subscription.
+        self.nodes = [redis.Redis(host="127.0.0.1", port=p, password=PASSWORD, decode_responses=True, socket_timeout=5)
+                      for p in c.masters()]
+        self.subscriptions = [n.pubsub() for n in self.nodes]
+        for sub in self.subscriptions:
+            sub.subscribe(PREFIX + "wake")
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
+    def _hear(self) -> None:
+        for sub in self.subscriptions:
+            try:
+                while (m := sub.get_message(timeout=0)) is not None:
+                    if m["type"] == "message" and " " in m["data"]:
+                        self.announced.add(m["data"].split(" ", 1)[1])
+            except redis.RedisError:
+                pass  # a killed master: the others hear the same messages
+
     def _loop(self) -> None:
         from topickit import move_topic
 
+        indexed: Set[str] = set()
         while not self.done.is_set():
+            self._hear()
             try:
-                while (m := self.pubsub.get_message(timeout=0)) is not None:
-                    if m["type"] == "message" and " " in m["data"]:
-                        self.announced.add(m["data"].split(" ", 1)[1])
+                for t in self.announced - indexed:
+                    self.raw.sadd(PREFIX + "topics", t)  # as the server indexes an announced topic
+                    indexed.add(t)
                 for t in self.raw.smembers(PREFIX + "topics") | self.announced:
                     move_topic(self.raw, t)
             except (redis.RedisError, redis.exceptions.RedisClusterException):
@@ -517,7 +534,9 @@ class Server:
     def close(self) -> None:
         self.done.set()
         self.thread.join(timeout=30)
-        self.pubsub.close()
+        for sub, node in zip(self.subscriptions, self.nodes):
+            sub.close()
+            node.close()
         self.raw.close()
 
 

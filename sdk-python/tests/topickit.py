@@ -112,6 +112,8 @@ class WakeListener:
     """A subscriber of ``<prefix>wake``, subscribed before the test acts."""
 
     def __init__(self, raw: "redis.Redis", prefix: str = "delayer:") -> None:
+        # Kept: a redis.Redis closes its pool, and so this subscription, when it is collected.
+        self.raw = raw
         self.pubsub = raw.pubsub()
         self.pubsub.subscribe(prefix + "wake")
         first = self.pubsub.get_message(timeout=WITHIN)
