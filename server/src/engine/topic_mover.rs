@@ -37,8 +37,10 @@
 //! once ([`BadKeys`]), and the topic goes back into the index when the key
 //! is fixed. The index is written after a drain by index.lua, which Redis
 //! takes even when it is out of memory (it removes each entry first), so
-//! moving goes on in a full Redis; the sweeps' own index writes are left
-//! for a later pass then.
+//! moving goes on in a full Redis; an index entry Redis refuses there (a
+//! topic first met in a rescan, a sweep or an announcement) goes through it
+//! too, so a topic unknown when Redis filled up is still moved. Only
+//! `<prefix>topics` waits for memory (the key-space rescans add it then).
 
 use crate::badkeys::BadKeys;
 use crate::memory::MemoryWatch;
@@ -242,17 +244,44 @@ impl TopicMover {
         }
         write.invoke::<()>(conn)?;
         let heads: Vec<Head> = read.query(conn)?;
-        let mut lower = Batch::new();
+        let mut lower = Vec::new();
         for ((topic, at), pair) in next.iter().zip(heads.chunks(2)) {
             let [pool_head, reserved_head] = pair else { break };
             if let Some(first) = self.head_time(topic, pool_head, reserved_head) {
                 if at.is_none_or(|at| first < at) {
-                    lower.add_ignored(redis::cmd("ZADD").arg(&due).arg("LT").arg(first).arg(*topic).clone());
+                    lower.push((*topic, first));
                 }
             }
         }
-        // Refused while Redis is out of memory: the sweep lowers it later.
-        out_of_memory_is_later(lower.query(conn))
+        self.lower_index(conn, &lower)
+    }
+
+    /// `ZADD <prefix>due LT` for each pair: a topic's index entry never later
+    /// than the time given. Redis out of memory refuses a ZADD that adds an
+    /// entry; then the same lowering goes through index.lua, which it takes
+    /// (each entry's time read first, the earlier kept). Without that, a
+    /// topic first met while Redis is full (at start, in a rescan) would not
+    /// be indexed, and its due jobs would wait until memory freed.
+    fn lower_index(&self, conn: &mut Conn, pairs: &[(&str, f64)]) -> RedisResult<()> {
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let due = self.keys.due();
+        let mut write = Batch::new();
+        for (topic, at) in pairs {
+            write.add_ignored(redis::cmd("ZADD").arg(&due).arg("LT").arg(*at).arg(*topic).clone());
+        }
+        match write.query::<()>(conn) {
+            Err(e) if out_of_memory(&e) => {}
+            other => return other,
+        }
+        let topics: Vec<&str> = pairs.iter().map(|(topic, _)| *topic).collect();
+        let held: Vec<Option<f64>> = redis::cmd("ZMSCORE").arg(&due).arg(&topics).query(conn)?;
+        let mut index = scripts::INDEX.key(&due);
+        for ((topic, at), held) in pairs.iter().zip(held) {
+            index.arg(*topic).arg(held.map_or(*at, |held| held.min(*at)).to_string());
+        }
+        index.invoke::<()>(conn)
     }
 
     /// Topics whose keys hold the wrong type (written by hand, or by a
@@ -303,15 +332,8 @@ impl TopicMover {
         let mut topics = self.bad_topics.lock().unwrap_or_else(|e| e.into_inner());
         let again: Vec<String> = fixed.iter().filter_map(|bad| topics.remove(&bad.key)).collect();
         drop(topics);
-        let mut write = Batch::new();
-        for topic in &again {
-            write.add_ignored(redis::cmd("ZADD").arg(self.keys.due()).arg("LT").arg(0).arg(topic).clone());
-        }
-        if !again.is_empty() {
-            // Refused while Redis is out of memory: a sweep finds the topic then.
-            out_of_memory_is_later(write.query::<()>(conn))?;
-        }
-        Ok(())
+        let again: Vec<(&str, f64)> = again.iter().map(|topic| (topic.as_str(), 0.0)).collect();
+        self.lower_index(conn, &again)
     }
 
     /// What a bad key of a topic holds up, for its log line.
@@ -408,8 +430,7 @@ impl TopicMover {
         topics.iter().for_each(|t| self.read_head(&mut read, t));
         // A key of the wrong type answers an error for itself alone.
         let heads: Vec<redis::RedisResult<Head>> = read.query_each(conn)?;
-        let mut write = Batch::new();
-        let mut any = false;
+        let mut lower = Vec::new();
         for (topic, pair) in topics.iter().zip(heads.chunks(2)) {
             let [pool_head, reserved_head] = pair else { break };
             let (pool_head, reserved_head) = match (pool_head, reserved_head) {
@@ -421,15 +442,10 @@ impl TopicMover {
                 (Err(e), _) | (_, Err(e)) => return Err(e.clone()),
             };
             if let Some(first) = self.head_time(topic, pool_head, reserved_head) {
-                write.add_ignored(redis::cmd("ZADD").arg(self.keys.due()).arg("LT").arg(first).arg(topic).clone());
-                any = true;
+                lower.push((topic.as_str(), first));
             }
         }
-        if any {
-            // Refused while Redis is out of memory: the next sweep writes it.
-            out_of_memory_is_later(write.query::<()>(conn))?;
-        }
-        Ok(())
+        self.lower_index(conn, &lower)
     }
 }
 
@@ -437,9 +453,14 @@ impl TopicMover {
 /// memory watch says Redis is full); any other error stands.
 fn out_of_memory_is_later(written: RedisResult<()>) -> RedisResult<()> {
     match written {
-        Err(e) if e.code() == Some("OOM") || e.to_string().contains("command not allowed when used memory") => Ok(()),
+        Err(e) if out_of_memory(&e) => Ok(()),
         other => other,
     }
+}
+
+/// Whether Redis refused a write for maxmemory.
+fn out_of_memory(e: &RedisError) -> bool {
+    e.code() == Some("OOM") || e.to_string().contains("command not allowed when used memory")
 }
 
 /// The earlier of two optional times.

@@ -47,15 +47,15 @@ impl TopicMover {
         // the message: junk published on the channel adds no topic.
         let fresh = self.heads_of(conn, &fresh).inspect_err(|_| self.announced.rescan())?;
         let mut write = Batch::new();
-        // Which key each command writes, and the topic an SADD adds.
-        let mut writes: Vec<(usize, Option<&str>)> = Vec::new();
+        // Which key each command writes, its topic and (a ZADD's) time.
+        let mut writes: Vec<(usize, &str, f64)> = Vec::new();
         for (topic, at) in old.iter().map(|(t, at)| (t, *at)).chain(fresh.iter().map(|(t, at)| (*t, *at))) {
             write.add(redis::cmd("ZADD").arg(&due).arg("LT").arg(at).arg(topic).clone());
-            writes.push((0, None));
+            writes.push((0, topic, at));
         }
-        for (topic, _) in &fresh {
+        for (topic, at) in &fresh {
             write.add(redis::cmd("SADD").arg(&known).arg(*topic).clone());
-            writes.push((1, Some(topic.as_str())));
+            writes.push((1, topic, *at));
         }
         let replies: Vec<RedisResult<Value>> = match write.query_each(conn) {
             Ok(replies) => replies,
@@ -65,13 +65,17 @@ impl TopicMover {
                 return Err(e);
             }
         };
-        let mut added = Vec::new();
-        for ((key, topic), reply) in writes.into_iter().zip(replies) {
+        let (mut added, mut full) = (Vec::new(), Vec::new());
+        for ((key, topic, at), reply) in writes.into_iter().zip(replies) {
             match reply {
-                Ok(_) => added.extend(topic),
+                Ok(_) if key == 1 => added.push(topic),
+                Ok(_) => {}
+                // Redis out of memory takes the index entry by index.lua.
+                Err(e) if key == 0 && super::out_of_memory(&e) => full.push((topic, at)),
                 Err(e) => self.refused(conn, key, &e),
             }
         }
+        self.lower_index(conn, &full)?;
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if seen.len() + added.len() > MAX_SEEN {
             seen.clear();
