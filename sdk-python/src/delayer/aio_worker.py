@@ -9,6 +9,7 @@ as ``delayer.aio.Worker``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import signal
 import time
@@ -80,7 +81,10 @@ class Worker:
             self._delivery,
         )
         self._handlers: Dict[str, Handler] = {}
-        self._jobs: Optional["asyncio.Queue[Optional[Delivery]]"] = None
+        # Jobs handed over and not started, and the runners waiting for one
+        # (a future each: an asyncio.Queue costs several calls per job).
+        self._jobs: "collections.deque[Delivery]" = collections.deque()
+        self._idle: "List[asyncio.Future[None]]" = []
         self._wake: Optional[asyncio.Event] = None
         self._stopped: Optional[asyncio.Event] = None
         self._calls: Optional[asyncio.Semaphore] = None  # made in run(): 3.9 binds it to the loop
@@ -117,7 +121,7 @@ class Worker:
         c = self._core
         c.check_ready()
         loop = asyncio.get_running_loop()
-        self._jobs, self._wake, self._stopped = asyncio.Queue(), asyncio.Event(), asyncio.Event()
+        self._wake, self._stopped = asyncio.Event(), asyncio.Event()
         self._calls = asyncio.Semaphore(core.RUNNER_CALLS)
         if c.stopping:
             self._stopped.set()
@@ -166,7 +170,7 @@ class Worker:
         if self.client._reconnects != self._reconnects:  # the client made a new connection
             self._reconnects = self.client._reconnects
             c.reconnected()
-        assert self._jobs is not None and self._wake is not None and self._stopped is not None
+        assert self._wake is not None and self._stopped is not None
         if isinstance(step, Fetch):
             if not c.settings.at_most_once:
                 return await self.client.reserve_many(step.topic, step.ttr, step.n, [d.reserved for d in step.acks])
@@ -196,8 +200,12 @@ class Worker:
             await _wait(self._stopped, step.seconds)
             return None
         if isinstance(step, Start):
-            for d in step.deliveries:
-                self._jobs.put_nowait(cast(Delivery, d))  # made by self._delivery
+            self._jobs.extend(cast(List[Delivery], step.deliveries))  # made by self._delivery
+            n = len(step.deliveries)
+            woken, self._idle = self._idle[:n], self._idle[n:]
+            for waiter in woken:
+                if not waiter.done():  # else its runner was cancelled (a stop)
+                    waiter.set_result(None)
             return None
         if isinstance(step, Policy):
             return await self.client._drive(_eviction.read())
@@ -207,7 +215,7 @@ class Worker:
         """After the fetch loop: wait up to the grace period for the running
         handlers, then cancel them and release their jobs. Returns how many."""
         c = self._core
-        assert self._wake is not None and self._jobs is not None
+        assert self._wake is not None
         call_hook(self.hooks.stopping, c.in_flight)
         deadline = time.monotonic() + c.settings.grace
         while not c.settled() and time.monotonic() < deadline:
@@ -219,11 +227,8 @@ class Worker:
             for task in runners:
                 task.cancel()
             await asyncio.gather(*runners, return_exceptions=True)
-            queued: List[Delivery] = []
-            while not self._jobs.empty():
-                item = self._jobs.get_nowait()
-                if item is not None:
-                    queued.append(item)
+            queued = list(self._jobs)
+            self._jobs.clear()
             if not c.settings.at_most_once:
                 for running in c.unfinished():
                     await self._give_back(running, STOPPED_ERROR)
@@ -247,14 +252,16 @@ class Worker:
 
     async def _runner(self) -> None:
         c = self._core
-        assert self._jobs is not None
+        loop = asyncio.get_running_loop()
         at_least_once = not c.settings.at_most_once
         started = overridden(self.hooks, "job_started")
         succeeded = overridden(self.hooks, "job_succeeded")
         while True:
-            d = await self._jobs.get()
-            if d is None:
-                return
+            while not self._jobs:  # until a Start wakes this runner
+                waiter = loop.create_future()
+                self._idle.append(waiter)
+                await waiter
+            d = self._jobs.popleft()
             handler = self._handlers[d.topic]
             start = time.monotonic()
             c.begin(d, start)

@@ -89,11 +89,11 @@ class Worker:
     ) -> None:
         self.client = client
         self._reconnects = client._reconnects
-        self._cond = threading.Condition()
+        lock = threading.RLock()  # the Core takes it directly: a Condition's enter is a Python call
+        self._cond = threading.Condition(lock)
         self.hooks = hooks if hooks is not None else WorkerHooks()
-        self._core = core.Core(
-            core.check_settings(concurrency, ttr, at_most_once, grace), self.hooks, self._cond, self._delivery
-        )
+        settings = core.check_settings(concurrency, ttr, at_most_once, grace)
+        self._core = core.Core(settings, self.hooks, lock, self._delivery)
         self._handlers: Dict[str, Callable[[Delivery], Any]] = {}
         self._jobs: "queue.SimpleQueue[Optional[Delivery]]" = queue.SimpleQueue()
         # Runners' calls (release, flush, extend) share a few connections.
