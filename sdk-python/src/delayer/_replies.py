@@ -133,6 +133,20 @@ def reserved(reply: object) -> Optional[ReservedMessage]:
             f"got {reply!r:.200}"
         )
     job_id, topic, body, attempts, max_attempts, receipt, deadline, traceparent = reply
+    # The usual reply without the helpers below (8 calls), as once per job a
+    # Worker gets: bytes, counts, a UTF-8 receipt, an ASCII finite deadline.
+    if type(job_id) is bytes and type(topic) is bytes and type(body) is bytes and type(receipt) is bytes:
+        if type(attempts) is int and type(max_attempts) is int and attempts >= 0 and max_attempts >= 0:
+            try:  # float(bytes) fails unless ASCII; UnicodeDecodeError is a ValueError
+                text, when = receipt.decode(), float(deadline) if type(deadline) is bytes else math.nan
+            except ValueError:
+                when = math.nan
+            if math.isfinite(when):
+                i = name(job_id)
+                job = object.__new__(ReservedMessage)  # its __init__ sets each field by object.__setattr__
+                vars(job).update(id=i, topic=name(topic), body=body, attempts=attempts, max_attempts=max_attempts,
+                                 receipt=text, deadline=when, traceparent=from_redis(i, traceparent))
+                return job
     i = _name("id", job_id)
     return ReservedMessage(
         id=i,
