@@ -19,9 +19,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from typing import Any, ContextManager, Dict, Optional
+from typing import Any, ContextManager, Dict, Optional, Union
 
 from .errors import InvalidArgument
+from .models import Message, ReservedMessage
 
 try:  # the optional extra: delayer[opentelemetry]
     # (ignored for type checks where the extra is not installed)
@@ -92,8 +93,8 @@ def from_redis(job_id: str, value: object) -> Optional[str]:
     return None
 
 
-def consumer_span(topic: str, job_id: str, traceparent: Optional[str]) -> ContextManager[Any]:
-    """A consumer span around a handler, child of the producer's context
+def consumer_span(job: Union[Message, ReservedMessage]) -> ContextManager[Any]:
+    """A consumer span around ``job``'s handler, child of the producer's context
     (extracted by the W3C propagator), when OpenTelemetry is present; else
     nothing. An exception escaping the handler is recorded on it."""
     global _tracer
@@ -101,8 +102,9 @@ def consumer_span(topic: str, job_id: str, traceparent: Optional[str]) -> Contex
         return _NOTHING
     if _tracer is None:  # once: a ProxyTracer follows a provider set later
         _tracer = _otel_trace.get_tracer("delayer")
+    topic, traceparent = job.topic, job.traceparent
     parent = _PROPAGATOR.extract({"traceparent": traceparent}) if traceparent else None
-    attributes = {"messaging.system": "delayer", "messaging.destination.name": topic, "messaging.message.id": job_id}
+    attributes = {"messaging.system": "delayer", "messaging.destination.name": topic, "messaging.message.id": job.id}
     span = _tracer.start_span(f"{topic} process", parent, _otel_trace.SpanKind.CONSUMER, attributes)
     # No provider and no trace around (the no-op tracer's invalid span):
     # making it current would change nothing, so it costs nothing per job.

@@ -251,8 +251,8 @@ class Core:
                 self.acks.append(d)
                 if (self.awaiting or self.closing) and not self.flushing:
                     self.flushing = True
-                    return True, self._wake()
-            return False, self._wake()
+                    return True, self.enough()
+            return False, self.enough()
 
     def flush_batch(self) -> List[Delivery]:
         """The flushing runner's next acks to send; empty: it is done flushing."""
@@ -269,16 +269,12 @@ class Core:
             self.flushing = False
 
     def enough(self) -> bool:
-        """Whether an Idle wait is over (call with the lock held)."""
-        return self.stopping or (self.want > 0 and self.settings.concurrency - self.in_flight >= self.want)
-
-    def _wake(self) -> bool:
-        """Whether a finish ends the Idle wait: once (its waiter is woken,
-        not once per handler finishing meanwhile)."""
-        wake = self.enough()
-        if wake:
+        """Whether an Idle wait is over (call with the lock held); once it is,
+        ``want`` is 0: its waiter is woken once, not per handler finishing."""
+        if self.stopping or (self.want > 0 and self.settings.concurrency - self.in_flight >= self.want):
             self.want = 0
-        return wake
+            return True
+        return False
 
     def forget(self, d: Delivery) -> bool:
         """Touch ``d`` no more (its reservation is gone); returns whether its

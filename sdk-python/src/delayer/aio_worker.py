@@ -81,10 +81,8 @@ class Worker:
             self._delivery,
         )
         self._handlers: Dict[str, Handler] = {}
-        # Jobs handed over and not started, and the runners waiting for one
-        # (a future each: an asyncio.Queue costs several calls per job).
-        self._jobs: "collections.deque[Delivery]" = collections.deque()
-        self._idle: "List[asyncio.Future[None]]" = []
+        self._jobs: "collections.deque[Delivery]" = collections.deque()  # handed over, not started
+        self._idle: "List[asyncio.Future[None]]" = []  # a runner's each, waiting: cheaper than an asyncio.Queue
         self._wake: Optional[asyncio.Event] = None
         self._stopped: Optional[asyncio.Event] = None
         self._calls: Optional[asyncio.Semaphore] = None  # made in run(): 3.9 binds it to the loop
@@ -268,7 +266,7 @@ class Worker:
             if started is not None:
                 call_hook(started, d)
             try:
-                with consumer_span(d.topic, d.id, d.traceparent):
+                with consumer_span(d.message):
                     await handler(d)
             except asyncio.CancelledError:
                 raise  # the end of the grace period (see _wind_down)

@@ -283,7 +283,7 @@ class Worker:
             if started is not None:
                 call_hook(started, d)
             try:
-                with consumer_span(d.topic, d.id, d.traceparent):
+                with consumer_span(d.message):
                     handler(d)
             except BaseException as e:  # a handler's failure is the job's, never the worker's
                 if at_least_once:
