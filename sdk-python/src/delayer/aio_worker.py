@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar, Union, cast
+from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar, cast
 
 from . import _eviction
 from . import _worker_core as core
@@ -23,7 +24,7 @@ from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Policy, Star
 from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
 from .aio import Delayer
 from .errors import DelayerError
-from .models import Message, ReservedMessage
+from .models import Message
 
 __all__ = ["Worker", "Delivery", "WorkerHooks"]
 
@@ -74,12 +75,9 @@ class Worker:
         self.client = client
         self._reconnects = client._reconnects
         self.hooks = hooks if hooks is not None else WorkerHooks()
-        self._core = core.Core(
-            core.check_settings(concurrency, ttr, at_most_once, grace),
-            self.hooks,
-            contextlib.nullcontext(),  # one thread: nothing to lock
-            self._delivery,
-        )
+        settings = core.check_settings(concurrency, ttr, at_most_once, grace)
+        make = functools.partial(Delivery, _worker=self)
+        self._core = core.Core(settings, self.hooks, contextlib.nullcontext(), make)  # one thread: nothing to lock
         self._handlers: Dict[str, Handler] = {}
         self._jobs: "collections.deque[Delivery]" = collections.deque()  # handed over, not started
         self._idle: "List[asyncio.Future[None]]" = []  # a runner's each, waiting: cheaper than an asyncio.Queue
@@ -87,9 +85,6 @@ class Worker:
         self._stopped: Optional[asyncio.Event] = None
         self._calls: Optional[asyncio.Semaphore] = None  # made in run(): 3.9 binds it to the loop
         self._abandon = False
-
-    def _delivery(self, message: Union[ReservedMessage, Message], ttr: float) -> Delivery:
-        return Delivery(message, ttr, _worker=self)
 
     def handle(self, topic: str, handler: Handler, *, ttr: Optional[float] = None) -> None:
         """Run ``await handler(job)`` for each job of ``topic`` (``ttr``: this topic's, else the worker's)."""
@@ -198,7 +193,7 @@ class Worker:
             await _wait(self._stopped, step.seconds)
             return None
         if isinstance(step, Start):
-            self._jobs.extend(cast(List[Delivery], step.deliveries))  # made by self._delivery
+            self._jobs.extend(cast(List[Delivery], step.deliveries))  # made by the Core's make: this Delivery
             n = len(step.deliveries)
             woken, self._idle = self._idle[:n], self._idle[n:]
             for waiter in woken:
@@ -225,13 +220,11 @@ class Worker:
             for task in runners:
                 task.cancel()
             await asyncio.gather(*runners, return_exceptions=True)
-            queued = list(self._jobs)
-            self._jobs.clear()
             if not c.settings.at_most_once:
                 for running in c.unfinished():
                     await self._give_back(running, STOPPED_ERROR)
                     call_hook(self.hooks.job_released_at_stop, running)
-                for waiting in queued:
+                for waiting in self._jobs:  # handed over, never started (nothing is added now)
                     await self._give_back(waiting, None)
                     call_hook(self.hooks.job_released_at_stop, waiting)
         return left

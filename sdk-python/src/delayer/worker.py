@@ -8,13 +8,14 @@ send and which reservations to touch is decided by
 
 from __future__ import annotations
 
+import functools
 import queue
 import signal
 import threading
 import time
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Callable, Dict, List, Optional, TypeVar, Union, cast
+from typing import Any, Callable, Dict, List, Optional, TypeVar, cast
 
 from . import _eviction
 from . import _worker_core as core
@@ -23,7 +24,7 @@ from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Policy, Star
 from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
 from .client import Delayer
 from .errors import DelayerError
-from .models import Message, ReservedMessage
+from .models import Message
 
 __all__ = ["Worker", "Delivery", "WorkerHooks"]
 
@@ -93,15 +94,12 @@ class Worker:
         self._cond = threading.Condition(lock)
         self.hooks = hooks if hooks is not None else WorkerHooks()
         settings = core.check_settings(concurrency, ttr, at_most_once, grace)
-        self._core = core.Core(settings, self.hooks, lock, self._delivery)
+        self._core = core.Core(settings, self.hooks, lock, functools.partial(Delivery, _worker=self))
         self._handlers: Dict[str, Callable[[Delivery], Any]] = {}
         self._jobs: "queue.SimpleQueue[Optional[Delivery]]" = queue.SimpleQueue()
         # Runners' calls (release, flush, extend) share a few connections.
         self._calls = threading.BoundedSemaphore(core.RUNNER_CALLS)
         self._abandon = False
-
-    def _delivery(self, message: Union[ReservedMessage, Message], ttr: float) -> Delivery:
-        return Delivery(message, ttr, _worker=self)
 
     def handle(self, topic: str, handler: Callable[[Delivery], Any], *, ttr: Optional[float] = None) -> None:
         """Run ``handler(job)`` for each job of ``topic`` (``ttr``: this topic's, else the worker's)."""
@@ -227,7 +225,7 @@ class Worker:
             return None
         if isinstance(step, Start):
             for d in step.deliveries:
-                self._jobs.put(cast(Delivery, d))  # made by self._delivery
+                self._jobs.put(cast(Delivery, d))  # made by the Core's make: this Delivery
             return None
         if isinstance(step, Policy):
             return self.client._drive(_eviction.read())
