@@ -81,6 +81,7 @@ class Worker:
         self._handlers: Dict[str, Handler] = {}
         self._jobs: "collections.deque[Delivery]" = collections.deque()  # handed over, not started
         self._idle: "List[asyncio.Future[None]]" = []  # a runner's each, waiting: cheaper than an asyncio.Queue
+        self._waking = False  # an idle runner was woken and has not run yet (see _hand)
         self._wake: Optional[asyncio.Event] = None
         self._stopped: Optional[asyncio.Event] = None
         self._calls: Optional[asyncio.Semaphore] = None  # made in run(): 3.9 binds it to the loop
@@ -194,11 +195,7 @@ class Worker:
             return None
         if isinstance(step, Start):
             self._jobs.extend(cast(List[Delivery], step.deliveries))  # made by the Core's make: this Delivery
-            n = len(step.deliveries)
-            woken, self._idle = self._idle[:n], self._idle[n:]
-            for waiter in woken:
-                if not waiter.done():  # else its runner was cancelled (a stop)
-                    waiter.set_result(None)
+            self._hand()
             return None
         if isinstance(step, Policy):
             return await self.client._drive(_eviction.read())
@@ -248,11 +245,15 @@ class Worker:
         started = overridden(self.hooks, "job_started")
         succeeded = overridden(self.hooks, "job_succeeded")
         while True:
-            while not self._jobs:  # until a Start wakes this runner
+            while not self._jobs:  # until _hand wakes this runner
                 waiter = loop.create_future()
                 self._idle.append(waiter)
-                await waiter
+                try:
+                    await waiter
+                finally:
+                    self._waking = False
             d = self._jobs.popleft()
+            self._hand()  # before a handler that may wait
             handler = self._handlers[d.topic]
             start = time.monotonic()
             c.begin(d, start)
@@ -277,6 +278,17 @@ class Worker:
                 self._set_wake()
             if flush:
                 await self._flush()
+
+    def _hand(self) -> None:
+        """Wake an idle runner for the jobs waiting, unless one is on its way:
+        a runner takes jobs until none is left, so a batch of quick handlers
+        wakes one or two runners, not one per job; each woken runner wakes
+        the next before its handler runs, so handlers that wait still overlap."""
+        if self._jobs and self._idle and not self._waking:
+            waiter = self._idle.pop()
+            if not waiter.done():  # else its runner was cancelled (a stop)
+                self._waking = True
+                waiter.set_result(None)
 
     def _set_wake(self) -> None:
         if self._wake is not None:
