@@ -85,7 +85,6 @@ class Worker:
         self._wake: Optional[asyncio.Event] = None
         self._stopped: Optional[asyncio.Event] = None
         self._calls: Optional[asyncio.Semaphore] = None  # made in run(): 3.9 binds it to the loop
-        self._abandon = False
 
     def handle(self, topic: str, handler: Handler, *, ttr: Optional[float] = None) -> None:
         """Run ``await handler(job)`` for each job of ``topic`` (``ttr``: this topic's, else the worker's)."""
@@ -213,7 +212,6 @@ class Worker:
             await _wait(self._wake, min(0.5, max(0.0, deadline - time.monotonic())))
         left = c.in_flight
         if left:
-            self._abandon = True
             for task in runners:
                 task.cancel()
             await asyncio.gather(*runners, return_exceptions=True)
