@@ -66,6 +66,33 @@ def test_jobs_are_run_and_acked(url: str, raw: "redis.Redis", server: Server) ->
     assert not raw.keys("delayer:job_bucket:*") and raw.zcard("delayer:reserved") == 0
 
 
+def test_handlers_that_wait_run_at_once_up_to_the_concurrency(url: str, server: Server) -> None:
+    # A runner takes jobs until none is left, and wakes the next before a
+    # handler runs: handlers that wait must still overlap, all 5 at once.
+    with Delayer(url) as d:
+        push_now(d, (f"j{i}" for i in range(10)))
+    running: List[str] = []
+
+    async def body(d: aio.Delayer) -> None:
+        w = aio.Worker(d, concurrency=5)
+        everyone = asyncio.Event()
+
+        @w.handler("t")
+        async def handle(job: aio.Delivery) -> None:
+            running.append(job.id)
+            if len(running) == 5:
+                everyone.set()
+            await asyncio.wait_for(everyone.wait(), WITHIN)  # fails unless 5 run at once
+
+        task = asyncio.ensure_future(w.run(signals=False))
+        await until("ten handlers", lambda: len(running) == 10)
+        w.stop()
+        await asyncio.wait_for(task, WITHIN)
+
+    with_worker(url, body)
+    assert sorted(running) == sorted(f"j{i}" for i in range(10))
+
+
 def test_a_failure_is_released_with_its_error_and_dies_on_its_last_attempt(
     url: str, raw: "redis.Redis", server: Server
 ) -> None:

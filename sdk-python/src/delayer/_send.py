@@ -113,7 +113,12 @@ def arg(value: Any) -> Any:
 def command(call: ScriptCall, text: bool = False) -> Command:
     """``call`` as EVALSHA, or with ``text`` as EVAL of the script's text."""
     head: Arg = scripts.source(call.script) if text else sha(call.script)
-    return ("EVAL" if text else "EVALSHA", head, len(call.keys), *map(arg, call.keys), *map(arg, call.args))
+    values = (*call.keys, *call.args)
+    for v in values:  # one loop, and a call per argument only when a name is not ASCII
+        if isinstance(v, str) and not v.isascii():
+            values = tuple(map(arg, values))
+            break
+    return ("EVAL" if text else "EVALSHA", head, len(call.keys), *values)
 
 
 def timeout_of(durable: object) -> float:

@@ -19,9 +19,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, ContextManager, Dict, Optional, Union
 
 from .errors import InvalidArgument
+from .models import Message, ReservedMessage
 
 try:  # the optional extra: delayer[opentelemetry]
     # (ignored for type checks where the extra is not installed)
@@ -37,6 +38,8 @@ except ImportError:  # pragma: no cover - exercised by the tests without the ext
 _log = logging.getLogger("delayer")
 _RULE = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
 _warned = False
+_tracer: Any = None  # taken at the first consumer span
+_NOTHING: ContextManager[None] = contextlib.nullcontext()
 
 
 def check_traceparent(value: object) -> str:
@@ -90,18 +93,21 @@ def from_redis(job_id: str, value: object) -> Optional[str]:
     return None
 
 
-@contextlib.contextmanager
-def consumer_span(topic: str, job_id: str, traceparent: Optional[str]) -> Iterator[Any]:
-    """A consumer span around a handler, child of the producer's context
+def consumer_span(job: Union[Message, ReservedMessage]) -> ContextManager[Any]:
+    """A consumer span around ``job``'s handler, child of the producer's context
     (extracted by the W3C propagator), when OpenTelemetry is present; else
     nothing. An exception escaping the handler is recorded on it."""
+    global _tracer
     if _PROPAGATOR is None:
-        yield None
-        return
+        return _NOTHING
+    if _tracer is None:  # once: a ProxyTracer follows a provider set later
+        _tracer = _otel_trace.get_tracer("delayer")
+    topic, traceparent = job.topic, job.traceparent
     parent = _PROPAGATOR.extract({"traceparent": traceparent}) if traceparent else None
-    tracer = _otel_trace.get_tracer("delayer")
-    attributes = {"messaging.system": "delayer", "messaging.destination.name": topic, "messaging.message.id": job_id}
-    with tracer.start_as_current_span(
-        f"{topic} process", context=parent, kind=_otel_trace.SpanKind.CONSUMER, attributes=attributes
-    ) as span:
-        yield span
+    attributes = {"messaging.system": "delayer", "messaging.destination.name": topic, "messaging.message.id": job.id}
+    span = _tracer.start_span(f"{topic} process", parent, _otel_trace.SpanKind.CONSUMER, attributes)
+    # No provider and no trace around (the no-op tracer's invalid span):
+    # making it current would change nothing, so it costs nothing per job.
+    if parent is None and not span.is_recording() and not span.get_span_context().is_valid:
+        return _NOTHING
+    return _otel_trace.use_span(span, end_on_exit=True)  # as start_as_current_span

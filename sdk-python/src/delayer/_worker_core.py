@@ -269,8 +269,12 @@ class Core:
             self.flushing = False
 
     def enough(self) -> bool:
-        """Whether an Idle wait is over (call with the lock held)."""
-        return self.stopping or (self.want > 0 and self.settings.concurrency - self.in_flight >= self.want)
+        """Whether an Idle wait is over (call with the lock held); once it is,
+        ``want`` is 0: its waiter is woken once, not per handler finishing."""
+        if self.stopping or (self.want > 0 and self.settings.concurrency - self.in_flight >= self.want):
+            self.want = 0
+            return True
+        return False
 
     def forget(self, d: Delivery) -> bool:
         """Touch ``d`` no more (its reservation is gone); returns whether its

@@ -9,11 +9,13 @@ as ``delayer.aio.Worker``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import functools
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar, Union, cast
+from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar, cast
 
 from . import _eviction
 from . import _worker_core as core
@@ -22,7 +24,7 @@ from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Policy, Star
 from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
 from .aio import Delayer
 from .errors import DelayerError
-from .models import Message, ReservedMessage
+from .models import Message
 
 __all__ = ["Worker", "Delivery", "WorkerHooks"]
 
@@ -73,21 +75,16 @@ class Worker:
         self.client = client
         self._reconnects = client._reconnects
         self.hooks = hooks if hooks is not None else WorkerHooks()
-        self._core = core.Core(
-            core.check_settings(concurrency, ttr, at_most_once, grace),
-            self.hooks,
-            contextlib.nullcontext(),  # one thread: nothing to lock
-            self._delivery,
-        )
+        settings = core.check_settings(concurrency, ttr, at_most_once, grace)
+        make = functools.partial(Delivery, _worker=self)
+        self._core = core.Core(settings, self.hooks, contextlib.nullcontext(), make)  # one thread: nothing to lock
         self._handlers: Dict[str, Handler] = {}
-        self._jobs: Optional["asyncio.Queue[Optional[Delivery]]"] = None
+        self._jobs: "collections.deque[Delivery]" = collections.deque()  # handed over, not started
+        self._idle: "List[asyncio.Future[None]]" = []  # a runner's each, waiting: cheaper than an asyncio.Queue
+        self._waking = False  # an idle runner was woken and has not run yet (see _hand)
         self._wake: Optional[asyncio.Event] = None
         self._stopped: Optional[asyncio.Event] = None
         self._calls: Optional[asyncio.Semaphore] = None  # made in run(): 3.9 binds it to the loop
-        self._abandon = False
-
-    def _delivery(self, message: Union[ReservedMessage, Message], ttr: float) -> Delivery:
-        return Delivery(message, ttr, _worker=self)
 
     def handle(self, topic: str, handler: Handler, *, ttr: Optional[float] = None) -> None:
         """Run ``await handler(job)`` for each job of ``topic`` (``ttr``: this topic's, else the worker's)."""
@@ -117,7 +114,7 @@ class Worker:
         c = self._core
         c.check_ready()
         loop = asyncio.get_running_loop()
-        self._jobs, self._wake, self._stopped = asyncio.Queue(), asyncio.Event(), asyncio.Event()
+        self._wake, self._stopped = asyncio.Event(), asyncio.Event()
         self._calls = asyncio.Semaphore(core.RUNNER_CALLS)
         if c.stopping:
             self._stopped.set()
@@ -166,7 +163,7 @@ class Worker:
         if self.client._reconnects != self._reconnects:  # the client made a new connection
             self._reconnects = self.client._reconnects
             c.reconnected()
-        assert self._jobs is not None and self._wake is not None and self._stopped is not None
+        assert self._wake is not None and self._stopped is not None
         if isinstance(step, Fetch):
             if not c.settings.at_most_once:
                 return await self.client.reserve_many(step.topic, step.ttr, step.n, [d.reserved for d in step.acks])
@@ -196,8 +193,8 @@ class Worker:
             await _wait(self._stopped, step.seconds)
             return None
         if isinstance(step, Start):
-            for d in step.deliveries:
-                self._jobs.put_nowait(cast(Delivery, d))  # made by self._delivery
+            self._jobs.extend(cast(List[Delivery], step.deliveries))  # made by the Core's make: this Delivery
+            self._hand()
             return None
         if isinstance(step, Policy):
             return await self.client._drive(_eviction.read())
@@ -207,7 +204,7 @@ class Worker:
         """After the fetch loop: wait up to the grace period for the running
         handlers, then cancel them and release their jobs. Returns how many."""
         c = self._core
-        assert self._wake is not None and self._jobs is not None
+        assert self._wake is not None
         call_hook(self.hooks.stopping, c.in_flight)
         deadline = time.monotonic() + c.settings.grace
         while not c.settled() and time.monotonic() < deadline:
@@ -215,20 +212,14 @@ class Worker:
             await _wait(self._wake, min(0.5, max(0.0, deadline - time.monotonic())))
         left = c.in_flight
         if left:
-            self._abandon = True
             for task in runners:
                 task.cancel()
             await asyncio.gather(*runners, return_exceptions=True)
-            queued: List[Delivery] = []
-            while not self._jobs.empty():
-                item = self._jobs.get_nowait()
-                if item is not None:
-                    queued.append(item)
             if not c.settings.at_most_once:
                 for running in c.unfinished():
                     await self._give_back(running, STOPPED_ERROR)
                     call_hook(self.hooks.job_released_at_stop, running)
-                for waiting in queued:
+                for waiting in self._jobs:  # handed over, never started (nothing is added now)
                     await self._give_back(waiting, None)
                     call_hook(self.hooks.job_released_at_stop, waiting)
         return left
@@ -247,21 +238,27 @@ class Worker:
 
     async def _runner(self) -> None:
         c = self._core
-        assert self._jobs is not None
+        loop = asyncio.get_running_loop()
         at_least_once = not c.settings.at_most_once
         started = overridden(self.hooks, "job_started")
         succeeded = overridden(self.hooks, "job_succeeded")
         while True:
-            d = await self._jobs.get()
-            if d is None:
-                return
+            while not self._jobs:  # until _hand wakes this runner
+                waiter = loop.create_future()
+                self._idle.append(waiter)
+                try:
+                    await waiter
+                finally:
+                    self._waking = False
+            d = self._jobs.popleft()
+            self._hand()  # before a handler that may wait
             handler = self._handlers[d.topic]
             start = time.monotonic()
             c.begin(d, start)
             if started is not None:
                 call_hook(started, d)
             try:
-                with consumer_span(d.topic, d.id, d.traceparent):
+                with consumer_span(d.message):
                     await handler(d)
             except asyncio.CancelledError:
                 raise  # the end of the grace period (see _wind_down)
@@ -279,6 +276,17 @@ class Worker:
                 self._set_wake()
             if flush:
                 await self._flush()
+
+    def _hand(self) -> None:
+        """Wake an idle runner for the jobs waiting, unless one is on its way:
+        a runner takes jobs until none is left, so a batch of quick handlers
+        wakes one or two runners, not one per job; each woken runner wakes
+        the next before its handler runs, so handlers that wait still overlap."""
+        if self._jobs and self._idle and not self._waking:
+            waiter = self._idle.pop()
+            if not waiter.done():  # else its runner was cancelled (a stop)
+                self._waking = True
+                waiter.set_result(None)
 
     def _set_wake(self) -> None:
         if self._wake is not None:

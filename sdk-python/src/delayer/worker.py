@@ -8,13 +8,14 @@ send and which reservations to touch is decided by
 
 from __future__ import annotations
 
+import functools
 import queue
 import signal
 import threading
 import time
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Callable, Dict, List, Optional, TypeVar, Union, cast
+from typing import Any, Callable, Dict, List, Optional, TypeVar, cast
 
 from . import _eviction
 from . import _worker_core as core
@@ -23,7 +24,7 @@ from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Policy, Star
 from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
 from .client import Delayer
 from .errors import DelayerError
-from .models import Message, ReservedMessage
+from .models import Message
 
 __all__ = ["Worker", "Delivery", "WorkerHooks"]
 
@@ -89,19 +90,16 @@ class Worker:
     ) -> None:
         self.client = client
         self._reconnects = client._reconnects
-        self._cond = threading.Condition()
+        lock = threading.RLock()  # the Core takes it directly: a Condition's enter is a Python call
+        self._cond = threading.Condition(lock)
         self.hooks = hooks if hooks is not None else WorkerHooks()
-        self._core = core.Core(
-            core.check_settings(concurrency, ttr, at_most_once, grace), self.hooks, self._cond, self._delivery
-        )
+        settings = core.check_settings(concurrency, ttr, at_most_once, grace)
+        self._core = core.Core(settings, self.hooks, lock, functools.partial(Delivery, _worker=self))
         self._handlers: Dict[str, Callable[[Delivery], Any]] = {}
         self._jobs: "queue.SimpleQueue[Optional[Delivery]]" = queue.SimpleQueue()
         # Runners' calls (release, flush, extend) share a few connections.
         self._calls = threading.BoundedSemaphore(core.RUNNER_CALLS)
         self._abandon = False
-
-    def _delivery(self, message: Union[ReservedMessage, Message], ttr: float) -> Delivery:
-        return Delivery(message, ttr, _worker=self)
 
     def handle(self, topic: str, handler: Callable[[Delivery], Any], *, ttr: Optional[float] = None) -> None:
         """Run ``handler(job)`` for each job of ``topic`` (``ttr``: this topic's, else the worker's)."""
@@ -227,7 +225,7 @@ class Worker:
             return None
         if isinstance(step, Start):
             for d in step.deliveries:
-                self._jobs.put(cast(Delivery, d))  # made by self._delivery
+                self._jobs.put(cast(Delivery, d))  # made by the Core's make: this Delivery
             return None
         if isinstance(step, Policy):
             return self.client._drive(_eviction.read())
@@ -283,7 +281,7 @@ class Worker:
             if started is not None:
                 call_hook(started, d)
             try:
-                with consumer_span(d.topic, d.id, d.traceparent):
+                with consumer_span(d.message):
                     handler(d)
             except BaseException as e:  # a handler's failure is the job's, never the worker's
                 if at_least_once:
