@@ -55,5 +55,5 @@ def test_rust_crates_include_lua_through_links() -> None:
         assert script in included, f"sdk-rust no longer includes lua/{script} through sdk-rust/lua"
     move = REPO / "server" / "lua" / "move.lua"
     assert move.is_symlink() and move.resolve() == (CANON / "move.lua").resolve(), "server/lua/move.lua must link to lua/"
-    server_src = (REPO / "server" / "src" / "scripts.rs").read_text()
-    assert 'include_str!("../lua/move.lua")' in server_src, "the server no longer includes lua/move.lua"
+    server_src = (REPO / "server" / "src" / "engine" / "scripts.rs").read_text()
+    assert 'include_str!("../../lua/move.lua")' in server_src, "the server no longer includes lua/move.lua"

@@ -367,6 +367,14 @@ def score(value: str) -> Callable[[Case], None]:
             else:
                 case.kept.add(job_id)  # expired at once: retried, so handed out again later
         elif kind == "due":
+            # The seed's announcements reach the index at the server's next
+            # tick and would lower the entry written here: a probe announced
+            # after them and moved (so applied) first makes them all applied.
+            probe, probe_id = f"b{case.n}", f"b{case.n}:1"
+            harness.ok(case.stack.drivers, "rust", {"op": "push", "topic": probe, "id": probe_id, "delay_ms": 0,
+                                                    "body_b64": b64(b"probe")})
+            got = harness.ok(case.stack.drivers, "python", {"op": "bpop", "topic": probe, "timeout_ms": 10_000})["job"]
+            assert got is not None and id_of(got) == probe_id.encode(), f"the probe never moved: {got}"
             case.rds.zadd(case.key, {case.victim: value})
         elif kind == "history":
             # A sample whose score is no time: the dashboard's history skips it.
