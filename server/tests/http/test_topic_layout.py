@@ -38,7 +38,9 @@ def test_a_jobs_life_over_http_in_the_per_topic_layout(topic_server: HttpServer,
     tag = f"{PREFIX}{{{topic}}}:"
     assert r.zscore(tag + "pool", "1") is not None, "the topic's own pool"
     assert r.hget(tag + "job:1", "body") == b"later"
-    assert r.zscore(PREFIX + "due", topic) is not None and r.sismember(PREFIX + "topics", topic)
+    # The server's index, from push.lua's announcement, written at its next tick.
+    assert harness.wait_until(lambda: r.zscore(PREFIX + "due", topic) is not None
+                              and bool(r.sismember(PREFIX + "topics", topic)), 10), "the server never indexed the topic"
     assert ok(topic_server, "GET", f"{jobs}/1")["state"] == "scheduled"
 
     got = ok(topic_server, "POST", f"/v1/topics/{topic}/reserve", {"ttr": 30, "wait": 10})["job"]
