@@ -50,6 +50,19 @@ pub struct TickReport {
     pub now_seen_at: Option<Instant>,
 }
 
+impl TickReport {
+    /// Counts an expire batch (both layouts' movers end reservations with
+    /// the same script reply), and says it: metrics and the access log.
+    pub(crate) fn expired(&mut self, reply: &ExpireReply) {
+        telemetry::expired(reply);
+        self.batches += 1;
+        self.retried += reply.retried;
+        self.dead += reply.dead;
+        self.malformed += reply.malformed.len() as u64;
+        log_expired(reply);
+    }
+}
+
 /// Why a tick stopped early.
 #[derive(Debug)]
 pub enum TickError {
@@ -233,13 +246,8 @@ impl Mover {
         loop {
             let reply = scripts::expire_batch(conn, &self.keys, self.batch_size).map_err(TickError::Redis)?;
             self.bad.met(&reply.bad_keys, |bad| self.effect(bad));
-            telemetry::expired(&reply);
-            report.batches += 1;
-            report.retried += reply.retried;
-            report.dead += reply.dead;
-            report.malformed += reply.malformed.len() as u64;
+            report.expired(&reply);
             report.next_deadline = reply.next_deadline;
-            log_expired(&reply);
             if reply.taken < u64::from(self.batch_size) || stop.load(Ordering::SeqCst) {
                 break;
             }
@@ -298,7 +306,7 @@ impl Mover {
 }
 
 /// One access-log line per expire batch that did something.
-pub(crate) fn log_expired(reply: &ExpireReply) {
+fn log_expired(reply: &ExpireReply) {
     if reply.taken == 0 {
         return;
     }

@@ -44,7 +44,7 @@
 
 use crate::badkeys::BadKeys;
 use crate::memory::MemoryWatch;
-use crate::mover::{log_expired, Link, Tick, TickError, TickReport};
+use crate::mover::{Link, Tick, TickError, TickReport};
 use crate::oddities;
 use crate::other_layout::OtherLayout;
 use crate::scripts::{self, BadKey};
@@ -184,12 +184,7 @@ impl TopicMover {
             |topic, value, _| {
                 let reply = scripts::read_expire(value, &self.keys.reserved(topic))?;
                 self.bad.met(&reply.bad_keys, |bad| self.effect(bad));
-                telemetry::expired(&reply);
-                report.batches += 1;
-                report.retried += reply.retried;
-                report.dead += reply.dead;
-                report.malformed += reply.malformed.len() as u64;
-                log_expired(&reply);
+                report.expired(&reply);
                 Ok(reply)
             },
             |reply| usize::from(reply.taken == full),
