@@ -30,6 +30,8 @@ section "Rust: server and SDK"
 cargo test --workspace --locked -- --test-threads 2
 # The sync Worker's SIGTERM without tokio: the SDK built without `aio`.
 cargo test --locked -p delayer --no-default-features --test worker_sigterm
+# The at-least-once chaos (kill -9 of workers and servers, Redis crashed) on the per-topic layout too.
+CHAOS_LAYOUT=topic cargo test --locked -p delayer-server --test chaos
 section "Server: the mover core without HTTP (no axum, reqwest or hmac without the http and webhook features)"
 if cargo tree --locked -p delayer-server --no-default-features -e normal | grep -E 'axum|reqwest|hmac'; then
   echo "the server built without http and webhook depends on the crates above" >&2

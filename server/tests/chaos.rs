@@ -17,14 +17,15 @@
 //!
 //! `harness = false`: this file is its own main, so the same binary can be
 //! both the orchestrator and its workers. Size it with CHAOS_JOBS (default
-//! 3000) and CHAOS_SECONDS (default 20).
+//! 3000) and CHAOS_SECONDS (default 20); CHAOS_LAYOUT=topic runs it on the
+//! per-topic layout (the workers inherit it).
 
-use delayer::{Backoff, Delayer, Job};
+use delayer::{Backoff, Delayer, Job, Layout};
 use redis::Commands;
 use std::collections::HashSet;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use testkit::{server_conf, wait_until, DelayerProcess, RedisServer};
+use testkit::{server_conf, wait_until, DelayerProcess, LayoutNames, RedisServer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
 const TOPIC: &str = "chaos";
@@ -92,6 +93,16 @@ impl Rng {
     }
 }
 
+/// The layout under test, from CHAOS_LAYOUT ("topic", or the classic one).
+fn names() -> LayoutNames {
+    LayoutNames::named(&std::env::var("CHAOS_LAYOUT").unwrap_or_default())
+}
+
+fn client(url: &str) -> delayer::Result<Delayer> {
+    let layout = if names().per_topic { Layout::Topic } else { Layout::Classic };
+    Delayer::open(url)?.with_layout(layout)
+}
+
 fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -107,7 +118,7 @@ fn millis(t: SystemTime) -> u64 {
 /// returns: it is killed.
 fn worker(url: &str, seed: u64) -> ! {
     let mut rng = Rng::new(seed);
-    let d = match Delayer::open(url) {
+    let d = match client(url) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("worker: {e}");
@@ -210,8 +221,9 @@ fn orchestrate() -> Result<String, String> {
     let chaos_for = Duration::from_secs(env_num("CHAOS_SECONDS", 20));
     let mut rng = Rng::new(u64::from(std::process::id()) ^ millis(SystemTime::now()));
     let mut redis = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always", "--save", ""]);
-    let conf = server_conf(redis.port(), 100, "");
-    let d = Delayer::open(&redis.url()).map_err(|e| e.to_string())?;
+    let names = names();
+    let conf = server_conf(redis.port(), 100, names.conf_line());
+    let d = client(&redis.url()).map_err(|e| e.to_string())?;
 
     // Due times spread over most of the chaos, so kills land while jobs flow.
     let spread = (chaos_for.as_millis() as u64 * 4 / 5).max(1);
@@ -258,17 +270,17 @@ fn orchestrate() -> Result<String, String> {
     let mut conn = redis.connection();
     let settled = wait_until(Duration::from_secs(120), || {
         let left: redis::RedisResult<(u64, u64, u64)> = redis::pipe()
-            .zcard("delayer:job_pool")
-            .llen(format!("delayer:ready_queue:{TOPIC}"))
-            .zcard("delayer:reserved")
+            .zcard(names.pool(TOPIC))
+            .llen(names.ready(TOPIC))
+            .zcard(names.reserved(TOPIC))
             .query(&mut conn);
         left.is_ok_and(|l| l == (0, 0, 0))
     });
     drop(workers);
     let left: (u64, u64, u64) = redis::pipe()
-        .zcard("delayer:job_pool")
-        .llen(format!("delayer:ready_queue:{TOPIC}"))
-        .zcard("delayer:reserved")
+        .zcard(names.pool(TOPIC))
+        .llen(names.ready(TOPIC))
+        .zcard(names.reserved(TOPIC))
         .query(&mut conn)
         .map_err(|e| e.to_string())?;
     if !settled {
@@ -278,7 +290,7 @@ fn orchestrate() -> Result<String, String> {
     // Account for every id.
     let q = |e: redis::RedisError| e.to_string();
     let done: HashSet<String> = conn.smembers("chaos:done").map_err(q)?;
-    let dead_list: Vec<String> = conn.lrange(format!("delayer:dead:{TOPIC}"), 0, -1).map_err(q)?;
+    let dead_list: Vec<String> = conn.lrange(names.dead(TOPIC), 0, -1).map_err(q)?;
     let dead: HashSet<String> = dead_list.iter().cloned().collect();
     if dead.len() != dead_list.len() {
         return Err(format!("an id is twice in the dead letters ({} entries, {} ids)", dead_list.len(), dead.len()));
@@ -290,7 +302,7 @@ fn orchestrate() -> Result<String, String> {
     let mut lost = Vec::new();
     for i in 0..jobs {
         let id = format!("job-{i}");
-        let bucket = format!("delayer:job_bucket:{id}");
+        let bucket = names.bucket(TOPIC, &id);
         let exists: bool = conn.exists(&bucket).map_err(q)?;
         if dead.contains(&id) {
             let reason: Option<String> = conn.hget(&bucket, "dead_reason").map_err(q)?;
@@ -306,7 +318,7 @@ fn orchestrate() -> Result<String, String> {
     if !lost.is_empty() {
         return Err(format!("{} job(s) gone without being worked, e.g. {:?}", lost.len(), &lost[..lost.len().min(10)]));
     }
-    let malformed: u64 = conn.llen("delayer:malformed").map_err(q)?;
+    let malformed: u64 = conn.llen(names.malformed(TOPIC)).map_err(q)?;
     if malformed != 0 {
         return Err(format!("{malformed} id(s) parked as malformed"));
     }

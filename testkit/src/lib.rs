@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 
 pub mod cluster;
 pub mod cluster_tls;
+mod names;
 pub mod sentinel;
+
+pub use names::LayoutNames;
 
 /// How long anything in a test may take to come up or happen.
 pub const DEADLINE: Duration = Duration::from_secs(30);
