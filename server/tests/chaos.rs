@@ -266,25 +266,26 @@ fn orchestrate() -> Result<String, String> {
     }
 
     // Calm: let everything finish (worst case a job waits out its ttr and
-    // backoff a few times).
+    // backoff a few times). The wait is for progress, not a fixed time: a big
+    // run (CHAOS_JOBS) on a loaded machine drains slowly but steadily, while
+    // a stall shows as a minute without a job leaving.
     let mut conn = redis.connection();
-    let settled = wait_until(Duration::from_secs(120), || {
-        let left: redis::RedisResult<(u64, u64, u64)> = redis::pipe()
-            .zcard(names.pool(TOPIC))
-            .llen(names.ready(TOPIC))
-            .zcard(names.reserved(TOPIC))
-            .query(&mut conn);
-        left.is_ok_and(|l| l == (0, 0, 0))
-    });
+    let left_now = |conn: &mut redis::Connection| -> redis::RedisResult<(u64, u64, u64)> {
+        redis::pipe().zcard(names.pool(TOPIC)).llen(names.ready(TOPIC)).zcard(names.reserved(TOPIC)).query(conn)
+    };
+    let mut before = u64::MAX;
+    let settled = loop {
+        let settled = wait_until(Duration::from_secs(60), || left_now(&mut conn).is_ok_and(|l| l == (0, 0, 0)));
+        let now = left_now(&mut conn).map(|(p, r, h)| p + r + h).unwrap_or(u64::MAX);
+        if settled || now >= before {
+            break settled;
+        }
+        before = now;
+    };
     drop(workers);
-    let left: (u64, u64, u64) = redis::pipe()
-        .zcard(names.pool(TOPIC))
-        .llen(names.ready(TOPIC))
-        .zcard(names.reserved(TOPIC))
-        .query(&mut conn)
-        .map_err(|e| e.to_string())?;
+    let left = left_now(&mut conn).map_err(|e| e.to_string())?;
     if !settled {
-        return Err(format!("the queue never drained: pool, ready, reserved = {left:?}"));
+        return Err(format!("the queue stopped draining for a minute: pool, ready, reserved = {left:?}"));
     }
 
     // Account for every id.
