@@ -7,11 +7,10 @@ namespace Delayer;
 use Delayer\Exception\ProtocolException;
 
 /**
- * What each script's reply means: one decoder per script, named after it
- * (push() reads push.lua's, deadList() dead.lua's listing, ...), each
- * checked against the script's header and docs/PROTOCOL.md. A reply of
- * another shape is a {@see ProtocolException} naming the script: Redis's
- * data is input like any other. No I/O: the calls are {@see Calls}'s.
+ * What each script's reply means: one decoder per script, named after it,
+ * checked against the script's header. A reply of another shape raises
+ * {@see ProtocolException} naming the script: Redis's data is input like
+ * any other. No I/O.
  *
  * @internal used by {@see Client}
  */
@@ -21,12 +20,7 @@ final class Replies
     {
     }
 
-    /**
-     * push.lua: the due time written, or under the "absent" policy the job
-     * holding the id.
-     *
-     * @throws ProtocolException
-     */
+    /** push.lua: the due time written, or under the "absent" policy the job holding the id. */
     public static function push(mixed $reply, string $id, string $script = Scripts::PUSH): float|Taken
     {
         if (\is_string($reply) && is_numeric($reply)) {
@@ -45,7 +39,6 @@ final class Replies
      *
      * @param list<string> $ids the call's ids
      * @return list<float|Taken>
-     * @throws ProtocolException
      */
     public static function pushMany(mixed $reply, array $ids): array
     {
@@ -55,11 +48,7 @@ final class Replies
         return array_map(static fn (mixed $e, string $id) => self::push($e, $id, Scripts::PUSH_MANY), array_values($reply), $ids);
     }
 
-    /**
-     * pop.lua: [id, topic, body, traceparent] as a Message, false for nil.
-     *
-     * @throws ProtocolException
-     */
+    /** pop.lua: [id, topic, body, traceparent] as a Message, false for nil. */
     public static function pop(mixed $reply, string $script = Scripts::POP): Message|false
     {
         if ($reply === false || $reply === null) {
@@ -74,21 +63,13 @@ final class Replies
         return $message;
     }
 
-    /**
-     * take.lua: as pop.lua's.
-     *
-     * @throws ProtocolException
-     */
+    /** take.lua: as pop.lua's. */
     public static function take(mixed $reply): Message|false
     {
         return self::pop($reply, Scripts::TAKE);
     }
 
-    /**
-     * BRPOP's [list, id]: the id.
-     *
-     * @throws ProtocolException
-     */
+    /** BRPOP's [list, id]: the id. */
     public static function brpop(mixed $reply): string
     {
         if (!\is_array($reply) || \count($reply) !== 2 || !\is_string($reply[1] ?? null)) {
@@ -97,11 +78,7 @@ final class Replies
         return $reply[1];
     }
 
-    /**
-     * remove.lua: 1 (removed) or 0.
-     *
-     * @throws ProtocolException
-     */
+    /** remove.lua: 1 (removed) or 0. */
     public static function remove(mixed $reply, string $script = Scripts::REMOVE): bool
     {
         if ($reply !== 0 && $reply !== 1) {
@@ -110,21 +87,13 @@ final class Replies
         return $reply === 1;
     }
 
-    /**
-     * ack.lua: 1 (held, the job is deleted) or 0.
-     *
-     * @throws ProtocolException
-     */
+    /** ack.lua: 1 (held, the job is deleted) or 0. */
     public static function ack(mixed $reply): bool
     {
         return self::remove($reply, Scripts::ACK);
     }
 
-    /**
-     * reserve.lua (one job): a ReservedMessage, false for nil.
-     *
-     * @throws ProtocolException
-     */
+    /** reserve.lua (one job): a ReservedMessage, false for nil. */
     public static function reserve(mixed $reply): ReservedMessage|false
     {
         if ($reply === false || $reply === null) {
@@ -151,7 +120,6 @@ final class Replies
      * most $n jobs.
      *
      * @return array{0: list<bool>, 1: list<ReservedMessage>}
-     * @throws ProtocolException
      */
     public static function reserveBatch(mixed $reply, int $acks, int $n): array
     {
@@ -167,22 +135,13 @@ final class Replies
         ];
     }
 
-    /**
-     * touch.lua: the new deadline in Unix seconds, false when not held.
-     *
-     * @throws ProtocolException
-     */
+    /** touch.lua: the new deadline in Unix seconds, false when not held. */
     public static function touch(mixed $reply, string $script = Scripts::TOUCH): float|false
     {
         return $reply === false || $reply === null ? false : self::seconds($reply, $script);
     }
 
-    /**
-     * reschedule.lua: the new due time in Unix seconds, false when the job
-     * is not waiting.
-     *
-     * @throws ProtocolException
-     */
+    /** reschedule.lua: the new due time in Unix seconds, false when the job is not waiting. */
     public static function reschedule(mixed $reply): float|false
     {
         return self::touch($reply, Scripts::RESCHEDULE);
@@ -191,8 +150,6 @@ final class Replies
     /**
      * release.lua ("held"): the new due time "s.mmm" or "dead" as it came,
      * false when the reservation was not held.
-     *
-     * @throws ProtocolException
      */
     public static function release(mixed $reply): string|false
     {
@@ -209,7 +166,6 @@ final class Replies
      * dead.lua's listing.
      *
      * @return list<DeadLetter>
-     * @throws ProtocolException
      */
     public static function deadList(mixed $reply): array
     {
@@ -240,7 +196,6 @@ final class Replies
      * dead.lua's requeue or purge: [done, taken].
      *
      * @return array{0: int, 1: int}
-     * @throws ProtocolException
      */
     public static function deadAction(mixed $reply): array
     {
@@ -250,11 +205,7 @@ final class Replies
         return [$reply[0], $reply[1]];
     }
 
-    /**
-     * lookup.lua: where job $id is, and what it carries.
-     *
-     * @throws ProtocolException
-     */
+    /** lookup.lua: where job $id is, and what it carries. */
     public static function lookup(mixed $reply, string $id): JobInfo
     {
         if (!\is_array($reply) || \count($reply) !== 9) {
@@ -287,7 +238,6 @@ final class Replies
      * list.lua's {next_rank, id, score, ...}.
      *
      * @return array{0: int|null, 1: list<array{0: string, 1: float|null}>}
-     * @throws ProtocolException
      */
     public static function list(mixed $reply): array
     {
@@ -302,12 +252,7 @@ final class Replies
         return [self::count(self::text($reply[0])), $pairs];
     }
 
-    /**
-     * stats.lua's {pool, reserved, known, {topic, scheduled, ready,
-     * reserved, dead}, ...}.
-     *
-     * @throws ProtocolException
-     */
+    /** stats.lua's {pool, reserved, known, {topic, scheduled, ready, reserved, dead}, ...}. */
     public static function stats(mixed $reply): Stats
     {
         if (!\is_array($reply) || \count($reply) < 3) {
@@ -332,11 +277,7 @@ final class Replies
         return new Stats(self::int($reply[0]), self::int($reply[1]), $topics);
     }
 
-    /**
-     * A script's "s.mmm" time as Unix seconds.
-     *
-     * @throws ProtocolException
-     */
+    /** A script's "s.mmm" time as Unix seconds. */
     public static function seconds(mixed $time, string $script): float
     {
         if (!\is_string($time) || !is_numeric($time)) {
