@@ -83,19 +83,11 @@ final class ClusterConnection implements RedisLink
         if ($nodes === null) {
             throw $error('mode', 'mode = cluster needs nodes (seed nodes: host:port,host:port,...)');
         }
-        $tls = $get('tls');
-        if (!\in_array($tls, [null, 'yes', 'no', 'true', 'false'], true)) {
-            throw $error('tls', Sentinels::quoted((string) $tls) . ' is not yes or no');
-        }
-        try {
-            $parsed = Sentinels::parseNodes($nodes);
-        } catch (\InvalidArgumentException $bad) {
-            throw $error('nodes', Sentinels::quoted($bad->getMessage()) . ' is not host:port');
-        }
+        [$parsed, $tls] = Sentinels::nodesAndTls($get, $error, $nodes);
         if ($layout !== Keys::TOPIC) {
             throw $error('mode', 'mode = cluster needs [delayer] layout = topic (the classic layout keeps every job in one key)');
         }
-        return ['cluster' => self::seedList($parsed), 'cluster_tls' => \in_array($tls, ['yes', 'true'], true)];
+        return ['cluster' => self::seedList($parsed), 'cluster_tls' => $tls];
     }
 
     /**

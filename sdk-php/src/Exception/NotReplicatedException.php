@@ -5,17 +5,13 @@ declare(strict_types=1);
 namespace Delayer\Exception;
 
 /**
- * A durable push (the client option `durable`) was written on the master,
- * but no replica acknowledged it within the timeout (WAIT 1 said 0): a
- * failover now could lose it. Pushing the same ids again is safe (a push
- * replaces).
+ * A durable push (option `durable`) was written on the master but no
+ * replica acknowledged it in time: a failover now could lose it. Pushing
+ * the same ids again is safe (a push replaces).
  */
 final class NotReplicatedException extends \RuntimeException implements DelayerException
 {
-    /**
-     * @param int   $jobs    how many jobs the push wrote
-     * @param float $timeout how long Redis waited for a replica, in seconds
-     */
+    /** @param float $timeout how long Redis waited for a replica, seconds */
     public function __construct(public readonly int $jobs, public readonly float $timeout)
     {
         parent::__construct(sprintf(
