@@ -361,17 +361,9 @@ final class ClusterConnection implements RedisLink
     {
         if (!isset($this->nodes[$addr])) {
             [[$host, $port]] = Sentinels::parseNodes($addr);
-            $this->nodes[$addr] = new Connection(
-                ($this->tls !== null ? 'tls://' : '') . Sentinels::bracketed($host),
-                $port,
-                $addr,
-                $this->tls === null ? null : ['stream' => $this->tls + ['peer_name' => $host]],
-                $this->username,
-                $this->password,
-                0,
-                $this->timeout,
-                $this->secrets,
-            );
+            $context = $this->tls === null ? null : ['stream' => $this->tls + ['peer_name' => $host]];
+            $this->nodes[$addr] = new Connection(($this->tls !== null ? 'tls://' : '') . Sentinels::bracketed($host), $port, $addr,
+                $context, $this->username, $this->password, 0, $this->timeout, $this->secrets);
         }
         return $this->nodes[$addr];
     }

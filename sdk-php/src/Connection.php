@@ -335,17 +335,16 @@ final class Connection implements RedisLink
         }
         $this->authenticate($redis);
         if ($this->database !== 0) {
+            $raised = null;
             try {
                 $redis->clearLastError();
-                if (!$redis->select($this->database)) {
-                    throw new ConnectionException("Redis refused database {$this->database} at {$where}: "
-                        . $this->scrub((string) $redis->getLastError()));
-                }
-            } catch (ConnectionException $e) {
-                throw $e; // a \RedisException itself: not to be wrapped again
-            } catch (\RedisException $e) {
-                throw new ConnectionException("Redis refused database {$this->database} at {$where}: "
-                    . $this->scrub($e->getMessage()), 0, $e);
+                $selected = $redis->select($this->database);
+            } catch (\RedisException $raised) {
+                $selected = false;
+            }
+            if (!$selected) {
+                $why = $raised?->getMessage() ?? (string) $redis->getLastError();
+                throw new ConnectionException("Redis refused database {$this->database} at {$where}: " . $this->scrub($why), 0, $raised);
             }
         }
     }

@@ -129,18 +129,8 @@ final class Options
         if ($sentinels !== null && ($sentinelPassword = self::string($config, 'sentinel_password', '', true)) !== '') {
             $secrets[] = $sentinelPassword;
         }
-        $connection = new Connection(
-            $host,
-            $port,
-            $where,
-            $context,
-            $username === '' ? null : $username,
-            $password === '' ? null : $password,
-            $database,
-            (float) $timeout,
-            $secrets,
-            $sentinels,
-        );
+        $connection = new Connection($host, $port, $where, $context, $username === '' ? null : $username,
+            $password === '' ? null : $password, $database, (float) $timeout, $secrets, $sentinels);
         return new self($shownHost, $port, $database, $password, $keys, $connection, self::durable($config['durable'] ?? null));
     }
 
@@ -183,14 +173,8 @@ final class Options
             throw new ConfigException('option username needs a password');
         }
         $durable = self::durable($config['durable'] ?? null);
-        $connection = new ClusterConnection(
-            $seeds,
-            $username === '' ? null : $username,
-            $password === '' ? null : $password,
-            $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null,
-            $timeout,
-            $secrets,
-        );
+        $connection = new ClusterConnection($seeds, $username === '' ? null : $username, $password === '' ? null : $password,
+            $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null, $timeout, $secrets);
         $keys = self::keys(['layout' => Keys::TOPIC] + $config);
         return new self(implode(',', $seeds), 0, 0, $password, $keys, $connection, $durable);
     }

@@ -103,16 +103,8 @@ final class Replies
             throw self::bad(Scripts::RESERVE, $reply);
         }
         [$id, $topic, $body, $attempts, $maxAttempts, $receipt, $deadline, $traceparent] = $reply;
-        return new ReservedMessage(
-            (string) $id,
-            (string) $topic,
-            (string) $body,
-            $attempts,
-            $maxAttempts,
-            (string) $receipt,
-            self::seconds($deadline, Scripts::RESERVE),
-            Traceparent::fromRedis((string) $id, $traceparent),
-        );
+        return new ReservedMessage((string) $id, (string) $topic, (string) $body, $attempts, $maxAttempts, (string) $receipt,
+            self::seconds($deadline, Scripts::RESERVE), Traceparent::fromRedis((string) $id, $traceparent));
     }
 
     /**
@@ -178,16 +170,9 @@ final class Replies
                 throw new ProtocolException('unexpected entry from dead.lua: ' . get_debug_type($entry));
             }
             [$id, $topic, $body, $attempts, $reason, $deadAt, $lastError] = $entry;
-            $letters[] = new DeadLetter(
-                (string) $id,
-                (string) $topic,
-                (string) $body,
-                $attempts,
-                (string) $reason,
-                // dead_at is written with dead_reason; a hand-edited bucket without it reads as 0
-                \is_string($deadAt) && is_numeric($deadAt) ? (float) $deadAt : 0.0,
-                \is_string($lastError) && $lastError !== '' ? $lastError : null,
-            );
+            // dead_at is written with dead_reason; a hand-edited bucket without it reads as 0
+            $letters[] = new DeadLetter((string) $id, (string) $topic, (string) $body, $attempts, (string) $reason,
+                \is_string($deadAt) && is_numeric($deadAt) ? (float) $deadAt : 0.0, \is_string($lastError) && $lastError !== '' ? $lastError : null);
         }
         return $letters;
     }
@@ -218,20 +203,9 @@ final class Replies
             throw new ProtocolException("lookup.lua: unknown state {$state}");
         }
         $time = self::time($f[5]);
-        return new JobInfo(
-            $id,
-            $state,
-            $f[1],
-            self::count($f[2]),
-            self::count($f[3]),
-            self::count($f[4]),
-            $state === 'scheduled' ? $time : null,
-            $state === 'reserved' ? $time : null,
-            $state === 'dead' ? $time : null,
-            $f[6],
-            $f[7],
-            Traceparent::fromRedis($id, $reply[8]),
-        );
+        $at = static fn (string $when): ?float => $state === $when ? $time : null;
+        return new JobInfo($id, $state, $f[1], self::count($f[2]), self::count($f[3]), self::count($f[4]),
+            $at('scheduled'), $at('reserved'), $at('dead'), $f[6], $f[7], Traceparent::fromRedis($id, $reply[8]));
     }
 
     /**
