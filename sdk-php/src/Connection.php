@@ -79,16 +79,12 @@ final class Connection implements RedisLink
         $what = "{$name}.lua";
         return $this->use($what, function (\Redis $redis) use ($name, $calls, $what): array {
             $sha = Scripts::sha($name);
-            $replies = \count($calls) < 2 ? array_fill(0, \count($calls), false) : $this->pipeline(
-                $redis,
-                $what,
-                \count($calls),
-                static function (\Redis $redis) use ($sha, $calls): void {
+            $replies = \count($calls) < 2 ? array_fill(0, \count($calls), false)
+                : $this->pipeline($redis, $what, \count($calls), static function (\Redis $redis) use ($sha, $calls): void {
                     foreach ($calls as [$keys, $argv]) {
                         $redis->evalSha($sha, [...$keys, ...$argv], \count($keys));
                     }
-                },
-            );
+                });
             foreach ($replies as $i => $reply) {
                 for ($loaded = false; $reply === false; $loaded = true) {
                     [$keys, $argv] = $calls[$i];

@@ -104,13 +104,7 @@ trait Inspect
             $commands = [];
             foreach ($chunk as $topic) {
                 $n = $this->keys->names($topic);
-                array_push(
-                    $commands,
-                    ['ZCARD', [$n->pool]],
-                    ['LLEN', [(string) $n->ready]],
-                    ['ZCARD', [$n->reserved]],
-                    ['LLEN', [(string) $n->dead]],
-                );
+                array_push($commands, ['ZCARD', [$n->pool]], ['LLEN', [(string) $n->ready]], ['ZCARD', [$n->reserved]], ['LLEN', [(string) $n->dead]]);
             }
             $replies = array_map(static fn (mixed $v): int => Replies::int($v), $this->connection->commands($commands));
             foreach ($chunk as $i => $topic) {

@@ -36,10 +36,7 @@ final class Keys
         }
         if ($layout === self::TOPIC && strpbrk($prefix, '{}') !== false) {
             // The hash tag is a name's first {...}: the prefix's would put every topic in one slot.
-            throw new InvalidArgumentException(sprintf(
-                'key prefix "%s" may not contain "{" or "}" in the per-topic layout',
-                $prefix
-            ));
+            throw new InvalidArgumentException(sprintf('key prefix "%s" may not contain "{" or "}" in the per-topic layout', $prefix));
         }
     }
 
@@ -92,20 +89,9 @@ final class Keys
     public function names(?string $topic): Names
     {
         if ($this->layout === self::CLASSIC) {
-            return new Names(
-                $topic,
-                $this->pool(),
-                $this->bucketPrefix(),
-                $topic === null ? null : $this->readyQueue($topic),
-                $this->malformed(),
-                $this->reserved(),
-                $this->receiptSeq(),
-                $topic === null ? null : $this->dead($topic),
-                $this->deadPrefix(),
-                $this->scheduledCount(),
-                $this->wake(),
-                $this->outcomes(),
-            );
+            return new Names($topic, $this->pool(), $this->bucketPrefix(), $topic === null ? null : $this->readyQueue($topic),
+                $this->malformed(), $this->reserved(), $this->receiptSeq(), $topic === null ? null : $this->dead($topic),
+                $this->deadPrefix(), $this->scheduledCount(), $this->wake(), $this->outcomes());
         }
         if ($topic === null) {
             throw new \LogicException('the per-topic layout names a topic for every call');

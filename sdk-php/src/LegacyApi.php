@@ -30,15 +30,10 @@ trait LegacyApi
     public function push(Message $message, $delayTime, $readyMaxLifetime = 604800)
     {
         if ($message->body === '') {
-            throw new InvalidArgumentException(
-                'Invalid message: the body is empty (Delayer 1.x consumers drop such a job; schedule() pushes it)'
-            );
+            throw new InvalidArgumentException('Invalid message: the body is empty (Delayer 1.x consumers drop such a job; schedule() pushes it)');
         }
-        $delay = Validator::legacySeconds('delayTime', $delayTime);
-        return $this->pushOne(
-            Calls::job($this->keys, $message, max($delay, 0), Validator::legacySeconds('readyMaxLifetime', $readyMaxLifetime)),
-            false
-        );
+        $delay = max(Validator::legacySeconds('delayTime', $delayTime), 0);
+        return $this->pushOne(Calls::job($this->keys, $message, $delay, Validator::legacySeconds('readyMaxLifetime', $readyMaxLifetime)), false);
     }
 
     /**

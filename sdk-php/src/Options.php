@@ -255,14 +255,8 @@ final class Options
         }
         $username = self::string($config, 'sentinel_username', '', true);
         $password = self::string($config, 'sentinel_password', '', true);
-        return new Sentinels(
-            $nodes,
-            self::string($config, 'master_name', '', false),
-            $username === '' ? null : $username,
-            $password === '' ? null : $password,
-            $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null,
-            $timeout,
-        );
+        return new Sentinels($nodes, self::string($config, 'master_name', '', false), $username === '' ? null : $username,
+            $password === '' ? null : $password, $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null, $timeout);
     }
 
     /** @return array<string, string> */

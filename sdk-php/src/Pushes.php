@@ -75,7 +75,8 @@ trait Pushes
                 $item = new ScheduledMessage($item[0], $item[1], $item[2] ?? self::DEFAULT_READY_MAX_LIFETIME);
             }
             if (!$item instanceof ScheduledMessage) {
-                throw new InvalidArgumentException("{$what}: expected a ScheduledMessage or [Message, delay(, readyMaxLifetime)], got " . get_debug_type($item));
+                $got = get_debug_type($item);
+                throw new InvalidArgumentException("{$what}: expected a ScheduledMessage or [Message, delay(, readyMaxLifetime)], got {$got}");
             }
             try {
                 $jobs[] = Calls::job($this->keys, $item->message, $item->delay, $item->readyMaxLifetime);

@@ -240,13 +240,8 @@ final class Replies
                 throw new ProtocolException('unexpected topic entry from stats.lua: ' . get_debug_type($entry));
             }
             [$topic, $scheduled, $ready, $reserved, $dead] = array_values($entry);
-            $topics[] = new TopicStats(
-                self::text($topic) ?? '',
-                self::int($scheduled),
-                self::int($ready),
-                $known ? self::int($reserved) : null,
-                self::int($dead),
-            );
+            $topics[] = new TopicStats(self::text($topic) ?? '', self::int($scheduled), self::int($ready),
+                $known ? self::int($reserved) : null, self::int($dead));
         }
         return new Stats(self::int($reply[0]), self::int($reply[1]), $topics);
     }

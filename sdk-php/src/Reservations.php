@@ -89,11 +89,8 @@ trait Reservations
         $elsewhere = []; // per-topic layout: position in $acks => [id, receipt, topic] of another topic
         foreach (array_values($acks) as $i => $job) {
             if (!$job instanceof ReservedMessage && !\is_string($job) && !\is_int($job)) {
-                throw new InvalidArgumentException(sprintf(
-                    'acks[%s] must be a ReservedMessage or a job id, got %s',
-                    var_export(array_keys($acks)[$i], true),
-                    get_debug_type($job)
-                ));
+                $key = var_export(array_keys($acks)[$i], true);
+                throw new InvalidArgumentException(sprintf('acks[%s] must be a ReservedMessage or a job id, got %s', $key, get_debug_type($job)));
             }
             [$id, $receipt] = Calls::reservation($job, null);
             // an ack of a topic whose reserved set is not this call's (per-topic layout) goes alone

@@ -118,7 +118,8 @@ final class Validator
     public static function maxAttempts(int $maxAttempts): int
     {
         if ($maxAttempts < 0 || $maxAttempts > self::MAX_MAX_ATTEMPTS) {
-            throw new InvalidArgumentException(sprintf('maxAttempts must be an integer from 0 (no limit) to %d, got %d', self::MAX_MAX_ATTEMPTS, $maxAttempts));
+            $max = self::MAX_MAX_ATTEMPTS;
+            throw new InvalidArgumentException("maxAttempts must be an integer from 0 (no limit) to {$max}, got {$maxAttempts}");
         }
         return $maxAttempts;
     }

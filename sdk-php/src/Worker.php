@@ -110,10 +110,7 @@ final class Worker
         int|float $reconnectMax = 1.0,
     ) {
         if ($mode !== self::AT_LEAST_ONCE && $mode !== self::AT_MOST_ONCE) {
-            throw new InvalidArgumentException(sprintf(
-                'mode must be Worker::AT_LEAST_ONCE or Worker::AT_MOST_ONCE, got %s',
-                var_export($mode, true)
-            ));
+            throw new InvalidArgumentException('mode must be Worker::AT_LEAST_ONCE or Worker::AT_MOST_ONCE, got ' . var_export($mode, true));
         }
         $this->ttr = Validator::ttrMs($ttr) / 1000;
         $this->idleWait = self::positive('idleWait', $idleWait);
@@ -166,18 +163,11 @@ final class Worker
         if ($this->running) {
             throw new \LogicException('the worker is already running');
         }
-        $this->running = true;
-        $this->stopping = false;
-        $this->stopAt = null;
-        $this->aborting = false;
+        [$this->running, $this->stopping, $this->stopAt, $this->aborting] = [true, false, null, false];
         $pcntl = WorkerSignals::available();
         if ($pcntl && ($this->signals || $this->autoTouch || $this->stopGrace !== null)) {
-            $this->pcntl = WorkerSignals::install(
-                $this->signals,
-                $this->autoTouch || $this->stopGrace !== null,
-                fn (int $signal) => $this->requestStop($signal),
-                fn () => $this->alarm(),
-            );
+            $alarm = $this->autoTouch || $this->stopGrace !== null;
+            $this->pcntl = WorkerSignals::install($this->signals, $alarm, fn (int $signal) => $this->requestStop($signal), fn () => $this->alarm());
         } elseif (!$pcntl) {
             $this->hooks->log('notice', 'no pcntl: no stop on SIGTERM/SIGINT, no automatic touch, no stop grace period');
         }
@@ -187,8 +177,7 @@ final class Worker
             $this->loop();
         } finally {
             $this->pcntl?->restore();
-            $this->pcntl = null;
-            $this->running = false;
+            [$this->pcntl, $this->running] = [null, false];
             $this->hooks->log('info', sprintf('worker %d stopped', getmypid()));
             $this->hooks->emit('stopped');
         }
@@ -325,7 +314,6 @@ final class Worker
             $this->hooks->emit('job_failed', $facts + ['error' => $text, 'exception' => $error, 'outcome' => 'dropped']);
             return;
         }
-        $client = $this->client;
         if ($error instanceof WorkerStoppedException && $this->aborting) {
             // Interrupted anywhere, maybe inside its own call on the worker's
             // connection: release on the other one, and drop this one.
@@ -335,7 +323,7 @@ final class Worker
             $this->hooks->emit('released_at_stop', ['topic' => $job->topic, 'id' => $job->id]);
             return;
         }
-        $held = $client->release($job->reservation, $this->aborting ? 0 : null, null, $text);
+        $held = $this->client->release($job->reservation, $this->aborting ? 0 : null, null, $text);
         $outcome = !$held ? 'lost' : ($job->isLastAttempt() ? 'dead' : 'retried');
         $this->hooks->log('warning', "job {$job->id} of {$job->topic} failed (attempt {$job->attempts}, {$outcome}): {$text}");
         $this->hooks->emit('job_failed', $facts + ['error' => $text, 'exception' => $error, 'outcome' => $outcome]);
@@ -458,12 +446,8 @@ final class Worker
     private static function positive(string $what, int|float $value, bool $zero = false): float
     {
         if (!is_finite((float) $value) || $value < 0 || (!$zero && $value == 0)) {
-            throw new InvalidArgumentException(sprintf(
-                '%s must be a %s number of seconds, got %s',
-                $what,
-                $zero ? 'non-negative' : 'positive',
-                var_export($value, true)
-            ));
+            $kind = $zero ? 'non-negative' : 'positive';
+            throw new InvalidArgumentException(sprintf('%s must be a %s number of seconds, got %s', $what, $kind, var_export($value, true)));
         }
         return (float) $value;
     }

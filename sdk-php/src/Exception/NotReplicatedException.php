@@ -14,10 +14,7 @@ final class NotReplicatedException extends \RuntimeException implements DelayerE
     /** @param float $timeout how long Redis waited for a replica, seconds */
     public function __construct(public readonly int $jobs, public readonly float $timeout)
     {
-        parent::__construct(sprintf(
-            '%d job(s) written on the master, but no replica acknowledged them within %d ms: a failover now could lose them',
-            $jobs,
-            (int) round($timeout * 1000)
-        ));
+        $ms = (int) round($timeout * 1000);
+        parent::__construct("{$jobs} job(s) written on the master, but no replica acknowledged them within {$ms} ms: a failover now could lose them");
     }
 }
