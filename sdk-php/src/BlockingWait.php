@@ -14,10 +14,6 @@ namespace Delayer;
  */
 final class BlockingWait
 {
-    private function __construct()
-    {
-    }
-
     /**
      * Calls $attempt with the time left (0 = forever) until it returns a job
      * or the timeout passed. $attempt returns the job, false when it woke to

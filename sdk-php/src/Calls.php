@@ -19,10 +19,6 @@ final class Calls
     /** deadList() caps its start here: past any list's length, exact in Lua's doubles. */
     private const MAX_LIST_INDEX = 1 << 50;
 
-    private function __construct()
-    {
-    }
-
     /**
      * Checks one job: push.lua's KEYS and ARGV[1..9] and the traceparent
      * (push_many.lua's tenth value per job); push() and pushMany() add the rest.

@@ -47,10 +47,6 @@ final class ConfigFile
     /** Where a section keeps the values set from the environment (no INI key can be this): taken untrimmed. */
     private const ENV = "\0env";
 
-    private function __construct()
-    {
-    }
-
     /** The variable that sets $key of [$section]: DELAYER_HTTP_ADDR, DELAYER_REDIS_PASSWORD. */
     public static function envVar(string $section, string $key): string
     {

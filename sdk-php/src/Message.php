@@ -53,25 +53,18 @@ class Message
     public function __construct(array $config = [])
     {
         foreach ($config as $name => $value) {
-            if ($name === 'maxAttempts') {
-                if ($value !== null && !\is_int($value)) {
-                    throw new InvalidArgumentException('Message maxAttempts must be an int or null, got ' . get_debug_type($value));
+            $kind = ['maxAttempts' => 'an int', 'traceparent' => 'a string', 'backoff' => 'a Delayer\Backoff'][$name] ?? null;
+            if ($kind !== null) {
+                if ($value !== null && !match ($name) {
+                    'maxAttempts' => \is_int($value), 'traceparent' => \is_string($value), 'backoff' => $value instanceof Backoff,
+                }) {
+                    throw new InvalidArgumentException("Message {$name} must be {$kind} or null, got " . get_debug_type($value));
                 }
-                $this->maxAttempts = $value === null ? null : Validator::maxAttempts($value);
-                continue;
-            }
-            if ($name === 'traceparent') {
-                if ($value !== null && !\is_string($value)) {
-                    throw new InvalidArgumentException('Message traceparent must be a string or null, got ' . get_debug_type($value));
-                }
-                $this->traceparent = Traceparent::check($value);
-                continue;
-            }
-            if ($name === 'backoff') {
-                if ($value !== null && !$value instanceof Backoff) {
-                    throw new InvalidArgumentException('Message backoff must be a Delayer\\Backoff or null, got ' . get_debug_type($value));
-                }
-                $this->backoff = $value;
+                $this->$name = match ($name) {
+                    'maxAttempts' => $value === null ? null : Validator::maxAttempts($value),
+                    'traceparent' => Traceparent::check($value),
+                    'backoff' => $value,
+                };
                 continue;
             }
             if ($name !== 'id' && $name !== 'topic' && $name !== 'body') {

@@ -57,21 +57,23 @@ final class Options
         $tls = self::tlsOptions($config['tls'] ?? []);
         $secrets = $password === '' ? [] : [$password];
         $context = null;
-        $sentinel = ($config['sentinels'] ?? null) !== null;
-        if (($config['cluster'] ?? null) !== null) {
-            return self::cluster($config, $username, $password, $tls, $secrets);
-        }
-        if (($config['cluster_tls'] ?? null) !== null) {
+        $cluster = ($config['cluster'] ?? null) !== null;
+        $sentinel = !$cluster && ($config['sentinels'] ?? null) !== null;
+        if (!$cluster && ($config['cluster_tls'] ?? null) !== null) {
             throw new ConfigException('option cluster_tls goes with the cluster option');
         }
-        if (!$sentinel) {
+        if (!$cluster && !$sentinel) {
             foreach (self::SENTINEL_KEYS as $key) {
                 if (($config[$key] ?? null) !== null) {
                     throw new ConfigException("option {$key} goes with the sentinels option");
                 }
             }
         }
-        if ($sentinel) {
+        if ($cluster) {
+            $seeds = self::cluster($config);
+            $config = ['layout' => Keys::TOPIC] + $config;
+            [$host, $port, $database, $shownHost] = ['', 0, 0, implode(',', $seeds)];
+        } elseif ($sentinel) {
             foreach (['url', 'host', 'port'] as $key) {
                 if (($config[$key] ?? null) !== null) {
                     throw new ConfigException("option {$key}: not used with sentinels (the sentinels name the master)");
@@ -115,9 +117,7 @@ final class Options
                 $port = $parsed->port;
                 $where = Sentinels::bracketed($bare) . ":{$parsed->port}";
                 // Certificates matter only for rediss:// (as in the Rust SDK).
-                $context = $parsed->tls
-                    ? ['stream' => $tls + ['verify_peer' => true, 'verify_peer_name' => true, 'peer_name' => $bare]]
-                    : null;
+                $context = $parsed->tls ? ['stream' => $tls + ['verify_peer' => true, 'verify_peer_name' => true, 'peer_name' => $bare]] : null;
             }
         }
         $keys = self::keys($config);
@@ -125,29 +125,29 @@ final class Options
         if ($username !== '' && $password === '') {
             throw new ConfigException('option username needs a password');
         }
-        $sentinels = $sentinel ? self::sentinels($config, $tls, (float) $timeout) : null;
-        if ($sentinels !== null && ($sentinelPassword = self::string($config, 'sentinel_password', '', true)) !== '') {
-            $secrets[] = $sentinelPassword;
+        $user = $username === '' ? null : $username;
+        $pass = $password === '' ? null : $password;
+        if ($cluster) {
+            $verified = ($config['cluster_tls'] ?? false) ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null;
+            $connection = new ClusterConnection($seeds, $user, $pass, $verified, $timeout, $secrets);
+        } else {
+            $sentinels = $sentinel ? self::sentinels($config, $tls, $timeout) : null;
+            if ($sentinels !== null && ($sentinelPassword = self::string($config, 'sentinel_password', '', true)) !== '') {
+                $secrets[] = $sentinelPassword;
+            }
+            $connection = new Connection($host, $port, $where, $context, $user, $pass, $database, $timeout, $secrets, $sentinels);
         }
-        $connection = new Connection($host, $port, $where, $context, $username === '' ? null : $username,
-            $password === '' ? null : $password, $database, (float) $timeout, $secrets, $sentinels);
         return new self($shownHost, $port, $database, $password, $keys, $connection, self::durable($config['durable'] ?? null));
     }
 
     /**
-     * The cluster option: seed nodes, the per-topic layout, database 0, cluster_tls.
+     * The cluster option's checks: seed nodes, database 0, the per-topic layout, cluster_tls a bool.
      *
      * @param array<string, mixed> $config
-     * @param array<string, string> $tls
-     * @param list<string> $secrets
+     * @return list<string> the seeds
      */
-    private static function cluster(
-        #[\SensitiveParameter] array $config,
-        string $username,
-        #[\SensitiveParameter] string $password,
-        array $tls,
-        #[\SensitiveParameter] array $secrets,
-    ): self {
+    private static function cluster(#[\SensitiveParameter] array $config): array
+    {
         foreach (['url', 'host', 'port', 'sentinels', ...self::SENTINEL_KEYS] as $key) {
             if (($config[$key] ?? null) !== null) {
                 throw new ConfigException("option {$key}: not used with cluster (the cluster option names the nodes)");
@@ -164,19 +164,10 @@ final class Options
         } catch (\InvalidArgumentException $bad) {
             throw new ConfigException('option cluster: ' . $bad->getMessage());
         }
-        $secure = $config['cluster_tls'] ?? false;
-        if (!\is_bool($secure)) {
-            throw new ConfigException('option cluster_tls must be a bool, got ' . get_debug_type($secure));
+        if (!\is_bool($config['cluster_tls'] ?? false)) {
+            throw new ConfigException('option cluster_tls must be a bool, got ' . get_debug_type($config['cluster_tls']));
         }
-        $timeout = self::timeout($config);
-        if ($username !== '' && $password === '') {
-            throw new ConfigException('option username needs a password');
-        }
-        $durable = self::durable($config['durable'] ?? null);
-        $connection = new ClusterConnection($seeds, $username === '' ? null : $username, $password === '' ? null : $password,
-            $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null, $timeout, $secrets);
-        $keys = self::keys(['layout' => Keys::TOPIC] + $config);
-        return new self(implode(',', $seeds), 0, 0, $password, $keys, $connection, $durable);
+        return $seeds;
     }
 
     /** @param array<string, mixed> $config */

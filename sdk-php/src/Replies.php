@@ -16,10 +16,6 @@ use Delayer\Exception\ProtocolException;
  */
 final class Replies
 {
-    private function __construct()
-    {
-    }
-
     /** push.lua: the due time written, or under the "absent" policy the job holding the id. */
     public static function push(mixed $reply, string $id, string $script = Scripts::PUSH): float|Taken
     {

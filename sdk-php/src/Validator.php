@@ -28,10 +28,6 @@ final class Validator
     /** Largest cursor or start of a listing: 2^53 - 1, exact in the scripts' arithmetic. */
     public const MAX_POSITION = 9007199254740991;
 
-    private function __construct()
-    {
-    }
-
     /**
      * An id or a topic: any non-empty string, as Delayer 1.x wrote them (a
      * 1.x job on topic "close order" must be poppable); an int is its decimal string.
