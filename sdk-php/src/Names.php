@@ -14,7 +14,7 @@ namespace Delayer;
 final class Names
 {
     /**
-     * @param string|null $ready, $dead     the topic's lists (null without a topic)
+     * @param string|null $ready            the topic's ready list (null without a topic), as $dead
      * @param string      $deadPrefix       "" in the per-topic layout (release.lua's KEYS[4] is $dead then)
      * @param string|null $scheduledCount   null in the per-topic layout
      */

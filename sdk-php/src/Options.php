@@ -31,7 +31,7 @@ final class Options
     /** The tls option's keys (PHP's ssl context names). */
     private const TLS_KEYS = ['cafile', 'local_cert', 'local_pk'];
 
-    /** @param string $host, $port, $database, $password as 1.x's properties show them */
+    /** $host, $port, $database and $password as 1.x's properties show them. */
     private function __construct(
         public readonly string $host,
         public readonly int $port,

@@ -94,7 +94,7 @@ final class Worker
      * @param bool $signals stop on SIGTERM and SIGINT (pcntl)
      * @param int|float|null $stopGrace seconds a running handler gets once a stop is asked; null: no limit
      * @param callable|object|null $logger callable(level, message, context), a PSR-3 logger, or null: error_log()
-     * @param int|float $reconnectMin, $reconnectMax the wait after a lost connection, doubling up to the max
+     * @param int|float $reconnectMin the wait after a lost connection, doubling up to $reconnectMax
      * @throws InvalidArgumentException on a bad option
      */
     public function __construct(
