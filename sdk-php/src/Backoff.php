@@ -66,11 +66,8 @@ final class Backoff
         $baseMs = Validator::delayMs($base, 'exponential backoff base');
         $maxMs = Validator::delayMs($max, 'exponential backoff max');
         if ($maxMs < $baseMs) {
-            throw new InvalidArgumentException(sprintf(
-                'exponential backoff: the max (%s s) is below the base (%s s)',
-                var_export($max, true),
-                var_export($base, true)
-            ));
+            [$max, $base] = [var_export($max, true), var_export($base, true)];
+            throw new InvalidArgumentException("exponential backoff: the max ({$max} s) is below the base ({$base} s)");
         }
         return new self(self::EXPONENTIAL, $baseMs, $maxMs);
     }

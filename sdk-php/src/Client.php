@@ -8,53 +8,32 @@ use Delayer\Exception\ConfigException;
 use Delayer\Exception\ConnectionException;
 
 /**
- * Delayer 2 client: push delayed jobs, pop or wait for due ones, cancel them;
- * or, at least once, reserve them and ack, release or bury them.
+ * Delayer 2 client: push delayed jobs, pop or wait for due ones, cancel
+ * them; or, at least once, reserve them and ack, release or bury them.
  *
- * A drop-in replacement for mix/delayer-client 1.x's Delayer\Client: its
- * constants, its public properties ($host, $port, $database, $password), its
- * protected $_driver and connect(), and its four methods with their 1.x
- * declarations (untyped, so a 1.x subclass that overrides them still
- * loads; the 1.x parameter names, so named arguments work). See
- * sdk-php/README.md for every difference. It speaks docs/PROTOCOL.md: every
- * write is one Lua script run by EVALSHA, "now" is Redis's clock, and all
- * input is checked before any Redis call.
- *
- *     $client = new Client(['host' => '127.0.0.1', 'port' => 6379, 'database' => 0, 'password' => '']);
+ *     $client = new Client(['host' => '127.0.0.1', 'port' => 6379]);
  *     $client->push(new Message(['id' => 'order:42:cancel', 'topic' => 'order', 'body' => '42']), 1800);
  *     $message = $client->bPop('order', 5); // Message, or false after 5 s
- *
- * pop() and bPop() delete a job as they hand it out (at most once: a worker
- * that dies mid-job loses it). reserve() and bReserve() hand it out reserved
- * for a time-to-run instead, and the worker ends the reservation:
- *
  *     if ($job = $client->bReserve('order', 30, 5)) { // ttr 30 s, wait up to 5 s
  *         handle($job->body) ? $client->ack($job) : $client->release($job);
  *     }
  *
- * Ids are global across topics in the classic key layout (Delayer 1.x's, the
- * default): a push replaces the job that has its id, whatever that job's
- * topic, unless it is made with `ifAbsent: true` ({@see schedule()}). In the
- * per-topic layout (option `layout => 'topic'`, or `[delayer] layout =
- * topic`: every topic's keys in one hash slot) ids are per topic, a topic
- * may not contain "{" or "}", and the calls that name a job by id alone
- * take its topic too: remove($id, $topic), reschedule($id, $delay, $topic),
- * and ack / touch / release / bury with an id and `topic:` (a
- * ReservedMessage carries its own).
+ * A drop-in replacement for mix/delayer-client 1.x's Delayer\Client (its
+ * constants, public properties, protected $_driver and connect(), and its
+ * four methods as 1.x declared them: sdk-php/README.md lists the
+ * differences). Every operation is one Lua script run by EVALSHA; input is
+ * checked before any Redis call (InvalidArgumentException). In the
+ * per-topic layout ids are per topic and the calls naming a job by id take
+ * its topic too.
  *
- * This class is the public methods only, by concern: 1.x's four in
- * {@see LegacyApi}, Delayer 2's pushes in {@see Pushes}, at least once in
- * {@see Reservations}, dead letters in {@see DeadLetters}, inspection in
- * {@see Inspect}; here, what makes and holds the connection. Options are
- * {@see Options}'s, the calls {@see Calls}'s and their replies {@see Replies}'s (no I/O), the
- * socket {@see Connection}'s ({@see ClusterConnection}'s on a Redis
- * Cluster, option `cluster`). One Client holds one Redis connection, opened
- * by the constructor; it is not meant to be shared between processes (fork
- * after connecting). A call that loses it (Redis restarted, the network dropped)
- * raises ConnectionException, and the next call connects again: a worker
- * catches the exception, waits a little and goes on
- * (sdk-php/examples/worker.php). A command Redis refuses raises
- * RedisErrorException instead, which calling again does not cure.
+ * The public methods are grouped by concern in {@see LegacyApi},
+ * {@see Pushes}, {@see Reservations}, {@see DeadLetters} and
+ * {@see Inspect}; this class makes and holds the connection. Every method
+ * that reaches Redis may throw ConnectionException (unreachable or lost:
+ * the next call connects again, so a worker waits a little and goes on),
+ * RedisErrorException (refused: calling again does not cure it) and
+ * ProtocolException (a reply the protocol does not allow). One Client holds
+ * one connection: do not share it across a fork.
  */
 #[\AllowDynamicProperties]
 class Client
@@ -68,44 +47,28 @@ class Client
     /** mix/delayer-client 1.x's key names, for the default prefix (the client's own: {@see getKeys()}). */
     public const KEY_JOB_POOL = Keys::DEFAULT_PREFIX . 'job_pool';
 
-    /** The bucket key of a job is this and its id (default prefix). */
     public const PREFIX_JOB_BUCKET = Keys::DEFAULT_PREFIX . 'job_bucket:';
 
-    /** The ready queue of a topic is this and the topic (default prefix). */
     public const PREFIX_READY_QUEUE = Keys::DEFAULT_PREFIX . 'ready_queue:';
 
     /** How long a ready job waits for a consumer by default: 7 days, in seconds. */
     public const DEFAULT_READY_MAX_LIFETIME = 604800;
 
-    /** Default connect and read timeout, in seconds. */
     public const DEFAULT_TIMEOUT = Options::DEFAULT_TIMEOUT;
 
-    /**
-     * The Redis host (1.x's property). Set from the options when the client
-     * is built; a subclass may declare another default. Changing it later
-     * changes nothing: the connection is the constructor's.
-     *
-     * @var string
-     */
+    /** @var string 1.x's properties, set from the options (changing them later changes nothing) */
     public $host = '127.0.0.1';
 
-    /** @var int the Redis port (1.x's property; 0 for a unix socket), as $host */
+    /** @var int */
     public $port = 6379;
 
-    /** @var int the database number (1.x's property), as $host */
+    /** @var int */
     public $database = 0;
 
-    /** @var string the password, "" for none (1.x's property), as $host */
+    /** @var string */
     public $password = '';
 
-    /**
-     * The live phpredis instance, for 1.x subclasses that call Redis
-     * themselves. Read-only here: it is unset by the constructor and read
-     * through __get(), so that it is always the live connection (a lost
-     * connection is replaced by the next call).
-     *
-     * @var \Redis
-     */
+    /** @var \Redis 1.x's, unset and read through __get(): always the live connection */
     protected $_driver;
 
     private readonly RedisLink $connection;
@@ -116,52 +79,26 @@ class Client
     private readonly ?float $durable;
 
     /**
-     * Connects to Redis (and authenticates, and selects the database).
+     * Connects to Redis (and authenticates, and selects the database). Any
+     * key not an option becomes a property, as in 1.x.
      *
-     * Either url, or host / port / database (not both). As in 1.x, any other
-     * key becomes a property of the client (a subclass may declare it and
-     * use it; the client itself does not read it): `timeout` is this SDK's,
-     * `persistent` or `read_timeout` of a 1.x configuration are kept and
-     * ignored.
-     *
-     * @param array{url?: string, host?: string, port?: int|string, database?: int|string, username?: ?string, password?: ?string, tls?: array{cafile?: string, local_cert?: string, local_pk?: string}, prefix?: string, layout?: 'classic'|'topic', timeout?: int|float|string, cluster?: string|list<string>, cluster_tls?: bool} $config
-     *        url      redis://[user:password@]host:port/db, rediss://... (TLS)
-     *                 or unix:///path/to/redis.sock (also redis+unix://; ?db=N)
-     *        host     Redis host name, IP or unix socket path (default "127.0.0.1")
-     *        port     Redis port (default 6379)
-     *        database database number for SELECT (default 0)
-     *        username ACL user name (default none: the "default" user);
-     *                 overrides the url's
-     *        password password for AUTH; "" or null for none (default);
-     *                 overrides the url's
-     *        tls      with a rediss:// url: cafile (PEM of the CA to trust
-     *                 instead of the system's), local_cert + local_pk (PEM
-     *                 client certificate and key, for mutual TLS)
+     * @param array<string, mixed> $config
+     *        url      redis://[user:password@]host:port/db, rediss://... (TLS), unix:///path?db=N
+     *        host, port, database  instead of url (default 127.0.0.1, 6379, 0)
+     *        username, password    ACL user and password (override the url's)
+     *        tls      with rediss://: cafile, local_cert + local_pk (PEM files)
      *        prefix   key prefix, as the server's key_prefix (default "delayer:")
-     *        layout   the key layout, as the server's [delayer] layout:
-     *                 "classic" (default; Delayer 1.x's) or "topic" (the
-     *                 per-topic layout; the prefix may not hold "{" or "}")
+     *        layout   "classic" (default, 1.x's) or "topic" (per-topic, as the server's)
      *        timeout  connect and read timeout in seconds (default 5)
-     *        durable  true (1 s) or seconds: each push (schedule, pushTo,
-     *                 pushMany; push() too) then waits for a replica to have
-     *                 it (WAIT 1) and throws NotReplicatedException when none
-     *                 did in time; without it a failover can lose the last
-     *                 acknowledged pushes (README, "Redis Sentinel")
+     *        durable  true (1 s) or seconds a push waits for a replica (WAIT 1),
+     *                 else NotReplicatedException
      *        sentinels, master_name, sentinel_username, sentinel_password,
-     *        sentinel_tls  Redis Sentinel instead of url/host/port: the
-     *                 sentinels ("host:port,..." or [host, port] pairs) and
-     *                 the name they monitor the master under; every new
-     *                 connection goes to the master they name
-     *        cluster, cluster_tls  Redis Cluster instead of url/host/port:
-     *                 the seed nodes
-     *                 (['127.0.0.1:7000', ...] or "host:port,...");
-     *                 the per-topic layout is implied (layout "classic" is
-     *                 refused), database 0 only; cluster_tls: TLS to every
-     *                 node with the tls files (README, "Redis Cluster")
+     *        sentinel_tls  Redis Sentinel: the sentinels ("host:port,..." or
+     *                 [host, port] pairs) and the master's name
+     *        cluster, cluster_tls  Redis Cluster: seed nodes ("host:port,..."
+     *                 or a list); per-topic layout, database 0 only
      * @throws ConfigException     on a bad value
-     * @throws ConnectionException when Redis cannot be reached, refuses the
-     *                             credentials, or refuses the database (a
-     *                             \RedisException, as in 1.x)
+     * @throws ConnectionException when Redis cannot be reached, or refuses the credentials or database
      */
     public function __construct(#[\SensitiveParameter] array $config = [])
     {
@@ -182,22 +119,11 @@ class Client
     }
 
     /**
-     * Builds a client from the server's delayer.conf.
+     * Builds a client from the server's delayer.conf ({@see ConfigFile}:
+     * [redis] address, credentials and TLS files, [delayer] key_prefix and
+     * layout), with $overrides (any constructor option) on top.
      *
-     * Reads [redis] url (or host, port, database), username, password,
-     * tls_ca_file, tls_cert_file, tls_key_file and [delayer] key_prefix, layout;
-     * the server's other keys are accepted and not used, and a key or
-     * section the server does not know is refused as the server refuses it
-     * (file:line, section, key, and the keys allowed). Comments start with ";" or "#"
-     * (whole line or inline, as "port = 6380 ; the test instance"); quote a
-     * value that starts with ";" ("password = \";secret\"").
-     *
-     * @param string $iniPath path of delayer.conf
-     * @param array{timeout?: int|float} $overrides options applied on top of
-     *        the file's (any constructor option)
-     * @throws ConfigException     when the file cannot be read, holds a bad
-     *                             value or an unknown key or section (the
-     *                             message names file, line, section, key)
+     * @throws ConfigException naming the file, line, section and key
      * @throws ConnectionException as the constructor
      */
     public static function fromConfig(string $iniPath, #[\SensitiveParameter] array $overrides = []): static
@@ -205,11 +131,7 @@ class Client
         return new static(array_merge(ConfigFile::load($iniPath), $overrides));
     }
 
-    /**
-     * `$this->_driver` for 1.x subclasses: the live phpredis instance.
-     *
-     * @throws ConnectionException when there is none and Redis cannot be reached
-     */
+    /** `$this->_driver` for 1.x subclasses: the live phpredis instance. */
     public function __get(string $name): mixed
     {
         if ($name === '_driver') {
@@ -225,8 +147,7 @@ class Client
     }
 
     /**
-     * What var_dump() and print_r() show: the properties, with the password
-     * masked (1.x's $password is public, but dumps end up in logs).
+     * The properties with the password masked (1.x's $password is public, but dumps end up in logs).
      *
      * @return array<string, mixed>
      */
@@ -240,18 +161,16 @@ class Client
         return $shown;
     }
 
-    /** The key names this client uses (built from its prefix). */
+    /** The key names this client uses. */
     public function getKeys(): Keys
     {
         return $this->keys;
     }
 
     /**
-     * Connects now unless connected (1.x's connect(), called by the
-     * constructor; a subclass may override it and call parent::connect()).
+     * Connects now unless connected (1.x's; a subclass may override it and call parent::connect()).
      *
      * @return void
-     * @throws ConnectionException
      */
     protected function connect()
     {
@@ -259,11 +178,9 @@ class Client
     }
 
     /**
-     * A client with this one's options (server, credentials, database,
-     * prefix, timeout) on a connection of its own, opened by its first call:
-     * for calls that must not interleave with this client's, such as the
-     * {@see Worker}'s touches from a signal handler. It is a plain Client,
-     * whatever this one's class, and keeps none of 1.x's extra properties.
+     * A plain Client with this one's options on a connection of its own
+     * (opened by its first call), for calls that must not interleave with
+     * this client's, such as the Worker's touches from a signal handler.
      */
     public function withOwnConnection(): self
     {
@@ -273,31 +190,22 @@ class Client
     }
 
     /**
-     * Redis's maxmemory-policy, or null when Redis would not tell
-     * ({@see Eviction::read()}): what the Worker checks at start and after
-     * a reconnect.
+     * Redis's maxmemory-policy, or null when Redis would not tell ({@see Eviction}).
      *
-     * @internal used by {@see Worker}; not part of the public API.
-     * @throws Exception\ConnectionException
+     * @internal used by {@see Worker}
      */
     public function maxmemoryPolicy(): ?string
     {
         return Eviction::read($this->connection);
     }
 
-    /**
-     * Closes the Redis connection. A later call opens a new one (as after a
-     * lost connection), so a client may be closed while idle.
-     */
+    /** Closes the connection; a later call opens a new one. */
     public function close(): void
     {
         $this->connection->close();
     }
 
-    /**
-     * Sets what a client is made of: the constructor's options, or those of
-     * the client withOwnConnection() copies.
-     */
+    /** What a client is made of: the constructor's options, or those withOwnConnection() copies. */
     private function adopt(
         RedisLink $connection,
         Keys $keys,

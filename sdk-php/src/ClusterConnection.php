@@ -9,42 +9,29 @@ use Delayer\Exception\ConnectionException;
 use Delayer\Exception\RedisErrorException;
 
 /**
- * Redis Cluster ([redis] mode = cluster, option `cluster`): the client's
- * link to a cluster, and the config rule.
- *
- * A cluster spreads keys over its masters by hash slot; in the per-topic
- * layout (the only one a cluster can run: the classic layout keeps every
- * job in one key) each script call touches one topic's slot. This class
- * keeps the slot map (CLUSTER SLOTS, asked of the seeds) and one
+ * Redis Cluster ([redis] mode = cluster, option `cluster`; per-topic
+ * layout only): keeps the slot map (CLUSTER SLOTS) and one
  * {@see Connection} per master, and sends each command to the master of
- * its (first) key's slot, so everything a node connection does holds per
- * node: EVALSHA with NOSCRIPT answered by SCRIPT LOAD on that node,
- * pipelines (the per-topic numbers of stats()), blocking waits with their
- * own read timeout, WAIT on the connection that wrote. MOVED (a resharded or failed-over slot) re-reads
- * the map and sends the command again, ASK sends it once to the node named
- * (after ASKING): neither ran the command. A call cut by a failed node
- * raises ConnectionException, as on one Redis, and the next call reads the
- * map again and reaches the promoted replica; CLUSTERDOWN, TRYAGAIN,
- * MASTERDOWN and LOADING are transient too.
+ * its first key's slot, so EVALSHA/NOSCRIPT, pipelines, blocking waits and
+ * WAIT hold per node. MOVED re-reads the map and sends again, ASK sends
+ * once after ASKING (neither ran the command); a failed node, CLUSTERDOWN,
+ * TRYAGAIN, MASTERDOWN and LOADING raise ConnectionException and the next
+ * call reads the map again.
  *
- * Why not phpredis's RedisCluster, as for Sentinel not RedisSentinel:
- * phpredis 5.3.7 crashes (SIGSEGV in cluster_send_command, phpredis PR
- * #2723) on the first command after a master it knew was killed and its
- * replica promoted, which no try/catch survives; and it has no pipelines
- * and a read timeout fixed at connect. RedisCluster is only what
- * {@see driver()} hands 1.x subclasses.
+ * Not phpredis's RedisCluster: 5.3.7 crashes (SIGSEGV, phpredis PR #2723)
+ * on the first command after a known master was killed and its replica
+ * promoted, and has no pipelines and a read timeout fixed at connect. It is
+ * only what {@see driver()} hands 1.x subclasses.
  *
  * @internal used by {@see Client}, {@see Options} and {@see Sentinels}
  */
 final class ClusterConnection implements RedisLink
 {
-    /** How many MOVED / ASK one call follows before it gives up. */
     private const MAX_REDIRECTS = 5;
 
-    /** Error replies that mean "the cluster is changing": transient, like a lost socket. */
+    /** Error replies meaning "the cluster is changing": transient, like a lost socket. */
     private const TRANSIENT = ['CLUSTERDOWN', 'TRYAGAIN', 'MASTERDOWN', 'LOADING'];
 
-    /** Keys that name one fixed address, or the sentinels' master (the Rust reader's NOT_IN_CLUSTER). */
     private const NOT_IN_CLUSTER = ['url', 'host', 'port', 'master_name', 'sentinel_username', 'sentinel_password'];
 
     /** @var list<array{0: int, 1: int, 2: string}>|null slot ranges and their master ("host:port"); null: to be read */
@@ -53,7 +40,6 @@ final class ClusterConnection implements RedisLink
     /** @var array<string, Connection> "host:port" => the connection to that node */
     private array $nodes = [];
 
-    /** What {@see driver()} handed out. */
     private ?\RedisCluster $driver = null;
 
     /** @var list<int>|null CRC16 (XMODEM) table of the slot hash */
@@ -61,8 +47,7 @@ final class ClusterConnection implements RedisLink
 
     /**
      * @param list<string> $seeds "host:port" of the seed nodes
-     * @param array<string, mixed>|null $tls TLS (ssl stream context) options; null: no TLS
-     * @param float $timeout connect and read timeout, seconds
+     * @param array<string, mixed>|null $tls ssl stream context options; null: no TLS
      * @param list<string> $secrets passwords to keep out of messages
      */
     public function __construct(
@@ -77,14 +62,11 @@ final class ClusterConnection implements RedisLink
 
     /**
      * The server's rule for [redis] mode = cluster (sdk-rust/src/cluster.rs),
-     * with its messages and in its order: no fixed address or sentinel keys,
-     * database 0, seed nodes required, tls yes or no; and the per-topic
-     * layout.
+     * with its messages and in its order.
      *
      * @param \Closure(string): ?string $get a [redis] value, null when absent or empty
      * @param \Closure(string, string): ConfigException $error an error about a [redis] key
-     * @return array{cluster: list<string>, cluster_tls: bool} the constructor options
-     * @throws ConfigException
+     * @return array{cluster: list<string>, cluster_tls: bool}
      */
     public static function readConfig(\Closure $get, \Closure $error, string $layout): array
     {
@@ -101,24 +83,15 @@ final class ClusterConnection implements RedisLink
         if ($nodes === null) {
             throw $error('mode', 'mode = cluster needs nodes (seed nodes: host:port,host:port,...)');
         }
-        $tls = $get('tls');
-        if (!\in_array($tls, [null, 'yes', 'no', 'true', 'false'], true)) {
-            throw $error('tls', Sentinels::quoted((string) $tls) . ' is not yes or no');
-        }
-        try {
-            $parsed = Sentinels::parseNodes($nodes);
-        } catch (\InvalidArgumentException $bad) {
-            throw $error('nodes', Sentinels::quoted($bad->getMessage()) . ' is not host:port');
-        }
+        [$parsed, $tls] = Sentinels::nodesAndTls($get, $error, $nodes);
         if ($layout !== Keys::TOPIC) {
             throw $error('mode', 'mode = cluster needs [delayer] layout = topic (the classic layout keeps every job in one key)');
         }
-        return ['cluster' => self::seedList($parsed), 'cluster_tls' => \in_array($tls, ['yes', 'true'], true)];
+        return ['cluster' => self::seedList($parsed), 'cluster_tls' => $tls];
     }
 
     /**
-     * The cluster option: "host:port,..." or a list of "host:port" (or
-     * [host, port]), as phpredis takes seeds ("[::1]:7000" for IPv6).
+     * The cluster option: "host:port,..." or a list of "host:port" or [host, port].
      *
      * @return list<string>
      * @throws \InvalidArgumentException with what is wrong
@@ -162,12 +135,7 @@ final class ClusterConnection implements RedisLink
         $this->slots();
     }
 
-    /**
-     * A RedisCluster with these settings, for 1.x subclasses' `$_driver`
-     * (the client itself does not use it). Its exception is not chained:
-     * its trace would hold the constructor's arguments, the password
-     * among them.
-     */
+    /** A RedisCluster, for 1.x subclasses; its exception is not chained (its trace holds the password). */
     public function driver(): \Redis|\RedisCluster
     {
         if ($this->driver === null) {
@@ -192,11 +160,7 @@ final class ClusterConnection implements RedisLink
         return $this->call($keys[0], static fn (Connection $node): mixed => $node->script($name, $keys, $argv));
     }
 
-    /**
-     * One call after the other: the calls of one pipeline may go to
-     * several nodes, and a call sent again after a MOVED must be only
-     * that one (a push with ifAbsent sent twice would find its own id).
-     */
+    /** One call after the other: a call sent again after a MOVED must be only that one (ifAbsent would find its own id). */
     public function pipelined(string $name, array $calls): array
     {
         $replies = [];
@@ -206,11 +170,7 @@ final class ClusterConnection implements RedisLink
         return $replies;
     }
 
-    /**
-     * Pipelined per node (one round trip per node); the commands of a node
-     * that answered MOVED or ASK are sent again one by one, each to its
-     * node (they are reads: SSCAN, ZCARD, LLEN).
-     */
+    /** Pipelined per node; a node's commands that met MOVED or ASK go again one by one (they are reads). */
     public function commands(array $commands): array
     {
         $byNode = [];
@@ -240,7 +200,7 @@ final class ClusterConnection implements RedisLink
         return $this->call($args[0], static fn (Connection $node): mixed => $node->blocking($command, $args, $wait));
     }
 
-    /** WAIT 1 on the connection to the node of each key written; the least of their answers. */
+    /** WAIT 1 on the node of each key written; the least of their answers. */
     public function waitForReplica(float $timeout, array $keys = []): int
     {
         $least = null;
@@ -272,14 +232,11 @@ final class ClusterConnection implements RedisLink
     }
 
     /**
-     * Runs $call on the connection to the master of $key's slot, following
-     * MOVED (the map is read again) and ASK (once, to the node named, after
-     * ASKING).
+     * Runs $call on the master of $key's slot, following MOVED and ASK.
      *
      * @template T
      * @param \Closure(Connection): T $call
      * @return T
-     * @throws ConnectionException|RedisErrorException
      */
     private function call(string $key, \Closure $call): mixed
     {
@@ -296,7 +253,6 @@ final class ClusterConnection implements RedisLink
                     return $call($this->node($this->route($key)));
                 });
             } catch (RedisErrorException|ConnectionException $e) {
-                // phpredis raises most error replies, MOVED and ASK among them, as exceptions
                 $redirect = self::redirect($e->getMessage());
                 if ($redirect === null) {
                     throw $e;
@@ -314,13 +270,11 @@ final class ClusterConnection implements RedisLink
     }
 
     /**
-     * Runs $call; a lost node or a cluster that is changing makes the map
-     * be read again by the next call, and raises ConnectionException.
+     * Runs $call; a lost node or a changing cluster makes the next call read the map again.
      *
      * @template T
      * @param \Closure(): T $call
      * @return T
-     * @throws ConnectionException|RedisErrorException
      */
     private function guard(\Closure $call): mixed
     {
@@ -341,8 +295,7 @@ final class ClusterConnection implements RedisLink
     }
 
     /**
-     * ["MOVED"|"ASK", "host:port"] of a redirection error; a demoted
-     * master's READONLY counts as MOVED (to whichever node the new map says).
+     * ["MOVED"|"ASK", "host:port"] of a redirection; a demoted master's READONLY counts as MOVED.
      *
      * @return array{0: string, 1: string}|null
      */
@@ -368,11 +321,9 @@ final class ClusterConnection implements RedisLink
     }
 
     /**
-     * The slot map, read when there is none: CLUSTER SLOTS of the first
-     * seed (then the masters known before) that answers.
+     * The slot map: CLUSTER SLOTS of the first seed (then known master) that answers.
      *
      * @return list<array{0: int, 1: int, 2: string}>
-     * @throws ConnectionException naming every node asked and its answer
      */
     private function slots(): array
     {
@@ -410,17 +361,9 @@ final class ClusterConnection implements RedisLink
     {
         if (!isset($this->nodes[$addr])) {
             [[$host, $port]] = Sentinels::parseNodes($addr);
-            $this->nodes[$addr] = new Connection(
-                ($this->tls !== null ? 'tls://' : '') . Sentinels::bracketed($host),
-                $port,
-                $addr,
-                $this->tls === null ? null : ['stream' => $this->tls + ['peer_name' => $host]],
-                $this->username,
-                $this->password,
-                0,
-                $this->timeout,
-                $this->secrets,
-            );
+            $context = $this->tls === null ? null : ['stream' => $this->tls + ['peer_name' => $host]];
+            $this->nodes[$addr] = new Connection(($this->tls !== null ? 'tls://' : '') . Sentinels::bracketed($host), $port, $addr,
+                $context, $this->username, $this->password, 0, $this->timeout, $this->secrets);
         }
         return $this->nodes[$addr];
     }

@@ -9,49 +9,33 @@ use Delayer\Exception\ProtocolException;
 use Delayer\Exception\RedisErrorException;
 
 /**
- * The I/O half of the client (sdk-rust's `connection`): its one Redis
- * connection, and the reason a client outlives a
- * Redis restart: a call that loses the connection raises
- * ConnectionException and drops it, and the next call opens a new one
- * (connect, AUTH, SELECT), blocking or not. phpredis alone does not do this
- * for a connection that failed while it was blocked: every later call got
- * "Redis server ... went away", even once Redis was back.
- *
- * No call is retried: whether a lost call ran in Redis is unknown (a pop
- * may have taken its job), so the caller decides.
- *
- * Every way the client talks to Redis goes through here: scripts
- * ({@see Scripts}), pipelined scripts, and blocking commands. What is sent
- * and what the replies mean is {@see Calls}'s and {@see Replies}'s. Errors keep their kind: a lost
- * socket is ConnectionException (and drops the connection), an error reply
- * RedisErrorException (the connection stays).
+ * One Redis connection (a node, or the master the sentinels name) and
+ * the one EVALSHA/NOSCRIPT path, pipelines, blocking waits and error
+ * mapping of this SDK. A call that loses the socket raises
+ * ConnectionException and drops it, so the next call connects again
+ * (phpredis alone kept failing with "went away" after a connection broke
+ * mid-wait). Nothing is retried: whether a lost call ran is unknown.
  *
  * @internal used by {@see Client}
  */
 final class Connection implements RedisLink
 {
     /**
-     * A pipeline on a connection idle this long (seconds) is preceded by a
-     * PING. phpredis reconnects a socket that Redis closed meanwhile (a
-     * restart) before a plain command, but a pipeline sent on it runs and
-     * then fails with its replies lost. Short: no restart fits in it, and
-     * calls closer together than this pay no round trip.
+     * A pipeline after this long idle (s) is preceded by a PING: phpredis
+     * reconnects a socket Redis closed (a restart) before a plain command,
+     * but a pipeline on it fails with its replies lost.
      */
     private const PIPELINE_IDLE_CHECK = 0.1;
 
-    /** The live connection; null before the first call and after one was lost. */
     private ?\Redis $redis = null;
 
-    /** When the last call on the live connection ended (hrtime seconds). */
     private float $lastUsed = 0.0;
 
     /**
-     * @param string $host     what phpredis connects to: a host, "tls://host", or a socket path
-     * @param int    $port     the TCP port, 0 for a unix socket
-     * @param string $where    where Redis is, for messages: "host:port" or the socket path
-     * @param array{stream: array<string, mixed>}|null $context the stream context of a TLS connection
+     * @param string $host  what phpredis connects to: a host, "tls://host", or a socket path (port 0)
+     * @param string $where where Redis is, for messages
+     * @param array{stream: array<string, mixed>}|null $context TLS stream context
      * @param list<string> $secrets passwords to keep out of messages
-     * @param float  $timeout  connect and read timeout, seconds
      */
     public function __construct(
         private readonly string $host,
@@ -67,61 +51,40 @@ final class Connection implements RedisLink
     ) {
     }
 
-    /** Connects now unless connected: ConnectionException when Redis cannot be reached, or refuses the credentials or database. */
     public function open(): void
     {
         $this->redis();
     }
 
-    /**
-     * The live phpredis instance (connecting first when there is none), for
-     * the `$_driver` of mix/delayer-client 1.x's subclasses. A lost
-     * connection replaces it: read it again rather than keep it.
-     *
-     * @throws ConnectionException
-     */
     public function driver(): \Redis|\RedisCluster
     {
         return $this->redis();
     }
 
-    /** One script call: {@see pipelined()} with one call. */
     public function script(string $name, array $keys, array $argv): mixed
     {
         return $this->pipelined($name, [[$keys, $argv]])[0];
     }
 
     /**
-     * The one EVALSHA path of this SDK: runs a script once per call by its
-     * SHA1, and loads it (SCRIPT LOAD) when Redis answers NOSCRIPT (after a
-     * restart or SCRIPT FLUSH), then runs the call again (nothing ran).
-     * Several calls go in one pipeline (one round trip); a call whose reply
-     * is false there (an error, NOSCRIPT among them: phpredis says which
-     * only for the last) is run again alone, which loads the script,
-     * answers or raises. So several calls are only for scripts that never
-     * reply nil and may run again after an error reply (push.lua,
-     * push_many.lua). A nil reply is false.
-     *
-     * @param value-of<Scripts::NAMES> $name
-     * @param list<array{0: list<string>, 1: list<string>}> $calls KEYS and ARGV of each call
-     * @return list<mixed> the replies, in order
-     * @throws ConnectionException|RedisErrorException|ProtocolException
+     * The one EVALSHA path: runs each call by SHA1, in one pipeline when
+     * several; a call answered false (an error, NOSCRIPT among them, which
+     * phpredis names only for the last; or nil) runs again alone, loading
+     * the script (SCRIPT LOAD) on NOSCRIPT. So several calls are only for
+     * scripts that never reply nil and may run again after an error reply
+     * (push.lua, push_many.lua).
      */
     public function pipelined(string $name, array $calls): array
     {
         $what = "{$name}.lua";
         return $this->use($what, function (\Redis $redis) use ($name, $calls, $what): array {
             $sha = Scripts::sha($name);
-            $replies = \count($calls) < 2 ? array_fill(0, \count($calls), false) : $this->pipeline(
-                $redis,
-                $what,
-                \count($calls),
-                static function (\Redis $redis) use ($sha, $calls): void {
+            $replies = \count($calls) < 2 ? array_fill(0, \count($calls), false)
+                : $this->pipeline($redis, $what, \count($calls), static function (\Redis $redis) use ($sha, $calls): void {
                     foreach ($calls as [$keys, $argv]) {
                         $redis->evalSha($sha, [...$keys, ...$argv], \count($keys));
                     }
-                },
-            );
+                });
             foreach ($replies as $i => $reply) {
                 for ($loaded = false; $reply === false; $loaded = true) {
                     [$keys, $argv] = $calls[$i];
@@ -146,16 +109,7 @@ final class Connection implements RedisLink
         });
     }
 
-    /**
-     * Plain commands (no script), pipelined: one round trip. For the
-     * per-topic layout's numbers (SSCAN, ZCARD, LLEN), and a cluster's
-     * CLUSTER SLOTS and ASKING.
-     *
-     * @param list<array{0: string, 1: list<string>}> $commands each command and its arguments
-     * @return list<mixed> the replies, in order
-     * @throws ConnectionException
-     * @throws RedisErrorException when Redis refused one of them
-     */
+    /** Plain commands, pipelined (the per-topic numbers, CLUSTER SLOTS, ASKING). */
     public function commands(array $commands): array
     {
         $what = implode(', ', array_unique(array_column($commands, 0)));
@@ -176,18 +130,9 @@ final class Connection implements RedisLink
     }
 
     /**
-     * A blocking command (BRPOP, BLMOVE) whose last argument is the timeout,
-     * sent raw with a fractional timeout (phpredis 5 only takes whole
-     * seconds), with the socket read timeout raised above the wait for the
-     * time of the call (none when waiting forever), so that a long wait is
-     * not a socket error whatever the client's timeout or PHP's
-     * default_socket_timeout.
-     *
-     * @param list<string> $args the arguments before the timeout
-     * @param float        $wait seconds; 0 waits forever
-     * @return mixed the reply, or null on timeout
-     * @throws ConnectionException
-     * @throws RedisErrorException
+     * A blocking command whose last argument is the timeout, sent raw with
+     * a fractional timeout (phpredis 5 takes whole seconds), the socket
+     * read timeout raised above the wait so a long wait is not an error.
      */
     public function blocking(string $command, array $args, float $wait): mixed
     {
@@ -198,14 +143,7 @@ final class Connection implements RedisLink
         return $reply === false || $reply === [] ? null : $reply;
     }
 
-    /**
-     * WAIT 1 <timeout> on the live connection, after a write on it: how many
-     * replicas have every write this connection made (a durable push; one
-     * node holds every key, so $keys do not matter).
-     *
-     * @param list<string> $keys
-     * @throws ConnectionException|RedisErrorException
-     */
+    /** WAIT 1: replicas holding every write this connection made (one node: $keys do not matter). */
     public function waitForReplica(float $timeout, array $keys = []): int
     {
         $ms = max(1, (int) round($timeout * 1000));
@@ -213,7 +151,6 @@ final class Connection implements RedisLink
         return \is_int($acked) ? $acked : throw $this->fail('WAIT', 'unexpected reply ' . get_debug_type($acked));
     }
 
-    /** A connection with the same settings, not yet open. */
     public function copy(): RedisLink
     {
         $copy = clone $this;
@@ -222,15 +159,12 @@ final class Connection implements RedisLink
     }
 
     /**
-     * Runs $call on the live connection (opening one if needed). A
-     * connection that failed under it is dropped, so that the next call
-     * connects again; what phpredis raised is mapped by {@see fail()}.
+     * Runs $call on the live connection (opening one); a connection that
+     * failed under it is dropped, so the next call connects again.
      *
      * @template T
-     * @param string $what the command or script, for messages
      * @param \Closure(\Redis): T $call
      * @return T
-     * @throws ConnectionException|RedisErrorException
      */
     private function use(string $what, \Closure $call): mixed
     {
@@ -240,15 +174,12 @@ final class Connection implements RedisLink
                 $this->lastUsed = self::now();
                 return $result;
             } catch (\RedisException $e) { // ConnectionException is one
-                // Mostly a socket that failed (read, write, timeout), which
-                // phpredis cannot always tell from an error reply, or a
-                // refusal raised mid-reply: a new connection costs little,
-                // using a broken one fails every call.
+                // Mostly a failed socket, which phpredis cannot always tell from
+                // an error reply: a new connection costs little, a broken one fails every call.
                 $this->close();
                 throw $e instanceof ConnectionException ? $e : $this->fail($what, $e);
             } catch (RedisErrorException $e) {
-                // Sentinel mode: a demoted master refused to write (nothing
-                // was written), so the call goes once to the master of the moment.
+                // Sentinel mode: a demoted master wrote nothing; once more, to the master of the moment.
                 if (!$retry || !str_contains($e->getMessage(), 'READONLY')) {
                     throw $e;
                 }
@@ -258,12 +189,9 @@ final class Connection implements RedisLink
     }
 
     /**
-     * The one error mapping of this SDK: what phpredis reported, as the
-     * exception a caller acts on, with the passwords scrubbed. An error
-     * reply (getLastError()'s text), or an ACL refusal phpredis raises
-     * (NOPERM), is a RedisErrorException: calling again does not cure it.
-     * Anything else raised is a lost or broken socket: ConnectionException,
-     * after which the next call connects again.
+     * The one error mapping: an error reply, or an ACL refusal (NOPERM), is
+     * RedisErrorException (calling again does not cure it); anything else
+     * raised is a broken socket, ConnectionException. Passwords scrubbed.
      */
     private function fail(string $what, \RedisException|string $why): ConnectionException|RedisErrorException
     {
@@ -275,8 +203,7 @@ final class Connection implements RedisLink
     }
 
     /**
-     * One command raw, with the socket read timeout set to $readTimeout
-     * (-1: none) for it; false for a nil reply.
+     * One command raw with the read timeout $readTimeout (-1: none); false for nil.
      *
      * @param list<string> $args
      */
@@ -298,15 +225,16 @@ final class Connection implements RedisLink
     }
 
     /**
-     * Sends what $queue queues on $redis as one pipeline: $n replies, in order.
+     * What $queue queues, as one pipeline: $n replies, in order.
      *
      * @param \Closure(\Redis): void $queue
      * @return list<mixed>
-     * @throws ConnectionException when the replies are lost
      */
     private function pipeline(\Redis $redis, string $what, int $n, \Closure $queue): array
     {
-        $this->pingIfIdle($redis);
+        if (self::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
+            $redis->ping();
+        }
         $redis->clearLastError();
         $redis->pipeline();
         $queue($redis);
@@ -319,20 +247,6 @@ final class Connection implements RedisLink
         return array_values($replies);
     }
 
-    /**
-     * A PING first when the connection was idle: phpredis reconnects a
-     * socket that Redis closed meanwhile (a restart) before a plain
-     * command, but a pipeline sent on it runs and then fails with its
-     * replies lost.
-     */
-    private function pingIfIdle(\Redis $redis): void
-    {
-        if (self::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
-            $redis->ping();
-        }
-    }
-
-    /** @throws ConnectionException */
     private function redis(): \Redis
     {
         if ($this->redis === null) {
@@ -349,7 +263,6 @@ final class Connection implements RedisLink
         return $this->redis;
     }
 
-    /** Closes the connection; a later call opens a new one. */
     public function close(): void
     {
         if ($this->redis !== null) {
@@ -372,10 +285,7 @@ final class Connection implements RedisLink
         }
     }
 
-    /**
-     * Connects $redis, authenticates, and selects the database; in sentinel
-     * mode, to the node the sentinels name, checked to be a master.
-     */
+    /** Connects, authenticates, selects; in sentinel mode to the node the sentinels name, checked to be a master. */
     private function connect(\Redis $redis): void
     {
         if ($this->sentinels !== null) {
@@ -396,14 +306,10 @@ final class Connection implements RedisLink
         $this->connectTo($redis, $this->host, $this->port, $this->where, $this->context);
     }
 
-    /**
-     * @param array{stream: array<string, mixed>}|null $context
-     * @throws ConnectionException
-     */
+    /** @param array{stream: array<string, mixed>}|null $context */
     private function connectTo(\Redis $redis, string $host, int $port, string $where, ?array $context): void
     {
-        // A failed TLS handshake is also reported as PHP warnings: their
-        // text goes into the exception instead.
+        // A failed TLS handshake is reported as PHP warnings: their text goes into the exception.
         $warnings = [];
         set_error_handler(static function (int $no, string $message) use (&$warnings): bool {
             $warnings[] = trim((string) preg_replace(['/^Redis::connect\(\):\s*/', '/\s+/'], ['', ' '], $message));
@@ -425,31 +331,25 @@ final class Connection implements RedisLink
         }
         $this->authenticate($redis);
         if ($this->database !== 0) {
+            $raised = null;
             try {
                 $redis->clearLastError();
-                if (!$redis->select($this->database)) {
-                    throw new ConnectionException("Redis refused database {$this->database} at {$where}: "
-                        . $this->scrub((string) $redis->getLastError()));
-                }
-            } catch (ConnectionException $e) {
-                throw $e; // a \RedisException itself: not to be wrapped again
-            } catch (\RedisException $e) {
-                throw new ConnectionException("Redis refused database {$this->database} at {$where}: "
-                    . $this->scrub($e->getMessage()), 0, $e);
+                $selected = $redis->select($this->database);
+            } catch (\RedisException $raised) {
+                $selected = false;
+            }
+            if (!$selected) {
+                $why = $raised?->getMessage() ?? (string) $redis->getLastError();
+                throw new ConnectionException("Redis refused database {$this->database} at {$where}: " . $this->scrub($why), 0, $raised);
             }
         }
     }
 
     /**
-     * AUTH with the password (and user) given. Without one, a PING asks
-     * whether Redis wants one: otherwise the first command would fail with
-     * NOAUTH, or a push with "Protocol error: unauthenticated multibulk
-     * length" (Redis refuses long commands before AUTH), neither of which
-     * says what is wrong.
-     *
-     * @throws ConnectionException "Redis authentication failed at ...",
-     *         never with the password, never chained (the previous
-     *         exception's trace would hold Redis::auth()'s arguments)
+     * AUTH, or without a password a PING asking whether Redis wants one (else
+     * the first command fails with NOAUTH, or a push with "unauthenticated
+     * multibulk length", neither saying what is wrong). Never chained: the
+     * previous trace would hold Redis::auth()'s arguments.
      */
     private function authenticate(\Redis $redis): void
     {
@@ -468,8 +368,7 @@ final class Connection implements RedisLink
             $error = $e->getMessage();
         }
         if ($this->password === null) {
-            // Anything else a PING may meet (an ACL that denies it) is not
-            // about credentials: the commands that matter will tell.
+            // Anything else (an ACL denying PING) is not about credentials.
             $error = str_starts_with((string) $error, 'NOAUTH')
                 ? "Redis requires a password and none was given ({$error})"
                 : null;
@@ -479,17 +378,12 @@ final class Connection implements RedisLink
         }
     }
 
-    /** Removes the passwords from a message that is about to be raised. */
     private function scrub(string $message): string
     {
         return self::scrubbed($this->secrets, $message);
     }
 
-    /**
-     * $message with each secret replaced by "***" (a cluster's messages too).
-     *
-     * @param list<string> $secrets
-     */
+    /** @param list<string> $secrets */
     public static function scrubbed(array $secrets, string $message): string
     {
         return str_replace($secrets, '***', $message);

@@ -4,34 +4,22 @@ declare(strict_types=1);
 
 namespace Delayer;
 
-use Delayer\Exception\ConnectionException;
 use Delayer\Exception\InvalidArgumentException;
-use Delayer\Exception\ProtocolException;
-use Delayer\Exception\RedisErrorException;
 
 /**
- * A topic's dead letters (jobs buried, or out of attempts): list them,
- * put them back, or delete them.
- *
- * Apart because it is what an operator does after the fact, not part of
- * handing jobs out; dead.lua does all three. Used by {@see Client}, whose
- * connection and keys it reads.
+ * A topic's dead letters (jobs buried, or out of attempts): list, requeue,
+ * purge, all by dead.lua. Apart because it is what an operator does after
+ * the fact, not part of handing jobs out.
  */
 trait DeadLetters
 {
     /**
-     * Lists a topic's dead letters (jobs buried, or out of attempts), newest
-     * first. Entries whose job was removed or pushed again since it died are
-     * skipped, so a page may hold fewer than $count.
+     * A topic's dead letters, newest first; entries whose job was removed or
+     * pushed again since are skipped, so a page may hold fewer than $count.
      *
-     * @param int $start how many of the newest to skip, 0 or more
-     * @param int $count how many to read, 1 to 1000 (one call must not hold
-     *                   Redis for long)
+     * @param int $count 1 to 1000
      * @return list<DeadLetter>
      * @throws InvalidArgumentException on a bad topic, start or count
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function deadLetters(string $topic, int $start = 0, int $count = 100): array
     {
@@ -41,18 +29,11 @@ trait DeadLetters
     }
 
     /**
-     * Puts dead letters back into the pool, due now, with their attempts
-     * reset to 0 (a job whose bug was fixed gets its full max_attempts
-     * again).
+     * Puts dead letters back, due now, attempts reset to 0.
      *
-     * @param list<string>|null $ids the ids to re-queue, or null for the
-     *                               whole list (taken 1000 per call, oldest first)
-     * @return int how many jobs were re-queued (ids not on the list, or whose
-     *             job was removed or pushed again since, are not counted)
+     * @param list<string>|null $ids null: the whole list (1000 per call, oldest first)
+     * @return int how many were requeued
      * @throws InvalidArgumentException on a bad topic or id
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function requeueDead(string $topic, ?array $ids = null): int
     {
@@ -60,16 +41,11 @@ trait DeadLetters
     }
 
     /**
-     * Deletes dead letters for good (their jobs' data included).
+     * Deletes dead letters for good, their jobs' data included.
      *
-     * @param list<string>|null $ids the ids to purge, or null for the whole
-     *                               list (taken 1000 per call, oldest first)
-     * @return int how many jobs were deleted (ids not on the list, or whose
-     *             job was removed or pushed again since, are not counted)
+     * @param list<string>|null $ids null: the whole list (1000 per call, oldest first)
+     * @return int how many were deleted
      * @throws InvalidArgumentException on a bad topic or id
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function purgeDead(string $topic, ?array $ids = null): int
     {
@@ -77,11 +53,9 @@ trait DeadLetters
     }
 
     /**
-     * dead.lua's requeue or purge: the ids in calls of at most 1000, or the
-     * whole list in calls of 1000 until one takes fewer (the list is empty).
+     * The ids in calls of 1000, or the whole list until a call takes fewer.
      *
-     * @param array<mixed>|null  $ids
-     * @param 'requeue'|'purge' $action
+     * @param array<mixed>|null $ids
      */
     private function dead(string $topic, ?array $ids, string $action): int
     {

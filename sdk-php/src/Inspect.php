@@ -4,32 +4,22 @@ declare(strict_types=1);
 
 namespace Delayer;
 
-use Delayer\Exception\ConnectionException;
 use Delayer\Exception\InvalidArgumentException;
 use Delayer\Exception\ProtocolException;
-use Delayer\Exception\RedisErrorException;
 
 /**
- * Seeing every job: where one job is ({@see job()}), pages of a topic's
- * scheduled, ready and reserved jobs, and per-topic numbers ({@see stats()}).
- *
- * So that "was order 42's auto-close scheduled, and when does it fire?"
- * needs no redis-cli and no knowledge of the keys. Everything here only
- * reads, with lookup.lua, list.lua and stats.lua (their headers, and
- * docs/PROTOCOL.md "Inspecting jobs", say what they take and return). Used
- * by {@see Client}, whose connection and keys it reads.
+ * Seeing every job (docs/PROTOCOL.md, "Inspecting jobs"): where one job is,
+ * pages of a topic's scheduled, ready and reserved jobs, and per-topic
+ * numbers, so that "when does order 42's auto-close fire?" needs no
+ * redis-cli. Read-only: lookup.lua, list.lua, stats.lua.
  */
 trait Inspect
 {
     /**
-     * Where job $id of $topic is, and what it carries: scheduled (with its
-     * due time), ready, reserved (with its deadline), dead (why and when),
-     * malformed, or unknown (also a job of another topic).
+     * Where job $id of $topic is (scheduled, ready, reserved, dead,
+     * malformed, or unknown) and what it carries.
      *
      * @throws InvalidArgumentException on an empty topic or id
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function job(string $topic, string|int $id): JobInfo
     {
@@ -39,12 +29,10 @@ trait Inspect
     }
 
     /**
-     * A page of $topic's scheduled jobs, earliest due first, from $cursor (0,
-     * then the page's next).
+     * A page of $topic's scheduled jobs, earliest due first, from $cursor (0, then the page's next).
      *
      * @return Page<Listed>
      * @throws InvalidArgumentException on an empty topic, a negative cursor or a count outside 1..1000
-     * @throws ConnectionException|RedisErrorException|ProtocolException
      */
     public function listScheduled(string $topic, int $cursor = 0, int $count = 100): Page
     {
@@ -55,7 +43,7 @@ trait Inspect
      * A page of $topic's reserved jobs, earliest deadline first ($time: the deadline).
      *
      * @return Page<Listed>
-     * @throws InvalidArgumentException|ConnectionException|RedisErrorException|ProtocolException
+     * @throws InvalidArgumentException
      */
     public function listReserved(string $topic, int $cursor = 0, int $count = 100): Page
     {
@@ -66,7 +54,7 @@ trait Inspect
      * A page of the ids in $topic's ready queue, next out first.
      *
      * @return Page<string>
-     * @throws InvalidArgumentException|ConnectionException|RedisErrorException|ProtocolException
+     * @throws InvalidArgumentException
      */
     public function listReady(string $topic, int $cursor = 0, int $count = 100): Page
     {
@@ -75,14 +63,7 @@ trait Inspect
         return new Page(array_map(static fn (array $p): string => $p[0], $pairs), $next);
     }
 
-    /**
-     * Scheduled, ready, reserved and dead jobs per topic. Cheap on any
-     * backlog: no scan of the pool. In the per-topic layout, the topics of
-     * `<prefix>topics` with the sizes of their own keys (reserved counts
-     * always known).
-     *
-     * @throws ConnectionException|RedisErrorException|ProtocolException
-     */
+    /** Scheduled, ready, reserved and dead jobs per topic; no scan of the pool. */
     public function stats(): Stats
     {
         if ($this->keys->isPerTopic()) {
@@ -97,12 +78,8 @@ trait Inspect
     }
 
     /**
-     * The per-topic layout's numbers, without a script (docs/PROTOCOL.md,
-     * "Operations in the per-topic layout"): the topics of `<prefix>topics`
-     * (SSCAN), and for each ZCARD of its pool and reserved set, LLEN of its
-     * ready and dead lists, 100 topics per round trip.
-     *
-     * @throws ConnectionException|RedisErrorException|ProtocolException
+     * The per-topic layout's numbers, without a script: the topics of
+     * `<prefix>topics`, and ZCARD / LLEN of each one's keys, 100 topics per round trip.
      */
     private function perTopicStats(): Stats
     {
@@ -127,13 +104,7 @@ trait Inspect
             $commands = [];
             foreach ($chunk as $topic) {
                 $n = $this->keys->names($topic);
-                array_push(
-                    $commands,
-                    ['ZCARD', [$n->pool]],
-                    ['LLEN', [(string) $n->ready]],
-                    ['ZCARD', [$n->reserved]],
-                    ['LLEN', [(string) $n->dead]],
-                );
+                array_push($commands, ['ZCARD', [$n->pool]], ['LLEN', [(string) $n->ready]], ['ZCARD', [$n->reserved]], ['LLEN', [(string) $n->dead]]);
             }
             $replies = array_map(static fn (mixed $v): int => Replies::int($v), $this->connection->commands($commands));
             foreach ($chunk as $i => $topic) {
@@ -147,9 +118,7 @@ trait Inspect
     }
 
     /**
-     * list.lua over the topic's pool or reserved set, call after call until
-     * the page is full, the end is reached, or {@see Page::CALLS_PER_PAGE}
-     * calls were made.
+     * list.lua, call after call until the page is full, the end, or Page::CALLS_PER_PAGE calls.
      *
      * @return Page<Listed>
      */

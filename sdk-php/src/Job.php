@@ -5,35 +5,24 @@ declare(strict_types=1);
 namespace Delayer;
 
 /**
- * A job as a {@see Worker} hands it to a handler: the job's data, and, at
- * least once, a way to keep its reservation while the handler runs long.
+ * A job as a {@see Worker} hands it to a handler: its data and, at least
+ * once, a way to keep the reservation while the handler runs long:
  *
- *     $worker->handle('report', function (Job $job) use ($client): void {
- *         foreach (chunks($job->body) as $chunk) {
- *             render($chunk);
- *             $job->touch();          // the ttr again from now
- *         }
- *     });
+ *     foreach (chunks($job->body) as $chunk) { render($chunk); $job->touch(); }
  *
- * The worker also touches by itself once half the ttr has passed (see
- * Worker's autoTouch); an explicit touch() or extend() is for ttrs too short
- * for that, or a worker running without pcntl.
- *
- * It exists apart from {@see ReservedMessage} because it is bound to the
- * client and ttr the worker reserved it with, and follows the deadline as
- * touches move it; a ReservedMessage is immutable.
+ * (The worker also touches at half the ttr; touch() is for shorter ttrs or
+ * no pcntl.) Apart from the immutable {@see ReservedMessage} because it is
+ * bound to the worker's client and ttr, and follows the deadline as
+ * touches move it.
  */
 final class Job
 {
     use JobAccessors;
 
-    /** The job id. */
     public readonly string $id;
 
-    /** The topic (the one whose handler runs it). */
     public readonly string $topic;
 
-    /** The body (raw bytes, may be empty). */
     public readonly string $body;
 
     /** Reservations so far, this one included (1 on the first delivery); 1 at most once. */
@@ -42,27 +31,22 @@ final class Job
     /** Reservations allowed before dead letters (0 = no limit); 0 at most once. */
     public readonly int $maxAttempts;
 
-    /** The producer's W3C trace context given at push, or null ({@see Traceparent}): pass-through only. */
+    /** The producer's W3C trace context given at push, or null ({@see Traceparent}). */
     public readonly ?string $traceparent;
 
     /** The reservation (at least once), or null when the job was popped (at most once). */
     public readonly ?ReservedMessage $reservation;
 
-    /** Redis's clock when the job was reserved (its first deadline less the ttr), Unix seconds. */
+    /** Redis's clock at the reservation (deadline less ttr), and hrtime then: with both, Redis's clock now. */
     private readonly float $reservedAt;
 
-    /** hrtime when the reservation arrived, seconds: with $reservedAt, Redis's clock now. */
     private readonly float $arrivedAt;
 
     private ?float $deadline;
 
     private bool $lost = false;
 
-    /**
-     * @internal built by {@see Worker}
-     *
-     * @param float $ttr the ttr the job was reserved with, seconds
-     */
+    /** @internal built by {@see Worker}; $ttr the one it was reserved with */
     public function __construct(
         string $topic,
         Message|ReservedMessage $job,
@@ -81,27 +65,17 @@ final class Job
         $this->arrivedAt = self::now();
     }
 
-    /**
-     * When the reservation runs out, Unix seconds (Redis's clock), as the
-     * last reserve or touch said; null at most once.
-     */
+    /** When the reservation runs out, Unix seconds (Redis's clock) as the last reserve or touch said; null at most once. */
     public function deadline(): ?float
     {
         return $this->deadline;
     }
 
     /**
-     * Extends the reservation: its deadline becomes $ttr seconds from now
-     * (the handler's ttr when null). See {@see Client::touch()}.
+     * Extends the reservation to $ttr seconds from now (null: the handler's ttr); {@see Client::touch()}.
      *
-     * @return float|false the new deadline, or false when the reservation is
-     *                     no longer held (the ttr ran out and the job went back,
-     *                     or it was removed): the job may be running elsewhere
-     *                     now, and its ack will fail
-     * @throws \LogicException                         at most once (nothing is reserved)
-     * @throws Exception\InvalidArgumentException      on a bad ttr
-     * @throws Exception\ConnectionException           when Redis cannot be reached
-     * @throws Exception\RedisErrorException           when Redis refused the command
+     * @return float|false the new deadline, or false when no longer held (the job may run elsewhere now)
+     * @throws \LogicException at most once (nothing is reserved)
      */
     public function touch(int|float|null $ttr = null): float|false
     {
@@ -109,16 +83,10 @@ final class Job
     }
 
     /**
-     * Pushes the deadline $seconds later than it is now (than the last
-     * reserve, touch or extend set it). A deadline already passed is moved
-     * to $seconds from now.
+     * Moves the deadline $seconds later than it is (from now if already passed).
      *
-     * @param int|float $seconds more than 0
      * @return float|false as touch()
-     * @throws \LogicException                    at most once
-     * @throws Exception\InvalidArgumentException on a bad number of seconds
-     * @throws Exception\ConnectionException      when Redis cannot be reached
-     * @throws Exception\RedisErrorException      when Redis refused the command
+     * @throws \LogicException at most once
      */
     public function extend(int|float $seconds): float|false
     {
@@ -139,12 +107,7 @@ final class Job
         return $this->lost;
     }
 
-    /**
-     * Seconds left before the deadline, by Redis's clock as seen at the
-     * reservation plus the time since (INF at most once).
-     *
-     * @internal
-     */
+    /** @internal seconds left before the deadline by Redis's clock (INF at most once) */
     public function remaining(): float
     {
         if ($this->deadline === null) {
@@ -153,12 +116,7 @@ final class Job
         return $this->deadline - ($this->reservedAt + (self::now() - $this->arrivedAt));
     }
 
-    /**
-     * A touch through $client (the worker's own connection for touches made
-     * from its alarm signal).
-     *
-     * @internal
-     */
+    /** @internal a touch through $client (the worker's own connection, from its alarm signal) */
     public function touchVia(Client $client, int|float $ttr): float|false
     {
         if ($this->reservation === null) {

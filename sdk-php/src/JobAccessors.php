@@ -4,11 +4,7 @@ declare(strict_types=1);
 
 namespace Delayer;
 
-/**
- * The getters every job object has (mix/delayer-client's Message had them),
- * written once for {@see Message} and {@see ReservedMessage}: a class using
- * it has the properties $id, $topic, $body and $traceparent.
- */
+/** mix/delayer-client's getters, once for {@see Message} and {@see ReservedMessage}. */
 trait JobAccessors
 {
     /** The job id. */

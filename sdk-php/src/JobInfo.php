@@ -5,9 +5,8 @@ declare(strict_types=1);
 namespace Delayer;
 
 /**
- * Where one job is and what it carries ({@see Client::job()}). What does not
- * apply to the state, or is not known, is null. Times are Unix seconds
- * (Redis's clock, millisecond precision).
+ * Where one job is and what it carries ({@see Client::job()}); null where
+ * it does not apply or is not known. Times are Unix seconds (Redis's clock).
  */
 final class JobInfo
 {
@@ -15,18 +14,10 @@ final class JobInfo
     public const STATES = ['scheduled', 'ready', 'reserved', 'dead', 'malformed', 'unknown'];
 
     /**
-     * @param string      $id          the id looked up
-     * @param string      $state       one of {@see self::STATES}
-     * @param string|null $topic       its topic
-     * @param int|null    $bodySize    its body's length in bytes
-     * @param int|null    $attempts    reservations so far
-     * @param int|null    $maxAttempts reservations allowed (0: no limit), when set
-     * @param float|null  $due         scheduled: when it is due
-     * @param float|null  $deadline    reserved: the reservation's deadline
-     * @param float|null  $deadAt      dead: when it died
-     * @param string|null $deadReason  dead: "buried" or "max_attempts"
-     * @param string|null $lastError   the last failed attempt's error, when a worker gave one
-     * @param string|null $traceparent the W3C trace context it was pushed with, if any
+     * @param string      $state      one of {@see self::STATES}
+     * @param float|null  $due        scheduled: when due; $deadline reserved; $deadAt dead
+     * @param string|null $deadReason "buried" or "max_attempts"
+     * @param string|null $lastError  the last failed attempt's error, when a worker gave one
      */
     public function __construct(
         public readonly string $id,

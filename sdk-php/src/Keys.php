@@ -7,75 +7,26 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * The one place where this SDK builds Redis key names (docs/PROTOCOL.md, "Keys").
- *
- * | key                           | type   | content                                    |
- * | ----------------------------- | ------ | ------------------------------------------ |
- * | <prefix>job_pool              | ZSET   | member = job id, score = due time (Unix s) |
- * | <prefix>job_bucket:<id>       | HASH   | topic, body (+ retry fields); has a TTL    |
- * | <prefix>ready_queue:<topic>   | LIST   | due ids, first due at the right end        |
- * | <prefix>malformed             | LIST   | ids whose bucket could not be routed       |
- * | <prefix>reserved              | ZSET   | reserved ids, score = deadline (Unix s)    |
- * | <prefix>dead:<topic>          | LIST   | ids that failed for good, newest at left   |
- * | <prefix>receipt_seq           | STRING | the last reservation receipt handed out    |
- * | <prefix>scheduled_count       | HASH   | topic => jobs waiting in the pool          |
- * | <prefix>topics                | SET    | topics the server has moved jobs of        |
- *
- * and one pub/sub channel (not a key): `<prefix>wake`, where the scripts
- * that write a score earlier than its set's head (push, push_many, release,
- * reschedule, a dead-letter requeue, reserve, touch) announce "<time>
- * <topic>", so that a sleeping server wakes for it and, in the per-topic
- * layout, keeps its index (`<prefix>due`, `<prefix>topics`). The SDK never
- * writes the index: every operation is one script call.
- *
- * The prefix is prepended as is ("shop:delayer:" gives "shop:delayer:job_pool").
- * Scripts get every name they touch as a key, or as a per-kind prefix
- * (`*Prefix()`) for names that depend on data they read; they never build one.
- * Ids and topics are expected to be validated already ({@see Validator}).
- *
- * The per-topic layout (`layout = topic`, docs/PROTOCOL.md "The per-topic
- * layout") keeps everything of one topic in one hash slot:
- *
- * | key                           | type   | content                                    |
- * | ----------------------------- | ------ | ------------------------------------------ |
- * | <prefix>{<topic>}:pool        | ZSET   | the topic's waiting ids, score = due time  |
- * | <prefix>{<topic>}:job:<id>    | HASH   | the job (as the bucket)                    |
- * | <prefix>{<topic>}:ready       | LIST   | the topic's due ids                        |
- * | <prefix>{<topic>}:reserved    | ZSET   | reserved ids, score = deadline (Unix ms)   |
- * | <prefix>{<topic>}:dead        | LIST   | dead letters, newest at the left           |
- * | <prefix>{<topic>}:malformed   | LIST   | the topic's unroutable ids                 |
- * | <prefix>{<topic>}:receipt_seq | STRING | the topic's receipt counter                |
- * | <prefix>due                   | ZSET   | the server's index: topic => earliest time |
- * | <prefix>topics                | SET    | the server's index: every topic announced  |
- *
- * A call gets the names it needs for its topic from {@see names()} (one
- * {@see Names}, whichever the layout), and its topic checked by
- * {@see topic()} / {@see idTopic()}, so the call layer ({@see Calls}, the
- * client) holds no layout branch: every one is here or in {@see Names}. The methods named after the classic keys
- * (pool(), bucket(), readyQueue(), ...) give the classic layout's names
- * whatever the layout (1.x's constants and tools read them); in the
- * per-topic layout a topic's names are names($topic)'s.
+ * The one place where this SDK builds Redis key names, and knows the key
+ * layout (docs/PROTOCOL.md, "Keys" and "The per-topic layout"): a call
+ * gets its topic's names from {@see names()} and its topic checked by
+ * {@see topic()} / {@see idTopic()}, so the call layer holds no layout
+ * branch. Scripts get every name they touch as a key or a per-kind prefix;
+ * they never build one. The methods named after the classic keys (pool(),
+ * bucket(), ...) give the classic layout's names whatever the layout (1.x's
+ * constants and tools read them).
  */
 final class Keys
 {
-    /** The default key prefix, shared with the server's `key_prefix`. */
+    /** The default key prefix, as the server's `key_prefix`. */
     public const DEFAULT_PREFIX = 'delayer:';
 
-    /** The classic layout (Delayer 1.x's): shared keys, ids global across topics. */
+    /** The classic layout (1.x's: shared keys, ids global) and the per-topic one (a topic's keys in one slot, ids per topic). */
     public const CLASSIC = 'classic';
-
-    /** The per-topic layout: every topic's keys in one hash slot, ids per topic. */
     public const TOPIC = 'topic';
-
-    /** The layouts, as `[delayer] layout` and the `layout` option name them. */
     public const LAYOUTS = [self::CLASSIC, self::TOPIC];
 
-    /**
-     * @param string $prefix the key prefix, as the server's key_prefix
-     * @param string $layout {@see CLASSIC} or {@see TOPIC}
-     * @throws InvalidArgumentException on another layout, or a per-topic
-     *                                  layout's prefix holding "{" or "}"
-     */
+    /** @throws InvalidArgumentException on another layout, or a per-topic layout's prefix with "{" or "}" */
     public function __construct(
         private readonly string $prefix = self::DEFAULT_PREFIX,
         private readonly string $layout = self::CLASSIC,
@@ -84,34 +35,24 @@ final class Keys
             throw new InvalidArgumentException(sprintf('layout "%s" is not one of classic, topic', $layout));
         }
         if ($layout === self::TOPIC && strpbrk($prefix, '{}') !== false) {
-            // The hash tag is the first {...} of a name: a brace in the
-            // prefix would make it the prefix's, one slot for every topic.
-            throw new InvalidArgumentException(sprintf(
-                'key prefix "%s" may not contain "{" or "}" in the per-topic layout',
-                $prefix
-            ));
+            // The hash tag is a name's first {...}: the prefix's would put every topic in one slot.
+            throw new InvalidArgumentException(sprintf('key prefix "%s" may not contain "{" or "}" in the per-topic layout', $prefix));
         }
     }
 
-    /** The key layout: {@see CLASSIC} or {@see TOPIC}. */
     public function layout(): string
     {
         return $this->layout;
     }
 
-    /** Whether this is the per-topic layout. */
     public function isPerTopic(): bool
     {
         return $this->layout === self::TOPIC;
     }
 
     /**
-     * A checked topic: {@see Validator::name()}'s rules, and in the
-     * per-topic layout no "{" or "}" (Redis hashes the text between the
-     * first "{" and the next "}", so a brace in a topic would cut its hash
-     * tag short and could scatter the topic's keys over slots).
-     *
-     * @throws InvalidArgumentException
+     * A checked topic; in the per-topic layout without "{" or "}", which
+     * would cut its hash tag short and scatter its keys over slots.
      */
     public function topic(mixed $value): string
     {
@@ -123,13 +64,11 @@ final class Keys
     }
 
     /**
-     * The topic of an id-only call (remove, reschedule, ack, touch, release,
-     * bury by id): checked when given; required in the per-topic layout,
-     * where ids are per topic. In the classic layout it is checked and
-     * otherwise not needed (ids are global): null when not given.
+     * The topic of an id-only call (remove, reschedule, ack, ...): checked
+     * when given, required in the per-topic layout (ids are per topic), null
+     * when not given in the classic one.
      *
      * @param string $usage how to pass it, for the message: "remove($id, $topic)"
-     * @throws InvalidArgumentException
      */
     public function idTopic(mixed $topic, string $call, string $usage): ?string
     {
@@ -143,31 +82,16 @@ final class Keys
     }
 
     /**
-     * The names one call needs, for $topic: in the classic layout the shared
-     * keys (and the topic's ready queue and dead-letter list when $topic is
-     * given; id-only calls pass null), in the per-topic layout the topic's
-     * own keys, with no scheduled counts. The wake channel is the same in
-     * both: the scripts announce on it, and the server keeps its index.
-     *
-     * @param string|null $topic a checked topic; null only in the classic layout
+     * The names one call needs: the classic layout's shared keys (with the
+     * topic's ready and dead lists when $topic is given), or the topic's own
+     * keys, without scheduled counts, in the per-topic layout.
      */
     public function names(?string $topic): Names
     {
         if ($this->layout === self::CLASSIC) {
-            return new Names(
-                $topic,
-                $this->pool(),
-                $this->bucketPrefix(),
-                $topic === null ? null : $this->readyQueue($topic),
-                $this->malformed(),
-                $this->reserved(),
-                $this->receiptSeq(),
-                $topic === null ? null : $this->dead($topic),
-                $this->deadPrefix(),
-                $this->scheduledCount(),
-                $this->wake(),
-                $this->outcomes(),
-            );
+            return new Names($topic, $this->pool(), $this->bucketPrefix(), $topic === null ? null : $this->readyQueue($topic),
+                $this->malformed(), $this->reserved(), $this->receiptSeq(), $topic === null ? null : $this->dead($topic),
+                $this->deadPrefix(), $this->scheduledCount(), $this->wake(), $this->outcomes());
         }
         if ($topic === null) {
             throw new \LogicException('the per-topic layout names a topic for every call');
@@ -176,11 +100,7 @@ final class Keys
         return new Names($topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'), '', null, $this->wake(), $of('outcomes'));
     }
 
-    /**
-     * `<prefix>due`: the per-topic layout's index, topic => the earliest
-     * time (Unix seconds) the topic needs the server: a due time or a
-     * reservation deadline.
-     */
+    /** `<prefix>due`: the per-topic layout's index, topic => earliest time the server is needed. */
     public function due(): string
     {
         return $this->prefix . 'due';
@@ -228,10 +148,7 @@ final class Keys
         return $this->prefix . 'malformed';
     }
 
-    /**
-     * `<prefix>reserved`: the ZSET of ids handed out by reserve and not yet
-     * acked, released or buried, scored by the reservation's deadline.
-     */
+    /** `<prefix>reserved`: the ZSET of reserved ids, scored by deadline. */
     public function reserved(): string
     {
         return $this->prefix . 'reserved';
@@ -255,19 +172,13 @@ final class Keys
         return $this->prefix . 'scheduled_count';
     }
 
-    /**
-     * `<prefix>topics`: the SET of the topics the server has moved jobs of
-     * (classic), of every topic pushed to (per-topic layout).
-     */
+    /** `<prefix>topics`: the SET of topics moved (classic) or pushed to (per-topic layout). */
     public function topics(): string
     {
         return $this->prefix . 'topics';
     }
 
-    /**
-     * `<prefix>outcomes`: the HASH of ended reservations per outcome and
-     * topic (`acked:<topic>` => count), which the server exports.
-     */
+    /** `<prefix>outcomes`: ended reservations per outcome and topic, which the server exports. */
     public function outcomes(): string
     {
         return $this->prefix . 'outcomes';
@@ -279,10 +190,7 @@ final class Keys
         return $this->prefix . 'receipt_seq';
     }
 
-    /**
-     * `<prefix>wake`: the pub/sub channel (not a key) the scripts publish a
-     * new earliest due time on, so that a sleeping server wakes for it.
-     */
+    /** `<prefix>wake`: the pub/sub channel (not a key) the scripts announce new due times on. */
     public function wake(): string
     {
         return $this->prefix . 'wake';

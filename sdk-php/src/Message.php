@@ -7,31 +7,20 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * One job: an id (chosen by the caller, unique across all topics), the topic whose
- * ready queue it goes to, and an opaque, binary-safe body.
- *
- * Built like mix/delayer-client's Message, from an array:
- *
- *     $message = new Message(['id' => 'order:42:cancel', 'topic' => 'order', 'body' => '{"order":42}']);
- *
- * or with {@see Message::create()}. Missing keys stay "" (the id and topic
- * are checked when the message is pushed); int, float and Stringable values
- * are converted to strings; any other key becomes a property of the message,
- * as in 1.x (it is not pushed: only id, topic, body and the retry settings
- * are).
- *
- * Retry settings for the at-least-once mode (read only by reserve and its
- * kin; classic pop ignores them) are optional, and left out the bucket is
- * exactly Delayer 1.x's:
+ * One job: an id (unique across all topics in the classic layout), the
+ * topic whose ready queue it goes to, and an opaque, binary-safe body.
+ * Built as mix/delayer-client's Message, from an array (missing keys stay
+ * "", numbers and Stringables become strings, other keys become
+ * properties, not pushed), or with {@see create()}:
  *
  *     $message = Message::create('mail:1', 'mail', $body)
  *         ->withMaxAttempts(5)                    // then dead letters; 0 = no limit
- *         ->withBackoff(Backoff::exponential(10, 600));
+ *         ->withBackoff(Backoff::exponential(10, 600))
+ *         ->withTraceparent($tp);                 // {@see Traceparent}
  *
- * (also as array keys: `new Message([..., 'maxAttempts' => 5, 'backoff' => Backoff::fixed(30)])`).
- * A W3C trace context rides along the same way: `->withTraceparent($tp)`
- * or `'traceparent' => $tp` ({@see Traceparent}).
- * Unset, reserve uses max_attempts 25 and an exponential backoff from 1 s
+ * The retry settings (also array keys: 'maxAttempts', 'backoff',
+ * 'traceparent') are read by reserve only; unset, the bucket is exactly
+ * Delayer 1.x's and reserve uses 25 attempts and a backoff from 1 s
  * doubling up to 1 h.
  */
 #[\AllowDynamicProperties]
@@ -39,11 +28,7 @@ class Message
 {
     use JobAccessors;
 
-    /**
-     * @var string the job id (any non-empty string); unique across all
-     *             topics: pushing an id that a job of any topic has replaces
-     *             that job (see Client::push())
-     */
+    /** @var string the job id (any non-empty string) */
     public string $id = '';
 
     /** @var string the topic (any non-empty string) */
@@ -52,50 +37,34 @@ class Message
     /** @var string the body: any bytes, may be empty */
     public string $body = '';
 
-    /**
-     * @var int|null reservations allowed before the job goes to dead letters
-     *               (0 to 1000000, 0 = no limit); null: not sent (reserve
-     *               uses 25). Checked again when the message is pushed.
-     */
+    /** @var int|null reservations allowed before dead letters (0: no limit); null: not sent */
     public ?int $maxAttempts = null;
 
-    /** @var Backoff|null the wait before a retry; null: not sent (exponential, 1 s doubling to 1 h) */
+    /** @var Backoff|null the wait before a retry; null: not sent */
     public ?Backoff $backoff = null;
 
-    /**
-     * @var string|null the producer's W3C trace context ({@see Traceparent}):
-     *                  kept with the job and handed back to its consumer; on a
-     *                  popped message, the one pushed (null: none)
-     */
+    /** @var string|null the producer's W3C trace context, handed back to the consumer */
     public ?string $traceparent = null;
 
     /**
-     * @param array{id?: string|int|float|\Stringable, topic?: string|int|float|\Stringable, body?: string|int|float|\Stringable|null, maxAttempts?: int|null, backoff?: Backoff|null, traceparent?: string|null} $config
-     * @throws InvalidArgumentException on a value of the wrong type, or a
-     *                                  maxAttempts out of range
+     * @param array<string, mixed> $config id, topic, body, maxAttempts, backoff, traceparent, and any of yours
+     * @throws InvalidArgumentException on a value of the wrong type, or a maxAttempts out of range
      */
     public function __construct(array $config = [])
     {
         foreach ($config as $name => $value) {
-            if ($name === 'maxAttempts') {
-                if ($value !== null && !\is_int($value)) {
-                    throw new InvalidArgumentException('Message maxAttempts must be an int or null, got ' . get_debug_type($value));
+            $kind = ['maxAttempts' => 'an int', 'traceparent' => 'a string', 'backoff' => 'a Delayer\Backoff'][$name] ?? null;
+            if ($kind !== null) {
+                if ($value !== null && !match ($name) {
+                    'maxAttempts' => \is_int($value), 'traceparent' => \is_string($value), 'backoff' => $value instanceof Backoff,
+                }) {
+                    throw new InvalidArgumentException("Message {$name} must be {$kind} or null, got " . get_debug_type($value));
                 }
-                $this->maxAttempts = $value === null ? null : Validator::maxAttempts($value);
-                continue;
-            }
-            if ($name === 'traceparent') {
-                if ($value !== null && !\is_string($value)) {
-                    throw new InvalidArgumentException('Message traceparent must be a string or null, got ' . get_debug_type($value));
-                }
-                $this->traceparent = Traceparent::check($value);
-                continue;
-            }
-            if ($name === 'backoff') {
-                if ($value !== null && !$value instanceof Backoff) {
-                    throw new InvalidArgumentException('Message backoff must be a Delayer\\Backoff or null, got ' . get_debug_type($value));
-                }
-                $this->backoff = $value;
+                $this->$name = match ($name) {
+                    'maxAttempts' => $value === null ? null : Validator::maxAttempts($value),
+                    'traceparent' => Traceparent::check($value),
+                    'backoff' => $value,
+                };
                 continue;
             }
             if ($name !== 'id' && $name !== 'topic' && $name !== 'body') {
@@ -112,11 +81,7 @@ class Message
                 $value = (string) $value;
             }
             if (!\is_string($value)) {
-                throw new InvalidArgumentException(sprintf(
-                    'Message %s must be a string, got %s',
-                    $name,
-                    get_debug_type($value)
-                ));
+                throw new InvalidArgumentException(sprintf('Message %s must be a string, got %s', $name, get_debug_type($value)));
             }
             $this->$name = $value;
         }
@@ -129,12 +94,9 @@ class Message
     }
 
     /**
-     * A copy of this message with max_attempts set: after that many
-     * reservations fail (released, or their ttr ran out), the job goes to
-     * its topic's dead letters instead of being retried. 0 means no limit;
-     * null leaves it unset (reserve then uses 25).
+     * A copy with max_attempts set: after that many failed reservations the
+     * job goes to dead letters. 0: no limit; null: unset.
      *
-     * @param int|null $maxAttempts 0 to 1000000, or null
      * @throws InvalidArgumentException when out of range
      */
     public function withMaxAttempts(?int $maxAttempts): static
@@ -144,10 +106,7 @@ class Message
         return $copy;
     }
 
-    /**
-     * A copy of this message with its retry backoff set (null leaves it
-     * unset: exponential from 1 s, doubling up to 1 h).
-     */
+    /** A copy with its retry backoff set (null: unset). */
     public function withBackoff(?Backoff $backoff): static
     {
         $copy = clone $this;
@@ -156,9 +115,7 @@ class Message
     }
 
     /**
-     * A copy of this message carrying the producer's W3C trace context
-     * (`00-<32 hex>-<16 hex>-<2 hex>`, as the `traceparent` header), handed
-     * back with the job by pop, reserve and the Worker; null or "": none.
+     * A copy carrying the producer's W3C trace context; null or "": none.
      *
      * @throws InvalidArgumentException when it is not a traceparent
      */
@@ -181,11 +138,7 @@ class Message
         return $this->backoff;
     }
 
-    /**
-     * Whether Client::push() takes the message: id, topic and body not
-     * empty, as mix/delayer-client 1.x's validate() said (Client::schedule()
-     * also takes an empty body), and maxAttempts in range.
-     */
+    /** Whether push() takes it (1.x's validate(): id, topic and body not empty), maxAttempts in range too. */
     public function validate(): bool
     {
         if ($this->body === '') {

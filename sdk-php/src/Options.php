@@ -8,10 +8,9 @@ use Delayer\Exception\ConfigException;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * The client's options, checked: the constructor's array (or delayer.conf's
- * values, {@see ConfigFile}) turned into where Redis is, how to log in, the
- * key prefix and the timeout, before anything connects. Kept apart from the
- * client so that {@see Client} is its public methods.
+ * The client's options, checked before anything connects, turned into
+ * the link to Redis, the key names and the 1.x properties. Kept apart so
+ * that {@see Client} is its public methods.
  *
  * @internal used by {@see Client}
  */
@@ -24,23 +23,15 @@ final class Options
         'cluster', 'cluster_tls',
     ];
 
-    /** The options that go with sentinels (Redis Sentinel mode). */
     private const SENTINEL_KEYS = ['master_name', 'sentinel_username', 'sentinel_password', 'sentinel_tls'];
 
     /** Default connect and read timeout, in seconds. */
     public const DEFAULT_TIMEOUT = 5.0;
 
-    /** The stream-context options of the tls option (PHP's ssl context names). */
+    /** The tls option's keys (PHP's ssl context names). */
     private const TLS_KEYS = ['cafile', 'local_cert', 'local_pk'];
 
-    /**
-     * @param string     $host     the Redis host (or socket path) as 1.x's `$host` shows it
-     * @param int        $port     the port (0 for a unix socket)
-     * @param int        $database the database number
-     * @param string     $password the password, "" for none
-     * @param Keys       $keys     the key names of the prefix
-     * @param RedisLink  $connection not yet connected
-     */
+    /** $host, $port, $database and $password as 1.x's properties show them. */
     private function __construct(
         public readonly string $host,
         public readonly int $port,
@@ -53,13 +44,9 @@ final class Options
     }
 
     /**
-     * Checks the options this SDK reads (the keys of {@see KEYS}; others are
-     * left to the caller).
-     *
      * @param array<string, mixed> $config
      * @param array{host: mixed, port: mixed, database: mixed, password: mixed} $defaults
-     *        what host, port, database and password are when not given (the
-     *        client's properties: a 1.x subclass may declare other defaults)
+     *        the client's properties (a 1.x subclass may declare other defaults)
      * @throws ConfigException on a bad value
      */
     public static function parse(#[\SensitiveParameter] array $config, #[\SensitiveParameter] array $defaults): self
@@ -70,21 +57,23 @@ final class Options
         $tls = self::tlsOptions($config['tls'] ?? []);
         $secrets = $password === '' ? [] : [$password];
         $context = null;
-        $sentinel = ($config['sentinels'] ?? null) !== null;
-        if (($config['cluster'] ?? null) !== null) {
-            return self::cluster($config, $username, $password, $tls, $secrets);
-        }
-        if (($config['cluster_tls'] ?? null) !== null) {
+        $cluster = ($config['cluster'] ?? null) !== null;
+        $sentinel = !$cluster && ($config['sentinels'] ?? null) !== null;
+        if (!$cluster && ($config['cluster_tls'] ?? null) !== null) {
             throw new ConfigException('option cluster_tls goes with the cluster option');
         }
-        if (!$sentinel) {
+        if (!$cluster && !$sentinel) {
             foreach (self::SENTINEL_KEYS as $key) {
                 if (($config[$key] ?? null) !== null) {
                     throw new ConfigException("option {$key} goes with the sentinels option");
                 }
             }
         }
-        if ($sentinel) {
+        if ($cluster) {
+            $seeds = self::cluster($config);
+            $config = ['layout' => Keys::TOPIC] + $config;
+            [$host, $port, $database, $shownHost] = ['', 0, 0, implode(',', $seeds)];
+        } elseif ($sentinel) {
             foreach (['url', 'host', 'port'] as $key) {
                 if (($config[$key] ?? null) !== null) {
                     throw new ConfigException("option {$key}: not used with sentinels (the sentinels name the master)");
@@ -128,9 +117,7 @@ final class Options
                 $port = $parsed->port;
                 $where = Sentinels::bracketed($bare) . ":{$parsed->port}";
                 // Certificates matter only for rediss:// (as in the Rust SDK).
-                $context = $parsed->tls
-                    ? ['stream' => $tls + ['verify_peer' => true, 'verify_peer_name' => true, 'peer_name' => $bare]]
-                    : null;
+                $context = $parsed->tls ? ['stream' => $tls + ['verify_peer' => true, 'verify_peer_name' => true, 'peer_name' => $bare]] : null;
             }
         }
         $keys = self::keys($config);
@@ -138,42 +125,29 @@ final class Options
         if ($username !== '' && $password === '') {
             throw new ConfigException('option username needs a password');
         }
-        $sentinels = $sentinel ? self::sentinels($config, $tls, (float) $timeout) : null;
-        if ($sentinels !== null && ($sentinelPassword = self::string($config, 'sentinel_password', '', true)) !== '') {
-            $secrets[] = $sentinelPassword;
+        $user = $username === '' ? null : $username;
+        $pass = $password === '' ? null : $password;
+        if ($cluster) {
+            $verified = ($config['cluster_tls'] ?? false) ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null;
+            $connection = new ClusterConnection($seeds, $user, $pass, $verified, $timeout, $secrets);
+        } else {
+            $sentinels = $sentinel ? self::sentinels($config, $tls, $timeout) : null;
+            if ($sentinels !== null && ($sentinelPassword = self::string($config, 'sentinel_password', '', true)) !== '') {
+                $secrets[] = $sentinelPassword;
+            }
+            $connection = new Connection($host, $port, $where, $context, $user, $pass, $database, $timeout, $secrets, $sentinels);
         }
-        $connection = new Connection(
-            $host,
-            $port,
-            $where,
-            $context,
-            $username === '' ? null : $username,
-            $password === '' ? null : $password,
-            $database,
-            (float) $timeout,
-            $secrets,
-            $sentinels,
-        );
         return new self($shownHost, $port, $database, $password, $keys, $connection, self::durable($config['durable'] ?? null));
     }
 
     /**
-     * The cluster option (Redis Cluster): the seed nodes, the per-topic
-     * layout (implied; "classic" is refused), database 0, no fixed address
-     * or sentinels; cluster_tls (TLS to every node, with the tls files).
+     * The cluster option's checks: seed nodes, database 0, the per-topic layout, cluster_tls a bool.
      *
      * @param array<string, mixed> $config
-     * @param array<string, string> $tls
-     * @param list<string> $secrets
-     * @throws ConfigException
+     * @return list<string> the seeds
      */
-    private static function cluster(
-        #[\SensitiveParameter] array $config,
-        string $username,
-        #[\SensitiveParameter] string $password,
-        array $tls,
-        #[\SensitiveParameter] array $secrets,
-    ): self {
+    private static function cluster(#[\SensitiveParameter] array $config): array
+    {
         foreach (['url', 'host', 'port', 'sentinels', ...self::SENTINEL_KEYS] as $key) {
             if (($config[$key] ?? null) !== null) {
                 throw new ConfigException("option {$key}: not used with cluster (the cluster option names the nodes)");
@@ -190,33 +164,13 @@ final class Options
         } catch (\InvalidArgumentException $bad) {
             throw new ConfigException('option cluster: ' . $bad->getMessage());
         }
-        $secure = $config['cluster_tls'] ?? false;
-        if (!\is_bool($secure)) {
-            throw new ConfigException('option cluster_tls must be a bool, got ' . get_debug_type($secure));
+        if (!\is_bool($config['cluster_tls'] ?? false)) {
+            throw new ConfigException('option cluster_tls must be a bool, got ' . get_debug_type($config['cluster_tls']));
         }
-        $timeout = self::timeout($config);
-        if ($username !== '' && $password === '') {
-            throw new ConfigException('option username needs a password');
-        }
-        $durable = self::durable($config['durable'] ?? null);
-        $connection = new ClusterConnection(
-            $seeds,
-            $username === '' ? null : $username,
-            $password === '' ? null : $password,
-            $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null,
-            $timeout,
-            $secrets,
-        );
-        $keys = self::keys(['layout' => Keys::TOPIC] + $config);
-        return new self(implode(',', $seeds), 0, 0, $password, $keys, $connection, $durable);
+        return $seeds;
     }
 
-    /**
-     * The timeout option: connect and read timeout, seconds.
-     *
-     * @param array<string, mixed> $config
-     * @throws ConfigException
-     */
+    /** @param array<string, mixed> $config */
     private static function timeout(#[\SensitiveParameter] array $config): float
     {
         $timeout = $config['timeout'] ?? self::DEFAULT_TIMEOUT;
@@ -229,23 +183,14 @@ final class Options
         return (float) $timeout;
     }
 
-    /**
-     * The key names: the prefix option and the layout option (classic, the
-     * default, or topic; in the per-topic layout the prefix may not hold
-     * "{" or "}").
-     *
-     * @param array<string, mixed> $config
-     * @throws ConfigException
-     */
+    /** @param array<string, mixed> $config */
     private static function keys(#[\SensitiveParameter] array $config): Keys
     {
         $prefix = self::string($config, 'prefix', Keys::DEFAULT_PREFIX, true);
         $layout = $config['layout'] ?? Keys::CLASSIC;
         if (!\in_array($layout, Keys::LAYOUTS, true)) {
-            throw new ConfigException(sprintf(
-                'option layout must be "classic" or "topic", got %s',
-                \is_string($layout) ? json_encode($layout, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_INVALID_UTF8_SUBSTITUTE) : get_debug_type($layout)
-            ));
+            throw new ConfigException('option layout must be "classic" or "topic", got '
+                . (\is_string($layout) ? json_encode($layout, JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE | JSON_INVALID_UTF8_SUBSTITUTE) : get_debug_type($layout)));
         }
         try {
             return new Keys($prefix, $layout);
@@ -254,12 +199,7 @@ final class Options
         }
     }
 
-    /**
-     * The durable option: true (1 s) or seconds to wait for a replica after
-     * each push; null or false: pushes do not wait.
-     *
-     * @throws ConfigException
-     */
+    /** The durable option: true (1 s) or seconds to wait for a replica after each push; null or false: none. */
     private static function durable(mixed $durable): ?float
     {
         if ($durable === null || $durable === false) {
@@ -275,13 +215,10 @@ final class Options
     }
 
     /**
-     * The sentinels option ("host:port,..." or [host, port] pairs) with
-     * master_name, the sentinels' credentials and sentinel_tls (TLS to the
-     * sentinels and the master, with the tls files).
+     * The sentinels option ("host:port,..." or [host, port] pairs) and the options that go with it.
      *
      * @param array<string, mixed> $config
      * @param array<string, string> $tls
-     * @throws ConfigException
      */
     private static function sentinels(#[\SensitiveParameter] array $config, array $tls, float $timeout): Sentinels
     {
@@ -309,23 +246,11 @@ final class Options
         }
         $username = self::string($config, 'sentinel_username', '', true);
         $password = self::string($config, 'sentinel_password', '', true);
-        return new Sentinels(
-            $nodes,
-            self::string($config, 'master_name', '', false),
-            $username === '' ? null : $username,
-            $password === '' ? null : $password,
-            $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null,
-            $timeout,
-        );
+        return new Sentinels($nodes, self::string($config, 'master_name', '', false), $username === '' ? null : $username,
+            $password === '' ? null : $password, $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null, $timeout);
     }
 
-    /**
-     * Checks the tls option: cafile, local_cert and local_pk, readable files;
-     * local_cert and local_pk together.
-     *
-     * @return array<string, string>
-     * @throws ConfigException naming the bad key
-     */
+    /** @return array<string, string> */
     private static function tlsOptions(mixed $tls): array
     {
         if (!\is_array($tls)) {
@@ -333,11 +258,7 @@ final class Options
         }
         foreach ($tls as $key => $file) {
             if (!\in_array($key, self::TLS_KEYS, true)) {
-                throw new ConfigException(sprintf(
-                    'unknown tls option %s (expected one of %s)',
-                    var_export($key, true),
-                    implode(', ', self::TLS_KEYS)
-                ));
+                throw new ConfigException(sprintf('unknown tls option %s (expected one of %s)', var_export($key, true), implode(', ', self::TLS_KEYS)));
             }
             if (!\is_string($file) || $file === '') {
                 throw new ConfigException("option tls.{$key} must be a file path, got " . get_debug_type($file));
@@ -354,28 +275,17 @@ final class Options
         return $tls;
     }
 
-    /**
-     * @param array<string, mixed> $config
-     * @throws ConfigException
-     */
+    /** @param array<string, mixed> $config */
     private static function string(#[\SensitiveParameter] array $config, string $key, string $default, bool $allowEmpty): string
     {
         $value = $config[$key] ?? $default;
         if (!\is_string($value) || (!$allowEmpty && $value === '')) {
-            throw new ConfigException(sprintf(
-                'option %s must be a %sstring, got %s',
-                $key,
-                $allowEmpty ? '' : 'non-empty ',
-                get_debug_type($value)
-            ));
+            throw new ConfigException(sprintf('option %s must be a %sstring, got %s', $key, $allowEmpty ? '' : 'non-empty ', get_debug_type($value)));
         }
         return $value;
     }
 
-    /**
-     * @param array<string, mixed> $config
-     * @throws ConfigException
-     */
+    /** @param array<string, mixed> $config */
     private static function int(#[\SensitiveParameter] array $config, string $key, int $default, int $min, int $max): int
     {
         $value = $config[$key] ?? $default;
@@ -383,13 +293,8 @@ final class Options
             $value = (int) $value;
         }
         if (!\is_int($value) || $value < $min || $value > $max) {
-            throw new ConfigException(sprintf(
-                'option %s must be an integer from %d to %d, got %s',
-                $key,
-                $min,
-                $max,
-                \is_scalar($value) ? var_export($value, true) : get_debug_type($value)
-            ));
+            $shown = \is_scalar($value) ? var_export($value, true) : get_debug_type($value);
+            throw new ConfigException(sprintf('option %s must be an integer from %d to %d, got %s', $key, $min, $max, $shown));
         }
         return $value;
     }

@@ -21,9 +21,8 @@ final class Page
     public const CALLS_PER_PAGE = 10;
 
     /**
-     * @param list<T>  $items the entries, in listing order
-     * @param int|null $next  the cursor of the next page, null at the end; a
-     *                        page may be short (even empty) while it is not null
+     * @param list<T>  $items
+     * @param int|null $next the next page's cursor, null at the end (a page may be short while it is not)
      */
     public function __construct(
         public readonly array $items,

@@ -4,42 +4,30 @@ declare(strict_types=1);
 
 namespace Delayer;
 
-use Delayer\Exception\ConnectionException;
 use Delayer\Exception\IdTakenException;
 use Delayer\Exception\InvalidArgumentException;
 use Delayer\Exception\NotReplicatedException;
-use Delayer\Exception\ProtocolException;
-use Delayer\Exception\RedisErrorException;
 
 /**
  * Delayer 2's pushes: schedule(), pushTo(), pushMany(), and reschedule()
- * for a job already waiting; with the durable option, each push then
- * waits for a replica.
- *
- * Apart so that every write into the pool, and the one place that reads
- * push.lua's and push_many.lua's answers and waits for a replica, are
- * together ({@see LegacyApi}'s push() goes through pushOne() too). Used by
- * {@see Client}, whose connection, keys and durable option it reads.
+ * of a waiting job. Apart so that every write into the pool, the one
+ * reading of push.lua's and push_many.lua's answers, and the durable
+ * option's wait for a replica are together (1.x's push() goes through
+ * pushOne() too).
  */
 trait Pushes
 {
     /**
-     * Schedules a job (the typed push of Delayer 2): as {@see push()}, but an
-     * empty body is valid, a delay is 0 or more, and with `ifAbsent: true`
-     * nothing is written when the id is taken: IdTakenException names the
-     * job holding it (its topic, and its due time while it waits).
+     * Schedules a job: as push(), but an empty body is valid, a delay is 0
+     * or more, and with `ifAbsent: true` a taken id writes nothing and
+     * raises IdTakenException naming the job holding it.
      *
-     * @param int|float $delay            seconds, 0 to 315360000, fractions allowed
-     *                                    (rounded to the millisecond)
+     * @param int|float $delay            seconds, 0 to 315360000 (rounded to the millisecond)
      * @param int|float $readyMaxLifetime whole seconds, 1 to 315360000
-     * @param bool      $ifAbsent         true: only if no job has the id, else
-     *                                    IdTakenException; false: replace (1.x)
-     * @return bool true (failures raise exceptions; never false)
-     * @throws InvalidArgumentException on bad input (nothing is sent to Redis)
-     * @throws IdTakenException         with ifAbsent, when the id is taken (nothing was written)
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
+     * @return bool true (failures raise exceptions)
+     * @throws InvalidArgumentException on bad input (nothing is sent)
+     * @throws IdTakenException         with ifAbsent, when the id is taken
+     * @throws NotReplicatedException   with the durable option, when no replica has it in time
      */
     public function schedule(
         Message $message,
@@ -51,18 +39,9 @@ trait Pushes
     }
 
     /**
-     * The short form of {@see schedule()}: a job from its parts, with the
-     * default ready_max_lifetime (7 days).
+     * schedule() of a job from its parts, with the default ready_max_lifetime.
      *
      *     $client->pushTo('order', 'order:43:close', 1.5, '{"order":43}');
-     *
-     * @param int|float $delay seconds, 0 to 315360000, fractions allowed
-     * @return bool true (failures raise exceptions; never false)
-     * @throws InvalidArgumentException on bad input (nothing is sent to Redis)
-     * @throws IdTakenException         with ifAbsent, when the id is taken (nothing was written)
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function pushTo(string $topic, string|int $id, int|float $delay, string $body = '', bool $ifAbsent = false): bool
     {
@@ -71,62 +50,38 @@ trait Pushes
     }
 
     /**
-     * Schedules many jobs in pipelined round trips: push_many.lua takes 100
-     * jobs per call, 10 calls go per round trip. The jobs of one call are
-     * atomic together; the batch as a whole is not. Every job is validated
-     * before anything is sent.
-     *
-     * Each item is a {@see ScheduledMessage}, or a list
-     * [Message $message, int|float $delay] or
-     * [Message $message, int|float $delay, int $readyMaxLifetime].
-     *
-     * Ids are global across topics, as in {@see push()}: by default a taken
-     * id's job is replaced (also by a later item of the same batch). With
-     * `ifAbsent: true` the jobs whose id is taken are not written, the others
-     * are, and then IdTakenException lists the taken ids and carries the due
-     * time of every job written.
+     * Schedules many jobs: 100 per push_many.lua call (atomic together; the
+     * batch is not), 10 calls per round trip, every job checked first. With
+     * `ifAbsent: true` the jobs whose id is taken are not written, the
+     * others are, then IdTakenException lists the taken ids and carries the
+     * due time of every job written.
      *
      * @param iterable<ScheduledMessage|array{0: Message, 1: int|float, 2?: int}> $messagesWithDelays
-     * @param bool $ifAbsent true: write only the jobs whose id no job has; false: replace (1.x)
      * @return int the number of jobs pushed
-     * @throws InvalidArgumentException on a bad item (nothing is sent to Redis)
-     * @throws IdTakenException         with ifAbsent, when ids were taken (after the others were written)
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
+     * @throws InvalidArgumentException on a bad item (nothing is sent)
+     * @throws IdTakenException         with ifAbsent, when ids were taken
      */
     public function pushMany(iterable $messagesWithDelays, bool $ifAbsent = false): int
     {
         $jobs = [];
         foreach ($messagesWithDelays as $index => $item) {
+            $what = sprintf('pushMany item %s', var_export($index, true));
             if (\is_array($item)) {
                 $count = \count($item);
                 if (!array_is_list($item) || $count < 2 || $count > 3 || !$item[0] instanceof Message
-                    || !(\is_int($item[1]) || \is_float($item[1]))
-                    || ($count === 3 && !(\is_int($item[2]) || \is_float($item[2])))
-                ) {
-                    throw new InvalidArgumentException(sprintf(
-                        'pushMany item %s: expected a ScheduledMessage or [Message, delay(, readyMaxLifetime)]',
-                        var_export($index, true)
-                    ));
+                    || !(\is_int($item[1]) || \is_float($item[1])) || ($count === 3 && !(\is_int($item[2]) || \is_float($item[2])))) {
+                    throw new InvalidArgumentException("{$what}: expected a ScheduledMessage or [Message, delay(, readyMaxLifetime)]");
                 }
                 $item = new ScheduledMessage($item[0], $item[1], $item[2] ?? self::DEFAULT_READY_MAX_LIFETIME);
             }
             if (!$item instanceof ScheduledMessage) {
-                throw new InvalidArgumentException(sprintf(
-                    'pushMany item %s: expected a ScheduledMessage or [Message, delay(, readyMaxLifetime)], got %s',
-                    var_export($index, true),
-                    get_debug_type($item)
-                ));
+                $got = get_debug_type($item);
+                throw new InvalidArgumentException("{$what}: expected a ScheduledMessage or [Message, delay(, readyMaxLifetime)], got {$got}");
             }
             try {
                 $jobs[] = Calls::job($this->keys, $item->message, $item->delay, $item->readyMaxLifetime);
             } catch (InvalidArgumentException $e) {
-                throw new InvalidArgumentException(
-                    sprintf('pushMany item %s: %s', var_export($index, true), $e->getMessage()),
-                    0,
-                    $e
-                );
+                throw new InvalidArgumentException("{$what}: {$e->getMessage()}", 0, $e);
             }
         }
         $dues = array_fill(0, \count($jobs), null);
@@ -156,23 +111,12 @@ trait Pushes
     }
 
     /**
-     * Moves the due time of a job still waiting in the pool to $delay
-     * seconds from now (Redis's clock); its expiry moves by as much, so it
-     * keeps the same lifetime after its due time. Never creates or
-     * resurrects a job: a job that is ready, reserved, dead, gone or unknown
-     * is left alone.
+     * Moves a waiting job's due time to $delay seconds from now (its expiry
+     * moves by as much). Never creates or resurrects a job.
      *
-     * @param int|float   $delay seconds, 0 to 315360000, rounded to the millisecond
-     * @param string|null $topic the job's topic: needed in the per-topic layout
-     *                           (ids are per topic there), checked and not
-     *                           needed in the classic one
-     * @return float|false the new due time in Unix seconds (ms precision), or
-     *                     false when the job is not waiting
-     * @throws InvalidArgumentException on a bad id, delay or topic, or no topic
-     *                                  in the per-topic layout
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
+     * @param string|null $topic needed in the per-topic layout
+     * @return float|false the new due time in Unix seconds, or false when the job is not waiting
+     * @throws InvalidArgumentException on a bad id, delay or topic
      */
     public function reschedule(string $id, int|float $delay, ?string $topic = null): float|false
     {
@@ -183,11 +127,7 @@ trait Pushes
         return Replies::reschedule($reply);
     }
 
-    /**
-     * push.lua for one job of Calls::job().
-     *
-     * @param array{0: list<string>, 1: list<string>} $job
-     */
+    /** @param array{0: list<string>, 1: list<string>} $job of {@see Calls::job()} */
     private function pushOne(array $job, bool $ifAbsent): bool
     {
         $due = Replies::push($this->connection->script(...Calls::push($this->keys, $job, $ifAbsent)), $job[1][0]);
@@ -199,12 +139,9 @@ trait Pushes
     }
 
     /**
-     * With the durable option: WAIT for a replica to have the writes just
-     * made on this connection (on a cluster, on the node of each topic
-     * written).
+     * With the durable option: WAIT for a replica of the writes just made (on a cluster, on each topic's node).
      *
      * @param list<string> $topics the topics written
-     * @throws NotReplicatedException when none did in time
      */
     private function awaitReplica(int $jobs, array $topics): void
     {

@@ -59,15 +59,8 @@ final class RedisUrl
         if ($query === null) {
             return null;
         }
-        return new self(
-            $scheme === 'rediss',
-            trim($parts['host'], '[]'),
-            $parts['port'] ?? 6379,
-            null,
-            $query === false ? $database : $query,
-            self::decoded($parts['user'] ?? null),
-            self::decoded($parts['pass'] ?? null),
-        );
+        return new self($scheme === 'rediss', trim($parts['host'], '[]'), $parts['port'] ?? 6379, null,
+            $query === false ? $database : $query, self::decoded($parts['user'] ?? null), self::decoded($parts['pass'] ?? null));
     }
 
     /** "user:password@/path?db=N", the part after "unix://". */

@@ -7,26 +7,16 @@ namespace Delayer;
 use Delayer\Exception\ProtocolException;
 
 /**
- * What each script's reply means: one decoder per script, named after it
- * (push() reads push.lua's, deadList() dead.lua's listing, ...), each
- * checked against the script's header and docs/PROTOCOL.md. A reply of
- * another shape is a {@see ProtocolException} naming the script: Redis's
- * data is input like any other. No I/O: the calls are {@see Calls}'s.
+ * What each script's reply means: one decoder per script, named after it,
+ * checked against the script's header. A reply of another shape raises
+ * {@see ProtocolException} naming the script: Redis's data is input like
+ * any other. No I/O.
  *
  * @internal used by {@see Client}
  */
 final class Replies
 {
-    private function __construct()
-    {
-    }
-
-    /**
-     * push.lua: the due time written, or under the "absent" policy the job
-     * holding the id.
-     *
-     * @throws ProtocolException
-     */
+    /** push.lua: the due time written, or under the "absent" policy the job holding the id. */
     public static function push(mixed $reply, string $id, string $script = Scripts::PUSH): float|Taken
     {
         if (\is_string($reply) && is_numeric($reply)) {
@@ -45,7 +35,6 @@ final class Replies
      *
      * @param list<string> $ids the call's ids
      * @return list<float|Taken>
-     * @throws ProtocolException
      */
     public static function pushMany(mixed $reply, array $ids): array
     {
@@ -55,11 +44,7 @@ final class Replies
         return array_map(static fn (mixed $e, string $id) => self::push($e, $id, Scripts::PUSH_MANY), array_values($reply), $ids);
     }
 
-    /**
-     * pop.lua: [id, topic, body, traceparent] as a Message, false for nil.
-     *
-     * @throws ProtocolException
-     */
+    /** pop.lua: [id, topic, body, traceparent] as a Message, false for nil. */
     public static function pop(mixed $reply, string $script = Scripts::POP): Message|false
     {
         if ($reply === false || $reply === null) {
@@ -74,21 +59,13 @@ final class Replies
         return $message;
     }
 
-    /**
-     * take.lua: as pop.lua's.
-     *
-     * @throws ProtocolException
-     */
+    /** take.lua: as pop.lua's. */
     public static function take(mixed $reply): Message|false
     {
         return self::pop($reply, Scripts::TAKE);
     }
 
-    /**
-     * BRPOP's [list, id]: the id.
-     *
-     * @throws ProtocolException
-     */
+    /** BRPOP's [list, id]: the id. */
     public static function brpop(mixed $reply): string
     {
         if (!\is_array($reply) || \count($reply) !== 2 || !\is_string($reply[1] ?? null)) {
@@ -97,11 +74,7 @@ final class Replies
         return $reply[1];
     }
 
-    /**
-     * remove.lua: 1 (removed) or 0.
-     *
-     * @throws ProtocolException
-     */
+    /** remove.lua: 1 (removed) or 0. */
     public static function remove(mixed $reply, string $script = Scripts::REMOVE): bool
     {
         if ($reply !== 0 && $reply !== 1) {
@@ -110,21 +83,13 @@ final class Replies
         return $reply === 1;
     }
 
-    /**
-     * ack.lua: 1 (held, the job is deleted) or 0.
-     *
-     * @throws ProtocolException
-     */
+    /** ack.lua: 1 (held, the job is deleted) or 0. */
     public static function ack(mixed $reply): bool
     {
         return self::remove($reply, Scripts::ACK);
     }
 
-    /**
-     * reserve.lua (one job): a ReservedMessage, false for nil.
-     *
-     * @throws ProtocolException
-     */
+    /** reserve.lua (one job): a ReservedMessage, false for nil. */
     public static function reserve(mixed $reply): ReservedMessage|false
     {
         if ($reply === false || $reply === null) {
@@ -134,16 +99,8 @@ final class Replies
             throw self::bad(Scripts::RESERVE, $reply);
         }
         [$id, $topic, $body, $attempts, $maxAttempts, $receipt, $deadline, $traceparent] = $reply;
-        return new ReservedMessage(
-            (string) $id,
-            (string) $topic,
-            (string) $body,
-            $attempts,
-            $maxAttempts,
-            (string) $receipt,
-            self::seconds($deadline, Scripts::RESERVE),
-            Traceparent::fromRedis((string) $id, $traceparent),
-        );
+        return new ReservedMessage((string) $id, (string) $topic, (string) $body, $attempts, $maxAttempts, (string) $receipt,
+            self::seconds($deadline, Scripts::RESERVE), Traceparent::fromRedis((string) $id, $traceparent));
     }
 
     /**
@@ -151,7 +108,6 @@ final class Replies
      * most $n jobs.
      *
      * @return array{0: list<bool>, 1: list<ReservedMessage>}
-     * @throws ProtocolException
      */
     public static function reserveBatch(mixed $reply, int $acks, int $n): array
     {
@@ -167,22 +123,13 @@ final class Replies
         ];
     }
 
-    /**
-     * touch.lua: the new deadline in Unix seconds, false when not held.
-     *
-     * @throws ProtocolException
-     */
+    /** touch.lua: the new deadline in Unix seconds, false when not held. */
     public static function touch(mixed $reply, string $script = Scripts::TOUCH): float|false
     {
         return $reply === false || $reply === null ? false : self::seconds($reply, $script);
     }
 
-    /**
-     * reschedule.lua: the new due time in Unix seconds, false when the job
-     * is not waiting.
-     *
-     * @throws ProtocolException
-     */
+    /** reschedule.lua: the new due time in Unix seconds, false when the job is not waiting. */
     public static function reschedule(mixed $reply): float|false
     {
         return self::touch($reply, Scripts::RESCHEDULE);
@@ -191,8 +138,6 @@ final class Replies
     /**
      * release.lua ("held"): the new due time "s.mmm" or "dead" as it came,
      * false when the reservation was not held.
-     *
-     * @throws ProtocolException
      */
     public static function release(mixed $reply): string|false
     {
@@ -209,7 +154,6 @@ final class Replies
      * dead.lua's listing.
      *
      * @return list<DeadLetter>
-     * @throws ProtocolException
      */
     public static function deadList(mixed $reply): array
     {
@@ -222,16 +166,9 @@ final class Replies
                 throw new ProtocolException('unexpected entry from dead.lua: ' . get_debug_type($entry));
             }
             [$id, $topic, $body, $attempts, $reason, $deadAt, $lastError] = $entry;
-            $letters[] = new DeadLetter(
-                (string) $id,
-                (string) $topic,
-                (string) $body,
-                $attempts,
-                (string) $reason,
-                // dead_at is written with dead_reason; a hand-edited bucket without it reads as 0
-                \is_string($deadAt) && is_numeric($deadAt) ? (float) $deadAt : 0.0,
-                \is_string($lastError) && $lastError !== '' ? $lastError : null,
-            );
+            // dead_at is written with dead_reason; a hand-edited bucket without it reads as 0
+            $letters[] = new DeadLetter((string) $id, (string) $topic, (string) $body, $attempts, (string) $reason,
+                \is_string($deadAt) && is_numeric($deadAt) ? (float) $deadAt : 0.0, \is_string($lastError) && $lastError !== '' ? $lastError : null);
         }
         return $letters;
     }
@@ -240,7 +177,6 @@ final class Replies
      * dead.lua's requeue or purge: [done, taken].
      *
      * @return array{0: int, 1: int}
-     * @throws ProtocolException
      */
     public static function deadAction(mixed $reply): array
     {
@@ -250,11 +186,7 @@ final class Replies
         return [$reply[0], $reply[1]];
     }
 
-    /**
-     * lookup.lua: where job $id is, and what it carries.
-     *
-     * @throws ProtocolException
-     */
+    /** lookup.lua: where job $id is, and what it carries. */
     public static function lookup(mixed $reply, string $id): JobInfo
     {
         if (!\is_array($reply) || \count($reply) !== 9) {
@@ -267,27 +199,15 @@ final class Replies
             throw new ProtocolException("lookup.lua: unknown state {$state}");
         }
         $time = self::time($f[5]);
-        return new JobInfo(
-            $id,
-            $state,
-            $f[1],
-            self::count($f[2]),
-            self::count($f[3]),
-            self::count($f[4]),
-            $state === 'scheduled' ? $time : null,
-            $state === 'reserved' ? $time : null,
-            $state === 'dead' ? $time : null,
-            $f[6],
-            $f[7],
-            Traceparent::fromRedis($id, $reply[8]),
-        );
+        $at = static fn (string $when): ?float => $state === $when ? $time : null;
+        return new JobInfo($id, $state, $f[1], self::count($f[2]), self::count($f[3]), self::count($f[4]),
+            $at('scheduled'), $at('reserved'), $at('dead'), $f[6], $f[7], Traceparent::fromRedis($id, $reply[8]));
     }
 
     /**
      * list.lua's {next_rank, id, score, ...}.
      *
      * @return array{0: int|null, 1: list<array{0: string, 1: float|null}>}
-     * @throws ProtocolException
      */
     public static function list(mixed $reply): array
     {
@@ -302,12 +222,7 @@ final class Replies
         return [self::count(self::text($reply[0])), $pairs];
     }
 
-    /**
-     * stats.lua's {pool, reserved, known, {topic, scheduled, ready,
-     * reserved, dead}, ...}.
-     *
-     * @throws ProtocolException
-     */
+    /** stats.lua's {pool, reserved, known, {topic, scheduled, ready, reserved, dead}, ...}. */
     public static function stats(mixed $reply): Stats
     {
         if (!\is_array($reply) || \count($reply) < 3) {
@@ -321,22 +236,13 @@ final class Replies
                 throw new ProtocolException('unexpected topic entry from stats.lua: ' . get_debug_type($entry));
             }
             [$topic, $scheduled, $ready, $reserved, $dead] = array_values($entry);
-            $topics[] = new TopicStats(
-                self::text($topic) ?? '',
-                self::int($scheduled),
-                self::int($ready),
-                $known ? self::int($reserved) : null,
-                self::int($dead),
-            );
+            $topics[] = new TopicStats(self::text($topic) ?? '', self::int($scheduled), self::int($ready),
+                $known ? self::int($reserved) : null, self::int($dead));
         }
         return new Stats(self::int($reply[0]), self::int($reply[1]), $topics);
     }
 
-    /**
-     * A script's "s.mmm" time as Unix seconds.
-     *
-     * @throws ProtocolException
-     */
+    /** A script's "s.mmm" time as Unix seconds. */
     public static function seconds(mixed $time, string $script): float
     {
         if (!\is_string($time) || !is_numeric($time)) {

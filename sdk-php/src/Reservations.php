@@ -4,44 +4,33 @@ declare(strict_types=1);
 
 namespace Delayer;
 
-use Delayer\Exception\ConnectionException;
 use Delayer\Exception\InvalidArgumentException;
-use Delayer\Exception\ProtocolException;
-use Delayer\Exception\RedisErrorException;
 
 /**
- * At least once: reserve(), bReserve() and reserveMany() hand jobs out
- * reserved for a time-to-run; ack(), touch(), release() and bury() end or
- * extend a reservation.
+ * At least once (docs/PROTOCOL.md, "Reliable delivery"): reserve(),
+ * bReserve() and reserveMany() hand jobs out reserved for a time-to-run;
+ * ack(), touch(), release() and bury() end or extend a reservation. Apart
+ * from {@see Client} because receipts and deadlines are a protocol of
+ * their own that the 1.x methods never see.
  *
- * Apart because these are one protocol of their own (docs/PROTOCOL.md,
- * "Reliable delivery"), with its receipts and deadlines, that the 1.x
- * methods never see. Used by {@see Client}, whose connection and keys it
- * reads.
+ * Given a ReservedMessage, ack / touch / release / bury act on that
+ * reservation only (its receipt): a worker that overran its ttr, whose job
+ * went to another worker, gets false and changes nothing. Given an id, on
+ * the reservation $receipt names, or the current one when null; $topic is
+ * needed with an id in the per-topic layout. false always means "not held,
+ * nothing changed".
  */
 trait Reservations
 {
     /**
-     * Takes the next ready job of a topic, if any, without waiting, and
-     * keeps it reserved for this worker for $ttr seconds (at least once).
+     * Takes the next ready job of a topic, without waiting, reserved for $ttr
+     * seconds: invisible to others until acked, released or buried; past its
+     * ttr the server counts a failed attempt and delivers it again (after its
+     * backoff, or to dead letters past max_attempts), so a dying worker loses
+     * nothing. Choose $ttr above the longest run.
      *
-     * The job stays in Redis, invisible to other consumers, until ack()
-     * (done), release() (try again later) or bury() (give up) ends the
-     * reservation. If none of them comes within $ttr, a Delayer 2 server
-     * counts a failed attempt and delivers the job again (after its backoff,
-     * or to dead letters past its max_attempts): a worker that dies loses
-     * nothing. Choose $ttr above the longest time a job may take: a job
-     * still being worked on when its ttr passes is delivered again.
-     * Reserving a job takes its expiry off: it is kept until acked or
-     * purged.
-     *
-     * @param int|float $ttr time-to-run in seconds: more than 0, at most
-     *                       315360000, rounded to the millisecond (at least 1 ms)
-     * @return ReservedMessage|false the job, or false when none is ready
+     * @param int|float $ttr seconds, more than 0, at most 315360000, rounded to the millisecond (at least 1 ms)
      * @throws InvalidArgumentException on a bad topic or ttr
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function reserve(string $topic, int|float $ttr): ReservedMessage|false
     {
@@ -50,21 +39,12 @@ trait Reservations
     }
 
     /**
-     * reserve(), waiting up to $timeout seconds for a job.
+     * reserve(), waiting up to $timeout seconds (0: forever). It waits with
+     * BLMOVE of the ready queue onto itself, which takes nothing (a worker
+     * dying mid-wait cannot lose an id), then runs reserve.lua, and waits
+     * again within the timeout when another worker was quicker.
      *
-     * It waits with BLMOVE from the ready queue onto itself, which takes
-     * nothing (a worker dying mid-wait cannot lose an id, as it could
-     * between a BRPOP and the script recording the reservation), then runs
-     * reserve.lua; when another worker was quicker, or the ids were stale,
-     * it waits again within the same timeout. Timeouts are bPop()'s.
-     *
-     * @param int|float $ttr     as reserve()
-     * @param int|float $timeout seconds, fractions allowed; 0 waits forever
-     * @return ReservedMessage|false the job, or false when the timeout passed
      * @throws InvalidArgumentException on a bad topic, ttr or timeout
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function bReserve(string $topic, int|float $ttr, int|float $timeout = 0): ReservedMessage|false
     {
@@ -81,34 +61,18 @@ trait Reservations
     }
 
     /**
-     * Acks finished reservations and reserves up to $n more jobs of a topic,
-     * in one call (one round trip; reserve.lua's batch mode): a worker's
-     * "done with these, give me the next". The acks come first and act as
-     * {@see ack()} does; the jobs are reserved as {@see reserve()} reserves
-     * one, in ready order. Does not wait.
+     * Acks finished reservations, then reserves up to $n (0 to 1000) jobs
+     * of $topic, in one call (reserve.lua's batch mode); does not wait.
      *
-     *     [, $jobs] = $client->reserveMany('mail', 60, 1);
-     *     // ... run $jobs[0] ...
-     *     [$acked, $jobs] = $client->reserveMany('mail', 60, 1, [$jobs[0]]);
+     *     [$acked, $jobs] = $client->reserveMany('mail', 60, 1, [$done]);
      *
-     * If the call fails on a lost connection, it may still have run: the
-     * acks sent again return false the second time, and jobs it reserved
-     * come back after their ttr (at least once).
+     * A call lost with its connection may have run: its acks sent again
+     * return false, its jobs come back after their ttr.
      *
-     * @param int|float                    $ttr  as reserve()
-     * @param int                          $n    the most jobs to reserve, 0 (acks only) to 1000
-     * @param list<ReservedMessage|string> $acks reservations to end with success first (at
-     *                                           most 1000): a ReservedMessage (that
-     *                                           reservation), or an id (its current one;
-     *                                           of $topic in the per-topic layout, where
-     *                                           a ReservedMessage of another topic is
-     *                                           acked by a call of its own)
-     * @return array{0: list<bool>, 1: list<ReservedMessage>} one flag per ack, in
-     *         order (as ack()'s result), and 0 to $n jobs
-     * @throws InvalidArgumentException on a bad topic, ttr, n or ack (nothing is sent to Redis)
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
+     * @param list<ReservedMessage|string> $acks at most 1000: a ReservedMessage, or an id (its
+     *        current reservation, of $topic); per-topic layout: one of another topic goes alone
+     * @return array{0: list<bool>, 1: list<ReservedMessage>} a flag per ack, in order (as ack()'s), and the jobs
+     * @throws InvalidArgumentException on a bad topic, ttr, n or ack (nothing is sent)
      */
     public function reserveMany(string $topic, int|float $ttr, int $n, array $acks = []): array
     {
@@ -125,11 +89,8 @@ trait Reservations
         $elsewhere = []; // per-topic layout: position in $acks => [id, receipt, topic] of another topic
         foreach (array_values($acks) as $i => $job) {
             if (!$job instanceof ReservedMessage && !\is_string($job) && !\is_int($job)) {
-                throw new InvalidArgumentException(sprintf(
-                    'acks[%s] must be a ReservedMessage or a job id, got %s',
-                    var_export(array_keys($acks)[$i], true),
-                    get_debug_type($job)
-                ));
+                $key = var_export(array_keys($acks)[$i], true);
+                throw new InvalidArgumentException(sprintf('acks[%s] must be a ReservedMessage or a job id, got %s', $key, get_debug_type($job)));
             }
             [$id, $receipt] = Calls::reservation($job, null);
             // an ack of a topic whose reserved set is not this call's (per-topic layout) goes alone
@@ -155,26 +116,11 @@ trait Reservations
     }
 
     /**
-     * Ends a reservation with success: the job is deleted.
+     * Ends a reservation with success: the job is deleted. An ack after the
+     * deadline still counts while the server has not yet taken the job back.
      *
-     * Given the ReservedMessage, it acts on that reservation only (its
-     * receipt): a worker that overran its ttr, whose job was meanwhile
-     * handed to another worker, gets false and changes nothing. Given an id,
-     * it acts on the reservation named by $receipt, or on whichever is
-     * current when $receipt is null. An ack after the deadline still counts
-     * while the server has not yet taken the job back.
-     *
-     * @param string|ReservedMessage $job     the reserved job, or its id
-     * @param string|null            $receipt with an id only: the reservation's receipt
-     * @param string|null            $topic   with an id only: its topic, needed in the
-     *                                        per-topic layout (ids are per topic there)
-     * @return bool true when the reservation was held (the job is deleted),
-     *              false when it was not (already ended, expired and handed
-     *              out again, unknown id): nothing changed
+     * @return bool whether the reservation was held
      * @throws InvalidArgumentException on a bad id or receipt
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function ack(string|ReservedMessage $job, ?string $receipt = null, ?string $topic = null): bool
     {
@@ -183,27 +129,13 @@ trait Reservations
     }
 
     /**
-     * Extends a reservation a worker still needs: its deadline becomes
-     * $ttr seconds from now (Redis's clock). The deadline is set, not added
-     * to, so a shorter $ttr brings it in. The attempt count does not change:
-     * a touch lengthens this attempt, it does not start another. Which
-     * reservation: as {@see ack()}. A ReservedMessage is immutable: its
-     * $deadline stays the one reserve() gave; the new one is returned.
+     * Extends a reservation: its deadline is set (not added to) to $ttr
+     * seconds from now, attempts unchanged. A ReservedMessage keeps its
+     * first deadline: the new one is returned.
      *
-     * @param string|ReservedMessage $job     the reserved job, or its id
-     * @param int|float              $ttr     as reserve(): more than 0, at most
-     *                                        315360000, rounded to the millisecond
-     *                                        (at least 1 ms)
-     * @param string|null            $receipt with an id only: the reservation's receipt
-     * @param string|null            $topic   with an id only: as ack()'s
-     * @return float|false the new deadline in Unix seconds (ms precision), or
-     *                     false when the reservation was not held (already
-     *                     ended, expired and handed out again, unknown id):
-     *                     nothing changed
+     * @param int|float $ttr as reserve()'s
+     * @return float|false the new deadline in Unix seconds, or false when not held
      * @throws InvalidArgumentException on a bad id, receipt or ttr
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function touch(string|ReservedMessage $job, int|float $ttr, ?string $receipt = null, ?string $topic = null): float|false
     {
@@ -213,26 +145,12 @@ trait Reservations
     }
 
     /**
-     * Ends a reservation as a failed attempt: the job goes back to the pool,
-     * due after $delay seconds, or after its backoff when $delay is null;
-     * to its topic's dead letters instead when its attempts reached
-     * max_attempts. Which reservation: as {@see ack()}.
+     * Ends a reservation as a failed attempt: the job is due again after
+     * $delay seconds (null: its backoff), or dead past max_attempts.
      *
-     * @param string|ReservedMessage $job     the reserved job, or its id
-     * @param int|float|null         $delay   seconds, 0 to 315360000 (rounded to the
-     *                                        millisecond); null: the job's backoff
-     * @param string|null            $receipt with an id only: the reservation's receipt
-     * @param string|null            $error   why the attempt failed, kept on the job
-     *                                        (its first 1000 bytes, shown by dead
-     *                                        letters and job lookups) until it is
-     *                                        pushed again or acked; null: nothing
-     * @param string|null            $topic   with an id only: as ack()'s
-     * @return bool true when the reservation was held (the job is scheduled
-     *              again or dead), false when it was not: nothing changed
+     * @param string|null $error why, kept on the job (its first 1000 bytes) until pushed again or acked
+     * @return bool whether the reservation was held
      * @throws InvalidArgumentException on a bad id, receipt or delay
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function release(
         string|ReservedMessage $job,
@@ -247,20 +165,11 @@ trait Reservations
     }
 
     /**
-     * Ends a reservation by giving up: the job goes straight to its topic's
-     * dead letters (reason "buried"), whatever its attempts, and stays there
-     * until requeueDead() or purgeDead(). Which reservation: as {@see ack()}.
+     * Ends a reservation by giving up: the job goes to its topic's dead
+     * letters (reason "buried") whatever its attempts.
      *
-     * @param string|ReservedMessage $job     the reserved job, or its id
-     * @param string|null            $receipt with an id only: the reservation's receipt
-     * @param string|null            $error   why, kept on the job as release()'s
-     * @param string|null            $topic   with an id only: as ack()'s
-     * @return bool true when the reservation was held (the job is dead),
-     *              false when it was not: nothing changed
+     * @return bool whether the reservation was held
      * @throws InvalidArgumentException on a bad id or receipt
-     * @throws ConnectionException      when Redis cannot be reached or the connection was lost
-     * @throws RedisErrorException      when Redis refused the command
-     * @throws ProtocolException        on a reply the protocol does not allow
      */
     public function bury(string|ReservedMessage $job, ?string $receipt = null, ?string $error = null, ?string $topic = null): bool
     {
@@ -268,13 +177,11 @@ trait Reservations
         return $this->runRelease($id, $receipt, 'bury', $error, $topic);
     }
 
-    /** reserve.lua for a checked topic and ttr. */
     private function runReserve(string $topic, int $ttrMs): ReservedMessage|false
     {
         return Replies::reserve($this->connection->script(...Calls::reserve($this->keys, $topic, $ttrMs)));
     }
 
-    /** release.lua in "held" mode. */
     private function runRelease(string $id, string $receipt, string $action, ?string $error, ?string $topic): bool
     {
         return Replies::release($this->connection->script(...Calls::release($this->keys, $id, $receipt, $action, $error ?? '', $topic))) !== false;

@@ -14,11 +14,7 @@ namespace Delayer;
  */
 final class ScheduledMessage
 {
-    /**
-     * @param Message   $message          the job
-     * @param int|float $delay            seconds until due, 0..315360000, rounded to the millisecond
-     * @param int|float $readyMaxLifetime whole seconds a ready job waits for a consumer, 1..315360000 (60.0 is whole)
-     */
+    /** @param int|float $readyMaxLifetime whole seconds (60.0 is whole) */
     public function __construct(
         public readonly Message $message,
         public readonly int|float $delay,

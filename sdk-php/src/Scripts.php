@@ -6,26 +6,14 @@ namespace Delayer;
 
 
 /**
- * The one place where this SDK knows the Lua scripts of docs/PROTOCOL.md.
- *
- * The files in sdk-php/lua/ are byte-identical copies of the repository's
- * lua/ directory (a test checks it). Each script is read and hashed once per
- * process; {@see Connection::pipelined()}, the one EVALSHA path, sends it
- * by SHA1 and loads it again (SCRIPT LOAD) when Redis answers NOSCRIPT.
+ * The one place where this SDK knows the Lua scripts: their names and
+ * limits, and their source, read and hashed once per process from
+ * sdk-php/lua/ (byte-identical copies of lua/, a test checks it).
+ * {@see Connection::pipelined()} runs them.
  */
 final class Scripts
 {
-    /**
-     * The scripts, by the name of their file lua/<name>.lua; each one's
-     * header states its KEYS, ARGV and reply, the contract every caller
-     * follows. push (one job), push_many (up to 100 jobs, atomic together),
-     * pop (at most once), take (the bucket of an id BRPOP handed out),
-     * remove, reserve (at least once; a batch mode acks first), ack, touch
-     * (a longer reservation, attempts unchanged), release (the SDK uses its
-     * "held" mode; "expired" is the server's), reschedule, dead (list,
-     * re-queue or purge dead letters), and the read-only lookup, list and
-     * stats ({@see Inspect}).
-     */
+    /** The scripts, by their file's name (lua/<name>.lua); each one's header states its KEYS, ARGV and reply. */
     public const PUSH = 'push';
     public const PUSH_MANY = 'push_many';
     public const POP = 'pop';
@@ -48,7 +36,7 @@ final class Scripts
         self::LOOKUP, self::LIST, self::STATS,
     ];
 
-    /** push.lua's and push_many.lua's duplicate policies: a taken id's job is replaced (Delayer 1.x), or left alone and reported. */
+    /** push.lua's duplicate policies: a taken id's job is replaced (1.x), or left alone and reported. */
     public const REPLACE = 'replace';
     public const IF_ABSENT = 'absent';
 
@@ -70,7 +58,7 @@ final class Scripts
     /** @var array<string, string> script name => source */
     private static array $sources = [];
 
-    /** @var array<string, string> script name => SHA1 of the source */
+    /** @var array<string, string> script name => SHA1 */
     private static array $shas = [];
 
     private function __construct()
@@ -83,11 +71,7 @@ final class Scripts
         return \dirname(__DIR__) . '/lua';
     }
 
-    /**
-     * The source of one script, read once per process.
-     *
-     * @param value-of<self::NAMES> $name
-     */
+    /** @param value-of<self::NAMES> $name */
     public static function source(string $name): string
     {
         if (!isset(self::$sources[$name])) {
@@ -104,11 +88,7 @@ final class Scripts
         return self::$sources[$name];
     }
 
-    /**
-     * The SHA1 Redis knows the script by.
-     *
-     * @param value-of<self::NAMES> $name
-     */
+    /** @param value-of<self::NAMES> $name */
     public static function sha(string $name): string
     {
         return self::$shas[$name] ??= sha1(self::source($name));

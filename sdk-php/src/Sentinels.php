@@ -8,18 +8,13 @@ use Delayer\Exception\ConfigException;
 use Delayer\Exception\ConnectionException;
 
 /**
- * Redis Sentinel: [redis] mode = sentinel, and asking the sentinels which
- * node is the master.
- *
- * A failover moves the master, so in sentinel mode no address is
- * configured: {@see Connection} asks the sentinels at every new connection
- * (SENTINEL get-master-addr-by-name), checks with ROLE that it reached a
- * master, and drops its connection after a connection failure or a demoted
- * master's READONLY, so the next call reaches the new master. The sentinels
- * are asked through plain phpredis connections with rawCommand rather than
- * RedisSentinel, which (phpredis 5) can neither authenticate nor use TLS.
- * The config rule is the server's (sdk-rust/src/sentinel.rs), with its
- * messages.
+ * Redis Sentinel ([redis] mode = sentinel, option `sentinels`): a failover
+ * moves the master, so {@see Connection} asks the sentinels at every new
+ * connection (SENTINEL get-master-addr-by-name), checks with ROLE that it
+ * reached a master, and drops the connection after a failure or a demoted
+ * master's READONLY. Plain phpredis connections, not RedisSentinel, which
+ * (phpredis 5) can neither authenticate nor use TLS. Also the config rule
+ * of [redis] mode (sdk-rust/src/sentinel.rs), with its messages.
  *
  * @internal used by {@see Options}, {@see ConfigFile} and {@see Connection}
  */
@@ -51,12 +46,7 @@ final class Sentinels
         return $this->context !== null;
     }
 
-    /**
-     * The TLS stream options (certificate files, peer verification) for the
-     * master too.
-     *
-     * @return array<string, mixed>
-     */
+    /** @return array<string, mixed> TLS stream options, for the master too */
     public function streamOptions(): array
     {
         return $this->context ?? [];
@@ -66,7 +56,6 @@ final class Sentinels
      * The master's address as the first sentinel that knows it says.
      *
      * @return array{0: string, 1: int}
-     * @throws ConnectionException when no sentinel names a master
      */
     public function master(): array
     {
@@ -113,7 +102,7 @@ final class Sentinels
     }
 
     /**
-     * "host:port,host:port,..." ("[::1]:26379" for IPv6).
+     * "host:port,..." ("[::1]:26379" for IPv6).
      *
      * @return list<array{0: string, 1: int}>
      * @throws \InvalidArgumentException with the first entry that is not host:port
@@ -139,16 +128,12 @@ final class Sentinels
     }
 
     /**
-     * The server's rule for [redis] mode and its keys: standalone by default
-     * (sentinel keys refused), sentinel needs nodes and master_name and no
-     * fixed address, cluster is {@see ClusterConnection::readConfig()}'s.
+     * The server's rule for [redis] mode and its keys: standalone (sentinel
+     * keys refused), sentinel, or cluster ({@see ClusterConnection::readConfig()}).
      *
      * @param \Closure(string): ?string $get a [redis] value, null when absent or empty
      * @param \Closure(string, string): ConfigException $error an error about a [redis] key
-     * @param string $layout [delayer] layout (cluster mode needs the per-topic one)
-     * @return array<string, mixed> the constructor options of sentinel or
-     *         cluster mode ([] in standalone mode)
-     * @throws ConfigException
+     * @return array<string, mixed> the constructor options of the mode
      */
     public static function readConfig(\Closure $get, \Closure $error, string $layout = Keys::CLASSIC): array
     {
@@ -181,16 +166,8 @@ final class Sentinels
         if ($name === null) {
             throw $error('mode', 'mode = sentinel needs master_name');
         }
-        $tls = $get('tls');
-        if (!\in_array($tls, [null, 'yes', 'no', 'true', 'false'], true)) {
-            throw $error('tls', self::quoted((string) $tls) . ' is not yes or no');
-        }
-        try {
-            $parsed = self::parseNodes($nodes);
-        } catch (\InvalidArgumentException $bad) {
-            throw $error('nodes', self::quoted($bad->getMessage()) . ' is not host:port');
-        }
-        $options = ['sentinels' => $parsed, 'master_name' => $name, 'sentinel_tls' => \in_array($tls, ['yes', 'true'], true)];
+        [$parsed, $tls] = self::nodesAndTls($get, $error, $nodes);
+        $options = ['sentinels' => $parsed, 'master_name' => $name, 'sentinel_tls' => $tls];
         if (($user = $get('sentinel_username')) !== null) {
             $options['sentinel_username'] = $user;
         }
@@ -198,6 +175,26 @@ final class Sentinels
             $options['sentinel_password'] = $password;
         }
         return $options;
+    }
+
+    /**
+     * [redis] nodes, parsed, and tls (yes or no), as both modes read them.
+     *
+     * @param \Closure(string): ?string $get
+     * @param \Closure(string, string): ConfigException $error
+     * @return array{0: list<array{0: string, 1: int}>, 1: bool}
+     */
+    public static function nodesAndTls(\Closure $get, \Closure $error, string $nodes): array
+    {
+        $tls = $get('tls');
+        if (!\in_array($tls, [null, 'yes', 'no', 'true', 'false'], true)) {
+            throw $error('tls', self::quoted((string) $tls) . ' is not yes or no');
+        }
+        try {
+            return [self::parseNodes($nodes), \in_array($tls, ['yes', 'true'], true)];
+        } catch (\InvalidArgumentException $bad) {
+            throw $error('nodes', self::quoted($bad->getMessage()) . ' is not host:port');
+        }
     }
 
     /** $text in double quotes, as Rust's {:?} shows a plain string. */

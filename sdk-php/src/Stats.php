@@ -10,11 +10,7 @@ final class Stats
     /** Per-topic reserved counts are read while the reserved set is no larger. */
     public const RESERVED_CAP = 1000;
 
-    /**
-     * @param int              $scheduledTotal jobs in the pool, whoever pushed them
-     * @param int              $reservedTotal  jobs reserved
-     * @param list<TopicStats> $topics
-     */
+    /** @param list<TopicStats> $topics */
     public function __construct(
         public readonly int $scheduledTotal,
         public readonly int $reservedTotal,

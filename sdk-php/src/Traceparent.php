@@ -7,19 +7,13 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * Trace context across the delay: a job's W3C `traceparent`.
- *
- * A push may carry the producer's trace context ({@see Message::withTraceparent()}):
- * push.lua keeps it in the job's hash, and pop, reserve, job() and the
- * Worker's {@see Job} hand it back (`->traceparent`, `getTraceparent()`), so a
+ * Trace context across the delay: a job's W3C `traceparent`, kept by
+ * push.lua and handed back by pop, reserve, job() and the Worker, so a
  * consumer's span can be a child of the producer's however long the job
- * waited. The PHP SDK passes it through only: it starts no spans (an
- * application with OpenTelemetry extracts it with its propagator).
- *
- * The rule (checked at push) is the W3C form `00-<32 hex>-<16 hex>-<2 hex>`:
- * version 00, lower-case hex, neither id all zeros. The field read from
- * Redis is untrusted: a malformed value is handed out as null, and said
- * once per process (error_log()), never an error.
+ * waited. Passed through only (no spans started here). Checked at push
+ * (`00-<32 hex>-<16 hex>-<2 hex>`, lower-case, ids not all zeros); read
+ * from Redis it is untrusted: a malformed one is handed out as null and
+ * logged once per process, never an error.
  */
 final class Traceparent
 {
@@ -31,21 +25,15 @@ final class Traceparent
     {
     }
 
-    /**
-     * A push's traceparent: null or "" (none), or the W3C form.
-     *
-     * @throws InvalidArgumentException
-     */
+    /** A push's traceparent: null or "" (none), or the W3C form. */
     public static function check(?string $value): ?string
     {
         if ($value === null || $value === '') {
             return null;
         }
         if (preg_match(self::RULE, $value) !== 1) {
-            throw new InvalidArgumentException(sprintf(
-                'traceparent must be "00-<32 hex>-<16 hex>-<2 hex>" (lower-case, ids not all zeros), got %s',
-                var_export(substr($value, 0, 64), true)
-            ));
+            throw new InvalidArgumentException('traceparent must be "00-<32 hex>-<16 hex>-<2 hex>" (lower-case, ids not all zeros), got '
+                . var_export(substr($value, 0, 64), true));
         }
         return $value;
     }

@@ -8,10 +8,11 @@ use Delayer\Exception\InvalidArgumentException;
 
 /**
  * The protocol's input rules (docs/PROTOCOL.md, "Input rules"), checked
- * before any Redis call. Every violation raises
- * {@see InvalidArgumentException}.
+ * before any Redis call, with the messages the conformance suite compares
+ * across SDKs. The scripts trust their input, so these checks are not
+ * repeated there.
  *
- * @internal used by {@see Client}; not part of the public API.
+ * @internal used by {@see Client}
  */
 final class Validator
 {
@@ -23,25 +24,13 @@ final class Validator
 
     /** Most dead letters listed per call (one call must not hold Redis for long). */
     public const MAX_DEAD_COUNT = 1000;
-    /**
-     * Largest cursor or start of a listing: 2^53 - 1, as every SDK, the CLI
-     * and the HTTP API take (the scripts' arithmetic on a larger one fails or rounds).
-     */
+
+    /** Largest cursor or start of a listing: 2^53 - 1, exact in the scripts' arithmetic. */
     public const MAX_POSITION = 9007199254740991;
 
-    private function __construct()
-    {
-    }
-
     /**
-     * An id or a topic: any non-empty string, as Delayer 1.x wrote them
-     * (spaces, braces, any length: a 1.x job on topic "close order" must be
-     * poppable); an int is taken as its decimal string (1.x ids were often
-     * ints). docs/PROTOCOL.md, "Input rules", says why nothing more is
-     * refused.
-     *
-     * @param string $what "id" or "topic", for the message
-     * @throws InvalidArgumentException
+     * An id or a topic: any non-empty string, as Delayer 1.x wrote them (a
+     * 1.x job on topic "close order" must be poppable); an int is its decimal string.
      */
     public static function name(string $what, mixed $value): string
     {
@@ -57,143 +46,81 @@ final class Validator
         return $value;
     }
 
-    /**
-     * A number of seconds as mix/delayer-client 1.x took it: an int, a float
-     * or a numeric string ("30", "1.5"); anything else is refused.
-     *
-     * @param string $what what the number is ("delayTime", ...), for the message
-     * @throws InvalidArgumentException
-     */
+    /** Seconds as mix/delayer-client 1.x took them: an int, a float or a numeric string. */
     public static function legacySeconds(string $what, mixed $value): int|float
     {
         if (\is_string($value) && is_numeric($value)) {
             $value = $value + 0;
         }
         if (!\is_int($value) && !\is_float($value)) {
-            throw new InvalidArgumentException(sprintf(
-                '%s must be a number of seconds, got %s',
-                $what,
-                \is_string($value) ? var_export($value, true) : get_debug_type($value)
-            ));
+            $shown = \is_string($value) ? var_export($value, true) : get_debug_type($value);
+            throw new InvalidArgumentException("{$what} must be a number of seconds, got {$shown}");
         }
         return $value;
     }
 
-    /**
-     * A delay in seconds (0 to 315360000, fractions allowed), returned in
-     * whole milliseconds, rounded to the nearest.
-     *
-     * @param string $what what the delay is ("delay", "backoff", ...), for the message
-     * @throws InvalidArgumentException
-     */
+    /** A delay in seconds (0 to MAX_SECONDS, fractions allowed) in whole milliseconds, rounded to the nearest. */
     public static function delayMs(int|float $delay, string $what = 'delay'): int
     {
         if (\is_float($delay) && !is_finite($delay)) {
             throw new InvalidArgumentException("{$what} must be a finite number of seconds");
         }
         if ($delay < 0 || $delay > self::MAX_SECONDS) {
-            throw new InvalidArgumentException(sprintf(
-                '%s must be between 0 and %d seconds, got %s',
-                $what,
-                self::MAX_SECONDS,
-                var_export($delay, true)
-            ));
+            throw new InvalidArgumentException(sprintf('%s must be between 0 and %d seconds, got %s', $what, self::MAX_SECONDS, var_export($delay, true)));
         }
         if (\is_int($delay)) {
             return $delay * 1000;
         }
-        // As docs/PROTOCOL.md: to the nearest nanosecond, then to the
-        // millisecond, halves up (Rust's Duration semantics: 1.2345 s is
-        // 1235 ms). Whole seconds split off exactly, so the fraction keeps
-        // its precision on huge delays; floor(x + 0.5), not round(), which
-        // pre-rounds.
+        // As docs/PROTOCOL.md (Rust's Duration: 1.2345 s is 1235 ms): to the
+        // nanosecond, then the millisecond, halves up; whole seconds split off
+        // so huge delays keep the fraction's precision; floor(x + 0.5), as round() pre-rounds.
         $whole = floor($delay);
         $nanos = (int) floor(($delay - $whole) * 1e9 + 0.5);
         return (int) $whole * 1000 + intdiv($nanos + 500000, 1000000);
     }
 
-    /**
-     * A ready_max_lifetime in whole seconds (1 to 315360000), returned in
-     * milliseconds.
-     *
-     * @throws InvalidArgumentException
-     */
+    /** A ready_max_lifetime in whole seconds (1 to MAX_SECONDS), in milliseconds. */
     public static function lifetimeMs(int $readyMaxLifetime): int
     {
         if ($readyMaxLifetime < 1 || $readyMaxLifetime > self::MAX_SECONDS) {
-            throw new InvalidArgumentException(sprintf(
-                'readyMaxLifetime must be between 1 and %d seconds, got %d',
-                self::MAX_SECONDS,
-                $readyMaxLifetime
-            ));
+            throw new InvalidArgumentException(sprintf('readyMaxLifetime must be between 1 and %d seconds, got %d', self::MAX_SECONDS, $readyMaxLifetime));
         }
         return $readyMaxLifetime * 1000;
     }
 
-    /**
-     * A bPop timeout in seconds: 0 (wait forever) or more, fractions allowed.
-     *
-     * @throws InvalidArgumentException
-     */
+    /** A blocking wait in seconds: 0 (forever) or more. */
     public static function timeout(int|float $timeout): float
     {
         if ((\is_float($timeout) && !is_finite($timeout)) || $timeout < 0) {
-            throw new InvalidArgumentException(sprintf(
-                'timeout must be 0 (wait forever) or a positive number of seconds, got %s',
-                var_export($timeout, true)
-            ));
+            throw new InvalidArgumentException('timeout must be 0 (wait forever) or a positive number of seconds, got ' . var_export($timeout, true));
         }
         return (float) $timeout;
     }
 
-    /**
-     * A reservation's time-to-run in seconds: more than 0, at most 315360000,
-     * rounded to the millisecond as a delay is, and at least 1 ms after
-     * rounding (0 would hand the job out and take it back at once).
-     *
-     * @throws InvalidArgumentException
-     */
+    /** A time-to-run: a delay of at least 1 ms after rounding (0 would hand the job out and take it back at once). */
     public static function ttrMs(int|float $ttr): int
     {
         if ($ttr <= 0) { // NaN is not <= 0: delayMs() refuses it
-            throw new InvalidArgumentException(sprintf(
-                'ttr must be more than 0 seconds, got %s',
-                var_export($ttr, true)
-            ));
+            throw new InvalidArgumentException(sprintf('ttr must be more than 0 seconds, got %s', var_export($ttr, true)));
         }
         $ms = self::delayMs($ttr, 'ttr');
         if ($ms < 1) {
-            throw new InvalidArgumentException(sprintf(
-                'ttr must be at least 1 ms after rounding to the millisecond, got %s s',
-                var_export($ttr, true)
-            ));
+            throw new InvalidArgumentException(sprintf('ttr must be at least 1 ms after rounding to the millisecond, got %s s', var_export($ttr, true)));
         }
         return $ms;
     }
 
-    /**
-     * max_attempts: reservations allowed before a job goes to dead letters,
-     * 0 (no limit) to 1000000.
-     *
-     * @throws InvalidArgumentException
-     */
+    /** max_attempts: 0 (no limit) to MAX_MAX_ATTEMPTS. */
     public static function maxAttempts(int $maxAttempts): int
     {
         if ($maxAttempts < 0 || $maxAttempts > self::MAX_MAX_ATTEMPTS) {
-            throw new InvalidArgumentException(sprintf(
-                'maxAttempts must be an integer from 0 (no limit) to %d, got %d',
-                self::MAX_MAX_ATTEMPTS,
-                $maxAttempts
-            ));
+            $max = self::MAX_MAX_ATTEMPTS;
+            throw new InvalidArgumentException("maxAttempts must be an integer from 0 (no limit) to {$max}, got {$maxAttempts}");
         }
         return $maxAttempts;
     }
 
-    /**
-     * A listing's position ($what: a cursor, a start): 0 to MAX_POSITION.
-     *
-     * @throws InvalidArgumentException
-     */
+    /** A listing's position ($what: a cursor, a start): 0 to MAX_POSITION. */
     public static function position(string $what, int $value): void
     {
         if ($value < 0 || $value > self::MAX_POSITION) {
@@ -201,20 +128,12 @@ final class Validator
         }
     }
 
-    /**
-     * A dead-letter listing window: start 0 to MAX_POSITION, count 1 to 1000.
-     *
-     * @throws InvalidArgumentException
-     */
+    /** A dead-letter listing window: start 0 to MAX_POSITION, count 1 to MAX_DEAD_COUNT. */
     public static function deadRange(int $start, int $count): void
     {
         self::position('dead-letter start', $start);
         if ($count < 1 || $count > self::MAX_DEAD_COUNT) {
-            throw new InvalidArgumentException(sprintf(
-                'dead letters are listed 1 to %d at a time, got a count of %d',
-                self::MAX_DEAD_COUNT,
-                $count
-            ));
+            throw new InvalidArgumentException(sprintf('dead letters are listed 1 to %d at a time, got a count of %d', self::MAX_DEAD_COUNT, $count));
         }
     }
 
@@ -223,7 +142,6 @@ final class Validator
      *
      * @param array<mixed> $ids
      * @return list<string>
-     * @throws InvalidArgumentException
      */
     public static function ids(array $ids): array
     {

@@ -11,50 +11,38 @@ use Delayer\Exception\RedisErrorException;
 use Delayer\Exception\WorkerStoppedException;
 
 /**
- * A consumer loop that runs itself: one handler per topic, at least once by
- * default, touching long jobs, stopping gracefully on SIGTERM / SIGINT and
- * riding out Redis restarts. So that users stop writing (and getting wrong)
- * their own loop around reserve / ack.
+ * A consumer loop that runs itself, so that users stop writing (and
+ * getting wrong) their own around reserve / ack; it follows the worker
+ * specification of docs/PROTOCOL.md, "The Worker runtime", as the other
+ * SDKs' do.
  *
  *     $worker = new Worker(Client::fromConfig('/etc/delayer.conf'));
  *     $worker->handle('mail', function (Job $job): void { send($job->body); }, ttr: 60);
  *     $worker->run(); // returns once stopped
  *
- * One process runs one handler at a time: run several processes (under
- * supervisor or systemd) for concurrency. Each turn takes one job of the
- * next topic in turn (fair across topics); when every topic is empty it
- * waits on them in turn, idleWait seconds per round.
+ * One handler runs at a time (run several processes for concurrency);
+ * topics are taken in turn. At least once (default): a handler returning
+ * acks its job (with the call that takes the next), one throwing releases
+ * it with its backoff and "<class>: <message>"; a dead worker's job comes
+ * back after its ttr. At most once: pop, and a failed job is lost.
  *
- * At least once (default): a job is reserved for its handler's ttr; the
- * handler returning acks it (in the same reserve.lua call that takes the
- * next job: one round trip per job); the handler throwing releases it with
- * its backoff and records "<class>: <message>" on the job (dead letters and
- * job lookups show it); past max_attempts it goes to dead letters. A worker
- * that dies (kill -9) loses nothing: its job comes back after the ttr.
- * At most once ({@see self::AT_MOST_ONCE}): pop; a handler that throws
- * loses the job (it is logged).
- *
- * With pcntl (PHP's CLI has it), a reservation is touched once half its ttr
- * has passed while the handler still runs (SIGALRM, whole seconds: ttrs of
- * 3 s and more), and SIGTERM / SIGINT stop the worker: it takes no more
- * jobs, lets the running handler finish within stopGrace seconds (then
- * interrupts it with WorkerStoppedException and releases its job), acks
- * what finished, and run() returns. SIGALRM and async signals are the
- * worker's while run() runs: a handler must not use pcntl_alarm(), and a
- * sleep() in a handler may end early when a signal comes.
+ * With pcntl, SIGALRM touches a reservation once half its ttr passed (ttrs
+ * of 3 s and more) and ends a handler that outruns a stop's grace period
+ * (WorkerStoppedException, its job released); SIGTERM / SIGINT stop the
+ * worker. While run() runs SIGALRM is the worker's: a handler must not use
+ * pcntl_alarm(), and its sleep() may end early.
  */
 final class Worker
 {
-    /** Reserve, run, ack (release on failure): a job is never lost, and may run again. */
+    /** Reserve, run, ack: a job is never lost, and may run again. Pop, run: never twice, lost on failure. */
     public const AT_LEAST_ONCE = 'at-least-once';
 
-    /** Pop, run: a job never runs twice, and is lost when its handler fails or the worker dies. */
     public const AT_MOST_ONCE = 'at-most-once';
 
     /** What a job released at the end of a stop's grace period records (the same in every SDK). */
     public const STOPPED = 'WorkerStopped: the worker stopped before the handler finished';
 
-    /** The shortest ttr touched automatically: the alarm has a resolution of 1 s. */
+    /** The shortest ttr touched automatically: the alarm's resolution is 1 s. */
     public const MIN_AUTO_TOUCH_TTR = 3.0;
 
     /** @var array<string, array{0: \Closure(Job): mixed, 1: float}> topic => handler, ttr */
@@ -86,12 +74,11 @@ final class Worker
 
     private bool $stopping = false;
 
-    /** When the grace period of a stop ends (hrtime seconds), or null. */
+    /** When a stop's grace period ends (hrtime seconds). */
     private ?float $stopAt = null;
 
     private bool $aborting = false;
 
-    /** The job whose handler runs, or null. */
     private ?Job $current = null;
 
     private ?WorkerSignals $pcntl = null;
@@ -100,21 +87,14 @@ final class Worker
     private ?Client $touchClient = null;
 
     /**
-     * @param Client $client the connection the worker reserves, acks and
-     *        releases on (a handler may use it too)
-     * @param string $mode {@see self::AT_LEAST_ONCE} or {@see self::AT_MOST_ONCE}
+     * @param Client $client reserves, acks and releases (a handler may use it too)
      * @param int|float $ttr seconds a job is reserved for (handlers may set their own)
-     * @param int|float $idleWait most seconds an idle worker waits before it
-     *        looks at every topic again (and notices a stop); spread over the topics
+     * @param int|float $idleWait most seconds an idle worker waits before it looks at every topic again
      * @param bool $autoTouch touch a reservation whose handler has run half its ttr (pcntl)
      * @param bool $signals stop on SIGTERM and SIGINT (pcntl)
-     * @param int|float|null $stopGrace seconds a running handler gets once a stop
-     *        is asked for, then it is interrupted and its job released; null: no limit
-     * @param callable|object|null $logger callable(string $level, string $message,
-     *        array $context), or a PSR-3 logger; null: error_log() for notice and above
-     * @param int|float $reconnectMin first wait after a lost connection, seconds (doubling)
-     * @param int|float $reconnectMax longest wait between reconnection attempts, seconds
-     *        (1: the same in every SDK, PROTOCOL.md "The Worker runtime")
+     * @param int|float|null $stopGrace seconds a running handler gets once a stop is asked; null: no limit
+     * @param callable|object|null $logger callable(level, message, context), a PSR-3 logger, or null: error_log()
+     * @param int|float $reconnectMin the wait after a lost connection, doubling up to $reconnectMax
      * @throws InvalidArgumentException on a bad option
      */
     public function __construct(
@@ -130,10 +110,7 @@ final class Worker
         int|float $reconnectMax = 1.0,
     ) {
         if ($mode !== self::AT_LEAST_ONCE && $mode !== self::AT_MOST_ONCE) {
-            throw new InvalidArgumentException(sprintf(
-                'mode must be Worker::AT_LEAST_ONCE or Worker::AT_MOST_ONCE, got %s',
-                var_export($mode, true)
-            ));
+            throw new InvalidArgumentException('mode must be Worker::AT_LEAST_ONCE or Worker::AT_MOST_ONCE, got ' . var_export($mode, true));
         }
         $this->ttr = Validator::ttrMs($ttr) / 1000;
         $this->idleWait = self::positive('idleWait', $idleWait);
@@ -144,12 +121,10 @@ final class Worker
     }
 
     /**
-     * Registers the handler of a topic (replacing any before). It gets a
-     * {@see Job}; returning means done, throwing means failed.
+     * Registers (or replaces) a topic's handler: returning means done, throwing failed.
      *
      * @param callable(Job): mixed $handler
-     * @param int|float|null $ttr seconds its jobs are reserved for; null: the worker's
-     * @throws InvalidArgumentException on a bad topic or ttr
+     * @param int|float|null $ttr null: the worker's
      */
     public function handle(string $topic, callable $handler, int|float|null $ttr = null): self
     {
@@ -163,19 +138,9 @@ final class Worker
     }
 
     /**
-     * Adds a listener of the worker's events, for metrics:
-     * `started` {topics, mode, pid}; `job_started` {topic, id, attempts};
-     * `job_succeeded` {topic, id, attempts, seconds}; `job_failed` {topic,
-     * id, attempts, seconds, error, exception, outcome: "retried" | "dead" |
-     * "lost" (its reservation was no longer held) | "dropped" (at most once)};
-     * `acked` {topic, id}; `ack_lost` {topic, id} (a finished job's ack found its reservation
-     * gone: it may run again); `touched` {topic, id, deadline};
-     * `reservation_lost` {topic, id}; `released_at_stop` {topic, id} (the
-     * handler outran the stop's grace period: its job was released, due at
-     * once); `connection_lost` {error, retry_in}; `reconnected` {} (Redis
-     * answers again); `stopping` {signal}; `stopped` {}. A listener that
-     * throws is logged. The events are the other SDKs' hooks too (PROTOCOL.md,
-     * "The Worker runtime").
+     * Adds a listener of the worker's events and their data, for metrics
+     * (sdk-php/README.md, "Events"; the other SDKs' hooks, PROTOCOL.md "The
+     * Worker runtime"). A listener that throws is logged.
      *
      * @param callable(string, array<string, mixed>): void $listener
      */
@@ -186,9 +151,7 @@ final class Worker
     }
 
     /**
-     * Runs until stopped (a signal, or {@see stop()}): takes jobs, runs
-     * their handlers, acks or releases them. Returns once the last handler
-     * finished and its ack was sent.
+     * Runs until stopped (a signal, or stop()); returns once the last handler finished and its ack was sent.
      *
      * @throws \LogicException when no handler is registered, or run() already runs
      */
@@ -200,18 +163,11 @@ final class Worker
         if ($this->running) {
             throw new \LogicException('the worker is already running');
         }
-        $this->running = true;
-        $this->stopping = false;
-        $this->stopAt = null;
-        $this->aborting = false;
+        [$this->running, $this->stopping, $this->stopAt, $this->aborting] = [true, false, null, false];
         $pcntl = WorkerSignals::available();
         if ($pcntl && ($this->signals || $this->autoTouch || $this->stopGrace !== null)) {
-            $this->pcntl = WorkerSignals::install(
-                $this->signals,
-                $this->autoTouch || $this->stopGrace !== null,
-                fn (int $signal) => $this->requestStop($signal),
-                fn () => $this->alarm(),
-            );
+            $alarm = $this->autoTouch || $this->stopGrace !== null;
+            $this->pcntl = WorkerSignals::install($this->signals, $alarm, fn (int $signal) => $this->requestStop($signal), fn () => $this->alarm());
         } elseif (!$pcntl) {
             $this->hooks->log('notice', 'no pcntl: no stop on SIGTERM/SIGINT, no automatic touch, no stop grace period');
         }
@@ -221,18 +177,13 @@ final class Worker
             $this->loop();
         } finally {
             $this->pcntl?->restore();
-            $this->pcntl = null;
-            $this->running = false;
+            [$this->pcntl, $this->running] = [null, false];
             $this->hooks->log('info', sprintf('worker %d stopped', getmypid()));
             $this->hooks->emit('stopped');
         }
     }
 
-    /**
-     * Asks the worker to stop (what SIGTERM and SIGINT do): it takes no more
-     * jobs, and run() returns once the running handler finished (within
-     * stopGrace). May be called from a handler or a listener.
-     */
+    /** Asks the worker to stop, as SIGTERM does; may be called from a handler or a listener. */
     public function stop(): void
     {
         $this->requestStop(0);
@@ -262,7 +213,6 @@ final class Worker
     private function loop(): void
     {
         $pause = $this->reconnectMin;
-        // The eviction policy is read at start and after each outage (Eviction).
         $eviction = new Eviction();
         $check = true;
         $lost = false;
@@ -364,28 +314,24 @@ final class Worker
             $this->hooks->emit('job_failed', $facts + ['error' => $text, 'exception' => $error, 'outcome' => 'dropped']);
             return;
         }
-        $client = $this->client;
         if ($error instanceof WorkerStoppedException && $this->aborting) {
-            // The handler was interrupted anywhere, maybe inside a call of its
-            // own on the worker's connection: release on the other one, and
-            // drop this one. Not the handler's failure: the stop's.
+            // Interrupted anywhere, maybe inside its own call on the worker's
+            // connection: release on the other one, and drop this one.
             $this->touchClient()->release($job->reservation, 0, null, self::STOPPED);
             $this->client->close();
             $this->hooks->log('warning', "job {$job->id} of {$job->topic} released at stop: its handler outran the grace period");
             $this->hooks->emit('released_at_stop', ['topic' => $job->topic, 'id' => $job->id]);
             return;
         }
-        $held = $client->release($job->reservation, $this->aborting ? 0 : null, null, $text);
+        $held = $this->client->release($job->reservation, $this->aborting ? 0 : null, null, $text);
         $outcome = !$held ? 'lost' : ($job->isLastAttempt() ? 'dead' : 'retried');
         $this->hooks->log('warning', "job {$job->id} of {$job->topic} failed (attempt {$job->attempts}, {$outcome}): {$text}");
         $this->hooks->emit('job_failed', $facts + ['error' => $text, 'exception' => $error, 'outcome' => $outcome]);
     }
 
     /**
-     * reserve.lua's answer to the acks sent.
-     *
      * @param list<ReservedMessage> $acks
-     * @param list<bool>            $acked
+     * @param list<bool>            $acked reserve.lua's answer to them
      */
     private function acked(array $acks, array $acked): void
     {
@@ -500,12 +446,8 @@ final class Worker
     private static function positive(string $what, int|float $value, bool $zero = false): float
     {
         if (!is_finite((float) $value) || $value < 0 || (!$zero && $value == 0)) {
-            throw new InvalidArgumentException(sprintf(
-                '%s must be a %s number of seconds, got %s',
-                $what,
-                $zero ? 'non-negative' : 'positive',
-                var_export($value, true)
-            ));
+            $kind = $zero ? 'non-negative' : 'positive';
+            throw new InvalidArgumentException(sprintf('%s must be a %s number of seconds, got %s', $what, $kind, var_export($value, true)));
         }
         return (float) $value;
     }

@@ -46,9 +46,7 @@ final class WorkerHooks
                 $logger->log($level, $message, $context);
             };
         } else {
-            throw new InvalidArgumentException(
-                'logger must be a callable, an object with a PSR-3 log() method, or null; got ' . get_debug_type($logger)
-            );
+            throw new InvalidArgumentException('logger must be a callable, an object with a PSR-3 log() method, or null; got ' . get_debug_type($logger));
         }
     }
 

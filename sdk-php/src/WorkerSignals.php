@@ -69,10 +69,7 @@ final class WorkerSignals
         return $this->alarm;
     }
 
-    /**
-     * SIGALRM in $seconds (whole seconds, at least 1: alarm(2)'s resolution),
-     * replacing any alarm set before.
-     */
+    /** SIGALRM in $seconds (whole seconds, at least 1: alarm(2)'s resolution), replacing any alarm set before. */
     public function alarmIn(float $seconds): void
     {
         if ($this->alarm) {

@@ -4,11 +4,7 @@ declare(strict_types=1);
 
 namespace Delayer\Exception;
 
-/**
- * The client configuration (the array given to the constructor, or the
- * delayer.conf file read by Client::fromConfig()) is unreadable or holds a
- * bad value. The message names the file, section and key when there is one.
- */
+/** The constructor's options or delayer.conf are unreadable or hold a bad value (named with file, section and key). */
 class ConfigException extends \RuntimeException implements DelayerException
 {
 }

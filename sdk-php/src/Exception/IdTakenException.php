@@ -7,10 +7,8 @@ namespace Delayer\Exception;
 use Delayer\Taken;
 
 /**
- * push() or pushMany() with `ifAbsent: true` met ids that a job already has
- * (on any topic: ids are global). Nothing was written for those ids; for
- * pushMany() the other jobs were written, and their due times are here, so
- * the caller loses nothing.
+ * A push with `ifAbsent: true` met ids a job already has. Nothing was
+ * written for those; pushMany() wrote the others, whose due times are here.
  */
 class IdTakenException extends \RuntimeException implements DelayerException
 {
@@ -19,9 +17,7 @@ class IdTakenException extends \RuntimeException implements DelayerException
 
     /**
      * @param list<Taken>      $taken every taken id with the job holding it, in input order
-     * @param list<float|null> $dues  one entry per job pushed, in input order: its due
-     *                                time in Unix seconds, or null for a taken id (one
-     *                                null for push())
+     * @param list<float|null> $dues  per job pushed, in input order: its due time, or null for a taken id
      */
     public function __construct(
         public readonly array $taken,

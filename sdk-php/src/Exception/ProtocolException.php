@@ -5,10 +5,8 @@ declare(strict_types=1);
 namespace Delayer\Exception;
 
 /**
- * Redis answered with a reply the protocol does not allow (a script
- * returned another shape than docs/PROTOCOL.md says: a script of another
- * version loaded under the same name, or a proxy in between). Not
- * transient, like {@see RedisErrorException}.
+ * A reply the protocol does not allow (a script of another version under
+ * the same name, a proxy in between). Not transient.
  */
 class ProtocolException extends \RuntimeException implements DelayerException
 {
