@@ -18,9 +18,11 @@ time, one call), so an ack never waits for the next job.
 
 from __future__ import annotations
 
+import functools
 import math
+import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Dict, Generator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, ContextManager, Dict, Generator, List, Generic, NamedTuple, Optional, Tuple, TypeVar, Union
 
 from . import _eviction
 from ._calls import RESERVE_BATCH
@@ -41,6 +43,10 @@ FIRST_PAUSE, MOST_PAUSE = 0.1, 1.0
 #: for the few that are free (a batch per round trip, and fetching while
 #: the other half of the handlers still run).
 GATHER = 0.005
+T = TypeVar("T")
+H = TypeVar("H")  # a handler: a function, or an async one
+F = TypeVar("F", bound=Callable[..., Any])
+
 #: How many fetch loops a Worker runs at once (one for a small concurrency):
 #: while Redis runs one loop's call, the other parses its reply.
 FETCH_LOOPS = 2
@@ -139,23 +145,11 @@ class Delivery:
         return self.message
 
 
-class Fetch(NamedTuple):
-    """Ack ``acks`` and reserve up to ``n`` jobs of ``topic`` (reserve_many),
-    or at most once pop up to ``n``. Reply: the list of ack results (None at
-    most once) and the list of messages."""
-
-    topic: str
-    ttr: float
-    n: int
-    acks: List[Delivery]
-
-
-class Await(NamedTuple):
-    """Wait up to ``seconds`` for one job of ``topic`` (breserve or bpop). Reply: the message or None."""
-
-    topic: str
-    ttr: float
-    seconds: float
+#: A call to the client (the thread Worker gets its reply, the asyncio Worker
+#: a coroutine to await), so that the steps around it are written once.
+Call = Callable[[Any], Any]
+#: Steps that only call the client: what a runner, the keeper or a fetch does.
+Calls = Generator[Call, Any, T]
 
 
 class Idle(NamedTuple):
@@ -177,12 +171,41 @@ class Start(NamedTuple):
     deliveries: List[Delivery]
 
 
-class Policy(NamedTuple):
-    """Read Redis's maxmemory-policy (:func:`delayer._eviction.read`). Reply:
-    the policy, or None when Redis would not tell."""
+#: What the fetch loop asks its Worker to do.
+Action = Union[Call, Idle, Pause, Start]
 
 
-Action = Union[Fetch, Await, Idle, Pause, Start, Policy]
+class WorkerBase(Generic[H]):
+    """What both Workers do without I/O: settings, hooks, handlers by topic."""
+
+    def __init__(self, client: Any, settings: Settings, hooks: Optional[WorkerHooks], lock: ContextManager[Any],
+                 delivery: Callable[..., Delivery]) -> None:
+        self.client = client
+        self._reconnects = client._reconnects
+        self.hooks = hooks if hooks is not None else WorkerHooks()
+        self._core = Core(settings, self.hooks, lock, functools.partial(delivery, _worker=self))
+        self._handlers: Dict[str, H] = {}
+
+    def handle(self, topic: str, handler: H, *, ttr: Optional[float] = None) -> None:
+        """Run ``handler(job)`` for each job of ``topic`` (``ttr``: this topic's, else the worker's)."""
+        if not callable(handler):
+            raise TypeError(f"handler must be callable, not {type(handler).__name__}")
+        self._handlers[self._core.register(topic, ttr, self.client.keys.layout)] = handler
+
+    def handler(self, topic: str, *, ttr: Optional[float] = None) -> Callable[[F], F]:
+        """Decorator form of :meth:`handle`."""
+
+        def register(fn: F) -> F:
+            self.handle(topic, fn, ttr=ttr)  # type: ignore[arg-type]
+            return fn
+
+        return register
+
+    def _noticed(self) -> None:
+        """Before a call: the client made a new connection since the last one?"""
+        if self.client._reconnects != self._reconnects:
+            self._reconnects = self.client._reconnects
+            self._core.reconnected()
 
 
 class Core:
@@ -335,11 +358,11 @@ class Core:
         with self.lock:
             return self.in_flight == 0 and not self.flushing
 
-    def _io(self, action: Action) -> Generator[Action, Any, Tuple[bool, Any]]:
-        """Carry out ``action``; on a Redis failure report it and pause
-        (doubling up to :data:`MOST_PAUSE`), then return ``(False, None)``."""
+    def _io(self, calls: Calls[Any]) -> Generator[Action, Any, Tuple[bool, Any]]:
+        """Make ``calls``; on a Redis failure report it and pause (doubling up
+        to :data:`MOST_PAUSE`), then return ``(False, None)``."""
         try:
-            reply = yield action
+            reply = yield from calls
         except InvalidArgument:
             raise  # a bug, not Redis: trying again would not help
         except DelayerError as e:
@@ -366,7 +389,7 @@ class Core:
         with self.lock:
             due, self.policy_due = self.policy_due, False
         if due:
-            ok, policy = yield from self._io(Policy())
+            ok, policy = yield from self._io(_one(lambda c: c._drive(_eviction.read())))
             if ok:
                 self._eviction.report(policy, log)
 
@@ -426,7 +449,7 @@ class Core:
                     self.in_flight += n
                 if n == 0 and not acks:
                     break
-                ok, reply = yield from self._io(Fetch(topic, self.ttrs[topic], n, acks))
+                ok, reply = yield from self._io(self._fetch(topic, n, acks))
                 if not ok:
                     with self.lock:
                         self.in_flight -= n
@@ -452,7 +475,11 @@ class Core:
                 self.in_flight += 1
             topic = topics[0]
             wait = max(MIN_IDLE_WAIT, IDLE_WAIT / len(topics))
-            ok, message = yield from self._io(Await(topic, self.ttrs[topic], wait))
+            ttr = self.ttrs[topic]
+            if self.settings.at_most_once:
+                ok, message = yield from self._io(_one(lambda c: c.bpop(topic, wait)))
+            else:
+                ok, message = yield from self._io(_one(lambda c: c.breserve(topic, ttr, wait)))
             with self.lock:
                 self.awaiting -= 1
                 if not ok or message is None:
@@ -469,10 +496,88 @@ class Core:
             acks = self._take_acks()
             if not acks:
                 break
-            ok, reply = yield from self._io(Fetch(topic, self.ttrs[topic], 0, acks))
+            ok, reply = yield from self._io(self._fetch(topic, 0, acks))
             if ok:
                 self._fetched(topic, acks, reply)
             else:
                 self.requeue_acks(acks)
                 tries += 1
 
+    def _fetch(self, topic: str, n: int, acks: List[Delivery]) -> Calls[Tuple[Optional[List[bool]], List[Any]]]:
+        """Ack ``acks`` and reserve up to ``n`` jobs of ``topic`` in one call;
+        at most once, pop up to ``n``: the ack results (None) and the jobs."""
+        if not self.settings.at_most_once:
+            ttr = self.ttrs[topic]
+            held = [d.reserved for d in acks]
+            reply: Tuple[List[bool], List[Any]] = yield lambda c: c.reserve_many(topic, ttr, n, held)
+            return reply
+        popped: List[Message] = []
+        try:
+            while len(popped) < n:
+                m = yield lambda c: c.pop(topic)
+                if m is None:
+                    break
+                popped.append(m)
+        except DelayerError:
+            if not popped:
+                raise
+        return None, popped  # jobs popped before a failure are gone from Redis: run them
+
+    # -- what runners and the keeper send -------------------------------
+
+    def give_back(self, d: Delivery, error: Optional[str], at_stop: bool) -> Calls[None]:
+        """Release ``d``: its handler failed (its backoff), or at a stop (due at once, for another worker)."""
+        try:
+            held = yield lambda c: c.release(d.reserved, delay=0 if at_stop else None, error=error)
+            if not held:
+                call_hook(self.hooks.job_lost, d, "release")
+        except DelayerError as e:  # the reservation runs out and the server retries the job
+            call_hook(self.hooks.connection_lost, e, 0.0)
+        if at_stop:
+            call_hook(self.hooks.job_released_at_stop, d)
+
+    def flush(self) -> Calls[None]:
+        """Send the acks waiting, while no fetch is coming to carry them."""
+        topic = next(iter(self.ttrs))  # any: a call that reserves nothing
+        while True:
+            batch = self.flush_batch()
+            if not batch:
+                return
+            try:
+                acked, _ = yield lambda c: c.reserve_many(topic, self.ttrs[topic], 0, [d.reserved for d in batch])
+            except DelayerError:
+                self.flush_failed(batch)  # the next fetch sends them again
+                return
+            self.report_acks(batch, acked)
+
+    def extend(self, d: Delivery, ttr: Optional[float]) -> Calls[Optional[float]]:
+        """``d.extend(ttr)``: touch its reservation, and keep touching it every half ``ttr``."""
+        ttr = d.ttr if ttr is None else ttr
+        deadline: Optional[float] = yield lambda c: c.touch(d.reserved, ttr)
+        if deadline is None:
+            self.forget(d)
+        else:
+            self.touched(d, time.monotonic(), ttr)
+        return deadline
+
+    def keep(self) -> Calls[float]:
+        """One round of the keeper: touch the reservations due; returns how long it may sleep."""
+        due, sleep = self.touches(time.monotonic())
+        for d in due:
+            try:
+                deadline = yield lambda c: c.touch(d.reserved, d.ttr)  # noqa: B023 (called at once)
+            except DelayerError:
+                d.touch_at = time.monotonic() + min(1.0, d.ttr / 10)  # try again soon
+                continue
+            if deadline is None:
+                if self.forget(d):  # else the handler ended and acked meanwhile
+                    call_hook(self.hooks.job_lost, d, "touch")
+            else:
+                self.touched(d, time.monotonic())
+                call_hook(self.hooks.job_touched, d)
+        return sleep
+
+
+def _one(call: Call) -> Calls[Any]:
+    """One call as :data:`Calls`."""
+    return (yield call)
