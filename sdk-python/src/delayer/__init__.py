@@ -17,27 +17,11 @@ heartbeats, graceful stop and reconnects.
 """
 
 from .client import Delayer
-from .errors import (
-    AuthenticationFailed,
-    ConfigError,
-    ConnectionFailed,
-    DelayerError,
-    IdTakenError,
-    InvalidArgument,
-    NotReplicatedError,
-    ProtocolError,
-)
+from .errors import (AuthenticationFailed, ConfigError, ConnectionFailed, DelayerError, IdTakenError, InvalidArgument,
+                     NotReplicatedError, ProtocolError)
 from .keys import DEFAULT_PREFIX, Keys
-from .models import (
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_READY_MAX_LIFETIME,
-    Backoff,
-    DeadLetter,
-    Job,
-    Message,
-    ReservedMessage,
-    Taken,
-)
+from .models import (DEFAULT_MAX_ATTEMPTS, DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message,
+                     ReservedMessage, Taken)
 from .worker import Delivery, Worker, WorkerHooks
 
 __all__ = [

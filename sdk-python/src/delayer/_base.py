@@ -42,26 +42,13 @@ class ClientBase(Generic[R]):
 
     _flavour: ClassVar[Flavour]
 
-    def __init__(
-        self,
-        url: Optional[str] = None,
-        prefix: str = DEFAULT_PREFIX,
-        *,
-        client: Optional[R] = None,
-        username: Optional[str] = None,
-        password: Optional[str] = None,
-        tls_ca_file: Optional[PathArg] = None,
-        tls_cert_file: Optional[PathArg] = None,
-        tls_key_file: Optional[PathArg] = None,
-        sentinels: Union[str, Sequence[Tuple[str, int]], None] = None,
-        master_name: Optional[str] = None,
-        database: int = 0,
-        sentinel_username: Optional[str] = None,
-        sentinel_password: Optional[str] = None,
-        tls: bool = False,
-        layout: Optional[str] = None,
-        cluster: Union[str, Sequence[Tuple[str, int]], None] = None,
-    ) -> None:
+    def __init__(self, url: Optional[str] = None, prefix: str = DEFAULT_PREFIX, *, client: Optional[R] = None,
+                 username: Optional[str] = None, password: Optional[str] = None, tls_ca_file: Optional[PathArg] = None,
+                 tls_cert_file: Optional[PathArg] = None, tls_key_file: Optional[PathArg] = None,
+                 sentinels: Union[str, Sequence[Tuple[str, int]], None] = None, master_name: Optional[str] = None,
+                 database: int = 0, sentinel_username: Optional[str] = None, sentinel_password: Optional[str] = None,
+                 tls: bool = False, layout: Optional[str] = None,
+                 cluster: Union[str, Sequence[Tuple[str, int]], None] = None) -> None:
         """Create a client for ``url`` (or ``client``) with key prefix ``prefix``.
 
         ``url`` is ``redis://[user:password@]host:port/db``, ``rediss://...``
@@ -112,14 +99,8 @@ class ClientBase(Generic[R]):
             if database != 0:
                 raise InvalidArgument("database: Redis Cluster has only database 0")
             nodes = _sentinel.check_nodes(cluster, "cluster", "seed node")
-            opened = _cluster.open_clients(
-                flavour.client_class.__module__.startswith("redis.asyncio"),
-                nodes,
-                username,
-                password,
-                tls,
-                (tls_ca_file, tls_cert_file, tls_key_file),
-            )
+            opened = _cluster.open_clients(flavour.client_class.__module__.startswith("redis.asyncio"), nodes, username,
+                                           password, tls, (tls_ca_file, tls_cert_file, tls_key_file))
             self._owns_client = True
             self._redis: R = opened.calls
             self._where = _cluster.describe(nodes)
@@ -130,30 +111,20 @@ class ClientBase(Generic[R]):
         if sentinels is not None:
             if url is not None or client is not None:
                 raise InvalidArgument("sentinels= finds the master itself: give neither url= nor client=")
-            made, waiter, secrets = _sentinel.open_clients(
-                _sentinel_class(flavour),
-                flavour.client_class,
-                flavour.retry_class(NoBackoff(), 0),
-                _sentinel.check_nodes(sentinels),
-                master_name,
-                database,
-                (username, password, sentinel_username, sentinel_password),
-                tls,
-                (tls_ca_file, tls_cert_file, tls_key_file),
-            )
+            made, waiter, secrets = _sentinel.open_clients(_sentinel_class(flavour), flavour.client_class,
+                                                           flavour.retry_class(NoBackoff(), 0),
+                                                           _sentinel.check_nodes(sentinels), master_name, database,
+                                                           (username, password, sentinel_username, sentinel_password),
+                                                           tls, (tls_ca_file, tls_cert_file, tls_key_file))
             self._owns_client = True
         elif master_name is not None or sentinel_username is not None or sentinel_password is not None or tls:
             raise InvalidArgument("master_name, sentinel_username, sentinel_password and tls go with sentinels=")
         elif database != 0:
             raise InvalidArgument("database goes with sentinels=; with url= it is the URL's path (/0)")
         elif client is None:
-            made, secrets = _connect.open_client(
-                flavour.client_class.from_url,
-                flavour.retry_class,
-                url if url is not None else _connect.DEFAULT_URL,
-                password,
-                (tls_ca_file, tls_cert_file, tls_key_file),
-            )
+            made, secrets = _connect.open_client(flavour.client_class.from_url, flavour.retry_class,
+                                                 url if url is not None else _connect.DEFAULT_URL, password,
+                                                 (tls_ca_file, tls_cert_file, tls_key_file))
             _connect.set_credentials(made.connection_pool.connection_kwargs, username, password)
             self._owns_client = True
         else:

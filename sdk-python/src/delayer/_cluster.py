@@ -89,14 +89,8 @@ class Clients(NamedTuple):
     node_options: Dict[str, Any]
 
 
-def open_clients(
-    asyncio: bool,
-    nodes: List[Node],
-    username: Optional[str],
-    password: Optional[str],
-    tls: bool,
-    tls_files: Tuple[object, object, object],
-) -> Clients:
+def open_clients(asyncio: bool, nodes: List[Node], username: Optional[str], password: Optional[str], tls: bool,
+                 tls_files: Tuple[object, object, object]) -> Clients:
     """The clients of a Delayer client in cluster mode. The sync
     ``RedisCluster`` asks a seed node for the slots at once: a cluster that
     cannot be reached is a :class:`~delayer.ConnectionFailed` here."""

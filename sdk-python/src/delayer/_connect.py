@@ -25,13 +25,8 @@ CONNECT_TIMEOUT = 5.0
 _Client = TypeVar("_Client")
 
 
-def open_client(
-    from_url: Callable[..., _Client],
-    retry_class: Callable[[NoBackoff, int], object],
-    url: object,
-    password: Optional[str],
-    tls_files: Tuple[object, object, object],
-) -> Tuple[_Client, List[str]]:
+def open_client(from_url: Callable[..., _Client], retry_class: Callable[[NoBackoff, int], object], url: object,
+                password: Optional[str], tls_files: Tuple[object, object, object]) -> Tuple[_Client, List[str]]:
     """Build a redis-py client, sync or asyncio (``from_url`` and its
     ``retry_class`` say which), as both Delayer clients do. Returns it with the
     secrets to scrub from errors. The caller applies username/password

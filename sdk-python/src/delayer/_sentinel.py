@@ -128,17 +128,9 @@ def check_nodes(nodes: Union[str, Sequence[Any]], name: str = "sentinels", what:
     return out
 
 
-def open_clients(
-    sentinel_class: Any,
-    client_class: Any,
-    retry: object,
-    nodes: List[Node],
-    master_name: object,
-    database: object,
-    credentials: Tuple[Optional[str], Optional[str], Optional[str], Optional[str]],
-    tls: bool,
-    tls_files: Tuple[object, object, object],
-) -> Tuple[Any, Any, List[str]]:
+def open_clients(sentinel_class: Any, client_class: Any, retry: object, nodes: List[Node], master_name: object,
+                 database: object, credentials: Tuple[Optional[str], Optional[str], Optional[str], Optional[str]],
+                 tls: bool, tls_files: Tuple[object, object, object]) -> Tuple[Any, Any, List[str]]:
     """The client for ordinary calls and the one for blocking waits, both on
     the master the sentinels name, and the secrets to hide from messages.
     ``credentials`` are (username, password, sentinel_username,

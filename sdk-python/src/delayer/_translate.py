@@ -10,18 +10,9 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Optional, Sequence, Type, Union
 
-from redis.exceptions import (
-    AskError,
-    AuthenticationError,
-    ClusterDownError,
-    ClusterError,
-    ConnectionError as RedisConnectionError,
-    RedisClusterException,
-    RedisError,
-    ResponseError,
-    TimeoutError as RedisTimeoutError,
-    TryAgainError,
-)
+from redis.exceptions import (AskError, AuthenticationError, ClusterDownError, ClusterError,
+                              ConnectionError as RedisConnectionError, RedisClusterException, RedisError, ResponseError,
+                              TimeoutError as RedisTimeoutError, TryAgainError)
 
 from .errors import AuthenticationFailed, ConnectionFailed, DelayerError, ProtocolError
 
@@ -53,9 +44,7 @@ def redirected(exc: object) -> bool:
     not run): a plain node client's reply in cluster mode, or one a cluster
     client could not follow. redis-py parses them as AskError for its
     cluster clients only, in some versions."""
-    return isinstance(exc, AskError) or (
-        isinstance(exc, ResponseError) and str(exc).startswith(("MOVED ", "ASK "))
-    )
+    return isinstance(exc, AskError) or (isinstance(exc, ResponseError) and str(exc).startswith(("MOVED ", "ASK ")))
 
 
 def _refused(exc: BaseException) -> bool:

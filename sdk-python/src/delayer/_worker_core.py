@@ -1,19 +1,13 @@
-"""What the sync and asyncio Workers share: everything that does no I/O.
+"""What the thread and asyncio Workers share: everything that does no I/O.
 
-A Worker is a fetch loop feeding N handler runners, plus a keeper that
-touches long-running reservations. The fetch loop is written once here, as
-a generator of :data:`Action` values (like :mod:`delayer._ops`); the thread
-Worker (:mod:`delayer.worker`) and the asyncio Worker
-(:mod:`delayer.aio_worker`) only carry the actions out. The state both sides
-touch (free slots, acks waiting to be sent, reservations in flight) lives in
-:class:`Core`, guarded by the lock the driver gives it (a condition for
-threads, nothing for asyncio).
-
-Throughput comes from batching: one reserve.lua call acks every job finished
-since the last call and reserves as many jobs as there are free slots. When
-nothing is ready the loop waits with ``breserve``; while it waits, the
-runner of a handler that finishes sends the acks waiting (one runner at a
-time, one call), so an ack never waits for the next job.
+A Worker is fetch loops feeding N handler runners, plus a keeper touching
+long reservations. The loops, and every call a runner or the keeper makes,
+are generators of steps here (as :mod:`delayer._ops`); :mod:`delayer.worker`
+and :mod:`delayer.aio_worker` only carry the steps out. The state both touch
+lives in :class:`Core`, under the lock the Worker gives it (none for asyncio).
+Throughput comes from batching: one reserve.lua call acks the jobs finished
+since the last and reserves one per free slot; while a loop waits for a job,
+a runner that finishes sends the acks, so an ack never waits for a job.
 """
 
 from __future__ import annotations
@@ -22,7 +16,8 @@ import functools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Dict, Generator, List, Generic, NamedTuple, Optional, Tuple, TypeVar, Union
+from typing import Any, Callable, ContextManager, Dict, Generator, Generic, List, NamedTuple, Optional, Tuple, TypeVar
+from typing import Union
 
 from . import _eviction
 from ._calls import RESERVE_BATCH
@@ -30,40 +25,30 @@ from ._rules import count, ttr_ms
 from .errors import DelayerError, InvalidArgument
 from .keys import CLASSIC, check_topic
 from ._worker_hooks import WorkerHooks, call_hook, log, overridden
-from .models import Message, ReservedMessage
+from .models import Message, ReservedMessage, _Body, _Names
+
+T = TypeVar("T")
+H = TypeVar("H")  # a handler: a function, or an async one
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: The longest one idle wait (breserve / bpop) lasts: a stop is noticed within it.
 IDLE_WAIT = 1.0
 #: Shortest idle wait per topic when a worker serves many topics.
 MIN_IDLE_WAIT = 0.1
-#: Pauses between attempts to reach Redis again: first, then doubling up to
-#: the most (the same in every SDK: PROTOCOL.md, "The Worker runtime").
+#: Pauses before trying Redis again: first, doubling up to the most (PROTOCOL.md, "The Worker runtime").
 FIRST_PAUSE, MOST_PAUSE = 0.1, 1.0
-#: How long the fetch loop waits for more slots to free up before it fetches
-#: for the few that are free (a batch per round trip, and fetching while
-#: the other half of the handlers still run).
+#: How long a fetch waits for more slots to free up: a batch per round trip.
 GATHER = 0.005
-T = TypeVar("T")
-H = TypeVar("H")  # a handler: a function, or an async one
-F = TypeVar("F", bound=Callable[..., Any])
-
-#: How many fetch loops a Worker runs at once (one for a small concurrency):
-#: while Redis runs one loop's call, the other parses its reply.
+#: Fetch loops per Worker (one below concurrency 8): while Redis runs one's call, the other parses.
 FETCH_LOOPS = 2
+#: Calls to Redis a Worker's runners make at once: redis-py 8's pools hold 100 connections.
+RUNNER_CALLS = 16
+#: What a handler that did not finish within the grace period is released with.
+STOPPED_ERROR = "WorkerStopped: the worker stopped before the handler finished"
 
 
 def fetch_loops(concurrency: int) -> int:
     return FETCH_LOOPS if concurrency >= 8 else 1
-
-
-#: How many calls to Redis a Worker's runners make at once (releases, acks,
-#: extends): redis-py 8's pools hold 100 connections by default, and a
-#: worker at concurrency 100 must not run out of them.
-RUNNER_CALLS = 16
-
-
-#: What a handler that did not finish within the grace period is released with.
-STOPPED_ERROR = "WorkerStopped: the worker stopped before the handler finished"
 
 
 @dataclass(frozen=True)
@@ -87,10 +72,10 @@ def check_settings(concurrency: object, ttr: object, at_most_once: object, grace
 
 
 @dataclass(eq=False)
-class Delivery:
-    """A job a Worker hands to a handler: the job's data, and for the
-    at-least-once mode its reservation (``extend`` lives in each Worker's
-    subclass)."""
+class Delivery(_Body, _Names):
+    """A job a Worker hands to a handler: the job's data (``id_bytes``,
+    ``topic_bytes`` and ``text`` as on :class:`delayer.Message`), and at
+    least once its reservation (``extend`` is each Worker's)."""
 
     #: What reserve (at least once) or pop (at most once) returned.
     message: Union[ReservedMessage, Message]
@@ -100,25 +85,15 @@ class Delivery:
     touch_at: float = field(default=math.inf, repr=False)
 
     @property
-    def id(self) -> str:
+    def id(self) -> str:  # type: ignore[override]
         return self.message.id
 
     @property
-    def topic(self) -> str:
+    def topic(self) -> str:  # type: ignore[override]
         return self.message.topic
 
     @property
-    def id_bytes(self) -> bytes:
-        """The id as Redis holds it (:attr:`delayer.Message.id_bytes`)."""
-        return self.message.id_bytes
-
-    @property
-    def topic_bytes(self) -> bytes:
-        """The topic as Redis holds it."""
-        return self.message.topic_bytes
-
-    @property
-    def body(self) -> bytes:
+    def body(self) -> bytes:  # type: ignore[override]
         return self.message.body
 
     @property
@@ -126,11 +101,6 @@ class Delivery:
         """The producer's W3C trace context given at push, or None: the
         parent of the handler's span (``delayer[opentelemetry]`` makes it so)."""
         return self.message.traceparent
-
-    @property
-    def text(self) -> str:
-        """The body decoded as UTF-8."""
-        return self.message.text
 
     @property
     def attempts(self) -> int:
@@ -212,13 +182,8 @@ class Core:
     """A Worker's shared state and fetch loop. Every method that reads or
     changes the state takes ``lock`` itself; hooks run outside it."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        hooks: WorkerHooks,
-        lock: ContextManager[Any],
-        make: Callable[[Union[ReservedMessage, Message], float], Delivery],
-    ) -> None:
+    def __init__(self, settings: Settings, hooks: WorkerHooks, lock: ContextManager[Any],
+                 make: Callable[[Union[ReservedMessage, Message], float], Delivery]) -> None:
         self.settings = settings
         self.make = make
         self.hooks = hooks

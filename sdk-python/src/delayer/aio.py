@@ -113,20 +113,10 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         except StopIteration as done:
             return done.value
 
-    async def push(
-        self,
-        topic: str,
-        id: str,
-        delay: float,
-        body: Union[bytes, str] = b"",
-        ready_max_lifetime: int = DEFAULT_READY_MAX_LIFETIME,
-        *,
-        max_attempts: Optional[int] = None,
-        backoff: Optional[Backoff] = None,
-        if_absent: bool = False,
-        durable: Union[bool, float] = False,
-        traceparent: Optional[str] = None,
-    ) -> float:
+    async def push(self, topic: str, id: str, delay: float, body: Union[bytes, str] = b"",
+                   ready_max_lifetime: int = DEFAULT_READY_MAX_LIFETIME, *, max_attempts: Optional[int] = None,
+                   backoff: Optional[Backoff] = None, if_absent: bool = False, durable: Union[bool, float] = False,
+                   traceparent: Optional[str] = None) -> float:
         """As :meth:`delayer.Delayer.push`."""
         op = _ops.push(
             self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent, traceparent
@@ -178,14 +168,8 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         """As :meth:`delayer.Delayer.ack`."""
         return await self._drive(_ops.ack(self._keys, job, receipt, topic))
 
-    async def touch(
-        self,
-        job: Union[ReservedMessage, str],
-        ttr: float,
-        receipt: Optional[str] = None,
-        *,
-        topic: Optional[str] = None,
-    ) -> Optional[float]:
+    async def touch(self, job: Union[ReservedMessage, str], ttr: float, receipt: Optional[str] = None, *,
+                    topic: Optional[str] = None) -> Optional[float]:
         """As :meth:`delayer.Delayer.touch`."""
         return await self._drive(_ops.touch(self._keys, job, ttr, receipt, topic))
 
@@ -201,14 +185,8 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         """As :meth:`delayer.Delayer.release`."""
         return await self._drive(_ops.release(self._keys, job, delay, receipt, error, topic))
 
-    async def bury(
-        self,
-        job: Union[ReservedMessage, str],
-        receipt: Optional[str] = None,
-        *,
-        error: Optional[str] = None,
-        topic: Optional[str] = None,
-    ) -> bool:
+    async def bury(self, job: Union[ReservedMessage, str], receipt: Optional[str] = None, *,
+                   error: Optional[str] = None, topic: Optional[str] = None) -> bool:
         """As :meth:`delayer.Delayer.bury`."""
         return await self._drive(_ops.bury(self._keys, job, receipt, error, topic))
 

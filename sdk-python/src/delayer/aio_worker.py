@@ -52,16 +52,8 @@ class Worker(core.WorkerBase[Handler]):
     after ``grace`` seconds are cancelled and their jobs released.
     """
 
-    def __init__(
-        self,
-        client: Delayer,
-        *,
-        concurrency: int = 10,
-        ttr: float = 60.0,
-        at_most_once: bool = False,
-        grace: float = 25.0,
-        hooks: Optional[WorkerHooks] = None,
-    ) -> None:
+    def __init__(self, client: Delayer, *, concurrency: int = 10, ttr: float = 60.0, at_most_once: bool = False,
+                 grace: float = 25.0, hooks: Optional[WorkerHooks] = None) -> None:
         settings = core.check_settings(concurrency, ttr, at_most_once, grace)
         super().__init__(client, settings, hooks, contextlib.nullcontext(), Delivery)  # one thread: nothing to lock
         self._jobs: "collections.deque[Delivery]" = collections.deque()  # handed over, not started

@@ -126,20 +126,10 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         except StopIteration as done:
             return done.value
 
-    def push(
-        self,
-        topic: str,
-        id: str,
-        delay: float,
-        body: Union[bytes, str] = b"",
-        ready_max_lifetime: int = DEFAULT_READY_MAX_LIFETIME,
-        *,
-        max_attempts: Optional[int] = None,
-        backoff: Optional[Backoff] = None,
-        if_absent: bool = False,
-        durable: Union[bool, float] = False,
-        traceparent: Optional[str] = None,
-    ) -> float:
+    def push(self, topic: str, id: str, delay: float, body: Union[bytes, str] = b"",
+             ready_max_lifetime: int = DEFAULT_READY_MAX_LIFETIME, *, max_attempts: Optional[int] = None,
+             backoff: Optional[Backoff] = None, if_absent: bool = False, durable: Union[bool, float] = False,
+             traceparent: Optional[str] = None) -> float:
         """Schedule job ``id`` on ``topic`` in ``delay`` seconds; return its due time.
 
         ``delay`` is rounded to the nearest millisecond; ``body`` is bytes (a
@@ -282,14 +272,8 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         """
         return self._drive(_ops.ack(self._keys, job, receipt, topic))
 
-    def touch(
-        self,
-        job: Union[ReservedMessage, str],
-        ttr: float,
-        receipt: Optional[str] = None,
-        *,
-        topic: Optional[str] = None,
-    ) -> Optional[float]:
+    def touch(self, job: Union[ReservedMessage, str], ttr: float, receipt: Optional[str] = None, *,
+              topic: Optional[str] = None) -> Optional[float]:
         """Still working on it: the reservation's deadline becomes ``ttr`` seconds from now.
 
         So the job is not handed out again while the work goes on. The
@@ -301,15 +285,8 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         """
         return self._drive(_ops.touch(self._keys, job, ttr, receipt, topic))
 
-    def release(
-        self,
-        job: Union[ReservedMessage, str],
-        delay: Optional[float] = None,
-        receipt: Optional[str] = None,
-        *,
-        error: Optional[str] = None,
-        topic: Optional[str] = None,
-    ) -> bool:
+    def release(self, job: Union[ReservedMessage, str], delay: Optional[float] = None, receipt: Optional[str] = None, *,
+                error: Optional[str] = None, topic: Optional[str] = None) -> bool:
         """A failed attempt: give the job back for a retry. True if the reservation was held.
 
         The job is due again after ``delay`` seconds, or, without one, after
@@ -323,14 +300,8 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         """
         return self._drive(_ops.release(self._keys, job, delay, receipt, error, topic))
 
-    def bury(
-        self,
-        job: Union[ReservedMessage, str],
-        receipt: Optional[str] = None,
-        *,
-        error: Optional[str] = None,
-        topic: Optional[str] = None,
-    ) -> bool:
+    def bury(self, job: Union[ReservedMessage, str], receipt: Optional[str] = None, *, error: Optional[str] = None,
+             topic: Optional[str] = None) -> bool:
         """Give up on the job: send it to its topic's dead letters now, whatever
         its attempts (for a job that can never succeed). True if the
         reservation was held. ``job``, ``receipt`` and ``topic`` as in

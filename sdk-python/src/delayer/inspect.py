@@ -176,20 +176,10 @@ def job_op(keys: Keys, topic: object, job_id: object) -> Op[JobInfo]:
     if state not in STATES:
         raise ProtocolError(f"lookup.lua: unknown state {state!r}")
     time = _time(reply[5])
-    return JobInfo(
-        id=i,
-        state=state,
-        topic=_text(reply[1]),
-        body_size=_number(reply[2]),
-        attempts=_number(reply[3]),
-        max_attempts=_number(reply[4]),
-        due=time if state == "scheduled" else None,
-        deadline=time if state == "reserved" else None,
-        dead_at=time if state == "dead" else None,
-        dead_reason=_text(reply[6]),
-        last_error=_text(reply[7]),
-        traceparent=_trace.from_redis(i, reply[8]),
-    )
+    return JobInfo(id=i, state=state, topic=_text(reply[1]), body_size=_number(reply[2]), attempts=_number(reply[3]),
+                   max_attempts=_number(reply[4]), due=time if state == "scheduled" else None,
+                   deadline=time if state == "reserved" else None, dead_at=time if state == "dead" else None,
+                   dead_reason=_text(reply[6]), last_error=_text(reply[7]), traceparent=_trace.from_redis(i, reply[8]))
 
 
 def _list_reply(reply: object) -> Tuple[Optional[int], List[Tuple[str, Optional[float]]]]:
@@ -268,11 +258,8 @@ def topic_stats_op(keys: Keys) -> Op[Stats]:
 def stats_op(keys: Keys) -> Op[Stats]:
     if keys.per_topic:
         return (yield from topic_stats_op(keys))
-    call = ScriptCall(
-        scripts.STATS,
-        [keys.topics, keys.scheduled_count, keys.job_pool, keys.reserved],
-        [keys.ready_queue_prefix, keys.dead_prefix, keys.bucket_prefix, RESERVED_CAP],
-    )
+    call = ScriptCall(scripts.STATS, [keys.topics, keys.scheduled_count, keys.job_pool, keys.reserved],
+                      [keys.ready_queue_prefix, keys.dead_prefix, keys.bucket_prefix, RESERVED_CAP])
     reply = yield call
     if not isinstance(reply, list) or len(reply) < 3:
         raise ProtocolError(f"stats.lua: unexpected reply {reply!r:.200}")

@@ -106,32 +106,15 @@ class Keys:
             if topic is None:
                 raise ValueError("the per-topic layout's names need a topic")
             tag = f"{self.prefix}{{{topic}}}:"
-            return TopicNames(
-                pool=tag + "pool",
-                bucket_prefix=tag + "job:",
-                ready=tag + "ready",
-                reserved=tag + "reserved",
-                malformed=tag + "malformed",
-                receipt_seq=tag + "receipt_seq",
-                dead=tag + "dead",
-                dead_prefix="",
-                counts=(),
-                release4=tag + "dead",
-                outcomes=tag + "outcomes",
-            )
-        return TopicNames(
-            pool=self.job_pool,
-            bucket_prefix=self.bucket_prefix,
-            ready="" if topic is None else self.ready_queue(topic),
-            reserved=self.reserved,
-            malformed=self.malformed,
-            receipt_seq=self.receipt_seq,
-            dead="" if topic is None else self.dead(topic),
-            dead_prefix=self.dead_prefix,
-            counts=(self.scheduled_count,),
-            release4=self.scheduled_count,
-            outcomes=self.outcomes,
-        )
+            return TopicNames(pool=tag + "pool", bucket_prefix=tag + "job:", ready=tag + "ready",
+                              reserved=tag + "reserved", malformed=tag + "malformed", receipt_seq=tag + "receipt_seq",
+                              dead=tag + "dead", dead_prefix="", counts=(), release4=tag + "dead",
+                              outcomes=tag + "outcomes")
+        return TopicNames(pool=self.job_pool, bucket_prefix=self.bucket_prefix,
+                          ready="" if topic is None else self.ready_queue(topic), reserved=self.reserved,
+                          malformed=self.malformed, receipt_seq=self.receipt_seq,
+                          dead="" if topic is None else self.dead(topic), dead_prefix=self.dead_prefix,
+                          counts=(self.scheduled_count,), release4=self.scheduled_count, outcomes=self.outcomes)
 
     def topic(self, value: object) -> str:
         """Check a topic (:func:`~delayer._rules.check_name`); in the per-topic

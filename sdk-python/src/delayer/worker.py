@@ -68,16 +68,8 @@ class Worker(core.WorkerBase[Callable[[Delivery], Any]]):
     every lost connection, for logging and metrics.
     """
 
-    def __init__(
-        self,
-        client: Delayer,
-        *,
-        concurrency: int = 10,
-        ttr: float = 60.0,
-        at_most_once: bool = False,
-        grace: float = 25.0,
-        hooks: Optional[WorkerHooks] = None,
-    ) -> None:
+    def __init__(self, client: Delayer, *, concurrency: int = 10, ttr: float = 60.0, at_most_once: bool = False,
+                 grace: float = 25.0, hooks: Optional[WorkerHooks] = None) -> None:
         lock = threading.RLock()  # the Core takes it directly: a Condition's enter is a Python call
         self._cond = threading.Condition(lock)
         super().__init__(client, core.check_settings(concurrency, ttr, at_most_once, grace), hooks, lock, Delivery)
