@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Dict, Generator, Generic, List, NamedTuple, Optional, Tuple, TypeVar
 from typing import Union
 
@@ -24,8 +24,8 @@ from ._calls import RESERVE_BATCH
 from ._rules import count, ttr_ms
 from .errors import DelayerError, InvalidArgument
 from .keys import CLASSIC, check_topic
-from ._worker_hooks import WorkerHooks, call_hook, log, overridden
-from .models import Message, ReservedMessage, _Body, _Names
+from ._worker_hooks import Delivery, WorkerHooks, call_hook, log, overridden
+from .models import Message, ReservedMessage
 
 T = TypeVar("T")
 H = TypeVar("H")  # a handler: a function, or an async one
@@ -69,50 +69,6 @@ def check_settings(concurrency: object, ttr: object, at_most_once: object, grace
     if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not math.isfinite(grace) or grace < 0:
         raise InvalidArgument(f"grace must be a number of seconds >= 0, not {grace!r}")
     return Settings(n, float(ttr), at_most_once, float(grace))  # type: ignore[arg-type]
-
-
-@dataclass(eq=False)
-class Delivery(_Body, _Names):
-    """A job a Worker hands to a handler: the job's data (``id_bytes``,
-    ``topic_bytes`` and ``text`` as on :class:`delayer.Message`), and at
-    least once its reservation (``extend`` is each Worker's)."""
-
-    #: What reserve (at least once) or pop (at most once) returned.
-    message: Union[ReservedMessage, Message]
-    #: The ttr of the reservation, in seconds (0 at most once).
-    ttr: float
-    started: float = field(default=0.0, repr=False)
-    touch_at: float = field(default=math.inf, repr=False)
-
-    @property
-    def id(self) -> str:  # type: ignore[override]
-        return self.message.id
-
-    @property
-    def topic(self) -> str:  # type: ignore[override]
-        return self.message.topic
-
-    @property
-    def body(self) -> bytes:  # type: ignore[override]
-        return self.message.body
-
-    @property
-    def traceparent(self) -> Optional[str]:
-        """The producer's W3C trace context given at push, or None: the
-        parent of the handler's span (``delayer[opentelemetry]`` makes it so)."""
-        return self.message.traceparent
-
-    @property
-    def attempts(self) -> int:
-        """Deliveries so far, this one included (1 at most once)."""
-        return self.message.attempts if isinstance(self.message, ReservedMessage) else 1
-
-    @property
-    def reserved(self) -> ReservedMessage:
-        """The reservation (at least once); InvalidArgument at most once."""
-        if not isinstance(self.message, ReservedMessage):
-            raise InvalidArgument("a job popped at most once has no reservation to extend")
-        return self.message
 
 
 #: A call to the client (the thread Worker gets its reply, the asyncio Worker
@@ -199,10 +155,7 @@ class Core:
         self.stopping = False
         self._next = 0  # rotation: the topic served first next round
         self._pause = FIRST_PAUSE
-        # Read the eviction policy at start and after every reconnect
-        # (a failed call, then one that worked; or the client's own
-        # reconnect: reconnected), once, by whichever fetch loop comes first.
-        self.policy_due = True
+        self.policy_due = True  # read the eviction policy: at start and after every reconnect
         self._failed = False
         self._eviction = _eviction.Watch()
 
@@ -226,12 +179,10 @@ class Core:
                 self.running[id(d)] = d
 
     def finish(self, d: Delivery, ack: bool) -> Tuple[bool, bool]:
-        """A runner is done with ``d`` (``ack``: it succeeded, at least once;
-        a failure was released already); its slot is free. Returns ``(flush,
-        wake)``: ``flush`` when no fetch is coming to carry the acks (a fetch
-        loop waits for a job, or they are done) and this runner must send
-        them (:meth:`flush_batch`); ``wake`` when the fetch loop's wait is over.
-        One runner flushes at a time: one connection, one call per 1000 acks."""
+        """A runner is done with ``d`` (``ack``: it succeeded, at least once).
+        Returns ``(flush, wake)``: ``flush`` when no fetch is coming to carry
+        the acks and this runner must send them (:meth:`flush`: one runner at
+        a time); ``wake`` when the fetch loop's Idle wait is over."""
         with self.lock:
             self.running.pop(id(d), None)
             self.in_flight -= 1
@@ -257,33 +208,28 @@ class Core:
             self.flushing = False
 
     def enough(self) -> bool:
-        """Whether an Idle wait is over (call with the lock held); once it is,
-        ``want`` is 0: its waiter is woken once, not per handler finishing."""
+        """Whether an Idle wait is over (lock held); then ``want`` is 0: its waiter is woken once."""
         if self.stopping or (self.want > 0 and self.settings.concurrency - self.in_flight >= self.want):
             self.want = 0
             return True
         return False
 
     def forget(self, d: Delivery) -> bool:
-        """Touch ``d`` no more (its reservation is gone); returns whether its
-        handler was still running (else the touch only met its ack)."""
+        """Touch ``d`` no more; whether its handler was still running (else the touch met its ack)."""
         with self.lock:
             return self.running.pop(id(d), None) is not None
 
     def requeue_acks(self, acks: List[Delivery]) -> None:
-        """Acks whose call failed go with the next one (an ack by receipt is
-        safe to send twice: the second finds nothing)."""
+        """Acks whose call failed go with the next (sent twice, an ack by receipt finds nothing)."""
         with self.lock:
             self.acks[:0] = acks
 
     # -- the keeper -----------------------------------------------------
 
     def touches(self, now: float) -> Tuple[List[Delivery], float]:
-        """Reservations to touch now, and how long the keeper may sleep.
-
-        A reservation is touched from half its ttr on, then every half ttr;
-        the keeper never sleeps more than a quarter of the shortest ttr (a
-        job started meanwhile is then touched before 3/4 of its ttr)."""
+        """Reservations to touch now (from half their ttr on), and how long the
+        keeper may sleep: at most a quarter of the shortest ttr, so that a job
+        started meanwhile is touched before 3/4 of its ttr."""
         with self.lock:
             running = list(self.running.values())
         due = [d for d in running if d.touch_at <= now]
@@ -381,9 +327,7 @@ class Core:
             raise InvalidArgument("the worker has no handler: register one per topic with handle()")
 
     def fetch_loop(self) -> Generator[Action, Any, None]:
-        """One fetch loop, until :attr:`stopping`; then it sends the acks
-        left and returns (the driver waits for the running handlers). A
-        Worker runs :func:`fetch_loops` of them at once."""
+        """One fetch loop, until :attr:`stopping`; then it sends the acks left."""
         self.check_ready()
         # Fetch once half the slots are free (or after GATHER): while one
         # half of the handlers runs, the other half's jobs are on their way.

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Generator, List, Optional, TypeVar, cast
 
-from . import _worker_core as core
+from . import _worker_core as core, _worker_hooks
 from ._trace import consumer_span
 from ._worker_core import STOPPED_ERROR, Idle, Pause, Start
 from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
@@ -30,7 +30,7 @@ T = TypeVar("T")
 
 
 @dataclass(eq=False)
-class Delivery(core.Delivery):
+class Delivery(_worker_hooks.Delivery):
     """A job handed to an async handler; as :class:`delayer.Delivery`, with
     :meth:`extend` a coroutine."""
 

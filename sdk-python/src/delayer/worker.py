@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Callable, Dict, Generator, List, Optional, TypeVar, cast
 
-from . import _worker_core as core
+from . import _worker_core as core, _worker_hooks
 from ._trace import consumer_span
 from ._worker_core import STOPPED_ERROR, Idle, Pause, Start
 from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 
 @dataclass(eq=False)
-class Delivery(core.Delivery):
+class Delivery(_worker_hooks.Delivery):
     """A job handed to a handler: ``id``, ``topic``, ``body``, ``text``,
     ``attempts``, the raw ``message``, and :meth:`extend`."""
 
