@@ -1,5 +1,5 @@
-"""Redis Cluster: ``[redis] mode = cluster`` and the redis-py ``RedisCluster``
-clients a Delayer client talks through in that mode.
+"""Redis Cluster: the redis-py ``RedisCluster`` clients a Delayer client
+talks through in cluster mode.
 
 The per-topic layout keeps every key of a topic in one hash slot, so each
 script call is routed by its keys like any single-key command, and redis-py
@@ -24,39 +24,9 @@ from . import _waits
 from ._calls import Arg
 from ._connect import CONNECT_TIMEOUT, tls_options
 from ._send import Send, with_wait
-from ._sentinel import FIXED_ONLY, Mode, Node, read_nodes_and_tls
+from ._sentinel import Node
 from ._translate import redirected, translate
 from .errors import ConfigError, InvalidArgument
-
-#: Keys refused in cluster mode, in the server's order (sdk-rust/src/cluster.rs,
-#: ``NOT_IN_CLUSTER``): one fixed address, or the sentinels' master
-#: (``tls``, ``username``, ``password`` work in cluster mode too).
-NOT_IN_CLUSTER = (*FIXED_ONLY, "master_name", "sentinel_username", "sentinel_password")
-#: Why the classic layout cannot run on a cluster (the message of the config rule).
-NEEDS_TOPIC = "mode = cluster needs [delayer] layout = topic (the classic layout keeps every job in one key)"
-
-
-def read_mode(get: Callable[[str, str], Optional[str]], err: Callable[[str, str], ConfigError], layout: str) -> Mode:
-    """``mode = cluster`` (PROTOCOL.md, "delayer.conf, as every SDK reads it"),
-    with the server's messages and in its order (sdk-rust/src/cluster.rs), so
-    that a file with several mistakes gets the same first error: no fixed
-    address and no sentinel keys, database 0 only, ``nodes`` (the seed nodes)
-    required, and the per-topic ``layout``. ``err(key, message)`` makes the
-    error naming the file, line and key."""
-    for key in NOT_IN_CLUSTER:
-        if get("redis", key) is not None:
-            raise err(key, "not used with mode = cluster: the nodes name the cluster")
-    database = get("redis", "database")
-    if database is not None and database != "0":
-        raise err("database", "Redis Cluster has only database 0")
-    nodes = get("redis", "nodes")
-    if nodes is None:
-        raise err("mode", "mode = cluster needs nodes (seed nodes: host:port,host:port,...)")
-    parsed, tls = read_nodes_and_tls(get, err, nodes)
-    if layout != "topic":
-        raise err("mode", NEEDS_TOPIC)
-    return Mode(parsed, None, None, None, tls, cluster=True)
-
 
 def describe(nodes: Sequence[Node]) -> str:
     """How messages name the cluster: its seed nodes ("Redis at the cluster of ...")."""

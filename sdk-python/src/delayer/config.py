@@ -17,7 +17,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Mapping, Optional, Tuple, Union
+from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 from urllib.parse import urlsplit
 
 from . import _sentinel
@@ -181,6 +181,61 @@ def _reject_unknown(name: str, entries: _Entries, sections: Dict[str, int]) -> N
             )
 
 
+#: Keys naming one fixed address, which neither sentinel nor cluster mode has.
+FIXED_ONLY = ("url", "host", "port")
+#: Why the classic layout cannot run on a cluster.
+NEEDS_TOPIC = "mode = cluster needs [delayer] layout = topic (the classic layout keeps every job in one key)"
+
+
+def _mode(get: Callable[[str], Optional[str]], err: Callable[[str, str], ConfigError],
+          layout: str) -> Tuple[bool, List[Tuple[str, int]]]:
+    """``[redis] mode`` and its keys: whether it is cluster mode, and the
+    sentinels or seed nodes (none in standalone mode). The server's rule and
+    order (sdk-rust/src/sentinel.rs, cluster.rs), so that a file with several
+    mistakes gets the same first error."""
+    mode = get("mode")
+    if mode is None or mode == "standalone":
+        for key in ("nodes", "master_name", "sentinel_username", "sentinel_password", "tls"):
+            if get(key) is not None:
+                modes = "sentinel or cluster" if key in ("nodes", "tls") else "sentinel"
+                raise err(key, f"is only used with mode = {modes} (mode is standalone)")
+        return False, []
+    if mode not in ("sentinel", "cluster"):
+        raise err("mode", f"{_rust_quoted(mode)} is not a mode: standalone, sentinel or cluster")
+    cluster = mode == "cluster"
+    if cluster:
+        for key in (*FIXED_ONLY, "master_name", "sentinel_username", "sentinel_password"):
+            if get(key) is not None:
+                raise err(key, "not used with mode = cluster: the nodes name the cluster")
+        if get("database") not in (None, "0"):
+            raise err("database", "Redis Cluster has only database 0")
+    else:
+        for key in FIXED_ONLY:
+            if get(key) is not None:
+                raise err(key, "not used with mode = sentinel: the sentinels name the master (nodes)")
+    nodes = get("nodes")
+    if nodes is None:
+        what = "seed nodes" if cluster else "the sentinels"
+        raise err("mode", f"mode = {mode} needs nodes ({what}: host:port,host:port,...)")
+    if not cluster and get("master_name") is None:
+        raise err("mode", "mode = sentinel needs master_name")
+    tls = get("tls")
+    if tls not in (None, "yes", "no", "true", "false"):
+        raise err("tls", f"{_rust_quoted(tls or '')} is not yes or no")
+    try:
+        parsed = _sentinel.parse_nodes(nodes)
+    except ValueError as bad:
+        raise err("nodes", f"{_rust_quoted(str(bad))} is not host:port") from None
+    if cluster and layout != TOPIC:
+        raise err("mode", NEEDS_TOPIC)
+    return cluster, parsed
+
+
+def _rust_quoted(text: str) -> str:
+    """``text`` in double quotes, as Rust's ``{:?}`` shows a plain string."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 #: Largest value a ``DELAYER_*_FILE`` variable's file may hold (sdk-rust/src/conf/env.rs).
 MAX_ENV_FILE_BYTES = 64 * 1024
 
@@ -293,7 +348,7 @@ def load(path: Union[str, "os.PathLike[str]"], environ: Optional[Mapping[str, st
                     " which the per-topic layout cannot use")
     # Checked in the Rust SDK's order (sdk-rust/src/conf/redis.rs, RedisSettings::from_conf), so that a file
     # with several mistakes gets the same first error from every SDK.
-    mode = _sentinel.read_mode(get, error, layout)
+    cluster, nodes = _mode(lambda key: get("redis", key), lambda key, message: error("redis", key, message), layout)
     url = get("redis", "url")
     if url is not None:
         for key in ("host", "port", "database"):
@@ -319,6 +374,7 @@ def load(path: Union[str, "os.PathLike[str]"], environ: Optional[Mapping[str, st
     return Settings(host=get("redis", "host") or defaults.host, port=port, database=database,
                     username=get("redis", "username"), password=get("redis", "password"), key_prefix=prefix, url=url,
                     tls_ca_file=readable("tls_ca_file"), tls_cert_file=cert, tls_key_file=key_file,
-                    sentinels=() if mode.cluster else tuple(mode.nodes),
-                    cluster=tuple(mode.nodes) if mode.cluster else (), master_name=mode.master_name,
-                    sentinel_username=mode.username, sentinel_password=mode.password, tls=mode.tls, layout=layout)
+                    sentinels=() if cluster else tuple(nodes), cluster=tuple(nodes) if cluster else (),
+                    master_name=get("redis", "master_name"), sentinel_username=get("redis", "sentinel_username"),
+                    sentinel_password=get("redis", "sentinel_password"), tls=get("redis", "tls") in ("yes", "true"),
+                    layout=layout)
