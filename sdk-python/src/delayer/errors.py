@@ -13,12 +13,7 @@ if TYPE_CHECKING:  # models imports this module
     from .models import Taken
 
 __all__ = [
-    "DelayerError",
-    "InvalidArgument",
-    "ConfigError",
-    "ConnectionFailed",
-    "AuthenticationFailed",
-    "ProtocolError",
+    "DelayerError", "InvalidArgument", "ConfigError", "ConnectionFailed", "AuthenticationFailed", "ProtocolError",
     "IdTakenError",
 ]
 

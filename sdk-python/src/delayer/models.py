@@ -10,13 +10,7 @@ from ._rules import MAX_SECONDS, delay_ms
 from .errors import InvalidArgument
 
 __all__ = [
-    "Message",
-    "Job",
-    "Backoff",
-    "ReservedMessage",
-    "DeadLetter",
-    "Taken",
-    "DEFAULT_READY_MAX_LIFETIME",
+    "Message", "Job", "Backoff", "ReservedMessage", "DeadLetter", "Taken", "DEFAULT_READY_MAX_LIFETIME",
     "DEFAULT_MAX_ATTEMPTS",
 ]
 
