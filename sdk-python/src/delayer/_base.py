@@ -1,9 +1,6 @@
 """What the sync and asyncio clients share beyond their operations: the
-constructor, ``from_config``, the properties and ``repr``.
-
-Each client subclasses :class:`ClientBase` with a :class:`Flavour` naming its
-redis-py classes, and adds only I/O: driving the operations of
-:mod:`delayer._ops` and closing connections.
+constructor, ``from_config``, the properties and ``repr``. Each client adds
+a :class:`Flavour` (its redis-py classes) and only I/O.
 """
 
 from __future__ import annotations
@@ -163,15 +160,10 @@ class ClientBase(Generic[R]):
 
     @classmethod
     def from_config(cls: Type[D], path: PathArg) -> D:
-        """Create a client from the ``delayer.conf`` file the server uses.
-
-        Reads ``[redis]`` url (or host, port, database), username, password,
-        tls_ca_file, tls_cert_file, tls_key_file and ``[delayer]`` key_prefix
-        and layout, and accepts the server's other keys. Raises :class:`ConfigError`,
-        naming the file, line, section and key, for what the server refuses
-        too (an unknown section or key, with the server's message) and for a
-        bad value of a key it reads.
-        """
+        """Create a client from the ``delayer.conf`` file the server uses (and
+        the ``DELAYER_*`` variables): its ``[redis]`` section and ``[delayer]``
+        key_prefix and layout. :class:`ConfigError`, naming the file, line and
+        key, for what the server refuses too."""
         s = config.load(path)
         common: Dict[str, Any] = {
             "prefix": s.key_prefix,

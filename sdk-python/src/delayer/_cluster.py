@@ -1,17 +1,11 @@
 """Redis Cluster: the redis-py ``RedisCluster`` clients a Delayer client
 talks through in cluster mode.
 
-The per-topic layout keeps every key of a topic in one hash slot, so each
-script call is routed by its keys like any single-key command, and redis-py
-follows MOVED / ASK and a failover. What needs care is what is *not* one
-script call: several script calls (push_many, reserve_many) and the stats
-go through redis-py's cluster pipeline, which routes every command by its
-own key, and a durable push's WAIT goes to each master written, after its
-writes (:func:`on_nodes`). Blocking waits run on a second ``RedisCluster``
-whose read timeout outlasts a wait, as in the other modes
-(:mod:`delayer._waits`).
-
-The sync and asyncio clients share everything here; they only do the I/O.
+A topic's keys share one hash slot, so redis-py routes each script call
+(and follows MOVED / ASK and failovers) as any single-key command; its
+cluster pipeline routes the calls of push_many and reserve_many one by one.
+What needs care here: a durable push's WAIT must follow its writes on each
+master written (:func:`on_nodes`), and the waits need their own client.
 """
 
 from __future__ import annotations
@@ -61,9 +55,8 @@ class Clients(NamedTuple):
 
 def open_clients(asyncio: bool, nodes: List[Node], username: Optional[str], password: Optional[str], tls: bool,
                  tls_files: Tuple[object, object, object]) -> Clients:
-    """The clients of a Delayer client in cluster mode. The sync
-    ``RedisCluster`` asks a seed node for the slots at once: a cluster that
-    cannot be reached is a :class:`~delayer.ConnectionFailed` here."""
+    """The clients of a Delayer client in cluster mode (the sync one reads
+    the slots at once: an unreachable cluster is a ConnectionFailed here)."""
     for name, value in (("username", username), ("password", password)):
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"{name} must be a str, not {type(value).__name__}")
@@ -96,16 +89,12 @@ Part = Tuple[Node, List[Tuple[Arg, ...]]]
 
 
 def on_nodes(send: Send, node_of: Callable[[Any], Any]) -> Generator[Optional[Part], Any, List[Any]]:
-    """A Send with WAIT (a durable push) on a Redis Cluster, as the client
-    runs it: per master holding some of its keys (``node_of(key)``:
-    redis-py's ``get_node_from_key``), one pipeline on a plain client of that
-    node, the commands then WAIT 1, so each WAIT follows its writes on their
-    connection. Yields each node's part (sent the pipeline's replies), or
-    None when a command was answered MOVED / ASK (a resharding or failover
-    moved its slot; it did not run): the client reads the slot table again,
-    and those commands are sent once more. Returns what a pipeline of the
-    whole Send would: each command's reply, then the fewest replicas any
-    node's WAIT counted."""
+    """A Send with WAIT on a Redis Cluster: per master holding some of its
+    keys (``node_of``: redis-py's ``get_node_from_key``), its commands then
+    WAIT 1 in one pipeline of a plain client of that node. Yields each
+    node's part (sent the replies), or None after a MOVED / ASK (the client
+    reads the slots again; those commands go once more). Returns each
+    command's reply, then the fewest replicas a WAIT counted."""
     replies: List[Any] = [None] * len(send.commands)
     least: Optional[int] = None
     pending = list(range(len(send.commands)))

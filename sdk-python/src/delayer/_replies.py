@@ -1,8 +1,5 @@
-"""Redis's replies, as the SDK's values.
-
-What each script returns is written in its header (``lua/*.lua``); a reply
-that does not fit is a :class:`ProtocolError` (a wrong key type, a script of
-another version), never a value made up from it.
+"""Redis's replies, as the SDK's values: one decoder per script (its header
+says what it returns); a reply that does not fit is a :class:`ProtocolError`.
 """
 
 from __future__ import annotations

@@ -130,10 +130,9 @@ def _sent(commands: Sequence[Command], wait_ms: int) -> Generator[Send, Any, Tup
 
 
 def run(calls: Sequence[ScriptCall], wait_ms: int = 0) -> Generator[Send, Any, Tuple[List[Any], Optional[int]]]:
-    """The one path of script calls: ``calls`` by EVALSHA in one round trip,
-    those answered NOSCRIPT once more by EVAL (one more round trip, only
-    after Redis lost its scripts); returns their replies, the first error
-    reply raised, and the fewest replicas a WAIT counted (with ``wait_ms``)."""
+    """The one path of script calls: EVALSHA in one round trip, those answered
+    NOSCRIPT once more by EVAL; their replies (the first error raised) and
+    the fewest replicas a WAIT counted."""
     replies, least = yield from _sent([command(c) for c in calls], wait_ms)
     missing = [k for k, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
     if missing:
@@ -146,10 +145,8 @@ def run(calls: Sequence[ScriptCall], wait_ms: int = 0) -> Generator[Send, Any, T
 
 
 def lower(op: Op[T], durable: object = False) -> Generator[Union[Send, Wait], Any, T]:
-    """``op`` as a client runs it: each step as a :class:`Send` or a
-    :class:`Wait`; with ``durable`` (True or seconds) each script step waits
-    for a replica, and NotReplicatedError (carrying the result) says when
-    one did not in time."""
+    """``op`` as a client runs it: :class:`Send` and :class:`Wait` steps; with
+    ``durable`` each script step waits for a replica (NotReplicatedError if none)."""
     timeout = timeout_of(durable) if durable else 0.0
     wait_ms = max(1, round(timeout * 1000)) if durable else 0
     least: Optional[int] = None

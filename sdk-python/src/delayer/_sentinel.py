@@ -55,10 +55,7 @@ def check_nodes(nodes: Union[str, Sequence[Any]], name: str = "sentinels", what:
 def open_clients(sentinel_class: Any, client_class: Any, retry: object, nodes: List[Node], master_name: object,
                  database: object, credentials: Tuple[Optional[str], Optional[str], Optional[str], Optional[str]],
                  tls: bool, tls_files: Tuple[object, object, object]) -> Tuple[Any, Any, List[str]]:
-    """The client for ordinary calls and the one for blocking waits, both on
-    the master the sentinels name, and the secrets to hide from messages.
-    ``credentials`` are (username, password, sentinel_username,
-    sentinel_password)."""
+    """The clients for calls and for blocking waits, on the master the sentinels name, and the secrets."""
     if not isinstance(master_name, str) or not master_name:
         raise InvalidArgument("sentinels= needs master_name (the name the sentinels monitor)")
     if not isinstance(database, int) or database < 0:

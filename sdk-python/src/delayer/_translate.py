@@ -40,10 +40,8 @@ _CLUSTER_TRANSIENT = (ClusterDownError, TryAgainError, ClusterError, RedisCluste
 
 
 def redirected(exc: object) -> bool:
-    """A MOVED / ASK (the slot is, or is going, elsewhere; the command did
-    not run): a plain node client's reply in cluster mode, or one a cluster
-    client could not follow. redis-py parses them as AskError for its
-    cluster clients only, in some versions."""
+    """A MOVED / ASK (the command did not run): a plain node client's reply,
+    or one a cluster client could not follow (AskError in some versions)."""
     return isinstance(exc, AskError) or (isinstance(exc, ResponseError) and str(exc).startswith(("MOVED ", "ASK ")))
 
 
@@ -80,10 +78,8 @@ def translate(
 
 
 def lost_connection(exc: BaseException) -> bool:
-    """Whether ``exc`` means the connection is gone (closed, reset, refused),
-    as after a Redis restart: worth one more try on a new connection. Not a
-    timeout (Redis may be busy: trying again doubles the wait) and not
-    refused credentials."""
+    """Whether the connection is gone (as after a Redis restart): worth one
+    more try on a new one. Not a timeout (Redis may be busy), nor refused credentials."""
     return isinstance(exc, RedisConnectionError) and not _refused(exc)
 
 

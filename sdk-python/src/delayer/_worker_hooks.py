@@ -67,10 +67,9 @@ def error_text(error: BaseException) -> str:
 
 class WorkerHooks:
     """What a Worker tells about its work: subclass and override for logging
-    and metrics. The defaults log to the ``delayer.worker`` logger. A hook
-    that raises is logged and otherwise ignored. The hooks, their order and
-    their meaning are the other SDKs' too (PROTOCOL.md, "The Worker runtime"). Hooks run on the thread (or
-    task) where the event happens: keep them quick."""
+    and metrics (the defaults log to ``delayer.worker``; a hook that raises is
+    logged and ignored). The same hooks, in the same order, as the other SDKs'
+    (PROTOCOL.md, "The Worker runtime"); they run where the event happens."""
 
     def job_started(self, job: Delivery) -> None:
         """A handler is about to run ``job``."""

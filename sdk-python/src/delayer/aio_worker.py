@@ -1,9 +1,6 @@
-"""The asyncio Worker: runs an async handler per topic on N tasks.
-
-The twin of :mod:`delayer.worker` (threads): what to fetch, when to wait,
-which acks to send and which reservations to touch is decided by
-:mod:`delayer._worker_core`; only the tasks and the I/O live here. Use it
-as ``delayer.aio.Worker``.
+"""The asyncio Worker (``delayer.aio.Worker``): runs an async handler per
+topic on N tasks. Only tasks and I/O live here; every decision is
+:mod:`delayer._worker_core`'s, as for the thread Worker.
 """
 
 from __future__ import annotations
@@ -216,10 +213,9 @@ class Worker(core.WorkerBase[Handler]):
                 self._set_wake()  # a stop may be waiting for the flush
 
     def _hand(self) -> None:
-        """Wake an idle runner for the jobs waiting, unless one is on its way:
-        a runner takes jobs until none is left, so a batch of quick handlers
-        wakes one or two runners, not one per job; each woken runner wakes
-        the next before its handler runs, so handlers that wait still overlap."""
+        """Wake an idle runner for the jobs waiting, unless one is on its way
+        (quick handlers wake one or two runners, not one per job; each woken
+        runner wakes the next before its handler runs, so waits overlap)."""
         if self._jobs and self._idle and not self._waking:
             waiter = self._idle.pop()
             if not waiter.done():  # else its runner was cancelled (a stop)

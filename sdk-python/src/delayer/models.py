@@ -94,11 +94,9 @@ class Job:
 class Backoff:
     """How long a reserved job waits before its next attempt after a failed one.
 
-    A failed attempt is a :meth:`~delayer.Delayer.release` without a delay,
-    or a reservation whose ttr ran out. Make one with :meth:`fixed` or
-    :meth:`exponential` (seconds, validated and rounded to the millisecond
-    as a push delay is); the fields are what the job's bucket stores. A job
-    pushed without one retries exponentially from 1 s, up to 1 h.
+    (A release without a delay, or a ttr run out.) Make one with
+    :meth:`fixed` or :meth:`exponential` (seconds, rounded as a push delay);
+    without one a job retries exponentially from 1 s, up to 1 h.
     """
 
     #: ``"fixed"`` or ``"exponential"``.
@@ -133,11 +131,7 @@ class Backoff:
 
     @classmethod
     def exponential(cls, base: float, max: float) -> "Backoff":
-        """Wait ``base``, ``2 * base``, ``4 * base``, ... seconds, never more than ``max``.
-
-        Both follow the delay rules (0 to 10 years); ``max`` must not be
-        below ``base`` once both are rounded to the millisecond.
-        """
+        """Wait ``base``, ``2 * base``, ``4 * base``, ... seconds, never more than ``max`` (not below ``base``)."""
         base_ms = delay_ms(base, "backoff base")
         max_ms = delay_ms(max, "backoff max")
         if max_ms < base_ms:
@@ -149,11 +143,9 @@ class Backoff:
 class ReservedMessage(_Body, _Names):
     """A job handed out by ``reserve`` / ``breserve``: still in Redis, reserved.
 
-    No other consumer gets it until this worker ends the reservation with
-    ``ack`` (done), ``release`` (try again later) or ``bury`` (give up), or
-    until :attr:`deadline` passes, after which a Delayer 2 server counts a
-    failed attempt and the job is delivered again. Pass this object (not
-    just its id) to those calls so that they act on this reservation only.
+    No other consumer gets it until ``ack``, ``release`` or ``bury``, or
+    until :attr:`deadline` passes (then it is delivered again). Pass this
+    object to those calls, so that they act on this reservation only.
     """
 
     #: The job id given to ``push``.
@@ -209,8 +201,7 @@ class DeadLetter(_Body, _Names):
 class Taken(_Names):
     """An id a push with ``if_absent=True`` found taken: nothing was written for it.
 
-    In the classic (1.x) key layout ids are global across topics, so the job
-    holding the id may be on another topic than the one pushed to.
+    (In the classic layout ids are global: the job holding it may be on another topic.)
     """
 
     #: The id pushed.

@@ -1,9 +1,6 @@
 """The thread Worker: runs a handler per topic on N threads, so that users
-need not write (and get wrong) their own consumer loop.
-
-Only I/O and threads live here; what to fetch, when to wait, which acks to
-send and which reservations to touch is decided by
-:mod:`delayer._worker_core`, shared with the asyncio Worker.
+need not write (and get wrong) their own consumer loop. Only threads and I/O
+live here; every decision is :mod:`delayer._worker_core`'s.
 """
 
 from __future__ import annotations
@@ -37,12 +34,10 @@ class Delivery(_worker_hooks.Delivery):
 
     def extend(self, ttr: Optional[float] = None) -> Optional[float]:
         """Still working: the reservation now runs out ``ttr`` seconds from now
-        (default: the topic's ttr), and the worker keeps touching it every
-        half ``ttr`` after. Returns the new deadline (Unix seconds, Redis's
-        clock), or None when the reservation is gone (its ttr ran out: the
-        job may run elsewhere). The worker touches a long handler's
-        reservation by itself; extend is for a handler that knows it needs
-        longer than its ttr between two touches (a single long call)."""
+        (default: the topic's), and is touched every half ``ttr`` after.
+        Returns the new deadline, or None when the reservation is gone (the
+        job may run elsewhere). The worker touches long handlers' jobs by
+        itself; this is for one longer than its ttr between two touches."""
         assert self._worker is not None
         return self._worker._send(self._worker._core.extend(self, ttr))
 
@@ -53,19 +48,16 @@ class Worker(core.WorkerBase[Callable[[Delivery], Any]]):
     ``worker.handle("email", send_email)`` (or ``@worker.handler("email")``),
     then ``worker.run()``: it blocks until :meth:`stop`, SIGTERM or SIGINT.
 
-    At least once (the default), each job is reserved for ``ttr`` seconds;
-    a handler that returns acks it, one that raises releases it with its
-    backoff and records ``"ClassName: message"`` as its last error (after
-    ``max_attempts`` it goes to dead letters). A reservation whose handler
-    runs past half its ttr is touched. ``at_most_once=True`` pops instead:
-    a job is gone once handed out, whatever its handler does.
+    At least once (the default), each job is reserved for ``ttr`` seconds
+    (touched past half of it); a handler that returns acks it, one that
+    raises releases it with its backoff and ``"ClassName: message"`` as its
+    last error. ``at_most_once=True`` pops instead.
 
     A stop takes no new jobs, lets running handlers finish for up to
-    ``grace`` seconds, then releases the jobs of those still running (due at
-    once, for another worker). When Redis is lost the worker tries again,
-    0.1 s after the first failure, doubling up to 1 s. Topics are served in
-    turn. ``hooks`` (a :class:`WorkerHooks`) hears about every job and
-    every lost connection, for logging and metrics.
+    ``grace`` seconds, then releases the jobs of those still running. When
+    Redis is lost the worker tries again after 0.1 s, doubling up to 1 s.
+    Topics are served in turn. ``hooks`` (a :class:`WorkerHooks`) hears of
+    every job and lost connection.
     """
 
     def __init__(self, client: Delayer, *, concurrency: int = 10, ttr: float = 60.0, at_most_once: bool = False,
@@ -79,12 +71,8 @@ class Worker(core.WorkerBase[Callable[[Delivery], Any]]):
         self._abandon = False
 
     def stop(self) -> None:
-        """Ask the worker to stop (from any thread or a signal handler); :meth:`run` returns once it has.
-
-        Only a flag is set (a signal handler must take no lock the
-        interrupted code may hold); every wait of the worker looks at it at
-        least once a second.
-        """
+        """Ask the worker to stop (from any thread or a signal handler); :meth:`run`
+        returns once it has. Only a flag is set: a signal handler must take no lock."""
         self._core.stopping = True
 
     def run(self, *, signals: bool = True) -> None:
