@@ -16,11 +16,10 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from . import _waits
 from ._calls import Arg
-from ._connect import CONNECT_TIMEOUT, tls_options
+from ._connect import CONNECT_TIMEOUT, auth, ssl_and_checked
 from ._send import Send, with_wait
 from ._sentinel import Node
 from ._translate import redirected, translate
-from .errors import ConfigError, InvalidArgument
 
 def describe(nodes: Sequence[Node]) -> str:
     """How messages name the cluster: its seed nodes ("Redis at the cluster of ...")."""
@@ -57,18 +56,10 @@ def open_clients(asyncio: bool, nodes: List[Node], username: Optional[str], pass
                  tls_files: Tuple[object, object, object]) -> Clients:
     """The clients of a Delayer client in cluster mode (the sync one reads
     the slots at once: an unreachable cluster is a ConnectionFailed here)."""
-    for name, value in (("username", username), ("password", password)):
-        if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{name} must be a str, not {type(value).__name__}")
-    if tls:
-        ssl: Dict[str, Any] = {"ssl": True, **tls_options("rediss://", *tls_files)}
-    else:
-        ssl = {}
-        tls_options("redis://", *tls_files)  # checked readable, as with a redis:// URL
-    auth = {"username": username, "password": password} if password else {}
+    ssl = ssl_and_checked({"username": username, "password": password}, tls, tls_files)
     secrets = [password] if password else []
     cluster_class, node_class = _classes(asyncio)
-    common = {"decode_responses": False, **auth, **ssl}
+    common = {"decode_responses": False, **auth(username, password), **ssl}
     timeouts = {"socket_connect_timeout": CONNECT_TIMEOUT}
     try:
         made = cluster_class(startup_nodes=[node_class(h, p) for h, p in nodes], **common, **timeouts)

@@ -100,6 +100,21 @@ def tls_options(url: str, ca_file: object, cert_file: object, key_file: object) 
     return options
 
 
+def ssl_and_checked(credentials: Dict[str, object], tls: bool,
+                    tls_files: Tuple[object, object, object]) -> Dict[str, Any]:
+    """Sentinel and cluster mode: check the credentials (str or None) and the
+    certificate files (readable, as with a redis:// URL); the ssl options."""
+    for name, value in credentials.items():
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{name} must be a str, not {type(value).__name__}")
+    return {"ssl": True, **tls_options("rediss://", *tls_files)} if tls else tls_options("redis://", *tls_files)
+
+
+def auth(username: Optional[str], password: Optional[str]) -> Dict[str, Any]:
+    """redis-py's AUTH options: none without a password."""
+    return {"username": username, "password": password} if password else {}
+
+
 def set_credentials(
     connection_kwargs: MutableMapping[str, Any], username: Optional[str], password: Optional[str]
 ) -> None:

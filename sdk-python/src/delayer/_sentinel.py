@@ -9,11 +9,11 @@ new master).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import _waits
-from ._connect import CONNECT_TIMEOUT, client_options, tls_options
-from .errors import ConfigError, InvalidArgument
+from ._connect import CONNECT_TIMEOUT, auth, client_options, ssl_and_checked
+from .errors import InvalidArgument
 
 Node = Tuple[str, int]
 
@@ -61,20 +61,12 @@ def open_clients(sentinel_class: Any, client_class: Any, retry: object, nodes: L
     if not isinstance(database, int) or database < 0:
         raise InvalidArgument("database must be an integer, 0 or more")
     username, password, s_username, s_password = credentials
-    for name, value in zip(("username", "password", "sentinel_username", "sentinel_password"), credentials):
-        if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{name} must be a str, not {type(value).__name__}")
-    ssl: Dict[str, Any] = {}
-    if tls:
-        ssl = {"ssl": True, **tls_options("rediss://", *tls_files)}
-    else:
-        tls_options("redis://", *tls_files)  # checked readable, as with a redis:// URL
-    auth = {"username": username, "password": password} if password else {}
-    s_auth = {"username": s_username, "password": s_password} if s_password else {}
+    names = ("username", "password", "sentinel_username", "sentinel_password")
+    ssl = ssl_and_checked(dict(zip(names, credentials)), tls, tls_files)
     sentinel_kwargs = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": CONNECT_TIMEOUT,
-                       **s_auth, **ssl}
+                       **auth(s_username, s_password), **ssl}
     sentinel = sentinel_class(nodes, sentinel_kwargs=sentinel_kwargs)
-    common = {"db": database, **auth, **ssl}
+    common = {"db": database, **auth(username, password), **ssl}
     made = sentinel.master_for(master_name, redis_class=client_class, **common, **client_options(retry))
     wait_kwargs = _waits.connection_kwargs(client_options(retry))
     waiter = sentinel.master_for(master_name, redis_class=client_class, **common, **wait_kwargs)
