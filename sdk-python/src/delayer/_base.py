@@ -22,15 +22,11 @@ D = TypeVar("D", bound="ClientBase[Any]")
 
 
 class Flavour(NamedTuple):
-    """The redis-py classes of one kind of client, sync or asyncio."""
+    """The redis-py classes of one kind of client, sync or asyncio, and how messages name it."""
 
-    #: ``redis.Redis`` or ``redis.asyncio.Redis``.
     client_class: Type[Any]
-    #: Its connection pool class.
     pool_class: Type[Any]
-    #: Its ``Retry`` class.
     retry_class: Type[Any]
-    #: How messages name ``client_class``.
     name: str
 
 
@@ -144,18 +140,16 @@ class ClientBase(Generic[R]):
         # bpop and breserve wait on connections of their own, whose read
         # timeout outlasts a wait whatever the client's socket timeout.
         self._waiter = waiter if waiter is not None else flavour.client_class(
-            connection_pool=flavour.pool_class(
-                connection_class=pool.connection_class, **_waits.connection_kwargs(kwargs)
-            )
+            connection_pool=flavour.pool_class(connection_class=pool.connection_class,
+                                               **_waits.connection_kwargs(kwargs))
         )
 
     def _node(self, host: str, port: int) -> R:
         """A plain client of the cluster node at host:port (made once, closed with this client)."""
         node = self._nodes.get((host, port))
         if node is None:  # made lazily (connects at its first command): a lost race leaves nothing open
-            node = self._nodes.setdefault(
-                (host, port), self._flavour.client_class(host=host, port=port, **self._node_options)
-            )
+            node = self._nodes.setdefault((host, port),
+                                          self._flavour.client_class(host=host, port=port, **self._node_options))
         return node
 
     @classmethod
@@ -165,27 +159,14 @@ class ClientBase(Generic[R]):
         key_prefix and layout. :class:`ConfigError`, naming the file, line and
         key, for what the server refuses too."""
         s = config.load(path)
-        common: Dict[str, Any] = {
-            "prefix": s.key_prefix,
-            "username": s.username,
-            "password": s.password,
-            "tls_ca_file": s.tls_ca_file,
-            "tls_cert_file": s.tls_cert_file,
-            "tls_key_file": s.tls_key_file,
-            "layout": s.layout,
-        }
+        common: Dict[str, Any] = dict(prefix=s.key_prefix, username=s.username, password=s.password,
+                                      tls_ca_file=s.tls_ca_file, tls_cert_file=s.tls_cert_file,
+                                      tls_key_file=s.tls_key_file, layout=s.layout)
         if s.cluster:
             return cls(cluster=s.cluster, tls=s.tls, **common)
         if s.sentinels:
-            return cls(
-                sentinels=s.sentinels,
-                master_name=s.master_name,
-                database=s.database,
-                sentinel_username=s.sentinel_username,
-                sentinel_password=s.sentinel_password,
-                tls=s.tls,
-                **common,
-            )
+            return cls(sentinels=s.sentinels, master_name=s.master_name, database=s.database, tls=s.tls,
+                       sentinel_username=s.sentinel_username, sentinel_password=s.sentinel_password, **common)
         return cls(s.url if s.url is not None else _connect.tcp_url(s.host, s.port, s.database), **common)
 
     @property

@@ -11,7 +11,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import scripts
 from ._rules import MAX_POSITION, check_if_absent, check_max_attempts, check_name, count, delay_ms, encode_body
-from ._rules import lifetime_ms, ttr_ms
+from ._rules import lifetime_ms, ttr_ms, utf8
 from ._trace import outgoing
 from .errors import InvalidArgument
 from .keys import Keys, TopicNames
@@ -217,11 +217,7 @@ def error_text(error: object) -> str:
         return ""
     if not isinstance(error, str):
         raise InvalidArgument(f"error must be a str or None, not {type(error).__name__}")
-    try:
-        data = error.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument("error is not valid UTF-8 (it holds a lone surrogate)") from None
-    return data[:ERROR_TEXT_LIMIT].decode("utf-8", "ignore")
+    return utf8("error", error)[:ERROR_TEXT_LIMIT].decode("utf-8", "ignore")
 
 
 def _held(job: object, receipt: object) -> Tuple[str, str]:
@@ -243,10 +239,7 @@ def _held(job: object, receipt: object) -> Tuple[str, str]:
         raise InvalidArgument(f"receipt must be a str, not {type(receipt).__name__}")
     if receipt == "":
         raise InvalidArgument('receipt must not be empty: pass None for "whichever reservation is current"')
-    try:
-        receipt.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument("receipt is not valid UTF-8 (it holds a lone surrogate)") from None
+    utf8("receipt", receipt)
     return job_id, receipt
 
 

@@ -21,9 +21,8 @@ from .models import DeadLetter, Message, ReservedMessage, Taken
 
 def push(keys: Keys, topic: object, job_id: object, delay: object, body: object, ready_max_lifetime: object,
          max_attempts: object, backoff: object, if_absent: object, traceparent: object = None) -> Op[float]:
-    call = _calls.push_call(
-        keys, topic, job_id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent, traceparent
-    )
+    call = _calls.push_call(keys, topic, job_id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent,
+                            traceparent)
     return _replies.push(call, (yield call))
 
 

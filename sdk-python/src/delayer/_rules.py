@@ -116,13 +116,18 @@ def check_timeout(value: object) -> float:
 def encode_body(value: object) -> bytes:
     """Return the body as bytes: bytes-like as is, ``str`` encoded as UTF-8."""
     if isinstance(value, str):
-        try:
-            return value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidArgument("body is a str that is not valid UTF-8 (lone surrogate)") from None
+        return utf8("body", value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     raise InvalidArgument(f"body must be bytes or str, not {type(value).__name__}")
+
+
+def utf8(kind: str, text: str) -> bytes:
+    """``text`` as UTF-8; InvalidArgument naming ``kind`` when it holds a lone surrogate."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{kind} is not valid UTF-8 (it holds a lone surrogate)") from None
 
 
 def check_if_absent(value: object) -> str:

@@ -25,17 +25,13 @@ def scrub(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
-#: How Redis words "authenticate first" when redis-py does not make it an
-#: AuthenticationError: an unauthenticated client sending a command with many
-#: arguments (a push) is cut off with "Protocol error: unauthenticated
-#: multibulk length" before Redis even says NOAUTH.
+#: How Redis says "authenticate first" where redis-py raises no AuthenticationError
+#: (a push's many arguments are cut off before Redis even says NOAUTH).
 _UNAUTHENTICATED = ("Protocol error: unauthenticated", "NOAUTH", "Authentication required")
 
 
-#: Redis Cluster's errors that pass (a failover, a resharding, no node reached
-#: yet): redis-py retried them and gave up, so the caller may call again. (A
-#: RedisClusterException is not a RedisError: "cannot be connected", a slot
-#: no node serves.)
+#: Redis Cluster's errors that pass (a failover, a resharding, no node reached yet):
+#: redis-py gave up retrying, the caller may call again.
 _CLUSTER_TRANSIENT = (ClusterDownError, TryAgainError, ClusterError, RedisClusterException)
 
 
@@ -55,9 +51,8 @@ def _refused(exc: BaseException) -> bool:
     )
 
 
-def translate(
-    exc: Union[RedisError, RedisClusterException], where: str, secrets: Sequence[str], has_password: bool = True
-) -> DelayerError:
+def translate(exc: Union[RedisError, RedisClusterException], where: str, secrets: Sequence[str],
+              has_password: bool = True) -> DelayerError:
     """The SDK's error for a redis-py error; ``has_password``: whether the
     client sends credentials (else a refusal means a password is missing)."""
     detail = scrub(str(exc) or type(exc).__name__, secrets)
@@ -96,8 +91,7 @@ class Guard:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(
-        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
-    ) -> None:
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
         if isinstance(exc, (RedisError, RedisClusterException)):
             raise translate(exc, self.where, self.secrets, self.has_password) from exc

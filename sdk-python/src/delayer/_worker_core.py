@@ -71,8 +71,7 @@ def check_settings(concurrency: object, ttr: object, at_most_once: object, grace
     return Settings(n, float(ttr), at_most_once, float(grace))  # type: ignore[arg-type]
 
 
-#: A call to the client (the thread Worker gets its reply, the asyncio Worker
-#: a coroutine to await), so that the steps around it are written once.
+#: A call to the client (the asyncio Worker awaits what it returns): the steps around it are written once.
 Call = Callable[[Any], Any]
 #: Steps that only call the client: what a runner, the keeper or a fetch does.
 Calls = Generator[Call, Any, T]
@@ -155,7 +154,7 @@ class Core:
         self.stopping = False
         self._next = 0  # rotation: the topic served first next round
         self._pause = FIRST_PAUSE
-        self.policy_due = True  # read the eviction policy: at start and after every reconnect
+        self.policy_due = True  # the eviction policy is read at start and after every reconnect
         self._failed = False
         self._eviction = _eviction.Watch()
 
@@ -329,8 +328,7 @@ class Core:
     def fetch_loop(self) -> Generator[Action, Any, None]:
         """One fetch loop, until :attr:`stopping`; then it sends the acks left."""
         self.check_ready()
-        # Fetch once half the slots are free (or after GATHER): while one
-        # half of the handlers runs, the other half's jobs are on their way.
+        # Fetch once half the slots are free (or after GATHER): one half's jobs come while the other half runs.
         half = max(1, self.settings.concurrency // 2)
         gathered = False
         while not self.stopping:
@@ -351,8 +349,7 @@ class Core:
             topics = self._order()
             per_topic = max(1, math.ceil(self.settings.concurrency / len(topics)))
             for topic in topics:
-                # Slots are claimed before the call: another fetch loop
-                # running meanwhile sees them taken.
+                # Slots are claimed before the call: another fetch loop sees them taken.
                 with self.lock:
                     n = max(0, min(self.settings.concurrency - self.in_flight, per_topic, RESERVE_BATCH))
                     self.in_flight += n
@@ -375,8 +372,7 @@ class Core:
                     break
             if got or not ok or self.stopping:
                 continue
-            # Nothing ready anywhere: wait for a job of the next topic in
-            # turn, while finishing runners send the acks (see finish).
+            # Nothing ready anywhere: wait for a job of the next topic; finishing runners send the acks.
             with self.lock:
                 if self.acks or self.in_flight >= self.settings.concurrency:
                     continue
@@ -395,8 +391,7 @@ class Core:
                     self.in_flight -= 1
             if ok and message is not None:
                 yield Start(self._fetched(topic, [], (None, [message])))
-        # Stopping: runners send the acks from now on; send what
-        # waits (a few tries: an ack lost here means the job runs again).
+        # Stopping: send the acks waiting (a few tries: an ack lost here means the job runs again).
         with self.lock:
             self.closing = True
         topic = next(iter(self.ttrs))

@@ -115,9 +115,8 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
                    ready_max_lifetime: int = DEFAULT_READY_MAX_LIFETIME, *, max_attempts: Optional[int] = None,
                    backoff: Optional[Backoff] = None, if_absent: bool = False, durable: Union[bool, float] = False,
                    traceparent: Optional[str] = None) -> float:
-        op = _ops.push(
-            self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent, traceparent
-        )
+        op = _ops.push(self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent,
+                       traceparent)
         return await self._drive(op, durable)
 
     async def push_many(
@@ -203,9 +202,8 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
     async def __aenter__(self) -> "Delayer":
         return self
 
-    async def __aexit__(
-        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
-    ) -> None:
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
         await self.close()
 
 

@@ -44,8 +44,7 @@ KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
 #: The keys of a ``[webhook.<topic>]`` section (``delayer webhook``'s), accepted by every reader.
 WEBHOOK_KEYS: Tuple[str, ...] = ("url", "secret", "secret_file", "timeout", "concurrency", "ttr")
 
-#: Delayer 1.x sections and keys this version does not use: (section, key or
-#: None for the whole section) -> why; accepted with a warning, as by the server.
+#: Delayer 1.x sections (key None) and keys this version does not use -> why: accepted, with a warning.
 IGNORED_1X: Dict[Tuple[str, Optional[str]], str] = {
     ("delayerd", None): "Delayer 1.x's early section, not used; [delayer] sets the server (interval is timer_interval)",
     ("redis", "timeout"): "Delayer 1.x's command timeout, not used",
@@ -74,16 +73,14 @@ class Settings:
     tls_ca_file: Optional[str] = None
     tls_cert_file: Optional[str] = None
     tls_key_file: Optional[str] = None
-    #: ``mode = sentinel``: the sentinels (empty in standalone mode) and the
-    #: master's name; url, host and port are then unused.
+    #: ``mode = sentinel``: the sentinels (empty in the other modes) and the master's name.
     sentinels: Tuple[Tuple[str, int], ...] = ()
     master_name: Optional[str] = None
     sentinel_username: Optional[str] = None
     sentinel_password: Optional[str] = field(default=None, repr=False)
     #: TLS to the sentinels and the master (sentinel mode), or to every node (cluster mode).
     tls: bool = False
-    #: ``mode = cluster``: the seed nodes (empty in the other modes); url,
-    #: host, port and database are then unused.
+    #: ``mode = cluster``: the seed nodes (empty in the other modes).
     cluster: Tuple[Tuple[str, int], ...] = ()
     #: ``[delayer] layout``: ``"classic"`` (the default) or ``"topic"``.
     layout: str = CLASSIC
@@ -337,7 +334,7 @@ def load(path: Union[str, "os.PathLike[str]"], environ: Optional[Mapping[str, st
             raise error("redis", key, f"cannot read {raw}: {e.strerror or e}") from None
         return full
 
-    # The layout first, as the Rust reader does, so that a file with several mistakes gets the same first error.
+    # In the Rust reader's order (sdk-rust/src/conf), so that a file with several mistakes gets the same first error.
     layout = get("delayer", "layout") or CLASSIC
     if layout not in LAYOUTS:
         raise error("delayer", "layout", f'"{layout}" is not one of classic, topic')
@@ -346,8 +343,6 @@ def load(path: Union[str, "os.PathLike[str]"], environ: Optional[Mapping[str, st
         # the Rust reader's message (sdk-rust/src/conf/mod.rs, layout)
         raise error("delayer", "key_prefix", f"key_prefix {json.dumps(prefix, ensure_ascii=False)} contains a brace,"
                     " which the per-topic layout cannot use")
-    # Checked in the Rust SDK's order (sdk-rust/src/conf/redis.rs, RedisSettings::from_conf), so that a file
-    # with several mistakes gets the same first error from every SDK.
     cluster, nodes = _mode(lambda key: get("redis", key), lambda key, message: error("redis", key, message), layout)
     url = get("redis", "url")
     if url is not None:
