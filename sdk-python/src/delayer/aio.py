@@ -20,6 +20,7 @@ from ._base import ClientBase, Flavour
 from . import client as _sync
 from .inspect import AsyncInspectMixin, InspectMixin
 from ._translate import lost_connection
+from .aio_worker import Delivery, Worker  # the asyncio Worker, exported here
 from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
 
 __all__ = ["Delayer", "Worker", "Delivery"]
@@ -225,6 +226,3 @@ def _same_docs(twin: type, of: type) -> None:
 
 _same_docs(Delayer, _sync.Delayer)
 _same_docs(AsyncInspectMixin, InspectMixin)
-
-# The asyncio Worker runs on this client; imported last, as it imports Delayer from here.
-from .aio_worker import Delivery, Worker  # noqa: E402

@@ -11,14 +11,16 @@ import contextlib
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Generator, List, Optional, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, List, Optional, TypeVar, cast
 
 from . import _worker_core as core, _worker_hooks
 from ._trace import consumer_span
 from ._worker_core import STOPPED_ERROR, Idle, Pause, Start
 from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
-from .aio import Delayer
 from .errors import DelayerError
+
+if TYPE_CHECKING:  # delayer.aio imports this module to export the Worker
+    from .aio import Delayer
 
 __all__ = ["Worker", "Delivery", "WorkerHooks"]
 
