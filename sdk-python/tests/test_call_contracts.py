@@ -48,7 +48,7 @@ def calls() -> List[ScriptCall]:
     stats = stats_op(k)
     return [
         _calls.push_call(k, "t", "a", 1, b"x", 60, 3, None),
-        *_calls.push_many_calls(k, [Job("t", "a", 1)]),
+        *_calls.push_many_batches(k, [Job("t", "a", 1)]).calls,
         _calls.pop_call(k, "t"),
         _calls.take_call(k, "t", "a"),
         _calls.remove_call(k, "a"),
@@ -110,7 +110,7 @@ def topic_calls() -> List[ScriptCall]:
     assert every is not None
     return [
         _calls.push_call(k, "t", "a", 1, b"x", 60, 3, None),
-        *_calls.push_many_calls(k, [Job("t", "a", 1)]),
+        *_calls.push_many_batches(k, [Job("t", "a", 1)]).calls,
         _calls.pop_call(k, "t"),
         _calls.take_call(k, "t", "a"),
         _calls.remove_call(k, "a", "t"),

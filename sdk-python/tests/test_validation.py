@@ -205,7 +205,7 @@ def test_push_many_calls_take_100_jobs_each() -> None:
     from delayer import Keys
 
     jobs = [Job(f"t{i % 3}", f"j{i}", i, f"b{i}", ready_max_lifetime=10) for i in range(250)]
-    calls = _calls.push_many_calls(Keys("p:"), jobs)
+    calls = _calls.push_many_batches(Keys("p:"), jobs).calls
     assert [len(_calls.push_many_ids(c)) for c in calls] == [100, 100, 50]
     assert all(c.keys == ["p:job_pool", "p:scheduled_count"] for c in calls)
     assert calls[1].args[:3] == ["p:job_bucket:", "replace", "p:wake"]
@@ -213,9 +213,9 @@ def test_push_many_calls_take_100_jobs_each() -> None:
     assert calls[1].args[3:13] == ["j100", "t1", b"b100", 100_000, 10_000, "", "", "", "", ""]
     assert calls[2].args[-10:] == ["j249", "t0", b"b249", 249_000, 10_000, "", "", "", "", ""]
     assert len(calls[2].args) == 3 + 50 * 10
-    assert _calls.push_many_calls(Keys("p:"), jobs[:1], True)[0].args[1] == "absent"
-    assert [len(c) for c in _calls.chunks(_calls.push_many_calls(Keys(), jobs * 9))] == [10, 10, 3]
-    assert _calls.push_many_calls(Keys(), []) == []
+    assert _calls.push_many_batches(Keys("p:"), jobs[:1], True).calls[0].args[1] == "absent"
+    assert [len(c) for c in _calls.chunks(_calls.push_many_batches(Keys(), jobs * 9).calls)] == [10, 10, 3]
+    assert _calls.push_many_batches(Keys(), []).calls == []
 
 
 def test_delay_rounds_to_nearest_millisecond() -> None:

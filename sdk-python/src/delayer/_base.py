@@ -1,9 +1,6 @@
 """What the sync and asyncio clients share beyond their operations: the
-constructor, ``from_config``, the properties and ``repr``.
-
-Each client subclasses :class:`ClientBase` with a :class:`Flavour` naming its
-redis-py classes, and adds only I/O: driving the operations of
-:mod:`delayer._ops` and closing connections.
+constructor, ``from_config``, the properties and ``repr``. Each client adds
+a :class:`Flavour` (its redis-py classes) and only I/O.
 """
 
 from __future__ import annotations
@@ -25,15 +22,11 @@ D = TypeVar("D", bound="ClientBase[Any]")
 
 
 class Flavour(NamedTuple):
-    """The redis-py classes of one kind of client, sync or asyncio."""
+    """The redis-py classes of one kind of client, sync or asyncio, and how messages name it."""
 
-    #: ``redis.Redis`` or ``redis.asyncio.Redis``.
     client_class: Type[Any]
-    #: Its connection pool class.
     pool_class: Type[Any]
-    #: Its ``Retry`` class.
     retry_class: Type[Any]
-    #: How messages name ``client_class``.
     name: str
 
 
@@ -42,26 +35,13 @@ class ClientBase(Generic[R]):
 
     _flavour: ClassVar[Flavour]
 
-    def __init__(
-        self,
-        url: Optional[str] = None,
-        prefix: str = DEFAULT_PREFIX,
-        *,
-        client: Optional[R] = None,
-        username: Optional[str] = None,
-        password: Optional[str] = None,
-        tls_ca_file: Optional[PathArg] = None,
-        tls_cert_file: Optional[PathArg] = None,
-        tls_key_file: Optional[PathArg] = None,
-        sentinels: Union[str, Sequence[Tuple[str, int]], None] = None,
-        master_name: Optional[str] = None,
-        database: int = 0,
-        sentinel_username: Optional[str] = None,
-        sentinel_password: Optional[str] = None,
-        tls: bool = False,
-        layout: Optional[str] = None,
-        cluster: Union[str, Sequence[Tuple[str, int]], None] = None,
-    ) -> None:
+    def __init__(self, url: Optional[str] = None, prefix: str = DEFAULT_PREFIX, *, client: Optional[R] = None,
+                 username: Optional[str] = None, password: Optional[str] = None, tls_ca_file: Optional[PathArg] = None,
+                 tls_cert_file: Optional[PathArg] = None, tls_key_file: Optional[PathArg] = None,
+                 sentinels: Union[str, Sequence[Tuple[str, int]], None] = None, master_name: Optional[str] = None,
+                 database: int = 0, sentinel_username: Optional[str] = None, sentinel_password: Optional[str] = None,
+                 tls: bool = False, layout: Optional[str] = None,
+                 cluster: Union[str, Sequence[Tuple[str, int]], None] = None) -> None:
         """Create a client for ``url`` (or ``client``) with key prefix ``prefix``.
 
         ``url`` is ``redis://[user:password@]host:port/db``, ``rediss://...``
@@ -112,14 +92,8 @@ class ClientBase(Generic[R]):
             if database != 0:
                 raise InvalidArgument("database: Redis Cluster has only database 0")
             nodes = _sentinel.check_nodes(cluster, "cluster", "seed node")
-            opened = _cluster.open_clients(
-                flavour.client_class.__module__.startswith("redis.asyncio"),
-                nodes,
-                username,
-                password,
-                tls,
-                (tls_ca_file, tls_cert_file, tls_key_file),
-            )
+            opened = _cluster.open_clients(flavour.client_class.__module__.startswith("redis.asyncio"), nodes, username,
+                                           password, tls, (tls_ca_file, tls_cert_file, tls_key_file))
             self._owns_client = True
             self._redis: R = opened.calls
             self._where = _cluster.describe(nodes)
@@ -130,30 +104,20 @@ class ClientBase(Generic[R]):
         if sentinels is not None:
             if url is not None or client is not None:
                 raise InvalidArgument("sentinels= finds the master itself: give neither url= nor client=")
-            made, waiter, secrets = _sentinel.open_clients(
-                _sentinel_class(flavour),
-                flavour.client_class,
-                flavour.retry_class(NoBackoff(), 0),
-                _sentinel.check_nodes(sentinels),
-                master_name,
-                database,
-                (username, password, sentinel_username, sentinel_password),
-                tls,
-                (tls_ca_file, tls_cert_file, tls_key_file),
-            )
+            made, waiter, secrets = _sentinel.open_clients(_sentinel_class(flavour), flavour.client_class,
+                                                           flavour.retry_class(NoBackoff(), 0),
+                                                           _sentinel.check_nodes(sentinels), master_name, database,
+                                                           (username, password, sentinel_username, sentinel_password),
+                                                           tls, (tls_ca_file, tls_cert_file, tls_key_file))
             self._owns_client = True
         elif master_name is not None or sentinel_username is not None or sentinel_password is not None or tls:
             raise InvalidArgument("master_name, sentinel_username, sentinel_password and tls go with sentinels=")
         elif database != 0:
             raise InvalidArgument("database goes with sentinels=; with url= it is the URL's path (/0)")
         elif client is None:
-            made, secrets = _connect.open_client(
-                flavour.client_class.from_url,
-                flavour.retry_class,
-                url if url is not None else _connect.DEFAULT_URL,
-                password,
-                (tls_ca_file, tls_cert_file, tls_key_file),
-            )
+            made, secrets = _connect.open_client(flavour.client_class.from_url, flavour.retry_class,
+                                                 url if url is not None else _connect.DEFAULT_URL, password,
+                                                 (tls_ca_file, tls_cert_file, tls_key_file))
             _connect.set_credentials(made.connection_pool.connection_kwargs, username, password)
             self._owns_client = True
         else:
@@ -176,53 +140,33 @@ class ClientBase(Generic[R]):
         # bpop and breserve wait on connections of their own, whose read
         # timeout outlasts a wait whatever the client's socket timeout.
         self._waiter = waiter if waiter is not None else flavour.client_class(
-            connection_pool=flavour.pool_class(
-                connection_class=pool.connection_class, **_waits.connection_kwargs(kwargs)
-            )
+            connection_pool=flavour.pool_class(connection_class=pool.connection_class,
+                                               **_waits.connection_kwargs(kwargs))
         )
 
     def _node(self, host: str, port: int) -> R:
         """A plain client of the cluster node at host:port (made once, closed with this client)."""
         node = self._nodes.get((host, port))
         if node is None:  # made lazily (connects at its first command): a lost race leaves nothing open
-            node = self._nodes.setdefault(
-                (host, port), self._flavour.client_class(host=host, port=port, **self._node_options)
-            )
+            node = self._nodes.setdefault((host, port),
+                                          self._flavour.client_class(host=host, port=port, **self._node_options))
         return node
 
     @classmethod
     def from_config(cls: Type[D], path: PathArg) -> D:
-        """Create a client from the ``delayer.conf`` file the server uses.
-
-        Reads ``[redis]`` url (or host, port, database), username, password,
-        tls_ca_file, tls_cert_file, tls_key_file and ``[delayer]`` key_prefix
-        and layout, and accepts the server's other keys. Raises :class:`ConfigError`,
-        naming the file, line, section and key, for what the server refuses
-        too (an unknown section or key, with the server's message) and for a
-        bad value of a key it reads.
-        """
+        """Create a client from the ``delayer.conf`` file the server uses (and
+        the ``DELAYER_*`` variables): its ``[redis]`` section and ``[delayer]``
+        key_prefix and layout. :class:`ConfigError`, naming the file, line and
+        key, for what the server refuses too."""
         s = config.load(path)
-        common: Dict[str, Any] = {
-            "prefix": s.key_prefix,
-            "username": s.username,
-            "password": s.password,
-            "tls_ca_file": s.tls_ca_file,
-            "tls_cert_file": s.tls_cert_file,
-            "tls_key_file": s.tls_key_file,
-            "layout": s.layout,
-        }
+        common: Dict[str, Any] = dict(prefix=s.key_prefix, username=s.username, password=s.password,
+                                      tls_ca_file=s.tls_ca_file, tls_cert_file=s.tls_cert_file,
+                                      tls_key_file=s.tls_key_file, layout=s.layout)
         if s.cluster:
             return cls(cluster=s.cluster, tls=s.tls, **common)
         if s.sentinels:
-            return cls(
-                sentinels=s.sentinels,
-                master_name=s.master_name,
-                database=s.database,
-                sentinel_username=s.sentinel_username,
-                sentinel_password=s.sentinel_password,
-                tls=s.tls,
-                **common,
-            )
+            return cls(sentinels=s.sentinels, master_name=s.master_name, database=s.database, tls=s.tls,
+                       sentinel_username=s.sentinel_username, sentinel_password=s.sentinel_password, **common)
         return cls(s.url if s.url is not None else _connect.tcp_url(s.host, s.port, s.database), **common)
 
     @property

@@ -1,12 +1,8 @@
-"""The KEYS and ARGV of every script call, from checked arguments.
-
-What each script takes is written in its header (``lua/*.lua``); this module
-is the Python SDK's one translation of those headers. Each builder checks its
-arguments by the input rules (:mod:`delayer._rules`) first, so a call that is
-built is a call that may be sent; key and channel names come from
-:mod:`delayer.keys`, which alone knows the layouts: a builder takes a
-topic's names (or a job's :meth:`~delayer.keys.Keys.scope`, whose calls are
-grouped by it) and passes them on, whatever the layout.
+"""The KEYS and ARGV of every script call, from checked arguments: the
+Python SDK's one translation of the scripts' headers (``lua/*.lua``, which
+say what each takes). A built call may be sent: its arguments passed the
+input rules (:mod:`delayer._rules`); names come from :mod:`delayer.keys`,
+which alone knows the layouts.
 """
 
 from __future__ import annotations
@@ -14,17 +10,8 @@ from __future__ import annotations
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import scripts
-from ._rules import (
-    MAX_POSITION,
-    check_if_absent,
-    check_max_attempts,
-    check_name,
-    count,
-    delay_ms,
-    encode_body,
-    lifetime_ms,
-    ttr_ms,
-)
+from ._rules import MAX_POSITION, check_if_absent, check_max_attempts, check_name, count, delay_ms, encode_body
+from ._rules import lifetime_ms, ttr_ms, utf8
 from ._trace import outgoing
 from .errors import InvalidArgument
 from .keys import Keys, TopicNames
@@ -38,14 +25,11 @@ CALLS_PER_PIPELINE = 10
 VALUES_PER_JOB = 10
 #: How many ARGV values come before the jobs in a push_many.lua call.
 PUSH_MANY_HEAD = 3
-#: The most dead letters one dead.lua call lists, re-queues or purges: one
-#: call must not hold Redis for long.
+#: The most dead letters one dead.lua call takes: no call holds Redis for long.
 DEAD_BATCH = 1000
-#: The most jobs one reserve.lua batch call reserves, and the most acks it
-#: takes (the script's limit on n; acks kept to the same bound).
+#: The most jobs one reserve.lua call reserves (its limit), and acks it takes.
 RESERVE_BATCH = 1000
-#: How much of a failed attempt's error text release.lua keeps (in bytes);
-#: a longer text is cut here, on a character boundary, before it is sent.
+#: Bytes of an error text release.lua keeps: cut here first, on a character boundary.
 ERROR_TEXT_LIMIT = 1000
 
 Arg = Union[str, bytes, int]
@@ -60,10 +44,7 @@ class ScriptCall(NamedTuple):
 
 
 def _retry_args(max_attempts: object, backoff: object) -> List[Arg]:
-    """Check push's retry settings; return push.lua's ARGV[6..9] ("" = not set).
-
-    max_attempts, then backoff kind, backoff_ms, backoff_max_ms.
-    """
+    """push.lua's ARGV[6..9]: max_attempts, backoff kind, ms, max ms ("" = not set)."""
     args: List[Arg] = ["" if max_attempts is None else check_max_attempts(max_attempts)]
     if backoff is None:
         args += ["", "", ""]
@@ -76,26 +57,10 @@ def _retry_args(max_attempts: object, backoff: object) -> List[Arg]:
     return args
 
 
-def push_call(
-    keys: Keys,
-    topic: object,
-    job_id: object,
-    delay: object,
-    body: object,
-    ready_max_lifetime: object,
-    max_attempts: object = None,
-    backoff: object = None,
-    if_absent: object = False,
-    traceparent: object = None,
-) -> ScriptCall:
-    """Check one push and return its push.lua call.
-
-    ARGV is id, topic, body, delay ms, lifetime ms, max_attempts, backoff,
-    backoff_ms, backoff_max_ms ("" for the unset ones: the bucket is then
-    exactly Delayer 1.x's), the duplicate policy, the wake channel and the
-    traceparent ("" for none; None takes OpenTelemetry's current one, if
-    any: :func:`delayer._trace.outgoing`).
-    """
+def push_call(keys: Keys, topic: object, job_id: object, delay: object, body: object, ready_max_lifetime: object,
+              max_attempts: object = None, backoff: object = None, if_absent: object = False,
+              traceparent: object = None) -> ScriptCall:
+    """Check one push; its push.lua call (traceparent None: OpenTelemetry's current one, if any)."""
     topic_s = keys.topic(topic)
     id_s = check_name("id", job_id)
     ms = delay_ms(delay)
@@ -109,26 +74,16 @@ def push_call(
 
 
 class Batches(NamedTuple):
-    """A ``push_many``'s push_many.lua calls, and where each job of them was
-    in the input: ``order[k]`` is the input index of the calls' k-th job."""
+    """push_many.lua calls; ``order[k]`` is the input index of their k-th job."""
 
     calls: List[ScriptCall]
     order: List[int]
 
 
-def push_many_calls(keys: Keys, jobs: object, if_absent: object = False) -> List[ScriptCall]:
-    """The calls of :func:`push_many_batches`, without where each job was."""
-    return push_many_batches(keys, jobs, if_absent).calls
-
-
 def push_many_batches(keys: Keys, jobs: object, if_absent: object = False) -> Batches:
-    """Check every job of a ``push_many``, then build its push_many.lua calls.
-
-    Nothing is built unless every job is valid. Each call takes up to
-    :data:`JOBS_PER_CALL` jobs (KEYS and ARGV: push_many.lua's header); in the
-    per-topic layout a call's jobs are of one topic (they share its pool and
-    bucket prefix), so the jobs are grouped by topic, in order of first use.
-    """
+    """Check every job of a ``push_many``, then build its push_many.lua calls
+    (:data:`JOBS_PER_CALL` jobs each, grouped by :meth:`~delayer.keys.Keys.scope`:
+    in the per-topic layout a call's jobs share one topic's keys)."""
     policy = check_if_absent(if_absent)
     try:
         items = list(jobs)  # type: ignore[call-overload]
@@ -139,17 +94,8 @@ def push_many_batches(keys: Keys, jobs: object, if_absent: object = False) -> Ba
         if not isinstance(job, Job):
             raise InvalidArgument(f"jobs[{i}] must be a delayer.Job, not {type(job).__name__}")
         try:
-            push = push_call(
-                keys,
-                job.topic,
-                job.id,
-                job.delay,
-                job.body,
-                job.ready_max_lifetime,
-                job.max_attempts,
-                job.backoff,
-                traceparent=job.traceparent,
-            )
+            push = push_call(keys, job.topic, job.id, job.delay, job.body, job.ready_max_lifetime, job.max_attempts,
+                             job.backoff, traceparent=job.traceparent)
         except InvalidArgument as e:
             raise InvalidArgument(f"jobs[{i}]: {e}") from None
         groups.setdefault(keys.scope(push.args[1]), []).append((i, push))
@@ -168,7 +114,7 @@ def push_many_batches(keys: Keys, jobs: object, if_absent: object = False) -> Ba
 
 
 def push_many_ids(call: ScriptCall) -> List[str]:
-    """The ids of the jobs of a push_many.lua call from :func:`push_many_calls`, in order."""
+    """The ids of a push_many.lua call's jobs, in order."""
     return [str(a) for a in call.args[PUSH_MANY_HEAD::VALUES_PER_JOB]]
 
 
@@ -178,31 +124,26 @@ def chunks(calls: Sequence[ScriptCall], size: int = CALLS_PER_PIPELINE) -> List[
 
 
 def pop_call(keys: Keys, topic: object) -> ScriptCall:
-    """Check a pop and return its pop.lua call. KEYS[0] is also the list ``bpop`` waits on."""
+    """Check a pop; its pop.lua call, whose KEYS[0] ``bpop`` waits on."""
     n = keys.names(keys.topic(topic))
     return ScriptCall(scripts.POP, [n.ready, n.malformed, n.pool, n.reserved], [n.bucket_prefix])
 
 
 def take_call(keys: Keys, topic: str, job_id: str) -> ScriptCall:
-    """The take.lua call for an id just popped with BRPOP from ``topic``'s ready list (checked)."""
+    """The take.lua call for an id BRPOP just took from ``topic``'s ready list."""
     n = keys.names(topic)
     return ScriptCall(scripts.TAKE, [n.bucket(job_id), n.malformed, n.pool, n.reserved], [job_id])
 
 
 def remove_call(keys: Keys, job_id: object, topic: object = None) -> ScriptCall:
-    """Check a remove and return its remove.lua call."""
+    """Check a remove; its remove.lua call."""
     i = check_name("id", job_id)
     n = keys.id_names(topic, "remove() needs the topic in the per-topic layout: remove(id, topic=...)")
     return ScriptCall(scripts.REMOVE, [n.pool, n.bucket(i), *n.counts], [i])
 
 
 def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
-    """Check a reserve and return its reserve.lua call.
-
-    KEYS: ready queue, reserved, malformed, receipt_seq, pool, outcomes; ARGV:
-    bucket prefix, ttr ms, "" (one job), the wake channel. KEYS[0] is also
-    the list ``breserve`` waits on.
-    """
+    """Check a reserve; its reserve.lua call (one job), whose KEYS[0] ``breserve`` waits on."""
     n = keys.names(keys.topic(topic))
     ms = ttr_ms(ttr)
     keys_ = [n.ready, n.reserved, n.malformed, n.receipt_seq, n.pool, n.outcomes]
@@ -210,13 +151,9 @@ def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
 
 
 class ReserveMany(NamedTuple):
-    """A ``reserve_many``'s reserve.lua calls in batch mode.
-
-    ``calls[0]`` reserves (with the acks of its topic) when ``reserves``;
-    every other call only acks (n = 0), one per other topic of the acks (the
-    per-topic layout: a call's acks are its topic's). ``acks[i]`` is
-    ``(call, position)`` of the i-th ack among its call's results.
-    """
+    """A ``reserve_many``'s reserve.lua calls: ``calls[0]`` reserves when
+    ``reserves``; the others only ack, one per other scope of the acks.
+    ``acks[i]`` is ``(call, position)`` of the i-th ack's result."""
 
     calls: List[ScriptCall]
     reserves: bool
@@ -224,16 +161,10 @@ class ReserveMany(NamedTuple):
 
 
 def reserve_many_calls(keys: Keys, topic: object, ttr: object, n: object, acks: object) -> ReserveMany:
-    """Check a ``reserve_many`` and return its reserve.lua calls in batch mode.
-
-    KEYS as for :func:`reserve_call`; ARGV: bucket prefix, ttr ms, ``n``
-    (0..:data:`RESERVE_BATCH`), then an (id, receipt) pair per ack, acked
-    first, then the wake channel. Each ack is a :class:`ReservedMessage`, an id, or an
-    ``(id, receipt)`` pair (receipt None: whichever reservation is current);
-    an id or pair is of ``topic``, a ReservedMessage of its own topic. The
-    classic layout sends one call; the per-topic layout one per topic of the
-    acks, and none for ``topic`` when it neither reserves nor acks there.
-    """
+    """Check a ``reserve_many``; its reserve.lua calls in batch mode. An ack
+    is a :class:`ReservedMessage` (of its topic), or an id or ``(id,
+    receipt)`` of ``topic``; no call for ``topic`` when it neither reserves
+    nor acks there."""
     call = reserve_call(keys, topic, ttr)
     t = keys.topic(topic)
     most = count("n", n, 0, RESERVE_BATCH)
@@ -281,26 +212,17 @@ def reserve_many_calls(keys: Keys, topic: object, ttr: object, n: object, acks: 
 
 
 def error_text(error: object) -> str:
-    """Check a release's or bury's error text (None: none) and cut it to
-    :data:`ERROR_TEXT_LIMIT` bytes of UTF-8, on a character boundary."""
+    """Check a release's or bury's error text (None: none); cut to :data:`ERROR_TEXT_LIMIT` bytes."""
     if error is None:
         return ""
     if not isinstance(error, str):
         raise InvalidArgument(f"error must be a str or None, not {type(error).__name__}")
-    try:
-        data = error.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument("error is not valid UTF-8 (it holds a lone surrogate)") from None
-    return data[:ERROR_TEXT_LIMIT].decode("utf-8", "ignore")
+    return utf8("error", error)[:ERROR_TEXT_LIMIT].decode("utf-8", "ignore")
 
 
 def _held(job: object, receipt: object) -> Tuple[str, str]:
-    """The id and receipt (``""``: whichever reservation is current) that ack,
-    touch, release and bury act on.
-
-    ``job`` is a :class:`ReservedMessage` (its id and receipt: only that
-    reservation) or an id, with ``receipt`` when the caller knows it.
-    """
+    """The id and receipt (``""``: whichever reservation is current) of a
+    ReservedMessage, or of an id and the receipt, if the caller knows it."""
     if isinstance(job, ReservedMessage):
         if receipt is not None:
             raise InvalidArgument("receipt= is for a job given by id; a ReservedMessage carries its own")
@@ -317,16 +239,12 @@ def _held(job: object, receipt: object) -> Tuple[str, str]:
         raise InvalidArgument(f"receipt must be a str, not {type(receipt).__name__}")
     if receipt == "":
         raise InvalidArgument('receipt must not be empty: pass None for "whichever reservation is current"')
-    try:
-        receipt.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidArgument("receipt is not valid UTF-8 (it holds a lone surrogate)") from None
+    utf8("receipt", receipt)
     return job_id, receipt
 
 
 def _held_names(keys: Keys, job: object, receipt: object, topic: object, form: str) -> Tuple[str, str, TopicNames]:
-    """The id, receipt (:func:`_held`) and topic names of an ack, touch,
-    release or bury: a ReservedMessage carries its topic, an id takes ``topic=``."""
+    """:func:`_held`, and the names of the job's topic (a ReservedMessage's, or ``topic=``)."""
     job_id, r = _held(job, receipt)
     if isinstance(job, ReservedMessage):
         if topic is not None:
@@ -339,14 +257,13 @@ def _held_names(keys: Keys, job: object, receipt: object, topic: object, form: s
 
 
 def ack_call(keys: Keys, job: object, receipt: object, topic: object = None) -> ScriptCall:
-    """Check an ack and return its ack.lua call: KEYS reserved, bucket, pool, outcomes; ARGV id, receipt."""
+    """Check an ack; its ack.lua call."""
     job_id, r, n = _held_names(keys, job, receipt, topic, "ack(id, receipt, topic=...)")
     return ScriptCall(scripts.ACK, [n.reserved, n.bucket(job_id), n.pool, n.outcomes], [job_id, r])
 
 
 def touch_call(keys: Keys, job: object, ttr: object, receipt: object, topic: object = None) -> ScriptCall:
-    """Check a touch and return its touch.lua call: KEYS reserved, bucket, pool;
-    ARGV id, receipt, ttr ms (``ttr`` as for reserve), wake channel."""
+    """Check a touch; its touch.lua call."""
     job_id, r, n = _held_names(keys, job, receipt, topic, "touch(id, ttr, receipt, topic=...)")
     ms = ttr_ms(ttr)
     return ScriptCall(scripts.TOUCH, [n.reserved, n.bucket(job_id), n.pool], [job_id, r, ms, keys.wake])
@@ -364,27 +281,20 @@ def _release_call(
     return ScriptCall(scripts.RELEASE, [n.reserved, n.pool, n.malformed, n.release4, n.outcomes], args)
 
 
-def release_call(
-    keys: Keys, job: object, delay: object, receipt: object, error: object = None, topic: object = None
-) -> ScriptCall:
-    """Check a release and return its release.lua call.
-
-    No ``delay`` means the job's own backoff (``"backoff"``); otherwise the
-    delay in ms, by the delay rules. ``error`` (str or None): why the
-    attempt failed, kept on the job (ARGV[8]).
-    """
+def release_call(keys: Keys, job: object, delay: object, receipt: object, error: object = None,
+                 topic: object = None) -> ScriptCall:
+    """Check a release (no ``delay``: the job's backoff); its release.lua call."""
     action: Arg = "backoff" if delay is None else delay_ms(delay)
     return _release_call(keys, job, receipt, action, error, topic, "release(id, delay, receipt, topic=...)")
 
 
 def bury_call(keys: Keys, job: object, receipt: object, error: object = None, topic: object = None) -> ScriptCall:
-    """Check a bury and return its release.lua call (action ``"bury"``)."""
+    """Check a bury; its release.lua call."""
     return _release_call(keys, job, receipt, "bury", error, topic, "bury(id, receipt, topic=...)")
 
 
 def reschedule_call(keys: Keys, job_id: object, delay: object, topic: object = None) -> ScriptCall:
-    """Check a reschedule and return its reschedule.lua call: KEYS pool,
-    bucket; ARGV id, delay ms, wake channel."""
+    """Check a reschedule; its reschedule.lua call."""
     i = check_name("id", job_id)
     n = keys.id_names(topic, "reschedule() needs the topic in the per-topic layout: reschedule(id, delay, topic=...)")
     ms = delay_ms(delay)
@@ -392,7 +302,7 @@ def reschedule_call(keys: Keys, job_id: object, delay: object, topic: object = N
 
 
 def dead_list_call(keys: Keys, topic: object, start: object, how_many: object) -> ScriptCall:
-    """Check a dead-letter listing (start 0..MAX_POSITION, count 1..1000) and return its dead.lua call."""
+    """Check a dead-letter listing; its dead.lua call."""
     t = keys.topic(topic)
     first = count("start", start, 0, MAX_POSITION)
     n = count("count", how_many, 1, DEAD_BATCH)
@@ -401,16 +311,11 @@ def dead_list_call(keys: Keys, topic: object, start: object, how_many: object) -
     return ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, "list", first, n])
 
 
-def dead_take_calls(
-    keys: Keys, action: str, topic: object, ids: object
-) -> Tuple[Optional[ScriptCall], List[ScriptCall]]:
-    """Check a re-queue or purge (``action``) of dead letters; return ``(every, by_ids)``.
-
-    ``ids`` None means all: ``every`` is the call taking :data:`DEAD_BATCH`
-    entries from the oldest end, to repeat until a call takes fewer.
-    Otherwise ``by_ids`` holds one call per :data:`DEAD_BATCH` ids (none for
-    no ids), every id checked first.
-    """
+def dead_take_calls(keys: Keys, action: str, topic: object,
+                    ids: object) -> Tuple[Optional[ScriptCall], List[ScriptCall]]:
+    """Check a re-queue or purge (``action``) of dead letters: ``(every, by_ids)``.
+    ``ids`` None (all): ``every`` takes :data:`DEAD_BATCH` of the oldest, to
+    repeat until a call takes fewer; else one call per :data:`DEAD_BATCH` ids."""
     if action not in ("requeue", "purge"):
         raise ValueError(f"dead.lua takes requeue or purge here, not {action!r}")
     # A re-queue names the wake channel after its action: it announces the jobs it makes due.

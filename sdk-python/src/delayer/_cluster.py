@@ -1,17 +1,11 @@
-"""Redis Cluster: ``[redis] mode = cluster`` and the redis-py ``RedisCluster``
-clients a Delayer client talks through in that mode.
+"""Redis Cluster: the redis-py ``RedisCluster`` clients a Delayer client
+talks through in cluster mode.
 
-The per-topic layout keeps every key of a topic in one hash slot, so each
-script call is routed by its keys like any single-key command, and redis-py
-follows MOVED / ASK and a failover. What needs care is what is *not* one
-script call: several script calls (push_many, reserve_many) and the stats
-go through redis-py's cluster pipeline, which routes every command by its
-own key, and a durable push's WAIT goes to each master written, after its
-writes (:func:`on_nodes`). Blocking waits run on a second ``RedisCluster``
-whose read timeout outlasts a wait, as in the other modes
-(:mod:`delayer._waits`).
-
-The sync and asyncio clients share everything here; they only do the I/O.
+A topic's keys share one hash slot, so redis-py routes each script call
+(and follows MOVED / ASK and failovers) as any single-key command; its
+cluster pipeline routes the calls of push_many and reserve_many one by one.
+What needs care here: a durable push's WAIT must follow its writes on each
+master written (:func:`on_nodes`), and the waits need their own client.
 """
 
 from __future__ import annotations
@@ -22,41 +16,10 @@ from redis.exceptions import RedisClusterException, RedisError
 
 from . import _waits
 from ._calls import Arg
-from ._connect import CONNECT_TIMEOUT, tls_options
+from ._connect import CONNECT_TIMEOUT, auth, ssl_and_checked
 from ._send import Send, with_wait
-from ._sentinel import FIXED_ONLY, Mode, Node, read_nodes_and_tls
+from ._sentinel import Node
 from ._translate import redirected, translate
-from .errors import ConfigError, InvalidArgument
-
-#: Keys refused in cluster mode, in the server's order (sdk-rust/src/cluster.rs,
-#: ``NOT_IN_CLUSTER``): one fixed address, or the sentinels' master
-#: (``tls``, ``username``, ``password`` work in cluster mode too).
-NOT_IN_CLUSTER = (*FIXED_ONLY, "master_name", "sentinel_username", "sentinel_password")
-#: Why the classic layout cannot run on a cluster (the message of the config rule).
-NEEDS_TOPIC = "mode = cluster needs [delayer] layout = topic (the classic layout keeps every job in one key)"
-
-
-def read_mode(get: Callable[[str, str], Optional[str]], err: Callable[[str, str], ConfigError], layout: str) -> Mode:
-    """``mode = cluster`` (PROTOCOL.md, "delayer.conf, as every SDK reads it"),
-    with the server's messages and in its order (sdk-rust/src/cluster.rs), so
-    that a file with several mistakes gets the same first error: no fixed
-    address and no sentinel keys, database 0 only, ``nodes`` (the seed nodes)
-    required, and the per-topic ``layout``. ``err(key, message)`` makes the
-    error naming the file, line and key."""
-    for key in NOT_IN_CLUSTER:
-        if get("redis", key) is not None:
-            raise err(key, "not used with mode = cluster: the nodes name the cluster")
-    database = get("redis", "database")
-    if database is not None and database != "0":
-        raise err("database", "Redis Cluster has only database 0")
-    nodes = get("redis", "nodes")
-    if nodes is None:
-        raise err("mode", "mode = cluster needs nodes (seed nodes: host:port,host:port,...)")
-    parsed, tls = read_nodes_and_tls(get, err, nodes)
-    if layout != "topic":
-        raise err("mode", NEEDS_TOPIC)
-    return Mode(parsed, None, None, None, tls, cluster=True)
-
 
 def describe(nodes: Sequence[Node]) -> str:
     """How messages name the cluster: its seed nodes ("Redis at the cluster of ...")."""
@@ -89,29 +52,14 @@ class Clients(NamedTuple):
     node_options: Dict[str, Any]
 
 
-def open_clients(
-    asyncio: bool,
-    nodes: List[Node],
-    username: Optional[str],
-    password: Optional[str],
-    tls: bool,
-    tls_files: Tuple[object, object, object],
-) -> Clients:
-    """The clients of a Delayer client in cluster mode. The sync
-    ``RedisCluster`` asks a seed node for the slots at once: a cluster that
-    cannot be reached is a :class:`~delayer.ConnectionFailed` here."""
-    for name, value in (("username", username), ("password", password)):
-        if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{name} must be a str, not {type(value).__name__}")
-    if tls:
-        ssl: Dict[str, Any] = {"ssl": True, **tls_options("rediss://", *tls_files)}
-    else:
-        ssl = {}
-        tls_options("redis://", *tls_files)  # checked readable, as with a redis:// URL
-    auth = {"username": username, "password": password} if password else {}
+def open_clients(asyncio: bool, nodes: List[Node], username: Optional[str], password: Optional[str], tls: bool,
+                 tls_files: Tuple[object, object, object]) -> Clients:
+    """The clients of a Delayer client in cluster mode (the sync one reads
+    the slots at once: an unreachable cluster is a ConnectionFailed here)."""
+    ssl = ssl_and_checked({"username": username, "password": password}, tls, tls_files)
     secrets = [password] if password else []
     cluster_class, node_class = _classes(asyncio)
-    common = {"decode_responses": False, **auth, **ssl}
+    common = {"decode_responses": False, **auth(username, password), **ssl}
     timeouts = {"socket_connect_timeout": CONNECT_TIMEOUT}
     try:
         made = cluster_class(startup_nodes=[node_class(h, p) for h, p in nodes], **common, **timeouts)
@@ -132,16 +80,12 @@ Part = Tuple[Node, List[Tuple[Arg, ...]]]
 
 
 def on_nodes(send: Send, node_of: Callable[[Any], Any]) -> Generator[Optional[Part], Any, List[Any]]:
-    """A Send with WAIT (a durable push) on a Redis Cluster, as the client
-    runs it: per master holding some of its keys (``node_of(key)``:
-    redis-py's ``get_node_from_key``), one pipeline on a plain client of that
-    node, the commands then WAIT 1, so each WAIT follows its writes on their
-    connection. Yields each node's part (sent the pipeline's replies), or
-    None when a command was answered MOVED / ASK (a resharding or failover
-    moved its slot; it did not run): the client reads the slot table again,
-    and those commands are sent once more. Returns what a pipeline of the
-    whole Send would: each command's reply, then the fewest replicas any
-    node's WAIT counted."""
+    """A Send with WAIT on a Redis Cluster: per master holding some of its
+    keys (``node_of``: redis-py's ``get_node_from_key``), its commands then
+    WAIT 1 in one pipeline of a plain client of that node. Yields each
+    node's part (sent the replies), or None after a MOVED / ASK (the client
+    reads the slots again; those commands go once more). Returns each
+    command's reply, then the fewest replicas a WAIT counted."""
     replies: List[Any] = [None] * len(send.commands)
     least: Optional[int] = None
     pending = list(range(len(send.commands)))

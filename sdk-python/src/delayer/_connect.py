@@ -1,8 +1,5 @@
-"""Making the redis-py client a Delayer client talks through.
-
-URL schemes, TLS files, credentials and timeouts are read here the way the
-Rust SDK reads them, for the sync and asyncio clients alike (their redis-py
-classes are passed in); nothing here talks to Redis.
+"""Making the redis-py client a Delayer client talks through: URL schemes,
+TLS files, credentials and timeouts read as the Rust SDK reads them.
 """
 
 from __future__ import annotations
@@ -25,17 +22,9 @@ CONNECT_TIMEOUT = 5.0
 _Client = TypeVar("_Client")
 
 
-def open_client(
-    from_url: Callable[..., _Client],
-    retry_class: Callable[[NoBackoff, int], object],
-    url: object,
-    password: Optional[str],
-    tls_files: Tuple[object, object, object],
-) -> Tuple[_Client, List[str]]:
-    """Build a redis-py client, sync or asyncio (``from_url`` and its
-    ``retry_class`` say which), as both Delayer clients do. Returns it with the
-    secrets to scrub from errors. The caller applies username/password
-    overrides with :func:`set_credentials`."""
+def open_client(from_url: Callable[..., _Client], retry_class: Callable[[NoBackoff, int], object], url: object,
+                password: Optional[str], tls_files: Tuple[object, object, object]) -> Tuple[_Client, List[str]]:
+    """A redis-py client, sync or asyncio (``from_url`` says which), and the secrets to scrub from errors."""
     checked = redis_url(url)
     secrets = [s for s in (url_secret(checked), password) if isinstance(s, str) and s]
     options = tls_options(checked, *tls_files)
@@ -91,11 +80,8 @@ def _readable(name: str, value: object) -> Optional[str]:
 
 
 def tls_options(url: str, ca_file: object, cert_file: object, key_file: object) -> Dict[str, Any]:
-    """redis-py's ``ssl_*`` options for the certificate files (checked readable).
-
-    As in the Rust SDK, the files matter only for a ``rediss://`` URL; for
-    other URLs they are checked but not used.
-    """
+    """redis-py's ``ssl_*`` options for the certificate files (checked
+    readable; used only for a ``rediss://`` URL, as in the Rust SDK)."""
     ca = _readable("tls_ca_file", ca_file)
     cert = _readable("tls_cert_file", cert_file)
     key = _readable("tls_key_file", key_file)
@@ -114,14 +100,26 @@ def tls_options(url: str, ca_file: object, cert_file: object, key_file: object) 
     return options
 
 
+def ssl_and_checked(credentials: Dict[str, object], tls: bool,
+                    tls_files: Tuple[object, object, object]) -> Dict[str, Any]:
+    """Sentinel and cluster mode: check the credentials (str or None) and the
+    certificate files (readable, as with a redis:// URL); the ssl options."""
+    for name, value in credentials.items():
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{name} must be a str, not {type(value).__name__}")
+    return {"ssl": True, **tls_options("rediss://", *tls_files)} if tls else tls_options("redis://", *tls_files)
+
+
+def auth(username: Optional[str], password: Optional[str]) -> Dict[str, Any]:
+    """redis-py's AUTH options: none without a password."""
+    return {"username": username, "password": password} if password else {}
+
+
 def set_credentials(
     connection_kwargs: MutableMapping[str, Any], username: Optional[str], password: Optional[str]
 ) -> None:
-    """Let ``username`` / ``password``, when given, override the URL's.
-
-    As with redis-rs, a user name without any password is not sent (AUTH
-    needs a password).
-    """
+    """Let ``username`` / ``password``, when given, override the URL's (a user
+    name without a password is not sent: AUTH needs one)."""
     for name, value in (("username", username), ("password", password)):
         if value is not None and not isinstance(value, str):
             raise ConfigError(f"{name} must be a str, not {type(value).__name__}")

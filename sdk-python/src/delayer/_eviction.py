@@ -1,13 +1,9 @@
 """Whether Redis may evict job data: the Workers' warning (issue 20, item 3).
 
-Under any ``maxmemory-policy`` but ``noeviction`` a full Redis deletes keys
-to make room, and job buckets carry TTLs (volatile policies pick exactly
-them): jobs vanish without a trace. So a Worker reads the policy at start
-and after every reconnect, once per connection and never per job, and
-unless it is ``noeviction`` logs :data:`WARNING`, worded as the server and
-every SDK word it. ``CONFIG GET`` needs a user allowed CONFIG; where it is
-refused, ``INFO memory`` tells the same (``maxmemory_policy``). This module
-is the Python SDK's one home of that decision.
+Under any ``maxmemory-policy`` but ``noeviction`` a full Redis deletes keys,
+job buckets first (they carry TTLs): jobs vanish without a trace. So a
+Worker reads the policy at start and after each reconnect (``CONFIG GET``,
+else ``INFO memory``) and logs :data:`WARNING`, in every SDK's words.
 """
 
 from __future__ import annotations
@@ -76,12 +72,8 @@ def warning(policy: Optional[str]) -> Optional[str]:
 
 
 class Watch:
-    """When a reading is said: the first, the first after each outage (Redis
-    unreachable, then back: a new connection, perhaps a Redis restarted with
-    another configuration), and any whose policy changed. A connection the
-    client replaced without a failed call (a pool's stale one) is read
-    again, but said only when the policy changed: one Redis restart must not
-    log once per pooled connection."""
+    """When a reading is said: the first, the first after an outage, and any
+    whose policy changed (not once per pooled connection after a restart)."""
 
     def __init__(self) -> None:
         self._first = True

@@ -1,16 +1,10 @@
 """Every client operation, once, without I/O: the calls it sends to Redis and
 what it makes of the replies.
 
-An operation is a generator: it yields a step (:mod:`delayer._send`: a
-script call, script calls for one round trip, or a blocking wait), is sent
-Redis's reply, and returns the operation's result. The sync client
-(:mod:`delayer.client`) and the asyncio client (:mod:`delayer.aio`) each
-drive them with a few lines of their own I/O, so the two cannot drift apart:
-checks, key names, loops (``bpop``, ``breserve``, dead-letter batches,
-pipelines) and reply parsing live here. Every operation is one script call
-per round trip (plus the wait of bpop and breserve), in both layouts: the
-scripts announce what they wrote on ``<prefix>wake`` and the server keeps
-its index from that (PROTOCOL.md, "The per-topic layout").
+An operation is a generator: it yields a step (:mod:`delayer._send`), is
+sent Redis's reply, and returns its result; the sync and asyncio clients
+only drive them, so they cannot drift apart. Every operation is one script
+call per round trip (plus the wait of bpop and breserve), in both layouts.
 """
 
 from __future__ import annotations
@@ -25,21 +19,10 @@ from .keys import Keys
 from .models import DeadLetter, Message, ReservedMessage, Taken
 
 
-def push(
-    keys: Keys,
-    topic: object,
-    job_id: object,
-    delay: object,
-    body: object,
-    ready_max_lifetime: object,
-    max_attempts: object,
-    backoff: object,
-    if_absent: object,
-    traceparent: object = None,
-) -> Op[float]:
-    call = _calls.push_call(
-        keys, topic, job_id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent, traceparent
-    )
+def push(keys: Keys, topic: object, job_id: object, delay: object, body: object, ready_max_lifetime: object,
+         max_attempts: object, backoff: object, if_absent: object, traceparent: object = None) -> Op[float]:
+    call = _calls.push_call(keys, topic, job_id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent,
+                            traceparent)
     return _replies.push(call, (yield call))
 
 

@@ -1,8 +1,5 @@
-"""Redis's replies, as the SDK's values.
-
-What each script returns is written in its header (``lua/*.lua``); a reply
-that does not fit is a :class:`ProtocolError` (a wrong key type, a script of
-another version), never a value made up from it.
+"""Redis's replies, as the SDK's values: one decoder per script (its header
+says what it returns); a reply that does not fit is a :class:`ProtocolError`.
 """
 
 from __future__ import annotations
@@ -128,10 +125,8 @@ def reserved(reply: object) -> Optional[ReservedMessage]:
     if reply is None:
         return None
     if not isinstance(reply, (list, tuple)) or len(reply) != 8:
-        raise ProtocolError(
-            "expected [id, topic, body, attempts, max_attempts, receipt, deadline, traceparent] or nil, "
-            f"got {reply!r:.200}"
-        )
+        raise ProtocolError("expected [id, topic, body, attempts, max_attempts, receipt, deadline, traceparent] "
+                            f"or nil, got {reply!r:.200}")
     job_id, topic, body, attempts, max_attempts, receipt, deadline, traceparent = reply
     # The usual reply (bytes, counts, a UTF-8 receipt, an ASCII finite deadline)
     # without the helpers' 8 calls, as once per job a Worker gets; else the helpers.
@@ -199,25 +194,15 @@ def dead_letters(reply: object) -> List[DeadLetter]:
     out = []
     for entry in reply:
         if not isinstance(entry, (list, tuple)) or len(entry) != 7:
-            raise ProtocolError(
-                f"expected [id, topic, body, attempts, reason, dead_at, last_error], got {entry!r:.200}"
-            )
+            raise ProtocolError("expected [id, topic, body, attempts, reason, dead_at, last_error], "
+                                f"got {entry!r:.200}")
         job_id, topic, body, attempts, reason, dead_at, last_error = entry
-        # dead.lua sends "" for a dead_at the bucket lacks (only a bucket
-        # written by hand): 0.0 then, rather than failing the whole listing.
+        # "" for a dead_at the bucket lacks (one written by hand): 0.0, rather than failing the listing;
+        # a last error's bytes (a worker wrote them) are shown lossily for the same reason.
         when = 0.0 if dead_at in (b"", "") else due(dead_at, "dead.lua", "dead_at")
-        out.append(
-            DeadLetter(
-                id=_name("id", job_id),
-                topic=_name("topic", topic),
-                body=_body(body),
-                attempts=_int("attempts", attempts),
-                reason=_name("reason", reason),
-                dead_at=when,
-                # Bytes a worker wrote: shown lossily rather than failing the listing.
-                last_error=_body(last_error).decode("utf-8", "replace") or None,
-            )
-        )
+        out.append(DeadLetter(id=_name("id", job_id), topic=_name("topic", topic), body=_body(body),
+                              attempts=_int("attempts", attempts), reason=_name("reason", reason), dead_at=when,
+                              last_error=_body(last_error).decode("utf-8", "replace") or None))
     return out
 
 

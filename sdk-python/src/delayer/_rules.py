@@ -1,9 +1,6 @@
 """The protocol's input rules (docs/PROTOCOL.md, "Input rules"), checked before
-anything is sent.
-
-Every SDK refuses the same values with the same limits and rounds delays the
-same way; this module is the Python SDK's one copy of those rules. Each check
-returns the value as the scripts take it, or raises :class:`InvalidArgument`.
+anything is sent: every SDK refuses the same values and rounds delays the
+same way. Each check returns the value as the scripts take it.
 """
 
 from __future__ import annotations
@@ -28,15 +25,8 @@ Number = Union[int, float]
 
 
 def check_name(kind: str, value: object) -> str:
-    """Check an id or topic: any non-empty ``str`` that is text, or text with
-    the surrogate escapes of bytes that are not UTF-8 (as the SDK hands out a
-    name read from Redis that is not UTF-8: :mod:`delayer._send`).
-
-    The classic layout puts it in key names as is, and Redis takes any bytes
-    there, so everything Delayer 1.x accepted (spaces, braces, control
-    characters, any length, any bytes) is accepted; only the empty name,
-    which 1.x refused too, is a caller's bug.
-    """
+    """Check an id or topic: any non-empty ``str`` (with the surrogate escapes
+    of bytes that are not UTF-8: :mod:`delayer._names`), as Delayer 1.x took."""
     if not isinstance(value, str):
         raise InvalidArgument(f"{kind} must be a str, not {type(value).__name__}")
     if not value:
@@ -58,11 +48,7 @@ def _number(kind: str, value: object) -> Number:
 
 
 def delay_ms(value: object, kind: str = "delay") -> int:
-    """Check a delay (0 to 10 years, seconds) and return it in whole milliseconds, rounded.
-
-    ``kind`` names the argument in the error (a backoff or reschedule delay
-    follows the same rules).
-    """
+    """Check a delay (0 to 10 years, seconds; ``kind`` names it) and return it in whole milliseconds."""
     seconds = _number(kind, value)
     if seconds < 0 or seconds > MAX_SECONDS:
         raise InvalidArgument(f"{kind} must be 0 to {MAX_SECONDS} seconds, got {seconds!r}")
@@ -93,11 +79,8 @@ def lifetime_ms(value: object) -> int:
 
 
 def ttr_ms(value: object) -> int:
-    """Check a reserve ttr (more than 0, at most 10 years) and return whole milliseconds.
-
-    Rounded as a delay is, and at least 1 ms after rounding: a ttr of 0 would
-    hand the job out and take it back at once.
-    """
+    """Check a reserve ttr (more than 0, at most 10 years) and return whole
+    milliseconds, at least 1 (a ttr of 0 would take the job back at once)."""
     seconds = _number("ttr", value)
     if seconds <= 0 or seconds > MAX_SECONDS:
         raise InvalidArgument(f"ttr must be more than 0 and at most {MAX_SECONDS} seconds, got {seconds!r}")
@@ -133,13 +116,18 @@ def check_timeout(value: object) -> float:
 def encode_body(value: object) -> bytes:
     """Return the body as bytes: bytes-like as is, ``str`` encoded as UTF-8."""
     if isinstance(value, str):
-        try:
-            return value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidArgument("body is a str that is not valid UTF-8 (lone surrogate)") from None
+        return utf8("body", value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     raise InvalidArgument(f"body must be bytes or str, not {type(value).__name__}")
+
+
+def utf8(kind: str, text: str) -> bytes:
+    """``text`` as UTF-8; InvalidArgument naming ``kind`` when it holds a lone surrogate."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{kind} is not valid UTF-8 (it holds a lone surrogate)") from None
 
 
 def check_if_absent(value: object) -> str:

@@ -1,22 +1,11 @@
 """How every step of an operation reaches Redis: the SDK's one EVALSHA /
-NOSCRIPT path, for the sync and asyncio clients alike.
+NOSCRIPT / WAIT path, for the sync and asyncio clients alike.
 
-An operation (:mod:`delayer._ops`, :mod:`delayer.inspect`) is a generator
-that yields what it needs in protocol terms: a script call, script calls
-for one round trip (:class:`Pipeline`), plain commands (:class:`Commands`)
-or a blocking wait (:class:`Wait`). :func:`lower` turns each into what a
-client sends, :class:`Send` (commands in one pipeline) or :class:`Wait`,
-with names that are not UTF-8 as their bytes (:mod:`delayer._names`):
-
-- script calls go by EVALSHA; a call Redis answers NOSCRIPT (it lost its
-  script cache: a restart, ``SCRIPT FLUSH``, a failover) goes once more by
-  EVAL with the script's text, which caches it again;
-- a durable push's ``WAIT 1`` rides in the same pipeline as its calls, on
-  their connection, and :class:`~delayer.NotReplicatedError` is raised when
-  a WAIT saw no replica.
-
-So a client does only I/O: send a Send or a Wait, and once more on a new
-connection when the old one turns out to be gone.
+An operation (:mod:`delayer._ops`, :mod:`delayer.inspect`) yields steps in
+protocol terms; :func:`lower` makes each a :class:`Send` (one pipeline) or
+a :class:`Wait`, which is all a client sends. A call Redis answers NOSCRIPT
+(it lost its scripts: a restart, a failover) goes once more by EVAL; a
+durable push's ``WAIT 1`` rides on its calls' connection.
 """
 
 from __future__ import annotations
@@ -40,28 +29,22 @@ Command = Tuple[Arg, ...]
 
 
 class Pipeline(NamedTuple):
-    """Script calls sent in one round trip (not a transaction); the reply is
-    the list of their replies (the first error reply raised)."""
+    """Script calls in one round trip; the reply is their replies' list (the first error raised)."""
 
     calls: Sequence[ScriptCall]
 
 
 class Commands(NamedTuple):
-    """Plain Redis commands sent in one round trip (not a transaction). The
-    reply is the list of the commands' replies; with ``tolerate`` an error
-    reply is a ``redis.ResponseError`` in that list instead of raised."""
+    """Plain commands in one round trip; the reply is their replies' list
+    (with ``tolerate``, an error reply is in it instead of raised)."""
 
     commands: Sequence[Command]
     tolerate: bool = False
 
 
 class Wait(NamedTuple):
-    """A blocking wait for a ready queue, run on a waits' connection (:mod:`delayer._waits`).
-
-    ``command`` is ``"BRPOP"`` (takes the id: bpop) or ``"BLMOVE"`` (moves it
-    back in place: breserve, whose wait takes nothing). The reply is the
-    command's.
-    """
+    """A blocking wait on a waits' connection (:mod:`delayer._waits`): ``"BRPOP"``
+    (bpop takes the id) or ``"BLMOVE"`` of the queue onto itself (breserve takes nothing)."""
 
     command: str
     queue: Union[str, bytes]
@@ -69,10 +52,9 @@ class Wait(NamedTuple):
 
 
 class Send(NamedTuple):
-    """What a client sends: ``commands`` in one pipeline (not a transaction),
-    then ``WAIT 1 wait_ms`` when ``wait_ms`` (on a Redis Cluster: on each
-    master written, after its commands). The reply is one per command, an
-    error reply as its exception, then WAIT's replica count."""
+    """What a client sends: ``commands`` in one pipeline, then ``WAIT 1 wait_ms``
+    when ``wait_ms`` (on a cluster, on each master written); the reply is
+    one per command (an error as its exception), then WAIT's count."""
 
     commands: Sequence[Command]
     wait_ms: int = 0
@@ -148,10 +130,9 @@ def _sent(commands: Sequence[Command], wait_ms: int) -> Generator[Send, Any, Tup
 
 
 def run(calls: Sequence[ScriptCall], wait_ms: int = 0) -> Generator[Send, Any, Tuple[List[Any], Optional[int]]]:
-    """The one path of script calls: ``calls`` by EVALSHA in one round trip,
-    those answered NOSCRIPT once more by EVAL (one more round trip, only
-    after Redis lost its scripts); returns their replies, the first error
-    reply raised, and the fewest replicas a WAIT counted (with ``wait_ms``)."""
+    """The one path of script calls: EVALSHA in one round trip, those answered
+    NOSCRIPT once more by EVAL; their replies (the first error raised) and
+    the fewest replicas a WAIT counted."""
     replies, least = yield from _sent([command(c) for c in calls], wait_ms)
     missing = [k for k, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
     if missing:
@@ -164,10 +145,8 @@ def run(calls: Sequence[ScriptCall], wait_ms: int = 0) -> Generator[Send, Any, T
 
 
 def lower(op: Op[T], durable: object = False) -> Generator[Union[Send, Wait], Any, T]:
-    """``op`` as a client runs it: each step as a :class:`Send` or a
-    :class:`Wait`; with ``durable`` (True or seconds) each script step waits
-    for a replica, and NotReplicatedError (carrying the result) says when
-    one did not in time."""
+    """``op`` as a client runs it: :class:`Send` and :class:`Wait` steps; with
+    ``durable`` each script step waits for a replica (NotReplicatedError if none)."""
     timeout = timeout_of(durable) if durable else 0.0
     wait_ms = max(1, round(timeout * 1000)) if durable else 0
     least: Optional[int] = None

@@ -1,26 +1,19 @@
-"""Redis Sentinel: ``[redis] mode = sentinel`` and the clients that follow the master
-(and the reading of ``[redis] mode``, which hands ``cluster`` to :mod:`delayer._cluster`).
+"""Redis Sentinel: the clients that follow the master.
 
 A failover moves the master, so in sentinel mode no address is configured:
 redis-py's Sentinel support asks the sentinels for the master at every new
 connection, and turns a demoted master's ``READONLY`` into a connection
 error (the SDK then sends the call once more, on a new connection, to the
-new master). The config rule is the server's (sdk-rust/src/sentinel.rs),
-with its messages.
+new master).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import _waits
-from ._connect import CONNECT_TIMEOUT, client_options, tls_options
-from .errors import ConfigError, InvalidArgument
-
-#: Keys that only mean something in sentinel mode.
-SENTINEL_ONLY = ("nodes", "master_name", "sentinel_username", "sentinel_password", "tls")
-#: Keys naming one fixed address, which sentinel mode does not have.
-FIXED_ONLY = ("url", "host", "port")
+from ._connect import CONNECT_TIMEOUT, auth, client_options, ssl_and_checked
+from .errors import InvalidArgument
 
 Node = Tuple[str, int]
 
@@ -38,75 +31,6 @@ def parse_nodes(text: str) -> List[Node]:
             raise ValueError(entry)
         nodes.append((host, int(port)))
     return nodes
-
-
-class Mode:
-    """What ``[redis] mode`` and its keys say: ``nodes`` empty in standalone mode."""
-
-    def __init__(self, nodes: List[Node], master_name: Optional[str], username: Optional[str],
-                 password: Optional[str], tls: bool, cluster: bool = False) -> None:
-        #: The sentinels, or with ``cluster`` the cluster's seed nodes.
-        self.nodes = nodes
-        self.cluster = cluster
-        self.master_name = master_name
-        self.username = username
-        self.password = password
-        self.tls = tls
-
-
-def read_mode(get: Callable[[str, str], Optional[str]], error: Callable[[str, str, str], ConfigError],
-              layout: str) -> Mode:
-    """The server's rule: standalone by default (sentinel keys refused),
-    sentinel needs nodes and master_name and takes no fixed address, cluster
-    (:func:`delayer._cluster.read_mode`) needs nodes and the per-topic
-    ``layout``."""
-
-    def err(key: str, message: str) -> ConfigError:
-        return error("redis", key, message)
-
-    mode = get("redis", "mode")
-    if mode is None or mode == "standalone":
-        for key in SENTINEL_ONLY:
-            if get("redis", key) is not None:
-                modes = "sentinel or cluster" if key in ("nodes", "tls") else "sentinel"
-                raise err(key, f"is only used with mode = {modes} (mode is standalone)")
-        return Mode([], None, None, None, False)
-    if mode == "cluster":
-        from ._cluster import read_mode as read_cluster  # it imports this module
-
-        return read_cluster(get, err, layout)
-    if mode != "sentinel":
-        raise err("mode", f"{_quoted(mode)} is not a mode: standalone, sentinel or cluster")
-    for key in FIXED_ONLY:
-        if get("redis", key) is not None:
-            raise err(key, "not used with mode = sentinel: the sentinels name the master (nodes)")
-    nodes = get("redis", "nodes")
-    if nodes is None:
-        raise err("mode", "mode = sentinel needs nodes (the sentinels: host:port,host:port,...)")
-    master_name = get("redis", "master_name")
-    if master_name is None:
-        raise err("mode", "mode = sentinel needs master_name")
-    parsed, tls = read_nodes_and_tls(get, err, nodes)
-    return Mode(parsed, master_name, get("redis", "sentinel_username"), get("redis", "sentinel_password"), tls)
-
-
-def read_nodes_and_tls(get: Callable[[str, str], Optional[str]], err: Callable[[str, str], ConfigError],
-                       nodes: str) -> Tuple[List[Node], bool]:
-    """``[redis] tls`` (yes/true or no/false), then ``nodes`` (the sentinels,
-    or a cluster's seeds), in the Rust reader's order."""
-    tls_raw = get("redis", "tls")
-    if tls_raw not in (None, "yes", "no", "true", "false"):
-        raise err("tls", f"{_quoted(tls_raw or '')} is not yes or no")
-    try:
-        parsed = parse_nodes(nodes)
-    except ValueError as bad:
-        raise err("nodes", f"{_quoted(str(bad))} is not host:port") from None
-    return parsed, tls_raw in ("yes", "true")
-
-
-def _quoted(text: str) -> str:
-    """``text`` in double quotes, as Rust's ``{:?}`` shows a plain string."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def check_nodes(nodes: Union[str, Sequence[Any]], name: str = "sentinels", what: str = "sentinel") -> List[Node]:
@@ -128,40 +52,21 @@ def check_nodes(nodes: Union[str, Sequence[Any]], name: str = "sentinels", what:
     return out
 
 
-def open_clients(
-    sentinel_class: Any,
-    client_class: Any,
-    retry: object,
-    nodes: List[Node],
-    master_name: object,
-    database: object,
-    credentials: Tuple[Optional[str], Optional[str], Optional[str], Optional[str]],
-    tls: bool,
-    tls_files: Tuple[object, object, object],
-) -> Tuple[Any, Any, List[str]]:
-    """The client for ordinary calls and the one for blocking waits, both on
-    the master the sentinels name, and the secrets to hide from messages.
-    ``credentials`` are (username, password, sentinel_username,
-    sentinel_password)."""
+def open_clients(sentinel_class: Any, client_class: Any, retry: object, nodes: List[Node], master_name: object,
+                 database: object, credentials: Tuple[Optional[str], Optional[str], Optional[str], Optional[str]],
+                 tls: bool, tls_files: Tuple[object, object, object]) -> Tuple[Any, Any, List[str]]:
+    """The clients for calls and for blocking waits, on the master the sentinels name, and the secrets."""
     if not isinstance(master_name, str) or not master_name:
         raise InvalidArgument("sentinels= needs master_name (the name the sentinels monitor)")
     if not isinstance(database, int) or database < 0:
         raise InvalidArgument("database must be an integer, 0 or more")
     username, password, s_username, s_password = credentials
-    for name, value in zip(("username", "password", "sentinel_username", "sentinel_password"), credentials):
-        if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{name} must be a str, not {type(value).__name__}")
-    ssl: Dict[str, Any] = {}
-    if tls:
-        ssl = {"ssl": True, **tls_options("rediss://", *tls_files)}
-    else:
-        tls_options("redis://", *tls_files)  # checked readable, as with a redis:// URL
-    auth = {"username": username, "password": password} if password else {}
-    s_auth = {"username": s_username, "password": s_password} if s_password else {}
+    names = ("username", "password", "sentinel_username", "sentinel_password")
+    ssl = ssl_and_checked(dict(zip(names, credentials)), tls, tls_files)
     sentinel_kwargs = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": CONNECT_TIMEOUT,
-                       **s_auth, **ssl}
+                       **auth(s_username, s_password), **ssl}
     sentinel = sentinel_class(nodes, sentinel_kwargs=sentinel_kwargs)
-    common = {"db": database, **auth, **ssl}
+    common = {"db": database, **auth(username, password), **ssl}
     made = sentinel.master_for(master_name, redis_class=client_class, **common, **client_options(retry))
     wait_kwargs = _waits.connection_kwargs(client_options(retry))
     waiter = sentinel.master_for(master_name, redis_class=client_class, **common, **wait_kwargs)

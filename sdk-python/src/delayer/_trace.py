@@ -1,17 +1,12 @@
 """Trace context across the delay: a job's W3C ``traceparent``.
 
-A push may carry the producer's trace context (``traceparent=``, the W3C
-``traceparent`` header's form ``00-<32 hex>-<16 hex>-<2 hex>``); push.lua
-keeps it in the job's hash and every consumer gets it back (``Message``,
-``ReservedMessage``, a Worker's ``Delivery``: ``.traceparent``), so the
-consumer's span can be a child of the producer's however long the job
-waited. This module holds the rule (checked at push), the reading of the
-field from Redis (untrusted: a malformed value is treated as absent and said
-once on the ``delayer`` logger, never an error), and the optional
-OpenTelemetry link (``pip install delayer[opentelemetry]``): with the
-``opentelemetry-api`` package present, a push without ``traceparent`` takes
-the current span's context, and the Workers run each handler in a consumer
-span whose parent is the producer's. ``traceparent=""`` pushes without one.
+A push may carry the producer's trace context; every consumer gets it back
+(``.traceparent``), so its span can be a child of the producer's however
+long the job waited. Here: the rule (checked at push), the reading from
+Redis (untrusted: a malformed value is absent, said once on the ``delayer``
+logger), and the optional OpenTelemetry link (``delayer[opentelemetry]``: a
+push takes the current span's context, a Worker's handler runs in a
+consumer span whose parent is the producer's).
 """
 
 from __future__ import annotations
@@ -55,9 +50,7 @@ def check_traceparent(value: object) -> str:
 
 
 def outgoing(value: object) -> str:
-    """push.lua's traceparent argument: ``value`` checked; when None, the
-    current OpenTelemetry span's context if the library is present and a span
-    is active; "" for none."""
+    """push.lua's traceparent: ``value`` checked; None: OpenTelemetry's current one, or ""."""
     if value is None:
         return current() or ""
     return check_traceparent(value)
@@ -94,9 +87,7 @@ def from_redis(job_id: str, value: object) -> Optional[str]:
 
 
 def consumer_span(job: Union[Message, ReservedMessage]) -> ContextManager[Any]:
-    """A consumer span around ``job``'s handler, child of the producer's context
-    (extracted by the W3C propagator), when OpenTelemetry is present; else
-    nothing. An exception escaping the handler is recorded on it."""
+    """A consumer span around ``job``'s handler, child of the producer's, when OpenTelemetry is present."""
     global _tracer
     if _PROPAGATOR is None:
         return _NOTHING

@@ -10,18 +10,9 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Optional, Sequence, Type, Union
 
-from redis.exceptions import (
-    AskError,
-    AuthenticationError,
-    ClusterDownError,
-    ClusterError,
-    ConnectionError as RedisConnectionError,
-    RedisClusterException,
-    RedisError,
-    ResponseError,
-    TimeoutError as RedisTimeoutError,
-    TryAgainError,
-)
+from redis.exceptions import (AskError, AuthenticationError, ClusterDownError, ClusterError,
+                              ConnectionError as RedisConnectionError, RedisClusterException, RedisError, ResponseError,
+                              TimeoutError as RedisTimeoutError, TryAgainError)
 
 from .errors import AuthenticationFailed, ConnectionFailed, DelayerError, ProtocolError
 
@@ -34,28 +25,20 @@ def scrub(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
-#: How Redis words "authenticate first" when redis-py does not make it an
-#: AuthenticationError: an unauthenticated client sending a command with many
-#: arguments (a push) is cut off with "Protocol error: unauthenticated
-#: multibulk length" before Redis even says NOAUTH.
+#: How Redis says "authenticate first" where redis-py raises no AuthenticationError
+#: (a push's many arguments are cut off before Redis even says NOAUTH).
 _UNAUTHENTICATED = ("Protocol error: unauthenticated", "NOAUTH", "Authentication required")
 
 
-#: Redis Cluster's errors that pass (a failover, a resharding, no node reached
-#: yet): redis-py retried them and gave up, so the caller may call again. (A
-#: RedisClusterException is not a RedisError: "cannot be connected", a slot
-#: no node serves.)
+#: Redis Cluster's errors that pass (a failover, a resharding, no node reached yet):
+#: redis-py gave up retrying, the caller may call again.
 _CLUSTER_TRANSIENT = (ClusterDownError, TryAgainError, ClusterError, RedisClusterException)
 
 
 def redirected(exc: object) -> bool:
-    """A MOVED / ASK (the slot is, or is going, elsewhere; the command did
-    not run): a plain node client's reply in cluster mode, or one a cluster
-    client could not follow. redis-py parses them as AskError for its
-    cluster clients only, in some versions."""
-    return isinstance(exc, AskError) or (
-        isinstance(exc, ResponseError) and str(exc).startswith(("MOVED ", "ASK "))
-    )
+    """A MOVED / ASK (the command did not run): a plain node client's reply,
+    or one a cluster client could not follow (AskError in some versions)."""
+    return isinstance(exc, AskError) or (isinstance(exc, ResponseError) and str(exc).startswith(("MOVED ", "ASK ")))
 
 
 def _refused(exc: BaseException) -> bool:
@@ -68,9 +51,8 @@ def _refused(exc: BaseException) -> bool:
     )
 
 
-def translate(
-    exc: Union[RedisError, RedisClusterException], where: str, secrets: Sequence[str], has_password: bool = True
-) -> DelayerError:
+def translate(exc: Union[RedisError, RedisClusterException], where: str, secrets: Sequence[str],
+              has_password: bool = True) -> DelayerError:
     """The SDK's error for a redis-py error; ``has_password``: whether the
     client sends credentials (else a refusal means a password is missing)."""
     detail = scrub(str(exc) or type(exc).__name__, secrets)
@@ -91,10 +73,8 @@ def translate(
 
 
 def lost_connection(exc: BaseException) -> bool:
-    """Whether ``exc`` means the connection is gone (closed, reset, refused),
-    as after a Redis restart: worth one more try on a new connection. Not a
-    timeout (Redis may be busy: trying again doubles the wait) and not
-    refused credentials."""
+    """Whether the connection is gone (as after a Redis restart): worth one
+    more try on a new one. Not a timeout (Redis may be busy), nor refused credentials."""
     return isinstance(exc, RedisConnectionError) and not _refused(exc)
 
 
@@ -111,8 +91,7 @@ class Guard:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(
-        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
-    ) -> None:
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
         if isinstance(exc, (RedisError, RedisClusterException)):
             raise translate(exc, self.where, self.secrets, self.has_password) from exc

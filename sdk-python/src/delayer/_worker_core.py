@@ -1,63 +1,54 @@
-"""What the sync and asyncio Workers share: everything that does no I/O.
+"""What the thread and asyncio Workers share: everything that does no I/O.
 
-A Worker is a fetch loop feeding N handler runners, plus a keeper that
-touches long-running reservations. The fetch loop is written once here, as
-a generator of :data:`Action` values (like :mod:`delayer._ops`); the thread
-Worker (:mod:`delayer.worker`) and the asyncio Worker
-(:mod:`delayer.aio_worker`) only carry the actions out. The state both sides
-touch (free slots, acks waiting to be sent, reservations in flight) lives in
-:class:`Core`, guarded by the lock the driver gives it (a condition for
-threads, nothing for asyncio).
-
-Throughput comes from batching: one reserve.lua call acks every job finished
-since the last call and reserves as many jobs as there are free slots. When
-nothing is ready the loop waits with ``breserve``; while it waits, the
-runner of a handler that finishes sends the acks waiting (one runner at a
-time, one call), so an ack never waits for the next job.
+A Worker is fetch loops feeding N handler runners, plus a keeper touching
+long reservations. The loops, and every call a runner or the keeper makes,
+are generators of steps here (as :mod:`delayer._ops`); :mod:`delayer.worker`
+and :mod:`delayer.aio_worker` only carry the steps out. The state both touch
+lives in :class:`Core`, under the lock the Worker gives it (none for asyncio).
+Throughput comes from batching: one reserve.lua call acks the jobs finished
+since the last and reserves one per free slot; while a loop waits for a job,
+a runner that finishes sends the acks, so an ack never waits for a job.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable, ContextManager, Dict, Generator, List, NamedTuple, Optional, Tuple, Union
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager, Dict, Generator, Generic, List, NamedTuple, Optional, Tuple, TypeVar
+from typing import Union
 
 from . import _eviction
 from ._calls import RESERVE_BATCH
 from ._rules import count, ttr_ms
 from .errors import DelayerError, InvalidArgument
 from .keys import CLASSIC, check_topic
-from ._worker_hooks import WorkerHooks, call_hook, log, overridden
+from ._worker_hooks import Delivery, WorkerHooks, call_hook, log, overridden
 from .models import Message, ReservedMessage
+
+T = TypeVar("T")
+H = TypeVar("H")  # a handler: a function, or an async one
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: The longest one idle wait (breserve / bpop) lasts: a stop is noticed within it.
 IDLE_WAIT = 1.0
 #: Shortest idle wait per topic when a worker serves many topics.
 MIN_IDLE_WAIT = 0.1
-#: Pauses between attempts to reach Redis again: first, then doubling up to
-#: the most (the same in every SDK: PROTOCOL.md, "The Worker runtime").
+#: Pauses before trying Redis again: first, doubling up to the most (PROTOCOL.md, "The Worker runtime").
 FIRST_PAUSE, MOST_PAUSE = 0.1, 1.0
-#: How long the fetch loop waits for more slots to free up before it fetches
-#: for the few that are free (a batch per round trip, and fetching while
-#: the other half of the handlers still run).
+#: How long a fetch waits for more slots to free up: a batch per round trip.
 GATHER = 0.005
-#: How many fetch loops a Worker runs at once (one for a small concurrency):
-#: while Redis runs one loop's call, the other parses its reply.
+#: Fetch loops per Worker (one below concurrency 8): while Redis runs one's call, the other parses.
 FETCH_LOOPS = 2
+#: Calls to Redis a Worker's runners make at once: redis-py 8's pools hold 100 connections.
+RUNNER_CALLS = 16
+#: What a handler that did not finish within the grace period is released with.
+STOPPED_ERROR = "WorkerStopped: the worker stopped before the handler finished"
 
 
 def fetch_loops(concurrency: int) -> int:
     return FETCH_LOOPS if concurrency >= 8 else 1
-
-
-#: How many calls to Redis a Worker's runners make at once (releases, acks,
-#: extends): redis-py 8's pools hold 100 connections by default, and a
-#: worker at concurrency 100 must not run out of them.
-RUNNER_CALLS = 16
-
-
-#: What a handler that did not finish within the grace period is released with.
-STOPPED_ERROR = "WorkerStopped: the worker stopped before the handler finished"
 
 
 @dataclass(frozen=True)
@@ -80,82 +71,10 @@ def check_settings(concurrency: object, ttr: object, at_most_once: object, grace
     return Settings(n, float(ttr), at_most_once, float(grace))  # type: ignore[arg-type]
 
 
-@dataclass(eq=False)
-class Delivery:
-    """A job a Worker hands to a handler: the job's data, and for the
-    at-least-once mode its reservation (``extend`` lives in each Worker's
-    subclass)."""
-
-    #: What reserve (at least once) or pop (at most once) returned.
-    message: Union[ReservedMessage, Message]
-    #: The ttr of the reservation, in seconds (0 at most once).
-    ttr: float
-    started: float = field(default=0.0, repr=False)
-    touch_at: float = field(default=math.inf, repr=False)
-
-    @property
-    def id(self) -> str:
-        return self.message.id
-
-    @property
-    def topic(self) -> str:
-        return self.message.topic
-
-    @property
-    def id_bytes(self) -> bytes:
-        """The id as Redis holds it (:attr:`delayer.Message.id_bytes`)."""
-        return self.message.id_bytes
-
-    @property
-    def topic_bytes(self) -> bytes:
-        """The topic as Redis holds it."""
-        return self.message.topic_bytes
-
-    @property
-    def body(self) -> bytes:
-        return self.message.body
-
-    @property
-    def traceparent(self) -> Optional[str]:
-        """The producer's W3C trace context given at push, or None: the
-        parent of the handler's span (``delayer[opentelemetry]`` makes it so)."""
-        return self.message.traceparent
-
-    @property
-    def text(self) -> str:
-        """The body decoded as UTF-8."""
-        return self.message.text
-
-    @property
-    def attempts(self) -> int:
-        """Deliveries so far, this one included (1 at most once)."""
-        return self.message.attempts if isinstance(self.message, ReservedMessage) else 1
-
-    @property
-    def reserved(self) -> ReservedMessage:
-        """The reservation (at least once); InvalidArgument at most once."""
-        if not isinstance(self.message, ReservedMessage):
-            raise InvalidArgument("a job popped at most once has no reservation to extend")
-        return self.message
-
-
-class Fetch(NamedTuple):
-    """Ack ``acks`` and reserve up to ``n`` jobs of ``topic`` (reserve_many),
-    or at most once pop up to ``n``. Reply: the list of ack results (None at
-    most once) and the list of messages."""
-
-    topic: str
-    ttr: float
-    n: int
-    acks: List[Delivery]
-
-
-class Await(NamedTuple):
-    """Wait up to ``seconds`` for one job of ``topic`` (breserve or bpop). Reply: the message or None."""
-
-    topic: str
-    ttr: float
-    seconds: float
+#: A call to the client (the asyncio Worker awaits what it returns): the steps around it are written once.
+Call = Callable[[Any], Any]
+#: Steps that only call the client: what a runner, the keeper or a fetch does.
+Calls = Generator[Call, Any, T]
 
 
 class Idle(NamedTuple):
@@ -177,25 +96,49 @@ class Start(NamedTuple):
     deliveries: List[Delivery]
 
 
-class Policy(NamedTuple):
-    """Read Redis's maxmemory-policy (:func:`delayer._eviction.read`). Reply:
-    the policy, or None when Redis would not tell."""
+#: What the fetch loop asks its Worker to do.
+Action = Union[Call, Idle, Pause, Start]
 
 
-Action = Union[Fetch, Await, Idle, Pause, Start, Policy]
+class WorkerBase(Generic[H]):
+    """What both Workers do without I/O: settings, hooks, handlers by topic."""
+
+    def __init__(self, client: Any, settings: Settings, hooks: Optional[WorkerHooks], lock: ContextManager[Any],
+                 delivery: Callable[..., Delivery]) -> None:
+        self.client = client
+        self._reconnects = client._reconnects
+        self.hooks = hooks if hooks is not None else WorkerHooks()
+        self._core = Core(settings, self.hooks, lock, functools.partial(delivery, _worker=self))
+        self._handlers: Dict[str, H] = {}
+
+    def handle(self, topic: str, handler: H, *, ttr: Optional[float] = None) -> None:
+        """Run ``handler(job)`` for each job of ``topic`` (``ttr``: this topic's, else the worker's)."""
+        if not callable(handler):
+            raise TypeError(f"handler must be callable, not {type(handler).__name__}")
+        self._handlers[self._core.register(topic, ttr, self.client.keys.layout)] = handler
+
+    def handler(self, topic: str, *, ttr: Optional[float] = None) -> Callable[[F], F]:
+        """Decorator form of :meth:`handle`."""
+
+        def register(fn: F) -> F:
+            self.handle(topic, fn, ttr=ttr)  # type: ignore[arg-type]
+            return fn
+
+        return register
+
+    def _noticed(self) -> None:
+        """Before a call: the client made a new connection since the last one?"""
+        if self.client._reconnects != self._reconnects:
+            self._reconnects = self.client._reconnects
+            self._core.reconnected()
 
 
 class Core:
     """A Worker's shared state and fetch loop. Every method that reads or
     changes the state takes ``lock`` itself; hooks run outside it."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        hooks: WorkerHooks,
-        lock: ContextManager[Any],
-        make: Callable[[Union[ReservedMessage, Message], float], Delivery],
-    ) -> None:
+    def __init__(self, settings: Settings, hooks: WorkerHooks, lock: ContextManager[Any],
+                 make: Callable[[Union[ReservedMessage, Message], float], Delivery]) -> None:
         self.settings = settings
         self.make = make
         self.hooks = hooks
@@ -211,10 +154,7 @@ class Core:
         self.stopping = False
         self._next = 0  # rotation: the topic served first next round
         self._pause = FIRST_PAUSE
-        # Read the eviction policy at start and after every reconnect
-        # (a failed call, then one that worked; or the client's own
-        # reconnect: reconnected), once, by whichever fetch loop comes first.
-        self.policy_due = True
+        self.policy_due = True  # the eviction policy is read at start and after every reconnect
         self._failed = False
         self._eviction = _eviction.Watch()
 
@@ -238,12 +178,10 @@ class Core:
                 self.running[id(d)] = d
 
     def finish(self, d: Delivery, ack: bool) -> Tuple[bool, bool]:
-        """A runner is done with ``d`` (``ack``: it succeeded, at least once;
-        a failure was released already); its slot is free. Returns ``(flush,
-        wake)``: ``flush`` when no fetch is coming to carry the acks (a fetch
-        loop waits for a job, or they are done) and this runner must send
-        them (:meth:`flush_batch`); ``wake`` when the fetch loop's wait is over.
-        One runner flushes at a time: one connection, one call per 1000 acks."""
+        """A runner is done with ``d`` (``ack``: it succeeded, at least once).
+        Returns ``(flush, wake)``: ``flush`` when no fetch is coming to carry
+        the acks and this runner must send them (:meth:`flush`: one runner at
+        a time); ``wake`` when the fetch loop's Idle wait is over."""
         with self.lock:
             self.running.pop(id(d), None)
             self.in_flight -= 1
@@ -269,33 +207,28 @@ class Core:
             self.flushing = False
 
     def enough(self) -> bool:
-        """Whether an Idle wait is over (call with the lock held); once it is,
-        ``want`` is 0: its waiter is woken once, not per handler finishing."""
+        """Whether an Idle wait is over (lock held); then ``want`` is 0: its waiter is woken once."""
         if self.stopping or (self.want > 0 and self.settings.concurrency - self.in_flight >= self.want):
             self.want = 0
             return True
         return False
 
     def forget(self, d: Delivery) -> bool:
-        """Touch ``d`` no more (its reservation is gone); returns whether its
-        handler was still running (else the touch only met its ack)."""
+        """Touch ``d`` no more; whether its handler was still running (else the touch met its ack)."""
         with self.lock:
             return self.running.pop(id(d), None) is not None
 
     def requeue_acks(self, acks: List[Delivery]) -> None:
-        """Acks whose call failed go with the next one (an ack by receipt is
-        safe to send twice: the second finds nothing)."""
+        """Acks whose call failed go with the next (sent twice, an ack by receipt finds nothing)."""
         with self.lock:
             self.acks[:0] = acks
 
     # -- the keeper -----------------------------------------------------
 
     def touches(self, now: float) -> Tuple[List[Delivery], float]:
-        """Reservations to touch now, and how long the keeper may sleep.
-
-        A reservation is touched from half its ttr on, then every half ttr;
-        the keeper never sleeps more than a quarter of the shortest ttr (a
-        job started meanwhile is then touched before 3/4 of its ttr)."""
+        """Reservations to touch now (from half their ttr on), and how long the
+        keeper may sleep: at most a quarter of the shortest ttr, so that a job
+        started meanwhile is touched before 3/4 of its ttr."""
         with self.lock:
             running = list(self.running.values())
         due = [d for d in running if d.touch_at <= now]
@@ -335,11 +268,11 @@ class Core:
         with self.lock:
             return self.in_flight == 0 and not self.flushing
 
-    def _io(self, action: Action) -> Generator[Action, Any, Tuple[bool, Any]]:
-        """Carry out ``action``; on a Redis failure report it and pause
-        (doubling up to :data:`MOST_PAUSE`), then return ``(False, None)``."""
+    def _io(self, calls: Calls[Any]) -> Generator[Action, Any, Tuple[bool, Any]]:
+        """Make ``calls``; on a Redis failure report it and pause (doubling up
+        to :data:`MOST_PAUSE`), then return ``(False, None)``."""
         try:
-            reply = yield action
+            reply = yield from calls
         except InvalidArgument:
             raise  # a bug, not Redis: trying again would not help
         except DelayerError as e:
@@ -366,7 +299,7 @@ class Core:
         with self.lock:
             due, self.policy_due = self.policy_due, False
         if due:
-            ok, policy = yield from self._io(Policy())
+            ok, policy = yield from self._io(_one(lambda c: c._drive(_eviction.read())))
             if ok:
                 self._eviction.report(policy, log)
 
@@ -393,12 +326,9 @@ class Core:
             raise InvalidArgument("the worker has no handler: register one per topic with handle()")
 
     def fetch_loop(self) -> Generator[Action, Any, None]:
-        """One fetch loop, until :attr:`stopping`; then it sends the acks
-        left and returns (the driver waits for the running handlers). A
-        Worker runs :func:`fetch_loops` of them at once."""
+        """One fetch loop, until :attr:`stopping`; then it sends the acks left."""
         self.check_ready()
-        # Fetch once half the slots are free (or after GATHER): while one
-        # half of the handlers runs, the other half's jobs are on their way.
+        # Fetch once half the slots are free (or after GATHER): one half's jobs come while the other half runs.
         half = max(1, self.settings.concurrency // 2)
         gathered = False
         while not self.stopping:
@@ -419,14 +349,13 @@ class Core:
             topics = self._order()
             per_topic = max(1, math.ceil(self.settings.concurrency / len(topics)))
             for topic in topics:
-                # Slots are claimed before the call: another fetch loop
-                # running meanwhile sees them taken.
+                # Slots are claimed before the call: another fetch loop sees them taken.
                 with self.lock:
                     n = max(0, min(self.settings.concurrency - self.in_flight, per_topic, RESERVE_BATCH))
                     self.in_flight += n
                 if n == 0 and not acks:
                     break
-                ok, reply = yield from self._io(Fetch(topic, self.ttrs[topic], n, acks))
+                ok, reply = yield from self._io(self._fetch(topic, n, acks))
                 if not ok:
                     with self.lock:
                         self.in_flight -= n
@@ -443,8 +372,7 @@ class Core:
                     break
             if got or not ok or self.stopping:
                 continue
-            # Nothing ready anywhere: wait for a job of the next topic in
-            # turn, while finishing runners send the acks (see finish).
+            # Nothing ready anywhere: wait for a job of the next topic; finishing runners send the acks.
             with self.lock:
                 if self.acks or self.in_flight >= self.settings.concurrency:
                     continue
@@ -452,15 +380,18 @@ class Core:
                 self.in_flight += 1
             topic = topics[0]
             wait = max(MIN_IDLE_WAIT, IDLE_WAIT / len(topics))
-            ok, message = yield from self._io(Await(topic, self.ttrs[topic], wait))
+            ttr = self.ttrs[topic]
+            if self.settings.at_most_once:
+                ok, message = yield from self._io(_one(lambda c: c.bpop(topic, wait)))
+            else:
+                ok, message = yield from self._io(_one(lambda c: c.breserve(topic, ttr, wait)))
             with self.lock:
                 self.awaiting -= 1
                 if not ok or message is None:
                     self.in_flight -= 1
             if ok and message is not None:
                 yield Start(self._fetched(topic, [], (None, [message])))
-        # Stopping: runners send the acks from now on; send what
-        # waits (a few tries: an ack lost here means the job runs again).
+        # Stopping: send the acks waiting (a few tries: an ack lost here means the job runs again).
         with self.lock:
             self.closing = True
         topic = next(iter(self.ttrs))
@@ -469,10 +400,88 @@ class Core:
             acks = self._take_acks()
             if not acks:
                 break
-            ok, reply = yield from self._io(Fetch(topic, self.ttrs[topic], 0, acks))
+            ok, reply = yield from self._io(self._fetch(topic, 0, acks))
             if ok:
                 self._fetched(topic, acks, reply)
             else:
                 self.requeue_acks(acks)
                 tries += 1
 
+    def _fetch(self, topic: str, n: int, acks: List[Delivery]) -> Calls[Tuple[Optional[List[bool]], List[Any]]]:
+        """Ack ``acks`` and reserve up to ``n`` jobs of ``topic`` in one call;
+        at most once, pop up to ``n``: the ack results (None) and the jobs."""
+        if not self.settings.at_most_once:
+            ttr = self.ttrs[topic]
+            held = [d.reserved for d in acks]
+            reply: Tuple[List[bool], List[Any]] = yield lambda c: c.reserve_many(topic, ttr, n, held)
+            return reply
+        popped: List[Message] = []
+        try:
+            while len(popped) < n:
+                m = yield lambda c: c.pop(topic)
+                if m is None:
+                    break
+                popped.append(m)
+        except DelayerError:
+            if not popped:
+                raise
+        return None, popped  # jobs popped before a failure are gone from Redis: run them
+
+    # -- what runners and the keeper send -------------------------------
+
+    def give_back(self, d: Delivery, error: Optional[str], at_stop: bool) -> Calls[None]:
+        """Release ``d``: its handler failed (its backoff), or at a stop (due at once, for another worker)."""
+        try:
+            held = yield lambda c: c.release(d.reserved, delay=0 if at_stop else None, error=error)
+            if not held:
+                call_hook(self.hooks.job_lost, d, "release")
+        except DelayerError as e:  # the reservation runs out and the server retries the job
+            call_hook(self.hooks.connection_lost, e, 0.0)
+        if at_stop:
+            call_hook(self.hooks.job_released_at_stop, d)
+
+    def flush(self) -> Calls[None]:
+        """Send the acks waiting, while no fetch is coming to carry them."""
+        topic = next(iter(self.ttrs))  # any: a call that reserves nothing
+        while True:
+            batch = self.flush_batch()
+            if not batch:
+                return
+            try:
+                acked, _ = yield lambda c: c.reserve_many(topic, self.ttrs[topic], 0, [d.reserved for d in batch])
+            except DelayerError:
+                self.flush_failed(batch)  # the next fetch sends them again
+                return
+            self.report_acks(batch, acked)
+
+    def extend(self, d: Delivery, ttr: Optional[float]) -> Calls[Optional[float]]:
+        """``d.extend(ttr)``: touch its reservation, and keep touching it every half ``ttr``."""
+        ttr = d.ttr if ttr is None else ttr
+        deadline: Optional[float] = yield lambda c: c.touch(d.reserved, ttr)
+        if deadline is None:
+            self.forget(d)
+        else:
+            self.touched(d, time.monotonic(), ttr)
+        return deadline
+
+    def keep(self) -> Calls[float]:
+        """One round of the keeper: touch the reservations due; returns how long it may sleep."""
+        due, sleep = self.touches(time.monotonic())
+        for d in due:
+            try:
+                deadline = yield lambda c: c.touch(d.reserved, d.ttr)  # noqa: B023 (called at once)
+            except DelayerError:
+                d.touch_at = time.monotonic() + min(1.0, d.ttr / 10)  # try again soon
+                continue
+            if deadline is None:
+                if self.forget(d):  # else the handler ended and acked meanwhile
+                    call_hook(self.hooks.job_lost, d, "touch")
+            else:
+                self.touched(d, time.monotonic())
+                call_hook(self.hooks.job_touched, d)
+        return sleep
+
+
+def _one(call: Call) -> Calls[Any]:
+    """One call as :data:`Calls`."""
+    return (yield call)

@@ -1,17 +1,62 @@
-"""A Worker's hooks (logging, metrics) and how a failed attempt is worded:
-what users of both Workers see besides their handlers."""
+"""What users of both Workers see besides their handlers: the job handed
+over (:class:`Delivery`), the hooks (logging, metrics) and how a failed
+attempt is worded."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Optional
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Union
 
-from .errors import DelayerError
-
-if TYPE_CHECKING:  # the Worker core imports this module
-    from ._worker_core import Delivery
+from .errors import DelayerError, InvalidArgument
+from .models import Message, ReservedMessage, _Body, _Names
 
 log = logging.getLogger("delayer.worker")
+
+
+@dataclass(eq=False)
+class Delivery(_Body, _Names):
+    """A job a Worker hands to a handler: the job's data (``id_bytes``,
+    ``topic_bytes`` and ``text`` as on :class:`delayer.Message`), and at
+    least once its reservation (``extend`` is each Worker's)."""
+
+    #: What reserve (at least once) or pop (at most once) returned.
+    message: Union[ReservedMessage, Message]
+    #: The ttr of the reservation, in seconds (0 at most once).
+    ttr: float
+    started: float = field(default=0.0, repr=False)
+    touch_at: float = field(default=math.inf, repr=False)
+
+    @property
+    def id(self) -> str:  # type: ignore[override]
+        return self.message.id
+
+    @property
+    def topic(self) -> str:  # type: ignore[override]
+        return self.message.topic
+
+    @property
+    def body(self) -> bytes:  # type: ignore[override]
+        return self.message.body
+
+    @property
+    def traceparent(self) -> Optional[str]:
+        """The producer's W3C trace context given at push, or None: the
+        parent of the handler's span (``delayer[opentelemetry]`` makes it so)."""
+        return self.message.traceparent
+
+    @property
+    def attempts(self) -> int:
+        """Deliveries so far, this one included (1 at most once)."""
+        return self.message.attempts if isinstance(self.message, ReservedMessage) else 1
+
+    @property
+    def reserved(self) -> ReservedMessage:
+        """The reservation (at least once); InvalidArgument at most once."""
+        if not isinstance(self.message, ReservedMessage):
+            raise InvalidArgument("a job popped at most once has no reservation to extend")
+        return self.message
 
 
 def error_text(error: BaseException) -> str:
@@ -22,32 +67,31 @@ def error_text(error: BaseException) -> str:
 
 class WorkerHooks:
     """What a Worker tells about its work: subclass and override for logging
-    and metrics. The defaults log to the ``delayer.worker`` logger. A hook
-    that raises is logged and otherwise ignored. The hooks, their order and
-    their meaning are the other SDKs' too (PROTOCOL.md, "The Worker runtime"). Hooks run on the thread (or
-    task) where the event happens: keep them quick."""
+    and metrics (the defaults log to ``delayer.worker``; a hook that raises is
+    logged and ignored). The same hooks, in the same order, as the other SDKs'
+    (PROTOCOL.md, "The Worker runtime"); they run where the event happens."""
 
-    def job_started(self, job: "Delivery") -> None:
+    def job_started(self, job: Delivery) -> None:
         """A handler is about to run ``job``."""
 
-    def job_succeeded(self, job: "Delivery", seconds: float) -> None:
+    def job_succeeded(self, job: Delivery, seconds: float) -> None:
         """``job``'s handler returned after ``seconds``; its ack is on its way."""
 
-    def job_acked(self, job: "Delivery") -> None:
+    def job_acked(self, job: Delivery) -> None:
         """``job``'s ack reached Redis while its reservation was held: it is done
         and deleted (at least once; sent with the next fetch, or at once when idle)."""
 
-    def job_failed(self, job: "Delivery", error: BaseException, seconds: float) -> None:
+    def job_failed(self, job: Delivery, error: BaseException, seconds: float) -> None:
         """``job``'s handler raised ``error``; the job was released with its backoff
         (or went to dead letters on its last attempt; at most once: it is gone)."""
         log.warning("job %r of topic %r failed (attempt %d): %s", job.id, job.topic, job.attempts, error_text(error))
 
-    def job_lost(self, job: "Delivery", what: str) -> None:
+    def job_lost(self, job: Delivery, what: str) -> None:
         """``what`` (ack, release, touch) found ``job``'s reservation no longer
         held: its ttr ran out and it may run elsewhere (raise the ttr, or extend)."""
         log.warning("job %r of topic %r: %s found its reservation gone (ttr ran out?)", job.id, job.topic, what)
 
-    def job_touched(self, job: "Delivery") -> None:
+    def job_touched(self, job: Delivery) -> None:
         """The worker touched ``job``'s reservation (its handler ran past half
         its ttr): it is held for another ttr."""
 
@@ -59,7 +103,7 @@ class WorkerHooks:
         """Redis answers again after :meth:`connection_lost`."""
         log.info("Redis answers again")
 
-    def job_released_at_stop(self, job: "Delivery") -> None:
+    def job_released_at_stop(self, job: Delivery) -> None:
         """The grace period of a stop ran out with ``job`` not finished: its
         reservation was released, due at once, for another worker."""
         log.warning("job %r of topic %r released at stop: its handler outran the grace period", job.id, job.topic)

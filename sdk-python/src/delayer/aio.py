@@ -17,8 +17,10 @@ from redis.exceptions import RedisError, ResponseError
 
 from . import _cluster, _ops, _send
 from ._base import ClientBase, Flavour
-from .inspect import AsyncInspectMixin
+from . import client as _sync
+from .inspect import AsyncInspectMixin, InspectMixin
 from ._translate import lost_connection
+from .aio_worker import Delivery, Worker  # the asyncio Worker, exported here
 from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
 
 __all__ = ["Delayer", "Worker", "Delivery"]
@@ -46,7 +48,6 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
     _flavour = Flavour(aioredis.Redis, aioredis.ConnectionPool, Retry, "redis.asyncio.Redis")
 
     async def _drive(self, op: _send.Op[T], durable: object = False) -> T:
-        """As :meth:`delayer.Delayer._drive`."""
         with self._guard:
             steps = _send.lower(op, durable)
             try:
@@ -58,7 +59,6 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
                 return result
 
     async def _again_once(self, step: Union[_send.Send, _send.Wait]) -> Any:
-        """As :meth:`delayer.Delayer._again_once`."""
         try:
             return await self._do(step)
         except RedisError as e:
@@ -94,7 +94,6 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         return await pipe.execute(raise_on_error=False)
 
     async def _on_nodes(self, step: _send.Send) -> Any:
-        """As :meth:`delayer.Delayer._on_nodes`."""
         r: Any = self._redis
         await r.initialize()  # the slot table (a no-op once read)
         parts = _cluster.on_nodes(step, r.get_node_from_key)
@@ -113,49 +112,32 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         except StopIteration as done:
             return done.value
 
-    async def push(
-        self,
-        topic: str,
-        id: str,
-        delay: float,
-        body: Union[bytes, str] = b"",
-        ready_max_lifetime: int = DEFAULT_READY_MAX_LIFETIME,
-        *,
-        max_attempts: Optional[int] = None,
-        backoff: Optional[Backoff] = None,
-        if_absent: bool = False,
-        durable: Union[bool, float] = False,
-        traceparent: Optional[str] = None,
-    ) -> float:
-        """As :meth:`delayer.Delayer.push`."""
-        op = _ops.push(
-            self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent, traceparent
-        )
+    async def push(self, topic: str, id: str, delay: float, body: Union[bytes, str] = b"",
+                   ready_max_lifetime: int = DEFAULT_READY_MAX_LIFETIME, *, max_attempts: Optional[int] = None,
+                   backoff: Optional[Backoff] = None, if_absent: bool = False, durable: Union[bool, float] = False,
+                   traceparent: Optional[str] = None) -> float:
+        op = _ops.push(self._keys, topic, id, delay, body, ready_max_lifetime, max_attempts, backoff, if_absent,
+                       traceparent)
         return await self._drive(op, durable)
 
     async def push_many(
         self, jobs: Iterable[Job], *, if_absent: bool = False, durable: Union[bool, float] = False
     ) -> List[float]:
-        """As :meth:`delayer.Delayer.push_many`."""
         return await self._drive(_ops.push_many(self._keys, jobs, if_absent), durable)
 
     async def pop(self, topic: str) -> Optional[Message]:
-        """As :meth:`delayer.Delayer.pop`."""
         return await self._drive(_ops.pop(self._keys, topic))
 
     async def bpop(self, topic: str, timeout: float) -> Optional[Message]:
-        """As :meth:`delayer.Delayer.bpop`."""
         return await self._drive(_ops.bpop(self._keys, topic, timeout))
 
     async def remove(self, id: str, topic: Optional[str] = None) -> bool:
-        """As :meth:`delayer.Delayer.remove`."""
         return await self._drive(_ops.remove(self._keys, id, topic))
 
     # ------------------------------------------------------------------
     # at least once: reserve / ack (docs/PROTOCOL.md, "Reserve and ack")
 
     async def reserve(self, topic: str, ttr: float) -> Optional[ReservedMessage]:
-        """As :meth:`delayer.Delayer.reserve`."""
         return await self._drive(_ops.reserve(self._keys, topic, ttr))
 
     async def reserve_many(
@@ -165,28 +147,18 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         n: int,
         acks: Iterable[Union[ReservedMessage, str, Tuple[str, Optional[str]]]] = (),
     ) -> Tuple[List[bool], List[ReservedMessage]]:
-        """As :meth:`delayer.Delayer.reserve_many`."""
         return await self._drive(_ops.reserve_many(self._keys, topic, ttr, n, acks))
 
     async def breserve(self, topic: str, ttr: float, timeout: float) -> Optional[ReservedMessage]:
-        """As :meth:`delayer.Delayer.breserve`."""
         return await self._drive(_ops.breserve(self._keys, topic, ttr, timeout))
 
     async def ack(
         self, job: Union[ReservedMessage, str], receipt: Optional[str] = None, *, topic: Optional[str] = None
     ) -> bool:
-        """As :meth:`delayer.Delayer.ack`."""
         return await self._drive(_ops.ack(self._keys, job, receipt, topic))
 
-    async def touch(
-        self,
-        job: Union[ReservedMessage, str],
-        ttr: float,
-        receipt: Optional[str] = None,
-        *,
-        topic: Optional[str] = None,
-    ) -> Optional[float]:
-        """As :meth:`delayer.Delayer.touch`."""
+    async def touch(self, job: Union[ReservedMessage, str], ttr: float, receipt: Optional[str] = None, *,
+                    topic: Optional[str] = None) -> Optional[float]:
         return await self._drive(_ops.touch(self._keys, job, ttr, receipt, topic))
 
     async def release(
@@ -198,34 +170,22 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         error: Optional[str] = None,
         topic: Optional[str] = None,
     ) -> bool:
-        """As :meth:`delayer.Delayer.release`."""
         return await self._drive(_ops.release(self._keys, job, delay, receipt, error, topic))
 
-    async def bury(
-        self,
-        job: Union[ReservedMessage, str],
-        receipt: Optional[str] = None,
-        *,
-        error: Optional[str] = None,
-        topic: Optional[str] = None,
-    ) -> bool:
-        """As :meth:`delayer.Delayer.bury`."""
+    async def bury(self, job: Union[ReservedMessage, str], receipt: Optional[str] = None, *,
+                   error: Optional[str] = None, topic: Optional[str] = None) -> bool:
         return await self._drive(_ops.bury(self._keys, job, receipt, error, topic))
 
     async def reschedule(self, id: str, delay: float, topic: Optional[str] = None) -> Optional[float]:
-        """As :meth:`delayer.Delayer.reschedule`."""
         return await self._drive(_ops.reschedule(self._keys, id, delay, topic))
 
     async def dead_letters(self, topic: str, start: int = 0, count: int = 100) -> List[DeadLetter]:
-        """As :meth:`delayer.Delayer.dead_letters`."""
         return await self._drive(_ops.dead_letters(self._keys, topic, start, count))
 
     async def requeue_dead(self, topic: str, ids: Optional[Iterable[str]] = None) -> int:
-        """As :meth:`delayer.Delayer.requeue_dead`."""
         return await self._drive(_ops.dead_take(self._keys, "requeue", topic, ids))
 
     async def purge_dead(self, topic: str, ids: Optional[Iterable[str]] = None) -> int:
-        """As :meth:`delayer.Delayer.purge_dead`."""
         return await self._drive(_ops.dead_take(self._keys, "purge", topic, ids))
 
     async def close(self) -> None:
@@ -243,9 +203,8 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
     async def __aenter__(self) -> "Delayer":
         return self
 
-    async def __aexit__(
-        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
-    ) -> None:
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
         await self.close()
 
 
@@ -258,5 +217,12 @@ async def _aclose(client: Any) -> None:
         await client.close()
 
 
-# The asyncio Worker runs on this client; imported last, as it imports Delayer from here.
-from .aio_worker import Delivery, Worker  # noqa: E402
+def _same_docs(twin: type, of: type) -> None:
+    """Give the methods of ``twin`` without a docstring those of ``of``: they mean the same, awaited."""
+    for name, method in vars(twin).items():
+        if callable(method) and method.__doc__ is None and getattr(of, name, None) is not None:
+            method.__doc__ = getattr(of, name).__doc__
+
+
+_same_docs(Delayer, _sync.Delayer)
+_same_docs(AsyncInspectMixin, InspectMixin)

@@ -1,9 +1,6 @@
-"""The asyncio Worker: runs an async handler per topic on N tasks.
-
-The twin of :mod:`delayer.worker` (threads): what to fetch, when to wait,
-which acks to send and which reservations to touch is decided by
-:mod:`delayer._worker_core`; only the tasks and the I/O live here. Use it
-as ``delayer.aio.Worker``.
+"""The asyncio Worker (``delayer.aio.Worker``): runs an async handler per
+topic on N tasks. Only tasks and I/O live here; every decision is
+:mod:`delayer._worker_core`'s, as for the thread Worker.
 """
 
 from __future__ import annotations
@@ -11,29 +8,28 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import functools
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Dict, List, Optional, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, List, Optional, TypeVar, cast
 
-from . import _eviction
-from . import _worker_core as core
+from . import _worker_core as core, _worker_hooks
 from ._trace import consumer_span
-from ._worker_core import STOPPED_ERROR, Await, Fetch, Idle, Pause, Policy, Start
+from ._worker_core import STOPPED_ERROR, Idle, Pause, Start
 from ._worker_hooks import WorkerHooks, call_hook, error_text, overridden
-from .aio import Delayer
 from .errors import DelayerError
-from .models import Message
+
+if TYPE_CHECKING:  # delayer.aio imports this module to export the Worker
+    from .aio import Delayer
 
 __all__ = ["Worker", "Delivery", "WorkerHooks"]
 
 Handler = Callable[["Delivery"], Awaitable[Any]]
-F = TypeVar("F", bound=Handler)
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
-class Delivery(core.Delivery):
+class Delivery(_worker_hooks.Delivery):
     """A job handed to an async handler; as :class:`delayer.Delivery`, with
     :meth:`extend` a coroutine."""
 
@@ -42,17 +38,10 @@ class Delivery(core.Delivery):
     async def extend(self, ttr: Optional[float] = None) -> Optional[float]:
         """Still working: see :meth:`delayer.Delivery.extend`."""
         assert self._worker is not None
-        ttr = self.ttr if ttr is None else ttr
-        async with self._worker._slots():
-            deadline = await self._worker.client.touch(self.reserved, ttr)
-        if deadline is None:
-            self._worker._core.forget(self)
-        else:
-            self._worker._core.touched(self, time.monotonic(), ttr)
-        return deadline
+        return await self._worker._send(self._worker._core.extend(self, ttr))
 
 
-class Worker:
+class Worker(core.WorkerBase[Handler]):
     """Runs an async handler per topic on ``concurrency`` tasks; the asyncio
     twin of :class:`delayer.Worker`, with the same settings and hooks.
 
@@ -62,44 +51,16 @@ class Worker:
     after ``grace`` seconds are cancelled and their jobs released.
     """
 
-    def __init__(
-        self,
-        client: Delayer,
-        *,
-        concurrency: int = 10,
-        ttr: float = 60.0,
-        at_most_once: bool = False,
-        grace: float = 25.0,
-        hooks: Optional[WorkerHooks] = None,
-    ) -> None:
-        self.client = client
-        self._reconnects = client._reconnects
-        self.hooks = hooks if hooks is not None else WorkerHooks()
+    def __init__(self, client: Delayer, *, concurrency: int = 10, ttr: float = 60.0, at_most_once: bool = False,
+                 grace: float = 25.0, hooks: Optional[WorkerHooks] = None) -> None:
         settings = core.check_settings(concurrency, ttr, at_most_once, grace)
-        make = functools.partial(Delivery, _worker=self)
-        self._core = core.Core(settings, self.hooks, contextlib.nullcontext(), make)  # one thread: nothing to lock
-        self._handlers: Dict[str, Handler] = {}
+        super().__init__(client, settings, hooks, contextlib.nullcontext(), Delivery)  # one thread: nothing to lock
         self._jobs: "collections.deque[Delivery]" = collections.deque()  # handed over, not started
         self._idle: "List[asyncio.Future[None]]" = []  # a runner's each, waiting: cheaper than an asyncio.Queue
         self._waking = False  # an idle runner was woken and has not run yet (see _hand)
         self._wake: Optional[asyncio.Event] = None
         self._stopped: Optional[asyncio.Event] = None
         self._calls: Optional[asyncio.Semaphore] = None  # made in run(): 3.9 binds it to the loop
-
-    def handle(self, topic: str, handler: Handler, *, ttr: Optional[float] = None) -> None:
-        """Run ``await handler(job)`` for each job of ``topic`` (``ttr``: this topic's, else the worker's)."""
-        if not callable(handler):
-            raise TypeError(f"handler must be an async function, not {type(handler).__name__}")
-        self._handlers[self._core.register(topic, ttr, self.client.keys.layout)] = handler
-
-    def handler(self, topic: str, *, ttr: Optional[float] = None) -> Callable[[F], F]:
-        """Decorator form of :meth:`handle`."""
-
-        def register(fn: F) -> F:
-            self.handle(topic, fn, ttr=ttr)
-            return fn
-
-        return register
 
     def stop(self) -> None:
         """Ask the worker to stop (from the loop's thread: a signal handler, a
@@ -130,7 +91,7 @@ class Worker:
         keeper_done = asyncio.Event()
         keeper = loop.create_task(self._keeper(keeper_done))
         try:
-            await asyncio.gather(*(self._fetch() for _ in range(core.fetch_loops(c.settings.concurrency))))
+            await asyncio.gather(*(self._run(c.fetch_loop()) for _ in range(core.fetch_loops(c.settings.concurrency))))
             abandoned = await self._wind_down(runners)
         finally:
             self.stop()
@@ -144,44 +105,27 @@ class Worker:
 
     # -- the fetch loop's I/O -------------------------------------------
 
-    async def _fetch(self) -> None:
-        loop = self._core.fetch_loop()
+    async def _run(self, steps: Generator[core.Action, Any, T]) -> T:
+        """Carry out ``steps`` (shared with the thread Worker) to their result."""
         try:
-            step = next(loop)
+            step = next(steps)
             while True:
                 try:
                     reply = await self._do(step)
                 except DelayerError as e:
-                    step = loop.throw(e)
+                    step = steps.throw(e)
                     continue
-                step = loop.send(reply)
-        except StopIteration:
-            return
+                step = steps.send(reply)
+        except StopIteration as done:
+            result: T = done.value
+            return result
 
     async def _do(self, step: core.Action) -> Any:
         c = self._core
-        if self.client._reconnects != self._reconnects:  # the client made a new connection
-            self._reconnects = self.client._reconnects
-            c.reconnected()
+        self._noticed()
+        if not isinstance(step, tuple):
+            return await step(self.client)
         assert self._wake is not None and self._stopped is not None
-        if isinstance(step, Fetch):
-            if not c.settings.at_most_once:
-                return await self.client.reserve_many(step.topic, step.ttr, step.n, [d.reserved for d in step.acks])
-            popped: List[Message] = []
-            try:
-                while len(popped) < step.n:
-                    m = await self.client.pop(step.topic)
-                    if m is None:
-                        break
-                    popped.append(m)
-            except DelayerError:
-                if not popped:
-                    raise
-            return None, popped  # jobs popped before a failure are gone from Redis: run them
-        if isinstance(step, Await):
-            if c.settings.at_most_once:
-                return await self.client.bpop(step.topic, step.seconds)
-            return await self.client.breserve(step.topic, step.ttr, step.seconds)
         if isinstance(step, Idle):
             c.want = step.want
             if not c.enough():
@@ -196,8 +140,6 @@ class Worker:
             self._jobs.extend(cast(List[Delivery], step.deliveries))  # made by the Core's make: this Delivery
             self._hand()
             return None
-        if isinstance(step, Policy):
-            return await self.client._drive(_eviction.read())
         raise TypeError(f"unknown worker step {step!r}")
 
     async def _wind_down(self, runners: "List[asyncio.Task[None]]") -> int:
@@ -217,22 +159,16 @@ class Worker:
             await asyncio.gather(*runners, return_exceptions=True)
             if not c.settings.at_most_once:
                 for running in c.unfinished():
-                    await self._give_back(running, STOPPED_ERROR)
-                    call_hook(self.hooks.job_released_at_stop, running)
+                    await self._send(c.give_back(running, STOPPED_ERROR, True))
                 for waiting in self._jobs:  # handed over, never started (nothing is added now)
-                    await self._give_back(waiting, None)
-                    call_hook(self.hooks.job_released_at_stop, waiting)
+                    await self._send(c.give_back(waiting, None, True))
         return left
 
-    async def _give_back(self, d: core.Delivery, error: Optional[str]) -> None:
-        """Release ``d`` at once (a stop): another worker may take it."""
-        try:
-            async with self._slots():
-                held = await self.client.release(d.reserved, delay=0, error=error)
-            if not held:
-                call_hook(self.hooks.job_lost, d, "release")
-        except DelayerError as e:
-            call_hook(self.hooks.connection_lost, e, 0.0)
+    async def _send(self, calls: core.Calls[T]) -> T:
+        """A runner's calls, on the runners' share of connections (see RUNNER_CALLS)."""
+        assert self._calls is not None
+        async with self._calls:
+            return await self._run(calls)
 
     # -- handler tasks --------------------------------------------------
 
@@ -264,7 +200,7 @@ class Worker:
                 raise  # the end of the grace period (see _wind_down)
             except BaseException as e:  # a handler's failure is the job's, never the worker's (as on threads)
                 if at_least_once:
-                    await self._release(d, e)
+                    await self._send(c.give_back(d, error_text(e), False))
                 if c.finish(d, False)[1]:
                     self._set_wake()
                 call_hook(self.hooks.job_failed, d, e, time.monotonic() - start)
@@ -275,13 +211,13 @@ class Worker:
             if wake:
                 self._set_wake()
             if flush:
-                await self._flush()
+                await self._send(c.flush())
+                self._set_wake()  # a stop may be waiting for the flush
 
     def _hand(self) -> None:
-        """Wake an idle runner for the jobs waiting, unless one is on its way:
-        a runner takes jobs until none is left, so a batch of quick handlers
-        wakes one or two runners, not one per job; each woken runner wakes
-        the next before its handler runs, so handlers that wait still overlap."""
+        """Wake an idle runner for the jobs waiting, unless one is on its way
+        (quick handlers wake one or two runners, not one per job; each woken
+        runner wakes the next before its handler runs, so waits overlap)."""
         if self._jobs and self._idle and not self._waking:
             waiter = self._idle.pop()
             if not waiter.done():  # else its runner was cancelled (a stop)
@@ -292,59 +228,13 @@ class Worker:
         if self._wake is not None:
             self._wake.set()
 
-    async def _release(self, d: Delivery, e: BaseException) -> None:
-        try:
-            async with self._slots():
-                held = await self.client.release(d.reserved, error=error_text(e))
-            if not held:
-                call_hook(self.hooks.job_lost, d, "release")
-        except DelayerError as lost:
-            # The reservation runs out and the server retries the job.
-            call_hook(self.hooks.connection_lost, lost, 0.0)
-
-    async def _flush(self) -> None:
-        """Send the acks waiting, while no fetch is coming to carry them."""
-        c = self._core
-        topic = next(iter(c.ttrs))  # any: a call that reserves nothing
-        while True:
-            batch = c.flush_batch()
-            if not batch:
-                break
-            try:
-                async with self._slots():
-                    acked, _ = await self.client.reserve_many(topic, c.ttrs[topic], 0, [d.reserved for d in batch])
-            except DelayerError:
-                c.flush_failed(batch)  # the next fetch sends them again
-                break
-            c.report_acks(batch, acked)
-        self._set_wake()  # a stop may be waiting for the flush
-
-    def _slots(self) -> asyncio.Semaphore:
-        """The runners' share of connections (see RUNNER_CALLS)."""
-        assert self._calls is not None
-        return self._calls
-
     # -- the keeper: touches long-running reservations -------------------
 
     async def _keeper(self, done: asyncio.Event) -> None:
-        c = self._core
-        if c.settings.at_most_once:
+        if self._core.settings.at_most_once:
             return
         while not done.is_set():
-            due, sleep = c.touches(time.monotonic())
-            for d in due:
-                try:
-                    deadline = await self.client.touch(d.reserved, d.ttr)
-                except DelayerError:
-                    d.touch_at = time.monotonic() + min(1.0, d.ttr / 10)  # try again soon
-                    continue
-                if deadline is None:
-                    if c.forget(d):  # else the handler ended and acked meanwhile
-                        call_hook(self.hooks.job_lost, d, "touch")
-                else:
-                    c.touched(d, time.monotonic())
-                    call_hook(self.hooks.job_touched, d)
-            await _wait(done, sleep)
+            await _wait(done, await self._run(self._core.keep()))
 
 
 async def _wait(event: asyncio.Event, seconds: float) -> None:

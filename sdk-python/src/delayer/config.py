@@ -1,39 +1,13 @@
-"""Reading the ``delayer.conf`` INI file the server uses.
+"""Reading the ``delayer.conf`` INI file the server uses, with the
+``DELAYER_*`` environment variables over it.
 
-Only what a client needs is read: ``[redis]`` url, host, port, database,
-username, password, tls_ca_file, tls_cert_file, tls_key_file, and
-``[delayer]`` key_prefix and layout. The server's other keys are accepted (one file
-serves both), but what the server refuses, a client refuses too: a section
-other than ``[delayer]`` and ``[redis]``, a key outside them, and a key the
-server does not know (:data:`KNOWN_KEYS`, the server's list), so that a typo
-(``prot = 16391``) is an error rather than a silent default, naming the
-closest known key when one is close (``did you mean port?``). What a Delayer
-1.x release wrote and this version does not use (:data:`IGNORED_1X`: the
-early ``[delayerd]`` section, ``[redis] timeout``) is accepted, with a
-warning on the ``delayer`` logger. The rules are
-those of docs/PROTOCOL.md ("delayer.conf, as every SDK reads it"), the same
-as the Rust server's:
-
-* comments start with ``;`` or ``#``, on their own line or after a value when
-  preceded by whitespace (``port = 6379   ; comment``); a value that is only a
-  comment is empty;
-* a value in matching double or single quotes is unquoted, keeping any ``;``
-  or ``#`` inside (``password = ";secret"``);
-* an empty value means the default;
-* relative certificate paths are relative to the file's directory.
-
-Every error names the file, the line, the section and the key
-(``/etc/delayer.conf:12: [redis] port: ...``), worded as the server words it,
-and never shows a password.
-
-The ``DELAYER_*`` environment variables override the file, as for the server
-(sdk-rust/src/conf/env.rs, one rule; the cases in conformance/env_cases.json
-hold the readers together): ``[delayer]`` keys are ``DELAYER_<KEY>``,
-``[redis]`` keys ``DELAYER_REDIS_<KEY>``; with ``_FILE`` appended the value is
-read from the file named (trailing newlines dropped); setting both is an
-error. A URL from the environment replaces the file's host/port/database, and
-any of those the file's URL. An error about such a value names the variable
-(``DELAYER_REDIS_PORT: [redis] port: ...``).
+A client reads only ``[redis]`` (the connection) and ``[delayer]``
+key_prefix and layout, but refuses what the server refuses (an unknown
+section or key, with the server's "did you mean" hint), so that one file
+cannot mean one thing to the server and another to an application. The
+rules, messages and their order are PROTOCOL.md's ("delayer.conf, as every
+SDK reads it") and the Rust reader's (sdk-rust/src/conf); every error names
+the file, line, section and key (or the variable), never a password.
 """
 
 from __future__ import annotations
@@ -43,7 +17,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Mapping, Optional, Tuple, Union
+from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 from urllib.parse import urlsplit
 
 from . import _sentinel
@@ -55,30 +29,22 @@ __all__ = ["Settings", "load", "URL_SCHEMES", "KNOWN_KEYS", "IGNORED_1X"]
 #: The schemes a ``url`` may have (``redis+unix`` is another name for ``unix``).
 URL_SCHEMES = ("redis", "rediss", "unix", "redis+unix")
 
-#: Every key a ``delayer.conf`` may hold, per section, in the server's order
-#: (server/src/config.rs, sdk-rust/src/conf/rules.rs: one rule for all readers).
+#: Every key a ``delayer.conf`` may hold, per section, in the server's order (sdk-rust/src/conf/rules.rs).
 KNOWN_KEYS: Dict[str, Tuple[str, ...]] = {
-    "delayer": (
-        "pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "layout", "log_level",
-        "log_format", "metrics_addr", "http_addr", "http_token", "http_read_token", "http_allow_remote",
-        "http_allowed_hosts", "http_trusted_proxies", "http_session_secret", "http_session_lifetime",
-        "http_max_connections", "http_header_timeout", "http_body_timeout", "http_redis_timeout", "http_max_waiting",
-        "metrics_allow_remote",
-    ),
-    "redis": (
-        "url", "host", "port", "database", "username", "password", "tls_ca_file", "tls_cert_file", "tls_key_file",
-        "max_idle", "max_active", "idle_timeout", "conn_max_lifetime",
-        "mode", "nodes", "master_name", "sentinel_username", "sentinel_password", "tls", "require_noeviction",
-    ),
+    "delayer": ("pid", "timer_interval", "access_log", "error_log", "batch_size", "key_prefix", "layout", "log_level",
+                "log_format", "metrics_addr", "http_addr", "http_token", "http_read_token", "http_allow_remote",
+                "http_allowed_hosts", "http_trusted_proxies", "http_session_secret", "http_session_lifetime",
+                "http_max_connections", "http_header_timeout", "http_body_timeout", "http_redis_timeout",
+                "http_max_waiting", "metrics_allow_remote"),
+    "redis": ("url", "host", "port", "database", "username", "password", "tls_ca_file", "tls_cert_file", "tls_key_file",
+              "max_idle", "max_active", "idle_timeout", "conn_max_lifetime",
+              "mode", "nodes", "master_name", "sentinel_username", "sentinel_password", "tls", "require_noeviction"),
 }
 
-#: The keys of a ``[webhook.<topic>]`` section, read by ``delayer webhook``
-#: only; accepted by every reader (sdk-rust/src/conf/rules.rs, ``WEBHOOK_KEYS``).
+#: The keys of a ``[webhook.<topic>]`` section (``delayer webhook``'s), accepted by every reader.
 WEBHOOK_KEYS: Tuple[str, ...] = ("url", "secret", "secret_file", "timeout", "concurrency", "ttr")
 
-#: Delayer 1.x sections and keys this version does not use: (section, key or
-#: None for the whole section) -> why; accepted and reported, as by the server
-#: (sdk-rust/src/conf/rules.rs, ``IGNORED_1X``).
+#: Delayer 1.x sections (key None) and keys this version does not use -> why: accepted, with a warning.
 IGNORED_1X: Dict[Tuple[str, Optional[str]], str] = {
     ("delayerd", None): "Delayer 1.x's early section, not used; [delayer] sets the server (interval is timer_interval)",
     ("redis", "timeout"): "Delayer 1.x's command timeout, not used",
@@ -93,12 +59,9 @@ _AFTER_QUOTE = re.compile(r"(\s*|\s+[;#].*)", re.S)
 
 @dataclass(frozen=True)
 class Settings:
-    """Connection settings and key prefix read from ``delayer.conf``.
-
-    ``url`` (which may hold a password) and ``password`` are left out of
-    ``repr``. ``tls_*`` are absolute paths of files that were readable when
-    the configuration was loaded.
-    """
+    """Connection settings and key prefix read from ``delayer.conf``
+    (``url`` and passwords are left out of ``repr``; ``tls_*`` are absolute
+    paths of files that were readable when it was read)."""
 
     host: str = "127.0.0.1"
     port: int = 6379
@@ -110,16 +73,14 @@ class Settings:
     tls_ca_file: Optional[str] = None
     tls_cert_file: Optional[str] = None
     tls_key_file: Optional[str] = None
-    #: ``mode = sentinel``: the sentinels (empty in standalone mode) and the
-    #: master's name; url, host and port are then unused.
+    #: ``mode = sentinel``: the sentinels (empty in the other modes) and the master's name.
     sentinels: Tuple[Tuple[str, int], ...] = ()
     master_name: Optional[str] = None
     sentinel_username: Optional[str] = None
     sentinel_password: Optional[str] = field(default=None, repr=False)
     #: TLS to the sentinels and the master (sentinel mode), or to every node (cluster mode).
     tls: bool = False
-    #: ``mode = cluster``: the seed nodes (empty in the other modes); url,
-    #: host, port and database are then unused.
+    #: ``mode = cluster``: the seed nodes (empty in the other modes).
     cluster: Tuple[Tuple[str, int], ...] = ()
     #: ``[delayer] layout``: ``"classic"`` (the default) or ``"topic"``.
     layout: str = CLASSIC
@@ -140,12 +101,8 @@ _Entries = Dict[Tuple[str, str], Tuple[str, int]]
 
 
 def _parse(name: str, text: str) -> Tuple[_Entries, Dict[str, int]]:
-    """``{(section, key): (value, line)}`` in file order, and the line of each
-    section header; raises :class:`ConfigError` on bad INI or a key outside
-    the known sections and keys.
-
-    Messages give positions only: a line could hold a password.
-    """
+    """``{(section, key): (value, line)}`` in file order, and each section's
+    line; messages give positions only (a line could hold a password)."""
     entries: _Entries = {}
     sections: Dict[str, int] = {}
     section: Optional[str] = None
@@ -185,9 +142,8 @@ def _edit_distance(a: bytes, b: bytes) -> int:
 
 
 def _closest(name: str, candidates: Tuple[str, ...]) -> Optional[str]:
-    """The candidate nearest to ``name`` if it is a likely typo: the server's
-    rule (sdk-rust/src/conf/rules.rs, ``closest``): at most 2 edits, or a third of
-    the name's length in bytes; ties go to the first."""
+    """The candidate nearest to ``name`` within 2 edits, or a third of its
+    length in bytes (the server's rule); ties go to the first."""
     raw = name.encode("utf-8", "surrogateescape")
     limit = max(2, len(raw) // 3)
     best: Optional[Tuple[int, str]] = None
@@ -199,10 +155,8 @@ def _closest(name: str, candidates: Tuple[str, ...]) -> Optional[str]:
 
 
 def _reject_unknown(name: str, entries: _Entries, sections: Dict[str, int]) -> None:
-    """The server's rule (sdk-rust/src/conf/rules.rs, ``reject_unknown``), with its
-    messages: the first key, in file order, of an unknown section or unknown
-    to its section is an error; a Delayer 1.x key this version does not use
-    is logged. (A section without keys is let be, as there.)"""
+    """The first key, in file order, of an unknown section or unknown to its
+    section is an error; a 1.x key this version does not use is logged."""
     for (section, key), (_, line) in entries.items():
         note = IGNORED_1X.get((section, None)) or IGNORED_1X.get((section, key))
         if note is not None:
@@ -214,16 +168,69 @@ def _reject_unknown(name: str, entries: _Entries, sections: Dict[str, int]) -> N
         if known is None:
             near = _closest(section, tuple(KNOWN_KEYS))
             hint = f" (did you mean [{near}]?)" if near else ""
-            raise ConfigError(
-                f"{name}:{sections[section]}: [{section}]: unknown section{hint}; "
-                "known sections are [delayer] and [redis]"
-            )
+            raise ConfigError(f"{name}:{sections[section]}: [{section}]: unknown section{hint}; "
+                              "known sections are [delayer] and [redis]")
         if key not in known:
             near = _closest(key, known)
             hint = f" (did you mean {near}?)" if near else ""
             raise ConfigError(
                 f"{name}:{line}: [{section}] {key}: unknown key{hint}; [{section}] takes {', '.join(known)}"
             )
+
+
+#: Keys naming one fixed address, which neither sentinel nor cluster mode has.
+FIXED_ONLY = ("url", "host", "port")
+#: Why the classic layout cannot run on a cluster.
+NEEDS_TOPIC = "mode = cluster needs [delayer] layout = topic (the classic layout keeps every job in one key)"
+
+
+def _mode(get: Callable[[str], Optional[str]], err: Callable[[str, str], ConfigError],
+          layout: str) -> Tuple[bool, List[Tuple[str, int]]]:
+    """``[redis] mode`` and its keys: whether it is cluster mode, and the
+    sentinels or seed nodes (none in standalone mode). The server's rule and
+    order (sdk-rust/src/sentinel.rs, cluster.rs), so that a file with several
+    mistakes gets the same first error."""
+    mode = get("mode")
+    if mode is None or mode == "standalone":
+        for key in ("nodes", "master_name", "sentinel_username", "sentinel_password", "tls"):
+            if get(key) is not None:
+                modes = "sentinel or cluster" if key in ("nodes", "tls") else "sentinel"
+                raise err(key, f"is only used with mode = {modes} (mode is standalone)")
+        return False, []
+    if mode not in ("sentinel", "cluster"):
+        raise err("mode", f"{_rust_quoted(mode)} is not a mode: standalone, sentinel or cluster")
+    cluster = mode == "cluster"
+    if cluster:
+        for key in (*FIXED_ONLY, "master_name", "sentinel_username", "sentinel_password"):
+            if get(key) is not None:
+                raise err(key, "not used with mode = cluster: the nodes name the cluster")
+        if get("database") not in (None, "0"):
+            raise err("database", "Redis Cluster has only database 0")
+    else:
+        for key in FIXED_ONLY:
+            if get(key) is not None:
+                raise err(key, "not used with mode = sentinel: the sentinels name the master (nodes)")
+    nodes = get("nodes")
+    if nodes is None:
+        what = "seed nodes" if cluster else "the sentinels"
+        raise err("mode", f"mode = {mode} needs nodes ({what}: host:port,host:port,...)")
+    if not cluster and get("master_name") is None:
+        raise err("mode", "mode = sentinel needs master_name")
+    tls = get("tls")
+    if tls not in (None, "yes", "no", "true", "false"):
+        raise err("tls", f"{_rust_quoted(tls or '')} is not yes or no")
+    try:
+        parsed = _sentinel.parse_nodes(nodes)
+    except ValueError as bad:
+        raise err("nodes", f"{_rust_quoted(str(bad))} is not host:port") from None
+    if cluster and layout != TOPIC:
+        raise err("mode", NEEDS_TOPIC)
+    return cluster, parsed
+
+
+def _rust_quoted(text: str) -> str:
+    """``text`` in double quotes, as Rust's ``{:?}`` shows a plain string."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 #: Largest value a ``DELAYER_*_FILE`` variable's file may hold (sdk-rust/src/conf/env.rs).
@@ -236,8 +243,8 @@ def env_var(section: str, key: str) -> str:
 
 
 def _overlay(entries: _Entries, environ: Mapping[str, str]) -> Dict[Tuple[str, str], str]:
-    """Lay the ``DELAYER_*`` variables over ``entries``; return the variable
-    each key set was taken from (the rule of sdk-rust/src/conf/env.rs)."""
+    """Lay the ``DELAYER_*`` variables (``_FILE``: read from that file) over
+    ``entries``; return the variable each key set was taken from."""
     sources: Dict[Tuple[str, str], str] = {}
     for section, keys in KNOWN_KEYS.items():
         for key in keys:
@@ -261,8 +268,7 @@ def _overlay(entries: _Entries, environ: Mapping[str, str]) -> Dict[Tuple[str, s
 
 
 def _read_value(path: str, where: str) -> str:
-    """What the file at ``path`` holds, trailing newlines dropped; the error
-    names the path, never the contents."""
+    """The file's text, trailing newlines dropped (errors never show the contents)."""
     if not path:
         raise ConfigError(f"{where}is empty: it names the file to read the value from")
     try:
@@ -280,12 +286,8 @@ def _read_value(path: str, where: str) -> str:
 
 def load(path: Union[str, "os.PathLike[str]"], environ: Optional[Mapping[str, str]] = None) -> Settings:
     """Read ``path``, with the ``DELAYER_*`` variables of ``environ`` (default:
-    the process's) over it, and return its :class:`Settings`; raise
-    :class:`ConfigError` if invalid.
-
-    Missing keys (and keys left empty) take their defaults; an empty password
-    or username means none.
-    """
+    the process's) over it; :class:`ConfigError` if invalid. A key missing
+    or left empty takes its default (an empty password: none)."""
     name = os.fspath(path)
     try:
         with open(name, encoding="utf-8-sig") as f:
@@ -332,7 +334,7 @@ def load(path: Union[str, "os.PathLike[str]"], environ: Optional[Mapping[str, st
             raise error("redis", key, f"cannot read {raw}: {e.strerror or e}") from None
         return full
 
-    # The layout first, as the Rust reader does, so that a file with several mistakes gets the same first error.
+    # In the Rust reader's order (sdk-rust/src/conf), so that a file with several mistakes gets the same first error.
     layout = get("delayer", "layout") or CLASSIC
     if layout not in LAYOUTS:
         raise error("delayer", "layout", f'"{layout}" is not one of classic, topic')
@@ -341,9 +343,7 @@ def load(path: Union[str, "os.PathLike[str]"], environ: Optional[Mapping[str, st
         # the Rust reader's message (sdk-rust/src/conf/mod.rs, layout)
         raise error("delayer", "key_prefix", f"key_prefix {json.dumps(prefix, ensure_ascii=False)} contains a brace,"
                     " which the per-topic layout cannot use")
-    # Checked in the Rust SDK's order (sdk-rust/src/conf/redis.rs, RedisSettings::from_conf), so that a file
-    # with several mistakes gets the same first error from every SDK.
-    mode = _sentinel.read_mode(get, error, layout)
+    cluster, nodes = _mode(lambda key: get("redis", key), lambda key, message: error("redis", key, message), layout)
     url = get("redis", "url")
     if url is not None:
         for key in ("host", "port", "database"):
@@ -366,22 +366,10 @@ def load(path: Union[str, "os.PathLike[str]"], environ: Optional[Mapping[str, st
     if key_file is not None and cert is None:
         raise error("redis", "tls_key_file", "needs tls_cert_file too")
     port = integer("port", defaults.port, 1, 65535)
-    return Settings(
-        host=get("redis", "host") or defaults.host,
-        port=port,
-        database=database,
-        username=get("redis", "username"),
-        password=get("redis", "password"),
-        key_prefix=prefix,
-        url=url,
-        tls_ca_file=readable("tls_ca_file"),
-        tls_cert_file=cert,
-        tls_key_file=key_file,
-        sentinels=() if mode.cluster else tuple(mode.nodes),
-        cluster=tuple(mode.nodes) if mode.cluster else (),
-        master_name=mode.master_name,
-        sentinel_username=mode.username,
-        sentinel_password=mode.password,
-        tls=mode.tls,
-        layout=layout,
-    )
+    return Settings(host=get("redis", "host") or defaults.host, port=port, database=database,
+                    username=get("redis", "username"), password=get("redis", "password"), key_prefix=prefix, url=url,
+                    tls_ca_file=readable("tls_ca_file"), tls_cert_file=cert, tls_key_file=key_file,
+                    sentinels=() if cluster else tuple(nodes), cluster=tuple(nodes) if cluster else (),
+                    master_name=get("redis", "master_name"), sentinel_username=get("redis", "sentinel_username"),
+                    sentinel_password=get("redis", "sentinel_password"), tls=get("redis", "tls") in ("yes", "true"),
+                    layout=layout)

@@ -13,12 +13,7 @@ if TYPE_CHECKING:  # models imports this module
     from .models import Taken
 
 __all__ = [
-    "DelayerError",
-    "InvalidArgument",
-    "ConfigError",
-    "ConnectionFailed",
-    "AuthenticationFailed",
-    "ProtocolError",
+    "DelayerError", "InvalidArgument", "ConfigError", "ConnectionFailed", "AuthenticationFailed", "ProtocolError",
     "IdTakenError",
 ]
 
@@ -40,11 +35,8 @@ class ConnectionFailed(DelayerError):
 
 
 class AuthenticationFailed(ConnectionFailed):
-    """Redis refused the credentials, or requires a password and none was given.
-
-    A :class:`ConnectionFailed`, so code catching that still catches it. It
-    never shows the password.
-    """
+    """Redis refused the credentials, or requires a password and none was
+    given (a :class:`ConnectionFailed`, so code catching that still catches it)."""
 
 
 class ProtocolError(DelayerError):
@@ -54,10 +46,9 @@ class ProtocolError(DelayerError):
 class IdTakenError(DelayerError):
     """A push with ``if_absent=True`` found ids already taken, and wrote nothing for them.
 
-    :attr:`taken` says, for each such id, which job holds it (its topic and,
-    while it waits, its due time). :attr:`due` has one entry per job pushed,
-    in order: the due time of each job that was written, None for each taken
-    one (for ``push_many``, the free ids were written all the same).
+    :attr:`taken` says which job holds each id; :attr:`due` has the due
+    time of each job pushed, in order, None for a taken one (``push_many``
+    wrote the free ids all the same).
     """
 
     def __init__(self, taken: Sequence["Taken"], due: Sequence[Optional[float]]) -> None:
@@ -70,9 +61,8 @@ class NotReplicatedError(DelayerError):
     """A durable push (``durable=...``) was written on the master, but no
     replica acknowledged it within the timeout: a failover now could lose it.
 
-    :attr:`due` is what the push returned without ``durable``: the due time
-    (``push``) or the list of them (``push_many``); :attr:`timeout` is the
-    wait, in seconds. Pushing the same ids again is safe (a push replaces).
+    :attr:`due` is what the push returned; :attr:`timeout` the wait, in
+    seconds. Pushing the same ids again is safe (a push replaces).
     """
 
     def __init__(self, due: Any, timeout: float) -> None:

@@ -1,14 +1,11 @@
 """Seeing every job: where one job is (:meth:`job`), pages of a topic's
-scheduled, ready and reserved jobs, and per-topic numbers (:meth:`stats`).
+scheduled, ready and reserved jobs, and per-topic numbers (:meth:`stats`),
+so that "when does order 42's auto-close fire?" needs no redis-cli.
 
-So that "was order 42's auto-close scheduled, and when does it fire?" needs
-no redis-cli and no knowledge of the keys. Everything here only reads, with
-lookup.lua, list.lua and stats.lua (their headers, and docs/PROTOCOL.md
-"Inspecting jobs", say what they take and return); the per-topic layout's
-stats need no script (SSCAN of the topics, then ZCARD / LLEN per topic). Each operation is a
-generator (as in :mod:`delayer._ops`); :class:`InspectMixin` and
-:class:`AsyncInspectMixin` give the sync and asyncio clients their methods,
-which only drive them.
+Everything here only reads, with lookup.lua, list.lua and stats.lua (the
+per-topic layout's stats: SSCAN of the topics, then ZCARD / LLEN per topic).
+Each operation is a generator (as in :mod:`delayer._ops`), which the mixins'
+methods of the sync and asyncio clients only drive.
 """
 
 from __future__ import annotations
@@ -19,6 +16,7 @@ from typing import TYPE_CHECKING, Awaitable, Generic, List, Optional, Tuple, Typ
 from . import _trace, scripts
 from ._calls import Arg, ScriptCall
 from ._names import name, name_bytes
+from ._replies import _int
 from ._send import Commands
 from ._rules import MAX_POSITION, check_name, count
 from .errors import ProtocolError
@@ -123,10 +121,8 @@ class Stats:
 
 
 def _text(value: object) -> Optional[str]:
-    """A script's string, None when empty (the scripts' "not known"). Bytes
-    that are not UTF-8 (an id, a topic, an error text a foreign client
-    wrote) are kept as surrogate escapes, so an id read here names its job
-    (:mod:`delayer._names`)."""
+    """A script's string, None when empty ("not known"); bytes that are not
+    UTF-8 as surrogate escapes, so an id read here names its job."""
     if isinstance(value, bytes):
         value = name(value)
     if value is None or value == "":
@@ -155,12 +151,6 @@ def _time(value: object) -> Optional[float]:
         raise ProtocolError(f"expected a time in Unix seconds, got {text!r:.200}") from None
 
 
-def _count(value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    raise ProtocolError(f"expected a count in Redis's reply, got {value!r:.200}")
-
-
 def _page_args(keys: Keys, topic: object, cursor: object, how_many: object) -> Tuple[str, int, int]:
     t = keys.topic(topic)
     return t, count("cursor", cursor, 0, MAX_POSITION), count("count", how_many, 1, MAX_PAGE)
@@ -176,20 +166,10 @@ def job_op(keys: Keys, topic: object, job_id: object) -> Op[JobInfo]:
     if state not in STATES:
         raise ProtocolError(f"lookup.lua: unknown state {state!r}")
     time = _time(reply[5])
-    return JobInfo(
-        id=i,
-        state=state,
-        topic=_text(reply[1]),
-        body_size=_number(reply[2]),
-        attempts=_number(reply[3]),
-        max_attempts=_number(reply[4]),
-        due=time if state == "scheduled" else None,
-        deadline=time if state == "reserved" else None,
-        dead_at=time if state == "dead" else None,
-        dead_reason=_text(reply[6]),
-        last_error=_text(reply[7]),
-        traceparent=_trace.from_redis(i, reply[8]),
-    )
+    return JobInfo(id=i, state=state, topic=_text(reply[1]), body_size=_number(reply[2]), attempts=_number(reply[3]),
+                   max_attempts=_number(reply[4]), due=time if state == "scheduled" else None,
+                   deadline=time if state == "reserved" else None, dead_at=time if state == "dead" else None,
+                   dead_reason=_text(reply[6]), last_error=_text(reply[7]), traceparent=_trace.from_redis(i, reply[8]))
 
 
 def _list_reply(reply: object) -> Tuple[Optional[int], List[Tuple[str, Optional[float]]]]:
@@ -237,9 +217,7 @@ def _scan_reply(reply: object) -> Tuple[int, List[str]]:
 
 
 def topic_stats_op(keys: Keys) -> Op[Stats]:
-    """The per-topic layout's stats (PROTOCOL.md, "Operations in the per-topic
-    layout"): the topics of ``<prefix>topics``, each read by ZCARD / LLEN of
-    its own keys, a round trip per :data:`TOPICS_PER_ROUND` topics."""
+    """The per-topic layout's stats: ZCARD / LLEN of each topic's keys, a round trip per :data:`TOPICS_PER_ROUND`."""
     names: List[str] = []
     cursor = 0
     while True:
@@ -260,7 +238,7 @@ def topic_stats_op(keys: Keys) -> Op[Stats]:
         if not isinstance(replies, (list, tuple)) or len(replies) != len(commands):
             raise ProtocolError(f"expected {len(commands)} counts, got {replies!r:.200}")
         for k, t in enumerate(part):
-            pool, ready, reserved, dead = (_count(r) for r in replies[4 * k : 4 * k + 4])
+            pool, ready, reserved, dead = (_int("ZCARD / LLEN", r) for r in replies[4 * k : 4 * k + 4])
             out.append(TopicStats(t, pool, ready, reserved, dead))
     return Stats(sum(t.scheduled for t in out), sum(t.reserved or 0 for t in out), out)
 
@@ -268,25 +246,20 @@ def topic_stats_op(keys: Keys) -> Op[Stats]:
 def stats_op(keys: Keys) -> Op[Stats]:
     if keys.per_topic:
         return (yield from topic_stats_op(keys))
-    call = ScriptCall(
-        scripts.STATS,
-        [keys.topics, keys.scheduled_count, keys.job_pool, keys.reserved],
-        [keys.ready_queue_prefix, keys.dead_prefix, keys.bucket_prefix, RESERVED_CAP],
-    )
+    call = ScriptCall(scripts.STATS, [keys.topics, keys.scheduled_count, keys.job_pool, keys.reserved],
+                      [keys.ready_queue_prefix, keys.dead_prefix, keys.bucket_prefix, RESERVED_CAP])
     reply = yield call
     if not isinstance(reply, list) or len(reply) < 3:
         raise ProtocolError(f"stats.lua: unexpected reply {reply!r:.200}")
-    known = _count(reply[2]) == 1
+    known = _int("stats.lua", reply[2]) == 1
     topics = []
     for entry in reply[3:]:
         if not isinstance(entry, list) or len(entry) != 5:
             raise ProtocolError(f"stats.lua: unexpected topic entry {entry!r:.200}")
-        reserved = _count(entry[3])
-        topics.append(
-            TopicStats(_text(entry[0]) or "", _count(entry[1]), _count(entry[2]), reserved if known else None,
-                       _count(entry[4]))
-        )
-    return Stats(_count(reply[0]), _count(reply[1]), topics)
+        reserved = _int("stats.lua", entry[3])
+        topics.append(TopicStats(_text(entry[0]) or "", _int("stats.lua", entry[1]), _int("stats.lua", entry[2]),
+                                 reserved if known else None, _int("stats.lua", entry[4])))
+    return Stats(_int("stats.lua", reply[0]), _int("stats.lua", reply[1]), topics)
 
 
 class InspectMixin:
@@ -320,7 +293,7 @@ class InspectMixin:
 
 
 class AsyncInspectMixin:
-    """The same for :class:`delayer.aio.Delayer` (each method is a coroutine)."""
+    """The same for :class:`delayer.aio.Delayer` (each method is a coroutine; :mod:`delayer.aio` copies the docs)."""
 
     _keys: Keys
 
@@ -329,23 +302,18 @@ class AsyncInspectMixin:
         def _drive(self, op: Op[T]) -> Awaitable[T]: ...
 
     async def job(self, topic: str, id: str) -> JobInfo:
-        """As :meth:`InspectMixin.job`."""
         return await self._drive(job_op(self._keys, topic, id))
 
     async def list_scheduled(self, topic: str, cursor: int = 0, count: int = 100) -> Page[Listed]:
-        """As :meth:`InspectMixin.list_scheduled`."""
         return await self._drive(scan_op(self._keys, False, topic, cursor, count))
 
     async def list_reserved(self, topic: str, cursor: int = 0, count: int = 100) -> Page[Listed]:
-        """As :meth:`InspectMixin.list_reserved`."""
         return await self._drive(scan_op(self._keys, True, topic, cursor, count))
 
     async def list_ready(self, topic: str, cursor: int = 0, count: int = 100) -> Page[str]:
-        """As :meth:`InspectMixin.list_ready`."""
         return await self._drive(ready_op(self._keys, topic, cursor, count))
 
     async def stats(self) -> Stats:
-        """As :meth:`InspectMixin.stats`."""
         return await self._drive(stats_op(self._keys))
 
 

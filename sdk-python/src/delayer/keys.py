@@ -1,13 +1,10 @@
 """Redis key names of the Delayer protocol (docs/PROTOCOL.md, "Keys" and
 "The per-topic layout").
 
-This is the only module that knows the layouts: it builds key names (and
-the name of the one pub/sub channel) and says what a topic must be, for
-both. Scripts get each name they touch as a key, or as a per-kind prefix
-(``*_prefix``) for names that depend on data they read; they never build one
-themselves. A call builder asks :meth:`Keys.names` (or :meth:`Keys.scope`,
-:meth:`Keys.id_names`) for the names of one topic and passes them on, so it
-never asks which layout it runs on.
+The only module that knows the layouts: it builds every key name (and the
+wake channel's) and says what a topic must be. Scripts get each name as a
+key, or a per-kind ``*_prefix``; a call builder takes a topic's names from
+:meth:`Keys.names` and never asks which layout it runs on.
 """
 
 from __future__ import annotations
@@ -32,39 +29,24 @@ LAYOUTS = (CLASSIC, TOPIC)
 
 
 class TopicNames(NamedTuple):
-    """The names every call on one topic needs, in the client's layout.
+    """The names every call on one topic needs: in the classic layout mostly
+    shared by all topics, in the per-topic layout ``<prefix>{<topic>}:<kind>``.
+    The classic layout's id-only calls know no topic: ``ready``, ``dead`` "".
+    (What each key holds: the properties of :class:`Keys`.)"""
 
-    In the classic layout most are shared by every topic (one pool, one
-    reserved set); in the per-topic layout each is the topic's own
-    (``<prefix>{<topic>}:<kind>``). Id-only calls of the classic layout know no
-    topic: :attr:`ready` and :attr:`dead` are then ``""`` (they use neither).
-    """
-
-    #: The ZSET of waiting ids, scored by due time.
     pool: str
-    #: What a job's HASH name puts before its id.
     bucket_prefix: str
-    #: The LIST of due ids of the topic.
     ready: str
-    #: The ZSET of reserved ids, scored by deadline (Unix ms).
     reserved: str
-    #: The LIST of ids whose bucket could not be routed.
     malformed: str
-    #: The counter reserve takes receipts from.
     receipt_seq: str
-    #: The LIST of the topic's dead letters.
     dead: str
-    #: What a dead-letter list's name puts before its topic (release.lua's
-    #: ARGV[2]); ``""`` in the per-topic layout, whose lists are not prefix + topic.
+    #: release.lua's ARGV[2]; "" in the per-topic layout, whose lists are not prefix + topic.
     dead_prefix: str
-    #: The HASH of waiting jobs per topic as the scripts' optional last key;
-    #: none in the per-topic layout, where a topic's pool is its count.
+    #: The scheduled counts, the scripts' optional last key (none per topic: a pool is its count).
     counts: Tuple[str, ...]
-    #: release.lua's KEYS[4]: the scheduled counts, or in the per-topic
-    #: layout (where :attr:`dead_prefix` is ``""``) the topic's dead list.
+    #: release.lua's KEYS[4]: the scheduled counts, or per topic the topic's dead list.
     release4: str
-    #: The HASH ended reservations are counted in (``acked:<topic>`` -> count;
-    #: ack, release and reserve's acks write it, the server exports it).
     outcomes: str
 
     def bucket(self, job_id: str) -> str:
@@ -106,32 +88,15 @@ class Keys:
             if topic is None:
                 raise ValueError("the per-topic layout's names need a topic")
             tag = f"{self.prefix}{{{topic}}}:"
-            return TopicNames(
-                pool=tag + "pool",
-                bucket_prefix=tag + "job:",
-                ready=tag + "ready",
-                reserved=tag + "reserved",
-                malformed=tag + "malformed",
-                receipt_seq=tag + "receipt_seq",
-                dead=tag + "dead",
-                dead_prefix="",
-                counts=(),
-                release4=tag + "dead",
-                outcomes=tag + "outcomes",
-            )
-        return TopicNames(
-            pool=self.job_pool,
-            bucket_prefix=self.bucket_prefix,
-            ready="" if topic is None else self.ready_queue(topic),
-            reserved=self.reserved,
-            malformed=self.malformed,
-            receipt_seq=self.receipt_seq,
-            dead="" if topic is None else self.dead(topic),
-            dead_prefix=self.dead_prefix,
-            counts=(self.scheduled_count,),
-            release4=self.scheduled_count,
-            outcomes=self.outcomes,
-        )
+            return TopicNames(pool=tag + "pool", bucket_prefix=tag + "job:", ready=tag + "ready",
+                              reserved=tag + "reserved", malformed=tag + "malformed", receipt_seq=tag + "receipt_seq",
+                              dead=tag + "dead", dead_prefix="", counts=(), release4=tag + "dead",
+                              outcomes=tag + "outcomes")
+        return TopicNames(pool=self.job_pool, bucket_prefix=self.bucket_prefix,
+                          ready="" if topic is None else self.ready_queue(topic), reserved=self.reserved,
+                          malformed=self.malformed, receipt_seq=self.receipt_seq,
+                          dead="" if topic is None else self.dead(topic), dead_prefix=self.dead_prefix,
+                          counts=(self.scheduled_count,), release4=self.scheduled_count, outcomes=self.outcomes)
 
     def topic(self, value: object) -> str:
         """Check a topic (:func:`~delayer._rules.check_name`); in the per-topic
@@ -139,10 +104,8 @@ class Keys:
         return check_topic(value, self.layout)
 
     def scope(self, topic: object) -> Optional[str]:
-        """The topic whose names a call about a job of ``topic`` uses: the
-        topic (checked) in the per-topic layout; None in the classic layout,
-        whose names every topic shares and whose ids are global (the topic is
-        then not needed, nor checked)."""
+        """The topic whose names a call about a job of ``topic`` uses: the topic
+        (checked) per topic; None in the classic layout (shared names, global ids)."""
         return self.topic(topic) if self.layout == TOPIC else None
 
     def id_names(self, topic: object, usage: str) -> TopicNames:
@@ -193,13 +156,8 @@ class Keys:
 
     @property
     def wake(self) -> str:
-        """The pub/sub channel that announces an earlier due time: ``<prefix>wake``.
-
-        A channel, not a key: the scripts announce ``"<time> <topic>"`` there
-        when they write a time before a pool's or reserved set's earliest, in
-        both layouts; the server wakes for it and, in the per-topic layout,
-        keeps its index (:attr:`due`) from it.
-        """
+        """The pub/sub channel (not a key) where scripts announce ``"<time>
+        <topic>"`` for the server's wake-ups and index: ``<prefix>wake``."""
         return self.prefix + "wake"
 
     @property

@@ -10,20 +10,13 @@ from ._rules import MAX_SECONDS, delay_ms
 from .errors import InvalidArgument
 
 __all__ = [
-    "Message",
-    "Job",
-    "Backoff",
-    "ReservedMessage",
-    "DeadLetter",
-    "Taken",
-    "DEFAULT_READY_MAX_LIFETIME",
+    "Message", "Job", "Backoff", "ReservedMessage", "DeadLetter", "Taken", "DEFAULT_READY_MAX_LIFETIME",
     "DEFAULT_MAX_ATTEMPTS",
 ]
 
 #: Default ``ready_max_lifetime``: 7 days, in seconds.
 DEFAULT_READY_MAX_LIFETIME = 604800
-#: Reservations a job gets when its pusher sets no ``max_attempts`` (written
-#: by reserve.lua, the one home of the retry defaults; here for reference).
+#: Reservations a job gets when its pusher sets none (reserve.lua's default; here for reference).
 DEFAULT_MAX_ATTEMPTS = 25
 
 
@@ -67,8 +60,7 @@ class Message(_Body, _Names):
     topic: str
     #: The job body, exactly the bytes pushed.
     body: bytes
-    #: The producer's W3C trace context given at push, or None
-    #: (:mod:`delayer._trace`: a malformed one in Redis reads as None).
+    #: The producer's W3C trace context given at push, or None (also for a malformed one).
     traceparent: Optional[str] = None
 
 
@@ -86,11 +78,9 @@ class Job:
     body: Union[bytes, str] = b""
     #: Whole seconds a due job may wait in its ready queue before it expires.
     ready_max_lifetime: int = DEFAULT_READY_MAX_LIFETIME
-    #: Reservations allowed before the job goes to dead letters (0: no
-    #: limit); None leaves it to reserve's default (25).
+    #: Reservations allowed before dead letters (0: no limit); None: reserve's default (25).
     max_attempts: Optional[int] = None
-    #: The wait before a retry; None leaves it to reserve's default
-    #: (exponential, 1 s doubling up to 1 h).
+    #: The wait before a retry; None: reserve's default (exponential, 1 s doubling up to 1 h).
     backoff: Optional["Backoff"] = None
     #: The producer's W3C trace context, as ``push``'s ``traceparent``.
     traceparent: Optional[str] = None
@@ -100,11 +90,9 @@ class Job:
 class Backoff:
     """How long a reserved job waits before its next attempt after a failed one.
 
-    A failed attempt is a :meth:`~delayer.Delayer.release` without a delay,
-    or a reservation whose ttr ran out. Make one with :meth:`fixed` or
-    :meth:`exponential` (seconds, validated and rounded to the millisecond
-    as a push delay is); the fields are what the job's bucket stores. A job
-    pushed without one retries exponentially from 1 s, up to 1 h.
+    (A release without a delay, or a ttr run out.) Make one with
+    :meth:`fixed` or :meth:`exponential` (seconds, rounded as a push delay);
+    without one a job retries exponentially from 1 s, up to 1 h.
     """
 
     #: ``"fixed"`` or ``"exponential"``.
@@ -115,8 +103,7 @@ class Backoff:
     backoff_max_ms: int
 
     def __post_init__(self) -> None:
-        # The fields go to Redis as they are, so even a Backoff built field by
-        # field must hold what release.lua can compute with.
+        # The fields go to Redis as they are: even one built field by field must suit release.lua.
         most = MAX_SECONDS * 1000
         if self.kind not in ("fixed", "exponential"):
             raise InvalidArgument(f"backoff kind must be 'fixed' or 'exponential', got {self.kind!r}")
@@ -139,11 +126,7 @@ class Backoff:
 
     @classmethod
     def exponential(cls, base: float, max: float) -> "Backoff":
-        """Wait ``base``, ``2 * base``, ``4 * base``, ... seconds, never more than ``max``.
-
-        Both follow the delay rules (0 to 10 years); ``max`` must not be
-        below ``base`` once both are rounded to the millisecond.
-        """
+        """Wait ``base``, ``2 * base``, ``4 * base``, ... seconds, never more than ``max`` (not below ``base``)."""
         base_ms = delay_ms(base, "backoff base")
         max_ms = delay_ms(max, "backoff max")
         if max_ms < base_ms:
@@ -155,25 +138,20 @@ class Backoff:
 class ReservedMessage(_Body, _Names):
     """A job handed out by ``reserve`` / ``breserve``: still in Redis, reserved.
 
-    No other consumer gets it until this worker ends the reservation with
-    ``ack`` (done), ``release`` (try again later) or ``bury`` (give up), or
-    until :attr:`deadline` passes, after which a Delayer 2 server counts a
-    failed attempt and the job is delivered again. Pass this object (not
-    just its id) to those calls so that they act on this reservation only.
+    No other consumer gets it until ``ack``, ``release`` or ``bury``, or
+    until :attr:`deadline` passes (then it is delivered again). Pass this
+    object to those calls, so that they act on this reservation only.
     """
 
-    #: The job id given to ``push``.
+    #: ``id``, ``topic`` and ``body`` as on :class:`Message`.
     id: str
-    #: The topic the job was pushed to.
     topic: str
-    #: The job body, exactly the bytes pushed.
     body: bytes
     #: Reservations so far, this one included (1 on the first delivery).
     attempts: int
     #: Reservations allowed before the job goes to dead letters; 0: no limit.
     max_attempts: int
-    #: Names this reservation, so that a worker whose reservation ran out
-    #: cannot end the next worker's.
+    #: Names this reservation: a worker whose reservation ran out cannot end the next one's.
     receipt: str
     #: When the reservation runs out: Unix seconds by Redis's clock.
     deadline: float
@@ -193,11 +171,8 @@ class DeadLetter(_Body, _Names):
     It stays there (no expiry) until ``requeue_dead`` or ``purge_dead``.
     """
 
-    #: The job id.
     id: str
-    #: Its topic.
     topic: str
-    #: Its body.
     body: bytes
     #: How many times it was reserved.
     attempts: int
@@ -205,9 +180,7 @@ class DeadLetter(_Body, _Names):
     reason: str
     #: When it died: Unix seconds by Redis's clock.
     dead_at: float
-    #: Why its last attempt failed, as the worker said (``release`` or
-    #: ``bury`` with an error) or ``"ttr expired"``; ``None`` when no attempt
-    #: gave one.
+    #: Why its last attempt failed, as a worker said it (or ``"ttr expired"``); None if none said.
     last_error: Optional[str] = None
 
 
@@ -215,8 +188,7 @@ class DeadLetter(_Body, _Names):
 class Taken(_Names):
     """An id a push with ``if_absent=True`` found taken: nothing was written for it.
 
-    In the classic (1.x) key layout ids are global across topics, so the job
-    holding the id may be on another topic than the one pushed to.
+    (In the classic layout ids are global: the job holding it may be on another topic.)
     """
 
     #: The id pushed.

@@ -12,49 +12,17 @@ from importlib.resources import files
 from typing import Dict
 
 __all__ = [
-    "PUSH",
-    "PUSH_MANY",
-    "POP",
-    "TAKE",
-    "REMOVE",
-    "RESERVE",
-    "ACK",
-    "TOUCH",
-    "RELEASE",
-    "RESCHEDULE",
-    "DEAD",
-    "LOOKUP",
-    "LIST",
-    "STATS",
-    "NAMES",
-    "source",
+    "PUSH", "PUSH_MANY", "POP", "TAKE", "REMOVE", "RESERVE", "ACK", "TOUCH", "RELEASE", "RESCHEDULE", "DEAD", "LOOKUP",
+    "LIST", "STATS", "NAMES", "source",
 ]
 
-#: Script names, also their file names without ``.lua``.
-PUSH = "push"
-#: push_many.lua: up to 100 jobs per call, 10 calls per round trip.
-PUSH_MANY = "push_many"
-POP = "pop"
-TAKE = "take"
-REMOVE = "remove"
-#: The at-least-once mode (docs/PROTOCOL.md, "Reserve and ack"): reserve.lua
-#: hands a job out reserved (also after ``BLMOVE`` in ``breserve``); ack.lua
-#: ends a reservation with success; touch.lua sets a held reservation's
-#: deadline to now + ttr (a worker still busy with the job).
-RESERVE = "reserve"
-ACK = "ack"
-TOUCH = "touch"
-#: release.lua ends a reservation without success (release and bury). Clients
-#: use only its ``held`` mode; its ``expired`` mode is the server's.
-RELEASE = "release"
-RESCHEDULE = "reschedule"
-#: dead.lua lists, re-queues and purges dead letters.
-DEAD = "dead"
-#: Read-only inspection (delayer.inspect): one job's state, a page of a
-#: topic's jobs, per-topic numbers.
-LOOKUP = "lookup"
-LIST = "list"
-STATS = "stats"
+#: Script names, also their file names without ``.lua`` (each file's header says what it does).
+PUSH, PUSH_MANY, POP, TAKE, REMOVE = "push", "push_many", "pop", "take", "remove"
+#: The at-least-once mode (docs/PROTOCOL.md, "Reserve and ack"); clients use
+#: only release.lua's ``held`` mode (release and bury), ``expired`` is the server's.
+RESERVE, ACK, TOUCH, RELEASE, RESCHEDULE, DEAD = "reserve", "ack", "touch", "release", "reschedule", "dead"
+#: Read-only inspection (:mod:`delayer.inspect`).
+LOOKUP, LIST, STATS = "lookup", "list", "stats"
 NAMES = (PUSH, PUSH_MANY, POP, TAKE, REMOVE, RESERVE, ACK, TOUCH, RELEASE, RESCHEDULE, DEAD, LOOKUP, LIST, STATS)
 
 _cache: Dict[str, bytes] = {}
@@ -70,6 +38,5 @@ def source(name: str) -> bytes:
         raise KeyError(name)
     text = _cache.get(name)
     if text is None:
-        text = _read(name)
-        _cache[name] = text
+        text = _cache[name] = _read(name)
     return text
