@@ -1,8 +1,10 @@
 //! What the Delayer server and its Rust client share, and applications do
-//! not call: reading `delayer.conf` ([`conf`]), reaching Redis in each
-//! deployment mode ([`target`], [`connection`], [`sentinel`], [`cluster`]),
-//! the input rules of docs/PROTOCOL.md ([`validate`]), and how numbers and
-//! settings read back from Redis are taken ([`numbers`], [`eviction`]).
+//! not call: the wire contract (every key's name in each layout, [`keys`];
+//! the Lua scripts, [`scripts`]), reading `delayer.conf` ([`conf`]),
+//! reaching Redis in each deployment mode ([`target`], [`connection`],
+//! [`sentinel`], [`cluster`]), the input rules of docs/PROTOCOL.md
+//! ([`validate`]), and how numbers and settings read back from Redis are
+//! taken ([`numbers`], [`eviction`]).
 //!
 //! A crate of its own so that this plumbing is no part of the `delayer`
 //! crate's public API (that crate re-exports what applications use), and so
@@ -17,7 +19,9 @@ pub mod cluster;
 pub mod conf;
 pub mod connection;
 pub mod eviction;
+pub mod keys;
 pub mod numbers;
+pub mod scripts;
 pub mod sentinel;
 pub mod target;
 pub mod validate;

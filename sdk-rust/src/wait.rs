@@ -146,7 +146,7 @@ mod tests {
     use super::*;
 
     fn classic() -> Names {
-        Names::Classic(crate::Keys::default())
+        Names::Classic(crate::keys::Keys::default())
     }
 
     fn words(cmd: &redis::Cmd) -> Vec<String> {

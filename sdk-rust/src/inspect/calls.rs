@@ -7,6 +7,7 @@ use crate::connection::Batch;
 use crate::error::{Error, Result};
 use crate::keys::{Keys, Names};
 use crate::numbers;
+use crate::scripts;
 use crate::ops::{split_name, Op, Request, Step};
 use crate::validate;
 use redis::Value;
@@ -16,7 +17,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub(crate) fn lookup(names: &Names, topic: &str, id: &[u8]) -> Result<Op<'static, JobInfo>> {
     crate::ops::check_topic(names, topic)?;
     let id = crate::ops::id_of(id)?.to_vec();
-    let mut inv = LOOKUP.prepare_invoke();
+    let mut inv = scripts::LOOKUP.prepare_invoke();
     inv.key(names.bucket_bytes(topic, &id)).key(names.pool(topic)).key(names.reserved(topic)).arg(&id).arg(topic);
     Ok(Op::call(inv, move |reply| parse_lookup(&id, reply)))
 }
@@ -104,7 +105,7 @@ impl ListScan {
     }
 
     fn request(&self) -> Request {
-        let mut inv = LIST.prepare_invoke();
+        let mut inv = scripts::LIST.prepare_invoke();
         inv.key(&self.zset).arg(&self.bucket_prefix).arg(&self.topic).arg(self.rank);
         inv.arg(self.count - self.items.len()).arg(EXAMINE_PER_CALL);
         if self.in_ms {
@@ -313,7 +314,7 @@ fn parse_topic_numbers(topics: Vec<String>, reply: Value) -> Result<Stats> {
 
 /// stats.lua.
 fn stats_script(keys: &Keys) -> Request {
-    let mut inv = STATS.prepare_invoke();
+    let mut inv = scripts::STATS.prepare_invoke();
     inv.key(keys.topics()).key(keys.scheduled_count()).key(keys.job_pool()).key(keys.reserved());
     inv.arg(keys.ready_queue_prefix()).arg(keys.dead_prefix()).arg(keys.bucket_prefix()).arg(RESERVED_CAP);
     Request::Script(inv)

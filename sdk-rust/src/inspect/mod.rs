@@ -20,24 +20,7 @@ pub use delayer_protocol::validate::MAX_POSITION;
 
 use crate::error::{Error, Result};
 use crate::Delayer;
-use redis::Script;
-use std::sync::LazyLock;
 use std::time::SystemTime;
-
-/// `lookup.lua`: KEYS bucket, pool, reserved; ARGV id, topic or "".
-pub static LOOKUP: LazyLock<Script> = LazyLock::new(|| Script::new(LOOKUP_SRC));
-/// `list.lua`: KEYS a ZSET (pool or reserved); ARGV bucket prefix, topic,
-/// start rank, count, most entries examined.
-pub static LIST: LazyLock<Script> = LazyLock::new(|| Script::new(LIST_SRC));
-/// `stats.lua`: KEYS topics, scheduled_count, pool, reserved; ARGV ready
-/// prefix, dead prefix, bucket prefix, cap on reserved ids read.
-pub static STATS: LazyLock<Script> = LazyLock::new(|| Script::new(STATS_SRC));
-/// Source of `lua/lookup.lua`.
-pub const LOOKUP_SRC: &str = include_str!("../../lua/lookup.lua");
-/// Source of `lua/list.lua`.
-pub const LIST_SRC: &str = include_str!("../../lua/list.lua");
-/// Source of `lua/stats.lua`.
-pub const STATS_SRC: &str = include_str!("../../lua/stats.lua");
 
 /// The most entries one listing page holds.
 pub const MAX_PAGE: usize = 1000;

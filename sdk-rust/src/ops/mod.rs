@@ -23,7 +23,7 @@ pub(crate) use push::*;
 pub(crate) use reliable::*;
 pub(crate) use replies::*;
 
-pub use crate::keys::check_topic;
+pub(crate) use crate::keys::check_topic;
 
 use crate::connection::Batch;
 use crate::error::{Error, Result};

@@ -87,7 +87,7 @@ fn job_ref<'a>(job: JobRef<'a>) -> Result<(&'a [u8], &'a str)> {
 
 /// The topic of a job ref (see [`Names::id_topic`]).
 fn ref_topic<'a>(names: &Names, job: JobRef<'a>, call: &str) -> Result<&'a str> {
-    names.id_topic(job.topic, call, &format!("the Reserved job, or JobRef::in_topic, with {call}"))
+    Ok(names.id_topic(job.topic, call, &format!("the Reserved job, or JobRef::in_topic, with {call}"))?)
 }
 
 /// ack.lua for one reservation.

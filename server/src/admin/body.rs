@@ -10,7 +10,7 @@
 //! Redis has no partial read of a hash field.
 
 use crate::fatal::Fatal;
-use delayer::Names;
+use delayer_protocol::keys::Names;
 use delayer_protocol::connection::Conn;
 use std::ffi::OsString;
 use std::io::Read;

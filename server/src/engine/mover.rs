@@ -21,7 +21,7 @@ use crate::memory::MemoryWatch;
 use crate::other_layout::OtherLayout;
 use crate::scripts::{self, BadKey, ExpireReply, MoveReply};
 use crate::telemetry;
-use delayer::Keys;
+use delayer_protocol::keys::Keys;
 use delayer_protocol::connection::{Conn, Manager};
 use log::{debug, info, warn};
 use redis::ConnectionLike;

@@ -51,7 +51,7 @@ use crate::scripts::{self, BadKey};
 use crate::telemetry;
 use crate::wake::Announced;
 use crate::waves::{bad_keys, Waves};
-use delayer::TopicKeys;
+use delayer_protocol::keys::TopicKeys;
 use delayer_protocol::connection::{Batch, Conn, Manager};
 use delayer_protocol::numbers::{self, Time};
 use log::warn;
