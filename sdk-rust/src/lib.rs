@@ -48,6 +48,8 @@
 
 #![warn(missing_docs)]
 
+#[macro_use]
+mod twins;
 #[cfg(feature = "aio")]
 pub mod aio;
 #[cfg(feature = "aio")]

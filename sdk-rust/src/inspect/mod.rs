@@ -19,6 +19,7 @@ pub(crate) use calls::*;
 pub use delayer_protocol::validate::MAX_POSITION;
 
 use crate::error::{Error, Result};
+#[cfg(doc)]
 use crate::Delayer;
 use std::time::SystemTime;
 
@@ -200,117 +201,75 @@ fn lossy(page: Page<Vec<u8>>) -> Page<String> {
     Page { items, next: page.next }
 }
 
-impl Delayer {
+twins! {
     /// Where job `id` of `topic` is, and what it carries: scheduled (with its
     /// due time), ready, reserved (with its deadline), dead (with why and
     /// when), malformed or unknown. A job of another topic is unknown. Only
     /// reads.
-    pub fn job(&self, topic: &str, id: &str) -> Result<JobInfo> {
-        self.job_raw(topic, id.as_bytes())
-    }
+    #[aio]
+    /// As [`crate::Delayer::job`].
+    pub fn job(&self, topic: &str, id: &str) -> Result<JobInfo> =
+        lookup(self.keys(), topic, id.as_bytes());
 
     /// [`Delayer::job`] with the id given as bytes, any bytes (an id that
     /// is not UTF-8, as a listing's `raw_id` shows it).
-    pub fn job_raw(&self, topic: &str, id: &[u8]) -> Result<JobInfo> {
-        self.run(lookup(self.keys(), topic, id))
-    }
+    #[aio]
+    /// As [`crate::Delayer::job_raw`].
+    pub fn job_raw(&self, topic: &str, id: &[u8]) -> Result<JobInfo> =
+        lookup(self.keys(), topic, id);
 
     /// A page of `topic`'s scheduled jobs, earliest due first, from `cursor`
     /// (0 to start; then the page's `next`; at most
     /// [`MAX_POSITION`]), at most `count` (1 to 1000).
-    pub fn list_scheduled(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
-        self.run(ListScan::new(self.keys(), Walked::Pool, topic, cursor, count).map(ListScan::op))
-    }
+    #[aio]
+    /// As [`crate::Delayer::list_scheduled`].
+    pub fn list_scheduled(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> =
+        ListScan::new(self.keys(), Walked::Pool, topic, cursor, count).map(ListScan::op);
 
     /// A page of `topic`'s reserved jobs, earliest deadline first (paged as
     /// [`Delayer::list_scheduled`]).
-    pub fn list_reserved(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
-        Ok(ids(self.list_reserved_with_deadlines(topic, cursor, count)?))
-    }
+    #[aio]
+    /// As [`crate::Delayer::list_reserved`].
+    pub fn list_reserved(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> =
+        ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count)
+            .map(|scan| scan.op().map(|page| Ok(ids(page))));
 
     /// A page of `topic`'s reserved jobs with their deadlines.
-    pub fn list_reserved_with_deadlines(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
-        self.run(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count).map(ListScan::op))
-    }
+    #[aio]
+    /// As [`crate::Delayer::list_reserved_with_deadlines`].
+    pub fn list_reserved_with_deadlines(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> =
+        ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count).map(ListScan::op);
 
     /// A page of the ids in `topic`'s ready queue, next out first.
-    pub fn list_ready(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
-        Ok(lossy(self.list_ready_raw(topic, cursor, count)?))
-    }
+    #[aio]
+    /// As [`crate::Delayer::list_ready`].
+    pub fn list_ready(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> =
+        list_ready(self.keys(), topic, cursor, count).map(|op| op.map(|page| Ok(lossy(page))));
 
     /// [`Delayer::list_ready`] with each id as Redis holds it, any bytes.
-    pub fn list_ready_raw(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> {
-        self.run(list_ready(self.keys(), topic, cursor, count))
-    }
+    #[aio]
+    /// As [`crate::Delayer::list_ready_raw`].
+    pub fn list_ready_raw(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> =
+        list_ready(self.keys(), topic, cursor, count);
 
     /// The body of job `id` (any bytes) of `topic`, when it is at most
     /// `limit` bytes (a body may be large: say how large instead). Only reads.
-    pub fn job_body(&self, topic: &str, id: &[u8], limit: usize) -> Result<Body> {
-        self.run(body(self.keys(), topic, id, limit))
-    }
+    #[aio]
+    /// As [`crate::Delayer::job_body`].
+    pub fn job_body(&self, topic: &str, id: &[u8], limit: usize) -> Result<Body> =
+        body(self.keys(), topic, id, limit);
 
     /// How many entries `topic`'s dead-letter list holds (stale ones too:
     /// a listing skips those), to page through it to the end.
-    pub fn dead_len(&self, topic: &str) -> Result<u64> {
-        self.run(dead_len(self.keys(), topic))
-    }
+    #[aio]
+    /// As [`crate::Delayer::dead_len`].
+    pub fn dead_len(&self, topic: &str) -> Result<u64> =
+        dead_len(self.keys(), topic);
 
     /// Scheduled, ready, reserved and dead jobs per topic. Cheap on any
     /// backlog: no scan of the pool.
-    pub fn stats(&self) -> Result<Stats> {
-        self.run(Ok(stats(self.keys())))
-    }
-}
-
-#[cfg(feature = "aio")]
-impl crate::aio::Delayer {
-    /// As [`crate::Delayer::job`].
-    pub async fn job(&self, topic: &str, id: &str) -> Result<JobInfo> {
-        self.job_raw(topic, id.as_bytes()).await
-    }
-
-    /// As [`crate::Delayer::job_raw`].
-    pub async fn job_raw(&self, topic: &str, id: &[u8]) -> Result<JobInfo> {
-        self.run(lookup(self.keys(), topic, id)).await
-    }
-
-    /// As [`crate::Delayer::list_scheduled`].
-    pub async fn list_scheduled(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
-        self.run(ListScan::new(self.keys(), Walked::Pool, topic, cursor, count).map(ListScan::op)).await
-    }
-
-    /// As [`crate::Delayer::list_reserved`].
-    pub async fn list_reserved(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
-        Ok(ids(self.list_reserved_with_deadlines(topic, cursor, count).await?))
-    }
-
-    /// As [`crate::Delayer::list_reserved_with_deadlines`].
-    pub async fn list_reserved_with_deadlines(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
-        self.run(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count).map(ListScan::op)).await
-    }
-
-    /// As [`crate::Delayer::list_ready`].
-    pub async fn list_ready(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
-        Ok(lossy(self.list_ready_raw(topic, cursor, count).await?))
-    }
-
-    /// As [`crate::Delayer::list_ready_raw`].
-    pub async fn list_ready_raw(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> {
-        self.run(list_ready(self.keys(), topic, cursor, count)).await
-    }
-
-    /// As [`crate::Delayer::job_body`].
-    pub async fn job_body(&self, topic: &str, id: &[u8], limit: usize) -> Result<Body> {
-        self.run(body(self.keys(), topic, id, limit)).await
-    }
-
-    /// As [`crate::Delayer::dead_len`].
-    pub async fn dead_len(&self, topic: &str) -> Result<u64> {
-        self.run(dead_len(self.keys(), topic)).await
-    }
-
+    #[aio]
     /// As [`crate::Delayer::stats`].
-    pub async fn stats(&self) -> Result<Stats> {
-        self.run(Ok(stats(self.keys()))).await
-    }
+    pub fn stats(&self) -> Result<Stats> =
+        Ok(stats(self.keys()));
 }
