@@ -1,6 +1,7 @@
 //! What the Delayer server and its Rust client share, and applications do
 //! not call: the wire contract (every key's name in each layout, [`keys`];
-//! the Lua scripts, [`scripts`]), reading `delayer.conf` ([`conf`]),
+//! the Lua scripts, [`scripts`]; each call as an operation without I/O,
+//! [`op`], and the readers of their replies, [`replies`]), reading `delayer.conf` ([`conf`]),
 //! reaching Redis in each deployment mode ([`target`], [`connection`],
 //! [`sentinel`], [`cluster`]), the input rules of docs/PROTOCOL.md
 //! ([`validate`]), and how numbers and settings read back from Redis are
@@ -21,6 +22,8 @@ pub mod connection;
 pub mod eviction;
 pub mod keys;
 pub mod numbers;
+pub mod op;
+pub mod replies;
 pub mod scripts;
 pub mod sentinel;
 pub mod target;

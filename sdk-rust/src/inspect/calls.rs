@@ -8,10 +8,11 @@ use crate::error::{Error, Result};
 use crate::keys::{Keys, Names};
 use crate::numbers;
 use crate::scripts;
-use crate::ops::{split_name, Op, Request, Step};
+use crate::ops::{Op, Request, Step};
+use delayer_protocol::replies::{number, opt_text, raw, seconds, split_name};
 use crate::validate;
 use redis::Value;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 /// lookup.lua for job `id` of `topic`.
 pub(crate) fn lookup(names: &Names, topic: &str, id: &[u8]) -> Result<Op<'static, JobInfo>> {
@@ -166,7 +167,7 @@ fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Page<Vec<u8>>>
     let Value::Array(ids) = ids else {
         return Err(Error::Protocol(format!("ready listing: expected a list of ids, got {ids:?}")));
     };
-    let mut ids = ids.into_iter().rev().map(raw).collect::<Result<Vec<_>>>()?;
+    let mut ids = ids.into_iter().rev().map(raw).collect::<delayer_protocol::replies::Result<Vec<_>>>()?;
     let more = ids.len() > count;
     ids.truncate(count);
     let next = more.then(|| cursor + count as u64);
@@ -272,7 +273,7 @@ fn topic_numbers(names: &Names, reply: Value) -> Result<(Vec<String>, Request)> 
     };
     let Value::Array(members) = members else { return Err(bad(&members)) };
     let mut topics =
-        members.into_iter().map(|m| opt_text(m).map(Option::unwrap_or_default)).collect::<Result<Vec<String>>>()?;
+        members.into_iter().map(|m| opt_text(m).map(Option::unwrap_or_default)).collect::<delayer_protocol::replies::Result<Vec<String>>>()?;
     topics.sort();
     let mut batch = Batch::new();
     for t in &topics {
@@ -356,41 +357,6 @@ fn page_count(count: usize) -> Result<usize> {
         return Err(Error::InvalidArgument(format!("listings take 1 to {MAX_PAGE} entries at a time, not {count}")));
     }
     Ok(count)
-}
-
-/// A string reply, `None` when empty ("" is the scripts' "not known").
-fn opt_text(v: Value) -> Result<Option<String>> {
-    let s = match v {
-        Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
-        Value::SimpleString(s) => s,
-        Value::Int(n) => n.to_string(),
-        Value::Nil => String::new(),
-        other => return Err(Error::Protocol(format!("expected a string, got {other:?}"))),
-    };
-    Ok(Some(s).filter(|s| !s.is_empty()))
-}
-
-/// A name's bytes in a reply (nil: none).
-fn raw(v: Value) -> Result<Vec<u8>> {
-    match v {
-        Value::BulkString(b) => Ok(b),
-        Value::SimpleString(s) => Ok(s.into_bytes()),
-        Value::Nil => Ok(Vec::new()),
-        other => Err(Error::Protocol(format!("expected a name, got {other:?}"))),
-    }
-}
-
-/// A count a script read from a job's hash or a key's size, by the rules of
-/// [`crate::numbers`]: not a number is not known (`None`), so one damaged
-/// field does not fail the lookup.
-fn number(v: Option<String>) -> Option<u64> {
-    numbers::count_text(&v?).value
-}
-
-/// Unix seconds as a score or `"s.mmm"`, to the millisecond, by the rules
-/// of [`crate::numbers`]; `None` when it is no time at all.
-fn seconds(s: &str) -> Option<SystemTime> {
-    numbers::time_text(s).value.map(numbers::Time::system_time)
 }
 
 #[cfg(test)]
