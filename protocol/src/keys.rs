@@ -379,7 +379,7 @@ impl Names {
         format!("{}wake", self.prefix())
     }
 
-    /// release.lua's KEYS[4] and ARGV[2] for `topic`: the scheduled counts
+    /// release.lua's `KEYS[4]` and `ARGV[2]` for `topic`: the scheduled counts
     /// and the dead-letter prefix, or the topic's dead list and "".
     pub fn release_dead(&self, topic: &str) -> (String, String) {
         match self {

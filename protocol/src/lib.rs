@@ -1,7 +1,8 @@
 //! What the Delayer server and its Rust client share, and applications do
 //! not call: the wire contract (every key's name in each layout, [`keys`];
 //! the Lua scripts, [`scripts`]; each call as an operation without I/O,
-//! [`op`], and the readers of their replies, [`replies`]), reading `delayer.conf` ([`conf`]),
+//! [`op`], and the readers of their replies, [`replies`]; the inspecting
+//! calls and the records they read, [`inspect`]), reading `delayer.conf` ([`conf`]),
 //! reaching Redis in each deployment mode ([`target`], [`connection`],
 //! [`sentinel`], [`cluster`]), the input rules of docs/PROTOCOL.md
 //! ([`validate`]), and how numbers and settings read back from Redis are
@@ -20,6 +21,7 @@ pub mod cluster;
 pub mod conf;
 pub mod connection;
 pub mod eviction;
+pub mod inspect;
 pub mod keys;
 pub mod numbers;
 pub mod op;

@@ -8,6 +8,7 @@
 use crate::numbers;
 use crate::op::Error;
 use redis::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 /// `Result` with [`Error`].
@@ -124,4 +125,52 @@ pub fn number(v: Option<String>) -> Option<u64> {
 /// of [`crate::numbers`]; `None` when it is no time at all.
 pub fn seconds(s: &str) -> Option<SystemTime> {
     numbers::time_text(s).value.map(numbers::Time::system_time)
+}
+
+/// A job's traceparent as a script read it from the hash ("" when absent):
+/// `None` when absent or not a traceparent by
+/// [`crate::validate::traceparent`]'s rule (anyone with Redis access may
+/// have written it: the job is still handed out, and the first such value
+/// is said on stderr).
+pub fn traceparent(id: &str, v: Option<Value>) -> Result<Option<String>> {
+    Ok(from_redis(id, bytes(v)?))
+}
+
+/// Whether a malformed traceparent was already said.
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// The traceparent a script read from job `id`'s hash ("" when absent):
+/// `None` when absent or malformed.
+fn from_redis(id: &str, value: Vec<u8>) -> Option<String> {
+    if value.is_empty() {
+        return None;
+    }
+    if crate::validate::is_traceparent(&value) {
+        // 55 ASCII bytes: checked above.
+        return String::from_utf8(value).ok();
+    }
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        let shown = String::from_utf8_lossy(&value[..value.len().min(64)]).into_owned();
+        eprintln!(
+            "delayer: warning: job {id:?} carries a traceparent that is not one ({shown:?}, {} bytes); it is \
+             handed out without it (further malformed traceparents not logged)",
+            value.len()
+        );
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_values_read_as_absent() {
+        let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(from_redis("1", good.as_bytes().to_vec()).as_deref(), Some(good));
+        assert_eq!(from_redis("1", Vec::new()), None);
+        for bad in [vec![0xff; 55], vec![b'0'; 10_000_000], good.to_uppercase().into_bytes()] {
+            assert_eq!(from_redis("1", bad), None);
+        }
+    }
 }

@@ -12,7 +12,8 @@ use crate::conf;
 use crate::connection::DEFAULT_CONNECT_TIMEOUT as CONNECT_TIMEOUT;
 use crate::error::{is_lost_connection, Error, Result};
 use crate::keys::{Layout, Names, DEFAULT_PREFIX};
-use crate::ops::{self, Op, Request, Step};
+use crate::ops::{self, Request, Step};
+use delayer_protocol::op::{Error as OpError, Op};
 use crate::target::{is_read_only, Target};
 use redis::aio::ConnectionManagerConfig;
 use redis::{AsyncConnectionConfig, Client, Value};
@@ -149,7 +150,10 @@ impl Delayer {
     /// Runs an operation: each request on the shared connection, or one
     /// that asks for it ([`Op::alone`]: a blocking wait, a durable push) on
     /// a connection of its own.
-    pub(crate) async fn run<T: Send>(&self, op: Result<Op<'_, T>>) -> Result<T> {
+    pub(crate) async fn run<T: Send, E: From<OpError>>(&self, op: std::result::Result<Op<'_, T, E>, E>) -> Result<T>
+    where
+        Error: From<E>,
+    {
         let mut op = op?;
         if op.own_connection {
             return self.run_alone(op).await;
@@ -167,7 +171,10 @@ impl Delayer {
     /// finish). An idle connection kept from an earlier wait may have been
     /// closed by Redis meanwhile: a request that finds it gone before its
     /// first reply is made again on a new connection.
-    async fn run_alone<T: Send>(&self, mut op: Op<'_, T>) -> Result<T> {
+    async fn run_alone<T: Send, E: From<OpError>>(&self, mut op: Op<'_, T, E>) -> Result<T>
+    where
+        Error: From<E>,
+    {
         let idle = self.blocking.lock().ok().and_then(|mut idle| idle.pop());
         let (mut conn, mut fresh) = match idle {
             Some(conn) => (conn, true),

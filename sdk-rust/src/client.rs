@@ -10,7 +10,8 @@ use crate::connection::{build_pool_for, Manager, PoolOptions};
 use crate::error::{is_lost_connection, Error, Result};
 use crate::job::{Job, Message};
 use crate::keys::{Layout, Names, DEFAULT_PREFIX};
-use crate::ops::{self, DeadAction, Ending, Op, Request, Step};
+use crate::ops::{self, DeadAction, Ending, Request, Step};
+use delayer_protocol::op::{Error as OpError, Op};
 use crate::reliable::{DeadLetter, JobRef, Reserved};
 use crate::target::{is_read_only, Target};
 use crate::wait;
@@ -216,13 +217,12 @@ impl Delayer {
         crate::eviction::read(conn.get())
     }
 
-    /// One request on a connection of the pool.
-    pub(crate) fn call(&self, req: &Request) -> Result<Value> {
-        self.send(&mut self.checkout()?, req)
-    }
-
-    /// Runs an operation on one connection.
-    pub(crate) fn run<T: Send>(&self, op: Result<Op<'_, T>>) -> Result<T> {
+    /// Runs an operation on one connection (its errors: this crate's, or
+    /// `delayer_protocol`'s, as the inspecting calls').
+    pub(crate) fn run<T: Send, E: From<OpError>>(&self, op: std::result::Result<Op<'_, T, E>, E>) -> Result<T>
+    where
+        Error: From<E>,
+    {
         let (mut op, mut conn) = (op?, self.checkout()?);
         let mut step = op.start()?;
         loop {

@@ -68,7 +68,7 @@ pub mod worker;
 
 // The plumbing and the wire contract shared with the server (key names,
 // scripts, delayer.conf), under the paths this crate's files use.
-pub(crate) use delayer_protocol::{conf, connection, eviction, keys, numbers, scripts, target};
+pub(crate) use delayer_protocol::{conf, connection, eviction, keys, scripts, target};
 
 pub use client::Delayer;
 pub use delayer_protocol::conf::ConfError;

@@ -24,6 +24,7 @@ pub(crate) use reliable::*;
 pub(crate) use replies::*;
 
 pub(crate) use crate::keys::check_topic;
+pub(crate) use crate::validate::id_of;
 
 use crate::error::{Error, Result};
 use crate::keys::Names;
@@ -61,14 +62,6 @@ pub(crate) fn take(names: &Names, topic: &str, id: &[u8]) -> ScriptInvocation<'s
     inv.key(names.bucket_bytes(topic, id)).key(names.malformed(topic)).key(names.pool(topic));
     inv.key(names.reserved(topic)).arg(id);
     inv
-}
-
-/// An id given as bytes, refused when empty.
-pub(crate) fn id_of(id: &[u8]) -> Result<&[u8]> {
-    if id.is_empty() {
-        return Err(Error::InvalidArgument("id must not be empty".into()));
-    }
-    Ok(id)
 }
 
 /// remove.lua for one id, any bytes, of `topic` (`None`: the classic

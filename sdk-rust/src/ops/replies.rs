@@ -23,12 +23,6 @@ pub(crate) fn parse_pop(reply: Value) -> Result<Option<crate::Message>> {
     Ok(Some(crate::Message { id, topic, body, raw_id, raw_topic, traceparent }))
 }
 
-/// A job's traceparent as a script read it from the hash ("" when absent):
-/// `None` when absent or not a traceparent ([`crate::trace`]).
-pub(crate) fn traceparent(id: &str, v: Option<Value>) -> Result<Option<String>> {
-    Ok(crate::trace::from_redis(id, bytes(v)?))
-}
-
 /// reserve.lua's `[id, topic, body, attempts, max_attempts, receipt,
 /// deadline, traceparent]`, or nil.
 pub(crate) fn parse_reserve(reply: Value) -> Result<Option<Reserved>> {
