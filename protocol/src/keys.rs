@@ -433,9 +433,7 @@ pub fn check_topic(names: &Names, topic: &str) -> Result<()> {
     validate::name("topic", topic)?;
     names.check_prefix()?;
     if matches!(names, Names::Topic(_)) && topic.contains(['{', '}']) {
-        return Err(Invalid(format!(
-            "topic {topic:?} may not contain \"{{\" or \"}}\" in the per-topic layout"
-        )));
+        return Err(Invalid(format!("topic {topic:?} may not contain \"{{\" or \"}}\" in the per-topic layout")));
     }
     Ok(())
 }

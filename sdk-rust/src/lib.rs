@@ -73,7 +73,7 @@ pub(crate) use delayer_protocol::{conf, connection, eviction, keys, scripts, tar
 pub use client::Delayer;
 pub use delayer_protocol::conf::ConfError;
 pub use delayer_protocol::connection::PoolOptions;
+pub use delayer_protocol::keys::Layout;
 pub use error::{Error, IdTaken, NotReplicated, Result, Taken};
 pub use job::{Job, Message};
-pub use delayer_protocol::keys::Layout;
 pub use reliable::{Backoff, DeadLetter, JobRef, Reserved};

@@ -14,12 +14,12 @@
 mod activity;
 mod calls;
 
-pub use activity::{Activity, Head};
-pub use activity::activity;
-pub use calls::*;
 /// The largest `cursor` (or `dead_letters`' `start`) a listing takes:
 /// 2^53 - 1, the HTTP API's and the CLI's bound too.
 pub use crate::validate::MAX_POSITION;
+pub use activity::activity;
+pub use activity::{Activity, Head};
+pub use calls::*;
 
 use crate::op::Error;
 use crate::replies::Result;

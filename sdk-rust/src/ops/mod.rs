@@ -5,13 +5,14 @@
 //! Every operation is an [`Op`] ([`delayer_protocol::op`]): a state machine
 //! without I/O that says what to send next ([`Step::Send`]) and reads each
 //! reply until it is done ([`Step::Done`]); each client runs every operation
-//! with one loop of its own. Most are one script call ([`Op::call`]); a blocking wait
+//! with one loop of its own. Most are one script call ([`Op::call`]), its
+//! KEYS and ARGV from `delayer_protocol::calls`; a blocking wait
 //! ([`crate::wait`]), a durable push's `WAIT`, push_many's pipelines and a
 //! dead-letter drain take a few steps. One file per family: pushes
 //! ([`push`]), the at-least-once calls ([`reliable`]), dead letters
 //! ([`dead`]), one reader per script ([`replies`]); the 1.x calls (pop,
-//! take, remove, reschedule) are here. Every builder takes the client's [`Names`], which alone knows
-//! the layout.
+//! remove, reschedule) are here. Every builder takes the client's
+//! [`Names`], which alone knows the layout.
 
 mod dead;
 mod push;
@@ -28,11 +29,10 @@ pub(crate) use crate::validate::id_of;
 
 use crate::error::{Error, Result};
 use crate::keys::Names;
-use crate::scripts;
 use crate::validate;
 use crate::Message;
+use delayer_protocol::calls;
 pub(crate) use delayer_protocol::op::{Request, Step};
-use redis::ScriptInvocation;
 use std::time::{Duration, SystemTime};
 
 /// An operation of this client: its errors are [`Error`]s.
@@ -49,30 +49,14 @@ pub(crate) fn names(prefix: &str, layout: crate::keys::Layout) -> Result<Names> 
 /// pop.lua for one topic.
 pub(crate) fn pop<'a>(names: &Names, topic: &str) -> Result<Op<'a, Option<Message>>> {
     check_topic(names, topic)?;
-    let mut inv = scripts::POP.prepare_invoke();
-    inv.key(names.ready(topic)).key(names.malformed(topic)).key(names.pool(topic)).key(names.reserved(topic));
-    inv.arg(names.bucket_prefix(topic));
-    Ok(Op::call(inv, parse_pop))
-}
-
-/// take.lua for an id BRPOP returned from `topic`'s ready list (raw bytes:
-/// used exactly as stored).
-pub(crate) fn take(names: &Names, topic: &str, id: &[u8]) -> ScriptInvocation<'static> {
-    let mut inv = scripts::TAKE.prepare_invoke();
-    inv.key(names.bucket_bytes(topic, id)).key(names.malformed(topic)).key(names.pool(topic));
-    inv.key(names.reserved(topic)).arg(id);
-    inv
+    Ok(Op::call(calls::pop(names, topic), parse_pop))
 }
 
 /// remove.lua for one id, any bytes, of `topic` (`None`: the classic
 /// layout's global ids; `instead` names the call the per-topic layout needs).
 pub(crate) fn remove<'a>(names: &Names, topic: Option<&str>, id: &[u8], instead: &str) -> Result<Op<'a, bool>> {
     let topic = names.id_topic(topic, "remove", instead)?;
-    let id = id_of(id)?;
-    let mut inv = scripts::REMOVE.prepare_invoke();
-    inv.key(names.pool(topic)).key(names.bucket_bytes(topic, id));
-    inv.key(names.scheduled_count()).arg(id);
-    Ok(Op::call(inv, parse_remove))
+    Ok(Op::call(calls::remove(names, topic, id_of(id)?), parse_remove))
 }
 
 /// reschedule.lua for one id, any bytes (of `topic`, as [`remove`]).
@@ -84,11 +68,8 @@ pub(crate) fn reschedule<'a>(
     instead: &str,
 ) -> Result<Op<'a, Option<SystemTime>>> {
     let topic = names.id_topic(topic, "reschedule", instead)?;
-    let id = id_of(id)?;
-    let delay_ms = validate::delay_ms(delay)?;
-    let mut inv = scripts::RESCHEDULE.prepare_invoke();
-    inv.key(names.pool(topic)).key(names.bucket_bytes(topic, id)).arg(id).arg(delay_ms).arg(names.wake());
-    Ok(Op::call(inv, parse_reschedule))
+    let call = calls::reschedule(names, topic, id_of(id)?, validate::delay_ms(delay)?);
+    Ok(Op::call(call, parse_reschedule))
 }
 
 #[cfg(test)]
@@ -111,5 +92,4 @@ mod tests {
         assert!(matches!(op.next(Value::Nil), Ok(Step::Send(Request::Replicas(..)))), "its WAIT");
         assert!(op.next(Value::Int(1)).is_err(), "the first pipeline's reply is read before the second is sent");
     }
-
 }

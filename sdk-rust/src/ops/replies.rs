@@ -5,9 +5,9 @@
 //! bytes, and anything else is [`Error::Protocol`] naming the script.
 
 use crate::error::{Error, IdTaken, Result, Taken};
-pub(crate) use delayer_protocol::replies::*;
 use crate::Job;
 use crate::{DeadLetter, Reserved};
+pub(crate) use delayer_protocol::replies::*;
 use redis::Value;
 use std::time::SystemTime;
 

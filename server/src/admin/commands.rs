@@ -20,9 +20,9 @@ use crate::migrate;
 use crate::output;
 use crate::{other_layout, other_prefix};
 use delayer::inspect::JobState;
-use delayer_protocol::keys::{Layout, Names};
 use delayer_protocol::conf::RedisSettings;
 use delayer_protocol::connection::Conn;
+use delayer_protocol::keys::{Layout, Names};
 use std::path::{Path, PathBuf};
 
 /// The Redis and key prefix a command works on.

@@ -20,8 +20,8 @@
 //! application's own `...job_pool` or `...due` sorted set is not taken for
 //! one of ours.
 
-use delayer_protocol::keys::{Keys, Layout, TopicKeys};
 use delayer_protocol::connection::{Batch, Conn};
+use delayer_protocol::keys::{Keys, Layout, TopicKeys};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 

@@ -18,8 +18,8 @@
 //! one is said once per key ([`crate::oddities`]).
 
 use crate::oddities;
-use delayer_protocol::keys::{Keys, TopicKeys};
 use delayer_protocol::connection::{Batch, Conn};
+use delayer_protocol::keys::{Keys, TopicKeys};
 use delayer_protocol::numbers::{self, Odd, Read, Time};
 use redis::{Cmd, Script, Value};
 use std::sync::LazyLock;
