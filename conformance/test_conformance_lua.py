@@ -1,8 +1,9 @@
 """The SDKs' copies of the Lua scripts are byte-identical to lua/.
 
 Python ships them as package data (sdk-python/src/delayer/lua/) and PHP
-reads them from sdk-php/lua/. The Rust crates have no copy: sdk-rust/lua is a
-link to lua/ and server/lua/move.lua a link to lua/move.lua, compiled in with
+reads them from sdk-php/lua/. The Rust crates have no copy: protocol/lua (the
+crate delayer-protocol, which the Rust SDK and the server share) is a link to
+lua/ and server/lua/move.lua a link to lua/move.lua, compiled in with
 include_str!("../lua/...") and followed by `cargo package`, so there is
 nothing to drift. move.lua is the server's alone and has no client copy.
 """
@@ -42,17 +43,17 @@ def test_lua_copy_is_byte_identical(sdk: str, script: str) -> None:
 
 
 def test_rust_crates_include_lua_through_links() -> None:
-    assert (REPO / "sdk-rust" / "lua").resolve() == CANON.resolve(), "sdk-rust/lua must link to lua/"
-    # Each script included by a path inside the crate (through sdk-rust/lua),
+    assert (REPO / "protocol" / "lua").resolve() == CANON.resolve(), "protocol/lua must link to lua/"
+    # Each script included by a path inside the crate (through protocol/lua),
     # so `cargo package` carries it.
     included = set()
-    for path in (REPO / "sdk-rust" / "src").rglob("*.rs"):
+    for path in (REPO / "protocol" / "src").rglob("*.rs"):
         for rel in re.findall(r'include_str!\("([^"]*lua/[^"]+\.lua)"\)', path.read_text()):
             target = os.path.normpath(path.parent / rel)
-            if target.startswith(str(REPO / "sdk-rust" / "lua") + os.sep):
+            if target.startswith(str(REPO / "protocol" / "lua") + os.sep):
                 included.add(os.path.basename(target))
     for script in CLIENT_SCRIPTS:
-        assert script in included, f"sdk-rust no longer includes lua/{script} through sdk-rust/lua"
+        assert script in included, f"delayer-protocol no longer includes lua/{script} through protocol/lua"
     move = REPO / "server" / "lua" / "move.lua"
     assert move.is_symlink() and move.resolve() == (CANON / "move.lua").resolve(), "server/lua/move.lua must link to lua/"
     server_src = (REPO / "server" / "src" / "engine" / "scripts.rs").read_text()

@@ -2,8 +2,9 @@
 # Checks that every package installs the way its ecosystem installs it, so a
 # release is not the first time anyone tries:
 #  - Rust: `cargo package` (with its verification build) of the SDK crate
-#    `delayer` and the server crate `delayer-server`, each carrying its Lua
-#    scripts and the LICENSE, and of `delayer-protocol`, which both use;
+#    `delayer`, the server crate `delayer-server` and `delayer-protocol`,
+#    which both use, each with the LICENSE; the client's Lua scripts in
+#    `delayer-protocol`, the server's own in `delayer-server`;
 #  - Python: wheel and sdist built with `python -m build`, the Lua scripts
 #    inside both, the SDK's tests run against the installed wheel under the
 #    oldest Python (3.9) with the oldest redis-py allowed and under the
@@ -67,9 +68,9 @@ for crate in delayer delayer-server delayer-protocol; do
 done
 cargo package -q -j 2 --offline --allow-dirty -p delayer-protocol -p delayer -p delayer-server
 crate_files() { tar -tzf "$CARGO_TARGET_DIR/package/$1-$version.crate" | sed "s|^$1-$version/||"; }
-crate_files delayer | has_all LICENSE README.md $(printf 'lua/%s.lua ' "${client_scripts[@]}")
+crate_files delayer | has_all LICENSE README.md
 crate_files delayer-server | has_all LICENSE README.md lua/move.lua
-crate_files delayer-protocol | has_all LICENSE src/lib.rs
+crate_files delayer-protocol | has_all LICENSE src/lib.rs $(printf 'lua/%s.lua ' "${client_scripts[@]}")
 
 section "packaging: Python wheel and sdist (python -m build)"
 .venv/bin/python -m build -q --outdir "$work/dist" sdk-python >"$work/build.log" 2>&1 \

@@ -1,7 +1,8 @@
 //! Redis-side helpers: filling the pool, the bare move script, counting what
 //! is where, INFO commandstats, and a thread that pings.
 
-use delayer::{Delayer, Job, Keys};
+use delayer::{Delayer, Job};
+use delayer_protocol::keys::Keys;
 use redis::{Script, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

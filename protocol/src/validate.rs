@@ -27,6 +27,14 @@ pub const MAX_DELAY: Duration = Duration::from_secs(315_360_000);
 /// How long a job's data is kept once it is due, unless told otherwise: 7 days.
 pub const DEFAULT_READY_MAX_LIFETIME: Duration = Duration::from_secs(604_800);
 
+/// An id given as bytes, any bytes (as Redis holds it), refused when empty.
+pub fn id_of(id: &[u8]) -> Result<&[u8]> {
+    if id.is_empty() {
+        return Err(Invalid("id must not be empty".into()));
+    }
+    Ok(id)
+}
+
 /// An id or topic: any non-empty string. The classic layout puts it in key
 /// names as is, and Redis takes any bytes there, so everything Delayer 1.x
 /// accepted (spaces, braces, control characters, any length) works; only the

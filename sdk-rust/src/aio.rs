@@ -12,15 +12,14 @@ use crate::conf;
 use crate::connection::DEFAULT_CONNECT_TIMEOUT as CONNECT_TIMEOUT;
 use crate::error::{is_lost_connection, Error, Result};
 use crate::keys::{Layout, Names, DEFAULT_PREFIX};
-use crate::ops::{self, DeadAction, Ending, Op, Request, Step};
+use crate::ops::{self, Request, Step};
 use crate::target::{is_read_only, Target};
-use crate::wait;
-use crate::{DeadLetter, Job, JobRef, Message, Reserved};
+use delayer_protocol::op::{Error as OpError, Op};
 use redis::aio::ConnectionManagerConfig;
 use redis::{AsyncConnectionConfig, Client, Value};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 /// Bound on an ordinary reply (a 1 MiB body or a 1000-job pipeline included).
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -47,9 +46,10 @@ pub struct Delayer {
     target: Target,
     shared: Shared,
     blocking: Arc<Mutex<Vec<AsyncConn>>>,
-    names: Names,
+    // The calls (crate::twins) read these two.
+    pub(crate) names: Names,
     /// Pushes wait this long for a replica's acknowledgement (`durable`).
-    durable: Option<Duration>,
+    pub(crate) durable: Option<Duration>,
 }
 
 impl std::fmt::Debug for Delayer {
@@ -150,7 +150,10 @@ impl Delayer {
     /// Runs an operation: each request on the shared connection, or one
     /// that asks for it ([`Op::alone`]: a blocking wait, a durable push) on
     /// a connection of its own.
-    pub(crate) async fn run<T: Send>(&self, op: Result<Op<'_, T>>) -> Result<T> {
+    pub(crate) async fn run<T: Send, E: From<OpError>>(&self, op: std::result::Result<Op<'_, T, E>, E>) -> Result<T>
+    where
+        Error: From<E>,
+    {
         let mut op = op?;
         if op.own_connection {
             return self.run_alone(op).await;
@@ -168,7 +171,10 @@ impl Delayer {
     /// finish). An idle connection kept from an earlier wait may have been
     /// closed by Redis meanwhile: a request that finds it gone before its
     /// first reply is made again on a new connection.
-    async fn run_alone<T: Send>(&self, mut op: Op<'_, T>) -> Result<T> {
+    async fn run_alone<T: Send, E: From<OpError>>(&self, mut op: Op<'_, T, E>) -> Result<T>
+    where
+        Error: From<E>,
+    {
         let idle = self.blocking.lock().ok().and_then(|mut idle| idle.pop());
         let (mut conn, mut fresh) = match idle {
             Some(conn) => (conn, true),
@@ -202,153 +208,6 @@ impl Delayer {
                 idle.push(conn);
             }
         }
-    }
-
-    /// As [`crate::Delayer::push`].
-    pub async fn push(&self, topic: &str, id: &str, delay: Duration) -> Result<SystemTime> {
-        self.push_job(&Job::new(topic, id, delay)).await
-    }
-
-    /// As [`crate::Delayer::push_job`]: with [`Job::if_absent`] and the id
-    /// taken, [`crate::Error::IdTaken`].
-    pub async fn push_job(&self, job: &Job) -> Result<SystemTime> {
-        self.run(ops::push(&self.names, job, self.durable)).await
-    }
-
-    /// As [`crate::Delayer::push_many`].
-    pub async fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
-        self.run(ops::push_many(&self.names, jobs, self.durable)).await
-    }
-
-    /// As [`crate::Delayer::pop`].
-    pub async fn pop(&self, topic: &str) -> Result<Option<Message>> {
-        self.run(ops::pop(&self.names, topic)).await
-    }
-
-    /// As [`crate::Delayer::bpop`]: waits up to `timeout`
-    /// (`Duration::ZERO`: forever) on a connection of its own.
-    pub async fn bpop(&self, topic: &str, timeout: Duration) -> Result<Option<Message>> {
-        self.run(wait::bpop(&self.names, topic, timeout)).await
-    }
-
-    /// As [`crate::Delayer::breserve`]: waits up to `timeout`
-    /// (`Duration::ZERO`: forever) on a connection of its own.
-    pub async fn breserve(&self, topic: &str, ttr: Duration, timeout: Duration) -> Result<Option<Reserved>> {
-        self.run(wait::breserve(&self.names, topic, ttr, timeout)).await
-    }
-
-    /// As [`crate::Delayer`]'s `wait_ready`: until `topic` has a ready job,
-    /// up to `timeout`, taking nothing; `false` when the time ran out.
-    pub(crate) async fn wait_ready(&self, topic: &str, timeout: Duration) -> Result<bool> {
-        self.run(wait::ready(&self.names, topic, timeout)).await
-    }
-
-    /// As [`crate::Delayer::reserve`].
-    pub async fn reserve(&self, topic: &str, ttr: Duration) -> Result<Option<Reserved>> {
-        self.run(ops::reserve(&self.names, topic, ttr)).await
-    }
-
-    /// As [`crate::Delayer::ack`].
-    pub async fn ack<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        self.run(ops::ack(&self.names, job.into())).await
-    }
-
-    /// As [`crate::Delayer::touch`].
-    pub async fn touch<'a>(&self, job: impl Into<JobRef<'a>>, ttr: Duration) -> Result<Option<SystemTime>> {
-        self.run(ops::touch(&self.names, job.into(), ttr)).await
-    }
-
-    /// As [`crate::Delayer::release`].
-    pub async fn release<'a>(&self, job: impl Into<JobRef<'a>>, delay: Option<Duration>) -> Result<bool> {
-        self.release_with_error(job, delay, "").await
-    }
-
-    /// As [`crate::Delayer::release_with_error`]: `error` becomes the job's
-    /// last error.
-    pub async fn release_with_error<'a>(
-        &self,
-        job: impl Into<JobRef<'a>>,
-        delay: Option<Duration>,
-        error: &str,
-    ) -> Result<bool> {
-        self.run(ops::release(&self.names, job.into(), Ending::after(delay), error)).await
-    }
-
-    /// As [`crate::Delayer::bury`].
-    pub async fn bury<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        self.bury_with_error(job, "").await
-    }
-
-    /// As [`crate::Delayer::bury_with_error`].
-    pub async fn bury_with_error<'a>(&self, job: impl Into<JobRef<'a>>, error: &str) -> Result<bool> {
-        self.run(ops::release(&self.names, job.into(), Ending::Bury, error)).await
-    }
-
-    /// As [`crate::Delayer::reserve_many`]: acks, then up to `n` jobs, in
-    /// one call.
-    pub async fn reserve_many(
-        &self,
-        topic: &str,
-        ttr: Duration,
-        n: usize,
-        acks: &[JobRef<'_>],
-    ) -> Result<(Vec<bool>, Vec<Reserved>)> {
-        self.run(ops::reserve_many(&self.names, topic, ttr, n, acks)).await
-    }
-
-    /// As [`crate::Delayer::reschedule`].
-    pub async fn reschedule(&self, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
-        self.run(ops::reschedule(&self.names, None, id.as_bytes(), delay, "reschedule_in(topic, id, delay)")).await
-    }
-
-    /// As [`crate::Delayer::reschedule_in`].
-    pub async fn reschedule_in(&self, topic: &str, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
-        self.reschedule_in_raw(topic, id.as_bytes(), delay).await
-    }
-
-    /// As [`crate::Delayer::reschedule_in_raw`].
-    pub async fn reschedule_in_raw(&self, topic: &str, id: &[u8], delay: Duration) -> Result<Option<SystemTime>> {
-        self.run(ops::reschedule(&self.names, Some(topic), id, delay, "")).await
-    }
-
-    /// As [`crate::Delayer::dead_letters`].
-    pub async fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> {
-        self.run(ops::dead_list(&self.names, topic, start, count)).await
-    }
-
-    /// As [`crate::Delayer::requeue_dead`].
-    pub async fn requeue_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
-        self.run(ops::dead_drain(&self.names, topic, DeadAction::Requeue, ids.map(ops::raw_ids).as_deref())).await
-    }
-
-    /// As [`crate::Delayer::purge_dead`].
-    pub async fn purge_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
-        self.run(ops::dead_drain(&self.names, topic, DeadAction::Purge, ids.map(ops::raw_ids).as_deref())).await
-    }
-
-    /// As [`crate::Delayer::requeue_dead_raw`].
-    pub async fn requeue_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> {
-        self.run(ops::dead_drain(&self.names, topic, DeadAction::Requeue, Some(ids))).await
-    }
-
-    /// As [`crate::Delayer::purge_dead_raw`].
-    pub async fn purge_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> {
-        self.run(ops::dead_drain(&self.names, topic, DeadAction::Purge, Some(ids))).await
-    }
-
-    /// As [`crate::Delayer::remove`].
-    pub async fn remove(&self, id: &str) -> Result<bool> {
-        self.run(ops::remove(&self.names, None, id.as_bytes(), "remove_in(topic, id)")).await
-    }
-
-    /// As [`crate::Delayer::remove_in`].
-    pub async fn remove_in(&self, topic: &str, id: &str) -> Result<bool> {
-        self.remove_in_raw(topic, id.as_bytes()).await
-    }
-
-    /// As [`crate::Delayer::remove_in_raw`].
-    pub async fn remove_in_raw(&self, topic: &str, id: &[u8]) -> Result<bool> {
-        self.run(ops::remove(&self.names, Some(topic), id, "")).await
     }
 
     /// A new connection for blocking waits.

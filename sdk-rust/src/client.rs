@@ -10,10 +10,11 @@ use crate::connection::{build_pool_for, Manager, PoolOptions};
 use crate::error::{is_lost_connection, Error, Result};
 use crate::job::{Job, Message};
 use crate::keys::{Layout, Names, DEFAULT_PREFIX};
-use crate::ops::{self, DeadAction, Ending, Op, Request, Step};
+use crate::ops::{self, DeadAction, Ending, Request, Step};
 use crate::reliable::{DeadLetter, JobRef, Reserved};
 use crate::target::{is_read_only, Target};
 use crate::wait;
+use delayer_protocol::op::{Error as OpError, Op};
 use redis::Value;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -216,13 +217,12 @@ impl Delayer {
         crate::eviction::read(conn.get())
     }
 
-    /// One request on a connection of the pool.
-    pub(crate) fn call(&self, req: &Request) -> Result<Value> {
-        self.send(&mut self.checkout()?, req)
-    }
-
-    /// Runs an operation on one connection.
-    pub(crate) fn run<T: Send>(&self, op: Result<Op<'_, T>>) -> Result<T> {
+    /// Runs an operation on one connection (its errors: this crate's, or
+    /// `delayer_protocol`'s, as the inspecting calls').
+    pub(crate) fn run<T: Send, E: From<OpError>>(&self, op: std::result::Result<Op<'_, T, E>, E>) -> Result<T>
+    where
+        Error: From<E>,
+    {
         let (mut op, mut conn) = (op?, self.checkout()?);
         let mut step = op.start()?;
         loop {
@@ -232,23 +232,28 @@ impl Delayer {
             }
         }
     }
+}
 
+twins! {
     /// Schedules an empty-bodied job `id` on `topic`, due after `delay`.
     /// Returns its due time (Redis's clock).
     ///
     /// Ids are global across topics (the Delayer 1.x layout): pushing an id
     /// that a job holds replaces that job, whatever its topic. Use
     /// [`Job::if_absent`] with [`Delayer::push_job`] to be told instead.
-    pub fn push(&self, topic: &str, id: &str, delay: Duration) -> Result<SystemTime> {
-        self.push_job(&Job::new(topic, id, delay))
-    }
+    #[aio]
+    /// As [`crate::Delayer::push`].
+    pub fn push(&self, topic: &str, id: &str, delay: Duration) -> Result<SystemTime> =
+        ops::push(&self.names, &Job::new(topic, id, delay), self.durable);
 
     /// Schedules a job with a body and settings of its own. With
     /// [`Job::if_absent`] and the id taken, nothing is written and the
     /// result is [`Error::IdTaken`].
-    pub fn push_job(&self, job: &Job) -> Result<SystemTime> {
-        self.run(ops::push(&self.names, job, self.durable))
-    }
+    #[aio]
+    /// As [`crate::Delayer::push_job`]: with [`Job::if_absent`] and the id
+    /// taken, [`crate::Error::IdTaken`].
+    pub fn push_job(&self, job: &Job) -> Result<SystemTime> =
+        ops::push(&self.names, job, self.durable);
 
     /// Schedules many jobs: 100 per script call, 10 calls per round trip.
     /// Each call's jobs are written atomically together; the whole is not.
@@ -256,126 +261,144 @@ impl Delayer {
     /// [`Job::if_absent`] find their id taken, the others are written all
     /// the same and the result is [`Error::IdTaken`], with the due time of
     /// every job written.
-    pub fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> {
-        self.run(ops::push_many(&self.names, jobs, self.durable))
-    }
+    #[aio]
+    /// As [`crate::Delayer::push_many`].
+    pub fn push_many(&self, jobs: &[Job]) -> Result<Vec<SystemTime>> =
+        ops::push_many(&self.names, jobs, self.durable);
 
     /// Takes the next ready job of `topic`, if any. The job is deleted as it
     /// is handed out (at most once).
-    pub fn pop(&self, topic: &str) -> Result<Option<Message>> {
-        self.run(ops::pop(&self.names, topic))
-    }
+    #[aio]
+    /// As [`crate::Delayer::pop`].
+    pub fn pop(&self, topic: &str) -> Result<Option<Message>> =
+        ops::pop(&self.names, topic);
 
     /// Like [`Delayer::pop`], but waits up to `timeout` for a job
     /// (`Duration::ZERO` waits forever). `None` when the time ran out.
-    pub fn bpop(&self, topic: &str, timeout: Duration) -> Result<Option<Message>> {
-        self.run(wait::bpop(&self.names, topic, timeout))
-    }
+    #[aio]
+    /// As [`crate::Delayer::bpop`]: waits up to `timeout`
+    /// (`Duration::ZERO`: forever) on a connection of its own.
+    pub fn bpop(&self, topic: &str, timeout: Duration) -> Result<Option<Message>> =
+        wait::bpop(&self.names, topic, timeout);
 
     /// Cancels job `id`: a waiting job is never delivered, a ready one is
     /// skipped by pop. `false` when there was nothing to cancel. The
     /// per-topic layout needs the topic: [`Delayer::remove_in`].
-    pub fn remove(&self, id: &str) -> Result<bool> {
-        self.run(ops::remove(&self.names, None, id.as_bytes(), "remove_in(topic, id)"))
-    }
+    #[aio]
+    /// As [`crate::Delayer::remove`].
+    pub fn remove(&self, id: &str) -> Result<bool> =
+        ops::remove(&self.names, None, id.as_bytes(), "remove_in(topic, id)");
 
     /// Cancels job `id` of `topic` (either layout).
-    pub fn remove_in(&self, topic: &str, id: &str) -> Result<bool> {
-        self.remove_in_raw(topic, id.as_bytes())
-    }
+    #[aio]
+    /// As [`crate::Delayer::remove_in`].
+    pub fn remove_in(&self, topic: &str, id: &str) -> Result<bool> =
+        ops::remove(&self.names, Some(topic), id.as_bytes(), "");
 
     /// Cancels job `id` of `topic`, the id given as bytes, any bytes (an id that is not
     /// UTF-8, as a listing's `raw_id` shows it).
-    pub fn remove_in_raw(&self, topic: &str, id: &[u8]) -> Result<bool> {
-        self.run(ops::remove(&self.names, Some(topic), id, ""))
-    }
+    #[aio]
+    /// As [`crate::Delayer::remove_in_raw`].
+    pub fn remove_in_raw(&self, topic: &str, id: &[u8]) -> Result<bool> =
+        ops::remove(&self.names, Some(topic), id, "");
 
     /// Moves waiting job `id` to be due `delay` from now. `None` when it is
     /// not waiting (ready, reserved, dead, gone or unknown). The per-topic
     /// layout needs the topic: [`Delayer::reschedule_in`].
-    pub fn reschedule(&self, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
-        self.run(ops::reschedule(&self.names, None, id.as_bytes(), delay, "reschedule_in(topic, id, delay)"))
-    }
+    #[aio]
+    /// As [`crate::Delayer::reschedule`].
+    pub fn reschedule(&self, id: &str, delay: Duration) -> Result<Option<SystemTime>> =
+        ops::reschedule(&self.names, None, id.as_bytes(), delay, "reschedule_in(topic, id, delay)");
 
     /// Moves waiting job `id` of `topic` (either layout).
-    pub fn reschedule_in(&self, topic: &str, id: &str, delay: Duration) -> Result<Option<SystemTime>> {
-        self.reschedule_in_raw(topic, id.as_bytes(), delay)
-    }
+    #[aio]
+    /// As [`crate::Delayer::reschedule_in`].
+    pub fn reschedule_in(&self, topic: &str, id: &str, delay: Duration) -> Result<Option<SystemTime>> =
+        ops::reschedule(&self.names, Some(topic), id.as_bytes(), delay, "");
 
     /// Moves waiting job `id` of `topic`, the id given as bytes, any bytes
     /// (an id that is not UTF-8, as a listing's `raw_id` shows it).
-    pub fn reschedule_in_raw(&self, topic: &str, id: &[u8], delay: Duration) -> Result<Option<SystemTime>> {
-        self.run(ops::reschedule(&self.names, Some(topic), id, delay, ""))
-    }
+    #[aio]
+    /// As [`crate::Delayer::reschedule_in_raw`].
+    pub fn reschedule_in_raw(&self, topic: &str, id: &[u8], delay: Duration) -> Result<Option<SystemTime>> =
+        ops::reschedule(&self.names, Some(topic), id, delay, "");
 
     /// Takes the next ready job of `topic` *reserved*: no other worker gets it
     /// until [`Delayer::ack`], [`Delayer::release`] or [`Delayer::bury`], or
     /// until `ttr` has passed, when the server hands it out again (at least
     /// once). `examples/reliable_worker.rs` is a whole worker.
-    pub fn reserve(&self, topic: &str, ttr: Duration) -> Result<Option<Reserved>> {
-        self.run(ops::reserve(&self.names, topic, ttr))
-    }
+    #[aio]
+    /// As [`crate::Delayer::reserve`].
+    pub fn reserve(&self, topic: &str, ttr: Duration) -> Result<Option<Reserved>> =
+        ops::reserve(&self.names, topic, ttr);
 
     /// Like [`Delayer::reserve`], but waits up to `timeout` for a job
     /// (`Duration::ZERO` waits forever). `None` when the time ran out.
     /// Waiting takes nothing from the queue, so a worker that dies while
     /// waiting loses nothing.
-    pub fn breserve(&self, topic: &str, ttr: Duration, timeout: Duration) -> Result<Option<Reserved>> {
-        self.run(wait::breserve(&self.names, topic, ttr, timeout))
-    }
+    #[aio]
+    /// As [`crate::Delayer::breserve`]: waits up to `timeout`
+    /// (`Duration::ZERO`: forever) on a connection of its own.
+    pub fn breserve(&self, topic: &str, ttr: Duration, timeout: Duration) -> Result<Option<Reserved>> =
+        wait::breserve(&self.names, topic, ttr, timeout);
 
     /// Waits up to `timeout` until `topic` has a ready job, taking nothing:
     /// `false` when the time ran out. (A Worker's wait: it then fetches a
     /// batch with reserve_many, unless it was stopped meanwhile.)
-    pub(crate) fn wait_ready(&self, topic: &str, timeout: Duration) -> Result<bool> {
-        self.run(wait::ready(&self.names, topic, timeout))
-    }
+    #[aio]
+    /// As [`crate::Delayer`]'s `wait_ready`: until `topic` has a ready job,
+    /// up to `timeout`, taking nothing; `false` when the time ran out.
+    pub(crate) fn wait_ready(&self, topic: &str, timeout: Duration) -> Result<bool> =
+        wait::ready(&self.names, topic, timeout);
 
     /// The job is done: deletes it. `false` when the reservation was not
     /// held (already ended, or expired and handed out again): then nothing
     /// changes. Takes a [`Reserved`] job, or an id (any current reservation).
-    pub fn ack<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        self.run(ops::ack(&self.names, job.into()))
-    }
+    #[aio]
+    /// As [`crate::Delayer::ack`].
+    pub fn ack<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> =
+        ops::ack(&self.names, job.into());
 
     /// Still working on it: the reservation's deadline becomes `ttr` from
     /// now, so the job is not handed out again meanwhile. Returns the new
     /// deadline, or `None` when the reservation was not held (as for
     /// [`Delayer::ack`]). The attempt count does not change.
-    pub fn touch<'a>(&self, job: impl Into<JobRef<'a>>, ttr: Duration) -> Result<Option<SystemTime>> {
-        self.run(ops::touch(&self.names, job.into(), ttr))
-    }
+    #[aio]
+    /// As [`crate::Delayer::touch`].
+    pub fn touch<'a>(&self, job: impl Into<JobRef<'a>>, ttr: Duration) -> Result<Option<SystemTime>> =
+        ops::touch(&self.names, job.into(), ttr);
 
     /// A failed attempt: the job is due again after `delay`, or after its
     /// backoff when `None`; past its max_attempts it goes to dead letters
     /// instead. `false` when the reservation was not held.
-    pub fn release<'a>(&self, job: impl Into<JobRef<'a>>, delay: Option<Duration>) -> Result<bool> {
-        self.release_with_error(job, delay, "")
-    }
+    #[aio]
+    /// As [`crate::Delayer::release`].
+    pub fn release<'a>(&self, job: impl Into<JobRef<'a>>, delay: Option<Duration>) -> Result<bool> =
+        ops::release(&self.names, job.into(), Ending::after(delay), "");
 
     /// [`Delayer::release`], recording why the attempt failed: `error`
     /// (its first 1000 bytes) becomes the job's last error, shown by dead
     /// letters and job lookups ("": none).
-    pub fn release_with_error<'a>(
-        &self,
-        job: impl Into<JobRef<'a>>,
-        delay: Option<Duration>,
-        error: &str,
-    ) -> Result<bool> {
-        self.run(ops::release(&self.names, job.into(), Ending::after(delay), error))
-    }
+    #[aio]
+    /// As [`crate::Delayer::release_with_error`]: `error` becomes the job's
+    /// last error.
+    pub fn release_with_error<'a>(&self, job: impl Into<JobRef<'a>>, delay: Option<Duration>, error: &str)
+        -> Result<bool> =
+        ops::release(&self.names, job.into(), Ending::after(delay), error);
 
     /// Gives up on the job: it goes to its topic's dead letters now.
     /// `false` when the reservation was not held.
-    pub fn bury<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> {
-        self.bury_with_error(job, "")
-    }
+    #[aio]
+    /// As [`crate::Delayer::bury`].
+    pub fn bury<'a>(&self, job: impl Into<JobRef<'a>>) -> Result<bool> =
+        ops::release(&self.names, job.into(), Ending::Bury, "");
 
     /// [`Delayer::bury`], recording why as the job's last error (as
     /// [`Delayer::release_with_error`]).
-    pub fn bury_with_error<'a>(&self, job: impl Into<JobRef<'a>>, error: &str) -> Result<bool> {
-        self.run(ops::release(&self.names, job.into(), Ending::Bury, error))
-    }
+    #[aio]
+    /// As [`crate::Delayer::bury_with_error`].
+    pub fn bury_with_error<'a>(&self, job: impl Into<JobRef<'a>>, error: &str) -> Result<bool> =
+        ops::release(&self.names, job.into(), Ending::Bury, error);
 
     /// Acks `acks` (as [`Delayer::ack`] each), then reserves up to `n` (0 to
     /// 1000) ready jobs of `topic` for `ttr`, in one script call: a worker
@@ -384,42 +407,44 @@ impl Delayer {
     /// longer held), and the jobs reserved (fewer than `n` when the queue
     /// ran out). In the per-topic layout acks of other topics cannot ride
     /// in `topic`'s call: each is sent alone first.
-    pub fn reserve_many(
-        &self,
-        topic: &str,
-        ttr: Duration,
-        n: usize,
-        acks: &[JobRef<'_>],
-    ) -> Result<(Vec<bool>, Vec<Reserved>)> {
-        self.run(ops::reserve_many(&self.names, topic, ttr, n, acks))
-    }
+    #[aio]
+    /// As [`crate::Delayer::reserve_many`]: acks, then up to `n` jobs, in
+    /// one call.
+    pub fn reserve_many(&self, topic: &str, ttr: Duration, n: usize, acks: &[JobRef<'_>])
+        -> Result<(Vec<bool>, Vec<Reserved>)> =
+        ops::reserve_many(&self.names, topic, ttr, n, acks);
 
     /// Up to `count` (1 to 1000) of `topic`'s dead letters, newest first,
     /// from position `start` (at most [`crate::inspect::MAX_POSITION`]).
-    pub fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> {
-        self.run(ops::dead_list(&self.names, topic, start, count))
-    }
+    #[aio]
+    /// As [`crate::Delayer::dead_letters`].
+    pub fn dead_letters(&self, topic: &str, start: usize, count: usize) -> Result<Vec<DeadLetter>> =
+        ops::dead_list(&self.names, topic, start, count);
 
     /// Puts dead letters back into the pool, due now, with their attempts
     /// reset: those with the given ids, or all with `None`. Returns how many.
-    pub fn requeue_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
-        self.run(ops::dead_drain(&self.names, topic, DeadAction::Requeue, ids.map(ops::raw_ids).as_deref()))
-    }
+    #[aio]
+    /// As [`crate::Delayer::requeue_dead`].
+    pub fn requeue_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> =
+        ops::dead_drain(&self.names, topic, DeadAction::Requeue, ids.map(ops::raw_ids).as_deref());
 
     /// Deletes dead letters for good: those with the given ids, or all with
     /// `None`. Returns how many.
-    pub fn purge_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> {
-        self.run(ops::dead_drain(&self.names, topic, DeadAction::Purge, ids.map(ops::raw_ids).as_deref()))
-    }
+    #[aio]
+    /// As [`crate::Delayer::purge_dead`].
+    pub fn purge_dead(&self, topic: &str, ids: Option<&[&str]>) -> Result<u64> =
+        ops::dead_drain(&self.names, topic, DeadAction::Purge, ids.map(ops::raw_ids).as_deref());
 
     /// [`Delayer::requeue_dead`] by ids given as bytes, any bytes (a dead
     /// letter's [`DeadLetter::id_bytes`]: an id that is not UTF-8).
-    pub fn requeue_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> {
-        self.run(ops::dead_drain(&self.names, topic, DeadAction::Requeue, Some(ids)))
-    }
+    #[aio]
+    /// As [`crate::Delayer::requeue_dead_raw`].
+    pub fn requeue_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> =
+        ops::dead_drain(&self.names, topic, DeadAction::Requeue, Some(ids));
 
     /// [`Delayer::purge_dead`] by ids given as bytes, any bytes.
-    pub fn purge_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> {
-        self.run(ops::dead_drain(&self.names, topic, DeadAction::Purge, Some(ids)))
-    }
+    #[aio]
+    /// As [`crate::Delayer::purge_dead_raw`].
+    pub fn purge_dead_raw(&self, topic: &str, ids: &[&[u8]]) -> Result<u64> =
+        ops::dead_drain(&self.names, topic, DeadAction::Purge, Some(ids));
 }

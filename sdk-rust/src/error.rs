@@ -28,6 +28,15 @@ pub enum Error {
     NotReplicated(NotReplicated),
 }
 
+impl From<delayer_protocol::op::Error> for Error {
+    fn from(e: delayer_protocol::op::Error) -> Self {
+        match e {
+            delayer_protocol::op::Error::Invalid(e) => Error::InvalidArgument(e.0),
+            delayer_protocol::op::Error::BadReply(m) => Error::Protocol(m),
+        }
+    }
+}
+
 /// The jobs a durable push wrote on the master without a replica's
 /// acknowledgement within the timeout.
 #[derive(Debug, Clone, PartialEq, Eq)]

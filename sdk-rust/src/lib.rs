@@ -48,6 +48,8 @@
 
 #![warn(missing_docs)]
 
+#[macro_use]
+mod twins;
 #[cfg(feature = "aio")]
 pub mod aio;
 #[cfg(feature = "aio")]
@@ -64,29 +66,14 @@ mod validate;
 mod wait;
 pub mod worker;
 
-// What the server takes from this crate besides the client: the key names
-// and the layout's reading from delayer.conf, the reliable scripts its
-// expiry shares, the topic rule. No part of the API applications use
-// (hidden from the docs); they move to delayer-protocol with the key names.
-#[doc(hidden)]
-pub mod conf;
-#[doc(hidden)]
-pub mod keys;
-#[doc(hidden)]
-pub mod scripts;
-#[doc(hidden)]
-pub use keys::{Keys, Names, TopicKeys};
-#[doc(hidden)]
-pub use ops::check_topic;
-
-// The plumbing shared with the server, under the paths this crate's files
-// use.
-pub(crate) use delayer_protocol::{connection, eviction, numbers, target};
+// The plumbing and the wire contract shared with the server (key names,
+// scripts, delayer.conf), under the paths this crate's files use.
+pub(crate) use delayer_protocol::{conf, connection, eviction, keys, scripts, target};
 
 pub use client::Delayer;
 pub use delayer_protocol::conf::ConfError;
 pub use delayer_protocol::connection::PoolOptions;
+pub use delayer_protocol::keys::Layout;
 pub use error::{Error, IdTaken, NotReplicated, Result, Taken};
 pub use job::{Job, Message};
-pub use keys::Layout;
 pub use reliable::{Backoff, DeadLetter, JobRef, Reserved};

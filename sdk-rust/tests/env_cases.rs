@@ -2,8 +2,8 @@
 //! (conformance/env_cases.json), run through the Rust reader: the same
 //! table the Python and PHP readers' tests run, so the three apply one rule.
 
-use delayer::conf::{client_settings, ConfFile};
 use delayer::Layout;
+use delayer_protocol::conf::{client_settings, ConfFile};
 use serde_json::Value;
 use std::ffi::OsString;
 

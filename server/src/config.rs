@@ -175,9 +175,9 @@ impl Config {
             io_timeout: Some(REDIS_TIMEOUT),
         };
 
-        let layout = delayer::conf::layout(file)?;
+        let layout = delayer_protocol::conf::layout(file)?;
         let redis = RedisSettings::from_conf(file)?;
-        delayer::conf::check_mode_and_layout(file, &redis, layout)?;
+        delayer_protocol::conf::check_mode_and_layout(file, &redis, layout)?;
         #[cfg(feature = "http")]
         let http = crate::http::settings::HttpSettings::from_file(file)?;
         #[cfg(not(feature = "http"))]
@@ -192,7 +192,7 @@ impl Config {
             log_level,
             log_format,
             batch_size,
-            key_prefix: delayer::conf::key_prefix(file),
+            key_prefix: delayer_protocol::conf::key_prefix(file),
             layout,
             redis,
             require_noeviction: file.yes_no("redis", "require_noeviction")?,

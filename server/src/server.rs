@@ -14,8 +14,8 @@ use crate::http;
 use crate::pidfile::PidFile;
 use crate::signals::Signals;
 use crate::{credentials, logging, mover, panics, readiness, summary, timer, topic_mover, wake};
-use delayer::{Keys, Layout, TopicKeys};
 use delayer_protocol::connection::Manager;
+use delayer_protocol::keys::{Keys, Layout, TopicKeys};
 use delayer_protocol::target::Target;
 use log::{info, warn};
 use std::path::Path;
@@ -128,12 +128,15 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
             http::metrics::serve(addr, config.metrics_limits).await.map_err(Fatal::failed)?;
             info!("serving metrics on http://{addr}/metrics");
             // The per-topic gauges, read on a thread of their own.
-            crate::telemetry::watch_topics(target.clone(), &delayer::Names::new(&config.key_prefix, config.layout));
+            crate::telemetry::watch_topics(
+                target.clone(),
+                &delayer_protocol::keys::Names::new(&config.key_prefix, config.layout),
+            );
         }
         #[cfg(feature = "http")]
         if let Some(settings) = &config.http {
             // Through the target, so in sentinel mode the API follows a failover.
-            let names = delayer::Names::new(&config.key_prefix, config.layout);
+            let names = delayer_protocol::keys::Names::new(&config.key_prefix, config.layout);
             let addr = http::serve(settings, target.clone(), &names).await.map_err(Fatal::failed)?;
             info!("serving the HTTP API and dashboard on http://{addr}/");
         }

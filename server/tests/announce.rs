@@ -6,7 +6,7 @@
 //! (`CLIENT KILL TYPE pubsub`, also in one transaction with a push, so that
 //! push's announcement is lost for certain).
 
-use delayer::TopicKeys;
+use delayer_protocol::keys::TopicKeys;
 use redis::Commands;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,7 +3,8 @@
 //! spread over every master; then a master killed with SIGKILL mid-run, its
 //! replica taking over, and the same server and clients carrying on.
 
-use delayer::{Delayer, Job, TopicKeys};
+use delayer::{Delayer, Job};
+use delayer_protocol::keys::TopicKeys;
 use redis::Commands;
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};

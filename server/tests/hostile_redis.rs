@@ -148,7 +148,7 @@ fn odd_reservation_deadlines_never_stop_moving() {
 fn odd_index_and_pool_scores_in_the_per_topic_layout() {
     let redis = RedisServer::start();
     let mut conn = redis.connection();
-    let k = delayer::TopicKeys::new("delayer:");
+    let k = delayer_protocol::keys::TopicKeys::new("delayer:");
     let zadd = |conn: &mut redis::Connection, key: String, score: &str, member: &str| {
         redis::cmd("ZADD").arg(key).arg(score).arg(member).query::<()>(conn).expect("ZADD");
     };

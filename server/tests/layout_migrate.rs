@@ -154,7 +154,8 @@ fn jobs_no_run_can_move_are_named_with_what_to_do() {
     assert!(!ok, "{text}");
     assert!(text.contains("left topic \"a{b}\""), "{text}");
     assert!(text.contains("no run will move them") && text.contains("remove them"), "{text}");
-    let moved: u64 = redis.connection().zcard(delayer::TopicKeys::new("delayer:").pool("mail")).expect("ZCARD");
+    let moved: u64 =
+        redis.connection().zcard(delayer_protocol::keys::TopicKeys::new("delayer:").pool("mail")).expect("ZCARD");
     assert_eq!(moved, 1, "the others move all the same");
     let _ = std::fs::remove_dir_all(dir);
 }

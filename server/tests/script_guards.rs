@@ -3,7 +3,7 @@
 //! its first write, or the script completes; an id it took is never lost
 //! to one. One case per script that could lose an id or fail half done.
 
-use delayer::scripts;
+use delayer_protocol::scripts;
 use redis::{Commands, Value};
 use testkit::RedisServer;
 

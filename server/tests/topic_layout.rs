@@ -3,7 +3,7 @@
 //! writes this layout yet): moved when due and not before, found although
 //! the client's index write was lost, drained once by two servers at once.
 
-use delayer::TopicKeys;
+use delayer_protocol::keys::TopicKeys;
 use redis::Commands;
 use std::collections::HashSet;
 use std::process::Command;

@@ -4,7 +4,8 @@
 //! channel and the server keeps `<prefix>due`), ids per topic, the at-least-once calls, dead
 //! letters, lookups and numbers, and the refusals that name the call to use.
 
-use delayer::{Delayer, Error, Job, JobRef, Layout, TopicKeys};
+use delayer::{Delayer, Error, Job, JobRef, Layout};
+use delayer_protocol::keys::TopicKeys;
 use redis::Commands;
 use std::time::{Duration, SystemTime};
 use testkit::{server_conf, temp_dir, DelayerProcess, RedisServer};

@@ -356,7 +356,7 @@ fn the_webhook_reads_the_per_topic_layout_from_its_config() {
     assert!(hook.output().contains("layout topic"), "{}", hook.output());
     let d = Delayer::open(&redis.url()).expect("client").with_layout(delayer::Layout::Topic).expect("layout");
     d.push_job(&job("close order", "order 7", b"{\"order\":7}", 3)).expect("push");
-    let bucket = delayer::TopicKeys::new("delayer:").bucket("close order", "order 7");
+    let bucket = delayer_protocol::keys::TopicKeys::new("delayer:").bucket("close order", "order 7");
     let acked = wait_until(DEADLINE, || {
         !receiver.on("/hooks/close").is_empty() && !redis.connection().exists::<_, bool>(&bucket).unwrap_or(true)
     });

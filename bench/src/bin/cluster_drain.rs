@@ -11,7 +11,8 @@
 //!
 //! usage: cluster-drain [--jobs N] [--topics N] [--delayer-bin FILE]
 
-use delayer::{Delayer, Job, Layout, TopicKeys};
+use delayer::{Delayer, Job, Layout};
+use delayer_protocol::keys::TopicKeys;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use testkit::cluster::Cluster;

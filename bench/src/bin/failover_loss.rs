@@ -19,9 +19,10 @@
 //!
 //! usage: failover-loss [--cluster] [--threads N] [--secs N] [--after N] [--durable-ms MS] [--runs N]
 
-use delayer::{Delayer, Error, Layout, PoolOptions, TopicKeys};
+use delayer::{Delayer, Error, Layout, PoolOptions};
 use delayer_protocol::cluster::ClusterSettings;
 use delayer_protocol::conf::RedisSettings;
+use delayer_protocol::keys::TopicKeys;
 use delayer_protocol::sentinel::{parse_nodes, SentinelSettings};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

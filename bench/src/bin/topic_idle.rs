@@ -14,7 +14,7 @@
 //!
 //! usage: topic-idle [--topics N] [--secs N] [--jobs N] [--delayer-bin FILE]
 
-use delayer::TopicKeys;
+use delayer_protocol::keys::TopicKeys;
 use redis::Commands;
 use std::time::{Duration, Instant};
 use testkit::{server_conf, DelayerProcess, RedisServer};

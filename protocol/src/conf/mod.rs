@@ -9,16 +9,18 @@
 //! release wrote and this version has no use for ([`IGNORED_1X`]) is let
 //! through, reported as [`Ignored`], so every 1.x file still starts the
 //! server. The SDK reads only the `[redis]` connection keys and the
-//! `[delayer]` key names (its `conf::for_client`, beside its key names); the
-//! server layers its full schema on top of [`ConfFile`].
+//! `[delayer]` key names ([`for_client`]); the server layers its full schema
+//! on top of [`ConfFile`].
 //!
 //! Its parts, each re-exported here (the paths callers use):
 //! `file` reads the INI text and remembers every key's line ([`ConfFile`],
 //! [`ConfError`]); `rules` is the one rule for sections and keys
 //! ([`reject_unknown`]); `redis` turns `[redis]` into [`RedisSettings`] and
 //! redis-rs clients; `env` lays the `DELAYER_*` environment variables over
-//! the file ([`env::apply`]), before anything is checked.
+//! the file ([`env::apply`]), before anything is checked; `client` is what
+//! a client takes ([`for_client`]) and the layout's reading.
 
+mod client;
 pub mod env;
 // Crate-visible so that the settings of sentinel and cluster mode, which
 // `redis` reads in turn, take it without going through this module.
@@ -26,6 +28,7 @@ pub(crate) mod file;
 mod redis;
 mod rules;
 
+pub use self::client::{check_mode_and_layout, client_settings, for_client, key_prefix, layout};
 pub use self::file::{ConfError, ConfFile, Source};
 pub(crate) use self::redis::use_default_crypto;
 pub use self::redis::{RedisSettings, DEFAULT_CONNECT_TIMEOUT};

@@ -6,328 +6,98 @@
 //! fire?" needs no redis-cli and no knowledge of the keys. Everything here
 //! only reads: `lookup.lua`, `list.lua` and `stats.lua` (see their headers
 //! and docs/PROTOCOL.md, "Inspecting jobs"), and one `LRANGE` for the ready
-//! listing. Requests are built and replies read in [`calls`], without I/O;
-//! the blocking and async clients below only send them.
+//! listing. Requests are built and replies read without I/O in
+//! `delayer_protocol::inspect`, which these types are re-exported from; the
+//! blocking and async clients below only send them.
 
-mod activity;
-mod calls;
-
-pub use activity::{Activity, Head};
-pub(crate) use calls::*;
+pub use delayer_protocol::inspect::{
+    Activity, Body, Head, JobInfo, JobState, Listed, Page, Stats, TopicStats, MAX_PAGE, RESERVED_CAP,
+};
 /// The largest `cursor` (or `dead_letters`' `start`) a listing takes:
 /// 2^53 - 1, the HTTP API's and the CLI's bound too.
 pub use delayer_protocol::validate::MAX_POSITION;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::Delayer;
-use redis::Script;
-use std::sync::LazyLock;
-use std::time::SystemTime;
+use delayer_protocol::inspect::{activity, body, dead_len, ids, list_ready, lookup, lossy, stats, ListScan, Walked};
 
-/// `lookup.lua`: KEYS bucket, pool, reserved; ARGV id, topic or "".
-pub static LOOKUP: LazyLock<Script> = LazyLock::new(|| Script::new(LOOKUP_SRC));
-/// `list.lua`: KEYS a ZSET (pool or reserved); ARGV bucket prefix, topic,
-/// start rank, count, most entries examined.
-pub static LIST: LazyLock<Script> = LazyLock::new(|| Script::new(LIST_SRC));
-/// `stats.lua`: KEYS topics, scheduled_count, pool, reserved; ARGV ready
-/// prefix, dead prefix, bucket prefix, cap on reserved ids read.
-pub static STATS: LazyLock<Script> = LazyLock::new(|| Script::new(STATS_SRC));
-/// Source of `lua/lookup.lua`.
-pub const LOOKUP_SRC: &str = include_str!("../../lua/lookup.lua");
-/// Source of `lua/list.lua`.
-pub const LIST_SRC: &str = include_str!("../../lua/list.lua");
-/// Source of `lua/stats.lua`.
-pub const STATS_SRC: &str = include_str!("../../lua/stats.lua");
-
-/// The most entries one listing page holds.
-pub const MAX_PAGE: usize = 1000;
-/// Entries list.lua examines per call: bounds each call's time in Redis.
-const EXAMINE_PER_CALL: usize = 1000;
-/// Calls one page may take before it is handed back short (with a cursor to
-/// go on from), so a page of a rare topic in a huge pool stays bounded.
-const CALLS_PER_PAGE: usize = 10;
-/// Per-topic reserved counts are read while the reserved set is no larger.
-pub const RESERVED_CAP: usize = 1000;
-
-/// Where a job is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum JobState {
-    /// Waiting in the pool for its due time.
-    Scheduled,
-    /// Due, in its topic's ready queue.
-    Ready,
-    /// Held by a worker until its deadline.
-    Reserved,
-    /// In its topic's dead-letter list.
-    Dead,
-    /// Its data has no topic, or is not a hash: an operator should look.
-    Malformed,
-    /// No such job (never pushed, done, removed or expired), or a job of
-    /// another topic.
-    Unknown,
-}
-
-impl JobState {
-    /// The protocol's name: `scheduled`, `ready`, `reserved`, `dead`,
-    /// `malformed` or `unknown`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Scheduled => "scheduled",
-            JobState::Ready => "ready",
-            JobState::Reserved => "reserved",
-            JobState::Dead => "dead",
-            JobState::Malformed => "malformed",
-            JobState::Unknown => "unknown",
-        }
-    }
-
-    fn parse(s: &str) -> Result<JobState> {
-        Ok(match s {
-            "scheduled" => JobState::Scheduled,
-            "ready" => JobState::Ready,
-            "reserved" => JobState::Reserved,
-            "dead" => JobState::Dead,
-            "malformed" => JobState::Malformed,
-            "unknown" => JobState::Unknown,
-            other => return Err(Error::Protocol(format!("lookup: unknown state {other:?}"))),
-        })
-    }
-}
-
-impl std::fmt::Display for JobState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What [`Delayer::job`] found. Fields that do not apply to the state (or
-/// are not known) are `None`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobInfo {
-    /// The id looked up.
-    pub id: String,
-    /// Where the job is.
-    pub state: JobState,
-    /// Its topic.
-    pub topic: Option<String>,
-    /// Its body's length in bytes.
-    pub body_size: Option<u64>,
-    /// Reservations so far.
-    pub attempts: Option<u64>,
-    /// Reservations allowed (0: no limit), when set.
-    pub max_attempts: Option<u64>,
-    /// Scheduled: when it is due.
-    pub due: Option<SystemTime>,
-    /// Reserved: the reservation's deadline.
-    pub deadline: Option<SystemTime>,
-    /// Dead: when it died.
-    pub dead_at: Option<SystemTime>,
-    /// Dead: `buried` or `max_attempts`.
-    pub dead_reason: Option<String>,
-    /// The last failed attempt's error, when a worker gave one (or "ttr
-    /// expired").
-    pub last_error: Option<String>,
-    /// The id's exact bytes when they are not UTF-8 (then `id` is a lossy
-    /// rendering).
-    pub raw_id: Option<Vec<u8>>,
-    /// The W3C trace context it was pushed with, if any ([`crate::trace`]).
-    pub traceparent: Option<String>,
-}
-
-/// A job's body as [`Delayer::job_body`] read it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Body {
-    /// No such job on this topic (or its data is not a hash).
-    Absent,
-    /// Longer than the limit asked for: its length in bytes.
-    TooLarge(u64),
-    /// The body.
-    Bytes(Vec<u8>),
-}
-
-/// A scheduled or reserved job in a listing.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Listed {
-    /// The job's id.
-    pub id: String,
-    /// Scheduled: its due time; reserved: its deadline.
-    pub time: SystemTime,
-    /// The id's exact bytes when they are not UTF-8 (a Delayer 1.x or PHP
-    /// client writes any bytes; then `id` is a lossy rendering): look it
-    /// up, remove it or end it by these.
-    pub raw_id: Option<Vec<u8>>,
-}
-
-impl Listed {
-    /// The id as Redis holds it.
-    pub fn id_bytes(&self) -> &[u8] {
-        self.raw_id.as_deref().unwrap_or(self.id.as_bytes())
-    }
-}
-
-/// One page of a listing.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Page<T> {
-    /// The entries, in listing order.
-    pub items: Vec<T>,
-    /// The cursor of the next page, `None` at the end. A page may be
-    /// shorter than asked (even empty) while `next` is `Some`: keep going.
-    pub next: Option<u64>,
-}
-
-/// One topic's numbers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopicStats {
-    /// The topic.
-    pub topic: String,
-    /// Jobs waiting in the pool (exact for Delayer 2 writers; see
-    /// docs/PROTOCOL.md on 1.x writers).
-    pub scheduled: u64,
-    /// Ids in its ready queue.
-    pub ready: u64,
-    /// Jobs reserved by workers; `None` when the reserved set was too large
-    /// to read ([`RESERVED_CAP`]).
-    pub reserved: Option<u64>,
-    /// Dead letters.
-    pub dead: u64,
-    /// The topic's exact bytes when they are not UTF-8 (then `topic` is a
-    /// lossy rendering).
-    pub raw_topic: Option<Vec<u8>>,
-}
-
-/// Per-topic numbers, and totals that count every job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stats {
-    /// Jobs in the pool, whoever pushed them.
-    pub scheduled_total: u64,
-    /// Jobs reserved.
-    pub reserved_total: u64,
-    /// Each known topic, sorted by name.
-    pub topics: Vec<TopicStats>,
-}
-
-/// A listing's ids alone.
-fn ids(page: Page<Listed>) -> Page<String> {
-    Page { items: page.items.into_iter().map(|l| l.id).collect(), next: page.next }
-}
-
-/// A page of ids as text (lossy where an id is not UTF-8).
-fn lossy(page: Page<Vec<u8>>) -> Page<String> {
-    let items = page.items.into_iter().map(|id| String::from_utf8_lossy(&id).into_owned()).collect();
-    Page { items, next: page.next }
-}
-
-impl Delayer {
+twins! {
     /// Where job `id` of `topic` is, and what it carries: scheduled (with its
     /// due time), ready, reserved (with its deadline), dead (with why and
     /// when), malformed or unknown. A job of another topic is unknown. Only
     /// reads.
-    pub fn job(&self, topic: &str, id: &str) -> Result<JobInfo> {
-        self.job_raw(topic, id.as_bytes())
-    }
+    #[aio]
+    /// As [`crate::Delayer::job`].
+    pub fn job(&self, topic: &str, id: &str) -> Result<JobInfo> =
+        lookup(self.keys(), topic, id.as_bytes());
 
     /// [`Delayer::job`] with the id given as bytes, any bytes (an id that
     /// is not UTF-8, as a listing's `raw_id` shows it).
-    pub fn job_raw(&self, topic: &str, id: &[u8]) -> Result<JobInfo> {
-        self.run(lookup(self.keys(), topic, id))
-    }
+    #[aio]
+    /// As [`crate::Delayer::job_raw`].
+    pub fn job_raw(&self, topic: &str, id: &[u8]) -> Result<JobInfo> =
+        lookup(self.keys(), topic, id);
 
     /// A page of `topic`'s scheduled jobs, earliest due first, from `cursor`
     /// (0 to start; then the page's `next`; at most
     /// [`MAX_POSITION`]), at most `count` (1 to 1000).
-    pub fn list_scheduled(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
-        self.run(ListScan::new(self.keys(), Walked::Pool, topic, cursor, count).map(ListScan::op))
-    }
+    #[aio]
+    /// As [`crate::Delayer::list_scheduled`].
+    pub fn list_scheduled(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> =
+        ListScan::new(self.keys(), Walked::Pool, topic, cursor, count).map(ListScan::op);
 
     /// A page of `topic`'s reserved jobs, earliest deadline first (paged as
     /// [`Delayer::list_scheduled`]).
-    pub fn list_reserved(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
-        Ok(ids(self.list_reserved_with_deadlines(topic, cursor, count)?))
-    }
+    #[aio]
+    /// As [`crate::Delayer::list_reserved`].
+    pub fn list_reserved(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> =
+        ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count)
+            .map(|scan| scan.op().map(|page| Ok(ids(page))));
 
     /// A page of `topic`'s reserved jobs with their deadlines.
-    pub fn list_reserved_with_deadlines(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
-        self.run(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count).map(ListScan::op))
-    }
+    #[aio]
+    /// As [`crate::Delayer::list_reserved_with_deadlines`].
+    pub fn list_reserved_with_deadlines(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> =
+        ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count).map(ListScan::op);
 
     /// A page of the ids in `topic`'s ready queue, next out first.
-    pub fn list_ready(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
-        Ok(lossy(self.list_ready_raw(topic, cursor, count)?))
-    }
+    #[aio]
+    /// As [`crate::Delayer::list_ready`].
+    pub fn list_ready(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> =
+        list_ready(self.keys(), topic, cursor, count).map(|op| op.map(|page| Ok(lossy(page))));
 
     /// [`Delayer::list_ready`] with each id as Redis holds it, any bytes.
-    pub fn list_ready_raw(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> {
-        self.run(list_ready(self.keys(), topic, cursor, count))
-    }
+    #[aio]
+    /// As [`crate::Delayer::list_ready_raw`].
+    pub fn list_ready_raw(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> =
+        list_ready(self.keys(), topic, cursor, count);
 
     /// The body of job `id` (any bytes) of `topic`, when it is at most
     /// `limit` bytes (a body may be large: say how large instead). Only reads.
-    pub fn job_body(&self, topic: &str, id: &[u8], limit: usize) -> Result<Body> {
-        self.run(body(self.keys(), topic, id, limit))
-    }
+    #[aio]
+    /// As [`crate::Delayer::job_body`].
+    pub fn job_body(&self, topic: &str, id: &[u8], limit: usize) -> Result<Body> =
+        body(self.keys(), topic, id, limit);
 
     /// How many entries `topic`'s dead-letter list holds (stale ones too:
     /// a listing skips those), to page through it to the end.
-    pub fn dead_len(&self, topic: &str) -> Result<u64> {
-        self.run(dead_len(self.keys(), topic))
-    }
+    #[aio]
+    /// As [`crate::Delayer::dead_len`].
+    pub fn dead_len(&self, topic: &str) -> Result<u64> =
+        dead_len(self.keys(), topic);
 
     /// Scheduled, ready, reserved and dead jobs per topic. Cheap on any
     /// backlog: no scan of the pool.
-    pub fn stats(&self) -> Result<Stats> {
-        self.run(Ok(stats(self.keys())))
-    }
+    #[aio]
+    /// As [`crate::Delayer::stats`].
+    pub fn stats(&self) -> Result<Stats> =
+        Ok(stats(self.keys()));
 }
 
-#[cfg(feature = "aio")]
-impl crate::aio::Delayer {
-    /// As [`crate::Delayer::job`].
-    pub async fn job(&self, topic: &str, id: &str) -> Result<JobInfo> {
-        self.job_raw(topic, id.as_bytes()).await
-    }
-
-    /// As [`crate::Delayer::job_raw`].
-    pub async fn job_raw(&self, topic: &str, id: &[u8]) -> Result<JobInfo> {
-        self.run(lookup(self.keys(), topic, id)).await
-    }
-
-    /// As [`crate::Delayer::list_scheduled`].
-    pub async fn list_scheduled(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
-        self.run(ListScan::new(self.keys(), Walked::Pool, topic, cursor, count).map(ListScan::op)).await
-    }
-
-    /// As [`crate::Delayer::list_reserved`].
-    pub async fn list_reserved(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
-        Ok(ids(self.list_reserved_with_deadlines(topic, cursor, count).await?))
-    }
-
-    /// As [`crate::Delayer::list_reserved_with_deadlines`].
-    pub async fn list_reserved_with_deadlines(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Listed>> {
-        self.run(ListScan::new(self.keys(), Walked::Reserved, topic, cursor, count).map(ListScan::op)).await
-    }
-
-    /// As [`crate::Delayer::list_ready`].
-    pub async fn list_ready(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<String>> {
-        Ok(lossy(self.list_ready_raw(topic, cursor, count).await?))
-    }
-
-    /// As [`crate::Delayer::list_ready_raw`].
-    pub async fn list_ready_raw(&self, topic: &str, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> {
-        self.run(list_ready(self.keys(), topic, cursor, count)).await
-    }
-
-    /// As [`crate::Delayer::job_body`].
-    pub async fn job_body(&self, topic: &str, id: &[u8], limit: usize) -> Result<Body> {
-        self.run(body(self.keys(), topic, id, limit)).await
-    }
-
-    /// As [`crate::Delayer::dead_len`].
-    pub async fn dead_len(&self, topic: &str) -> Result<u64> {
-        self.run(dead_len(self.keys(), topic)).await
-    }
-
-    /// As [`crate::Delayer::stats`].
-    pub async fn stats(&self) -> Result<Stats> {
-        self.run(Ok(stats(self.keys()))).await
+impl Delayer {
+    /// The reservations ended per topic and outcome, and the oldest ready
+    /// job of each of `topics` (as [`Delayer::stats`] names them). Only reads.
+    pub fn activity(&self, topics: &[String]) -> Result<Activity> {
+        self.run(Ok(activity(self.keys(), topics)))
     }
 }

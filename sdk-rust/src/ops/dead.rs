@@ -4,24 +4,16 @@ use super::replies::{parse_dead_drain, parse_dead_list};
 use super::{id_of, Op, Step};
 use crate::error::Result;
 use crate::keys::Names;
-use crate::scripts;
 use crate::validate;
 use crate::DeadLetter;
-use redis::ScriptInvocation;
-
-fn dead_call(names: &Names, topic: &str, action: &str) -> ScriptInvocation<'static> {
-    let mut inv = scripts::DEAD.prepare_invoke();
-    inv.key(names.dead(topic)).key(names.pool(topic)).key(names.scheduled_count());
-    inv.arg(names.bucket_prefix(topic)).arg(topic).arg(action);
-    inv
-}
+use delayer_protocol::calls;
 
 /// dead.lua "list".
 pub(crate) fn dead_list<'a>(names: &Names, topic: &str, start: usize, count: usize) -> Result<Op<'a, Vec<DeadLetter>>> {
     super::check_topic(names, topic)?;
     let count = validate::dead_count(count)?;
     validate::position("start", start as u64)?;
-    let mut inv = dead_call(names, topic, "list");
+    let mut inv = calls::dead(names, topic, "list");
     inv.arg(start).arg(count);
     Ok(Op::call(inv, parse_dead_list))
 }
@@ -56,7 +48,7 @@ pub(crate) fn dead_drain<'a>(
         Some(ids) => {
             ids.iter().try_for_each(|id| id_of(id).map(drop))?;
             let calls = ids.chunks(validate::MAX_DEAD_PER_CALL).map(|chunk| {
-                let mut inv = dead_call(names, topic, &word);
+                let mut inv = calls::dead(names, topic, &word);
                 inv.arg(0).arg(chunk);
                 Op::call(inv, |reply| Ok(parse_dead_drain(reply)?.0))
             });
@@ -82,7 +74,7 @@ fn drain_all<'a>(names: &'a Names, topic: &'a str, word: String) -> Op<'a, u64> 
                 return Ok(Step::Done(total));
             }
         }
-        let mut inv = dead_call(names, topic, &word);
+        let mut inv = calls::dead(names, topic, &word);
         inv.arg(validate::MAX_DEAD_PER_CALL);
         Ok(Step::Send(inv.into()))
     })

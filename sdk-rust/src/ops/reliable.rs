@@ -5,34 +5,15 @@ use super::replies::{parse_ack, parse_release, parse_reserve, parse_reserve_many
 use super::{check_topic, id_of, Op};
 use crate::error::{Error, Result};
 use crate::keys::Names;
-use crate::scripts;
 use crate::validate;
 use crate::{JobRef, Reserved};
-use redis::ScriptInvocation;
+use delayer_protocol::calls;
 use std::time::{Duration, SystemTime};
-
-/// reserve.lua's keys and bucket prefix for `topic`.
-fn reserve_call(names: &Names, topic: &str) -> ScriptInvocation<'static> {
-    let mut inv = scripts::RESERVE.prepare_invoke();
-    inv.key(names.ready(topic)).key(names.reserved(topic)).key(names.malformed(topic));
-    inv.key(names.receipt_seq(topic)).key(names.pool(topic)).key(names.outcomes(topic));
-    inv.arg(names.bucket_prefix(topic));
-    inv
-}
-
-/// reserve.lua for one job of `topic` (no batch: ARGV[3] "", then the wake
-/// channel).
-pub(crate) fn reserve_script(names: &Names, topic: &str, ttr: Duration) -> Result<ScriptInvocation<'static>> {
-    check_topic(names, topic)?;
-    let ttr_ms = validate::ttr_ms(ttr)?;
-    let mut inv = reserve_call(names, topic);
-    inv.arg(ttr_ms).arg("").arg(names.wake());
-    Ok(inv)
-}
 
 /// reserve: reserve.lua for one job of `topic`.
 pub(crate) fn reserve<'a>(names: &'a Names, topic: &'a str, ttr: Duration) -> Result<Op<'a, Option<Reserved>>> {
-    Ok(Op::call(reserve_script(names, topic, ttr)?, parse_reserve))
+    check_topic(names, topic)?;
+    Ok(Op::call(calls::reserve(names, topic, validate::ttr_ms(ttr)?, None), parse_reserve))
 }
 
 /// reserve.lua in batch mode: first acks `acks` (each as ack.lua would),
@@ -51,20 +32,15 @@ pub(crate) fn reserve_many<'a>(
     let ttr_ms = validate::ttr_ms(ttr)?;
     let n = validate::reserve_count(n)?;
     let rides: Vec<bool> = acks.iter().map(|a| names.one_call(topic, a.topic)).collect();
-    let mut inv = reserve_call(names, topic);
-    inv.arg(ttr_ms).arg(n);
-    let mut alone = Vec::new();
+    let (mut riding, mut alone) = (Vec::new(), Vec::new());
     for (job, rides) in acks.iter().zip(&rides) {
         match rides {
-            true => {
-                let (id, receipt) = job_ref(*job)?;
-                inv.arg(id).arg(receipt);
-            }
+            true => riding.push(job_ref(*job)?),
             false => alone.push(ack(names, *job)?),
         }
     }
-    inv.arg(names.wake());
-    let riding = rides.iter().filter(|r| **r).count();
+    let inv = calls::reserve(names, topic, ttr_ms, Some((n, &riding)));
+    let riding = riding.len();
     Ok(Op::all(alone).then(move |alone| {
         let call = Op::call(inv, move |reply| parse_reserve_many(reply, riding));
         Ok(call.then(move |(flags, jobs)| {
@@ -87,17 +63,14 @@ fn job_ref<'a>(job: JobRef<'a>) -> Result<(&'a [u8], &'a str)> {
 
 /// The topic of a job ref (see [`Names::id_topic`]).
 fn ref_topic<'a>(names: &Names, job: JobRef<'a>, call: &str) -> Result<&'a str> {
-    names.id_topic(job.topic, call, &format!("the Reserved job, or JobRef::in_topic, with {call}"))
+    Ok(names.id_topic(job.topic, call, &format!("the Reserved job, or JobRef::in_topic, with {call}"))?)
 }
 
 /// ack.lua for one reservation.
 pub(crate) fn ack<'a>(names: &Names, job: JobRef<'_>) -> Result<Op<'a, bool>> {
     let (id, receipt) = job_ref(job)?;
     let topic = ref_topic(names, job, "ack")?;
-    let mut inv = scripts::ACK.prepare_invoke();
-    inv.key(names.reserved(topic)).key(names.bucket_bytes(topic, id)).key(names.pool(topic));
-    inv.key(names.outcomes(topic)).arg(id).arg(receipt);
-    Ok(Op::call(inv, parse_ack))
+    Ok(Op::call(calls::ack(names, topic, id, receipt), parse_ack))
 }
 
 /// touch.lua for one reservation: its deadline becomes now + `ttr` (a
@@ -105,11 +78,7 @@ pub(crate) fn ack<'a>(names: &Names, job: JobRef<'_>) -> Result<Op<'a, bool>> {
 pub(crate) fn touch<'a>(names: &'a Names, job: JobRef<'a>, ttr: Duration) -> Result<Op<'a, Option<SystemTime>>> {
     let (id, receipt) = job_ref(job)?;
     let topic = ref_topic(names, job, "touch")?;
-    let ttr_ms = validate::ttr_ms(ttr)?;
-    let mut inv = scripts::TOUCH.prepare_invoke();
-    inv.key(names.reserved(topic)).key(names.bucket_bytes(topic, id)).key(names.pool(topic));
-    inv.arg(id).arg(receipt).arg(ttr_ms).arg(names.wake());
-    Ok(Op::call(inv, parse_touch))
+    Ok(Op::call(calls::touch(names, topic, id, receipt, validate::ttr_ms(ttr)?), parse_touch))
 }
 
 /// What release.lua does with a job whose reservation ends.
@@ -154,11 +123,5 @@ pub(crate) fn release<'a>(names: &'a Names, job: JobRef<'a>, ending: Ending, err
         Ending::Backoff => "backoff".into(),
         Ending::Bury => "bury".into(),
     };
-    let (dead_key, dead_prefix) = names.release_dead(topic);
-    let mut inv = scripts::RELEASE.prepare_invoke();
-    inv.key(names.reserved(topic)).key(names.pool(topic)).key(names.malformed(topic)).key(dead_key);
-    inv.key(names.outcomes(topic));
-    inv.arg(names.bucket_prefix(topic)).arg(dead_prefix).arg(action);
-    inv.arg("held").arg(id).arg(receipt).arg(names.wake()).arg(error_text(error));
-    Ok(Op::call(inv, parse_release))
+    Ok(Op::call(calls::release(names, topic, id, receipt, &action, error_text(error)), parse_release))
 }

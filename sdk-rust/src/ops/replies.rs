@@ -5,26 +5,11 @@
 //! bytes, and anything else is [`Error::Protocol`] naming the script.
 
 use crate::error::{Error, IdTaken, Result, Taken};
-use crate::numbers;
 use crate::Job;
 use crate::{DeadLetter, Reserved};
+pub(crate) use delayer_protocol::replies::*;
 use redis::Value;
 use std::time::SystemTime;
-
-/// "1763750000.125" (Unix seconds, as the scripts return times), read by
-/// the rules of [`crate::numbers`]: a time before 1970 as the epoch, one
-/// after 9999 as its end; only text that is no number at all is an error.
-pub(crate) fn parse_due(s: &str) -> Result<SystemTime> {
-    let bad = || Error::Protocol(format!("expected a time in Unix seconds, got {s:?}"));
-    Ok(numbers::time_text(s).value.ok_or_else(bad)?.system_time())
-}
-
-/// A time a job's hash supplied (its `dead_at`), which anyone may have
-/// written: the epoch when it is no time at all, so one damaged job does
-/// not fail a whole listing.
-pub(crate) fn lenient_time(s: &str) -> SystemTime {
-    numbers::time_text(s).or(numbers::Time::EPOCH).system_time()
-}
 
 /// pop.lua's (and take.lua's) `[id, topic, body, traceparent]` or nil.
 pub(crate) fn parse_pop(reply: Value) -> Result<Option<crate::Message>> {
@@ -36,58 +21,6 @@ pub(crate) fn parse_pop(reply: Value) -> Result<Option<crate::Message>> {
     let body = bytes(p.next())?;
     let traceparent = traceparent(&id, p.next())?;
     Ok(Some(crate::Message { id, topic, body, raw_id, raw_topic, traceparent }))
-}
-
-/// A job's traceparent as a script read it from the hash ("" when absent):
-/// `None` when absent or not a traceparent ([`crate::trace`]).
-pub(crate) fn traceparent(id: &str, v: Option<Value>) -> Result<Option<String>> {
-    Ok(crate::trace::from_redis(id, bytes(v)?))
-}
-
-/// An id or topic read from Redis: its text (lossy when the bytes are not
-/// UTF-8, which a Delayer 1.x or PHP client may write), and its exact
-/// bytes in that case, so the job is handed out whole and named back.
-pub(crate) fn name(v: Option<Value>) -> Result<(String, Option<Vec<u8>>)> {
-    Ok(split_name(bytes(v)?))
-}
-
-/// A name's bytes as text, and the bytes themselves when they are not UTF-8.
-pub(crate) fn split_name(bytes: Vec<u8>) -> (String, Option<Vec<u8>>) {
-    match String::from_utf8(bytes) {
-        Ok(text) => (text, None),
-        Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), Some(e.into_bytes())),
-    }
-}
-
-/// A script's array reply of exactly `n` items; nil is `None`.
-pub(super) fn array(reply: Value, n: usize, what: &str) -> Result<Vec<Value>> {
-    match reply {
-        Value::Array(parts) if parts.len() == n => Ok(parts),
-        other => Err(Error::Protocol(format!("expected {what}, got {other:?}"))),
-    }
-}
-
-pub(super) fn bytes(v: Option<Value>) -> Result<Vec<u8>> {
-    match v {
-        Some(Value::BulkString(b)) => Ok(b),
-        Some(Value::SimpleString(s)) => Ok(s.into_bytes()),
-        other => Err(Error::Protocol(format!("expected a string, got {other:?}"))),
-    }
-}
-
-/// Ids and topics we write are UTF-8; one written by a foreign client that
-/// is not must still reach the consumer, so it is converted, not refused.
-pub(super) fn text(v: Option<Value>) -> Result<String> {
-    Ok(String::from_utf8_lossy(&bytes(v)?).into_owned())
-}
-
-/// A count a script read from a job's hash (attempts, max_attempts), by the
-/// rules of [`crate::numbers`]: a huge one saturates, a negative one is 0,
-/// so a job with a damaged field is still handed out (a job reserved and
-/// then refused here would wait for its ttr to pass, for nothing).
-pub(super) fn int<T: numbers::Count>(v: Option<Value>) -> Result<T> {
-    let v = v.unwrap_or(Value::Nil);
-    numbers::count_value(&v).value.ok_or_else(|| Error::Protocol(format!("expected an integer, got {v:?}")))
 }
 
 /// reserve.lua's `[id, topic, body, attempts, max_attempts, receipt,
@@ -137,40 +70,24 @@ pub(crate) fn parse_dead_list(reply: Value) -> Result<Vec<DeadLetter>> {
         .collect()
 }
 
-/// A script's 1 (done) or 0 (nothing to do).
-fn flag(reply: Value, script: &str) -> Result<bool> {
-    match reply {
-        Value::Int(n) => Ok(n == 1),
-        other => Err(Error::Protocol(format!("{script}: expected 0 or 1, got {other:?}"))),
-    }
-}
-
-/// A time `"s.mmm"`, or nil.
-fn maybe_due(reply: Value) -> Result<Option<SystemTime>> {
-    match reply {
-        Value::Nil => Ok(None),
-        other => Ok(Some(parse_due(&text(Some(other))?)?)),
-    }
-}
-
 /// remove.lua's 1 (cancelled) or 0 (nothing to cancel).
 pub(crate) fn parse_remove(reply: Value) -> Result<bool> {
-    flag(reply, "remove.lua")
+    Ok(flag(reply, "remove.lua")?)
 }
 
 /// ack.lua's 1 (done) or 0 (the reservation was not held).
 pub(crate) fn parse_ack(reply: Value) -> Result<bool> {
-    flag(reply, "ack.lua")
+    Ok(flag(reply, "ack.lua")?)
 }
 
 /// reschedule.lua's new due time, or nil (the job was not waiting).
 pub(crate) fn parse_reschedule(reply: Value) -> Result<Option<SystemTime>> {
-    maybe_due(reply)
+    Ok(maybe_due(reply)?)
 }
 
 /// touch.lua's new deadline, or nil (the reservation was not held).
 pub(crate) fn parse_touch(reply: Value) -> Result<Option<SystemTime>> {
-    maybe_due(reply)
+    Ok(maybe_due(reply)?)
 }
 
 /// release.lua's "held" reply: whether the reservation was held (the new

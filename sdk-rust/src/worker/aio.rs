@@ -2,8 +2,8 @@
 //! the loop calls Redis with the async client, and blocking waits run as
 //! tasks of their own. Decisions are the engine's.
 
-use super::engine::{panic_text, Action, Core, Lease, Mode, Settings, Start, WAIT};
-use super::{settings_builder, Delivery, Stopper};
+use super::engine::{panic_text, Action, Core, Settings, Start, WAIT};
+use super::{fetch, settings_builder, task_type, Delivery, Stopper};
 use crate::aio::Delayer;
 use crate::Result;
 use std::collections::HashMap;
@@ -18,47 +18,14 @@ use tokio::task::{Id, JoinSet};
 type Outcome = std::result::Result<(), String>;
 type Handler = Arc<dyn Fn(Task) -> Pin<Box<dyn Future<Output = Outcome> + Send>> + Send + Sync>;
 
-/// A job in a handler's hands: the [`Delivery`] (by `Deref`), and
-/// [`Task::extend`]. Cheap to clone.
-#[derive(Clone)]
-pub struct Task {
-    delivery: Arc<Delivery>,
-    lease: Arc<Lease>,
-    client: Delayer,
-}
-
-impl std::ops::Deref for Task {
-    type Target = Delivery;
-    fn deref(&self) -> &Delivery {
-        &self.delivery
-    }
-}
-
-impl std::fmt::Debug for Task {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Task").field(&self.delivery).finish()
-    }
-}
-
-impl Task {
-    /// The job.
-    pub fn delivery(&self) -> &Delivery {
-        &self.delivery
-    }
-
+task_type! {
+    /// A job in a handler's hands: the [`Delivery`] (by `Deref`), and
+    /// [`Task::extend`]. Cheap to clone.
+    #[derive(Clone)]
+    struct Task(Delayer);
     /// As [`crate::worker::Task::extend`]: the reservation now ends `ttr`
     /// from now; `false` when it was no longer held, and at most once.
-    pub async fn extend(&self, ttr: Duration) -> Result<bool> {
-        if self.delivery.receipt.is_none() {
-            return Ok(false);
-        }
-        let now = Instant::now();
-        let held = self.client.touch(self.delivery.job_ref(), ttr).await?.is_some();
-        if held {
-            self.lease.extended(ttr, now);
-        }
-        Ok(held)
-    }
+    fn extend async await;
 }
 
 /// Resolves on the first SIGTERM or SIGINT: give it to
@@ -260,23 +227,7 @@ impl Loop<'_> {
     }
 
     async fn fetch(&self, topic: &str, n: usize, acks: &[Arc<Delivery>]) -> Result<(Vec<bool>, Vec<Delivery>)> {
-        let (client, ttr) = (&self.worker.client, self.core.settings().ttr);
-        if self.core.settings().mode == Mode::AtMostOnce {
-            let mut jobs = Vec::new();
-            while jobs.len() < n {
-                match client.pop(topic).await {
-                    Ok(Some(m)) => jobs.push(m.into()),
-                    Ok(None) => break,
-                    // The jobs popped are gone from Redis: run them.
-                    Err(_) if !jobs.is_empty() => break,
-                    Err(e) => return Err(e),
-                }
-            }
-            return Ok((Vec::new(), jobs));
-        }
-        let refs: Vec<_> = acks.iter().map(|d| d.job_ref()).collect();
-        let (flags, jobs) = client.reserve_many(topic, ttr, n, &refs).await?;
-        Ok((flags, jobs.into_iter().map(Delivery::from).collect()))
+        fetch!(self, topic, n, acks, await)
     }
 
     /// A blocking wait until the topic has a ready job (taking nothing),

@@ -2,8 +2,8 @@
 //! loop calls Redis with the blocking client, and blocking waits run on
 //! threads of their own. Decisions are the engine's.
 
-use super::engine::{panic_text, Action, Core, Lease, Mode, Settings, Start, WAIT};
-use super::{settings_builder, Delivery, Stopper};
+use super::engine::{panic_text, Action, Core, Settings, Start, WAIT};
+use super::{fetch, settings_builder, task_type, Delivery, Stopper};
 use crate::{Delayer, Result};
 use std::collections::HashMap;
 use std::fmt::Display;
@@ -15,47 +15,14 @@ use std::time::{Duration, Instant};
 
 type Handler = Arc<dyn Fn(&Task) -> std::result::Result<(), String> + Send + Sync>;
 
-/// A job in a handler's hands: the [`Delivery`] (by `Deref`), and
-/// [`Task::extend`].
-pub struct Task {
-    delivery: Arc<Delivery>,
-    lease: Arc<Lease>,
-    client: Delayer,
-}
-
-impl std::ops::Deref for Task {
-    type Target = Delivery;
-    fn deref(&self) -> &Delivery {
-        &self.delivery
-    }
-}
-
-impl std::fmt::Debug for Task {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Task").field(&self.delivery).finish()
-    }
-}
-
-impl Task {
-    /// The job.
-    pub fn delivery(&self) -> &Delivery {
-        &self.delivery
-    }
-
+task_type! {
+    /// A job in a handler's hands: the [`Delivery`] (by `Deref`), and
+    /// [`Task::extend`].
+    struct Task(Delayer);
     /// Still working: the reservation now ends `ttr` from now (the worker's
     /// own touches then keep it up by `ttr` at a time). `false` when it was
     /// no longer held, and at most once (nothing to extend).
-    pub fn extend(&self, ttr: Duration) -> Result<bool> {
-        if self.delivery.receipt.is_none() {
-            return Ok(false);
-        }
-        let now = Instant::now();
-        let held = self.client.touch(self.delivery.job_ref(), ttr)?.is_some();
-        if held {
-            self.lease.extended(ttr, now);
-        }
-        Ok(held)
-    }
+    fn extend;
 }
 
 /// A worker on threads, with the blocking client.
@@ -219,23 +186,7 @@ impl Loop<'_> {
     }
 
     fn fetch(&self, topic: &str, n: usize, acks: &[Arc<Delivery>]) -> Result<(Vec<bool>, Vec<Delivery>)> {
-        let (client, ttr) = (&self.worker.client, self.core.settings().ttr);
-        if self.core.settings().mode == Mode::AtMostOnce {
-            let mut jobs = Vec::new();
-            while jobs.len() < n {
-                match client.pop(topic) {
-                    Ok(Some(m)) => jobs.push(m.into()),
-                    Ok(None) => break,
-                    // The jobs popped are gone from Redis: run them.
-                    Err(_) if !jobs.is_empty() => break,
-                    Err(e) => return Err(e),
-                }
-            }
-            return Ok((Vec::new(), jobs));
-        }
-        let refs: Vec<_> = acks.iter().map(|d| d.job_ref()).collect();
-        let (flags, jobs) = client.reserve_many(topic, ttr, n, &refs)?;
-        Ok((flags, jobs.into_iter().map(Delivery::from).collect()))
+        fetch!(self, topic, n, acks)
     }
 
     /// A blocking wait until the topic has a ready job (taking nothing),

@@ -169,3 +169,84 @@ macro_rules! settings_builder {
     };
 }
 use settings_builder;
+
+/// The `Task` both workers hand their handlers: the [`Delivery`] (by
+/// `Deref`) and `extend`, on the worker's client (`struct Task(Client)`),
+/// written once; the async worker's says `async` and `await`, and its
+/// client's calls are awaited.
+macro_rules! task_type {
+    (
+        $(#[$attr:meta])*
+        struct Task($client:ty);
+        $(#[$extend_doc:meta])*
+        fn extend $($async:ident $await:tt)?;
+    ) => {
+        $(#[$attr])*
+        pub struct Task {
+            delivery: std::sync::Arc<$crate::worker::Delivery>,
+            lease: std::sync::Arc<$crate::worker::engine::Lease>,
+            client: $client,
+        }
+
+        impl std::ops::Deref for Task {
+            type Target = $crate::worker::Delivery;
+            fn deref(&self) -> &$crate::worker::Delivery {
+                &self.delivery
+            }
+        }
+
+        impl std::fmt::Debug for Task {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_tuple("Task").field(&self.delivery).finish()
+            }
+        }
+
+        impl Task {
+            /// The job.
+            pub fn delivery(&self) -> &$crate::worker::Delivery {
+                &self.delivery
+            }
+
+            $(#[$extend_doc])*
+            pub $($async)? fn extend(&self, ttr: std::time::Duration) -> $crate::Result<bool> {
+                if self.delivery.receipt.is_none() {
+                    return Ok(false);
+                }
+                let now = std::time::Instant::now();
+                let held = self.client.touch(self.delivery.job_ref(), ttr)$(.$await)??.is_some();
+                if held {
+                    self.lease.extended(ttr, now);
+                }
+                Ok(held)
+            }
+        }
+    };
+}
+use task_type;
+
+/// The body of both workers' `fetch`: at most once, pops until `n` jobs or
+/// an empty queue (a failure after some jobs keeps them: they are gone from
+/// Redis, so they run); at least once, one `reserve_many` with the acks.
+/// `await` for the async worker's client.
+macro_rules! fetch {
+    ($loop:ident, $topic:ident, $n:ident, $acks:ident $(, $await:tt)?) => {{
+        let (client, ttr) = (&$loop.worker.client, $loop.core.settings().ttr);
+        if $loop.core.settings().mode == $crate::worker::engine::Mode::AtMostOnce {
+            let mut jobs = Vec::new();
+            while jobs.len() < $n {
+                match client.pop($topic)$(.$await)? {
+                    Ok(Some(m)) => jobs.push(m.into()),
+                    Ok(None) => break,
+                    // The jobs popped are gone from Redis: run them.
+                    Err(_) if !jobs.is_empty() => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok((Vec::new(), jobs));
+        }
+        let refs: Vec<_> = $acks.iter().map(|d| d.job_ref()).collect();
+        let (flags, jobs) = client.reserve_many($topic, ttr, $n, &refs)$(.$await)??;
+        Ok((flags, jobs.into_iter().map($crate::worker::Delivery::from).collect()))
+    }};
+}
+use fetch;

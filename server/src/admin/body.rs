@@ -10,8 +10,8 @@
 //! Redis has no partial read of a hash field.
 
 use crate::fatal::Fatal;
-use delayer::Names;
 use delayer_protocol::connection::Conn;
+use delayer_protocol::keys::Names;
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::Path;

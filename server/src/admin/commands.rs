@@ -20,9 +20,9 @@ use crate::migrate;
 use crate::output;
 use crate::{other_layout, other_prefix};
 use delayer::inspect::JobState;
-use delayer::{Layout, Names};
 use delayer_protocol::conf::RedisSettings;
 use delayer_protocol::connection::Conn;
+use delayer_protocol::keys::{Layout, Names};
 use std::path::{Path, PathBuf};
 
 /// The Redis and key prefix a command works on.
@@ -82,7 +82,7 @@ impl Target {
         let redis = RedisSettings { url: Some(url), ..RedisSettings::default() };
         // Checked now, so a bad one is the command line's fault, not Redis's.
         redis.client().map_err(|e| Fatal::usage(format!("{source}: cannot use this URL: {e}")))?;
-        let prefix = prefix.unwrap_or(delayer::keys::DEFAULT_PREFIX);
+        let prefix = prefix.unwrap_or(delayer_protocol::keys::DEFAULT_PREFIX);
         Ok(Target { redis, names: Names::new(prefix, Layout::Classic), source: Source::Url(source) })
     }
 }
@@ -111,7 +111,7 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
             }
         }
         Command::Peek { topic, count, json } => {
-            delayer::check_topic(&target.names, &topic).map_err(|e| target.sdk_failed(e))?;
+            delayer_protocol::keys::check_topic(&target.names, &topic).map_err(|e| target.sdk_failed(e.into()))?;
             let mut conn = target.connect()?;
             let jobs = inspect::peek(&mut conn, &target.names, &topic, count).map_err(|e| target.failed(e))?;
             if json {

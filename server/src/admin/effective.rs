@@ -18,7 +18,7 @@ use std::path::Path;
 const DEFAULTS: &[(&str, &str, &str)] = &[
     ("delayer", "timer_interval", "1000"),
     ("delayer", "batch_size", "1000"),
-    ("delayer", "key_prefix", delayer::keys::DEFAULT_PREFIX),
+    ("delayer", "key_prefix", delayer_protocol::keys::DEFAULT_PREFIX),
     ("delayer", "layout", "classic"),
     ("delayer", "log_level", "info"),
     ("delayer", "log_format", "text"),

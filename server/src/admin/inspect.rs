@@ -5,8 +5,8 @@
 //! through the SDK, which owns those scripts.)
 
 use crate::jobview::{human, human_seconds, rfc3339, unix};
-use delayer::Names;
 use delayer_protocol::connection::{Batch, Conn};
+use delayer_protocol::keys::Names;
 use delayer_protocol::{eviction, numbers};
 use redis::Commands;
 use serde_json::json;

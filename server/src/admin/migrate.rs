@@ -13,8 +13,8 @@
 //! them), and jobs still being pushed in the old layout (run it again once
 //! every client uses the new one).
 
-use delayer::{Keys, TopicKeys};
 use delayer_protocol::connection::Conn as Connection;
+use delayer_protocol::keys::{Keys, TopicKeys};
 use delayer_protocol::numbers;
 use redis::{Commands, RedisResult, Script, Value};
 use std::collections::{BTreeMap, BTreeSet};

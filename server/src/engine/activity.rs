@@ -16,7 +16,7 @@ use metrics::{counter, gauge};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
-/// The exported counter of each outcome Redis counts (`delayer::keys::OUTCOMES`).
+/// The exported counter of each outcome Redis counts (`delayer_protocol::keys::OUTCOMES`).
 pub const COUNTERS: [(&str, &str, &str); 4] = [
     ("acked", "delayer_jobs_acked_total", "Reservations acked (done), per topic."),
     (

@@ -14,8 +14,8 @@
 //! `delayer stats` shows the same findings, worded the same.
 
 use crate::other_prefix::{Budget, Finder, Stray};
-use delayer::{Keys, Layout, TopicKeys};
 use delayer_protocol::connection::{Batch, Conn};
+use delayer_protocol::keys::{Keys, Layout, TopicKeys};
 use log::warn;
 use serde_json::json;
 use std::sync::Mutex;

@@ -20,8 +20,8 @@
 //! application's own `...job_pool` or `...due` sorted set is not taken for
 //! one of ours.
 
-use delayer::{Keys, Layout, TopicKeys};
 use delayer_protocol::connection::{Batch, Conn};
+use delayer_protocol::keys::{Keys, Layout, TopicKeys};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -71,8 +71,8 @@ pub struct Finder {
 impl Finder {
     pub fn new(own_prefix: &str) -> Finder {
         let mut found = BTreeSet::new();
-        if own_prefix != delayer::keys::DEFAULT_PREFIX {
-            found.insert(delayer::keys::DEFAULT_PREFIX.to_string());
+        if own_prefix != delayer_protocol::keys::DEFAULT_PREFIX {
+            found.insert(delayer_protocol::keys::DEFAULT_PREFIX.to_string());
         }
         Finder { own: own_prefix.to_string(), found, cursor: 0, scanned_all: false }
     }

@@ -18,8 +18,8 @@
 //! one is said once per key ([`crate::oddities`]).
 
 use crate::oddities;
-use delayer::{Keys, TopicKeys};
 use delayer_protocol::connection::{Batch, Conn};
+use delayer_protocol::keys::{Keys, TopicKeys};
 use delayer_protocol::numbers::{self, Odd, Read, Time};
 use redis::{Cmd, Script, Value};
 use std::sync::LazyLock;
@@ -36,7 +36,7 @@ pub static INDEX: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("
 
 /// `release.lua`, run in its "expired" mode (its header states its KEYS and
 /// ARGV; the SDKs' copy, via the SDK crate).
-pub static EXPIRE: &LazyLock<Script> = &delayer::scripts::RELEASE;
+pub static EXPIRE: &LazyLock<Script> = &delayer_protocol::scripts::RELEASE;
 
 /// What one expire call did.
 #[derive(Debug, Clone, Default, PartialEq)]

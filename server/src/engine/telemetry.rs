@@ -143,7 +143,7 @@ pub fn reconnected() {
 /// blocking and must not delay a tick), and with them the outcome counters
 /// and ready-queue ages ([`crate::activity`]). A topic that drops out of
 /// the numbers is set to 0, so a gauge never shows a stale count.
-pub fn watch_topics(target: delayer_protocol::target::Target, names: &delayer::Names) {
+pub fn watch_topics(target: delayer_protocol::target::Target, names: &delayer_protocol::keys::Names) {
     // Every read bounded: a stalled Redis holds this thread REDIS_TIMEOUT at most.
     let pool =
         delayer::PoolOptions { max_size: 1, io_timeout: Some(crate::config::REDIS_TIMEOUT), ..Default::default() };
@@ -155,7 +155,7 @@ pub fn watch_topics(target: delayer_protocol::target::Target, names: &delayer::N
         }
     };
     // The classic layout keeps every topic's outcome counts in one hash.
-    let whole = matches!(names, delayer::Names::Classic(_));
+    let whole = matches!(names, delayer_protocol::keys::Names::Classic(_));
     let spawned = std::thread::Builder::new().name("topic-gauges".into()).spawn(move || {
         let mut shown = std::collections::BTreeSet::new();
         let mut activity = crate::activity::Exporter::default();

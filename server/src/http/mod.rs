@@ -101,7 +101,11 @@ impl Api {
 
 /// Binds `settings.addr` and serves the API on the current tokio runtime
 /// until the runtime stops. Returns the address bound (port 0 picks one).
-pub async fn serve(settings: &HttpSettings, target: Target, names: &delayer::Names) -> Result<SocketAddr, String> {
+pub async fn serve(
+    settings: &HttpSettings,
+    target: Target,
+    names: &delayer_protocol::keys::Names,
+) -> Result<SocketAddr, String> {
     let delayer = delayer::aio::Delayer::with_target(target, names.prefix())
         .and_then(|d| d.with_layout(names.layout()))
         .map_err(|e| format!("http: {e}"))?;

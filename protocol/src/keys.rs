@@ -6,7 +6,7 @@
 //! never build one themselves. The two layouts ([`Layout`]) differ here
 //! alone: a client asks [`Names`] for what each call on a topic passes.
 
-use crate::error::{Error, Result};
+use crate::validate::{self, Invalid, Result};
 
 /// The default key prefix, shared with Delayer 1.x.
 pub const DEFAULT_PREFIX: &str = "delayer:";
@@ -379,7 +379,7 @@ impl Names {
         format!("{}wake", self.prefix())
     }
 
-    /// release.lua's KEYS[4] and ARGV[2] for `topic`: the scheduled counts
+    /// release.lua's `KEYS[4]` and `ARGV[2]` for `topic`: the scheduled counts
     /// and the dead-letter prefix, or the topic's dead list and "".
     pub fn release_dead(&self, topic: &str) -> (String, String) {
         match self {
@@ -392,9 +392,9 @@ impl Names {
 impl Names {
     /// Refuses a prefix with a brace in the per-topic layout (it would move
     /// every name's hash tag).
-    pub(crate) fn check_prefix(&self) -> Result<()> {
+    pub fn check_prefix(&self) -> Result<()> {
         match self {
-            Names::Topic(k) if k.prefix.contains(['{', '}']) => Err(Error::InvalidArgument(format!(
+            Names::Topic(k) if k.prefix.contains(['{', '}']) => Err(Invalid(format!(
                 "key prefix {:?} contains a brace, which the per-topic layout cannot use",
                 k.prefix
             ))),
@@ -405,14 +405,14 @@ impl Names {
     /// The topic of a call that names its job by id: any ("") in the classic
     /// layout, where ids are global; required in the per-topic layout, where
     /// the error says which call to make (`instead`).
-    pub(crate) fn id_topic<'a>(&self, topic: Option<&'a str>, call: &str, instead: &str) -> Result<&'a str> {
+    pub fn id_topic<'a>(&self, topic: Option<&'a str>, call: &str, instead: &str) -> Result<&'a str> {
         match (self, topic) {
             // The classic layout names no key by it: a topic read back from
             // Redis (any 1.x name) is fine.
             (Names::Classic(_), topic) => Ok(topic.unwrap_or("")),
             (Names::Topic(_), Some(topic)) => check_topic(self, topic).map(|()| topic),
             (Names::Topic(_), None) => {
-                Err(Error::InvalidArgument(format!("{call} needs the topic in the per-topic layout: use {instead}")))
+                Err(Invalid(format!("{call} needs the topic in the per-topic layout: use {instead}")))
             }
         }
     }
@@ -421,7 +421,7 @@ impl Names {
     /// (`None`: a job of unknown topic, taken as one of `topic`): always in
     /// the classic layout, whose keys are shared; only of `topic` itself in
     /// the per-topic layout, where a call touches one topic's hash slot.
-    pub(crate) fn one_call(&self, topic: &str, other: Option<&str>) -> bool {
+    pub fn one_call(&self, topic: &str, other: Option<&str>) -> bool {
         matches!(self, Names::Classic(_)) || other.is_none_or(|other| other == topic)
     }
 }
@@ -430,12 +430,10 @@ impl Names {
 /// that would move its hash tag (the SDK's calls check it themselves; tools
 /// that read keys directly call this).
 pub fn check_topic(names: &Names, topic: &str) -> Result<()> {
-    crate::validate::name("topic", topic)?;
+    validate::name("topic", topic)?;
     names.check_prefix()?;
     if matches!(names, Names::Topic(_)) && topic.contains(['{', '}']) {
-        return Err(Error::InvalidArgument(format!(
-            "topic {topic:?} may not contain \"{{\" or \"}}\" in the per-topic layout"
-        )));
+        return Err(Invalid(format!("topic {topic:?} may not contain \"{{\" or \"}}\" in the per-topic layout")));
     }
     Ok(())
 }

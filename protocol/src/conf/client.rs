@@ -1,9 +1,9 @@
-//! What a client takes from `delayer.conf`: how to reach Redis (read by
-//! [`delayer_protocol::conf`], shared with the server) and the key names,
-//! which are this crate's ([`crate::keys`]).
+//! What a client takes from `delayer.conf`: how to reach Redis
+//! ([`RedisSettings`]) and the key names ([`crate::keys`]); the server reads
+//! the layout the same way ([`layout`], [`check_mode_and_layout`]).
 
+use super::{env, reject_unknown, ConfError, ConfFile, RedisSettings};
 use crate::keys::{Layout, Names, DEFAULT_PREFIX};
-pub use delayer_protocol::conf::*;
 use std::path::Path;
 
 /// What a client takes from the `delayer.conf` at `path`, with the
@@ -34,7 +34,7 @@ pub fn client_settings(
 /// which one node holds).
 pub fn check_mode_and_layout(file: &ConfFile, redis: &RedisSettings, layout: Layout) -> Result<(), ConfError> {
     if redis.cluster.is_some() && layout != Layout::Topic {
-        return Err(file.error(Some("redis"), Some("mode"), delayer_protocol::cluster::NEEDS_TOPIC_LAYOUT));
+        return Err(file.error(Some("redis"), Some("mode"), crate::cluster::NEEDS_TOPIC_LAYOUT));
     }
     Ok(())
 }

@@ -1,21 +1,21 @@
 //! What a metrics exporter reads per topic besides [`super::Stats`]: the
 //! reservations ended per outcome, as ack.lua, release.lua and reserve.lua
-//! count them in the outcomes hash ([`crate::Names::outcomes`]), and the
+//! count them in the outcomes hash ([`crate::keys::Names::outcomes`]), and the
 //! oldest ready job of each topic with its due time (the ready-queue age).
 //!
-//! Two round trips, no script: `TIME`, the outcomes (`HGETALL`: one hash in
+//! Two round trips, no script ([`activity`]): `TIME`, the outcomes (`HGETALL`: one hash in
 //! the classic layout, one per topic in the per-topic layout) and each
 //! ready list's oldest id (`LINDEX -1`); then `HGET <bucket> due` for each
 //! such id. O(topics + outcome fields), whatever the backlog. Every value is
 //! input: a key of the wrong type or an odd number is reported in
 //! [`Activity::odd`] (the reader logs it) and read as nothing.
 
+use super::Op;
 use crate::connection::Batch;
-use crate::error::{Error, Result};
 use crate::keys::{Names, OUTCOMES};
 use crate::numbers;
-use crate::ops::Request;
-use crate::Delayer;
+use crate::op::{Error, Request};
+use crate::replies::Result;
 use redis::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -58,41 +58,55 @@ impl Activity {
     }
 }
 
-impl Delayer {
-    /// The reservations ended per topic and outcome, and the oldest ready
-    /// job of each of `topics` (as [`Delayer::stats`] names them). Only reads.
-    pub fn activity(&self, topics: &[String]) -> Result<Activity> {
-        let names = self.keys();
+/// The reservations ended per topic and outcome, and the oldest ready job
+/// of each of `topics`: `first_batch`, then `HGET <bucket> due` of each
+/// such job.
+pub fn activity<'a>(names: &'a Names, topics: &'a [String]) -> Op<'a, Activity> {
+    let first = Request::Batch(first_batch(names, topics));
+    Op::call(first, move |reply| {
         let mut activity = Activity::default();
-        let first = self.call(&Request::Batch(first_batch(names, topics)))?;
-        let due_reads = read_first(names, topics, first, &mut activity)?;
-        if !due_reads.is_empty() {
-            let mut batch = Batch::new();
-            for (topic, id) in &due_reads {
-                batch.add_hint(redis::cmd("HGET").arg(names.bucket_bytes(topic, id)).arg("due").clone());
-            }
-            let replies = replies(self.call(&Request::Batch(batch))?, due_reads.len())?;
-            for ((topic, id), reply) in due_reads.into_iter().zip(replies) {
-                let key = String::from_utf8_lossy(&names.bucket_bytes(&topic, &id)).into_owned();
-                let due = match &reply {
-                    Value::Nil => None,
-                    Value::ServerError(e) => {
-                        activity.odd.push((key, format!("cannot be read: {e:?}")));
-                        None
-                    }
-                    other => {
-                        let read = numbers::time_value(other);
-                        if let Some(odd) = read.odd {
-                            activity.odd.push((key, format!("field due {}", odd.taken_as())));
-                        }
-                        read.value.map(numbers::Time::system_time)
-                    }
-                };
-                activity.heads.insert(topic, Head { id, due });
-            }
+        let due_reads = read_first(names, topics, reply, &mut activity)?;
+        Ok((activity, due_reads))
+    })
+    .then(move |(activity, due_reads)| {
+        if due_reads.is_empty() {
+            return Ok(Op::done(activity));
         }
-        Ok(activity)
+        let mut batch = Batch::new();
+        for (topic, id) in &due_reads {
+            batch.add_hint(redis::cmd("HGET").arg(names.bucket_bytes(topic, id)).arg("due").clone());
+        }
+        Ok(Op::call(Request::Batch(batch), move |reply| read_heads(names, activity, due_reads, reply)))
+    })
+}
+
+/// The `due` fields of the ready lists' oldest jobs, into `activity`.
+fn read_heads(
+    names: &Names,
+    mut activity: Activity,
+    due_reads: Vec<(String, Vec<u8>)>,
+    reply: Value,
+) -> Result<Activity> {
+    let replies = replies(reply, due_reads.len())?;
+    for ((topic, id), reply) in due_reads.into_iter().zip(replies) {
+        let key = String::from_utf8_lossy(&names.bucket_bytes(&topic, &id)).into_owned();
+        let due = match &reply {
+            Value::Nil => None,
+            Value::ServerError(e) => {
+                activity.odd.push((key, format!("cannot be read: {e:?}")));
+                None
+            }
+            other => {
+                let read = numbers::time_value(other);
+                if let Some(odd) = read.odd {
+                    activity.odd.push((key, format!("field due {}", odd.taken_as())));
+                }
+                read.value.map(numbers::Time::system_time)
+            }
+        };
+        activity.heads.insert(topic, Head { id, due });
     }
+    Ok(activity)
 }
 
 /// TIME, the outcome hashes, then each topic's oldest ready id.
@@ -112,7 +126,7 @@ fn first_batch(names: &Names, topics: &[String]) -> Batch {
 fn replies(reply: Value, n: usize) -> Result<Vec<Value>> {
     match reply {
         Value::Array(values) if values.len() == n => Ok(values),
-        other => Err(Error::Protocol(format!("activity: expected {n} replies, got {other:?}"))),
+        other => Err(Error::BadReply(format!("activity: expected {n} replies, got {other:?}"))),
     }
 }
 
@@ -134,7 +148,7 @@ fn read_first(
             Some(Value::Map(pairs)) => {
                 read_outcomes(&key, pairs.into_iter().flat_map(|(k, v)| [k, v]).collect(), activity)
             }
-            other => return Err(Error::Protocol(format!("activity: HGETALL {key} answered {other:?}"))),
+            other => return Err(Error::BadReply(format!("activity: HGETALL {key} answered {other:?}"))),
         }
     }
     let mut due_reads = Vec::new();
@@ -143,7 +157,7 @@ fn read_first(
             Some(Value::BulkString(id)) => due_reads.push((t.clone(), id)),
             Some(Value::Nil) => {}
             Some(Value::ServerError(e)) => activity.odd.push((names.ready(t), format!("cannot be read: {e:?}"))),
-            other => return Err(Error::Protocol(format!("activity: LINDEX {} answered {other:?}", names.ready(t)))),
+            other => return Err(Error::BadReply(format!("activity: LINDEX {} answered {other:?}", names.ready(t)))),
         }
     }
     Ok(due_reads)

@@ -1,12 +1,13 @@
-//! The client-side Lua scripts, named.
+//! The client-side Lua scripts, named: the Rust client's calls and the
+//! server's (its expiry runs release.lua) send these.
 //!
 //! The script texts live once in the repository's `lua/` folder; each states
-//! its KEYS and ARGV in its header, which is the contract the builders in
-//! `ops.rs` and `inspect.rs` (and the server's) follow, so it is not repeated
-//! here (conformance/test_conformance_contract.py holds every call to it).
-//! `sdk-rust/lua` is a link to that folder, which
-//! `cargo package` follows, so the published crate carries them too. This
-//! module only gives them names.
+//! its KEYS and ARGV in its header, which is the contract the client's call
+//! builders (and the server's) follow, so it is not repeated here
+//! (conformance/test_conformance_contract.py holds every call to it).
+//! `protocol/lua` is a link to that folder, which `cargo package` follows,
+//! so the published crate carries them too. This module only gives them
+//! names.
 //! `redis::Script` sends them by SHA and loads them again on `NOSCRIPT`.
 
 use redis::Script;
@@ -34,6 +35,14 @@ pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SRC)
 pub static RESCHEDULE: LazyLock<Script> = LazyLock::new(|| Script::new(RESCHEDULE_SRC));
 /// `dead.lua` (its header states its KEYS and ARGV).
 pub static DEAD: LazyLock<Script> = LazyLock::new(|| Script::new(DEAD_SRC));
+/// `lookup.lua`: KEYS bucket, pool, reserved; ARGV id, topic or "".
+pub static LOOKUP: LazyLock<Script> = LazyLock::new(|| Script::new(LOOKUP_SRC));
+/// `list.lua`: KEYS a ZSET (pool or reserved); ARGV bucket prefix, topic,
+/// start rank, count, most entries examined.
+pub static LIST: LazyLock<Script> = LazyLock::new(|| Script::new(LIST_SRC));
+/// `stats.lua`: KEYS topics, scheduled_count, pool, reserved; ARGV ready
+/// prefix, dead prefix, bucket prefix, cap on reserved ids read.
+pub static STATS: LazyLock<Script> = LazyLock::new(|| Script::new(STATS_SRC));
 
 /// Source of `lua/push.lua`.
 pub const PUSH_SRC: &str = include_str!("../lua/push.lua");
@@ -57,3 +66,9 @@ pub const RELEASE_SRC: &str = include_str!("../lua/release.lua");
 pub const RESCHEDULE_SRC: &str = include_str!("../lua/reschedule.lua");
 /// Source of `lua/dead.lua`.
 pub const DEAD_SRC: &str = include_str!("../lua/dead.lua");
+/// Source of `lua/lookup.lua`.
+pub const LOOKUP_SRC: &str = include_str!("../lua/lookup.lua");
+/// Source of `lua/list.lua`.
+pub const LIST_SRC: &str = include_str!("../lua/list.lua");
+/// Source of `lua/stats.lua`.
+pub const STATS_SRC: &str = include_str!("../lua/stats.lua");

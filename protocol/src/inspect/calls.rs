@@ -4,29 +4,33 @@
 
 use super::*;
 use crate::connection::Batch;
-use crate::error::{Error, Result};
-use crate::keys::{Keys, Names};
+use crate::keys::{check_topic, Keys, Names};
 use crate::numbers;
-use crate::ops::{split_name, Op, Request, Step};
-use crate::validate;
+use crate::op::{Request, Step};
+use crate::replies::{self, number, opt_text, raw, seconds, split_name};
+use crate::scripts;
+use crate::validate::{self, id_of};
+
+/// An inspecting operation.
+pub type Op<'a, T> = crate::op::Op<'a, T, Error>;
 use redis::Value;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
 /// lookup.lua for job `id` of `topic`.
-pub(crate) fn lookup(names: &Names, topic: &str, id: &[u8]) -> Result<Op<'static, JobInfo>> {
-    crate::ops::check_topic(names, topic)?;
-    let id = crate::ops::id_of(id)?.to_vec();
-    let mut inv = LOOKUP.prepare_invoke();
+pub fn lookup(names: &Names, topic: &str, id: &[u8]) -> Result<Op<'static, JobInfo>> {
+    check_topic(names, topic)?;
+    let id = id_of(id)?.to_vec();
+    let mut inv = scripts::LOOKUP.prepare_invoke();
     inv.key(names.bucket_bytes(topic, &id)).key(names.pool(topic)).key(names.reserved(topic)).arg(&id).arg(topic);
     Ok(Op::call(inv, move |reply| parse_lookup(&id, reply)))
 }
 
 /// lookup.lua's `{state, topic, body_size, attempts, max_attempts, time,
 /// dead_reason, last_error, traceparent}`.
-pub(crate) fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
+pub fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
     let mut parts = match reply {
         Value::Array(parts) if parts.len() == 9 => parts,
-        other => return Err(Error::Protocol(format!("lookup: expected 9 fields, got {other:?}"))),
+        other => return Err(Error::BadReply(format!("lookup: expected 9 fields, got {other:?}"))),
     };
     let traceparent = parts.pop();
     let mut f = parts.into_iter().map(opt_text);
@@ -40,7 +44,7 @@ pub(crate) fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
     let dead_reason = next()?;
     let last_error = next()?;
     let (id, raw_id) = split_name(id.to_vec());
-    let traceparent = crate::ops::traceparent(&id, traceparent)?;
+    let traceparent = replies::traceparent(&id, traceparent)?;
     Ok(JobInfo {
         raw_id,
         id,
@@ -60,14 +64,16 @@ pub(crate) fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
 
 /// Which ZSET a listing walks.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Walked {
+pub enum Walked {
+    /// The pool: scheduled jobs by due time.
     Pool,
+    /// The reserved set: reservations by deadline.
     Reserved,
 }
 
-/// A page of list.lua calls: [`ListScan::request`] what to send, then
-/// [`ListScan::feed`] each reply until it gives the page.
-pub(crate) struct ListScan {
+/// A page of list.lua calls: `ListScan::request` what to send, then
+/// `ListScan::feed` each reply until it gives the page.
+pub struct ListScan {
     zset: String,
     /// The reserved set: scores in ms, which list.lua is asked to answer in seconds.
     in_ms: bool,
@@ -80,8 +86,9 @@ pub(crate) struct ListScan {
 }
 
 impl ListScan {
-    pub(crate) fn new(names: &Names, walked: Walked, topic: &str, cursor: u64, count: usize) -> Result<ListScan> {
-        crate::ops::check_topic(names, topic)?;
+    /// A page of `topic`'s `walked` set from `cursor`, of at most `count`.
+    pub fn new(names: &Names, walked: Walked, topic: &str, cursor: u64, count: usize) -> Result<ListScan> {
+        check_topic(names, topic)?;
         let count = page_count(count)?;
         let cursor = validate::position("cursor", cursor)?;
         let (zset, in_ms) = match walked {
@@ -93,8 +100,8 @@ impl ListScan {
     }
 
     /// The page: list.lua calls until it is full, the walk ends, or
-    /// [`CALLS_PER_PAGE`] calls were made.
-    pub(crate) fn op(mut self) -> Op<'static, Page<Listed>> {
+    /// `CALLS_PER_PAGE` calls were made.
+    pub fn op(mut self) -> Op<'static, Page<Listed>> {
         Op::new(move |reply| {
             if let Some(page) = reply.map(|reply| self.feed(reply)).transpose()?.flatten() {
                 return Ok(Step::Done(page));
@@ -104,7 +111,7 @@ impl ListScan {
     }
 
     fn request(&self) -> Request {
-        let mut inv = LIST.prepare_invoke();
+        let mut inv = scripts::LIST.prepare_invoke();
         inv.key(&self.zset).arg(&self.bucket_prefix).arg(&self.topic).arg(self.rank);
         inv.arg(self.count - self.items.len()).arg(EXAMINE_PER_CALL);
         if self.in_ms {
@@ -116,10 +123,10 @@ impl ListScan {
     /// One reply; `Some(page)` when the page is done.
     fn feed(&mut self, reply: Value) -> Result<Option<Page<Listed>>> {
         let Value::Array(parts) = reply else {
-            return Err(Error::Protocol(format!("list: expected a list, got {reply:?}")));
+            return Err(Error::BadReply(format!("list: expected a list, got {reply:?}")));
         };
         if parts.len() % 2 == 0 {
-            return Err(Error::Protocol(format!("list: expected next rank then pairs, got {} values", parts.len())));
+            return Err(Error::BadReply(format!("list: expected next rank then pairs, got {} values", parts.len())));
         }
         let mut parts = parts.into_iter();
         let next = parts.next().map(opt_text).unwrap_or(Ok(None))?;
@@ -131,7 +138,7 @@ impl ListScan {
         }
         self.calls += 1;
         let next = match next {
-            Some(rank) => Some(rank.parse::<u64>().map_err(|_| Error::Protocol(format!("list: bad rank {rank:?}")))?),
+            Some(rank) => Some(rank.parse::<u64>().map_err(|_| Error::BadReply(format!("list: bad rank {rank:?}")))?),
             None => None,
         };
         match next {
@@ -146,8 +153,8 @@ impl ListScan {
 
 /// The ready listing: `LRANGE` from the right end (next out first), `count`
 /// ids from `cursor` ids in.
-pub(crate) fn list_ready(names: &Names, topic: &str, cursor: u64, count: usize) -> Result<Op<'static, Page<Vec<u8>>>> {
-    crate::ops::check_topic(names, topic)?;
+pub fn list_ready(names: &Names, topic: &str, cursor: u64, count: usize) -> Result<Op<'static, Page<Vec<u8>>>> {
+    check_topic(names, topic)?;
     let count = page_count(count)? as i64;
     let from = validate::position("cursor", cursor)? as i64;
     let mut batch = Batch::new();
@@ -160,10 +167,10 @@ pub(crate) fn list_ready(names: &Names, topic: &str, cursor: u64, count: usize) 
 fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Page<Vec<u8>>> {
     let ids = match reply {
         Value::Array(mut replies) if replies.len() == 1 => replies.remove(0),
-        other => return Err(Error::Protocol(format!("ready listing: expected one reply, got {other:?}"))),
+        other => return Err(Error::BadReply(format!("ready listing: expected one reply, got {other:?}"))),
     };
     let Value::Array(ids) = ids else {
-        return Err(Error::Protocol(format!("ready listing: expected a list of ids, got {ids:?}")));
+        return Err(Error::BadReply(format!("ready listing: expected a list of ids, got {ids:?}")));
     };
     let mut ids = ids.into_iter().rev().map(raw).collect::<Result<Vec<_>>>()?;
     let more = ids.len() > count;
@@ -173,10 +180,10 @@ fn parse_ready(reply: Value, cursor: u64, count: usize) -> Result<Page<Vec<u8>>>
 }
 
 /// A job's body, read when it is at most `limit` bytes: the bucket's topic,
-/// the body's length, then (a second call, [`body_read`]) the body.
-pub(crate) fn body<'a>(names: &Names, topic: &'a str, id: &[u8], limit: usize) -> Result<Op<'a, Body>> {
-    crate::ops::check_topic(names, topic)?;
-    let bucket = names.bucket_bytes(topic, crate::ops::id_of(id)?);
+/// the body's length, then (a second call, `body_read`) the body.
+pub fn body<'a>(names: &Names, topic: &'a str, id: &[u8], limit: usize) -> Result<Op<'a, Body>> {
+    check_topic(names, topic)?;
+    let bucket = names.bucket_bytes(topic, id_of(id)?);
     let mut batch = Batch::new();
     batch.add(redis::cmd("HGET").arg(&bucket).arg("topic").clone());
     batch.add(redis::cmd("HSTRLEN").arg(&bucket).arg("body").clone());
@@ -211,7 +218,7 @@ fn body_read(bucket: Vec<u8>) -> Request {
     Request::Batch(batch)
 }
 
-/// [`body_read`]'s reply: the body when the bucket is still `topic`'s and
+/// `body_read`'s reply: the body when the bucket is still `topic`'s and
 /// the body still at most `limit` bytes.
 fn parse_body(topic: &str, limit: usize, reply: Value) -> Body {
     let fields = match reply {
@@ -228,8 +235,8 @@ fn parse_body(topic: &str, limit: usize, reply: Value) -> Body {
 }
 
 /// LLEN of `topic`'s dead-letter list.
-pub(crate) fn dead_len(names: &Names, topic: &str) -> Result<Op<'static, u64>> {
-    crate::ops::check_topic(names, topic)?;
+pub fn dead_len(names: &Names, topic: &str) -> Result<Op<'static, u64>> {
+    check_topic(names, topic)?;
     let mut batch = Batch::new();
     batch.add(redis::cmd("LLEN").arg(names.dead(topic)).clone());
     Ok(Op::call(Request::Batch(batch), parse_len))
@@ -240,16 +247,16 @@ fn parse_len(reply: Value) -> Result<u64> {
     match reply {
         Value::Array(replies) => match replies.as_slice() {
             [Value::Int(n)] => Ok(u64::try_from(*n).unwrap_or(0)),
-            other => Err(Error::Protocol(format!("dead-letter length: expected a number, got {other:?}"))),
+            other => Err(Error::BadReply(format!("dead-letter length: expected a number, got {other:?}"))),
         },
-        other => Err(Error::Protocol(format!("dead-letter length: expected one reply, got {other:?}"))),
+        other => Err(Error::BadReply(format!("dead-letter length: expected one reply, got {other:?}"))),
     }
 }
 
 /// The numbers: stats.lua in the classic layout; in the per-topic layout
 /// the topics first, then their keys' sizes, no script (PROTOCOL.md,
 /// "Operations in the per-topic layout").
-pub(crate) fn stats<'a>(names: &'a Names) -> Op<'a, Stats> {
+pub fn stats<'a>(names: &'a Names) -> Op<'a, Stats> {
     match names {
         Names::Classic(keys) => Op::call(stats_script(keys), parse_stats),
         Names::Topic(index) => {
@@ -264,7 +271,7 @@ pub(crate) fn stats<'a>(names: &'a Names) -> Op<'a, Stats> {
 /// The per-topic layout's topics (SMEMBERS' reply),
 /// sorted, and the request reading their numbers.
 fn topic_numbers(names: &Names, reply: Value) -> Result<(Vec<String>, Request)> {
-    let bad = |v: &dyn std::fmt::Debug| Error::Protocol(format!("stats: expected the topics, got {v:?}"));
+    let bad = |v: &dyn std::fmt::Debug| Error::BadReply(format!("stats: expected the topics, got {v:?}"));
     let members = match reply {
         Value::Array(mut replies) if replies.len() == 1 => replies.remove(0),
         other => return Err(bad(&other)),
@@ -283,7 +290,7 @@ fn topic_numbers(names: &Names, reply: Value) -> Result<(Vec<String>, Request)> 
 
 /// The numbers of `topics` (the reply of [`topic_numbers`]'s request).
 fn parse_topic_numbers(topics: Vec<String>, reply: Value) -> Result<Stats> {
-    let bad = |v: &dyn std::fmt::Debug| Error::Protocol(format!("stats: unexpected reply {v:?}"));
+    let bad = |v: &dyn std::fmt::Debug| Error::BadReply(format!("stats: unexpected reply {v:?}"));
     let values = match reply {
         Value::Array(values) if values.len() == topics.len() * 4 => values,
         other => return Err(bad(&other)),
@@ -313,7 +320,7 @@ fn parse_topic_numbers(topics: Vec<String>, reply: Value) -> Result<Stats> {
 
 /// stats.lua.
 fn stats_script(keys: &Keys) -> Request {
-    let mut inv = STATS.prepare_invoke();
+    let mut inv = scripts::STATS.prepare_invoke();
     inv.key(keys.topics()).key(keys.scheduled_count()).key(keys.job_pool()).key(keys.reserved());
     inv.arg(keys.ready_queue_prefix()).arg(keys.dead_prefix()).arg(keys.bucket_prefix()).arg(RESERVED_CAP);
     Request::Script(inv)
@@ -322,7 +329,7 @@ fn stats_script(keys: &Keys) -> Request {
 /// stats.lua's `{pool_total, reserved_total, known, {topic, scheduled,
 /// ready, reserved, dead}...}`.
 pub fn parse_stats(reply: Value) -> Result<Stats> {
-    let bad = |v: &dyn std::fmt::Debug| Error::Protocol(format!("stats: unexpected reply {v:?}"));
+    let bad = |v: &dyn std::fmt::Debug| Error::BadReply(format!("stats: unexpected reply {v:?}"));
     let Value::Array(parts) = reply else { return Err(bad(&reply)) };
     let mut parts = parts.into_iter();
     let int = |v: Option<Value>| {
@@ -352,44 +359,9 @@ pub fn parse_stats(reply: Value) -> Result<Stats> {
 
 fn page_count(count: usize) -> Result<usize> {
     if count == 0 || count > MAX_PAGE {
-        return Err(Error::InvalidArgument(format!("listings take 1 to {MAX_PAGE} entries at a time, not {count}")));
+        return Err(Invalid(format!("listings take 1 to {MAX_PAGE} entries at a time, not {count}")).into());
     }
     Ok(count)
-}
-
-/// A string reply, `None` when empty ("" is the scripts' "not known").
-fn opt_text(v: Value) -> Result<Option<String>> {
-    let s = match v {
-        Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
-        Value::SimpleString(s) => s,
-        Value::Int(n) => n.to_string(),
-        Value::Nil => String::new(),
-        other => return Err(Error::Protocol(format!("expected a string, got {other:?}"))),
-    };
-    Ok(Some(s).filter(|s| !s.is_empty()))
-}
-
-/// A name's bytes in a reply (nil: none).
-fn raw(v: Value) -> Result<Vec<u8>> {
-    match v {
-        Value::BulkString(b) => Ok(b),
-        Value::SimpleString(s) => Ok(s.into_bytes()),
-        Value::Nil => Ok(Vec::new()),
-        other => Err(Error::Protocol(format!("expected a name, got {other:?}"))),
-    }
-}
-
-/// A count a script read from a job's hash or a key's size, by the rules of
-/// [`crate::numbers`]: not a number is not known (`None`), so one damaged
-/// field does not fail the lookup.
-fn number(v: Option<String>) -> Option<u64> {
-    numbers::count_text(&v?).value
-}
-
-/// Unix seconds as a score or `"s.mmm"`, to the millisecond, by the rules
-/// of [`crate::numbers`]; `None` when it is no time at all.
-fn seconds(s: &str) -> Option<SystemTime> {
-    numbers::time_text(s).value.map(numbers::Time::system_time)
 }
 
 #[cfg(test)]
@@ -435,7 +407,7 @@ mod tests {
         let unreadable = ["dead", "t", "1", "1", "1", "abc", "buried", "", ""].map(bulk).to_vec();
         assert_eq!(parse_lookup(b"42", Value::Array(unreadable)).unwrap().dead_at, None);
         let bad = Value::Array(["weird", "", "", "", "", "", "", "", ""].map(bulk).to_vec());
-        assert!(matches!(parse_lookup(b"42", bad), Err(Error::Protocol(_))));
+        assert!(matches!(parse_lookup(b"42", bad), Err(Error::BadReply(_))));
     }
 
     #[test]

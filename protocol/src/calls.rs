@@ -1,0 +1,107 @@
+//! One builder per client script: its KEYS and ARGV, in the order its
+//! header in `lua/` states them (conformance/test_conformance_contract.py
+//! holds every call to it), for a topic in either layout ([`Names`] alone
+//! knows which). The arguments come checked by the caller ([`crate::validate`]);
+//! what a call does with the reply is the caller's.
+
+use crate::keys::Names;
+use crate::scripts;
+use redis::ScriptInvocation;
+
+/// pop.lua for one topic.
+pub fn pop(names: &Names, topic: &str) -> ScriptInvocation<'static> {
+    let mut inv = scripts::POP.prepare_invoke();
+    inv.key(names.ready(topic)).key(names.malformed(topic)).key(names.pool(topic)).key(names.reserved(topic));
+    inv.arg(names.bucket_prefix(topic));
+    inv
+}
+
+/// take.lua for an id BRPOP returned from `topic`'s ready list (raw bytes:
+/// used exactly as stored).
+pub fn take(names: &Names, topic: &str, id: &[u8]) -> ScriptInvocation<'static> {
+    let mut inv = scripts::TAKE.prepare_invoke();
+    inv.key(names.bucket_bytes(topic, id)).key(names.malformed(topic)).key(names.pool(topic));
+    inv.key(names.reserved(topic)).arg(id);
+    inv
+}
+
+/// remove.lua for job `id` of `topic`.
+pub fn remove(names: &Names, topic: &str, id: &[u8]) -> ScriptInvocation<'static> {
+    let mut inv = scripts::REMOVE.prepare_invoke();
+    inv.key(names.pool(topic)).key(names.bucket_bytes(topic, id));
+    inv.key(names.scheduled_count()).arg(id);
+    inv
+}
+
+/// reschedule.lua for job `id` of `topic`, due `delay_ms` from now.
+pub fn reschedule(names: &Names, topic: &str, id: &[u8], delay_ms: u64) -> ScriptInvocation<'static> {
+    let mut inv = scripts::RESCHEDULE.prepare_invoke();
+    inv.key(names.pool(topic)).key(names.bucket_bytes(topic, id)).arg(id).arg(delay_ms).arg(names.wake());
+    inv
+}
+
+/// reserve.lua for `topic` with `ttr_ms`: one job (`batch` `None`), or in
+/// batch mode up to `n` jobs after acking `acks` (id, receipt; "" for any
+/// current reservation), then the wake channel.
+pub fn reserve(
+    names: &Names,
+    topic: &str,
+    ttr_ms: u64,
+    batch: Option<(usize, &[(&[u8], &str)])>,
+) -> ScriptInvocation<'static> {
+    let mut inv = scripts::RESERVE.prepare_invoke();
+    inv.key(names.ready(topic)).key(names.reserved(topic)).key(names.malformed(topic));
+    inv.key(names.receipt_seq(topic)).key(names.pool(topic)).key(names.outcomes(topic));
+    inv.arg(names.bucket_prefix(topic)).arg(ttr_ms);
+    match batch {
+        None => inv.arg(""),
+        Some((n, acks)) => acks.iter().fold(inv.arg(n), |inv, (id, receipt)| inv.arg(*id).arg(*receipt)),
+    };
+    inv.arg(names.wake());
+    inv
+}
+
+/// ack.lua for reservation `receipt` ("": any current one) of job `id` of
+/// `topic`.
+pub fn ack(names: &Names, topic: &str, id: &[u8], receipt: &str) -> ScriptInvocation<'static> {
+    let mut inv = scripts::ACK.prepare_invoke();
+    inv.key(names.reserved(topic)).key(names.bucket_bytes(topic, id)).key(names.pool(topic));
+    inv.key(names.outcomes(topic)).arg(id).arg(receipt);
+    inv
+}
+
+/// touch.lua: the reservation's deadline becomes now + `ttr_ms`.
+pub fn touch(names: &Names, topic: &str, id: &[u8], receipt: &str, ttr_ms: u64) -> ScriptInvocation<'static> {
+    let mut inv = scripts::TOUCH.prepare_invoke();
+    inv.key(names.reserved(topic)).key(names.bucket_bytes(topic, id)).key(names.pool(topic));
+    inv.arg(id).arg(receipt).arg(ttr_ms).arg(names.wake());
+    inv
+}
+
+/// release.lua ("held") for one reservation: `action` is a delay in ms,
+/// "backoff" or "bury"; `error` ("": none) becomes the job's last_error.
+pub fn release(
+    names: &Names,
+    topic: &str,
+    id: &[u8],
+    receipt: &str,
+    action: &str,
+    error: &str,
+) -> ScriptInvocation<'static> {
+    let (dead_key, dead_prefix) = names.release_dead(topic);
+    let mut inv = scripts::RELEASE.prepare_invoke();
+    inv.key(names.reserved(topic)).key(names.pool(topic)).key(names.malformed(topic)).key(dead_key);
+    inv.key(names.outcomes(topic));
+    inv.arg(names.bucket_prefix(topic)).arg(dead_prefix).arg(action);
+    inv.arg("held").arg(id).arg(receipt).arg(names.wake()).arg(error);
+    inv
+}
+
+/// dead.lua's KEYS and first ARGV for `topic` and `action` ("list",
+/// "purge", `"requeue <wake channel>"`); the caller adds the action's own.
+pub fn dead(names: &Names, topic: &str, action: &str) -> ScriptInvocation<'static> {
+    let mut inv = scripts::DEAD.prepare_invoke();
+    inv.key(names.dead(topic)).key(names.pool(topic)).key(names.scheduled_count());
+    inv.arg(names.bucket_prefix(topic)).arg(topic).arg(action);
+    inv
+}

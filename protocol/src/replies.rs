@@ -1,0 +1,176 @@
+//! Reading what Redis answers the scripts and commands of the protocol:
+//! the readers of times, names, counts and flags every reply decoder shares
+//! (the Rust SDK's, one per script). Every reply is input: a damaged job
+//! hash's numbers are read within range ([`crate::numbers`]), text that is
+//! not UTF-8 is kept as bytes, and anything else is
+//! [`Error::BadReply`].
+
+use crate::numbers;
+use crate::op::Error;
+use redis::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::SystemTime;
+
+/// `Result` with [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// "1763750000.125" (Unix seconds, as the scripts return times), read by
+/// the rules of [`crate::numbers`]: a time before 1970 as the epoch, one
+/// after 9999 as its end; only text that is no number at all is an error.
+pub fn parse_due(s: &str) -> Result<SystemTime> {
+    let bad = || Error::BadReply(format!("expected a time in Unix seconds, got {s:?}"));
+    Ok(numbers::time_text(s).value.ok_or_else(bad)?.system_time())
+}
+
+/// A time a job's hash supplied (its `dead_at`), which anyone may have
+/// written: the epoch when it is no time at all, so one damaged job does
+/// not fail a whole listing.
+pub fn lenient_time(s: &str) -> SystemTime {
+    numbers::time_text(s).or(numbers::Time::EPOCH).system_time()
+}
+
+/// An id or topic read from Redis: its text (lossy when the bytes are not
+/// UTF-8, which a Delayer 1.x or PHP client may write), and its exact
+/// bytes in that case, so the job is handed out whole and named back.
+pub fn name(v: Option<Value>) -> Result<(String, Option<Vec<u8>>)> {
+    Ok(split_name(bytes(v)?))
+}
+
+/// A name's bytes as text, and the bytes themselves when they are not UTF-8.
+pub fn split_name(bytes: Vec<u8>) -> (String, Option<Vec<u8>>) {
+    match String::from_utf8(bytes) {
+        Ok(text) => (text, None),
+        Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), Some(e.into_bytes())),
+    }
+}
+
+/// A script's array reply of exactly `n` items; nil is `None`.
+pub fn array(reply: Value, n: usize, what: &str) -> Result<Vec<Value>> {
+    match reply {
+        Value::Array(parts) if parts.len() == n => Ok(parts),
+        other => Err(Error::BadReply(format!("expected {what}, got {other:?}"))),
+    }
+}
+
+/// A string reply's bytes.
+pub fn bytes(v: Option<Value>) -> Result<Vec<u8>> {
+    match v {
+        Some(Value::BulkString(b)) => Ok(b),
+        Some(Value::SimpleString(s)) => Ok(s.into_bytes()),
+        other => Err(Error::BadReply(format!("expected a string, got {other:?}"))),
+    }
+}
+
+/// Ids and topics we write are UTF-8; one written by a foreign client that
+/// is not must still reach the consumer, so it is converted, not refused.
+pub fn text(v: Option<Value>) -> Result<String> {
+    Ok(String::from_utf8_lossy(&bytes(v)?).into_owned())
+}
+
+/// A count a script read from a job's hash (attempts, max_attempts), by the
+/// rules of [`crate::numbers`]: a huge one saturates, a negative one is 0,
+/// so a job with a damaged field is still handed out (a job reserved and
+/// then refused here would wait for its ttr to pass, for nothing).
+pub fn int<T: numbers::Count>(v: Option<Value>) -> Result<T> {
+    let v = v.unwrap_or(Value::Nil);
+    numbers::count_value(&v).value.ok_or_else(|| Error::BadReply(format!("expected an integer, got {v:?}")))
+}
+
+/// A script's 1 (done) or 0 (nothing to do).
+pub fn flag(reply: Value, script: &str) -> Result<bool> {
+    match reply {
+        Value::Int(n) => Ok(n == 1),
+        other => Err(Error::BadReply(format!("{script}: expected 0 or 1, got {other:?}"))),
+    }
+}
+
+/// A time `"s.mmm"`, or nil.
+pub fn maybe_due(reply: Value) -> Result<Option<SystemTime>> {
+    match reply {
+        Value::Nil => Ok(None),
+        other => Ok(Some(parse_due(&text(Some(other))?)?)),
+    }
+}
+
+/// A string reply, `None` when empty ("" is the scripts' "not known").
+pub fn opt_text(v: Value) -> Result<Option<String>> {
+    let s = match v {
+        Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+        Value::SimpleString(s) => s,
+        Value::Int(n) => n.to_string(),
+        Value::Nil => String::new(),
+        other => return Err(Error::BadReply(format!("expected a string, got {other:?}"))),
+    };
+    Ok(Some(s).filter(|s| !s.is_empty()))
+}
+
+/// A name's bytes in a reply (nil: none).
+pub fn raw(v: Value) -> Result<Vec<u8>> {
+    match v {
+        Value::BulkString(b) => Ok(b),
+        Value::SimpleString(s) => Ok(s.into_bytes()),
+        Value::Nil => Ok(Vec::new()),
+        other => Err(Error::BadReply(format!("expected a name, got {other:?}"))),
+    }
+}
+
+/// A count a script read from a job's hash or a key's size, by the rules of
+/// [`crate::numbers`]: not a number is not known (`None`), so one damaged
+/// field does not fail the lookup.
+pub fn number(v: Option<String>) -> Option<u64> {
+    numbers::count_text(&v?).value
+}
+
+/// Unix seconds as a score or `"s.mmm"`, to the millisecond, by the rules
+/// of [`crate::numbers`]; `None` when it is no time at all.
+pub fn seconds(s: &str) -> Option<SystemTime> {
+    numbers::time_text(s).value.map(numbers::Time::system_time)
+}
+
+/// A job's traceparent as a script read it from the hash ("" when absent):
+/// `None` when absent or not a traceparent by
+/// [`crate::validate::traceparent`]'s rule (anyone with Redis access may
+/// have written it: the job is still handed out, and the first such value
+/// is said on stderr).
+pub fn traceparent(id: &str, v: Option<Value>) -> Result<Option<String>> {
+    Ok(from_redis(id, bytes(v)?))
+}
+
+/// Whether a malformed traceparent was already said.
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// The traceparent a script read from job `id`'s hash ("" when absent):
+/// `None` when absent or malformed.
+fn from_redis(id: &str, value: Vec<u8>) -> Option<String> {
+    if value.is_empty() {
+        return None;
+    }
+    if crate::validate::is_traceparent(&value) {
+        // 55 ASCII bytes: checked above.
+        return String::from_utf8(value).ok();
+    }
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        let shown = String::from_utf8_lossy(&value[..value.len().min(64)]).into_owned();
+        eprintln!(
+            "delayer: warning: job {id:?} carries a traceparent that is not one ({shown:?}, {} bytes); it is \
+             handed out without it (further malformed traceparents not logged)",
+            value.len()
+        );
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_values_read_as_absent() {
+        let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(from_redis("1", good.as_bytes().to_vec()).as_deref(), Some(good));
+        assert_eq!(from_redis("1", Vec::new()), None);
+        for bad in [vec![0xff; 55], vec![b'0'; 10_000_000], good.to_uppercase().into_bytes()] {
+            assert_eq!(from_redis("1", bad), None);
+        }
+    }
+}
