@@ -159,11 +159,7 @@ final class Options
         if (($config['layout'] ?? Keys::TOPIC) !== Keys::TOPIC) {
             throw new ConfigException('option layout: the cluster option needs the per-topic layout ("topic"; the classic layout keeps every job in one key)');
         }
-        try {
-            $seeds = ClusterConnection::seeds($config['cluster']);
-        } catch (\InvalidArgumentException $bad) {
-            throw new ConfigException('option cluster: ' . $bad->getMessage());
-        }
+        $seeds = ClusterConnection::seedList(self::nodes($config, 'cluster'));
         if (!\is_bool($config['cluster_tls'] ?? false)) {
             throw new ConfigException('option cluster_tls must be a bool, got ' . get_debug_type($config['cluster_tls']));
         }
@@ -222,24 +218,7 @@ final class Options
      */
     private static function sentinels(#[\SensitiveParameter] array $config, array $tls, float $timeout): Sentinels
     {
-        $nodes = $config['sentinels'];
-        if (\is_string($nodes)) {
-            try {
-                $nodes = Sentinels::parseNodes($nodes);
-            } catch (\InvalidArgumentException $bad) {
-                throw new ConfigException('option sentinels: ' . json_encode($bad->getMessage()) . ' is not host:port');
-            }
-        }
-        if (!\is_array($nodes) || $nodes === [] || !array_is_list($nodes)) {
-            throw new ConfigException('option sentinels must be "host:port,..." or a list of [host, port]');
-        }
-        foreach ($nodes as $node) {
-            if (!\is_array($node) || !array_is_list($node) || \count($node) !== 2 || !\is_string($node[0])
-                || !\is_int($node[1]) || $node[1] < 1 || $node[1] > 65535) {
-                throw new ConfigException('option sentinels: each sentinel is [host, port], got ' . get_debug_type($node));
-            }
-        }
-        /** @var list<array{0: string, 1: int}> $nodes */
+        $nodes = self::nodes($config, 'sentinels');
         $secure = $config['sentinel_tls'] ?? false;
         if (!\is_bool($secure)) {
             throw new ConfigException('option sentinel_tls must be a bool, got ' . get_debug_type($secure));
@@ -248,6 +227,19 @@ final class Options
         $password = self::string($config, 'sentinel_password', '', true);
         return new Sentinels($nodes, self::string($config, 'master_name', '', false), $username === '' ? null : $username,
             $password === '' ? null : $password, $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null, $timeout);
+    }
+
+    /**
+     * @param array<string, mixed> $config
+     * @return list<array{0: string, 1: int}>
+     */
+    private static function nodes(#[\SensitiveParameter] array $config, string $key): array
+    {
+        try {
+            return Sentinels::nodeList($config[$key]);
+        } catch (\InvalidArgumentException $bad) {
+            throw new ConfigException("option {$key}: " . $bad->getMessage());
+        }
     }
 
     /** @return array<string, string> */
