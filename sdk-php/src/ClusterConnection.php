@@ -70,11 +70,7 @@ final class ClusterConnection implements RedisLink
      */
     public static function readConfig(\Closure $get, \Closure $error, string $layout): array
     {
-        foreach (self::NOT_IN_CLUSTER as $key) {
-            if ($get($key) !== null) {
-                throw $error($key, 'not used with mode = cluster: the nodes name the cluster');
-            }
-        }
+        Options::refuse($get, self::NOT_IN_CLUSTER, static fn (string $key) => $error($key, 'not used with mode = cluster: the nodes name the cluster'));
         $database = $get('database');
         if ($database !== null && $database !== '0') {
             throw $error('database', 'Redis Cluster has only database 0');

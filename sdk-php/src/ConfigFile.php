@@ -176,14 +176,8 @@ final class ConfigFile
             $layout,
         );
         if (($url = $get($redis, 'url')) !== null) {
-            foreach (['host', 'port', 'database'] as $key) {
-                if ($get($redis, $key) !== null) {
-                    throw $error('redis', $key, 'set either url or host/port/database, not both');
-                }
-            }
-            if (RedisUrl::parse($url) === null) {
-                throw $error('redis', 'url', 'not a redis://, rediss:// or unix:// URL');
-            }
+            RedisUrl::checked($url, static fn (string $key): ?string => $get($redis, $key),
+                static fn (string $key, string $message): ConfigException => $error('redis', $key, $message));
             $config['url'] = $url;
         }
         if (($database = $get($redis, 'database')) !== null) {

@@ -184,7 +184,7 @@ final class Connection implements RedisLink
         for ($retry = $this->sentinels !== null; ; $retry = false) {
             try {
                 $result = $call($this->redis());
-                $this->lastUsed = self::now();
+                $this->lastUsed = BlockingWait::now();
                 return $result;
             } catch (\RedisException $e) { // ConnectionException is one
                 // Mostly a failed socket, which phpredis cannot always tell from
@@ -245,7 +245,7 @@ final class Connection implements RedisLink
      */
     private function pipeline(\Redis $redis, string $what, int $n, \Closure $queue): array
     {
-        if (self::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
+        if (BlockingWait::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
             $redis->ping();
         }
         $redis->clearLastError();
@@ -271,7 +271,7 @@ final class Connection implements RedisLink
                 throw $e;
             }
             $this->redis = $redis;
-            $this->lastUsed = self::now();
+            $this->lastUsed = BlockingWait::now();
         }
         return $this->redis;
     }
@@ -282,11 +282,6 @@ final class Connection implements RedisLink
             self::closeQuietly($this->redis);
             $this->redis = null;
         }
-    }
-
-    private static function now(): float
-    {
-        return hrtime(true) / 1e9;
     }
 
     private static function closeQuietly(\Redis $redis): void

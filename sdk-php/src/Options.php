@@ -62,23 +62,16 @@ final class Options
         if (!$cluster && ($config['cluster_tls'] ?? null) !== null) {
             throw new ConfigException('option cluster_tls goes with the cluster option');
         }
+        $given = static fn (string $key): mixed => $config[$key] ?? null;
         if (!$cluster && !$sentinel) {
-            foreach (self::SENTINEL_KEYS as $key) {
-                if (($config[$key] ?? null) !== null) {
-                    throw new ConfigException("option {$key} goes with the sentinels option");
-                }
-            }
+            self::refuse($given, self::SENTINEL_KEYS, static fn (string $key) => new ConfigException("option {$key} goes with the sentinels option"));
         }
         if ($cluster) {
             $seeds = self::cluster($config);
             $config = ['layout' => Keys::TOPIC] + $config;
             [$host, $port, $database, $shownHost] = ['', 0, 0, implode(',', $seeds)];
         } elseif ($sentinel) {
-            foreach (['url', 'host', 'port'] as $key) {
-                if (($config[$key] ?? null) !== null) {
-                    throw new ConfigException("option {$key}: not used with sentinels (the sentinels name the master)");
-                }
-            }
+            self::refuse($given, ['url', 'host', 'port'], static fn (string $key) => new ConfigException("option {$key}: not used with sentinels (the sentinels name the master)"));
             $database = self::int($config, 'database', 0, 0, PHP_INT_MAX);
             $host = '';
             $port = 0;
@@ -92,15 +85,7 @@ final class Options
             $port = str_starts_with($host, '/') ? 0 : $port;
             $shownHost = $host;
         } else {
-            foreach (['host', 'port', 'database'] as $key) {
-                if (($config[$key] ?? null) !== null) {
-                    throw new ConfigException("option {$key}: set either url or host/port/database, not both");
-                }
-            }
-            $parsed = RedisUrl::parse($url);
-            if ($parsed === null) {
-                throw new ConfigException('option url: not a redis://, rediss:// or unix:// URL');
-            }
+            $parsed = RedisUrl::checked($url, $given, static fn (string $key, string $message) => new ConfigException("option {$key}: {$message}"));
             if ($parsed->password !== null) {
                 $secrets[] = $parsed->password;
             }
@@ -148,11 +133,8 @@ final class Options
      */
     private static function cluster(#[\SensitiveParameter] array $config): array
     {
-        foreach (['url', 'host', 'port', 'sentinels', ...self::SENTINEL_KEYS] as $key) {
-            if (($config[$key] ?? null) !== null) {
-                throw new ConfigException("option {$key}: not used with cluster (the cluster option names the nodes)");
-            }
-        }
+        self::refuse(static fn (string $key): mixed => $config[$key] ?? null, ['url', 'host', 'port', 'sentinels', ...self::SENTINEL_KEYS],
+            static fn (string $key) => new ConfigException("option {$key}: not used with cluster (the cluster option names the nodes)"));
         if (self::int($config, 'database', 0, 0, PHP_INT_MAX) !== 0) {
             throw new ConfigException('option database: Redis Cluster has only database 0');
         }
@@ -164,6 +146,22 @@ final class Options
             throw new ConfigException('option cluster_tls must be a bool, got ' . get_debug_type($config['cluster_tls']));
         }
         return $seeds;
+    }
+
+    /**
+     * Throws $error(key) for the first of $keys that $get finds set.
+     *
+     * @param \Closure(string): mixed $get
+     * @param list<string> $keys
+     * @param \Closure(string): ConfigException $error
+     */
+    public static function refuse(\Closure $get, array $keys, \Closure $error): void
+    {
+        foreach ($keys as $key) {
+            if ($get($key) !== null) {
+                throw $error($key);
+            }
+        }
     }
 
     /** @param array<string, mixed> $config */

@@ -142,12 +142,8 @@ final class Sentinels
     {
         $mode = $get('mode');
         if ($mode === null || $mode === 'standalone') {
-            foreach (self::SENTINEL_ONLY as $key) {
-                if ($get($key) !== null) {
-                    $modes = \in_array($key, ['nodes', 'tls'], true) ? 'sentinel or cluster' : 'sentinel';
-                    throw $error($key, "is only used with mode = {$modes} (mode is standalone)");
-                }
-            }
+            Options::refuse($get, self::SENTINEL_ONLY, static fn (string $key) => $error($key, 'is only used with mode = '
+                . (\in_array($key, ['nodes', 'tls'], true) ? 'sentinel or cluster' : 'sentinel') . ' (mode is standalone)'));
             return [];
         }
         if ($mode === 'cluster') {
@@ -156,11 +152,7 @@ final class Sentinels
         if ($mode !== 'sentinel') {
             throw $error('mode', self::quoted($mode) . ' is not a mode: standalone, sentinel or cluster');
         }
-        foreach (self::FIXED_ONLY as $key) {
-            if ($get($key) !== null) {
-                throw $error($key, 'not used with mode = sentinel: the sentinels name the master (nodes)');
-            }
-        }
+        Options::refuse($get, self::FIXED_ONLY, static fn (string $key) => $error($key, 'not used with mode = sentinel: the sentinels name the master (nodes)'));
         $nodes = $get('nodes');
         if ($nodes === null) {
             throw $error('mode', 'mode = sentinel needs nodes (the sentinels: host:port,host:port,...)');

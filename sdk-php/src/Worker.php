@@ -203,7 +203,7 @@ final class Worker
         }
         $this->stopping = true;
         if ($this->stopGrace !== null) {
-            $this->stopAt = self::now() + $this->stopGrace;
+            $this->stopAt = BlockingWait::now() + $this->stopGrace;
         }
         $this->hooks->log('info', $signal === 0 ? 'stopping' : "stopping on signal {$signal}");
         $this->hooks->emit('stopping', ['signal' => $signal]);
@@ -238,9 +238,7 @@ final class Worker
                     $check = true;
                 }
                 $lost = true;
-                $this->lost($e, $pause);
-                $this->pause($pause, true);
-                $pause = min($pause * 2, $this->reconnectMax);
+                $pause = $this->backOff($e, $pause, true);
             }
         }
         $this->flushAcks();
@@ -287,7 +285,7 @@ final class Worker
 
     private function process(Job $job): void
     {
-        $started = self::now();
+        $started = BlockingWait::now();
         $this->hooks->emit('job_started', ['topic' => $job->topic, 'id' => $job->id, 'attempts' => $job->attempts]);
         $error = null;
         try {
@@ -300,7 +298,7 @@ final class Worker
             $this->current = null;
             $this->armAlarm();
         }
-        $facts = ['topic' => $job->topic, 'id' => $job->id, 'attempts' => $job->attempts, 'seconds' => self::now() - $started];
+        $facts = ['topic' => $job->topic, 'id' => $job->id, 'attempts' => $job->attempts, 'seconds' => BlockingWait::now() - $started];
         if ($error === null) {
             if ($job->reservation !== null) {
                 $this->acks[] = $job->reservation;
@@ -349,7 +347,7 @@ final class Worker
     /** Sends the acks still pending when the loop ends, trying for a few seconds if Redis is away. */
     private function flushAcks(): void
     {
-        $until = self::now() + min(max($this->stopGrace ?? 5.0, 1.0), 5.0);
+        $until = BlockingWait::now() + min(max($this->stopGrace ?? 5.0, 1.0), 5.0);
         $pause = $this->reconnectMin;
         while ($this->acks !== []) {
             $acks = $this->acks;
@@ -358,15 +356,13 @@ final class Worker
                 $this->acks = [];
                 $this->acked($acks, $acked);
             } catch (ConnectionException|RedisErrorException|ProtocolException $e) {
-                if (self::now() + $pause > $until) {
+                if (BlockingWait::now() + $pause > $until) {
                     $this->hooks->log('error', \count($acks) . ' finished jobs could not be acked (they will run again'
                         . " after their ttr): {$e->getMessage()}");
                     $this->acks = [];
                     return;
                 }
-                $this->lost($e, $pause);
-                $this->pause($pause, false);
-                $pause = min($pause * 2, $this->reconnectMax);
+                $pause = $this->backOff($e, $pause, false);
             }
         }
     }
@@ -378,7 +374,7 @@ final class Worker
         if ($job === null) {
             return;
         }
-        if ($this->stopAt !== null && self::now() >= $this->stopAt && !$this->aborting) {
+        if ($this->stopAt !== null && BlockingWait::now() >= $this->stopAt && !$this->aborting) {
             $this->aborting = true;
             throw new WorkerStoppedException(sprintf('the worker stopped and the handler ran past the grace period (%s s)', $this->stopGrace));
         }
@@ -412,7 +408,7 @@ final class Worker
             $in = max($job->remaining() - $job->ttr / 2, 0.0);
         }
         if ($job !== null && $this->stopAt !== null && !$this->aborting) {
-            $in = min($in, max($this->stopAt - self::now(), 0.0));
+            $in = min($in, max($this->stopAt - BlockingWait::now(), 0.0));
         }
         $in === INF ? $this->pcntl->cancelAlarm() : $this->pcntl->alarmIn($in);
     }
@@ -428,19 +424,19 @@ final class Worker
         return $this->touchClient ??= $this->client->withOwnConnection();
     }
 
-    private function lost(\Throwable $e, float $pause): void
+    /**
+     * After a failed call: says so, sleeps $pause (in short steps, so that a
+     * stop ends it when $interruptible) and returns the next pause, doubled up to reconnectMax.
+     */
+    private function backOff(\Throwable $e, float $pause, bool $interruptible): float
     {
         $this->hooks->log('warning', sprintf('Redis: %s; trying again in %.1f s', $e->getMessage(), $pause));
         $this->hooks->emit('connection_lost', ['error' => $e->getMessage(), 'retry_in' => $pause]);
-    }
-
-    /** Sleeps $seconds, in short steps so that a stop ends it when $interruptible. */
-    private function pause(float $seconds, bool $interruptible): void
-    {
-        $until = self::now() + $seconds;
-        while (($left = $until - self::now()) > 0 && !($interruptible && $this->stopping)) {
+        $until = BlockingWait::now() + $pause;
+        while (($left = $until - BlockingWait::now()) > 0 && !($interruptible && $this->stopping)) {
             usleep((int) (min($left, 0.05) * 1e6));
         }
+        return min($pause * 2, $this->reconnectMax);
     }
 
     private static function positive(string $what, int|float $value, bool $zero = false): float
@@ -450,10 +446,5 @@ final class Worker
             throw new InvalidArgumentException(sprintf('%s must be a %s number of seconds, got %s', $what, $kind, var_export($value, true)));
         }
         return (float) $value;
-    }
-
-    private static function now(): float
-    {
-        return hrtime(true) / 1e9;
     }
 }
