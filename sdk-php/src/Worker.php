@@ -260,27 +260,19 @@ final class Worker
         }
         $topic = $this->topics[$this->waitCursor];
         $this->waitCursor = ($this->waitCursor + 1) % $count;
-        $wait = max(0.05, $this->idleWait / $count);
-        $ttr = $this->handlers[$topic][1];
-        $taken = $this->mode === self::AT_MOST_ONCE
-            ? $this->client->bPop($topic, $wait)
-            : $this->client->bReserve($topic, $ttr, $wait);
-        return $taken === false ? null : new Job($topic, $taken, $this->client, $ttr);
+        return $this->take($topic, max(0.05, $this->idleWait / $count));
     }
 
-    /** A job of $topic without waiting; at least once, the finished jobs are acked by the same call. */
-    private function take(string $topic): ?Job
+    /** A job of $topic, waiting up to $wait seconds; without waiting, at least once, the finished jobs are acked by the same call. */
+    private function take(string $topic, ?float $wait = null): ?Job
     {
         $ttr = $this->handlers[$topic][1];
-        if ($this->mode === self::AT_MOST_ONCE) {
-            $message = $this->client->pop($topic);
-            return $message === false ? null : new Job($topic, $message, $this->client, $ttr);
-        }
-        $acks = $this->acks;
-        [$acked, $jobs] = $this->client->reserveMany($topic, $ttr, 1, $acks);
-        $this->acks = [];
-        $this->acked($acks, $acked);
-        return $jobs === [] ? null : new Job($topic, $jobs[0], $this->client, $ttr);
+        $taken = match (true) {
+            $this->mode === self::AT_MOST_ONCE => $wait === null ? $this->client->pop($topic) : $this->client->bPop($topic, $wait),
+            $wait !== null => $this->client->bReserve($topic, $ttr, $wait),
+            default => $this->reserveAcking($topic, $ttr, 1)[0] ?? false,
+        };
+        return $taken === false ? null : new Job($topic, $taken, $this->client, $ttr);
     }
 
     private function process(Job $job): void
@@ -328,11 +320,15 @@ final class Worker
     }
 
     /**
-     * @param list<ReservedMessage> $acks
-     * @param list<bool>            $acked reserve.lua's answer to them
+     * reserveMany() of up to $n jobs of $topic, sending the pending acks, which it reports.
+     *
+     * @return list<ReservedMessage>
      */
-    private function acked(array $acks, array $acked): void
+    private function reserveAcking(string $topic, float $ttr, int $n): array
     {
+        $acks = $this->acks;
+        [$acked, $jobs] = $this->client->reserveMany($topic, $ttr, $n, $acks);
+        $this->acks = []; // only once sent: a failed call's acks go with the next
         foreach ($acks as $i => $job) {
             if ($acked[$i] ?? false) {
                 $this->hooks->emit('acked', ['topic' => $job->topic, 'id' => $job->id]);
@@ -342,6 +338,7 @@ final class Worker
                 $this->hooks->emit('ack_lost', ['topic' => $job->topic, 'id' => $job->id]);
             }
         }
+        return $jobs;
     }
 
     /** Sends the acks still pending when the loop ends, trying for a few seconds if Redis is away. */
@@ -350,14 +347,11 @@ final class Worker
         $until = BlockingWait::now() + min(max($this->stopGrace ?? 5.0, 1.0), 5.0);
         $pause = $this->reconnectMin;
         while ($this->acks !== []) {
-            $acks = $this->acks;
             try {
-                [$acked] = $this->client->reserveMany($this->topics[0], $this->ttr, 0, $acks);
-                $this->acks = [];
-                $this->acked($acks, $acked);
+                $this->reserveAcking($this->topics[0], $this->ttr, 0);
             } catch (ConnectionException|RedisErrorException|ProtocolException $e) {
                 if (BlockingWait::now() + $pause > $until) {
-                    $this->hooks->log('error', \count($acks) . ' finished jobs could not be acked (they will run again'
+                    $this->hooks->log('error', \count($this->acks) . ' finished jobs could not be acked (they will run again'
                         . " after their ttr): {$e->getMessage()}");
                     $this->acks = [];
                     return;
