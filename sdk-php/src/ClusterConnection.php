@@ -190,10 +190,8 @@ final class ClusterConnection implements RedisLink
         }
         $this->nodes = [];
         $this->slots = null;
-        try {
-            $this->driver?->close();
-        } catch (\RedisClusterException|\RedisException) {
-            // already gone
+        if ($this->driver !== null) {
+            Connection::closeQuietly($this->driver);
         }
         $this->driver = null;
     }

@@ -284,11 +284,11 @@ final class Connection implements RedisLink
         }
     }
 
-    private static function closeQuietly(\Redis $redis): void
+    public static function closeQuietly(\Redis|\RedisCluster $redis): void
     {
         try {
             $redis->close();
-        } catch (\RedisException) {
+        } catch (\RedisException|\RedisClusterException) {
             // already gone
         }
     }
