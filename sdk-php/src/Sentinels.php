@@ -51,7 +51,8 @@ final class Sentinels
     {
         $why = [];
         foreach ($this->nodes as [$host, $port]) {
-            $node = Connection::to($host, $port, $this->tls, $this->username, $this->password, $this->timeout, array_filter([$this->password]));
+            $node = Connection::to($host, $port, $this->tls, $this->username, $this->password, $this->timeout,
+                $this->password === null ? [] : [$this->password]);
             try {
                 [$reply] = $node->commands([['SENTINEL', ['get-master-addr-by-name', $this->masterName]]]);
                 if (\is_array($reply) && \count($reply) === 2 && ctype_digit((string) $reply[1])) {
@@ -162,14 +163,9 @@ final class Sentinels
             throw $error('mode', 'mode = sentinel needs master_name');
         }
         [$parsed, $tls] = self::nodesAndTls($get, $error, $nodes);
-        $options = ['sentinels' => $parsed, 'master_name' => $name, 'sentinel_tls' => $tls];
-        if (($user = $get('sentinel_username')) !== null) {
-            $options['sentinel_username'] = $user;
-        }
-        if (($password = $get('sentinel_password')) !== null) {
-            $options['sentinel_password'] = $password;
-        }
-        return $options;
+        return array_filter(['sentinels' => $parsed, 'master_name' => $name, 'sentinel_tls' => $tls,
+            'sentinel_username' => $get('sentinel_username'), 'sentinel_password' => $get('sentinel_password')],
+            static fn (mixed $value): bool => $value !== null);
     }
 
     /**
