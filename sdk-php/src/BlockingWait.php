@@ -10,7 +10,8 @@ namespace Delayer;
  * stale id, another worker quicker) must not restart the timeout, and a
  * remainder must never be sent as 0, which Redis reads as forever.
  *
- * @internal used by {@see LegacyApi} and {@see Reservations}
+ * @internal used by {@see LegacyApi} and {@see Reservations}; its clock by
+ *           {@see Connection}, {@see Job} and {@see Worker}
  */
 final class BlockingWait
 {
@@ -40,7 +41,8 @@ final class BlockingWait
         return false;
     }
 
-    private static function now(): float
+    /** @internal monotonic seconds (hrtime), the one clock of this SDK's waits and deadlines */
+    public static function now(): float
     {
         return hrtime(true) / 1e9;
     }

@@ -70,11 +70,7 @@ final class ClusterConnection implements RedisLink
      */
     public static function readConfig(\Closure $get, \Closure $error, string $layout): array
     {
-        foreach (self::NOT_IN_CLUSTER as $key) {
-            if ($get($key) !== null) {
-                throw $error($key, 'not used with mode = cluster: the nodes name the cluster');
-            }
-        }
+        Options::refuse($get, self::NOT_IN_CLUSTER, static fn (string $key) => $error($key, 'not used with mode = cluster: the nodes name the cluster'));
         $database = $get('database');
         if ($database !== null && $database !== '0') {
             throw $error('database', 'Redis Cluster has only database 0');
@@ -91,41 +87,12 @@ final class ClusterConnection implements RedisLink
     }
 
     /**
-     * The cluster option: "host:port,..." or a list of "host:port" or [host, port].
+     * The seeds as "host:port".
      *
-     * @return list<string>
-     * @throws \InvalidArgumentException with what is wrong
-     */
-    public static function seeds(mixed $given): array
-    {
-        if (\is_string($given)) {
-            $given = explode(',', $given);
-        }
-        if (!\is_array($given) || $given === [] || !array_is_list($given)) {
-            throw new \InvalidArgumentException('must be "host:port,..." or a list of "host:port"');
-        }
-        $nodes = [];
-        foreach ($given as $node) {
-            if (\is_array($node) && array_is_list($node) && \count($node) === 2 && \is_string($node[0]) && \is_int($node[1])) {
-                $node = Sentinels::bracketed($node[0]) . ":{$node[1]}";
-            }
-            if (!\is_string($node)) {
-                throw new \InvalidArgumentException('each node is "host:port", got ' . get_debug_type($node));
-            }
-            try {
-                array_push($nodes, ...Sentinels::parseNodes($node));
-            } catch (\InvalidArgumentException $bad) {
-                throw new \InvalidArgumentException(json_encode($bad->getMessage(), JSON_UNESCAPED_SLASHES) . ' is not host:port');
-            }
-        }
-        return self::seedList($nodes);
-    }
-
-    /**
      * @param list<array{0: string, 1: int}> $nodes
      * @return list<string>
      */
-    private static function seedList(array $nodes): array
+    public static function seedList(array $nodes): array
     {
         return array_map(static fn (array $n): string => Sentinels::bracketed($n[0]) . ":{$n[1]}", $nodes);
     }
@@ -223,10 +190,8 @@ final class ClusterConnection implements RedisLink
         }
         $this->nodes = [];
         $this->slots = null;
-        try {
-            $this->driver?->close();
-        } catch (\RedisClusterException|\RedisException) {
-            // already gone
+        if ($this->driver !== null) {
+            Connection::closeQuietly($this->driver);
         }
         $this->driver = null;
     }
@@ -361,9 +326,7 @@ final class ClusterConnection implements RedisLink
     {
         if (!isset($this->nodes[$addr])) {
             [[$host, $port]] = Sentinels::parseNodes($addr);
-            $context = $this->tls === null ? null : ['stream' => $this->tls + ['peer_name' => $host]];
-            $this->nodes[$addr] = new Connection(($this->tls !== null ? 'tls://' : '') . Sentinels::bracketed($host), $port, $addr,
-                $context, $this->username, $this->password, 0, $this->timeout, $this->secrets);
+            $this->nodes[$addr] = Connection::to($host, $port, $this->tls, $this->username, $this->password, $this->timeout, $this->secrets);
         }
         return $this->nodes[$addr];
     }

@@ -176,14 +176,8 @@ final class ConfigFile
             $layout,
         );
         if (($url = $get($redis, 'url')) !== null) {
-            foreach (['host', 'port', 'database'] as $key) {
-                if ($get($redis, $key) !== null) {
-                    throw $error('redis', $key, 'set either url or host/port/database, not both');
-                }
-            }
-            if (RedisUrl::parse($url) === null) {
-                throw $error('redis', 'url', 'not a redis://, rediss:// or unix:// URL');
-            }
+            RedisUrl::checked($url, static fn (string $key): ?string => $get($redis, $key),
+                static fn (string $key, string $message): ConfigException => $error('redis', $key, $message));
             $config['url'] = $url;
         }
         if (($database = $get($redis, 'database')) !== null) {
@@ -196,31 +190,19 @@ final class ConfigFile
                 ? $error('redis', 'tls_cert_file', 'needs tls_key_file too')
                 : $error('redis', 'tls_key_file', 'needs tls_cert_file too');
         }
-        if (($host = $get($redis, 'host')) !== null) {
-            $config['host'] = $host;
-        }
-        if (($port = $get($redis, 'port')) !== null) {
-            $config['port'] = self::integer($error, 'port', $port, 1, 65535);
-        }
-        if ($database !== null) {
-            $config['database'] = $database;
-        }
-        foreach (['username', 'password'] as $name) {
-            if (($value = $get($redis, $name)) !== null) {
-                $config[$name] = $value;
-            }
-        }
-        $tls = array_filter(['cafile' => $readable('tls_ca_file'), 'local_cert' => $cert, 'local_pk' => $key], static fn (?string $f): bool => $f !== null);
-        if ($tls !== []) {
-            $config['tls'] = $tls;
-        }
-        if ($prefix !== null) {
-            $config['prefix'] = $prefix;
-        }
-        if ($layout !== Keys::CLASSIC) {
-            $config['layout'] = $layout;
-        }
-        return $config;
+        $port = $get($redis, 'port');
+        $notNull = static fn (mixed $value): bool => $value !== null;
+        // What the file sets, as constructor options in their order; what it lacks stays absent.
+        return $config + array_filter([
+            'host' => $get($redis, 'host'),
+            'port' => $port === null ? null : self::integer($error, 'port', $port, 1, 65535),
+            'database' => $database,
+            'username' => $get($redis, 'username'),
+            'password' => $get($redis, 'password'),
+            'tls' => array_filter(['cafile' => $readable('tls_ca_file'), 'local_cert' => $cert, 'local_pk' => $key], $notNull) ?: null,
+            'prefix' => $prefix,
+            'layout' => $layout !== Keys::CLASSIC ? $layout : null,
+        ], $notNull);
     }
 
     /**

@@ -51,6 +51,19 @@ final class Connection implements RedisLink
     ) {
     }
 
+    /**
+     * A connection to the node at $host:$port (an IPv6 address bare), over TLS with the ssl options $tls unless null.
+     *
+     * @param array<string, mixed>|null $tls
+     * @param list<string> $secrets
+     */
+    public static function to(string $host, int $port, ?array $tls, ?string $username, #[\SensitiveParameter] ?string $password, float $timeout, #[\SensitiveParameter] array $secrets): self
+    {
+        $bare = Sentinels::bracketed($host);
+        return new self(($tls !== null ? 'tls://' : '') . $bare, $port, "{$bare}:{$port}", $tls === null ? null : ['stream' => $tls + ['peer_name' => $host]],
+            $username, $password, 0, $timeout, $secrets);
+    }
+
     public function open(): void
     {
         $this->redis();
@@ -109,7 +122,7 @@ final class Connection implements RedisLink
         });
     }
 
-    /** Plain commands, pipelined (the per-topic numbers, CLUSTER SLOTS, ASKING). */
+    /** Plain commands, pipelined (the per-topic numbers, CLUSTER SLOTS, ASKING, SENTINEL); false for nil. */
     public function commands(array $commands): array
     {
         $what = implode(', ', array_unique(array_column($commands, 0)));
@@ -120,9 +133,9 @@ final class Connection implements RedisLink
                 }
             });
             foreach ($replies as $i => $reply) {
-                // phpredis gives an error reply as false (no command here answers false)
-                if ($reply === false) {
-                    throw $this->fail($commands[$i][0], $redis->getLastError() ?? 'error reply');
+                // phpredis gives an error reply as false, and a nil too, without an error
+                if ($reply === false && ($error = $redis->getLastError()) !== null) {
+                    throw $this->fail($commands[$i][0], $error);
                 }
             }
             return $replies;
@@ -171,7 +184,7 @@ final class Connection implements RedisLink
         for ($retry = $this->sentinels !== null; ; $retry = false) {
             try {
                 $result = $call($this->redis());
-                $this->lastUsed = self::now();
+                $this->lastUsed = BlockingWait::now();
                 return $result;
             } catch (\RedisException $e) { // ConnectionException is one
                 // Mostly a failed socket, which phpredis cannot always tell from
@@ -232,7 +245,7 @@ final class Connection implements RedisLink
      */
     private function pipeline(\Redis $redis, string $what, int $n, \Closure $queue): array
     {
-        if (self::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
+        if (BlockingWait::now() - $this->lastUsed > self::PIPELINE_IDLE_CHECK) {
             $redis->ping();
         }
         $redis->clearLastError();
@@ -258,7 +271,7 @@ final class Connection implements RedisLink
                 throw $e;
             }
             $this->redis = $redis;
-            $this->lastUsed = self::now();
+            $this->lastUsed = BlockingWait::now();
         }
         return $this->redis;
     }
@@ -271,16 +284,11 @@ final class Connection implements RedisLink
         }
     }
 
-    private static function now(): float
-    {
-        return hrtime(true) / 1e9;
-    }
-
-    private static function closeQuietly(\Redis $redis): void
+    public static function closeQuietly(\Redis|\RedisCluster $redis): void
     {
         try {
             $redis->close();
-        } catch (\RedisException) {
+        } catch (\RedisException|\RedisClusterException) {
             // already gone
         }
     }
@@ -290,16 +298,15 @@ final class Connection implements RedisLink
     {
         if ($this->sentinels !== null) {
             [$host, $port] = $this->sentinels->master();
-            $bare = Sentinels::bracketed($host);
-            $context = $this->sentinels->tls() ? ['stream' => $this->sentinels->streamOptions() + ['peer_name' => $host]] : null;
-            $this->connectTo($redis, ($this->sentinels->tls() ? 'tls://' : '') . $bare, $port, "{$bare}:{$port}", $context);
+            $to = self::to($host, $port, $this->sentinels->tls, null, null, $this->timeout, []);
+            $this->connectTo($redis, $to->host, $port, $to->where, $to->context);
             try {
                 $role = $redis->rawCommand('ROLE');
             } catch (\RedisException $e) {
-                throw new ConnectionException("Redis error at {$bare}:{$port}: " . $this->scrub($e->getMessage()), 0, $e);
+                throw new ConnectionException("Redis error at {$to->where}: " . $this->scrub($e->getMessage()), 0, $e);
             }
             if (!\is_array($role) || ($role[0] ?? null) !== 'master') {
-                throw new ConnectionException("{$bare}:{$port} is not a master (a failover is under way)");
+                throw new ConnectionException("{$to->where} is not a master (a failover is under way)");
             }
             return;
         }

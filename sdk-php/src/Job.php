@@ -62,7 +62,7 @@ final class Job
         $this->maxAttempts = $job instanceof ReservedMessage ? $job->maxAttempts : 0;
         $this->deadline = $job instanceof ReservedMessage ? $job->deadline : null;
         $this->reservedAt = ($this->deadline ?? 0.0) - $ttr;
-        $this->arrivedAt = self::now();
+        $this->arrivedAt = BlockingWait::now();
     }
 
     /** When the reservation runs out, Unix seconds (Redis's clock) as the last reserve or touch said; null at most once. */
@@ -113,7 +113,7 @@ final class Job
         if ($this->deadline === null) {
             return INF;
         }
-        return $this->deadline - ($this->reservedAt + (self::now() - $this->arrivedAt));
+        return $this->deadline - ($this->reservedAt + (BlockingWait::now() - $this->arrivedAt));
     }
 
     /** @internal a touch through $client (the worker's own connection, from its alarm signal) */
@@ -129,10 +129,5 @@ final class Job
             $this->deadline = $deadline;
         }
         return $deadline;
-    }
-
-    private static function now(): float
-    {
-        return hrtime(true) / 1e9;
     }
 }

@@ -62,23 +62,16 @@ final class Options
         if (!$cluster && ($config['cluster_tls'] ?? null) !== null) {
             throw new ConfigException('option cluster_tls goes with the cluster option');
         }
+        $given = static fn (string $key): mixed => $config[$key] ?? null;
         if (!$cluster && !$sentinel) {
-            foreach (self::SENTINEL_KEYS as $key) {
-                if (($config[$key] ?? null) !== null) {
-                    throw new ConfigException("option {$key} goes with the sentinels option");
-                }
-            }
+            self::refuse($given, self::SENTINEL_KEYS, static fn (string $key) => new ConfigException("option {$key} goes with the sentinels option"));
         }
         if ($cluster) {
             $seeds = self::cluster($config);
             $config = ['layout' => Keys::TOPIC] + $config;
             [$host, $port, $database, $shownHost] = ['', 0, 0, implode(',', $seeds)];
         } elseif ($sentinel) {
-            foreach (['url', 'host', 'port'] as $key) {
-                if (($config[$key] ?? null) !== null) {
-                    throw new ConfigException("option {$key}: not used with sentinels (the sentinels name the master)");
-                }
-            }
+            self::refuse($given, ['url', 'host', 'port'], static fn (string $key) => new ConfigException("option {$key}: not used with sentinels (the sentinels name the master)"));
             $database = self::int($config, 'database', 0, 0, PHP_INT_MAX);
             $host = '';
             $port = 0;
@@ -92,15 +85,7 @@ final class Options
             $port = str_starts_with($host, '/') ? 0 : $port;
             $shownHost = $host;
         } else {
-            foreach (['host', 'port', 'database'] as $key) {
-                if (($config[$key] ?? null) !== null) {
-                    throw new ConfigException("option {$key}: set either url or host/port/database, not both");
-                }
-            }
-            $parsed = RedisUrl::parse($url);
-            if ($parsed === null) {
-                throw new ConfigException('option url: not a redis://, rediss:// or unix:// URL');
-            }
+            $parsed = RedisUrl::checked($url, $given, static fn (string $key, string $message) => new ConfigException("option {$key}: {$message}"));
             if ($parsed->password !== null) {
                 $secrets[] = $parsed->password;
             }
@@ -148,26 +133,35 @@ final class Options
      */
     private static function cluster(#[\SensitiveParameter] array $config): array
     {
-        foreach (['url', 'host', 'port', 'sentinels', ...self::SENTINEL_KEYS] as $key) {
-            if (($config[$key] ?? null) !== null) {
-                throw new ConfigException("option {$key}: not used with cluster (the cluster option names the nodes)");
-            }
-        }
+        self::refuse(static fn (string $key): mixed => $config[$key] ?? null, ['url', 'host', 'port', 'sentinels', ...self::SENTINEL_KEYS],
+            static fn (string $key) => new ConfigException("option {$key}: not used with cluster (the cluster option names the nodes)"));
         if (self::int($config, 'database', 0, 0, PHP_INT_MAX) !== 0) {
             throw new ConfigException('option database: Redis Cluster has only database 0');
         }
         if (($config['layout'] ?? Keys::TOPIC) !== Keys::TOPIC) {
             throw new ConfigException('option layout: the cluster option needs the per-topic layout ("topic"; the classic layout keeps every job in one key)');
         }
-        try {
-            $seeds = ClusterConnection::seeds($config['cluster']);
-        } catch (\InvalidArgumentException $bad) {
-            throw new ConfigException('option cluster: ' . $bad->getMessage());
-        }
+        $seeds = ClusterConnection::seedList(self::nodes($config, 'cluster'));
         if (!\is_bool($config['cluster_tls'] ?? false)) {
             throw new ConfigException('option cluster_tls must be a bool, got ' . get_debug_type($config['cluster_tls']));
         }
         return $seeds;
+    }
+
+    /**
+     * Throws $error(key) for the first of $keys that $get finds set.
+     *
+     * @param \Closure(string): mixed $get
+     * @param list<string> $keys
+     * @param \Closure(string): ConfigException $error
+     */
+    public static function refuse(\Closure $get, array $keys, \Closure $error): void
+    {
+        foreach ($keys as $key) {
+            if ($get($key) !== null) {
+                throw $error($key);
+            }
+        }
     }
 
     /** @param array<string, mixed> $config */
@@ -222,24 +216,7 @@ final class Options
      */
     private static function sentinels(#[\SensitiveParameter] array $config, array $tls, float $timeout): Sentinels
     {
-        $nodes = $config['sentinels'];
-        if (\is_string($nodes)) {
-            try {
-                $nodes = Sentinels::parseNodes($nodes);
-            } catch (\InvalidArgumentException $bad) {
-                throw new ConfigException('option sentinels: ' . json_encode($bad->getMessage()) . ' is not host:port');
-            }
-        }
-        if (!\is_array($nodes) || $nodes === [] || !array_is_list($nodes)) {
-            throw new ConfigException('option sentinels must be "host:port,..." or a list of [host, port]');
-        }
-        foreach ($nodes as $node) {
-            if (!\is_array($node) || !array_is_list($node) || \count($node) !== 2 || !\is_string($node[0])
-                || !\is_int($node[1]) || $node[1] < 1 || $node[1] > 65535) {
-                throw new ConfigException('option sentinels: each sentinel is [host, port], got ' . get_debug_type($node));
-            }
-        }
-        /** @var list<array{0: string, 1: int}> $nodes */
+        $nodes = self::nodes($config, 'sentinels');
         $secure = $config['sentinel_tls'] ?? false;
         if (!\is_bool($secure)) {
             throw new ConfigException('option sentinel_tls must be a bool, got ' . get_debug_type($secure));
@@ -248,6 +225,19 @@ final class Options
         $password = self::string($config, 'sentinel_password', '', true);
         return new Sentinels($nodes, self::string($config, 'master_name', '', false), $username === '' ? null : $username,
             $password === '' ? null : $password, $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null, $timeout);
+    }
+
+    /**
+     * @param array<string, mixed> $config
+     * @return list<array{0: string, 1: int}>
+     */
+    private static function nodes(#[\SensitiveParameter] array $config, string $key): array
+    {
+        try {
+            return Sentinels::nodeList($config[$key]);
+        } catch (\InvalidArgumentException $bad) {
+            throw new ConfigException("option {$key}: " . $bad->getMessage());
+        }
     }
 
     /** @return array<string, string> */

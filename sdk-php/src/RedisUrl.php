@@ -63,6 +63,19 @@ final class RedisUrl
             $query === false ? $database : $query, self::decoded($parts['user'] ?? null), self::decoded($parts['pass'] ?? null));
     }
 
+    /**
+     * A url setting, refused beside host, port or database and when not a URL:
+     * the rule of the url option and of delayer.conf's [redis] url.
+     *
+     * @param \Closure(string): mixed $get a setting, null when not set
+     * @param \Closure(string, string): \Delayer\Exception\ConfigException $error an error about a setting
+     */
+    public static function checked(#[\SensitiveParameter] string $url, \Closure $get, \Closure $error): self
+    {
+        Options::refuse($get, ['host', 'port', 'database'], static fn (string $key) => $error($key, 'set either url or host/port/database, not both'));
+        return self::parse($url) ?? throw $error('url', 'not a redis://, rediss:// or unix:// URL');
+    }
+
     /** "user:password@/path?db=N", the part after "unix://". */
     private static function unix(#[\SensitiveParameter] string $rest): ?self
     {

@@ -6,14 +6,16 @@ namespace Delayer;
 
 use Delayer\Exception\ConfigException;
 use Delayer\Exception\ConnectionException;
+use Delayer\Exception\RedisErrorException;
 
 /**
  * Redis Sentinel ([redis] mode = sentinel, option `sentinels`): a failover
  * moves the master, so {@see Connection} asks the sentinels at every new
  * connection (SENTINEL get-master-addr-by-name), checks with ROLE that it
  * reached a master, and drops the connection after a failure or a demoted
- * master's READONLY. Plain phpredis connections, not RedisSentinel, which
- * (phpredis 5) can neither authenticate nor use TLS. Also the config rule
+ * master's READONLY. The sentinels are asked over a {@see Connection}
+ * too, not RedisSentinel, which (phpredis 5) can neither authenticate nor
+ * use TLS. Also the config rule
  * of [redis] mode (sdk-rust/src/sentinel.rs), with its messages.
  *
  * @internal used by {@see Options}, {@see ConfigFile} and {@see Connection}
@@ -28,28 +30,16 @@ final class Sentinels
 
     /**
      * @param list<array{0: string, 1: int}> $nodes the sentinels, asked in this order
-     * @param array<string, mixed>|null $context TLS stream options (null: no TLS)
+     * @param array<string, mixed>|null $tls TLS stream options, for the master too (null: no TLS)
      */
     public function __construct(
         public readonly array $nodes,
         public readonly string $masterName,
         private readonly ?string $username,
         #[\SensitiveParameter] private readonly ?string $password,
-        private readonly ?array $context,
+        public readonly ?array $tls,
         private readonly float $timeout,
     ) {
-    }
-
-    /** Whether connections (to the sentinels and the master) use TLS. */
-    public function tls(): bool
-    {
-        return $this->context !== null;
-    }
-
-    /** @return array<string, mixed> TLS stream options, for the master too */
-    public function streamOptions(): array
-    {
-        return $this->context ?? [];
     }
 
     /**
@@ -61,35 +51,18 @@ final class Sentinels
     {
         $why = [];
         foreach ($this->nodes as [$host, $port]) {
-            $redis = new \Redis();
+            $node = Connection::to($host, $port, $this->tls, $this->username, $this->password, $this->timeout,
+                $this->password === null ? [] : [$this->password]);
             try {
-                $target = ($this->tls() ? 'tls://' : '') . self::bracketed($host);
-                $ok = $this->context === null
-                    ? @$redis->connect($target, $port, $this->timeout, null, 0, $this->timeout)
-                    : @$redis->connect($target, $port, $this->timeout, null, 0, $this->timeout,
-                        ['stream' => $this->context + ['peer_name' => $host]]);
-                if (!$ok) {
-                    $why[] = "{$host}:{$port}: cannot connect";
-                    continue;
-                }
-                if ($this->password !== null
-                    && !$redis->auth($this->username !== null ? [$this->username, $this->password] : $this->password)) {
-                    $why[] = "{$host}:{$port}: refused the sentinel credentials";
-                    continue;
-                }
-                $reply = $redis->rawCommand('SENTINEL', 'get-master-addr-by-name', $this->masterName);
+                [$reply] = $node->commands([['SENTINEL', ['get-master-addr-by-name', $this->masterName]]]);
                 if (\is_array($reply) && \count($reply) === 2 && ctype_digit((string) $reply[1])) {
                     return [(string) $reply[0], (int) $reply[1]];
                 }
                 $why[] = "{$host}:{$port}: does not know the master";
-            } catch (\RedisException $e) {
-                $why[] = "{$host}:{$port}: " . str_replace((string) $this->password, '***', $e->getMessage());
+            } catch (ConnectionException|RedisErrorException $e) {
+                $why[] = "{$host}:{$port}: {$e->getMessage()}";
             } finally {
-                try {
-                    $redis->close();
-                } catch (\RedisException) {
-                    // already gone
-                }
+                $node->close();
             }
         }
         throw new ConnectionException("no sentinel named a master for '{$this->masterName}' (" . implode('; ', $why) . ')');
@@ -99,6 +72,37 @@ final class Sentinels
     public static function bracketed(string $host): string
     {
         return str_contains($host, ':') ? "[{$host}]" : $host;
+    }
+
+    /**
+     * The sentinels or the cluster option: "host:port,..." or a list of "host:port" or [host, port].
+     *
+     * @return list<array{0: string, 1: int}>
+     * @throws \InvalidArgumentException with what is wrong
+     */
+    public static function nodeList(mixed $given): array
+    {
+        if (\is_string($given)) {
+            $given = explode(',', $given);
+        }
+        if (!\is_array($given) || $given === [] || !array_is_list($given)) {
+            throw new \InvalidArgumentException('must be "host:port,..." or a list of "host:port"');
+        }
+        $nodes = [];
+        foreach ($given as $node) {
+            if (\is_array($node) && array_is_list($node) && \count($node) === 2 && \is_string($node[0]) && \is_int($node[1])) {
+                $node = self::bracketed($node[0]) . ":{$node[1]}";
+            }
+            if (!\is_string($node)) {
+                throw new \InvalidArgumentException('each node is "host:port" or [host, port], got ' . get_debug_type($node));
+            }
+            try {
+                array_push($nodes, ...self::parseNodes($node));
+            } catch (\InvalidArgumentException $bad) {
+                throw new \InvalidArgumentException(json_encode($bad->getMessage(), JSON_UNESCAPED_SLASHES) . ' is not host:port');
+            }
+        }
+        return $nodes;
     }
 
     /**
@@ -139,12 +143,8 @@ final class Sentinels
     {
         $mode = $get('mode');
         if ($mode === null || $mode === 'standalone') {
-            foreach (self::SENTINEL_ONLY as $key) {
-                if ($get($key) !== null) {
-                    $modes = \in_array($key, ['nodes', 'tls'], true) ? 'sentinel or cluster' : 'sentinel';
-                    throw $error($key, "is only used with mode = {$modes} (mode is standalone)");
-                }
-            }
+            Options::refuse($get, self::SENTINEL_ONLY, static fn (string $key) => $error($key, 'is only used with mode = '
+                . (\in_array($key, ['nodes', 'tls'], true) ? 'sentinel or cluster' : 'sentinel') . ' (mode is standalone)'));
             return [];
         }
         if ($mode === 'cluster') {
@@ -153,11 +153,7 @@ final class Sentinels
         if ($mode !== 'sentinel') {
             throw $error('mode', self::quoted($mode) . ' is not a mode: standalone, sentinel or cluster');
         }
-        foreach (self::FIXED_ONLY as $key) {
-            if ($get($key) !== null) {
-                throw $error($key, 'not used with mode = sentinel: the sentinels name the master (nodes)');
-            }
-        }
+        Options::refuse($get, self::FIXED_ONLY, static fn (string $key) => $error($key, 'not used with mode = sentinel: the sentinels name the master (nodes)'));
         $nodes = $get('nodes');
         if ($nodes === null) {
             throw $error('mode', 'mode = sentinel needs nodes (the sentinels: host:port,host:port,...)');
@@ -167,14 +163,9 @@ final class Sentinels
             throw $error('mode', 'mode = sentinel needs master_name');
         }
         [$parsed, $tls] = self::nodesAndTls($get, $error, $nodes);
-        $options = ['sentinels' => $parsed, 'master_name' => $name, 'sentinel_tls' => $tls];
-        if (($user = $get('sentinel_username')) !== null) {
-            $options['sentinel_username'] = $user;
-        }
-        if (($password = $get('sentinel_password')) !== null) {
-            $options['sentinel_password'] = $password;
-        }
-        return $options;
+        return array_filter(['sentinels' => $parsed, 'master_name' => $name, 'sentinel_tls' => $tls,
+            'sentinel_username' => $get('sentinel_username'), 'sentinel_password' => $get('sentinel_password')],
+            static fn (mixed $value): bool => $value !== null);
     }
 
     /**

@@ -203,7 +203,7 @@ final class Worker
         }
         $this->stopping = true;
         if ($this->stopGrace !== null) {
-            $this->stopAt = self::now() + $this->stopGrace;
+            $this->stopAt = BlockingWait::now() + $this->stopGrace;
         }
         $this->hooks->log('info', $signal === 0 ? 'stopping' : "stopping on signal {$signal}");
         $this->hooks->emit('stopping', ['signal' => $signal]);
@@ -238,9 +238,7 @@ final class Worker
                     $check = true;
                 }
                 $lost = true;
-                $this->lost($e, $pause);
-                $this->pause($pause, true);
-                $pause = min($pause * 2, $this->reconnectMax);
+                $pause = $this->backOff($e, $pause, true);
             }
         }
         $this->flushAcks();
@@ -262,32 +260,24 @@ final class Worker
         }
         $topic = $this->topics[$this->waitCursor];
         $this->waitCursor = ($this->waitCursor + 1) % $count;
-        $wait = max(0.05, $this->idleWait / $count);
-        $ttr = $this->handlers[$topic][1];
-        $taken = $this->mode === self::AT_MOST_ONCE
-            ? $this->client->bPop($topic, $wait)
-            : $this->client->bReserve($topic, $ttr, $wait);
-        return $taken === false ? null : new Job($topic, $taken, $this->client, $ttr);
+        return $this->take($topic, max(0.05, $this->idleWait / $count));
     }
 
-    /** A job of $topic without waiting; at least once, the finished jobs are acked by the same call. */
-    private function take(string $topic): ?Job
+    /** A job of $topic, waiting up to $wait seconds; without waiting, at least once, the finished jobs are acked by the same call. */
+    private function take(string $topic, ?float $wait = null): ?Job
     {
         $ttr = $this->handlers[$topic][1];
-        if ($this->mode === self::AT_MOST_ONCE) {
-            $message = $this->client->pop($topic);
-            return $message === false ? null : new Job($topic, $message, $this->client, $ttr);
-        }
-        $acks = $this->acks;
-        [$acked, $jobs] = $this->client->reserveMany($topic, $ttr, 1, $acks);
-        $this->acks = [];
-        $this->acked($acks, $acked);
-        return $jobs === [] ? null : new Job($topic, $jobs[0], $this->client, $ttr);
+        $taken = match (true) {
+            $this->mode === self::AT_MOST_ONCE => $wait === null ? $this->client->pop($topic) : $this->client->bPop($topic, $wait),
+            $wait !== null => $this->client->bReserve($topic, $ttr, $wait),
+            default => $this->reserveAcking($topic, $ttr, 1)[0] ?? false,
+        };
+        return $taken === false ? null : new Job($topic, $taken, $this->client, $ttr);
     }
 
     private function process(Job $job): void
     {
-        $started = self::now();
+        $started = BlockingWait::now();
         $this->hooks->emit('job_started', ['topic' => $job->topic, 'id' => $job->id, 'attempts' => $job->attempts]);
         $error = null;
         try {
@@ -300,7 +290,7 @@ final class Worker
             $this->current = null;
             $this->armAlarm();
         }
-        $facts = ['topic' => $job->topic, 'id' => $job->id, 'attempts' => $job->attempts, 'seconds' => self::now() - $started];
+        $facts = ['topic' => $job->topic, 'id' => $job->id, 'attempts' => $job->attempts, 'seconds' => BlockingWait::now() - $started];
         if ($error === null) {
             if ($job->reservation !== null) {
                 $this->acks[] = $job->reservation;
@@ -330,11 +320,15 @@ final class Worker
     }
 
     /**
-     * @param list<ReservedMessage> $acks
-     * @param list<bool>            $acked reserve.lua's answer to them
+     * reserveMany() of up to $n jobs of $topic, sending the pending acks, which it reports.
+     *
+     * @return list<ReservedMessage>
      */
-    private function acked(array $acks, array $acked): void
+    private function reserveAcking(string $topic, float $ttr, int $n): array
     {
+        $acks = $this->acks;
+        [$acked, $jobs] = $this->client->reserveMany($topic, $ttr, $n, $acks);
+        $this->acks = []; // only once sent: a failed call's acks go with the next
         foreach ($acks as $i => $job) {
             if ($acked[$i] ?? false) {
                 $this->hooks->emit('acked', ['topic' => $job->topic, 'id' => $job->id]);
@@ -344,29 +338,25 @@ final class Worker
                 $this->hooks->emit('ack_lost', ['topic' => $job->topic, 'id' => $job->id]);
             }
         }
+        return $jobs;
     }
 
     /** Sends the acks still pending when the loop ends, trying for a few seconds if Redis is away. */
     private function flushAcks(): void
     {
-        $until = self::now() + min(max($this->stopGrace ?? 5.0, 1.0), 5.0);
+        $until = BlockingWait::now() + min(max($this->stopGrace ?? 5.0, 1.0), 5.0);
         $pause = $this->reconnectMin;
         while ($this->acks !== []) {
-            $acks = $this->acks;
             try {
-                [$acked] = $this->client->reserveMany($this->topics[0], $this->ttr, 0, $acks);
-                $this->acks = [];
-                $this->acked($acks, $acked);
+                $this->reserveAcking($this->topics[0], $this->ttr, 0);
             } catch (ConnectionException|RedisErrorException|ProtocolException $e) {
-                if (self::now() + $pause > $until) {
-                    $this->hooks->log('error', \count($acks) . ' finished jobs could not be acked (they will run again'
+                if (BlockingWait::now() + $pause > $until) {
+                    $this->hooks->log('error', \count($this->acks) . ' finished jobs could not be acked (they will run again'
                         . " after their ttr): {$e->getMessage()}");
                     $this->acks = [];
                     return;
                 }
-                $this->lost($e, $pause);
-                $this->pause($pause, false);
-                $pause = min($pause * 2, $this->reconnectMax);
+                $pause = $this->backOff($e, $pause, false);
             }
         }
     }
@@ -378,7 +368,7 @@ final class Worker
         if ($job === null) {
             return;
         }
-        if ($this->stopAt !== null && self::now() >= $this->stopAt && !$this->aborting) {
+        if ($this->stopAt !== null && BlockingWait::now() >= $this->stopAt && !$this->aborting) {
             $this->aborting = true;
             throw new WorkerStoppedException(sprintf('the worker stopped and the handler ran past the grace period (%s s)', $this->stopGrace));
         }
@@ -412,7 +402,7 @@ final class Worker
             $in = max($job->remaining() - $job->ttr / 2, 0.0);
         }
         if ($job !== null && $this->stopAt !== null && !$this->aborting) {
-            $in = min($in, max($this->stopAt - self::now(), 0.0));
+            $in = min($in, max($this->stopAt - BlockingWait::now(), 0.0));
         }
         $in === INF ? $this->pcntl->cancelAlarm() : $this->pcntl->alarmIn($in);
     }
@@ -428,19 +418,19 @@ final class Worker
         return $this->touchClient ??= $this->client->withOwnConnection();
     }
 
-    private function lost(\Throwable $e, float $pause): void
+    /**
+     * After a failed call: says so, sleeps $pause (in short steps, so that a
+     * stop ends it when $interruptible) and returns the next pause, doubled up to reconnectMax.
+     */
+    private function backOff(\Throwable $e, float $pause, bool $interruptible): float
     {
         $this->hooks->log('warning', sprintf('Redis: %s; trying again in %.1f s', $e->getMessage(), $pause));
         $this->hooks->emit('connection_lost', ['error' => $e->getMessage(), 'retry_in' => $pause]);
-    }
-
-    /** Sleeps $seconds, in short steps so that a stop ends it when $interruptible. */
-    private function pause(float $seconds, bool $interruptible): void
-    {
-        $until = self::now() + $seconds;
-        while (($left = $until - self::now()) > 0 && !($interruptible && $this->stopping)) {
+        $until = BlockingWait::now() + $pause;
+        while (($left = $until - BlockingWait::now()) > 0 && !($interruptible && $this->stopping)) {
             usleep((int) (min($left, 0.05) * 1e6));
         }
+        return min($pause * 2, $this->reconnectMax);
     }
 
     private static function positive(string $what, int|float $value, bool $zero = false): float
@@ -450,10 +440,5 @@ final class Worker
             throw new InvalidArgumentException(sprintf('%s must be a %s number of seconds, got %s', $what, $kind, var_export($value, true)));
         }
         return (float) $value;
-    }
-
-    private static function now(): float
-    {
-        return hrtime(true) / 1e9;
     }
 }
