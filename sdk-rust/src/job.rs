@@ -66,7 +66,8 @@ pub struct Job {
     /// default, exponential from 1 s to 1 h.
     pub backoff: Option<Backoff>,
     /// Write the job only if no job holds its id: otherwise write nothing
-    /// and fail with [`Error::IdTaken`]. `false` (the default): replace.
+    /// and fail with [`Error::IdTaken`](crate::Error::IdTaken). `false`
+    /// (the default): replace.
     pub if_absent: bool,
     /// The producer's W3C trace context, `00-<trace id>-<span id>-<flags>`:
     /// kept with the job and handed to its consumer ([`crate::trace`]).
@@ -116,9 +117,10 @@ impl Job {
     }
 
     /// Pushes only if no job holds the id (on any topic): when one does,
-    /// nothing is written and the push fails with [`Error::IdTaken`],
-    /// naming that job's topic and due time. Without it a push replaces
-    /// the job holding the id, as Delayer 1.x does.
+    /// nothing is written and the push fails with
+    /// [`Error::IdTaken`](crate::Error::IdTaken), naming that job's topic
+    /// and due time. Without it a push replaces the job holding the id, as
+    /// Delayer 1.x does.
     pub fn if_absent(mut self) -> Job {
         self.if_absent = true;
         self
@@ -127,7 +129,7 @@ impl Job {
     /// Carries the producer's W3C trace context (`traceparent` header form,
     /// `00-<32 hex>-<16 hex>-<2 hex>`) to the consumer: pop, reserve and
     /// the workers hand it back. A malformed one fails the push with
-    /// [`Error::InvalidArgument`].
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn traceparent(mut self, traceparent: impl Into<String>) -> Job {
         self.traceparent = Some(traceparent.into());
         self
