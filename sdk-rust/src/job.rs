@@ -26,21 +26,30 @@ pub struct Message {
     pub traceparent: Option<String>,
 }
 
+// The accessors a popped [`Message`] and a [`crate::Reserved`] job share,
+// on their `body`, `id`/`raw_id` and `topic`/`raw_topic` fields.
+macro_rules! bytes_accessors {
+    () => {
+        /// The body as UTF-8 text, if it is.
+        pub fn body_str(&self) -> Option<&str> {
+            std::str::from_utf8(&self.body).ok()
+        }
+
+        /// The id as Redis holds it.
+        pub fn id_bytes(&self) -> &[u8] {
+            self.raw_id.as_deref().unwrap_or(self.id.as_bytes())
+        }
+
+        /// The topic as Redis holds it.
+        pub fn topic_bytes(&self) -> &[u8] {
+            self.raw_topic.as_deref().unwrap_or(self.topic.as_bytes())
+        }
+    };
+}
+pub(crate) use bytes_accessors;
+
 impl Message {
-    /// The body as UTF-8 text, if it is.
-    pub fn body_str(&self) -> Option<&str> {
-        std::str::from_utf8(&self.body).ok()
-    }
-
-    /// The id as Redis holds it.
-    pub fn id_bytes(&self) -> &[u8] {
-        self.raw_id.as_deref().unwrap_or(self.id.as_bytes())
-    }
-
-    /// The topic as Redis holds it.
-    pub fn topic_bytes(&self) -> &[u8] {
-        self.raw_topic.as_deref().unwrap_or(self.topic.as_bytes())
-    }
+    bytes_accessors!();
 }
 
 /// A job to push: the common case is `Job::new(topic, id, delay)`, then
