@@ -40,14 +40,17 @@ pub fn reschedule(names: &Names, topic: &str, id: &[u8], delay_ms: u64) -> Scrip
     inv
 }
 
-/// reserve.lua for `topic` with `ttr_ms`: one job (`batch` `None`), or in
-/// batch mode up to `n` jobs after acking `acks` (id, receipt; "" for any
-/// current reservation), then the wake channel.
+/// reserve.lua's batch mode: up to `n` jobs after acking `acks` (id,
+/// receipt; "" for any current reservation).
+pub type ReserveBatch<'a> = (usize, &'a [(&'a [u8], &'a str)]);
+
+/// reserve.lua for `topic` with `ttr_ms`: one job (`batch` `None`), or a
+/// [`ReserveBatch`], then the wake channel.
 pub fn reserve(
     names: &Names,
     topic: &str,
     ttr_ms: u64,
-    batch: Option<(usize, &[(&[u8], &str)])>,
+    batch: Option<ReserveBatch<'_>>,
 ) -> ScriptInvocation<'static> {
     let mut inv = scripts::RESERVE.prepare_invoke();
     inv.key(names.ready(topic)).key(names.reserved(topic)).key(names.malformed(topic));

@@ -62,8 +62,7 @@ impl Delayer {
     /// A client for the Redis at `url`, key prefix `delayer:`. Connects on
     /// first use; call it inside a tokio runtime.
     pub fn open(url: &str) -> Result<Delayer> {
-        let client = Client::open(url).map_err(|e| Error::InvalidArgument(format!("not a usable Redis URL: {e}")))?;
-        Delayer::with_options(client, DEFAULT_PREFIX)
+        Delayer::with_options(crate::client::redis_client(url)?, DEFAULT_PREFIX)
     }
 
     /// As [`crate::Delayer::from_conf`]: `[redis]`, `key_prefix` and

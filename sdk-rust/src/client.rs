@@ -63,6 +63,12 @@ impl std::fmt::Debug for Delayer {
 /// connection counts as dead (Redis answers a finished wait at once).
 pub(crate) const BLOCKING_GRACE: Duration = Duration::from_secs(10);
 
+/// The redis-rs client for `url`, as both clients' `open` take it: a URL
+/// redis-rs cannot use is an invalid argument.
+pub(crate) fn redis_client(url: &str) -> Result<redis::Client> {
+    redis::Client::open(url).map_err(|e| Error::InvalidArgument(format!("not a usable Redis URL: {e}")))
+}
+
 /// A connection for one call: checked out of the pool, or made for the call
 /// when the pooled one turned out to be closed.
 enum Conn {
@@ -89,9 +95,7 @@ impl Delayer {
     /// `rediss://` for TLS, `unix:///path/to/socket`), with the default key
     /// prefix `delayer:`. Connects lazily.
     pub fn open(url: &str) -> Result<Delayer> {
-        let client =
-            redis::Client::open(url).map_err(|e| Error::InvalidArgument(format!("not a usable Redis URL: {e}")))?;
-        Ok(Delayer::with_options(client, DEFAULT_PREFIX, &PoolOptions::default()))
+        Ok(Delayer::with_options(redis_client(url)?, DEFAULT_PREFIX, &PoolOptions::default()))
     }
 
     /// A client configured by a `delayer.conf`: its `[redis]` section and

@@ -26,21 +26,30 @@ pub struct Message {
     pub traceparent: Option<String>,
 }
 
+// The accessors a popped [`Message`] and a [`crate::Reserved`] job share,
+// on their `body`, `id`/`raw_id` and `topic`/`raw_topic` fields.
+macro_rules! bytes_accessors {
+    () => {
+        /// The body as UTF-8 text, if it is.
+        pub fn body_str(&self) -> Option<&str> {
+            std::str::from_utf8(&self.body).ok()
+        }
+
+        /// The id as Redis holds it.
+        pub fn id_bytes(&self) -> &[u8] {
+            self.raw_id.as_deref().unwrap_or(self.id.as_bytes())
+        }
+
+        /// The topic as Redis holds it.
+        pub fn topic_bytes(&self) -> &[u8] {
+            self.raw_topic.as_deref().unwrap_or(self.topic.as_bytes())
+        }
+    };
+}
+pub(crate) use bytes_accessors;
+
 impl Message {
-    /// The body as UTF-8 text, if it is.
-    pub fn body_str(&self) -> Option<&str> {
-        std::str::from_utf8(&self.body).ok()
-    }
-
-    /// The id as Redis holds it.
-    pub fn id_bytes(&self) -> &[u8] {
-        self.raw_id.as_deref().unwrap_or(self.id.as_bytes())
-    }
-
-    /// The topic as Redis holds it.
-    pub fn topic_bytes(&self) -> &[u8] {
-        self.raw_topic.as_deref().unwrap_or(self.topic.as_bytes())
-    }
+    bytes_accessors!();
 }
 
 /// A job to push: the common case is `Job::new(topic, id, delay)`, then
@@ -66,7 +75,8 @@ pub struct Job {
     /// default, exponential from 1 s to 1 h.
     pub backoff: Option<Backoff>,
     /// Write the job only if no job holds its id: otherwise write nothing
-    /// and fail with [`Error::IdTaken`]. `false` (the default): replace.
+    /// and fail with [`Error::IdTaken`](crate::Error::IdTaken). `false`
+    /// (the default): replace.
     pub if_absent: bool,
     /// The producer's W3C trace context, `00-<trace id>-<span id>-<flags>`:
     /// kept with the job and handed to its consumer ([`crate::trace`]).
@@ -116,9 +126,10 @@ impl Job {
     }
 
     /// Pushes only if no job holds the id (on any topic): when one does,
-    /// nothing is written and the push fails with [`Error::IdTaken`],
-    /// naming that job's topic and due time. Without it a push replaces
-    /// the job holding the id, as Delayer 1.x does.
+    /// nothing is written and the push fails with
+    /// [`Error::IdTaken`](crate::Error::IdTaken), naming that job's topic
+    /// and due time. Without it a push replaces the job holding the id, as
+    /// Delayer 1.x does.
     pub fn if_absent(mut self) -> Job {
         self.if_absent = true;
         self
@@ -127,7 +138,7 @@ impl Job {
     /// Carries the producer's W3C trace context (`traceparent` header form,
     /// `00-<32 hex>-<16 hex>-<2 hex>`) to the consumer: pop, reserve and
     /// the workers hand it back. A malformed one fails the push with
-    /// [`Error::InvalidArgument`].
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
     pub fn traceparent(mut self, traceparent: impl Into<String>) -> Job {
         self.traceparent = Some(traceparent.into());
         self

@@ -41,20 +41,7 @@ pub struct Reserved {
 }
 
 impl Reserved {
-    /// The body as UTF-8 text, if it is.
-    pub fn body_str(&self) -> Option<&str> {
-        std::str::from_utf8(&self.body).ok()
-    }
-
-    /// The id as Redis holds it.
-    pub fn id_bytes(&self) -> &[u8] {
-        self.raw_id.as_deref().unwrap_or(self.id.as_bytes())
-    }
-
-    /// The topic as Redis holds it.
-    pub fn topic_bytes(&self) -> &[u8] {
-        self.raw_topic.as_deref().unwrap_or(self.topic.as_bytes())
-    }
+    crate::job::bytes_accessors!();
 
     /// Whether a failure now would send the job to dead letters.
     pub fn is_last_attempt(&self) -> bool {

@@ -86,7 +86,8 @@ fn run(layout: Layout) -> String {
     // Every id once across the ready queues, in its own topic's, job data kept.
     let mut seen = HashSet::with_capacity(jobs);
     for t in &topics {
-        let ready: Vec<String> = redis::cmd("LRANGE").arg(names.ready(t)).arg(0).arg(-1).query(&mut conn).expect("LRANGE");
+        let ready: Vec<String> =
+            redis::cmd("LRANGE").arg(names.ready(t)).arg(0).arg(-1).query(&mut conn).expect("LRANGE");
         for id in ready {
             let i: usize = id.trim_start_matches('m').parse().expect("an id pushed here");
             assert_eq!(&topics[i % TOPICS], t, "{id} in the wrong topic's ready queue");

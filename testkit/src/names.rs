@@ -16,10 +16,18 @@ impl LayoutNames {
     }
     /// The `[delayer]` line that selects this layout ("" for the default).
     pub fn conf_line(&self) -> &'static str {
-        if self.per_topic { "layout = topic" } else { "" }
+        if self.per_topic {
+            "layout = topic"
+        } else {
+            ""
+        }
     }
     fn of(&self, topic: &str, name: &str, classic: String) -> String {
-        if self.per_topic { format!("delayer:{{{topic}}}:{name}") } else { classic }
+        if self.per_topic {
+            format!("delayer:{{{topic}}}:{name}")
+        } else {
+            classic
+        }
     }
     pub fn pool(&self, topic: &str) -> String {
         self.of(topic, "pool", "delayer:job_pool".into())

@@ -2,8 +2,8 @@
 //! the loop calls Redis with the async client, and blocking waits run as
 //! tasks of their own. Decisions are the engine's.
 
-use super::engine::{panic_text, Action, Core, Settings, Start, WAIT};
-use super::{fetch, settings_builder, task_type, Delivery, Stopper};
+use super::engine::{panic_text, Action, Core, Start, WAIT};
+use super::{fetch, settings_builder, task_type, worker_type, Delivery};
 use crate::aio::Delayer;
 use crate::Result;
 use std::collections::HashMap;
@@ -42,35 +42,26 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// A worker of tokio tasks, with the async client.
-///
-/// ```no_run
-/// use delayer::worker::aio::{shutdown_signal, Task, Worker};
-///
-/// # async fn run() -> delayer::Result<()> {
-/// let delayer = delayer::aio::Delayer::open("redis://127.0.0.1:6379/0")?;
-/// Worker::new(delayer)
-///     .concurrency(20)
-///     .handle("sms", |task: Task| async move {
-///         let text = task.body_str().filter(|t| !t.is_empty()).ok_or("no text")?;
-///         println!("sent {}: {text}", task.id);
-///         Ok::<(), &str>(())
-///     })
-///     .run_until(shutdown_signal())
-///     .await
-/// # }
-/// ```
-pub struct Worker {
-    client: Delayer,
-    settings: Settings,
-    handlers: HashMap<String, Handler>,
-    stopper: Stopper,
-}
-
-impl std::fmt::Debug for Worker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("aio::Worker").field("topics", &self.handlers.keys()).finish_non_exhaustive()
-    }
+worker_type! {
+    /// A worker of tokio tasks, with the async client.
+    ///
+    /// ```no_run
+    /// use delayer::worker::aio::{shutdown_signal, Task, Worker};
+    ///
+    /// # async fn run() -> delayer::Result<()> {
+    /// let delayer = delayer::aio::Delayer::open("redis://127.0.0.1:6379/0")?;
+    /// Worker::new(delayer)
+    ///     .concurrency(20)
+    ///     .handle("sms", |task: Task| async move {
+    ///         let text = task.body_str().filter(|t| !t.is_empty()).ok_or("no text")?;
+    ///         println!("sent {}: {text}", task.id);
+    ///         Ok::<(), &str>(())
+    ///     })
+    ///     .run_until(shutdown_signal())
+    ///     .await
+    /// # }
+    /// ```
+    struct Worker(Delayer, Handler) as "aio::Worker";
 }
 
 enum Msg {
@@ -79,11 +70,6 @@ enum Msg {
 }
 
 impl Worker {
-    /// A worker taking jobs with `delayer`; add handlers, then [`Worker::run`].
-    pub fn new(delayer: Delayer) -> Worker {
-        Worker { client: delayer, settings: Settings::new(), handlers: HashMap::new(), stopper: Stopper::new() }
-    }
-
     /// Runs `handler` for the jobs of `topic` (replacing an earlier one).
     /// `Ok` acks the job; `Err` releases it with its backoff, its `Display`
     /// becoming the job's last error.

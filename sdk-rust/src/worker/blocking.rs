@@ -2,10 +2,9 @@
 //! loop calls Redis with the blocking client, and blocking waits run on
 //! threads of their own. Decisions are the engine's.
 
-use super::engine::{panic_text, Action, Core, Settings, Start, WAIT};
-use super::{fetch, settings_builder, task_type, Delivery, Stopper};
+use super::engine::{panic_text, Action, Core, Start, WAIT};
+use super::{fetch, settings_builder, task_type, worker_type, Delivery};
 use crate::{Delayer, Result};
-use std::collections::HashMap;
 use std::fmt::Display;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -25,33 +24,24 @@ task_type! {
     fn extend;
 }
 
-/// A worker on threads, with the blocking client.
-///
-/// ```no_run
-/// use delayer::worker::{Task, Worker};
-///
-/// # fn main() -> delayer::Result<()> {
-/// let worker = delayer::worker::Worker::new(delayer::Delayer::open("redis://127.0.0.1:6379/0")?)
-///     .concurrency(4)
-///     .handle("sms", |task: &Task| match task.body_str() {
-///         Some(text) if !text.is_empty() => Ok(println!("sent {}: {text}", task.id)),
-///         _ => Err("no text"),
-///     });
-/// worker.stopper().stop_on_signals()?;
-/// worker.run()
-/// # }
-/// ```
-pub struct Worker {
-    client: Delayer,
-    settings: Settings,
-    handlers: HashMap<String, Handler>,
-    stopper: Stopper,
-}
-
-impl std::fmt::Debug for Worker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Worker").field("topics", &self.handlers.keys()).finish_non_exhaustive()
-    }
+worker_type! {
+    /// A worker on threads, with the blocking client.
+    ///
+    /// ```no_run
+    /// use delayer::worker::{Task, Worker};
+    ///
+    /// # fn main() -> delayer::Result<()> {
+    /// let worker = delayer::worker::Worker::new(delayer::Delayer::open("redis://127.0.0.1:6379/0")?)
+    ///     .concurrency(4)
+    ///     .handle("sms", |task: &Task| match task.body_str() {
+    ///         Some(text) if !text.is_empty() => Ok(println!("sent {}: {text}", task.id)),
+    ///         _ => Err("no text"),
+    ///     });
+    /// worker.stopper().stop_on_signals()?;
+    /// worker.run()
+    /// # }
+    /// ```
+    struct Worker(Delayer, Handler) as "Worker";
 }
 
 enum Msg {
@@ -61,11 +51,6 @@ enum Msg {
 }
 
 impl Worker {
-    /// A worker taking jobs with `delayer`; add handlers, then [`Worker::run`].
-    pub fn new(delayer: Delayer) -> Worker {
-        Worker { client: delayer, settings: Settings::new(), handlers: HashMap::new(), stopper: Stopper::new() }
-    }
-
     /// Runs `handler` for the jobs of `topic` (replacing an earlier one).
     /// `Ok` acks the job; `Err` releases it with its backoff, its `Display`
     /// becoming the job's last error.

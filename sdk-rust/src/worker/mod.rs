@@ -118,6 +118,43 @@ impl From<Message> for Delivery {
     }
 }
 
+/// The `Worker` both kinds are, written once: its client, settings, handlers
+/// and stopper (`struct Worker(Client, Handler)`), its `Debug` (`as` the
+/// name it shows) and `new`.
+macro_rules! worker_type {
+    (
+        $(#[$attr:meta])*
+        struct Worker($client:ty, $handler:ty) as $name:literal;
+    ) => {
+        $(#[$attr])*
+        pub struct Worker {
+            client: $client,
+            settings: $crate::worker::engine::Settings,
+            handlers: std::collections::HashMap<String, $handler>,
+            stopper: $crate::worker::Stopper,
+        }
+
+        impl std::fmt::Debug for Worker {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct($name).field("topics", &self.handlers.keys()).finish_non_exhaustive()
+            }
+        }
+
+        impl Worker {
+            /// A worker taking jobs with `delayer`; add handlers, then [`Worker::run`].
+            pub fn new(delayer: $client) -> Worker {
+                Worker {
+                    client: delayer,
+                    settings: $crate::worker::engine::Settings::new(),
+                    handlers: std::collections::HashMap::new(),
+                    stopper: $crate::worker::Stopper::new(),
+                }
+            }
+        }
+    };
+}
+use worker_type;
+
 /// The builder methods both workers share, on their `settings` field.
 macro_rules! settings_builder {
     () => {

@@ -153,6 +153,9 @@ pub enum Command {
         #[command(subcommand)]
         action: DeadCommand,
     },
+    // The doc comment is the command's help text (clap), where `<topic>` is
+    // meant literally: rustdoc's reading of it as an HTML tag is allowed here.
+    #[allow(rustdoc::invalid_html_tags)]
     /// Deliver the jobs of the topics in the file's [webhook.<topic>] sections as signed HTTP POSTs, until
     /// SIGTERM or SIGINT (reads -c FILE, not --url).
     Webhook,

@@ -63,7 +63,7 @@ impl BadKeys {
         telemetry::bad_keys(state.known.len());
     }
 
-    /// Reads the known keys' types again (at most once per [`CHECK_EVERY`])
+    /// Reads the known keys' types again (at most once per `CHECK_EVERY`)
     /// and returns those that are fixed now, each logged.
     pub fn fixed(&self, conn: &mut Conn) -> redis::RedisResult<Vec<BadKey>> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());

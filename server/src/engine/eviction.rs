@@ -6,7 +6,7 @@
 //!
 //! Reading and wording are the SDK's (`delayer_protocol::eviction`), shared with
 //! `delayer stats` and the workers. The mover reads the policy on each new
-//! connection and at most every [`RECHECK`] on a live one (an operator's
+//! connection and at most every `RECHECK` on a live one (an operator's
 //! `CONFIG SET` shows within that); the warning is repeated after a
 //! reconnect, and when the policy changes, not on every look.
 
@@ -35,7 +35,7 @@ static STATE: Mutex<State> = Mutex::new(State { policy: None, at: None, unreadab
 
 /// Reads the policy on `conn` when `fresh` (a new connection: at start or
 /// after a reconnect: the warning is repeated) or when the last read is
-/// older than [`RECHECK`] (said only when it changed).
+/// older than `RECHECK` (said only when it changed).
 pub fn check(conn: &mut Conn, fresh: bool) {
     let mut state = STATE.lock().unwrap_or_else(|e| e.into_inner());
     if !fresh && state.at.is_some_and(|at| at.elapsed() < RECHECK) {

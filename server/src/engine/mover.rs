@@ -14,7 +14,7 @@
 //! (the held head) to the next call, which looks past them, so they hold up
 //! no other topic. It looks from the pool's head again when a bad key is
 //! fixed ([`BadKeys`]), when the script finds the head changed, and at
-//! least every [`LOOK_AGAIN`], so a held job moves once its key is fixed.
+//! least every `LOOK_AGAIN`, so a held job moves once its key is fixed.
 
 use crate::badkeys::BadKeys;
 use crate::memory::MemoryWatch;

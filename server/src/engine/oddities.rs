@@ -5,7 +5,7 @@
 //! score of `inf`, a wake-up of `abc`). This module says so in the error
 //! log, once per key (and member), not once per tick: a bad score met every
 //! second would otherwise flood the log. The set of keys said is bounded,
-//! and past [`MAX_KEYS`] one line says that further ones go unnamed, so a
+//! and past `MAX_KEYS` one line says that further ones go unnamed, so a
 //! flood of odd keys (or of junk wake-up messages) cannot grow memory or the
 //! log without end.
 

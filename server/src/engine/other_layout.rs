@@ -7,7 +7,7 @@
 //! server at the classic pool (`ZCARD <prefix>job_pool`), a classic server
 //! at the pools and reservations of the topics in the per-topic index
 //! (`<prefix>due`, or, when no per-topic server keeps one, the pools a
-//! bounded SCAN finds; at most [`TOPICS_LOOKED_AT`] of them), and both at the
+//! bounded SCAN finds; at most `TOPICS_LOOKED_AT` of them), and both at the
 //! overdue jobs of other prefixes. It warns when what it finds changes (a
 //! place starts or stops holding jobs), and again every ten minutes while
 //! jobs keep waiting (a migration fills both layouts for a while).
@@ -120,7 +120,7 @@ impl Elsewhere {
         out
     }
 
-    /// [`Elsewhere::notes`]'s sentences.
+    /// `Elsewhere::notes`'s sentences.
     pub fn warnings(&self, layout: Layout, prefix: &str) -> Vec<String> {
         self.notes(layout, prefix).into_iter().map(|(_, note)| note).collect()
     }

@@ -54,7 +54,7 @@ pub struct Stray {
     pub prefix: String,
     pub layout: Layout,
     /// Jobs overdue by more than [`OVERDUE`] (a lower bound in the per-topic
-    /// layout: [`TOPICS_COUNTED`] topics are counted).
+    /// layout: `TOPICS_COUNTED` topics are counted).
     pub jobs: u64,
 }
 

@@ -6,8 +6,8 @@
 //! Liveness says the process serves requests (a hung or dead one gets
 //! restarted by its supervisor); it never looks at Redis, since restarting
 //! the server cures no Redis outage. Readiness says this server does its job
-//! now: Redis answers (a PING within [`ANSWER_BOUND`]), the mover completed
-//! a tick or a batch recently (within max([`STALE_FLOOR`], [`STALE_TICKS`] ×
+//! now: Redis answers (a PING within `ANSWER_BOUND`), the mover completed
+//! a tick or a batch recently (within max(`STALE_FLOOR`, `STALE_TICKS` ×
 //! `timer_interval`): the timer ticks at least every `timer_interval`, so a
 //! longer silence means ticks fail, on a key of the wrong type say, or hang),
 //! and Redis's maxmemory-policy is `noeviction` (under any other, Redis may
@@ -15,10 +15,10 @@
 //! refused to our user) does not fail readiness: it is warned about at start,
 //! and `require_noeviction` is the way to insist on it.
 //!
-//! Redis's answer is kept for [`CACHE_FOR`] and asked for by one probe at a
+//! Redis's answer is kept for `CACHE_FOR` and asked for by one probe at a
 //! time, so a flood of probes costs Redis at most a PING and a CONFIG GET a
 //! second; the calls run on a blocking thread, on a connection of their own
-//! with short timeouts, and a probe waits at most [`ANSWER_BOUND`] for them.
+//! with short timeouts, and a probe waits at most `ANSWER_BOUND` for them.
 
 use delayer_protocol::connection::{Conn, Manager};
 use delayer_protocol::target::Target;

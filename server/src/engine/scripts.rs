@@ -93,7 +93,7 @@ pub fn expire_batch(conn: &mut Conn, keys: &Keys, batch_size: u32) -> redis::Red
 
 /// The call that ends at most `batch_size` of one topic's reservations whose
 /// deadline has passed, in the per-topic layout (the topic's keys; its
-/// dead-letter list as KEYS[4] with an empty dead-letter prefix, as
+/// dead-letter list as `KEYS[4]` with an empty dead-letter prefix, as
 /// release.lua's header says). Send it with [`eval_each`]; read its reply
 /// with [`read_expire`].
 pub fn expire_topic_call(keys: &TopicKeys, topic: &str, batch_size: u32) -> Cmd {

@@ -4,15 +4,15 @@
 //!
 //! One info line per batch made a server in light use write thousands of
 //! lines in minutes, burying the warnings. The summary says how many jobs
-//! moved, in how many batches, the top [`TOP`] topics by count (and how many
+//! moved, in how many batches, the top `TOP` topics by count (and how many
 //! others, with their total), the orphans dropped (ids whose job data was
 //! gone: a sign of jobs lost to eviction or expiry), and how late the jobs
 //! were: the most (the
 //! oldest due time of a batch against Redis's clock) and the 99th
 //! percentile when per-job lateness is known (metrics or the API on), to
-//! within 10 % (a histogram of [`BUCKETS`] buckets, each 10 % wider than the
+//! within 10 % (a histogram of `BUCKETS` buckets, each 10 % wider than the
 //! last; the bound given is the bucket's upper one, never under the true
-//! value). Memory is bounded: at most [`MAX_TOPICS`] topics are counted by
+//! value). Memory is bounded: at most `MAX_TOPICS` topics are counted by
 //! name in a period, the rest as others. Both layouts' movers feed it
 //! ([`record`]); the server says the summary on a timer ([`every`]) and once
 //! more when it stops ([`flush`]).

@@ -139,7 +139,7 @@ pub fn reconnected() {
 
 /// Keeps the per-topic gauges (`delayer_jobs{topic, state}`) up to date from
 /// the SDK's stats (stats.lua, or each topic's key sizes in the per-topic
-/// layout), every [`TOPICS_EVERY`], on a thread of its own (the reads are
+/// layout), every `TOPICS_EVERY`, on a thread of its own (the reads are
 /// blocking and must not delay a tick), and with them the outcome counters
 /// and ready-queue ages ([`crate::activity`]). A topic that drops out of
 /// the numbers is set to 0, so a gauge never shows a stale count.

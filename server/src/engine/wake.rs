@@ -16,7 +16,7 @@
 //! lost. Writers that do not publish (Delayer 1.x clients) are found within
 //! `timer_interval` (classic) or by the topic mover's sweeps. A bare `<time>`
 //! (older SDKs) is still a wake-up; anything else is ignored, said at most
-//! once a minute (see [`read_message`]).
+//! once a minute (see `read_message`).
 
 use crate::config::REDIS_TIMEOUT;
 use crate::timer::{Stop, BACKOFF_MAX, BACKOFF_MIN};

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 const IDS_PER_ROUND: u32 = 8192;
 
 /// One script run for many topics, in rounds: every call of a round goes
-/// in one round trip ([`scripts::eval_each`]), at most [`IDS_PER_ROUND`]
+/// in one round trip ([`scripts::eval_each`]), at most `IDS_PER_ROUND`
 /// ids' worth; a topic whose last call came back full goes to the back of
 /// the queue with as many calls as it asks for.
 pub struct Waves<'a> {

@@ -53,7 +53,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// Largest request body taken (a push_many of many jobs included).
 pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
-/// The API's description, checked against [`router`] by the tests.
+/// The API's description, checked against `router` by the tests.
 pub const OPENAPI: &str = include_str!("openapi.json");
 
 /// What the handlers share.

@@ -5,7 +5,7 @@
 //! memory (`history`).
 //!
 //! Every server (with or without the HTTP API: its mover's moves count)
-//! writes its own part of the recent samples every [`WRITE_EVERY`], and
+//! writes its own part of the recent samples every `WRITE_EVERY`, and
 //! reads what all of them wrote, on a thread of its own with a connection of
 //! its own, bounded by the pool's timeouts. The HTTP handler answers from
 //! the copy read last and never waits on Redis. Writes are idempotent (a
