@@ -8,12 +8,16 @@ driver while a raw MONITOR connection records every EVALSHA / EVAL that
 reaches Redis (the server's move and expiry calls included), and checks each
 recorded call against the header of the script its SHA names:
 
-- the number of keys is the number of KEYS lines (less the optional ones at
-  the end, which may be left out);
+- the number of keys is the number of KEYS lines: every key is always sent
+  (issue 21, "one shape per script"); only a key the per-topic layout does
+  not have (`<prefix>scheduled_count`, said "absent in the per-topic layout")
+  is left out there;
 - each key has the shape the header gives (`<prefix>job_pool`,
   `<prefix>job_bucket:<id>`, ...);
-- the number of arguments lies between the last required ARGV and the last
-  ARGV the header names (unbounded after an `ARGV[n..]` line);
+- the number of arguments is exactly the number the header names: an item
+  with no value is sent as `""`, never left out; for the scripts that take a
+  mode or a list (release, reserve, push_many, dead, migrate) the mode's own
+  count, or the fixed head and then whole groups (SHAPES);
 - an argument the header describes as a key prefix or a channel
   (`"<prefix>job_bucket:"`, `"<prefix>wake"`) is exactly that name.
 
@@ -135,7 +139,10 @@ def parse_header(path: Path) -> Contract:
     argv_top: List[Tuple[int, bool, bool]] = []
     for kind, n, open_ended, lines in blocks:
         text = " ".join(lines)
-        optional = "optional" in text or "absent" in text
+        # What a caller may leave out: only what the header calls optional
+        # (list.lua's mode) or absent in a layout. A quoted "absent" is the
+        # duplicate policy's value, not a key or argument left out.
+        optional = "optional" in text or "absent in the per-topic layout" in text
         if kind == "KEYS":
             assert n == len(c.keys) + 1, f"{path.name}: KEYS[{n}] out of order"
             names = [x.rstrip(".,;)") for x in re.findall(r"<prefix>\S*", text)]
@@ -175,10 +182,24 @@ def test_every_header_states_its_contract() -> None:
     # Spot checks that the parser reads the headers as a person would.
     assert [k for k, _ in by_name["push"].keys] == [
         ["<prefix>job_pool"], ["<prefix>job_bucket:<id>"], ["<prefix>scheduled_count"]]
-    assert by_name["push"].argv_required == 5 and by_name["push"].argv_max == 12
+    assert by_name["push"].argv_required == 12 and by_name["push"].argv_max == 12
+    assert by_name["push_many"].keys[1] == (["<prefix>scheduled_count"], True)  # the per-topic layout's
+    assert by_name["push_many"].argv_required == 4  # ARGV[2] "absent" is a policy, not a left-out value
+    # One shape per script: no key or argument left out (issue 21), but the
+    # counts the per-topic layout does not have and list.lua's mode.
+    for c in by_name.values():
+        for patterns, optional in c.keys:
+            assert not optional or patterns == ["<prefix>scheduled_count"], (c.name, patterns)
+        assert c.argv_required == c.argv_max or c.name in SHAPES or c.name == "list", c.name
+    assert [optional for _, optional in by_name["ack"].keys] == [False] * 4
+    assert [optional for _, optional in by_name["reserve"].keys] == [False] * 6
+    assert [optional for _, optional in by_name["release"].keys] == [False] * 5
+    assert [optional for _, optional in by_name["migrate"].keys] == [False] * 3
+    assert by_name["move"].keys[4] == (["<prefix>reserved"], False) and by_name["move"].argv_required == 5
+    assert by_name["move_topic"].keys[2][1] is False
+    assert by_name["touch"].argv_required == 4 and by_name["reschedule"].argv_required == 3
     assert by_name["push_many"].argv_max is None and by_name["push_many"].argv_names[1] == "<prefix>job_bucket:"
     assert [k for k, _ in by_name["move"].keys[2:4]] == [["<prefix>scheduled_count"], ["<prefix>topics"]]
-    assert by_name["move"].keys[4] == (["<prefix>reserved"], True)
     assert by_name["move"].argv_names == {1: "<prefix>job_bucket:", 2: "<prefix>ready_queue:"}
     assert by_name["release"].argv_names[1] == "<prefix>job_bucket:"
     assert by_name["release"].argv_names[2] == "<prefix>dead:"
@@ -190,7 +211,7 @@ def test_every_header_states_its_contract() -> None:
     for c in by_name.values():
         for name in c.argv_names.values():
             assert name != "<prefix>" and (name.endswith(":") or name == "<prefix>wake"), (c.name, name)
-    assert by_name["reserve"].argv_required == 2 and by_name["reserve"].argv_max is None
+    assert by_name["reserve"].argv_required == 4 and by_name["reserve"].argv_max is None
 
 
 # ---------------------------------------------------------------- MONITOR
@@ -288,6 +309,50 @@ class RawMonitor:
 TAG = re.compile(re.escape(PREFIX) + r"\{([^}]*)\}:", re.S)
 
 
+def _release_shape(argv: List[str]) -> Optional[str]:
+    want = {"held": 8, "expired": 5}.get(argv[3] if len(argv) > 3 else "")
+    if want is None:
+        return f"ARGV[4] is {argv[3:4]!r}, not held or expired"
+    return None if len(argv) == want else f"{len(argv)} arguments; {argv[3]} mode takes {want}"
+
+
+def _reserve_shape(argv: List[str]) -> Optional[str]:
+    # ARGV[1..3], the pairs to ack (batch mode only), the wake channel last.
+    if len(argv) < 4:
+        return f"{len(argv)} arguments; the header requires 4 (the wake channel last)"
+    if argv[2] == "":
+        return None if len(argv) == 4 else f"{len(argv)} arguments; one job (ARGV[3] \"\") takes 4"
+    return None if (len(argv) - 4) % 2 == 0 else f"{len(argv)} arguments: not 3 + whole (id, receipt) pairs + the channel"
+
+
+def _push_many_shape(argv: List[str]) -> Optional[str]:
+    jobs, extra = divmod(len(argv) - 3, 10)
+    return None if jobs >= 1 and extra == 0 else f"{len(argv)} arguments: not 3 + ten per job"
+
+
+def _dead_shape(argv: List[str]) -> Optional[str]:
+    if argv[2] == "list":
+        return None if len(argv) == 5 else f"{len(argv)} arguments; list takes 5"
+    return None if len(argv) >= 4 else f"{len(argv)} arguments; {argv[2]!r} takes 4 and the ids"
+
+
+def _migrate_shape(argv: List[str]) -> Optional[str]:
+    if argv[3] == "list":
+        return None if len(argv) == 6 else f"{len(argv)} arguments; list mode takes 6"
+    return None if argv[3] == "zset" and len(argv) >= 6 else f"{len(argv)} arguments; zset mode takes 5 and the ids"
+
+
+def _index_shape(argv: List[str]) -> Optional[str]:
+    return None if argv and len(argv) % 2 == 0 else f"{len(argv)} arguments: not whole (topic, time) pairs"
+
+
+#: The exact ARGV count of the scripts whose count depends on a mode or a
+#: list (issue 21, "one shape per script"): what is wrong, or None. The
+#: others' count is fixed by the header (argv_required == argv_max).
+SHAPES = {"release": _release_shape, "reserve": _reserve_shape, "push_many": _push_many_shape,
+          "dead": _dead_shape, "migrate": _migrate_shape, "index": _index_shape}
+
+
 def check_call(args: List[str], layout: str = "classic") -> Tuple[str, List[str]]:
     """The script's name and what in this call breaks its header (empty: nothing),
     in ``layout``."""
@@ -327,6 +392,10 @@ def check_call(args: List[str], layout: str = "classic") -> Tuple[str, List[str]
         errors.append(f"{len(argv)} arguments; the header requires {contract.argv_required}")
     if contract.argv_max is not None and len(argv) > contract.argv_max:
         errors.append(f"{len(argv)} arguments; the header names {contract.argv_max}")
+    if contract.name in SHAPES and len(argv) >= contract.argv_required:
+        shape = SHAPES[contract.name](argv)
+        if shape:
+            errors.append(shape)
     for n, name in contract.argv_names.items():
         if len(argv) < n:
             continue
@@ -471,21 +540,54 @@ def test_the_check_catches_a_drifted_call() -> None:
     """The check itself can fail: a push with an argument short, a key in the wrong place."""
     push = (LUA / "push.lua").read_bytes()
     sha = hashlib.sha1(push).hexdigest()
+    w = PREFIX + "wake"
     good = ["EVALSHA", sha, "3", PREFIX + "job_pool", PREFIX + "job_bucket:1", PREFIX + "scheduled_count",
-            "1", "t", "", "0", "1000"]
+            "1", "t", "", "0", "1000", "", "", "", "", "", w, ""]
     assert check_call(good) == ("push", [])
+    # One shape per script: a value left out, not sent as "", is a drift.
     short = good[:-1]
-    assert check_call(short)[1] == ["4 arguments; the header requires 5"]
+    assert check_call(short)[1] == ["11 arguments; the header requires 12"]
+    assert check_call(good[:11])[1] == ["5 arguments; the header requires 12"]
     swapped = good[:3] + [good[4], good[3]] + good[5:]
     assert len(check_call(swapped)[1]) == 2
     many = (LUA / "push_many.lua").read_bytes()
+    job = ["id", "t", "", "0", "1000", "", "", "", "", ""]
     wrong_prefix = ["EVALSHA", hashlib.sha1(many).hexdigest(), "2", PREFIX + "job_pool", PREFIX + "scheduled_count",
-                    "other:job_bucket:", "", "", "id"]
+                    "other:job_bucket:", "", w, *job]
     assert check_call(wrong_prefix)[1] == [f"ARGV[1] is 'other:job_bucket:', not '{PREFIX}job_bucket:'"]
+    good_many = wrong_prefix[:5] + [PREFIX + "job_bucket:"] + wrong_prefix[6:]
+    assert check_call(good_many) == ("push_many", []) and check_call(good_many + job) == ("push_many", [])
+    assert check_call(good_many[:-1])[1] == ["12 arguments: not 3 + ten per job"]
     move = (LUA / "move.lua").read_bytes()
-    bare = ["EVALSHA", hashlib.sha1(move).hexdigest(), "4", PREFIX + "job_pool", PREFIX + "malformed",
-            PREFIX + "scheduled_count", PREFIX + "topics", PREFIX, PREFIX + "ready_queue:", "1000"]
+    move_keys = [PREFIX + "job_pool", PREFIX + "malformed", PREFIX + "scheduled_count", PREFIX + "topics",
+                 PREFIX + "reserved"]
+    bare = ["EVALSHA", hashlib.sha1(move).hexdigest(), "5", *move_keys, PREFIX, PREFIX + "ready_queue:", "1000", "0", "0"]
     assert check_call(bare)[1] == [f"ARGV[1] is '{PREFIX}', not '{PREFIX}job_bucket:'"]
+    # move.lua without its reserved set, or without ARGV[4..5]: the pre-issue-21 short forms.
+    moved = ["EVALSHA", bare[1], "5", *move_keys, PREFIX + "job_bucket:", PREFIX + "ready_queue:", "1000", "0", "0"]
+    assert check_call(moved) == ("move", [])
+    assert check_call(moved[:2] + ["4"] + moved[3:7] + moved[8:])[1] == ["4 keys; the header states 5..5 in the classic layout"]
+    assert check_call(moved[:-2])[1] == ["3 arguments; the header requires 5"]
+    ack = hashlib.sha1((LUA / "ack.lua").read_bytes()).hexdigest()
+    acked = ["EVALSHA", ack, "4", PREFIX + "reserved", PREFIX + "job_bucket:1", PREFIX + "job_pool", PREFIX + "outcomes",
+             "1", ""]
+    assert check_call(acked) == ("ack", [])
+    assert check_call(acked[:2] + ["3"] + acked[3:6] + acked[7:])[1] == ["3 keys; the header states 4..4 in the classic layout"]
+    release = hashlib.sha1((LUA / "release.lua").read_bytes()).hexdigest()
+    rel = ["EVALSHA", release, "5", PREFIX + "reserved", PREFIX + "job_pool", PREFIX + "malformed",
+           PREFIX + "scheduled_count", PREFIX + "outcomes", PREFIX + "job_bucket:", PREFIX + "dead:", "0"]
+    assert check_call(rel + ["held", "1", "", w, ""]) == ("release", [])
+    assert check_call(rel + ["held", "1", "", w])[1] == ["7 arguments; held mode takes 8"]
+    assert check_call(rel + ["expired", "100"]) == ("release", [])
+    assert check_call(rel + ["expired", "100", ""])[1] == ["6 arguments; expired mode takes 5"]
+    reserve = hashlib.sha1((LUA / "reserve.lua").read_bytes()).hexdigest()
+    res = ["EVALSHA", reserve, "6", *(PREFIX + k for k in ("ready_queue:t", "reserved", "malformed", "receipt_seq",
+                                                            "job_pool", "outcomes")), PREFIX + "job_bucket:", "30000"]
+    assert check_call(res + ["", w]) == ("reserve", []) and check_call(res + ["5", "a", "1", w]) == ("reserve", [])
+    assert check_call(res + ["5", w]) == ("reserve", [])
+    assert check_call(res + [""])[1] == ["3 arguments; the header requires 4"]
+    assert check_call(res + ["5", "a", "1"])[1] == ["5 arguments: not 3 + whole (id, receipt) pairs + the channel"]
+    assert check_call(res + ["", w, ""])[1] == ['5 arguments; one job (ARGV[3] "") takes 4']
     assert f"ARGV[1] is 'other:job_bucket:', not '{PREFIX}job_bucket:'" in check_call(wrong_prefix)[1]
 
 
@@ -495,7 +597,8 @@ def test_the_check_holds_the_per_topic_layout_to_its_names() -> None:
     or wake a client sends, and an announcing call without the channel."""
     sha = hashlib.sha1((LUA / "push.lua").read_bytes()).hexdigest()
     t = PREFIX + "{t}:"
-    good = ["EVALSHA", sha, "2", t + "pool", t + "job:1", "1", "t", "", "0", "1000"]
+    head = ["EVALSHA", sha, "2", t + "pool", t + "job:1", "1", "t", "", "0", "1000"]
+    good = head + [""] * 5 + [PREFIX + "wake", ""]
     assert check_call(good, "topic") == ("push", [])
     assert check_call(good, "classic")[1] == [f"key '{t}pool' is not <prefix>job_pool",
                                               f"key '{t}job:1' is not <prefix>job_bucket:<id>"]
@@ -506,15 +609,16 @@ def test_the_check_holds_the_per_topic_layout_to_its_names() -> None:
     shared = good[:3] + [PREFIX + "job_pool"] + good[4:]
     assert check_call(shared, "topic")[1] == [f"key ['{PREFIX}job_pool'] is not of a topic ({PREFIX}{{<topic>}}:...)"]
     many = hashlib.sha1((LUA / "push_many.lua").read_bytes()).hexdigest()
-    classic_prefix = ["EVALSHA", many, "1", t + "pool", PREFIX + "job_bucket:", "", PREFIX + "wake", "id", "t", "", "0"]
+    classic_prefix = ["EVALSHA", many, "1", t + "pool", PREFIX + "job_bucket:", "", PREFIX + "wake", "id", "t", "", "0",
+                      "1000", "", "", "", "", ""]
     assert check_call(classic_prefix, "topic")[1] == [f"ARGV[1] is '{PREFIX}job_bucket:', not '{t}job:'"]
     move = hashlib.sha1((LUA / "move.lua").read_bytes()).hexdigest()
     assert check_call(["EVALSHA", move, "4", t + "pool", t + "malformed", t + "x", t + "y", "", "", "1"], "topic")[1] \
         == ["a classic-layout script: it has keys the per-topic layout does not have"]
 
     # The wake channel in both layouts now ("" was the per-topic layout's before issue 21).
-    assert check_call(good + [""] * 5 + [PREFIX + "wake"], "topic") == ("push", [])
-    assert check_call(good + [""] * 6, "topic")[1] == [f"ARGV[11] is '', not '{PREFIX}wake'"]
+    assert check_call(good, "topic") == ("push", [])
+    assert check_call(head + [""] * 7, "topic")[1] == [f"ARGV[11] is '', not '{PREFIX}wake'"]
 
     # No index write or wake by a client, in either layout.
     call = ["EVALSHA", sha, "2", t + "pool", t + "job:1"]

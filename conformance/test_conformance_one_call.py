@@ -11,6 +11,9 @@ EVALSHA, or EVALSHA then EVAL) plus, for bpop and breserve, at most one
 blocking wait. Connection upkeep (HELLO, AUTH, SELECT, CLIENT, PING,
 READONLY) is not part of an operation and is left out; any other command
 (an index write, a wake PUBLISH, a follow-up read or write) fails the pair.
+Each script call must also have its script's one shape (issue 21): every
+KEYS and ARGV its header lists, "" for a value not given
+(test_conformance_contract.check_call), in both layouts.
 
 Each layout runs on a stack of its own (a redis-server and the three
 drivers, no delayer server: the test moves due jobs to their ready lists
@@ -30,7 +33,7 @@ import pytest
 
 from conftest import PREFIX, Keys
 from harness import Drivers, RedisServer, ok
-from test_conformance_contract import RawMonitor
+from test_conformance_contract import RawMonitor, check_call
 
 SDKS = ["rust", "python", "php"]
 LAYOUTS = ["classic", "topic"]
@@ -124,7 +127,12 @@ def drive(stack: Stack, sdk: str) -> Dict[str, Optional[str]]:
 
     def op(name: str, req: Dict[str, Any]) -> Dict[str, Any]:
         answer, window = stack.run(sdk, req)
-        found[name] = one_call(window, name in BLOCKING_OPS)
+        problems = [p for p in [one_call(window, name in BLOCKING_OPS)] if p]
+        for c in window:
+            if c[0].upper() in ("EVALSHA", "EVAL"):
+                script, errors = check_call(c, stack.layout)
+                problems += [f"{script}.lua: {e}" for e in errors]
+        found[name] = "; ".join(problems) or None
         return answer
 
     def unchecked(req: Dict[str, Any]) -> Dict[str, Any]:

@@ -14,8 +14,8 @@
 --          <prefix>{<topic>}:ready, <prefix>{<topic>}:dead, or
 --          <prefix>job_pool, <prefix>reserved, <prefix>ready_queue:<topic>,
 --          <prefix>dead:<topic>
--- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (optional: given
---          when KEYS[1] or KEYS[2] is the classic pool)
+-- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (in every call;
+--          written only when KEYS[1] or KEYS[2] is the classic pool)
 -- ARGV[1]  bucket prefix moved from: <prefix>job_bucket: or <prefix>{<topic>}:job:
 -- ARGV[2]  bucket prefix moved to, the other of the two
 -- ARGV[3]  topic
@@ -23,7 +23,8 @@
 --          "list": ARGV[6] the most ids to move, oldest (right end) first,
 --          pushed on the left of KEYS[2] (so they leave it in the same order)
 -- ARGV[5]  KEYS[3]'s side: "from" (the counts lose the jobs moved), "to"
---          (they gain them), or "" (no KEYS[3])
+--          (they gain them), or "" (neither key is the classic pool: KEYS[3]
+--          is left alone)
 --
 -- Returns {moved, skipped, kept_ids}
 --   moved     jobs moved with their buckets

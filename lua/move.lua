@@ -5,15 +5,15 @@
 -- KEYS[2]  malformed list    LIST  <prefix>malformed
 -- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count
 -- KEYS[4]  known topics      SET   <prefix>topics
--- KEYS[5]  reserved          ZSET  <prefix>reserved (optional)
+-- KEYS[5]  reserved          ZSET  <prefix>reserved
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:" (a bucket is it + id)
 -- ARGV[2]  ready queue prefix, "<prefix>ready_queue:" (a queue is it + topic)
 -- ARGV[3]  batch size: the most ids taken from the pool in this call
--- ARGV[4]  "1" to return each moved id's lateness (for metrics); optional,
---          since building the list costs Redis time on every batch
+-- ARGV[4]  "1" to return each moved id's lateness (for metrics), else "0"
+--          (building the list costs Redis time on every batch)
 -- ARGV[5]  held head: how many due ids at the pool's head the caller knows
---          to be held (see below); the call looks at the ids after them.
---          Optional ("" or absent: 0)
+--          to be held (see below); the call looks at the ids after them
+--          ("" reads as 0)
 --
 -- Returns {taken, orphans, malformed_ids, per_topic, next_due, now, oldest_due,
 --          pool_size, lateness_ms, held, bad_keys, head}

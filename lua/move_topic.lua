@@ -4,7 +4,7 @@
 --
 -- KEYS[1]  the topic's pool      ZSET  <prefix>{<topic>}:pool
 -- KEYS[2]  the topic's ready     LIST  <prefix>{<topic>}:ready
--- KEYS[3]  the topic's reserved  ZSET  <prefix>{<topic>}:reserved (optional)
+-- KEYS[3]  the topic's reserved  ZSET  <prefix>{<topic>}:reserved
 -- ARGV[1]  batch size: the most ids taken from the pool in this call
 --
 -- Returns {taken, next_due, now, oldest_due, newest_due, pool_size, bad_keys}

@@ -11,16 +11,16 @@
 -- ARGV[3]  body (binary-safe, may be empty)
 -- ARGV[4]  delay in milliseconds, integer >= 0
 -- ARGV[5]  ready_max_lifetime in milliseconds, integer > 0
--- ARGV[6]  max_attempts (0: no limit), optional ("" or absent: not written)
+-- ARGV[6]  max_attempts (0: no limit), or "": not written
 -- ARGV[7]  backoff, "fixed" or "exponential", with ARGV[8] backoff_ms and
---          ARGV[9] backoff_max_ms; optional ("" or absent: not written)
--- ARGV[10] duplicate policy: "replace" ("" or absent; Delayer 1.x's
+--          ARGV[9] backoff_max_ms; or "" (all three): not written
+-- ARGV[10] duplicate policy: "replace" (or ""; Delayer 1.x's
 --          behaviour: the id's old job, on any topic, is replaced) or
 --          "absent" (only if no job has the id: otherwise nothing is written)
--- ARGV[11] wake channel "<prefix>wake" (both layouts), or "" / absent: none
+-- ARGV[11] wake channel "<prefix>wake" (both layouts), or "": none
 -- ARGV[12] traceparent, the producer's W3C trace context
---          ("00-<32 hex>-<16 hex>-<2 hex>", checked by the caller), optional
---          ("" or absent: not written); kept in the bucket's "traceparent"
+--          ("00-<32 hex>-<16 hex>-<2 hex>", checked by the caller), or "":
+--          not written; kept in the bucket's "traceparent"
 --          field and handed back by pop, take, reserve and lookup
 -- The scheduled counts (KEYS[3]) get +1 on the topic (a replaced id that was
 -- waiting: -1 on its old topic). Their fields also make the topic known to

@@ -99,9 +99,12 @@ pub fn bare_move_all(conn: &mut redis::Connection) -> (u64, u64, Duration) {
             .key(keys.malformed())
             .key(keys.scheduled_count())
             .key(keys.topics())
+            .key(keys.reserved())
             .arg(keys.bucket_prefix())
             .arg(keys.ready_queue_prefix())
             .arg(BATCH)
+            .arg("0")
+            .arg(0)
             .invoke(conn)
             .expect("move.lua");
         let n = match reply {

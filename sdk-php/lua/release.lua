@@ -9,28 +9,29 @@
 --          counts again on its topic's field); in the per-topic layout
 --          (ARGV[2] ""): the topic's dead-letter list  LIST
 --          <prefix>{<topic>}:dead, and nothing is counted
--- KEYS[5]  outcome counts    HASH  <prefix>outcomes (optional: absent, nothing
---          is counted); each ended reservation adds 1 to a field of its
---          topic: "released:<topic>" (retried), "dead_lettered:<topic>"
---          (to dead letters, buried or out of attempts) and also
---          "buried:<topic>" (bury), which the server exports
+-- KEYS[5]  outcome counts    HASH  <prefix>outcomes (each ended reservation
+--          adds 1 to a field of its topic: "released:<topic>" (retried),
+--          "dead_lettered:<topic>" (to dead letters, buried or out of
+--          attempts) and also "buried:<topic>" (bury), which the server
+--          exports)
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:" (a bucket is it + id)
 -- ARGV[2]  dead-letter prefix, "<prefix>dead:" (a topic's list is it + topic),
 --          or "" in the per-topic layout, where every id of KEYS[1] is of
 --          KEYS[4]'s topic
 -- ARGV[3]  what happens to the job: a delay in ms (release with a delay),
 --          "backoff" (the job's own backoff), or "bury" (dead letters now)
--- ARGV[4]  "held": end one reservation held by a worker
+-- ARGV[4]  "held": end one reservation held by a worker (8 ARGV, all sent)
 --            ARGV[5] job id, ARGV[6] receipt, or "" for the current one,
---            ARGV[7] wake channel "<prefix>wake" (both layouts), or "" /
---            absent: none ("<due> <topic>" published when the new due time
+--            ARGV[7] wake channel "<prefix>wake" (both layouts), or "":
+--            none ("<due> <topic>" published when the new due time
 --            comes before the pool's earliest, as push.lua does)
---            ARGV[8] why the attempt failed ("" / absent: not said), kept in
+--            ARGV[8] why the attempt failed, or "": not said; kept in
 --            the bucket's last_error (first 1000 bytes), so dead letters and
 --            job lookups show it; e.g. a worker's "ValueError: bad order"
 --            Returns the new due time "s.mmm", "dead" when the job went to
 --            its dead-letter list, or nil when the reservation was not held.
 --          "expired": end up to ARGV[5] reservations whose deadline passed
+--            (5 ARGV)
 --            Returns {taken, retried, dead, dropped, malformed_ids,
 --                     next_deadline, now, held, bad_keys}; taken == ARGV[5]
 --            means call again, next_deadline is the earliest deadline left

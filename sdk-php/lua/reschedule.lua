@@ -4,7 +4,7 @@
 -- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
 -- ARGV[1]  job id
 -- ARGV[2]  new delay from now in milliseconds, integer >= 0
--- ARGV[3]  wake channel "<prefix>wake" (both layouts), or "" / absent: none
+-- ARGV[3]  wake channel "<prefix>wake" (both layouts), or "": none
 --          ("<due> <topic>" published when the new due time comes before the
 --          pool's earliest, as push.lua does; the topic read from the bucket)
 --

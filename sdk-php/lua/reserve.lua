@@ -6,18 +6,17 @@
 -- KEYS[3]  malformed list   LIST    <prefix>malformed
 -- KEYS[4]  receipt counter  STRING  <prefix>receipt_seq
 -- KEYS[5]  job pool         ZSET    <prefix>job_pool
--- KEYS[6]  outcome counts   HASH    <prefix>outcomes (optional: absent, nothing
---          is counted); each batch-mode ack adds 1 to "acked:<topic>", as
---          ack.lua does
+-- KEYS[6]  outcome counts   HASH    <prefix>outcomes (each batch-mode ack
+--          adds 1 to "acked:<topic>", as ack.lua does)
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  ttr in milliseconds, integer >= 1
--- ARGV[3]  batch mode (optional): the most jobs to reserve, integer 0..1000;
---          "" or absent: one job
--- ARGV[4..] batch mode (optional): pairs (id, receipt) to ack first, as ack.lua
---          (receipt "" = whichever reservation is current)
--- last     wake channel "<prefix>wake" (optional, added in 2.x): the value
---          after ARGV[3] when one is left over (one job: ARGV[3] "", ARGV[4]
---          the channel; batch: after the pairs). "<deadline> <topic>" is
+-- ARGV[3]  "" for one job, or batch mode: the most jobs to reserve, integer
+--          0..1000
+-- ARGV[4..] batch mode: pairs (id, receipt) to ack first, as ack.lua
+--          (receipt "" = whichever reservation is current); none for one job
+-- last     wake channel "<prefix>wake", or "": none; always the last value
+--          (one job: ARGV[4]; batch: after the pairs), so a call has 4 ARGV
+--          for one job, 4 + 2 per pair in batch mode. "<deadline> <topic>" is
 --          published when the deadline comes before the reserved set's
 --          earliest (or the set was empty), so the server expires it on time.
 --

@@ -7,8 +7,8 @@
 -- ARGV[1]  job id
 -- ARGV[2]  receipt from reserve, or "" for whichever reservation is current
 -- ARGV[3]  ttr in milliseconds, integer >= 1: the new deadline is now + ttr
--- ARGV[4]  wake channel "<prefix>wake", or "" / absent: none (optional, added
---          in 2.x): "<deadline> <topic>" is published when the new deadline
+-- ARGV[4]  wake channel "<prefix>wake", or "": none (added in 2.x):
+--          "<deadline> <topic>" is published when the new deadline
 --          comes before the reserved set's earliest, so the server expires it
 --          on time (a touch may shorten the reservation)
 --

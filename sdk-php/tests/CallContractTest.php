@@ -84,4 +84,70 @@ final class CallContractTest extends TestCase
         }
         self::assertNotContains(self::PREFIX, $argv, "{$script}.lua gets the bare prefix to build names from");
     }
+
+    /** @return array<string, array{string, list<string>, list<string>}> */
+    public static function moreCalls(): array
+    {
+        $k = new Keys(self::PREFIX);
+        $calls = [
+            Calls::release($k, 'a', '1', '1000'), // no error text: ARGV[8] ""
+            Calls::release($k, 'a', '', 'bury'),
+            Calls::reserveMany($k, 't', 1000, 5, [['a', '1'], ['b', '']]),
+            Calls::reserveMany($k, 't', 1000, 0, [['a', '1']]),
+        ];
+        $out = self::calls();
+        foreach ($calls as $i => $call) {
+            $out["{$call[0]} more #{$i}"] = [$call[0], array_values($call[1]), array_values($call[2])];
+        }
+        return $out;
+    }
+
+    /** The last ARGV[n] the header lists as its own line. */
+    private static function headerArgc(string $script): int
+    {
+        $n = 0;
+        foreach (file(\dirname(__DIR__) . "/lua/{$script}.lua", FILE_IGNORE_NEW_LINES) ?: [] as $line) {
+            if (!str_starts_with($line, '--')) {
+                break;
+            }
+            if (preg_match('/^-- ARGV\[(\d+)\]\s/', $line, $m) === 1) {
+                $n = (int) $m[1];
+            }
+        }
+        return $n;
+    }
+
+    /**
+     * One shape per script (issue 21): every ARGV the header lists, "" for
+     * none; a script with a mode or a list: its mode's count, or the fixed
+     * head and whole groups.
+     *
+     * @dataProvider moreCalls
+     * @param list<string> $keys
+     * @param list<string> $argv
+     */
+    public function testEveryCallSendsEveryArgvItsHeaderLists(string $script, array $keys, array $argv): void
+    {
+        $n = \count($argv);
+        switch ($script) {
+            case 'release':
+                self::assertSame(['held' => 8, 'expired' => 5][$argv[3]], $n, 'release.lua ARGV');
+                break;
+            case 'reserve': // ARGV[1..3], the pairs (batch mode), the wake channel last
+                if ($argv[2] === '') {
+                    self::assertSame(4, $n, 'reserve.lua one job');
+                } else {
+                    self::assertTrue($n >= 4 && ($n - 4) % 2 === 0, "reserve.lua batch: {$n} ARGV");
+                }
+                break;
+            case 'push_many':
+                self::assertTrue($n > 3 && ($n - 3) % 10 === 0, "push_many.lua: {$n} ARGV");
+                break;
+            case 'dead':
+                self::assertGreaterThanOrEqual(4, $n); // a mode's count: the conformance suite checks it
+                break;
+            default:
+                self::assertSame(self::headerArgc($script), $n, "{$script}.lua ARGV");
+        }
+    }
 }

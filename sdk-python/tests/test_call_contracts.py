@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import pytest
 
@@ -158,3 +158,54 @@ def test_per_topic_calls_pass_the_wake_channel() -> None:
     assert by_script["release"].args[6] == wake
     assert by_script["reschedule"].args[2] == wake
     assert by_script["reserve"].args[-1] == wake and by_script["touch"].args[3] == wake
+
+
+# -- one shape per script (issue 21): every ARGV the header lists, "" for none --
+
+ARGV_LINE = re.compile(r"^-- ARGV\[(\d+)\]\s")
+
+
+def header_argc(name: str) -> int:
+    """The last ARGV[n] the header lists as its own line."""
+    n = 0
+    for line in (PKG_LUA / f"{name}.lua").read_text().splitlines():
+        if not line.startswith("--"):
+            break
+        m = ARGV_LINE.match(line)
+        if m:
+            n = int(m.group(1))
+    return n
+
+
+def argc_problem(call: ScriptCall) -> Optional[str]:
+    """What is wrong with the call's ARGV count (None: its one shape)."""
+    n, args = len(call.args), call.args
+    if call.script == "release":
+        want = {"held": 8, "expired": 5}[str(args[3])]
+        return None if n == want else f"{n} arguments; {args[3]} takes {want}"
+    if call.script == "reserve":  # ARGV[1..3], the pairs (batch mode), the wake channel last
+        if args[2] == "":
+            return None if n == 4 else f"{n} arguments; one job takes 4"
+        return None if n >= 4 and (n - 4) % 2 == 0 else f"{n} arguments: not 3 + pairs + the channel"
+    if call.script == "push_many":
+        return None if n > 3 and (n - 3) % 10 == 0 else f"{n} arguments: not 3 + ten per job"
+    if call.script in ("dead", "list"):
+        return None  # a mode's count (dead) or the optional mode (list): conformance checks them
+    want = header_argc(call.script)
+    return None if n == want else f"{n} arguments; the header lists {want}"
+
+
+def test_every_call_sends_every_argv_its_header_lists() -> None:
+    k = Keys(PREFIX)
+    more = [
+        _calls.push_call(k, "t", "a", 1, b"x", 60),  # no retry settings, no trace: "" each
+        _calls.release_call(k, "a", 1, "1"),  # no error text: ARGV[8] ""
+        _calls.bury_call(k, "a", None),
+        *_calls.reserve_many_calls(k, "t", 30, 5, ["a", ("b", "2")]).calls,
+        *_calls.reserve_many_calls(k, "t", 30, 0, ["a"]).calls,
+    ]
+    for call in calls() + topic_calls() + more:
+        assert argc_problem(call) is None, (call.script, argc_problem(call), call.args)
+    # The check itself fails a short call.
+    short = _calls.release_call(k, "a", 1, "1")
+    assert argc_problem(ScriptCall(short.script, short.keys, short.args[:7])) is not None

@@ -368,6 +368,8 @@ pub fn move_due_classic(conn: &mut redis::Connection) {
         .arg("delayer:job_bucket:")
         .arg("delayer:ready_queue:")
         .arg(1000)
+        .arg("0")
+        .arg(0)
         .invoke(conn)
         .expect("move.lua");
 }

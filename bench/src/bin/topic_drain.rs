@@ -176,7 +176,15 @@ fn main() {
         bare.key(pool(topic)).key(ready(topic)).arg(batch).invoke(c).expect("bare script")
     };
     let move_call = |c: &mut redis::Connection, topic: &str| -> u64 {
-        match mover.key(pool(topic)).key(ready(topic)).arg(batch).invoke::<Value>(c).expect("move_topic.lua") {
+        let reserved = format!("{PREFIX}{{{topic}}}:reserved");
+        match mover
+            .key(pool(topic))
+            .key(ready(topic))
+            .key(reserved)
+            .arg(batch)
+            .invoke::<Value>(c)
+            .expect("move_topic.lua")
+        {
             Value::Array(parts) => match parts.first() {
                 Some(Value::Int(n)) => *n as u64,
                 other => panic!("move_topic.lua: unexpected first element {other:?}"),

@@ -275,9 +275,8 @@ def _release_call(
     job_id, r, n = _held_names(keys, job, receipt, topic, form)
     why = error_text(error)
     # "held": end this one reservation. The "expired" mode is the server's.
-    args: List[Arg] = [n.bucket_prefix, n.dead_prefix, action, "held", job_id, r, keys.wake]
-    if why:  # ARGV[8], kept as the job's last_error; left out: not said
-        args.append(why)
+    # ARGV[8] is the error text, kept as the job's last_error ("": not said).
+    args: List[Arg] = [n.bucket_prefix, n.dead_prefix, action, "held", job_id, r, keys.wake, why]
     return ScriptCall(scripts.RELEASE, [n.reserved, n.pool, n.malformed, n.release4, n.outcomes], args)
 
 

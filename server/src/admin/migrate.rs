@@ -120,8 +120,11 @@ struct Sides<'a> {
     to: String,
     from_buckets: String,
     to_buckets: String,
-    /// The classic pool's counts, and whether they lose or gain the jobs.
-    counts: Option<(&'a str, &'static str)>,
+    /// The classic pool's counts (migrate.lua's KEYS[3], sent with every
+    /// call, so the call has one shape), and whether they lose ("from") or
+    /// gain ("to") the jobs: "" when neither side is the classic pool.
+    counts: &'a str,
+    side: &'static str,
 }
 
 /// One migrate.lua call: `ids` of a ZSET, or (`None`) up to [`BATCH`] off a
@@ -135,12 +138,9 @@ fn call(
     report: &mut Report,
 ) -> RedisResult<bool> {
     let mut inv = MIGRATE.prepare_invoke();
-    inv.key(&sides.from).key(&sides.to);
-    if let Some((counts, _)) = sides.counts {
-        inv.key(counts);
-    }
+    inv.key(&sides.from).key(&sides.to).key(sides.counts);
     inv.arg(&sides.from_buckets).arg(&sides.to_buckets).arg(topic);
-    let side = sides.counts.map_or("", |(_, side)| side);
+    let side = sides.side;
     match ids {
         Some(ids) => inv.arg("zset").arg(side).arg(ids),
         None => inv.arg("list").arg(side).arg(BATCH),
@@ -234,7 +234,8 @@ fn to_topic(conn: &mut Connection, classic: &Keys, topic_keys: &TopicKeys, repor
                     to: if state == "scheduled" { topic_keys.pool(t) } else { topic_keys.reserved(t) },
                     from_buckets: classic.bucket_prefix(),
                     to_buckets: topic_keys.bucket_prefix(t),
-                    counts: (state == "scheduled").then_some((counts.as_str(), "from")),
+                    counts: &counts,
+                    side: if state == "scheduled" { "from" } else { "" },
                 };
                 call(conn, t, &sides, Some(ids), state, report)?;
                 touched.insert(t.clone());
@@ -260,7 +261,8 @@ fn to_topic(conn: &mut Connection, classic: &Keys, topic_keys: &TopicKeys, repor
                 to,
                 from_buckets: classic.bucket_prefix(),
                 to_buckets: topic_keys.bucket_prefix(t),
-                counts: None,
+                counts: &counts,
+                side: "",
             };
             move_list(conn, t, &sides, state, report)?;
             touched.insert(t.to_string());
@@ -284,7 +286,8 @@ fn to_classic(conn: &mut Connection, classic: &Keys, topic_keys: &TopicKeys, rep
                 to,
                 from_buckets: topic_keys.bucket_prefix(t),
                 to_buckets: classic.bucket_prefix(),
-                counts: (state == "scheduled").then_some((counts.as_str(), "to")),
+                counts: &counts,
+                side: if state == "scheduled" { "to" } else { "" },
             };
             zscan_batches(conn, &zset, |conn, ids| call(conn, t, &sides, Some(&ids), state, report).map(|_| ()))?;
         }
@@ -296,7 +299,8 @@ fn to_classic(conn: &mut Connection, classic: &Keys, topic_keys: &TopicKeys, rep
                 to,
                 from_buckets: topic_keys.bucket_prefix(t),
                 to_buckets: classic.bucket_prefix(),
-                counts: None,
+                counts: &counts,
+                side: "",
             };
             move_list(conn, t, &sides, state, report)?;
         }

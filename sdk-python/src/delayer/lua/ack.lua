@@ -3,9 +3,9 @@
 -- KEYS[1]  reserved    ZSET  <prefix>reserved
 -- KEYS[2]  job bucket  HASH  <prefix>job_bucket:<id>
 -- KEYS[3]  job pool    ZSET  <prefix>job_pool
--- KEYS[4]  outcome counts  HASH  <prefix>outcomes (optional: absent, nothing
---          is counted); an ack adds 1 to its field "acked:<topic>" (the
---          topic the bucket names), which the server exports
+-- KEYS[4]  outcome counts  HASH  <prefix>outcomes (an ack adds 1 to its
+--          field "acked:<topic>", the topic the bucket names, which the
+--          server exports)
 -- ARGV[1]  job id
 -- ARGV[2]  receipt from reserve, or "" for whichever reservation is current
 --
