@@ -46,12 +46,7 @@ pub type ReserveBatch<'a> = (usize, &'a [(&'a [u8], &'a str)]);
 
 /// reserve.lua for `topic` with `ttr_ms`: one job (`batch` `None`), or a
 /// [`ReserveBatch`], then the wake channel.
-pub fn reserve(
-    names: &Names,
-    topic: &str,
-    ttr_ms: u64,
-    batch: Option<ReserveBatch<'_>>,
-) -> ScriptInvocation<'static> {
+pub fn reserve(names: &Names, topic: &str, ttr_ms: u64, batch: Option<ReserveBatch<'_>>) -> ScriptInvocation<'static> {
     let mut inv = scripts::RESERVE.prepare_invoke();
     inv.key(names.ready(topic)).key(names.reserved(topic)).key(names.malformed(topic));
     inv.key(names.receipt_seq(topic)).key(names.pool(topic)).key(names.outcomes(topic));
