@@ -34,7 +34,8 @@ fn push_cmd(sha: &str, topic: &str, id: &str, delay_ms: u64) -> redis::Cmd {
     let k = keys();
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(sha).arg(2).arg(k.pool(topic)).arg(format!("{}{id}", k.bucket_prefix(topic)));
-    cmd.arg(id).arg(topic).arg(id).arg(delay_ms).arg(60_000).arg("").arg("").arg("").arg("").arg("").arg(k.wake()).arg("");
+    cmd.arg(id).arg(topic).arg(id).arg(delay_ms).arg(60_000);
+    cmd.arg(&["", "", "", "", ""][..]).arg(k.wake()).arg(""); // no retry settings, policy "" (replace), the channel, no traceparent
     cmd
 }
 
