@@ -9,9 +9,11 @@ reaches Redis (the server's move and expiry calls included), and checks each
 recorded call against the header of the script its SHA names:
 
 - the number of keys is the number of KEYS lines: every key is always sent
-  (issue 21, "one shape per script"); only a key the per-topic layout does
-  not have (`<prefix>scheduled_count`, said "absent in the per-topic layout")
-  is left out there;
+  (issue 21, "one shape per script"); where the layouts need different work
+  the script is a pair (`<name>.lua`, `<name>_topic.lua`, built from
+  lua/layouts/), and each layout calls its own: a classic script (one with
+  `<prefix>scheduled_count`) in the per-topic layout, or a `_topic` one in
+  the classic layout, is a drift;
 - each key has the shape the header gives (`<prefix>job_pool`,
   `<prefix>job_bucket:<id>`, ...);
 - the number of arguments is exactly the number the header names: an item
@@ -24,9 +26,9 @@ recorded call against the header of the script its SHA names:
 In the per-topic layout (CONFORMANCE_LAYOUT=topic) each call carries the
 topic's names in place of the shared ones (PROTOCOL.md, "Operations in the
 per-topic layout"): every key of a call is of one topic (`<prefix>{<topic>}:pool`,
-`<prefix>{<topic>}:job:<id>`, ...), the shared counts are left out, and the
-bucket prefix is the topic's (`<prefix>{<topic>}:job:`), the dead-letter
-prefix `""`. In both layouts every call of a script that announces (push,
+`<prefix>{<topic>}:job:<id>`, ...) and the bucket prefix is the topic's
+(`<prefix>{<topic>}:job:`); no call carries the shared counts or the
+dead-letter prefix. In both layouts every call of a script that announces (push,
 push_many, release, reschedule, touch, reserve, a dead-letter requeue)
 carries the wake channel `<prefix>wake`, and no client writes the index
 (`<prefix>due`, `<prefix>topics`) or publishes a wake itself: the scripts
@@ -98,7 +100,7 @@ PER_TOPIC_KEYS: Dict[str, Optional[str]] = {
 #: The same for the names an argument carries ("": the argument is empty).
 PER_TOPIC_ARGS: Dict[str, Optional[str]] = {
     "<prefix>job_bucket:": "<prefix>{<topic>}:job:",
-    "<prefix>dead:": "",
+    "<prefix>dead:": None,
     "<prefix>wake": "<prefix>wake",
     "<prefix>ready_queue:": None,
 }
@@ -140,9 +142,8 @@ def parse_header(path: Path) -> Contract:
     for kind, n, open_ended, lines in blocks:
         text = " ".join(lines)
         # What a caller may leave out: only what the header calls optional
-        # (list.lua's mode) or absent in a layout. A quoted "absent" is the
-        # duplicate policy's value, not a key or argument left out.
-        optional = "optional" in text or "absent in the per-topic layout" in text
+        # (list.lua's mode).
+        optional = "optional" in text
         if kind == "KEYS":
             assert n == len(c.keys) + 1, f"{path.name}: KEYS[{n}] out of order"
             names = [x.rstrip(".,;)") for x in re.findall(r"<prefix>\S*", text)]
@@ -183,14 +184,18 @@ def test_every_header_states_its_contract() -> None:
     assert [k for k, _ in by_name["push"].keys] == [
         ["<prefix>job_pool"], ["<prefix>job_bucket:<id>"], ["<prefix>scheduled_count"]]
     assert by_name["push"].argv_required == 12 and by_name["push"].argv_max == 12
-    assert by_name["push_many"].keys[1] == (["<prefix>scheduled_count"], True)  # the per-topic layout's
+    assert [k for k, _ in by_name["push_topic"].keys] == [["<prefix>job_pool"], ["<prefix>job_bucket:<id>"]]
+    assert by_name["push_topic"].argv_required == 12 and by_name["push_topic"].argv_max == 12
+    assert by_name["push_many"].keys[1] == (["<prefix>scheduled_count"], False)
     assert by_name["push_many"].argv_required == 4  # ARGV[2] "absent" is a policy, not a left-out value
-    # One shape per script: no key or argument left out (issue 21), but the
-    # counts the per-topic layout does not have and list.lua's mode.
+    assert len(by_name["push_many_topic"].keys) == 1 and len(by_name["remove_topic"].keys) == 2
+    # One shape per script: no key or argument left out (issue 21), but
+    # list.lua's mode; the per-topic twin of a pair has no counts.
     for c in by_name.values():
-        for patterns, optional in c.keys:
-            assert not optional or patterns == ["<prefix>scheduled_count"], (c.name, patterns)
+        assert not any(optional for _, optional in c.keys), c.name
         assert c.argv_required == c.argv_max or c.name in SHAPES or c.name == "list", c.name
+        if c.name.endswith("_topic"):
+            assert all(k != ["<prefix>scheduled_count"] for k, _ in c.keys), c.name
     assert [optional for _, optional in by_name["ack"].keys] == [False] * 4
     assert [optional for _, optional in by_name["reserve"].keys] == [False] * 6
     assert [optional for _, optional in by_name["release"].keys] == [False] * 5
@@ -203,8 +208,10 @@ def test_every_header_states_its_contract() -> None:
     assert by_name["move"].argv_names == {1: "<prefix>job_bucket:", 2: "<prefix>ready_queue:"}
     assert by_name["release"].argv_names[1] == "<prefix>job_bucket:"
     assert by_name["release"].argv_names[2] == "<prefix>dead:"
-    # Either the counts (classic) or the topic's dead list (per-topic layout).
-    assert by_name["release"].keys[3] == (["<prefix>scheduled_count", "<prefix>{<topic>}:dead"], False)
+    # The counts (classic), or the topic's dead list and no dead-letter prefix (per-topic).
+    assert by_name["release"].keys[3] == (["<prefix>scheduled_count"], False)
+    assert by_name["release_topic"].keys[3] == (["<prefix>dead:<topic>"], False)
+    assert by_name["release_topic"].argv_names == {1: "<prefix>job_bucket:", 6: "<prefix>wake"}
     assert by_name["dead"].argv_required == 3 and by_name["dead"].argv_max is None
     # No script is handed the bare prefix to build names from: every quoted
     # name an argument carries is a per-kind prefix or the wake channel.
@@ -309,11 +316,12 @@ class RawMonitor:
 TAG = re.compile(re.escape(PREFIX) + r"\{([^}]*)\}:", re.S)
 
 
-def _release_shape(argv: List[str]) -> Optional[str]:
-    want = {"held": 8, "expired": 5}.get(argv[3] if len(argv) > 3 else "")
+def _release_shape(argv: List[str], at: int = 3) -> Optional[str]:
+    # The mode is ARGV[4] (release.lua) or ARGV[3] (release_topic.lua: no dead-letter prefix).
+    want = {"held": at + 5, "expired": at + 2}.get(argv[at] if len(argv) > at else "")
     if want is None:
-        return f"ARGV[4] is {argv[3:4]!r}, not held or expired"
-    return None if len(argv) == want else f"{len(argv)} arguments; {argv[3]} mode takes {want}"
+        return f"ARGV[{at + 1}] is {argv[at : at + 1]!r}, not held or expired"
+    return None if len(argv) == want else f"{len(argv)} arguments; {argv[at]} mode takes {want}"
 
 
 def _reserve_shape(argv: List[str]) -> Optional[str]:
@@ -350,7 +358,9 @@ def _index_shape(argv: List[str]) -> Optional[str]:
 #: list (issue 21, "one shape per script"): what is wrong, or None. The
 #: others' count is fixed by the header (argv_required == argv_max).
 SHAPES = {"release": _release_shape, "reserve": _reserve_shape, "push_many": _push_many_shape,
-          "dead": _dead_shape, "migrate": _migrate_shape, "index": _index_shape}
+          "dead": _dead_shape, "migrate": _migrate_shape, "index": _index_shape,
+          "release_topic": lambda argv: _release_shape(argv, 2), "push_many_topic": _push_many_shape,
+          "dead_topic": _dead_shape}
 
 
 def check_call(args: List[str], layout: str = "classic") -> Tuple[str, List[str]]:
@@ -366,6 +376,8 @@ def check_call(args: List[str], layout: str = "classic") -> Tuple[str, List[str]
     errors = []
     topic: Optional[str] = None
     declared = contract.keys
+    if layout == "classic" and contract.name.endswith("_topic"):
+        return contract.name, ["a per-topic script in the classic layout"]
     if layout == "topic" and all(p in INDEX_KEYS for patterns, _ in declared for p in patterns):
         pass  # the index (index.lua): checked as the header gives it
     elif layout == "topic":
@@ -374,9 +386,6 @@ def check_call(args: List[str], layout: str = "classic") -> Tuple[str, List[str]
         if tag is None:
             return contract.name, [f"key {keys[:1]!r} is not of a topic ({PREFIX}{{<topic>}}:...)"]
         topic = tag.group(1)
-        # A key with no per-topic name is left out: it may only be optional, at the end.
-        while declared and not any(per_topic(p) for p in declared[-1][0]) and declared[-1][1]:
-            declared = declared[:-1]
         if any(not any(per_topic(p) for p in patterns) for patterns, _ in declared):
             return contract.name, ["a classic-layout script: it has keys the per-topic layout does not have"]
     required = len(declared)
@@ -483,7 +492,7 @@ def client_index_writes(window: List[List[str]]) -> List[str]:
 
 #: Where a client's call of each announcing script carries the wake channel
 #: (ARGV position); release, reserve and dead are read in missing_wake.
-WAKE_AT = {"push": 11, "push_many": 3, "reschedule": 3, "touch": 4}
+WAKE_AT = {"push": 11, "push_many": 3, "reschedule": 3, "touch": 4, "push_topic": 11, "push_many_topic": 3}
 
 
 def missing_wake(args: List[str]) -> Optional[str]:
@@ -500,14 +509,15 @@ def missing_wake(args: List[str]) -> Optional[str]:
     name = contract.name
     if name in WAKE_AT:
         good = len(argv) >= WAKE_AT[name] and argv[WAKE_AT[name] - 1] == wake
-    elif name == "release":
-        good = len(argv) < 4 or argv[3] != "held" or (len(argv) >= 7 and argv[6] == wake)
+    elif name in ("release", "release_topic"):
+        at = 3 if name == "release" else 2  # the mode's position
+        good = len(argv) <= at or argv[at] != "held" or (len(argv) > at + 3 and argv[at + 3] == wake)
     elif name == "reserve":
         # One job: ARGV[3] "" and ARGV[4] the channel; a batch: the value left after the pairs.
         one = len(argv) == 4 and argv[2] == "" and argv[3] == wake
         batch = len(argv) > 3 and argv[2] != "" and (len(argv) - 3) % 2 == 1 and argv[-1] == wake
         good = one or batch
-    elif name == "dead":
+    elif name in ("dead", "dead_topic"):
         good = len(argv) < 3 or not argv[2].startswith("requeue") or argv[2] == "requeue " + wake
     else:
         return None
@@ -531,8 +541,9 @@ def test_every_call_matches_its_scripts_header(sdk, drivers, delayer_server, red
     assert not problems, "\n".join(sorted(set(problems)))
     assert not index_problems, "\n".join(index_problems)
     # Every script the operations use was seen, so the check covered them.
-    used = {"push", "push_many", "reschedule", "remove", "pop", "take", "reserve", "touch", "release",
-            "dead", "ack", "move" if LAYOUT == "classic" else "move_topic"}
+    paired = {"push", "push_many", "remove", "release", "dead", "move"}
+    used = {n if LAYOUT == "classic" else n + "_topic" for n in paired}
+    used |= {"reschedule", "pop", "take", "reserve", "touch", "ack"}
     assert used <= set(seen), f"not seen: {sorted(used - set(seen))}"
 
 
@@ -595,20 +606,22 @@ def test_the_check_holds_the_per_topic_layout_to_its_names() -> None:
     """In the per-topic layout a call with a shared name, a key of another
     topic, the counts, or a classic argument fails; so does any index write
     or wake a client sends, and an announcing call without the channel."""
-    sha = hashlib.sha1((LUA / "push.lua").read_bytes()).hexdigest()
+    sha = hashlib.sha1((LUA / "push_topic.lua").read_bytes()).hexdigest()
     t = PREFIX + "{t}:"
     head = ["EVALSHA", sha, "2", t + "pool", t + "job:1", "1", "t", "", "0", "1000"]
     good = head + [""] * 5 + [PREFIX + "wake", ""]
-    assert check_call(good, "topic") == ("push", [])
-    assert check_call(good, "classic")[1] == [f"key '{t}pool' is not <prefix>job_pool",
-                                              f"key '{t}job:1' is not <prefix>job_bucket:<id>"]
+    assert check_call(good, "topic") == ("push_topic", [])
+    assert check_call(good, "classic")[1] == ["a per-topic script in the classic layout"]
+    classic = hashlib.sha1((LUA / "push.lua").read_bytes()).hexdigest()
+    assert check_call(good[:1] + [classic] + good[2:], "topic")[1] == [
+        "a classic-layout script: it has keys the per-topic layout does not have"]
     counted = good[:2] + ["3"] + good[3:5] + [PREFIX + "scheduled_count"] + good[5:]
     assert check_call(counted, "topic")[1] == ["3 keys; the header states 2..2 in the topic layout"]
     other = good[:4] + [PREFIX + "{u}:job:1"] + good[5:]
     assert check_call(other, "topic")[1] == [f"key '{PREFIX}{{u}}:job:1' is not <prefix>{{<topic>}}:job:<id> of 't'"]
     shared = good[:3] + [PREFIX + "job_pool"] + good[4:]
     assert check_call(shared, "topic")[1] == [f"key ['{PREFIX}job_pool'] is not of a topic ({PREFIX}{{<topic>}}:...)"]
-    many = hashlib.sha1((LUA / "push_many.lua").read_bytes()).hexdigest()
+    many = hashlib.sha1((LUA / "push_many_topic.lua").read_bytes()).hexdigest()
     classic_prefix = ["EVALSHA", many, "1", t + "pool", PREFIX + "job_bucket:", "", PREFIX + "wake", "id", "t", "", "0",
                       "1000", "", "", "", "", ""]
     assert check_call(classic_prefix, "topic")[1] == [f"ARGV[1] is '{PREFIX}job_bucket:', not '{t}job:'"]
@@ -617,7 +630,7 @@ def test_the_check_holds_the_per_topic_layout_to_its_names() -> None:
         == ["a classic-layout script: it has keys the per-topic layout does not have"]
 
     # The wake channel in both layouts now ("" was the per-topic layout's before issue 21).
-    assert check_call(good, "topic") == ("push", [])
+    assert check_call(good, "topic") == ("push_topic", [])
     assert check_call(head + [""] * 7, "topic")[1] == [f"ARGV[11] is '', not '{PREFIX}wake'"]
 
     # No index write or wake by a client, in either layout.
@@ -635,11 +648,17 @@ def test_the_check_holds_the_per_topic_layout_to_its_names() -> None:
     r = ["EVALSHA", reserve, "5", *(t + k for k in ("ready", "reserved", "malformed", "receipt_seq", "pool")), t + "job:"]
     assert missing_wake(r + ["1000", "", w]) is None and missing_wake(r + ["1000"]) is not None
     assert missing_wake(r + ["1000", "10", "a", "1", w]) is None and missing_wake(r + ["1000", "10", "a", "1"])
-    dead = hashlib.sha1((LUA / "dead.lua").read_bytes()).hexdigest()
+    dead = hashlib.sha1((LUA / "dead_topic.lua").read_bytes()).hexdigest()
     d = ["EVALSHA", dead, "2", t + "dead", t + "pool", t + "job:", "t"]
     assert missing_wake(d + ["requeue " + w, "100"]) is None and missing_wake(d + ["requeue", "100"])
     assert missing_wake(d + ["purge", "100"]) is None and missing_wake(d + ["list", "0", "10"]) is None
-    release = hashlib.sha1((LUA / "release.lua").read_bytes()).hexdigest()
-    rel = ["EVALSHA", release, "4", t + "reserved", t + "pool", t + "malformed", t + "dead", t + "job:", ""]
+    release = hashlib.sha1((LUA / "release_topic.lua").read_bytes()).hexdigest()
+    rel = ["EVALSHA", release, "5", t + "reserved", t + "pool", t + "malformed", t + "dead", t + "outcomes", t + "job:"]
     assert missing_wake(rel + ["0", "held", "id", "", w]) is None and missing_wake(rel + ["0", "held", "id", "", ""])
     assert missing_wake(rel + ["backoff", "expired", "100"]) is None  # the server's expiry
+    assert check_call(rel + ["0", "held", "id", "", w, ""], "topic") == ("release_topic", [])
+    assert check_call(rel + ["backoff", "expired", "100"], "topic") == ("release_topic", [])
+    assert check_call(rel + ["backoff", "expired", "100", ""], "topic")[1] == ["5 arguments; expired mode takes 4"]
+    # The classic dead-letter prefix where release_topic.lua has the action: a drift.
+    drifted = check_call(rel + [PREFIX + "dead:", "0", "held", "id", "", w, ""], "topic")[1]
+    assert "8 arguments; the header names 7" in drifted and "ARGV[3] is ['0'], not held or expired" in drifted

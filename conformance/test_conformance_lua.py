@@ -21,6 +21,7 @@ CANON = REPO / "lua"
 CLIENT_SCRIPTS = [
     "push.lua", "push_many.lua", "pop.lua", "take.lua", "remove.lua",
     "reserve.lua", "ack.lua", "touch.lua", "release.lua", "reschedule.lua", "dead.lua",
+    "push_topic.lua", "push_many_topic.lua", "remove_topic.lua", "release_topic.lua", "dead_topic.lua",
     "lookup.lua", "list.lua", "stats.lua",
 ]
 COPIES = {
@@ -58,3 +59,16 @@ def test_rust_crates_include_lua_through_links() -> None:
     assert move.is_symlink() and move.resolve() == (CANON / "move.lua").resolve(), "server/lua/move.lua must link to lua/"
     server_src = (REPO / "server" / "src" / "engine" / "scripts.rs").read_text()
     assert 'include_str!("../../lua/move.lua")' in server_src, "the server no longer includes lua/move.lua"
+
+
+def test_layout_pairs_are_built_from_their_one_source() -> None:
+    # lua/<name>.lua and lua/<name>_topic.lua come from lua/layouts/<name>.lua
+    # (tools/lua-layouts.py): an edit to one output alone is a drift.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "lua-layouts.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    sources = sorted(p.stem for p in (CANON / "layouts").glob("*.lua"))
+    assert sources == ["dead", "push", "push_many", "release", "remove"]

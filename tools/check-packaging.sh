@@ -50,7 +50,8 @@ has_all() {
   done
 }
 
-client_scripts=(push push_many pop take remove reserve ack touch release reschedule dead)
+client_scripts=(push push_many pop take remove reserve ack touch release reschedule dead
+  push_topic push_many_topic remove_topic release_topic dead_topic)
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 
 section "packaging: Rust crates (cargo package, verified)"

@@ -25,9 +25,9 @@ pub fn take(names: &Names, topic: &str, id: &[u8]) -> ScriptInvocation<'static> 
     inv
 }
 
-/// remove.lua for job `id` of `topic`.
+/// remove.lua (remove_topic.lua) for job `id` of `topic`.
 pub fn remove(names: &Names, topic: &str, id: &[u8]) -> ScriptInvocation<'static> {
-    let mut inv = scripts::REMOVE.prepare_invoke();
+    let mut inv = names.pick(&scripts::REMOVE, &scripts::REMOVE_TOPIC).prepare_invoke();
     inv.key(names.pool(topic)).key(names.bucket_bytes(topic, id));
     inv.key(names.scheduled_count()).arg(id);
     inv
@@ -76,7 +76,7 @@ pub fn touch(names: &Names, topic: &str, id: &[u8], receipt: &str, ttr_ms: u64) 
     inv
 }
 
-/// release.lua ("held") for one reservation: `action` is a delay in ms,
+/// release.lua or release_topic.lua ("held") for one reservation: `action` is a delay in ms,
 /// "backoff" or "bury"; `error` ("": none) becomes the job's last_error.
 pub fn release(
     names: &Names,
@@ -87,7 +87,7 @@ pub fn release(
     error: &str,
 ) -> ScriptInvocation<'static> {
     let (dead_key, dead_prefix) = names.release_dead(topic);
-    let mut inv = scripts::RELEASE.prepare_invoke();
+    let mut inv = names.pick(&scripts::RELEASE, &scripts::RELEASE_TOPIC).prepare_invoke();
     inv.key(names.reserved(topic)).key(names.pool(topic)).key(names.malformed(topic)).key(dead_key);
     inv.key(names.outcomes(topic));
     inv.arg(names.bucket_prefix(topic)).arg(dead_prefix).arg(action);
@@ -95,10 +95,10 @@ pub fn release(
     inv
 }
 
-/// dead.lua's KEYS and first ARGV for `topic` and `action` ("list",
+/// dead.lua's (dead_topic.lua's) KEYS and first ARGV for `topic` and `action` ("list",
 /// "purge", `"requeue <wake channel>"`); the caller adds the action's own.
 pub fn dead(names: &Names, topic: &str, action: &str) -> ScriptInvocation<'static> {
-    let mut inv = scripts::DEAD.prepare_invoke();
+    let mut inv = names.pick(&scripts::DEAD, &scripts::DEAD_TOPIC).prepare_invoke();
     inv.key(names.dead(topic)).key(names.pool(topic)).key(names.scheduled_count());
     inv.arg(names.bucket_prefix(topic)).arg(topic).arg(action);
     inv

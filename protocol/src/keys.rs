@@ -364,8 +364,9 @@ impl Names {
         }
     }
 
-    /// The per-topic counts of waiting jobs; the per-topic layout has none
-    /// (a topic's pool is its count), and its scripts take them as optional.
+    /// The per-topic counts of waiting jobs, which the classic scripts of a
+    /// layout pair take; the per-topic layout has none (a topic's pool is its
+    /// count) and its `*_topic.lua` scripts take no such key.
     pub fn scheduled_count(&self) -> Option<String> {
         match self {
             Names::Classic(k) => Some(k.scheduled_count()),
@@ -379,12 +380,23 @@ impl Names {
         format!("{}wake", self.prefix())
     }
 
-    /// release.lua's `KEYS[4]` and `ARGV[2]` for `topic`: the scheduled counts
-    /// and the dead-letter prefix, or the topic's dead list and "".
-    pub fn release_dead(&self, topic: &str) -> (String, String) {
+    /// `classic` in the classic layout, `topic` in the per-topic one: a
+    /// script whose work differs by layout is a pair (crate::scripts), and
+    /// this is the one place that chooses.
+    pub fn pick<T>(&self, classic: T, topic: T) -> T {
         match self {
-            Names::Classic(k) => (k.scheduled_count(), k.dead_prefix()),
-            Names::Topic(k) => (k.dead(topic), String::new()),
+            Names::Classic(_) => classic,
+            Names::Topic(_) => topic,
+        }
+    }
+
+    /// release.lua's `KEYS[4]` and `ARGV[2]` for `topic` (the scheduled
+    /// counts and the dead-letter prefix), or release_topic.lua's `KEYS[4]`
+    /// (the topic's dead list) and no such argument.
+    pub fn release_dead(&self, topic: &str) -> (String, Option<String>) {
+        match self {
+            Names::Classic(k) => (k.scheduled_count(), Some(k.dead_prefix())),
+            Names::Topic(k) => (k.dead(topic), None),
         }
     }
 }

@@ -8,6 +8,10 @@
 //! `protocol/lua` is a link to that folder, which `cargo package` follows,
 //! so the published crate carries them too. This module only gives them
 //! names.
+//! Where the layouts need different work a script comes in a pair built
+//! from one source in `lua/layouts/`: `<name>.lua` for the classic layout,
+//! `<name>_topic.lua` for the per-topic one (`*_TOPIC` here);
+//! [`crate::keys::Names::pick`] chooses.
 //! `redis::Script` sends them by SHA and loads them again on `NOSCRIPT`.
 
 use redis::Script;
@@ -40,6 +44,16 @@ pub static LOOKUP: LazyLock<Script> = LazyLock::new(|| Script::new(LOOKUP_SRC));
 /// `list.lua`: KEYS a ZSET (pool or reserved); ARGV bucket prefix, topic,
 /// start rank, count, most entries examined.
 pub static LIST: LazyLock<Script> = LazyLock::new(|| Script::new(LIST_SRC));
+/// `push_topic.lua`, push.lua's per-topic twin (its header states its KEYS and ARGV).
+pub static PUSH_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(PUSH_TOPIC_SRC));
+/// `push_many_topic.lua` (its header states its KEYS and ARGV).
+pub static PUSH_MANY_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(PUSH_MANY_TOPIC_SRC));
+/// `remove_topic.lua` (its header states its KEYS and ARGV).
+pub static REMOVE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(REMOVE_TOPIC_SRC));
+/// `release_topic.lua` (its header states its KEYS and ARGV).
+pub static RELEASE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_TOPIC_SRC));
+/// `dead_topic.lua` (its header states its KEYS and ARGV).
+pub static DEAD_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(DEAD_TOPIC_SRC));
 /// `stats.lua`: KEYS topics, scheduled_count, pool, reserved; ARGV ready
 /// prefix, dead prefix, bucket prefix, cap on reserved ids read.
 pub static STATS: LazyLock<Script> = LazyLock::new(|| Script::new(STATS_SRC));
@@ -70,5 +84,15 @@ pub const DEAD_SRC: &str = include_str!("../lua/dead.lua");
 pub const LOOKUP_SRC: &str = include_str!("../lua/lookup.lua");
 /// Source of `lua/list.lua`.
 pub const LIST_SRC: &str = include_str!("../lua/list.lua");
+/// Source of `lua/push_topic.lua`.
+pub const PUSH_TOPIC_SRC: &str = include_str!("../lua/push_topic.lua");
+/// Source of `lua/push_many_topic.lua`.
+pub const PUSH_MANY_TOPIC_SRC: &str = include_str!("../lua/push_many_topic.lua");
+/// Source of `lua/remove_topic.lua`.
+pub const REMOVE_TOPIC_SRC: &str = include_str!("../lua/remove_topic.lua");
+/// Source of `lua/release_topic.lua`.
+pub const RELEASE_TOPIC_SRC: &str = include_str!("../lua/release_topic.lua");
+/// Source of `lua/dead_topic.lua`.
+pub const DEAD_TOPIC_SRC: &str = include_str!("../lua/dead_topic.lua");
 /// Source of `lua/stats.lua`.
 pub const STATS_SRC: &str = include_str!("../lua/stats.lua");

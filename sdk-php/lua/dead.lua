@@ -1,9 +1,9 @@
--- dead: list, re-queue or purge a topic's dead-letter list.
+-- dead: list, re-queue or purge a topic's dead-letter list (classic layout).
 --
 -- KEYS[1]  dead-letter list  LIST  <prefix>dead:<topic>
 -- KEYS[2]  job pool          ZSET  <prefix>job_pool
 -- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (a re-queue adds
---          its jobs to the topic's field); absent in the per-topic layout
+--          its jobs to the topic's field)
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  topic (the one KEYS[1] belongs to)
 -- ARGV[3]  "list":    ARGV[4] start, ARGV[5] count (newest first)
@@ -33,7 +33,7 @@ if redis.replicate_commands then pcall(redis.replicate_commands) end
 local function shown(s)
   return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
 end
-local list, pool, counts = KEYS[1], KEYS[2], KEYS[3]
+local list, pool = KEYS[1], KEYS[2]
 local buckets, topic, action = ARGV[1], ARGV[2], ARGV[3]
 local wake = ''
 if string.sub(action, 1, 8) == 'requeue ' then
@@ -103,8 +103,8 @@ for _, id in ipairs(ids) do
     redis.call('LREM', list, 0, id)
   end
 end
-if action == 'requeue' and done > 0 and counts then
-  redis.pcall('HINCRBY', counts, topic, done) -- a count only: never fails the re-queue
+if action == 'requeue' and done > 0 then
+  redis.pcall('HINCRBY', KEYS[3], topic, done) -- a count only: never fails the re-queue
 end
 if head and done > 0 and (not head[2] or tonumber(now) < tonumber(head[2])) then
   redis.pcall('PUBLISH', wake, now .. ' ' .. topic)

@@ -1,10 +1,9 @@
--- remove: cancel a job (delayer's REMOVE).
+-- remove: cancel a job (delayer's REMOVE) in the classic layout.
 --
 -- KEYS[1]  job pool          ZSET  <prefix>job_pool
 -- KEYS[2]  job bucket        HASH  <prefix>job_bucket:<id>
 -- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (topic -> jobs
---          waiting): -1 on the job's topic when it was waiting; absent in
---          the per-topic layout
+--          waiting): -1 on the job's topic when it was waiting
 -- ARGV[1]  job id
 --
 -- Returns 1 when there was something to cancel, 0 when the job was unknown
@@ -17,10 +16,9 @@ local in_pool = redis.call('ZREM', KEYS[1], ARGV[1])
 local bucket = redis.call('DEL', KEYS[2])
 -- The count under pcall: the job is cancelled whatever happens to it (a
 -- count hash of the wrong type is reported by the server and stats).
-local counts = KEYS[3]
-if counts and in_pool == 1 and type(topic) == 'string' and topic ~= '' then
-  local left = redis.pcall('HINCRBY', counts, topic, -1)
-  if type(left) == 'number' and left <= 0 then redis.call('HDEL', counts, topic) end
+if in_pool == 1 and type(topic) == 'string' and topic ~= '' then
+  local left = redis.pcall('HINCRBY', KEYS[3], topic, -1)
+  if type(left) == 'number' and left <= 0 then redis.call('HDEL', KEYS[3], topic) end
 end
 if in_pool + bucket > 0 then
   return 1

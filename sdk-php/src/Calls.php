@@ -9,7 +9,8 @@ use Delayer\Exception\InvalidArgumentException;
 /**
  * What each operation sends, without I/O: a script's name, KEYS and ARGV
  * (`[name, KEYS, ARGV]`, ready for RedisLink::script(...$call)), built from
- * checked input and the {@see Names} of the call's topic, so nothing here
+ * checked input and the {@see Names} of the call's topic, which also name
+ * the layout's script (push.lua or push_topic.lua, ...), so nothing here
  * depends on the key layout. Each script's header states its KEYS and ARGV.
  *
  * @internal used by {@see Client}
@@ -20,7 +21,7 @@ final class Calls
     private const MAX_LIST_INDEX = 1 << 50;
 
     /**
-     * Checks one job: push.lua's KEYS and ARGV[1..9] and the traceparent
+     * Checks one job: push(_topic).lua's KEYS and ARGV[1..9] and the traceparent
      * (push_many.lua's tenth value per job); push() and pushMany() add the rest.
      *
      * @return array{0: list<string>, 1: list<string>}
@@ -36,7 +37,7 @@ final class Calls
         $backoff = $message->backoff;
         $n = $keys->names($topic);
         return [
-            $n->withCounts([$n->pool, $n->bucket($id)]),
+            [$n->pool, $n->bucket($id), ...$n->counts],
             [
                 $id, $topic, $message->body, (string) $delayMs, (string) $lifetimeMs, $maxAttempts,
                 $backoff?->kind ?? '', (string) ($backoff?->backoffMs ?? ''), (string) ($backoff?->backoffMaxMs ?? ''),
@@ -47,17 +48,18 @@ final class Calls
 
     public static function push(Keys $keys, array $job, bool $ifAbsent): array
     {
-        $argv = \array_slice($job[1], 0, 9);
-        return [Scripts::PUSH, $job[0], [...$argv, self::policy($ifAbsent), $keys->names($job[1][1])->wake, $job[1][9]]];
+        $n = $keys->names($job[1][1]);
+        return [$n->script(Scripts::PUSH), $job[0], [...\array_slice($job[1], 0, 9), self::policy($ifAbsent), $n->wake, $job[1][9]]];
     }
 
     /**
-     * push_many.lua's calls: at most PUSH_MANY_MAX_JOBS jobs each, grouped by
-     * pool (one per topic in the per-topic layout), in input order, each with
-     * the indexes of its jobs in $jobs.
+     * push_many(_topic).lua's calls, `[name, KEYS, ARGV, indexes]` (one name
+     * for all): at most PUSH_MANY_MAX_JOBS jobs each, grouped by pool (one
+     * per topic in the per-topic layout), in input order, each with the
+     * indexes of its jobs in $jobs.
      *
      * @param list<array{0: list<string>, 1: list<string>}> $jobs
-     * @return list<array{0: list<string>, 1: list<string>, 2: list<int>}>
+     * @return list<array{0: string, 1: list<string>, 2: list<string>, 3: list<int>}>
      */
     public static function pushMany(Keys $keys, array $jobs, bool $ifAbsent): array
     {
@@ -73,7 +75,7 @@ final class Calls
                 foreach ($chunk as $i) {
                     array_push($argv, ...$jobs[$i][1]);
                 }
-                $calls[] = [$n->withCounts([$n->pool]), $argv, $chunk];
+                $calls[] = [$n->script(Scripts::PUSH_MANY), [$n->pool, ...$n->counts], $argv, $chunk];
             }
         }
         return $calls;
@@ -94,7 +96,7 @@ final class Calls
     public static function remove(Keys $keys, string $id, ?string $topic = null): array
     {
         $n = $keys->names($topic);
-        return [Scripts::REMOVE, $n->withCounts([$n->pool, $n->bucket($id)]), [$id]];
+        return [$n->script(Scripts::REMOVE), [$n->pool, $n->bucket($id), ...$n->counts], [$id]];
     }
 
     public static function reserve(Keys $keys, string $topic, int $ttrMs): array
@@ -165,7 +167,7 @@ final class Calls
         return [Scripts::TOUCH, [$n->reserved, $n->bucket($id), $n->pool], [$id, $receipt, (string) $ttrMs, $n->wake]];
     }
 
-    /** release.lua's "held" mode: $action is a delay in ms, "backoff" or "bury"; $error is cut to what the script keeps. */
+    /** release(_topic).lua's "held" mode: $action is a delay in ms, "backoff" or "bury"; $error is cut to what the script keeps. */
     public static function release(
         Keys $keys,
         string $id,
@@ -176,12 +178,9 @@ final class Calls
     ): array {
         $n = $keys->names($topic);
         return [
-            Scripts::RELEASE,
-            [$n->reserved, $n->pool, $n->malformed, $n->countsOrDead(), $n->outcomes],
-            [
-                $n->bucketPrefix, $n->deadPrefix, $action, 'held', $id, $receipt, $n->wake,
-                substr($error, 0, Scripts::ERROR_MAX_BYTES),
-            ],
+            $n->script(Scripts::RELEASE),
+            [$n->reserved, $n->pool, $n->malformed, $n->releaseKey, $n->outcomes],
+            [...$n->releaseArgv, $action, 'held', $id, $receipt, $n->wake, substr($error, 0, Scripts::ERROR_MAX_BYTES)],
         ];
     }
 
@@ -196,14 +195,14 @@ final class Calls
         $start = min($start, self::MAX_LIST_INDEX);
         $n = $keys->names($topic);
         return [
-            Scripts::DEAD,
-            $n->withCounts([(string) $n->dead, $n->pool]),
+            $n->script(Scripts::DEAD),
+            [(string) $n->dead, $n->pool, ...$n->counts],
             [$n->bucketPrefix, $topic, 'list', (string) $start, (string) $count],
         ];
     }
 
     /**
-     * dead.lua's requeue or purge: of $ids, or with null of DEAD_MAX_PER_CALL from the oldest end.
+     * dead(_topic).lua's requeue or purge: of $ids, or with null of DEAD_MAX_PER_CALL from the oldest end.
      *
      * @param list<string>|null $ids
      */
@@ -215,7 +214,7 @@ final class Calls
         $argv = $ids === null
             ? [...$argv, (string) Scripts::DEAD_MAX_PER_CALL]
             : [...$argv, (string) \count($ids), ...$ids];
-        return [Scripts::DEAD, $n->withCounts([(string) $n->dead, $n->pool]), $argv];
+        return [$n->script(Scripts::DEAD), [(string) $n->dead, $n->pool, ...$n->counts], $argv];
     }
 
     public static function lookup(Keys $keys, string $topic, string $id): array

@@ -9,7 +9,8 @@ use Delayer\Exception\InvalidArgumentException;
 /**
  * The one place where this SDK builds Redis key names, and knows the key
  * layout (docs/PROTOCOL.md, "Keys" and "The per-topic layout"): a call
- * gets its topic's names from {@see names()} and its topic checked by
+ * gets its topic's names (and its layout's scripts: push.lua or
+ * push_topic.lua, ...) from {@see names()} and its topic checked by
  * {@see topic()} / {@see idTopic()}, so the call layer holds no layout
  * branch. Scripts get every name they touch as a key or a per-kind prefix;
  * they never build one. The methods named after the classic keys (pool(),
@@ -83,21 +84,24 @@ final class Keys
 
     /**
      * The names one call needs: the classic layout's shared keys (with the
-     * topic's ready and dead lists when $topic is given), or the topic's own
-     * keys, without scheduled counts, in the per-topic layout.
+     * topic's ready and dead lists when $topic is given) and scripts, or the
+     * topic's own keys and the _topic scripts, without scheduled counts, in
+     * the per-topic layout.
      */
     public function names(?string $topic): Names
     {
         if ($this->layout === self::CLASSIC) {
             return new Names($topic, $this->pool(), $this->bucketPrefix(), $topic === null ? null : $this->readyQueue($topic),
                 $this->malformed(), $this->reserved(), $this->receiptSeq(), $topic === null ? null : $this->dead($topic),
-                $this->deadPrefix(), $this->scheduledCount(), $this->wake(), $this->outcomes());
+                $this->wake(), $this->outcomes(), [], [$this->scheduledCount()], $this->scheduledCount(),
+                [$this->bucketPrefix(), $this->deadPrefix()]);
         }
         if ($topic === null) {
             throw new \LogicException('the per-topic layout names a topic for every call');
         }
         $of = fn (string $kind): string => "{$this->prefix}{{$topic}}:{$kind}";
-        return new Names($topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'), '', null, $this->wake(), $of('outcomes'));
+        return new Names($topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'),
+            $this->wake(), $of('outcomes'), Scripts::PER_TOPIC, [], $of('dead'), [$of('job:')]);
     }
 
     /** `<prefix>due`: the per-topic layout's index, topic => earliest time the server is needed. */

@@ -5,18 +5,20 @@ declare(strict_types=1);
 namespace Delayer;
 
 /**
- * The key names one call needs, for one topic in the client's layout
- * (made by {@see Keys::names()} only), so that {@see Calls} is the same for
- * both layouts. Per-kind prefixes are what a script appends an id or topic to.
+ * The key names and scripts one call needs, for one topic in the client's
+ * layout (made by {@see Keys::names()} only), so that {@see Calls} is the same
+ * for both layouts. Per-kind prefixes are what a script appends an id or topic to.
  *
  * @internal used by {@see Calls} and {@see Client}
  */
 final class Names
 {
     /**
-     * @param string|null $ready            the topic's ready list (null without a topic), as $dead
-     * @param string      $deadPrefix       "" in the per-topic layout (release.lua's KEYS[4] is $dead then)
-     * @param string|null $scheduledCount   null in the per-topic layout
+     * @param string|null           $ready       the topic's ready list (null without a topic), as $dead
+     * @param array<string, string> $scripts     the layout's own script for a classic one ({@see Scripts::PER_TOPIC}), [] in the classic layout
+     * @param list<string>          $counts      push, push_many, remove and dead's last key: the scheduled counts (classic), or none
+     * @param string                $releaseKey  release's KEYS[4]: the scheduled counts (release.lua), or the topic's dead list (release_topic.lua)
+     * @param list<string>          $releaseArgv release's leading ARGV: the bucket prefix, and the dead-letter prefix in release.lua only
      */
     public function __construct(
         public readonly ?string $topic,
@@ -27,31 +29,19 @@ final class Names
         public readonly string $reserved,
         public readonly string $receiptSeq,
         public readonly ?string $dead,
-        public readonly string $deadPrefix,
-        public readonly ?string $scheduledCount,
         public readonly string $wake,
         public readonly string $outcomes,
+        private readonly array $scripts,
+        public readonly array $counts,
+        public readonly string $releaseKey,
+        public readonly array $releaseArgv,
     ) {
     }
 
-    /**
-     * KEYS with the scheduled counts appended where the layout keeps them (classic).
-     *
-     * @param list<string> $keys
-     * @return list<string>
-     */
-    public function withCounts(array $keys): array
+    /** @param value-of<Scripts::NAMES> $name a classic script: this layout's one for it (push_topic for push, ...) */
+    public function script(string $name): string
     {
-        if ($this->scheduledCount !== null) {
-            $keys[] = $this->scheduledCount;
-        }
-        return $keys;
-    }
-
-    /** release.lua's KEYS[4]: the scheduled counts (classic), or the topic's dead list. */
-    public function countsOrDead(): string
-    {
-        return $this->scheduledCount ?? (string) $this->dead;
+        return $this->scripts[$name] ?? $name;
     }
 
     public function bucket(string $id): string

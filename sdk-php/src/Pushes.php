@@ -88,8 +88,9 @@ trait Pushes
         $taken = [];
         $topics = []; // the topics written: a durable push waits on each one's node
         foreach (array_chunk(Calls::pushMany($this->keys, $jobs, $ifAbsent), Scripts::PUSH_MANY_CALLS_PER_PIPELINE) as $pipeline) {
-            foreach ($this->connection->pipelined(Scripts::PUSH_MANY, $pipeline) as $i => $reply) {
-                $indexes = $pipeline[$i][2];
+            $calls = array_map(static fn (array $call): array => [$call[1], $call[2]], $pipeline);
+            foreach ($this->connection->pipelined($pipeline[0][0], $calls) as $i => $reply) {
+                $indexes = $pipeline[$i][3];
                 foreach (Replies::pushMany($reply, array_map(fn (int $j): string => $jobs[$j][1][0], $indexes)) as $k => $due) {
                     $index = $indexes[$k];
                     if ($due instanceof Taken) {

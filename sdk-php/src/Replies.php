@@ -7,10 +7,10 @@ namespace Delayer;
 use Delayer\Exception\ProtocolException;
 
 /**
- * What each script's reply means: one decoder per script, named after it,
- * checked against the script's header. A reply of another shape raises
- * {@see ProtocolException} naming the script: Redis's data is input like
- * any other. No I/O.
+ * What each script's reply means: one decoder per script, named after it
+ * (a _topic script's is its classic one's), checked against the script's
+ * header. A reply of another shape raises {@see ProtocolException} naming
+ * the (classic) script: Redis's data is input like any other. No I/O.
  *
  * @internal used by {@see Client}
  */

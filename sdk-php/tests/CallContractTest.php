@@ -25,7 +25,7 @@ final class CallContractTest extends TestCase
         $job = Calls::job($k, Message::create('t', 'a', 'x'), 1, 60);
         $calls = [
             Calls::push($k, $job, false),
-            ['push_many', ...Calls::pushMany($k, [$job], false)[0]],
+            \array_slice(Calls::pushMany($k, [$job], false)[0], 0, 3),
             Calls::pop($k, 't'),
             Calls::take($k, 'a'),
             Calls::remove($k, 'a'),
@@ -89,11 +89,21 @@ final class CallContractTest extends TestCase
     public static function moreCalls(): array
     {
         $k = new Keys(self::PREFIX);
+        $t = new Keys(self::PREFIX, Keys::TOPIC);
+        $job = Calls::job($t, Message::create('t', 'a', 'x'), 1, 60);
         $calls = [
             Calls::release($k, 'a', '1', '1000'), // no error text: ARGV[8] ""
             Calls::release($k, 'a', '', 'bury'),
             Calls::reserveMany($k, 't', 1000, 5, [['a', '1'], ['b', '']]),
             Calls::reserveMany($k, 't', 1000, 0, [['a', '1']]),
+            // the per-topic layout's scripts (their key names: TopicLayoutTest)
+            Calls::push($t, $job, true),
+            \array_slice(Calls::pushMany($t, [$job, $job], false)[0], 0, 3),
+            Calls::remove($t, 'a', 't'),
+            Calls::release($t, 'a', '1', 'backoff', 'boom', 't'),
+            Calls::release($t, 'a', '', 'bury', '', 't'),
+            Calls::deadList($t, 't', 0, 10),
+            Calls::deadAction($t, 't', 'requeue', ['a', 'b']),
         ];
         $out = self::calls();
         foreach ($calls as $i => $call) {
@@ -118,9 +128,9 @@ final class CallContractTest extends TestCase
     }
 
     /**
-     * One shape per script (issue 21): every ARGV the header lists, "" for
-     * none; a script with a mode or a list: its mode's count, or the fixed
-     * head and whole groups.
+     * One shape per script (issue 21): every KEYS and ARGV the header lists,
+     * "" for none; a script with a mode or a list: its mode's count, or the
+     * fixed head and whole groups.
      *
      * @dataProvider moreCalls
      * @param list<string> $keys
@@ -128,10 +138,14 @@ final class CallContractTest extends TestCase
      */
     public function testEveryCallSendsEveryArgvItsHeaderLists(string $script, array $keys, array $argv): void
     {
+        self::assertCount(\count(self::headerKeys($script)), $keys, "{$script}.lua KEYS");
         $n = \count($argv);
         switch ($script) {
             case 'release':
                 self::assertSame(['held' => 8, 'expired' => 5][$argv[3]], $n, 'release.lua ARGV');
+                break;
+            case 'release_topic': // no dead-letter prefix
+                self::assertSame(['held' => 7, 'expired' => 4][$argv[2]], $n, 'release_topic.lua ARGV');
                 break;
             case 'reserve': // ARGV[1..3], the pairs (batch mode), the wake channel last
                 if ($argv[2] === '') {
@@ -141,9 +155,11 @@ final class CallContractTest extends TestCase
                 }
                 break;
             case 'push_many':
-                self::assertTrue($n > 3 && ($n - 3) % 10 === 0, "push_many.lua: {$n} ARGV");
+            case 'push_many_topic':
+                self::assertTrue($n > 3 && ($n - 3) % 10 === 0, "{$script}.lua: {$n} ARGV");
                 break;
             case 'dead':
+            case 'dead_topic':
                 self::assertGreaterThanOrEqual(4, $n); // a mode's count: the conformance suite checks it
                 break;
             default:

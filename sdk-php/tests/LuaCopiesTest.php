@@ -24,11 +24,12 @@ final class LuaCopiesTest extends TestCase
     {
         $names = array_map('basename', glob(\dirname(__DIR__) . '/lua/*.lua') ?: []);
         sort($names);
-        // move.lua is the server's alone; release.lua is shipped for its
-        // "held" mode (its "expired" mode is the server's too).
+        // move(_topic).lua and the like are the server's alone; release(_topic).lua
+        // is shipped for its "held" mode (its "expired" mode is the server's too).
         self::assertSame([
-            'ack.lua', 'dead.lua', 'list.lua', 'lookup.lua', 'pop.lua', 'push.lua', 'push_many.lua', 'release.lua',
-            'remove.lua', 'reschedule.lua', 'reserve.lua', 'stats.lua', 'take.lua', 'touch.lua',
+            'ack.lua', 'dead.lua', 'dead_topic.lua', 'list.lua', 'lookup.lua', 'pop.lua', 'push.lua', 'push_many.lua',
+            'push_many_topic.lua', 'push_topic.lua', 'release.lua', 'release_topic.lua', 'remove.lua', 'remove_topic.lua',
+            'reschedule.lua', 'reserve.lua', 'stats.lua', 'take.lua', 'touch.lua',
         ], $names);
         $known = array_map(static fn (string $name): string => "{$name}.lua", Scripts::NAMES);
         sort($known);

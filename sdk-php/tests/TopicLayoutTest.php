@@ -76,11 +76,11 @@ final class TopicLayoutTest extends RedisTestCase
 
     /**
      * Every call builder of the per-topic layout against its script's
-     * header, with no Redis: as many KEYS as the header allows (the
-     * scheduled counts left out), every key in the topic's hash slot (the
-     * PROTOCOL's per-topic names), the wake channel for every script that
-     * announces, and release.lua's KEYS[4] the topic's dead list with
-     * ARGV[2] "".
+     * header, with no Redis: the _topic script where the work differs by
+     * layout (no scheduled counts), every KEYS its header lists, each in the
+     * topic's hash slot (the PROTOCOL's per-topic names), the wake channel
+     * for every script that announces, and release_topic.lua's KEYS[4] the
+     * topic's dead list, with no dead-letter prefix in its ARGV.
      */
     public function testEveryCallNamesOnlyItsTopicsKeys(): void
     {
@@ -88,7 +88,7 @@ final class TopicLayoutTest extends RedisTestCase
         $job = Calls::job($k, Message::create('a', 't', 'x'), 1, 60);
         $calls = [
             Calls::push($k, $job, false),
-            ['push_many', ...\array_slice(Calls::pushMany($k, [$job], false)[0], 0, 2)],
+            \array_slice(Calls::pushMany($k, [$job], false)[0], 0, 3),
             Calls::pop($k, 't'),
             Calls::take($k, 'a', 't'),
             Calls::remove($k, 'a', 't'),
@@ -113,21 +113,20 @@ final class TopicLayoutTest extends RedisTestCase
                     $header[] = $m[1];
                 }
             }
-            if ($script === 'release') {
-                self::assertSame(self::key('t', 'dead'), $keys[3], 'release.lua KEYS[4]: the topic\'s dead list');
-                self::assertSame('', $argv[1], 'release.lua ARGV[2]: no dead-letter prefix');
-                self::assertSame(self::P . 'wake', $argv[6], 'release.lua ARGV[7]: the wake channel');
-                $header[3] = 'dead:<topic>';
+            if ($script === 'release_topic') {
+                self::assertSame(self::key('t', 'dead'), $keys[3], 'release_topic.lua KEYS[4]: the topic\'s dead list');
+                self::assertSame([self::key('t', 'job:'), 'backoff', 'held'], \array_slice($argv, 0, 3), 'release_topic.lua ARGV[1..3]');
+                self::assertSame(self::P . 'wake', $argv[5], 'release_topic.lua ARGV[6]: the wake channel');
             }
-            $expected = [];
-            foreach ($header as $name) {
-                if ($name !== 'scheduled_count') {
-                    $expected[] = self::key('t', $perTopic[$name] ?? "? {$name}");
-                }
-            }
+            $expected = array_map(fn (string $name): string => self::key('t', $perTopic[$name] ?? "? {$name}"), $header);
             self::assertSame($expected, $keys, "{$script}.lua KEYS");
             self::assertNotContains(self::P, $argv);
         }
+        self::assertSame(
+            ['push_topic', 'push_many_topic', 'remove_topic', 'release_topic', 'dead_topic', 'dead_topic'],
+            [$calls[0][0], $calls[1][0], $calls[4][0], $calls[9][0], $calls[11][0], $calls[12][0]],
+            'the per-topic layout\'s own scripts where the work differs',
+        );
         $wake = self::P . 'wake';
         self::assertSame([$wake, $wake], [$calls[0][2][10], $calls[1][2][2]], 'push.lua ARGV[11], push_many.lua ARGV[3]');
         self::assertSame($wake, $calls[10][2][2], 'reschedule.lua ARGV[3]');
@@ -243,9 +242,10 @@ final class TopicLayoutTest extends RedisTestCase
             $jobs[] = Calls::job($keys, Message::create("n{$i}", 'bulk', ''), 1, 60);
         }
         $calls = Calls::pushMany($keys, $jobs, false);
-        self::assertSame([[self::key('mail', 'pool')], [self::key('sms', 'pool')], [self::key('bulk', 'pool')], [self::key('bulk', 'pool')]], array_column($calls, 0));
-        self::assertSame([[0, 2], [1], range(3, 102), [103]], array_column($calls, 2));
-        self::assertSame([self::key('mail', 'job:'), 'replace', self::P . 'wake'], \array_slice($calls[0][1], 0, 3), 'bucket prefix, policy, wake channel');
+        self::assertSame(array_fill(0, 4, 'push_many_topic'), array_column($calls, 0));
+        self::assertSame([[self::key('mail', 'pool')], [self::key('sms', 'pool')], [self::key('bulk', 'pool')], [self::key('bulk', 'pool')]], array_column($calls, 1));
+        self::assertSame([[0, 2], [1], range(3, 102), [103]], array_column($calls, 3));
+        self::assertSame([self::key('mail', 'job:'), 'replace', self::P . 'wake'], \array_slice($calls[0][2], 0, 3), 'bucket prefix, policy, wake channel');
 
         $client = $this->topicClient();
         self::assertSame(3, $client->pushMany([

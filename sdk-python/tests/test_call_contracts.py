@@ -79,14 +79,26 @@ def test_no_call_hands_a_script_the_bare_prefix() -> None:
         assert PREFIX not in call.args, f"{call.script}.lua gets the bare prefix to build names from"
 
 
+def test_each_layout_runs_its_own_scripts() -> None:
+    # issue 21: one shape per script; keys.py alone picks a layout's
+    classic = {c.script for c in calls()}
+    assert {"push", "push_many", "remove", "dead", "release"} <= classic
+    assert not any(s.endswith("_topic") for s in classic)
+    assert {"push_topic", "push_many_topic", "remove_topic", "dead_topic", "release_topic"} <= {
+        c.script for c in topic_calls()}
+    release = _calls.release_call(Keys(PREFIX), "a", 1, "1")
+    assert release.keys[3] == PREFIX + "scheduled_count"
+    assert release.args[:4] == [PREFIX + "job_bucket:", PREFIX + "dead:", 1000, "held"]
+
+
 def test_every_script_is_covered() -> None:
-    assert {c.script for c in calls()} >= set(scripts.NAMES) - {"lookup", "list"}
+    assert {c.script for c in calls() + topic_calls()} >= set(scripts.NAMES)
 
 
 # -- the per-topic layout (PROTOCOL.md, "Operations in the per-topic layout") --
 
 #: The table of PROTOCOL.md: each classic name of a header, as the topic's own
-#: (None: left out, the scripts take it as optional).
+#: (None: the layout has none; no script a per-topic call runs names it).
 PER_TOPIC = {
     "<prefix>job_pool": "{t}:pool",
     "<prefix>job_bucket:<id>": "{t}:job:a",
@@ -131,11 +143,13 @@ def topic_calls() -> List[ScriptCall]:
 @pytest.mark.parametrize("call", topic_calls(), ids=lambda c: c.script)
 def test_per_topic_calls_use_the_topics_names_in_one_slot(call: ScriptCall) -> None:
     header = header_keys(call.script)
-    if call.script == "release":
-        # KEYS[4] is the topic's dead-letter list, with ARGV[2] ""
+    # the layout's own scripts where the work differs (issue 21: one shape per script)
+    assert call.script not in ("push", "push_many", "remove", "dead", "release"), call.script
+    if call.script == "release_topic":
+        # KEYS[4] is the topic's dead-letter list; no dead-letter prefix: ARGV[2] is the action
         assert call.keys == [PREFIX + "{t}:reserved", PREFIX + "{t}:pool", PREFIX + "{t}:malformed",
                              PREFIX + "{t}:dead", PREFIX + "{t}:outcomes"]
-        assert call.args[:2] == [PREFIX + "{t}:job:", ""]
+        assert call.args[0] == PREFIX + "{t}:job:" and call.args[1] in (1000, "bury") and call.args[2] == "held"
     elif call.script == "list":
         assert call.keys == [PREFIX + "{t}:pool"] and call.args[0] == PREFIX + "{t}:job:"
     else:
@@ -153,9 +167,9 @@ def test_per_topic_calls_use_the_topics_names_in_one_slot(call: ScriptCall) -> N
 def test_per_topic_calls_pass_the_wake_channel() -> None:
     by_script = {c.script: c for c in topic_calls()}
     wake = PREFIX + "wake"
-    assert by_script["push"].args[10] == wake
-    assert by_script["push_many"].args[2] == wake
-    assert by_script["release"].args[6] == wake
+    assert by_script["push_topic"].args[10] == wake
+    assert by_script["push_many_topic"].args[2] == wake
+    assert by_script["release_topic"].args[5] == wake
     assert by_script["reschedule"].args[2] == wake
     assert by_script["reserve"].args[-1] == wake and by_script["touch"].args[3] == wake
 
@@ -180,16 +194,17 @@ def header_argc(name: str) -> int:
 def argc_problem(call: ScriptCall) -> Optional[str]:
     """What is wrong with the call's ARGV count (None: its one shape)."""
     n, args = len(call.args), call.args
-    if call.script == "release":
-        want = {"held": 8, "expired": 5}[str(args[3])]
-        return None if n == want else f"{n} arguments; {args[3]} takes {want}"
+    if call.script in ("release", "release_topic"):
+        head = 2 if call.script == "release" else 1  # release_topic takes no dead-letter prefix
+        want = head + {"held": 6, "expired": 3}[str(args[head + 1])]
+        return None if n == want else f"{n} arguments; {args[head + 1]} takes {want}"
     if call.script == "reserve":  # ARGV[1..3], the pairs (batch mode), the wake channel last
         if args[2] == "":
             return None if n == 4 else f"{n} arguments; one job takes 4"
         return None if n >= 4 and (n - 4) % 2 == 0 else f"{n} arguments: not 3 + pairs + the channel"
-    if call.script == "push_many":
+    if call.script in ("push_many", "push_many_topic"):
         return None if n > 3 and (n - 3) % 10 == 0 else f"{n} arguments: not 3 + ten per job"
-    if call.script in ("dead", "list"):
+    if call.script in ("dead", "dead_topic", "list"):
         return None  # a mode's count (dead) or the optional mode (list): conformance checks them
     want = header_argc(call.script)
     return None if n == want else f"{n} arguments; the header lists {want}"

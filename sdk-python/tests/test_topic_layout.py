@@ -1,6 +1,6 @@
 """The sync client on the per-topic layout (``layout="topic"``, issue 12;
 PROTOCOL.md "The per-topic layout" and "Operations in the per-topic layout"),
-against a real redis-server. The server's part (move_topic.lua, release.lua's
+against a real redis-server. The server's part (move_topic.lua, release_topic.lua's
 expiry) is played with its own scripts (topickit); test_topic_layout_server.py
 runs the real server binary."""
 
@@ -63,14 +63,18 @@ def test_names_of_a_topic_in_each_layout() -> None:
         "shop:{mail}:malformed", "shop:{mail}:receipt_seq",
     )
     assert n.bucket("42") == "shop:{mail}:job:42" and n.bucket_prefix == "shop:{mail}:job:"
-    assert (n.counts, n.release4, n.dead_prefix) == ((), "shop:{mail}:dead", "")
+    assert (n.counts, n.release4, n.release_head) == ((), "shop:{mail}:dead", ("shop:{mail}:job:",))
+    assert (n.push_script, n.push_many_script, n.remove_script, n.dead_script, n.release_script) == (
+        "push_topic", "push_many_topic", "remove_topic", "dead_topic", "release_topic")
     assert (Keys("shop:", "topic").due, Keys("shop:", "topic").topics, Keys("shop:", "topic").wake) == (
         "shop:due", "shop:topics", "shop:wake")
     c = Keys("shop:").names("mail")
-    assert (c.pool, c.ready, c.reserved, c.dead, c.counts, c.release4, c.dead_prefix) == (
+    assert (c.pool, c.ready, c.reserved, c.dead, c.counts, c.release4, c.release_head) == (
         "shop:job_pool", "shop:ready_queue:mail", "shop:reserved", "shop:dead:mail", ("shop:scheduled_count",),
-        "shop:scheduled_count", "shop:dead:",
+        "shop:scheduled_count", ("shop:job_bucket:", "shop:dead:"),
     )
+    assert (c.push_script, c.push_many_script, c.remove_script, c.dead_script, c.release_script) == (
+        "push", "push_many", "remove", "dead", "release")
     with pytest.raises(ValueError):
         Keys("shop:", "columns")
 

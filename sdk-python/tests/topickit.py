@@ -1,6 +1,6 @@
 """What the per-topic layout's tests share (PROTOCOL.md, "The per-topic
 layout"): the server's part played with its real scripts (move_topic.lua, and
-release.lua's expiry on a topic's keys), a wake-channel listener, and the
+release_topic.lua's expiry on a topic's keys), a wake-channel listener, and the
 exact names the protocol fixes, spelled out here rather than taken from the
 SDK's keys module, so a wrong name in the SDK fails these tests."""
 
@@ -18,7 +18,7 @@ from conftest import LUA_DIR
 WITHIN = 60.0
 
 MOVE_TOPIC = (LUA_DIR / "move_topic.lua").read_bytes()
-RELEASE = (LUA_DIR / "release.lua").read_bytes()
+RELEASE_TOPIC = (LUA_DIR / "release_topic.lua").read_bytes()
 
 
 def key(prefix: str, topic: str, kind: str) -> str:
@@ -50,12 +50,12 @@ def move_until(raw: "redis.Redis", topic: str, count: int, prefix: str = "delaye
 
 def expire(raw: "redis.Redis", topic: str, prefix: str = "delayer:") -> List[Any]:
     """The server's expiry of ``topic``'s reservations past their deadline
-    (release.lua "expired" on the topic's keys, its dead list as KEYS[4])."""
+    (release_topic.lua "expired" on the topic's keys)."""
     reply = raw.eval(
-        RELEASE, 4,
+        RELEASE_TOPIC, 5,
         key(prefix, topic, "reserved"), key(prefix, topic, "pool"), key(prefix, topic, "malformed"),
-        key(prefix, topic, "dead"),
-        key(prefix, topic, "job:"), "", "backoff", "expired", 1000,
+        key(prefix, topic, "dead"), key(prefix, topic, "outcomes"),
+        key(prefix, topic, "job:"), "backoff", "expired", 1000,
     )
     assert isinstance(reply, list)
     return reply

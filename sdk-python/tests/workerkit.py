@@ -52,7 +52,7 @@ class Server:
                     args=[k.bucket_prefix, k.ready_queue_prefix, 1000],
                 )
                 self.expire(
-                    keys=[k.reserved, k.job_pool, k.malformed, k.scheduled_count],
+                    keys=[k.reserved, k.job_pool, k.malformed, k.scheduled_count, k.outcomes],
                     args=[k.bucket_prefix, k.dead_prefix, "backoff", "expired", 1000],
                 )
             except redis.RedisError:

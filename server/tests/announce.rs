@@ -1,5 +1,5 @@
 //! The per-topic layout with the index left to the server (PROTOCOL.md,
-//! "The per-topic layout"): jobs pushed by `EVALSHA push.lua` alone, exactly
+//! "The per-topic layout"): jobs pushed by `EVALSHA push_topic.lua` alone, exactly
 //! as a thin SDK sends them (no index write, no SADD), arrive in their ready
 //! list no earlier than due and no later than the bound on a lost
 //! announcement, while the server's subscription is cut again and again
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use testkit::{server_conf, wait_until, DelayerProcess, RedisServer, DEADLINE};
 
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
-const PUSH: &str = include_str!("../../lua/push.lua");
+const PUSH: &str = include_str!("../../lua/push_topic.lua");
 
 /// How late a job may be when its announcement was lost to a cut the
 /// server sees at once (a killed connection): the resubscribe backoff
@@ -28,18 +28,19 @@ fn keys() -> TopicKeys {
     TopicKeys::new("delayer:")
 }
 
-/// The one call a thin SDK makes for a push: push.lua with the topic's
+/// The one call a thin SDK makes for a push: push_topic.lua with the topic's
 /// pool and bucket, the wake channel in ARGV[11].
 fn push_cmd(sha: &str, topic: &str, id: &str, delay_ms: u64) -> redis::Cmd {
     let k = keys();
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(sha).arg(2).arg(k.pool(topic)).arg(format!("{}{id}", k.bucket_prefix(topic)));
-    cmd.arg(id).arg(topic).arg(id).arg(delay_ms).arg(60_000).arg("").arg("").arg("").arg("").arg("").arg(k.wake());
+    cmd.arg(id).arg(topic).arg(id).arg(delay_ms).arg(60_000);
+    cmd.arg(&["", "", "", "", ""][..]).arg(k.wake()).arg(""); // no retry settings, policy "" (replace), the channel, no traceparent
     cmd
 }
 
 fn push(conn: &mut redis::Connection, sha: &str, topic: &str, id: &str, delay_ms: u64) -> f64 {
-    let due: String = push_cmd(sha, topic, id, delay_ms).query(conn).expect("EVALSHA push.lua");
+    let due: String = push_cmd(sha, topic, id, delay_ms).query(conn).expect("EVALSHA push_topic.lua");
     due.parse().expect("due")
 }
 

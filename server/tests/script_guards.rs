@@ -112,12 +112,15 @@ fn bury_fails_before_writing_when_the_dead_list_has_the_wrong_type() {
         .key(POOL)
         .key(MALFORMED)
         .key("delayer:scheduled_count")
+        .key("delayer:outcomes")
         .arg(BUCKETS)
         .arg("delayer:dead:")
         .arg("bury")
         .arg("held")
         .arg("j")
         .arg("3")
+        .arg("")
+        .arg("")
         .invoke::<Value>(&mut conn)
         .expect_err("a dead list of the wrong type");
     assert_eq!(err.code(), Some("WRONGTYPE"));
@@ -140,6 +143,7 @@ fn expiry_holds_what_it_can_neither_end_nor_park() {
         .key(POOL)
         .key(MALFORMED)
         .key("delayer:scheduled_count")
+        .key("delayer:outcomes")
         .arg(BUCKETS)
         .arg("delayer:dead:")
         .arg("backoff")
@@ -168,6 +172,7 @@ fn remove_and_push_complete_when_the_count_hash_has_the_wrong_type() {
         .arg("body")
         .arg(60_000)
         .arg(60_000)
+        .arg(&["", "", "", "", "replace", "", ""][..])
         .invoke(&mut conn)
         .expect("push");
     assert!(due.contains('.'));

@@ -1,8 +1,8 @@
 """The KEYS and ARGV of every script call, from checked arguments: the
 Python SDK's one translation of the scripts' headers (``lua/*.lua``, which
 say what each takes). A built call may be sent: its arguments passed the
-input rules (:mod:`delayer._rules`); names come from :mod:`delayer.keys`,
-which alone knows the layouts.
+input rules (:mod:`delayer._rules`); names, and the scripts whose work
+differs by layout, come from :mod:`delayer.keys`, which alone knows the layouts.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _retry_args(max_attempts: object, backoff: object) -> List[Arg]:
 def push_call(keys: Keys, topic: object, job_id: object, delay: object, body: object, ready_max_lifetime: object,
               max_attempts: object = None, backoff: object = None, if_absent: object = False,
               traceparent: object = None) -> ScriptCall:
-    """Check one push; its push.lua call (traceparent None: OpenTelemetry's current one, if any)."""
+    """Check one push; its push.lua (push_topic.lua) call (traceparent None: OpenTelemetry's current one, if any)."""
     topic_s = keys.topic(topic)
     id_s = check_name("id", job_id)
     ms = delay_ms(delay)
@@ -70,7 +70,7 @@ def push_call(keys: Keys, topic: object, job_id: object, delay: object, body: ob
     args: List[Arg] = [id_s, topic_s, data, ms, life]
     args += _retry_args(max_attempts, backoff)
     args += [check_if_absent(if_absent), keys.wake, outgoing(traceparent)]
-    return ScriptCall(scripts.PUSH, [n.pool, n.bucket(id_s), *n.counts], args)
+    return ScriptCall(n.push_script, [n.pool, n.bucket(id_s), *n.counts], args)
 
 
 class Batches(NamedTuple):
@@ -83,7 +83,7 @@ class Batches(NamedTuple):
 def push_many_batches(keys: Keys, jobs: object, if_absent: object = False) -> Batches:
     """Check every job of a ``push_many``, then build its push_many.lua calls
     (:data:`JOBS_PER_CALL` jobs each, grouped by :meth:`~delayer.keys.Keys.scope`:
-    in the per-topic layout a call's jobs share one topic's keys)."""
+    per topic, push_many_topic.lua calls whose jobs share one topic's keys)."""
     policy = check_if_absent(if_absent)
     try:
         items = list(jobs)  # type: ignore[call-overload]
@@ -109,7 +109,7 @@ def push_many_batches(keys: Keys, jobs: object, if_absent: object = False) -> Ba
                 args.extend(push.args[: VALUES_PER_JOB - 1])  # push.lua's first nine ARGV
                 args.append(push.args[-1])  # and its traceparent
                 order.append(i)
-            calls.append(ScriptCall(scripts.PUSH_MANY, [n.pool, *n.counts], args))
+            calls.append(ScriptCall(n.push_many_script, [n.pool, *n.counts], args))
     return Batches(calls, order)
 
 
@@ -136,10 +136,10 @@ def take_call(keys: Keys, topic: str, job_id: str) -> ScriptCall:
 
 
 def remove_call(keys: Keys, job_id: object, topic: object = None) -> ScriptCall:
-    """Check a remove; its remove.lua call."""
+    """Check a remove; its remove.lua (remove_topic.lua) call."""
     i = check_name("id", job_id)
     n = keys.id_names(topic, "remove() needs the topic in the per-topic layout: remove(id, topic=...)")
-    return ScriptCall(scripts.REMOVE, [n.pool, n.bucket(i), *n.counts], [i])
+    return ScriptCall(n.remove_script, [n.pool, n.bucket(i), *n.counts], [i])
 
 
 def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
@@ -252,8 +252,7 @@ def _held_names(keys: Keys, job: object, receipt: object, topic: object, form: s
         return job_id, r, keys.names(keys.scope(job.topic))
     name = form[: form.index("(")]
     usage = f"{name}() needs the topic in the per-topic layout: {name}(job) with the reserved job, or {form}"
-    n = keys.id_names(topic, usage)
-    return job_id, r, n
+    return job_id, r, keys.id_names(topic, usage)
 
 
 def ack_call(keys: Keys, job: object, receipt: object, topic: object = None) -> ScriptCall:
@@ -265,8 +264,7 @@ def ack_call(keys: Keys, job: object, receipt: object, topic: object = None) -> 
 def touch_call(keys: Keys, job: object, ttr: object, receipt: object, topic: object = None) -> ScriptCall:
     """Check a touch; its touch.lua call."""
     job_id, r, n = _held_names(keys, job, receipt, topic, "touch(id, ttr, receipt, topic=...)")
-    ms = ttr_ms(ttr)
-    return ScriptCall(scripts.TOUCH, [n.reserved, n.bucket(job_id), n.pool], [job_id, r, ms, keys.wake])
+    return ScriptCall(scripts.TOUCH, [n.reserved, n.bucket(job_id), n.pool], [job_id, r, ttr_ms(ttr), keys.wake])
 
 
 def _release_call(
@@ -274,21 +272,20 @@ def _release_call(
 ) -> ScriptCall:
     job_id, r, n = _held_names(keys, job, receipt, topic, form)
     why = error_text(error)
-    # "held": end this one reservation. The "expired" mode is the server's.
-    # ARGV[8] is the error text, kept as the job's last_error ("": not said).
-    args: List[Arg] = [n.bucket_prefix, n.dead_prefix, action, "held", job_id, r, keys.wake, why]
-    return ScriptCall(scripts.RELEASE, [n.reserved, n.pool, n.malformed, n.release4, n.outcomes], args)
+    # "held": end this one reservation ("expired" is the server's); the error text, last, becomes last_error.
+    args: List[Arg] = [*n.release_head, action, "held", job_id, r, keys.wake, why]
+    return ScriptCall(n.release_script, [n.reserved, n.pool, n.malformed, n.release4, n.outcomes], args)
 
 
 def release_call(keys: Keys, job: object, delay: object, receipt: object, error: object = None,
                  topic: object = None) -> ScriptCall:
-    """Check a release (no ``delay``: the job's backoff); its release.lua call."""
+    """Check a release (no ``delay``: the job's backoff); its release.lua (release_topic.lua) call."""
     action: Arg = "backoff" if delay is None else delay_ms(delay)
     return _release_call(keys, job, receipt, action, error, topic, "release(id, delay, receipt, topic=...)")
 
 
 def bury_call(keys: Keys, job: object, receipt: object, error: object = None, topic: object = None) -> ScriptCall:
-    """Check a bury; its release.lua call."""
+    """Check a bury; its release.lua (release_topic.lua) call."""
     return _release_call(keys, job, receipt, "bury", error, topic, "bury(id, receipt, topic=...)")
 
 
@@ -296,18 +293,16 @@ def reschedule_call(keys: Keys, job_id: object, delay: object, topic: object = N
     """Check a reschedule; its reschedule.lua call."""
     i = check_name("id", job_id)
     n = keys.id_names(topic, "reschedule() needs the topic in the per-topic layout: reschedule(id, delay, topic=...)")
-    ms = delay_ms(delay)
-    return ScriptCall(scripts.RESCHEDULE, [n.pool, n.bucket(i)], [i, ms, keys.wake])
+    return ScriptCall(scripts.RESCHEDULE, [n.pool, n.bucket(i)], [i, delay_ms(delay), keys.wake])
 
 
 def dead_list_call(keys: Keys, topic: object, start: object, how_many: object) -> ScriptCall:
-    """Check a dead-letter listing; its dead.lua call."""
+    """Check a dead-letter listing; its dead.lua (dead_topic.lua) call."""
     t = keys.topic(topic)
     first = count("start", start, 0, MAX_POSITION)
-    n = count("count", how_many, 1, DEAD_BATCH)
-    names = keys.names(t)
-    call_keys = [names.dead, names.pool, *names.counts]
-    return ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, "list", first, n])
+    most = count("count", how_many, 1, DEAD_BATCH)
+    n = keys.names(t)
+    return ScriptCall(n.dead_script, [n.dead, n.pool, *n.counts], [n.bucket_prefix, t, "list", first, most])
 
 
 def dead_take_calls(keys: Keys, action: str, topic: object,
@@ -323,7 +318,7 @@ def dead_take_calls(keys: Keys, action: str, topic: object,
     names = keys.names(t)
     call_keys = [names.dead, names.pool, *names.counts]
     if ids is None:
-        return ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, said, DEAD_BATCH]), []
+        return ScriptCall(names.dead_script, call_keys, [names.bucket_prefix, t, said, DEAD_BATCH]), []
     if isinstance(ids, (str, bytes, bytearray, memoryview)):
         raise InvalidArgument("ids must be an iterable of ids (a str is one id: wrap it in a list)")
     try:
@@ -340,5 +335,5 @@ def dead_take_calls(keys: Keys, action: str, topic: object,
     for start in range(0, len(checked), DEAD_BATCH):
         part = checked[start : start + DEAD_BATCH]
         # ARGV[4] (a count) is ignored when ids follow; it says how many.
-        calls.append(ScriptCall(scripts.DEAD, call_keys, [names.bucket_prefix, t, said, len(part), *part]))
+        calls.append(ScriptCall(names.dead_script, call_keys, [names.bucket_prefix, t, said, len(part), *part]))
     return None, calls

@@ -63,7 +63,7 @@ def due(reply: object, script: str = "push.lua", what: str = "due time") -> floa
 
 
 def _pushed(reply: object, job_id: str, script: str) -> Union[float, Taken]:
-    """One job's outcome as push.lua (or push_many.lua, per job) returns it:
+    """One job's outcome as push.lua (or push_many.lua, per job; or their ``_topic`` kin) returns it:
     its due time ``"s.mmm"``, or ``[topic, due]`` of the job holding a taken id
     (due ``""`` when that job does not wait any more)."""
     if not isinstance(reply, (list, tuple)):
@@ -75,8 +75,8 @@ def _pushed(reply: object, job_id: str, script: str) -> Union[float, Taken]:
 
 
 def push(call: ScriptCall, reply: object) -> float:
-    """push.lua's reply to ``call`` as the due time; :class:`IdTakenError` when the id was taken."""
-    pushed = _pushed(reply, str(call.args[0]), "push.lua")
+    """push.lua's (push_topic.lua's) reply to ``call`` as the due time; :class:`IdTakenError` when the id was taken."""
+    pushed = _pushed(reply, str(call.args[0]), call.script + ".lua")
     if isinstance(pushed, Taken):
         raise IdTakenError([pushed], [None])
     return pushed
@@ -88,8 +88,8 @@ def push_many_pipeline(calls: Sequence[ScriptCall], replies: Sequence[object]) -
     for call, reply in zip(calls, replies):
         ids = push_many_ids(call)
         if not isinstance(reply, (list, tuple)) or len(reply) != len(ids):
-            raise ProtocolError(f"push_many.lua returned {reply!r:.200}, expected a list of {len(ids)} due times")
-        out.extend(_pushed(r, i, "push_many.lua") for r, i in zip(reply, ids))
+            raise ProtocolError(f"{call.script}.lua returned {reply!r:.200}, expected a list of {len(ids)} due times")
+        out.extend(_pushed(r, i, call.script + ".lua") for r, i in zip(reply, ids))
     return out
 
 
@@ -113,7 +113,7 @@ def message(reply: object) -> Optional[Message]:
 
 
 def flag(reply: object, script: str) -> bool:
-    """remove.lua's or ack.lua's reply: 1 or 0."""
+    """remove.lua's (remove_topic.lua's) or ack.lua's reply: 1 or 0."""
     if isinstance(reply, int) and not isinstance(reply, bool) and reply in (0, 1):
         return reply == 1
     raise ProtocolError(f"{script} returned {reply!r}, expected 0 or 1")
@@ -169,8 +169,8 @@ def reserved_many(reply: object, acks: int) -> Tuple[List[bool], List[ReservedMe
 
 
 def ended(reply: object) -> bool:
-    """release.lua's reply in "held" mode: a due time or ``"dead"`` (the
-    reservation was held and is ended) or nil (it was not)."""
+    """release.lua's (release_topic.lua's) reply in "held" mode: a due time or
+    ``"dead"`` (the reservation was held and is ended) or nil (it was not)."""
     if reply is None:
         return False
     if _text("release result", reply) == "dead":
@@ -188,7 +188,7 @@ def optional_time(reply: object, script: str, what: str) -> Optional[float]:
 
 
 def dead_letters(reply: object) -> List[DeadLetter]:
-    """dead.lua's ``list`` reply: ``[id, topic, body, attempts, reason, dead_at, last_error]`` per entry."""
+    """dead.lua's (or dead_topic.lua's) ``list``: ``[id, topic, body, attempts, reason, dead_at, last_error]`` each."""
     if not isinstance(reply, (list, tuple)):
         raise ProtocolError(f"dead.lua returned {reply!r:.200}, expected a list of dead letters")
     out = []
@@ -207,7 +207,7 @@ def dead_letters(reply: object) -> List[DeadLetter]:
 
 
 def dead_taken(reply: object) -> Tuple[int, int]:
-    """dead.lua's ``requeue`` / ``purge`` reply: ``(done, taken)``."""
+    """dead.lua's (dead_topic.lua's) ``requeue`` / ``purge`` reply: ``(done, taken)``."""
     if not isinstance(reply, (list, tuple)) or len(reply) != 2:
         raise ProtocolError(f"dead.lua returned {reply!r:.200}, expected [done, taken]")
     return _int("done", reply[0]), _int("taken", reply[1])

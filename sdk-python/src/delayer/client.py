@@ -156,12 +156,12 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
                   durable: Union[bool, float] = False) -> List[float]:
         """Push many jobs, pipelined; return their due times in order.
 
-        Every job is checked before anything is sent; then push_many.lua takes
-        100 per call, 10 calls per round trip: one call's jobs are atomic
-        together, the batch is not. With ``if_absent=True`` the jobs whose id
-        is taken are not written, the others are; :class:`IdTakenError` then
-        lists the taken ids (``.taken``) and every job's due time (``.due``,
-        None for a taken one).
+        Every job is checked before anything is sent; then push_many.lua (or
+        push_many_topic.lua) takes 100 per call, 10 calls per round trip: one
+        call's jobs are atomic together, the batch is not. With
+        ``if_absent=True`` the jobs whose id is taken are not written, the
+        others are; :class:`IdTakenError` then lists the taken ids (``.taken``)
+        and every job's due time (``.due``, None for a taken one).
         """
         return self._drive(_ops.push_many(self._keys, jobs, if_absent), durable)
 

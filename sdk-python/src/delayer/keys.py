@@ -2,9 +2,9 @@
 "The per-topic layout").
 
 The only module that knows the layouts: it builds every key name (and the
-wake channel's) and says what a topic must be. Scripts get each name as a
-key, or a per-kind ``*_prefix``; a call builder takes a topic's names from
-:meth:`Keys.names` and never asks which layout it runs on.
+wake channel's), picks each layout's scripts and says what a topic must be.
+Scripts get each name as a key, or a per-kind ``*_prefix``; a call builder takes
+its names and scripts from :meth:`Keys.names`, never asking for the layout.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 
 from typing import NamedTuple, Optional, Tuple
 
+from . import scripts
 from ._rules import check_name
 from .errors import InvalidArgument
 
@@ -29,8 +30,8 @@ LAYOUTS = (CLASSIC, TOPIC)
 
 
 class TopicNames(NamedTuple):
-    """The names every call on one topic needs: in the classic layout mostly
-    shared by all topics, in the per-topic layout ``<prefix>{<topic>}:<kind>``.
+    """The names (and scripts) every call on one topic needs: in the classic layout
+    mostly shared by all topics, in the per-topic layout ``<prefix>{<topic>}:<kind>``.
     The classic layout's id-only calls know no topic: ``ready``, ``dead`` "".
     (What each key holds: the properties of :class:`Keys`.)"""
 
@@ -41,12 +42,17 @@ class TopicNames(NamedTuple):
     malformed: str
     receipt_seq: str
     dead: str
-    #: release.lua's ARGV[2]; "" in the per-topic layout, whose lists are not prefix + topic.
-    dead_prefix: str
-    #: The scheduled counts, the scripts' optional last key (none per topic: a pool is its count).
+    #: The scheduled counts, the classic scripts' last key (none per topic: a pool is its count).
     counts: Tuple[str, ...]
-    #: release.lua's KEYS[4]: the scheduled counts, or per topic the topic's dead list.
+    #: The scripts of the calls whose work differs by layout: push.lua or push_topic.lua, and so on.
+    push_script: str
+    push_many_script: str
+    remove_script: str
+    dead_script: str
+    release_script: str
+    #: release's KEYS[4] (the scheduled counts; per topic the topic's dead list), and its ARGV before the action.
     release4: str
+    release_head: Tuple[str, ...]
     outcomes: str
 
     def bucket(self, job_id: str) -> str:
@@ -90,17 +96,20 @@ class Keys:
             tag = f"{self.prefix}{{{topic}}}:"
             return TopicNames(pool=tag + "pool", bucket_prefix=tag + "job:", ready=tag + "ready",
                               reserved=tag + "reserved", malformed=tag + "malformed", receipt_seq=tag + "receipt_seq",
-                              dead=tag + "dead", dead_prefix="", counts=(), release4=tag + "dead",
-                              outcomes=tag + "outcomes")
+                              dead=tag + "dead", counts=(), push_script=scripts.PUSH_TOPIC,
+                              push_many_script=scripts.PUSH_MANY_TOPIC, remove_script=scripts.REMOVE_TOPIC,
+                              dead_script=scripts.DEAD_TOPIC, release_script=scripts.RELEASE_TOPIC,
+                              release4=tag + "dead", release_head=(tag + "job:",), outcomes=tag + "outcomes")
         return TopicNames(pool=self.job_pool, bucket_prefix=self.bucket_prefix,
                           ready="" if topic is None else self.ready_queue(topic), reserved=self.reserved,
                           malformed=self.malformed, receipt_seq=self.receipt_seq,
-                          dead="" if topic is None else self.dead(topic), dead_prefix=self.dead_prefix,
-                          counts=(self.scheduled_count,), release4=self.scheduled_count, outcomes=self.outcomes)
+                          dead="" if topic is None else self.dead(topic), counts=(self.scheduled_count,),
+                          push_script=scripts.PUSH, push_many_script=scripts.PUSH_MANY, remove_script=scripts.REMOVE,
+                          dead_script=scripts.DEAD, release_script=scripts.RELEASE, release4=self.scheduled_count,
+                          release_head=(self.bucket_prefix, self.dead_prefix), outcomes=self.outcomes)
 
     def topic(self, value: object) -> str:
-        """Check a topic (:func:`~delayer._rules.check_name`); in the per-topic
-        layout it is a hash tag, so ``{`` and ``}`` are refused too."""
+        """Check a topic in this layout (:func:`check_topic`)."""
         return check_topic(value, self.layout)
 
     def scope(self, topic: object) -> Optional[str]:

@@ -13,17 +13,21 @@ from typing import Dict
 
 __all__ = [
     "PUSH", "PUSH_MANY", "POP", "TAKE", "REMOVE", "RESERVE", "ACK", "TOUCH", "RELEASE", "RESCHEDULE", "DEAD", "LOOKUP",
-    "LIST", "STATS", "NAMES", "source",
+    "LIST", "STATS", "PUSH_TOPIC", "PUSH_MANY_TOPIC", "REMOVE_TOPIC", "DEAD_TOPIC", "RELEASE_TOPIC", "NAMES", "source",
 ]
 
 #: Script names, also their file names without ``.lua`` (each file's header says what it does).
 PUSH, PUSH_MANY, POP, TAKE, REMOVE = "push", "push_many", "pop", "take", "remove"
-#: The at-least-once mode (docs/PROTOCOL.md, "Reserve and ack"); clients use
-#: only release.lua's ``held`` mode (release and bury), ``expired`` is the server's.
+#: The at-least-once mode (docs/PROTOCOL.md, "Reserve and ack"); clients use only
+#: release.lua's (release_topic.lua's) ``held`` mode (release and bury), ``expired`` is the server's.
 RESERVE, ACK, TOUCH, RELEASE, RESCHEDULE, DEAD = "reserve", "ack", "touch", "release", "reschedule", "dead"
 #: Read-only inspection (:mod:`delayer.inspect`).
 LOOKUP, LIST, STATS = "lookup", "list", "stats"
-NAMES = (PUSH, PUSH_MANY, POP, TAKE, REMOVE, RESERVE, ACK, TOUCH, RELEASE, RESCHEDULE, DEAD, LOOKUP, LIST, STATS)
+#: The per-topic layout's own push, push_many, remove, dead and release (:meth:`delayer.keys.Keys.names` picks).
+PUSH_TOPIC, PUSH_MANY_TOPIC, REMOVE_TOPIC, DEAD_TOPIC, RELEASE_TOPIC = (
+    "push_topic", "push_many_topic", "remove_topic", "dead_topic", "release_topic")
+NAMES = (PUSH, PUSH_MANY, POP, TAKE, REMOVE, RESERVE, ACK, TOUCH, RELEASE, RESCHEDULE, DEAD, LOOKUP, LIST, STATS,
+         PUSH_TOPIC, PUSH_MANY_TOPIC, REMOVE_TOPIC, DEAD_TOPIC, RELEASE_TOPIC)
 
 _cache: Dict[str, bytes] = {}
 

@@ -62,7 +62,7 @@ fn policy(job: &Job) -> &'static str {
 pub(crate) fn push<'a>(names: &'a Names, job: &'a Job, durable: Option<Duration>) -> Result<Op<'a, SystemTime>> {
     let args = validate_job(names, job)?;
     let topic = &job.topic;
-    let mut inv = scripts::PUSH.prepare_invoke();
+    let mut inv = names.pick(&scripts::PUSH, &scripts::PUSH_TOPIC).prepare_invoke();
     inv.key(names.pool(topic)).key(names.bucket(topic, &job.id)).key(names.scheduled_count());
     inv.arg(&job.id).arg(topic).arg(&job.body[..]).arg(&args.0[..]).arg(policy(job)).arg(names.wake());
     inv.arg(&args.1);
@@ -102,18 +102,22 @@ pub(crate) fn push_many<'a>(
         }
     }
     let mut done = 0;
+    let (script, source) = names.pick(
+        (&*scripts::PUSH_MANY, scripts::PUSH_MANY_SRC),
+        (&*scripts::PUSH_MANY_TOPIC, scripts::PUSH_MANY_TOPIC_SRC),
+    );
     let pipes: Vec<_> = calls
         .chunks(CALLS_PER_PIPELINE)
         .map(|calls| {
             let mut batch = Batch::new();
             let mut pools = Vec::new();
             // On a cluster SCRIPT LOAD goes to every node.
-            batch.add_ignored(redis::cmd("SCRIPT").arg("LOAD").arg(scripts::PUSH_MANY_SRC).clone());
+            batch.add_ignored(redis::cmd("SCRIPT").arg("LOAD").arg(source).clone());
             for call_jobs in calls {
                 let topic = &call_jobs[0].topic;
                 let counts = names.scheduled_count();
                 let mut call = redis::cmd("EVALSHA");
-                call.arg(scripts::PUSH_MANY.get_hash()).arg(1 + usize::from(counts.is_some()));
+                call.arg(script.get_hash()).arg(1 + usize::from(counts.is_some()));
                 call.arg(names.pool(topic)).arg(counts);
                 call.arg(names.bucket_prefix(topic)).arg(policy(&call_jobs[0])).arg(names.wake());
                 for (job, args) in call_jobs.iter().zip(&args[done..]) {

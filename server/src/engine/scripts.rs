@@ -1,12 +1,12 @@
 //! The server's Lua scripts and their replies: `lua/move.lua` (due jobs to
 //! their ready queues), `lua/move_topic.lua` (the same for one topic of the
 //! per-topic layout), `lua/index.lua` (that layout's index after a drain) and
-//! `lua/release.lua` in its "expired" mode
-//! (reservations past their deadline: retry or dead letters).
+//! `lua/release.lua` (`release_topic.lua` in the per-topic layout) in its
+//! "expired" mode (reservations past their deadline: retry or dead letters).
 //!
 //! The script texts live once in the repository's `lua/` folder, with their
 //! KEYS and ARGV in their headers (`server/lua/move.lua` links to it, so
-//! `cargo package` carries it). release.lua is the one the SDKs run for
+//! `cargo package` carries it). The release pair is the one the SDKs run for
 //! release and bury, so an expired reservation is a failed attempt by the
 //! very same rules. Scripts are sent by SHA and loaded again when Redis
 //! answers NOSCRIPT (after a restart or SCRIPT FLUSH): by `redis::Script`
@@ -35,8 +35,11 @@ pub static MOVE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(include_s
 pub static INDEX: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/index.lua")));
 
 /// `release.lua`, run in its "expired" mode (its header states its KEYS and
-/// ARGV; the SDKs' copy, via the SDK crate).
+/// ARGV; the SDKs' copy, via delayer-protocol).
 pub static EXPIRE: &LazyLock<Script> = &delayer_protocol::scripts::RELEASE;
+
+/// `release_topic.lua`, the per-topic layout's twin of [`EXPIRE`].
+pub static EXPIRE_TOPIC: &LazyLock<Script> = &delayer_protocol::scripts::RELEASE_TOPIC;
 
 /// What one expire call did.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -92,15 +95,14 @@ pub fn expire_batch(conn: &mut Conn, keys: &Keys, batch_size: u32) -> redis::Red
 }
 
 /// The call that ends at most `batch_size` of one topic's reservations whose
-/// deadline has passed, in the per-topic layout (the topic's keys; its
-/// dead-letter list as `KEYS[4]` with an empty dead-letter prefix, as
-/// release.lua's header says). Send it with [`eval_each`]; read its reply
+/// deadline has passed, in the per-topic layout (release_topic.lua: the
+/// topic's keys, its dead-letter list as `KEYS[4]`). Send it with [`eval_each`]; read its reply
 /// with [`read_expire`].
 pub fn expire_topic_call(keys: &TopicKeys, topic: &str, batch_size: u32) -> Cmd {
     let script_keys =
         [keys.reserved(topic), keys.pool(topic), keys.malformed(topic), keys.dead(topic), keys.outcomes(topic)];
-    let mut call = evalsha(EXPIRE, &script_keys);
-    call.arg(keys.bucket_prefix(topic)).arg("").arg("backoff").arg("expired").arg(batch_size);
+    let mut call = evalsha(EXPIRE_TOPIC, &script_keys);
+    call.arg(keys.bucket_prefix(topic)).arg("backoff").arg("expired").arg(batch_size);
     call
 }
 

@@ -1,8 +1,8 @@
 //! The mover of the per-topic layout (`layout = topic`, PROTOCOL.md "The
 //! per-topic layout"): which topics have work comes from the `<prefix>due`
 //! index, and each is drained by move_topic.lua, which reads nothing per job,
-//! after its reservations past their deadline are ended (release.lua, as in
-//! the classic layout). The index time of a topic is the earlier of its first
+//! after its reservations past their deadline are ended (release_topic.lua,
+//! release.lua's per-topic twin). The index time of a topic is the earlier of its first
 //! due time and its first reservation deadline. The due topics' calls go many
 //! to a round trip ([`Waves`]): Redis, not the round trip, sets the pace of a
 //! drain.
@@ -176,7 +176,7 @@ impl TopicMover {
     fn drain(&self, conn: &mut Conn, topics: &[String], stop: &AtomicBool, report: &mut TickReport) -> RedisResult<()> {
         let full = u64::from(self.batch_size);
         // Expiry first: a retry due at once is then moved by this drain.
-        let expired = Waves::new(scripts::EXPIRE, self.batch_size).run(
+        let expired = Waves::new(scripts::EXPIRE_TOPIC, self.batch_size).run(
             conn,
             topics,
             stop,

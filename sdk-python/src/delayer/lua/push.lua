@@ -1,11 +1,8 @@
--- push: schedule one job (delayer's PUSH).
+-- push: schedule one job (delayer's PUSH) in the classic layout.
 --
 -- KEYS[1]  job pool          ZSET  <prefix>job_pool
 -- KEYS[2]  job bucket        HASH  <prefix>job_bucket:<id>
--- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (topic -> jobs waiting);
---          absent in the per-topic layout (a topic's pool is its count),
---          whose buckets also keep their due time (field due, "s.mmm", read
---          for the ready-queue age; the classic bucket stays Delayer 1.x's)
+-- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (topic -> jobs waiting)
 -- ARGV[1]  job id
 -- ARGV[2]  topic
 -- ARGV[3]  body (binary-safe, may be empty)
@@ -39,8 +36,7 @@
 -- writes it.
 -- A due time before the pool's earliest (or into an empty pool) is announced
 -- on the wake channel as "<due> <topic>": a server sleeping toward a later
--- time wakes for it, and in the per-topic layout writes the topic into its
--- index (PROTOCOL.md, "The per-topic layout"); the caller writes no index.
+-- time wakes for it.
 -- PUBLISH is a pcall: an ACL user without the channel still pushes (the
 -- server then finds the job within timer_interval).
 if redis.replicate_commands then pcall(redis.replicate_commands) end
@@ -75,14 +71,9 @@ if type(added) == 'table' then
   if string.sub(added.err, 1, 9) ~= 'WRONGTYPE' then return added end
   return redis.error_reply('WRONGTYPE ' .. shown(KEYS[1]) .. ' is a ' .. redis.call('TYPE', KEYS[1]).ok .. ', not a zset')
 end
-local was_waiting = added == 0
-local old_topic = was_waiting and redis.pcall('HGET', KEYS[2], 'topic')
+local old_topic = added == 0 and redis.pcall('HGET', KEYS[2], 'topic')
 redis.call('DEL', KEYS[2])
-if KEYS[3] then
-  redis.call('HSET', KEYS[2], 'topic', ARGV[2], 'body', ARGV[3])
-else
-  redis.call('HSET', KEYS[2], 'topic', ARGV[2], 'body', ARGV[3], 'due', due)
-end
+redis.call('HSET', KEYS[2], 'topic', ARGV[2], 'body', ARGV[3])
 if (ARGV[6] or '') ~= '' then
   redis.call('HSET', KEYS[2], 'max_attempts', ARGV[6])
 end
@@ -95,12 +86,11 @@ end
 redis.call('PEXPIRE', KEYS[2], delay_ms + tonumber(ARGV[5]))
 -- The counts last, and under pcall: the job is written whatever happens to
 -- them (a count hash of the wrong type is reported by the server and stats).
-local counts = KEYS[3]
-if counts and type(old_topic) == 'string' and old_topic ~= '' and old_topic ~= ARGV[2] then
-  local left = redis.pcall('HINCRBY', counts, old_topic, -1)
-  if type(left) == 'number' and left <= 0 then redis.call('HDEL', counts, old_topic) end
+if type(old_topic) == 'string' and old_topic ~= '' and old_topic ~= ARGV[2] then
+  local left = redis.pcall('HINCRBY', KEYS[3], old_topic, -1)
+  if type(left) == 'number' and left <= 0 then redis.call('HDEL', KEYS[3], old_topic) end
 end
-if counts and old_topic ~= ARGV[2] then redis.pcall('HINCRBY', counts, ARGV[2], 1) end
+if old_topic ~= ARGV[2] then redis.pcall('HINCRBY', KEYS[3], ARGV[2], 1) end
 if head and (not head[2] or tonumber(due) < tonumber(head[2])) then
   redis.pcall('PUBLISH', wake, due .. ' ' .. ARGV[2])
 end

@@ -1,10 +1,8 @@
--- push_many: schedule up to 100 jobs in one call (delayer's bulk PUSH).
+-- push_many: schedule up to 100 jobs in one call (delayer's bulk PUSH) in
+-- the classic layout.
 --
 -- KEYS[1]  job pool          ZSET  <prefix>job_pool
--- KEYS[2]  scheduled counts  HASH  <prefix>scheduled_count (as push.lua's KEYS[3]);
---          absent in the per-topic layout, where one call holds one topic's
---          jobs (KEYS[1] and ARGV[1] are that topic's) and buckets keep their
---          due time (field due, as push.lua writes it)
+-- KEYS[2]  scheduled counts  HASH  <prefix>scheduled_count (as push.lua's KEYS[3])
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  duplicate policy, "replace" or "absent" (see push.lua)
 -- ARGV[3]  wake channel "<prefix>wake" (both layouts), or "": none (see push.lua)
@@ -74,11 +72,7 @@ for i = 4, #ARGV, 10 do
     end
     count(ARGV[i + 1], 1)
     redis.call('DEL', bucket)
-    if KEYS[2] then
-      redis.call('HSET', bucket, 'topic', ARGV[i + 1], 'body', ARGV[i + 2])
-    else
-      redis.call('HSET', bucket, 'topic', ARGV[i + 1], 'body', ARGV[i + 2], 'due', score)
-    end
+    redis.call('HSET', bucket, 'topic', ARGV[i + 1], 'body', ARGV[i + 2])
     if ARGV[i + 5] ~= '' then
       redis.call('HSET', bucket, 'max_attempts', ARGV[i + 5])
     end
@@ -93,13 +87,10 @@ for i = 4, #ARGV, 10 do
     if not earliest_ms or due_ms < earliest_ms then earliest_ms, earliest_topic = due_ms, ARGV[i + 1] end
   end
 end
-if #topics > 0 and KEYS[2] then
-  local counts = KEYS[2]
-  -- under pcall, as in push.lua: the jobs are written whatever happens to the counts
-  for _, topic in ipairs(topics) do
-    local left = delta[topic] ~= 0 and redis.pcall('HINCRBY', counts, topic, delta[topic])
-    if type(left) == 'number' and left <= 0 then redis.call('HDEL', counts, topic) end
-  end
+-- under pcall, as in push.lua: the jobs are written whatever happens to the counts
+for _, topic in ipairs(topics) do
+  local left = delta[topic] ~= 0 and redis.pcall('HINCRBY', KEYS[2], topic, delta[topic])
+  if type(left) == 'number' and left <= 0 then redis.call('HDEL', KEYS[2], topic) end
 end
 if head and earliest_ms and (not head[2] or earliest_ms < math.floor(tonumber(head[2]) * 1000 + 0.5)) then
   local at = string.format('%d.%03d', math.floor(earliest_ms / 1000), earliest_ms % 1000)

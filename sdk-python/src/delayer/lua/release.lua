@@ -1,28 +1,25 @@
--- release: end reservations without success. One home for what a failed
--- attempt means, whoever ends it: a worker's release (try again later) or
--- bury (give up), and the server's expiry of reservations past their ttr.
+-- release: end reservations without success, in the classic layout.
+-- One home for what a failed attempt means, whoever ends it: a worker's
+-- release (try again later) or bury (give up), and the server's expiry of
+-- reservations past their ttr.
 --
 -- KEYS[1]  reserved          ZSET  <prefix>reserved (score: deadline, Unix ms)
 -- KEYS[2]  job pool          ZSET  <prefix>job_pool
 -- KEYS[3]  malformed list    LIST  <prefix>malformed
 -- KEYS[4]  scheduled counts  HASH  <prefix>scheduled_count (a retried job
---          counts again on its topic's field); in the per-topic layout
---          (ARGV[2] ""): the topic's dead-letter list  LIST
---          <prefix>{<topic>}:dead, and nothing is counted
+--          counts again on its topic's field)
 -- KEYS[5]  outcome counts    HASH  <prefix>outcomes (each ended reservation
 --          adds 1 to a field of its topic: "released:<topic>" (retried),
 --          "dead_lettered:<topic>" (to dead letters, buried or out of
 --          attempts) and also "buried:<topic>" (bury), which the server
 --          exports)
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:" (a bucket is it + id)
--- ARGV[2]  dead-letter prefix, "<prefix>dead:" (a topic's list is it + topic),
---          or "" in the per-topic layout, where every id of KEYS[1] is of
---          KEYS[4]'s topic
+-- ARGV[2]  dead-letter prefix, "<prefix>dead:" (a topic's list is it + topic)
 -- ARGV[3]  what happens to the job: a delay in ms (release with a delay),
 --          "backoff" (the job's own backoff), or "bury" (dead letters now)
 -- ARGV[4]  "held": end one reservation held by a worker (8 ARGV, all sent)
 --            ARGV[5] job id, ARGV[6] receipt, or "" for the current one,
---            ARGV[7] wake channel "<prefix>wake" (both layouts), or "":
+--            ARGV[7] wake channel "<prefix>wake", or "":
 --            none ("<due> <topic>" published when the new due time
 --            comes before the pool's earliest, as push.lua does)
 --            ARGV[8] why the attempt failed, or "": not said; kept in
@@ -69,11 +66,10 @@ local function shown(s)
   return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
 end
 local reserved, pool, malformed = KEYS[1], KEYS[2], KEYS[3]
-local buckets, deads, action = ARGV[1], ARGV[2], ARGV[3]
-local counts, dead_list, outcomes = KEYS[4], nil, KEYS[5]
-if deads == '' then
-  counts, dead_list = nil, KEYS[4]
-end
+local buckets, outcomes = ARGV[1], KEYS[5]
+local counts, deads, action = KEYS[4], ARGV[2], ARGV[3]
+-- the mode and its arguments (ARGV[4..] here)
+local mode = {unpack(ARGV, 4)}
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function seconds(ms)
@@ -104,7 +100,7 @@ end
 -- Counts one outcome of `topic` (a count only: a key of the wrong type, or
 -- a field that is no integer, skips it).
 local function tally(outcome, topic)
-  if outcomes then redis.pcall('HINCRBY', outcomes, outcome .. ':' .. topic, 1) end
+  redis.pcall('HINCRBY', outcomes, outcome .. ':' .. topic, 1)
 end
 
 -- Ends the reservation of `id` (its bucket read as `job`); returns the due
@@ -115,7 +111,7 @@ local function fail(id, bucket, job, why)
   local attempts, max_attempts = tonumber(job[3]) or 0, tonumber(job[4]) or 0
   if action == 'bury' or (max_attempts > 0 and attempts >= max_attempts) then
     local reason = action == 'bury' and 'buried' or 'max_attempts'
-    local list = dead_list or deads .. job[1]
+    local list = deads .. job[1]
     local list_kind = kind(list)
     if list_kind ~= 'list' and list_kind ~= 'none' then
       return nil, {list, list_kind, 'list'}
@@ -142,15 +138,15 @@ local function fail(id, bucket, job, why)
   else
     redis.call('HSET', bucket, 'due', due)
   end
-  if counts then redis.pcall('HINCRBY', counts, job[1], 1) end -- a count only: never fails the release
+  redis.pcall('HINCRBY', counts, job[1], 1) -- a count only: never fails the release
   tally('released', job[1])
   return due
 end
 
 local FIELDS = {'topic', 'receipt', 'attempts', 'max_attempts', 'backoff', 'backoff_ms', 'backoff_max_ms'}
 
-if ARGV[4] == 'held' then
-  local id, receipt = ARGV[5], ARGV[6]
+if mode[1] == 'held' then
+  local id, receipt = mode[2], mode[3]
   local bucket = buckets .. id
   local job = redis.pcall('HMGET', bucket, unpack(FIELDS))
   local held_at, waiting = redis.pcall('ZSCORE', reserved, id), redis.pcall('ZSCORE', pool, id)
@@ -160,9 +156,9 @@ if ARGV[4] == 'held' then
       or not held_at or waiting then
     return false
   end
-  local wake = ARGV[7] or ''
+  local wake = mode[4] or ''
   local head = wake ~= '' and redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
-  local outcome, bad = fail(id, bucket, job, string.sub(ARGV[8] or '', 1, 1000))
+  local outcome, bad = fail(id, bucket, job, string.sub(mode[5] or '', 1, 1000))
   if not outcome then return wrong(bad[1], 'list') end
   if head and outcome ~= 'dead' and (not head[2] or tonumber(outcome) < tonumber(head[2])) then
     redis.pcall('PUBLISH', wake, outcome .. ' ' .. job[1])
@@ -170,7 +166,7 @@ if ARGV[4] == 'held' then
   return outcome
 end
 
-local batch = tonumber(ARGV[5])
+local batch = tonumber(mode[2])
 local bad_keys = {}
 local function bad(entry)
   for _, v in ipairs(entry) do bad_keys[#bad_keys + 1] = v end

@@ -1,0 +1,27 @@
+-- remove: cancel a job (delayer's REMOVE) in the classic layout.  --@classic
+-- remove_topic: cancel a job (delayer's REMOVE) in the per-topic layout.  --@topic
+--
+-- KEYS[1]  job pool          ZSET  <prefix>job_pool
+-- KEYS[2]  job bucket        HASH  <prefix>job_bucket:<id>
+-- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (topic -> jobs  --@classic
+--          waiting): -1 on the job's topic when it was waiting  --@classic
+-- ARGV[1]  job id
+--
+-- Returns 1 when there was something to cancel, 0 when the job was unknown
+-- (never pushed, already popped, or expired).
+--
+-- A job still waiting leaves the pool. A job already moved to its ready queue
+-- but not yet popped loses its bucket, so pop skips it: it is cancelled too.
+local topic = redis.pcall('HGET', KEYS[2], 'topic')  --@classic
+local in_pool = redis.call('ZREM', KEYS[1], ARGV[1])
+local bucket = redis.call('DEL', KEYS[2])
+-- The count under pcall: the job is cancelled whatever happens to it (a  --@classic
+-- count hash of the wrong type is reported by the server and stats).  --@classic
+if in_pool == 1 and type(topic) == 'string' and topic ~= '' then  --@classic
+  local left = redis.pcall('HINCRBY', KEYS[3], topic, -1)  --@classic
+  if type(left) == 'number' and left <= 0 then redis.call('HDEL', KEYS[3], topic) end  --@classic
+end  --@classic
+if in_pool + bucket > 0 then
+  return 1
+end
+return 0

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Build the layout pairs of lua/ from their one source in lua/layouts/.
+
+A script whose work differs between the key layouts is two scripts, one
+shape each (issue 21, "one shape per script"): lua/<name>.lua for the
+classic layout and lua/<name>_topic.lua for the per-topic one. Both come
+from lua/layouts/<name>.lua, so their shared logic is written once:
+
+- a line ending in ``--@classic`` is in the classic script only,
+- a line ending in ``--@topic`` is in the per-topic script only,
+- every other line is in both.
+
+The marker and the spaces before it are dropped. The outputs are checked in
+(every SDK loads lua/ as it is, and its copies must be byte-identical);
+``--check`` fails when one is stale, and the test suite runs it.
+
+    python3 tools/lua-layouts.py          # write lua/<name>.lua and lua/<name>_topic.lua
+    python3 tools/lua-layouts.py --check  # exit 1 when an output differs
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+LUA = Path(__file__).resolve().parent.parent / "lua"
+MARK = re.compile(r"\s*--@(classic|topic)$")
+
+
+def render(source: str, layout: str) -> str:
+    out = []
+    for line in source.splitlines():
+        mark = MARK.search(line)
+        if mark is None:
+            out.append(line)
+        elif mark.group(1) == layout:
+            out.append(line[: mark.start()])
+    return "\n".join(out) + "\n"
+
+
+def outputs() -> dict[Path, str]:
+    built = {}
+    for src in sorted((LUA / "layouts").glob("*.lua")):
+        text = src.read_text()
+        built[LUA / src.name] = render(text, "classic")
+        built[LUA / (src.stem + "_topic.lua")] = render(text, "topic")
+    return built
+
+
+def main(argv: list[str]) -> int:
+    check = argv[1:] == ["--check"]
+    stale = []
+    for path, text in outputs().items():
+        if path.exists() and path.read_text() == text:
+            continue
+        if check:
+            stale.append(path.name)
+        else:
+            path.write_text(text)
+            print(f"wrote lua/{path.name}")
+    if stale:
+        print(f"stale (run tools/lua-layouts.py): {', '.join(stale)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
