@@ -12,9 +12,11 @@ from lua/layouts/<name>.lua, so their shared logic is written once:
 
 The marker and the spaces before it are dropped. The outputs are checked in
 (every SDK loads lua/ as it is, and its copies must be byte-identical);
-``--check`` fails when one is stale, and the test suite runs it.
+``--check`` fails when one is stale, and the test suite runs it. Writing
+also refreshes the Python and PHP SDKs' copies of the outputs
+(conformance/test_conformance_lua.py holds every copy to lua/).
 
-    python3 tools/lua-layouts.py          # write lua/<name>.lua and lua/<name>_topic.lua
+    python3 tools/lua-layouts.py          # write lua/<name>.lua and lua/<name>_topic.lua, and the copies
     python3 tools/lua-layouts.py --check  # exit 1 when an output differs
 """
 
@@ -24,7 +26,9 @@ import re
 import sys
 from pathlib import Path
 
-LUA = Path(__file__).resolve().parent.parent / "lua"
+ROOT = Path(__file__).resolve().parent.parent
+LUA = ROOT / "lua"
+COPIES = [ROOT / "sdk-python" / "src" / "delayer" / "lua", ROOT / "sdk-php" / "lua"]
 MARK = re.compile(r"\s*--@(classic|topic)$")
 
 
@@ -57,8 +61,9 @@ def main(argv: list[str]) -> int:
         if check:
             stale.append(path.name)
         else:
-            path.write_text(text)
-            print(f"wrote lua/{path.name}")
+            for out in [path] + [d / path.name for d in COPIES]:
+                out.write_text(text)
+                print(f"wrote {out.relative_to(ROOT)}")
     if stale:
         print(f"stale (run tools/lua-layouts.py): {', '.join(stale)}", file=sys.stderr)
         return 1
