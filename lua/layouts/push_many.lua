@@ -43,6 +43,7 @@ local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local earliest_ms, earliest_topic
 local due = {}
+local last_ms, last_score
 -- per-topic changes of the scheduled counts, applied once per topic  --@classic
 local delta, topics = {}, {}  --@classic
 local function count(topic, n)  --@classic
@@ -60,7 +61,11 @@ for i = 4, #ARGV, 10 do
     due[#due + 1] = {type(topic) == 'string' and topic or '', redis.call('ZSCORE', KEYS[1], id) or ''}
   else
     local due_ms = now_ms + delay_ms
-    local score = string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
+    -- A bulk push's jobs mostly share one delay: format each due time once.
+    if due_ms ~= last_ms then
+      last_ms, last_score = due_ms, string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
+    end
+    local score = last_score
     -- ZADD first, as in push.lua: the call that can fail writes nothing
     -- after it. (Only the first can: the pool's type and Redis's memory
     -- do not change within a call.)

@@ -2,7 +2,7 @@
 //! the loop calls Redis with the async client, and blocking waits run as
 //! tasks of their own. Decisions are the engine's.
 
-use super::engine::{panic_text, Action, Core, Start, WAIT};
+use super::engine::{panic_text, Action, Core, Fetch, Start, WAIT};
 use super::{fetch, settings_builder, task_type, worker_type, Delivery};
 use crate::aio::Delayer;
 use crate::Result;
@@ -65,6 +65,7 @@ worker_type! {
 }
 
 enum Msg {
+    Fetched(Fetch, Result<(Vec<bool>, Vec<Delivery>)>),
     Waited(String, Result<bool>),
     Stop,
 }
@@ -148,12 +149,7 @@ impl Loop<'_> {
                 self.joined(joined);
             }
             match self.core.next(Instant::now()) {
-                Action::Fetch { topic, n, acks } => {
-                    let result = self.fetch(&topic, n, &acks).await;
-                    for start in self.core.fetched(&topic, n, acks, result, Instant::now()) {
-                        self.dispatch(start);
-                    }
-                }
+                Action::Fetch(f) => self.fetch(f),
                 Action::Release { delivery, error, now } => {
                     let delay = now.then_some(Duration::ZERO);
                     let result = client.release_with_error(delivery.job_ref(), delay, &error).await;
@@ -190,6 +186,11 @@ impl Loop<'_> {
     fn take(&mut self, msg: Msg) {
         let now = Instant::now();
         match msg {
+            Msg::Fetched(f, result) => {
+                for start in self.core.fetched(f, result, now) {
+                    self.dispatch(start);
+                }
+            }
             Msg::Waited(topic, result) => self.core.waited(&topic, result, now),
             Msg::Stop => self.core.stop(now),
         }
@@ -212,8 +213,15 @@ impl Loop<'_> {
         }
     }
 
-    async fn fetch(&self, topic: &str, n: usize, acks: &[Arc<Delivery>]) -> Result<(Vec<bool>, Vec<Delivery>)> {
-        fetch!(self, topic, n, acks, await)
+    /// Sends a fetch as a task of its own: the loop goes on starting and
+    /// acking jobs while Redis answers.
+    fn fetch(&mut self, f: Fetch) {
+        let (client, events, settings) =
+            (self.worker.client.clone(), self.events.clone(), self.core.settings().clone());
+        tokio::spawn(async move {
+            let result = fetch!(client, settings, f, await);
+            let _ = events.send(Msg::Fetched(f, result));
+        });
     }
 
     /// A blocking wait until the topic has a ready job (taking nothing),

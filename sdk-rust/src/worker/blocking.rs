@@ -2,7 +2,7 @@
 //! loop calls Redis with the blocking client, and blocking waits run on
 //! threads of their own. Decisions are the engine's.
 
-use super::engine::{panic_text, Action, Core, Start, WAIT};
+use super::engine::{panic_text, Action, Core, Fetch, Start, IN_FLIGHT, WAIT};
 use super::{fetch, settings_builder, task_type, worker_type, Delivery};
 use crate::{Delayer, Result};
 use std::fmt::Display;
@@ -46,6 +46,7 @@ worker_type! {
 
 enum Msg {
     Done(u64, std::result::Result<(), String>),
+    Fetched(Fetch, Result<(Vec<bool>, Vec<Delivery>)>),
     Waited(String, Result<bool>),
     Stop,
 }
@@ -84,8 +85,9 @@ impl Worker {
             let _ = stop_events.send(Msg::Stop);
         });
         let jobs = self.start_threads(&events)?;
+        let fetches = self.start_fetchers(&events)?;
         let mut core = Core::new(self.settings.clone(), topics);
-        let mut run = Loop { worker: &self, core: &mut core, events, jobs };
+        let mut run = Loop { worker: &self, core: &mut core, events, jobs, fetches };
         run.run(&inbox);
         core.finish()
     }
@@ -111,6 +113,30 @@ impl Worker {
         }
         Ok(jobs)
     }
+
+    /// The threads that send fetches, so the loop goes on starting and
+    /// acking jobs while Redis answers (the engine has up to two out).
+    /// They end when the loop drops its sender.
+    fn start_fetchers(&self, events: &Sender<Msg>) -> Result<Sender<Fetch>> {
+        let (fetches, queue) = mpsc::channel::<Fetch>();
+        let queue = Arc::new(Mutex::new(queue));
+        for n in 0..IN_FLIGHT {
+            let (queue, events) = (queue.clone(), events.clone());
+            let (client, settings) = (self.client.clone(), self.settings.clone());
+            thread::Builder::new()
+                .name(format!("delayer-fetch-{n}"))
+                .spawn(move || loop {
+                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    let Ok(f) = next else { return };
+                    let result = fetch!(client, settings, f);
+                    if events.send(Msg::Fetched(f, result)).is_err() {
+                        return;
+                    }
+                })
+                .map_err(|e| crate::Error::InvalidArgument(format!("cannot start a worker thread: {e}")))?;
+        }
+        Ok(fetches)
+    }
 }
 
 /// One run of the loop.
@@ -119,6 +145,7 @@ struct Loop<'a> {
     core: &'a mut Core,
     events: Sender<Msg>,
     jobs: Sender<(u64, Task, Handler)>,
+    fetches: Sender<Fetch>,
 }
 
 impl Loop<'_> {
@@ -129,10 +156,10 @@ impl Loop<'_> {
                 self.take(msg);
             }
             match self.core.next(Instant::now()) {
-                Action::Fetch { topic, n, acks } => {
-                    let result = self.fetch(&topic, n, &acks);
-                    for start in self.core.fetched(&topic, n, acks, result, Instant::now()) {
-                        self.dispatch(start);
+                Action::Fetch(f) => {
+                    if let Err(mpsc::SendError(f)) = self.fetches.send(f) {
+                        let error = crate::Error::Connection("the worker's fetch threads are gone".into());
+                        self.take(Msg::Fetched(f, Err(error)));
                     }
                 }
                 Action::Release { delivery, error, now } => {
@@ -165,13 +192,14 @@ impl Loop<'_> {
         let now = Instant::now();
         match msg {
             Msg::Done(slot, outcome) => self.core.done(slot, outcome, now),
+            Msg::Fetched(f, result) => {
+                for start in self.core.fetched(f, result, now) {
+                    self.dispatch(start);
+                }
+            }
             Msg::Waited(topic, result) => self.core.waited(&topic, result, now),
             Msg::Stop => self.core.stop(now),
         }
-    }
-
-    fn fetch(&self, topic: &str, n: usize, acks: &[Arc<Delivery>]) -> Result<(Vec<bool>, Vec<Delivery>)> {
-        fetch!(self, topic, n, acks)
     }
 
     /// A blocking wait until the topic has a ready job (taking nothing),

@@ -24,6 +24,12 @@ const RETRY_MAX: Duration = Duration::from_secs(1);
 /// for the few that are: one round trip then carries a batch (the Python
 /// worker's GATHER too), and Redis pays its per-call cost once per batch.
 const GATHER: Duration = Duration::from_millis(5);
+/// Fetches out at once (one below concurrency 8, as in every SDK). With two,
+/// Redis works on one batch while the loop starts and acks the other's jobs:
+/// a single fetch leaves Redis idle for the client's share of every round
+/// trip, and the client for Redis's.
+pub(crate) const IN_FLIGHT: usize = 2;
+const IN_FLIGHT_FROM: usize = 8;
 /// What a reservation released at stop carries as its last error.
 /// The same text in every SDK (PROTOCOL.md, "The Worker runtime").
 pub(crate) const STOPPED: &str = "WorkerStopped: the worker stopped before the handler finished";
@@ -104,11 +110,19 @@ pub(crate) struct Start {
     pub(crate) lease: Arc<Lease>,
 }
 
+/// A fetch: reserve_many (acks first, then up to `n` jobs), or at most once
+/// up to `n` pops. The loop sends it without waiting for the answer (up to
+/// [`IN_FLIGHT`] are out) and reports it with [`Core::fetched`].
+pub(crate) struct Fetch {
+    pub(crate) topic: String,
+    pub(crate) n: usize,
+    pub(crate) acks: Vec<Arc<Delivery>>,
+}
+
 /// What the loop does next.
 pub(crate) enum Action {
-    /// reserve_many (acks first, then up to `n` jobs), or at most once up to
-    /// `n` pops; report with [`Core::fetched`].
-    Fetch { topic: String, n: usize, acks: Vec<Arc<Delivery>> },
+    /// Send a [`Fetch`]; report its answer with [`Core::fetched`].
+    Fetch(Fetch),
     /// Release a reservation: with its backoff and `error`, or (`now`) due
     /// at once; report with [`Core::released`].
     Release { delivery: Arc<Delivery>, error: String, now: bool },
@@ -160,6 +174,9 @@ pub(crate) struct Core {
     running: HashMap<u64, Running>,
     next_slot: u64,
     acks: Vec<Arc<Delivery>>,
+    /// Fetches out, and the jobs they asked for (their slots are taken).
+    fetching: usize,
+    asked: usize,
     releases: VecDeque<Release>,
     retry_at: Option<Instant>,
     retry_delay: Duration,
@@ -184,6 +201,8 @@ impl Core {
             running: HashMap::new(),
             next_slot: 0,
             acks: Vec::new(),
+            fetching: 0,
+            asked: 0,
             releases: VecDeque::new(),
             retry_at: None,
             retry_delay: RETRY_MIN,
@@ -204,7 +223,7 @@ impl Core {
     }
 
     fn free(&self) -> usize {
-        self.s.concurrency.saturating_sub(self.running.len())
+        self.s.concurrency.saturating_sub(self.running.len() + self.asked)
     }
 
     /// The next topic in turn that `pick` accepts (round robin: fair).
@@ -225,7 +244,7 @@ impl Core {
             if !self.running.is_empty() {
                 return self.abort();
             }
-            if self.nothing_to_send() || now >= by + RETRY_MAX {
+            if (self.nothing_to_send() && self.fetching == 0) || now >= by + RETRY_MAX {
                 return self.finish_now();
             }
         }
@@ -246,26 +265,28 @@ impl Core {
         }
         let free = self.free();
         let gather = !stopping && free > 0 && self.gathering(free, now);
-        if !stopping && free > 0 && !gather {
+        let can_fetch = self.fetching < if self.s.concurrency >= IN_FLIGHT_FROM { IN_FLIGHT } else { 1 };
+        if !stopping && free > 0 && !gather && can_fetch {
             if let Some(ix) = self.rotate(|t| !t.empty && !t.waiting) {
                 let share = self.s.concurrency.div_ceil(self.topics.len());
                 let n = free.min(share).min(crate::validate::MAX_RESERVE_MANY);
                 self.gather_until = None;
-                return Action::Fetch { topic: self.topics[ix].name.clone(), n, acks: std::mem::take(&mut self.acks) };
+                return self.fetch(self.topics[ix].name.clone(), n);
             }
         }
-        if !self.acks.is_empty() && !gather {
-            let topic = self.topics[self.cursor].name.clone();
-            return Action::Fetch { topic, n: 0, acks: std::mem::take(&mut self.acks) };
+        if !self.acks.is_empty() && !gather && can_fetch {
+            return self.fetch(self.topics[self.cursor].name.clone(), 0);
         }
+        // A topic found empty is waited on; one with jobs is fetched from
+        // once a fetch comes back.
         if !stopping && free > 0 && !gather {
-            if let Some(ix) = self.rotate(|t| !t.waiting) {
+            if let Some(ix) = self.rotate(|t| t.empty && !t.waiting) {
                 self.topics[ix].waiting = true;
                 return Action::Wait { topic: self.topics[ix].name.clone() };
             }
         }
         // A wait still out takes nothing: it is not waited for.
-        if stopping && self.running.is_empty() && self.nothing_to_send() {
+        if stopping && self.running.is_empty() && self.nothing_to_send() && self.fetching == 0 {
             return self.finish_now();
         }
         let touch_at = self.running.values().filter(|r| r.delivery.receipt.is_some()).map(|r| r.lease.get().1).min();
@@ -275,6 +296,12 @@ impl Core {
         let gather_at = self.gather_until.filter(|_| gather);
         let until = [touch_at, stop_at, gather_at].into_iter().flatten().min();
         Action::Idle { until }
+    }
+
+    fn fetch(&mut self, topic: String, n: usize) -> Action {
+        self.fetching += 1;
+        self.asked += n;
+        Action::Fetch(Fetch { topic, n, acks: std::mem::take(&mut self.acks) })
     }
 
     /// Whether to wait (up to [`GATHER`]) for more slots before fetching:
@@ -373,16 +400,18 @@ impl Core {
         }
     }
 
-    /// The answer to [`Action::Fetch`]: the ack flags and the jobs taken
-    /// (`n` asked), or the error. Returns the jobs to start.
+    /// The answer to [`Action::Fetch`]: the ack flags and the jobs taken,
+    /// or the error. Returns the jobs to start (also after a stop: they are
+    /// reserved, and run in the grace period or are released at its end).
     pub(crate) fn fetched(
         &mut self,
-        topic: &str,
-        n: usize,
-        acks: Vec<Arc<Delivery>>,
+        fetch: Fetch,
         result: crate::Result<(Vec<bool>, Vec<Delivery>)>,
         now: Instant,
     ) -> Vec<Start> {
+        let Fetch { topic, n, acks } = fetch;
+        self.fetching = self.fetching.saturating_sub(1);
+        self.asked = self.asked.saturating_sub(n);
         let (flags, jobs) = match result {
             Ok(answer) => answer,
             Err(e) => {

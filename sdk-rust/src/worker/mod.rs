@@ -261,29 +261,39 @@ macro_rules! task_type {
 }
 use task_type;
 
-/// The body of both workers' `fetch`: at most once, pops until `n` jobs or
-/// an empty queue (a failure after some jobs keeps them: they are gone from
-/// Redis, so they run); at least once, one `reserve_many` with the acks.
-/// `await` for the async worker's client.
+/// The answer to both workers' [`engine::Fetch`], as a
+/// `Result<(ack flags, jobs)>`: at most once, pops until `n` jobs or an empty
+/// queue (a failure after some jobs keeps them: they are gone from Redis, so
+/// they run); at least once, one `reserve_many` with the acks. `await` for
+/// the async worker's client.
 macro_rules! fetch {
-    ($loop:ident, $topic:ident, $n:ident, $acks:ident $(, $await:tt)?) => {{
-        let (client, ttr) = (&$loop.worker.client, $loop.core.settings().ttr);
-        if $loop.core.settings().mode == $crate::worker::engine::Mode::AtMostOnce {
+    ($client:ident, $settings:ident, $f:ident $(, $await:tt)?) => {{
+        let (topic, n) = ($f.topic.as_str(), $f.n);
+        if $settings.mode == $crate::worker::engine::Mode::AtMostOnce {
             let mut jobs = Vec::new();
-            while jobs.len() < $n {
-                match client.pop($topic)$(.$await)? {
+            let mut failed = None;
+            while jobs.len() < n {
+                match $client.pop(topic)$(.$await)? {
                     Ok(Some(m)) => jobs.push(m.into()),
                     Ok(None) => break,
                     // The jobs popped are gone from Redis: run them.
                     Err(_) if !jobs.is_empty() => break,
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
                 }
             }
-            return Ok((Vec::new(), jobs));
+            match failed {
+                Some(e) => Err(e),
+                None => Ok((Vec::new(), jobs)),
+            }
+        } else {
+            let refs: Vec<_> = $f.acks.iter().map(|d| d.job_ref()).collect();
+            $client
+                .reserve_many(topic, $settings.ttr, n, &refs)$(.$await)?
+                .map(|(flags, jobs)| (flags, jobs.into_iter().map($crate::worker::Delivery::from).collect()))
         }
-        let refs: Vec<_> = $acks.iter().map(|d| d.job_ref()).collect();
-        let (flags, jobs) = client.reserve_many($topic, ttr, $n, &refs)$(.$await)??;
-        Ok((flags, jobs.into_iter().map($crate::worker::Delivery::from).collect()))
     }};
 }
 use fetch;
