@@ -1,7 +1,7 @@
 """Throughput of the Python SDK's Worker (issue 14), runnable alone.
 
 usage: python bench/worker_bench.py [--url REDIS_URL] [--jobs 100000]
-                                    [--concurrency 100] [--asyncio]
+                                    [--concurrency 100] [--asyncio] [--commands]
 
 Pushes JOBS jobs due at once (push_many) to topic "bench", makes them ready
 with the server's move.lua (not timed), then times a Worker draining them at
@@ -10,6 +10,9 @@ starts a redis-server of its own on a free loopback port (--save "" and no
 AOF, as bench/run.sh's). Prints one JSON line: jobs, seconds, jobs_per_s,
 first_job_ms (from the start of run() to the first handler call), and Redis's
 own time in reserve.lua per job (commandstats), which bounds the rate.
+--commands adds "commands": Redis's time per job in each command the run
+made, the scripts' inner commands included (commandstats counts them apart;
+a script's own figure includes its inner commands' time).
 """
 
 from __future__ import annotations
@@ -83,6 +86,16 @@ def script_usec(url: str) -> float:
     return float(sum(v["usec"] for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval")))
 
 
+def command_usec(url: str, jobs: int) -> Dict[str, Any]:
+    """Per command: calls and microseconds of Redis per job, dearest first."""
+    raw = redis.Redis.from_url(url)
+    stats: Dict[str, Any] = raw.info("commandstats")
+    raw.close()
+    rows = sorted(stats.items(), key=lambda kv: -kv[1]["usec"])
+    return {k.removeprefix("cmdstat_"): {"calls_per_job": round(v["calls"] / jobs, 3),
+                                         "usec_per_job": round(v["usec"] / jobs, 2)} for k, v in rows}
+
+
 def run_threads(url: str, jobs: int, concurrency: int) -> "tuple[float, float]":
     d = Delayer(url)
     worker = Worker(d, concurrency=concurrency, ttr=60)
@@ -129,6 +142,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--jobs", type=int, default=100_000)
     p.add_argument("--concurrency", type=int, default=100)
     p.add_argument("--asyncio", action="store_true", help="the asyncio Worker instead of the thread Worker")
+    p.add_argument("--commands", action="store_true", help="also Redis's time per job in each command")
     args = p.parse_args(argv)
     proc = folder = None
     url = args.url
@@ -145,7 +159,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         raw.close()
         if left:
             sys.exit(f"worker_bench: {left} jobs were not acked")
-        print(json.dumps({
+        out = {
             "worker": "asyncio" if args.asyncio else "threads",
             "jobs": args.jobs,
             "concurrency": args.concurrency,
@@ -153,7 +167,10 @@ def main(argv: Optional[List[str]] = None) -> None:
             "jobs_per_s": round(args.jobs / seconds),
             "first_job_ms": round(first_ms, 1),
             "redis_script_usec_per_job": round(script_usec(url) / args.jobs, 1),
-        }))
+        }
+        if args.commands:
+            out["commands"] = command_usec(url, args.jobs)
+        print(json.dumps(out))
     finally:
         if proc is not None:
             proc.kill()
