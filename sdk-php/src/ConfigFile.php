@@ -138,10 +138,7 @@ final class ConfigFile
         }
         self::overlay($ini, $lines, $environ ?? getenv());
         [$redis, $delayer] = [$ini['redis'], $ini['delayer']];
-        $get = static function (array $section, string $key): ?string {
-            $value = self::value($section, $key);
-            return $value === null || $value === '' ? null : $value;
-        };
+        $get = self::value(...);
         $error = static fn (string $section, string $key, string $message): ConfigException => self::error($path, $lines, $section, $key, $message);
         $base = \dirname(realpath($path) ?: $path);
         $readable = static function (string $key) use ($get, $redis, $error, $lines, $base): ?string {
@@ -312,11 +309,12 @@ final class ConfigFile
     private static function value(array $section, string $key): ?string
     {
         if (isset($section[self::ENV][$key])) {
-            return $section[self::ENV][$key]; // from the environment: as given
+            $value = $section[self::ENV][$key]; // from the environment: as given
+        } else {
+            // "key[] = ..." is nothing we read
+            $value = \is_array($section[$key] ?? null) ? null : trim((string) ($section[$key] ?? ''), " \t\r\n");
         }
-        $value = $section[$key] ?? null;
-        // "key[] = ..." is nothing we read
-        return $value === null || \is_array($value) ? null : trim((string) $value, " \t\r\n");
+        return $value === '' ? null : $value; // null: absent or empty
     }
 
     /** @param \Closure(string, string, string): ConfigException $error */
