@@ -36,6 +36,9 @@ final class ClusterConnection implements RedisLink
 
     private ?\RedisCluster $driver = null;
 
+    /** @var list<int>|null CRC16 (XMODEM) table of the slot hash */
+    private static ?array $crc = null;
+
     /**
      * @param list<string> $seeds "host:port" of the seed nodes
      * @param array<string, mixed>|null $tls ssl stream context options; null: no TLS
@@ -304,12 +307,19 @@ final class ClusterConnection implements RedisLink
         if ($close !== false && $close > $open + 1) {
             $key = substr($key, $open + 1, $close - $open - 1);
         }
+        if (self::$crc === null) { // built once: a table lookup per byte is 4x faster than 8 shifts
+            self::$crc = [];
+            for ($i = 0; $i < 256; $i++) {
+                $c = $i << 8;
+                for ($j = 0; $j < 8; $j++) {
+                    $c = ($c & 0x8000) !== 0 ? (($c << 1) ^ 0x1021) & 0xFFFF : ($c << 1) & 0xFFFF;
+                }
+                self::$crc[] = $c;
+            }
+        }
         $crc = 0;
         for ($i = 0, $length = \strlen($key); $i < $length; $i++) {
-            $crc ^= \ord($key[$i]) << 8;
-            for ($bit = 0; $bit < 8; $bit++) {
-                $crc = ($crc & 0x8000) !== 0 ? (($crc << 1) ^ 0x1021) & 0xFFFF : ($crc << 1) & 0xFFFF;
-            }
+            $crc = (($crc << 8) & 0xFFFF) ^ self::$crc[(($crc >> 8) ^ \ord($key[$i])) & 0xFF];
         }
         return $crc & 16383;
     }
