@@ -8,24 +8,17 @@ use Delayer\Exception\InvalidArgumentException;
 
 /**
  * How long a reserved job waits before its next attempt after a failed one
- * (a release without a delay, or a reservation whose ttr ran out).
+ * (a release without a delay, or a ttr run out), given with {@see Message::withBackoff()}:
  *
- * Give it to a pushed job with {@see Message::withBackoff()}:
+ *     Message::create('mail:1', 'mail', $body)->withBackoff(Backoff::exponential(1, 600));
  *
- *     Message::create('mail:1', 'mail', $body)->withBackoff(Backoff::fixed(30));
- *     Message::create('mail:2', 'mail', $body)->withBackoff(Backoff::exponential(1, 600));
- *
- * A job pushed without one retries exponentially from 1 s, doubling up to
- * 1 h (reserve.lua writes those defaults, so they have a single home). Both
- * delays are checked by the rules of a push delay when the Backoff is made:
- * nothing invalid can reach Redis.
+ * Without one: exponential from 1 s up to 1 h (reserve.lua's defaults, so
+ * they have a single home). Checked as push delays when made.
  */
 final class Backoff
 {
-    /** Kind sent to push.lua for {@see fixed()}. */
+    /** The kinds sent to push.lua. */
     public const FIXED = 'fixed';
-
-    /** Kind sent to push.lua for {@see exponential()}. */
     public const EXPONENTIAL = 'exponential';
 
     /**
@@ -53,12 +46,10 @@ final class Backoff
     }
 
     /**
-     * $base after the first failure, doubled after each further one
-     * ($base, 2 * $base, 4 * $base, ...), never more than $max.
+     * $base after the first failure, doubled after each further one, never more than $max.
      *
      * @param int|float $base seconds, 0 to 315360000, rounded to the millisecond
-     * @param int|float $max  seconds, same rules, not below $base (compared
-     *                        after rounding, as sent)
+     * @param int|float $max  seconds, same rules, not below $base (after rounding)
      * @throws InvalidArgumentException
      */
     public static function exponential(int|float $base, int|float $max): self

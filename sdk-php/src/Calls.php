@@ -7,11 +7,10 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * What each operation sends, without I/O: a script's name, KEYS and ARGV
- * (`[name, KEYS, ARGV]`, ready for RedisLink::script(...$call)), built from
- * checked input and the {@see Names} of the call's topic, which also name
- * the layout's script (push.lua or push_topic.lua, ...), so nothing here
- * depends on the key layout. Each script's header states its KEYS and ARGV.
+ * What each operation sends, without I/O: `[name, KEYS, ARGV]`, ready for
+ * RedisLink::script(...$call), built from checked input and the {@see Names}
+ * of the call's topic (which name the layout's script too), so nothing here
+ * depends on the layout. Each script's header states its KEYS and ARGV.
  *
  * @internal used by {@see Client}
  */
@@ -21,8 +20,7 @@ final class Calls
     private const MAX_LIST_INDEX = 1 << 50;
 
     /**
-     * Checks one job: push(_topic).lua's KEYS and ARGV[1..9] and the traceparent
-     * (push_many.lua's tenth value per job); push() and pushMany() add the rest.
+     * Checks one job: push(_topic).lua's KEYS, ARGV[1..9] and the traceparent; push() and pushMany() add the rest.
      *
      * @return array{0: list<string>, 1: list<string>}
      */
@@ -53,10 +51,8 @@ final class Calls
     }
 
     /**
-     * push_many(_topic).lua's calls, `[name, KEYS, ARGV, indexes]` (one name
-     * for all): at most PUSH_MANY_MAX_JOBS jobs each, grouped by pool (one
-     * per topic in the per-topic layout), in input order, each with the
-     * indexes of its jobs in $jobs.
+     * push_many(_topic).lua's calls, `[name, KEYS, ARGV, indexes in $jobs]`: at most
+     * PUSH_MANY_MAX_JOBS jobs each, grouped by pool (per topic in the per-topic layout).
      *
      * @param list<array{0: list<string>, 1: list<string>}> $jobs
      * @return list<array{0: string, 1: list<string>, 2: list<string>, 3: list<int>}>
@@ -105,8 +101,7 @@ final class Calls
     }
 
     /**
-     * reserve.lua in batch mode: ack the (id, receipt) pairs first, then
-     * reserve up to $count jobs (null: one job, not in batch mode).
+     * reserve.lua: ack the (id, receipt) pairs, then reserve up to $count jobs (null: one, not in batch mode).
      *
      * @param list<array{0: string, 1: string}> $acks
      */
@@ -125,9 +120,7 @@ final class Calls
     }
 
     /**
-     * The id, receipt ("": the current reservation) and topic that ack /
-     * touch / release / bury send: a ReservedMessage's own, or a checked id
-     * with those given.
+     * The id, receipt ("": the current reservation) and topic that ack / touch / release / bury send.
      *
      * @return array{0: string, 1: string, 2: string|null}
      */

@@ -20,17 +20,15 @@ use Delayer\Exception\ConnectionException;
  *
  * A drop-in replacement for mix/delayer-client 1.x's Delayer\Client (its
  * constants, public properties, protected $_driver and connect(), and its
- * four methods as 1.x declared them: sdk-php/README.md lists the
- * differences). Every operation is one Lua script run by EVALSHA; input is
- * checked before any Redis call (InvalidArgumentException). In the
- * per-topic layout ids are per topic and the calls naming a job by id take
- * its topic too.
+ * four methods as 1.x declared them; sdk-php/README.md lists the
+ * differences). Each operation is one Lua script; input is checked before
+ * any Redis call (InvalidArgumentException). In the per-topic layout ids
+ * are per topic and the calls naming a job by id take its topic too.
  *
  * The public methods are grouped by concern in {@see LegacyApi},
- * {@see Pushes}, {@see Reservations}, {@see DeadLetters} and
- * {@see Inspect}; this class makes and holds the connection. Every method
- * that reaches Redis may throw ConnectionException (unreachable or lost:
- * the next call connects again, so a worker waits a little and goes on),
+ * {@see Pushes}, {@see Reservations}, {@see DeadLetters} and {@see Inspect};
+ * this class holds the connection. Every method that reaches Redis may
+ * throw ConnectionException (transient: the next call connects again),
  * RedisErrorException (refused: calling again does not cure it) and
  * ProtocolException (a reply the protocol does not allow). One Client holds
  * one connection: do not share it across a fork.
@@ -131,7 +129,7 @@ class Client
         return new static(array_merge(ConfigFile::load($iniPath), $overrides));
     }
 
-    /** `$this->_driver` for 1.x subclasses: the live phpredis instance. */
+    /** `$this->_driver` for 1.x subclasses. */
     public function __get(string $name): mixed
     {
         if ($name === '_driver') {
@@ -168,7 +166,7 @@ class Client
     }
 
     /**
-     * Connects now unless connected (1.x's; a subclass may override it and call parent::connect()).
+     * Connects now unless connected (1.x's: a subclass may override it).
      *
      * @return void
      */
@@ -178,9 +176,8 @@ class Client
     }
 
     /**
-     * A plain Client with this one's options on a connection of its own
-     * (opened by its first call), for calls that must not interleave with
-     * this client's, such as the Worker's touches from a signal handler.
+     * A plain Client with this one's options on a connection of its own, for
+     * calls that must not interleave with this client's (the Worker's touches from a signal handler).
      */
     public function withOwnConnection(): self
     {
@@ -189,11 +186,7 @@ class Client
         return $copy;
     }
 
-    /**
-     * Redis's maxmemory-policy, or null when Redis would not tell ({@see Eviction}).
-     *
-     * @internal used by {@see Worker}
-     */
+    /** @internal Redis's maxmemory-policy, or null when Redis would not tell ({@see Eviction}), for the {@see Worker} */
     public function maxmemoryPolicy(): ?string
     {
         return Eviction::read($this->connection);
@@ -205,7 +198,7 @@ class Client
         $this->connection->close();
     }
 
-    /** What a client is made of: the constructor's options, or those withOwnConnection() copies. */
+    /** What the constructor and withOwnConnection() set. */
     private function adopt(
         RedisLink $connection,
         Keys $keys,

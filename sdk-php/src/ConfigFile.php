@@ -9,11 +9,8 @@ use Delayer\Exception\ConfigException;
 /**
  * Reads the client's settings from the server's delayer.conf, with the
  * DELAYER_* environment over it, by the server's rules and with its
- * messages (sdk-rust/src/conf; conformance/env_cases.json and
- * test_conformance_config.py hold the readers together), so one file
- * serves the server and its clients and a typo ("prot = 6380") is an
- * error instead of a silent default. The server's other keys are accepted
- * and unused; Delayer 1.x's (IGNORED_1X) are accepted silently.
+ * messages (sdk-rust/src/conf), so one file serves the server and its
+ * clients and a typo ("prot = 6380") is an error, not a silent default.
  *
  * @internal used by {@see Client::fromConfig()}
  */
@@ -55,7 +52,7 @@ final class ConfigFile
 
     /**
      * Lays the DELAYER_* variables (or their _FILE forms) over the sections,
-     * marking in $lines the variable each key came from for error messages.
+     * marking in $lines the variable each key came from.
      *
      * @param array<string, array<string, mixed>> $ini
      * @param array<string, int|string> $lines
@@ -141,10 +138,7 @@ final class ConfigFile
         }
         self::overlay($ini, $lines, $environ ?? getenv());
         [$redis, $delayer] = [$ini['redis'], $ini['delayer']];
-        $get = static function (array $section, string $key): ?string {
-            $value = self::value($section, $key);
-            return $value === null || $value === '' ? null : $value;
-        };
+        $get = self::value(...);
         $error = static fn (string $section, string $key, string $message): ConfigException => self::error($path, $lines, $section, $key, $message);
         $base = \dirname(realpath($path) ?: $path);
         $readable = static function (string $key) use ($get, $redis, $error, $lines, $base): ?string {
@@ -206,15 +200,13 @@ final class ConfigFile
     }
 
     /**
-     * Rewrites the file so that PHP's raw INI scanner reads each value as
-     * the server does: comments start with ";" or "#" on their own line or
-     * after whitespace; a value may be quoted to keep them; keys end at the
-     * first "=" or ":". Each value is written back quoted, so that PHP keeps
-     * a bare ";" ("pa;ss"). Line numbers are kept.
+     * Rewrites the file so that PHP's raw INI scanner reads each value as the
+     * server does (comments: ";" or "#" at a line's start or after
+     * whitespace; values may be quoted; keys end at the first "=" or ":"),
+     * each value quoted so that PHP keeps a bare ";". Line numbers are kept.
      *
      * @return array{0: string, 1: array<string, int>, 2: list<array{0: ?string, 1: string, 2: int}>, 3: array<string, int>}
-     *         the text, the line of each "section key", every entry in file
-     *         order (section, key, line), and each section's first line
+     *         the text, the line of each "section key", every (section, key, line), each section's first line
      */
     private static function normalize(string $text): array
     {
@@ -258,10 +250,9 @@ final class ConfigFile
     }
 
     /**
-     * The server's rule: every key is in a known section and is a known or
-     * ignored 1.x key; the first offender in file order is reported with the
-     * closest known name. A section without keys is not looked at (nor is it
-     * by the server).
+     * The server's rule: every key is a known one of a known section, or an
+     * ignored 1.x one; the first offender is reported with the closest known
+     * name. A section without keys is not looked at (nor by the server).
      *
      * @param list<array{0: ?string, 1: string, 2: int}> $entries
      * @param array<string, int> $sections
@@ -291,8 +282,7 @@ final class ConfigFile
     }
 
     /**
-     * The candidate nearest to $name (Levenshtein on bytes) if a likely typo:
-     * at most 2 edits or a third of the name; ties go to the first.
+     * The candidate nearest to $name if a likely typo (at most 2 edits or a third of the name); ties go to the first.
      *
      * @param list<string> $candidates
      */
@@ -319,11 +309,12 @@ final class ConfigFile
     private static function value(array $section, string $key): ?string
     {
         if (isset($section[self::ENV][$key])) {
-            return $section[self::ENV][$key]; // from the environment: as given
+            $value = $section[self::ENV][$key]; // from the environment: as given
+        } else {
+            // "key[] = ..." is nothing we read
+            $value = \is_array($section[$key] ?? null) ? null : trim((string) ($section[$key] ?? ''), " \t\r\n");
         }
-        $value = $section[$key] ?? null;
-        // "key[] = ..." is nothing we read
-        return $value === null || \is_array($value) ? null : trim((string) $value, " \t\r\n");
+        return $value === '' ? null : $value; // null: absent or empty
     }
 
     /** @param \Closure(string, string, string): ConfigException $error */

@@ -9,22 +9,17 @@ use Delayer\Exception\ProtocolException;
 use Delayer\Exception\RedisErrorException;
 
 /**
- * One Redis connection (a node, or the master the sentinels name) and
- * the one EVALSHA/NOSCRIPT path, pipelines, blocking waits and error
- * mapping of this SDK. A call that loses the socket raises
- * ConnectionException and drops it, so the next call connects again
- * (phpredis alone kept failing with "went away" after a connection broke
- * mid-wait). Nothing is retried: whether a lost call ran is unknown.
+ * One Redis connection (a node, or the master the sentinels name) and the
+ * one EVALSHA/NOSCRIPT path and error mapping of this SDK. A call that loses
+ * the socket drops it, so the next call connects again (phpredis alone kept
+ * failing with "went away" after a connection broke mid-wait). Nothing is
+ * retried: whether a lost call ran is unknown.
  *
  * @internal used by {@see Client}
  */
 final class Connection implements RedisLink
 {
-    /**
-     * A pipeline after this long idle (s) is preceded by a PING: phpredis
-     * reconnects a socket Redis closed (a restart) before a plain command,
-     * but a pipeline on it fails with its replies lost.
-     */
+    /** Idle seconds after which a pipeline is preceded by a PING: phpredis reconnects a socket Redis closed before a plain command, not a pipeline. */
     private const PIPELINE_IDLE_CHECK = 0.1;
 
     private ?\Redis $redis = null;
@@ -52,7 +47,7 @@ final class Connection implements RedisLink
     }
 
     /**
-     * A connection to the node at $host:$port (an IPv6 address bare), over TLS with the ssl options $tls unless null.
+     * The node at $host:$port (an IPv6 address bare), over TLS with the ssl options $tls unless null.
      *
      * @param array<string, mixed>|null $tls
      * @param list<string> $secrets
@@ -80,12 +75,11 @@ final class Connection implements RedisLink
     }
 
     /**
-     * The one EVALSHA path: runs each call by SHA1, in one pipeline when
-     * several; a call answered false (an error, NOSCRIPT among them, which
-     * phpredis names only for the last; or nil) runs again alone, loading
-     * the script (SCRIPT LOAD) on NOSCRIPT. So several calls are only for
-     * scripts that never reply nil and may run again after an error reply
-     * (push.lua, push_many.lua).
+     * The one EVALSHA path, in one pipeline when several calls; a call answered
+     * false (an error, NOSCRIPT among them, which phpredis names only for the
+     * last; or nil) runs again alone, after SCRIPT LOAD on NOSCRIPT. So several
+     * calls only for scripts that never reply nil and may run again after an
+     * error reply (push.lua, push_many.lua).
      */
     public function pipelined(string $name, array $calls): array
     {
@@ -142,11 +136,7 @@ final class Connection implements RedisLink
         });
     }
 
-    /**
-     * A blocking command whose last argument is the timeout, sent raw with
-     * a fractional timeout (phpredis 5 takes whole seconds), the socket
-     * read timeout raised above the wait so a long wait is not an error.
-     */
+    /** Sent raw with a fractional timeout (phpredis 5 takes whole seconds), the read timeout above the wait. */
     public function blocking(string $command, array $args, float $wait): mixed
     {
         // Rounded up to the millisecond so that we wait at least $wait.
@@ -172,8 +162,7 @@ final class Connection implements RedisLink
     }
 
     /**
-     * Runs $call on the live connection (opening one); a connection that
-     * failed under it is dropped, so the next call connects again.
+     * Runs $call on the live connection (opening one); one that failed under it is dropped.
      *
      * @template T
      * @param \Closure(\Redis): T $call
@@ -201,11 +190,7 @@ final class Connection implements RedisLink
         }
     }
 
-    /**
-     * The one error mapping: an error reply, or an ACL refusal (NOPERM), is
-     * RedisErrorException (calling again does not cure it); anything else
-     * raised is a broken socket, ConnectionException. Passwords scrubbed.
-     */
+    /** The one error mapping: an error reply or NOPERM is RedisErrorException, anything else raised a broken socket. */
     private function fail(string $what, \RedisException|string $why): ConnectionException|RedisErrorException
     {
         $text = \is_string($why) ? $why : $why->getMessage();
@@ -238,7 +223,7 @@ final class Connection implements RedisLink
     }
 
     /**
-     * What $queue queues, as one pipeline: $n replies, in order.
+     * What $queue queues, as one pipeline of $n replies.
      *
      * @param \Closure(\Redis): void $queue
      * @return list<mixed>
@@ -296,26 +281,12 @@ final class Connection implements RedisLink
     /** Connects, authenticates, selects; in sentinel mode to the node the sentinels name, checked to be a master. */
     private function connect(\Redis $redis): void
     {
+        [$host, $port, $where, $context] = [$this->host, $this->port, $this->where, $this->context];
         if ($this->sentinels !== null) {
-            [$host, $port] = $this->sentinels->master();
-            $to = self::to($host, $port, $this->sentinels->tls, null, null, $this->timeout, []);
-            $this->connectTo($redis, $to->host, $port, $to->where, $to->context);
-            try {
-                $role = $redis->rawCommand('ROLE');
-            } catch (\RedisException $e) {
-                throw new ConnectionException("Redis error at {$to->where}: " . $this->scrub($e->getMessage()), 0, $e);
-            }
-            if (!\is_array($role) || ($role[0] ?? null) !== 'master') {
-                throw new ConnectionException("{$to->where} is not a master (a failover is under way)");
-            }
-            return;
+            [$master, $port] = $this->sentinels->master();
+            $to = self::to($master, $port, $this->sentinels->tls, null, null, $this->timeout, []);
+            [$host, $where, $context] = [$to->host, $to->where, $to->context];
         }
-        $this->connectTo($redis, $this->host, $this->port, $this->where, $this->context);
-    }
-
-    /** @param array{stream: array<string, mixed>}|null $context */
-    private function connectTo(\Redis $redis, string $host, int $port, string $where, ?array $context): void
-    {
         // A failed TLS handshake is reported as PHP warnings: their text goes into the exception.
         $warnings = [];
         set_error_handler(static function (int $no, string $message) use (&$warnings): bool {
@@ -350,13 +321,21 @@ final class Connection implements RedisLink
                 throw new ConnectionException("Redis refused database {$this->database} at {$where}: " . $this->scrub($why), 0, $raised);
             }
         }
+        if ($this->sentinels !== null) {
+            try {
+                $role = $redis->rawCommand('ROLE');
+            } catch (\RedisException $e) {
+                throw new ConnectionException("Redis error at {$where}: " . $this->scrub($e->getMessage()), 0, $e);
+            }
+            if (!\is_array($role) || ($role[0] ?? null) !== 'master') {
+                throw new ConnectionException("{$where} is not a master (a failover is under way)");
+            }
+        }
     }
 
     /**
-     * AUTH, or without a password a PING asking whether Redis wants one (else
-     * the first command fails with NOAUTH, or a push with "unauthenticated
-     * multibulk length", neither saying what is wrong). Never chained: the
-     * previous trace would hold Redis::auth()'s arguments.
+     * AUTH, or without a password a PING asking whether Redis wants one (else a
+     * later call fails saying neither). Never chained: the trace would hold the password.
      */
     private function authenticate(\Redis $redis): void
     {

@@ -6,16 +6,11 @@ namespace Delayer;
 
 use Delayer\Exception\InvalidArgumentException;
 
-/**
- * A topic's dead letters (jobs buried, or out of attempts): list, requeue,
- * purge, all by dead.lua. Apart because it is what an operator does after
- * the fact, not part of handing jobs out.
- */
+/** A topic's dead letters (jobs buried, or out of attempts): list, requeue, purge, all by dead.lua. */
 trait DeadLetters
 {
     /**
-     * A topic's dead letters, newest first; entries whose job was removed or
-     * pushed again since are skipped, so a page may hold fewer than $count.
+     * A topic's dead letters, newest first; those removed or pushed again since are skipped.
      *
      * @param int $count 1 to 1000
      * @return list<DeadLetter>
@@ -52,11 +47,7 @@ trait DeadLetters
         return $this->dead($topic, $ids, 'purge');
     }
 
-    /**
-     * The ids in calls of 1000, or the whole list until a call takes fewer.
-     *
-     * @param array<mixed>|null $ids
-     */
+    /** @param array<mixed>|null $ids in calls of 1000; null: the whole list, until a call takes fewer */
     private function dead(string $topic, ?array $ids, string $action): int
     {
         $topic = $this->keys->topic($topic);

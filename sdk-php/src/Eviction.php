@@ -8,18 +8,13 @@ use Delayer\Exception\RedisErrorException;
 
 /**
  * Whether Redis may evict job data: the Worker's warning (issue 20, item 3).
+ * Under any maxmemory-policy but noeviction a full Redis deletes keys, job
+ * buckets (with TTLs) first under volatile policies: jobs vanish. So the
+ * {@see Worker} reads the policy at start and after every reconnect and
+ * logs {@see self::WARNING} unless it is noeviction. An instance says when
+ * a reading is logged: the first, the first after an outage, a change.
  *
- * Under any maxmemory-policy but noeviction a full Redis deletes keys to
- * make room, and job buckets carry TTLs (volatile policies pick exactly
- * them): jobs vanish without a trace. So the {@see Worker} reads the policy
- * at start and after every reconnect (never per job) and, unless it is
- * noeviction, logs {@see self::WARNING}, worded as the server and every SDK
- * word it. CONFIG GET needs a user allowed CONFIG; where it is refused,
- * INFO memory tells the same. This class is the PHP SDK's one home of that
- * decision; an instance says when a reading is logged: the first, the first
- * after each outage, and any whose policy changed.
- *
- * @internal used by {@see Worker}; not part of the public API.
+ * @internal used by {@see Worker}
  */
 final class Eviction
 {
@@ -36,8 +31,7 @@ final class Eviction
     private ?string $last = null;
 
     /**
-     * The policy, or null when Redis would not tell (both commands refused).
-     * A lost connection raises, as any call's.
+     * The policy by CONFIG GET, or INFO memory where CONFIG is refused; null when both are.
      *
      * @throws Exception\ConnectionException
      */

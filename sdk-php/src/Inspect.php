@@ -8,16 +8,13 @@ use Delayer\Exception\InvalidArgumentException;
 use Delayer\Exception\ProtocolException;
 
 /**
- * Seeing every job (docs/PROTOCOL.md, "Inspecting jobs"): where one job is,
- * pages of a topic's scheduled, ready and reserved jobs, and per-topic
- * numbers, so that "when does order 42's auto-close fire?" needs no
- * redis-cli. Read-only: lookup.lua, list.lua, stats.lua.
+ * Seeing jobs (docs/PROTOCOL.md, "Inspecting jobs"): where one job is, pages
+ * of a topic's scheduled, ready and reserved jobs, per-topic numbers. Read-only.
  */
 trait Inspect
 {
     /**
-     * Where job $id of $topic is (scheduled, ready, reserved, dead,
-     * malformed, or unknown) and what it carries.
+     * Where job $id of $topic is ({@see JobInfo::STATES}) and what it carries.
      *
      * @throws InvalidArgumentException on an empty topic or id
      */
@@ -77,10 +74,7 @@ trait Inspect
         ));
     }
 
-    /**
-     * The per-topic layout's numbers, without a script: the topics of
-     * `<prefix>topics`, and ZCARD / LLEN of each one's keys, 100 topics per round trip.
-     */
+    /** The per-topic layout's numbers: ZCARD / LLEN of the keys of each of `<prefix>topics`, 100 topics per round trip. */
     private function perTopicStats(): Stats
     {
         $topics = [];
@@ -117,11 +111,7 @@ trait Inspect
         return new Stats($poolTotal, $reservedTotal, $out);
     }
 
-    /**
-     * list.lua, call after call until the page is full, the end, or Page::CALLS_PER_PAGE calls.
-     *
-     * @return Page<Listed>
-     */
+    /** @return Page<Listed> list.lua until the page is full, the end, or Page::CALLS_PER_PAGE calls */
     private function inspectScan(bool $reserved, string $topic, int $cursor, int $count): Page
     {
         $topic = $this->inspectPageArgs($topic, $cursor, $count);

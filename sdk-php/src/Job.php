@@ -6,22 +6,15 @@ namespace Delayer;
 
 /**
  * A job as a {@see Worker} hands it to a handler: its data and, at least
- * once, a way to keep the reservation while the handler runs long:
- *
- *     foreach (chunks($job->body) as $chunk) { render($chunk); $job->touch(); }
- *
- * (The worker also touches at half the ttr; touch() is for shorter ttrs or
- * no pcntl.) Apart from the immutable {@see ReservedMessage} because it is
- * bound to the worker's client and ttr, and follows the deadline as
- * touches move it.
+ * once, touch() to keep the reservation while the handler runs long (the
+ * worker also touches at half the ttr, with pcntl). Apart from the
+ * immutable {@see ReservedMessage}: it follows the deadline as touches move it.
  */
 final class Job
 {
     use JobAccessors;
 
     public readonly string $id;
-
-    public readonly string $topic;
 
     public readonly string $body;
 
@@ -48,12 +41,11 @@ final class Job
 
     /** @internal built by {@see Worker}; $ttr the one it was reserved with */
     public function __construct(
-        string $topic,
+        public readonly string $topic,
         Message|ReservedMessage $job,
         private readonly Client $client,
         public readonly float $ttr,
     ) {
-        $this->topic = $topic;
         $this->id = $job->id;
         $this->body = $job->body;
         $this->traceparent = $job->traceparent;

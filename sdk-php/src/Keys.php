@@ -7,15 +7,12 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * The one place where this SDK builds Redis key names, and knows the key
- * layout (docs/PROTOCOL.md, "Keys" and "The per-topic layout"): a call
- * gets its topic's names (and its layout's scripts: push.lua or
- * push_topic.lua, ...) from {@see names()} and its topic checked by
- * {@see topic()} / {@see idTopic()}, so the call layer holds no layout
- * branch. Scripts get every name they touch as a key or a per-kind prefix;
- * they never build one. The methods named after the classic keys (pool(),
- * bucket(), ...) give the classic layout's names whatever the layout (1.x's
- * constants and tools read them).
+ * The one place where this SDK builds Redis key names and knows the key
+ * layout (docs/PROTOCOL.md, "Keys" and "The per-topic layout"): a call gets
+ * its topic's names and scripts from {@see names()}, so the call layer holds
+ * no layout branch; scripts never build a name. The methods named after the
+ * classic keys (pool(), bucket(), ...) give the classic layout's names
+ * whatever the layout (1.x's constants and tools read them).
  */
 final class Keys
 {
@@ -51,10 +48,7 @@ final class Keys
         return $this->layout === self::TOPIC;
     }
 
-    /**
-     * A checked topic; in the per-topic layout without "{" or "}", which
-     * would cut its hash tag short and scatter its keys over slots.
-     */
+    /** A checked topic; in the per-topic layout without "{" or "}", which would scatter its keys over slots. */
     public function topic(mixed $value): string
     {
         $topic = Validator::name('topic', $value);
@@ -65,9 +59,7 @@ final class Keys
     }
 
     /**
-     * The topic of an id-only call (remove, reschedule, ack, ...): checked
-     * when given, required in the per-topic layout (ids are per topic), null
-     * when not given in the classic one.
+     * The topic of an id-only call (remove, ack, ...): checked when given, required in the per-topic layout.
      *
      * @param string $usage how to pass it, for the message: "remove($id, $topic)"
      */
@@ -82,12 +74,7 @@ final class Keys
         return null;
     }
 
-    /**
-     * The names one call needs: the classic layout's shared keys (with the
-     * topic's ready and dead lists when $topic is given) and scripts, or the
-     * topic's own keys and the _topic scripts, without scheduled counts, in
-     * the per-topic layout.
-     */
+    /** The names one call needs: the shared keys and classic scripts, or the topic's own keys and _topic scripts. */
     public function names(?string $topic): Names
     {
         if ($this->layout === self::CLASSIC) {

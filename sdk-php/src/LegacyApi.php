@@ -7,20 +7,16 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * mix/delayer-client 1.x's four methods, at most once (a popped job is
- * deleted as it is handed out). Apart so that their 1.x declarations
- * (untyped, 1.x's parameter names and loose input: numeric strings, int
- * ids) stay in one place and a 1.x subclass overriding them still loads;
- * tests/compat/v1_script.php pins what they do.
+ * mix/delayer-client 1.x's four methods, at most once, declared as 1.x did
+ * (untyped, loose input: numeric strings, int ids) so that a 1.x subclass
+ * overriding them still loads; tests/compat/v1_script.php pins what they do.
  */
 trait LegacyApi
 {
     /**
-     * Schedules a job due $delayTime seconds from now (Redis's clock; below
-     * 0: now). Ids are global across topics in the classic layout: a push
-     * replaces the job holding its id, as 1.x did (schedule(..., ifAbsent:
-     * true) tells instead). An empty body is refused, as by 1.x: a 1.x
-     * server drops such a job (schedule() pushes one).
+     * Schedules a job due $delayTime seconds from now (below 0: now),
+     * replacing the job holding its id, as 1.x did (schedule(..., ifAbsent:
+     * true) tells instead). An empty body is refused: a 1.x server drops such a job.
      *
      * @param int|float|string $delayTime        seconds, up to 315360000, rounded to the millisecond
      * @param int|float|string $readyMaxLifetime whole seconds (1 to 315360000) a due job waits for a consumer
@@ -50,8 +46,7 @@ trait LegacyApi
     }
 
     /**
-     * pop(), waiting up to $timeout seconds (0: forever) with BRPOP, then
-     * take.lua; an id whose job is gone is skipped within the same timeout.
+     * pop(), waiting up to $timeout seconds (0: forever) with BRPOP, then take.lua.
      *
      * @param string|int       $topic
      * @param int|float|string $timeout
@@ -74,9 +69,8 @@ trait LegacyApi
     }
 
     /**
-     * Cancels a job not yet popped. Declared as 1.x did: the topic, needed
-     * in the per-topic layout, is an optional second argument read with
-     * func_get_args(): remove($id, $topic).
+     * Cancels a job not yet popped. Declared as 1.x did: the topic, needed in
+     * the per-topic layout, is read with func_get_args(): remove($id, $topic).
      *
      * @param string|int $id
      * @return bool true when something was cancelled, false when the id was unknown

@@ -7,10 +7,9 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * One job: an id (unique across all topics in the classic layout), the
- * topic whose ready queue it goes to, and an opaque, binary-safe body.
- * Built as mix/delayer-client's Message, from an array (missing keys stay
- * "", numbers and Stringables become strings, other keys become
+ * One job: an id (unique across all topics in the classic layout), a topic,
+ * and a binary-safe body. Built as mix/delayer-client's, from an array
+ * (missing keys stay "", numbers become strings, other keys become
  * properties, not pushed), or with {@see create()}:
  *
  *     $message = Message::create('mail:1', 'mail', $body)
@@ -18,10 +17,8 @@ use Delayer\Exception\InvalidArgumentException;
  *         ->withBackoff(Backoff::exponential(10, 600))
  *         ->withTraceparent($tp);                 // {@see Traceparent}
  *
- * The retry settings (also array keys: 'maxAttempts', 'backoff',
- * 'traceparent') are read by reserve only; unset, the bucket is exactly
- * Delayer 1.x's and reserve uses 25 attempts and a backoff from 1 s
- * doubling up to 1 h.
+ * The retry settings (also array keys) are read by reserve only; unset, the
+ * bucket is exactly 1.x's and reserve uses 25 attempts, backoff 1 s to 1 h.
  */
 #[\AllowDynamicProperties]
 class Message
@@ -55,15 +52,12 @@ class Message
         foreach ($config as $name => $value) {
             $kind = ['maxAttempts' => 'an int', 'traceparent' => 'a string', 'backoff' => 'a Delayer\Backoff'][$name] ?? null;
             if ($kind !== null) {
-                if ($value !== null && !match ($name) {
-                    'maxAttempts' => \is_int($value), 'traceparent' => \is_string($value), 'backoff' => $value instanceof Backoff,
-                }) {
-                    throw new InvalidArgumentException("Message {$name} must be {$kind} or null, got " . get_debug_type($value));
-                }
-                $this->$name = match ($name) {
-                    'maxAttempts' => $value === null ? null : Validator::maxAttempts($value),
-                    'traceparent' => Traceparent::check($value),
-                    'backoff' => $value,
+                $this->$name = match (true) {
+                    $value === null => null,
+                    $name === 'maxAttempts' && \is_int($value) => Validator::maxAttempts($value),
+                    $name === 'traceparent' && \is_string($value) => Traceparent::check($value),
+                    $name === 'backoff' && $value instanceof Backoff => $value,
+                    default => throw new InvalidArgumentException("Message {$name} must be {$kind} or null, got " . get_debug_type($value)),
                 };
                 continue;
             }
@@ -94,8 +88,7 @@ class Message
     }
 
     /**
-     * A copy with max_attempts set: after that many failed reservations the
-     * job goes to dead letters. 0: no limit; null: unset.
+     * A copy with max_attempts set: failed reservations before dead letters. 0: no limit; null: unset.
      *
      * @throws InvalidArgumentException when out of range
      */

@@ -5,9 +5,8 @@ declare(strict_types=1);
 namespace Delayer;
 
 /**
- * The key names and scripts one call needs, for one topic in the client's
- * layout (made by {@see Keys::names()} only), so that {@see Calls} is the same
- * for both layouts. Per-kind prefixes are what a script appends an id or topic to.
+ * The key names and scripts one call needs in the client's layout (made by
+ * {@see Keys::names()} only), so that {@see Calls} is the same for both.
  *
  * @internal used by {@see Calls} and {@see Client}
  */

@@ -67,7 +67,7 @@ final class Options
             self::refuse($given, self::SENTINEL_KEYS, static fn (string $key) => new ConfigException("option {$key} goes with the sentinels option"));
         }
         if ($cluster) {
-            $seeds = self::cluster($config);
+            [$seeds, $verified] = self::cluster($config, $tls);
             $config = ['layout' => Keys::TOPIC] + $config;
             [$host, $port, $database, $shownHost] = ['', 0, 0, implode(',', $seeds)];
         } elseif ($sentinel) {
@@ -113,7 +113,6 @@ final class Options
         $user = $username === '' ? null : $username;
         $pass = $password === '' ? null : $password;
         if ($cluster) {
-            $verified = ($config['cluster_tls'] ?? false) ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null;
             $connection = new ClusterConnection($seeds, $user, $pass, $verified, $timeout, $secrets);
         } else {
             $sentinels = $sentinel ? self::sentinels($config, $tls, $timeout) : null;
@@ -126,12 +125,13 @@ final class Options
     }
 
     /**
-     * The cluster option's checks: seed nodes, database 0, the per-topic layout, cluster_tls a bool.
+     * The cluster option's checks: seed nodes, database 0, the per-topic layout, cluster_tls.
      *
      * @param array<string, mixed> $config
-     * @return list<string> the seeds
+     * @param array<string, string> $tls
+     * @return array{0: list<string>, 1: array<string, mixed>|null} the seeds, and the ssl options unless no TLS
      */
-    private static function cluster(#[\SensitiveParameter] array $config): array
+    private static function cluster(#[\SensitiveParameter] array $config, array $tls): array
     {
         self::refuse(static fn (string $key): mixed => $config[$key] ?? null, ['url', 'host', 'port', 'sentinels', ...self::SENTINEL_KEYS],
             static fn (string $key) => new ConfigException("option {$key}: not used with cluster (the cluster option names the nodes)"));
@@ -141,11 +141,7 @@ final class Options
         if (($config['layout'] ?? Keys::TOPIC) !== Keys::TOPIC) {
             throw new ConfigException('option layout: the cluster option needs the per-topic layout ("topic"; the classic layout keeps every job in one key)');
         }
-        $seeds = ClusterConnection::seedList(self::nodes($config, 'cluster'));
-        if (!\is_bool($config['cluster_tls'] ?? false)) {
-            throw new ConfigException('option cluster_tls must be a bool, got ' . get_debug_type($config['cluster_tls']));
-        }
-        return $seeds;
+        return [ClusterConnection::seedList(self::nodes($config, 'cluster')), self::tlsFlag($config, 'cluster_tls', $tls)];
     }
 
     /**
@@ -217,14 +213,25 @@ final class Options
     private static function sentinels(#[\SensitiveParameter] array $config, array $tls, float $timeout): Sentinels
     {
         $nodes = self::nodes($config, 'sentinels');
-        $secure = $config['sentinel_tls'] ?? false;
-        if (!\is_bool($secure)) {
-            throw new ConfigException('option sentinel_tls must be a bool, got ' . get_debug_type($secure));
-        }
+        $secure = self::tlsFlag($config, 'sentinel_tls', $tls);
         $username = self::string($config, 'sentinel_username', '', true);
         $password = self::string($config, 'sentinel_password', '', true);
         return new Sentinels($nodes, self::string($config, 'master_name', '', false), $username === '' ? null : $username,
-            $password === '' ? null : $password, $secure ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null, $timeout);
+            $password === '' ? null : $password, $secure, $timeout);
+    }
+
+    /**
+     * The sentinel_tls or cluster_tls option: the ssl options, verified, when true.
+     *
+     * @param array<string, mixed> $config
+     * @param array<string, string> $tls
+     */
+    private static function tlsFlag(#[\SensitiveParameter] array $config, string $key, array $tls): ?array
+    {
+        if (!\is_bool($config[$key] ?? false)) {
+            throw new ConfigException("option {$key} must be a bool, got " . get_debug_type($config[$key]));
+        }
+        return ($config[$key] ?? false) ? $tls + ['verify_peer' => true, 'verify_peer_name' => true] : null;
     }
 
     /**

@@ -10,10 +10,8 @@ use Delayer\Exception\NotReplicatedException;
 
 /**
  * Delayer 2's pushes: schedule(), pushTo(), pushMany(), and reschedule()
- * of a waiting job. Apart so that every write into the pool, the one
- * reading of push.lua's and push_many.lua's answers, and the durable
- * option's wait for a replica are together (1.x's push() goes through
- * pushOne() too).
+ * of a waiting job; with the durable option's wait for a replica (1.x's
+ * push() goes through pushOne() too).
  */
 trait Pushes
 {
@@ -50,11 +48,10 @@ trait Pushes
     }
 
     /**
-     * Schedules many jobs: 100 per push_many.lua call (atomic together; the
-     * batch is not), 10 calls per round trip, every job checked first. With
-     * `ifAbsent: true` the jobs whose id is taken are not written, the
-     * others are, then IdTakenException lists the taken ids and carries the
-     * due time of every job written.
+     * Schedules many jobs, every one checked first: 100 per push_many.lua
+     * call (atomic together; the batch is not), 10 calls per round trip.
+     * With `ifAbsent: true` the jobs whose id is taken are not written, then
+     * IdTakenException lists them and carries the due time of every job written.
      *
      * @param iterable<ScheduledMessage|array{0: Message, 1: int|float, 2?: int}> $messagesWithDelays
      * @return int the number of jobs pushed
@@ -66,17 +63,14 @@ trait Pushes
         $jobs = [];
         foreach ($messagesWithDelays as $index => $item) {
             $what = sprintf('pushMany item %s', var_export($index, true));
-            if (\is_array($item)) {
-                $count = \count($item);
-                if (!array_is_list($item) || $count < 2 || $count > 3 || !$item[0] instanceof Message
-                    || !(\is_int($item[1]) || \is_float($item[1])) || ($count === 3 && !(\is_int($item[2]) || \is_float($item[2])))) {
-                    throw new InvalidArgumentException("{$what}: expected a ScheduledMessage or [Message, delay(, readyMaxLifetime)]");
-                }
+            $count = \is_array($item) ? \count($item) : 0;
+            if ($count >= 2 && $count <= 3 && array_is_list($item) && $item[0] instanceof Message
+                && (\is_int($item[1]) || \is_float($item[1])) && ($count === 2 || \is_int($item[2]) || \is_float($item[2]))) {
                 $item = new ScheduledMessage($item[0], $item[1], $item[2] ?? self::DEFAULT_READY_MAX_LIFETIME);
             }
             if (!$item instanceof ScheduledMessage) {
-                $got = get_debug_type($item);
-                throw new InvalidArgumentException("{$what}: expected a ScheduledMessage or [Message, delay(, readyMaxLifetime)], got {$got}");
+                $got = \is_array($item) ? '' : ', got ' . get_debug_type($item);
+                throw new InvalidArgumentException("{$what}: expected a ScheduledMessage or [Message, delay(, readyMaxLifetime)]{$got}");
             }
             try {
                 $jobs[] = Calls::job($this->keys, $item->message, $item->delay, $item->readyMaxLifetime);
@@ -112,8 +106,7 @@ trait Pushes
     }
 
     /**
-     * Moves a waiting job's due time to $delay seconds from now (its expiry
-     * moves by as much). Never creates or resurrects a job.
+     * Moves a waiting job's due time (and its expiry) to $delay seconds from now; never creates a job.
      *
      * @param string|null $topic needed in the per-topic layout
      * @return float|false the new due time in Unix seconds, or false when the job is not waiting
@@ -140,9 +133,9 @@ trait Pushes
     }
 
     /**
-     * With the durable option: WAIT for a replica of the writes just made (on a cluster, on each topic's node).
+     * With the durable option: WAIT for a replica of the writes just made.
      *
-     * @param list<string> $topics the topics written
+     * @param list<string> $topics the topics written (on a cluster, WAIT on each one's node)
      */
     private function awaitReplica(int $jobs, array $topics): void
     {

@@ -7,10 +7,9 @@ namespace Delayer;
 use Delayer\Exception\ProtocolException;
 
 /**
- * What each script's reply means: one decoder per script, named after it
- * (a _topic script's is its classic one's), checked against the script's
- * header. A reply of another shape raises {@see ProtocolException} naming
- * the (classic) script: Redis's data is input like any other. No I/O.
+ * What each script's reply means: one decoder per script, named after it (a
+ * _topic script's is its classic one's). A reply of another shape raises
+ * {@see ProtocolException}: Redis's data is input like any other. No I/O.
  *
  * @internal used by {@see Client}
  */
@@ -31,7 +30,7 @@ final class Replies
     }
 
     /**
-     * push_many.lua: one push() entry per job of the call, in its order.
+     * push_many.lua: one push() entry per job of the call.
      *
      * @param list<string> $ids the call's ids
      * @return list<float|Taken>
@@ -104,8 +103,7 @@ final class Replies
     }
 
     /**
-     * reserve.lua in batch mode, {acks, jobs}: one flag per ack sent and at
-     * most $n jobs.
+     * reserve.lua in batch mode, {acks, jobs}: one flag per ack sent and at most $n jobs.
      *
      * @return array{0: list<bool>, 1: list<ReservedMessage>}
      */
@@ -135,10 +133,7 @@ final class Replies
         return self::touch($reply, Scripts::RESCHEDULE);
     }
 
-    /**
-     * release.lua ("held"): the new due time "s.mmm" or "dead" as it came,
-     * false when the reservation was not held.
-     */
+    /** release.lua ("held"): the new due time "s.mmm" or "dead", false when not held. */
     public static function release(mixed $reply): string|false
     {
         if ($reply === false || $reply === null) {
@@ -150,11 +145,7 @@ final class Replies
         return $reply;
     }
 
-    /**
-     * dead.lua's listing.
-     *
-     * @return list<DeadLetter>
-     */
+    /** @return list<DeadLetter> dead.lua's listing */
     public static function deadList(mixed $reply): array
     {
         if (!\is_array($reply)) {

@@ -9,25 +9,21 @@ use Delayer\Exception\InvalidArgumentException;
 /**
  * At least once (docs/PROTOCOL.md, "Reliable delivery"): reserve(),
  * bReserve() and reserveMany() hand jobs out reserved for a time-to-run;
- * ack(), touch(), release() and bury() end or extend a reservation. Apart
- * from {@see Client} because receipts and deadlines are a protocol of
- * their own that the 1.x methods never see.
+ * ack(), touch(), release() and bury() end or extend a reservation.
  *
- * Given a ReservedMessage, ack / touch / release / bury act on that
- * reservation only (its receipt): a worker that overran its ttr, whose job
- * went to another worker, gets false and changes nothing. Given an id, on
- * the reservation $receipt names, or the current one when null; $topic is
- * needed with an id in the per-topic layout. false always means "not held,
- * nothing changed".
+ * Given a ReservedMessage, these act on that reservation only (its
+ * receipt): a worker that overran its ttr, whose job went to another
+ * worker, gets false and changes nothing. Given an id, on the reservation
+ * $receipt names, or the current one when null; $topic is needed with an
+ * id in the per-topic layout. false always means "not held, nothing changed".
  */
 trait Reservations
 {
     /**
      * Takes the next ready job of a topic, without waiting, reserved for $ttr
-     * seconds: invisible to others until acked, released or buried; past its
-     * ttr the server counts a failed attempt and delivers it again (after its
-     * backoff, or to dead letters past max_attempts), so a dying worker loses
-     * nothing. Choose $ttr above the longest run.
+     * seconds: past its ttr the server counts a failed attempt and delivers
+     * it again (after its backoff; to dead letters past max_attempts), so a
+     * dying worker loses nothing. Choose $ttr above the longest run.
      *
      * @param int|float $ttr seconds, more than 0, at most 315360000, rounded to the millisecond (at least 1 ms)
      * @throws InvalidArgumentException on a bad topic or ttr
@@ -39,10 +35,9 @@ trait Reservations
     }
 
     /**
-     * reserve(), waiting up to $timeout seconds (0: forever). It waits with
-     * BLMOVE of the ready queue onto itself, which takes nothing (a worker
-     * dying mid-wait cannot lose an id), then runs reserve.lua, and waits
-     * again within the timeout when another worker was quicker.
+     * reserve(), waiting up to $timeout seconds (0: forever), with BLMOVE of
+     * the ready queue onto itself, which takes nothing (a worker dying
+     * mid-wait cannot lose an id).
      *
      * @throws InvalidArgumentException on a bad topic, ttr or timeout
      */
@@ -61,13 +56,11 @@ trait Reservations
     }
 
     /**
-     * Acks finished reservations, then reserves up to $n (0 to 1000) jobs
-     * of $topic, in one call (reserve.lua's batch mode); does not wait.
+     * Acks finished reservations, then reserves up to $n (0 to 1000) jobs of
+     * $topic, in one call; does not wait. A call lost with its connection may
+     * have run: its acks sent again return false, its jobs come back after their ttr.
      *
      *     [$acked, $jobs] = $client->reserveMany('mail', 60, 1, [$done]);
-     *
-     * A call lost with its connection may have run: its acks sent again
-     * return false, its jobs come back after their ttr.
      *
      * @param list<ReservedMessage|string> $acks at most 1000: a ReservedMessage, or an id (its
      *        current reservation, of $topic); per-topic layout: one of another topic goes alone
@@ -106,18 +99,15 @@ trait Reservations
             $flags[$i] = Replies::ack($this->connection->script(...Calls::ack($this->keys, $id, $receipt, $of)));
         }
         $call = Calls::reserveMany($this->keys, $topic, $ttrMs, $n, array_values($pairs));
-        $reply = $this->connection->script(...$call);
-        [$acked, $jobs] = Replies::reserveBatch($reply, \count($pairs), $n);
-        foreach (array_keys($pairs) as $k => $i) {
-            $flags[$i] = $acked[$k];
-        }
+        [$acked, $jobs] = Replies::reserveBatch($this->connection->script(...$call), \count($pairs), $n);
+        $flags += array_combine(array_keys($pairs), $acked);
         ksort($flags);
         return [array_values($flags), $jobs];
     }
 
     /**
-     * Ends a reservation with success: the job is deleted. An ack after the
-     * deadline still counts while the server has not yet taken the job back.
+     * Ends a reservation with success: the job is deleted (after the deadline
+     * too while the server has not yet taken the job back).
      *
      * @return bool whether the reservation was held
      * @throws InvalidArgumentException on a bad id or receipt
@@ -129,9 +119,8 @@ trait Reservations
     }
 
     /**
-     * Extends a reservation: its deadline is set (not added to) to $ttr
-     * seconds from now, attempts unchanged. A ReservedMessage keeps its
-     * first deadline: the new one is returned.
+     * Sets a reservation's deadline to $ttr seconds from now, attempts
+     * unchanged (a ReservedMessage keeps its first deadline).
      *
      * @param int|float $ttr as reserve()'s
      * @return float|false the new deadline in Unix seconds, or false when not held
@@ -165,8 +154,7 @@ trait Reservations
     }
 
     /**
-     * Ends a reservation by giving up: the job goes to its topic's dead
-     * letters (reason "buried") whatever its attempts.
+     * Ends a reservation by giving up: the job goes to its topic's dead letters (reason "buried").
      *
      * @return bool whether the reservation was held
      * @throws InvalidArgumentException on a bad id or receipt

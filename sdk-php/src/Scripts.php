@@ -6,10 +6,8 @@ namespace Delayer;
 
 
 /**
- * The one place where this SDK knows the Lua scripts: their names and
- * limits, and their source, read and hashed once per process from
- * sdk-php/lua/ (byte-identical copies of lua/, a test checks it).
- * {@see Connection::pipelined()} runs them.
+ * The one place where this SDK knows the Lua scripts: names, limits, and
+ * source, read and hashed once per process from sdk-php/lua/ (copies of lua/).
  */
 final class Scripts
 {

@@ -9,14 +9,12 @@ use Delayer\Exception\ConnectionException;
 use Delayer\Exception\RedisErrorException;
 
 /**
- * Redis Sentinel ([redis] mode = sentinel, option `sentinels`): a failover
- * moves the master, so {@see Connection} asks the sentinels at every new
- * connection (SENTINEL get-master-addr-by-name), checks with ROLE that it
- * reached a master, and drops the connection after a failure or a demoted
- * master's READONLY. The sentinels are asked over a {@see Connection}
- * too, not RedisSentinel, which (phpredis 5) can neither authenticate nor
- * use TLS. Also the config rule
- * of [redis] mode (sdk-rust/src/sentinel.rs), with its messages.
+ * Redis Sentinel: a failover moves the master, so {@see Connection} asks
+ * the sentinels at every new connection, checks with ROLE that it reached
+ * a master, and drops the connection after a failure or a demoted master's
+ * READONLY. Asked over a {@see Connection}, not RedisSentinel, which
+ * (phpredis 5) can neither authenticate nor use TLS. Also the rule of
+ * [redis] mode and node lists.
  *
  * @internal used by {@see Options}, {@see ConfigFile} and {@see Connection}
  */
@@ -25,8 +23,9 @@ final class Sentinels
     /** Keys that only mean something in sentinel mode. */
     private const SENTINEL_ONLY = ['nodes', 'master_name', 'sentinel_username', 'sentinel_password', 'tls'];
 
-    /** Keys naming one fixed address, which sentinel mode does not have. */
+    /** Keys naming one fixed address, which sentinel mode does not have; and those cluster mode does not use. */
     private const FIXED_ONLY = ['url', 'host', 'port'];
+    private const NOT_IN_CLUSTER = ['url', 'host', 'port', 'master_name', 'sentinel_username', 'sentinel_password'];
 
     /**
      * @param list<array{0: string, 1: int}> $nodes the sentinels, asked in this order
@@ -132,8 +131,9 @@ final class Sentinels
     }
 
     /**
-     * The server's rule for [redis] mode and its keys: standalone (sentinel
-     * keys refused), sentinel, or cluster ({@see ClusterConnection::readConfig()}).
+     * The server's rule for [redis] mode and its keys (sdk-rust/src/sentinel.rs
+     * and cluster.rs), with its messages and in its order: standalone (the
+     * other modes' keys refused), sentinel or cluster.
      *
      * @param \Closure(string): ?string $get a [redis] value, null when absent or empty
      * @param \Closure(string, string): ConfigException $error an error about a [redis] key
@@ -147,45 +147,37 @@ final class Sentinels
                 . (\in_array($key, ['nodes', 'tls'], true) ? 'sentinel or cluster' : 'sentinel') . ' (mode is standalone)'));
             return [];
         }
-        if ($mode === 'cluster') {
-            return ClusterConnection::readConfig($get, $error, $layout);
-        }
-        if ($mode !== 'sentinel') {
+        if ($mode !== 'sentinel' && $mode !== 'cluster') {
             throw $error('mode', self::quoted($mode) . ' is not a mode: standalone, sentinel or cluster');
         }
-        Options::refuse($get, self::FIXED_ONLY, static fn (string $key) => $error($key, 'not used with mode = sentinel: the sentinels name the master (nodes)'));
-        $nodes = $get('nodes');
-        if ($nodes === null) {
-            throw $error('mode', 'mode = sentinel needs nodes (the sentinels: host:port,host:port,...)');
+        $cluster = $mode === 'cluster';
+        [$named, $what] = $cluster ? ['the nodes name the cluster', 'seed nodes'] : ['the sentinels name the master (nodes)', 'the sentinels'];
+        Options::refuse($get, $cluster ? self::NOT_IN_CLUSTER : self::FIXED_ONLY, static fn (string $key) => $error($key, "not used with mode = {$mode}: {$named}"));
+        $database = $get('database');
+        if ($cluster && $database !== null && $database !== '0') {
+            throw $error('database', 'Redis Cluster has only database 0');
         }
-        $name = $get('master_name');
-        if ($name === null) {
-            throw $error('mode', 'mode = sentinel needs master_name');
-        }
-        [$parsed, $tls] = self::nodesAndTls($get, $error, $nodes);
-        return array_filter(['sentinels' => $parsed, 'master_name' => $name, 'sentinel_tls' => $tls,
-            'sentinel_username' => $get('sentinel_username'), 'sentinel_password' => $get('sentinel_password')],
-            static fn (mixed $value): bool => $value !== null);
-    }
-
-    /**
-     * [redis] nodes, parsed, and tls (yes or no), as both modes read them.
-     *
-     * @param \Closure(string): ?string $get
-     * @param \Closure(string, string): ConfigException $error
-     * @return array{0: list<array{0: string, 1: int}>, 1: bool}
-     */
-    public static function nodesAndTls(\Closure $get, \Closure $error, string $nodes): array
-    {
+        $nodes = $get('nodes') ?? throw $error('mode', "mode = {$mode} needs nodes ({$what}: host:port,host:port,...)");
+        $name = $cluster ? null : ($get('master_name') ?? throw $error('mode', 'mode = sentinel needs master_name'));
         $tls = $get('tls');
         if (!\in_array($tls, [null, 'yes', 'no', 'true', 'false'], true)) {
             throw $error('tls', self::quoted((string) $tls) . ' is not yes or no');
         }
         try {
-            return [self::parseNodes($nodes), \in_array($tls, ['yes', 'true'], true)];
+            $parsed = self::parseNodes($nodes);
         } catch (\InvalidArgumentException $bad) {
             throw $error('nodes', self::quoted($bad->getMessage()) . ' is not host:port');
         }
+        $tls = \in_array($tls, ['yes', 'true'], true);
+        if ($cluster && $layout !== Keys::TOPIC) {
+            throw $error('mode', 'mode = cluster needs [delayer] layout = topic (the classic layout keeps every job in one key)');
+        }
+        if ($cluster) {
+            return ['cluster' => ClusterConnection::seedList($parsed), 'cluster_tls' => $tls];
+        }
+        return array_filter(['sentinels' => $parsed, 'master_name' => $name, 'sentinel_tls' => $tls,
+            'sentinel_username' => $get('sentinel_username'), 'sentinel_password' => $get('sentinel_password')],
+            static fn (mixed $value): bool => $value !== null);
     }
 
     /** $text in double quotes, as Rust's {:?} shows a plain string. */

@@ -9,11 +9,9 @@ use Delayer\Exception\InvalidArgumentException;
 /**
  * Trace context across the delay: a job's W3C `traceparent`, kept by
  * push.lua and handed back by pop, reserve, job() and the Worker, so a
- * consumer's span can be a child of the producer's however long the job
- * waited. Passed through only (no spans started here). Checked at push
- * (`00-<32 hex>-<16 hex>-<2 hex>`, lower-case, ids not all zeros); read
- * from Redis it is untrusted: a malformed one is handed out as null and
- * logged once per process, never an error.
+ * consumer's span can be a child of the producer's. Passed through only.
+ * Read from Redis it is untrusted: a malformed one is handed out as null
+ * and logged once per process, never an error.
  */
 final class Traceparent
 {

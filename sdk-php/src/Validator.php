@@ -8,9 +8,8 @@ use Delayer\Exception\InvalidArgumentException;
 
 /**
  * The protocol's input rules (docs/PROTOCOL.md, "Input rules"), checked
- * before any Redis call, with the messages the conformance suite compares
- * across SDKs. The scripts trust their input, so these checks are not
- * repeated there.
+ * before any Redis call (the scripts trust their input), with the messages
+ * the conformance suite compares across SDKs.
  *
  * @internal used by {@see Client}
  */
@@ -28,10 +27,7 @@ final class Validator
     /** Largest cursor or start of a listing: 2^53 - 1, exact in the scripts' arithmetic. */
     public const MAX_POSITION = 9007199254740991;
 
-    /**
-     * An id or a topic: any non-empty string, as Delayer 1.x wrote them (a
-     * 1.x job on topic "close order" must be poppable); an int is its decimal string.
-     */
+    /** An id or a topic: any non-empty string, as 1.x wrote them; an int is its decimal string. */
     public static function name(string $what, mixed $value): string
     {
         if (\is_int($value)) {
@@ -71,9 +67,8 @@ final class Validator
         if (\is_int($delay)) {
             return $delay * 1000;
         }
-        // As docs/PROTOCOL.md (Rust's Duration: 1.2345 s is 1235 ms): to the
-        // nanosecond, then the millisecond, halves up; whole seconds split off
-        // so huge delays keep the fraction's precision; floor(x + 0.5), as round() pre-rounds.
+        // As docs/PROTOCOL.md (Rust's Duration: 1.2345 s is 1235 ms): to the ns, then the ms, halves up;
+        // whole seconds split off to keep the fraction's precision; floor(x + 0.5), as round() pre-rounds.
         $whole = floor($delay);
         $nanos = (int) floor(($delay - $whole) * 1e9 + 0.5);
         return (int) $whole * 1000 + intdiv($nanos + 500000, 1000000);
@@ -138,7 +133,7 @@ final class Validator
     }
 
     /**
-     * A list of job ids, each by the rules of {@see name()} (ints allowed).
+     * Job ids, each by the rules of {@see name()}.
      *
      * @param array<mixed> $ids
      * @return list<string>

@@ -11,10 +11,8 @@ use Delayer\Exception\RedisErrorException;
 use Delayer\Exception\WorkerStoppedException;
 
 /**
- * A consumer loop that runs itself, so that users stop writing (and
- * getting wrong) their own around reserve / ack; it follows the worker
- * specification of docs/PROTOCOL.md, "The Worker runtime", as the other
- * SDKs' do.
+ * A consumer loop, so that users do not write (and get wrong) their own
+ * around reserve / ack (docs/PROTOCOL.md, "The Worker runtime"):
  *
  *     $worker = new Worker(Client::fromConfig('/etc/delayer.conf'));
  *     $worker->handle('mail', function (Job $job): void { send($job->body); }, ttr: 60);
@@ -23,14 +21,12 @@ use Delayer\Exception\WorkerStoppedException;
  * One handler runs at a time (run several processes for concurrency);
  * topics are taken in turn. At least once (default): a handler returning
  * acks its job (with the call that takes the next), one throwing releases
- * it with its backoff and "<class>: <message>"; a dead worker's job comes
- * back after its ttr. At most once: pop, and a failed job is lost.
+ * it with its backoff. At most once: pop, and a failed job is lost.
  *
  * With pcntl, SIGALRM touches a reservation once half its ttr passed (ttrs
  * of 3 s and more) and ends a handler that outruns a stop's grace period
- * (WorkerStoppedException, its job released); SIGTERM / SIGINT stop the
- * worker. While run() runs SIGALRM is the worker's: a handler must not use
- * pcntl_alarm(), and its sleep() may end early.
+ * (WorkerStoppedException); SIGTERM / SIGINT stop the worker. While run()
+ * runs a handler must not use pcntl_alarm(), and its sleep() may end early.
  */
 final class Worker
 {
@@ -48,7 +44,7 @@ final class Worker
     /** @var array<string, array{0: \Closure(Job): mixed, 1: float}> topic => handler, ttr */
     private array $handlers = [];
 
-    /** @var list<string> the topics, in the order they were registered */
+    /** @var list<string> in the order registered */
     private array $topics = [];
 
     private readonly WorkerHooks $hooks;
@@ -74,7 +70,7 @@ final class Worker
 
     private bool $stopping = false;
 
-    /** When a stop's grace period ends (hrtime seconds). */
+    /** When a stop's grace period ends ({@see BlockingWait::now()}). */
     private ?float $stopAt = null;
 
     private bool $aborting = false;
@@ -138,9 +134,8 @@ final class Worker
     }
 
     /**
-     * Adds a listener of the worker's events and their data, for metrics
-     * (sdk-php/README.md, "Events"; the other SDKs' hooks, PROTOCOL.md "The
-     * Worker runtime"). A listener that throws is logged.
+     * Adds a listener of the worker's events, for metrics (sdk-php/README.md,
+     * "Events"). A listener that throws is logged.
      *
      * @param callable(string, array<string, mixed>): void $listener
      */
@@ -195,7 +190,6 @@ final class Worker
         return $this->stopping;
     }
 
-    /** stop(), by $signal (0: none). */
     private function requestStop(int $signal): void
     {
         if ($this->stopping) {
@@ -320,7 +314,7 @@ final class Worker
     }
 
     /**
-     * reserveMany() of up to $n jobs of $topic, sending the pending acks, which it reports.
+     * reserveMany(), sending the pending acks, which it reports.
      *
      * @return list<ReservedMessage>
      */
@@ -418,10 +412,7 @@ final class Worker
         return $this->touchClient ??= $this->client->withOwnConnection();
     }
 
-    /**
-     * After a failed call: says so, sleeps $pause (in short steps, so that a
-     * stop ends it when $interruptible) and returns the next pause, doubled up to reconnectMax.
-     */
+    /** After a failed call: says so, sleeps $pause (a stop ends it when $interruptible), returns the next pause. */
     private function backOff(\Throwable $e, float $pause, bool $interruptible): float
     {
         $this->hooks->log('warning', sprintf('Redis: %s; trying again in %.1f s', $e->getMessage(), $pause));

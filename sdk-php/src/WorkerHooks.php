@@ -7,10 +7,9 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * Where a {@see Worker} reports: its log lines (to a logger of the user's,
- * or error_log()) and its events (to the listeners given to Worker::on(),
- * for metrics). Apart from the loop so that a failing logger or listener
- * can never stop the worker: what they throw is reported and dropped.
+ * Where a {@see Worker} reports: log lines (to the user's logger, or
+ * error_log()) and events (to Worker::on()'s listeners). A failing logger
+ * or listener never stops the worker: what they throw is reported and dropped.
  *
  * @internal used by {@see Worker}
  */
@@ -26,9 +25,8 @@ final class WorkerHooks
     private array $listeners = [];
 
     /**
-     * @param callable|object|null $logger a callable (string $level, string $message,
-     *        array $context), an object with PSR-3's log($level, $message, $context)
-     *        (a Psr\Log\LoggerInterface), or null: error_log() for notice and above
+     * @param callable|object|null $logger callable($level, $message, $context), an object with PSR-3's
+     *        log(), or null: error_log() for notice and above
      * @throws InvalidArgumentException on anything else
      */
     public function __construct(callable|object|null $logger)

@@ -5,13 +5,11 @@ declare(strict_types=1);
 namespace Delayer;
 
 /**
- * The signals a {@see Worker} uses, through pcntl: SIGTERM and SIGINT ask
- * it to stop, SIGALRM wakes it while a handler runs (to touch the job's
- * reservation, or to end a handler that outlived the stop's grace period).
- * A PHP process has one thread, so a signal is the only way to act while
- * the handler's own code runs; with async signals the handler is
- * interrupted between two of its PHP statements, never inside a Redis call.
- * What was installed before is put back when the worker stops.
+ * The signals a {@see Worker} uses: SIGTERM and SIGINT stop it, SIGALRM
+ * wakes it while a handler runs (to touch, or to end a handler past the
+ * stop's grace). One thread: a signal is the only way to act while the
+ * handler runs; async, it interrupts between two PHP statements, never
+ * inside a Redis call. What was installed before is put back at the end.
  *
  * @internal used by {@see Worker}
  */
@@ -45,20 +43,11 @@ final class WorkerSignals
     {
         $signals = new self();
         $signals->asyncBefore = pcntl_async_signals(true);
-        if ($stop) {
-            foreach ([SIGTERM, SIGINT] as $signal) {
-                $signals->previous[$signal] = pcntl_signal_get_handler($signal);
-                pcntl_signal($signal, static function (int $signo) use ($onStop): void {
-                    $onStop($signo);
-                });
-            }
-        }
-        if ($alarm) {
-            $signals->alarm = true;
-            $signals->previous[SIGALRM] = pcntl_signal_get_handler(SIGALRM);
-            pcntl_signal(SIGALRM, static function () use ($onAlarm): void {
-                $onAlarm();
-            });
+        $signals->alarm = $alarm;
+        $handlers = ($stop ? [SIGTERM => $onStop, SIGINT => $onStop] : []) + ($alarm ? [SIGALRM => $onAlarm] : []);
+        foreach ($handlers as $signal => $handler) {
+            $signals->previous[$signal] = pcntl_signal_get_handler($signal);
+            pcntl_signal($signal, static fn (int $signo) => $handler($signo));
         }
         return $signals;
     }
