@@ -564,3 +564,68 @@ pub(crate) fn panic_text(panic: Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "a panic without a message".into());
     format!("handler panicked: {what}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(n: usize) -> Delivery {
+        Delivery {
+            id: format!("j{n}"),
+            topic: "t".into(),
+            body: Vec::new(),
+            attempts: 1,
+            max_attempts: 25,
+            receipt: Some(n.to_string()),
+            raw_id: None,
+            raw_topic: None,
+            traceparent: None,
+        }
+    }
+
+    fn fetch(action: Action) -> Fetch {
+        match action {
+            Action::Fetch(f) => f,
+            _ => panic!("not a fetch"),
+        }
+    }
+
+    /// Two fetches go out at once, each for the slots free when it goes
+    /// (the acks riding along); no third; a stop ends the run only once
+    /// both are answered, and their jobs still start.
+    #[test]
+    fn two_fetches_in_flight_and_a_stop_waits_for_them() {
+        let mut s = Settings::new();
+        s.concurrency = 100;
+        let mut core = Core::new(s, vec!["t".into()]);
+        let t0 = Instant::now();
+        core.next(t0); // the eviction check
+        let first = fetch(core.next(t0));
+        assert_eq!(first.n, 100);
+        assert!(matches!(core.next(t0), Action::Idle { .. }), "no slot is free for a second fetch");
+        let starts = core.fetched(first, Ok((Vec::new(), (0..100).map(job).collect())), t0);
+        for start in &starts[..50] {
+            core.done(start.slot, Ok(()), t0);
+        }
+        let second = fetch(core.next(t0));
+        assert_eq!((second.n, second.acks.len()), (50, 50));
+        for start in &starts[50..] {
+            core.done(start.slot, Ok(()), t0);
+        }
+        let third = fetch(core.next(t0));
+        assert_eq!((third.n, third.acks.len()), (50, 50), "the second fetch is still out");
+        assert!(matches!(core.next(t0), Action::Idle { .. }), "two are out: no third");
+        core.stop(t0);
+        let more = core.fetched(second, Ok((vec![true; 50], (100..150).map(job).collect())), t0);
+        assert_eq!(more.len(), 50, "jobs fetched before the stop still run");
+        for start in more {
+            core.done(start.slot, Ok(()), t0);
+        }
+        let flush = fetch(core.next(t0));
+        assert_eq!((flush.n, flush.acks.len()), (0, 50), "a stopping worker sends its acks, fetches no jobs");
+        core.fetched(flush, Ok((vec![true; 50], Vec::new())), t0);
+        assert!(matches!(core.next(t0), Action::Idle { .. }), "a fetch is still out");
+        core.fetched(third, Ok((vec![true; 50], Vec::new())), t0);
+        assert!(matches!(core.next(t0), Action::Done));
+    }
+}
