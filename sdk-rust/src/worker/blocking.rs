@@ -94,49 +94,48 @@ impl Worker {
 
     /// The handler threads, taking jobs from one queue.
     fn start_threads(&self, events: &Sender<Msg>) -> Result<Sender<(u64, Task, Handler)>> {
-        let (jobs, queue) = mpsc::channel::<(u64, Task, Handler)>();
-        let queue = Arc::new(Mutex::new(queue));
-        for n in 0..self.settings.concurrency {
-            let (queue, events) = (queue.clone(), events.clone());
-            thread::Builder::new()
-                .name(format!("delayer-worker-{n}"))
-                .spawn(move || loop {
-                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
-                    let Ok((slot, task, handler)) = next else { return };
-                    let outcome =
-                        catch_unwind(AssertUnwindSafe(|| handler(&task))).unwrap_or_else(|p| Err(panic_text(p)));
-                    if events.send(Msg::Done(slot, outcome)).is_err() {
-                        return;
-                    }
-                })
-                .map_err(|e| crate::Error::InvalidArgument(format!("cannot start a worker thread: {e}")))?;
-        }
-        Ok(jobs)
+        pool("delayer-worker", self.settings.concurrency, events, |(slot, task, handler): (u64, Task, Handler)| {
+            let outcome = catch_unwind(AssertUnwindSafe(|| handler(&task))).unwrap_or_else(|p| Err(panic_text(p)));
+            Msg::Done(slot, outcome)
+        })
     }
 
     /// The threads that send fetches, so the loop goes on starting and
     /// acking jobs while Redis answers (the engine has up to two out).
-    /// They end when the loop drops its sender.
     fn start_fetchers(&self, events: &Sender<Msg>) -> Result<Sender<Fetch>> {
-        let (fetches, queue) = mpsc::channel::<Fetch>();
-        let queue = Arc::new(Mutex::new(queue));
-        for n in 0..IN_FLIGHT {
-            let (queue, events) = (queue.clone(), events.clone());
-            let (client, settings) = (self.client.clone(), self.settings.clone());
-            thread::Builder::new()
-                .name(format!("delayer-fetch-{n}"))
-                .spawn(move || loop {
-                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
-                    let Ok(f) = next else { return };
-                    let result = fetch!(client, settings, f);
-                    if events.send(Msg::Fetched(f, result)).is_err() {
-                        return;
-                    }
-                })
-                .map_err(|e| crate::Error::InvalidArgument(format!("cannot start a worker thread: {e}")))?;
-        }
-        Ok(fetches)
+        let (client, settings) = (self.client.clone(), self.settings.clone());
+        pool("delayer-fetch", IN_FLIGHT, events, move |f: Fetch| {
+            let result = fetch!(client, settings, f);
+            Msg::Fetched(f, result)
+        })
     }
+}
+
+/// `n` threads named `<name>-<k>` taking work from one queue, each turning
+/// it into a message for the loop. They end when the loop drops the sender
+/// or stops listening.
+fn pool<T: Send + 'static>(
+    name: &str,
+    n: usize,
+    events: &Sender<Msg>,
+    work: impl Fn(T) -> Msg + Clone + Send + 'static,
+) -> Result<Sender<T>> {
+    let (sender, queue) = mpsc::channel::<T>();
+    let queue = Arc::new(Mutex::new(queue));
+    for k in 0..n {
+        let (queue, events, work) = (queue.clone(), events.clone(), work.clone());
+        thread::Builder::new()
+            .name(format!("{name}-{k}"))
+            .spawn(move || loop {
+                let next = queue.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                let Ok(item) = next else { return };
+                if events.send(work(item)).is_err() {
+                    return;
+                }
+            })
+            .map_err(|e| crate::Error::InvalidArgument(format!("cannot start a worker thread: {e}")))?;
+    }
+    Ok(sender)
 }
 
 /// One run of the loop.
