@@ -216,6 +216,38 @@ def test_release_waits_the_delay_or_the_backoff(drivers: Any, rds: Any, keys: An
     ok(drivers, y, {"op": "remove", "id": job_id, "topic": t})
 
 
+def test_default_retry_settings_apply_without_being_written(drivers: Any, rds: Any, keys: Any) -> None:
+    """A job pushed without retry settings: reserve writes only attempts and
+    receipt, and every release, whichever SDK sends it, waits the default
+    backoff (1 s doubling) and buries the job at the default 25th attempt,
+    the limit reserve's reply names (release.lua and reserve.lua agree)."""
+    t = topic("defaults")
+    job_id = new_id("defaults")
+    push(drivers, "python", t, job_id)
+    waits, outcome = [], None
+    for attempt in range(1, 26):
+        s = SDKS[attempt % 3]
+        job = breserve(drivers, s, t)
+        assert job is not None and (job["attempts"], job["max_attempts"]) == (attempt, 25), job
+        if attempt <= 3:  # once by each SDK
+            fields = {k.decode() for k in rds.hkeys(keys.bucket(job_id, t))} - {"due"}
+            assert fields == {"topic", "body", "attempts", "receipt"}, f"reserve wrote defaults: {fields}"
+        before = now(rds)
+        assert end(drivers, s, "release", job) is True
+        due = rds.zscore(keys.pool_of(t), job_id)
+        if due is None:
+            outcome = attempt
+            break
+        waits.append(round(due - before))
+        assert ok(drivers, s, {"op": "reschedule", "id": job_id, "topic": t, "delay_ms": 0})["due"] is not None
+    assert waits[:4] == [1, 2, 4, 8], f"the default backoff: 1 s doubling, got {waits[:4]}"
+    assert max(waits) == 3600, "the default cap: 1 h"
+    assert outcome == 25, "the default limit: dead at the 25th attempt"
+    (entry,) = ok(drivers, "rust", {"op": "dead_list", "topic": t, "start": 0, "count": 10})["dead"]
+    assert (entry["id"], entry["reason"], entry["attempts"]) == (job_id, "max_attempts", 25)
+    ok(drivers, "rust", {"op": "purge_dead", "topic": t, "ids": None})
+
+
 @pytest.mark.parametrize("y", SDKS)
 def test_reschedule_moves_only_waiting_jobs(drivers: Any, rds: Any, keys: Any, y: str) -> None:
     job_id, t = new_id(y), topic("resched")

@@ -76,8 +76,12 @@ local function seconds(ms)
 end
 local now = seconds(now_ms)
 
+-- The retry settings of a job whose pusher left them out (PROTOCOL.md, "The
+-- job hash"): reserve.lua does not write them, so this is where they apply.
+local DEFAULT_MAX_ATTEMPTS, DEFAULT_BACKOFF_MS, DEFAULT_BACKOFF_MAX_MS = '25', '1000', '3600000'
+
 -- The delay before attempt n + 1 after n failed ones: fixed, or doubling from
--- backoff_ms, never above backoff_max_ms.
+-- backoff_ms, never above backoff_max_ms (absent backoff: exponential).
 local function backoff(kind, attempts, base, cap)
   if kind == 'fixed' then
     return base
@@ -107,7 +111,7 @@ end
 -- holds the wrong type (then nothing is written). The pool is known to be a
 -- ZSET (or none) and the bucket a hash: no write below can fail.
 local function fail(id, bucket, job, why)
-  local attempts, max_attempts = tonumber(job[3]) or 0, tonumber(job[4]) or 0
+  local attempts, max_attempts = tonumber(job[3]) or 0, tonumber(job[4] or DEFAULT_MAX_ATTEMPTS) or 0
   if action == 'bury' or (max_attempts > 0 and attempts >= max_attempts) then
     local reason = action == 'bury' and 'buried' or 'max_attempts'
     local list = dead_list
@@ -126,7 +130,8 @@ local function fail(id, bucket, job, why)
   end
   local delay = tonumber(action)
   if not delay then
-    delay = backoff(job[5], attempts, tonumber(job[6]) or 0, tonumber(job[7]) or 0)
+    delay = backoff(job[5], attempts, tonumber(job[6] or DEFAULT_BACKOFF_MS) or 0,
+      tonumber(job[7] or DEFAULT_BACKOFF_MAX_MS) or 0)
   end
   local due = seconds(now_ms + math.floor(delay))
   redis.call('ZREM', reserved, id)

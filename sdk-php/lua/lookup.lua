@@ -18,7 +18,7 @@
 --          "unknown"    no bucket (never pushed, done, removed or expired),
 --                       or a bucket of another topic than ARGV[2]
 --   attempts      reservations so far ("0" when never reserved)
---   max_attempts  as pushed or filled in by reserve, "" when not set
+--   max_attempts  as pushed, "" when not set (then 25 applies)
 --   dead_reason   "buried" / "max_attempts" while dead
 --   last_error    the last failed attempt's error (release.lua), if any
 --   traceparent   as push wrote it (the caller checks its form), if any

@@ -79,17 +79,13 @@ def test_reserve_hands_out_attempt_1_and_holds_the_job(url: str, raw: "redis.Red
         assert raw.llen(ready("mail")) == 0
         score = reserved_deadline(raw, "order-1")
         assert score is not None and abs(score - job.deadline) < 0.0005
-        # kept until acked: no TTL; retry defaults written once, by reserve.lua
+        # kept until acked: no TTL; the retry defaults are not written (release.lua applies them)
         assert raw.pttl(bucket("order-1")) == -1
         assert raw.hgetall(bucket("order-1")) == {
             b"topic": b"mail",
             b"body": b"hello",
             b"attempts": b"1",
             b"receipt": job.receipt.encode(),
-            b"max_attempts": b"25",
-            b"backoff": b"exponential",
-            b"backoff_ms": b"1000",
-            b"backoff_max_ms": b"3600000",
         }
         # invisible to every other consumer
         assert d.reserve("mail", 30) is None
@@ -107,7 +103,7 @@ def test_reserve_on_an_empty_topic_is_none_and_skips_gone_ids(url: str, raw: "re
         assert raw.zrange(RESERVED, 0, -1) == [b"live"]
 
 
-def test_push_with_retry_settings_writes_them_and_reserve_keeps_them(url: str, raw: "redis.Redis") -> None:
+def test_push_with_retry_settings_writes_them_and_reserve_writes_no_defaults(url: str, raw: "redis.Redis") -> None:
     with Delayer(url) as d:
         d.push("t", "a", 0, b"", max_attempts=3, backoff=Backoff.fixed(2.5))
         d.push("t", "b", 0, b"", max_attempts=0)
@@ -132,8 +128,9 @@ def test_push_with_retry_settings_writes_them_and_reserve_keeps_them(url: str, r
         got = {j.id: j for j in (reserve_one(d, "t") for _ in range(3))}
     assert (got["a"].max_attempts, got["b"].max_attempts, got["c"].max_attempts) == (3, 0, 25)
     assert raw.hmget(bucket("a"), "backoff", "backoff_ms") == [b"fixed", b"2500"]
-    assert raw.hmget(bucket("b"), "backoff", "backoff_ms", "backoff_max_ms") == [b"exponential", b"1000", b"3600000"]
-    assert raw.hmget(bucket("c"), "max_attempts", "backoff_ms", "backoff_max_ms") == [b"25", b"250", b"8000"]
+    # The defaults (25, exponential from 1 s up to 1 h) are release.lua's to apply, never written.
+    assert raw.hmget(bucket("b"), "backoff", "backoff_ms", "backoff_max_ms") == [None, None, None]
+    assert raw.hmget(bucket("c"), "max_attempts", "backoff_ms", "backoff_max_ms") == [None, b"250", b"8000"]
 
 
 def test_push_many_carries_retry_settings_per_job(url: str, raw: "redis.Redis") -> None:
