@@ -138,61 +138,56 @@ final class ConfigFile
         }
         self::overlay($ini, $lines, $environ ?? getenv());
         [$redis, $delayer] = [$ini['redis'], $ini['delayer']];
-        $get = self::value(...);
-        $error = static fn (string $section, string $key, string $message): ConfigException => self::error($path, $lines, $section, $key, $message);
+        // a [redis] value, and an error about one
+        $get = static fn (string $key): ?string => self::value($redis, $key);
+        $error = static fn (string $key, string $message): ConfigException => self::error($path, $lines, 'redis', $key, $message);
         $base = \dirname(realpath($path) ?: $path);
-        $readable = static function (string $key) use ($get, $redis, $error, $lines, $base): ?string {
-            if (($file = $get($redis, $key)) === null) {
+        $readable = static function (string $key) use ($get, $error, $lines, $base): ?string {
+            if (($file = $get($key)) === null) {
                 return null;
             }
             // relative to the file's directory, or to the working directory when from the environment
             $dir = \is_string($lines["redis {$key}"] ?? null) ? (getcwd() ?: '.') : $base;
             $full = str_starts_with($file, '/') ? $file : $dir . '/' . $file;
             if (!is_file($full) || !is_readable($full)) {
-                throw $error('redis', $key, "cannot read {$file}: " . (file_exists($full) ? 'not a readable file' : 'No such file or directory'));
+                throw $error($key, "cannot read {$file}: " . (file_exists($full) ? 'not a readable file' : 'No such file or directory'));
             }
             return $full;
         };
 
         // In the Rust reader's order, so a file with several mistakes gets the
         // same first error in every SDK: the layout first.
-        $layout = $get($delayer, 'layout') ?? Keys::CLASSIC;
+        $layout = self::value($delayer, 'layout') ?? Keys::CLASSIC;
         if (!\in_array($layout, Keys::LAYOUTS, true)) {
-            throw $error('delayer', 'layout', sprintf('"%s" is not one of classic, topic', $layout));
+            throw self::error($path, $lines, 'delayer', 'layout', sprintf('"%s" is not one of classic, topic', $layout));
         }
-        $prefix = $get($delayer, 'key_prefix');
+        $prefix = self::value($delayer, 'key_prefix');
         if ($layout === Keys::TOPIC && $prefix !== null && strpbrk($prefix, '{}') !== false) {
-            throw $error('delayer', 'key_prefix', sprintf('key_prefix %s contains a brace, which the per-topic layout cannot use', self::json($prefix)));
+            $why = sprintf('key_prefix %s contains a brace, which the per-topic layout cannot use', self::json($prefix));
+            throw self::error($path, $lines, 'delayer', 'key_prefix', $why);
         }
-        $config = Sentinels::readConfig(
-            static fn (string $key): ?string => $get($redis, $key),
-            static fn (string $key, string $message): ConfigException => $error('redis', $key, $message),
-            $layout,
-        );
-        if (($url = $get($redis, 'url')) !== null) {
-            RedisUrl::checked($url, static fn (string $key): ?string => $get($redis, $key),
-                static fn (string $key, string $message): ConfigException => $error('redis', $key, $message));
+        $config = Sentinels::readConfig($get, $error, $layout);
+        if (($url = $get('url')) !== null) {
+            RedisUrl::checked($url, $get, $error);
             $config['url'] = $url;
         }
-        if (($database = $get($redis, 'database')) !== null) {
+        if (($database = $get('database')) !== null) {
             $database = self::integer($error, 'database', $database, 0, 2147483647);
         }
         $cert = $readable('tls_cert_file');
         $key = $readable('tls_key_file');
         if (($cert === null) !== ($key === null)) {
-            throw $cert !== null
-                ? $error('redis', 'tls_cert_file', 'needs tls_key_file too')
-                : $error('redis', 'tls_key_file', 'needs tls_cert_file too');
+            throw $cert !== null ? $error('tls_cert_file', 'needs tls_key_file too') : $error('tls_key_file', 'needs tls_cert_file too');
         }
-        $port = $get($redis, 'port');
+        $port = $get('port');
         $notNull = static fn (mixed $value): bool => $value !== null;
         // What the file sets, as constructor options in their order; what it lacks stays absent.
         return $config + array_filter([
-            'host' => $get($redis, 'host'),
+            'host' => $get('host'),
             'port' => $port === null ? null : self::integer($error, 'port', $port, 1, 65535),
             'database' => $database,
-            'username' => $get($redis, 'username'),
-            'password' => $get($redis, 'password'),
+            'username' => $get('username'),
+            'password' => $get('password'),
             'tls' => array_filter(['cafile' => $readable('tls_ca_file'), 'local_cert' => $cert, 'local_pk' => $key], $notNull) ?: null,
             'prefix' => $prefix,
             'layout' => $layout !== Keys::CLASSIC ? $layout : null,
@@ -317,11 +312,11 @@ final class ConfigFile
         return $value === '' ? null : $value; // null: absent or empty
     }
 
-    /** @param \Closure(string, string, string): ConfigException $error */
+    /** @param \Closure(string, string): ConfigException $error */
     private static function integer(\Closure $error, string $key, string $value, int $min, int $max): int
     {
         if (preg_match('/^\d{1,10}$/', $value) !== 1 || (int) $value < $min || (int) $value > $max) {
-            throw $error('redis', $key, sprintf('must be an integer from %d to %d, got %s', $min, $max, self::json($value)));
+            throw $error($key, sprintf('must be an integer from %d to %d, got %s', $min, $max, self::json($value)));
         }
         return (int) $value;
     }
