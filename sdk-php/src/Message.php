@@ -68,9 +68,7 @@ class Message
                 $this->$name = $value; // 1.x kept every key as a property
                 continue;
             }
-            if ($value === null) {
-                $value = ''; // 1.x left it null; validate() and push() refuse it alike
-            }
+            $value ??= ''; // 1.x left it null; validate() and push() refuse it alike
             if (\is_int($value) || \is_float($value) || $value instanceof \Stringable) {
                 $value = (string) $value;
             }
