@@ -5,9 +5,8 @@ declare(strict_types=1);
 namespace Delayer;
 
 /**
- * The wait of bPop() and bReserve(): block, try, and block again within one
- * timeout. A wake that finds nothing usable (a stale id, another worker
- * quicker) must not restart the timeout, nor a remainder be sent as 0 (forever).
+ * The wait of bPop() and bReserve(): block, try, and block again within one timeout. A wake that finds
+ * nothing usable (another worker was quicker) must not restart the timeout, nor a remainder be sent as 0 (forever).
  *
  * @internal used by {@see LegacyApi} and {@see Reservations}; its clock by
  *           {@see Connection}, {@see Job} and {@see Worker}
@@ -15,8 +14,8 @@ namespace Delayer;
 final class BlockingWait
 {
     /**
-     * Calls $attempt with the time left (0 = forever) until it returns a job (false: woke to
-     * nothing usable, the wait goes on; null: its wait timed out) or the timeout passed.
+     * Calls $attempt with the time left (0 = forever) until it returns a job (false: woke to nothing usable;
+     * null: its wait timed out) or the timeout passed.
      *
      * @template T of object
      * @param \Closure(float): (T|false|null) $attempt

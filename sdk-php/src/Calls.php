@@ -7,10 +7,8 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * What each operation sends, without I/O: `[name, KEYS, ARGV]`, ready for
- * RedisLink::script(...$call), built from checked input and the {@see Names}
- * of the call's topic (which name the layout's script too), so nothing here
- * depends on the layout. Each script's header states its KEYS and ARGV.
+ * What each operation sends, without I/O: `[name, KEYS, ARGV]` for RedisLink::script(...$call),
+ * from checked input and the {@see Names} of the call's topic, so nothing here depends on the layout.
  *
  * @internal used by {@see Client}
  */
@@ -19,11 +17,7 @@ final class Calls
     /** deadList() caps its start here: past any list's length, exact in Lua's doubles. */
     private const MAX_LIST_INDEX = 1 << 50;
 
-    /**
-     * Checks one job: push(_topic).lua's KEYS, ARGV[1..9] and the traceparent; push() and pushMany() add the rest.
-     *
-     * @return array{0: list<string>, 1: list<string>}
-     */
+    /** @return array{0: list<string>, 1: list<string>} one job checked: push.lua's KEYS, ARGV[1..9] and the traceparent */
     public static function job(Keys $keys, Message $message, int|float $delay, int|float $readyMaxLifetime): array
     {
         $id = Validator::name('id', $message->id);
@@ -51,11 +45,10 @@ final class Calls
     }
 
     /**
-     * push_many(_topic).lua's calls, `[name, KEYS, ARGV, indexes in $jobs]`: at most
-     * PUSH_MANY_MAX_JOBS jobs each, grouped by pool (per topic in the per-topic layout).
+     * push_many.lua's calls of at most PUSH_MANY_MAX_JOBS jobs, grouped by pool.
      *
      * @param list<array{0: list<string>, 1: list<string>}> $jobs
-     * @return list<array{0: string, 1: list<string>, 2: list<string>, 3: list<int>}>
+     * @return list<array{0: string, 1: list<string>, 2: list<string>, 3: list<int>}> [name, KEYS, ARGV, indexes in $jobs]
      */
     public static function pushMany(Keys $keys, array $jobs, bool $ifAbsent): array
     {
@@ -100,11 +93,7 @@ final class Calls
         return self::reserveMany($keys, $topic, $ttrMs, null, []);
     }
 
-    /**
-     * reserve.lua: ack the (id, receipt) pairs, then reserve up to $count jobs (null: one, not in batch mode).
-     *
-     * @param list<array{0: string, 1: string}> $acks
-     */
+    /** @param list<array{0: string, 1: string}> $acks [id, receipt] pairs acked first; $count null: one job, not in batch mode */
     public static function reserveMany(Keys $keys, string $topic, int $ttrMs, ?int $count, array $acks): array
     {
         $n = $keys->names($topic);
@@ -119,11 +108,7 @@ final class Calls
         ];
     }
 
-    /**
-     * The id, receipt ("": the current reservation) and topic that ack / touch / release / bury send.
-     *
-     * @return array{0: string, 1: string, 2: string|null}
-     */
+    /** @return array{0: string, 1: string, 2: string|null} the id, receipt ("": the current one) and topic of ack, touch, ... */
     public static function reservation(
         string|int|ReservedMessage $job,
         ?string $receipt,
@@ -160,7 +145,7 @@ final class Calls
         return [Scripts::TOUCH, [$n->reserved, $n->bucket($id), $n->pool], [$id, $receipt, (string) $ttrMs, $n->wake]];
     }
 
-    /** release(_topic).lua's "held" mode: $action is a delay in ms, "backoff" or "bury"; $error is cut to what the script keeps. */
+    /** release.lua's "held" mode: $action is a delay in ms, "backoff" or "bury". */
     public static function release(
         Keys $keys,
         string $id,
@@ -194,11 +179,7 @@ final class Calls
         ];
     }
 
-    /**
-     * dead(_topic).lua's requeue or purge: of $ids, or with null of DEAD_MAX_PER_CALL from the oldest end.
-     *
-     * @param list<string>|null $ids
-     */
+    /** @param list<string>|null $ids null: DEAD_MAX_PER_CALL from the oldest end */
     public static function deadAction(Keys $keys, string $topic, string $action, ?array $ids): array
     {
         $n = $keys->names($topic);

@@ -8,16 +8,14 @@ use Delayer\Exception\ConnectionException;
 use Delayer\Exception\RedisErrorException;
 
 /**
- * Redis Cluster (per-topic layout only): the slot map (CLUSTER SLOTS) and
- * one {@see Connection} per master, each command sent to the master of its
- * first key's slot. MOVED re-reads the map and sends again, ASK sends once
- * after ASKING (neither ran the command); a failed node, CLUSTERDOWN,
- * TRYAGAIN, MASTERDOWN and LOADING raise ConnectionException and the next
- * call reads the map again.
+ * Redis Cluster (per-topic layout only): the slot map and one {@see Connection}
+ * per master, each command sent to the master of its first key's slot. MOVED
+ * re-reads the map and sends again, ASK sends once after ASKING (neither ran
+ * the command); a failed node or a changing cluster raise ConnectionException
+ * and the next call reads the map again.
  *
  * Not phpredis's RedisCluster: 5.3.7 crashes (SIGSEGV, phpredis PR #2723)
- * after a failover, and has no pipelines and a read timeout fixed at
- * connect. It is only what {@see driver()} hands 1.x subclasses.
+ * after a failover, has no pipelines and fixes the read timeout at connect.
  *
  * @internal used by {@see Client}, {@see Options} and {@see Sentinels}
  */
@@ -40,7 +38,7 @@ final class ClusterConnection implements RedisLink
     private static ?array $crc = null;
 
     /**
-     * @param list<string> $seeds "host:port" of the seed nodes
+     * @param list<string> $seeds "host:port"
      * @param array<string, mixed>|null $tls ssl stream context options; null: no TLS
      * @param list<string> $secrets passwords to keep out of messages
      */
@@ -55,10 +53,8 @@ final class ClusterConnection implements RedisLink
     }
 
     /**
-     * The seeds as "host:port".
-     *
      * @param list<array{0: string, 1: int}> $nodes
-     * @return list<string>
+     * @return list<string> "host:port"
      */
     public static function seedList(array $nodes): array
     {
@@ -227,11 +223,7 @@ final class ClusterConnection implements RedisLink
         }
     }
 
-    /**
-     * ["MOVED"|"ASK", "host:port"] of a redirection; a demoted master's READONLY counts as MOVED.
-     *
-     * @return array{0: string, 1: string}|null
-     */
+    /** @return array{0: string, 1: string}|null ["MOVED"|"ASK", "host:port"]; a demoted master's READONLY counts as MOVED */
     private static function redirect(string $message): ?array
     {
         if (preg_match('/: (MOVED|ASK) \d+ (\S+)$/', $message, $m) === 1) {
@@ -253,11 +245,7 @@ final class ClusterConnection implements RedisLink
         throw new ConnectionException("Redis Cluster: no master serves slot {$slot} (a failover is under way?)");
     }
 
-    /**
-     * The slot map: CLUSTER SLOTS of the first seed (then known master) that answers.
-     *
-     * @return list<array{0: int, 1: int, 2: string}>
-     */
+    /** @return list<array{0: int, 1: int, 2: string}> CLUSTER SLOTS of the first seed (then known master) that answers */
     private function slots(): array
     {
         if ($this->slots !== null) {
@@ -289,7 +277,7 @@ final class ClusterConnection implements RedisLink
         throw new ConnectionException('cannot connect to the Redis Cluster at ' . implode(',', $this->seeds) . ': ' . implode('; ', array_unique($why)));
     }
 
-    /** The connection to the node at "host:port", made on first use. */
+    /** The connection to "host:port", made on first use. */
     private function node(string $addr): Connection
     {
         if (!isset($this->nodes[$addr])) {

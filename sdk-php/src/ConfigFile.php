@@ -7,10 +7,9 @@ namespace Delayer;
 use Delayer\Exception\ConfigException;
 
 /**
- * Reads the client's settings from the server's delayer.conf, with the
- * DELAYER_* environment over it, by the server's rules and with its
- * messages (sdk-rust/src/conf), so one file serves the server and its
- * clients and a typo ("prot = 6380") is an error, not a silent default.
+ * The client's settings from the server's delayer.conf, DELAYER_* variables
+ * over it, by the server's rules and messages (sdk-rust/src/conf): one file
+ * serves the server and its clients, and a typo ("prot = 6380") is an error.
  *
  * @internal used by {@see Client::fromConfig()}
  */
@@ -41,7 +40,7 @@ final class ConfigFile
     /** Largest value a DELAYER_*_FILE variable's file may hold. */
     public const MAX_ENV_FILE_BYTES = 65536;
 
-    /** Where a section keeps the values set from the environment (no INI key can be this): taken untrimmed. */
+    /** A section's values from the environment (no INI key can be this), taken untrimmed. */
     private const ENV = "\0env";
 
     /** The variable that sets $key of [$section]: DELAYER_HTTP_ADDR, DELAYER_REDIS_PASSWORD. */
@@ -51,8 +50,7 @@ final class ConfigFile
     }
 
     /**
-     * Lays the DELAYER_* variables (or their _FILE forms) over the sections,
-     * marking in $lines the variable each key came from.
+     * Lays the DELAYER_* variables (or their _FILE forms) over the sections; $lines gets the variable of each key.
      *
      * @param array<string, array<string, mixed>> $ini
      * @param array<string, int|string> $lines
@@ -112,7 +110,7 @@ final class ConfigFile
     }
 
     /**
-     * @param array<string, string>|null $environ the DELAYER_* variables over the file (null: getenv())
+     * @param array<string, string>|null $environ null: getenv()
      * @return array<string, mixed> options for {@see Client::__construct()}; keys the file lacks are absent
      * @throws ConfigException naming the file (or variable), line, section and key
      */
@@ -155,8 +153,7 @@ final class ConfigFile
             return $full;
         };
 
-        // In the Rust reader's order, so a file with several mistakes gets the
-        // same first error in every SDK: the layout first.
+        // In the Rust reader's order, so that every SDK reports the same first error.
         $layout = self::value($delayer, 'layout') ?? Keys::CLASSIC;
         if (!\in_array($layout, Keys::LAYOUTS, true)) {
             throw self::error($path, $lines, 'delayer', 'layout', sprintf('"%s" is not one of classic, topic', $layout));
@@ -195,10 +192,9 @@ final class ConfigFile
     }
 
     /**
-     * Rewrites the file so that PHP's raw INI scanner reads each value as the
-     * server does (comments: ";" or "#" at a line's start or after
-     * whitespace; values may be quoted; keys end at the first "=" or ":"),
-     * each value quoted so that PHP keeps a bare ";". Line numbers are kept.
+     * The file rewritten so that PHP's raw INI scanner reads each value as the
+     * server does (";" or "#" comments at a line's start or after whitespace,
+     * quoted values, keys ending at "=" or ":"); line numbers are kept.
      *
      * @return array{0: string, 1: array<string, int>, 2: list<array{0: ?string, 1: string, 2: int}>, 3: array<string, int>}
      *         the text, the line of each "section key", every (section, key, line), each section's first line
@@ -245,9 +241,8 @@ final class ConfigFile
     }
 
     /**
-     * The server's rule: every key is a known one of a known section, or an
-     * ignored 1.x one; the first offender is reported with the closest known
-     * name. A section without keys is not looked at (nor by the server).
+     * The server's rule: every key is a known one of a known section, or an ignored 1.x one
+     * (a section without keys is not looked at); the first offender is named, with the closest known name.
      *
      * @param list<array{0: ?string, 1: string, 2: int}> $entries
      * @param array<string, int> $sections
@@ -294,7 +289,7 @@ final class ConfigFile
         return $best;
     }
 
-    /** Cuts an inline comment: ";" or "#" preceded by whitespace. */
+    /** Cuts an inline comment (";" or "#" after whitespace). */
     private static function stripComment(string $value): string
     {
         return trim((string) preg_replace('/\s[;#].*$/s', '', $value));

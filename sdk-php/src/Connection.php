@@ -12,8 +12,7 @@ use Delayer\Exception\RedisErrorException;
  * One Redis connection (a node, or the master the sentinels name) and the
  * one EVALSHA/NOSCRIPT path and error mapping of this SDK. A call that loses
  * the socket drops it, so the next call connects again (phpredis alone kept
- * failing with "went away" after a connection broke mid-wait). Nothing is
- * retried: whether a lost call ran is unknown.
+ * failing with "went away"). Nothing is retried: whether a lost call ran is unknown.
  *
  * @internal used by {@see Client}
  */
@@ -29,7 +28,7 @@ final class Connection implements RedisLink
     /**
      * @param string $host  what phpredis connects to: a host, "tls://host", or a socket path (port 0)
      * @param string $where where Redis is, for messages
-     * @param array{stream: array<string, mixed>}|null $context TLS stream context
+     * @param array{stream: array<string, mixed>}|null $context
      * @param list<string> $secrets passwords to keep out of messages
      */
     public function __construct(
@@ -75,11 +74,10 @@ final class Connection implements RedisLink
     }
 
     /**
-     * The one EVALSHA path, in one pipeline when several calls; a call answered
-     * false (an error, NOSCRIPT among them, which phpredis names only for the
-     * last; or nil) runs again alone, after SCRIPT LOAD on NOSCRIPT. So several
-     * calls only for scripts that never reply nil and may run again after an
-     * error reply (push.lua, push_many.lua).
+     * The one EVALSHA path, one pipeline for several calls. A call answered false
+     * (an error, which phpredis names only for the last; or nil) runs again alone,
+     * after SCRIPT LOAD on NOSCRIPT: so several calls only for scripts that never
+     * reply nil and may run again after an error (push.lua, push_many.lua).
      */
     public function pipelined(string $name, array $calls): array
     {
@@ -162,7 +160,7 @@ final class Connection implements RedisLink
     }
 
     /**
-     * Runs $call on the live connection (opening one); one that failed under it is dropped.
+     * Runs $call on the live connection; one that failed under it is dropped.
      *
      * @template T
      * @param \Closure(\Redis): T $call
@@ -176,8 +174,7 @@ final class Connection implements RedisLink
                 $this->lastUsed = BlockingWait::now();
                 return $result;
             } catch (\RedisException $e) { // ConnectionException is one
-                // Mostly a failed socket, which phpredis cannot always tell from
-                // an error reply: a new connection costs little, a broken one fails every call.
+                // Mostly a failed socket (phpredis cannot always tell): a new connection costs little.
                 $this->close();
                 throw $e instanceof ConnectionException ? $e : $this->fail($what, $e);
             } catch (RedisErrorException $e) {
@@ -201,7 +198,7 @@ final class Connection implements RedisLink
     }
 
     /**
-     * One command raw with the read timeout $readTimeout (-1: none); false for nil.
+     * One command with the read timeout $readTimeout (-1: none); false for nil.
      *
      * @param list<string> $args
      */
@@ -223,9 +220,7 @@ final class Connection implements RedisLink
     }
 
     /**
-     * What $queue queues, as one pipeline of $n replies.
-     *
-     * @param \Closure(\Redis): void $queue
+     * @param \Closure(\Redis): void $queue queues the pipeline's $n commands
      * @return list<mixed>
      */
     private function pipeline(\Redis $redis, string $what, int $n, \Closure $queue): array
@@ -333,10 +328,7 @@ final class Connection implements RedisLink
         }
     }
 
-    /**
-     * AUTH, or without a password a PING asking whether Redis wants one (else a
-     * later call fails saying neither). Never chained: the trace would hold the password.
-     */
+    /** AUTH, or without a password a PING asking whether Redis wants one; never chained (the trace would hold the password). */
     private function authenticate(\Redis $redis): void
     {
         $error = null;

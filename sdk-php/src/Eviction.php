@@ -7,12 +7,10 @@ namespace Delayer;
 use Delayer\Exception\RedisErrorException;
 
 /**
- * Whether Redis may evict job data: the Worker's warning (issue 20, item 3).
- * Under any maxmemory-policy but noeviction a full Redis deletes keys, job
- * buckets (with TTLs) first under volatile policies: jobs vanish. So the
- * {@see Worker} reads the policy at start and after every reconnect and
- * logs {@see self::WARNING} unless it is noeviction. An instance says when
- * a reading is logged: the first, the first after an outage, a change.
+ * Whether Redis may evict job data (issue 20, item 3): under any maxmemory-policy
+ * but noeviction a full Redis deletes keys, so jobs vanish. The {@see Worker}
+ * reads the policy at start and after every reconnect; an instance says which
+ * readings are logged: the first, the first after an outage, a change.
  *
  * @internal used by {@see Worker}
  */
@@ -70,13 +68,13 @@ final class Eviction
         return strtolower(trim($policy)) === 'noeviction' ? null : sprintf(self::WARNING, $policy);
     }
 
-    /** A call failed: Redis could not be reached (the next reading is logged). */
+    /** Redis could not be reached: the next reading is logged. */
     public function outage(): void
     {
         $this->outage = true;
     }
 
-    /** Logs {@see warning()}'s line for $policy when this reading is to be said. */
+    /** Logs {@see warning()}'s line for $policy when this reading is to be logged. */
     public function report(?string $policy, WorkerHooks $hooks): void
     {
         $say = $this->first || $this->outage || $policy !== $this->last;

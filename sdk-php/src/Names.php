@@ -5,8 +5,7 @@ declare(strict_types=1);
 namespace Delayer;
 
 /**
- * The key names and scripts one call needs in the client's layout (made by
- * {@see Keys::names()} only), so that {@see Calls} is the same for both.
+ * The key names and scripts one call needs in the client's layout ({@see Keys::names()}).
  *
  * @internal used by {@see Calls} and {@see Client}
  */

@@ -8,15 +8,14 @@ use Delayer\Exception\ConfigException;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * The client's options, checked before anything connects, turned into
- * the link to Redis, the key names and the 1.x properties. Kept apart so
- * that {@see Client} is its public methods.
+ * The client's options, checked before anything connects, turned into the
+ * link to Redis, the key names and the 1.x properties.
  *
  * @internal used by {@see Client}
  */
 final class Options
 {
-    /** The options this SDK reads; any other key is the caller's own (1.x made it a property). */
+    /** The options this SDK reads; any other key becomes a property (as in 1.x). */
     public const KEYS = [
         'url', 'host', 'port', 'database', 'username', 'password', 'tls', 'prefix', 'timeout',
         'sentinels', 'master_name', 'sentinel_username', 'sentinel_password', 'sentinel_tls', 'durable', 'layout',
@@ -45,8 +44,8 @@ final class Options
 
     /**
      * @param array<string, mixed> $config
-     * @param array{host: mixed, port: mixed, database: mixed, password: mixed} $defaults
-     *        the client's properties (a 1.x subclass may declare other defaults)
+     * @param array{host: mixed, port: mixed, database: mixed, password: mixed} $defaults the client's properties (a 1.x
+     *        subclass may declare other defaults)
      * @throws ConfigException on a bad value
      */
     public static function parse(#[\SensitiveParameter] array $config, #[\SensitiveParameter] array $defaults): self
@@ -125,8 +124,6 @@ final class Options
     }
 
     /**
-     * The cluster option's checks: seed nodes, database 0, the per-topic layout, cluster_tls.
-     *
      * @param array<string, mixed> $config
      * @param array<string, string> $tls
      * @return array{0: list<string>, 1: array<string, mixed>|null} the seeds, and the ssl options unless no TLS
@@ -189,7 +186,7 @@ final class Options
         }
     }
 
-    /** The durable option: true (1 s) or seconds to wait for a replica after each push; null or false: none. */
+    /** The durable option: seconds to wait for a replica after each push (true: 1 s); null or false: none. */
     private static function durable(mixed $durable): ?float
     {
         if ($durable === null || $durable === false) {
@@ -205,8 +202,6 @@ final class Options
     }
 
     /**
-     * The sentinels option ("host:port,..." or [host, port] pairs) and the options that go with it.
-     *
      * @param array<string, mixed> $config
      * @param array<string, string> $tls
      */

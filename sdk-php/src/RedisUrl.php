@@ -5,10 +5,8 @@ declare(strict_types=1);
 namespace Delayer;
 
 /**
- * A Redis URL taken apart, as the Rust SDK reads it:
- * redis://[user:password@]host[:port][/db], rediss://... (TLS), or
- * unix:///path/to/redis.sock (also redis+unix://), the database of a socket
- * given as ?db=N. User and password are percent-decoded.
+ * A Redis URL taken apart, as the Rust SDK reads it: redis://[user:password@]host[:port][/db],
+ * rediss://... (TLS), or unix:///path/to/redis.sock[?db=N] (also redis+unix://).
  *
  * @internal used by {@see Client} and {@see ConfigFile}
  */
@@ -27,10 +25,7 @@ final class RedisUrl
     ) {
     }
 
-    /**
-     * @return self|null null when $url is not a redis://, rediss://,
-     *                   unix:// or redis+unix:// URL (or is malformed)
-     */
+    /** @return self|null null when $url is not a redis://, rediss://, unix:// or redis+unix:// URL (or is malformed) */
     public static function parse(#[\SensitiveParameter] string $url): ?self
     {
         if (preg_match('#^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$#s', $url, $m) !== 1) {
@@ -64,8 +59,7 @@ final class RedisUrl
     }
 
     /**
-     * A url setting, refused beside host, port or database and when not a URL:
-     * the rule of the url option and of delayer.conf's [redis] url.
+     * The url option and delayer.conf's [redis] url: refused beside host, port or database and when not a URL.
      *
      * @param \Closure(string): mixed $get a setting, null when not set
      * @param \Closure(string, string): \Delayer\Exception\ConfigException $error an error about a setting
@@ -95,11 +89,7 @@ final class RedisUrl
         return new self(false, null, 0, $path, $query === false ? 0 : $query, self::decoded($user), self::decoded($pass));
     }
 
-    /**
-     * The database of "?db=N", if given.
-     *
-     * @return int|false|null false when absent, null when malformed
-     */
+    /** @return int|false|null the database of "?db=N"; false when absent, null when malformed */
     private static function query(string $query): int|false|null
     {
         if ($query === '') {

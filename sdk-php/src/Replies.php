@@ -32,7 +32,7 @@ final class Replies
     /**
      * push_many.lua: one push() entry per job of the call.
      *
-     * @param list<string> $ids the call's ids
+     * @param list<string> $ids
      * @return list<float|Taken>
      */
     public static function pushMany(mixed $reply, array $ids): array
@@ -102,11 +102,7 @@ final class Replies
             self::seconds($deadline, Scripts::RESERVE), Traceparent::fromRedis((string) $id, $traceparent));
     }
 
-    /**
-     * reserve.lua in batch mode, {acks, jobs}: one flag per ack sent and at most $n jobs.
-     *
-     * @return array{0: list<bool>, 1: list<ReservedMessage>}
-     */
+    /** @return array{0: list<bool>, 1: list<ReservedMessage>} reserve.lua in batch mode: a flag per ack sent, at most $n jobs */
     public static function reserveBatch(mixed $reply, int $acks, int $n): array
     {
         if (!\is_array($reply) || \count($reply) !== 2 || !\is_array($reply[0] ?? null) || !\is_array($reply[1] ?? null)
@@ -164,11 +160,7 @@ final class Replies
         return $letters;
     }
 
-    /**
-     * dead.lua's requeue or purge: [done, taken].
-     *
-     * @return array{0: int, 1: int}
-     */
+    /** @return array{0: int, 1: int} dead.lua's requeue or purge: [done, taken] */
     public static function deadAction(mixed $reply): array
     {
         if (!\is_array($reply) || \count($reply) !== 2 || !\is_int($reply[0]) || !\is_int($reply[1])) {
@@ -195,11 +187,7 @@ final class Replies
             $at('scheduled'), $at('reserved'), $at('dead'), $f[6], $f[7], Traceparent::fromRedis($id, $reply[8]));
     }
 
-    /**
-     * list.lua's {next_rank, id, score, ...}.
-     *
-     * @return array{0: int|null, 1: list<array{0: string, 1: float|null}>}
-     */
+    /** @return array{0: int|null, 1: list<array{0: string, 1: float|null}>} list.lua's {next_rank, id, score, ...} */
     public static function list(mixed $reply): array
     {
         if (!\is_array($reply) || \count($reply) % 2 !== 1) {

@@ -9,21 +9,17 @@ use Delayer\Exception\ConnectionException;
 use Delayer\Exception\RedisErrorException;
 
 /**
- * Redis Sentinel: a failover moves the master, so {@see Connection} asks
- * the sentinels at every new connection, checks with ROLE that it reached
- * a master, and drops the connection after a failure or a demoted master's
- * READONLY. Asked over a {@see Connection}, not RedisSentinel, which
- * (phpredis 5) can neither authenticate nor use TLS. Also the rule of
+ * Redis Sentinel: a failover moves the master, so {@see Connection} asks the
+ * sentinels at every new connection (over a Connection: phpredis 5's
+ * RedisSentinel can neither authenticate nor use TLS). Also the rule of
  * [redis] mode and node lists.
  *
  * @internal used by {@see Options}, {@see ConfigFile} and {@see Connection}
  */
 final class Sentinels
 {
-    /** Keys that only mean something in sentinel mode. */
+    /** Keys of the sentinel mode; of one fixed address; and those cluster mode does not use. */
     private const SENTINEL_ONLY = ['nodes', 'master_name', 'sentinel_username', 'sentinel_password', 'tls'];
-
-    /** Keys naming one fixed address, which sentinel mode does not have; and those cluster mode does not use. */
     private const FIXED_ONLY = ['url', 'host', 'port'];
     private const NOT_IN_CLUSTER = ['url', 'host', 'port', 'master_name', 'sentinel_username', 'sentinel_password'];
 
@@ -41,11 +37,7 @@ final class Sentinels
     ) {
     }
 
-    /**
-     * The master's address as the first sentinel that knows it says.
-     *
-     * @return array{0: string, 1: int}
-     */
+    /** @return array{0: string, 1: int} the master's address as the first sentinel that knows it says */
     public function master(): array
     {
         $why = [];
@@ -77,7 +69,6 @@ final class Sentinels
      * The sentinels or the cluster option: "host:port,..." or a list of "host:port" or [host, port].
      *
      * @return list<array{0: string, 1: int}>
-     * @throws \InvalidArgumentException with what is wrong
      */
     public static function nodeList(mixed $given): array
     {
@@ -105,9 +96,7 @@ final class Sentinels
     }
 
     /**
-     * "host:port,..." ("[::1]:26379" for IPv6).
-     *
-     * @return list<array{0: string, 1: int}>
+     * @return list<array{0: string, 1: int}> of "host:port,..." ("[::1]:26379" for IPv6)
      * @throws \InvalidArgumentException with the first entry that is not host:port
      */
     public static function parseNodes(string $text): array
@@ -131,9 +120,7 @@ final class Sentinels
     }
 
     /**
-     * The server's rule for [redis] mode and its keys (sdk-rust/src/sentinel.rs
-     * and cluster.rs), with its messages and in its order: standalone (the
-     * other modes' keys refused), sentinel or cluster.
+     * The server's rule for [redis] mode and its keys (sdk-rust/src/sentinel.rs and cluster.rs), its messages in its order.
      *
      * @param \Closure(string): ?string $get a [redis] value, null when absent or empty
      * @param \Closure(string, string): ConfigException $error an error about a [redis] key

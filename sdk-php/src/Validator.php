@@ -7,9 +7,8 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * The protocol's input rules (docs/PROTOCOL.md, "Input rules"), checked
- * before any Redis call (the scripts trust their input), with the messages
- * the conformance suite compares across SDKs.
+ * The protocol's input rules (docs/PROTOCOL.md, "Input rules"), checked before
+ * any Redis call, with the messages the conformance suite compares across SDKs.
  *
  * @internal used by {@see Client}
  */
@@ -21,7 +20,7 @@ final class Validator
     /** Highest max_attempts (0 means no limit). */
     public const MAX_MAX_ATTEMPTS = 1000000;
 
-    /** Most dead letters listed per call (one call must not hold Redis for long). */
+    /** Most dead letters listed per call (one call must not hold Redis long). */
     public const MAX_DEAD_COUNT = 1000;
 
     /** Largest cursor or start of a listing: 2^53 - 1, exact in the scripts' arithmetic. */
@@ -133,10 +132,8 @@ final class Validator
     }
 
     /**
-     * Job ids, each by the rules of {@see name()}.
-     *
      * @param array<mixed> $ids
-     * @return list<string>
+     * @return list<string> each by the rules of {@see name()}
      */
     public static function ids(array $ids): array
     {

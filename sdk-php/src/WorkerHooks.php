@@ -7,9 +7,8 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * Where a {@see Worker} reports: log lines (to the user's logger, or
- * error_log()) and events (to Worker::on()'s listeners). A failing logger
- * or listener never stops the worker: what they throw is reported and dropped.
+ * Where a {@see Worker} reports: log lines (to the user's logger, or error_log())
+ * and events (to Worker::on()'s listeners). What a logger or listener throws is reported and dropped.
  *
  * @internal used by {@see Worker}
  */
@@ -24,11 +23,7 @@ final class WorkerHooks
     /** @var list<\Closure(string, array<string, mixed>): void> */
     private array $listeners = [];
 
-    /**
-     * @param callable|object|null $logger callable($level, $message, $context), an object with PSR-3's
-     *        log(), or null: error_log() for notice and above
-     * @throws InvalidArgumentException on anything else
-     */
+    /** @throws InvalidArgumentException on a logger not a callable, an object with PSR-3's log(), or null */
     public function __construct(callable|object|null $logger)
     {
         if ($logger === null) {

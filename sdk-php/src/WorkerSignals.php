@@ -5,11 +5,9 @@ declare(strict_types=1);
 namespace Delayer;
 
 /**
- * The signals a {@see Worker} uses: SIGTERM and SIGINT stop it, SIGALRM
- * wakes it while a handler runs (to touch, or to end a handler past the
- * stop's grace). One thread: a signal is the only way to act while the
- * handler runs; async, it interrupts between two PHP statements, never
- * inside a Redis call. What was installed before is put back at the end.
+ * The signals a {@see Worker} uses: SIGTERM and SIGINT stop it, SIGALRM wakes
+ * it while a handler runs (one thread: a signal is the only way to act then);
+ * async, between two PHP statements. What was installed before is put back.
  *
  * @internal used by {@see Worker}
  */
@@ -34,8 +32,6 @@ final class WorkerSignals
     }
 
     /**
-     * Installs the handlers (async signals on).
-     *
      * @param \Closure(int): void $onStop  run on SIGTERM / SIGINT (when $stop)
      * @param \Closure(): void    $onAlarm run on SIGALRM (when $alarm)
      */
@@ -52,13 +48,12 @@ final class WorkerSignals
         return $signals;
     }
 
-    /** Whether SIGALRM is the worker's. */
     public function hasAlarm(): bool
     {
         return $this->alarm;
     }
 
-    /** SIGALRM in $seconds (whole seconds, at least 1: alarm(2)'s resolution), replacing any alarm set before. */
+    /** SIGALRM in $seconds (whole, at least 1: alarm(2)'s resolution), replacing any alarm set before. */
     public function alarmIn(float $seconds): void
     {
         if ($this->alarm) {
@@ -73,7 +68,7 @@ final class WorkerSignals
         }
     }
 
-    /** Puts back the handlers and async-signal setting found at install(). */
+    /** Puts back what install() found. */
     public function restore(): void
     {
         $this->cancelAlarm();
