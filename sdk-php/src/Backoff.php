@@ -7,13 +7,9 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * How long a reserved job waits before its next attempt after a failed one
- * (a release without a delay, or a ttr run out), given with {@see Message::withBackoff()}:
- *
- *     Message::create('mail:1', 'mail', $body)->withBackoff(Backoff::exponential(1, 600));
- *
- * Without one: exponential from 1 s up to 1 h (reserve.lua's defaults, so
- * they have a single home). Checked as push delays when made.
+ * How long a reserved job waits before its next attempt after a failed one,
+ * given with {@see Message::withBackoff()}; without one, exponential from 1 s
+ * up to 1 h (reserve.lua's defaults, so they have a single home).
  */
 final class Backoff
 {
@@ -37,7 +33,7 @@ final class Backoff
      * Always the same wait.
      *
      * @param int|float $delay seconds, 0 to 315360000, rounded to the millisecond
-     * @throws InvalidArgumentException
+     * @throws InvalidArgumentException out of range
      */
     public static function fixed(int|float $delay): self
     {
@@ -50,7 +46,7 @@ final class Backoff
      *
      * @param int|float $base seconds, 0 to 315360000, rounded to the millisecond
      * @param int|float $max  seconds, same rules, not below $base (after rounding)
-     * @throws InvalidArgumentException
+     * @throws InvalidArgumentException out of range
      */
     public static function exponential(int|float $base, int|float $max): self
     {

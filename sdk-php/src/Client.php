@@ -18,20 +18,15 @@ use Delayer\Exception\ConnectionException;
  *         handle($job->body) ? $client->ack($job) : $client->release($job);
  *     }
  *
- * A drop-in replacement for mix/delayer-client 1.x's Delayer\Client (its
- * constants, public properties, protected $_driver and connect(), and its
- * four methods as 1.x declared them; sdk-php/README.md lists the
- * differences). Each operation is one Lua script; input is checked before
- * any Redis call (InvalidArgumentException). In the per-topic layout ids
- * are per topic and the calls naming a job by id take its topic too.
+ * A drop-in replacement for mix/delayer-client 1.x's Delayer\Client
+ * (sdk-php/README.md lists the differences). Each operation is one Lua
+ * script; input is checked before any Redis call (InvalidArgumentException).
+ * In the per-topic layout ids are per topic: calls naming a job by id take its topic too.
  *
- * The public methods are grouped by concern in {@see LegacyApi},
- * {@see Pushes}, {@see Reservations}, {@see DeadLetters} and {@see Inspect};
- * this class holds the connection. Every method that reaches Redis may
- * throw ConnectionException (transient: the next call connects again),
- * RedisErrorException (refused: calling again does not cure it) and
- * ProtocolException (a reply the protocol does not allow). One Client holds
- * one connection: do not share it across a fork.
+ * The public methods are in {@see LegacyApi}, {@see Pushes}, {@see Reservations},
+ * {@see DeadLetters} and {@see Inspect}. Every method that reaches Redis may
+ * throw ConnectionException (transient), RedisErrorException (calling again
+ * does not cure it) and ProtocolException. Do not share a Client across a fork.
  */
 #[\AllowDynamicProperties]
 class Client
@@ -77,8 +72,7 @@ class Client
     private readonly ?float $durable;
 
     /**
-     * Connects to Redis (and authenticates, and selects the database). Any
-     * key not an option becomes a property, as in 1.x.
+     * Connects to Redis; any key not an option becomes a property, as in 1.x.
      *
      * @param array<string, mixed> $config
      *        url      redis://[user:password@]host:port/db, rediss://... (TLS), unix:///path?db=N
@@ -117,9 +111,7 @@ class Client
     }
 
     /**
-     * Builds a client from the server's delayer.conf ({@see ConfigFile}:
-     * [redis] address, credentials and TLS files, [delayer] key_prefix and
-     * layout), with $overrides (any constructor option) on top.
+     * A client from the server's delayer.conf ({@see ConfigFile}), with $overrides (any constructor option) on top.
      *
      * @throws ConfigException naming the file, line, section and key
      * @throws ConnectionException as the constructor
@@ -166,7 +158,7 @@ class Client
     }
 
     /**
-     * Connects now unless connected (1.x's: a subclass may override it).
+     * Connects now unless connected (1.x's: a subclass may override it, untyped).
      *
      * @return void
      */
@@ -175,10 +167,7 @@ class Client
         $this->connection->open();
     }
 
-    /**
-     * A plain Client with this one's options on a connection of its own, for
-     * calls that must not interleave with this client's (the Worker's touches from a signal handler).
-     */
+    /** A plain Client with this one's options on a connection of its own (the Worker's touches from a signal handler). */
     public function withOwnConnection(): self
     {
         $copy = (new \ReflectionClass(self::class))->newInstanceWithoutConstructor();

@@ -7,10 +7,7 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 use Delayer\Exception\ProtocolException;
 
-/**
- * Seeing jobs (docs/PROTOCOL.md, "Inspecting jobs"): where one job is, pages
- * of a topic's scheduled, ready and reserved jobs, per-topic numbers. Read-only.
- */
+/** Seeing jobs, read-only (docs/PROTOCOL.md, "Inspecting jobs"). */
 trait Inspect
 {
     /**
@@ -40,7 +37,7 @@ trait Inspect
      * A page of $topic's reserved jobs, earliest deadline first ($time: the deadline).
      *
      * @return Page<Listed>
-     * @throws InvalidArgumentException
+     * @throws InvalidArgumentException as listScheduled()
      */
     public function listReserved(string $topic, int $cursor = 0, int $count = 100): Page
     {
@@ -51,7 +48,7 @@ trait Inspect
      * A page of the ids in $topic's ready queue, next out first.
      *
      * @return Page<string>
-     * @throws InvalidArgumentException
+     * @throws InvalidArgumentException as listScheduled()
      */
     public function listReady(string $topic, int $cursor = 0, int $count = 100): Page
     {
@@ -74,7 +71,7 @@ trait Inspect
         ));
     }
 
-    /** The per-topic layout's numbers: ZCARD / LLEN of the keys of each of `<prefix>topics`, 100 topics per round trip. */
+    /** The per-topic layout's numbers: ZCARD / LLEN of each topic's keys, 100 topics per round trip. */
     private function perTopicStats(): Stats
     {
         $topics = [];
@@ -131,7 +128,6 @@ trait Inspect
         return new Page($items, $rank);
     }
 
-    /** @throws InvalidArgumentException */
     private function inspectPageArgs(string $topic, int $cursor, int $count): string
     {
         $topic = $this->keys->topic($topic);

@@ -5,10 +5,9 @@ declare(strict_types=1);
 namespace Delayer;
 
 /**
- * A job as a {@see Worker} hands it to a handler: its data and, at least
- * once, touch() to keep the reservation while the handler runs long (the
- * worker also touches at half the ttr, with pcntl). Apart from the
- * immutable {@see ReservedMessage}: it follows the deadline as touches move it.
+ * A job as a {@see Worker} hands it to a handler: its data and, at least once,
+ * touch() to keep the reservation. Apart from the immutable {@see ReservedMessage}:
+ * it follows the deadline as touches move it.
  */
 final class Job
 {

@@ -14,9 +14,7 @@ use Delayer\Exception\InvalidArgumentException;
 trait LegacyApi
 {
     /**
-     * Schedules a job due $delayTime seconds from now (below 0: now),
-     * replacing the job holding its id, as 1.x did (schedule(..., ifAbsent:
-     * true) tells instead). An empty body is refused: a 1.x server drops such a job.
+     * Schedules a job due $delayTime seconds from now (below 0: now), replacing the job holding its id, as 1.x did.
      *
      * @param int|float|string $delayTime        seconds, up to 315360000, rounded to the millisecond
      * @param int|float|string $readyMaxLifetime whole seconds (1 to 315360000) a due job waits for a consumer
@@ -36,7 +34,7 @@ trait LegacyApi
      * Takes the next ready job of a topic without waiting, deleting it.
      *
      * @param string|int $topic
-     * @return Message|false the job, or false when none is ready
+     * @return Message|false false when none is ready
      * @throws InvalidArgumentException on a bad topic
      */
     public function pop($topic)
@@ -50,7 +48,7 @@ trait LegacyApi
      *
      * @param string|int       $topic
      * @param int|float|string $timeout
-     * @return Message|false the job, or false when the timeout passed
+     * @return Message|false false when the timeout passed
      * @throws InvalidArgumentException on a bad topic or timeout
      */
     public function bPop($topic, $timeout)
@@ -69,8 +67,7 @@ trait LegacyApi
     }
 
     /**
-     * Cancels a job not yet popped. Declared as 1.x did: the topic, needed in
-     * the per-topic layout, is read with func_get_args(): remove($id, $topic).
+     * Cancels a job not yet popped; the topic (per-topic layout) is read with func_get_args(): remove($id, $topic).
      *
      * @param string|int $id
      * @return bool true when something was cancelled, false when the id was unknown

@@ -7,10 +7,9 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * One job: an id (unique across all topics in the classic layout), a topic,
- * and a binary-safe body. Built as mix/delayer-client's, from an array
- * (missing keys stay "", numbers become strings, other keys become
- * properties, not pushed), or with {@see create()}:
+ * One job: an id (unique across all topics in the classic layout), a topic and
+ * a binary-safe body. Built as mix/delayer-client's, from an array (missing keys
+ * stay "", numbers become strings, other keys become properties, not pushed), or with {@see create()}:
  *
  *     $message = Message::create('mail:1', 'mail', $body)
  *         ->withMaxAttempts(5)                    // then dead letters; 0 = no limit
@@ -25,22 +24,20 @@ class Message
 {
     use JobAccessors;
 
-    /** @var string the job id (any non-empty string) */
     public string $id = '';
 
-    /** @var string the topic (any non-empty string) */
     public string $topic = '';
 
-    /** @var string the body: any bytes, may be empty */
+    /** Any bytes, may be empty. */
     public string $body = '';
 
-    /** @var int|null reservations allowed before dead letters (0: no limit); null: not sent */
+    /** Reservations allowed before dead letters (0: no limit); null: not sent. */
     public ?int $maxAttempts = null;
 
-    /** @var Backoff|null the wait before a retry; null: not sent */
+    /** The wait before a retry; null: not sent. */
     public ?Backoff $backoff = null;
 
-    /** @var string|null the producer's W3C trace context, handed back to the consumer */
+    /** The producer's W3C trace context, handed back to the consumer. */
     public ?string $traceparent = null;
 
     /**
@@ -86,7 +83,7 @@ class Message
     }
 
     /**
-     * A copy with max_attempts set: failed reservations before dead letters. 0: no limit; null: unset.
+     * A copy with max_attempts (reservations before dead letters) set; 0: no limit, null: unset.
      *
      * @throws InvalidArgumentException when out of range
      */

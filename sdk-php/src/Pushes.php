@@ -8,17 +8,11 @@ use Delayer\Exception\IdTakenException;
 use Delayer\Exception\InvalidArgumentException;
 use Delayer\Exception\NotReplicatedException;
 
-/**
- * Delayer 2's pushes: schedule(), pushTo(), pushMany(), and reschedule()
- * of a waiting job; with the durable option's wait for a replica (1.x's
- * push() goes through pushOne() too).
- */
+/** Delayer 2's pushes, and the durable option's wait for a replica (1.x's push() goes through pushOne() too). */
 trait Pushes
 {
     /**
-     * Schedules a job: as push(), but an empty body is valid, a delay is 0
-     * or more, and with `ifAbsent: true` a taken id writes nothing and
-     * raises IdTakenException naming the job holding it.
+     * Schedules a job: as push(), but an empty body is valid, a delay is 0 or more, and `ifAbsent: true` keeps a taken id's job.
      *
      * @param int|float $delay            seconds, 0 to 315360000 (rounded to the millisecond)
      * @param int|float $readyMaxLifetime whole seconds, 1 to 315360000
@@ -36,11 +30,7 @@ trait Pushes
         return $this->pushOne(Calls::job($this->keys, $message, $delay, $readyMaxLifetime), $ifAbsent);
     }
 
-    /**
-     * schedule() of a job from its parts, with the default ready_max_lifetime.
-     *
-     *     $client->pushTo('order', 'order:43:close', 1.5, '{"order":43}');
-     */
+    /** schedule() of a job from its parts, with the default ready_max_lifetime. */
     public function pushTo(string $topic, string|int $id, int|float $delay, string $body = '', bool $ifAbsent = false): bool
     {
         $message = Message::create(Validator::name('id', $id), $topic, $body);
@@ -48,15 +38,13 @@ trait Pushes
     }
 
     /**
-     * Schedules many jobs, every one checked first: 100 per push_many.lua
-     * call (atomic together; the batch is not), 10 calls per round trip.
-     * With `ifAbsent: true` the jobs whose id is taken are not written, then
-     * IdTakenException lists them and carries the due time of every job written.
+     * Schedules many jobs, every one checked first: 100 per push_many.lua call
+     * (atomic together; the batch is not), 10 calls per round trip.
      *
      * @param iterable<ScheduledMessage|array{0: Message, 1: int|float, 2?: int}> $messagesWithDelays
      * @return int the number of jobs pushed
      * @throws InvalidArgumentException on a bad item (nothing is sent)
-     * @throws IdTakenException         with ifAbsent, when ids were taken
+     * @throws IdTakenException         with ifAbsent, when ids were taken (the others are written; it has their due times)
      */
     public function pushMany(iterable $messagesWithDelays, bool $ifAbsent = false): int
     {
@@ -132,11 +120,7 @@ trait Pushes
         return true;
     }
 
-    /**
-     * With the durable option: WAIT for a replica of the writes just made.
-     *
-     * @param list<string> $topics the topics written (on a cluster, WAIT on each one's node)
-     */
+    /** @param list<string> $topics written: with the durable option, WAIT for a replica of them (on a cluster, per node) */
     private function awaitReplica(int $jobs, array $topics): void
     {
         if ($this->durable === null || $jobs <= 0) {

@@ -7,23 +7,19 @@ namespace Delayer;
 use Delayer\Exception\InvalidArgumentException;
 
 /**
- * At least once (docs/PROTOCOL.md, "Reliable delivery"): reserve(),
- * bReserve() and reserveMany() hand jobs out reserved for a time-to-run;
- * ack(), touch(), release() and bury() end or extend a reservation.
+ * At least once (docs/PROTOCOL.md, "Reliable delivery"): jobs handed out
+ * reserved for a time-to-run, then acked, touched, released or buried.
  *
- * Given a ReservedMessage, these act on that reservation only (its
- * receipt): a worker that overran its ttr, whose job went to another
- * worker, gets false and changes nothing. Given an id, on the reservation
- * $receipt names, or the current one when null; $topic is needed with an
- * id in the per-topic layout. false always means "not held, nothing changed".
+ * Given a ReservedMessage, a call acts on that reservation only (its
+ * receipt), so a worker that overran its ttr changes nothing. Given an id,
+ * on the reservation $receipt names (null: the current one); $topic is
+ * needed with an id in the per-topic layout. false always means "not held, nothing changed".
  */
 trait Reservations
 {
     /**
      * Takes the next ready job of a topic, without waiting, reserved for $ttr
-     * seconds: past its ttr the server counts a failed attempt and delivers
-     * it again (after its backoff; to dead letters past max_attempts), so a
-     * dying worker loses nothing. Choose $ttr above the longest run.
+     * seconds: past its ttr the server counts a failed attempt and delivers it again.
      *
      * @param int|float $ttr seconds, more than 0, at most 315360000, rounded to the millisecond (at least 1 ms)
      * @throws InvalidArgumentException on a bad topic or ttr
@@ -35,9 +31,8 @@ trait Reservations
     }
 
     /**
-     * reserve(), waiting up to $timeout seconds (0: forever), with BLMOVE of
-     * the ready queue onto itself, which takes nothing (a worker dying
-     * mid-wait cannot lose an id).
+     * reserve(), waiting up to $timeout seconds (0: forever); the wait (BLMOVE
+     * of the ready queue onto itself) takes nothing, so dying mid-wait loses no id.
      *
      * @throws InvalidArgumentException on a bad topic, ttr or timeout
      */
@@ -57,13 +52,11 @@ trait Reservations
 
     /**
      * Acks finished reservations, then reserves up to $n (0 to 1000) jobs of
-     * $topic, in one call; does not wait. A call lost with its connection may
+     * $topic, in one call, without waiting. A call lost with its connection may
      * have run: its acks sent again return false, its jobs come back after their ttr.
      *
-     *     [$acked, $jobs] = $client->reserveMany('mail', 60, 1, [$done]);
-     *
      * @param list<ReservedMessage|string> $acks at most 1000: a ReservedMessage, or an id (its
-     *        current reservation, of $topic); per-topic layout: one of another topic goes alone
+     *        current reservation, of $topic)
      * @return array{0: list<bool>, 1: list<ReservedMessage>} a flag per ack, in order (as ack()'s), and the jobs
      * @throws InvalidArgumentException on a bad topic, ttr, n or ack (nothing is sent)
      */
@@ -79,7 +72,7 @@ trait Reservations
         }
         $reserved = $this->keys->names($topic)->reserved;
         $pairs = [];
-        $elsewhere = []; // per-topic layout: position in $acks => [id, receipt, topic] of another topic
+        $elsewhere = []; // position in $acks => [id, receipt, topic]
         foreach (array_values($acks) as $i => $job) {
             if (!$job instanceof ReservedMessage && !\is_string($job) && !\is_int($job)) {
                 $key = var_export(array_keys($acks)[$i], true);
@@ -106,8 +99,7 @@ trait Reservations
     }
 
     /**
-     * Ends a reservation with success: the job is deleted (after the deadline
-     * too while the server has not yet taken the job back).
+     * Ends a reservation with success: the job is deleted (after the deadline too, until the server takes it back).
      *
      * @return bool whether the reservation was held
      * @throws InvalidArgumentException on a bad id or receipt
@@ -119,10 +111,8 @@ trait Reservations
     }
 
     /**
-     * Sets a reservation's deadline to $ttr seconds from now, attempts
-     * unchanged (a ReservedMessage keeps its first deadline).
+     * Sets a reservation's deadline to $ttr seconds from now (a ReservedMessage keeps its first deadline).
      *
-     * @param int|float $ttr as reserve()'s
      * @return float|false the new deadline in Unix seconds, or false when not held
      * @throws InvalidArgumentException on a bad id, receipt or ttr
      */
@@ -134,8 +124,7 @@ trait Reservations
     }
 
     /**
-     * Ends a reservation as a failed attempt: the job is due again after
-     * $delay seconds (null: its backoff), or dead past max_attempts.
+     * Ends a reservation as a failed attempt: due again after $delay seconds (null: its backoff), or dead past max_attempts.
      *
      * @param string|null $error why, kept on the job (its first 1000 bytes) until pushed again or acked
      * @return bool whether the reservation was held

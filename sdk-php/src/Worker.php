@@ -32,10 +32,9 @@ final class Worker
 {
     /** Reserve, run, ack: a job is never lost, and may run again. Pop, run: never twice, lost on failure. */
     public const AT_LEAST_ONCE = 'at-least-once';
-
     public const AT_MOST_ONCE = 'at-most-once';
 
-    /** What a job released at the end of a stop's grace period records (the same in every SDK). */
+    /** The error of a job released at the end of a stop's grace period (the same in every SDK). */
     public const STOPPED = 'WorkerStopped: the worker stopped before the handler finished';
 
     /** The shortest ttr touched automatically: the alarm's resolution is 1 s. */
@@ -83,7 +82,6 @@ final class Worker
     private ?Client $touchClient = null;
 
     /**
-     * @param Client $client reserves, acks and releases (a handler may use it too)
      * @param int|float $ttr seconds a job is reserved for (handlers may set their own)
      * @param int|float $idleWait most seconds an idle worker waits before it looks at every topic again
      * @param bool $autoTouch touch a reservation whose handler has run half its ttr (pcntl)
@@ -134,8 +132,7 @@ final class Worker
     }
 
     /**
-     * Adds a listener of the worker's events, for metrics (sdk-php/README.md,
-     * "Events"). A listener that throws is logged.
+     * Adds a listener of the worker's events (sdk-php/README.md, "Events"); one that throws is logged.
      *
      * @param callable(string, array<string, mixed>): void $listener
      */
@@ -178,7 +175,7 @@ final class Worker
         }
     }
 
-    /** Asks the worker to stop, as SIGTERM does; may be called from a handler or a listener. */
+    /** Asks the worker to stop, as SIGTERM does (from a handler or a listener too). */
     public function stop(): void
     {
         $this->requestStop(0);
@@ -257,7 +254,7 @@ final class Worker
         return $this->take($topic, max(0.05, $this->idleWait / $count));
     }
 
-    /** A job of $topic, waiting up to $wait seconds; without waiting, at least once, the finished jobs are acked by the same call. */
+    /** A job of $topic, waiting up to $wait seconds; a call without a wait acks the finished jobs (at least once). */
     private function take(string $topic, ?float $wait = null): ?Job
     {
         $ttr = $this->handlers[$topic][1];
@@ -313,11 +310,7 @@ final class Worker
         $this->hooks->emit('job_failed', $facts + ['error' => $text, 'exception' => $error, 'outcome' => $outcome]);
     }
 
-    /**
-     * reserveMany(), sending the pending acks, which it reports.
-     *
-     * @return list<ReservedMessage>
-     */
+    /** @return list<ReservedMessage> reserveMany(), sending the pending acks, which it reports */
     private function reserveAcking(string $topic, float $ttr, int $n): array
     {
         $acks = $this->acks;
@@ -335,7 +328,7 @@ final class Worker
         return $jobs;
     }
 
-    /** Sends the acks still pending when the loop ends, trying for a few seconds if Redis is away. */
+    /** Sends the acks pending when the loop ends, trying for a few seconds if Redis is away. */
     private function flushAcks(): void
     {
         $until = BlockingWait::now() + min(max($this->stopGrace ?? 5.0, 1.0), 5.0);
