@@ -6,16 +6,15 @@ are generators of steps here (as :mod:`delayer._ops`); :mod:`delayer.worker`
 and :mod:`delayer.aio_worker` only carry the steps out. The state both touch
 lives in :class:`Core`, under the lock the Worker gives it (none for asyncio).
 Throughput comes from batching: one reserve.lua call acks the jobs finished
-since the last and reserves one per free slot; while a loop waits for a job,
-a runner that finishes sends the acks, so an ack never waits for a job.
-"""
+since the last and reserves one per free slot (two calls out, when that is
+faster: :meth:`Core.tune`); while a loop waits for a job, a finishing runner
+sends the acks, so an ack never waits for a job."""
 
 from __future__ import annotations
 
 import functools
 import math
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Dict, Generator, Generic, List, NamedTuple, Optional, Tuple, TypeVar
 from typing import Union
 
@@ -51,8 +50,7 @@ def fetch_loops(concurrency: int) -> int:
     return FETCH_LOOPS if concurrency >= 8 else 1
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """A Worker's checked settings (see :class:`delayer.Worker`)."""
 
     concurrency: int
@@ -152,6 +150,8 @@ class Core:
         self.running: Dict[int, Delivery] = {}  # id(delivery) -> reservations to touch
         self.want = 0  # the fetch loop waits (Idle) for this many free slots; 0: it does not wait
         self.stopping = False
+        self.ways = fetch_loops(settings.concurrency)  # each fetch loop takes its share of the free slots (see tune)
+        self._since, self._count, self._period, self._rates = time.monotonic(), 0, 0, [0.0, 0.0]  # see tune
         self._next = 0  # rotation: the topic served first next round
         self._pause = FIRST_PAUSE
         self.policy_due = True  # the eviction policy is read at start and after every reconnect
@@ -207,9 +207,9 @@ class Core:
             self.flushing = False
 
     def enough(self) -> bool:
-        """Whether an Idle wait is over (lock held); then ``want`` is 0: its waiter is woken once."""
+        """Whether an Idle wait is over (lock held); then ``want`` is -1 until its waiter runs (0: none waits)."""
         if self.stopping or (self.want > 0 and self.settings.concurrency - self.in_flight >= self.want):
-            self.want = 0
+            self.want = -1 if self.want > 0 else 0
             return True
         return False
 
@@ -235,13 +235,6 @@ class Core:
         nxt = min((d.touch_at for d in running if d.touch_at > now), default=math.inf)
         shortest = min(self.ttrs.values(), default=self.settings.ttr)
         return due, max(0.001, min(nxt - now, shortest / 4, IDLE_WAIT))
-
-    @staticmethod
-    def touched(d: Delivery, now: float, ttr: Optional[float] = None) -> None:
-        """``d``'s reservation was touched at ``now`` (for ``ttr`` seconds: an extend)."""
-        if ttr is not None:
-            d.ttr = ttr
-        d.touch_at = now + d.ttr / 2
 
     def unfinished(self) -> List[Delivery]:
         """The deliveries whose handler still runs (to release at the end of a stop)."""
@@ -310,6 +303,19 @@ class Core:
         ttr = 0.0 if self.settings.at_most_once else self.ttrs[topic]
         return [self.make(m, ttr) for m in messages]
 
+    def tune(self, got: int) -> None:
+        """Count ``got`` jobs fetched. Of ten periods of 0.2 s, the 1st splits the slots (two calls out: Redis runs
+        one while Python starts the other's jobs), the 2nd does not (half the calls); the rest split if 10 % faster."""
+        with self.lock:
+            now, self._count = time.monotonic(), self._count + got
+            if now - self._since < 0.2:
+                return
+            if self._period < 2:
+                self._rates[self._period] = self._count / (now - self._since)
+            self._since, self._count, self._period = now, 0, (self._period + 1) % 10
+            split = self._period == 0 or self._period > 1 and self._rates[0] > 1.1 * self._rates[1]
+            self.ways = fetch_loops(self.settings.concurrency) if split else 1
+
     def report_acks(self, acks: List[Delivery], acked: Optional[List[bool]]) -> None:
         """Tell the hooks which acks found their reservation held."""
         if acks and acked:
@@ -327,7 +333,6 @@ class Core:
 
     def fetch_loop(self) -> Generator[Action, Any, None]:
         """One fetch loop, until :attr:`stopping`; then it sends the acks left."""
-        self.check_ready()
         # Fetch once half the slots are free (or after GATHER): one half's jobs come while the other half runs.
         half = max(1, self.settings.concurrency // 2)
         gathered = False
@@ -347,7 +352,7 @@ class Core:
             got, ok = 0, True
             acks = self._take_acks()
             topics = self._order()
-            per_topic = max(1, math.ceil(self.settings.concurrency / len(topics)))
+            per_topic = max(1, math.ceil(self.settings.concurrency / self.ways / len(topics)))
             for topic in topics:
                 # Slots are claimed before the call: another fetch loop sees them taken.
                 with self.lock:
@@ -362,6 +367,7 @@ class Core:
                     self.requeue_acks(acks)
                     break
                 deliveries = self._fetched(topic, acks, reply)
+                self.tune(len(deliveries))
                 acks = []
                 with self.lock:
                     self.in_flight -= n - len(deliveries)
@@ -461,7 +467,8 @@ class Core:
         if deadline is None:
             self.forget(d)
         else:
-            self.touched(d, time.monotonic(), ttr)
+            d.ttr = ttr
+            d.touch_at = time.monotonic() + ttr / 2
         return deadline
 
     def keep(self) -> Calls[float]:
@@ -477,7 +484,7 @@ class Core:
                 if self.forget(d):  # else the handler ended and acked meanwhile
                     call_hook(self.hooks.job_lost, d, "touch")
             else:
-                self.touched(d, time.monotonic())
+                d.touch_at = time.monotonic() + d.ttr / 2
                 call_hook(self.hooks.job_touched, d)
         return sleep
 

@@ -92,8 +92,7 @@ class WorkerHooks:
         log.warning("job %r of topic %r: %s found its reservation gone (ttr ran out?)", job.id, job.topic, what)
 
     def job_touched(self, job: Delivery) -> None:
-        """The worker touched ``job``'s reservation (its handler ran past half
-        its ttr): it is held for another ttr."""
+        """The worker touched ``job``'s reservation (its handler ran past half its ttr): it is held for another ttr."""
 
     def connection_lost(self, error: DelayerError, pause: float) -> None:
         """A call to Redis failed; the worker tries again after ``pause`` seconds."""
@@ -113,8 +112,7 @@ class WorkerHooks:
         log.info("stopping: waiting for %d running handlers", in_flight)
 
     def stopped(self, abandoned: int) -> None:
-        """The worker stopped; ``abandoned`` jobs whose handler did not finish
-        within the grace period were released."""
+        """The worker stopped; ``abandoned`` jobs whose handler did not finish within the grace period were released."""
         log.info("stopped (%d unfinished jobs released)", abandoned)
 
 

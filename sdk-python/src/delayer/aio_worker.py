@@ -30,8 +30,7 @@ T = TypeVar("T")
 
 @dataclass(eq=False)
 class Delivery(_worker_hooks.Delivery):
-    """A job handed to an async handler; as :class:`delayer.Delivery`, with
-    :meth:`extend` a coroutine."""
+    """A job handed to an async handler; as :class:`delayer.Delivery`, with :meth:`extend` a coroutine."""
 
     _worker: Optional["Worker"] = field(default=None, repr=False)
 
@@ -239,7 +238,5 @@ class Worker(core.WorkerBase[Handler]):
 
 async def _wait(event: asyncio.Event, seconds: float) -> None:
     """Wait for ``event`` at most ``seconds``."""
-    try:
+    with contextlib.suppress(asyncio.TimeoutError):
         await asyncio.wait_for(event.wait(), seconds)
-    except asyncio.TimeoutError:
-        pass

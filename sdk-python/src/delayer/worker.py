@@ -10,7 +10,6 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any, Callable, Dict, Generator, List, Optional, TypeVar, cast
 
 from . import _worker_core as core, _worker_hooks
@@ -64,6 +63,7 @@ class Worker(core.WorkerBase[Callable[[Delivery], Any]]):
                  grace: float = 25.0, hooks: Optional[WorkerHooks] = None) -> None:
         lock = threading.RLock()  # the Core takes it directly: a Condition's enter is a Python call
         self._cond = threading.Condition(lock)
+        self._resumed = threading.Condition(lock)  # a woken fetch loop runs again (see _wake)
         super().__init__(client, core.check_settings(concurrency, ttr, at_most_once, grace), hooks, lock, Delivery)
         self._jobs: "queue.SimpleQueue[Optional[Delivery]]" = queue.SimpleQueue()
         # Runners' calls (release, flush, extend) share a few connections.
@@ -83,20 +83,18 @@ class Worker(core.WorkerBase[Callable[[Delivery], Any]]):
         previous: Dict[signal.Signals, Any] = {}
         if signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
-                previous[sig] = signal.signal(sig, self._on_signal)
+                previous[sig] = signal.signal(sig, lambda signum, frame: self.stop())
         runners = [threading.Thread(target=self._runner, daemon=True) for _ in range(settings.concurrency)]
         keeper_done = threading.Event()
         keeper = threading.Thread(target=self._keeper, args=(keeper_done,), daemon=True)
+        # The other fetch loops on threads of their own, one on this thread.
+        failed: List[BaseException] = []
+        fetchers = [threading.Thread(target=self._fetch, args=(failed,), daemon=True)
+                    for _ in range(core.fetch_loops(settings.concurrency) - 1)]
         try:
-            for t in runners:
-                t.start()
             if not settings.at_most_once:
                 keeper.start()
-            # The other fetch loops on threads of their own, one on this thread.
-            failed: List[BaseException] = []
-            fetchers = [threading.Thread(target=self._fetch, args=(failed,), daemon=True)
-                        for _ in range(core.fetch_loops(settings.concurrency) - 1)]
-            for t in fetchers:
+            for t in runners + fetchers:
                 t.start()
             self._fetch(failed)
             for t in fetchers:
@@ -114,14 +112,10 @@ class Worker(core.WorkerBase[Callable[[Delivery], Any]]):
                     signal.signal(sig, handler)
         call_hook(self.hooks.stopped, abandoned)
 
-    def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
-        self.stop()
-
     # -- the fetch loop's I/O -------------------------------------------
 
     def _fetch(self, failed: List[BaseException]) -> None:
-        """Drive one fetch loop; a failure (a bug: Redis's are handled in the
-        loop) stops the worker and is raised by :meth:`run`."""
+        """Drive one fetch loop; a failure (a bug: Redis's are handled in it) stops the worker, and run() raises it."""
         try:
             self._run(self._core.fetch_loop())
         except BaseException as e:
@@ -154,6 +148,7 @@ class Worker(core.WorkerBase[Callable[[Delivery], Any]]):
                 if not c.enough():
                     self._cond.wait(step.seconds)
                 c.want = 0
+                self._resumed.notify_all()
             return None
         if isinstance(step, Pause):
             deadline = time.monotonic() + step.seconds
@@ -232,6 +227,8 @@ class Worker(core.WorkerBase[Callable[[Delivery], Any]]):
     def _wake(self) -> None:
         with self._cond:
             self._cond.notify_all()
+            if self._core.ways > 1:  # the woken fetch loop first (this runner would keep the GIL while jobs are queued)
+                self._resumed.wait_for(lambda: self._core.want >= 0, 0.002)
 
     # -- the keeper: touches long-running reservations -------------------
 
