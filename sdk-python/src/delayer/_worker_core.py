@@ -304,7 +304,7 @@ class Core:
         return [self.make(m, ttr) for m in messages]
 
     def tune(self, got: int) -> None:
-        """Count ``got`` jobs fetched. Of ten periods of 0.2 s, the 1st splits the slots (two calls out: Redis runs
+        """Count ``got`` jobs fetched. Of 20 periods of 0.2 s, the 1st splits the slots (two calls out: Redis runs
         one while Python starts the other's jobs), the 2nd does not (half the calls); the rest split if 10 % faster."""
         with self.lock:
             now, self._count = time.monotonic(), self._count + got
@@ -312,7 +312,7 @@ class Core:
                 return
             if self._period < 2:
                 self._rates[self._period] = self._count / (now - self._since)
-            self._since, self._count, self._period = now, 0, (self._period + 1) % 10
+            self._since, self._count, self._period = now, 0, (self._period + 1) % 20
             split = self._period == 0 or self._period > 1 and self._rates[0] > 1.1 * self._rates[1]
             self.ways = fetch_loops(self.settings.concurrency) if split else 1
 
