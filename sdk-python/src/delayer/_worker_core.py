@@ -151,7 +151,7 @@ class Core:
         self.want = 0  # the fetch loop waits (Idle) for this many free slots; 0: it does not wait
         self.stopping = False
         self.ways = fetch_loops(settings.concurrency)  # each fetch loop takes its share of the free slots (see tune)
-        self._since, self._count, self._period, self._rates = time.monotonic(), 0, 0, [0.0, 0.0]  # see tune
+        self._since, self._count, self._period, self._rates = time.monotonic(), 0, -1, [0.0, 0.0]  # see tune
         self._next = 0  # rotation: the topic served first next round
         self._pause = FIRST_PAUSE
         self.policy_due = True  # the eviction policy is read at start and after every reconnect
@@ -310,7 +310,7 @@ class Core:
             now, self._count = time.monotonic(), self._count + got
             if now - self._since < 0.2:
                 return
-            if self._period < 2:
+            if 0 <= self._period < 2:  # (period -1: the start, split, not weighed)
                 self._rates[self._period] = self._count / (now - self._since)
             self._since, self._count, self._period = now, 0, (self._period + 1) % 20
             split = self._period == 0 or self._period > 1 and self._rates[0] > 1.1 * self._rates[1]
