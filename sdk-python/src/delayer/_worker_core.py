@@ -6,9 +6,9 @@ are generators of steps here (as :mod:`delayer._ops`); :mod:`delayer.worker`
 and :mod:`delayer.aio_worker` only carry the steps out. The state both touch
 lives in :class:`Core`, under the lock the Worker gives it (none for asyncio).
 Throughput comes from batching: one reserve.lua call acks the jobs finished
-since the last and reserves one per free slot (the asyncio Worker: two calls
-out, when that is faster, :meth:`Core.tune`); while a loop waits for a job, a
-finishing runner sends the acks, so an ack never waits for a job."""
+since the last and reserves one per free slot (two calls out, when that is
+faster: :meth:`Core.tune`); while a loop waits for a job, a finishing runner
+sends the acks, so an ack never waits for a job."""
 
 from __future__ import annotations
 
@@ -102,11 +102,11 @@ class WorkerBase(Generic[H]):
     """What both Workers do without I/O: settings, hooks, handlers by topic."""
 
     def __init__(self, client: Any, settings: Settings, hooks: Optional[WorkerHooks], lock: ContextManager[Any],
-                 delivery: Callable[..., Delivery], split: bool = False) -> None:
+                 delivery: Callable[..., Delivery]) -> None:
         self.client = client
         self._reconnects = client._reconnects
         self.hooks = hooks if hooks is not None else WorkerHooks()
-        self._core = Core(settings, self.hooks, lock, functools.partial(delivery, _worker=self), split)
+        self._core = Core(settings, self.hooks, lock, functools.partial(delivery, _worker=self))
         self._handlers: Dict[str, H] = {}
 
     def handle(self, topic: str, handler: H, *, ttr: Optional[float] = None) -> None:
@@ -136,7 +136,7 @@ class Core:
     changes the state takes ``lock`` itself; hooks run outside it."""
 
     def __init__(self, settings: Settings, hooks: WorkerHooks, lock: ContextManager[Any],
-                 make: Callable[[Union[ReservedMessage, Message], float], Delivery], split: bool = False) -> None:
+                 make: Callable[[Union[ReservedMessage, Message], float], Delivery]) -> None:
         self.settings = settings
         self.make = make
         self.hooks = hooks
@@ -150,8 +150,7 @@ class Core:
         self.running: Dict[int, Delivery] = {}  # id(delivery) -> reservations to touch
         self.want = 0  # the fetch loop waits (Idle) for this many free slots; 0: it does not wait
         self.stopping = False
-        self.split = split  # whether the fetch loops may split the slots: the asyncio Worker's (see tune)
-        self.ways = fetch_loops(settings.concurrency) if split else 1  # each loop takes its share of the free slots
+        self.ways = fetch_loops(settings.concurrency)  # each fetch loop takes its share of the free slots (see tune)
         self._since, self._count, self._period, self._rates = time.monotonic(), 0, -1, [0.0, 0.0]  # see tune
         self._next = 0  # rotation: the topic served first next round
         self._pause = FIRST_PAUSE
@@ -208,9 +207,9 @@ class Core:
             self.flushing = False
 
     def enough(self) -> bool:
-        """Whether an Idle wait is over (lock held); then ``want`` is 0: its waiter is woken once."""
+        """Whether an Idle wait is over (lock held); then ``want`` is -1 until its waiter runs (0: none waits)."""
         if self.stopping or (self.want > 0 and self.settings.concurrency - self.in_flight >= self.want):
-            self.want = 0
+            self.want = -1 if self.want > 0 else 0
             return True
         return False
 
@@ -314,7 +313,7 @@ class Core:
             if 0 <= self._period < 2:  # (period -1: the start, split, not weighed)
                 self._rates[self._period] = self._count / (now - self._since)
             self._since, self._count, self._period = now, 0, (self._period + 1) % 20
-            split = self.split and (self._period == 0 or self._period > 1 and self._rates[0] > 1.1 * self._rates[1])
+            split = self._period == 0 or self._period > 1 and self._rates[0] > 1.1 * self._rates[1]
             self.ways = fetch_loops(self.settings.concurrency) if split else 1
 
     def report_acks(self, acks: List[Delivery], acked: Optional[List[bool]]) -> None:

@@ -53,7 +53,7 @@ class Worker(core.WorkerBase[Handler]):
     def __init__(self, client: Delayer, *, concurrency: int = 10, ttr: float = 60.0, at_most_once: bool = False,
                  grace: float = 25.0, hooks: Optional[WorkerHooks] = None) -> None:
         settings = core.check_settings(concurrency, ttr, at_most_once, grace)
-        super().__init__(client, settings, hooks, contextlib.nullcontext(), Delivery, split=True)  # no lock: one thread
+        super().__init__(client, settings, hooks, contextlib.nullcontext(), Delivery)  # one thread: nothing to lock
         self._jobs: "collections.deque[Delivery]" = collections.deque()  # handed over, not started
         self._idle: "List[asyncio.Future[None]]" = []  # a runner's each, waiting: cheaper than an asyncio.Queue
         self._waking = False  # an idle runner was woken and has not run yet (see _hand)

@@ -63,6 +63,7 @@ class Worker(core.WorkerBase[Callable[[Delivery], Any]]):
                  grace: float = 25.0, hooks: Optional[WorkerHooks] = None) -> None:
         lock = threading.RLock()  # the Core takes it directly: a Condition's enter is a Python call
         self._cond = threading.Condition(lock)
+        self._resumed = threading.Condition(lock)  # a woken fetch loop runs again (see _wake)
         super().__init__(client, core.check_settings(concurrency, ttr, at_most_once, grace), hooks, lock, Delivery)
         self._jobs: "queue.SimpleQueue[Optional[Delivery]]" = queue.SimpleQueue()
         # Runners' calls (release, flush, extend) share a few connections.
@@ -147,6 +148,7 @@ class Worker(core.WorkerBase[Callable[[Delivery], Any]]):
                 if not c.enough():
                     self._cond.wait(step.seconds)
                 c.want = 0
+                self._resumed.notify_all()
             return None
         if isinstance(step, Pause):
             deadline = time.monotonic() + step.seconds
@@ -225,6 +227,8 @@ class Worker(core.WorkerBase[Callable[[Delivery], Any]]):
     def _wake(self) -> None:
         with self._cond:
             self._cond.notify_all()
+            if self._core.ways > 1:  # the woken fetch loop first (this runner would keep the GIL while jobs are queued)
+                self._resumed.wait_for(lambda: self._core.want >= 0, 0.002)
 
     # -- the keeper: touches long-running reservations -------------------
 
