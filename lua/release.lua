@@ -78,7 +78,7 @@ end
 local now = seconds(now_ms)
 
 -- The retry settings of a job whose pusher left them out (PROTOCOL.md, "The
--- job hash"): reserve.lua does not write them, so this is where they apply.
+-- job bucket"): reserve.lua does not write them, so this is where they apply.
 local DEFAULT_MAX_ATTEMPTS, DEFAULT_BACKOFF_MS, DEFAULT_BACKOFF_MAX_MS = '25', '1000', '3600000'
 
 -- The delay before attempt n + 1 after n failed ones: fixed, or doubling from

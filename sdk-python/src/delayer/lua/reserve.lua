@@ -38,7 +38,7 @@
 -- the next worker's. Retry settings the pusher left out are not written:
 -- the bucket gains only attempts and receipt (a smaller write, and smaller
 -- reads at ack: 12-17 % less Redis time per reserve + ack), and release.lua
--- applies the same defaults (PROTOCOL.md, "The job hash"). The bucket loses
+-- applies the same defaults (PROTOCOL.md, "The job bucket"). The bucket loses
 -- its TTL: a job in at-least-once hands is kept until it is acked or purged.
 -- Skipped, stale and parked ids are handled as in pop.lua.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
