@@ -10,21 +10,19 @@ every 10 ms (400 ids). Two ways to wait, each run once, same Redis:
 Prints, per way, the jobs taken (none twice), Redis's time per job from INFO
 commandstats and from used_cpu, and the calls of each command: with a peek
 every blocked waiter wakes for each push. Starts its own redis-server on a
-free loopback port.
+free loopback port (scriptcost.start_redis).
 """
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from typing import List
 
 import redis
+
+from scriptcost import start_redis
 
 JOBS = 400
 INTERVAL = 0.01
@@ -78,28 +76,13 @@ def run(port: int, mode: str, waiters: int) -> None:
 
 def main() -> None:
     waiters = int(sys.argv[1]) if len(sys.argv) > 1 else 50
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    folder = tempfile.mkdtemp(prefix="delayer-herd-")
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no", "--dir", folder], stdout=subprocess.DEVNULL)
+    server, r = start_redis()
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                redis.Redis(port=port).ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
         for mode in ("brpop", "peek"):
-            run(port, mode, waiters)
+            run(r.connection_pool.connection_kwargs["port"], mode, waiters)
     finally:
         server.terminate()
         server.wait()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
