@@ -8,6 +8,8 @@
 -- KEYS[5]  job pool         ZSET    <prefix>job_pool
 -- KEYS[6]  outcome counts   HASH    <prefix>outcomes (each batch-mode ack
 --          adds 1 to "acked:<topic>", as ack.lua does)
+-- KEYS[7]  flow control     HASH    <prefix>flow:<topic> (field "paused")
+-- KEYS[8]  flow gate        LIST    <prefix>flow_gate:<topic>
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 -- ARGV[2]  ttr in milliseconds, integer >= 1
 -- ARGV[3]  "" for one job, or batch mode: the most jobs to reserve, integer
@@ -26,7 +28,12 @@
 -- Batch mode returns {acks, jobs}: acks one 1|0 per pair, in order (1: the
 -- reservation was held and the job is deleted); jobs 0..n replies as above,
 -- in ready order. A worker acks what it finished and takes its next jobs in
--- one round trip instead of two per job. A batch reads the clock once, takes
+-- one round trip instead of two per job.
+-- While the topic is paused nothing is taken: one job mode returns pop.lua's
+-- wait instruction {"paused", PAUSED_RECHECK_MS, gate}; batch mode acks as
+-- usual (a worker finishes what it holds) and returns {acks, {}, that
+-- instruction}. A flow hash of the wrong type fails the call before any
+-- write, as a ready queue of the wrong type does (acks alone still pass). A batch reads the clock once, takes
 -- its receipts with one INCRBY and enters the reserved set with one ZADD (all
 -- its jobs share one deadline); its acks end with one ZREM and one DEL.
 --
@@ -89,6 +96,27 @@ local function write(job, receipt, deadline)
   redis.call('HSET', job.bucket, 'attempts', attempts, 'receipt', receipt)
   redis.call('PERSIST', job.bucket)
   return {job.id, f[1], f[2] or '', attempts, tonumber(f[4] or DEFAULT_MAX_ATTEMPTS), receipt, deadline, f[9] or ''}
+end
+
+-- (pop.lua and take.lua say the same; a conformance test holds them.)
+local PAUSED_RECHECK_MS = 5000
+
+-- A key for an error message: bytes outside printable ASCII as \xNN, since
+-- clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
+
+-- The topic's flow control, read before anything is written: the wait
+-- instruction when it is paused, else nil; and an error when its key is of
+-- the wrong type.
+local function flow_wait()
+  local paused = redis.pcall('HGET', KEYS[7], 'paused')
+  if type(paused) == 'table' then
+    return nil, redis.error_reply('WRONGTYPE ' .. shown(KEYS[7]) .. ' is a ' .. redis.call('TYPE', KEYS[7]).ok
+      .. ', not a hash: no job of its topic is handed out until it is fixed')
+  end
+  if paused then return {'paused', PAUSED_RECHECK_MS, KEYS[8]} end
 end
 
 -- The wake channel (see the header), or "".
@@ -169,6 +197,12 @@ local function held(id, receipt)
 end
 
 if (ARGV[3] or '') == '' then
+  local paused, bad = flow_wait()
+  if bad then return bad end
+  if paused then
+    redis.pcall('DEL', KEYS[8])
+    return paused
+  end
   local job, err = reserve_one()
   if err then return err end
   return job
@@ -183,6 +217,13 @@ local pair_ids = {}
 for i = 4, #ARGV - 1, 2 do pair_ids[#pair_ids + 1] = ARGV[i] end
 -- The ready queue is checked before the acks write anything: a queue of the
 -- wrong type fails the call whole, not after its acks.
+local paused
+if (tonumber(ARGV[3]) or 0) > 0 then
+  local bad
+  paused, bad = flow_wait()
+  if bad then return bad end
+  if paused then redis.pcall('DEL', KEYS[8]) end
+end
 if #pair_ids > 0 and (tonumber(ARGV[3]) or 0) > 0 then
   local len = redis.pcall('LLEN', KEYS[1])
   if type(len) == 'table' then return len end
@@ -209,9 +250,7 @@ if #done_ids > 0 then
   for i = 1, #done_ids do done_ids[i] = ARGV[1] .. done_ids[i] end
   redis.call('DEL', unpack(done_ids))
   -- Counts only, under pcall: a key of the wrong type skips them.
-  if KEYS[6] then
-    for topic, n in pairs(acked) do redis.pcall('HINCRBY', KEYS[6], 'acked:' .. topic, n) end
-  end
+  for topic, n in pairs(acked) do redis.pcall('HINCRBY', KEYS[6], 'acked:' .. topic, n) end
 end
 
 -- Then up to n jobs, with one clock reading and one receipt range for the
@@ -219,6 +258,7 @@ end
 -- (waiting in the pool, already reserved) are one ZMSCORE each per pop.
 local want = math.min(tonumber(ARGV[3]) or 0, 1000)
 local jobs = {}
+if paused then return {acks, jobs, paused} end
 if want > 0 then
   local score, deadline = deadline_now()
   local live, seen = {}, {}

@@ -5,11 +5,20 @@
 -- KEYS[2]  malformed list  LIST  <prefix>malformed
 -- KEYS[3]  job pool        ZSET  <prefix>job_pool
 -- KEYS[4]  reserved        ZSET  <prefix>reserved
+-- KEYS[5]  ready queue     LIST  <prefix>ready_queue:<topic> (BRPOP's)
+-- KEYS[6]  flow control    HASH  <prefix>flow:<topic> (field "paused")
+-- KEYS[7]  flow gate       LIST  <prefix>flow_gate:<topic>
 -- ARGV[1]  job id
 --
 -- Returns {id, topic, body, traceparent} (as pop.lua), or nil when there is
 -- no live job under the id;
--- the caller then waits for the next id. An id whose bucket has no topic, or
+-- the caller then waits for the next id. While the topic is paused the id
+-- goes back to the right end of the ready queue, where BRPOP took it from,
+-- and the reply is pop.lua's wait instruction {"paused", PAUSED_RECHECK_MS,
+-- gate}. The gate's DEL is the script's first write, so Redis, out of
+-- memory, does not refuse the RPUSH that follows (its maxmemory check looks
+-- at a script's first write). A flow hash of the wrong type puts the id
+-- back too, and the error names the key. An id whose bucket has no topic, or
 -- is not a hash, is parked on the malformed list (bucket kept), not lost.
 -- A stale entry (the id has been pushed again and waits in the pool, or is
 -- reserved, or dead) gives nil as well: see pop.lua.
@@ -35,6 +44,23 @@ local function park(why)
   if type(back) == 'number' then return why end
   local err = parked.err
   return redis.error_reply(err .. ' (take.lua: id ' .. shown(ARGV[1]) .. ' could not be parked: its bucket is kept)')
+end
+
+-- (pop.lua and reserve.lua say the same; a conformance test holds them.)
+local PAUSED_RECHECK_MS = 5000
+local paused = redis.pcall('HGET', KEYS[6], 'paused')
+if paused then
+  redis.pcall('DEL', KEYS[7])
+  local back = redis.pcall('RPUSH', KEYS[5], ARGV[1])
+  if type(back) == 'table' then
+    local err = park(back)
+    if err then return err end
+  end
+  if type(paused) == 'table' then
+    return redis.error_reply('WRONGTYPE ' .. shown(KEYS[6]) .. ' is a ' .. redis.call('TYPE', KEYS[6]).ok
+      .. ', not a hash: no job of its topic is handed out until it is fixed')
+  end
+  return {'paused', PAUSED_RECHECK_MS, KEYS[7]}
 end
 
 local job = redis.pcall('HMGET', KEYS[1], 'topic', 'body', 'dead_reason', 'traceparent')

@@ -4,11 +4,18 @@
 -- KEYS[2]  malformed list  LIST  <prefix>malformed
 -- KEYS[3]  job pool        ZSET  <prefix>job_pool
 -- KEYS[4]  reserved        ZSET  <prefix>reserved
+-- KEYS[5]  flow control    HASH  <prefix>flow:<topic> (field "paused")
+-- KEYS[6]  flow gate       LIST  <prefix>flow_gate:<topic>
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:"
 --
 -- Returns {id, topic, body, traceparent}, or nil when the queue holds no
 -- live job. traceparent is the bucket's field as push wrote it, "" when
 -- absent (the caller checks its form: anyone may have written it).
+-- While the topic is paused (its flow hash has "paused") nothing is taken:
+-- the reply is the wait instruction {"paused", PAUSED_RECHECK_MS, gate},
+-- "wait on this key for at most this long, then ask again"; the gate is
+-- deleted, so the wait blocks until a resume writes it (PROTOCOL.md, "Flow
+-- control"). A flow hash of the wrong type fails closed: the error names it.
 --
 -- The id leaves the queue and its bucket is deleted in one step, so no other
 -- consumer can get it. Ids whose bucket is gone (expired, or removed after the
@@ -35,6 +42,24 @@ local function park(id)
     redis.call('RPUSH', KEYS[1], id)
     return back
   end
+end
+
+-- How long a consumer told to wait on the gate waits before asking again
+-- (take.lua and reserve.lua say the same; a conformance test holds them).
+local PAUSED_RECHECK_MS = 5000
+-- A key for an error message: bytes outside printable ASCII as \xNN, since
+-- clients read an error's text as UTF-8.
+local function shown(s)
+  return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
+end
+local paused = redis.pcall('HGET', KEYS[5], 'paused')
+if type(paused) == 'table' then
+  return redis.error_reply('WRONGTYPE ' .. shown(KEYS[5]) .. ' is a ' .. redis.call('TYPE', KEYS[5]).ok
+    .. ', not a hash: no job of its topic is handed out until it is fixed')
+end
+if paused then
+  redis.pcall('DEL', KEYS[6])
+  return {'paused', PAUSED_RECHECK_MS, KEYS[6]}
 end
 
 while true do
