@@ -12,7 +12,7 @@ use redis::ScriptInvocation;
 pub fn pop(names: &Names, topic: &str) -> ScriptInvocation<'static> {
     let mut inv = scripts::POP.prepare_invoke();
     inv.key(names.ready(topic)).key(names.malformed(topic)).key(names.pool(topic)).key(names.reserved(topic));
-    inv.arg(names.bucket_prefix(topic));
+    inv.key(names.flow(topic)).key(names.gate(topic)).arg(names.bucket_prefix(topic));
     inv
 }
 
@@ -21,7 +21,8 @@ pub fn pop(names: &Names, topic: &str) -> ScriptInvocation<'static> {
 pub fn take(names: &Names, topic: &str, id: &[u8]) -> ScriptInvocation<'static> {
     let mut inv = scripts::TAKE.prepare_invoke();
     inv.key(names.bucket_bytes(topic, id)).key(names.malformed(topic)).key(names.pool(topic));
-    inv.key(names.reserved(topic)).arg(id);
+    inv.key(names.reserved(topic)).key(names.ready(topic)).key(names.flow(topic)).key(names.gate(topic));
+    inv.arg(id);
     inv
 }
 
@@ -50,7 +51,7 @@ pub fn reserve(names: &Names, topic: &str, ttr_ms: u64, batch: Option<ReserveBat
     let mut inv = scripts::RESERVE.prepare_invoke();
     inv.key(names.ready(topic)).key(names.reserved(topic)).key(names.malformed(topic));
     inv.key(names.receipt_seq(topic)).key(names.pool(topic)).key(names.outcomes(topic));
-    inv.arg(names.bucket_prefix(topic)).arg(ttr_ms);
+    inv.key(names.flow(topic)).key(names.gate(topic)).arg(names.bucket_prefix(topic)).arg(ttr_ms);
     match batch {
         None => inv.arg(""),
         Some((n, acks)) => acks.iter().fold(inv.arg(n), |inv, (id, receipt)| inv.arg(*id).arg(*receipt)),

@@ -78,6 +78,18 @@ impl Keys {
         format!("{}malformed", self.prefix)
     }
 
+    /// The HASH of one topic's flow control (`paused` since when): every
+    /// hand-out script reads it (docs/design/flow-control.md).
+    pub fn flow(&self, topic: &str) -> String {
+        format!("{}flow:{topic}", self.prefix)
+    }
+
+    /// The LIST consumers of a paused topic wait on (`BRPOPLPUSH`): absent
+    /// while paused, written by a resume, which wakes them all.
+    pub fn flow_gate(&self, topic: &str) -> String {
+        format!("{}flow_gate:{topic}", self.prefix)
+    }
+
     /// The ZSET of reserved ids, scored by their reservation's deadline.
     pub fn reserved(&self) -> String {
         format!("{}reserved", self.prefix)
@@ -198,6 +210,16 @@ impl TopicKeys {
     /// The topic's counter reservation receipts are taken from.
     pub fn receipt_seq(&self, topic: &str) -> String {
         self.of(topic, "receipt_seq")
+    }
+
+    /// The topic's flow control HASH (the classic layout's `flow:<topic>`).
+    pub fn flow(&self, topic: &str) -> String {
+        self.of(topic, "flow")
+    }
+
+    /// The LIST the topic's consumers wait on while it is paused.
+    pub fn gate(&self, topic: &str) -> String {
+        self.of(topic, "gate")
     }
 
     /// The topic's HASH of ended reservations per outcome (fields as the
@@ -335,6 +357,23 @@ impl Names {
         match self {
             Names::Classic(k) => k.receipt_seq(),
             Names::Topic(k) => k.receipt_seq(topic),
+        }
+    }
+
+    /// The HASH of `topic`'s flow control (paused or not), which pop, take
+    /// and reserve read before they hand anything out.
+    pub fn flow(&self, topic: &str) -> String {
+        match self {
+            Names::Classic(k) => k.flow(topic),
+            Names::Topic(k) => k.flow(topic),
+        }
+    }
+
+    /// The LIST `topic`'s consumers wait on while it is paused.
+    pub fn gate(&self, topic: &str) -> String {
+        match self {
+            Names::Classic(k) => k.flow_gate(topic),
+            Names::Topic(k) => k.gate(topic),
         }
     }
 

@@ -9,7 +9,7 @@ use crate::numbers;
 use crate::op::Error;
 use redis::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// `Result` with [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
@@ -74,6 +74,35 @@ pub fn text(v: Option<Value>) -> Result<String> {
 pub fn int<T: numbers::Count>(v: Option<Value>) -> Result<T> {
     let v = v.unwrap_or(Value::Nil);
     numbers::count_value(&v).value.ok_or_else(|| Error::BadReply(format!("expected an integer, got {v:?}")))
+}
+
+/// A hand-out script's wait instruction (pop.lua, take.lua, reserve.lua
+/// while the topic is paused): wait on `gate` for at most `recheck`, then
+/// ask again. The SDKs know no more of flow control than this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowWait {
+    /// The LIST to block on (`BRPOPLPUSH gate gate t`): a resume writes it.
+    pub gate: Vec<u8>,
+    /// How long a wait on the gate lasts before the claim is tried again.
+    pub recheck: Duration,
+}
+
+/// The longest recheck a reply may ask for: a gate lost in an outage still
+/// lets a waiter look again within a minute, whatever Redis answered.
+const MAX_RECHECK: Duration = Duration::from_secs(60);
+
+/// `{"paused", recheck_ms, gate}` read as a [`FlowWait`], or `None` when the
+/// reply is something else (a job, nil). The recheck is held within
+/// 1 ms..60 s: it is input like any reply, and 0 would be a busy loop.
+pub fn flow_wait(reply: &Value) -> Option<FlowWait> {
+    let Value::Array(parts) = reply else { return None };
+    let [Value::BulkString(kind), ms, Value::BulkString(gate)] = parts.as_slice() else { return None };
+    if kind.as_slice() != b"paused" {
+        return None;
+    }
+    let ms: u64 = numbers::count_value(ms).value.unwrap_or(0);
+    let recheck = Duration::from_millis(ms).clamp(Duration::from_millis(1), MAX_RECHECK);
+    Some(FlowWait { gate: gate.clone(), recheck })
 }
 
 /// A script's 1 (done) or 0 (nothing to do).
@@ -163,6 +192,25 @@ fn from_redis(id: &str, value: Vec<u8>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_instruction_is_read_within_range_and_nothing_else_is_one() {
+        let w =
+            |ms: Value| Value::Array(vec![Value::BulkString(b"paused".to_vec()), ms, Value::BulkString(b"g".to_vec())]);
+        let read = flow_wait(&w(Value::Int(5000))).expect("a wait");
+        assert_eq!((read.gate.as_slice(), read.recheck), (&b"g"[..], Duration::from_secs(5)));
+        assert_eq!(flow_wait(&w(Value::Int(0))).expect("w").recheck, Duration::from_millis(1));
+        assert_eq!(flow_wait(&w(Value::Int(-4))).expect("w").recheck, Duration::from_millis(1));
+        assert_eq!(flow_wait(&w(Value::Int(i64::MAX))).expect("w").recheck, MAX_RECHECK);
+        assert_eq!(flow_wait(&w(Value::BulkString(b"250".to_vec()))).expect("w").recheck, Duration::from_millis(250));
+        let job =
+            Value::Array(["x", "t", "body", ""].iter().map(|s| Value::BulkString(s.as_bytes().to_vec())).collect());
+        assert_eq!(flow_wait(&job), None);
+        let three =
+            Value::Array(vec![Value::BulkString(b"x".to_vec()), Value::Int(1), Value::BulkString(b"g".to_vec())]);
+        assert_eq!(flow_wait(&three), None);
+        assert_eq!(flow_wait(&Value::Nil), None);
+    }
 
     #[test]
     fn hostile_values_read_as_absent() {

@@ -2,15 +2,25 @@
 //! work) as an operation without I/O ([`crate::op`]), so the clients share
 //! all of it and differ only in how they send.
 //!
-//! A wait is rounds of: a blocking command that Redis answers when the
+//! A wait starts with the claim that does not block (pop.lua / reserve.lua),
+//! then goes in rounds of: a blocking command that Redis answers when the
 //! topic's ready queue holds an id, or when the time is up; then the script
 //! that claims a job (take.lua / reserve.lua), which finds none when the id
 //! was stale or another worker was faster, and the next round begins with
 //! whatever time is left.
+//!
+//! Any claim may instead answer a wait instruction ([`FlowWait`]: the topic
+//! is paused): the wait then blocks on the gate key it names
+//! (`BRPOPLPUSH gate gate t`, which a resume writes, waking every waiter)
+//! for at most its recheck time, and begins again with the claim that does
+//! not block. Beginning with that claim matters: a paused topic's ready
+//! queue is not empty, and a `BRPOP` would take its head only for take.lua
+//! to put it back (docs/design/flow-control.md, §3.2).
 
 use crate::calls;
 use crate::keys::{check_topic, Names};
 use crate::op::{Error, Op, Request, Step};
+use crate::replies::{flow_wait, FlowWait};
 use crate::validate::Invalid;
 use redis::Value;
 use std::time::{Duration, Instant};
@@ -18,17 +28,31 @@ use std::time::{Duration, Instant};
 /// How the job is claimed once the queue is not empty.
 #[derive(Debug, Clone, Copy)]
 pub enum Claim {
-    /// BRPOP takes the id; take.lua deletes its bucket and hands it out.
+    /// pop.lua first; then BRPOP takes the id, and take.lua deletes its
+    /// bucket and hands it out.
     Pop,
-    /// BLMOVE (queue to itself) only says the queue is not empty; reserve.lua
-    /// then takes an id: a worker that dies while waiting loses nothing.
+    /// reserve.lua first; then BLMOVE (queue to itself) only says the queue
+    /// is not empty, and reserve.lua takes an id: a worker that dies while
+    /// waiting loses nothing.
     Reserve {
         /// The reservation's time to run, checked ([`crate::validate::ttr_ms`]).
         ttr_ms: u64,
     },
     /// BLMOVE only: the wait ends when the queue holds an id, taking nothing
-    /// (a Worker then fetches a batch, or, stopped meanwhile, leaves it).
+    /// (a Worker then fetches a batch, or, stopped meanwhile, leaves it). A
+    /// Worker told to wait on a gate waits with [`gate`].
     Peek,
+}
+
+/// What the reply expected next answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// A claim script.
+    Claim,
+    /// The blocking command on the ready queue.
+    Ready,
+    /// The blocking command on a gate.
+    Gate,
 }
 
 /// One wait in progress.
@@ -38,14 +62,14 @@ struct Wait<T, E> {
     /// `None`: wait forever.
     deadline: Option<Instant>,
     claim: Claim,
-    /// Whether the reply expected is the blocking command's (else the claim's).
-    blocked: bool,
+    phase: Phase,
     parse: fn(Value) -> Result<Option<T>, E>,
 }
 
 /// A wait on `topic`'s ready queue up to `timeout` (`Duration::ZERO`:
 /// forever), rounds of a blocking command and `claim`, whose reply `parse`
-/// reads (`None`: nothing claimed, wait again); on a connection of its own.
+/// reads (`None`: nothing claimed, wait again; a wait instruction never
+/// reaches it); on a connection of its own.
 pub fn wait<T: Send + 'static, E: From<Error> + 'static>(
     names: &Names,
     topic: &str,
@@ -55,48 +79,101 @@ pub fn wait<T: Send + 'static, E: From<Error> + 'static>(
 ) -> Result<Op<'static, Option<T>, E>, Invalid> {
     check_topic(names, topic)?;
     let deadline = (!timeout.is_zero()).then(|| Instant::now() + timeout);
-    let mut wait = Wait { names: names.clone(), topic: topic.to_string(), deadline, claim, blocked: false, parse };
+    let mut wait = Wait { names: names.clone(), topic: topic.to_string(), deadline, claim, phase: Phase::Claim, parse };
     Ok(Op::new(move |reply| match reply {
-        None => Ok(wait.block()),
+        None => Ok(wait.first()),
         Some(reply) => wait.next(reply),
     })
     .alone())
 }
 
+/// A wait on `flow`'s gate for at most its recheck time and `timeout`
+/// (`Duration::ZERO`: no more than the recheck): whether it was written
+/// (the topic resumed). A Worker told to wait by its fetch waits here, then
+/// fetches again.
+pub fn gate<E: From<Error> + 'static>(flow: &FlowWait, timeout: Duration) -> Op<'static, bool, E> {
+    let slice = if timeout.is_zero() { flow.recheck } else { flow.recheck.min(timeout) };
+    let cmd = gate_command(&flow.gate, slice);
+    let mut sent = false;
+    Op::new(move |reply| match reply {
+        None if !sent => {
+            sent = true;
+            Ok(Step::Send(Request::Blocking(cmd.clone(), Some(slice))))
+        }
+        reply => Ok(Step::Done(reply.is_some_and(|r| r != Value::Nil))),
+    })
+    .alone()
+}
+
+/// `BRPOPLPUSH gate gate t`: blocks until the gate holds its element, and
+/// leaves it there for every other waiter (Redis 2.2+, so the classic
+/// layout's Redis 6.0 floor holds).
+fn gate_command(gate: &[u8], wait: Duration) -> redis::Cmd {
+    redis::cmd("BRPOPLPUSH").arg(gate).arg(gate).arg(seconds(wait)).clone()
+}
+
+/// Redis takes seconds and reads 0 as forever: less than 1 ms is sent as 1 ms.
+fn seconds(wait: Duration) -> f64 {
+    wait.as_secs_f64().max(0.001)
+}
+
 impl<T: Send + 'static, E: From<Error> + 'static> Wait<T, E> {
-    /// The step after Redis answered the last one with `reply`.
-    fn next(&mut self, reply: Value) -> Result<Step<Option<T>>, E> {
-        if !self.blocked {
-            return Ok(match (self.parse)(reply)? {
-                Some(job) => Step::Done(Some(job)),
-                None => self.block(),
-            });
+    /// The first step: the claim that does not block, or a peek's wait.
+    fn first(&mut self) -> Step<Option<T>> {
+        if self.left() == Some(None) {
+            return Step::Done(None);
         }
-        self.blocked = false;
-        if reply == Value::Nil {
-            return Ok(Step::Done(None)); // Redis's wait ran out: so did ours
-        }
-        let claim = match &self.claim {
-            Claim::Pop => calls::take(&self.names, &self.topic, &popped_id(reply)?),
-            Claim::Reserve { ttr_ms } => calls::reserve(&self.names, &self.topic, *ttr_ms, None),
-            // The queue holds an id: the peek is over, nothing taken.
-            Claim::Peek => return Ok(Step::Done((self.parse)(reply)?)),
+        let claim = match self.claim {
+            Claim::Pop => calls::pop(&self.names, &self.topic),
+            Claim::Reserve { ttr_ms } => calls::reserve(&self.names, &self.topic, ttr_ms, None),
+            Claim::Peek => return self.block(),
         };
-        Ok(Step::Send(claim.into()))
+        self.phase = Phase::Claim;
+        Step::Send(claim.into())
     }
 
-    /// Another blocking command for the time left, or the end.
+    /// The step after Redis answered the last one with `reply`.
+    fn next(&mut self, reply: Value) -> Result<Step<Option<T>>, E> {
+        match self.phase {
+            Phase::Claim => {
+                if let Some(flow) = flow_wait(&reply) {
+                    return Ok(self.wait_on(&flow));
+                }
+                Ok(match (self.parse)(reply)? {
+                    Some(job) => Step::Done(Some(job)),
+                    None => self.block(),
+                })
+            }
+            // Woken by a resume, or the recheck time is over: ask again.
+            Phase::Gate => Ok(self.first()),
+            Phase::Ready => {
+                if reply == Value::Nil {
+                    return Ok(Step::Done(None)); // Redis's wait ran out: so did ours
+                }
+                let claim = match &self.claim {
+                    Claim::Pop => calls::take(&self.names, &self.topic, &popped_id(reply)?),
+                    Claim::Reserve { ttr_ms } => calls::reserve(&self.names, &self.topic, *ttr_ms, None),
+                    // The queue holds an id: the peek is over, nothing taken.
+                    Claim::Peek => return Ok(Step::Done((self.parse)(reply)?)),
+                };
+                self.phase = Phase::Claim;
+                Ok(Step::Send(claim.into()))
+            }
+        }
+    }
+
+    /// The time left: `None` for no limit, `Some(None)` when it is over.
+    fn left(&self) -> Option<Option<Duration>> {
+        self.deadline.map(|d| d.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()))
+    }
+
+    /// Another blocking command on the ready queue for the time left, or the end.
     fn block(&mut self) -> Step<Option<T>> {
-        let left = match self.deadline {
+        let left = match self.left() {
             None => None,
-            Some(d) => match d.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) {
-                Some(left) => Some(left),
-                None => return Step::Done(None),
-            },
+            Some(None) => return Step::Done(None),
+            Some(left) => left,
         };
-        // Redis takes seconds and reads 0 as forever: less than 1 ms left
-        // is sent as 1 ms.
-        let seconds = left.map_or(0.0, |l| l.as_secs_f64().max(0.001));
         let queue = self.names.ready(&self.topic);
         let mut cmd = match self.claim {
             Claim::Pop => redis::cmd("BRPOP").arg(&queue).clone(),
@@ -104,9 +181,21 @@ impl<T: Send + 'static, E: From<Error> + 'static> Wait<T, E> {
                 redis::cmd("BLMOVE").arg(&queue).arg(&queue).arg("RIGHT").arg("RIGHT").clone()
             }
         };
-        cmd.arg(seconds);
-        self.blocked = true;
+        cmd.arg(left.map_or(0.0, seconds));
+        self.phase = Phase::Ready;
         Step::Send(Request::Blocking(cmd, left))
+    }
+
+    /// A wait on the gate a claim named, for its recheck time or the time
+    /// left, whichever is shorter; or the end.
+    fn wait_on(&mut self, flow: &FlowWait) -> Step<Option<T>> {
+        let slice = match self.left() {
+            None => flow.recheck,
+            Some(None) => return Step::Done(None),
+            Some(Some(left)) => left.min(flow.recheck),
+        };
+        self.phase = Phase::Gate;
+        Step::Send(Request::Blocking(gate_command(&flow.gate, slice), Some(slice)))
     }
 }
 
@@ -169,10 +258,16 @@ mod tests {
         Value::BulkString(s.as_bytes().to_vec())
     }
 
+    fn paused(gate: &str, ms: i64) -> Value {
+        Value::Array(vec![bulk("paused"), Value::Int(ms), bulk(gate)])
+    }
+
     #[test]
     fn a_stale_id_means_waiting_again_and_a_job_ends_the_wait() {
         let mut w = bpop(&classic(), "t", Duration::from_secs(60)).expect("wait");
-        match sent(w.start()) {
+        // The claim that does not block comes first (pop.lua); nothing: block.
+        assert!(matches!(sent(w.start()), Request::Script(_)));
+        match sent(w.next(Value::Nil)) {
             Request::Blocking(cmd, Some(left)) => {
                 assert!(left <= Duration::from_secs(60));
                 let secs: f64 = words(&cmd)[2].parse().expect("seconds");
@@ -196,6 +291,43 @@ mod tests {
     }
 
     #[test]
+    fn a_wait_instruction_sends_the_wait_to_the_gate_then_claims_without_blocking() {
+        let names = Names::Topic(crate::keys::TopicKeys::new("d:"));
+        let mut w = bpop(&names, "t", Duration::from_secs(60)).expect("wait");
+        assert!(matches!(sent(w.start()), Request::Script(_)));
+        let gate = |req: Request| match req {
+            Request::Blocking(cmd, Some(slice)) => {
+                let w = words(&cmd);
+                assert_eq!(w[..3], ["BRPOPLPUSH", "d:{t}:gate", "d:{t}:gate"]);
+                let secs: f64 = w[3].parse().expect("seconds");
+                assert!((secs - slice.as_secs_f64()).abs() < 1e-9, "{secs} vs {slice:?}");
+                slice
+            }
+            _ => panic!("expected BRPOPLPUSH on the gate with a limit"),
+        };
+        assert_eq!(gate(sent(w.next(paused("d:{t}:gate", 5000)))), Duration::from_secs(5), "the recheck time");
+        // Woken (or the recheck is over): the claim that does not block again.
+        assert!(matches!(sent(w.next(bulk("1"))), Request::Script(_)));
+        assert!(matches!(sent(w.next(paused("d:{t}:gate", 5000))), Request::Blocking(..)));
+        assert!(matches!(sent(w.next(Value::Nil)), Request::Script(_)), "a recheck after a silent slice");
+        // A take.lua after BRPOP may answer the same (the id went back).
+        assert!(matches!(sent(w.next(Value::Nil)), Request::Blocking(..)), "empty: BRPOP");
+        let popped = Value::Array(vec![bulk("q"), bulk("x")]);
+        assert!(matches!(sent(w.next(popped)), Request::Script(_)));
+        gate(sent(w.next(paused("d:{t}:gate", 5000))));
+
+        // Forever: each slice is the recheck; a short deadline cuts the slice.
+        let mut forever = bpop(&names, "t", Duration::ZERO).expect("wait");
+        sent(forever.start());
+        assert_eq!(gate(sent(forever.next(paused("d:{t}:gate", 700)))), Duration::from_millis(700));
+        let mut short = breserve(&names, "t", Duration::from_secs(1), Duration::from_millis(300)).expect("wait");
+        sent(short.start());
+        assert!(gate(sent(short.next(paused("d:{t}:gate", 5000)))) <= Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(310));
+        assert!(matches!(short.next(Value::Nil), Ok(Step::Done(None))), "no time left after the gate");
+    }
+
+    #[test]
     fn a_peek_ends_when_the_queue_holds_an_id_and_claims_nothing() {
         let mut w = ready(&classic(), "t", Duration::from_secs(5)).expect("wait");
         match sent(w.start()) {
@@ -213,7 +345,8 @@ mod tests {
     fn redis_timing_out_or_no_time_left_ends_the_wait() {
         let names = classic();
         let mut w = breserve(&names, "t", Duration::from_secs(1), Duration::from_secs(5)).expect("w");
-        match sent(w.start()) {
+        assert!(matches!(sent(w.start()), Request::Script(_)), "reserve.lua first");
+        match sent(w.next(Value::Nil)) {
             Request::Blocking(cmd, _) => {
                 let q = "delayer:ready_queue:t";
                 assert_eq!(words(&cmd)[..5], ["BLMOVE", q, q, "RIGHT", "RIGHT"]);
@@ -223,7 +356,8 @@ mod tests {
         assert!(matches!(w.next(Value::Nil).expect("timeout"), Step::Done(None)));
 
         let mut forever = bpop(&classic(), "t", Duration::ZERO).expect("wait");
-        assert!(matches!(sent(forever.start()), Request::Blocking(_, None)), "no limit, forever");
+        sent(forever.start());
+        assert!(matches!(sent(forever.next(Value::Nil)), Request::Blocking(_, None)), "no limit, forever");
 
         let mut short = bpop(&classic(), "t", Duration::from_nanos(1)).expect("wait");
         std::thread::sleep(Duration::from_millis(2));

@@ -10,7 +10,7 @@ use crate::connection::{build_pool_for, Manager, PoolOptions};
 use crate::error::{is_lost_connection, Error, Result};
 use crate::job::{Job, Message};
 use crate::keys::{Layout, Names, DEFAULT_PREFIX};
-use crate::ops::{self, DeadAction, Ending, Request, Step};
+use crate::ops::{self, DeadAction, Ending, FlowWait, Request, Step};
 use crate::reliable::{DeadLetter, JobRef, Reserved};
 use crate::target::{is_read_only, Target};
 use crate::wait;
@@ -355,6 +355,28 @@ twins! {
     pub(crate) fn wait_ready(&self, topic: &str, timeout: Duration) -> Result<bool> =
         wait::ready(&self.names, topic, timeout);
 
+    /// Waits on a paused topic's gate (the wait instruction its fetch
+    /// answered) for its recheck time, at most `timeout`: whether a resume
+    /// wrote it. (A Worker's wait while a topic is paused: it fetches again
+    /// after it either way.)
+    #[aio]
+    /// As [`crate::Delayer`]'s `wait_gate`.
+    pub(crate) fn wait_gate(&self, flow: &FlowWait, timeout: Duration) -> Result<bool> =
+        Ok(delayer_protocol::wait::gate::<Error>(flow, timeout));
+
+    /// pop, with a paused topic's wait instruction (a Worker's fetch).
+    #[aio]
+    /// As [`crate::Delayer`]'s `pop_or_wait`.
+    pub(crate) fn pop_or_wait(&self, topic: &str) -> Result<(Option<Message>, Option<FlowWait>)> =
+        ops::pop_or_wait(&self.names, topic);
+
+    /// reserve_many, with a paused topic's wait instruction (a Worker's fetch).
+    #[aio]
+    /// As [`crate::Delayer`]'s `fetch_reserved`.
+    pub(crate) fn fetch_reserved(&self, topic: &str, ttr: Duration, n: usize, acks: &[JobRef<'_>])
+        -> Result<(Vec<bool>, Vec<Reserved>, Option<FlowWait>)> =
+        ops::reserve_many(&self.names, topic, ttr, n, acks);
+
     /// The job is done: deletes it. `false` when the reservation was not
     /// held (already ended, or expired and handed out again): then nothing
     /// changes. Takes a [`Reserved`] job, or an id (any current reservation).
@@ -416,7 +438,7 @@ twins! {
     /// one call.
     pub fn reserve_many(&self, topic: &str, ttr: Duration, n: usize, acks: &[JobRef<'_>])
         -> Result<(Vec<bool>, Vec<Reserved>)> =
-        ops::reserve_many(&self.names, topic, ttr, n, acks);
+        ops::reserve_many(&self.names, topic, ttr, n, acks).map(|op| op.map(|(flags, jobs, _)| Ok((flags, jobs))));
 
     /// Up to `count` (1 to 1000) of `topic`'s dead letters, newest first,
     /// from position `start` (at most [`crate::inspect::MAX_POSITION`]).

@@ -3,7 +3,8 @@
 //! its first write, or the script completes; an id it took is never lost
 //! to one. One case per script that could lose an id or fail half done.
 
-use delayer_protocol::scripts;
+use delayer_protocol::keys::{Keys, Names};
+use delayer_protocol::{calls, scripts};
 use redis::{Commands, Value};
 use testkit::RedisServer;
 
@@ -12,6 +13,12 @@ const READY: &str = "delayer:ready_queue:mail";
 const MALFORMED: &str = "delayer:malformed";
 const RESERVED: &str = "delayer:reserved";
 const BUCKETS: &str = "delayer:job_bucket:";
+const FLOW: &str = "delayer:flow:mail";
+
+/// The classic layout's names (the consts above are a few of them).
+fn names() -> Names {
+    Names::Classic(Keys::default())
+}
 
 /// Redis, with the malformed list a string, and "mail"'s ready queue
 /// holding a malformed id ("nameless", first out) then a live job ("live").
@@ -37,8 +44,7 @@ fn assert_sent_back(conn: &mut redis::Connection) {
 #[test]
 fn pop_sends_a_malformed_id_back_to_the_pool_when_it_cannot_park_it() {
     let (_redis, mut conn) = ready_with_a_malformed_id();
-    let job: Vec<String> =
-        scripts::POP.key(READY).key(MALFORMED).key(POOL).key(RESERVED).arg(BUCKETS).invoke(&mut conn).expect("pop");
+    let job: Vec<String> = calls::pop(&names(), "mail").invoke(&mut conn).expect("pop");
     assert_eq!(job, ["live", "mail", "hi", ""]);
     assert_sent_back(&mut conn);
 }
@@ -47,14 +53,7 @@ fn pop_sends_a_malformed_id_back_to_the_pool_when_it_cannot_park_it() {
 fn take_sends_a_malformed_id_back_to_the_pool_when_it_cannot_park_it() {
     let (_redis, mut conn) = ready_with_a_malformed_id();
     let id: String = conn.rpop(READY, None).expect("RPOP, as bpop's BRPOP");
-    let reply: Value = scripts::TAKE
-        .key(format!("{BUCKETS}{id}"))
-        .key(MALFORMED)
-        .key(POOL)
-        .key(RESERVED)
-        .arg(&id)
-        .invoke(&mut conn)
-        .expect("take");
+    let reply: Value = calls::take(&names(), "mail", id.as_bytes()).invoke(&mut conn).expect("take");
     assert_eq!(reply, Value::Nil);
     assert_sent_back(&mut conn);
 }
@@ -62,16 +61,7 @@ fn take_sends_a_malformed_id_back_to_the_pool_when_it_cannot_park_it() {
 #[test]
 fn reserve_sends_a_malformed_id_back_to_the_pool_when_it_cannot_park_it() {
     let (_redis, mut conn) = ready_with_a_malformed_id();
-    let job: Vec<Value> = scripts::RESERVE
-        .key(READY)
-        .key(RESERVED)
-        .key(MALFORMED)
-        .key("delayer:receipt_seq")
-        .key(POOL)
-        .arg(BUCKETS)
-        .arg(30_000)
-        .invoke(&mut conn)
-        .expect("reserve");
+    let job: Vec<Value> = calls::reserve(&names(), "mail", 30_000, None).invoke(&mut conn).expect("reserve");
     assert_eq!(job[0], Value::BulkString(b"live".to_vec()));
     assert_sent_back(&mut conn);
 }
@@ -83,21 +73,88 @@ fn reserve_many_fails_before_its_acks_when_the_queue_has_the_wrong_type() {
     let _: () = conn.hset_multiple("delayer:job_bucket:done", &[("topic", "mail"), ("receipt", "7")]).expect("HSET");
     let _: () = conn.zadd(RESERVED, "done", 1).expect("ZADD");
     let _: () = conn.set(READY, "not a list").expect("SET");
-    let err = scripts::RESERVE
-        .key(READY)
-        .key(RESERVED)
-        .key(MALFORMED)
-        .key("delayer:receipt_seq")
-        .key(POOL)
-        .arg(BUCKETS)
-        .arg(30_000)
-        .arg(5)
-        .arg("done")
-        .arg("7")
+    let acks: &[(&[u8], &str)] = &[(b"done", "7")];
+    let err = calls::reserve(&names(), "mail", 30_000, Some((5, acks)))
         .invoke::<Value>(&mut conn)
         .expect_err("a queue of the wrong type");
     assert_eq!(err.code(), Some("WRONGTYPE"));
     assert!(conn.exists::<_, bool>("delayer:job_bucket:done").expect("EXISTS"), "the ack ran before the failure");
+}
+
+/// The wait instruction a paused topic's hand-out scripts answer.
+fn paused() -> Value {
+    let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+    Value::Array(vec![bulk("paused"), Value::Int(5000), bulk("delayer:flow_gate:mail")])
+}
+
+#[test]
+fn take_puts_a_paused_topics_id_back_even_when_redis_is_out_of_memory() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _: () = conn.hset_multiple("delayer:job_bucket:a", &[("topic", "mail"), ("body", "hi")]).expect("HSET");
+    let _: () = conn.rpush(READY, &["b", "a"]).expect("RPUSH");
+    let _: () = conn.hset(FLOW, "paused", "1.000").expect("HSET");
+    // Every write that adds memory is now refused (noeviction is the default).
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(1).query(&mut conn).expect("CONFIG SET");
+    let refused = redis::cmd("EVAL")
+        .arg("return redis.call('RPUSH', KEYS[1], 'x')")
+        .arg(1)
+        .arg(READY)
+        .query::<Value>(&mut conn)
+        .expect_err("a script whose first write adds memory");
+    assert!(refused.to_string().contains("OOM"), "{refused}");
+    let id: String = conn.rpop(READY, None).expect("RPOP, as bpop's BRPOP");
+    let reply: Value = calls::take(&names(), "mail", id.as_bytes()).invoke(&mut conn).expect("take");
+    assert_eq!(reply, paused());
+    let ready: Vec<String> = conn.lrange(READY, 0, -1).expect("LRANGE");
+    assert_eq!(ready, ["b", "a"], "the id is back at the right end, where BRPOP took it");
+    assert!(conn.exists::<_, bool>("delayer:job_bucket:a").expect("EXISTS"), "its bucket is kept");
+}
+
+#[test]
+fn a_flow_hash_of_the_wrong_type_fails_closed_and_loses_no_id() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _: () = conn.hset_multiple("delayer:job_bucket:a", &[("topic", "mail"), ("body", "hi")]).expect("HSET");
+    let _: () = conn.rpush(READY, "a").expect("RPUSH");
+    let _: () = conn.set(FLOW, "not a hash").expect("SET");
+    let err = calls::pop(&names(), "mail").invoke::<Value>(&mut conn).expect_err("pop");
+    assert_eq!(err.code(), Some("WRONGTYPE"));
+    assert!(err.to_string().contains(FLOW), "the error names the key: {err}");
+    let err = calls::reserve(&names(), "mail", 30_000, None).invoke::<Value>(&mut conn).expect_err("reserve");
+    assert!(err.to_string().contains(FLOW), "{err}");
+    let id: String = conn.rpop(READY, None).expect("RPOP");
+    let err = calls::take(&names(), "mail", id.as_bytes()).invoke::<Value>(&mut conn).expect_err("take");
+    assert!(err.to_string().contains(FLOW), "{err}");
+    let ready: Vec<String> = conn.lrange(READY, 0, -1).expect("LRANGE");
+    assert_eq!(ready, ["a"], "nothing handed out, nothing lost");
+    // Acks alone (a batch that asks for no jobs) still pass.
+    let _: () = conn.hset_multiple("delayer:job_bucket:done", &[("topic", "mail"), ("receipt", "7")]).expect("HSET");
+    let _: () = conn.zadd(RESERVED, "done", 1).expect("ZADD");
+    let acks: &[(&[u8], &str)] = &[(b"done", "7")];
+    let reply: Value = calls::reserve(&names(), "mail", 30_000, Some((0, acks))).invoke(&mut conn).expect("acks");
+    assert_eq!(reply, Value::Array(vec![Value::Array(vec![Value::Int(1)]), Value::Array(vec![])]));
+}
+
+#[test]
+fn a_paused_reserve_many_acks_and_takes_nothing() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let _: () = conn.hset_multiple("delayer:job_bucket:a", &[("topic", "mail"), ("body", "hi")]).expect("HSET");
+    let _: () = conn.rpush(READY, "a").expect("RPUSH");
+    let _: () = conn.hset_multiple("delayer:job_bucket:done", &[("topic", "mail"), ("receipt", "7")]).expect("HSET");
+    let _: () = conn.zadd(RESERVED, "done", 1).expect("ZADD");
+    let _: () = conn.hset(FLOW, "paused", "1.000").expect("HSET");
+    let _: () = conn.rpush("delayer:flow_gate:mail", "1").expect("RPUSH");
+    let acks: &[(&[u8], &str)] = &[(b"done", "7")];
+    let reply: Value = calls::reserve(&names(), "mail", 30_000, Some((5, acks))).invoke(&mut conn).expect("reserve");
+    assert_eq!(reply, Value::Array(vec![Value::Array(vec![Value::Int(1)]), Value::Array(vec![]), paused()]));
+    assert!(!conn.exists::<_, bool>("delayer:job_bucket:done").expect("EXISTS"), "acked");
+    assert!(!conn.exists::<_, bool>("delayer:flow_gate:mail").expect("EXISTS"), "the gate is gone while paused");
+    let ready: Vec<String> = conn.lrange(READY, 0, -1).expect("LRANGE");
+    assert_eq!(ready, ["a"]);
+    let one: Value = calls::pop(&names(), "mail").invoke(&mut conn).expect("pop");
+    assert_eq!(one, paused());
 }
 
 #[test]

@@ -52,6 +52,16 @@ pub(crate) fn pop<'a>(names: &Names, topic: &str) -> Result<Op<'a, Option<Messag
     Ok(Op::call(calls::pop(names, topic), parse_pop))
 }
 
+/// pop.lua for one topic, as a Worker fetches: the job, or the wait
+/// instruction of a paused topic (which [`pop`]'s callers see as nothing).
+pub(crate) fn pop_or_wait<'a>(names: &Names, topic: &str) -> Result<Op<'a, (Option<Message>, Option<FlowWait>)>> {
+    check_topic(names, topic)?;
+    Ok(Op::call(calls::pop(names, topic), |reply| match flow_wait(&reply) {
+        Some(flow) => Ok((None, Some(flow))),
+        None => Ok((parse_pop(reply)?, None)),
+    }))
+}
+
 /// remove.lua for one id, any bytes, of `topic` (`None`: the classic
 /// layout's global ids; `instead` names the call the per-topic layout needs).
 pub(crate) fn remove<'a>(names: &Names, topic: Option<&str>, id: &[u8], instead: &str) -> Result<Op<'a, bool>> {

@@ -1,7 +1,7 @@
 //! The at-least-once calls: reserve (one or a batch, acks riding along),
 //! ack, touch, release and bury.
 
-use super::replies::{parse_ack, parse_release, parse_reserve, parse_reserve_many, parse_touch};
+use super::replies::{parse_ack, parse_release, parse_reserve, parse_reserve_many, parse_touch, FlowWait};
 use super::{check_topic, id_of, Op};
 use crate::error::{Error, Result};
 use crate::keys::Names;
@@ -27,7 +27,7 @@ pub(crate) fn reserve_many<'a>(
     ttr: Duration,
     n: usize,
     acks: &[JobRef<'a>],
-) -> Result<Op<'a, (Vec<bool>, Vec<Reserved>)>> {
+) -> Result<Op<'a, (Vec<bool>, Vec<Reserved>, Option<FlowWait>)>> {
     check_topic(names, topic)?;
     let ttr_ms = validate::ttr_ms(ttr)?;
     let n = validate::reserve_count(n)?;
@@ -43,11 +43,11 @@ pub(crate) fn reserve_many<'a>(
     let riding = riding.len();
     Ok(Op::all(alone).then(move |alone| {
         let call = Op::call(inv, move |reply| parse_reserve_many(reply, riding));
-        Ok(call.then(move |(flags, jobs)| {
+        Ok(call.then(move |(flags, jobs, flow)| {
             // Every ack's flag, in the order given.
             let (mut flags, mut alone) = (flags.into_iter(), alone.into_iter());
             let flags = rides.iter().map(|r| if *r { flags.next() } else { alone.next() }.unwrap_or(false)).collect();
-            Ok(Op::done((flags, jobs)))
+            Ok(Op::done((flags, jobs, flow)))
         }))
     }))
 }

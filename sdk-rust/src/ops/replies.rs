@@ -11,9 +11,10 @@ pub(crate) use delayer_protocol::replies::*;
 use redis::Value;
 use std::time::SystemTime;
 
-/// pop.lua's (and take.lua's) `[id, topic, body, traceparent]` or nil.
+/// pop.lua's (and take.lua's) `[id, topic, body, traceparent]` or nil; a
+/// wait instruction (the topic is paused) is nothing handed out, as nil.
 pub(crate) fn parse_pop(reply: Value) -> Result<Option<crate::Message>> {
-    if reply == Value::Nil {
+    if reply == Value::Nil || flow_wait(&reply).is_some() {
         return Ok(None);
     }
     let mut p = array(reply, 4, "pop.lua's [id, topic, body, traceparent]")?.into_iter();
@@ -24,9 +25,9 @@ pub(crate) fn parse_pop(reply: Value) -> Result<Option<crate::Message>> {
 }
 
 /// reserve.lua's `[id, topic, body, attempts, max_attempts, receipt,
-/// deadline, traceparent]`, or nil.
+/// deadline, traceparent]`, or nil; a wait instruction as nil.
 pub(crate) fn parse_reserve(reply: Value) -> Result<Option<Reserved>> {
-    if reply == Value::Nil {
+    if reply == Value::Nil || flow_wait(&reply).is_some() {
         return Ok(None);
     }
     reserved_job(reply).map(Some)
@@ -106,9 +107,20 @@ pub(crate) fn parse_release(reply: Value) -> Result<bool> {
 }
 
 /// reserve.lua's batch reply `{acks, jobs}`: one flag per ack sent (`acks`
-/// of them), then the jobs reserved.
-pub(crate) fn parse_reserve_many(reply: Value, acks: usize) -> Result<(Vec<bool>, Vec<Reserved>)> {
-    let mut p = array(reply, 2, "reserve.lua's {acks, jobs}")?.into_iter();
+/// of them), then the jobs reserved; and, when the topic is paused, no jobs
+/// and its wait instruction as a third item.
+pub(crate) fn parse_reserve_many(reply: Value, acks: usize) -> Result<(Vec<bool>, Vec<Reserved>, Option<FlowWait>)> {
+    let parts = match reply {
+        Value::Array(parts) if parts.len() == 2 || parts.len() == 3 => parts,
+        other => return Err(Error::Protocol(format!("reserve_many: expected {{acks, jobs}}, got {other:?}"))),
+    };
+    let flow = match parts.get(2) {
+        None => None,
+        Some(w) => {
+            Some(flow_wait(w).ok_or_else(|| Error::Protocol(format!("reserve_many: expected a wait, got {w:?}")))?)
+        }
+    };
+    let mut p = parts.into_iter();
     let (Some(Value::Array(flags)), Some(jobs)) = (p.next(), p.next()) else {
         return Err(Error::Protocol("reserve_many: expected a list of ack results".into()));
     };
@@ -122,7 +134,7 @@ pub(crate) fn parse_reserve_many(reply: Value, acks: usize) -> Result<(Vec<bool>
         Value::Nil => Vec::new(),
         other => return Err(Error::Protocol(format!("reserve_many: expected a list of jobs, got {other:?}"))),
     };
-    Ok((flags, jobs))
+    Ok((flags, jobs, flow))
 }
 
 /// dead.lua "requeue" / "purge": `{done, taken}`.

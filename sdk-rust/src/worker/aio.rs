@@ -2,10 +2,11 @@
 //! the loop calls Redis with the async client, and blocking waits run as
 //! tasks of their own. Decisions are the engine's.
 
-use super::engine::{panic_text, Action, Core, Fetch, Start, WAIT};
-use super::{fetch, settings_builder, task_type, worker_type, Delivery};
+use super::engine::{panic_text, Action, Core, Fetch, Fetched, Start, WAIT};
+use super::{fetch, settings_builder, task_type, worker_type};
 use crate::aio::Delayer;
 use crate::Result;
+use delayer_protocol::replies::FlowWait;
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::future::Future;
@@ -65,7 +66,7 @@ worker_type! {
 }
 
 enum Msg {
-    Fetched(Fetch, Result<(Vec<bool>, Vec<Delivery>)>),
+    Fetched(Fetch, Result<Fetched>),
     Waited(String, Result<bool>),
     Stop,
 }
@@ -160,7 +161,7 @@ impl Loop<'_> {
                     self.core.touched(slot, result, Instant::now());
                 }
                 Action::CheckEviction => self.core.eviction(client.eviction_policy().await),
-                Action::Wait { topic } => self.wait(topic),
+                Action::Wait { topic, gate } => self.wait(topic, gate),
                 Action::Abort => {
                     self.tasks.abort_all();
                     self.slots.clear();
@@ -224,13 +225,17 @@ impl Loop<'_> {
         });
     }
 
-    /// A blocking wait until the topic has a ready job (taking nothing),
+    /// A blocking wait until the topic has a ready job (taking nothing), or
+    /// on its gate while it is paused,
     /// as a task of its own, so finished jobs are acked meanwhile. Left to
     /// end by itself at a stop (within [`WAIT`]).
-    fn wait(&mut self, topic: String) {
+    fn wait(&mut self, topic: String, gate: Option<FlowWait>) {
         let (client, events) = (self.worker.client.clone(), self.events.clone());
         tokio::spawn(async move {
-            let result = client.wait_ready(&topic, WAIT).await;
+            let result = match gate {
+                Some(flow) => client.wait_gate(&flow, WAIT).await,
+                None => client.wait_ready(&topic, WAIT).await,
+            };
             let _ = events.send(Msg::Waited(topic, result));
         });
     }

@@ -2,9 +2,10 @@
 //! loop calls Redis with the blocking client, and blocking waits run on
 //! threads of their own. Decisions are the engine's.
 
-use super::engine::{panic_text, Action, Core, Fetch, Start, IN_FLIGHT, WAIT};
-use super::{fetch, settings_builder, task_type, worker_type, Delivery};
+use super::engine::{panic_text, Action, Core, Fetch, Fetched, Start, IN_FLIGHT, WAIT};
+use super::{fetch, settings_builder, task_type, worker_type};
 use crate::{Delayer, Result};
+use delayer_protocol::replies::FlowWait;
 use std::fmt::Display;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -46,7 +47,7 @@ worker_type! {
 
 enum Msg {
     Done(u64, std::result::Result<(), String>),
-    Fetched(Fetch, Result<(Vec<bool>, Vec<Delivery>)>),
+    Fetched(Fetch, Result<Fetched>),
     Waited(String, Result<bool>),
     Stop,
 }
@@ -171,7 +172,7 @@ impl Loop<'_> {
                     self.core.touched(slot, result, Instant::now());
                 }
                 Action::CheckEviction => self.core.eviction(client.eviction_policy()),
-                Action::Wait { topic } => self.wait(topic),
+                Action::Wait { topic, gate } => self.wait(topic, gate),
                 Action::Abort => {}
                 Action::Idle { until } => {
                     let msg = match until {
@@ -201,14 +202,18 @@ impl Loop<'_> {
         }
     }
 
-    /// A blocking wait until the topic has a ready job (taking nothing),
+    /// A blocking wait until the topic has a ready job (taking nothing), or
+    /// on its gate while it is paused,
     /// on a thread of its own, so finished jobs are acked meanwhile. Left
     /// to end by itself at a stop.
-    fn wait(&mut self, topic: String) {
+    fn wait(&mut self, topic: String, gate: Option<FlowWait>) {
         let (client, events) = (self.worker.client.clone(), self.events.clone());
         let name = topic.clone();
         let waiter = thread::Builder::new().name("delayer-wait".into()).spawn(move || {
-            let result = client.wait_ready(&topic, WAIT);
+            let result = match gate {
+                Some(flow) => client.wait_gate(&flow, WAIT),
+                None => client.wait_ready(&topic, WAIT),
+            };
             let _ = events.send(Msg::Waited(topic, result));
         });
         if let Err(e) = waiter {

@@ -11,6 +11,7 @@
 use super::hooks::{Event, Hooks};
 use super::Delivery;
 use crate::error::Error;
+use delayer_protocol::replies::FlowWait;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -110,6 +111,10 @@ pub(crate) struct Start {
     pub(crate) lease: Arc<Lease>,
 }
 
+/// A fetch's answer: the ack flags, the jobs taken, and the wait
+/// instruction of a paused topic.
+pub(crate) type Fetched = (Vec<bool>, Vec<Delivery>, Option<FlowWait>);
+
 /// A fetch: reserve_many (acks first, then up to `n` jobs), or at most once
 /// up to `n` pops. The loop sends it without waiting for the answer (up to
 /// [`IN_FLIGHT`] are out) and reports it with [`Core::fetched`].
@@ -134,9 +139,11 @@ pub(crate) enum Action {
     CheckEviction,
     /// Start a blocking wait until `topic` has a ready job (up to [`WAIT`]),
     /// taking nothing: the fetch that follows takes a batch, and a stop
-    /// meanwhile leaves the job to other workers. Report with
+    /// meanwhile leaves the job to other workers. With `gate` (the topic is
+    /// paused: its last fetch said where to wait) the wait is on the gate,
+    /// for its recheck time, and a fetch follows either way. Report with
     /// [`Core::waited`].
-    Wait { topic: String },
+    Wait { topic: String, gate: Option<FlowWait> },
     /// The grace period is over: stop waiting for the running handlers
     /// (their releases are queued).
     Abort,
@@ -152,6 +159,9 @@ struct Topic {
     empty: bool,
     /// A blocking wait is out for it.
     waiting: bool,
+    /// The last fetch found it paused: where to wait (a ready queue that is
+    /// not empty would end every wait on it at once).
+    gate: Option<FlowWait>,
 }
 
 struct Running {
@@ -193,7 +203,7 @@ pub(crate) struct Core {
 
 impl Core {
     pub(crate) fn new(s: Settings, topics: Vec<String>) -> Core {
-        let topics = topics.into_iter().map(|name| Topic { name, empty: false, waiting: false }).collect();
+        let topics = topics.into_iter().map(|name| Topic { name, empty: false, waiting: false, gate: None }).collect();
         Core {
             s,
             topics,
@@ -282,7 +292,8 @@ impl Core {
         if !stopping && free > 0 && !gather {
             if let Some(ix) = self.rotate(|t| t.empty && !t.waiting) {
                 self.topics[ix].waiting = true;
-                return Action::Wait { topic: self.topics[ix].name.clone() };
+                let t = &self.topics[ix];
+                return Action::Wait { topic: t.name.clone(), gate: t.gate.clone() };
             }
         }
         // A wait still out takes nothing: it is not waited for.
@@ -403,16 +414,11 @@ impl Core {
     /// The answer to [`Action::Fetch`]: the ack flags and the jobs taken,
     /// or the error. Returns the jobs to start (also after a stop: they are
     /// reserved, and run in the grace period or are released at its end).
-    pub(crate) fn fetched(
-        &mut self,
-        fetch: Fetch,
-        result: crate::Result<(Vec<bool>, Vec<Delivery>)>,
-        now: Instant,
-    ) -> Vec<Start> {
+    pub(crate) fn fetched(&mut self, fetch: Fetch, result: crate::Result<Fetched>, now: Instant) -> Vec<Start> {
         let Fetch { topic, n, acks } = fetch;
         self.fetching = self.fetching.saturating_sub(1);
         self.asked = self.asked.saturating_sub(n);
-        let (flags, jobs) = match result {
+        let (flags, jobs, flow) = match result {
             Ok(answer) => answer,
             Err(e) => {
                 // Sent again with the next call: an ack that did land
@@ -432,6 +438,10 @@ impl Core {
         }
         if let Some(t) = self.topics.iter_mut().find(|t| t.name == topic) {
             t.empty = jobs.len() < n;
+            // Only a fetch that asked for jobs learns whether it is paused.
+            if n > 0 {
+                t.gate = flow;
+            }
         }
         jobs.into_iter().map(|d| self.start(d, now)).collect()
     }
@@ -442,7 +452,8 @@ impl Core {
     pub(crate) fn waited(&mut self, topic: &str, result: crate::Result<bool>, now: Instant) {
         if let Some(t) = self.topics.iter_mut().find(|t| t.name == topic) {
             t.waiting = false;
-            t.empty = !matches!(result, Ok(true));
+            // After a gate's wait, woken or not, a fetch asks again.
+            t.empty = !matches!(result, Ok(true)) && t.gate.is_none();
         }
         match result {
             Ok(_) => self.answered(),
@@ -603,7 +614,7 @@ mod tests {
         let first = fetch(core.next(t0));
         assert_eq!(first.n, 100);
         assert!(matches!(core.next(t0), Action::Idle { .. }), "no slot is free for a second fetch");
-        let starts = core.fetched(first, Ok((Vec::new(), (0..100).map(job).collect())), t0);
+        let starts = core.fetched(first, Ok((Vec::new(), (0..100).map(job).collect(), None)), t0);
         for start in &starts[..50] {
             core.done(start.slot, Ok(()), t0);
         }
@@ -616,16 +627,16 @@ mod tests {
         assert_eq!((third.n, third.acks.len()), (50, 50), "the second fetch is still out");
         assert!(matches!(core.next(t0), Action::Idle { .. }), "two are out: no third");
         core.stop(t0);
-        let more = core.fetched(second, Ok((vec![true; 50], (100..150).map(job).collect())), t0);
+        let more = core.fetched(second, Ok((vec![true; 50], (100..150).map(job).collect(), None)), t0);
         assert_eq!(more.len(), 50, "jobs fetched before the stop still run");
         for start in more {
             core.done(start.slot, Ok(()), t0);
         }
         let flush = fetch(core.next(t0));
         assert_eq!((flush.n, flush.acks.len()), (0, 50), "a stopping worker sends its acks, fetches no jobs");
-        core.fetched(flush, Ok((vec![true; 50], Vec::new())), t0);
+        core.fetched(flush, Ok((vec![true; 50], Vec::new(), None)), t0);
         assert!(matches!(core.next(t0), Action::Idle { .. }), "a fetch is still out");
-        core.fetched(third, Ok((vec![true; 50], Vec::new())), t0);
+        core.fetched(third, Ok((vec![true; 50], Vec::new(), None)), t0);
         assert!(matches!(core.next(t0), Action::Done));
     }
 }

@@ -262,20 +262,24 @@ macro_rules! task_type {
 use task_type;
 
 /// The answer to both workers' [`engine::Fetch`], as a
-/// `Result<(ack flags, jobs)>`: at most once, pops until `n` jobs or an empty
-/// queue (a failure after some jobs keeps them: they are gone from Redis, so
-/// they run); at least once, one `reserve_many` with the acks. `await` for
-/// the async worker's client.
+/// `Result<`[`engine::Fetched`]`>`: at most once, pops until `n` jobs or an
+/// empty queue (a failure after some jobs keeps them: they are gone from
+/// Redis, so they run); at least once, one `reserve_many` with the acks.
+/// Either says when the topic is paused. `await` for the async worker's
+/// client.
 macro_rules! fetch {
     ($client:ident, $settings:ident, $f:ident $(, $await:tt)?) => {{
         let (topic, n) = ($f.topic.as_str(), $f.n);
         if $settings.mode == $crate::worker::engine::Mode::AtMostOnce {
-            let mut jobs = Vec::new();
+            let (mut jobs, mut flow) = (Vec::new(), None);
             let mut failed = None;
             while jobs.len() < n {
-                match $client.pop(topic)$(.$await)? {
-                    Ok(Some(m)) => jobs.push(m.into()),
-                    Ok(None) => break,
+                match $client.pop_or_wait(topic)$(.$await)? {
+                    Ok((Some(m), _)) => jobs.push(m.into()),
+                    Ok((None, paused)) => {
+                        flow = paused;
+                        break;
+                    }
                     // The jobs popped are gone from Redis: run them.
                     Err(_) if !jobs.is_empty() => break,
                     Err(e) => {
@@ -286,13 +290,13 @@ macro_rules! fetch {
             }
             match failed {
                 Some(e) => Err(e),
-                None => Ok((Vec::new(), jobs)),
+                None => Ok((Vec::new(), jobs, flow)),
             }
         } else {
             let refs: Vec<_> = $f.acks.iter().map(|d| d.job_ref()).collect();
-            $client
-                .reserve_many(topic, $settings.ttr, n, &refs)$(.$await)?
-                .map(|(flags, jobs)| (flags, jobs.into_iter().map($crate::worker::Delivery::from).collect()))
+            $client.fetch_reserved(topic, $settings.ttr, n, &refs)$(.$await)?.map(|(flags, jobs, flow)| {
+                (flags, jobs.into_iter().map($crate::worker::Delivery::from).collect(), flow)
+            })
         }
     }};
 }
