@@ -73,13 +73,14 @@ final class Calls
     public static function pop(Keys $keys, string $topic): array
     {
         $n = $keys->names($topic);
-        return [Scripts::POP, [(string) $n->ready, $n->malformed, $n->pool, $n->reserved], [$n->bucketPrefix]];
+        return [Scripts::POP, [(string) $n->ready, $n->malformed, $n->pool, $n->reserved, (string) $n->flow, (string) $n->gate], [$n->bucketPrefix]];
     }
 
-    public static function take(Keys $keys, string $id, ?string $topic = null): array
+    /** After BRPOP took $id from $topic's ready list: take.lua puts it back there while the topic is paused. */
+    public static function take(Keys $keys, string $id, string $topic): array
     {
         $n = $keys->names($topic);
-        return [Scripts::TAKE, [$n->bucket($id), $n->malformed, $n->pool, $n->reserved], [$id]];
+        return [Scripts::TAKE, [$n->bucket($id), $n->malformed, $n->pool, $n->reserved, (string) $n->ready, (string) $n->flow, (string) $n->gate], [$id]];
     }
 
     public static function remove(Keys $keys, string $id, ?string $topic = null): array
@@ -103,7 +104,7 @@ final class Calls
         }
         return [
             Scripts::RESERVE,
-            [(string) $n->ready, $n->reserved, $n->malformed, $n->receiptSeq, $n->pool, $n->outcomes],
+            [(string) $n->ready, $n->reserved, $n->malformed, $n->receiptSeq, $n->pool, $n->outcomes, (string) $n->flow, (string) $n->gate],
             [...$argv, $n->wake],
         ];
     }

@@ -81,14 +81,15 @@ final class Keys
             return new Names($topic, $this->pool(), $this->bucketPrefix(), $topic === null ? null : $this->readyQueue($topic),
                 $this->malformed(), $this->reserved(), $this->receiptSeq(), $topic === null ? null : $this->dead($topic),
                 $this->wake(), $this->outcomes(), [], [$this->scheduledCount()], $this->scheduledCount(),
-                [$this->bucketPrefix(), $this->deadPrefix()]);
+                [$this->bucketPrefix(), $this->deadPrefix()], $topic === null ? null : $this->flow($topic),
+                $topic === null ? null : $this->gate($topic));
         }
         if ($topic === null) {
             throw new \LogicException('the per-topic layout names a topic for every call');
         }
         $of = fn (string $kind): string => "{$this->prefix}{{$topic}}:{$kind}";
         return new Names($topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'),
-            $this->wake(), $of('outcomes'), Scripts::PER_TOPIC, [], $of('dead'), [$of('job:')]);
+            $this->wake(), $of('outcomes'), Scripts::PER_TOPIC, [], $of('dead'), [$of('job:')], $of('flow'), $of('gate'));
     }
 
     /** `<prefix>due`: the per-topic layout's index, topic => earliest time the server is needed. */
@@ -155,6 +156,18 @@ final class Keys
     public function dead(string $topic): string
     {
         return $this->deadPrefix() . $topic;
+    }
+
+    /** `<prefix>flow:<topic>`: the HASH of one topic's flow control (field "paused" while paused). */
+    public function flow(string $topic): string
+    {
+        return $this->prefix . 'flow:' . $topic;
+    }
+
+    /** `<prefix>flow_gate:<topic>`: the LIST a resume writes, which waiters on a paused topic block on. */
+    public function gate(string $topic): string
+    {
+        return $this->prefix . 'flow_gate:' . $topic;
     }
 
     /** `<prefix>scheduled_count`: the HASH of jobs waiting in the pool per topic. */

@@ -44,7 +44,7 @@ trait LegacyApi
     }
 
     /**
-     * pop(), waiting up to $timeout seconds (0: forever) with BRPOP, then take.lua.
+     * pop(), waiting up to $timeout seconds (0: forever): pop.lua, then BRPOP and take.lua.
      *
      * @param string|int       $topic
      * @param int|float|string $timeout
@@ -56,14 +56,20 @@ trait LegacyApi
         $topic = $this->keys->topic($topic);
         $timeout = Validator::timeout(Validator::legacySeconds('timeout', $timeout));
         $queue = (string) $this->keys->names($topic)->ready;
-        return BlockingWait::until($timeout, function (float $wait) use ($queue, $topic): Message|false|null {
-            $reply = $this->connection->blocking('BRPOP', [$queue], $wait);
-            if ($reply === null) {
-                return null;
-            }
-            $call = Calls::take($this->keys, Replies::brpop($reply), $topic);
-            return Replies::take($this->connection->script(...$call));
-        });
+        $pop = Calls::pop($this->keys, $topic);
+        return BlockingWait::until(
+            $timeout,
+            $this->connection,
+            fn (): Message|array|false => Replies::wait($reply = $this->connection->script(...$pop)) ?? Replies::pop($reply),
+            function (float $wait) use ($queue, $topic): Message|array|false|null {
+                $reply = $this->connection->blocking('BRPOP', [$queue], $wait);
+                if ($reply === null) {
+                    return null;
+                }
+                $reply = $this->connection->script(...Calls::take($this->keys, Replies::brpop($reply), $topic));
+                return Replies::wait($reply) ?? Replies::take($reply);
+            },
+        );
     }
 
     /**

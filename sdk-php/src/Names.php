@@ -17,6 +17,7 @@ final class Names
      * @param list<string>          $counts      push, push_many, remove and dead's last key: the scheduled counts (classic), or none
      * @param string                $releaseKey  release's KEYS[4]: the scheduled counts (release.lua), or the topic's dead list (release_topic.lua)
      * @param list<string>          $releaseArgv release's leading ARGV: the bucket prefix, and the dead-letter prefix in release.lua only
+     * @param string|null           $flow        the topic's flow-control hash and $gate the list a resume writes (null without a topic)
      */
     public function __construct(
         public readonly ?string $topic,
@@ -33,6 +34,8 @@ final class Names
         public readonly array $counts,
         public readonly string $releaseKey,
         public readonly array $releaseArgv,
+        public readonly ?string $flow,
+        public readonly ?string $gate,
     ) {
     }
 

@@ -43,10 +43,27 @@ final class Replies
         return array_map(static fn (mixed $e, string $id) => self::push($e, $id, Scripts::PUSH_MANY), array_values($reply), $ids);
     }
 
-    /** pop.lua: [id, topic, body, traceparent] as a Message, false for nil. */
+    /**
+     * The wait instruction ["paused", recheck_ms, gate] a claim (pop, take, reserve) answers while its
+     * topic is paused: [gate, recheck seconds] for {@see BlockingWait}; null for any other reply.
+     *
+     * @return array{0: string, 1: float}|null
+     */
+    public static function wait(mixed $reply): ?array
+    {
+        if (!\is_array($reply) || \count($reply) !== 3 || ($reply[0] ?? null) !== 'paused') {
+            return null;
+        }
+        if (!\is_int($reply[1]) || $reply[1] < 1 || !\is_string($reply[2]) || $reply[2] === '') {
+            throw new ProtocolException('unexpected wait instruction from Redis: ' . get_debug_type($reply[2] ?? null));
+        }
+        return [$reply[2], $reply[1] / 1e3];
+    }
+
+    /** pop.lua: [id, topic, body, traceparent] as a Message, false for nil or a wait instruction. */
     public static function pop(mixed $reply, string $script = Scripts::POP): Message|false
     {
-        if ($reply === false || $reply === null) {
+        if ($reply === false || $reply === null || self::wait($reply) !== null) {
             return false;
         }
         if (!\is_array($reply) || \count($reply) !== 4) {
@@ -88,10 +105,10 @@ final class Replies
         return self::remove($reply, Scripts::ACK);
     }
 
-    /** reserve.lua (one job): a ReservedMessage, false for nil. */
+    /** reserve.lua (one job): a ReservedMessage, false for nil or a wait instruction. */
     public static function reserve(mixed $reply): ReservedMessage|false
     {
-        if ($reply === false || $reply === null) {
+        if ($reply === false || $reply === null || self::wait($reply) !== null) {
             return false;
         }
         if (!\is_array($reply) || \count($reply) !== 8 || !\is_int($reply[3]) || !\is_int($reply[4])) {
@@ -102,10 +119,15 @@ final class Replies
             self::seconds($deadline, Scripts::RESERVE), Traceparent::fromRedis((string) $id, $traceparent));
     }
 
-    /** @return array{0: list<bool>, 1: list<ReservedMessage>} reserve.lua in batch mode: a flag per ack sent, at most $n jobs */
+    /**
+     * reserve.lua in batch mode: [acks, jobs], or while paused [acks, [], wait instruction] (no jobs).
+     *
+     * @return array{0: list<bool>, 1: list<ReservedMessage>} a flag per ack sent, at most $n jobs
+     */
     public static function reserveBatch(mixed $reply, int $acks, int $n): array
     {
-        if (!\is_array($reply) || \count($reply) !== 2 || !\is_array($reply[0] ?? null) || !\is_array($reply[1] ?? null)
+        $paused = \is_array($reply) && \count($reply) === 3 && ($reply[1] ?? null) === [] && self::wait($reply[2] ?? null) !== null;
+        if (!\is_array($reply) || (\count($reply) !== 2 && !$paused) || !\is_array($reply[0] ?? null) || !\is_array($reply[1] ?? null)
             || \count($reply[0]) !== $acks || \count($reply[1]) > $n
         ) {
             throw self::bad(Scripts::RESERVE . ' (batch)', $reply);

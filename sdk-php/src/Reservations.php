@@ -39,14 +39,12 @@ trait Reservations
     public function bReserve(string $topic, int|float $ttr, int|float $timeout = 0): ReservedMessage|false
     {
         $topic = $this->keys->topic($topic);
-        $ttrMs = Validator::ttrMs($ttr);
+        $call = Calls::reserve($this->keys, $topic, Validator::ttrMs($ttr));
         $timeout = Validator::timeout($timeout);
         $queue = (string) $this->keys->names($topic)->ready;
-        return BlockingWait::until($timeout, function (float $wait) use ($queue, $topic, $ttrMs): ReservedMessage|false|null {
-            if ($this->connection->blocking('BLMOVE', [$queue, $queue, 'RIGHT', 'RIGHT'], $wait) === null) {
-                return null;
-            }
-            return $this->runReserve($topic, $ttrMs);
+        $claim = fn (): ReservedMessage|array|false => Replies::wait($reply = $this->connection->script(...$call)) ?? Replies::reserve($reply);
+        return BlockingWait::until($timeout, $this->connection, $claim, function (float $wait) use ($queue, $claim): ReservedMessage|array|false|null {
+            return $this->connection->blocking('BLMOVE', [$queue, $queue, 'RIGHT', 'RIGHT'], $wait) === null ? null : $claim();
         });
     }
 

@@ -27,7 +27,7 @@ final class CallContractTest extends TestCase
             Calls::push($k, $job, false),
             \array_slice(Calls::pushMany($k, [$job], false)[0], 0, 3),
             Calls::pop($k, 't'),
-            Calls::take($k, 'a'),
+            Calls::take($k, 'a', 't'),
             Calls::remove($k, 'a'),
             Calls::reserve($k, 't', 1000),
             Calls::reserveMany($k, 't', 1000, 5, []),

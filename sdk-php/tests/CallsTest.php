@@ -33,6 +33,10 @@ final class CallsTest extends TestCase
         yield 'dead list: an entry too short' => [static fn () => Replies::deadList([['a', 't']])];
         yield 'dead counts: one number' => [static fn () => Replies::deadAction([1])];
         yield 'BRPOP: no id' => [static fn () => Replies::brpop(['queue'])];
+        yield 'wait: no gate' => [static fn () => Replies::wait(['paused', 5000, ''])];
+        yield 'wait: the time a string' => [static fn () => Replies::pop(['paused', '5000', 'g'])];
+        yield 'batch: jobs beside a wait' => [static fn () => Replies::reserveBatch([[], [['a', 't', 'b', 1, 25, '7', '1.000', '']], ['paused', 5000, 'g']], 0, 5)];
+        yield 'batch: a third element not a wait' => [static fn () => Replies::reserveBatch([[], [], ['x']], 0, 5)];
     }
 
     /**
@@ -58,6 +62,13 @@ final class CallsTest extends TestCase
         self::assertFalse(Replies::remove(0));
         self::assertSame(12.5, Replies::touch('12.500'));
         self::assertSame([3, 1000], Replies::deadAction([3, 1000]));
+        // a paused topic's claim: nothing for the non-blocking calls, where to wait for BlockingWait
+        $wait = ['paused', 5000, 'p:flow_gate:t'];
+        self::assertSame(['p:flow_gate:t', 5.0], Replies::wait($wait));
+        self::assertNull(Replies::wait(['a', 't', 'b', '']));
+        self::assertFalse(Replies::pop($wait));
+        self::assertFalse(Replies::reserve($wait));
+        self::assertSame([[true], []], Replies::reserveBatch([[1], [], $wait], 1, 5));
     }
 
     public function testCallsAreBuiltWithoutIo(): void

@@ -60,7 +60,8 @@ final class OneCallTest extends RedisTestCase
                 'bPop' => [function () use ($ready, $client): void {
                     $ready('b');
                     self::assertSame('b', $client->bPop('t', 2)->getId());
-                }, ['BRPOP', 'EVALSHA']],
+                }, ['EVALSHA']], // a wait starts with the non-blocking claim
+                'bPop, a wait' => [fn () => self::assertFalse($client->bPop('t', 0.05)), ['EVALSHA', 'BRPOP']],
                 'reserve, touch, release' => [function () use ($ready, $client): void {
                     $ready('c');
                     $job = $client->reserve('t', 30);
@@ -70,7 +71,8 @@ final class OneCallTest extends RedisTestCase
                 'bReserve, bury' => [function () use ($ready, $client): void {
                     $ready('c');
                     self::assertTrue($client->bury($client->bReserve('t', 30, 2)));
-                }, ['BLMOVE', 'EVALSHA', 'EVALSHA']],
+                }, ['EVALSHA', 'EVALSHA']],
+                'bReserve, a wait' => [fn () => self::assertFalse($client->bReserve('t', 30, 0.05)), ['EVALSHA', 'BLMOVE']],
                 'dead letters' => [function () use ($client): void {
                     self::assertCount(1, $client->deadLetters('t'));
                     self::assertSame(1, $client->requeueDead('t'));

@@ -104,7 +104,7 @@ final class TopicLayoutTest extends RedisTestCase
         $perTopic = [
             'job_pool' => 'pool', 'job_bucket:<id>' => 'job:a', 'ready_queue:<topic>' => 'ready', 'malformed' => 'malformed',
             'reserved' => 'reserved', 'receipt_seq' => 'receipt_seq', 'dead:<topic>' => 'dead',
-            'outcomes' => 'outcomes',
+            'outcomes' => 'outcomes', 'flow:<topic>' => 'flow', 'flow_gate:<topic>' => 'gate',
         ];
         foreach ($calls as [$script, $keys, $argv]) {
             $header = [];
