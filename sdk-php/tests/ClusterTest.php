@@ -482,6 +482,23 @@ final class ClusterTest extends TestCase
         self::assertSame('j', $client->bPop('slow', 5)->getId());
     }
 
+    /** A paused topic's wait blocks on its gate, in the topic's slot, as long as asked (issue 23). */
+    public function testAPausedTopicWaitsOnItsGate(): void
+    {
+        $client = $this->client(['timeout' => 0.5]);
+        foreach ($this->topicPerMaster('p') as $topic) {
+            $client->pushTo($topic, 'j', 0);
+            $this->moveTopic($topic, 1);
+            $this->raw()->hSet($this->key($topic, 'flow'), 'paused', '1.000');
+            $began = microtime(true);
+            self::assertFalse($client->bPop($topic, 1.2));
+            self::assertGreaterThanOrEqual(1.2, microtime(true) - $began);
+            self::assertSame(['j'], $this->raw()->lRange($this->key($topic, 'ready'), 0, -1));
+            $this->raw()->eval(FlowTest::RESUME, [$this->key($topic, 'flow'), $this->key($topic, 'gate')], 2);
+            self::assertSame('j', $client->bReserve($topic, 30, 1)->id);
+        }
+    }
+
     public function testAWorkerRunsTopicsOnEveryMaster(): void
     {
         $client = $this->client();
