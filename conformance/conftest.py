@@ -134,6 +134,14 @@ class Keys:
     def dead(self, topic: str) -> str:
         return self._of(topic, "dead") if self.layout == "topic" else self.prefix + "dead:" + topic
 
+    def flow(self, topic: str) -> str:
+        """The topic's flow control hash (a pause is its field "paused")."""
+        return self._of(topic, "flow") if self.layout == "topic" else self.prefix + "flow:" + topic
+
+    def gate(self, topic: str) -> str:
+        """The list a paused topic's waiters block on."""
+        return self._of(topic, "gate") if self.layout == "topic" else self.prefix + "flow_gate:" + topic
+
     def named(self, topic: str) -> Dict[str, str]:
         """The "topic" of a request that names a job by id (remove, reschedule,
         ack, ...): the per-topic layout needs it; in the classic layout the

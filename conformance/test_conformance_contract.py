@@ -96,6 +96,8 @@ PER_TOPIC_KEYS: Dict[str, Optional[str]] = {
     "<prefix>scheduled_count": None,
     "<prefix>topics": None,
     "<prefix>outcomes": "<prefix>{<topic>}:outcomes",
+    "<prefix>flow:<topic>": "<prefix>{<topic>}:flow",
+    "<prefix>flow_gate:<topic>": "<prefix>{<topic>}:gate",
 }
 #: The same for the names an argument carries ("": the argument is empty).
 PER_TOPIC_ARGS: Dict[str, Optional[str]] = {
@@ -197,7 +199,12 @@ def test_every_header_states_its_contract() -> None:
         if c.name.endswith("_topic"):
             assert all(k != ["<prefix>scheduled_count"] for k, _ in c.keys), c.name
     assert [optional for _, optional in by_name["ack"].keys] == [False] * 4
-    assert [optional for _, optional in by_name["reserve"].keys] == [False] * 6
+    assert [optional for _, optional in by_name["reserve"].keys] == [False] * 8
+    # The hand-out scripts read the topic's flow control and name its gate.
+    assert [k for k, _ in by_name["pop"].keys[4:]] == [["<prefix>flow:<topic>"], ["<prefix>flow_gate:<topic>"]]
+    assert [k for k, _ in by_name["take"].keys[4:]] == [
+        ["<prefix>ready_queue:<topic>"], ["<prefix>flow:<topic>"], ["<prefix>flow_gate:<topic>"]]
+    assert [k for k, _ in by_name["reserve"].keys[6:]] == [["<prefix>flow:<topic>"], ["<prefix>flow_gate:<topic>"]]
     assert [optional for _, optional in by_name["release"].keys] == [False] * 5
     assert [optional for _, optional in by_name["migrate"].keys] == [False] * 3
     assert by_name["move"].keys[4] == (["<prefix>reserved"], False) and by_name["move"].argv_required == 5
@@ -456,6 +463,17 @@ def drive_every_operation(drivers, sdk: str, rds, mon: RawMonitor, keys) -> List
     assert wait_until(lambda: rds.llen(ready) >= 3), "the server did not move the jobs"
     step({"op": "pop", "topic": topic})
     step({"op": "bpop", "topic": topic, "timeout_ms": 2000})
+    # A bpop that waits: pop.lua finds nothing, BRPOP takes the id the
+    # server makes ready meanwhile, take.lua hands it out.
+    waiting, got = topic + "-wait", {}
+    waiter = threading.Thread(target=lambda: got.update(ok(drivers, sdk, {"op": "bpop", "topic": waiting,
+                                                                        "timeout_ms": 20_000})), daemon=True)
+    waiter.start()
+    assert wait_until(lambda: any(c.get("cmd") == "brpop" for c in rds.client_list())), "bpop never waited"
+    other = "rust" if sdk != "rust" else "php"
+    ok(drivers, other, {"op": "push", "topic": waiting, "id": new_id(f"{sdk}-w"), "delay_ms": 0, "body_b64": ""})
+    waiter.join(30)
+    assert got.get("job") is not None, f"the waiting bpop got nothing: {got}"
     job = step({"op": "reserve", "topic": topic, "ttr_ms": 30_000})["job"]
     assert job is not None
     step({"op": "touch", "id": job["id"], **keys.named(topic), "receipt": job["receipt"], "ttr_ms": 30_000})
@@ -592,8 +610,9 @@ def test_the_check_catches_a_drifted_call() -> None:
     assert check_call(rel + ["expired", "100"]) == ("release", [])
     assert check_call(rel + ["expired", "100", ""])[1] == ["6 arguments; expired mode takes 5"]
     reserve = hashlib.sha1((LUA / "reserve.lua").read_bytes()).hexdigest()
-    res = ["EVALSHA", reserve, "6", *(PREFIX + k for k in ("ready_queue:t", "reserved", "malformed", "receipt_seq",
-                                                            "job_pool", "outcomes")), PREFIX + "job_bucket:", "30000"]
+    res = ["EVALSHA", reserve, "8", *(PREFIX + k for k in ("ready_queue:t", "reserved", "malformed", "receipt_seq",
+                                                            "job_pool", "outcomes", "flow:t", "flow_gate:t")),
+           PREFIX + "job_bucket:", "30000"]
     assert check_call(res + ["", w]) == ("reserve", []) and check_call(res + ["5", "a", "1", w]) == ("reserve", [])
     assert check_call(res + ["5", w]) == ("reserve", [])
     assert check_call(res + [""])[1] == ["3 arguments; the header requires 4"]

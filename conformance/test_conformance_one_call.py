@@ -7,8 +7,10 @@ reschedule, the lookup, the dead-letter listing, requeue and purge) runs
 through its driver under Redis MONITOR, and the commands that driver sent
 during the call must be exactly one script call (EVALSHA, or after a
 NOSCRIPT the script loaded and sent again: EVALSHA then SCRIPT LOAD and
-EVALSHA, or EVALSHA then EVAL) plus, for bpop and breserve, at most one
-blocking wait. Connection upkeep (HELLO, AUTH, SELECT, CLIENT, PING,
+EVALSHA, or EVALSHA then EVAL); bpop and breserve make one script call per
+attempt, one first and one after each blocking wait (at most one here: on
+a list that holds a job, the first call takes it; on an empty one, the
+first finds nothing and the wait runs out). Connection upkeep (HELLO, AUTH, SELECT, CLIENT, PING,
 READONLY) is not part of an operation and is left out; any other command
 (an index write, a wake PUBLISH, a follow-up read or write) fails the pair.
 Each script call must also have its script's one shape (issue 21): every
@@ -38,8 +40,8 @@ from test_conformance_contract import RawMonitor, check_call
 SDKS = ["rust", "python", "php"]
 LAYOUTS = ["classic", "topic"]
 OPS = ["push", "push_many", "reschedule", "job", "remove", "pop", "bpop", "reserve", "touch", "ack", "breserve",
-       "release", "bury", "dead_list", "requeue_dead", "purge_dead"]
-BLOCKING_OPS = {"bpop", "breserve"}
+       "release", "bury", "dead_list", "requeue_dead", "purge_dead", "bpop_empty", "breserve_empty"]
+BLOCKING_OPS = {"bpop", "breserve", "bpop_empty", "breserve_empty"}
 
 SCRIPT_CALLS = {"EVALSHA", "EVAL", "EVALSHA_RO", "EVAL_RO"}
 BLOCKING = {"BRPOP", "BLPOP", "BLMOVE", "BRPOPLPUSH", "BLMPOP"}
@@ -49,7 +51,8 @@ UPKEEP = {"HELLO", "AUTH", "SELECT", "CLIENT", "PING", "READONLY"}
 def one_call(window: List[List[str]], blocking: bool) -> Optional[str]:
     """What is wrong with one operation's commands (``window``, upkeep left
     out): None when they are one script call (a NOSCRIPT's reload counted
-    with it) and, when ``blocking``, at most one blocking wait."""
+    with it), or, when ``blocking``, at most one blocking wait and one
+    script call per attempt: one first, and at most one after the wait."""
     cmds = [c for c in window if c[0].upper() not in UPKEEP]
     kept: List[List[str]] = []
     for c in cmds:
@@ -67,8 +70,9 @@ def one_call(window: List[List[str]], blocking: bool) -> Optional[str]:
     waits = [c for c in kept if c[0].upper() in BLOCKING]
     others = [c for c in kept if c[0].upper() not in SCRIPT_CALLS | BLOCKING]
     problems = []
-    if len(scripts) != 1:
-        problems.append(f"{len(scripts)} script calls")
+    order = [c[0].upper() in SCRIPT_CALLS for c in kept if c[0].upper() in SCRIPT_CALLS | BLOCKING]
+    if not 1 <= len(scripts) <= (len(waits) + 1 if blocking else 1) or any(a and b for a, b in zip(order, order[1:])):
+        problems.append(f"{len(scripts)} script calls for {len(waits)} waits")
     if len(waits) > (1 if blocking else 0):
         problems.append(f"{len(waits)} blocking waits")
     if others:
@@ -168,6 +172,9 @@ def drive(stack: Stack, sdk: str) -> Dict[str, Optional[str]]:
     assert again is not None
     unchecked({"op": "bury", "id": again["id"], "receipt": again["receipt"], **named})
     op("purge_dead", {"op": "purge_dead", "topic": topic, "ids": None})
+    # On an empty list: the first attempt finds nothing, the wait runs out.
+    op("bpop_empty", {"op": "bpop", "topic": topic + "-empty", "timeout_ms": 300})
+    op("breserve_empty", {"op": "breserve", "topic": topic + "-empty", "ttr_ms": 30_000, "timeout_ms": 300})
     return found
 
 
@@ -203,6 +210,9 @@ def test_the_check_counts_script_calls_and_waits() -> None:
     evalsha = ["EVALSHA", hashlib.sha1(script.encode()).hexdigest(), "0"]
     assert one_call([evalsha, ["EVAL", script, "0"]], False) is None
     assert one_call([["BRPOP", "r", "1"], call], True) is None
+    assert one_call([call, ["BRPOP", "r", "1"], call], True) is None
+    assert one_call([call, ["BRPOP", "r", "1"]], True) is None
+    assert one_call([call, call, ["BRPOP", "r", "1"]], True) is not None
     assert one_call([["BRPOP", "r", "1"], call], False) is not None
     assert one_call([call, ["ZADD", PREFIX + "due", "LT", "CH", "1", "t"]], False) is not None
     assert one_call([call, ["PUBLISH", PREFIX + "wake", "1"]], False) is not None

@@ -403,6 +403,10 @@ def entry(what: str) -> Callable[[Case], None]:
             case.held.setdefault(case.key.encode(), set()).add(job_id)
         elif kind == "topics":
             case.rds.sadd(case.key, job_id)  # a topic name, here
+        elif kind in ("flow_gate:", "gate"):
+            # Read only while the topic is paused, and deleted then: junk
+            # wakes a waiter, which asks again.
+            case.rds.lpush(case.key, job_id)
         else:
             pytest.fail(f"no entry attack for {case.spec.pattern}: add one to test_hostile_input.py")
     return run
@@ -445,6 +449,16 @@ def bad_field(name: str, value: bytes, required: bool) -> Callable[[Case], None]
     return run
 
 
+def paused_as(value: bytes) -> Callable[[Case], None]:
+    """A flow hash whose `paused` is junk: the topic is paused whatever the
+    value says (nothing of it handed out meanwhile), until the operator
+    deletes the field; then every job is delivered once."""
+    def run(case: Case) -> None:
+        case.rds.hset(case.key, "paused", value)
+        case.undo.append(lambda: case.rds.hdel(case.key, "paused"))
+    return run
+
+
 def attacks() -> List[Attack]:
     out: List[Attack] = []
     for layout in ("classic", "topic"):
@@ -453,7 +467,10 @@ def attacks() -> List[Attack]:
                 out.append(Attack(spec, "junk_messages", message))
                 continue
             out.append(Attack(spec, "wrong_type", wrong_type))
-            if spec.type == "zset":
+            if spec.kind in ("flow:", "flow"):
+                out += [Attack(spec, f"paused={v[:20].decode(errors='replace')}", paused_as(v))
+                        for v in (b"\xff\xfe", b"x" * HUGE, b"")]
+            elif spec.type == "zset":
                 out += [Attack(spec, f"score={v}", score(v)) for v in SCORES]
             elif spec.type in ("list", "set"):
                 out += [Attack(spec, f"entry={w}", entry(w)) for w in ("not_utf8", "huge", "no_job")]
