@@ -5,9 +5,12 @@
 -- KEYS[1]  the topic's pool      ZSET  <prefix>{<topic>}:pool
 -- KEYS[2]  the topic's ready     LIST  <prefix>{<topic>}:ready
 -- KEYS[3]  the topic's reserved  ZSET  <prefix>{<topic>}:reserved
+-- KEYS[4]  the topic's flow      HASH  <prefix>{<topic>}:flow (fields "paused",
+--          "resumed", "last_paused"; PROTOCOL.md "Flow control")
 -- ARGV[1]  batch size: the most ids taken from the pool in this call
 --
--- Returns {taken, next_due, now, oldest_due, newest_due, pool_size, bad_keys}
+-- Returns {taken, next_due, now, oldest_due, newest_due, pool_size, bad_keys,
+-- flow, resumed, last_paused}
 --   taken        ids moved; taken == batch size means more may be due
 --   next_due     score of the earliest job left in the pool, "" if none
 --   now          Redis's clock, Unix seconds "s.uuuuuu"
@@ -17,7 +20,14 @@
 --   pool_size    ids left in the pool
 --   bad_keys     {KEYS[3], its type, "zset"} when the reserved key holds the
 --                wrong type: its stale reservations were not ended; else {}
--- A pool or ready key of the wrong type fails the call before any write,
+--   flow         "paused" when the topic is paused: nothing is moved and
+--                next_due is "" (its due jobs wait in the pool, held, until
+--                a resume announces the topic); else ""
+--   resumed      the flow hash's "resumed" (the last resume, "s.mmm"), and
+--   last_paused  its "last_paused" (when that pause began), "" if absent:
+--                a moved job due before the resume waited for the pause,
+--                which the server counts as held, not as its own lateness
+-- A pool, ready or flow key of the wrong type fails the call before any write,
 -- with a WRONGTYPE error naming the key: the topic's jobs stay where they
 -- are (the server sets the topic aside, PROTOCOL.md "The per-topic layout").
 --
@@ -44,6 +54,14 @@ local function kind(key)
 end
 local function wrong(key, expected)
   return redis.error_reply('WRONGTYPE ' .. shown(key) .. ' is a ' .. kind(key) .. ', not a ' .. expected)
+end
+
+local flow = redis.pcall('HMGET', KEYS[4], 'paused', 'resumed', 'last_paused')
+if flow.err then return wrong(KEYS[4], 'hash') end
+local resumed, last_paused = flow[2] or '', flow[3] or ''
+if flow[1] then
+  return {0, '', t[1] .. '.' .. string.format('%06d', tonumber(t[2])), '', '', redis.call('ZCARD', pool), {}, 'paused',
+    resumed, last_paused}
 end
 
 -- Ids without scores, and two scores for the batch's lateness: formatting
@@ -73,4 +91,4 @@ end
 
 local next_due = redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
 return {taken, next_due[2] or '', t[1] .. '.' .. string.format('%06d', tonumber(t[2])), oldest, newest,
-  redis.call('ZCARD', pool), bad_keys}
+  redis.call('ZCARD', pool), bad_keys, '', resumed, last_paused}

@@ -204,7 +204,7 @@ final class ClusterTest extends TestCase
         $until = microtime(true) + $deadline;
         $taken = 0;
         while (true) {
-            $r = $this->raw()->eval($source, [$this->key($topic, 'pool'), $this->key($topic, 'ready'), $this->key($topic, 'reserved'), '1000'], 3);
+            $r = $this->raw()->eval($source, [$this->key($topic, 'pool'), $this->key($topic, 'ready'), $this->key($topic, 'reserved'), $this->key($topic, 'flow'), '1000'], 4);
             self::assertIsArray($r, 'move_topic.lua failed: ' . $this->raw()->getLastError());
             $taken += (int) $r[0];
             if ($taken >= $expected) {

@@ -49,7 +49,7 @@ final class TopicLayoutTest extends RedisTestCase
         $until = microtime(true) + $deadline;
         $taken = 0;
         while (true) {
-            $r = $this->redis->eval($source, [self::key($topic, 'pool'), self::key($topic, 'ready'), self::key($topic, 'reserved'), '1000'], 3);
+            $r = $this->redis->eval($source, [self::key($topic, 'pool'), self::key($topic, 'ready'), self::key($topic, 'reserved'), self::key($topic, 'flow'), '1000'], 4);
             self::assertIsArray($r, 'move_topic.lua failed: ' . $this->redis->getLastError());
             $taken += (int) $r[0];
             if ($taken >= $expected) {

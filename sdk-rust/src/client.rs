@@ -374,7 +374,7 @@ twins! {
     #[aio]
     /// As [`crate::Delayer`]'s `fetch_reserved`.
     pub(crate) fn fetch_reserved(&self, topic: &str, ttr: Duration, n: usize, acks: &[JobRef<'_>])
-        -> Result<(Vec<bool>, Vec<Reserved>, Option<FlowWait>)> =
+        -> Result<ops::ReservedBatch> =
         ops::reserve_many(&self.names, topic, ttr, n, acks);
 
     /// The job is done: deletes it. `false` when the reservation was not

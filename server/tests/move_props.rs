@@ -304,6 +304,7 @@ fn per_topic(conn: &mut redis::Connection, s: &Scenario) -> Result<(), TestCaseE
                     .key(key(topic, "pool"))
                     .key(key(topic, "ready"))
                     .key(key(topic, "reserved"))
+                    .key(key(topic, "flow"))
                     .arg(s.batch)
                     .invoke::<Value>(conn);
                 match reply {

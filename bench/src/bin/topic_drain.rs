@@ -176,11 +176,12 @@ fn main() {
         bare.key(pool(topic)).key(ready(topic)).arg(batch).invoke(c).expect("bare script")
     };
     let move_call = |c: &mut redis::Connection, topic: &str| -> u64 {
-        let reserved = format!("{PREFIX}{{{topic}}}:reserved");
+        let (reserved, flow) = (format!("{PREFIX}{{{topic}}}:reserved"), format!("{PREFIX}{{{topic}}}:flow"));
         match mover
             .key(pool(topic))
             .key(ready(topic))
             .key(reserved)
+            .key(flow)
             .arg(batch)
             .invoke::<Value>(c)
             .expect("move_topic.lua")

@@ -10,6 +10,10 @@ use crate::{JobRef, Reserved};
 use delayer_protocol::calls;
 use std::time::{Duration, SystemTime};
 
+/// reserve.lua's batch answer: a flag per ack, the jobs, and a paused
+/// topic's wait instruction.
+pub(crate) type ReservedBatch = (Vec<bool>, Vec<Reserved>, Option<FlowWait>);
+
 /// reserve: reserve.lua for one job of `topic`.
 pub(crate) fn reserve<'a>(names: &'a Names, topic: &'a str, ttr: Duration) -> Result<Op<'a, Option<Reserved>>> {
     check_topic(names, topic)?;
@@ -27,7 +31,7 @@ pub(crate) fn reserve_many<'a>(
     ttr: Duration,
     n: usize,
     acks: &[JobRef<'a>],
-) -> Result<Op<'a, (Vec<bool>, Vec<Reserved>, Option<FlowWait>)>> {
+) -> Result<Op<'a, ReservedBatch>> {
     check_topic(names, topic)?;
     let ttr_ms = validate::ttr_ms(ttr)?;
     let n = validate::reserve_count(n)?;

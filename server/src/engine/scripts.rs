@@ -200,12 +200,50 @@ pub struct MoveReply {
     /// The pool's held head after the call (pass it to the next call), 0
     /// when it changed under us: the next call starts from the pool's head.
     pub head: u64,
+    /// The topic is paused: nothing was moved, and its pool head is not its
+    /// next time (per-topic layout).
+    pub paused: bool,
+    /// The topic's last pause, which jobs due before its end waited for.
+    pub pause: Option<Pause>,
+    /// For each id moved, milliseconds it was held by a pause (when
+    /// `lateness_ms` is asked for; 0 for most).
+    pub held_ms: Vec<u64>,
+}
+
+/// A topic's last pause, from its flow hash (Unix seconds).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pause {
+    /// When it began, when known.
+    pub began: Option<f64>,
+    /// When it ended (the resume).
+    pub resumed: f64,
 }
 
 impl MoveReply {
     /// Ids sent to ready queues.
     pub fn moved(&self) -> u64 {
         self.per_topic.iter().map(|(_, n)| n).sum()
+    }
+
+    /// How long after `due` (Unix seconds) a job of this call was moved,
+    /// split into the server's own lateness and the time a pause held it:
+    /// a job due before the last resume waited for the pause, and a
+    /// histogram of lateness must not fill with "late by 3 hours" after one
+    /// (issue 23). Seconds, each at least 0.
+    pub fn split(&self, due: f64) -> (f64, f64) {
+        match self.pause {
+            Some(p) if due < p.resumed => {
+                let began = p.began.map_or(due, |b| b.clamp(due, p.resumed));
+                ((began - due) + (self.now - p.resumed).max(0.0), p.resumed - began)
+            }
+            _ => ((self.now - due).max(0.0), 0.0),
+        }
+    }
+
+    /// The server's lateness of the first id moved (ids leave in due order:
+    /// the batch's most), in seconds.
+    pub fn first_lateness(&self) -> Option<f64> {
+        self.oldest_due.map(|due| self.split(due).0)
     }
 }
 
@@ -272,6 +310,7 @@ fn parse(value: Value, pool: &str) -> Result<MoveReply, String> {
         held: int(held)?,
         bad_keys: read_bad_keys(bad_keys)?,
         head: int(head)?,
+        ..MoveReply::default()
     })
 }
 
@@ -288,7 +327,7 @@ fn read_bad_keys(v: Value) -> Result<Vec<BadKey>, String> {
 /// per-topic layout. Send it with [`eval_each`]; read its reply with
 /// [`read_move_topic`].
 pub fn move_topic_call(keys: &TopicKeys, topic: &str, batch_size: u32) -> Cmd {
-    let mut call = evalsha(&MOVE_TOPIC, &[keys.pool(topic), keys.ready(topic), keys.reserved(topic)]);
+    let mut call = evalsha(&MOVE_TOPIC, &[keys.pool(topic), keys.ready(topic), keys.reserved(topic), keys.flow(topic)]);
     call.arg(batch_size);
     call
 }
@@ -302,36 +341,46 @@ pub fn read_move_topic(topic: &str, pool: &str, value: Value, lateness: bool) ->
     parse_topic(topic, pool, value, lateness).map_err(|m| bad_reply("move_topic.lua reply", m))
 }
 
-/// move_topic.lua's `{taken, next_due, now, oldest_due, newest_due, pool_size, bad_keys}`.
+/// move_topic.lua's `{taken, next_due, now, oldest_due, newest_due, pool_size, bad_keys, flow, resumed,
+/// last_paused}`.
 fn parse_topic(topic: &str, pool: &str, value: Value, lateness: bool) -> Result<MoveReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
-    let [taken, next_due, now, oldest, newest, pool_size, bad_keys]: [Value; 7] =
-        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 7", v.len()))?;
+    let [taken, next_due, now, oldest, newest, pool_size, bad_keys, flow, resumed, last_paused]: [Value; 10] =
+        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 10", v.len()))?;
     let (taken, now) = (int(taken)?, clock(now)?);
     let what = "the due time of a moved job";
     let (oldest_due, newest_due) = (next_time(oldest, pool, what)?, next_time(newest, pool, what)?);
-    let lateness_ms = match (lateness, oldest_due, newest_due) {
-        (true, Some(first), Some(last)) if taken > 0 => {
-            let ms = |due: f64| ((now - due) * 1000.0).max(0.0);
-            let (from, to) = (ms(first), ms(last));
-            let step = if taken > 1 { (to - from) / (taken - 1) as f64 } else { 0.0 };
-            (0..taken).map(|i| (from + step * i as f64).round() as u64).collect()
-        }
-        _ => Vec::new(),
+    // The flow hash is anyone's to write: a time in it that is no time is
+    // left out (the job's lateness is then counted whole).
+    let flow_key = pool.strip_suffix("pool").map_or_else(|| pool.to_string(), |p| format!("{p}flow"));
+    let resumed = next_time(resumed, &flow_key, "the time of the last resume")?;
+    let began = next_time(last_paused, &flow_key, "the time the last pause began")?;
+    let mut reply = MoveReply {
+        taken,
+        now,
+        paused: text(flow)? == "paused",
+        pause: resumed.map(|resumed| Pause { began, resumed }),
+        ..MoveReply::default()
     };
+    if let (true, Some(first), Some(last)) = (lateness, oldest_due, newest_due) {
+        let step = if taken > 1 { (last - first) / (taken - 1) as f64 } else { 0.0 };
+        let ms = |s: f64| (s * 1000.0).round() as u64;
+        for i in 0..taken {
+            let (late, held) = reply.split(first + step * i as f64);
+            reply.lateness_ms.push(ms(late));
+            reply.held_ms.push(ms(held));
+        }
+    }
     Ok(MoveReply {
         taken,
         orphans: 0,
         malformed: Vec::new(),
         per_topic: if taken > 0 { vec![(topic.to_string(), taken)] } else { Vec::new() },
-        now,
         oldest_due,
         pool_size: int(pool_size)?,
         next_due: next_time(next_due, pool, "the earliest due time")?,
-        lateness_ms,
-        held: 0,
         bad_keys: read_bad_keys(bad_keys)?,
-        head: 0,
+        ..reply
     })
 }
 

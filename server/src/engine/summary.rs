@@ -71,9 +71,10 @@ static TOTALS: Mutex<Option<Totals>> = Mutex::new(None);
 /// When the period began: the last summary, or the start.
 static PERIOD: Mutex<Option<Instant>> = Mutex::new(None);
 
-/// How late the oldest job of `reply` was, in ms (0 when unknown).
+/// How late the oldest job of `reply` was, in ms (0 when unknown), not
+/// counting a pause it waited for.
 pub fn late_ms(reply: &MoveReply) -> f64 {
-    reply.oldest_due.map(|due| ((reply.now - due) * 1000.0).max(0.0)).unwrap_or(0.0)
+    reply.first_lateness().map_or(0.0, |late| late * 1000.0)
 }
 
 /// One batch of `topic` in the per-topic layout: its debug line and its

@@ -17,6 +17,7 @@ const MALFORMED: &str = "delayer_malformed_total";
 pub const BATCH: &str = "delayer_batch_duration_seconds";
 pub const TICK: &str = "delayer_tick_duration_seconds";
 pub const LATENESS: &str = "delayer_lateness_seconds";
+pub const HELD: &str = "delayer_held_seconds";
 const POOL: &str = "delayer_pool_size";
 const REDIS_ERRORS: &str = "delayer_redis_errors_total";
 const RECONNECTS: &str = "delayer_redis_reconnects_total";
@@ -34,6 +35,8 @@ const TOPICS_EVERY: Duration = Duration::from_secs(5);
 pub const DURATION_BUCKETS: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
 pub const LATENESS_BUCKETS: [f64; 14] =
     [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0, 300.0];
+/// Buckets of a pause's hold, in seconds: a second up to a day.
+pub const HELD_BUCKETS: [f64; 10] = [1.0, 5.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 21600.0, 86400.0];
 
 /// Describes every metric and sets the build's: call once the exporter's
 /// recorder is installed (the `http` tree's metrics listener does).
@@ -43,7 +46,16 @@ pub fn describe() {
     describe_counter!(MALFORMED, "Ids parked on the malformed list (job data without a topic).");
     describe_histogram!(BATCH, Unit::Seconds, "Duration of one move script call.");
     describe_histogram!(TICK, Unit::Seconds, "Duration of one tick (all batches until the pool has no due job).");
-    describe_histogram!(LATENESS, Unit::Seconds, "How long after its due time each job was moved.");
+    describe_histogram!(
+        LATENESS,
+        Unit::Seconds,
+        "How long after its due time each job was moved, less any pause of its topic it waited for."
+    );
+    describe_histogram!(
+        HELD,
+        Unit::Seconds,
+        "How long each job moved after a pause of its topic was held by it, by reason."
+    );
     describe_gauge!(POOL, "Jobs waiting in the pool, as of the last batch.");
     describe_counter!(REDIS_ERRORS, "Ticks that failed on a Redis error.");
     describe_counter!(RECONNECTS, "Times Redis became reachable again after an outage.");
@@ -91,6 +103,10 @@ pub fn batch(reply: &MoveReply, took: Duration) {
     let lateness = histogram!(LATENESS);
     for ms in &reply.lateness_ms {
         lateness.record(*ms as f64 / 1000.0);
+    }
+    if reply.held_ms.iter().any(|ms| *ms > 0) {
+        let held = histogram!(HELD, "reason" => "paused");
+        reply.held_ms.iter().filter(|ms| **ms > 0).for_each(|ms| held.record(*ms as f64 / 1000.0));
     }
     #[cfg(feature = "http")]
     crate::http::history::record(reply);

@@ -212,11 +212,13 @@ impl TopicMover {
         self.set_aside(conn, &moved.bad)?;
         let deadlines: HashMap<&str, Option<f64>> =
             expired.last.iter().map(|(topic, reply)| (topic.as_str(), reply.next_deadline)).collect();
-        let next: Vec<(&str, Option<f64>)> = moved
+        let next: Vec<Next> = moved
             .last
             .iter()
-            .map(|(topic, reply)| {
-                (topic.as_str(), earlier(reply.next_due, deadlines.get(topic.as_str()).copied().flatten()))
+            .map(|(topic, reply)| Next {
+                topic: topic.as_str(),
+                at: earlier(reply.next_due, deadlines.get(topic.as_str()).copied().flatten()),
+                paused: reply.paused,
             })
             .collect();
         self.write_index(conn, &next)
@@ -225,26 +227,29 @@ impl TopicMover {
     /// The topics' index entries: each one's next time (or none), written
     /// by index.lua (memory-neutral: Redis out of memory takes it), then the
     /// heads read again in case a push or reserve (whose own index write may
-    /// already have run) came between the drain and this write.
-    fn write_index(&self, conn: &mut Conn, next: &[(&str, Option<f64>)]) -> RedisResult<()> {
+    /// already have run) came between the drain and this write. A paused
+    /// topic's pool head is not its next time: only its reservations'
+    /// deadlines are (expiry goes on); a resume announces it.
+    fn write_index(&self, conn: &mut Conn, next: &[Next]) -> RedisResult<()> {
         let due = self.keys.due();
         if next.is_empty() {
             return Ok(());
         }
         let mut write = scripts::INDEX.key(&due);
         let mut read = Batch::new();
-        for (topic, at) in next {
-            write.arg(*topic).arg(at.map(|at| at.to_string()).unwrap_or_default());
-            self.read_head(&mut read, topic);
+        for n in next {
+            write.arg(n.topic).arg(n.at.map(|at| at.to_string()).unwrap_or_default());
+            self.read_head(&mut read, n.topic);
         }
         write.invoke::<()>(conn)?;
         let heads: Vec<Head> = read.query(conn)?;
         let mut lower = Vec::new();
-        for ((topic, at), pair) in next.iter().zip(heads.chunks(2)) {
+        for (n, pair) in next.iter().zip(heads.chunks(2)) {
             let [pool_head, reserved_head] = pair else { break };
-            if let Some(first) = self.head_time(topic, pool_head, reserved_head) {
-                if at.is_none_or(|at| first < at) {
-                    lower.push((*topic, first));
+            let pool_head: &Head = if n.paused { &Vec::new() } else { pool_head };
+            if let Some(first) = self.head_time(n.topic, pool_head, reserved_head) {
+                if n.at.is_none_or(|at| first < at) {
+                    lower.push((n.topic, first));
                 }
             }
         }
@@ -295,8 +300,13 @@ impl TopicMover {
     /// `e`) and notes each.
     fn note_bad_topic(&self, conn: &mut Conn, topic: &str, e: &RedisError) -> RedisResult<()> {
         let k = &self.keys;
-        let shapes =
-            [(k.pool(topic), "zset"), (k.ready(topic), "list"), (k.reserved(topic), "zset"), (k.dead(topic), "list")];
+        let shapes = [
+            (k.pool(topic), "zset"),
+            (k.ready(topic), "list"),
+            (k.reserved(topic), "zset"),
+            (k.dead(topic), "list"),
+            (k.flow(topic), "hash"),
+        ];
         let mut read = Batch::new();
         shapes.iter().for_each(|(key, _)| {
             read.add(redis::cmd("TYPE").arg(key).clone());
@@ -370,6 +380,10 @@ impl TopicMover {
                     "topic {topic:?} is set aside: its jobs wait where they are (none is lost); other topics move on"
                 )
             }
+            "flow" => format!(
+                "topic {topic:?} is set aside and no consumer hands out its jobs (its pause cannot be read); they wait \
+                 where they are; other topics move on"
+            ),
             "reserved" => format!("reservations of topic {topic:?} can neither expire nor be cleaned up by moves"),
             "dead" => {
                 format!("jobs of topic {topic:?} out of attempts after their ttr are parked on its malformed list")
@@ -456,6 +470,13 @@ fn out_of_memory_is_later(written: RedisResult<()>) -> RedisResult<()> {
 /// Whether Redis refused a write for maxmemory.
 fn out_of_memory(e: &RedisError) -> bool {
     e.code() == Some("OOM") || e.to_string().contains("command not allowed when used memory")
+}
+
+/// A drained topic's next index time, and whether it is paused.
+struct Next<'a> {
+    topic: &'a str,
+    at: Option<f64>,
+    paused: bool,
 }
 
 /// The earlier of two optional times.

@@ -48,8 +48,9 @@ pub fn record(reply: &MoveReply) {
 }
 
 fn add(second: u64, reply: &MoveReply) {
-    // The batch's first id is its oldest: its lateness bounds the others'.
-    let batch_late_ms = reply.oldest_due.map_or(0, |due| ((reply.now - due).max(0.0) * 1000.0).round() as u64);
+    // The batch's first id is its oldest: its lateness bounds the others'
+    // (a pause it waited for is not lateness).
+    let batch_late_ms = reply.first_lateness().map_or(0, |late| (late * 1000.0).round() as u64);
     let mut ring = RING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if ring.back().is_none_or(|slot| slot.second != second) {
         ring.push_back(Slot { second, ..Slot::default() });

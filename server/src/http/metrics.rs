@@ -21,6 +21,7 @@ pub async fn serve(addr: SocketAddr, limits: super::settings::Limits) -> Result<
         .set_buckets_for_metric(Matcher::Full(telemetry::BATCH.into()), &telemetry::DURATION_BUCKETS)
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(telemetry::TICK.into()), &telemetry::DURATION_BUCKETS))
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full(telemetry::LATENESS.into()), &telemetry::LATENESS_BUCKETS))
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full(telemetry::HELD.into()), &telemetry::HELD_BUCKETS))
         .map_err(|e| format!("metrics: {e}"))?;
     let listener =
         tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
