@@ -109,6 +109,8 @@ PER_TOPIC = {
     "<prefix>dead:<topic>": "{t}:dead",
     "<prefix>scheduled_count": None,
     "<prefix>outcomes": "{t}:outcomes",
+    "<prefix>flow:<topic>": "{t}:flow",
+    "<prefix>flow_gate:<topic>": "{t}:gate",
 }
 
 
@@ -224,3 +226,16 @@ def test_every_call_sends_every_argv_its_header_lists() -> None:
     # The check itself fails a short call.
     short = _calls.release_call(k, "a", 1, "1")
     assert argc_problem(ScriptCall(short.script, short.keys, short.args[:7])) is not None
+
+
+def test_hand_out_calls_send_the_topics_flow_keys() -> None:
+    # design 23 §3.1: pop, take and reserve read the flow hash and clear the gate (header order)
+    for k, flow, gate, ready in ((Keys(PREFIX), "flow:t", "flow_gate:t", "ready_queue:t"),
+                                 (Keys(PREFIX, "topic"), "{t}:flow", "{t}:gate", "{t}:ready")):
+        pop, take, one = _calls.pop_call(k, "t"), _calls.take_call(k, "t", "a"), _calls.reserve_call(k, "t", 30)
+        many = _calls.reserve_many_calls(k, "t", 30, 5, []).calls[0]
+        assert pop.keys[4:] == [PREFIX + flow, PREFIX + gate]
+        assert take.keys[4:] == [PREFIX + ready, PREFIX + flow, PREFIX + gate]
+        assert one.keys[6:] == many.keys[6:] == [PREFIX + flow, PREFIX + gate]
+        assert len(pop.keys) == len(header_keys("pop")) and len(take.keys) == len(header_keys("take"))
+        assert len(one.keys) == len(header_keys("reserve"))

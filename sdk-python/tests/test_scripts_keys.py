@@ -55,4 +55,9 @@ def test_key_names() -> None:
     assert k.dead("mail") == "shop:delayer:dead:mail"
     assert k.receipt_seq == "shop:delayer:receipt_seq"
     assert k.wake == "shop:delayer:wake"
+    assert k.flow("mail") == "shop:delayer:flow:mail"
+    assert k.gate("mail") == "shop:delayer:flow_gate:mail"
+    assert (k.names("mail").flow, k.names("mail").gate) == (k.flow("mail"), k.gate("mail"))
+    topic = Keys("shop:", "topic").names("mail")
+    assert (topic.flow, topic.gate, topic.ready) == ("shop:{mail}:flow", "shop:{mail}:gate", "shop:{mail}:ready")
     assert Keys().job_pool == "delayer:job_pool"

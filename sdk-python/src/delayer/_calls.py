@@ -126,13 +126,15 @@ def chunks(calls: Sequence[ScriptCall], size: int = CALLS_PER_PIPELINE) -> List[
 def pop_call(keys: Keys, topic: object) -> ScriptCall:
     """Check a pop; its pop.lua call, whose KEYS[0] ``bpop`` waits on."""
     n = keys.names(keys.topic(topic))
-    return ScriptCall(scripts.POP, [n.ready, n.malformed, n.pool, n.reserved], [n.bucket_prefix])
+    return ScriptCall(scripts.POP, [n.ready, n.malformed, n.pool, n.reserved, n.flow, n.gate], [n.bucket_prefix])
 
 
 def take_call(keys: Keys, topic: str, job_id: str) -> ScriptCall:
-    """The take.lua call for an id BRPOP just took from ``topic``'s ready list."""
+    """The take.lua call for an id BRPOP just took from ``topic``'s ready list
+    (which it names: a paused topic's id goes back there)."""
     n = keys.names(topic)
-    return ScriptCall(scripts.TAKE, [n.bucket(job_id), n.malformed, n.pool, n.reserved], [job_id])
+    return ScriptCall(scripts.TAKE, [n.bucket(job_id), n.malformed, n.pool, n.reserved, n.ready, n.flow, n.gate],
+                      [job_id])
 
 
 def remove_call(keys: Keys, job_id: object, topic: object = None) -> ScriptCall:
@@ -146,7 +148,7 @@ def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
     """Check a reserve; its reserve.lua call (one job), whose KEYS[0] ``breserve`` waits on."""
     n = keys.names(keys.topic(topic))
     ms = ttr_ms(ttr)
-    keys_ = [n.ready, n.reserved, n.malformed, n.receipt_seq, n.pool, n.outcomes]
+    keys_ = [n.ready, n.reserved, n.malformed, n.receipt_seq, n.pool, n.outcomes, n.flow, n.gate]
     return ScriptCall(scripts.RESERVE, keys_, [n.bucket_prefix, ms, "", keys.wake])
 
 

@@ -5,18 +5,23 @@ An operation is a generator: it yields a step (:mod:`delayer._send`), is
 sent Redis's reply, and returns its result; the sync and asyncio clients
 only drive them, so they cannot drift apart. Every operation is one script
 call per round trip (plus the wait of bpop and breserve), in both layouts.
+The waits obey flow control without knowing it: a claim may answer "wait on
+this key for at most this long" (:func:`delayer._replies.gate`).
 """
 
 from __future__ import annotations
 
 import time
-from typing import List, Optional, Tuple, Union
+from typing import Callable, List, Optional, Tuple, TypeVar, Union
 
 from . import _calls, _replies, _waits
+from ._calls import ScriptCall
 from ._rules import check_timeout
 from ._send import Op, Pipeline, Wait
 from .keys import Keys
 from .models import DeadLetter, Message, ReservedMessage, Taken
+
+T = TypeVar("T")
 
 
 def push(keys: Keys, topic: object, job_id: object, delay: object, body: object, ready_max_lifetime: object,
@@ -42,21 +47,57 @@ def pop(keys: Keys, topic: object) -> Op[Optional[Message]]:
     return _replies.message((yield _calls.pop_call(keys, topic)))
 
 
-def bpop(keys: Keys, topic: object, timeout: object) -> Op[Optional[Message]]:
-    queue = _calls.pop_call(keys, topic).keys[0]
-    t = str(topic)  # checked by pop_call
+#: ``after=`` of a wait that has not claimed yet: it starts with the non-blocking claim.
+CLAIM = object()
+
+
+def _blocking(claim: ScriptCall, block: str, queue: str, claim_after: Callable[[object], Optional[ScriptCall]],
+              decode: Callable[[object], Optional[T]], timeout: object, after: object) -> Op[Optional[T]]:
+    """The one wait of bpop and breserve (design 23, §3.2): ``claim`` (the
+    non-blocking script) first; nil -> ``block`` on the ready queue, then the
+    claim ``claim_after`` makes of its reply (None: it timed out); a wait
+    instruction -> block on its gate at most its recheck, then ``claim``
+    again. ``after``: the outcome of a claim the caller just made (a Worker's
+    fetch: None or a :class:`~delayer._replies.Gate`), so the wait does not make it twice."""
     deadline = _waits.deadline(check_timeout(timeout), time.monotonic())
+    reply = (yield claim) if after is CLAIM else after
     while True:
+        paused = reply if isinstance(reply, _replies.Gate) else _replies.gate(reply)
+        if paused is None:
+            job = decode(reply)
+            if job is not None:
+                return job
         wait = _waits.seconds(deadline, time.monotonic())
         if wait is None:
             return None
-        job_id = _replies.brpop((yield Wait("BRPOP", queue, wait)))
-        if job_id is None:
-            continue  # this wait is over; the deadline says whether to wait again
-        # Another consumer's pop may have taken the job (nil): wait again.
-        message = _replies.message((yield _calls.take_call(keys, t, job_id)))
-        if message is not None:
-            return message
+        if paused is not None:
+            # The gate is absent while paused: this blocks until a resume writes it, or the recheck.
+            woke = yield Wait("BRPOPLPUSH", paused.key, min(wait, paused.recheck))
+            if woke is None and _waits.seconds(deadline, time.monotonic()) is None:
+                return None  # no resume came and the time is up: no claim to make
+            reply = yield claim
+            continue
+        again = claim_after((yield Wait(block, queue, wait)))
+        # None: this wait is over; the deadline says whether to wait again.
+        reply = None if again is None else (yield again)
+
+
+def bpop(keys: Keys, topic: object, timeout: object, after: object = CLAIM) -> Op[Optional[Message]]:
+    call = _calls.pop_call(keys, topic)
+    t = str(topic)  # checked by pop_call
+
+    def take(reply: object) -> Optional[ScriptCall]:
+        # BRPOP took an id; take.lua hands it out (nil: another consumer's pop had it).
+        job_id = _replies.brpop(reply)
+        return None if job_id is None else _calls.take_call(keys, t, job_id)
+
+    return (yield from _blocking(call, "BRPOP", call.keys[0], take, _replies.message, timeout, after))
+
+
+def claim_pop(keys: Keys, topic: object) -> Op[Union[Message, _replies.Gate, None]]:
+    """pop, for a Worker: the job, or the wait instruction of a paused topic."""
+    reply = yield _calls.pop_call(keys, topic)
+    return _replies.gate(reply) or _replies.message(reply)
 
 
 def remove(keys: Keys, job_id: object, topic: object = None) -> Op[bool]:
@@ -70,31 +111,30 @@ def reserve(keys: Keys, topic: object, ttr: object) -> Op[Optional[ReservedMessa
 def reserve_many(
     keys: Keys, topic: object, ttr: object, n: object, acks: object
 ) -> Op[Tuple[List[bool], List[ReservedMessage]]]:
+    got = yield from fetch(keys, topic, ttr, n, acks)
+    return got.acked, got.jobs
+
+
+def fetch(keys: Keys, topic: object, ttr: object, n: object, acks: object) -> Op[_replies.Batch]:
+    """reserve_many, for a Worker: also the wait instruction of a paused topic."""
     many = _calls.reserve_many_calls(keys, topic, ttr, n, acks)
     if not many.calls:
-        return [], []
+        return _replies.Batch([], [], None)
     replies = yield Pipeline(many.calls)
-    results = [
-        _replies.reserved_many(reply, (len(call.args) - 4) // 2) for call, reply in zip(many.calls, replies)
-    ]
-    jobs = results[0][1] if many.reserves else []
-    return [results[c][0][k] for c, k in many.acks], jobs
+    results = [_replies.batch(reply, (len(call.args) - 4) // 2) for call, reply in zip(many.calls, replies)]
+    first = results[0] if many.reserves else _replies.Batch([], [], None)
+    return _replies.Batch([results[c].acked[k] for c, k in many.acks], first.jobs, first.paused)
 
 
-def breserve(keys: Keys, topic: object, ttr: object, timeout: object) -> Op[Optional[ReservedMessage]]:
+def breserve(keys: Keys, topic: object, ttr: object, timeout: object,
+             after: object = CLAIM) -> Op[Optional[ReservedMessage]]:
     call = _calls.reserve_call(keys, topic, ttr)
-    queue = call.keys[0]
-    deadline = _waits.deadline(check_timeout(timeout), time.monotonic())
-    while True:
-        wait = _waits.seconds(deadline, time.monotonic())
-        if wait is None:
-            return None
-        # BLMOVE of the queue onto itself: wakes when it holds an id, takes nothing.
-        if not _replies.blmove((yield Wait("BLMOVE", queue, wait))):
-            continue
-        job = _replies.reserved((yield call))
-        if job is not None:
-            return job
+
+    def peeked(reply: object) -> Optional[ScriptCall]:
+        # BLMOVE of the queue onto itself wakes when it holds an id and takes nothing: reserve.lua takes it.
+        return call if _replies.blmove(reply) else None
+
+    return (yield from _blocking(call, "BLMOVE", call.keys[0], peeked, _replies.reserved, timeout, after))
 
 
 def ack(keys: Keys, job: object, receipt: object, topic: object = None) -> Op[bool]:

@@ -5,7 +5,7 @@ says what it returns); a reply that does not fit is a :class:`ProtocolError`.
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._calls import ScriptCall, push_many_ids
 from ._names import name
@@ -101,11 +101,35 @@ def push_many(outcomes: Sequence[Union[float, Taken]]) -> List[float]:
     return [o for o in outcomes if not isinstance(o, Taken)]
 
 
+class Gate(NamedTuple):
+    """A claim's wait instruction ``["paused", recheck_ms, gate]``: block on
+    ``key`` (``BRPOPLPUSH key key``) for at most ``recheck`` seconds, then claim again."""
+
+    key: bytes
+    recheck: float
+
+
+def gate(reply: object) -> Optional[Gate]:
+    """The wait instruction pop.lua, take.lua and reserve.lua answer while the
+    topic is paused, or None for any other reply: the one place that knows its
+    shape (3 long, first ``"paused"``; a job is 4 or 8 long)."""
+    if not isinstance(reply, (list, tuple)) or len(reply) != 3 or reply[0] not in (b"paused", "paused"):
+        return None
+    _, ms, key = reply
+    if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0 or not isinstance(key, (bytes, str)) or not key:
+        raise ProtocolError(f"expected [\"paused\", recheck_ms, gate key], got {reply!r:.200}")
+    # 0 ms would be "block forever" to Redis: 1 ms is the shortest wait.
+    return Gate(key.encode("utf-8") if isinstance(key, str) else key, max(ms, 1) / 1000.0)
+
+
 def message(reply: object) -> Optional[Message]:
-    """pop.lua's / take.lua's reply: ``[id, topic, body, traceparent]`` or nil."""
+    """pop.lua's / take.lua's reply: ``[id, topic, body, traceparent]``, or
+    nil or a wait instruction (:func:`gate`): None."""
     if reply is None:
         return None
     if not isinstance(reply, (list, tuple)) or len(reply) != 4:
+        if gate(reply) is not None:
+            return None
         raise ProtocolError(f"expected [id, topic, body, traceparent] or nil, got {reply!r:.200}")
     job_id, topic, body, traceparent = reply
     i = _name("id", job_id)
@@ -121,10 +145,12 @@ def flag(reply: object, script: str) -> bool:
 
 def reserved(reply: object) -> Optional[ReservedMessage]:
     """reserve.lua's reply: ``[id, topic, body, attempts, max_attempts, receipt,
-    deadline, traceparent]`` or nil."""
+    deadline, traceparent]``, or nil or a wait instruction (:func:`gate`): None."""
     if reply is None:
         return None
     if not isinstance(reply, (list, tuple)) or len(reply) != 8:
+        if gate(reply) is not None:
+            return None
         raise ProtocolError("expected [id, topic, body, attempts, max_attempts, receipt, deadline, traceparent] "
                             f"or nil, got {reply!r:.200}")
     job_id, topic, body, attempts, max_attempts, receipt, deadline, traceparent = reply
@@ -149,9 +175,31 @@ def reserved(reply: object) -> Optional[ReservedMessage]:
     return job
 
 
+class Batch(NamedTuple):
+    """A reserve.lua batch: a result per ack, the jobs, and the wait
+    instruction when the topic is paused (then no jobs)."""
+
+    acked: List[bool]
+    jobs: List[ReservedMessage]
+    paused: Optional[Gate]
+
+
 def reserved_many(reply: object, acks: int) -> Tuple[List[bool], List[ReservedMessage]]:
-    """reserve.lua's batch-mode reply ``{acks, jobs}``: one 1|0 per ack sent
-    (``acks`` of them), then the jobs reserved, each as :func:`reserved`."""
+    """reserve.lua's batch-mode reply ``{acks, jobs}`` (or ``{acks, {}, W}``
+    while paused): one 1|0 per ack sent (``acks`` of them), then the jobs
+    reserved, each as :func:`reserved`."""
+    got = batch(reply, acks)
+    return got.acked, got.jobs
+
+
+def batch(reply: object, acks: int) -> Batch:
+    """:func:`reserved_many`, and the wait instruction of a paused topic's reply."""
+    paused = None
+    if isinstance(reply, (list, tuple)) and len(reply) == 3:
+        paused = gate(reply[2])
+        if paused is None or reply[1]:
+            raise ProtocolError(f"reserve.lua returned {reply!r:.200}, expected {{acks, {{}}, wait}} in batch mode")
+        reply = reply[:2]
     if not isinstance(reply, (list, tuple)) or len(reply) != 2:
         raise ProtocolError(f"reserve.lua returned {reply!r:.200}, expected {{acks, jobs}} in batch mode")
     done, jobs = reply
@@ -165,7 +213,7 @@ def reserved_many(reply: object, acks: int) -> Tuple[List[bool], List[ReservedMe
         if job is None:
             raise ProtocolError("reserve.lua returned nil among the jobs of a batch")
         out.append(job)
-    return [flag(d, "reserve.lua") for d in done], out
+    return Batch([flag(d, "reserve.lua") for d in done], out, paused)
 
 
 def ended(reply: object) -> bool:

@@ -44,7 +44,8 @@ class Commands(NamedTuple):
 
 class Wait(NamedTuple):
     """A blocking wait on a waits' connection (:mod:`delayer._waits`): ``"BRPOP"``
-    (bpop takes the id) or ``"BLMOVE"`` of the queue onto itself (breserve takes nothing)."""
+    (bpop takes the id), ``"BLMOVE"`` of the queue onto itself (breserve takes
+    nothing) or ``"BRPOPLPUSH"`` of a paused topic's gate onto itself (takes nothing)."""
 
     command: str
     queue: Union[str, bytes]

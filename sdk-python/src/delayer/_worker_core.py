@@ -18,7 +18,8 @@ import time
 from typing import Any, Callable, ContextManager, Dict, Generator, Generic, List, NamedTuple, Optional, Tuple, TypeVar
 from typing import Union
 
-from . import _eviction
+from . import _eviction, _ops
+from ._replies import Batch
 from ._calls import RESERVE_BATCH
 from ._rules import count, ttr_ms
 from .errors import DelayerError, InvalidArgument
@@ -157,6 +158,8 @@ class Core:
         self.policy_due = True  # the eviction policy is read at start and after every reconnect
         self._failed = False
         self._eviction = _eviction.Watch()
+        # topic -> this round's claim outcome (None: nothing ready; a Gate: paused), where its idle wait starts
+        self.claimed: Dict[str, object] = {}
 
     def register(self, topic: object, ttr: Optional[float], layout: str = CLASSIC) -> str:
         t = check_topic(topic, layout)
@@ -352,6 +355,7 @@ class Core:
             got, ok = 0, True
             acks = self._take_acks()
             topics = self._order()
+            self.claimed.clear()
             per_topic = max(1, math.ceil(self.settings.concurrency / self.ways / len(topics)))
             for topic in topics:
                 # Slots are claimed before the call: another fetch loop sees them taken.
@@ -387,10 +391,13 @@ class Core:
             topic = topics[0]
             wait = max(MIN_IDLE_WAIT, IDLE_WAIT / len(topics))
             ttr = self.ttrs[topic]
+            # The wait goes on from the fetch's claim (the ready queue, or a paused topic's gate): not a second one.
+            after = self.claimed.get(topic, _ops.CLAIM)
             if self.settings.at_most_once:
-                ok, message = yield from self._io(_one(lambda c: c.bpop(topic, wait)))
+                ok, message = yield from self._io(_one(lambda c: c._drive(_ops.bpop(c.keys, topic, wait, after))))
             else:
-                ok, message = yield from self._io(_one(lambda c: c.breserve(topic, ttr, wait)))
+                ok, message = yield from self._io(
+                    _one(lambda c: c._drive(_ops.breserve(c.keys, topic, ttr, wait, after))))
             with self.lock:
                 self.awaiting -= 1
                 if not ok or message is None:
@@ -419,13 +426,15 @@ class Core:
         if not self.settings.at_most_once:
             ttr = self.ttrs[topic]
             held = [d.reserved for d in acks]
-            reply: Tuple[List[bool], List[Any]] = yield lambda c: c.reserve_many(topic, ttr, n, held)
-            return reply
+            got: Batch = yield lambda c: c._drive(_ops.fetch(c.keys, topic, ttr, n, held))
+            self.claimed[topic] = got.paused if n > 0 else _ops.CLAIM  # (n = 0 claimed nothing)
+            return got.acked, got.jobs
         popped: List[Message] = []
         try:
             while len(popped) < n:
-                m = yield lambda c: c.pop(topic)
-                if m is None:
+                m = yield lambda c: c._drive(_ops.claim_pop(c.keys, topic))
+                if not isinstance(m, Message):
+                    self.claimed[topic] = m
                     break
                 popped.append(m)
         except DelayerError:

@@ -75,6 +75,8 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         if isinstance(step, _send.Wait):
             if step.command == "BRPOP":
                 return await self._waiter.brpop([step.queue], timeout=step.seconds)
+            if step.command == "BRPOPLPUSH":  # a paused topic's gate, onto itself: wakes at resume, takes nothing
+                return await self._waiter.brpoplpush(step.queue, step.queue, step.seconds)
             # redis-py types the timeout as int; Redis 6.2+ takes fractions
             return await self._waiter.blmove(
                 step.queue, step.queue, step.seconds, "RIGHT", "RIGHT"  # type: ignore[arg-type]

@@ -54,6 +54,9 @@ class TopicNames(NamedTuple):
     release4: str
     release_head: Tuple[str, ...]
     outcomes: str
+    #: The topic's flow-control HASH (field ``paused``) and the LIST a paused topic's waits block on.
+    flow: str
+    gate: str
 
     def bucket(self, job_id: str) -> str:
         """The HASH holding one job."""
@@ -99,14 +102,17 @@ class Keys:
                               dead=tag + "dead", counts=(), push_script=scripts.PUSH_TOPIC,
                               push_many_script=scripts.PUSH_MANY_TOPIC, remove_script=scripts.REMOVE_TOPIC,
                               dead_script=scripts.DEAD_TOPIC, release_script=scripts.RELEASE_TOPIC,
-                              release4=tag + "dead", release_head=(tag + "job:",), outcomes=tag + "outcomes")
+                              release4=tag + "dead", release_head=(tag + "job:",), outcomes=tag + "outcomes",
+                              flow=tag + "flow", gate=tag + "gate")
         return TopicNames(pool=self.job_pool, bucket_prefix=self.bucket_prefix,
                           ready="" if topic is None else self.ready_queue(topic), reserved=self.reserved,
                           malformed=self.malformed, receipt_seq=self.receipt_seq,
                           dead="" if topic is None else self.dead(topic), counts=(self.scheduled_count,),
                           push_script=scripts.PUSH, push_many_script=scripts.PUSH_MANY, remove_script=scripts.REMOVE,
                           dead_script=scripts.DEAD, release_script=scripts.RELEASE, release4=self.scheduled_count,
-                          release_head=(self.bucket_prefix, self.dead_prefix), outcomes=self.outcomes)
+                          release_head=(self.bucket_prefix, self.dead_prefix), outcomes=self.outcomes,
+                          flow="" if topic is None else self.flow(topic),
+                          gate="" if topic is None else self.gate(topic))
 
     def topic(self, value: object) -> str:
         """Check a topic in this layout (:func:`check_topic`)."""
@@ -177,6 +183,16 @@ class Keys:
     def dead(self, topic: str) -> str:
         """The LIST of one topic's dead letters, newest at the left: ``<prefix>dead:<topic>``."""
         return self.dead_prefix + topic
+
+    def flow(self, topic: str) -> str:
+        """The HASH of one topic's flow control (``paused``: since when; absent:
+        running), read by every hand-out script: ``<prefix>flow:<topic>``."""
+        return self.prefix + "flow:" + topic
+
+    def gate(self, topic: str) -> str:
+        """The LIST a paused topic's waits block on (absent while paused, written
+        by a resume): ``<prefix>flow_gate:<topic>``."""
+        return self.prefix + "flow_gate:" + topic
 
     @property
     def scheduled_count(self) -> str:

@@ -1,0 +1,166 @@
+"""Consumers obey a topic's flow hash (design 23 §3, slice 1), with the sync
+client and the thread Worker, in both layouts: while the hash says ``paused``
+nothing is handed out and the ready queue stays as it was; the waits block on
+the topic's gate (no busy loop) and a resume wakes them at once. The pause
+and resume are written by hand (flowkit), as flow.lua will write them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+import pytest
+import redis
+
+from delayer import Delayer, Message, ReservedMessage, Worker
+
+from flowkit import LAYOUTS, P, blocked_in, calls, make_ready, names, pause, ready, resume, wait_for
+from workerkit import Recorder, Running
+
+#: The scripts' recheck (PAUSED_RECHECK_MS): a resume must be seen well before it.
+RECHECK = 5.0
+
+
+@pytest.fixture(params=LAYOUTS)
+def layout(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def d(url: str, layout: str) -> Iterator[Delayer]:
+    with Delayer(url, P, layout=layout) as client:
+        yield client
+
+
+def test_non_blocking_claims_give_nothing_while_paused(d: Delayer, raw: "redis.Redis", layout: str) -> None:
+    for i in range(4):
+        d.push("t", f"j{i}", 0, f"body-{i}")
+    make_ready(raw, layout, 4)
+    held = d.reserve("t", 30)  # reserved before the pause: its ack must still pass
+    assert held is not None and held.id == "j0"
+    before = ready(raw, layout)
+    assert len(before) == 3
+    pause(raw, layout)
+    assert d.pop("t") is None
+    assert d.reserve("t", 30) is None
+    acked, jobs = d.reserve_many("t", 30, 5, [held])  # batch mode: acks pass, no jobs
+    assert (acked, jobs) == ([True], [])
+    assert d.reserve_many("t", 30, 5) == ([], [])
+    assert ready(raw, layout) == before  # the same ids, in the same order
+    assert raw.exists(*(f"{P}job_bucket:j{i}" if layout == "classic" else f"{P}{{t}}:job:j{i}"
+                        for i in (1, 2, 3))) == 3
+    raw.hdel(names(layout)["flow"], "paused")
+    popped = d.pop("t")
+    assert isinstance(popped, Message) and popped.id == "j1"
+    got = d.reserve("t", 30)
+    assert isinstance(got, ReservedMessage) and got.id == "j2"
+    _, rest = d.reserve_many("t", 30, 5)
+    assert [j.id for j in rest] == ["j3"]
+
+
+def test_bpop_and_breserve_wait_across_a_pause(url: str, d: Delayer, raw: "redis.Redis", layout: str) -> None:
+    pause(raw, layout)
+    with ThreadPoolExecutor(2) as pool, Delayer(url, P, layout=layout) as other:
+        forever = pool.submit(d.bpop, "t", 0)  # 0 = forever: its gate waits are recheck slices
+        bounded = pool.submit(other.breserve, "t", 30, 20)
+        d2 = Delayer(url, P, layout=layout)
+        try:
+            d2.push("t", "a", 0, "A")
+            d2.push("t", "b", 0, "B")
+        finally:
+            d2.close()
+        make_ready(raw, layout, 2)
+        wait_for("both waits on the gate", lambda: blocked_in(raw, "brpoplpush") == 2)
+        time.sleep(1.0)  # the point: a second with due jobs ready, and nothing handed out
+        assert not forever.done() and not bounded.done()
+        assert sorted(ready(raw, layout)) == [b"a", b"b"]
+        start = time.monotonic()
+        resume(raw, layout)
+        got = [forever.result(timeout=RECHECK), bounded.result(timeout=RECHECK)]
+        took = time.monotonic() - start
+    assert took < 2.0, f"the resume was seen after {took:.2f} s"
+    assert isinstance(got[0], Message) and isinstance(got[1], ReservedMessage)
+    assert sorted(j.id for j in got) == ["a", "b"]  # type: ignore[union-attr]
+    assert ready(raw, layout) == []
+
+
+def test_a_paused_wait_makes_a_handful_of_calls(d: Delayer, raw: "redis.Redis", layout: str) -> None:
+    d.push("t", "a", 0)
+    make_ready(raw, layout, 1)
+    pause(raw, layout)
+    raw.config_resetstat()
+    start = time.monotonic()
+    assert d.bpop("t", 2.5) is None  # the gate wait runs out with the time: one claim, one wait
+    assert d.breserve("t", 30, 2.5) is None
+    assert time.monotonic() - start >= 4.9
+    made = calls(raw)
+    # No BRPOP of the paused queue (no put-back window), no BLMOVE peek spinning on its ids.
+    assert "brpop" not in made and "blmove" not in made, made
+    assert made.get("evalsha", 0) <= 4 and made.get("brpoplpush", 0) <= 4, made
+    assert ready(raw, layout) == [b"a"]
+
+
+def test_a_bpop_blocked_when_the_pause_lands_puts_the_id_back(
+    url: str, d: Delayer, raw: "redis.Redis", layout: str
+) -> None:
+    d.push("t", "a", 0, "A")
+    d.push("t", "b", 0, "B")
+    n = names(layout)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(d.bpop, "t", 20)
+        wait_for("bpop blocked in BRPOP", lambda: blocked_in(raw, "brpop") == 1)
+        pause(raw, layout)
+        # Both ids become ready at once, as move.lua would: "a" at the right end, where BRPOP takes.
+        with raw.pipeline(transaction=True) as pipe:
+            pipe.zrem(n["pool"], "a", "b")
+            pipe.lpush(n["ready"], "a", "b")
+            pipe.execute()
+        wait_for("the wait to go to the gate", lambda: blocked_in(raw, "brpoplpush") == 1)
+        assert ready(raw, layout) == [b"b", b"a"]  # put back where it was: nothing handed out, nothing lost
+        assert not waiting.done()
+        resume(raw, layout)
+        got = waiting.result(timeout=RECHECK)
+    assert isinstance(got, Message) and (got.id, got.body) == ("a", b"A")
+    assert ready(raw, layout) == [b"b"]
+
+
+@pytest.mark.parametrize("at_most_once", [False, True], ids=["reserve", "pop"])
+def test_a_worker_on_a_paused_topic_waits_on_the_gate(
+    url: str, d: Delayer, raw: "redis.Redis", layout: str, at_most_once: bool
+) -> None:
+    for i in range(6):
+        d.push("t", f"j{i}", 0)
+    make_ready(raw, layout, 6)  # by hand: no server thread, so every call counted is the Worker's
+    pause(raw, layout)
+    hooks = Recorder()
+    seen = []
+    lock = threading.Lock()
+    with Delayer(url, P, layout=layout) as client:
+        w = Worker(client, concurrency=4, at_most_once=at_most_once, hooks=hooks)
+
+        @w.handler("t")
+        def handle(job: object) -> None:
+            with lock:
+                seen.append(job.id)  # type: ignore[attr-defined]
+
+        running = Running(w)
+        try:
+            wait_for("the worker on the gate", lambda: blocked_in(raw, "brpoplpush") == 1)
+            raw.config_resetstat()
+            time.sleep(3.0)  # the point: three seconds paused, no job started, few calls
+            made = calls(raw)
+            assert hooks.names("started") == [] and seen == []
+            assert len(ready(raw, layout)) == 6
+            assert "blmove" not in made and "brpop" not in made, made
+            # One claim and one gate wait per idle round (IDLE_WAIT = 1 s): as an idle Worker today.
+            assert made.get("evalsha", 0) <= 5 and made.get("brpoplpush", 0) <= 5, made
+            resume(raw, layout)
+            wait_for("every job run", lambda: len(seen) == 6, within=RECHECK)
+            if not at_most_once:
+                wait_for("every ack", lambda: len(hooks.names("acked")) == 6)
+        finally:
+            running.stop()
+    assert sorted(seen) == [f"j{i}" for i in range(6)]  # each once
+    assert ready(raw, layout) == []
