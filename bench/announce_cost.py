@@ -19,7 +19,7 @@ replaces.
 import argparse, os, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from scriptcost import start_redis, load, evalsha_usec  # noqa: E402
+from scriptcost import start_redis, load, evalsha_usec, sdk_keys  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = ["push.lua", "reserve.lua", "touch.lua"]
@@ -60,11 +60,12 @@ def run(r, sha, case, calls, wake):
     r.lpush(rq, *range(calls))
     for i in range(calls):
         r.hset(bucket + str(i), mapping={"topic": "t", "body": ""})
-    keys = [rq, res, "d:{t}:malformed", "d:{t}:receipt_seq", pool, "d:{t}:outcomes"]
+    keys = sdk_keys("reserve", "d:", "topic")  # the old scripts ignore the flow keys
+    assert keys[:2] == [rq, res] and keys[4] == pool
     before = evalsha_usec(r)
     for i in range(calls):
         args = [bucket, 30_000 + i] + (["", wake] if wake else [])
-        r.evalsha(sha if case == "reserve" else sha[0], 6, *keys, *args)
+        r.evalsha(sha if case == "reserve" else sha[0], len(keys), *keys, *args)
     if case == "reserve":
         return evalsha_usec(r) - before
     before = evalsha_usec(r)

@@ -10,7 +10,7 @@ per call. Method as bench/guard_cost.py.
 """
 import os, statistics, subprocess, sys, time, socket
 import redis
-from scriptcost import evalsha_usec, load, start_redis
+from scriptcost import evalsha_usec, load, sdk_keys, start_redis
 
 OLD, NEW = sys.argv[1], sys.argv[2]
 N = int(os.environ.get("N", "200000"))
@@ -72,8 +72,8 @@ run("release", lambda p, v, i: p.evalsha(shas[(v, "release.lua")], *(
     "d:job_bucket:", "d:dead:", "60000", "held", i, "1", "d:wake", "E: boom"))
 # reserve_many's acks (a Worker's path): calls acking 100 jobs each (n = 0), counted per batch
 def batch_acks(p, v, ids):
-    keys = ["d:ready_queue:t", "d:reserved", "d:malformed", "d:receipt_seq", "d:job_pool"]
-    keys += ["d:outcomes"] if v == "new" else []
+    keys = sdk_keys("reserve", "d:")  # ..., outcomes, flow, gate; the old script took the first five
+    keys = keys if v == "new" else keys[:5]
     for c in range(0, len(ids), 100):
         pairs = [x for i in ids[c:c + 100] for x in (i, "1")]
         p.evalsha(shas[(v, "reserve.lua")], len(keys), *keys, "d:job_bucket:", 30000, 0, *pairs)

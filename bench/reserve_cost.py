@@ -13,12 +13,12 @@ to the first are printed.
     ROUNDS=6 N=20000 nice -n -10 .venv/bin/python bench/reserve_cost.py /tmp/oldlua lua
 """
 import os, statistics, sys
-from scriptcost import evalsha_usec, start_redis
+from scriptcost import evalsha_usec, sdk_keys, start_redis
 
 FOLDERS = sys.argv[1:]
 ROUNDS, N, BATCH = int(os.environ.get("ROUNDS", "6")), int(os.environ.get("N", "20000")), 50
 P = "delayer:"
-KEYS = [P + "ready_queue:t", P + "reserved", P + "malformed", P + "receipt_seq", P + "job_pool", P + "outcomes"]
+KEYS = sdk_keys("reserve", P)  # ready, reserved, ..., flow, gate (older scripts ignore the keys they lack)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 srv, r = start_redis()

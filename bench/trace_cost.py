@@ -12,7 +12,7 @@ per job, and new/old.
 """
 import os, socket, statistics, subprocess, sys, time
 import redis
-from scriptcost import evalsha_usec, load, start_redis
+from scriptcost import evalsha_usec, load, sdk_keys, start_redis
 
 OLD, NEW = sys.argv[1], sys.argv[2]
 N = int(os.environ.get("N", "200000"))
@@ -50,6 +50,7 @@ for k in range(N // BATCH):
 summary("push", per)
 
 # pop.lua: the jobs just pushed, made ready, popped BATCH per pipeline, alternating.
+POP_KEYS = sdk_keys("pop")  # ready queue first; the old script ignores the flow keys
 r.delete("delayer:job_pool"); p = r.pipeline(transaction=False)
 for j in range(N):
     p.lpush("delayer:ready_queue:t", f"p{j}")
@@ -60,8 +61,7 @@ for k in range(N // BATCH):
     def run():
         p = r.pipeline(transaction=False)
         for _ in range(BATCH):
-            p.evalsha(shas[(v, "pop.lua")], 4, "delayer:ready_queue:t", "delayer:malformed", "delayer:job_pool",
-                      "delayer:reserved", "delayer:job_bucket:")
+            p.evalsha(shas[(v, "pop.lua")], len(POP_KEYS), *POP_KEYS, "delayer:job_bucket:")
         p.execute(); return BATCH
     per[v].append(timed(run))
 summary("pop", per)
