@@ -164,3 +164,64 @@ def test_a_worker_on_a_paused_topic_waits_on_the_gate(
             running.stop()
     assert sorted(seen) == [f"j{i}" for i in range(6)]  # each once
     assert ready(raw, layout) == []
+
+
+# -- the wait's steps and the decoders, without Redis ---------------------------------------------
+
+W = [b"paused", 5000, b"delayer:flow_gate:t"]
+
+
+def test_the_wait_claims_first_then_blocks_where_the_claim_says() -> None:
+    from delayer import Keys, _ops
+    from delayer._calls import ScriptCall
+    from delayer._send import Wait
+
+    k = Keys(P)
+    op = _ops.bpop(k, "t", 0)  # forever: a gate wait is one recheck slice
+    step = next(op)
+    assert isinstance(step, ScriptCall) and step.script == "pop"  # the non-blocking claim first
+    step = op.send(W)
+    assert step == Wait("BRPOPLPUSH", b"delayer:flow_gate:t", 5.0)
+    step = op.send(None)  # the recheck slice ran out: claim again, not BRPOP
+    assert isinstance(step, ScriptCall) and step.script == "pop"
+    step = op.send(None)  # resumed, nothing ready: block on the ready queue as before
+    assert isinstance(step, Wait) and (step.command, step.queue) == ("BRPOP", P + "ready_queue:t")
+    step = op.send([b"q", b"a"])
+    assert isinstance(step, ScriptCall) and step.script == "take" and step.args == ["a"]
+    step = op.send(W)  # paused between BRPOP and take.lua (which put "a" back): to the gate
+    assert isinstance(step, Wait) and step.command == "BRPOPLPUSH"
+    step = op.send(b"1")  # woken by a resume
+    assert isinstance(step, ScriptCall) and step.script == "pop"
+    with pytest.raises(StopIteration) as done:
+        op.send([b"a", b"t", b"A", b""])
+    assert isinstance(done.value.value, Message) and done.value.value.id == "a"
+
+
+def test_a_gate_wait_is_at_most_the_time_left() -> None:
+    from delayer import Keys, _ops
+    from delayer._send import Wait
+
+    op = _ops.breserve(Keys(P, "topic"), "t", 30, 0.5)
+    assert next(op).script == "reserve"
+    step = op.send([b"paused", 5000, b"delayer:{t}:gate"])
+    assert isinstance(step, Wait) and step.queue == b"delayer:{t}:gate" and 0.4 < step.seconds <= 0.5
+    time.sleep(step.seconds)  # as long as Redis would block
+    with pytest.raises(StopIteration) as done:
+        op.send(None)  # timed out with the time: no claim after it
+    assert done.value.value is None
+
+
+def test_wait_instructions_are_decoded_in_one_place() -> None:
+    from delayer import ProtocolError, _replies
+
+    assert _replies.gate(W) == _replies.Gate(b"delayer:flow_gate:t", 5.0)
+    assert _replies.gate([b"paused", 0, b"g"]) == _replies.Gate(b"g", 0.001)  # never 0: Redis's "forever"
+    assert _replies.gate(None) is None and _replies.gate([b"a", b"t", b"b"]) is None
+    assert _replies.message(W) is None and _replies.reserved(W) is None
+    assert _replies.reserved_many([[1], [], W], 1) == ([True], [])
+    assert _replies.batch([[], [], W], 0).paused == _replies.Gate(b"delayer:flow_gate:t", 5.0)
+    for bad in ([b"paused", -1, b"g"], [b"paused", b"5000", b"g"], [b"paused", 5000, b""]):
+        with pytest.raises(ProtocolError):
+            _replies.gate(bad)
+    with pytest.raises(ProtocolError):
+        _replies.reserved_many([[], [], [b"x"]], 0)  # a third element that is no wait instruction

@@ -1,4 +1,4 @@
-"""Blocking waits (``bpop``, ``breserve``): how long each BRPOP / BLMOVE may
+"""Blocking waits (``bpop``, ``breserve``): how long each BRPOP / BLMOVE / BRPOPLPUSH may
 block, and the connections they block on.
 
 A blocking command's reply takes as long as the wait, longer than a socket

@@ -158,8 +158,6 @@ class Core:
         self.policy_due = True  # the eviction policy is read at start and after every reconnect
         self._failed = False
         self._eviction = _eviction.Watch()
-        # topic -> this round's claim outcome (None: nothing ready; a Gate: paused), where its idle wait starts
-        self.claimed: Dict[str, object] = {}
 
     def register(self, topic: object, ttr: Optional[float], layout: str = CLASSIC) -> str:
         t = check_topic(topic, layout)
@@ -355,7 +353,7 @@ class Core:
             got, ok = 0, True
             acks = self._take_acks()
             topics = self._order()
-            self.claimed.clear()
+            claimed: Dict[str, object] = {}  # topic -> its claim's outcome this round (None, or a paused one's Gate)
             per_topic = max(1, math.ceil(self.settings.concurrency / self.ways / len(topics)))
             for topic in topics:
                 # Slots are claimed before the call: another fetch loop sees them taken.
@@ -364,7 +362,7 @@ class Core:
                     self.in_flight += n
                 if n == 0 and not acks:
                     break
-                ok, reply = yield from self._io(self._fetch(topic, n, acks))
+                ok, reply = yield from self._io(self._fetch(topic, n, acks, claimed))
                 if not ok:
                     with self.lock:
                         self.in_flight -= n
@@ -392,7 +390,7 @@ class Core:
             wait = max(MIN_IDLE_WAIT, IDLE_WAIT / len(topics))
             ttr = self.ttrs[topic]
             # The wait goes on from the fetch's claim (the ready queue, or a paused topic's gate): not a second one.
-            after = self.claimed.get(topic, _ops.CLAIM)
+            after = claimed.get(topic, _ops.CLAIM)
             if self.settings.at_most_once:
                 ok, message = yield from self._io(_one(lambda c: c._drive(_ops.bpop(c.keys, topic, wait, after))))
             else:
@@ -413,28 +411,30 @@ class Core:
             acks = self._take_acks()
             if not acks:
                 break
-            ok, reply = yield from self._io(self._fetch(topic, 0, acks))
+            ok, reply = yield from self._io(self._fetch(topic, 0, acks, {}))
             if ok:
                 self._fetched(topic, acks, reply)
             else:
                 self.requeue_acks(acks)
                 tries += 1
 
-    def _fetch(self, topic: str, n: int, acks: List[Delivery]) -> Calls[Tuple[Optional[List[bool]], List[Any]]]:
-        """Ack ``acks`` and reserve up to ``n`` jobs of ``topic`` in one call;
-        at most once, pop up to ``n``: the ack results (None) and the jobs."""
+    def _fetch(self, topic: str, n: int, acks: List[Delivery],
+               claimed: Dict[str, object]) -> Calls[Tuple[Optional[List[bool]], List[Any]]]:
+        """Ack ``acks`` and reserve up to ``n`` jobs of ``topic`` in one call; at most once, pop up to ``n``: the
+        ack results (None) and the jobs. ``claimed[topic]``: how a claim ended that found none (None, or a Gate)."""
         if not self.settings.at_most_once:
             ttr = self.ttrs[topic]
             held = [d.reserved for d in acks]
             got: Batch = yield lambda c: c._drive(_ops.fetch(c.keys, topic, ttr, n, held))
-            self.claimed[topic] = got.paused if n > 0 else _ops.CLAIM  # (n = 0 claimed nothing)
+            if n > 0:  # (n = 0 claimed nothing)
+                claimed[topic] = got.paused
             return got.acked, got.jobs
         popped: List[Message] = []
         try:
             while len(popped) < n:
                 m = yield lambda c: c._drive(_ops.claim_pop(c.keys, topic))
                 if not isinstance(m, Message):
-                    self.claimed[topic] = m
+                    claimed[topic] = m
                     break
                 popped.append(m)
         except DelayerError:
