@@ -225,3 +225,20 @@ def test_wait_instructions_are_decoded_in_one_place() -> None:
             _replies.gate(bad)
     with pytest.raises(ProtocolError):
         _replies.reserved_many([[], [], [b"x"]], 0)  # a third element that is no wait instruction
+
+
+def test_a_flow_hash_of_the_wrong_type_fails_closed_naming_it(d: Delayer, raw: "redis.Redis", layout: str) -> None:
+    from delayer import DelayerError
+
+    d.push("t", "a", 0)
+    make_ready(raw, layout, 1)
+    flow = names(layout)["flow"]
+    raw.set(flow, "paused")
+    for call in (lambda: d.pop("t"), lambda: d.reserve("t", 30), lambda: d.reserve_many("t", 30, 5),
+                 lambda: d.bpop("t", 1), lambda: d.breserve("t", 30, 1)):
+        with pytest.raises(DelayerError, match=flow.replace("{", r"\{").replace("}", r"\}")):
+            call()
+    assert ready(raw, layout) == [b"a"]  # nothing handed out, nothing lost
+    raw.delete(flow)
+    got = d.pop("t")
+    assert got is not None and got.id == "a"
