@@ -28,9 +28,8 @@ def key(prefix: str, topic: str, kind: str) -> str:
 
 def move_topic(raw: "redis.Redis", topic: str, prefix: str = "delayer:") -> int:
     """Run the server's move_topic.lua once on ``topic``; return how many ids it moved."""
-    reply = raw.eval(
-        MOVE_TOPIC, 3, key(prefix, topic, "pool"), key(prefix, topic, "ready"), key(prefix, topic, "reserved"), 1000
-    )
+    names = [key(prefix, topic, kind) for kind in ("pool", "ready", "reserved", "flow")]
+    reply = raw.eval(MOVE_TOPIC, 4, *names, 1000)
     return int(reply[0])  # type: ignore[index]
 
 
