@@ -98,7 +98,8 @@ def ctx(workdir: Path, redis_server: harness.RedisServer, rds: "redis.Redis") ->
 def move(rds: "redis.Redis") -> None:
     """The server's move of TOPIC's due jobs, once."""
     if LAYOUT == "topic":
-        rds.eval(MOVE_TOPIC_LUA, 3, KEYS.pool_of(TOPIC), KEYS.ready(TOPIC), KEYS.reserved_of(TOPIC), 1000)
+        rds.eval(MOVE_TOPIC_LUA, 4, KEYS.pool_of(TOPIC), KEYS.ready(TOPIC), KEYS.reserved_of(TOPIC), KEYS.flow(TOPIC),
+                 1000)
         return
     rds.eval(
         MOVE_LUA, 5, PREFIX + "job_pool", PREFIX + "malformed", PREFIX + "scheduled_count", PREFIX + "topics",
