@@ -20,15 +20,20 @@ final class BlockingWait
      * waiter takes no id of a paused topic; on none calls $block with the time left (0 = forever), which
      * blocks on the ready list and claims (null: its wait timed out). Ends with a job or false at the timeout.
      *
+     * $again (default $claim) claims after a gate's wait: a caller that has just claimed passes a
+     * $claim that answers false, so the wait starts by blocking.
+     *
      * @template T of object
      * @param \Closure(): (T|false|array{0: string, 1: float}) $claim
      * @param \Closure(float): (T|false|null|array{0: string, 1: float}) $block
+     * @param (\Closure(): (T|false|array{0: string, 1: float}))|null $again
      * @return T|false
      */
-    public static function until(float $timeout, RedisLink $link, \Closure $claim, \Closure $block): object|false
+    public static function until(float $timeout, RedisLink $link, \Closure $claim, \Closure $block, ?\Closure $again = null): object|false
     {
         $forever = $timeout == 0.0;
         $deadline = self::now() + $timeout;
+        $again ??= $claim;
         $result = $claim();
         while (!\is_object($result)) {
             $left = $forever ? 0.0 : $deadline - self::now();
@@ -42,7 +47,7 @@ final class BlockingWait
                 if ($link->blocking('BRPOPLPUSH', [$gate, $gate], $slice) === null && $slice < $recheck) {
                     return false; // the whole remainder waited
                 }
-                $result = $claim();
+                $result = $again();
                 continue;
             }
             // under 1 ms is sent as 1 ms: "0" would mean forever

@@ -38,14 +38,26 @@ trait Reservations
      */
     public function bReserve(string $topic, int|float $ttr, int|float $timeout = 0): ReservedMessage|false
     {
+        return $this->waitReserved($topic, $ttr, $timeout, true);
+    }
+
+    /**
+     * bReserve(); $claimFirst false when the caller has just tried reserve() on $topic (a Worker's
+     * round): the wait then starts with its BLMOVE, which takes nothing, so nothing is claimed twice.
+     *
+     * @internal for {@see Worker}
+     */
+    public function waitReserved(string $topic, int|float $ttr, int|float $timeout, bool $claimFirst): ReservedMessage|false
+    {
         $topic = $this->keys->topic($topic);
         $call = Calls::reserve($this->keys, $topic, Validator::ttrMs($ttr));
         $timeout = Validator::timeout($timeout);
         $queue = (string) $this->keys->names($topic)->ready;
         $claim = fn (): ReservedMessage|array|false => Replies::wait($reply = $this->connection->script(...$call)) ?? Replies::reserve($reply);
-        return BlockingWait::until($timeout, $this->connection, $claim, function (float $wait) use ($queue, $claim): ReservedMessage|array|false|null {
+        $block = function (float $wait) use ($queue, $claim): ReservedMessage|array|false|null {
             return $this->connection->blocking('BLMOVE', [$queue, $queue, 'RIGHT', 'RIGHT'], $wait) === null ? null : $claim();
-        });
+        };
+        return BlockingWait::until($timeout, $this->connection, $claimFirst ? $claim : fn (): bool => false, $block, $claim);
     }
 
     /**

@@ -260,7 +260,8 @@ final class Worker
         $ttr = $this->handlers[$topic][1];
         $taken = match (true) {
             $this->mode === self::AT_MOST_ONCE => $wait === null ? $this->client->pop($topic) : $this->client->bPop($topic, $wait),
-            $wait !== null => $this->client->bReserve($topic, $ttr, $wait),
+            // next() has just tried this topic without waiting: the wait need not claim first
+            $wait !== null => $this->client->waitReserved($topic, $ttr, $wait, false),
             default => $this->reserveAcking($topic, $ttr, 1)[0] ?? false,
         };
         return $taken === false ? null : new Job($topic, $taken, $this->client, $ttr);

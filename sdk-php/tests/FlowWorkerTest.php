@@ -59,6 +59,22 @@ final class FlowWorkerTest extends WorkerHarness
         self::assertSame(0, $redis->exists('delayer:job_bucket:a', 'delayer:job_bucket:b', 'delayer:job_bucket:c', 'delayer:reserved'));
     }
 
+    public function testAnIdleWorkerClaimsOncePerWait(): void
+    {
+        $pid = $this->startWorker(['WORKER_TOPICS' => 'mail']);
+        $this->waitUntil(fn (): bool => ($this->clientCalls()['blmove'] ?? 0) >= 2, 'it waits');
+        $before = $this->clientCalls();
+        usleep(2000000);
+        $calls = $this->clientCalls();
+        $waits = ($calls['blmove'] ?? 0) - ($before['blmove'] ?? 0);
+        $scripts = ($calls['evalsha'] ?? 0) - ($before['evalsha'] ?? 0);
+        self::assertGreaterThanOrEqual(3, $waits);
+        // the round's reserveMany, then the wait's BLMOVE: its bReserve does not claim the topic again first
+        self::assertLessThanOrEqual($waits + 1, $scripts, "{$scripts} script calls for {$waits} waits");
+        $this->signal($pid, SIGTERM);
+        self::assertSame(0, $this->waitForExit($pid));
+    }
+
     /** @return array<string, int> calls per command sent by clients (INFO commandstats; a script's own calls are under their names too) */
     private function clientCalls(): array
     {
