@@ -18,6 +18,8 @@ use Delayer\ReservedMessage;
  */
 final class FlowTest extends RedisTestCase
 {
+    use BlockedChild;
+
     private const P = 'fl:';
 
     /** A resume as flow.lua's (EVAL with KEYS flow, gate): the flag goes, then the gate wakes every waiter. */
@@ -168,63 +170,5 @@ final class FlowTest extends RedisTestCase
     {
         preg_match('/addr=(\S+)/', (string) $redis->rawCommand('CLIENT', 'INFO'), $m);
         return $m[1];
-    }
-
-    /**
-     * A process that waits until a client is blocked, then runs $steps: a
-     * command, ['SLEEP', seconds], or ['EXPECT', reply, command...] (exit 3
-     * when the reply differs); it prints the time its last step ended.
-     *
-     * @return resource
-     */
-    private function whenBlocked(array ...$steps)
-    {
-        $code = <<<'PHP'
-            $r = new Redis();
-            $r->connect('127.0.0.1', (int) $argv[1]);
-            $until = microtime(true) + 10;
-            while ((int) $r->info('clients')['blocked_clients'] < 1) {
-                if (microtime(true) > $until) {
-                    exit(2);
-                }
-                usleep(2000);
-            }
-            foreach (json_decode($argv[2], true) as $step) {
-                if ($step[0] === 'SLEEP') {
-                    usleep((int) ($step[1] * 1e6));
-                } elseif ($step[0] === 'EXPECT') {
-                    if ($r->rawCommand(...\array_slice($step, 2)) !== $step[1]) {
-                        exit(3);
-                    }
-                } else {
-                    $r->rawCommand(...$step);
-                }
-            }
-            echo microtime(true);
-            PHP;
-        $process = proc_open(
-            [PHP_BINARY, '-r', $code, (string) RedisServer::shared()->port, json_encode($steps)],
-            [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']],
-            $pipes
-        );
-        self::assertIsResource($process);
-        $this->pipes = $pipes;
-        return $process;
-    }
-
-    /** @var array<int, resource> */
-    private array $pipes = [];
-
-    /**
-     * @param resource $process
-     * @return array{0: int, 1: float} its exit code and the time it printed
-     */
-    private function waitForChild($process): array
-    {
-        $out = (string) stream_get_contents($this->pipes[1]);
-        $err = (string) stream_get_contents($this->pipes[2]);
-        $code = proc_close($process);
-        self::assertSame('', $err, 'the helper process wrote errors');
-        return [$code, (float) $out];
     }
 }

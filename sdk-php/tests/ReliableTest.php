@@ -23,8 +23,7 @@ use Delayer\Validator;
  */
 final class ReliableTest extends RedisTestCase
 {
-    /** Output file of the helper process of {@see whenBlocked()}. */
-    private string $childLog = '';
+    use BlockedChild;
 
     // ---- push with retry settings -----------------------------------------
 
@@ -604,7 +603,7 @@ final class ReliableTest extends RedisTestCase
         $start = microtime(true);
         $job = $client->bReserve('t', 30, 10);
         $elapsed = microtime(true) - $start;
-        self::assertSame(0, $this->waitForChild($child), 'the helper saw bReserve blocked, then pushed');
+        self::assertSame(0, $this->waitForChild($child)[0], 'the helper saw bReserve blocked, then pushed');
         self::assertInstanceOf(ReservedMessage::class, $job);
         self::assertSame(['late', 'woke', 1], [$job->id, $job->body, $job->attempts]);
         self::assertLessThan(9, $elapsed);
@@ -621,7 +620,7 @@ final class ReliableTest extends RedisTestCase
             ['LPUSH', 'delayer:ready_queue:t', 'real'],
         );
         $job = $client->bReserve('t', 30, 10);
-        self::assertSame(0, $this->waitForChild($child));
+        self::assertSame(0, $this->waitForChild($child)[0]);
         self::assertSame('real', $job->id);
         self::assertSame(0, $this->redis->exists('delayer:ready_queue:t'), 'the ghost was dropped');
     }
@@ -811,63 +810,5 @@ final class ReliableTest extends RedisTestCase
         }
         $this->redis->exec();
         self::assertSame($count, $this->redis->lLen("delayer:dead:{$topic}"));
-    }
-
-    /**
-     * Starts a PHP process that waits (polling, up to 10 s) until a client is
-     * blocked in Redis, then sends the commands.
-     *
-     * @param list<string> ...$commands
-     * @return resource the process
-     */
-    private function whenBlocked(array ...$commands)
-    {
-        $code = <<<'PHP'
-            $r = new Redis();
-            $r->connect('127.0.0.1', (int) $argv[1]);
-            $until = microtime(true) + 10;
-            while ((int) $r->info('clients')['blocked_clients'] < 1) {
-                if (microtime(true) > $until) {
-                    exit(2);
-                }
-                usleep(2000);
-            }
-            foreach (json_decode($argv[2], true) as $command) {
-                $r->rawCommand(...$command);
-            }
-            PHP;
-        // Its output goes to a file of its own (shown on failure), never to
-        // PHPUnit's: a shared descriptor garbles PHPUnit's report.
-        $this->childLog = (string) tempnam(sys_get_temp_dir(), 'delayer-php-child-');
-        $process = proc_open(
-            [PHP_BINARY, '-r', $code, (string) RedisServer::shared()->port, json_encode($commands)],
-            [0 => ['file', '/dev/null', 'r'], 1 => ['file', $this->childLog, 'w'], 2 => ['file', $this->childLog, 'a']],
-            $pipes
-        );
-        self::assertIsResource($process);
-        return $process;
-    }
-
-    /**
-     * Waits (up to 15 s) for the process of {@see whenBlocked()}.
-     *
-     * @param resource $process
-     * @return int its exit code
-     */
-    private function waitForChild($process): int
-    {
-        $until = microtime(true) + 15;
-        while (($status = proc_get_status($process))['running']) {
-            if (microtime(true) > $until) {
-                proc_terminate($process);
-                self::fail('the helper process did not finish');
-            }
-            usleep(5000);
-        }
-        proc_close($process);
-        $log = (string) @file_get_contents($this->childLog);
-        @unlink($this->childLog);
-        self::assertSame('', $log, 'the helper process wrote output');
-        return $status['exitcode'];
     }
 }
