@@ -34,13 +34,14 @@ def test_bpop_and_breserve_wait_across_a_pause(url: str, raw: "redis.Redis", lay
     async def main() -> None:
         async with aio.Delayer(url, P, layout=layout) as d, aio.Delayer(url, P, layout=layout) as other:
             assert await d.pop("t") is None
+            await d.push("t", "a", 0, "A")
+            await d.push("t", "b", 0, "B")
+            # Ready before the pause: the per-topic server's move_topic.lua moves nothing of a paused topic.
+            make_ready(raw, layout, 2)
             pause(raw, layout)
             forever = asyncio.ensure_future(d.bpop("t", 0))
             bounded = asyncio.ensure_future(other.breserve("t", 30, 20))
             await until("both waits on the gate", lambda: blocked_in(raw, "brpoplpush") == 2)
-            await d.push("t", "a", 0, "A")
-            await d.push("t", "b", 0, "B")
-            make_ready(raw, layout, 2)
             await asyncio.sleep(1.0)  # the point: a second with due jobs ready, and nothing handed out
             assert not forever.done() and not bounded.done()
             assert await d.pop("t") is None and await d.reserve("t", 30) is None
