@@ -90,6 +90,26 @@ impl Keys {
         format!("{}flow_gate:{topic}", self.prefix)
     }
 
+    /// The ZSET of `topic`'s due ids set aside while the topic is under flow
+    /// control (scored by due time): the classic mover sends them here
+    /// instead of the ready queue, so a paused topic's backlog never sits in
+    /// the shared pool, and `move_flow.lua` drains it once the topic runs.
+    pub fn flow_pool(&self, topic: &str) -> String {
+        format!("{}flow_pool:{topic}", self.prefix)
+    }
+
+    /// What every flow pool's key starts with (scripts that learn the topic
+    /// from a bucket add it).
+    pub fn flow_pool_prefix(&self) -> String {
+        format!("{}flow_pool:", self.prefix)
+    }
+
+    /// The SET of topics whose due ids the classic mover sets aside: topics
+    /// under flow control, and topics whose flow pool still holds ids.
+    pub fn flow_topics(&self) -> String {
+        format!("{}flow_topics", self.prefix)
+    }
+
     /// The ZSET of reserved ids, scored by their reservation's deadline.
     pub fn reserved(&self) -> String {
         format!("{}reserved", self.prefix)
@@ -374,6 +394,16 @@ impl Names {
         match self {
             Names::Classic(k) => k.flow_gate(topic),
             Names::Topic(k) => k.gate(topic),
+        }
+    }
+
+    /// What a classic flow pool's key starts with, "" in the per-topic
+    /// layout (where a held job simply stays in its topic's pool): scripts
+    /// shared by both layouts look there only when it is given.
+    pub fn flow_pool_prefix(&self) -> String {
+        match self {
+            Names::Classic(k) => k.flow_pool_prefix(),
+            Names::Topic(_) => String::new(),
         }
     }
 
