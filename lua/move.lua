@@ -6,6 +6,8 @@
 -- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count
 -- KEYS[4]  known topics      SET   <prefix>topics
 -- KEYS[5]  reserved          ZSET  <prefix>reserved
+-- KEYS[6]  flow topics       SET   <prefix>flow_topics: topics whose due ids
+--          are set aside (see below)
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:" (a bucket is it + id)
 -- ARGV[2]  ready queue prefix, "<prefix>ready_queue:" (a queue is it + topic)
 -- ARGV[3]  batch size: the most ids taken from the pool in this call
@@ -14,10 +16,12 @@
 -- ARGV[5]  held head: how many due ids at the pool's head the caller knows
 --          to be held (see below); the call looks at the ids after them
 --          ("" reads as 0)
+-- ARGV[6]  flow pool prefix, "<prefix>flow_pool:" (a topic's is it + topic)
 --
 -- Returns {taken, orphans, malformed_ids, per_topic, next_due, now, oldest_due,
---          pool_size, lateness_ms, held, bad_keys, head}
---   taken          ids taken off the pool (moved + orphans + malformed);
+--          pool_size, lateness_ms, held, bad_keys, head, aside}
+--   taken          ids taken off the pool (moved + set aside + orphans +
+--                  malformed);
 --                  taken + held == batch size means more may be due: call again
 --   orphans        ids whose bucket was gone (expired or removed): dropped
 --   malformed_ids  ids whose bucket has no topic (or is not a hash): parked
@@ -39,6 +43,18 @@
 --   head           the held head after this call (ARGV[5] + held), or 0 when
 --                  the id just before ARGV[5] is not a held one: the head
 --                  changed under the caller, which then calls again from 0
+--   aside          flat {topic1, count1, ...}: ids set aside per topic
+--
+-- Flow control (PROTOCOL.md, "Flow control"): the due ids of a topic in
+-- KEYS[6] (paused, or with ids still set aside) go to its flow pool, a ZSET
+-- scored by due time, instead of its ready queue; move_flow.lua makes them
+-- ready once the topic runs. So a paused topic's backlog leaves the shared
+-- pool once and never holds up another topic's moves. Set-aside ids keep
+-- their scheduled count and record no lateness (move_flow.lua does both);
+-- a flow pool of the wrong type holds its topic's ids as a ready queue of
+-- the wrong type does. An empty KEYS[6] costs one SCARD per call; a
+-- non-empty one a SISMEMBER per topic in the batch. ZADDs are sent in
+-- chunks of 2,000 ids (Lua's unpack takes about 8,000 values).
 --
 -- Ids are read with ZRANGEBYSCORE -inf now LIMIT 0 n, which are exactly ranks
 -- 0..n-1, so one ZREMRANGEBYRANK removes them (with a held head, ranks
@@ -78,7 +94,8 @@ if redis.replicate_commands then pcall(redis.replicate_commands) end
 local function shown(s)
   return (string.gsub(s, '[^\32-\126]', function(c) return string.format('\\x%02x', string.byte(c)) end))
 end
-local pool, malformed, counts, known, reserved = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local pool, malformed, counts, known, reserved, flow_set = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local flow_pools = ARGV[6] or ''
 local buckets, queues, batch = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local from = math.max(0, math.floor(tonumber(ARGV[5] or '') or 0))
 local t = redis.call('TIME')
@@ -93,19 +110,39 @@ local function bad(key, kind, expected)
   bad_keys[#bad_keys + 1] = kind
   bad_keys[#bad_keys + 1] = expected
 end
-local function type_of(key)
+local function type_of(key, expected)
   local kind = types[key]
   if not kind then
     kind = redis.call('TYPE', key).ok
     types[key] = kind
-    if kind ~= 'none' and kind ~= 'list' then bad(key, kind, 'list') end
+    if kind ~= 'none' and kind ~= expected then bad(key, kind, expected) end
   end
   return kind
 end
--- Whether `key` can take an LPUSH (a list, or no key yet).
-local function fits(key)
-  local kind = type_of(key)
-  return kind == 'list' or kind == 'none'
+-- Whether `key` can take an LPUSH (or a ZADD: `expected` "zset").
+local function fits(key, expected)
+  local kind = type_of(key, expected or 'list')
+  return kind == expected or kind == 'none' or (not expected and kind == 'list')
+end
+
+-- Which topics are set aside: members of KEYS[6], asked once per topic.
+local controlled, flow_members = {}, false
+if flow_set and flow_pools ~= '' then
+  local n = redis.pcall('SCARD', flow_set)
+  if type(n) == 'number' then
+    flow_members = n > 0
+  else
+    bad(flow_set, redis.call('TYPE', flow_set).ok, 'set')
+  end
+end
+local function aside(topic)
+  if not flow_members or topic == '' then return false end
+  local yes = controlled[topic]
+  if yes == nil then
+    yes = redis.call('SISMEMBER', flow_set, topic) == 1
+    controlled[topic] = yes
+  end
+  return yes
 end
 
 -- With a held head, ranks from-1.. are read: the first one must be a held
@@ -129,7 +166,13 @@ local open = {}
 local function opens(topic)
   local ok = open[topic]
   if ok == nil then
-    if topic == '' then ok = fits(malformed) else ok = fits(queues .. topic) end
+    if topic == '' then
+      ok = fits(malformed)
+    elseif aside(topic) then
+      ok = fits(flow_pools .. topic, 'zset')
+    else
+      ok = fits(queues .. topic)
+    end
     open[topic] = ok
   end
   return ok
@@ -149,7 +192,7 @@ end
 
 local held, held_ids, held_topics = 0, {}, {}
 local orphans, malformed_ids = 0, {}
-local by_topic, topics, late = {}, {}, {}
+local by_topic, topics, late, scores = {}, {}, {}, {}
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local want_lateness = ARGV[4] == '1'
 local last = #due - 1 -- index of the last id looked at
@@ -170,9 +213,13 @@ for i = first, #due, 2 do
       by_topic[topic] = ids
       topics[#topics + 1] = topic
       late[topic] = {}
+      if aside(topic) then scores[topic] = {} end
     end
     ids[#ids + 1] = id
-    if want_lateness then
+    local sc = scores[topic]
+    if sc then
+      sc[#sc + 1] = due[i + 1]
+    elseif want_lateness then
       -- at most 10 years: a score of -inf is no lateness to record
       local ms = now_ms - math.floor(tonumber(due[i + 1]) * 1000 + 0.5)
       local l = late[topic]
@@ -197,9 +244,33 @@ end
 -- script's first: when the first LPUSH meets OOM, nothing is written, and
 -- the call takes the other order (see the header): each destination's type
 -- checked, the pool's removal first, then the LPUSHes.
-local wrote, oom, pushed = false, false, {}
+local wrote, oom, pushed, added = false, false, {}, {}
+-- A topic's set-aside ids into its flow pool, 2,000 per ZADD: the number
+-- added (ids already there are not), or the first chunk's error (a later
+-- chunk cannot fail: same key, and Redis checks memory at the first write).
+local function zadd(call, key, ids, sc)
+  local n = 0
+  for from_i = 1, #ids, 2000 do
+    local args = {}
+    for j = from_i, math.min(from_i + 1999, #ids) do
+      args[#args + 1] = sc[j]
+      args[#args + 1] = ids[j]
+    end
+    local r = call('ZADD', key, unpack(args))
+    if type(r) ~= 'number' then return r end
+    n = n + r
+  end
+  return n
+end
 local function push(key, ids, topic)
-  local r = redis.pcall('LPUSH', key, unpack(ids))
+  local r
+  if topic and scores[topic] then
+    key = flow_pools .. topic
+    r = zadd(redis.pcall, key, ids, scores[topic])
+    if type(r) == 'number' then added[topic] = r end
+  else
+    r = redis.pcall('LPUSH', key, unpack(ids))
+  end
   if type(r) == 'number' then
     wrote = true
     if topic then pushed[topic] = true end
@@ -208,7 +279,7 @@ local function push(key, ids, topic)
   elseif not wrote and string.sub(r.err, 1, 9) ~= 'WRONGTYPE' then
     return r -- refused before anything was written (a replica, a disk error)
   else
-    type_of(key)
+    type_of(key, topic and scores[topic] and 'zset' or 'list')
     hold(ids, topic)
   end
 end
@@ -252,20 +323,25 @@ end
 if oom then
   for _, topic in ipairs(topics) do
     if not held_topics[topic] then
-      redis.call('LPUSH', queues .. topic, unpack(by_topic[topic]))
+      if scores[topic] then
+        added[topic] = zadd(redis.call, flow_pools .. topic, by_topic[topic], scores[topic])
+      else
+        redis.call('LPUSH', queues .. topic, unpack(by_topic[topic]))
+      end
       pushed[topic] = true
     end
   end
   if #malformed_ids > 0 then redis.call('LPUSH', malformed, unpack(malformed_ids)) end
 end
 
--- What moved, per topic; the held topics are left out.
-local moved, per_topic, lateness = {}, {}, {}
+-- What moved (and what was set aside), per topic; the held topics are left out.
+local moved, per_topic, lateness, set_aside = {}, {}, {}, {}
 for _, topic in ipairs(topics) do
   if pushed[topic] then
     moved[#moved + 1] = topic
-    per_topic[#per_topic + 1] = topic
-    per_topic[#per_topic + 1] = #by_topic[topic]
+    local list = scores[topic] and set_aside or per_topic
+    list[#list + 1] = topic
+    list[#list + 1] = #by_topic[topic]
     for _, ms in ipairs(late[topic]) do lateness[#lateness + 1] = ms end
   end
 end
@@ -290,7 +366,11 @@ if #topics > 0 and reserved then
   end
 end
 for _, topic in ipairs(topics) do
-  local left = redis.pcall('HINCRBY', counts, topic, -#by_topic[topic])
+  -- A set-aside id stays counted until move_flow.lua makes it ready, unless
+  -- it was in the flow pool already (pushed again meanwhile): counted twice.
+  local gone = #by_topic[topic]
+  if scores[topic] then gone = gone - (added[topic] or gone) end
+  local left = gone > 0 and redis.pcall('HINCRBY', counts, topic, -gone) or 1
   if type(left) == 'table' then
     skipped(counts, left, 'hash')
     if string.sub(left.err, 1, 9) == 'WRONGTYPE' then break end
@@ -309,6 +389,10 @@ end
 local head = head_ok and from + held or 0
 local next_due = redis.call('ZRANGE', pool, head, head, 'WITHSCORES')
 local left = redis.call('ZCARD', pool)
-if left == 0 and redis.call('TYPE', counts).ok == 'hash' then redis.call('DEL', counts) end
+-- Set-aside ids are counted too: the reset waits for the flow pools to empty.
+if left == 0 and redis.call('TYPE', counts).ok == 'hash'
+    and (not flow_set or redis.pcall('SCARD', flow_set) == 0) then
+  redis.call('DEL', counts)
+end
 return {taken, orphans, malformed_ids, per_topic, next_due[2] or '', t[1] .. '.' .. string.format('%06d', tonumber(t[2])),
-        oldest, left, lateness, held, bad_keys, head}
+        oldest, left, lateness, held, bad_keys, head, set_aside}

@@ -46,6 +46,6 @@ pub mod webhook;
 // The trees' modules under the short paths the crate's files use.
 use admin::{body, cli, inspect, migrate, output};
 use engine::{
-    activity, badkeys, credentials, eviction, memory, mover, oddities, other_layout, other_prefix, readiness, scripts,
-    summary, telemetry, timer, topic_mover, wake, waves,
+    activity, badkeys, credentials, eviction, flow, memory, mover, oddities, other_layout, other_prefix, readiness,
+    scripts, summary, telemetry, timer, topic_mover, wake, waves,
 };

@@ -6,7 +6,7 @@
 //! layout; what both moved is summed up every minute by `summary`), the
 //! timer around it (`timer`) and what wakes it (`wake`); metrics
 //! (`telemetry`, with the per-topic numbers of `activity`) and the probes'
-//! state (`readiness`). What Redis holds is input: odd numbers are logged
+//! state (`readiness`). The classic flow drain (`flow`) runs in the mover. What Redis holds is input: odd numbers are logged
 //! once per key (`oddities`), keys of the wrong type are named and watched
 //! until fixed (`badkeys`), a Redis out of memory (`memory`) or one that may
 //! evict jobs (`eviction`) is said once, refused credentials
@@ -18,6 +18,7 @@ pub mod activity;
 pub mod badkeys;
 pub mod credentials;
 pub mod eviction;
+pub mod flow;
 pub mod memory;
 pub mod mover;
 pub mod oddities;

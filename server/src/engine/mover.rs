@@ -15,8 +15,12 @@
 //! no other topic. It looks from the pool's head again when a bad key is
 //! fixed ([`BadKeys`]), when the script finds the head changed, and at
 //! least every `LOOK_AGAIN`, so a held job moves once its key is fixed.
+//!
+//! Then the flow drain ([`FlowDrain`]) makes the set-aside ids of topics
+//! that run again ready, a pool batch between its rounds.
 
 use crate::badkeys::BadKeys;
+use crate::flow::FlowDrain;
 use crate::memory::MemoryWatch;
 use crate::other_layout::OtherLayout;
 use crate::scripts::{self, BadKey, ExpireReply, MoveReply};
@@ -198,6 +202,7 @@ pub struct Mover {
     bad: BadKeys,
     memory: MemoryWatch,
     head: Mutex<Head>,
+    flow: FlowDrain,
 }
 
 /// The pool's held head: due ids left at its head for a key of the wrong
@@ -220,13 +225,14 @@ impl Mover {
         let other = OtherLayout::new(delayer::Layout::Classic, keys.prefix());
         Mover {
             link: Link::new(manager, max_lifetime),
-            keys,
+            keys: keys.clone(),
             batch_size,
             lateness,
             other,
             bad: BadKeys::default(),
             memory: MemoryWatch::default(),
             head: Mutex::default(),
+            flow: FlowDrain::new(keys.clone(), batch_size, lateness),
         }
     }
 
@@ -252,33 +258,61 @@ impl Mover {
                 break;
             }
         }
-        loop {
-            let batch_started = Instant::now();
-            let from = head.held;
-            let reply = scripts::move_batch(conn, &self.keys, self.batch_size, self.lateness, from)
-                .map_err(TickError::Redis)?;
-            self.bad.met(&reply.bad_keys, |bad| self.effect(bad));
-            head.held = reply.head;
-            // The head changed under us: look again from the pool's head.
-            let again = from > 0 && reply.head == 0;
-            if head.held == 0 {
-                head.looked = Some(Instant::now());
+        let stopped = || stop.load(Ordering::SeqCst);
+        let mut more = true;
+        while more && !stopped() {
+            more = self.pool_batch(conn, &mut head, &mut report)?;
+        }
+        // The flow drain, one pool batch between its rounds: other topics
+        // wait one round at most while a resumed backlog drains.
+        let mut topics = self.flow.topics(conn).map_err(TickError::Redis)?;
+        while !topics.is_empty() && !stopped() {
+            let started = Instant::now();
+            let round = self.flow.round(conn, &topics).map_err(TickError::Redis)?;
+            let took = started.elapsed();
+            for (_, reply) in &round.replies {
+                self.bad.met(&reply.bad_keys, |bad| self.effect(bad));
+                telemetry::drained(reply, took);
+                report.batches += 1;
+                report.moved += reply.moved();
+                report.orphans += reply.orphans;
+                log_batch(reply);
             }
-            telemetry::batch(&reply, batch_started.elapsed());
-            report.batches += 1;
-            report.moved += reply.moved();
-            report.orphans += reply.orphans;
-            report.malformed += reply.malformed.len() as u64;
-            report.next_due = reply.next_due;
-            report.now = reply.now;
-            report.now_seen_at = Some(Instant::now());
-            log_batch(&reply);
-            let full = reply.taken + reply.held >= u64::from(self.batch_size);
-            if (!full && !again) || stop.load(Ordering::SeqCst) {
-                telemetry::tick(started.elapsed());
-                return Ok(report);
+            topics = round.more;
+            if !topics.is_empty() {
+                more = self.pool_batch(conn, &mut head, &mut report)?;
             }
         }
+        while more && !stopped() {
+            more = self.pool_batch(conn, &mut head, &mut report)?;
+        }
+        telemetry::tick(started.elapsed());
+        Ok(report)
+    }
+
+    /// One move.lua call after the held head; whether there may be more.
+    fn pool_batch(&self, conn: &mut Conn, head: &mut Head, report: &mut TickReport) -> Result<bool, TickError> {
+        let batch_started = Instant::now();
+        let from = head.held;
+        let reply =
+            scripts::move_batch(conn, &self.keys, self.batch_size, self.lateness, from).map_err(TickError::Redis)?;
+        self.bad.met(&reply.bad_keys, |bad| self.effect(bad));
+        head.held = reply.head;
+        // The head changed under us: look again from the pool's head.
+        let again = from > 0 && reply.head == 0;
+        if head.held == 0 {
+            head.looked = Some(Instant::now());
+        }
+        telemetry::batch(&reply, batch_started.elapsed());
+        report.batches += 1;
+        report.moved += reply.moved();
+        report.orphans += reply.orphans;
+        report.malformed += reply.malformed.len() as u64;
+        report.next_due = reply.next_due;
+        report.now = reply.now;
+        report.now_seen_at = Some(Instant::now());
+        log_batch(&reply);
+        Ok(again || reply.taken + reply.held >= u64::from(self.batch_size))
     }
 
     /// What a bad key holds up, for its log line.
@@ -297,6 +331,12 @@ impl Mover {
             "topics are not recorded in it meanwhile (stats may miss a topic)".into()
         } else if key == k.reserved() {
             "reservations can neither be ended by expiry nor cleaned up by moves".into()
+        } else if let Some(topic) = key.strip_prefix(&k.flow_pool_prefix()) {
+            format!("due jobs of topic {topic:?} wait in the pool, or where they are set aside (none is lost)")
+        } else if let Some(topic) = key.strip_prefix(&format!("{}flow:", k.prefix())) {
+            format!("topic {topic:?} hands out nothing and its set-aside jobs wait until it is fixed (none is lost)")
+        } else if key == k.flow_topics() {
+            "paused topics' due jobs go to their ready queues, where consumers still hold them".into()
         } else if key == k.job_pool() {
             "expired reservations cannot be retried, and nothing moves".into()
         } else {

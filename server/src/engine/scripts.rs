@@ -27,6 +27,10 @@ use std::sync::LazyLock;
 /// `move.lua` (its header states its KEYS and ARGV).
 pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/move.lua")));
 
+/// `move_flow.lua`: a classic topic's set-aside ids made ready once it runs
+/// (its header states its KEYS and ARGV).
+pub static MOVE_FLOW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/move_flow.lua")));
+
 /// `move_topic.lua` (its header states its KEYS and ARGV).
 pub static MOVE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/move_topic.lua")));
 
@@ -208,6 +212,9 @@ pub struct MoveReply {
     /// For each id moved, milliseconds it was held by a pause (when
     /// `lateness_ms` is asked for; 0 for most).
     pub held_ms: Vec<u64>,
+    /// Ids set aside in their topic's flow pool, per topic (classic layout:
+    /// the topic is under flow control; `move_flow.lua` makes them ready).
+    pub aside: Vec<(String, u64)>,
 }
 
 /// A topic's last pause, from its flow hash (Unix seconds).
@@ -266,8 +273,10 @@ pub fn move_batch(
         .arg(keys.bucket_prefix())
         .arg(keys.ready_queue_prefix())
         .arg(batch_size)
+        .key(keys.flow_topics())
         .arg(if lateness { "1" } else { "0" })
         .arg(from)
+        .arg(keys.flow_pool_prefix())
         .invoke(conn)?;
     parse(value, &keys.job_pool()).map_err(|m| bad_reply("move.lua reply", m))
 }
@@ -275,8 +284,8 @@ pub fn move_batch(
 /// move.lua's reply; `pool` is the key its due times are from.
 fn parse(value: Value, pool: &str) -> Result<MoveReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
-    let [taken, orphans, malformed, per_topic, next_due, now, oldest_due, pool_size, lateness, held, bad_keys, head]: [Value;
-        12] = items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 12", v.len()))?;
+    let [taken, orphans, malformed, per_topic, next_due, now, oldest_due, pool_size, lateness, held, bad_keys, head, aside]: [Value;
+        13] = items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 13", v.len()))?;
     let lateness_ms = match lateness {
         // A due time of -inf makes a lateness no integer holds (Redis
         // answers i64::MIN): that job's lateness is not known, and left out.
@@ -291,17 +300,12 @@ fn parse(value: Value, pool: &str) -> Result<MoveReply, String> {
             .collect(),
         other => return Err(format!("expected a list of lateness, got {other:?}")),
     };
-    let per_topic = strings(per_topic)?;
-    let mut pairs = Vec::with_capacity(per_topic.len() / 2);
-    for pair in per_topic.chunks(2) {
-        let [topic, count] = pair else { return Err("odd per-topic list".into()) };
-        pairs.push((topic.clone(), count.parse().map_err(|_| format!("bad count {count:?}"))?));
-    }
     Ok(MoveReply {
         taken: int(taken)?,
         orphans: int(orphans)?,
         malformed: strings(malformed)?,
-        per_topic: pairs,
+        per_topic: counts(per_topic)?,
+        aside: counts(aside)?,
         next_due: next_time(next_due, pool, "the earliest due time")?,
         now: clock(now)?,
         oldest_due: next_time(oldest_due, pool, "the due time of a moved job")?,
@@ -312,6 +316,17 @@ fn parse(value: Value, pool: &str) -> Result<MoveReply, String> {
         head: int(head)?,
         ..MoveReply::default()
     })
+}
+
+/// A reply's flat `{topic1, count1, ...}`.
+fn counts(v: Value) -> Result<Vec<(String, u64)>, String> {
+    let flat = strings(v)?;
+    let mut pairs = Vec::with_capacity(flat.len() / 2);
+    for pair in flat.chunks(2) {
+        let [topic, count] = pair else { return Err("odd per-topic list".into()) };
+        pairs.push((topic.clone(), count.parse().map_err(|_| format!("bad count {count:?}"))?));
+    }
+    Ok(pairs)
 }
 
 /// A reply's flat `{key, type, expected, ...}`.
@@ -382,6 +397,64 @@ fn parse_topic(topic: &str, pool: &str, value: Value, lateness: bool) -> Result<
         bad_keys: read_bad_keys(bad_keys)?,
         ..reply
     })
+}
+
+/// The call that makes at most `batch_size` of `topic`'s set-aside ids ready
+/// (classic layout, `move_flow.lua`). Send it with [`eval_each`]; read its
+/// reply with [`read_move_flow`].
+pub fn move_flow_call(keys: &Keys, topic: &str, batch_size: u32, lateness: bool) -> Cmd {
+    let mut call = evalsha(
+        &MOVE_FLOW,
+        &[
+            keys.flow_pool(topic),
+            keys.ready_queue(topic),
+            keys.flow(topic),
+            keys.job_pool(),
+            keys.reserved(),
+            keys.scheduled_count(),
+            keys.flow_topics(),
+        ],
+    );
+    call.arg(topic).arg(keys.bucket_prefix()).arg(batch_size).arg(if lateness { "1" } else { "0" });
+    call
+}
+
+/// move_flow.lua's reply as a [`MoveReply`]: `taken` counts the ids taken
+/// off the flow pool (moved and dropped, as `orphans`), `pool_size` what is
+/// left there, and each moved job's wait is split into held and late.
+pub fn read_move_flow(topic: &str, keys: &Keys, value: Value) -> redis::RedisResult<MoveReply> {
+    parse_flow(topic, keys, value).map_err(|m| bad_reply("move_flow.lua reply", m))
+}
+
+fn parse_flow(topic: &str, keys: &Keys, value: Value) -> Result<MoveReply, String> {
+    let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
+    let [moved, dropped, flow, left, now, resumed, last_paused, dues, bad_keys]: [Value; 9] =
+        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 9", v.len()))?;
+    let (moved, dropped) = (int(moved)?, int(dropped)?);
+    let (flow_key, pool) = (keys.flow(topic), keys.flow_pool(topic));
+    let resumed = next_time(resumed, &flow_key, "the time of the last resume")?;
+    let began = next_time(last_paused, &flow_key, "the time the last pause began")?;
+    let mut reply = MoveReply {
+        taken: moved + dropped,
+        orphans: dropped,
+        per_topic: if moved > 0 { vec![(topic.to_string(), moved)] } else { Vec::new() },
+        now: clock(now)?,
+        pool_size: int(left)?,
+        paused: text(flow)? == "paused",
+        pause: resumed.map(|resumed| Pause { began, resumed }),
+        bad_keys: read_bad_keys(bad_keys)?,
+        ..MoveReply::default()
+    };
+    let Value::Array(dues) = dues else { return Err("expected a list of due times".into()) };
+    for due in dues {
+        // A score that is no time is left out of the histograms.
+        let Some(due) = next_time(due, &pool, "the due time of a set-aside job")? else { continue };
+        reply.oldest_due.get_or_insert(due);
+        let (late, held) = reply.split(due);
+        reply.lateness_ms.push((late * 1000.0).round() as u64);
+        reply.held_ms.push((held * 1000.0).round() as u64);
+    }
+    Ok(reply)
 }
 
 fn int(v: Value) -> Result<u64, String> {

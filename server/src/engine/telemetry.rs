@@ -18,6 +18,7 @@ pub const BATCH: &str = "delayer_batch_duration_seconds";
 pub const TICK: &str = "delayer_tick_duration_seconds";
 pub const LATENESS: &str = "delayer_lateness_seconds";
 pub const HELD: &str = "delayer_held_seconds";
+pub const SET_ASIDE: &str = "delayer_jobs_set_aside_total";
 const POOL: &str = "delayer_pool_size";
 const REDIS_ERRORS: &str = "delayer_redis_errors_total";
 const RECONNECTS: &str = "delayer_redis_reconnects_total";
@@ -42,6 +43,10 @@ pub const HELD_BUCKETS: [f64; 10] = [1.0, 5.0, 30.0, 60.0, 300.0, 900.0, 1800.0,
 /// recorder is installed (the `http` tree's metrics listener does).
 pub fn describe() {
     describe_counter!(MOVED, "Jobs moved to their ready queue, per topic.");
+    describe_counter!(
+        SET_ASIDE,
+        "Due jobs of a topic under flow control set aside in its flow pool, per topic (classic layout)."
+    );
     describe_counter!(ORPHANS, "Ids dropped from the pool because their job data was gone.");
     describe_counter!(MALFORMED, "Ids parked on the malformed list (job data without a topic).");
     describe_histogram!(BATCH, Unit::Seconds, "Duration of one move script call.");
@@ -93,13 +98,22 @@ pub fn describe() {
 
 /// One move script call.
 pub fn batch(reply: &MoveReply, took: Duration) {
+    gauge!(POOL).set(reply.pool_size as f64);
+    drained(reply, took);
+}
+
+/// One call that moved jobs without a pool size to report (the classic
+/// flow drain's `move_flow.lua`, whose `pool_size` is its flow pool's).
+pub fn drained(reply: &MoveReply, took: Duration) {
     histogram!(BATCH).record(took.as_secs_f64());
+    for (topic, n) in &reply.aside {
+        counter!(SET_ASIDE, "topic" => topic.clone()).increment(*n);
+    }
     for (topic, n) in &reply.per_topic {
         counter!(MOVED, "topic" => topic.clone()).increment(*n);
     }
     counter!(ORPHANS).increment(reply.orphans);
     counter!(MALFORMED).increment(reply.malformed.len() as u64);
-    gauge!(POOL).set(reply.pool_size as f64);
     let lateness = histogram!(LATENESS);
     for ms in &reply.lateness_ms {
         lateness.record(*ms as f64 / 1000.0);

@@ -1,0 +1,110 @@
+-- move_flow: make one batch of a topic's set-aside ids ready (classic
+-- layout), once the topic is no longer paused. move.lua sets a flow-
+-- controlled topic's due ids aside in its flow pool; the server calls this
+-- for each topic of KEYS[7] (engine/flow.rs).
+--
+-- KEYS[1]  flow pool         ZSET  <prefix>flow_pool:<topic> (score: due time)
+-- KEYS[2]  ready queue       LIST  <prefix>ready_queue:<topic>
+-- KEYS[3]  flow hash         HASH  <prefix>flow:<topic>
+-- KEYS[4]  job pool          ZSET  <prefix>job_pool
+-- KEYS[5]  reserved          ZSET  <prefix>reserved
+-- KEYS[6]  scheduled counts  HASH  <prefix>scheduled_count
+-- KEYS[7]  flow topics       SET   <prefix>flow_topics
+-- ARGV[1]  topic
+-- ARGV[2]  bucket key prefix, "<prefix>job_bucket:"
+-- ARGV[3]  batch size: the most ids taken from the flow pool in this call
+-- ARGV[4]  "1" to return each moved id's due time (for metrics), else "0"
+--
+-- Returns {moved, dropped, flow, left, now, resumed, last_paused, dues, bad_keys}
+--   moved        ids pushed on the ready queue, in due order
+--   dropped      stale ids taken off the flow pool and not moved: the bucket
+--                is gone or another topic's, or the id waits in the pool
+--                again or is reserved (PROTOCOL.md's rules for stale entries)
+--   flow         "paused": the topic is paused, nothing was looked at; else ""
+--   left         ids left in the flow pool
+--   now          Redis's clock, "s.uuuuuu"
+--   resumed, last_paused   the flow hash's fields ("" when absent): the
+--                server splits a moved job's wait into held and late
+--   dues         with ARGV[4] = "1", each moved id's due time (score); else {}
+--   bad_keys     flat {key, type, expected, ...}: keys of the wrong type met;
+--                a flow hash, flow pool or ready queue of the wrong type
+--                moves nothing (the ids wait, none is lost)
+--
+-- Writes: the taken ids leave the flow pool first (a removal: Redis then
+-- does not refuse the LPUSH after it for maxmemory), then the LPUSH, then the
+-- scheduled count (-taken). A flow pool left empty of a topic that is not
+-- paused leaves KEYS[7]: move.lua sends its ids to the ready queue again.
+-- Ids due after `now` (a clock that went back) stay: nothing is early.
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+
+local fpool, ready, flow, pool, reserved, counts, flow_set = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local topic, buckets, batch = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+
+local bad_keys = {}
+local function bad(key, expected)
+  bad_keys[#bad_keys + 1] = key
+  bad_keys[#bad_keys + 1] = redis.call('TYPE', key).ok
+  bad_keys[#bad_keys + 1] = expected
+end
+local function reply(moved, dropped, state, resumed, last_paused, dues)
+  local left = redis.pcall('ZCARD', fpool)
+  if type(left) ~= 'number' then left = 0 end
+  return {moved, dropped, state, left, now, resumed or '', last_paused or '', dues, bad_keys}
+end
+
+local f = redis.pcall('HMGET', flow, 'paused', 'resumed', 'last_paused')
+if f.err then
+  bad(flow, 'hash')
+  return reply(0, 0, '', nil, nil, {})
+end
+if f[1] then
+  return reply(0, 0, 'paused', f[2], f[3], {})
+end
+local due = redis.pcall('ZRANGEBYSCORE', fpool, '-inf', now, 'WITHSCORES', 'LIMIT', 0, batch)
+if due.err then
+  bad(fpool, 'zset')
+  return reply(0, 0, '', f[2], f[3], {})
+end
+local kind = redis.call('TYPE', ready).ok
+if kind ~= 'list' and kind ~= 'none' then
+  bad(ready, 'list')
+  return reply(0, 0, '', f[2], f[3], {})
+end
+
+local ids, dues, dropped = {}, {}, 0
+local want_dues = ARGV[4] == '1'
+local check_reserved = redis.call('TYPE', reserved).ok == 'zset'
+for i = 1, #due, 2 do
+  local id = due[i]
+  local live = redis.pcall('HGET', buckets .. id, 'topic') == topic
+  if live and redis.pcall('ZSCORE', pool, id) then live = false end
+  if live and check_reserved and redis.call('ZSCORE', reserved, id) then live = false end
+  if live then
+    ids[#ids + 1] = id
+    if want_dues then dues[#dues + 1] = due[i + 1] end
+  else
+    dropped = dropped + 1
+  end
+end
+
+local taken = #due / 2
+if taken > 0 then
+  -- ZRANGEBYSCORE -inf now LIMIT 0 n are exactly ranks 0..n-1
+  redis.call('ZREMRANGEBYRANK', fpool, 0, taken - 1)
+  for from_i = 1, #ids, 4000 do
+    redis.call('LPUSH', ready, unpack(ids, from_i, math.min(from_i + 3999, #ids)))
+  end
+  local left = redis.pcall('HINCRBY', counts, topic, -taken)
+  if type(left) == 'number' then
+    if left <= 0 then redis.call('HDEL', counts, topic) end
+  elseif string.sub(left.err, 1, 9) == 'WRONGTYPE' then
+    bad(counts, 'hash')
+  end
+end
+if redis.pcall('ZCARD', fpool) == 0 then
+  local r = redis.pcall('SREM', flow_set, topic)
+  if type(r) ~= 'number' then bad(flow_set, 'set') end
+end
+return reply(#ids, dropped, '', f[2], f[3], dues)

@@ -1,0 +1,1 @@
+../../lua/move_flow.lua

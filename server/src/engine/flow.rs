@@ -1,0 +1,114 @@
+//! The classic layout's flow drain: makes the set-aside ids of topics that
+//! run again ready (docs/design/flow-control.md §4.2).
+//!
+//! In the classic layout every topic shares one pool, so `move.lua` sends a
+//! flow-controlled topic's due ids to that topic's flow pool instead of its
+//! ready queue: a paused topic's backlog leaves the shared pool once and
+//! never holds up the others. This module calls `move_flow.lua` for each
+//! topic of `<prefix>flow_topics`, all topics of a round in one pipeline; the
+//! mover runs one pool batch between rounds, so a resume that drains a
+//! million held jobs delays the other topics by one round at most.
+//!
+//! Redis is the only authority: a topic answered "paused" is only not asked
+//! again for [`PAUSED_RECHECK`], which bounds both the cost of many paused
+//! topics and how late a resume is seen here.
+
+use crate::scripts::{self, MoveReply};
+use delayer_protocol::connection::Conn;
+use delayer_protocol::keys::Keys;
+use log::warn;
+use redis::Value;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long a topic that answered "paused" is not asked again.
+pub const PAUSED_RECHECK: Duration = Duration::from_secs(1);
+
+/// The most ids one `move_flow.lua` call takes: about half a millisecond of
+/// Redis, so the pool batch between rounds is never far off.
+pub const MAX_FLOW_BATCH: u32 = 250;
+
+/// The most topics one round asks (the rest wait for the next tick's).
+const MAX_TOPICS: usize = 1000;
+
+pub struct FlowDrain {
+    keys: Keys,
+    batch: u32,
+    lateness: bool,
+    /// Topics that answered "paused", and when.
+    paused: Mutex<HashMap<String, Instant>>,
+}
+
+/// What one round did.
+#[derive(Default)]
+pub struct Round {
+    /// Each asked topic's reply.
+    pub replies: Vec<(String, MoveReply)>,
+    /// Topics whose call took a whole batch: they may have more.
+    pub more: Vec<String>,
+}
+
+impl FlowDrain {
+    pub fn new(keys: Keys, batch_size: u32, lateness: bool) -> FlowDrain {
+        FlowDrain { keys, batch: batch_size.clamp(1, MAX_FLOW_BATCH), lateness, paused: Mutex::default() }
+    }
+
+    /// The topics with set-aside ids or under flow control, less those known
+    /// to be paused. A `flow_topics` of the wrong type reads as none (move.lua
+    /// names it, and sets nothing aside meanwhile).
+    pub fn topics(&self, conn: &mut Conn) -> redis::RedisResult<Vec<String>> {
+        let key = self.keys.flow_topics();
+        let raw: Value = match redis::cmd("SRANDMEMBER").arg(&key).arg(MAX_TOPICS).query(conn) {
+            Ok(v) => v,
+            Err(e) if e.code() == Some("WRONGTYPE") => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let Value::Array(items) = raw else { return Ok(Vec::new()) };
+        let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
+        paused.retain(|_, at| at.elapsed() < PAUSED_RECHECK);
+        Ok(items
+            .into_iter()
+            .filter_map(|v| match v {
+                Value::BulkString(b) => match String::from_utf8(b) {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        warn!(
+                            "{key:?} holds a topic that is not UTF-8 ({:?}): its set-aside jobs are not moved by \
+                             this server; no topic of a Delayer client has such a name",
+                            String::from_utf8_lossy(e.as_bytes())
+                        );
+                        None
+                    }
+                },
+                _ => None,
+            })
+            .filter(|t| !paused.contains_key(t))
+            .collect())
+    }
+
+    /// One `move_flow.lua` call per topic, in one round trip.
+    pub fn round(&self, conn: &mut Conn, topics: &[String]) -> redis::RedisResult<Round> {
+        let calls: Vec<_> =
+            topics.iter().map(|t| scripts::move_flow_call(&self.keys, t, self.batch, self.lateness)).collect();
+        let replies = scripts::eval_each(conn, &scripts::MOVE_FLOW, &calls)?;
+        let mut round = Round::default();
+        let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
+        for (topic, reply) in topics.iter().zip(replies) {
+            let reply = match reply.and_then(|v| scripts::read_move_flow(topic, &self.keys, v)) {
+                Ok(r) => r,
+                Err(e) => {
+                    warn!("moving the set-aside jobs of topic {topic:?} failed: {e}; they wait (none is lost)");
+                    continue;
+                }
+            };
+            if reply.paused {
+                paused.insert(topic.clone(), Instant::now());
+            } else if reply.taken >= u64::from(self.batch) {
+                round.more.push(topic.clone());
+            }
+            round.replies.push((topic.clone(), reply));
+        }
+        Ok(round)
+    }
+}
