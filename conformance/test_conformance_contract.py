@@ -207,12 +207,17 @@ def test_every_header_states_its_contract() -> None:
     assert [k for k, _ in by_name["reserve"].keys[6:]] == [["<prefix>flow:<topic>"], ["<prefix>flow_gate:<topic>"]]
     assert [optional for _, optional in by_name["release"].keys] == [False] * 5
     assert [optional for _, optional in by_name["migrate"].keys] == [False] * 3
-    assert by_name["move"].keys[4] == (["<prefix>reserved"], False) and by_name["move"].argv_required == 5
+    assert by_name["move"].keys[4] == (["<prefix>reserved"], False) and by_name["move"].argv_required == 6
+    # The classic flow drain: the set-aside topics and their flow pools.
+    assert by_name["move"].keys[5] == (["<prefix>flow_topics"], False)
     assert by_name["move_topic"].keys[2][1] is False
     assert by_name["touch"].argv_required == 4 and by_name["reschedule"].argv_required == 3
     assert by_name["push_many"].argv_max is None and by_name["push_many"].argv_names[1] == "<prefix>job_bucket:"
     assert [k for k, _ in by_name["move"].keys[2:4]] == [["<prefix>scheduled_count"], ["<prefix>topics"]]
-    assert by_name["move"].argv_names == {1: "<prefix>job_bucket:", 2: "<prefix>ready_queue:"}
+    assert by_name["move"].argv_names == {1: "<prefix>job_bucket:", 2: "<prefix>ready_queue:", 6: "<prefix>flow_pool:"}
+    assert [k for k, _ in by_name["move_flow"].keys] == [
+        ["<prefix>flow_pool:<topic>"], ["<prefix>ready_queue:<topic>"], ["<prefix>flow:<topic>"], ["<prefix>job_pool"],
+        ["<prefix>reserved"], ["<prefix>scheduled_count"], ["<prefix>flow_topics"]]
     assert by_name["release"].argv_names[1] == "<prefix>job_bucket:"
     assert by_name["release"].argv_names[2] == "<prefix>dead:"
     # The counts (classic), or the topic's dead list and no dead-letter prefix (per-topic).
@@ -590,13 +595,17 @@ def test_the_check_catches_a_drifted_call() -> None:
     move = (LUA / "move.lua").read_bytes()
     move_keys = [PREFIX + "job_pool", PREFIX + "malformed", PREFIX + "scheduled_count", PREFIX + "topics",
                  PREFIX + "reserved"]
-    bare = ["EVALSHA", hashlib.sha1(move).hexdigest(), "5", *move_keys, PREFIX, PREFIX + "ready_queue:", "1000", "0", "0"]
+    move_keys = [*move_keys, PREFIX + "flow_topics"]
+    bare = ["EVALSHA", hashlib.sha1(move).hexdigest(), "6", *move_keys, PREFIX, PREFIX + "ready_queue:", "1000", "0", "0",
+            PREFIX + "flow_pool:"]
     assert check_call(bare)[1] == [f"ARGV[1] is '{PREFIX}', not '{PREFIX}job_bucket:'"]
-    # move.lua without its reserved set, or without ARGV[4..5]: the pre-issue-21 short forms.
-    moved = ["EVALSHA", bare[1], "5", *move_keys, PREFIX + "job_bucket:", PREFIX + "ready_queue:", "1000", "0", "0"]
+    # move.lua without its flow topics (issue 23), or without its reserved set: older short forms.
+    moved = ["EVALSHA", bare[1], "6", *move_keys, PREFIX + "job_bucket:", PREFIX + "ready_queue:", "1000", "0", "0",
+             PREFIX + "flow_pool:"]
     assert check_call(moved) == ("move", [])
-    assert check_call(moved[:2] + ["4"] + moved[3:7] + moved[8:])[1] == ["4 keys; the header states 5..5 in the classic layout"]
-    assert check_call(moved[:-2])[1] == ["3 arguments; the header requires 5"]
+    assert check_call(moved[:2] + ["5"] + moved[3:8] + moved[9:-1])[1] == [
+        "5 keys; the header states 6..6 in the classic layout", "5 arguments; the header requires 6"]
+    assert check_call(moved[:-3])[1] == ["3 arguments; the header requires 6"]
     ack = hashlib.sha1((LUA / "ack.lua").read_bytes()).hexdigest()
     acked = ["EVALSHA", ack, "4", PREFIX + "reserved", PREFIX + "job_bucket:1", PREFIX + "job_pool", PREFIX + "outcomes",
              "1", ""]

@@ -342,6 +342,9 @@ NOT_NUMBERS = ["abc", "1e300", "-5", "18446744073709551616", "inf", ""]
 
 def wrong_type(case: Case) -> None:
     case.wrong_type()
+    if case.spec.kind == "flow_pool:":
+        # Only a listed topic's flow pool is written: list the victim.
+        case.rds.sadd(PREFIX + "flow_topics", case.victim)
     if case.spec.kind in ("job_bucket:", "job:"):
         # The test replaced job 1's bucket: its data is gone, its id must not be.
         case.tracked.discard(case.job_id(1).encode())
@@ -376,6 +379,15 @@ def score(value: str) -> Callable[[Case], None]:
             got = harness.ok(case.stack.drivers, "python", {"op": "bpop", "topic": probe, "timeout_ms": 10_000})["job"]
             assert got is not None and id_of(got) == probe_id.encode(), f"the probe never moved: {got}"
             case.rds.zadd(case.key, {case.victim: value})
+        elif kind == "flow_pool:":
+            # A job set aside (as the mover does for a paused topic) with a
+            # due time that is no time: the drain of its now running topic
+            # makes a past one ready and never a far one (nothing is early).
+            job_id = case.push(9, 60_000)
+            case.rds.zrem(case.pool(), job_id)
+            case.rds.zadd(case.key, {job_id: value})
+            case.rds.sadd(PREFIX + "flow_topics", case.victim)
+            (case.held.setdefault(case.key.encode(), set()).add(job_id) if far else case.tracked.add(job_id))
         elif kind == "history":
             # A sample whose score is no time: the dashboard's history skips it.
             case.rds.zadd(case.key, {'{"t": 0, "by": {"x": [1, 0, 0, 0]}}': value})
@@ -401,7 +413,7 @@ def entry(what: str) -> Callable[[Case], None]:
                 case.rds.hset(case.bucket(job_id), mapping={"dead_reason": "buried", "dead_at": "1.000"})
             case.rds.lpush(case.key, job_id)
             case.held.setdefault(case.key.encode(), set()).add(job_id)
-        elif kind == "topics":
+        elif kind in ("topics", "flow_topics"):
             case.rds.sadd(case.key, job_id)  # a topic name, here
         elif kind in ("flow_gate:", "gate"):
             # Read only while the topic is paused, and deleted then: junk

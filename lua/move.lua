@@ -6,8 +6,8 @@
 -- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count
 -- KEYS[4]  known topics      SET   <prefix>topics
 -- KEYS[5]  reserved          ZSET  <prefix>reserved
--- KEYS[6]  flow topics       SET   <prefix>flow_topics: topics whose due ids
---          are set aside (see below)
+-- KEYS[6]  flow topics       SET   <prefix>flow_topics (topics whose due
+--          ids are set aside, see below)
 -- ARGV[1]  bucket key prefix, "<prefix>job_bucket:" (a bucket is it + id)
 -- ARGV[2]  ready queue prefix, "<prefix>ready_queue:" (a queue is it + topic)
 -- ARGV[3]  batch size: the most ids taken from the pool in this call
@@ -45,8 +45,8 @@
 --                  changed under the caller, which then calls again from 0
 --   aside          flat {topic1, count1, ...}: ids set aside per topic
 --
--- Flow control (PROTOCOL.md, "Flow control"): the due ids of a topic in
--- KEYS[6] (paused, or with ids still set aside) go to its flow pool, a ZSET
+-- Flow control (PROTOCOL.md, "Flow control"): the due ids of a topic listed
+-- in KEYS[6] (paused, or with ids still set aside) go to its flow pool, a ZSET
 -- scored by due time, instead of its ready queue; move_flow.lua makes them
 -- ready once the topic runs. So a paused topic's backlog leaves the shared
 -- pool once and never holds up another topic's moves. Set-aside ids keep

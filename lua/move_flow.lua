@@ -15,7 +15,8 @@
 -- ARGV[3]  batch size: the most ids taken from the flow pool in this call
 -- ARGV[4]  "1" to return each moved id's due time (for metrics), else "0"
 --
--- Returns {moved, dropped, flow, left, now, resumed, last_paused, dues, bad_keys}
+-- Returns {moved, dropped, flow, left, now, resumed, last_paused, dues, bad_keys,
+--          head}
 --   moved        ids pushed on the ready queue, in due order
 --   dropped      stale ids taken off the flow pool and not moved: the bucket
 --                is gone or another topic's, or the id waits in the pool
@@ -29,6 +30,9 @@
 --   bad_keys     flat {key, type, expected, ...}: keys of the wrong type met;
 --                a flow hash, flow pool or ready queue of the wrong type
 --                moves nothing (the ids wait, none is lost)
+--   head         the due time (score) of the first id left in the flow pool,
+--                "" if none: one that is no time Redis's clock reaches waits
+--                there, and the server names the key
 --
 -- Writes: the taken ids leave the flow pool first (a removal: Redis then
 -- does not refuse the LPUSH after it for maxmemory), then the LPUSH, then the
@@ -50,8 +54,9 @@ local function bad(key, expected)
 end
 local function reply(moved, dropped, state, resumed, last_paused, dues)
   local left = redis.pcall('ZCARD', fpool)
+  local head = type(left) == 'number' and left > 0 and redis.call('ZRANGE', fpool, 0, 0, 'WITHSCORES')[2] or ''
   if type(left) ~= 'number' then left = 0 end
-  return {moved, dropped, state, left, now, resumed or '', last_paused or '', dues, bad_keys}
+  return {moved, dropped, state, left, now, resumed or '', last_paused or '', dues, bad_keys, head}
 end
 
 local f = redis.pcall('HMGET', flow, 'paused', 'resumed', 'last_paused')

@@ -6,8 +6,13 @@
 //! with Redis out of memory, driven as the server drives them until nothing
 //! more moves; then the bad keys are deleted and the scripts run again.
 //!
+//! In the classic layout some topics are paused and listed in flow_topics:
+//! their due jobs are set aside in their flow pool (score kept) instead, and
+//! once the pause is lifted move_flow.lua makes them ready.
+//!
 //! Invariants: every valid due job ends up exactly once in its ready list
-//! (held in the pool, untouched, while its list has the wrong type); no job
+//! (held in the pool, untouched, while its list has the wrong type; set
+//! aside exactly once while its topic is paused); no job
 //! that was not due moves; orphans leave the pool, malformed ids are parked
 //! once (held while the malformed list has the wrong type), buckets are
 //! kept; a bad key is left as it was; a call either succeeds or fails with
@@ -84,6 +89,8 @@ struct Scenario {
     bad_books: [bool; 4],
     batch: u32,
     full: bool,
+    /// Topics paused (and listed in flow_topics) until the fix.
+    paused: BTreeSet<u8>,
 }
 
 fn scenario() -> impl Strategy<Value = Scenario> {
@@ -103,8 +110,16 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop::array::uniform4(prop::bool::weighted(0.25)),
         1u32..25,
         prop::bool::weighted(0.2),
+        prop::collection::btree_set(0u8..5, 0..3),
     )
-        .prop_map(|(jobs, bad_ready, bad_books, batch, full)| Scenario { jobs, bad_ready, bad_books, batch, full })
+        .prop_map(|(jobs, bad_ready, bad_books, batch, full, paused)| Scenario {
+            jobs,
+            bad_ready,
+            bad_books,
+            batch,
+            full,
+            paused,
+        })
 }
 
 fn cat(a: &str, b: &[u8]) -> Vec<u8> {
@@ -162,7 +177,21 @@ fn classic(conn: &mut redis::Connection, s: &Scenario) -> Result<(), TestCaseErr
     for (key, value) in &bad_keys {
         let _: () = redis::cmd("SET").arg(key).arg(value).query(conn).expect("SET");
     }
+    for topic in &s.paused {
+        let (t, flow) = (name(*topic, "t"), cat("delayer:flow:", &name(*topic, "t")));
+        let _: () = redis::pipe()
+            .cmd("SADD")
+            .arg("delayer:flow_topics")
+            .arg(&t)
+            .cmd("HSET")
+            .arg(flow)
+            .arg("paused")
+            .arg("1.000")
+            .query(conn)
+            .expect("pause");
+    }
     let script = Script::new(include_str!("../lua/move.lua"));
+    let drain = Script::new(include_str!("../lua/move_flow.lua"));
     let run = |conn: &mut redis::Connection| -> Result<(), TestCaseError> {
         if s.full {
             full(conn, true);
@@ -175,11 +204,13 @@ fn classic(conn: &mut redis::Connection, s: &Scenario) -> Result<(), TestCaseErr
                 .key(format!("{P}scheduled_count"))
                 .key(format!("{P}topics"))
                 .key(format!("{P}reserved"))
+                .key(format!("{P}flow_topics"))
                 .arg(format!("{P}job_bucket:"))
                 .arg(format!("{P}ready_queue:"))
                 .arg(s.batch)
                 .arg("1")
                 .arg(from)
+                .arg(format!("{P}flow_pool:"))
                 .invoke(conn)
                 .map_err(|e| TestCaseError::fail(format!("move.lua failed: {e}")))?;
             let Value::Array(items) = reply else { return Err(TestCaseError::fail("not an array")) };
@@ -193,6 +224,36 @@ fn classic(conn: &mut redis::Connection, s: &Scenario) -> Result<(), TestCaseErr
             let again = from > 0 && head == 0;
             from = head;
             if taken + held < u64::from(s.batch) && !again {
+                break;
+            }
+        }
+        // The flow drain, as the server runs it: every listed topic, until
+        // no call takes a whole batch.
+        for _ in 0..1000 {
+            let mut more = false;
+            for topic in 0..5u8 {
+                let t = name(topic, "t");
+                let reply: Value = drain
+                    .key(cat("delayer:flow_pool:", &t))
+                    .key(cat("delayer:ready_queue:", &t))
+                    .key(cat("delayer:flow:", &t))
+                    .key(format!("{P}job_pool"))
+                    .key(format!("{P}reserved"))
+                    .key(format!("{P}scheduled_count"))
+                    .key(format!("{P}flow_topics"))
+                    .arg(&t)
+                    .arg(format!("{P}job_bucket:"))
+                    .arg(s.batch)
+                    .arg("1")
+                    .invoke(conn)
+                    .map_err(|e| TestCaseError::fail(format!("move_flow.lua failed: {e}")))?;
+                let Value::Array(items) = reply else { return Err(TestCaseError::fail("not an array")) };
+                let (Some(Value::Int(moved)), Some(Value::Int(dropped))) = (items.first(), items.get(1)) else {
+                    return Err(TestCaseError::fail(format!("move_flow.lua: {items:?}")));
+                };
+                more |= (moved + dropped) as u64 >= u64::from(s.batch);
+            }
+            if !more {
                 break;
             }
         }
@@ -217,9 +278,10 @@ fn classic(conn: &mut redis::Connection, s: &Scenario) -> Result<(), TestCaseErr
         .into_iter()
         .collect();
     for (id, spec) in &jobs {
+        let paused = s.paused.contains(&spec.topic);
         let held = spec.due.is_due()
             && match spec.bucket {
-                Bucket::Valid => s.bad_ready.contains(&spec.topic),
+                Bucket::Valid => !paused && s.bad_ready.contains(&spec.topic),
                 Bucket::NoTopic | Bucket::NotHash => malformed_bad,
                 Bucket::Missing => false,
             };
@@ -229,12 +291,27 @@ fn classic(conn: &mut redis::Connection, s: &Scenario) -> Result<(), TestCaseErr
             let score = pool[id];
             prop_assert!(score == spec.due.score(t) || (score - spec.due.score(t)).abs() < 1e-3, "score changed");
         }
+        // A paused topic's due jobs: set aside once, with their due time.
+        let aside = spec.due.is_due() && spec.bucket == Bucket::Valid && paused;
+        let key = cat("delayer:flow_pool:", &name(spec.topic, "t"));
+        let score: Option<f64> = redis::cmd("ZSCORE").arg(&key).arg(id).query(conn).unwrap_or(None);
+        prop_assert_eq!(score.is_some(), aside, "{:?} {:?}: set aside", id, spec);
+        if let Some(score) = score {
+            prop_assert!(score == spec.due.score(t) || (score - spec.due.score(t)).abs() < 1e-3, "score changed");
+        }
+        let ready = list(conn, &cat("delayer:ready_queue:", &name(spec.topic, "t")));
+        prop_assert!(!(paused && ready.contains(id)), "{:?}: a paused topic's job was made ready", id);
     }
-    // The fix: every bad key deleted, then the scripts run again.
+    // The fix: every bad key deleted, the pauses lifted, then the scripts run again.
     for (key, _) in &bad_keys {
         let _: () = redis::cmd("DEL").arg(key).query(conn).expect("DEL");
     }
+    for topic in &s.paused {
+        let _: () = redis::cmd("DEL").arg(cat("delayer:flow:", &name(*topic, "t"))).query(conn).expect("DEL");
+    }
     run(conn)?;
+    let listed: usize = redis::cmd("SCARD").arg("delayer:flow_topics").query(conn).expect("SCARD");
+    prop_assert_eq!(listed, 0, "a drained topic is still listed");
 
     let mut ready: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
     for topic in 0..5 {

@@ -17,7 +17,6 @@ use crate::scripts::{self, MoveReply};
 use delayer_protocol::connection::Conn;
 use delayer_protocol::keys::Keys;
 use log::warn;
-use redis::Value;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -59,29 +58,27 @@ impl FlowDrain {
     /// names it, and sets nothing aside meanwhile).
     pub fn topics(&self, conn: &mut Conn) -> redis::RedisResult<Vec<String>> {
         let key = self.keys.flow_topics();
-        let raw: Value = match redis::cmd("SRANDMEMBER").arg(&key).arg(MAX_TOPICS).query(conn) {
+        // Bytes, not Values: RESP3 answers a set, RESP2 an array.
+        let raw: Vec<Vec<u8>> = match redis::cmd("SRANDMEMBER").arg(&key).arg(MAX_TOPICS).query(conn) {
             Ok(v) => v,
             Err(e) if e.code() == Some("WRONGTYPE") => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
-        let Value::Array(items) = raw else { return Ok(Vec::new()) };
         let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
         paused.retain(|_, at| at.elapsed() < PAUSED_RECHECK);
-        Ok(items
+        Ok(raw
             .into_iter()
-            .filter_map(|v| match v {
-                Value::BulkString(b) => match String::from_utf8(b) {
-                    Ok(t) => Some(t),
-                    Err(e) => {
-                        warn!(
-                            "{key:?} holds a topic that is not UTF-8 ({:?}): its set-aside jobs are not moved by \
-                             this server; no topic of a Delayer client has such a name",
-                            String::from_utf8_lossy(e.as_bytes())
-                        );
-                        None
-                    }
-                },
-                _ => None,
+            .filter_map(|b| match String::from_utf8(b) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    crate::oddities::report(
+                        &key,
+                        "a topic",
+                        &String::from_utf8_lossy(e.as_bytes()),
+                        "is not UTF-8: no Delayer client names a topic so, and its set-aside jobs are not moved",
+                    );
+                    None
+                }
             })
             .filter(|t| !paused.contains_key(t))
             .collect())

@@ -428,8 +428,8 @@ pub fn read_move_flow(topic: &str, keys: &Keys, value: Value) -> redis::RedisRes
 
 fn parse_flow(topic: &str, keys: &Keys, value: Value) -> Result<MoveReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
-    let [moved, dropped, flow, left, now, resumed, last_paused, dues, bad_keys]: [Value; 9] =
-        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 9", v.len()))?;
+    let [moved, dropped, flow, left, now, resumed, last_paused, dues, bad_keys, head]: [Value; 10] =
+        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 10", v.len()))?;
     let (moved, dropped) = (int(moved)?, int(dropped)?);
     let (flow_key, pool) = (keys.flow(topic), keys.flow_pool(topic));
     let resumed = next_time(resumed, &flow_key, "the time of the last resume")?;
@@ -445,6 +445,17 @@ fn parse_flow(topic: &str, keys: &Keys, value: Value) -> Result<MoveReply, Strin
         bad_keys: read_bad_keys(bad_keys)?,
         ..MoveReply::default()
     };
+    // What is left was due when set aside: a head no clock reaches is junk
+    // (the job waits there, not lost), said once.
+    let head = text(head)?;
+    if !head.is_empty() && numbers::time_text(&head).odd.is_some() {
+        oddities::report(
+            &pool,
+            "the due time of a set-aside job",
+            &head,
+            "is no time within 1970..9999: that job waits in the flow pool (none is lost; fix or remove it)",
+        );
+    }
     let Value::Array(dues) = dues else { return Err("expected a list of due times".into()) };
     for due in dues {
         // A score that is no time is left out of the histograms.
