@@ -22,7 +22,7 @@ CLIENT_SCRIPTS = [
     "push.lua", "push_many.lua", "pop.lua", "take.lua", "remove.lua",
     "reserve.lua", "ack.lua", "touch.lua", "release.lua", "reschedule.lua", "dead.lua",
     "push_topic.lua", "push_many_topic.lua", "remove_topic.lua", "release_topic.lua", "dead_topic.lua",
-    "lookup.lua", "list.lua", "stats.lua",
+    "lookup.lua", "list.lua", "stats.lua", "flow.lua", "flow_topic.lua",
 ]
 COPIES = {
     "python": REPO / "sdk-python" / "src" / "delayer" / "lua",
@@ -71,4 +71,4 @@ def test_layout_pairs_are_built_from_their_one_source() -> None:
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     sources = sorted(p.stem for p in (CANON / "layouts").glob("*.lua"))
-    assert sources == ["dead", "push", "push_many", "release", "remove"]
+    assert sources == ["dead", "flow", "push", "push_many", "release", "remove"]

@@ -54,6 +54,11 @@ pub static REMOVE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(REMOVE_
 pub static RELEASE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_TOPIC_SRC));
 /// `dead_topic.lua` (its header states its KEYS and ARGV).
 pub static DEAD_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(DEAD_TOPIC_SRC));
+/// `flow.lua`: a topic's flow control read, paused or resumed (classic
+/// layout; its header states its KEYS and ARGV).
+pub static FLOW: LazyLock<Script> = LazyLock::new(|| Script::new(FLOW_SRC));
+/// `flow_topic.lua`, flow.lua's per-topic twin.
+pub static FLOW_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(FLOW_TOPIC_SRC));
 /// `stats.lua`: KEYS topics, scheduled_count, pool, reserved; ARGV ready
 /// prefix, dead prefix, bucket prefix, cap on reserved ids read.
 pub static STATS: LazyLock<Script> = LazyLock::new(|| Script::new(STATS_SRC));
@@ -94,5 +99,9 @@ pub const REMOVE_TOPIC_SRC: &str = include_str!("../lua/remove_topic.lua");
 pub const RELEASE_TOPIC_SRC: &str = include_str!("../lua/release_topic.lua");
 /// Source of `lua/dead_topic.lua`.
 pub const DEAD_TOPIC_SRC: &str = include_str!("../lua/dead_topic.lua");
+/// Source of `lua/flow.lua`.
+pub const FLOW_SRC: &str = include_str!("../lua/flow.lua");
+/// Source of `lua/flow_topic.lua`.
+pub const FLOW_TOPIC_SRC: &str = include_str!("../lua/flow_topic.lua");
 /// Source of `lua/stats.lua`.
 pub const STATS_SRC: &str = include_str!("../lua/stats.lua");
