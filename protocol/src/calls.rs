@@ -96,6 +96,36 @@ pub fn release(
     inv
 }
 
+/// What [`flow`] does to a topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlowAction {
+    /// Read the state.
+    Get,
+    /// Pause the topic (nothing of it handed out or made ready).
+    Pause,
+    /// Resume it (every waiter woken, its due jobs made ready).
+    Resume,
+}
+
+impl FlowAction {
+    /// The script's name of the action (its ARGV[2]).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlowAction::Get => "get",
+            FlowAction::Pause => "pause",
+            FlowAction::Resume => "resume",
+        }
+    }
+}
+
+/// flow.lua (flow_topic.lua) for `topic`.
+pub fn flow(names: &Names, topic: &str, action: FlowAction) -> ScriptInvocation<'static> {
+    let mut inv = names.pick(&scripts::FLOW, &scripts::FLOW_TOPIC).prepare_invoke();
+    inv.key(names.flow(topic)).key(names.gate(topic)).key(names.flow_held(topic));
+    inv.arg(topic).arg(action.as_str()).arg(names.wake());
+    inv
+}
+
 /// dead.lua's (dead_topic.lua's) KEYS and first ARGV for `topic` and `action` ("list",
 /// "purge", `"requeue <wake channel>"`); the caller adds the action's own.
 pub fn dead(names: &Names, topic: &str, action: &str) -> ScriptInvocation<'static> {

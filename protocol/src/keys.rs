@@ -397,6 +397,16 @@ impl Names {
         }
     }
 
+    /// flow.lua's keys after the flow hash and the gate: the classic
+    /// layout's `flow_topics` and the topic's flow pool (where its held jobs
+    /// are), flow_topic.lua's the topic's pool.
+    pub fn flow_held(&self, topic: &str) -> Vec<String> {
+        match self {
+            Names::Classic(k) => vec![k.flow_topics(), k.flow_pool(topic)],
+            Names::Topic(k) => vec![k.pool(topic)],
+        }
+    }
+
     /// What a classic flow pool's key starts with, "" in the per-topic
     /// layout (where a held job simply stays in its topic's pool): scripts
     /// shared by both layouts look there only when it is given.

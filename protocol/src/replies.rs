@@ -105,6 +105,32 @@ pub fn flow_wait(reply: &Value) -> Option<FlowWait> {
     Some(FlowWait { gate: gate.clone(), recheck })
 }
 
+/// A topic's flow control, as flow.lua answers it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowState {
+    /// Since when the topic is paused; `None` while it runs.
+    pub paused_since: Option<SystemTime>,
+    /// Due jobs the pause holds back (none while the topic runs, but in
+    /// the classic layout the set-aside ones not yet made ready).
+    pub held: u64,
+    /// Whether the call changed the state (a pause of a running topic, a
+    /// resume of a paused one).
+    pub changed: bool,
+    /// Redis's clock when the script ran.
+    pub at: SystemTime,
+}
+
+/// flow.lua's `{paused_since, changed, now, held}`.
+pub fn flow_state(reply: Value) -> Result<FlowState> {
+    let mut parts = array(reply, 4, "flow.lua's [paused_since, changed, now, held]")?.into_iter();
+    let since = text(parts.next())?;
+    let changed = int::<u64>(parts.next())? == 1;
+    let at = parse_due(&text(parts.next())?)?;
+    let held = int(parts.next())?;
+    let paused_since = if since.is_empty() { None } else { Some(parse_due(&since)?) };
+    Ok(FlowState { paused_since, held, changed, at })
+}
+
 /// A script's 1 (done) or 0 (nothing to do).
 pub fn flag(reply: Value, script: &str) -> Result<bool> {
     match reply {

@@ -74,6 +74,7 @@ pub use client::Delayer;
 pub use delayer_protocol::conf::ConfError;
 pub use delayer_protocol::connection::PoolOptions;
 pub use delayer_protocol::keys::Layout;
+pub use delayer_protocol::replies::FlowState;
 pub use error::{Error, IdTaken, NotReplicated, Result, Taken};
 pub use job::{Job, Message};
 pub use reliable::{Backoff, DeadLetter, JobRef, Reserved};

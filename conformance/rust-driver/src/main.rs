@@ -288,6 +288,17 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
             let deadline = client.touch(job_ref(req, raw.as_deref())?, ttr).map_err(sdk_err)?;
             Ok(vec![("deadline", deadline.map_or("null".into(), |t| format!("{:.3}", unix(t))))])
         }
+        "pause" | "resume" => {
+            let topic = str_field(req, "topic")?;
+            let changed = if op == "pause" { client.pause(topic) } else { client.resume(topic) }.map_err(sdk_err)?;
+            Ok(vec![("changed", changed.to_string())])
+        }
+        "is_paused" => Ok(vec![("paused", client.is_paused(str_field(req, "topic")?).map_err(sdk_err)?.to_string())]),
+        "flow" => {
+            let state = client.flow(str_field(req, "topic")?).map_err(sdk_err)?;
+            let since = state.paused_since.map_or("null".into(), |t| format!("{:.3}", unix(t)));
+            Ok(vec![("paused_since", since), ("held", state.held.to_string())])
+        }
         "reschedule" => {
             let delay_ms = num_field(req, "delay_ms")?.ok_or_else(|| bad("reschedule needs delay_ms"))?;
             let (id, delay) = (str_field(req, "id")?, ms_duration("delay_ms", delay_ms)?);

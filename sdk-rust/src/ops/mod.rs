@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::keys::Names;
 use crate::validate;
 use crate::Message;
-use delayer_protocol::calls;
+use delayer_protocol::calls::{self, FlowAction};
 pub(crate) use delayer_protocol::op::{Request, Step};
 use std::time::{Duration, SystemTime};
 
@@ -60,6 +60,24 @@ pub(crate) fn pop_or_wait<'a>(names: &Names, topic: &str) -> Result<Op<'a, (Opti
         Some(flow) => Ok((None, Some(flow))),
         None => Ok((parse_pop(reply)?, None)),
     }))
+}
+
+/// flow.lua (flow_topic.lua) for one topic: its state after `action`.
+pub(crate) fn flow<'a>(names: &Names, topic: &str, action: FlowAction) -> Result<Op<'a, FlowState>> {
+    check_topic(names, topic)?;
+    Ok(Op::call(calls::flow(names, topic, action), |reply| Ok(flow_state(reply)?)))
+}
+
+/// flow.lua's pause or resume: whether it changed the state.
+pub(crate) fn flow_change<'a>(names: &Names, topic: &str, action: FlowAction) -> Result<Op<'a, bool>> {
+    check_topic(names, topic)?;
+    Ok(Op::call(calls::flow(names, topic, action), |reply| Ok(flow_state(reply)?.changed)))
+}
+
+/// flow.lua's read: whether the topic is paused.
+pub(crate) fn is_paused<'a>(names: &Names, topic: &str) -> Result<Op<'a, bool>> {
+    check_topic(names, topic)?;
+    Ok(Op::call(calls::flow(names, topic, FlowAction::Get), |reply| Ok(flow_state(reply)?.paused_since.is_some())))
 }
 
 /// remove.lua for one id, any bytes, of `topic` (`None`: the classic
