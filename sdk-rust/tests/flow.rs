@@ -162,7 +162,8 @@ fn pause_resume_and_flow_say_what_changed_in_both_layouts() {
             assert_eq!(state.held, 1, "its due job, held in its pool");
         } else {
             // The classic server sets due jobs aside; here by hand.
-            let listed: bool = redis::cmd("SISMEMBER").arg("api:flow_topics").arg("t").query(&mut conn).expect("SISMEMBER");
+            let listed: bool =
+                redis::cmd("SISMEMBER").arg("api:flow_topics").arg("t").query(&mut conn).expect("SISMEMBER");
             assert!(listed, "a classic pause lists the topic for the server");
             let _: () = redis::cmd("ZADD").arg("api:flow_pool:t").arg(1).arg("x").query(&mut conn).expect("ZADD");
             assert_eq!(d.flow("t").expect("flow").held, 1);

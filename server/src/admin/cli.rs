@@ -105,6 +105,32 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Pause TOPIC: no Delayer 2 consumer (SDKs, Workers, HTTP, webhook) is handed its jobs and no server makes
+    /// its due jobs ready until `delayer resume`; pushes, removes and reschedules go on, ready jobs stay. --all
+    /// pauses every topic `delayer stats` lists now (topics that appear later are not paused).
+    Pause {
+        /// The topic to pause.
+        #[arg(value_parser = topic, required_unless_present = "all", conflicts_with = "all")]
+        topic: Option<String>,
+        /// Every known topic instead of one.
+        #[arg(long)]
+        all: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resume TOPIC (or --all paused topics): waiting consumers wake, and its held due jobs become ready.
+    Resume {
+        /// The topic to resume.
+        #[arg(value_parser = topic, required_unless_present = "all", conflicts_with = "all")]
+        topic: Option<String>,
+        /// Every known topic that is paused.
+        #[arg(long)]
+        all: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancel a job of TOPIC, wherever it is (waiting, ready, reserved or dead).
     Remove {
         /// The job's topic (the job is not touched if it belongs to another).

@@ -1,5 +1,6 @@
 //! The operator commands: `delayer stats`, `peek`, `job`, `list`, `push`,
-//! `remove`, `reschedule` and `dead list|requeue|purge`. They print through
+//! `remove`, `reschedule`, `pause`, `resume` (`pause`) and `dead
+//! list|requeue|purge`. They print through
 //! `output` (a reader that hangs up ends nothing badly), and say refused
 //! credentials as the server does (`credentials`).
 //!
@@ -9,6 +10,7 @@
 //! that are not there, and each failure is reported as such, never the one
 //! as the other.
 
+use crate::admin::pause;
 use crate::body;
 use crate::cli::{self, Command, DeadCommand, ListState};
 use crate::config::Config;
@@ -20,6 +22,7 @@ use crate::migrate;
 use crate::output;
 use crate::{other_layout, other_prefix};
 use delayer::inspect::JobState;
+use delayer_protocol::calls::FlowAction;
 use delayer_protocol::conf::RedisSettings;
 use delayer_protocol::connection::Conn;
 use delayer_protocol::keys::{Layout, Names};
@@ -168,6 +171,8 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
             output::line(format_args!("pushed job {:?} to topic {:?}: {}", job.id, job.topic, due_text(due)))?;
         }
         Command::List { topic, state, count, cursor, json } => list(target, &topic, state, count, cursor, json)?,
+        Command::Pause { topic, all, json } => pause::run(target, FlowAction::Pause, topic, all, json)?,
+        Command::Resume { topic, all, json } => pause::run(target, FlowAction::Resume, topic, all, json)?,
         Command::Remove { topic, id } => {
             let client = target.client()?;
             of_topic(target, &client, &topic, &id.0)?;
@@ -254,7 +259,7 @@ fn list(target: &Target, topic: &str, state: ListState, count: usize, cursor: u6
 }
 
 impl Target {
-    fn failed(&self, e: impl std::fmt::Display) -> Fatal {
+    pub(crate) fn failed(&self, e: impl std::fmt::Display) -> Fatal {
         self.refused(&e, credentials::refused_text(&e.to_string()))
             .unwrap_or_else(|| Fatal::failed(format!("reading from redis at {}: {e}", self.redis.describe())))
     }
@@ -286,7 +291,7 @@ impl Target {
 
     /// A one-connection SDK client for the deployment (one Redis, the
     /// master the sentinels name, or every node of a cluster).
-    fn client(&self) -> Result<delayer::Delayer, Fatal> {
+    pub(crate) fn client(&self) -> Result<delayer::Delayer, Fatal> {
         // One connection first, so refused credentials or a Redis that is
         // down fail at once, said as `connect` says them, not after the
         // pool has retried for its connect timeout.
@@ -301,7 +306,7 @@ impl Target {
     }
 
     /// An SDK error: an argument it refused is the command line's fault.
-    fn sdk_failed(&self, e: delayer::Error) -> Fatal {
+    pub(crate) fn sdk_failed(&self, e: delayer::Error) -> Fatal {
         let refused = match &e {
             delayer::Error::InvalidArgument(why) => return Fatal::usage(why.clone()),
             delayer::Error::Redis(e) => credentials::refused(e),

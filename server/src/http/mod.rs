@@ -10,7 +10,7 @@
 //! (`session`), wrong credentials per address (`limiter`), what a request may do (`access`), Redis trouble and
 //! deadlines (`outage`), counted log lines (`tally`), JSON errors and
 //! extractors (`error`), the names in paths (`names`), JSON shapes (`wire`), the job routes (`jobs`), the
-//! read-only views (`views`), dead letters (`dead`), the moving history for
+//! read-only views (`views`), dead letters (`dead`), pausing topics (`flow`), the moving history for
 //! the chart (`history`; the long one shared through Redis: `shared`), the dashboard's pages (`dashboard`) and the API's
 //! description (`openapi.json`); and the other listener, of the metrics and
 //! probes (`metrics`).
@@ -20,6 +20,7 @@ mod auth;
 mod dashboard;
 mod dead;
 mod error;
+mod flow;
 mod guard;
 pub mod history;
 mod jobs;
@@ -175,6 +176,8 @@ fn router(api: Arc<Api>) -> Router {
         .route("/v1/topics/{topic}/jobs/{id}/reschedule", post(jobs::reschedule))
         .route("/v1/topics/{topic}/pop", post(jobs::pop))
         .route("/v1/topics/{topic}/reserve", post(jobs::reserve))
+        .route("/v1/topics/{topic}/pause", post(flow::pause))
+        .route("/v1/topics/{topic}/resume", post(flow::resume))
         .route("/v1/topics/{topic}/dead", get(dead::list))
         .route("/v1/topics/{topic}/dead/requeue", post(dead::requeue))
         .route("/v1/topics/{topic}/dead/purge", post(dead::purge))
