@@ -6,10 +6,15 @@
 -- KEYS[3]  reserved    ZSET  <prefix>reserved (score: deadline, Unix ms)
 -- ARGV[1]  job id
 -- ARGV[2]  topic the caller expects, or "": any
+-- ARGV[3]  flow-pool prefix "<prefix>flow_pool:" (classic layout), or "" (or
+--          absent): none. A job not in KEYS[2] but set aside in
+--          "<ARGV[3]><bucket's topic>" (its topic paused or rate limited) is
+--          "scheduled" with that ZSET's score; one of the wrong type is ignored
 --
 -- Returns {state, topic, body_size, attempts, max_attempts, time,
 --          dead_reason, last_error, traceparent}, "" for what is not known:
---   state  "scheduled"  waiting in the pool; time = due time (pool score)
+--   state  "scheduled"  waiting in the pool, or set aside in its topic's
+--                       flow pool (ARGV[3]); time = due time (the score)
 --          "ready"      due and in its ready queue (not waiting, reserved
 --                       or dead); time ""
 --          "reserved"   held by a worker; time = the reservation's deadline
@@ -56,6 +61,9 @@ else
   if deadline then -- the reserved set's scores are in ms
     local ms = tonumber(deadline)
     state, time = 'reserved', string.format('%d.%03d', math.floor(ms / 1000), ms % 1000)
+  elseif (ARGV[3] or '') ~= '' then -- set aside (a stale entry of a reserved job is not)
+    local held = redis.pcall('ZSCORE', ARGV[3] .. topic, ARGV[1])
+    if type(held) == 'string' then state, time = 'scheduled', held end
   end
 end
 return {state, topic, tostring(redis.call('HSTRLEN', KEYS[1], 'body')), f[2] or '0', f[3] or '',

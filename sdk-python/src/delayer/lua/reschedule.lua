@@ -7,6 +7,12 @@
 -- ARGV[3]  wake channel "<prefix>wake" (both layouts), or "": none
 --          ("<due> <topic>" published when the new due time comes before the
 --          pool's earliest, as push.lua does; the topic read from the bucket)
+-- ARGV[4]  flow-pool prefix "<prefix>flow_pool:" (classic layout), or "" (or
+--          absent): none (the per-topic layout's held jobs stay in the pool).
+--          A job not in KEYS[1] but set aside in "<ARGV[4]><bucket's topic>"
+--          (its topic paused or rate limited) leaves that ZSET and is added
+--          to KEYS[1] at the new due time; it was counted already, so no count
+--          changes. A flow pool of the wrong type counts as not holding it.
 --
 -- Returns the new due time "s.mmm", or nil when the job is not waiting (never
 -- pushed, already due and moved, reserved, dead, or removed).
@@ -18,6 +24,15 @@
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
 local old = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local aside = ARGV[4] or ''
+local held = nil -- the flow pool holding the job, when not in KEYS[1]
+if not old and aside ~= '' then
+  local topic = redis.pcall('HGET', KEYS[2], 'topic')
+  if type(topic) == 'string' and topic ~= '' then
+    local score = redis.pcall('ZSCORE', aside .. topic, ARGV[1])
+    if type(score) == 'string' then old, held = score, aside .. topic end
+  end
+end
 if not old or redis.call('EXISTS', KEYS[2]) == 0 then
   return false
 end
@@ -27,7 +42,12 @@ local due_ms = now_ms + tonumber(ARGV[2])
 local due = string.format('%d.%03d', math.floor(due_ms / 1000), due_ms % 1000)
 local wake = ARGV[3] or ''
 local head = wake ~= '' and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-redis.call('ZADD', KEYS[1], 'XX', due, ARGV[1])
+if held then
+  redis.call('ZREM', held, ARGV[1])
+  redis.call('ZADD', KEYS[1], due, ARGV[1])
+else
+  redis.call('ZADD', KEYS[1], 'XX', due, ARGV[1])
+end
 redis.pcall('HSET', KEYS[2], 'due', due)
 if head and (not head[2] or tonumber(due) < tonumber(head[2])) then
   local topic = redis.pcall('HGET', KEYS[2], 'topic')
