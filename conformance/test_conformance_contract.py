@@ -105,6 +105,8 @@ PER_TOPIC_ARGS: Dict[str, Optional[str]] = {
     "<prefix>dead:": None,
     "<prefix>wake": "<prefix>wake",
     "<prefix>ready_queue:": None,
+    # The classic flow pools; per topic a held job stays in its pool, so "".
+    "<prefix>flow_pool:": "",
 }
 
 
@@ -211,7 +213,7 @@ def test_every_header_states_its_contract() -> None:
     # The classic flow drain: the set-aside topics and their flow pools.
     assert by_name["move"].keys[5] == (["<prefix>flow_topics"], False)
     assert by_name["move_topic"].keys[2][1] is False
-    assert by_name["touch"].argv_required == 4 and by_name["reschedule"].argv_required == 3
+    assert by_name["touch"].argv_required == 4 and by_name["reschedule"].argv_required == 4
     assert by_name["push_many"].argv_max is None and by_name["push_many"].argv_names[1] == "<prefix>job_bucket:"
     assert [k for k, _ in by_name["move"].keys[2:4]] == [["<prefix>scheduled_count"], ["<prefix>topics"]]
     assert by_name["move"].argv_names == {1: "<prefix>job_bucket:", 2: "<prefix>ready_queue:", 6: "<prefix>flow_pool:"}
@@ -225,6 +227,11 @@ def test_every_header_states_its_contract() -> None:
     assert by_name["release_topic"].keys[3] == (["<prefix>dead:<topic>"], False)
     assert by_name["release_topic"].argv_names == {1: "<prefix>job_bucket:", 6: "<prefix>wake"}
     assert by_name["dead"].argv_required == 3 and by_name["dead"].argv_max is None
+    # The flow-pool prefix (issue 23): classic remove, and reschedule / lookup in both layouts.
+    assert by_name["remove"].argv_names == {2: "<prefix>flow_pool:"} and by_name["remove"].argv_max == 2
+    assert by_name["remove_topic"].argv_max == 1
+    assert by_name["reschedule"].argv_names == {3: "<prefix>wake", 4: "<prefix>flow_pool:"}
+    assert by_name["lookup"].argv_names == {3: "<prefix>flow_pool:"} and by_name["lookup"].argv_max == 3
     # No script is handed the bare prefix to build names from: every quoted
     # name an argument carries is a per-kind prefix or the wake channel.
     for c in by_name.values():

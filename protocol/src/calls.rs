@@ -26,18 +26,24 @@ pub fn take(names: &Names, topic: &str, id: &[u8]) -> ScriptInvocation<'static> 
     inv
 }
 
-/// remove.lua (remove_topic.lua) for job `id` of `topic`.
+/// remove.lua (remove_topic.lua) for job `id` of `topic`; the classic one
+/// also gets the flow-pool prefix (a job set aside there is cancelled too).
 pub fn remove(names: &Names, topic: &str, id: &[u8]) -> ScriptInvocation<'static> {
     let mut inv = names.pick(&scripts::REMOVE, &scripts::REMOVE_TOPIC).prepare_invoke();
     inv.key(names.pool(topic)).key(names.bucket_bytes(topic, id));
     inv.key(names.scheduled_count()).arg(id);
+    if let Names::Classic(_) = names {
+        inv.arg(names.flow_pool_prefix());
+    }
     inv
 }
 
-/// reschedule.lua for job `id` of `topic`, due `delay_ms` from now.
+/// reschedule.lua for job `id` of `topic`, due `delay_ms` from now (the
+/// flow-pool prefix last: "" in the per-topic layout).
 pub fn reschedule(names: &Names, topic: &str, id: &[u8], delay_ms: u64) -> ScriptInvocation<'static> {
     let mut inv = scripts::RESCHEDULE.prepare_invoke();
     inv.key(names.pool(topic)).key(names.bucket_bytes(topic, id)).arg(id).arg(delay_ms).arg(names.wake());
+    inv.arg(names.flow_pool_prefix());
     inv
 }
 

@@ -39,7 +39,7 @@ pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SRC)
 pub static RESCHEDULE: LazyLock<Script> = LazyLock::new(|| Script::new(RESCHEDULE_SRC));
 /// `dead.lua` (its header states its KEYS and ARGV).
 pub static DEAD: LazyLock<Script> = LazyLock::new(|| Script::new(DEAD_SRC));
-/// `lookup.lua`: KEYS bucket, pool, reserved; ARGV id, topic or "".
+/// `lookup.lua`: KEYS bucket, pool, reserved; ARGV id, topic or "", flow-pool prefix or "".
 pub static LOOKUP: LazyLock<Script> = LazyLock::new(|| Script::new(LOOKUP_SRC));
 /// `list.lua`: KEYS a ZSET (pool or reserved); ARGV bucket prefix, topic,
 /// start rank, count, most entries examined.

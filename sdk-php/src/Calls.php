@@ -86,7 +86,7 @@ final class Calls
     public static function remove(Keys $keys, string $id, ?string $topic = null): array
     {
         $n = $keys->names($topic);
-        return [$n->script(Scripts::REMOVE), [$n->pool, $n->bucket($id), ...$n->counts], [$id]];
+        return [$n->script(Scripts::REMOVE), [$n->pool, $n->bucket($id), ...$n->counts], [$id, ...$n->removeTail]];
     }
 
     public static function reserve(Keys $keys, string $topic, int $ttrMs): array
@@ -166,7 +166,7 @@ final class Calls
     public static function reschedule(Keys $keys, string $id, int $delayMs, ?string $topic = null): array
     {
         $n = $keys->names($topic);
-        return [Scripts::RESCHEDULE, [$n->pool, $n->bucket($id)], [$id, (string) $delayMs, $n->wake]];
+        return [Scripts::RESCHEDULE, [$n->pool, $n->bucket($id)], [$id, (string) $delayMs, $n->wake, $n->flowPoolPrefix]];
     }
 
     public static function deadList(Keys $keys, string $topic, int $start, int $count): array
@@ -195,7 +195,7 @@ final class Calls
     public static function lookup(Keys $keys, string $topic, string $id): array
     {
         $n = $keys->names($topic);
-        return [Scripts::LOOKUP, [$n->bucket($id), $n->pool, $n->reserved], [$id, $topic]];
+        return [Scripts::LOOKUP, [$n->bucket($id), $n->pool, $n->reserved], [$id, $topic, $n->flowPoolPrefix]];
     }
 
     /** @param 'scheduled'|'reserved'|'ready' $what */

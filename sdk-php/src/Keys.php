@@ -82,14 +82,14 @@ final class Keys
                 $this->malformed(), $this->reserved(), $this->receiptSeq(), $topic === null ? null : $this->dead($topic),
                 $this->wake(), $this->outcomes(), [], [$this->scheduledCount()], $this->scheduledCount(),
                 [$this->bucketPrefix(), $this->deadPrefix()], $topic === null ? null : $this->flow($topic),
-                $topic === null ? null : $this->gate($topic));
+                $topic === null ? null : $this->gate($topic), $this->flowPoolPrefix(), [$this->flowPoolPrefix()]);
         }
         if ($topic === null) {
             throw new \LogicException('the per-topic layout names a topic for every call');
         }
         $of = fn (string $kind): string => "{$this->prefix}{{$topic}}:{$kind}";
         return new Names($topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'),
-            $this->wake(), $of('outcomes'), Scripts::PER_TOPIC, [], $of('dead'), [$of('job:')], $of('flow'), $of('gate'));
+            $this->wake(), $of('outcomes'), Scripts::PER_TOPIC, [], $of('dead'), [$of('job:')], $of('flow'), $of('gate'), '', []);
     }
 
     /** `<prefix>due`: the per-topic layout's index, topic => earliest time the server is needed. */
@@ -168,6 +168,24 @@ final class Keys
     public function gate(string $topic): string
     {
         return $this->prefix . 'flow_gate:' . $topic;
+    }
+
+    /** `<prefix>flow_pool:<topic>`: the ZSET of one topic's due ids set aside while it is paused or rate limited (score: due time). */
+    public function flowPool(string $topic): string
+    {
+        return $this->flowPoolPrefix() . $topic;
+    }
+
+    /** `<prefix>flow_pool:`: what every flow pool's name starts with. */
+    public function flowPoolPrefix(): string
+    {
+        return $this->prefix . 'flow_pool:';
+    }
+
+    /** `<prefix>flow_topics`: the SET of topics under flow control, or whose flow pool still holds ids. */
+    public function flowTopics(): string
+    {
+        return $this->prefix . 'flow_topics';
     }
 
     /** `<prefix>scheduled_count`: the HASH of jobs waiting in the pool per topic. */

@@ -18,6 +18,8 @@ final class Names
      * @param string                $releaseKey  release's KEYS[4]: the scheduled counts (release.lua), or the topic's dead list (release_topic.lua)
      * @param list<string>          $releaseArgv release's leading ARGV: the bucket prefix, and the dead-letter prefix in release.lua only
      * @param string|null           $flow        the topic's flow-control hash and $gate the list a resume writes (null without a topic)
+     * @param string                $flowPoolPrefix what a classic flow pool's name starts with (a paused topic's due ids set aside), "" per topic (held jobs stay in the pool)
+     * @param list<string>          $removeTail  remove's ARGV after the id: the flow-pool prefix (remove.lua), or none (remove_topic.lua)
      */
     public function __construct(
         public readonly ?string $topic,
@@ -36,6 +38,8 @@ final class Names
         public readonly array $releaseArgv,
         public readonly ?string $flow,
         public readonly ?string $gate,
+        public readonly string $flowPoolPrefix,
+        public readonly array $removeTail,
     ) {
     }
 

@@ -22,6 +22,7 @@ pub fn lookup(names: &Names, topic: &str, id: &[u8]) -> Result<Op<'static, JobIn
     let id = id_of(id)?.to_vec();
     let mut inv = scripts::LOOKUP.prepare_invoke();
     inv.key(names.bucket_bytes(topic, &id)).key(names.pool(topic)).key(names.reserved(topic)).arg(&id).arg(topic);
+    inv.arg(names.flow_pool_prefix());
     Ok(Op::call(inv, move |reply| parse_lookup(&id, reply)))
 }
 

@@ -141,7 +141,7 @@ def remove_call(keys: Keys, job_id: object, topic: object = None) -> ScriptCall:
     """Check a remove; its remove.lua (remove_topic.lua) call."""
     i = check_name("id", job_id)
     n = keys.id_names(topic, "remove() needs the topic in the per-topic layout: remove(id, topic=...)")
-    return ScriptCall(n.remove_script, [n.pool, n.bucket(i), *n.counts], [i])
+    return ScriptCall(n.remove_script, [n.pool, n.bucket(i), *n.counts], [i, *n.remove_tail])
 
 
 def reserve_call(keys: Keys, topic: object, ttr: object) -> ScriptCall:
@@ -295,7 +295,7 @@ def reschedule_call(keys: Keys, job_id: object, delay: object, topic: object = N
     """Check a reschedule; its reschedule.lua call."""
     i = check_name("id", job_id)
     n = keys.id_names(topic, "reschedule() needs the topic in the per-topic layout: reschedule(id, delay, topic=...)")
-    return ScriptCall(scripts.RESCHEDULE, [n.pool, n.bucket(i)], [i, delay_ms(delay), keys.wake])
+    return ScriptCall(scripts.RESCHEDULE, [n.pool, n.bucket(i)], [i, delay_ms(delay), keys.wake, n.flow_pool_prefix])
 
 
 def dead_list_call(keys: Keys, topic: object, start: object, how_many: object) -> ScriptCall:

@@ -159,7 +159,7 @@ def _page_args(keys: Keys, topic: object, cursor: object, how_many: object) -> T
 def job_op(keys: Keys, topic: object, job_id: object) -> Op[JobInfo]:
     t, i = keys.topic(topic), check_name("id", job_id)
     n = keys.names(t)
-    reply = yield ScriptCall(scripts.LOOKUP, [n.bucket(i), n.pool, n.reserved], [i, t])
+    reply = yield ScriptCall(scripts.LOOKUP, [n.bucket(i), n.pool, n.reserved], [i, t, n.flow_pool_prefix])
     if not isinstance(reply, list) or len(reply) != 9:
         raise ProtocolError(f"lookup.lua: expected 9 fields, got {reply!r:.200}")
     state = _text(reply[0]) or ""

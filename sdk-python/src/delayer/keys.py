@@ -57,6 +57,12 @@ class TopicNames(NamedTuple):
     #: The topic's flow-control HASH (field ``paused``) and the LIST a paused topic's waits block on.
     flow: str
     gate: str
+    #: What a classic flow pool's name starts with (``<prefix>flow_pool:``; a paused
+    #: topic's due ids set aside), "" per topic (held jobs stay in the pool):
+    #: reschedule.lua's and lookup.lua's last argument.
+    flow_pool_prefix: str
+    #: remove.lua's (classic) arguments after the id: the flow-pool prefix; none for remove_topic.lua.
+    remove_tail: Tuple[str, ...]
 
     def bucket(self, job_id: str) -> str:
         """The HASH holding one job."""
@@ -103,7 +109,7 @@ class Keys:
                               push_many_script=scripts.PUSH_MANY_TOPIC, remove_script=scripts.REMOVE_TOPIC,
                               dead_script=scripts.DEAD_TOPIC, release_script=scripts.RELEASE_TOPIC,
                               release4=tag + "dead", release_head=(tag + "job:",), outcomes=tag + "outcomes",
-                              flow=tag + "flow", gate=tag + "gate")
+                              flow=tag + "flow", gate=tag + "gate", flow_pool_prefix="", remove_tail=())
         return TopicNames(pool=self.job_pool, bucket_prefix=self.bucket_prefix,
                           ready="" if topic is None else self.ready_queue(topic), reserved=self.reserved,
                           malformed=self.malformed, receipt_seq=self.receipt_seq,
@@ -112,7 +118,8 @@ class Keys:
                           dead_script=scripts.DEAD, release_script=scripts.RELEASE, release4=self.scheduled_count,
                           release_head=(self.bucket_prefix, self.dead_prefix), outcomes=self.outcomes,
                           flow="" if topic is None else self.flow(topic),
-                          gate="" if topic is None else self.gate(topic))
+                          gate="" if topic is None else self.gate(topic),
+                          flow_pool_prefix=self.flow_pool_prefix, remove_tail=(self.flow_pool_prefix,))
 
     def topic(self, value: object) -> str:
         """Check a topic in this layout (:func:`check_topic`)."""
@@ -193,6 +200,22 @@ class Keys:
         """The LIST a paused topic's waits block on (absent while paused, written
         by a resume): ``<prefix>flow_gate:<topic>``."""
         return self.prefix + "flow_gate:" + topic
+
+    def flow_pool(self, topic: str) -> str:
+        """The ZSET of one topic's due ids set aside while it is paused or rate
+        limited (score: due time, s): ``<prefix>flow_pool:<topic>``."""
+        return self.flow_pool_prefix + topic
+
+    @property
+    def flow_pool_prefix(self) -> str:
+        """What every flow pool's name starts with: ``<prefix>flow_pool:``."""
+        return self.prefix + "flow_pool:"
+
+    @property
+    def flow_topics(self) -> str:
+        """The SET of topics under flow control, or whose flow pool still holds
+        ids: ``<prefix>flow_topics``."""
+        return self.prefix + "flow_topics"
 
     @property
     def scheduled_count(self) -> str:
