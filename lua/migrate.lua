@@ -6,7 +6,9 @@
 -- KEYS[1]  from  ZSET or LIST  one of the topic's job keys in the layout
 --          moved from: its pool or reserved set (ZSET), or its ready queue
 --          or dead-letter list (LIST): <prefix>job_pool, <prefix>reserved,
---          <prefix>ready_queue:<topic>, <prefix>dead:<topic>, or
+--          <prefix>ready_queue:<topic>, <prefix>dead:<topic>, a classic flow
+--          pool (ZSET, its held jobs: waiting ones, counted as the pool's)
+--          <prefix>flow_pool:<topic>, or
 --          <prefix>{<topic>}:pool, <prefix>{<topic>}:reserved,
 --          <prefix>{<topic>}:ready, <prefix>{<topic>}:dead
 -- KEYS[2]  to    ZSET or LIST  the same kind in the layout moved to:
@@ -15,7 +17,8 @@
 --          <prefix>job_pool, <prefix>reserved, <prefix>ready_queue:<topic>,
 --          <prefix>dead:<topic>
 -- KEYS[3]  scheduled counts  HASH  <prefix>scheduled_count (in every call;
---          written only when KEYS[1] or KEYS[2] is the classic pool)
+--          written only when KEYS[1] or KEYS[2] is the classic pool, or
+--          KEYS[1] a flow pool)
 -- ARGV[1]  bucket prefix moved from: <prefix>job_bucket: or <prefix>{<topic>}:job:
 -- ARGV[2]  bucket prefix moved to, the other of the two
 -- ARGV[3]  topic

@@ -104,6 +104,16 @@ impl Keys {
         format!("{}flow_pool:", self.prefix)
     }
 
+    /// A SCAN pattern matching every topic's flow pool (`delayer migrate`).
+    pub fn flow_pool_pattern(&self) -> String {
+        glob_prefix(&self.flow_pool_prefix())
+    }
+
+    /// A SCAN pattern matching every topic's flow hash (`delayer migrate`).
+    pub fn flow_pattern(&self) -> String {
+        glob_prefix(&format!("{}flow:", self.prefix))
+    }
+
     /// The SET of topics whose due ids the classic mover sets aside: topics
     /// under flow control, and topics whose flow pool still holds ids.
     pub fn flow_topics(&self) -> String {
@@ -274,6 +284,20 @@ impl TopicKeys {
     pub fn topic_of_pool<'a>(&self, key: &'a str) -> Option<&'a str> {
         let rest = key.strip_prefix(&self.prefix)?.strip_prefix('{')?;
         let topic = rest.strip_suffix("}:pool")?;
+        (!topic.is_empty() && !topic.contains(['{', '}'])).then_some(topic)
+    }
+
+    /// A SCAN pattern matching every topic's flow hash (`delayer migrate`).
+    pub fn flow_pattern(&self) -> String {
+        let mut pattern = glob_prefix(&format!("{}{{", self.prefix));
+        pattern.push_str("}:flow");
+        pattern
+    }
+
+    /// The topic of a key [`Self::flow_pattern`] matched, if it is one's.
+    pub fn topic_of_flow<'a>(&self, key: &'a str) -> Option<&'a str> {
+        let rest = key.strip_prefix(&self.prefix)?.strip_prefix('{')?;
+        let topic = rest.strip_suffix("}:flow")?;
         (!topic.is_empty() && !topic.contains(['{', '}'])).then_some(topic)
     }
 }

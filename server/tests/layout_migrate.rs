@@ -159,3 +159,56 @@ fn jobs_no_run_can_move_are_named_with_what_to_do() {
     assert_eq!(moved, 1, "the others move all the same");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn held_jobs_and_flow_control_move_with_their_topic() {
+    use delayer_protocol::keys::{Keys, TopicKeys};
+    let redis = RedisServer::start();
+    let dir = temp_dir("migrate-flow");
+    let conf = dir.join("delayer.conf");
+    std::fs::write(&conf, server_conf(redis.port(), 1000, "")).expect("conf");
+    let (classic, topic) = (Keys::new("delayer:"), TopicKeys::new("delayer:"));
+    let d = Delayer::open(&redis.url()).expect("client");
+    let mut r = redis.connection();
+    // "paused" is paused, and the classic mover set one of its jobs aside.
+    d.push("paused", "held", Duration::from_secs(600)).expect("push");
+    d.push("paused", "waiting", Duration::from_secs(900)).expect("push");
+    let due: f64 = r.zscore(classic.job_pool(), "held").expect("ZSCORE");
+    let _: () = r.zrem(classic.job_pool(), "held").expect("ZREM");
+    let _: () = r.zadd(classic.flow_pool("paused"), "held", due).expect("ZADD");
+    let _: () = r.hset(classic.flow("paused"), "paused", "1.000").expect("HSET");
+    let _: () = r.sadd(classic.flow_topics(), "paused").expect("SADD");
+    // An id without a job in another flow pool: left, and counted as left.
+    let _: () = r.zadd(classic.flow_pool("other"), "gone", 1.0).expect("ZADD");
+    assert_eq!(r.hget::<_, _, u64>(classic.scheduled_count(), "paused").expect("HGET"), 2);
+
+    let (ok, text) = migrate(&conf, "topic");
+    assert!(!ok, "the id without a job is left: {text}");
+    assert!(text.contains("moved scheduled  2") && text.contains("left 1 entries"), "{text}");
+    let pool: Vec<(String, f64)> = r.zrange_withscores(topic.pool("paused"), 0, -1).expect("ZRANGE");
+    assert_eq!(pool.len(), 2, "{pool:?}");
+    assert_eq!(pool[0].0, "held");
+    assert!((pool[0].1 - due).abs() < 0.0005, "the due time is kept: {pool:?}");
+    assert!(r.exists::<_, bool>(topic.bucket("paused", "held")).expect("EXISTS"));
+    assert_eq!(r.zcard::<_, u64>(classic.flow_pool("paused")).expect("ZCARD"), 0);
+    assert_eq!(r.hget::<_, _, Option<u64>>(classic.scheduled_count(), "paused").expect("HGET"), None);
+    assert_eq!(r.hget::<_, _, Option<String>>(topic.flow("paused"), "paused").expect("HGET").as_deref(), Some("1.000"));
+    // The per-topic layout's consumers see the pause.
+    let per_topic = Delayer::open(&redis.url()).expect("client").with_layout(Layout::Topic).expect("layout");
+    let _: () = r.lpush(topic.ready("paused"), "held").expect("LPUSH");
+    let _: () = r.zrem(topic.pool("paused"), "held").expect("ZREM");
+    assert!(per_topic.pop("paused").expect("pop").is_none(), "still paused after the move");
+
+    // Back: a per-topic flow hash (a limit, no pause) becomes the classic one,
+    // and the topic joins flow_topics.
+    let _: () = r.del(classic.flow_pool("other")).expect("DEL");
+    let _: () = r.hset(topic.flow("limited"), "per_second", "0.5").expect("HSET");
+    per_topic.push("limited", "1", Duration::from_secs(600)).expect("push");
+    let (ok, text) = migrate(&conf, "classic");
+    assert!(ok, "{text}");
+    assert_eq!(r.hget::<_, _, Option<String>>(classic.flow("limited"), "per_second").expect("HGET").as_deref(), Some("0.5"));
+    assert!(r.sismember::<_, _, bool>(classic.flow_topics(), "limited").expect("SISMEMBER"));
+    assert!(r.sismember::<_, _, bool>(classic.flow_topics(), "paused").expect("SISMEMBER"));
+    assert_eq!(r.hget::<_, _, Option<String>>(classic.flow("paused"), "paused").expect("HGET").as_deref(), Some("1.000"));
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,9 +1,10 @@
 //! `delayer migrate --to topic|classic`: moves every job to the other key
 //! layout on a running system (PROTOCOL.md, "Switching layouts").
 //!
-//! Jobs move topic by topic and state by state (waiting, reserved, ready,
-//! dead), each with its bucket, by lua/migrate.lua, whose calls are atomic:
-//! pushes, pops, moves and acks of either layout may run meanwhile, and a job
+//! Each topic's flow control (pause, rate limit) is copied first, once.
+//! Then jobs move topic by topic and state by state (waiting, reserved,
+//! ready, dead; a classic flow pool's held jobs are waiting ones), each with
+//! its bucket, by lua/migrate.lua, whose calls are atomic: pushes, pops, moves and acks of either layout may run meanwhile, and a job
 //! is always in exactly one layout. Towards the per-topic layout each topic's
 //! index entry is written as a client's would be. Passes repeat while they
 //! move something; what is left in the old layout is then counted and
@@ -97,6 +98,7 @@ pub fn run(conn: &mut Connection, prefix: &str, to: delayer::Layout) -> RedisRes
     }
     let (classic, topic) = (Keys::new(prefix), TopicKeys::new(prefix));
     let mut report = Report::default();
+    copy_flows(conn, &classic, &topic, to)?;
     for _ in 0..PASSES {
         let before = report.total();
         match to {
@@ -206,9 +208,91 @@ fn index(conn: &mut Connection, topic_keys: &TopicKeys, topic: &str) -> RedisRes
     pipe.query(conn)
 }
 
+/// The key's type ("none" when it does not exist).
+fn kind(conn: &mut Connection, key: &str) -> RedisResult<String> {
+    redis::cmd("TYPE").arg(key).query(conn)
+}
+
+/// Copies one flow-control hash (pause, rate limit) to the other layout's
+/// name for it: field by field, the destination's other fields kept. A key
+/// of another type is left alone. Returns the fields copied.
+fn copy_flow(conn: &mut Connection, from: &str, to: &str) -> RedisResult<BTreeMap<String, String>> {
+    if kind(conn, from)? != "hash" {
+        return Ok(BTreeMap::new());
+    }
+    let fields: BTreeMap<String, String> = conn.hgetall(from)?;
+    if !fields.is_empty() {
+        let pairs: Vec<(&String, &String)> = fields.iter().collect();
+        let _: () = conn.hset_multiple(to, &pairs)?;
+    }
+    Ok(fields)
+}
+
+/// Every classic flow pool (ZSET `<prefix>flow_pool:<topic>`) and its topic.
+fn flow_pools(conn: &mut Connection, classic: &Keys) -> RedisResult<Vec<(String, String)>> {
+    let prefix = classic.flow_pool_prefix();
+    let keys: Vec<String> = conn.scan_match(classic.flow_pool_pattern())?.collect::<RedisResult<_>>()?;
+    let mut pools = Vec::new();
+    for key in keys {
+        if let Some(t) = key.strip_prefix(&prefix).filter(|t| !t.is_empty()).map(str::to_string) {
+            if kind(conn, &key)? == "zset" {
+                pools.push((key, t));
+            }
+        }
+    }
+    Ok(pools)
+}
+
+/// Copies every topic's flow control to the `to` layout, before any job
+/// moves (a paused topic stays paused: its held jobs must not reach a
+/// consumer of the new layout before its pause does). Towards the classic
+/// layout a topic under control joins `flow_topics`, where the classic mover
+/// looks (its repair scan would find it, later).
+fn copy_flows(conn: &mut Connection, classic: &Keys, topic_keys: &TopicKeys, to: delayer::Layout) -> RedisResult<()> {
+    if to == delayer::Layout::Topic {
+        let flow_prefix = classic.flow("");
+        let flows: Vec<String> = conn.scan_match(classic.flow_pattern())?.collect::<RedisResult<_>>()?;
+        for key in flows {
+            // A topic with a brace is reported with its jobs (to_topic).
+            let Some(t) = key.strip_prefix(&flow_prefix).filter(|t| !t.is_empty() && !t.contains(['{', '}'])) else {
+                continue;
+            };
+            copy_flow(conn, &key, &topic_keys.flow(t))?;
+        }
+    } else {
+        let flows: Vec<String> = conn.scan_match(topic_keys.flow_pattern())?.collect::<RedisResult<_>>()?;
+        for key in flows {
+            let Some(t) = topic_keys.topic_of_flow(&key) else { continue };
+            let fields = copy_flow(conn, &key, &classic.flow(t))?;
+            if fields.contains_key("paused") || fields.contains_key("per_second") {
+                let _: () = conn.sadd(classic.flow_topics(), t)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn to_topic(conn: &mut Connection, classic: &Keys, topic_keys: &TopicKeys, report: &mut Report) -> RedisResult<()> {
     let counts = classic.scheduled_count();
     let mut touched = BTreeSet::new();
+    // A topic's held jobs (set aside by the classic mover): waiting jobs of
+    // its pool, still counted in the scheduled counts.
+    for (pool, t) in flow_pools(conn, classic)? {
+        if t.contains(['{', '}']) {
+            report.unnamable.insert(t);
+            continue;
+        }
+        let sides = Sides {
+            from: pool.clone(),
+            to: topic_keys.pool(&t),
+            from_buckets: classic.bucket_prefix(),
+            to_buckets: topic_keys.bucket_prefix(&t),
+            counts: &counts,
+            side: "from",
+        };
+        zscan_batches(conn, &pool, |conn, ids| call(conn, &t, &sides, Some(&ids), "scheduled", report).map(|_| ()))?;
+        touched.insert(t);
+    }
     // The shared ZSETs: each batch's ids grouped by their bucket's topic.
     for (zset, state) in [(classic.job_pool(), "scheduled"), (classic.reserved(), "reserved")] {
         zscan_batches(conn, &zset, |conn, ids| {
@@ -323,6 +407,9 @@ fn topics_of(conn: &mut Connection, topic_keys: &TopicKeys) -> RedisResult<BTree
 fn left_in_classic(conn: &mut Connection, classic: &Keys) -> RedisResult<u64> {
     let mut left: u64 = conn.zcard(classic.job_pool())?;
     left += conn.zcard::<_, u64>(classic.reserved())?;
+    for (pool, _) in flow_pools(conn, classic)? {
+        left += conn.zcard::<_, u64>(&pool)?;
+    }
     for pattern in [classic.ready_queue_pattern(), classic.dead_pattern()] {
         let lists: Vec<String> = conn.scan_match(&pattern)?.collect::<RedisResult<_>>()?;
         for list in lists {
