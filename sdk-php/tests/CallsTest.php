@@ -75,9 +75,18 @@ final class CallsTest extends TestCase
     {
         $keys = new Keys('p:');
         self::assertSame(
-            [Scripts::REMOVE, ['p:job_pool', 'p:job_bucket:close order', 'p:scheduled_count'], ['close order']],
+            [Scripts::REMOVE, ['p:job_pool', 'p:job_bucket:close order', 'p:scheduled_count'], ['close order', 'p:flow_pool:']],
             Calls::remove($keys, 'close order')
         );
+        // The flow-pool prefix (a paused topic's held jobs, classic layout only): "" per topic.
+        self::assertSame('p:flow_pool:t', $keys->flowPool('t'));
+        self::assertSame('p:flow_topics', $keys->flowTopics());
+        self::assertSame(['i', '5', 'p:wake', 'p:flow_pool:'], Calls::reschedule($keys, 'i', 5)[2]);
+        self::assertSame(['i', 't', 'p:flow_pool:'], Calls::lookup($keys, 't', 'i')[2]);
+        $perTopic = new Keys('p:', Keys::TOPIC);
+        self::assertSame(['i'], Calls::remove($perTopic, 'i', 't')[2]);
+        self::assertSame(['i', '5', 'p:wake', ''], Calls::reschedule($perTopic, 'i', 5, 't')[2]);
+        self::assertSame(['i', 't', ''], Calls::lookup($perTopic, 't', 'i')[2]);
         [$script, $k, $argv] = Calls::push($keys, Calls::job($keys, Message::create('i', 't', 'b'), 1.5, 60), true);
         self::assertSame(Scripts::PUSH, $script);
         self::assertSame(['p:job_pool', 'p:job_bucket:i', 'p:scheduled_count'], $k);

@@ -239,3 +239,23 @@ def test_hand_out_calls_send_the_topics_flow_keys() -> None:
         assert one.keys[6:] == many.keys[6:] == [PREFIX + flow, PREFIX + gate]
         assert len(pop.keys) == len(header_keys("pop")) and len(take.keys) == len(header_keys("take"))
         assert len(one.keys) == len(header_keys("reserve"))
+
+
+def test_the_flow_pool_prefix_is_passed_where_a_held_job_may_be() -> None:
+    """A paused topic's held jobs (issue 23): in the classic layout, in
+    <prefix>flow_pool:<topic>, which remove, reschedule and lookup are told
+    of; per topic they stay in the pool, so the prefix is "" (remove_topic.lua
+    takes none)."""
+    from delayer.inspect import job_op
+
+    k = Keys(PREFIX)
+    assert k.flow_pool("t") == PREFIX + "flow_pool:t" and k.flow_pool_prefix == PREFIX + "flow_pool:"
+    assert k.flow_topics == PREFIX + "flow_topics"
+    assert _calls.remove_call(k, "a").args == ["a", PREFIX + "flow_pool:"]
+    assert _calls.reschedule_call(k, "a", 1).args[3] == PREFIX + "flow_pool:"
+    assert next(job_op(k, "t", "a")).args == ["a", "t", PREFIX + "flow_pool:"]  # type: ignore[arg-type]
+    t = Keys(PREFIX, "topic")
+    assert t.names("t").flow_pool_prefix == ""
+    assert _calls.remove_call(t, "a", "t").args == ["a"]
+    assert _calls.reschedule_call(t, "a", 1, "t").args[3] == ""
+    assert next(job_op(t, "t", "a")).args == ["a", "t", ""]  # type: ignore[arg-type]
