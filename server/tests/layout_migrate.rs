@@ -206,9 +206,15 @@ fn held_jobs_and_flow_control_move_with_their_topic() {
     per_topic.push("limited", "1", Duration::from_secs(600)).expect("push");
     let (ok, text) = migrate(&conf, "classic");
     assert!(ok, "{text}");
-    assert_eq!(r.hget::<_, _, Option<String>>(classic.flow("limited"), "per_second").expect("HGET").as_deref(), Some("0.5"));
+    assert_eq!(
+        r.hget::<_, _, Option<String>>(classic.flow("limited"), "per_second").expect("HGET").as_deref(),
+        Some("0.5")
+    );
     assert!(r.sismember::<_, _, bool>(classic.flow_topics(), "limited").expect("SISMEMBER"));
     assert!(r.sismember::<_, _, bool>(classic.flow_topics(), "paused").expect("SISMEMBER"));
-    assert_eq!(r.hget::<_, _, Option<String>>(classic.flow("paused"), "paused").expect("HGET").as_deref(), Some("1.000"));
+    assert_eq!(
+        r.hget::<_, _, Option<String>>(classic.flow("paused"), "paused").expect("HGET").as_deref(),
+        Some("1.000")
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
