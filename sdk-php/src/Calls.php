@@ -214,6 +214,22 @@ final class Calls
         return [Scripts::LIST, [$key], $argv];
     }
 
+    /**
+     * flow.lua / flow_topic.lua: read ("get"), pause or resume $topic's flow control.
+     *
+     * @param value-of<Scripts::FLOW_ACTIONS> $action
+     * @throws InvalidArgumentException on a bad topic
+     */
+    public static function flow(Keys $keys, string $topic, string $action): array
+    {
+        $topic = $keys->topic($topic);
+        if (!\in_array($action, Scripts::FLOW_ACTIONS, true)) {
+            throw new InvalidArgumentException(sprintf('flow action "%s" is not one of get, pause, resume', $action));
+        }
+        $n = $keys->names($topic);
+        return [$n->script(Scripts::FLOW), [(string) $n->flow, (string) $n->gate, ...$n->flowKeys], [$topic, $action, $n->wake]];
+    }
+
     private static function policy(bool $ifAbsent): string
     {
         return $ifAbsent ? Scripts::IF_ABSENT : Scripts::REPLACE;

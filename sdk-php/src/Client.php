@@ -24,7 +24,7 @@ use Delayer\Exception\ConnectionException;
  * In the per-topic layout ids are per topic: calls naming a job by id take its topic too.
  *
  * The public methods are in {@see LegacyApi}, {@see Pushes}, {@see Reservations},
- * {@see DeadLetters} and {@see Inspect}. Every method that reaches Redis may
+ * {@see DeadLetters}, {@see Inspect} and {@see FlowControl}. Every method that reaches Redis may
  * throw ConnectionException (transient), RedisErrorException (calling again
  * does not cure it) and ProtocolException. Do not share a Client across a fork.
  */
@@ -36,6 +36,7 @@ class Client
     use Reservations;
     use DeadLetters;
     use Inspect;
+    use FlowControl;
 
     /** mix/delayer-client 1.x's key names, for the default prefix (the client's own: {@see getKeys()}). */
     public const KEY_JOB_POOL = Keys::DEFAULT_PREFIX . 'job_pool';

@@ -82,14 +82,15 @@ final class Keys
                 $this->malformed(), $this->reserved(), $this->receiptSeq(), $topic === null ? null : $this->dead($topic),
                 $this->wake(), $this->outcomes(), [], [$this->scheduledCount()], $this->scheduledCount(),
                 [$this->bucketPrefix(), $this->deadPrefix()], $topic === null ? null : $this->flow($topic),
-                $topic === null ? null : $this->gate($topic), $this->flowPoolPrefix(), [$this->flowPoolPrefix()]);
+                $topic === null ? null : $this->gate($topic), $this->flowPoolPrefix(), [$this->flowPoolPrefix()],
+                $topic === null ? [] : [$this->flowTopics(), $this->flowPool($topic)]);
         }
         if ($topic === null) {
             throw new \LogicException('the per-topic layout names a topic for every call');
         }
         $of = fn (string $kind): string => "{$this->prefix}{{$topic}}:{$kind}";
         return new Names($topic, $of('pool'), $of('job:'), $of('ready'), $of('malformed'), $of('reserved'), $of('receipt_seq'), $of('dead'),
-            $this->wake(), $of('outcomes'), Scripts::PER_TOPIC, [], $of('dead'), [$of('job:')], $of('flow'), $of('gate'), '', []);
+            $this->wake(), $of('outcomes'), Scripts::PER_TOPIC, [], $of('dead'), [$of('job:')], $of('flow'), $of('gate'), '', [], [$of('pool')]);
     }
 
     /** `<prefix>due`: the per-topic layout's index, topic => earliest time the server is needed. */

@@ -20,6 +20,8 @@ final class Names
      * @param string|null           $flow        the topic's flow-control hash and $gate the list a resume writes (null without a topic)
      * @param string                $flowPoolPrefix what a classic flow pool's name starts with (a paused topic's due ids set aside), "" per topic (held jobs stay in the pool)
      * @param list<string>          $removeTail  remove's ARGV after the id: the flow-pool prefix (remove.lua), or none (remove_topic.lua)
+     * @param list<string>          $flowKeys    flow.lua's KEYS after the hash and gate: the flow topics and the topic's flow pool
+     *                                           (classic), or the topic's pool (flow_topic.lua); [] without a topic
      */
     public function __construct(
         public readonly ?string $topic,
@@ -40,6 +42,7 @@ final class Names
         public readonly ?string $gate,
         public readonly string $flowPoolPrefix,
         public readonly array $removeTail,
+        public readonly array $flowKeys,
     ) {
     }
 

@@ -243,6 +243,21 @@ final class Replies
         return new Stats(self::int($reply[0]), self::int($reply[1]), $topics);
     }
 
+    /** flow.lua's [paused_since ("s.mmm" or ""), changed (0/1), now ("s.mmm"), held]. */
+    public static function flow(mixed $reply): FlowState
+    {
+        if (!\is_array($reply) || \count($reply) !== 4) {
+            throw self::bad(Scripts::FLOW, $reply);
+        }
+        [$since, $changed, $now, $held] = array_values($reply);
+        if (!\is_string($since) || ($since !== '' && !is_numeric($since)) || ($changed !== 0 && $changed !== 1)
+            || !\is_int($held) || $held < 0
+        ) {
+            throw self::bad(Scripts::FLOW, $reply);
+        }
+        return new FlowState($since === '' ? null : (float) $since, $held, $changed === 1, self::seconds($now, Scripts::FLOW));
+    }
+
     /** A script's "s.mmm" time as Unix seconds. */
     public static function seconds(mixed $time, string $script): float
     {

@@ -26,18 +26,24 @@ final class Scripts
     public const LOOKUP = 'lookup';
     public const LIST = 'list';
     public const STATS = 'stats';
+    public const FLOW = 'flow';
 
     /** The per-topic layout's script for each classic one whose work differs by layout (one shape per script, issue 21). */
     public const PER_TOPIC = [
         self::PUSH => 'push_topic', self::PUSH_MANY => 'push_many_topic', self::REMOVE => 'remove_topic', self::DEAD => 'dead_topic', self::RELEASE => 'release_topic',
+        self::FLOW => 'flow_topic',
     ];
 
     /** Every script this SDK ships (lua/<name>.lua). */
     public const NAMES = [
         self::PUSH, self::PUSH_MANY, self::POP, self::TAKE, self::REMOVE,
         self::RESERVE, self::ACK, self::TOUCH, self::RELEASE, self::RESCHEDULE, self::DEAD,
-        self::LOOKUP, self::LIST, self::STATS, 'push_topic', 'push_many_topic', 'remove_topic', 'dead_topic', 'release_topic',
+        self::LOOKUP, self::LIST, self::STATS, self::FLOW, 'push_topic', 'push_many_topic', 'remove_topic', 'dead_topic', 'release_topic',
+        'flow_topic',
     ];
+
+    /** flow.lua's actions: read, pause or resume a topic. */
+    public const FLOW_ACTIONS = ['get', 'pause', 'resume'];
 
     /** push.lua's duplicate policies: a taken id's job is replaced (1.x), or left alone and reported. */
     public const REPLACE = 'replace';

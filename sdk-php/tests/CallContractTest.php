@@ -38,6 +38,7 @@ final class CallContractTest extends TestCase
             Calls::deadList($k, 't', 0, 10),
             Calls::deadAction($k, 't', 'requeue', ['a']),
             Calls::deadAction($k, 't', 'purge', null),
+            Calls::flow($k, 't', 'pause'),
         ];
         $out = [];
         foreach ($calls as $i => $call) {
@@ -104,6 +105,7 @@ final class CallContractTest extends TestCase
             Calls::release($t, 'a', '', 'bury', '', 't'),
             Calls::deadList($t, 't', 0, 10),
             Calls::deadAction($t, 't', 'requeue', ['a', 'b']),
+            Calls::flow($t, 't', 'get'),
         ];
         $out = self::calls();
         foreach ($calls as $i => $call) {

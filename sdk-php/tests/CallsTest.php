@@ -5,6 +5,8 @@ declare(strict_types=1);
 namespace Delayer\Tests;
 
 use Delayer\Exception\DelayerException;
+use Delayer\Exception\InvalidArgumentException;
+use Delayer\FlowState;
 use Delayer\Exception\ProtocolException;
 use Delayer\Keys;
 use Delayer\Message;
@@ -37,6 +39,13 @@ final class CallsTest extends TestCase
         yield 'wait: the time a string' => [static fn () => Replies::pop(['paused', '5000', 'g'])];
         yield 'batch: jobs beside a wait' => [static fn () => Replies::reserveBatch([[], [['a', 't', 'b', 1, 25, '7', '1.000', '']], ['paused', 5000, 'g']], 0, 5)];
         yield 'batch: a third element not a wait' => [static fn () => Replies::reserveBatch([[], [], ['x']], 0, 5)];
+        yield 'flow: three fields' => [static fn () => Replies::flow(['', 0, '1.000'])];
+        yield 'flow: paused since not a time' => [static fn () => Replies::flow(['soon', 0, '1.000', 0])];
+        yield 'flow: changed 2' => [static fn () => Replies::flow(['', 2, '1.000', 0])];
+        yield 'flow: now not a time' => [static fn () => Replies::flow(['', 0, '', 0])];
+        yield 'flow: held a string' => [static fn () => Replies::flow(['', 0, '1.000', '3'])];
+        yield 'flow: held negative' => [static fn () => Replies::flow(['', 0, '1.000', -1])];
+        yield 'flow: nil' => [static fn () => Replies::flow(null)];
     }
 
     /**
@@ -69,6 +78,28 @@ final class CallsTest extends TestCase
         self::assertFalse(Replies::pop($wait));
         self::assertFalse(Replies::reserve($wait));
         self::assertSame([[true], []], Replies::reserveBatch([[1], [], $wait], 1, 5));
+        self::assertEquals(new FlowState(12.5, 3, true, 12.5), Replies::flow(['12.500', 1, '12.500', 3]));
+        self::assertEquals(new FlowState(null, 0, false, 13.25), Replies::flow(['', 0, '13.250', 0]));
+    }
+
+    public function testFlowCallsNameTheLayoutsKeys(): void
+    {
+        self::assertSame(
+            ['flow', ['p:flow:t', 'p:flow_gate:t', 'p:flow_topics', 'p:flow_pool:t'], ['t', 'pause', 'p:wake']],
+            Calls::flow(new Keys('p:'), 't', 'pause'),
+        );
+        self::assertSame(
+            ['flow_topic', ['p:{t}:flow', 'p:{t}:gate', 'p:{t}:pool'], ['t', 'get', 'p:wake']],
+            Calls::flow(new Keys('p:', Keys::TOPIC), 't', 'get'),
+        );
+        foreach ([[new Keys('p:'), ''], [new Keys('p:', Keys::TOPIC), 'a{b}'], [new Keys('p:'), 'x']] as $i => [$keys, $topic]) {
+            try {
+                Calls::flow($keys, $topic, $i === 2 ? 'stop' : 'get');
+                self::fail("expected InvalidArgumentException for case {$i}");
+            } catch (InvalidArgumentException $e) {
+                self::assertInstanceOf(DelayerException::class, $e);
+            }
+        }
     }
 
     public function testCallsAreBuiltWithoutIo(): void

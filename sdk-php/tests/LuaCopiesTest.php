@@ -27,7 +27,7 @@ final class LuaCopiesTest extends TestCase
         // move(_topic).lua and the like are the server's alone; release(_topic).lua
         // is shipped for its "held" mode (its "expired" mode is the server's too).
         self::assertSame([
-            'ack.lua', 'dead.lua', 'dead_topic.lua', 'list.lua', 'lookup.lua', 'pop.lua', 'push.lua', 'push_many.lua',
+            'ack.lua', 'dead.lua', 'dead_topic.lua', 'flow.lua', 'flow_topic.lua', 'list.lua', 'lookup.lua', 'pop.lua', 'push.lua', 'push_many.lua',
             'push_many_topic.lua', 'push_topic.lua', 'release.lua', 'release_topic.lua', 'remove.lua', 'remove_topic.lua',
             'reschedule.lua', 'reserve.lua', 'stats.lua', 'take.lua', 'touch.lua',
         ], $names);

@@ -1,0 +1,31 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Delayer;
+
+/**
+ * One topic's flow control as flow.lua answered it ({@see Client::flow()},
+ * docs/PROTOCOL.md, "Flow control"), after the call's action.
+ */
+final class FlowState
+{
+    /**
+     * @param float|null $pausedSince when the topic was paused (Unix seconds, Redis's clock), null while it runs
+     * @param int        $held        due jobs the pause holds back (0 while running, once the server has let them go)
+     * @param bool       $changed     whether the call changed the state (a pause of a running topic, a resume of a paused one)
+     * @param float      $at          Redis's clock at the call (Unix seconds)
+     */
+    public function __construct(
+        public readonly ?float $pausedSince,
+        public readonly int $held,
+        public readonly bool $changed,
+        public readonly float $at,
+    ) {
+    }
+
+    public function isPaused(): bool
+    {
+        return $this->pausedSince !== null;
+    }
+}
