@@ -17,9 +17,11 @@ trait BlockedChild
 
     /**
      * Starts a PHP process that waits (polling, up to 10 s) until a client is
-     * blocked in Redis, then runs $steps: a command, ['SLEEP', seconds], or
-     * ['EXPECT', reply, command...] (exit 3 when the reply differs); it prints
-     * the time its last step ended.
+     * blocked in Redis, then runs $steps: a command, ['SLEEP', seconds],
+     * ['EXPECT', reply, command...] (exit 3 when the reply differs) or
+     * ['CLIENT', result, options, method, args...]: a Client's call (with
+     * $options, on this server), exit 4 when it returns another result; it
+     * prints the time its last step ended.
      *
      * @param list<mixed> ...$steps
      * @return resource the process
@@ -39,6 +41,12 @@ trait BlockedChild
             foreach (json_decode($argv[2], true) as $step) {
                 if ($step[0] === 'SLEEP') {
                     usleep((int) ($step[1] * 1e6));
+                } elseif ($step[0] === 'CLIENT') {
+                    require_once $argv[3];
+                    $client = new \Delayer\Client($step[2] + ['host' => '127.0.0.1', 'port' => (int) $argv[1]]);
+                    if ($client->{$step[3]}(...\array_slice($step, 4)) !== $step[1]) {
+                        exit(4);
+                    }
                 } elseif ($step[0] === 'EXPECT') {
                     if ($r->rawCommand(...\array_slice($step, 2)) !== $step[1]) {
                         exit(3);
@@ -52,7 +60,7 @@ trait BlockedChild
         $this->childOut = (string) tempnam(sys_get_temp_dir(), 'delayer-php-child-');
         $this->childErr = (string) tempnam(sys_get_temp_dir(), 'delayer-php-child-');
         $process = proc_open(
-            [PHP_BINARY, '-r', $code, (string) RedisServer::shared()->port, json_encode($steps)],
+            [PHP_BINARY, '-r', $code, (string) RedisServer::shared()->port, json_encode($steps), \dirname(__DIR__) . '/vendor/autoload.php'],
             [0 => ['file', '/dev/null', 'r'], 1 => ['file', $this->childOut, 'w'], 2 => ['file', $this->childErr, 'w']],
             $pipes
         );
