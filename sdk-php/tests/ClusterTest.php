@@ -482,19 +482,24 @@ final class ClusterTest extends TestCase
         self::assertSame('j', $client->bPop('slow', 5)->getId());
     }
 
-    /** A paused topic's wait blocks on its gate, in the topic's slot, as long as asked (issue 23). */
+    /** pause() / resume() on every master; a paused topic's wait blocks on its gate, in the topic's slot, as long as asked (issue 23). */
     public function testAPausedTopicWaitsOnItsGate(): void
     {
         $client = $this->client(['timeout' => 0.5]);
         foreach ($this->topicPerMaster('p') as $topic) {
             $client->pushTo($topic, 'j', 0);
             $this->moveTopic($topic, 1);
-            $this->raw()->hSet($this->key($topic, 'flow'), 'paused', '1.000');
+            self::assertTrue($client->pause($topic), 'one EVALSHA: the topic\'s three keys share its slot');
+            self::assertTrue($client->isPaused($topic));
+            self::assertTrue($this->raw()->hExists($this->key($topic, 'flow'), 'paused'), 'written in the topic\'s slot');
             $began = microtime(true);
             self::assertFalse($client->bPop($topic, 1.2));
             self::assertGreaterThanOrEqual(1.2, microtime(true) - $began);
             self::assertSame(['j'], $this->raw()->lRange($this->key($topic, 'ready'), 0, -1));
-            $this->raw()->eval(FlowTest::RESUME, [$this->key($topic, 'flow'), $this->key($topic, 'gate')], 2);
+            $client->pushTo($topic, 'due', 0);
+            self::assertSame(1, $client->flow($topic)->held, 'the due job in the topic\'s pool');
+            self::assertTrue($client->resume($topic));
+            self::assertFalse($client->resume($topic));
             self::assertSame('j', $client->bReserve($topic, 30, 1)->id);
         }
     }

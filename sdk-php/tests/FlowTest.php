@@ -11,9 +11,10 @@ use Delayer\ReservedMessage;
 /**
  * Consumers obey a topic's flow control (issue 23, slice 1;
  * docs/design/flow-control.md §3), in both layouts, on a real redis-server:
- * the pause and the resume are written by hand as flow.lua will write them
- * (`HSET <flow> paused <time>`; `HDEL <flow> paused`, then the gate
- * `DEL; RPUSH 1; PEXPIRE 60000`). A paused topic hands out nothing and leaves
+ * the pause and the resume go through the client's pause() and resume()
+ * (flow.lua), except in one case where the pause is written by hand, as
+ * flow.lua writes it (`HSET <flow> paused <time>`), together with the ids
+ * landing in the ready list. A paused topic hands out nothing and leaves
  * its ready list as it was; a wait blocks on the gate and ends at the resume.
  */
 final class FlowTest extends RedisTestCase
@@ -22,11 +23,9 @@ final class FlowTest extends RedisTestCase
 
     private const P = 'fl:';
 
-    /** A resume as flow.lua's (EVAL with KEYS flow, gate): the flag goes, then the gate wakes every waiter. */
-    public const RESUME = "redis.call('HDEL', KEYS[1], 'paused') redis.call('DEL', KEYS[2]) "
-        . "redis.call('RPUSH', KEYS[2], '1') redis.call('PEXPIRE', KEYS[2], 60000)";
-
     private string $layout = 'classic';
+
+    private Client $flowClient;
 
     /** @return iterable<string, array{string}> */
     public static function layouts(): iterable
@@ -50,7 +49,7 @@ final class FlowTest extends RedisTestCase
     private function flowClient(string $layout): Client
     {
         $this->layout = $layout;
-        return $this->client(['layout' => $layout, 'prefix' => self::P]);
+        return $this->flowClient = $this->client(['layout' => $layout, 'prefix' => self::P]);
     }
 
     /** Jobs of topic t made ready by hand (as the server's move would), in this order. */
@@ -64,12 +63,12 @@ final class FlowTest extends RedisTestCase
 
     private function pause(): void
     {
-        $this->redis->hSet($this->key('flow'), 'paused', '1.000');
+        self::assertTrue($this->flowClient->pause('t'));
     }
 
     private function resume(): void
     {
-        $this->redis->eval(self::RESUME, [$this->key('flow'), $this->key('gate')], 2);
+        self::assertTrue($this->flowClient->resume('t'));
     }
 
     /** @dataProvider layouts */
@@ -89,7 +88,7 @@ final class FlowTest extends RedisTestCase
         self::assertSame($before, $this->redis->lRange($this->key('ready'), 0, -1), 'the ready list untouched');
         self::assertSame(0, $this->redis->zCard($this->key('reserved')));
 
-        $this->redis->hDel($this->key('flow'), 'paused');
+        $this->resume();
         self::assertSame('a', $client->pop('t')->id, 'first due, first out');
         self::assertSame('b', $client->reserve('t', 30)->id);
         self::assertSame(['c'], array_map(static fn (ReservedMessage $j): string => $j->id, $client->reserveMany('t', 30, 5)[1]));
@@ -111,7 +110,7 @@ final class FlowTest extends RedisTestCase
                 ['SLEEP', 1.0],
                 ['EXPECT', [$name], 'LRANGE', $this->key('ready'), '0', '-1'],
                 ['EXPECT', 0, 'ZCARD', $this->key('reserved')],
-                ['EVAL', self::RESUME, '2', $this->key('flow'), $this->key('gate')],
+                ['CLIENT', true, ['layout' => $layout, 'prefix' => self::P], 'resume', 't'],
             );
             $start = microtime(true);
             $job = $wait();
@@ -153,7 +152,7 @@ final class FlowTest extends RedisTestCase
         foreach (['a', 'b'] as $id) {
             $client->pushTo('t', $id, 3600, "body {$id}");
         }
-        // bPop blocks in BRPOP on the empty list; the pause and two ids land at once, BRPOP takes "a"
+        // bPop blocks in BRPOP on the empty list; the pause (by hand, as flow.lua's HSET) and two ids land at once, BRPOP takes "a"
         $child = $this->whenBlocked(
             ['EVAL', "redis.call('HSET', KEYS[1], 'paused', '1.000') redis.call('ZREM', KEYS[2], 'a', 'b') "
                 . "redis.call('LPUSH', KEYS[3], 'a', 'b')", '3', $this->key('flow'), $this->key('pool'), $this->key('ready')],

@@ -10,8 +10,7 @@ use Delayer\Message;
  * A Worker on a paused topic (docs/design/flow-control.md §3.3): its idle
  * waits go through bReserve / bPop, which wait on the topic's gate, so it
  * starts no job and costs Redis what an idle Worker costs; after the resume
- * it runs every job once. The pause and resume are written by hand, as
- * flow.lua will write them.
+ * it runs every job once. The pause and resume are the client's (flow.lua).
  */
 final class FlowWorkerTest extends WorkerHarness
 {
@@ -32,7 +31,7 @@ final class FlowWorkerTest extends WorkerHarness
     public function testAPausedTopicStartsNoJobUntilResumed(string $mode): void
     {
         $redis = $this->redis();
-        $redis->hSet('delayer:flow:mail', 'paused', '1.000');
+        self::assertTrue($this->client()->pause('mail'));
         $this->push([Message::create('a', 'mail', 'ok'), Message::create('b', 'mail', 'ok'), Message::create('c', 'mail', 'ok')]);
         $pid = $this->startWorker(['WORKER_TOPICS' => 'mail', 'WORKER_MODE' => $mode]);
         $this->waitUntil(fn (): bool => $redis->lLen('delayer:ready_queue:mail') === 3, 'the jobs are ready');
@@ -49,7 +48,7 @@ final class FlowWorkerTest extends WorkerHarness
         self::assertSame([], $this->events(['event' => 'job_started']));
         self::assertSame(3, $redis->lLen('delayer:ready_queue:mail'));
 
-        $redis->eval(FlowTest::RESUME, ['delayer:flow:mail', 'delayer:flow_gate:mail'], 2);
+        self::assertTrue($this->client()->resume('mail'));
         $this->waitUntil(fn (): bool => \count($this->events(['event' => 'job_succeeded'])) === 3, 'every job ran', 10.0);
         $this->signal($pid, SIGTERM);
         self::assertSame(0, $this->waitForExit($pid));
