@@ -223,6 +223,15 @@ function handle(Client $client, array $req): array
                 'deadline' => $j->deadline, 'dead_at' => $j->deadAt, 'dead_reason' => $j->deadReason,
                 'last_error' => $j->lastError, 'traceparent' => $j->traceparent,
             ]];
+        case 'pause':
+            return ['changed' => $client->pause($req['topic'])];
+        case 'resume':
+            return ['changed' => $client->resume($req['topic'])];
+        case 'is_paused':
+            return ['paused' => $client->isPaused($req['topic'])];
+        case 'flow':
+            $flow = $client->flow($req['topic']);
+            return ['paused_since' => $flow->pausedSince, 'held' => $flow->held];
         case 'read_config':
             // Client::fromConfig() connects (1.x's constructor does): read and
             // check what it would be built from, without connecting, as the
