@@ -60,6 +60,7 @@ def calls() -> List[ScriptCall]:
         _calls.bury_call(k, "a", None),
         _calls.reschedule_call(k, "a", 1),
         _calls.dead_list_call(k, "t", 0, 10),
+        _calls.flow_call(k, "t", "pause"),
         *by_ids,
         next(stats),  # type: ignore[arg-type]
     ]
@@ -82,9 +83,9 @@ def test_no_call_hands_a_script_the_bare_prefix() -> None:
 def test_each_layout_runs_its_own_scripts() -> None:
     # issue 21: one shape per script; keys.py alone picks a layout's
     classic = {c.script for c in calls()}
-    assert {"push", "push_many", "remove", "dead", "release"} <= classic
+    assert {"push", "push_many", "remove", "dead", "release", "flow"} <= classic
     assert not any(s.endswith("_topic") for s in classic)
-    assert {"push_topic", "push_many_topic", "remove_topic", "dead_topic", "release_topic"} <= {
+    assert {"push_topic", "push_many_topic", "remove_topic", "dead_topic", "release_topic", "flow_topic"} <= {
         c.script for c in topic_calls()}
     release = _calls.release_call(Keys(PREFIX), "a", 1, "1")
     assert release.keys[3] == PREFIX + "scheduled_count"
@@ -111,6 +112,10 @@ PER_TOPIC = {
     "<prefix>outcomes": "{t}:outcomes",
     "<prefix>flow:<topic>": "{t}:flow",
     "<prefix>flow_gate:<topic>": "{t}:gate",
+    # flow_topic.lua's header names the per-topic keys themselves
+    "<prefix>{<topic>}:flow": "{t}:flow",
+    "<prefix>{<topic>}:gate": "{t}:gate",
+    "<prefix>{<topic>}:pool": "{t}:pool",
 }
 
 
@@ -136,6 +141,7 @@ def topic_calls() -> List[ScriptCall]:
         _calls.bury_call(k, "a", None, None, "t"),
         _calls.reschedule_call(k, "a", 1, "t"),
         _calls.dead_list_call(k, "t", 0, 10),
+        _calls.flow_call(k, "t", "resume"),
         every,
         next(job_op(k, "t", "a")),  # type: ignore[arg-type]
         next(scan_op(k, False, "t", 0, 10)),  # type: ignore[arg-type]
@@ -146,7 +152,7 @@ def topic_calls() -> List[ScriptCall]:
 def test_per_topic_calls_use_the_topics_names_in_one_slot(call: ScriptCall) -> None:
     header = header_keys(call.script)
     # the layout's own scripts where the work differs (issue 21: one shape per script)
-    assert call.script not in ("push", "push_many", "remove", "dead", "release"), call.script
+    assert call.script not in ("push", "push_many", "remove", "dead", "release", "flow"), call.script
     if call.script == "release_topic":
         # KEYS[4] is the topic's dead-letter list; no dead-letter prefix: ARGV[2] is the action
         assert call.keys == [PREFIX + "{t}:reserved", PREFIX + "{t}:pool", PREFIX + "{t}:malformed",
@@ -259,3 +265,16 @@ def test_the_flow_pool_prefix_is_passed_where_a_held_job_may_be() -> None:
     assert _calls.remove_call(t, "a", "t").args == ["a"]
     assert _calls.reschedule_call(t, "a", 1, "t").args[3] == ""
     assert next(job_op(t, "t", "a")).args == ["a", "t", ""]  # type: ignore[arg-type]
+
+
+def test_flow_calls_send_the_headers_keys_and_arguments() -> None:
+    # flow.lua: flow hash, gate, flow_topics, flow pool; flow_topic.lua: the topic's flow, gate, pool
+    classic = _calls.flow_call(Keys(PREFIX), "t", "pause")
+    assert classic == ScriptCall("flow", [PREFIX + "flow:t", PREFIX + "flow_gate:t", PREFIX + "flow_topics",
+                                          PREFIX + "flow_pool:t"], ["t", "pause", PREFIX + "wake"])
+    per_topic = _calls.flow_call(Keys(PREFIX, "topic"), "t", "get")
+    assert per_topic == ScriptCall("flow_topic", [PREFIX + "{t}:flow", PREFIX + "{t}:gate", PREFIX + "{t}:pool"],
+                                   ["t", "get", PREFIX + "wake"])
+    assert [len(c.keys) for c in (classic, per_topic)] == [len(header_keys("flow")), len(header_keys("flow_topic"))]
+    with pytest.raises(ValueError):
+        _calls.flow_call(Keys(PREFIX), "t", "stop")  # an action no script takes: the SDK's own mistake

@@ -24,6 +24,8 @@ def test_only_the_client_scripts_are_shipped() -> None:
         "ack.lua",
         "dead.lua",
         "dead_topic.lua",
+        "flow.lua",
+        "flow_topic.lua",
         "list.lua",
         "lookup.lua",
         "pop.lua",
@@ -58,6 +60,10 @@ def test_key_names() -> None:
     assert k.flow("mail") == "shop:delayer:flow:mail"
     assert k.gate("mail") == "shop:delayer:flow_gate:mail"
     assert (k.names("mail").flow, k.names("mail").gate) == (k.flow("mail"), k.gate("mail"))
+    assert k.flow_pool("mail") == "shop:delayer:flow_pool:mail"
+    assert k.flow_topics == "shop:delayer:flow_topics"
+    assert k.names("mail").flow_tail == (k.flow_topics, k.flow_pool("mail"))
     topic = Keys("shop:", "topic").names("mail")
     assert (topic.flow, topic.gate, topic.ready) == ("shop:{mail}:flow", "shop:{mail}:gate", "shop:{mail}:ready")
+    assert topic.flow_tail == ("shop:{mail}:pool",)
     assert Keys().job_pool == "delayer:job_pool"

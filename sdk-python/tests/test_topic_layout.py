@@ -340,6 +340,10 @@ def test_braces_in_a_topic_are_refused_by_name(d: Delayer, topic: str) -> None:
         lambda: d.purge_dead(topic),
         lambda: d.job(topic, "1"),
         lambda: d.list_scheduled(topic),
+        lambda: d.pause(topic),
+        lambda: d.resume(topic),
+        lambda: d.is_paused(topic),
+        lambda: d.flow(topic),
         lambda: Worker(d).handle(topic, print),
     ):
         with pytest.raises(InvalidArgument) as e:

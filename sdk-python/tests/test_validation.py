@@ -66,6 +66,11 @@ for i, bad in enumerate(BAD_NAMES):
     CASES[f"dead_letters-topic-{i}"] = lambda d, bad=bad: d.dead_letters(bad)
     CASES[f"requeue_dead-topic-{i}"] = lambda d, bad=bad: d.requeue_dead(bad)
     CASES[f"purge_dead-id-{i}"] = lambda d, bad=bad: d.purge_dead("t", ["ok", bad])
+    # flow control
+    CASES[f"pause-topic-{i}"] = lambda d, bad=bad: d.pause(bad)
+    CASES[f"resume-topic-{i}"] = lambda d, bad=bad: d.resume(bad)
+    CASES[f"is_paused-topic-{i}"] = lambda d, bad=bad: d.is_paused(bad)
+    CASES[f"flow-topic-{i}"] = lambda d, bad=bad: d.flow(bad)
 for i, bad in enumerate(BAD_TTRS):
     CASES[f"reserve-ttr-{i}"] = lambda d, bad=bad: d.reserve("t", bad)
     CASES[f"breserve-ttr-{i}"] = lambda d, bad=bad: d.breserve("t", bad, 0.1)

@@ -20,15 +20,15 @@ from .client import Delayer
 from .errors import (AuthenticationFailed, ConfigError, ConnectionFailed, DelayerError, IdTakenError, InvalidArgument,
                      NotReplicatedError, ProtocolError)
 from .keys import DEFAULT_PREFIX, Keys
-from .models import (DEFAULT_MAX_ATTEMPTS, DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message,
+from .models import (DEFAULT_MAX_ATTEMPTS, DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, FlowState, Job, Message,
                      ReservedMessage, Taken)
 from .worker import Delivery, Worker, WorkerHooks
 
 __all__ = [
     "Delayer", "Worker", "Delivery", "WorkerHooks", "Job", "Message", "Backoff", "ReservedMessage", "DeadLetter",
-    "Taken", "DEFAULT_MAX_ATTEMPTS", "Keys", "DEFAULT_PREFIX", "DEFAULT_READY_MAX_LIFETIME", "DelayerError",
-    "InvalidArgument", "ConfigError", "ConnectionFailed", "AuthenticationFailed", "ProtocolError", "IdTakenError",
-    "NotReplicatedError",
+    "Taken", "FlowState", "DEFAULT_MAX_ATTEMPTS", "Keys", "DEFAULT_PREFIX", "DEFAULT_READY_MAX_LIFETIME",
+    "DelayerError", "InvalidArgument", "ConfigError", "ConnectionFailed", "AuthenticationFailed", "ProtocolError",
+    "IdTakenError", "NotReplicatedError",
 ]
 
 __version__ = "2.0.0"

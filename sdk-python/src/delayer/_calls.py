@@ -298,6 +298,20 @@ def reschedule_call(keys: Keys, job_id: object, delay: object, topic: object = N
     return ScriptCall(scripts.RESCHEDULE, [n.pool, n.bucket(i)], [i, delay_ms(delay), keys.wake, n.flow_pool_prefix])
 
 
+#: flow.lua's actions (ARGV[2]).
+FLOW_ACTIONS = ("get", "pause", "resume")
+
+
+def flow_call(keys: Keys, topic: object, action: str) -> ScriptCall:
+    """Check a topic's flow read, pause or resume (``action``: one of
+    :data:`FLOW_ACTIONS`); its flow.lua (flow_topic.lua) call."""
+    if action not in FLOW_ACTIONS:
+        raise ValueError(f"flow.lua takes get, pause or resume, not {action!r}")
+    t = keys.topic(topic)
+    n = keys.names(t)
+    return ScriptCall(n.flow_script, [n.flow, n.gate, *n.flow_tail], [t, action, keys.wake])
+
+
 def dead_list_call(keys: Keys, topic: object, start: object, how_many: object) -> ScriptCall:
     """Check a dead-letter listing; its dead.lua (dead_topic.lua) call."""
     t = keys.topic(topic)

@@ -19,7 +19,7 @@ from ._calls import ScriptCall
 from ._rules import check_timeout
 from ._send import Op, Pipeline, Wait
 from .keys import Keys
-from .models import DeadLetter, Message, ReservedMessage, Taken
+from .models import DeadLetter, FlowState, Message, ReservedMessage, Taken
 
 T = TypeVar("T")
 
@@ -159,6 +159,23 @@ def bury(keys: Keys, job: object, receipt: object, error: object = None, topic: 
 def reschedule(keys: Keys, job_id: object, delay: object, topic: object = None) -> Op[Optional[float]]:
     reply = yield _calls.reschedule_call(keys, job_id, delay, topic)
     return _replies.optional_time(reply, "reschedule.lua", "due time")
+
+
+def flow(keys: Keys, topic: object, action: str = "get") -> Op[FlowState]:
+    """One flow.lua (flow_topic.lua) call: read (``"get"``), pause or resume ``topic``."""
+    return _replies.flow((yield _calls.flow_call(keys, topic, action)))
+
+
+def pause(keys: Keys, topic: object) -> Op[bool]:
+    return (yield from flow(keys, topic, "pause")).changed
+
+
+def resume(keys: Keys, topic: object) -> Op[bool]:
+    return (yield from flow(keys, topic, "resume")).changed
+
+
+def is_paused(keys: Keys, topic: object) -> Op[bool]:
+    return (yield from flow(keys, topic)).paused
 
 
 def dead_letters(keys: Keys, topic: object, start: object, count: object) -> Op[List[DeadLetter]]:

@@ -11,7 +11,7 @@ from ._calls import ScriptCall, push_many_ids
 from ._names import name
 from ._trace import from_redis
 from .errors import IdTakenError, ProtocolError
-from .models import DeadLetter, Message, ReservedMessage, Taken
+from .models import DeadLetter, FlowState, Message, ReservedMessage, Taken
 
 
 def _text(kind: str, value: object) -> str:
@@ -278,3 +278,29 @@ def brpop(reply: object) -> Optional[str]:
     if not isinstance(reply, (list, tuple)) or len(reply) != 2:
         raise ProtocolError(f"expected [key, id] from BRPOP, got {reply!r:.200}")
     return _name("id", reply[1])
+
+
+def flow(reply: object) -> FlowState:
+    """flow.lua's (flow_topic.lua's) reply ``[paused_since, changed, now, held]``:
+    ``paused_since`` ``"s.mmm"`` or ``""`` (running), ``changed`` 1 or 0, Redis's
+    clock ``now`` ``"s.mmm"``, ``held`` a count."""
+    if not isinstance(reply, (list, tuple)) or len(reply) != 4:
+        raise ProtocolError(f"flow.lua returned {reply!r:.200}, expected [paused_since, changed, now, held]")
+    since, changed, now, held = reply
+    if not isinstance(since, (bytes, str)):
+        raise ProtocolError(f"flow.lua returned {since!r:.200} as the pause time, expected a string")
+    return FlowState(paused_since=_since(since), held=_int("held", held), changed=flag(changed, "flow.lua"),
+                     at=due(now, "flow.lua", "time"))
+
+
+def _since(value: Union[bytes, str]) -> Optional[float]:
+    """A flow hash's ``paused`` as flow.lua hands it on: ``""`` running (None);
+    a pause written by hand may hold anything, and every value pauses the
+    topic (the hand-out scripts test the field, not its value): 0.0 for one
+    that is no time, rather than failing every read of a paused topic."""
+    if value in (b"", ""):
+        return None
+    try:
+        return due(value, "flow.lua", "pause time")
+    except ProtocolError:
+        return 0.0

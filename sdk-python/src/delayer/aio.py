@@ -21,7 +21,7 @@ from . import client as _sync
 from .inspect import AsyncInspectMixin, InspectMixin
 from ._translate import lost_connection
 from .aio_worker import Delivery, Worker  # the asyncio Worker, exported here
-from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
+from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, FlowState, Job, Message, ReservedMessage
 
 __all__ = ["Delayer", "Worker", "Delivery"]
 
@@ -189,6 +189,21 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
 
     async def purge_dead(self, topic: str, ids: Optional[Iterable[str]] = None) -> int:
         return await self._drive(_ops.dead_take(self._keys, "purge", topic, ids))
+
+    # ------------------------------------------------------------------
+    # flow control (docs/PROTOCOL.md, "Flow control (pause)")
+
+    async def pause(self, topic: str) -> bool:
+        return await self._drive(_ops.pause(self._keys, topic))
+
+    async def resume(self, topic: str) -> bool:
+        return await self._drive(_ops.resume(self._keys, topic))
+
+    async def is_paused(self, topic: str) -> bool:
+        return await self._drive(_ops.is_paused(self._keys, topic))
+
+    async def flow(self, topic: str) -> FlowState:
+        return await self._drive(_ops.flow(self._keys, topic))
 
     async def close(self) -> None:
         """Close the connections: the waits' always, the client's if this client created it."""

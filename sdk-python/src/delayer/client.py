@@ -18,7 +18,7 @@ from . import _cluster, _ops, _send
 from ._base import ClientBase, Flavour
 from .inspect import InspectMixin
 from ._translate import lost_connection
-from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, Job, Message, ReservedMessage
+from .models import DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, FlowState, Job, Message, ReservedMessage
 
 __all__ = ["Delayer"]
 
@@ -285,6 +285,41 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
     def purge_dead(self, topic: str, ids: Optional[Iterable[str]] = None) -> int:
         """Delete dead letters of ``topic`` for good (``ids`` as in :meth:`requeue_dead`); returns how many."""
         return self._drive(_ops.dead_take(self._keys, "purge", topic, ids))
+
+    # ------------------------------------------------------------------
+    # flow control (docs/PROTOCOL.md, "Flow control (pause)")
+
+    def pause(self, topic: str) -> bool:
+        """Pause ``topic``: nothing of it is handed out until :meth:`resume`.
+
+        Returns True when this call paused it, False when it was paused
+        already (its pause time is kept). Jobs keep being pushed and coming
+        due; pop, reserve and their waits give nothing (a waiting
+        :meth:`bpop` or :meth:`breserve` goes on waiting), a Worker starts
+        nothing, and reservations held go on to their ack. In the classic
+        layout the topic is also listed for the server, which sets its due
+        jobs aside until the resume, so they hold up no other topic.
+        """
+        return self._drive(_ops.pause(self._keys, topic))
+
+    def resume(self, topic: str) -> bool:
+        """Lift ``topic``'s pause: its jobs are handed out again, in due order.
+
+        Returns True when this call resumed it, False when it was not paused
+        (then nothing is written). Every :meth:`bpop` / :meth:`breserve` (and
+        Worker) waiting on the topic wakes at once, and the server is told
+        (on the wake channel), so held jobs move without waiting for its next tick.
+        """
+        return self._drive(_ops.resume(self._keys, topic))
+
+    def is_paused(self, topic: str) -> bool:
+        """Whether ``topic`` is paused (by :meth:`pause`, ``delayer pause`` or the HTTP API)."""
+        return self._drive(_ops.is_paused(self._keys, topic))
+
+    def flow(self, topic: str) -> FlowState:
+        """``topic``'s flow control, read only: paused since when (None:
+        running), how many due jobs the pause holds back, Redis's clock."""
+        return self._drive(_ops.flow(self._keys, topic))
 
     def close(self) -> None:
         """Close the connections: the waits' always, the client's if this client created it."""

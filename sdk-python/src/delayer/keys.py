@@ -63,6 +63,10 @@ class TopicNames(NamedTuple):
     flow_pool_prefix: str
     #: remove.lua's (classic) arguments after the id: the flow-pool prefix; none for remove_topic.lua.
     remove_tail: Tuple[str, ...]
+    #: flow.lua or flow_topic.lua (read, pause, resume), and its KEYS after the flow hash and the gate:
+    #: the classic ``flow_topics`` and flow pool; per topic, the topic's pool.
+    flow_script: str
+    flow_tail: Tuple[str, ...]
 
     def bucket(self, job_id: str) -> str:
         """The HASH holding one job."""
@@ -109,7 +113,8 @@ class Keys:
                               push_many_script=scripts.PUSH_MANY_TOPIC, remove_script=scripts.REMOVE_TOPIC,
                               dead_script=scripts.DEAD_TOPIC, release_script=scripts.RELEASE_TOPIC,
                               release4=tag + "dead", release_head=(tag + "job:",), outcomes=tag + "outcomes",
-                              flow=tag + "flow", gate=tag + "gate", flow_pool_prefix="", remove_tail=())
+                              flow=tag + "flow", gate=tag + "gate", flow_pool_prefix="", remove_tail=(),
+                              flow_script=scripts.FLOW_TOPIC, flow_tail=(tag + "pool",))
         return TopicNames(pool=self.job_pool, bucket_prefix=self.bucket_prefix,
                           ready="" if topic is None else self.ready_queue(topic), reserved=self.reserved,
                           malformed=self.malformed, receipt_seq=self.receipt_seq,
@@ -119,7 +124,9 @@ class Keys:
                           release_head=(self.bucket_prefix, self.dead_prefix), outcomes=self.outcomes,
                           flow="" if topic is None else self.flow(topic),
                           gate="" if topic is None else self.gate(topic),
-                          flow_pool_prefix=self.flow_pool_prefix, remove_tail=(self.flow_pool_prefix,))
+                          flow_pool_prefix=self.flow_pool_prefix, remove_tail=(self.flow_pool_prefix,),
+                          flow_script=scripts.FLOW,
+                          flow_tail=(self.flow_topics, "" if topic is None else self.flow_pool(topic)))
 
     def topic(self, value: object) -> str:
         """Check a topic in this layout (:func:`check_topic`)."""

@@ -10,7 +10,7 @@ from ._rules import MAX_SECONDS, delay_ms
 from .errors import InvalidArgument
 
 __all__ = [
-    "Message", "Job", "Backoff", "ReservedMessage", "DeadLetter", "Taken", "DEFAULT_READY_MAX_LIFETIME",
+    "Message", "Job", "Backoff", "ReservedMessage", "DeadLetter", "Taken", "FlowState", "DEFAULT_READY_MAX_LIFETIME",
     "DEFAULT_MAX_ATTEMPTS",
 ]
 
@@ -198,3 +198,32 @@ class Taken(_Names):
     #: When that job is due (Unix seconds, Redis's clock) while it still
     #: waits; None when it does not wait any more (ready, reserved or dead).
     due: Optional[float]
+
+
+@dataclass(frozen=True)
+class FlowState:
+    """A topic's flow control, as ``flow`` (or the ``pause`` / ``resume``
+    behind it) left it: whether it is paused, since when, and what it holds back.
+
+    While a topic is paused nothing of it is handed out (pop, reserve and
+    their waits give nothing, a Worker starts nothing); its jobs keep coming
+    due and wait, and a resume hands them out again, in due order.
+    """
+
+    #: When the pause began (Unix seconds, Redis's clock); None while the topic runs
+    #: (0.0 for a pause written by hand whose ``paused`` is no time).
+    paused_since: Optional[float]
+    #: Due jobs the pause holds back: in the per-topic layout those of the
+    #: topic's pool due by now (0 while it runs); in the classic layout those
+    #: the server set aside in the topic's flow pool (until it drains them).
+    held: int
+    #: Whether this call changed the state (a pause of a running topic, a resume
+    #: of a paused one); always False for a read.
+    changed: bool
+    #: Redis's clock at the call (Unix seconds).
+    at: float
+
+    @property
+    def paused(self) -> bool:
+        """Whether the topic is paused."""
+        return self.paused_since is not None

@@ -13,7 +13,8 @@ from typing import Dict
 
 __all__ = [
     "PUSH", "PUSH_MANY", "POP", "TAKE", "REMOVE", "RESERVE", "ACK", "TOUCH", "RELEASE", "RESCHEDULE", "DEAD", "LOOKUP",
-    "LIST", "STATS", "PUSH_TOPIC", "PUSH_MANY_TOPIC", "REMOVE_TOPIC", "DEAD_TOPIC", "RELEASE_TOPIC", "NAMES", "source",
+    "LIST", "STATS", "PUSH_TOPIC", "PUSH_MANY_TOPIC", "REMOVE_TOPIC", "DEAD_TOPIC", "RELEASE_TOPIC", "FLOW",
+    "FLOW_TOPIC", "NAMES", "source",
 ]
 
 #: Script names, also their file names without ``.lua`` (each file's header says what it does).
@@ -26,8 +27,10 @@ LOOKUP, LIST, STATS = "lookup", "list", "stats"
 #: The per-topic layout's own push, push_many, remove, dead and release (:meth:`delayer.keys.Keys.names` picks).
 PUSH_TOPIC, PUSH_MANY_TOPIC, REMOVE_TOPIC, DEAD_TOPIC, RELEASE_TOPIC = (
     "push_topic", "push_many_topic", "remove_topic", "dead_topic", "release_topic")
+#: Flow control: read, pause or resume a topic (flow.lua; the per-topic layout's flow_topic.lua).
+FLOW, FLOW_TOPIC = "flow", "flow_topic"
 NAMES = (PUSH, PUSH_MANY, POP, TAKE, REMOVE, RESERVE, ACK, TOUCH, RELEASE, RESCHEDULE, DEAD, LOOKUP, LIST, STATS,
-         PUSH_TOPIC, PUSH_MANY_TOPIC, REMOVE_TOPIC, DEAD_TOPIC, RELEASE_TOPIC)
+         PUSH_TOPIC, PUSH_MANY_TOPIC, REMOVE_TOPIC, DEAD_TOPIC, RELEASE_TOPIC, FLOW, FLOW_TOPIC)
 
 _cache: Dict[str, bytes] = {}
 
