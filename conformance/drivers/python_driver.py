@@ -151,6 +151,15 @@ def main() -> None:
             return {"count": client.requeue_dead(req["topic"], ids(req))}
         if op == "purge_dead":
             return {"count": client.purge_dead(req["topic"], ids(req))}
+        if op == "pause":
+            return {"changed": client.pause(req["topic"])}
+        if op == "resume":
+            return {"changed": client.resume(req["topic"])}
+        if op == "is_paused":
+            return {"paused": client.is_paused(req["topic"])}
+        if op == "flow":
+            state = client.flow(req["topic"])
+            return {"paused_since": state.paused_since, "held": state.held}
         if op == "job":
             info = client.job(req["topic"], request_id(req))
             job = {k: getattr(info, k) for k in JOB_FIELDS}
