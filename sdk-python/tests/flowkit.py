@@ -1,7 +1,8 @@
-"""What the flow-control tests share (design 23, slice 1: consumers obey a
-topic's flow hash; nothing public pauses yet): the names the protocol fixes,
-spelled out (not taken from the SDK), a pause and a resume written by hand as
-flow.lua will write them, and jobs made ready with the server's own scripts."""
+"""What the flow-control tests share (design 23: consumers obey a topic's
+flow hash; the clients' pause and resume write it with flow.lua): the names
+the protocol fixes, spelled out (not taken from the SDK), a pause written by
+hand (the tests that show a hand-written pause is obeyed too), and jobs made
+ready with the server's own scripts."""
 
 from __future__ import annotations
 
@@ -26,22 +27,13 @@ def names(layout: str, topic: str = "t") -> Dict[str, str]:
 
 
 def pause(raw: "redis.Redis", layout: str, topic: str = "t") -> None:
-    """What a pause writes (flow.lua, slice 3): ``paused`` in the flow hash, the gate deleted."""
+    """A pause by hand, as PROTOCOL.md tells an operator: ``paused`` in the
+    flow hash (any value), the gate deleted (flow.lua also lists a classic
+    topic in ``flow_topics``, for the server: none runs in these tests)."""
     n = names(layout, topic)
     with raw.pipeline(transaction=True) as pipe:
         pipe.hset(n["flow"], "paused", "1.000")
         pipe.delete(n["gate"])
-        pipe.execute()
-
-
-def resume(raw: "redis.Redis", layout: str, topic: str = "t") -> None:
-    """What a resume writes, in one MULTI: ``paused`` gone, the gate written (which wakes every waiter)."""
-    n = names(layout, topic)
-    with raw.pipeline(transaction=True) as pipe:
-        pipe.hdel(n["flow"], "paused")
-        pipe.delete(n["gate"])
-        pipe.rpush(n["gate"], "1")
-        pipe.pexpire(n["gate"], 60000)
         pipe.execute()
 
 

@@ -1,7 +1,9 @@
 """A paused topic's waits on a Redis Cluster (design 23 §3, slice 1): the
 gate ``{<topic>}:gate`` is in the topic's slot, so the BRPOPLPUSH on it goes to
 the topic's master, as the BRPOP on ``{<topic>}:ready`` does; sync and
-asyncio, topics on every master. The pause and resume are written by hand."""
+asyncio, topics on every master. The sync client pauses and resumes with its
+own calls (flow_topic.lua: one script on the topic's node, no MULTI); the
+asyncio test writes the pause and resume by hand."""
 
 from __future__ import annotations
 
@@ -76,7 +78,11 @@ def test_paused_waits_block_on_each_topics_gate_and_wake_at_resume(tmp_path: Pat
         for t in topics:
             client.push(t, "a", 0, b"A")
             assert move_until(raw, t, 1) == 1
-        pause_all(raw, topics)
+        for t in topics:
+            assert client.pause(t) is True and client.pause(t) is False
+            state = client.flow(t)
+            assert state.paused and state.held == 0  # the job is ready already, not held in the pool
+        assert all(client.is_paused(t) for t in topics)
         for t in topics:
             assert client.pop(t) is None and client.reserve(t, 60) is None
         waiters = [Delayer.from_config(config(tmp_path, cluster)) for _ in topics]
@@ -86,13 +92,14 @@ def test_paused_waits_block_on_each_topics_gate_and_wake_at_resume(tmp_path: Pat
                 time.sleep(1.0)  # the point: a second paused, nothing handed out
                 assert not any(w.done() for w in waits)
                 start = time.monotonic()
-                resume_all(raw, topics)
+                assert all(client.resume(t) for t in topics)
                 got = [w.result(timeout=5) for w in waits]
         finally:
             for w in waiters:
                 w.close()
         assert time.monotonic() - start < 2.0
         assert all(isinstance(m, Message) and m.id == "a" for m in got)
+        assert not any(client.is_paused(t) for t in topics) and not any(client.resume(t) for t in topics)
     finally:
         client.close()
         raw.close()
@@ -109,6 +116,7 @@ def test_the_asyncio_client_waits_on_the_gate_too(tmp_path: Path, cluster: kit.C
                 await client.push(t, "a", 0, b"A")
                 assert move_until(raw, t, 1) == 1
             pause_all(raw, topics)
+            assert [await client.is_paused(t) for t in topics] == [True] * len(topics)  # flow_topic.lua per node
             waits = [asyncio.ensure_future(client.breserve(t, 60, 20)) for t in topics]
             await asyncio.sleep(1.0)
             assert not any(w.done() for w in waits)
@@ -117,6 +125,7 @@ def test_the_asyncio_client_waits_on_the_gate_too(tmp_path: Path, cluster: kit.C
             got = await asyncio.wait_for(asyncio.gather(*waits), 5)
             assert time.monotonic() - start < 2.0
             assert all(m is not None and m.id == "a" for m in got)
+            assert [await client.resume(t) for t in topics] == [False] * len(topics)  # resumed by hand already
         finally:
             await client.close()
 
