@@ -1,39 +1,80 @@
-"""A paused topic hands out nothing through any SDK (issue 23, slice 1;
+"""A paused topic hands out nothing through any SDK (issue 23;
 docs/PROTOCOL.md, "Flow control (pause)").
 
-The pause is written by hand, as `delayer pause` will write it: the field
-`paused` in the topic's flow hash. Then each SDK's pop, reserve, bpop and
-breserve give nothing, and the ready list keeps its ids in their order; a
-bpop or breserve already waiting when a job becomes ready waits on the
-topic's gate, and a resume (the flag deleted, the gate written) wakes it
-well before its 5 s recheck. Runs in both layouts (CONFORMANCE_LAYOUT).
+Each controller (the three SDKs' pause and resume, `delayer pause|resume`,
+HTTP POST /v1/topics/{topic}/pause|resume) pauses for every SDK: then each
+SDK's pop, reserve, bpop and breserve give nothing, and the ready list
+keeps its ids in their order; a bpop or breserve already waiting when a job
+becomes ready waits on the topic's gate, and a resume wakes it well before
+its 5 s recheck. The server moves none of a paused topic's due jobs (the
+classic layout sets them aside) and makes them ready, in due order, after
+the resume. One test still writes the pause by hand (the flow hash is the
+protocol). Runs in both layouts (CONFORMANCE_LAYOUT).
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 import time
+import urllib.request
 import uuid
-from typing import Any, Dict, List
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
+import harness
+from conftest import LAYOUT, PREFIX, TIMER_INTERVAL_MS
 from harness import new_id, ok, wait_until
 
 SDKS = ["rust", "python", "php"]
+CONTROLLERS = SDKS + ["cli", "http"]
+
+
+@pytest.fixture(scope="module")
+def http_server(workdir: Path, redis_server: Any) -> Iterator[harness.DelayerServer]:
+    """A second server on the same Redis, with the HTTP API (any number of
+    servers may run)."""
+    port = harness.free_port()
+    server = harness.DelayerServer(workdir / "flow-http", redis_server, PREFIX, TIMER_INTERVAL_MS, LAYOUT,
+                                   extra=f"http_addr = 127.0.0.1:{port}\n")
+    server.http_port = port  # type: ignore[attr-defined]
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def control(how: str, action: str, topic: str, drivers: Any, server: Any, http: Any) -> bool:
+    """Pauses or resumes ``topic`` through ``how``; whether that changed it."""
+    if how in SDKS:
+        return bool(ok(drivers, how, {"op": action, "topic": topic})["changed"])
+    if how == "cli":
+        done = subprocess.run([str(server.exe), "-c", str(server.conf), action, topic, "--json"],
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        state = json.loads(done.stdout)
+    else:
+        req = urllib.request.Request(f"http://127.0.0.1:{http.http_port}/v1/topics/{topic}/{action}", data=b"",
+                                     method="POST", headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as answer:
+            state = json.loads(answer.read())
+    assert state["topic"] == topic and state["paused"] == (action == "pause"), state
+    return bool(state["changed"])
 
 
 def pause(rds: Any, keys: Any, topic: str) -> None:
+    """A pause written by hand, as an operator may: the flag alone."""
     rds.hset(keys.flow(topic), "paused", "1.000")
 
 
-def resume(rds: Any, keys: Any, topic: str) -> None:
-    """What a resume does: the flag goes, and the gate's one element wakes
-    every waiter at once."""
-    gate = keys.gate(topic)
-    pipe = rds.pipeline(transaction=True)
-    pipe.hdel(keys.flow(topic), "paused").delete(gate).rpush(gate, "1").pexpire(gate, 60_000)
-    pipe.execute()
+def resume(drivers: Any, topic: str, waiting: str = "") -> None:
+    """A resume through an SDK whose driver is not ``waiting`` (a driver
+    answers one request at a time)."""
+    by = "php" if waiting == "rust" else "rust"
+    assert ok(drivers, by, {"op": "resume", "topic": topic})["changed"]
 
 
 def blocked_on(rds: Any, cmd: str) -> int:
@@ -62,7 +103,7 @@ def test_a_paused_topic_hands_out_nothing_and_its_ready_list_stays_as_it_was(
                 {"op": "breserve", "topic": topic, "ttr_ms": 30_000, "timeout_ms": 300}):
         assert ok(drivers, sdk, req)["job"] is None, f"{sdk} {req['op']} handed out a job of a paused topic"
     assert rds.lrange(keys.ready(topic), 0, -1) == before, "the same ids, in the same order"
-    resume(rds, keys, topic)
+    resume(drivers, topic)
     got = ok(drivers, sdk, {"op": "pop", "topic": topic})["job"]
     assert got is not None and got["id"] == ids[0], f"{sdk}: first due, first out after the resume: {got}"
 
@@ -74,7 +115,7 @@ def test_a_wait_across_a_pause_wakes_at_the_resume(
     topic = f"flow-wait-{sdk}-{uuid.uuid4().hex[:8]}"
     # Ready first: a paused topic's due jobs are not moved (per-topic layout).
     [job_id] = push_ready(drivers, rds, keys, topic, 1)
-    pause(rds, keys, topic)
+    assert ok(drivers, sdk, {"op": "pause", "topic": topic})["changed"]
     answer: Dict[str, Any] = {}
     req = {"op": op, "topic": topic, "timeout_ms": 20_000, **({"ttr_ms": 30_000} if op == "breserve" else {})}
 
@@ -89,7 +130,48 @@ def test_a_wait_across_a_pause_wakes_at_the_resume(
     assert "reply" not in answer, f"{sdk} {op} returned while paused: {answer}"
     assert rds.lrange(keys.ready(topic), 0, -1) == [job_id.encode()]
     resumed = time.monotonic()
-    resume(rds, keys, topic)
+    resume(drivers, topic, waiting=sdk)
     waiter.join(30)
     assert answer["reply"]["job"] is not None and answer["reply"]["job"]["id"] == job_id, answer
     assert answer["at"] - resumed < 2.0, f"{sdk} {op}: woken {answer['at'] - resumed:.2f} s after the resume"
+
+
+@pytest.mark.parametrize("how", CONTROLLERS)
+def test_each_controller_pauses_and_resumes_for_every_sdk(
+        how: str, drivers: Any, delayer_server: Any, http_server: Any, rds: Any, keys: Any) -> None:
+    topic = f"flow-ctl-{how}-{uuid.uuid4().hex[:8]}"
+    [job_id] = push_ready(drivers, rds, keys, topic, 1)
+    assert control(how, "pause", topic, drivers, delayer_server, http_server) is True
+    assert control(how, "pause", topic, drivers, delayer_server, http_server) is False, "paused already"
+    for sdk in SDKS:
+        assert ok(drivers, sdk, {"op": "is_paused", "topic": topic})["paused"] is True, sdk
+        assert ok(drivers, sdk, {"op": "pop", "topic": topic})["job"] is None, f"{sdk} popped a paused topic's job"
+        assert ok(drivers, sdk, {"op": "flow", "topic": topic})["paused_since"] is not None, sdk
+    assert control(how, "resume", topic, drivers, delayer_server, http_server) is True
+    assert control(how, "resume", topic, drivers, delayer_server, http_server) is False, "running already"
+    assert all(ok(drivers, sdk, {"op": "is_paused", "topic": topic})["paused"] is False for sdk in SDKS)
+    got = ok(drivers, "php", {"op": "pop", "topic": topic})["job"]
+    assert got is not None and got["id"] == job_id
+
+
+def test_the_servers_move_nothing_of_a_paused_topic_and_all_of_it_after_the_resume(
+        drivers: Any, delayer_server: Any, http_server: Any, rds: Any, keys: Any) -> None:
+    """Two servers: neither makes a paused topic's due jobs ready; the
+    classic layout sets them aside (held), the per-topic one leaves them in
+    the pool; after the resume every job is ready once, in due order."""
+    topic = f"flow-held-{uuid.uuid4().hex[:8]}"
+    assert ok(drivers, "python", {"op": "pause", "topic": topic})["changed"]
+    ids = [new_id("held") for _ in range(20)]
+    for i, job_id in enumerate(ids):
+        ok(drivers, "rust", {"op": "push", "topic": topic, "id": job_id, "delay_ms": i, "body_b64": ""})
+    held = lambda: ok(drivers, "rust", {"op": "flow", "topic": topic})["held"]  # noqa: E731
+    assert wait_until(lambda: held() == 20), f"held: {held()}"
+    time.sleep(TIMER_INTERVAL_MS / 1000 * 3)
+    assert rds.llen(keys.ready(topic)) == 0, "a server made a paused topic's job ready"
+    looked = ok(drivers, "php", {"op": "job", "topic": topic, "id": ids[0]})["job"]
+    assert looked["state"] == "scheduled", looked
+    assert ok(drivers, "php", {"op": "resume", "topic": topic})["changed"]
+    assert wait_until(lambda: rds.llen(keys.ready(topic)) == 20), "not every held job became ready"
+    out = [ok(drivers, "python", {"op": "pop", "topic": topic})["job"]["id"] for _ in ids]
+    assert out == ids, "due order"
+    assert ok(drivers, "rust", {"op": "pop", "topic": topic})["job"] is None

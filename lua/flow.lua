@@ -19,8 +19,9 @@
 --                 server sets them aside there)
 --
 -- pause:  HSET paused <now> (kept when already paused), DEL gate, so waiters
---         block on it; the topic is listed in KEYS[3], so the server sets its
---         due jobs aside.
+--         block on it.
+--         The topic is listed in KEYS[3], so the server sets its due jobs
+--         aside.
 -- resume: HDEL paused, HSET resumed <now> and last_paused <paused since> (the
 --         server splits a held job's wait with them), then DEL, RPUSH "1"
 --         and PEXPIRE 60000 the gate (one element wakes every waiter) and

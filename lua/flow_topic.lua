@@ -14,10 +14,11 @@
 --   changed       1 when the action changed the state (a pause of a running
 --                 topic, a resume of a paused one), else 0
 --   now           Redis's clock, "s.mmm"
---                 due jobs the pause holds back: those of the pool due by now
+--   held          due jobs the pause holds back: those of the pool due by now
 --                 (0 while running)
 --
 -- pause:  HSET paused <now> (kept when already paused), DEL gate, so waiters
+--         block on it.
 -- resume: HDEL paused, HSET resumed <now> and last_paused <paused since> (the
 --         server splits a held job's wait with them), then DEL, RPUSH "1"
 --         and PEXPIRE 60000 the gate (one element wakes every waiter) and

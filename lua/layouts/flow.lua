@@ -21,12 +21,13 @@
 --   now           Redis's clock, "s.mmm"
 --   held          due jobs the pause holds back: in the topic's flow pool (the  --@classic
 --                 server sets them aside there)  --@classic
---                 due jobs the pause holds back: those of the pool due by now  --@topic
+--   held          due jobs the pause holds back: those of the pool due by now  --@topic
 --                 (0 while running)  --@topic
 --
 -- pause:  HSET paused <now> (kept when already paused), DEL gate, so waiters
---         block on it; the topic is listed in KEYS[3], so the server sets its  --@classic
---         due jobs aside.  --@classic
+--         block on it.
+--         The topic is listed in KEYS[3], so the server sets its due jobs  --@classic
+--         aside.  --@classic
 -- resume: HDEL paused, HSET resumed <now> and last_paused <paused since> (the
 --         server splits a held job's wait with them), then DEL, RPUSH "1"
 --         and PEXPIRE 60000 the gate (one element wakes every waiter) and
