@@ -4,6 +4,7 @@
 -- KEYS[1]  job bucket  HASH  <prefix>job_bucket:<id>
 -- KEYS[2]  job pool    ZSET  <prefix>job_pool
 -- KEYS[3]  reserved    ZSET  <prefix>reserved (score: deadline, Unix ms)
+-- KEYS[4]  flow hash   HASH  <prefix>flow:<topic> of ARGV[2]'s topic
 -- ARGV[1]  job id
 -- ARGV[2]  topic the caller expects, or "": any
 -- ARGV[3]  flow-pool prefix "<prefix>flow_pool:" (classic layout), or "" (or
@@ -12,7 +13,7 @@
 --          "scheduled" with that ZSET's score; one of the wrong type is ignored
 --
 -- Returns {state, topic, body_size, attempts, max_attempts, time,
---          dead_reason, last_error, traceparent}, "" for what is not known:
+--          dead_reason, last_error, traceparent, flow}, "" for what is not known:
 --   state  "scheduled"  waiting in the pool, or set aside in its topic's
 --                       flow pool (ARGV[3]); time = due time (the score)
 --          "ready"      due and in its ready queue (not waiting, reserved
@@ -27,6 +28,10 @@
 --   dead_reason   "buried" / "max_attempts" while dead
 --   last_error    the last failed attempt's error (release.lua), if any
 --   traceparent   as push wrote it (the caller checks its form), if any
+--   flow          "paused" while the job's topic is paused (KEYS[4] has the
+--                 field, or is of the wrong type: nothing of the topic is
+--                 handed out then either), else "": a scheduled job of a paused
+--                 topic is not made ready when due, a ready one not handed out
 --
 -- The states follow PROTOCOL.md's rules for stale entries: a dead bucket is
 -- dead even if a 1.x-style push put its id back in the pool, and a reserved
@@ -36,20 +41,23 @@
 local kind = redis.call('TYPE', KEYS[1])
 kind = type(kind) == 'table' and kind.ok or kind
 if kind == 'none' then
-  return {'unknown', '', '', '', '', '', '', '', ''}
+  return {'unknown', '', '', '', '', '', '', '', '', ''}
 end
 if kind ~= 'hash' then
-  return {'malformed', '', '', '', '', '', '', '', ''}
+  return {'malformed', '', '', '', '', '', '', '', '', ''}
 end
 local f = redis.call('HMGET', KEYS[1], 'topic', 'attempts', 'max_attempts', 'dead_reason', 'dead_at',
   'last_error', 'receipt', 'traceparent')
 local topic = f[1]
 if not topic or topic == '' then
-  return {'malformed', '', tostring(redis.call('HSTRLEN', KEYS[1], 'body')), f[2] or '0', f[3] or '', '', '', f[6] or '', f[8] or ''}
+  return {'malformed', '', tostring(redis.call('HSTRLEN', KEYS[1], 'body')), f[2] or '0', f[3] or '', '', '', f[6] or '',
+          f[8] or '', ''}
 end
 if ARGV[2] ~= '' and topic ~= ARGV[2] then
-  return {'unknown', '', '', '', '', '', '', '', ''}
+  return {'unknown', '', '', '', '', '', '', '', '', ''}
 end
+local flow = ''
+if ARGV[2] ~= '' and redis.pcall('HGET', KEYS[4], 'paused') then flow = 'paused' end
 local state, time = 'ready', ''
 local due = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if f[4] then
@@ -67,4 +75,4 @@ else
   end
 end
 return {state, topic, tostring(redis.call('HSTRLEN', KEYS[1], 'body')), f[2] or '0', f[3] or '',
-        time, f[4] or '', f[6] or '', f[8] or ''}
+        time, f[4] or '', f[6] or '', f[8] or '', flow}
