@@ -62,6 +62,7 @@ pub fn job_json(job: &JobInfo) -> Value {
             "dead_reason": job.dead_reason,
             "last_error": job.last_error,
             "traceparent": job.traceparent,
+            "flow": if job.paused { "paused" } else { "" },
         }),
     )
 }
@@ -118,6 +119,9 @@ pub fn job_text(topic: &str, job: &JobInfo, now: SystemTime) -> String {
     if let Some(traceparent) = &job.traceparent {
         line("traceparent", traceparent.clone());
     }
+    if job.paused {
+        line("flow", "paused: its topic hands out nothing and makes nothing ready until resumed".into());
+    }
     out
 }
 
@@ -162,8 +166,8 @@ pub fn next_text(empty: bool, next: Option<u64>) -> String {
 }
 
 /// Per-topic numbers, as JSON: a list of `{topic, scheduled, ready,
-/// reserved, dead}` (`reserved` null when too many jobs are reserved to
-/// count per topic).
+/// reserved, dead, paused, paused_since, held}` (`reserved` null when too
+/// many jobs are reserved to count per topic).
 pub fn topics_json(stats: &Stats) -> Value {
     let topics: Vec<Value> = stats
         .topics
@@ -173,7 +177,8 @@ pub fn topics_json(stats: &Stats) -> Value {
             named(
                 "topic",
                 topic,
-                json!({"scheduled": t.scheduled, "ready": t.ready, "reserved": t.reserved, "dead": t.dead}),
+                json!({"scheduled": t.scheduled, "ready": t.ready, "reserved": t.reserved, "dead": t.dead,
+                       "paused": t.paused, "paused_since": t.paused_since.map(|s| ms(unix(s))), "held": t.held}),
             )
         })
         .collect();
@@ -188,7 +193,15 @@ pub fn topics_text(stats: &Stats) -> String {
     }
     for t in &stats.topics {
         let reserved = t.reserved.map_or("?".to_string(), |n| n.to_string());
-        out.push_str(&format!("{:<30} {:>10} {:>10} {:>10} {:>10}\n", t.topic, t.scheduled, t.ready, reserved, t.dead));
+        let flow = match (t.paused, t.paused_since) {
+            (false, _) => String::new(),
+            (true, Some(since)) => format!("  paused since {} ({} held)", rfc3339(unix(since)), t.held),
+            (true, None) => format!("  paused ({} held)", t.held),
+        };
+        out.push_str(&format!(
+            "{:<30} {:>10} {:>10} {:>10} {:>10}{flow}\n",
+            t.topic, t.scheduled, t.ready, reserved, t.dead
+        ));
     }
     out
 }
@@ -265,11 +278,14 @@ mod tests {
             last_error: None,
             raw_id: None,
             traceparent: None,
+            paused: true,
         };
         let v = job_json(&job);
         assert_eq!(v["due"], json!(1_700_000_000.125));
         assert_eq!((v["state"].as_str(), v["deadline"].is_null()), (Some("scheduled"), true));
         let text = job_text("t", &job, UNIX_EPOCH + Duration::from_secs(1_700_000_000));
         assert!(text.contains("due") && text.contains("(in 125 ms)"), "{text}");
+        assert_eq!(v["flow"], json!("paused"));
+        assert!(text.contains("paused"), "{text}");
     }
 }

@@ -471,7 +471,7 @@ fn job_info_json(j: &delayer::inspect::JobInfo) -> String {
     let text = |s: &Option<String>| s.as_deref().map_or("null".into(), json_string);
     let num = |n: Option<u64>| n.map_or("null".into(), |n| n.to_string());
     format!(
-        "{{{},\"state\":{},\"topic\":{},\"body_size\":{},\"attempts\":{},\"max_attempts\":{},\"due\":{},\"deadline\":{},\"dead_at\":{},\"dead_reason\":{},\"last_error\":{},\"traceparent\":{}}}",
+        "{{{},\"state\":{},\"topic\":{},\"body_size\":{},\"attempts\":{},\"max_attempts\":{},\"due\":{},\"deadline\":{},\"dead_at\":{},\"dead_reason\":{},\"last_error\":{},\"traceparent\":{},\"flow\":{}}}",
         // `delayer job --json`'s shape: an id that is not UTF-8 as id_base64.
         match &j.raw_id {
             Some(raw) => format!("\"id_base64\":{}", json_string(&b64_encode(raw))),
@@ -487,7 +487,8 @@ fn job_info_json(j: &delayer::inspect::JobInfo) -> String {
         time_or_null(j.dead_at),
         text(&j.dead_reason),
         text(&j.last_error),
-        text(&j.traceparent)
+        text(&j.traceparent),
+        json_string(if j.paused { "paused" } else { "" })
     )
 }
 

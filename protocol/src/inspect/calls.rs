@@ -21,18 +21,20 @@ pub fn lookup(names: &Names, topic: &str, id: &[u8]) -> Result<Op<'static, JobIn
     check_topic(names, topic)?;
     let id = id_of(id)?.to_vec();
     let mut inv = scripts::LOOKUP.prepare_invoke();
-    inv.key(names.bucket_bytes(topic, &id)).key(names.pool(topic)).key(names.reserved(topic)).arg(&id).arg(topic);
+    inv.key(names.bucket_bytes(topic, &id)).key(names.pool(topic)).key(names.reserved(topic)).key(names.flow(topic));
+    inv.arg(&id).arg(topic);
     inv.arg(names.flow_pool_prefix());
     Ok(Op::call(inv, move |reply| parse_lookup(&id, reply)))
 }
 
 /// lookup.lua's `{state, topic, body_size, attempts, max_attempts, time,
-/// dead_reason, last_error, traceparent}`.
+/// dead_reason, last_error, traceparent, flow}`.
 pub fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
     let mut parts = match reply {
-        Value::Array(parts) if parts.len() == 9 => parts,
-        other => return Err(Error::BadReply(format!("lookup: expected 9 fields, got {other:?}"))),
+        Value::Array(parts) if parts.len() == 10 => parts,
+        other => return Err(Error::BadReply(format!("lookup: expected 10 fields, got {other:?}"))),
     };
+    let paused = parts.pop().map(opt_text).transpose()?.flatten().as_deref() == Some("paused");
     let traceparent = parts.pop();
     let mut f = parts.into_iter().map(opt_text);
     let mut next = || f.next().unwrap_or(Ok(None));
@@ -60,6 +62,7 @@ pub fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
         dead_reason,
         last_error,
         traceparent,
+        paused,
     })
 }
 
@@ -282,36 +285,68 @@ fn topic_numbers(names: &Names, reply: Value) -> Result<(Vec<String>, Request)> 
         members.into_iter().map(|m| opt_text(m).map(Option::unwrap_or_default)).collect::<Result<Vec<String>>>()?;
     topics.sort();
     let mut batch = Batch::new();
+    // Due jobs by this machine's clock: `held` is a count for people.
+    let now = format!(
+        "{:.3}",
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64()
+    );
     for t in &topics {
         batch.add(redis::Cmd::zcard(names.pool(t))).add(redis::Cmd::llen(names.ready(t)));
         batch.add(redis::Cmd::zcard(names.reserved(t))).add(redis::Cmd::llen(names.dead(t)));
+        batch.add(redis::cmd("HGET").arg(names.flow(t)).arg("paused").clone());
+        batch.add(redis::cmd("ZCOUNT").arg(names.pool(t)).arg("-inf").arg(&now).clone());
     }
     Ok((topics, Request::Batch(batch)))
+}
+
+/// A topic's `paused` field as stats read it: `None` while it runs;
+/// `Some(None)` when it is paused since a time that is not known (a value
+/// that is no time, or `"?"`: stats.lua's word for a flow hash of the wrong
+/// type, which pauses the topic too).
+fn paused_field(v: Value) -> Option<Option<SystemTime>> {
+    match v {
+        Value::Nil => None,
+        Value::ServerError(_) => Some(None),
+        other => match opt_text(other) {
+            Ok(None) => None,
+            Ok(Some(text)) => Some(seconds(&text)),
+            Err(_) => Some(None),
+        },
+    }
 }
 
 /// The numbers of `topics` (the reply of [`topic_numbers`]'s request).
 fn parse_topic_numbers(topics: Vec<String>, reply: Value) -> Result<Stats> {
     let bad = |v: &dyn std::fmt::Debug| Error::BadReply(format!("stats: unexpected reply {v:?}"));
     let values = match reply {
-        Value::Array(values) if values.len() == topics.len() * 4 => values,
+        Value::Array(values) if values.len() == topics.len() * 6 => values,
         other => return Err(bad(&other)),
     };
-    let counts = values
-        .into_iter()
-        .map(|v| numbers::count_value::<u64>(&v).value.ok_or_else(|| bad(&v)))
-        .collect::<Result<Vec<u64>>>()?;
-    let topics: Vec<TopicStats> = topics
-        .into_iter()
-        .zip(counts.chunks(4))
-        .map(|(topic, n)| TopicStats {
+    let mut values = values.into_iter();
+    let mut read = Vec::with_capacity(topics.len());
+    for topic in topics {
+        let mut n = [0u64; 4];
+        for slot in &mut n {
+            let v = values.next().unwrap_or(Value::Nil);
+            *slot = numbers::count_value::<u64>(&v).value.ok_or_else(|| bad(&v))?;
+        }
+        // A key of the wrong type answers an error in its place: the
+        // topic's other numbers stand.
+        let paused = paused_field(values.next().unwrap_or(Value::Nil));
+        let due = numbers::count_value::<u64>(&values.next().unwrap_or(Value::Nil)).value.unwrap_or(0);
+        read.push(TopicStats {
             topic,
             scheduled: n[0],
             ready: n[1],
             reserved: Some(n[2]),
             dead: n[3],
             raw_topic: None,
-        })
-        .collect();
+            paused: paused.is_some(),
+            paused_since: paused.flatten(),
+            held: if paused.is_some() { due } else { 0 },
+        });
+    }
+    let topics = read;
     Ok(Stats {
         scheduled_total: topics.iter().map(|t| t.scheduled).sum(),
         reserved_total: topics.iter().filter_map(|t| t.reserved).sum(),
@@ -322,13 +357,18 @@ fn parse_topic_numbers(topics: Vec<String>, reply: Value) -> Result<Stats> {
 /// stats.lua.
 fn stats_script(keys: &Keys) -> Request {
     let mut inv = scripts::STATS.prepare_invoke();
-    inv.key(keys.topics()).key(keys.scheduled_count()).key(keys.job_pool()).key(keys.reserved());
+    inv.key(keys.topics())
+        .key(keys.scheduled_count())
+        .key(keys.job_pool())
+        .key(keys.reserved())
+        .key(keys.flow_topics());
     inv.arg(keys.ready_queue_prefix()).arg(keys.dead_prefix()).arg(keys.bucket_prefix()).arg(RESERVED_CAP);
+    inv.arg(format!("{}flow:", keys.prefix())).arg(keys.flow_pool_prefix());
     Request::Script(inv)
 }
 
 /// stats.lua's `{pool_total, reserved_total, known, {topic, scheduled,
-/// ready, reserved, dead}...}`.
+/// ready, reserved, dead, paused_since, held}...}`.
 pub fn parse_stats(reply: Value) -> Result<Stats> {
     let bad = |v: &dyn std::fmt::Debug| Error::BadReply(format!("stats: unexpected reply {v:?}"));
     let Value::Array(parts) = reply else { return Err(bad(&reply)) };
@@ -343,8 +383,10 @@ pub fn parse_stats(reply: Value) -> Result<Stats> {
     let topics = parts
         .map(|entry| {
             let Value::Array(fields) = entry else { return Err(bad(&entry)) };
-            let [topic, scheduled, ready, reserved, dead] = <[Value; 5]>::try_from(fields).map_err(|f| bad(&f))?;
+            let [topic, scheduled, ready, reserved, dead, paused, held] =
+                <[Value; 7]>::try_from(fields).map_err(|f| bad(&f))?;
             let (topic, raw_topic) = split_name(raw(topic)?);
+            let paused = paused_field(paused);
             Ok(TopicStats {
                 topic,
                 raw_topic,
@@ -352,6 +394,9 @@ pub fn parse_stats(reply: Value) -> Result<Stats> {
                 ready: int(Some(ready))?,
                 reserved: Some(int(Some(reserved))?).filter(|_| known),
                 dead: int(Some(dead))?,
+                paused: paused.is_some(),
+                paused_since: paused.flatten(),
+                held: int(Some(held))?,
             })
         })
         .collect::<Result<Vec<_>>>()?;

@@ -119,6 +119,9 @@ pub struct JobInfo {
     pub raw_id: Option<Vec<u8>>,
     /// The W3C trace context it was pushed with, if any (`delayer::trace`).
     pub traceparent: Option<String>,
+    /// Its topic is paused: a scheduled job is not made ready when due, a
+    /// ready one is not handed out (PROTOCOL.md, "Flow control").
+    pub paused: bool,
 }
 
 /// A job's body as `delayer::Delayer::job_body` read it.
@@ -180,6 +183,13 @@ pub struct TopicStats {
     /// The topic's exact bytes when they are not UTF-8 (then `topic` is a
     /// lossy rendering).
     pub raw_topic: Option<Vec<u8>>,
+    /// The topic is paused (nothing of it handed out or made ready).
+    pub paused: bool,
+    /// Since when, when known (a flow hash of the wrong type, or a `paused`
+    /// that is no time, pauses the topic without saying since when).
+    pub paused_since: Option<SystemTime>,
+    /// Due jobs the pause holds back (counted in `scheduled` too).
+    pub held: u64,
 }
 
 /// Per-topic numbers, and totals that count every job.

@@ -19,6 +19,7 @@ pub const TICK: &str = "delayer_tick_duration_seconds";
 pub const LATENESS: &str = "delayer_lateness_seconds";
 pub const HELD: &str = "delayer_held_seconds";
 pub const SET_ASIDE: &str = "delayer_jobs_set_aside_total";
+pub const PAUSED: &str = "delayer_topic_paused";
 const POOL: &str = "delayer_pool_size";
 const REDIS_ERRORS: &str = "delayer_redis_errors_total";
 const RECONNECTS: &str = "delayer_redis_reconnects_total";
@@ -43,6 +44,7 @@ pub const HELD_BUCKETS: [f64; 10] = [1.0, 5.0, 30.0, 60.0, 300.0, 900.0, 1800.0,
 /// recorder is installed (the `http` tree's metrics listener does).
 pub fn describe() {
     describe_counter!(MOVED, "Jobs moved to their ready queue, per topic.");
+    describe_gauge!(PAUSED, "1 while the topic is paused (nothing of it handed out or made ready), else 0.");
     describe_counter!(
         SET_ASIDE,
         "Due jobs of a topic under flow control set aside in its flow pool, per topic (classic layout)."
@@ -70,8 +72,8 @@ pub fn describe() {
     );
     describe_gauge!(
         JOBS,
-        "Jobs per topic and state (scheduled, ready, reserved, dead), read from Redis every 5 s; reserved is left \
-         out when too many jobs are reserved to count per topic."
+        "Jobs per topic and state (scheduled, ready, reserved, dead, held: due jobs a pause holds back), read from \
+         Redis every 5 s; reserved is left out when too many jobs are reserved to count per topic."
     );
     describe_gauge!(
         crate::eviction::GAUGE,
@@ -234,17 +236,20 @@ pub fn watch_topics(target: delayer_protocol::target::Target, names: &delayer_pr
 fn topic_gauges(stats: &delayer::inspect::Stats, shown: BTreeSet<String>) -> BTreeSet<String> {
     let now: BTreeSet<String> = stats.topics.iter().map(|t| t.topic.clone()).collect();
     for gone in shown.difference(&now) {
-        for state in ["scheduled", "ready", "reserved", "dead"] {
+        for state in ["scheduled", "ready", "reserved", "dead", "held"] {
             gauge!(JOBS, "topic" => gone.clone(), "state" => state).set(0.0);
         }
+        gauge!(PAUSED, "topic" => gone.clone()).set(0.0);
     }
     for t in &stats.topics {
         let reserved = t.reserved.map(|n| n as f64);
+        gauge!(PAUSED, "topic" => t.topic.clone()).set(if t.paused { 1.0 } else { 0.0 });
         for (state, n) in [
             ("scheduled", Some(t.scheduled as f64)),
             ("ready", Some(t.ready as f64)),
             ("reserved", reserved),
             ("dead", Some(t.dead as f64)),
+            ("held", Some(t.held as f64)),
         ] {
             if let Some(n) = n {
                 gauge!(JOBS, "topic" => t.topic.clone(), "state" => state).set(n);
