@@ -438,21 +438,24 @@ mod tests {
     #[test]
     fn lookup_reply_reads_each_state_time_into_its_field() {
         let reply =
-            Value::Array(["reserved", "t", "5", "2", "", "1700000000.125", "", "Boom: x", ""].map(bulk).to_vec());
+            Value::Array(["reserved", "t", "5", "2", "", "1700000000.125", "", "Boom: x", "", ""].map(bulk).to_vec());
         let info = parse_lookup(b"42", reply).unwrap();
         assert_eq!(info.state, JobState::Reserved);
+        assert!(!info.paused);
         assert_eq!(info.deadline, Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_125)));
         assert_eq!((info.due, info.dead_at, info.max_attempts), (None, None, None));
         assert_eq!(info.last_error.as_deref(), Some("Boom: x"));
         // Fields of a damaged hash: not known, or clamped, never an error.
-        let odd = ["scheduled", "t", "abc", "99999999999999999999", "-4", "inf", "", "", "00-x"].map(bulk).to_vec();
+        let odd =
+            ["scheduled", "t", "abc", "99999999999999999999", "-4", "inf", "", "", "00-x", "paused"].map(bulk).to_vec();
         let info = parse_lookup(b"42", Value::Array(odd)).unwrap();
+        assert!(info.paused);
         assert_eq!((info.body_size, info.attempts, info.max_attempts), (None, Some(u64::MAX), Some(0)));
         assert_eq!(info.due, Some(UNIX_EPOCH + Duration::from_millis(253_402_300_799_999)));
         assert_eq!(info.traceparent, None, "a malformed traceparent reads as absent");
-        let unreadable = ["dead", "t", "1", "1", "1", "abc", "buried", "", ""].map(bulk).to_vec();
+        let unreadable = ["dead", "t", "1", "1", "1", "abc", "buried", "", "", ""].map(bulk).to_vec();
         assert_eq!(parse_lookup(b"42", Value::Array(unreadable)).unwrap().dead_at, None);
-        let bad = Value::Array(["weird", "", "", "", "", "", "", "", ""].map(bulk).to_vec());
+        let bad = Value::Array(["weird", "", "", "", "", "", "", "", "", ""].map(bulk).to_vec());
         assert!(matches!(parse_lookup(b"42", bad), Err(Error::BadReply(_))));
     }
 
