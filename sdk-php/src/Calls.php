@@ -195,7 +195,17 @@ final class Calls
     public static function lookup(Keys $keys, string $topic, string $id): array
     {
         $n = $keys->names($topic);
-        return [Scripts::LOOKUP, [$n->bucket($id), $n->pool, $n->reserved], [$id, $topic, $n->flowPoolPrefix]];
+        return [Scripts::LOOKUP, [$n->bucket($id), $n->pool, $n->reserved, (string) $n->flow], [$id, $topic, $n->flowPoolPrefix]];
+    }
+
+    /** stats.lua, the classic layout's numbers (the per-topic layout reads each topic's keys: {@see Inspect::stats()}). */
+    public static function stats(Keys $k): array
+    {
+        return [
+            Scripts::STATS,
+            [$k->topics(), $k->scheduledCount(), $k->pool(), $k->reserved(), $k->flowTopics()],
+            [$k->readyQueuePrefix(), $k->deadPrefix(), $k->bucketPrefix(), (string) Stats::RESERVED_CAP, $k->flowPrefix(), $k->flowPoolPrefix()],
+        ];
     }
 
     /** @param 'scheduled'|'reserved'|'ready' $what */

@@ -6,6 +6,7 @@ namespace Delayer;
 
 use Delayer\Exception\InvalidArgumentException;
 use Delayer\Exception\ProtocolException;
+use Delayer\Exception\RedisErrorException;
 
 /** Seeing jobs, read-only (docs/PROTOCOL.md, "Inspecting jobs"). */
 trait Inspect
@@ -57,21 +58,21 @@ trait Inspect
         return new Page(array_map(static fn (array $p): string => $p[0], $pairs), $next);
     }
 
-    /** Scheduled, ready, reserved and dead jobs per topic; no scan of the pool. */
+    /** Scheduled, ready, reserved and dead jobs per topic, and each topic's pause; no scan of the pool. */
     public function stats(): Stats
     {
         if ($this->keys->isPerTopic()) {
             return $this->perTopicStats();
         }
-        $k = $this->keys;
-        return Replies::stats($this->connection->script(
-            Scripts::STATS,
-            [$k->topics(), $k->scheduledCount(), $k->pool(), $k->reserved()],
-            [$k->readyQueuePrefix(), $k->deadPrefix(), $k->bucketPrefix(), (string) Stats::RESERVED_CAP],
-        ));
+        return Replies::stats($this->connection->script(...Calls::stats($this->keys)));
     }
 
-    /** The per-topic layout's numbers: ZCARD / LLEN of each topic's keys, 100 topics per round trip. */
+    /**
+     * The per-topic layout's numbers: ZCARD / LLEN of each topic's keys, its flow hash's `paused` and the jobs
+     * of its pool due by this client's clock (held while paused), 100 topics per round trip. A flow hash of
+     * the wrong type reads as paused, since unknown (stats.lua's "?"): then that chunk's hashes are read one
+     * by one.
+     */
     private function perTopicStats(): Stats
     {
         $topics = [];
@@ -91,21 +92,51 @@ trait Inspect
         $out = [];
         $poolTotal = 0;
         $reservedTotal = 0;
+        $now = sprintf('%.3F', microtime(true));
         foreach (array_chunk($topics, 100) as $chunk) {
-            $commands = [];
+            $counts = [];
+            $flows = [];
             foreach ($chunk as $topic) {
                 $n = $this->keys->names($topic);
-                array_push($commands, ['ZCARD', [$n->pool]], ['LLEN', [(string) $n->ready]], ['ZCARD', [$n->reserved]], ['LLEN', [(string) $n->dead]]);
+                $flows[] = ['HGET', [(string) $n->flow, 'paused']];
+                array_push($counts, ['ZCARD', [$n->pool]], ['LLEN', [(string) $n->ready]], ['ZCARD', [$n->reserved]], ['LLEN', [(string) $n->dead]],
+                    ['ZCOUNT', [$n->pool, '-inf', $now]]);
             }
-            $replies = array_map(static fn (mixed $v): int => Replies::int($v), $this->connection->commands($commands));
+            try {
+                $replies = $this->connection->commands([...$counts, ...$flows]);
+                $paused = \array_slice($replies, \count($counts));
+            } catch (RedisErrorException $e) {
+                if (!str_contains($e->getMessage(), 'WRONGTYPE')) {
+                    throw $e;
+                }
+                $replies = $this->connection->commands($counts); // a counted key of the wrong type: an error, as before
+                $paused = array_map(fn (array $hget): mixed => $this->pausedOrUnknown($hget), $flows);
+            }
             foreach ($chunk as $i => $topic) {
-                [$scheduled, $ready, $reserved, $dead] = \array_slice($replies, 4 * $i, 4);
+                [$scheduled, $ready, $reserved, $dead, $due] = array_map(
+                    static fn (mixed $v): int => Replies::int($v),
+                    \array_slice($replies, 5 * $i, 5)
+                );
+                [$isPaused, $since] = Replies::pausedSince($paused[$i]);
                 $poolTotal += $scheduled;
                 $reservedTotal += $reserved;
-                $out[] = new TopicStats($topic, $scheduled, $ready, $reserved, $dead);
+                $out[] = new TopicStats($topic, $scheduled, $ready, $reserved, $dead, $isPaused, $since, $isPaused ? $due : 0);
             }
         }
         return new Stats($poolTotal, $reservedTotal, $out);
+    }
+
+    /** @param array{0: string, 1: list<string>} $hget one flow hash's HGET: its reply, "?" for a key of the wrong type */
+    private function pausedOrUnknown(array $hget): mixed
+    {
+        try {
+            return $this->connection->commands([$hget])[0];
+        } catch (RedisErrorException $e) {
+            if (!str_contains($e->getMessage(), 'WRONGTYPE')) {
+                throw $e;
+            }
+            return '?';
+        }
     }
 
     /** @return Page<Listed> list.lua until the page is full, the end, or Page::CALLS_PER_PAGE calls */

@@ -18,6 +18,7 @@ final class JobInfo
      * @param float|null  $due        scheduled: when due; $deadline reserved; $deadAt dead
      * @param string|null $deadReason "buried" or "max_attempts"
      * @param string|null $lastError  the last failed attempt's error, when a worker gave one
+     * @param string      $flow       "paused" while the job's topic is paused (nothing of it is handed out), else ""
      */
     public function __construct(
         public readonly string $id,
@@ -32,6 +33,7 @@ final class JobInfo
         public readonly ?string $deadReason,
         public readonly ?string $lastError,
         public readonly ?string $traceparent = null,
+        public readonly string $flow = '',
     ) {
     }
 }

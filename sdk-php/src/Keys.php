@@ -162,7 +162,13 @@ final class Keys
     /** `<prefix>flow:<topic>`: the HASH of one topic's flow control (field "paused" while paused). */
     public function flow(string $topic): string
     {
-        return $this->prefix . 'flow:' . $topic;
+        return $this->flowPrefix() . $topic;
+    }
+
+    /** `<prefix>flow:`: what every classic flow hash's name starts with. */
+    public function flowPrefix(): string
+    {
+        return $this->prefix . 'flow:';
     }
 
     /** `<prefix>flow_gate:<topic>`: the LIST a resume writes, which waiters on a paused topic block on. */

@@ -194,7 +194,7 @@ final class Replies
     /** lookup.lua: where job $id is, and what it carries. */
     public static function lookup(mixed $reply, string $id): JobInfo
     {
-        if (!\is_array($reply) || \count($reply) !== 9) {
+        if (!\is_array($reply) || \count($reply) !== 10) {
             throw self::bad(Scripts::LOOKUP, $reply);
         }
         $reply = array_values($reply);
@@ -206,7 +206,7 @@ final class Replies
         $time = self::time($f[5]);
         $at = static fn (string $when): ?float => $state === $when ? $time : null;
         return new JobInfo($id, $state, $f[1], self::count($f[2]), self::count($f[3]), self::count($f[4]),
-            $at('scheduled'), $at('reserved'), $at('dead'), $f[6], $f[7], Traceparent::fromRedis($id, $reply[8]));
+            $at('scheduled'), $at('reserved'), $at('dead'), $f[6], $f[7], Traceparent::fromRedis($id, $reply[8]), $f[9] ?? '');
     }
 
     /** @return array{0: int|null, 1: list<array{0: string, 1: float|null}>} list.lua's {next_rank, id, score, ...} */
@@ -223,7 +223,7 @@ final class Replies
         return [self::count(self::text($reply[0])), $pairs];
     }
 
-    /** stats.lua's {pool, reserved, known, {topic, scheduled, ready, reserved, dead}, ...}. */
+    /** stats.lua's {pool, reserved, known, {topic, scheduled, ready, reserved, dead, paused_since, held}, ...}. */
     public static function stats(mixed $reply): Stats
     {
         if (!\is_array($reply) || \count($reply) < 3) {
@@ -233,14 +233,31 @@ final class Replies
         $known = self::int($reply[2]) === 1;
         $topics = [];
         foreach (\array_slice($reply, 3) as $entry) {
-            if (!\is_array($entry) || \count($entry) !== 5) {
+            if (!\is_array($entry) || \count($entry) !== 7) {
                 throw new ProtocolException('unexpected topic entry from stats.lua: ' . get_debug_type($entry));
             }
-            [$topic, $scheduled, $ready, $reserved, $dead] = array_values($entry);
+            [$topic, $scheduled, $ready, $reserved, $dead, $pausedSince, $held] = array_values($entry);
+            [$paused, $since] = self::pausedSince($pausedSince);
             $topics[] = new TopicStats(self::text($topic) ?? '', self::int($scheduled), self::int($ready),
-                $known ? self::int($reserved) : null, self::int($dead));
+                $known ? self::int($reserved) : null, self::int($dead), $paused, $since, self::int($held));
         }
         return new Stats(self::int($reply[0]), self::int($reply[1]), $topics);
+    }
+
+    /**
+     * A flow hash's `paused` as stats reads it: [paused, since]. "" (or nil): running; a time "s.mmm":
+     * paused since then; "?" (stats.lua: a flow hash of the wrong type) or any other value: paused, since unknown.
+     *
+     * @return array{0: bool, 1: float|null}
+     */
+    public static function pausedSince(mixed $value): array
+    {
+        $value = self::text($value);
+        if ($value === null) {
+            return [false, null];
+        }
+        $since = is_numeric($value) ? (float) $value : NAN;
+        return [true, is_finite($since) ? $since : null];
     }
 
     /** flow.lua's [paused_since ("s.mmm" or ""), changed (0/1), now ("s.mmm"), held]. */

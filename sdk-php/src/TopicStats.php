@@ -7,6 +7,12 @@ namespace Delayer;
 /**
  * One topic's numbers ({@see Client::stats()}). $reserved is null when too
  * many jobs are reserved to count per topic.
+ *
+ * $paused: nothing of the topic is handed out (see {@see Client::pause()});
+ * $pausedSince: when it was paused (Unix seconds), null while it runs, and
+ * null too while paused when the flow hash holds no time (a key of the wrong
+ * type, or a value that is not a time). $held: its due jobs the pause holds
+ * back (counted in $scheduled too); 0 while it runs in the per-topic layout.
  */
 final class TopicStats
 {
@@ -16,6 +22,9 @@ final class TopicStats
         public readonly int $ready,
         public readonly ?int $reserved,
         public readonly int $dead,
+        public readonly bool $paused = false,
+        public readonly ?float $pausedSince = null,
+        public readonly int $held = 0,
     ) {
     }
 }

@@ -39,6 +39,8 @@ final class CallContractTest extends TestCase
             Calls::deadAction($k, 't', 'requeue', ['a']),
             Calls::deadAction($k, 't', 'purge', null),
             Calls::flow($k, 't', 'pause'),
+            Calls::lookup($k, 't', 'a'),
+            Calls::stats($k),
         ];
         $out = [];
         foreach ($calls as $i => $call) {
@@ -106,6 +108,7 @@ final class CallContractTest extends TestCase
             Calls::deadList($t, 't', 0, 10),
             Calls::deadAction($t, 't', 'requeue', ['a', 'b']),
             Calls::flow($t, 't', 'get'),
+            Calls::lookup($t, 't', 'a'),
         ];
         $out = self::calls();
         foreach ($calls as $i => $call) {

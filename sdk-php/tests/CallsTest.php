@@ -118,6 +118,14 @@ final class CallsTest extends TestCase
         self::assertSame(['i'], Calls::remove($perTopic, 'i', 't')[2]);
         self::assertSame(['i', '5', 'p:wake', ''], Calls::reschedule($perTopic, 'i', 5, 't')[2]);
         self::assertSame(['i', 't', ''], Calls::lookup($perTopic, 't', 'i')[2]);
+        // lookup.lua's KEYS[4]: the topic's flow hash (its "paused": the job's flow)
+        self::assertSame(['p:job_bucket:i', 'p:job_pool', 'p:reserved', 'p:flow:t'], Calls::lookup($keys, 't', 'i')[1]);
+        self::assertSame(['p:{t}:job:i', 'p:{t}:pool', 'p:{t}:reserved', 'p:{t}:flow'], Calls::lookup($perTopic, 't', 'i')[1]);
+        self::assertSame(
+            [Scripts::STATS, ['p:topics', 'p:scheduled_count', 'p:job_pool', 'p:reserved', 'p:flow_topics'],
+                ['p:ready_queue:', 'p:dead:', 'p:job_bucket:', '1000', 'p:flow:', 'p:flow_pool:']],
+            Calls::stats($keys)
+        );
         [$script, $k, $argv] = Calls::push($keys, Calls::job($keys, Message::create('i', 't', 'b'), 1.5, 60), true);
         self::assertSame(Scripts::PUSH, $script);
         self::assertSame(['p:job_pool', 'p:job_bucket:i', 'p:scheduled_count'], $k);
