@@ -21,6 +21,7 @@ use Delayer\Exception\InvalidArgumentException;
 use Delayer\Message;
 use Delayer\Options;
 use Delayer\ReservedMessage;
+use Delayer\TopicStats;
 
 require getenv('DELAYER_PHP_AUTOLOAD') ?: dirname(__DIR__, 2) . '/sdk-php/vendor/autoload.php';
 
@@ -221,8 +222,18 @@ function handle(Client $client, array $req): array
                 'state' => $j->state, 'topic' => $j->topic, 'body_size' => $j->bodySize,
                 'attempts' => $j->attempts, 'max_attempts' => $j->maxAttempts, 'due' => $j->due,
                 'deadline' => $j->deadline, 'dead_at' => $j->deadAt, 'dead_reason' => $j->deadReason,
-                'last_error' => $j->lastError, 'traceparent' => $j->traceparent,
+                'last_error' => $j->lastError, 'traceparent' => $j->traceparent, 'flow' => $j->flow,
             ]];
+        case 'stats':
+            // per topic as Client::stats() has it, the pause as the flow op answers it
+            $stats = $client->stats();
+            return [
+                'scheduled_total' => $stats->scheduledTotal, 'reserved_total' => $stats->reservedTotal,
+                'topics' => array_map(static fn (TopicStats $t): array => [
+                    'topic' => $t->topic, 'scheduled' => $t->scheduled, 'ready' => $t->ready, 'reserved' => $t->reserved,
+                    'dead' => $t->dead, 'paused' => $t->paused, 'paused_since' => $t->pausedSince, 'held' => $t->held,
+                ], $stats->topics),
+            ];
         case 'pause':
             return ['changed' => $client->pause($req['topic'])];
         case 'resume':
