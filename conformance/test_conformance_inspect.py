@@ -37,7 +37,7 @@ MOVE_LUA = (harness.REPO / "lua" / "move.lua").read_bytes()
 MOVE_TOPIC_LUA = (harness.REPO / "lua" / "move_topic.lua").read_bytes()
 #: Every viewpoint's answer has exactly these fields (times: Unix seconds; null when absent).
 FIELDS = {"id", "state", "topic", "body_size", "attempts", "max_attempts", "due", "deadline", "dead_at",
-          "dead_reason", "last_error", "traceparent"}
+          "dead_reason", "last_error", "traceparent", "flow"}
 TIMES = ("due", "deadline", "dead_at")
 
 
