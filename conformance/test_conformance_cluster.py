@@ -63,3 +63,23 @@ def failed_over(workdir: Path) -> Iterator[Dict[str, harness.Driver]]:
 def test_every_pair_carries_on_after_a_failover(failed_over: Dict[str, harness.Driver], pusher: str,
                                                 consumer: str) -> None:
     harness.through_the_server(failed_over, pusher, consumer, "cluster", "after", kit.DEADLINE)
+
+
+def test_a_pause_holds_for_every_sdk_on_every_master(failed_over: Dict[str, harness.Driver]) -> None:
+    """Each SDK pauses a topic of its own (the topics land on several
+    masters): no SDK pops its due job while paused, every SDK sees the pause,
+    and after another SDK's resume the job is handed out once."""
+    for i, controller in enumerate(SDKS):
+        topic, other = f"cluster-pause-{controller}", SDKS[(i + 1) % 3]
+        assert failed_over[controller].request({"op": "pause", "topic": topic}) == {"ok": True, "changed": True}
+        assert failed_over[other].request({"op": "push", "topic": topic, "id": f"p{i}", "delay_ms": 0})["ok"]
+        for sdk in SDKS:
+            assert failed_over[sdk].request({"op": "is_paused", "topic": topic}) == {"ok": True, "paused": True}
+        held = lambda: failed_over[controller].request({"op": "flow", "topic": topic})["held"]  # noqa: E731
+        assert harness.wait_until(lambda: held() == 1, kit.DEADLINE), f"{topic}: not held"
+        for sdk in SDKS:
+            got = failed_over[sdk].request({"op": "pop", "topic": topic})
+            assert got == {"ok": True, "job": None}, f"{sdk} popped a job of paused {topic}: {got}"
+        assert failed_over[other].request({"op": "resume", "topic": topic}) == {"ok": True, "changed": True}
+        got = failed_over[controller].request({"op": "bpop", "topic": topic, "timeout_ms": 10_000})
+        assert got["ok"] and got["job"] is not None and got["job"]["id"] == f"p{i}", f"{topic}: {got}"
