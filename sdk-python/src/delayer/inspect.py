@@ -3,13 +3,16 @@ scheduled, ready and reserved jobs, and per-topic numbers (:meth:`stats`),
 so that "when does order 42's auto-close fire?" needs no redis-cli.
 
 Everything here only reads, with lookup.lua, list.lua and stats.lua (the
-per-topic layout's stats: SSCAN of the topics, then ZCARD / LLEN per topic).
+per-topic layout's stats: SSCAN of the topics, then ZCARD / LLEN per topic,
+and each topic's pause: HGET of its flow hash, ZCOUNT of its due jobs).
 Each operation is a generator (as in :mod:`delayer._ops`), which the mixins'
 methods of the sync and asyncio clients only drive.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Generic, List, Optional, Tuple, TypeVar
 
@@ -42,6 +45,8 @@ RESERVED_CAP = 1000
 #: Per-topic layout stats: topics asked of SSCAN per call, and read per round trip.
 TOPICS_PER_SCAN = 1000
 TOPICS_PER_ROUND = 250
+#: Per-topic layout stats: commands per topic (ZCARD, LLEN, ZCARD, LLEN, HGET, ZCOUNT).
+PER_TOPIC = 6
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,10 @@ class JobInfo:
     last_error: Optional[str]
     #: The W3C trace context it was pushed with, if any.
     traceparent: Optional[str] = None
+    #: ``"paused"`` while the job's topic is paused (nothing of it is handed
+    #: out: a scheduled job is not made ready when due, a ready one not
+    #: handed out), else ``""``.
+    flow: str = ""
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,20 @@ class TopicStats:
     ready: int
     reserved: Optional[int]
     dead: int
+    #: Whether the topic is paused (nothing of it is handed out), as
+    #: :meth:`delayer.Delayer.pause` left it; also for a flow hash of the
+    #: wrong type, which pauses the topic too.
+    paused: bool = False
+    #: When the pause began (Unix seconds); None while the topic runs, and
+    #: while it is paused by a flow hash whose ``paused`` is no time (or of the
+    #: wrong type).
+    paused_since: Optional[float] = None
+    #: Due jobs held back (as :attr:`delayer.FlowState.held`): in the classic
+    #: layout those the server set aside in the topic's flow pool, until it
+    #: drains them after a resume (also counted in ``scheduled``); in the
+    #: per-topic layout those of its pool due by now (the client's clock)
+    #: while the topic is paused, 0 while it runs.
+    held: int = 0
 
     @property
     def topic_bytes(self) -> bytes:
@@ -151,6 +174,27 @@ def _time(value: object) -> Optional[float]:
         raise ProtocolError(f"expected a time in Unix seconds, got {text!r:.200}") from None
 
 
+#: lookup.lua's ``flow``: the job's topic paused, or not.
+FLOWS = ("paused", "")
+
+
+def _pause(script: str, value: object) -> Tuple[bool, Optional[float]]:
+    """A flow hash's ``paused`` as stats.lua hands it on: ``""`` running;
+    anything else paused, since that time ("s.mmm"), or since None when it is
+    no time ("?": a flow hash of the wrong type; a pause written by hand may
+    hold anything, and every value pauses the topic: the hand-out scripts
+    test the field, not its value)."""
+    if value in (b"", ""):
+        return False, None
+    if not isinstance(value, (bytes, str)):
+        raise ProtocolError(f"{script}: expected the pause time as a string, got {value!r:.200}")
+    try:
+        since = float(value)
+    except ValueError:
+        return True, None
+    return True, (round(since, 3) if math.isfinite(since) else None)
+
+
 def _page_args(keys: Keys, topic: object, cursor: object, how_many: object) -> Tuple[str, int, int]:
     t = keys.topic(topic)
     return t, count("cursor", cursor, 0, MAX_POSITION), count("count", how_many, 1, MAX_PAGE)
@@ -159,17 +203,21 @@ def _page_args(keys: Keys, topic: object, cursor: object, how_many: object) -> T
 def job_op(keys: Keys, topic: object, job_id: object) -> Op[JobInfo]:
     t, i = keys.topic(topic), check_name("id", job_id)
     n = keys.names(t)
-    reply = yield ScriptCall(scripts.LOOKUP, [n.bucket(i), n.pool, n.reserved], [i, t, n.flow_pool_prefix])
-    if not isinstance(reply, list) or len(reply) != 9:
-        raise ProtocolError(f"lookup.lua: expected 9 fields, got {reply!r:.200}")
+    reply = yield ScriptCall(scripts.LOOKUP, [n.bucket(i), n.pool, n.reserved, n.flow], [i, t, n.flow_pool_prefix])
+    if not isinstance(reply, list) or len(reply) != 10:
+        raise ProtocolError(f"lookup.lua: expected 10 fields, got {reply!r:.200}")
     state = _text(reply[0]) or ""
     if state not in STATES:
         raise ProtocolError(f"lookup.lua: unknown state {state!r}")
-    time = _time(reply[5])
+    flow = _text(reply[9]) or ""
+    if flow not in FLOWS:
+        raise ProtocolError(f"lookup.lua: unknown flow {flow!r:.200}")
+    when = _time(reply[5])
     return JobInfo(id=i, state=state, topic=_text(reply[1]), body_size=_number(reply[2]), attempts=_number(reply[3]),
-                   max_attempts=_number(reply[4]), due=time if state == "scheduled" else None,
-                   deadline=time if state == "reserved" else None, dead_at=time if state == "dead" else None,
-                   dead_reason=_text(reply[6]), last_error=_text(reply[7]), traceparent=_trace.from_redis(i, reply[8]))
+                   max_attempts=_number(reply[4]), due=when if state == "scheduled" else None,
+                   deadline=when if state == "reserved" else None, dead_at=when if state == "dead" else None,
+                   dead_reason=_text(reply[6]), last_error=_text(reply[7]), traceparent=_trace.from_redis(i, reply[8]),
+                   flow=flow)
 
 
 def _list_reply(reply: object) -> Tuple[Optional[int], List[Tuple[str, Optional[float]]]]:
@@ -216,8 +264,16 @@ def _scan_reply(reply: object) -> Tuple[int, List[str]]:
     return int(cursor), [_text(m) or "" for m in reply[1]]
 
 
+def _clock() -> str:
+    """The client's clock in Unix seconds, 3 decimals: the per-topic layout's
+    held jobs are those of a paused topic's pool due by then."""
+    return f"{time.time():.3f}"
+
+
 def topic_stats_op(keys: Keys) -> Op[Stats]:
-    """The per-topic layout's stats: ZCARD / LLEN of each topic's keys, a round trip per :data:`TOPICS_PER_ROUND`."""
+    """The per-topic layout's stats: ZCARD / LLEN of each topic's keys, HGET of
+    its flow hash's ``paused`` and ZCOUNT of its pool's due jobs (held while
+    paused), a round trip per :data:`TOPICS_PER_ROUND`."""
     names: List[str] = []
     cursor = 0
     while True:
@@ -231,34 +287,50 @@ def topic_stats_op(keys: Keys) -> Op[Stats]:
     for start in range(0, len(topics), TOPICS_PER_ROUND):
         part = topics[start : start + TOPICS_PER_ROUND]
         commands: List[Tuple[Arg, ...]] = []
+        now = _clock()
         for t in part:
             n = keys.names(t)
-            commands += [("ZCARD", n.pool), ("LLEN", n.ready), ("ZCARD", n.reserved), ("LLEN", n.dead)]
-        replies = yield Commands(commands)
+            commands += [("ZCARD", n.pool), ("LLEN", n.ready), ("ZCARD", n.reserved), ("LLEN", n.dead),
+                         ("HGET", n.flow, "paused"), ("ZCOUNT", n.pool, "-inf", now)]
+        # A flow hash of the wrong type pauses its topic (as stats.lua's "?"): its error is read, not raised.
+        replies = yield Commands(commands, tolerate=True)
         if not isinstance(replies, (list, tuple)) or len(replies) != len(commands):
-            raise ProtocolError(f"expected {len(commands)} counts, got {replies!r:.200}")
+            raise ProtocolError(f"expected {len(commands)} replies, got {replies!r:.200}")
         for k, t in enumerate(part):
-            pool, ready, reserved, dead = (_int("ZCARD / LLEN", r) for r in replies[4 * k : 4 * k + 4])
-            out.append(TopicStats(t, pool, ready, reserved, dead))
+            pool, ready, reserved, dead, paused, due = replies[PER_TOPIC * k : PER_TOPIC * k + PER_TOPIC]
+            for r in (pool, ready, reserved, dead, due):
+                if isinstance(r, BaseException):
+                    raise r
+            scheduled, queued, taken, buried = (_int("ZCARD / LLEN", r) for r in (pool, ready, reserved, dead))
+            if isinstance(paused, BaseException) or paused in (b"", ""):  # no time, but paused all the same
+                stopped, since = True, None
+            else:
+                stopped, since = (False, None) if paused is None else _pause("HGET", paused)
+            out.append(TopicStats(t, scheduled, queued, taken, buried, paused=stopped, paused_since=since,
+                                  held=_int("ZCOUNT", due) if stopped else 0))
     return Stats(sum(t.scheduled for t in out), sum(t.reserved or 0 for t in out), out)
 
 
 def stats_op(keys: Keys) -> Op[Stats]:
     if keys.per_topic:
         return (yield from topic_stats_op(keys))
-    call = ScriptCall(scripts.STATS, [keys.topics, keys.scheduled_count, keys.job_pool, keys.reserved],
-                      [keys.ready_queue_prefix, keys.dead_prefix, keys.bucket_prefix, RESERVED_CAP])
+    call = ScriptCall(scripts.STATS,
+                      [keys.topics, keys.scheduled_count, keys.job_pool, keys.reserved, keys.flow_topics],
+                      [keys.ready_queue_prefix, keys.dead_prefix, keys.bucket_prefix, RESERVED_CAP,
+                       keys.flow_prefix, keys.flow_pool_prefix])
     reply = yield call
     if not isinstance(reply, list) or len(reply) < 3:
         raise ProtocolError(f"stats.lua: unexpected reply {reply!r:.200}")
     known = _int("stats.lua", reply[2]) == 1
     topics = []
     for entry in reply[3:]:
-        if not isinstance(entry, list) or len(entry) != 5:
+        if not isinstance(entry, list) or len(entry) != 7:
             raise ProtocolError(f"stats.lua: unexpected topic entry {entry!r:.200}")
         reserved = _int("stats.lua", entry[3])
+        paused, since = _pause("stats.lua", entry[5])
         topics.append(TopicStats(_text(entry[0]) or "", _int("stats.lua", entry[1]), _int("stats.lua", entry[2]),
-                                 reserved if known else None, _int("stats.lua", entry[4])))
+                                 reserved if known else None, _int("stats.lua", entry[4]), paused=paused,
+                                 paused_since=since, held=_int("stats.lua", entry[6])))
     return Stats(_int("stats.lua", reply[0]), _int("stats.lua", reply[1]), topics)
 
 

@@ -201,7 +201,12 @@ class Keys:
     def flow(self, topic: str) -> str:
         """The HASH of one topic's flow control (``paused``: since when; absent:
         running), read by every hand-out script: ``<prefix>flow:<topic>``."""
-        return self.prefix + "flow:" + topic
+        return self.flow_prefix + topic
+
+    @property
+    def flow_prefix(self) -> str:
+        """What every flow hash's name starts with: ``<prefix>flow:`` (stats.lua's ARGV[5])."""
+        return self.prefix + "flow:"
 
     def gate(self, topic: str) -> str:
         """The LIST a paused topic's waits block on (absent while paused, written
