@@ -14,7 +14,7 @@ import pytest
 
 from delayer import Job, Keys, _calls, scripts
 from delayer._calls import ScriptCall
-from delayer.inspect import stats_op
+from delayer.inspect import job_op, stats_op
 
 PKG_LUA = Path(__file__).resolve().parents[1] / "src" / "delayer" / "lua"
 PREFIX = "shop:d:"
@@ -63,6 +63,7 @@ def calls() -> List[ScriptCall]:
         _calls.flow_call(k, "t", "pause"),
         *by_ids,
         next(stats),  # type: ignore[arg-type]
+        next(job_op(k, "t", "a")),  # type: ignore[arg-type]
     ]
 
 
@@ -121,7 +122,7 @@ PER_TOPIC = {
 
 def topic_calls() -> List[ScriptCall]:
     from delayer import ReservedMessage
-    from delayer.inspect import job_op, scan_op
+    from delayer.inspect import scan_op
 
     k = Keys(PREFIX, "topic")
     held = ReservedMessage("a", "t", b"", 1, 3, "1", 0.0)
@@ -265,6 +266,28 @@ def test_the_flow_pool_prefix_is_passed_where_a_held_job_may_be() -> None:
     assert _calls.remove_call(t, "a", "t").args == ["a"]
     assert _calls.reschedule_call(t, "a", 1, "t").args[3] == ""
     assert next(job_op(t, "t", "a")).args == ["a", "t", ""]  # type: ignore[arg-type]
+
+
+def test_the_inspecting_calls_read_the_topics_flow() -> None:
+    """Issue 23: lookup.lua reads the job's topic's flow hash (KEYS[4]);
+    stats.lua the classic flow_topics (KEYS[5]), each topic's flow hash and
+    flow pool (ARGV[5], ARGV[6]); the per-topic stats HGET and ZCOUNT per topic
+    (test_inspect_pause.py)."""
+    classic, per_topic = Keys(PREFIX), Keys(PREFIX, "topic")
+    lookup = next(job_op(classic, "t", "a"))
+    assert lookup == ScriptCall("lookup", [PREFIX + "job_bucket:a", PREFIX + "job_pool", PREFIX + "reserved",
+                                           PREFIX + "flow:t"], ["a", "t", PREFIX + "flow_pool:"])
+    lookup = next(job_op(per_topic, "t", "a"))
+    assert lookup == ScriptCall("lookup", [PREFIX + "{t}:job:a", PREFIX + "{t}:pool", PREFIX + "{t}:reserved",
+                                           PREFIX + "{t}:flow"], ["a", "t", ""])
+    assert len(lookup.keys) == len(header_keys("lookup"))  # type: ignore[union-attr]
+    stats = next(stats_op(classic))
+    assert stats == ScriptCall("stats", [PREFIX + "topics", PREFIX + "scheduled_count", PREFIX + "job_pool",
+                                         PREFIX + "reserved", PREFIX + "flow_topics"],
+                               [PREFIX + "ready_queue:", PREFIX + "dead:", PREFIX + "job_bucket:", 1000,
+                                PREFIX + "flow:", PREFIX + "flow_pool:"])
+    assert len(stats.keys) == len(header_keys("stats"))  # type: ignore[union-attr]
+    assert classic.flow_prefix + "t" == classic.flow("t")
 
 
 def test_flow_calls_send_the_headers_keys_and_arguments() -> None:
