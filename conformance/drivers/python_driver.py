@@ -39,9 +39,9 @@ def backoff(spec: Any) -> delayer.Backoff:
     raise ValueError(f"unknown backoff kind {spec.get('kind')!r}")
 
 
-#: The fields of the "job" op's answer (README: the lookup of issue 13).
+#: The fields of the "job" op's answer (README: the lookup of issue 13; ``flow``, "paused" or "": issue 23).
 JOB_FIELDS = ("id", "state", "topic", "body_size", "attempts", "max_attempts", "due", "deadline", "dead_at",
-              "dead_reason", "last_error", "traceparent")
+              "dead_reason", "last_error", "traceparent", "flow")
 
 
 def main() -> None:
