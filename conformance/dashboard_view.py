@@ -29,7 +29,7 @@ ARTIFACTS = harness.REPO / "target" / "test-artifacts"
 #: The job panel's labels (app.js findJob) -> the test's field names.
 LABELS = {"state": "state", "topic": "topic", "id": "id", "due": "due", "deadline": "deadline", "died": "dead_at",
           "body size": "body_size", "attempts": "attempts", "max attempts": "max_attempts",
-          "dead reason": "dead_reason", "last error": "last_error", "traceparent": "traceparent"}
+          "dead reason": "dead_reason", "last error": "last_error", "traceparent": "traceparent", "flow": "flow"}
 NUMBERS = ("body_size", "attempts", "max_attempts")
 TIMES = ("due", "deadline", "dead_at")
 #: A time as the page shows it: UTC, to the millisecond (a due time is followed by "(in 10.0 min)").
@@ -75,6 +75,8 @@ def parse(rows: List[List[str]]) -> Dict[str, Any]:
             view[field] = shown_time(text)
         else:
             view[field] = text
+    # The panel leaves out what is empty; `flow` is "" while the topic runs.
+    view["flow"] = view["flow"] or ""
     return view
 
 

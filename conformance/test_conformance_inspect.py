@@ -136,6 +136,12 @@ def test_one_job_through_its_whole_life(ctx: Ctx) -> None:
     assert (seen["topic"], seen["body_size"], seen["attempts"], seen["max_attempts"]) == (TOPIC, 5, 0, 3)
     assert abs(seen["due"] - float(rds.zscore(KEYS.pool_of(TOPIC), job_id) or 0)) < 0.0015
     assert harness.ok(ctx.drivers, "rust", {"op": "job", "topic": "other", "id": job_id})["job"]["state"] == "unknown"
+    assert seen["flow"] == ""
+    # Paused: still scheduled, and every view says the topic holds it.
+    assert harness.ok(ctx.drivers, "rust", {"op": "pause", "topic": TOPIC})["changed"]
+    assert agreed(ctx, job_id, "scheduled")["flow"] == "paused"
+    assert harness.ok(ctx.drivers, "php", {"op": "resume", "topic": TOPIC})["changed"]
+    assert agreed(ctx, job_id, "scheduled")["flow"] == ""
 
     harness.ok(ctx.drivers, "php", {"op": "reschedule", "id": job_id, **KEYS.named(TOPIC), "delay_ms": 0})
     move(rds)

@@ -26,7 +26,8 @@
 --   dead       LLEN of the topic's dead-letter list
 --   paused_since  the flow hash's `paused` ("s.mmm") while the topic is
 --              paused, "" while it runs ("?" for a flow hash of the wrong
---              type: nothing of the topic is handed out then either)
+--              type, or an empty `paused`: nothing of the topic is handed
+--              out then either)
 --   held       due jobs set aside in the topic's flow pool (counted in
 --              scheduled too)
 -- Topics are those of <prefix>topics (every topic a Delayer 2 server moved
@@ -77,7 +78,7 @@ for _, name in ipairs(names) do
   local ready = redis.pcall('LLEN', ARGV[1] .. name)
   local dead = redis.pcall('LLEN', ARGV[2] .. name)
   local paused = redis.pcall('HGET', ARGV[5] .. name, 'paused')
-  if type(paused) == 'table' then paused = '?' end
+  if type(paused) == 'table' or paused == '' then paused = '?' end
   local held = read('ZCARD', ARGV[6] .. name) or 0
   out[#out + 1] = {name, math.max(t[1], 0), type(ready) == 'number' and ready or 0, t[2],
                    type(dead) == 'number' and dead or 0, paused or '', held}

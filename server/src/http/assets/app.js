@@ -113,7 +113,7 @@ async function showJob(topicSeg, idSegment) {
   if (job.due !== null && job.due !== undefined) rows.push(["due", when(job.due) + " (" + inSeconds(job.due) + ")"]);
   if (job.deadline !== null && job.deadline !== undefined) rows.push(["deadline", when(job.deadline)]);
   if (job.dead_at !== null && job.dead_at !== undefined) rows.push(["died", when(job.dead_at)]);
-  for (const key of ["body_size", "attempts", "max_attempts", "dead_reason", "last_error", "traceparent"]) {
+  for (const key of ["body_size", "attempts", "max_attempts", "dead_reason", "last_error", "traceparent", "flow"]) {
     if (job[key] !== null && job[key] !== undefined && job[key] !== "") rows.push([key.replace("_", " "), job[key]]);
   }
   for (const [k, v] of rows) out.append(el("dt", k), el("dd", v, k === "last error" ? "error-text" : undefined));
