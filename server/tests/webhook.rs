@@ -343,6 +343,31 @@ fn jobs_are_delivered_signed_and_acked_with_their_trace_context() {
 }
 
 #[test]
+fn a_paused_topic_is_not_delivered_until_it_is_resumed() {
+    let redis = RedisServer::start();
+    let receiver = Receiver::start(|_, _| Answer::Status(204));
+    let text = conf(&redis, &section("sms", &receiver.url("/hooks/sms"), "concurrency = 2"));
+    let _server = DelayerProcess::start(BIN, &text);
+    let hook = Webhook::start(&text);
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push_job(&job("sms", "before", b"x", 3)).expect("push");
+    assert!(wait_until(DEADLINE, || receiver.on("/hooks/sms").len() == 1), "{}", hook.output());
+    assert!(d.pause("sms").expect("pause"));
+    for i in 0..3 {
+        d.push_job(&job("sms", &format!("held{i}"), b"x", 3)).expect("push");
+    }
+    assert!(wait_until(DEADLINE, || d.flow("sms").expect("flow").held == 3), "held: {}", hook.output());
+    // The webhook is the tokio Worker: it waits on the topic's gate.
+    thread::sleep(Duration::from_millis(1500));
+    assert_eq!(receiver.on("/hooks/sms").len(), 1, "a paused topic's job was delivered");
+    assert!(d.resume("sms").expect("resume"));
+    assert!(wait_until(DEADLINE, || (0..3).all(|i| gone(&redis, &format!("held{i}")))), "{}", hook.output());
+    let ids: Vec<String> =
+        receiver.on("/hooks/sms").iter().map(|r| r.json()["id"].as_str().unwrap_or("").to_string()).collect();
+    assert_eq!(ids.len(), 4, "each delivered once: {ids:?}");
+}
+
+#[test]
 fn the_webhook_reads_the_per_topic_layout_from_its_config() {
     let redis = RedisServer::start();
     let receiver = Receiver::start(|_, _| Answer::Status(204));
