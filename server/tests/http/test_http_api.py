@@ -224,7 +224,8 @@ def test_remove_reschedule_and_listings(server: HttpServer) -> None:
     assert [i["id"] for i in ok(server, "GET", f"{jobs}?state=ready")["items"]] == ["j2"]
     stats = ok(server, "GET", "/v1/stats")
     mine = [t for t in stats["topics"] if t["topic"] == topic]
-    assert mine == [{"topic": topic, "scheduled": 1, "ready": 1, "reserved": 0, "dead": 0}], mine
+    assert mine == [{"topic": topic, "scheduled": 1, "ready": 1, "reserved": 0, "dead": 0, "paused": False,
+                     "paused_since": None, "held": 0}], mine
     history = ok(server, "GET", "/v1/history?seconds=120")
     assert len(history["samples"]) == 120
     assert harness.wait_until(lambda: topic in ok(server, "GET", "/v1/history")["topics"], step=0.1)
@@ -302,3 +303,26 @@ def test_a_remote_address_needs_saying_so_and_a_token(workdir: Path, server: Htt
         run = subprocess.run([str(server.exe), "-c", str(conf)], capture_output=True, timeout=60)
         stderr = run.stderr.decode()
         assert run.returncode == 2 and message in stderr and "short-Secret" not in stderr, (keys, stderr)
+
+
+def test_pause_and_resume_a_topic(server: HttpServer) -> None:
+    """POST /v1/topics/{topic}/pause and /resume (issue 23): a full-access
+    token; while paused, pop and reserve (waiting or not) hand out nothing,
+    stats and the lookup say so; after the resume the job is handed out."""
+    topic = new("paused")
+    ok(server, "POST", f"/v1/topics/{topic}/jobs", {"id": "j", "delay": 0, "body": "b"}, 201)
+    assert error(server, "POST", f"/v1/topics/{topic}/pause", token=READ_TOKEN, status=403)["code"] == "read_only"
+    state = ok(server, "POST", f"/v1/topics/{topic}/pause")
+    assert (state["topic"], state["paused"], state["changed"]) == (topic, True, True), state
+    assert isinstance(state["paused_since"], float), state
+    assert ok(server, "POST", f"/v1/topics/{topic}/pause")["changed"] is False
+    assert ok(server, "POST", f"/v1/topics/{topic}/pop", {"wait": 0.5})["job"] is None
+    assert ok(server, "POST", f"/v1/topics/{topic}/reserve", {"ttr": 30})["job"] is None
+    [row] = [t for t in ok(server, "GET", "/v1/stats")["topics"] if t["topic"] == topic]
+    assert (row["paused"], row["paused_since"]) == (True, state["paused_since"]), row
+    assert ok(server, "GET", f"/v1/topics/{topic}/jobs/j")["flow"] == "paused"
+    state = ok(server, "POST", f"/v1/topics/{topic}/resume")
+    assert (state["paused"], state["paused_since"], state["changed"]) == (False, None, True), state
+    assert ok(server, "POST", f"/v1/topics/{topic}/resume")["changed"] is False
+    got = ok(server, "POST", f"/v1/topics/{topic}/pop", {"wait": 10})["job"]
+    assert got is not None and got["id"] == "j", got
