@@ -158,7 +158,14 @@ pub fn stats(conn: &mut Conn, names: &Names, topics: &delayer::inspect::Stats) -
                 };
                 per_topic.push((first, number(m).unwrap_or(0), number(o).unwrap_or(0)));
             }
-            let next_due = per_topic.iter().filter_map(|(first, _, _)| first_due(first)).reduce(f64::min);
+            // A paused topic's due jobs wait on purpose: they do not make
+            // the server look behind (the classic layout sets them aside).
+            let next_due = per_topic
+                .iter()
+                .zip(&topics.topics)
+                .filter(|(_, t)| !t.paused)
+                .filter_map(|((first, _, _), _)| first_due(first))
+                .reduce(f64::min);
             (
                 topics.scheduled_total,
                 next_due,

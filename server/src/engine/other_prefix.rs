@@ -160,12 +160,14 @@ fn overdue(conn: &mut Conn, prefix: &str, layout: Layout, before: f64) -> redis:
             if topics.is_empty() {
                 return Ok(0);
             }
+            // A paused topic's due jobs wait on purpose: not strays.
             let mut counts = Batch::new();
             for t in topics {
+                counts.add(redis::cmd("HEXISTS").arg(keys.flow(t)).arg("paused").clone());
                 counts.add(redis::cmd("ZCOUNT").arg(keys.pool(t)).arg("-inf").arg(before).clone());
             }
             let counts: Vec<u64> = counts.query(conn)?;
-            Ok(counts.iter().sum())
+            Ok(counts.chunks(2).filter(|c| c[0] == 0).map(|c| c.get(1).copied().unwrap_or(0)).sum())
         }
     }
 }
