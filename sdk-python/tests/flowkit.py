@@ -7,15 +7,30 @@ ready with the server's own scripts."""
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, Iterator, List
 
+import pytest
 import redis
 
 import conftest
 import topickit
+from delayer import Delayer
 
 P = "delayer:"
 LAYOUTS = ("classic", "topic")
+
+
+@pytest.fixture(params=LAYOUTS)
+def layout(request: pytest.FixtureRequest) -> str:
+    """Each test in both key layouts (import this fixture to use it)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def d(url: str, layout: str) -> Iterator[Delayer]:
+    """A client of ``layout`` under the prefix ``P``."""
+    with Delayer(url, P, layout=layout) as client:
+        yield client
 
 
 def names(layout: str, topic: str = "t") -> Dict[str, str]:

@@ -10,29 +10,18 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator
 
 import pytest
 import redis
 
 from delayer import Delayer, Message, ReservedMessage, Worker
 
-from flowkit import LAYOUTS, P, blocked_in, calls, make_ready, names, pause, ready, wait_for
+from flowkit import P, blocked_in, calls, make_ready, names, pause, ready, wait_for, d, layout  # noqa: F401 (fixtures)
 from workerkit import Recorder, Running
 
 #: The scripts' recheck (PAUSED_RECHECK_MS): a resume must be seen well before it.
 RECHECK = 5.0
 
-
-@pytest.fixture(params=LAYOUTS)
-def layout(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def d(url: str, layout: str) -> Iterator[Delayer]:
-    with Delayer(url, P, layout=layout) as client:
-        yield client
 
 
 def test_non_blocking_claims_give_nothing_while_paused(d: Delayer, raw: "redis.Redis", layout: str) -> None:

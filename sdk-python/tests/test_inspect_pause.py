@@ -7,7 +7,7 @@ decoders without one."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 import redis
@@ -17,18 +17,8 @@ from delayer.aio import Delayer as AsyncDelayer
 from delayer.inspect import JobInfo, Stats, TopicStats, job_op, stats_op
 
 from conftest import redis_now, run
-from flowkit import LAYOUTS, P, make_ready, names
+from flowkit import P, make_ready, names, d, layout  # noqa: F401 (fixtures)
 
-
-@pytest.fixture(params=LAYOUTS)
-def layout(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def d(url: str, layout: str) -> Iterator[Delayer]:
-    with Delayer(url, P, layout=layout) as client:
-        yield client
 
 
 def listed(raw: "redis.Redis", *topics: str) -> None:

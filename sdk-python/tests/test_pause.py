@@ -7,7 +7,7 @@ obey a pause is test_flow.py's; these are the calls themselves."""
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Tuple
 
 import pytest
 import redis
@@ -15,19 +15,9 @@ import redis
 from delayer import Delayer, FlowState, ProtocolError
 
 from conftest import redis_now
-from flowkit import LAYOUTS, P, make_ready, names, ready
+from flowkit import P, make_ready, names, ready, d, layout  # noqa: F401 (fixtures)
 from topickit import WakeListener
 
-
-@pytest.fixture(params=LAYOUTS)
-def layout(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def d(url: str, layout: str) -> Iterator[Delayer]:
-    with Delayer(url, P, layout=layout) as client:
-        yield client
 
 
 def snapshot(raw: "redis.Redis") -> Dict[Any, Tuple[Any, Any]]:
