@@ -47,6 +47,20 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+/// Which topics `delayer pause` and `resume` act on, and how they answer.
+#[derive(Debug, clap::Args)]
+pub struct FlowTarget {
+    /// The topic.
+    #[arg(value_parser = topic, required_unless_present = "all", conflicts_with = "all")]
+    pub topic: Option<String>,
+    /// Every topic `delayer stats` lists now instead of one (resume: those that are paused).
+    #[arg(long)]
+    pub all: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Operator commands. `stats`, `peek` and `dead list` read Redis and change
 /// nothing; `dead requeue` and `dead purge` change only the dead letters
 /// they are given.
@@ -108,29 +122,9 @@ pub enum Command {
     /// Pause TOPIC: no Delayer 2 consumer (SDKs, Workers, HTTP, webhook) is handed its jobs and no server makes
     /// its due jobs ready until `delayer resume`; pushes, removes and reschedules go on, ready jobs stay. --all
     /// pauses every topic `delayer stats` lists now (topics that appear later are not paused).
-    Pause {
-        /// The topic to pause.
-        #[arg(value_parser = topic, required_unless_present = "all", conflicts_with = "all")]
-        topic: Option<String>,
-        /// Every known topic instead of one.
-        #[arg(long)]
-        all: bool,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    Pause(FlowTarget),
     /// Resume TOPIC (or --all paused topics): waiting consumers wake, and its held due jobs become ready.
-    Resume {
-        /// The topic to resume.
-        #[arg(value_parser = topic, required_unless_present = "all", conflicts_with = "all")]
-        topic: Option<String>,
-        /// Every known topic that is paused.
-        #[arg(long)]
-        all: bool,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
+    Resume(FlowTarget),
     /// Cancel a job of TOPIC, wherever it is (waiting, ready, reserved or dead).
     Remove {
         /// The job's topic (the job is not touched if it belongs to another).

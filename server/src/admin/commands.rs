@@ -171,8 +171,8 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
             output::line(format_args!("pushed job {:?} to topic {:?}: {}", job.id, job.topic, due_text(due)))?;
         }
         Command::List { topic, state, count, cursor, json } => list(target, &topic, state, count, cursor, json)?,
-        Command::Pause { topic, all, json } => pause::run(target, FlowAction::Pause, topic, all, json)?,
-        Command::Resume { topic, all, json } => pause::run(target, FlowAction::Resume, topic, all, json)?,
+        Command::Pause(which) => pause::run(target, FlowAction::Pause, which)?,
+        Command::Resume(which) => pause::run(target, FlowAction::Resume, which)?,
         Command::Remove { topic, id } => {
             let client = target.client()?;
             of_topic(target, &client, &topic, &id.0)?;

@@ -2,6 +2,7 @@
 //! (`--all`), through the SDK's flow.lua call, so the CLI, the HTTP API and
 //! every SDK pause the same way (PROTOCOL.md, "Flow control").
 
+use crate::admin::cli::FlowTarget;
 use crate::admin::commands::Target;
 use crate::fatal::Fatal;
 use crate::jobview;
@@ -12,7 +13,8 @@ use serde_json::{json, Value};
 
 /// Pauses or resumes `topic`, or with `all` every topic `stats()` lists
 /// (resume: those that are paused).
-pub fn run(target: &Target, action: FlowAction, topic: Option<String>, all: bool, json: bool) -> Result<(), Fatal> {
+pub fn run(target: &Target, action: FlowAction, which: FlowTarget) -> Result<(), Fatal> {
+    let FlowTarget { topic, all, json } = which;
     let client = target.client()?;
     let topics = match topic {
         Some(topic) if !all => vec![topic],
