@@ -67,13 +67,19 @@ async function refreshOverview() {
     const row = el("tr", null, "clickable");
     row.dataset.topic = t.topic;
     const seg = segOfText(t.topic);
-    row.append(cell("topic", link(t.topic, "#/topics/" + seg + "/scheduled")));
+    const name = cell("topic", link(t.topic, "#/topics/" + seg + "/scheduled"));
+    name.append(...flowBadges(t));
+    row.append(name);
     TABS.forEach((tab) => row.append(cell(tab, link(num(t[tab]), "#/topics/" + seg + "/" + tab), "num")));
     const r = perTopic[t.topic];
     row.append(cell("moved, last minute", r ? r.moved_last_minute : 0, "num"));
     row.append(cell("lateness, last minute", r ? r.lateness_max_ms + " ms" : "", "num"));
+    const actions = cell("", undefined, "write actions");
+    actions.append(flowButton(seg, t));
+    row.append(actions);
+    row.dataset.paused = t.paused ? "true" : "false";
     row.addEventListener("click", (e) => {
-      if (e.target.tagName !== "A") window.location.hash = "#/topics/" + seg + "/scheduled";
+      if (!e.target.closest("a, button")) window.location.hash = "#/topics/" + seg + "/scheduled";
     });
     body.append(row);
   }
@@ -84,6 +90,34 @@ async function refreshOverview() {
   }
   drawChart(history, seconds);
   $("status").textContent = "updated " + new Date().toLocaleTimeString();
+}
+
+// A paused topic (PROTOCOL.md, "Flow control (pause)"): how long it has
+// been paused, and its due jobs the pause holds back.
+function flowBadges(t) {
+  if (!t.paused) return [];
+  const since = t.paused_since;
+  const badge = el("span", since === null || since === undefined ? "paused" : "paused " + ago(since), "badge paused");
+  badge.title = since === null || since === undefined ? "paused: nothing of it is handed out or made ready"
+    : "paused since " + when(since) + ": nothing of it is handed out or made ready";
+  const out = [badge];
+  if (t.held > 0) {
+    const held = el("span", t.held + " held", "badge held");
+    held.title = "due jobs the pause holds back: ready once resumed";
+    out.push(held);
+  }
+  return out;
+}
+
+// Pause (after a confirmation) or Resume; then the overview is drawn again.
+function flowButton(seg, t) {
+  if (t.paused) {
+    return button("Resume", "resume", () => act(null, () => api("POST", "/v1/topics/" + seg + "/resume"),
+      (r) => r.changed ? "Resumed " + t.topic + "." : t.topic + " was running already."));
+  }
+  return button("Pause", "pause", () => act("Pause " + t.topic + "? Workers get none of its jobs and " +
+      "none becomes ready until it is resumed; pushes go on.", () => api("POST", "/v1/topics/" + seg + "/pause"),
+    (r) => r.changed ? "Paused " + t.topic + "." : t.topic + " was paused already."));
 }
 
 // One job: what is known of it (the rows of `delayer job`), its body, and
@@ -147,9 +181,10 @@ function jobActions(topicSeg, job) {
   }
 }
 
-// Actions, each after a confirmation; then the view is drawn again.
+// Actions, each after a confirmation (none asked when `question` is null);
+// then the view is drawn again.
 async function act(question, request, done) {
-  if (!canWrite() || !window.confirm(question)) return;
+  if (!canWrite() || (question !== null && !window.confirm(question))) return;
   try {
     say(done(await request()));
   } catch (e) {

@@ -42,6 +42,7 @@ function cell(label, content, cls) {
 async function showTopic(topicSeg, tab, params) {
   const topic = segText(topicSeg);
   $("topic-name").textContent = topic;
+  $("topic-flow").replaceChildren();
   for (const a of document.querySelectorAll("#tabs a")) {
     a.href = listUrl(topicSeg, a.dataset.tab);
     a.classList.toggle("current", a.dataset.tab === tab);
@@ -64,6 +65,7 @@ async function refreshCounts(topic) {
     const n = t[a.dataset.tab];
     a.querySelector(".count").textContent = n === undefined || n === null ? "" : "(" + n + ")";
   }
+  if ($("topic-name").textContent === topic) $("topic-flow").replaceChildren(...flowBadges(t));
 }
 
 async function showCursorPage(topicSeg, tab, params) {

@@ -44,11 +44,17 @@ function when(seconds) {
   if (seconds === null || seconds === undefined || seconds === "") return "";
   return new Date(seconds * 1000).toISOString().replace("T", " ").replace("Z", " UTC");
 }
+function duration(abs) {
+  return abs < 120 ? abs.toFixed(1) + " s" : abs < 7200 ? (abs / 60).toFixed(1) + " min" : (abs / 3600).toFixed(1) + " h";
+}
 function inSeconds(seconds) {
   const d = seconds - Date.now() / 1000;
-  const abs = Math.abs(d);
-  const text = abs < 120 ? abs.toFixed(1) + " s" : abs < 7200 ? (abs / 60).toFixed(1) + " min" : (abs / 3600).toFixed(1) + " h";
+  const text = duration(Math.abs(d));
   return d >= 0 ? "in " + text : text + " ago";
+}
+// How long since a time past ("41.0 min"); a clock a little behind Redis's is 0.
+function ago(seconds) {
+  return duration(Math.max(0, Date.now() / 1000 - seconds));
 }
 function num(value) {
   return value === null || value === undefined ? "?" : String(value);
