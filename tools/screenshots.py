@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Takes the README's dashboard screenshots (docs/img/) in headless Chromium:
 starts a redis-server and the delayer server (HTTP API on) on free loopback
-ports, fills them with tools/demo-data.py's realistic set, and shoots the
+ports, fills them with tools/demo-data.py's realistic set (sms.remind then
+paused, with reminders held back), and shoots the
 overview, a topic's dead letters and a dead job's page at desktop width, and
 the overview and the dead letters at 400 px. Stops what it started.
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 import tempfile
 import time
@@ -68,6 +70,12 @@ def main() -> int:
         if not harness.wait_until(lambda: _answers(api), step=0.1):
             raise SystemExit(f"the server did not answer: {harness.tail(work / 'server.log')}")
         demo_data().fill(api, seed=7)
+        # The SMS gateway is down: sms.remind paused (the overview's badge), and
+        # reminders falling due meanwhile held back (its held count).
+        api.call("POST", "/v1/topics/sms.remind/pause")
+        api.push_many([{"topic": "sms.remind", "id": f"sms:held-{n}", "delay": 0,
+                        "body": json.dumps({"to": f"+46701234{n:03d}", "template": "table_ready"})}
+                       for n in range(5)])
         # The chart: the trickle of webhooks.retry moves for a minute; 20 s of it is enough to show.
         time.sleep(20)
         browser = Browser()
