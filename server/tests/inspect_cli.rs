@@ -188,8 +188,10 @@ fn stats_shows_per_topic_numbers() {
     assert_eq!(
         v["topics"],
         serde_json::json!([
-            {"topic": "mail", "scheduled": 4, "ready": 0, "reserved": 0, "dead": 0},
-            {"topic": "sms", "scheduled": 0, "ready": 1, "reserved": 0, "dead": 0},
+            {"topic": "mail", "scheduled": 4, "ready": 0, "reserved": 0, "dead": 0, "paused": false,
+             "paused_since": null, "held": 0},
+            {"topic": "sms", "scheduled": 0, "ready": 1, "reserved": 0, "dead": 0, "paused": false,
+             "paused_since": null, "held": 0},
         ])
     );
     let t = text(&run(&redis, &["stats"]));
