@@ -164,7 +164,8 @@ final class FlowControlTest extends RedisTestCase
     public function testAFlowKeyOfTheWrongTypeIsARedisErrorNamingIt(string $layout): void
     {
         $client = $this->flowClient($layout);
-        foreach (['flow' => fn () => $client->pause('t'), 'gate' => fn () => $client->resume('t')] as $kind => $call) {
+        // The gate is only deleted and written: junk there is replaced (FlowControlTest's gate case).
+        foreach (['flow' => fn () => $client->pause('t')] as $kind => $call) {
             $this->redis->flushAll();
             $this->redis->set($this->key($kind), 'x');
             foreach ([$call, fn () => $client->isPaused('t'), fn () => $client->flow('t')] as $each) {

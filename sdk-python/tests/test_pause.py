@@ -153,17 +153,27 @@ def test_resume_announces_the_topic_on_the_wake_channel(d: Delayer, raw: "redis.
     assert message.split(b" ", 1)[0] == raw.hget(names(layout, "mail box")["flow"], "resumed")
 
 
-@pytest.mark.parametrize("kind", ["flow", "gate"])
-def test_a_key_of_the_wrong_type_is_named_and_nothing_is_written(
-    d: Delayer, raw: "redis.Redis", layout: str, kind: str
+def test_a_flow_hash_of_the_wrong_type_is_named_and_nothing_is_written(
+    d: Delayer, raw: "redis.Redis", layout: str
 ) -> None:
-    key = names(layout)[kind]
+    key = names(layout)["flow"]
     raw.set(key, "paused")
     for call in (lambda: d.pause("t"), lambda: d.resume("t"), lambda: d.is_paused("t"), lambda: d.flow("t")):
         with pytest.raises(ProtocolError, match=escaped(key)) as e:
             call()
         assert "WRONGTYPE" in str(e.value)
     assert snapshot(raw) == {key.encode(): (b"string", raw.dump(key))}
+
+
+def test_a_gate_of_the_wrong_type_is_replaced(d: Delayer, raw: "redis.Redis", layout: str) -> None:
+    """The gate is only deleted and written: junk there does not block a pause or a resume."""
+    gate = names(layout)["gate"]
+    raw.set(gate, "junk")
+    assert d.pause("t") is True
+    assert raw.exists(gate) == 0
+    raw.set(gate, "junk")
+    assert d.resume("t") is True
+    assert raw.lrange(gate, 0, -1) == [b"1"]
 
 
 def test_a_classic_flow_topics_of_the_wrong_type_is_named(url: str, raw: "redis.Redis") -> None:

@@ -192,3 +192,21 @@ fn a_flow_hash_of_the_wrong_type_is_an_error_naming_it() {
     let kind: String = redis::cmd("TYPE").arg(FLOW).query(&mut redis.connection()).expect("TYPE");
     assert_eq!(kind, "string", "nothing written");
 }
+
+#[test]
+fn pause_and_resume_work_in_a_redis_out_of_memory() {
+    // Each call's first write is a removal (DEL gate, HDEL paused): Redis
+    // checks memory only at a script's first write, so a full Redis still
+    // takes a pause (to hold a topic while memory is being freed, say).
+    let redis = RedisServer::start();
+    let d = Delayer::open(&redis.url()).expect("client");
+    d.push("t", "j", Duration::from_secs(60)).expect("push");
+    let mut conn = redis.connection();
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(1).query(&mut conn).expect("maxmemory");
+    let refused = d.push("t", "k", Duration::from_secs(60)).expect_err("a push is refused: Redis is full");
+    assert!(refused.to_string().contains("OOM"), "{refused}");
+    assert!(d.pause("t").expect("pause"));
+    assert!(d.is_paused("t").expect("is_paused"));
+    assert!(d.resume("t").expect("resume"));
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(0).query(&mut conn).expect("maxmemory");
+}

@@ -156,3 +156,26 @@ fn a_flow_pool_of_the_wrong_type_holds_only_its_topic() {
     resume(&mut conn, "sms", paused_at);
     assert!(wait_until(DEADLINE, || llen(&mut conn, &k.ready_queue("sms")) == 5), "{}", server.output());
 }
+
+#[test]
+fn a_topic_that_is_not_utf8_drains_after_its_resume() {
+    // PHP and 1.x clients may name a topic with any bytes.
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let server = DelayerProcess::start(BIN, &server_conf(redis.port(), 100, ""));
+    assert!(server.wait_for_output(|o| o.contains("listening for wake-ups")), "{}", server.output());
+    let topic: &[u8] = b"caf\xe9";
+    let key = |kind: &str| [b"delayer:".as_slice(), kind.as_bytes(), topic].concat();
+    let _: () = redis::pipe()
+        .hset(key("flow:"), "paused", "1.000")
+        .sadd("delayer:flow_topics", topic)
+        .hset_multiple("delayer:job_bucket:x", &[(b"topic".as_slice(), topic), (b"body".as_slice(), b"b".as_slice())])
+        .zadd("delayer:job_pool", "x", 1.0)
+        .query(&mut conn)
+        .expect("a paused topic's job");
+    let held = |conn: &mut redis::Connection| conn.zcard::<_, usize>(key("flow_pool:")).expect("ZCARD");
+    assert!(wait_until(DEADLINE, || held(&mut conn) == 1), "set aside:\n{}", server.output());
+    let _: () = conn.hdel(key("flow:"), "paused").expect("HDEL");
+    let ready = |conn: &mut redis::Connection| conn.llen::<_, usize>(key("ready_queue:")).expect("LLEN");
+    assert!(wait_until(DEADLINE, || ready(&mut conn) == 1), "never drained:\n{}", server.output());
+}

@@ -216,5 +216,13 @@ fn held_jobs_and_flow_control_move_with_their_topic() {
         r.hget::<_, _, Option<String>>(classic.flow("paused"), "paused").expect("HGET").as_deref(),
         Some("1.000")
     );
+
+    // Resumed in the classic layout, then moved again: the per-topic hash
+    // left by the first move becomes the classic one, its pause gone.
+    let classic_client = Delayer::open(&redis.url()).expect("client");
+    assert!(classic_client.resume("paused").expect("resume"));
+    let (ok, text) = migrate(&conf, "topic");
+    assert!(ok, "{text}");
+    assert!(!per_topic.is_paused("paused").expect("is_paused"), "a resumed topic paused again by a migration");
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -222,8 +222,10 @@ fn copy_flow(conn: &mut Connection, from: &str, to: &str) -> RedisResult<BTreeMa
     }
     let fields: BTreeMap<String, String> = conn.hgetall(from)?;
     if !fields.is_empty() {
+        // The destination becomes the source's state, not a merge: a pause
+        // left there by an earlier migration must not outlive a resume here.
         let pairs: Vec<(&String, &String)> = fields.iter().collect();
-        let _: () = conn.hset_multiple(to, &pairs)?;
+        let _: () = redis::pipe().atomic().del(to).hset_multiple(to, &pairs).query(conn)?;
     }
     Ok(fields)
 }
@@ -247,7 +249,8 @@ fn flow_pools(conn: &mut Connection, classic: &Keys) -> RedisResult<Vec<(String,
 /// moves (a paused topic stays paused: its held jobs must not reach a
 /// consumer of the new layout before its pause does). Towards the classic
 /// layout a topic under control joins `flow_topics`, where the classic mover
-/// looks (its repair scan would find it, later).
+/// looks. The destination's hash becomes the source's (a stale `paused` of an
+/// earlier migration back and forth does not survive a resume).
 fn copy_flows(conn: &mut Connection, classic: &Keys, topic_keys: &TopicKeys, to: delayer::Layout) -> RedisResult<()> {
     if to == delayer::Layout::Topic {
         let flow_prefix = classic.flow("");

@@ -36,16 +36,16 @@ pub struct FlowDrain {
     batch: u32,
     lateness: bool,
     /// Topics that answered "paused", and when.
-    paused: Mutex<HashMap<String, Instant>>,
+    paused: Mutex<HashMap<Vec<u8>, Instant>>,
 }
 
 /// What one round did.
 #[derive(Default)]
 pub struct Round {
     /// Each asked topic's reply.
-    pub replies: Vec<(String, MoveReply)>,
+    pub replies: Vec<(Vec<u8>, MoveReply)>,
     /// Topics whose call took a whole batch: they may have more.
-    pub more: Vec<String>,
+    pub more: Vec<Vec<u8>>,
 }
 
 impl FlowDrain {
@@ -54,9 +54,10 @@ impl FlowDrain {
     }
 
     /// The topics with set-aside ids or under flow control, less those known
-    /// to be paused. A `flow_topics` of the wrong type reads as none (move.lua
-    /// names it, and sets nothing aside meanwhile).
-    pub fn topics(&self, conn: &mut Conn) -> redis::RedisResult<Vec<String>> {
+    /// to be paused, as bytes (a PHP client may name a topic that is not
+    /// UTF-8). A `flow_topics` of the wrong type reads as none (move.lua names
+    /// it, and sets nothing aside meanwhile).
+    pub fn topics(&self, conn: &mut Conn) -> redis::RedisResult<Vec<Vec<u8>>> {
         let key = self.keys.flow_topics();
         // Bytes, not Values: RESP3 answers a set, RESP2 an array.
         let raw: Vec<Vec<u8>> = match redis::cmd("SRANDMEMBER").arg(&key).arg(MAX_TOPICS).query(conn) {
@@ -66,36 +67,22 @@ impl FlowDrain {
         };
         let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
         paused.retain(|_, at| at.elapsed() < PAUSED_RECHECK);
-        Ok(raw
-            .into_iter()
-            .filter_map(|b| match String::from_utf8(b) {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    crate::oddities::report(
-                        &key,
-                        "a topic",
-                        &String::from_utf8_lossy(e.as_bytes()),
-                        "is not UTF-8: no Delayer client names a topic so, and its set-aside jobs are not moved",
-                    );
-                    None
-                }
-            })
-            .filter(|t| !paused.contains_key(t))
-            .collect())
+        Ok(raw.into_iter().filter(|t| !paused.contains_key(t)).collect())
     }
 
     /// One `move_flow.lua` call per topic, in one round trip.
-    pub fn round(&self, conn: &mut Conn, topics: &[String]) -> redis::RedisResult<Round> {
+    pub fn round(&self, conn: &mut Conn, topics: &[Vec<u8>]) -> redis::RedisResult<Round> {
         let calls: Vec<_> =
             topics.iter().map(|t| scripts::move_flow_call(&self.keys, t, self.batch, self.lateness)).collect();
         let replies = scripts::eval_each(conn, &scripts::MOVE_FLOW, &calls)?;
         let mut round = Round::default();
         let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
         for (topic, reply) in topics.iter().zip(replies) {
-            let reply = match reply.and_then(|v| scripts::read_move_flow(topic, &self.keys, v)) {
+            let name = String::from_utf8_lossy(topic);
+            let reply = match reply.and_then(|v| scripts::read_move_flow(&name, &self.keys, v)) {
                 Ok(r) => r,
                 Err(e) => {
-                    warn!("moving the set-aside jobs of topic {topic:?} failed: {e}; they wait (none is lost)");
+                    warn!("moving the set-aside jobs of topic {name:?} failed: {e}; they wait (none is lost)");
                     continue;
                 }
             };

@@ -402,19 +402,13 @@ fn parse_topic(topic: &str, pool: &str, value: Value, lateness: bool) -> Result<
 /// The call that makes at most `batch_size` of `topic`'s set-aside ids ready
 /// (classic layout, `move_flow.lua`). Send it with [`eval_each`]; read its
 /// reply with [`read_move_flow`].
-pub fn move_flow_call(keys: &Keys, topic: &str, batch_size: u32, lateness: bool) -> Cmd {
-    let mut call = evalsha(
-        &MOVE_FLOW,
-        &[
-            keys.flow_pool(topic),
-            keys.ready_queue(topic),
-            keys.flow(topic),
-            keys.job_pool(),
-            keys.reserved(),
-            keys.scheduled_count(),
-            keys.flow_topics(),
-        ],
-    );
+/// The topic is bytes: a PHP or 1.x client may name one that is not UTF-8.
+pub fn move_flow_call(keys: &Keys, topic: &[u8], batch_size: u32, lateness: bool) -> Cmd {
+    let of = |kind: &str| [keys.prefix().as_bytes(), kind.as_bytes(), topic].concat();
+    let mut call = redis::cmd("EVALSHA");
+    call.arg(MOVE_FLOW.get_hash()).arg(7);
+    call.arg(of("flow_pool:")).arg(of("ready_queue:")).arg(of("flow:"));
+    call.arg(keys.job_pool()).arg(keys.reserved()).arg(keys.scheduled_count()).arg(keys.flow_topics());
     call.arg(topic).arg(keys.bucket_prefix()).arg(batch_size).arg(if lateness { "1" } else { "0" });
     call
 }

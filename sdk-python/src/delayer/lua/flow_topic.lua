@@ -17,15 +17,17 @@
 --   held          due jobs the pause holds back: those of the pool due by now
 --                 (0 while running)
 --
--- pause:  HSET paused <now> (kept when already paused), DEL gate, so waiters
---         block on it.
+-- pause:  DEL gate (first: a removal, so Redis takes the call even when out
+--         of memory), so waiters block on it, then HSET paused <now> (kept
+--         when already paused).
 -- resume: HDEL paused, HSET resumed <now> and last_paused <paused since> (the
 --         server splits a held job's wait with them), then DEL, RPUSH "1"
 --         and PEXPIRE 60000 the gate (one element wakes every waiter) and
 --         PUBLISH "<now> <topic>" on the wake channel (under pcall: a
 --         replica's refusal does not undo the resume).
--- Types are checked before any write: a key of the wrong type is a WRONGTYPE
--- error naming it, and nothing is written.
+-- Types are checked before any write: a flow hash (or flow topics set) of the
+-- wrong type is a WRONGTYPE error naming it, and nothing is written. The gate
+-- is only ever deleted and rewritten, whatever it holds.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
 local flow, gate, topic, action = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
@@ -41,7 +43,7 @@ end
 if action ~= 'get' and action ~= 'pause' and action ~= 'resume' then
   return redis.error_reply('ERR flow: unknown action ' .. shown(action) .. ' (get, pause or resume)')
 end
-local err = check(flow, 'hash') or check(gate, 'list')
+local err = check(flow, 'hash')
 if err then return err end
 
 local t = redis.call('TIME')
@@ -49,11 +51,11 @@ local now = t[1] .. '.' .. string.format('%03d', math.floor(tonumber(t[2]) / 100
 local since = redis.call('HGET', flow, 'paused')
 local changed = 0
 if action == 'pause' then
+  redis.call('DEL', gate)
   if not since then
     redis.call('HSET', flow, 'paused', now)
     since, changed = now, 1
   end
-  redis.call('DEL', gate)
 elseif action == 'resume' and since then
   redis.call('HDEL', flow, 'paused')
   redis.call('HSET', flow, 'resumed', now, 'last_paused', since)
