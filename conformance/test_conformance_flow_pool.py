@@ -30,7 +30,7 @@ from typing import Any, Tuple
 import pytest
 
 from conftest import LAYOUT
-from harness import new_id, ok
+from harness import new_id, ok, wait_until
 
 pytestmark = pytest.mark.skipif(LAYOUT == "topic", reason="the classic layout's flow pools only")
 
@@ -116,3 +116,25 @@ def test_a_flow_pool_of_the_wrong_type_breaks_nothing(sdk: str, drivers: Any, rd
     assert ok(drivers, sdk, {"op": "remove", "id": job_id})["removed"] is True
     assert rds.exists(keys.bucket(job_id)) == 0, f"{sdk}: the bucket's DEL cancels the job anyway"
     assert rds.get(flow_pool(keys, topic)) == b"not a zset"
+
+
+@pytest.mark.parametrize("op", ["pop", "reserve", "bpop", "breserve"])
+@pytest.mark.parametrize("sdk", SDKS)
+def test_a_held_id_is_not_handed_out_through_another_topics_stale_entry(
+        sdk: str, op: str, drivers: Any, delayer_server: Any, rds: Any, keys: Any) -> None:
+    """Classic ids are global: x is ready on A, then pushed again on paused B
+    (the server sets it aside in B's flow pool). A's entry is stale: no
+    consumer of A gets B's held job; after B's resume, B's consumer does."""
+    a, b = f"flow-a-{uuid.uuid4().hex[:8]}", f"flow-b-{uuid.uuid4().hex[:8]}"
+    job_id = new_id(f"global-{sdk}")
+    push(drivers, a, job_id, 0)
+    assert wait_until(lambda: rds.llen(keys.ready(a)) == 1), "the server did not move A's job"
+    assert ok(drivers, "rust", {"op": "pause", "topic": b})["changed"]
+    push(drivers, b, job_id, 0)
+    assert wait_until(lambda: rds.zscore(flow_pool(keys, b), job_id) is not None), "not set aside"
+    req = {"op": op, "topic": a, **({"ttr_ms": 30_000} if "reserve" in op else {}),
+           **({"timeout_ms": 300} if op.startswith("b") else {})}
+    assert ok(drivers, sdk, req)["job"] is None, f"{sdk} {op} handed out paused B's job through A"
+    assert ok(drivers, "php", {"op": "resume", "topic": b})["changed"]
+    got = ok(drivers, "python", {"op": "bpop", "topic": b, "timeout_ms": 10_000})["job"]
+    assert got is not None and got["id"] == job_id, got

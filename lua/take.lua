@@ -63,6 +63,18 @@ if paused then
   return {'paused', PAUSED_RECHECK_MS, KEYS[7]}
 end
 
+-- Classic ids are global: an id pushed again under another topic, which is
+-- paused, waits in that topic's flow pool (move.lua set it aside), and an
+-- entry of it in this queue is stale like one whose id waits in the pool.
+-- The names come from the bucket prefix "<prefix>job_bucket:" (the per-topic
+-- layout's ids are per topic: never so). One string compare per job, and a
+-- ZSCORE only for an entry of another topic.
+local classic = string.match(string.sub(KEYS[1], 1, #KEYS[1] - #ARGV[1]), '^(.*)job_bucket:$')
+local function set_aside(topic, id)
+  if not classic or KEYS[5] == classic .. 'ready_queue:' .. topic then return false end
+  return type(redis.pcall('ZSCORE', classic .. 'flow_pool:' .. topic, id)) == 'string'
+end
+
 local job = redis.pcall('HMGET', KEYS[1], 'topic', 'body', 'dead_reason', 'traceparent')
 if job.err or job[1] == '' or (not job[1] and job[2]) then
   return park(false) or false
@@ -77,7 +89,7 @@ if type(waiting) == 'table' or type(held) == 'table' then
   local err = type(waiting) == 'table' and waiting or held
   return park(err) or err
 end
-if job[3] or waiting or held then
+if job[3] or waiting or held or set_aside(job[1], ARGV[1]) then
   return false
 end
 redis.call('DEL', KEYS[1])

@@ -75,6 +75,18 @@ end
 -- parked (malformed) or is dead (a stale entry, dropped); nil and the
 -- error when it could not be parked. The caller still checks the id is
 -- neither waiting in the pool nor reserved.
+-- Classic ids are global: an id pushed again under another topic, which is
+-- paused, waits in that topic's flow pool (move.lua set it aside), and an
+-- entry of it in this queue is stale like one whose id waits in the pool.
+-- The names come from the bucket prefix "<prefix>job_bucket:" (the per-topic
+-- layout's ids are per topic: never so). One string compare per job, and a
+-- ZSCORE only for an entry of another topic.
+local classic = string.match(ARGV[1], '^(.*)job_bucket:$')
+local function set_aside(topic, id)
+  if not classic or KEYS[1] == classic .. 'ready_queue:' .. topic then return false end
+  return type(redis.pcall('ZSCORE', classic .. 'flow_pool:' .. topic, id)) == 'string'
+end
+
 local function read_bucket(id)
   local bucket = ARGV[1] .. id
   local f = redis.pcall('HMGET', bucket, 'topic', 'body', 'attempts', 'max_attempts', 'backoff', 'backoff_ms',
@@ -84,7 +96,7 @@ local function read_bucket(id)
         and (not f[5] or f[5] == 'fixed' or f[5] == 'exponential'))) then
     return nil, park(id)
   end
-  if not f[1] or f[8] then return nil end
+  if not f[1] or f[8] or set_aside(f[1], id) then return nil end
   return {id = id, bucket = bucket, f = f}
 end
 

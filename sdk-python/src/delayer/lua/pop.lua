@@ -23,7 +23,8 @@
 -- whose bucket has no topic, or is not a hash, is parked on the malformed
 -- list (bucket kept), as move.lua does: reported, not lost.
 -- A stale entry is dropped too: one left by an earlier push of an id that
--- has since been pushed again (the id waits in the pool), reserved, or died.
+-- has since been pushed again (the id waits in the pool, or in its new
+-- topic's flow pool), reserved, or died.
 -- Handing it out would deliver the newer job before its due time.
 -- Guards (PROTOCOL.md, "Operations"): an id popped is never lost to a key
 -- of the wrong type. A malformed list of the wrong type sends the id back
@@ -62,6 +63,18 @@ if paused then
   return {'paused', PAUSED_RECHECK_MS, KEYS[6]}
 end
 
+-- Classic ids are global: an id pushed again under another topic, which is
+-- paused, waits in that topic's flow pool (move.lua set it aside), and an
+-- entry of it in this queue is stale like one whose id waits in the pool.
+-- The names come from the bucket prefix "<prefix>job_bucket:" (the per-topic
+-- layout's ids are per topic: never so). One string compare per job, and a
+-- ZSCORE only for an entry of another topic.
+local classic = string.match(ARGV[1], '^(.*)job_bucket:$')
+local function set_aside(topic, id)
+  if not classic or KEYS[1] == classic .. 'ready_queue:' .. topic then return false end
+  return type(redis.pcall('ZSCORE', classic .. 'flow_pool:' .. topic, id)) == 'string'
+end
+
 while true do
   local id = redis.call('RPOP', KEYS[1])
   if not id then
@@ -80,7 +93,7 @@ while true do
       redis.call('RPUSH', KEYS[1], id)
       return type(waiting) == 'table' and waiting or held
     end
-    if not (job[3] or waiting or held) then
+    if not (job[3] or waiting or held or set_aside(job[1], id)) then
       redis.call('DEL', bucket)
       return {id, job[1], job[2] or '', job[4] or ''}
     end
