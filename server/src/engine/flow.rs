@@ -7,9 +7,7 @@
 //! never holds up the others. This module calls `move_flow.lua` for each
 //! topic of `<prefix>flow_topics`, all topics of a round in one pipeline; the
 //! mover runs one pool batch between rounds, so a resume that drains a
-//! million held jobs delays the other topics by one round at most. A call
-//! takes `batch_size` ids, as a pool batch does: the drain goes at the pool's
-//! speed (250-id calls drained at 0.64-0.68 of it: bench/RESULTS.md).
+//! million held jobs delays the other topics by one round at most.
 //!
 //! Redis is the only authority: a topic answered "paused" is only not asked
 //! again for [`PAUSED_RECHECK`], which bounds both the cost of many paused
@@ -25,6 +23,10 @@ use std::time::{Duration, Instant};
 
 /// How long a topic that answered "paused" is not asked again.
 pub const PAUSED_RECHECK: Duration = Duration::from_secs(1);
+
+/// The most ids one `move_flow.lua` call takes: about half a millisecond of
+/// Redis, so the pool batch between rounds is never far off.
+pub const MAX_FLOW_BATCH: u32 = 250;
 
 /// The most topics one round asks (the rest wait for the next tick's).
 const MAX_TOPICS: usize = 1000;
@@ -48,7 +50,7 @@ pub struct Round {
 
 impl FlowDrain {
     pub fn new(keys: Keys, batch_size: u32, lateness: bool) -> FlowDrain {
-        FlowDrain { keys, batch: batch_size.max(1), lateness, paused: Mutex::default() }
+        FlowDrain { keys, batch: batch_size.clamp(1, MAX_FLOW_BATCH), lateness, paused: Mutex::default() }
     }
 
     /// The topics with set-aside ids or under flow control, less those known
