@@ -20,6 +20,9 @@
 //! 3000) and CHAOS_SECONDS (default 20); CHAOS_LAYOUT=topic runs it on the
 //! per-topic layout (the workers inherit it).
 
+mod chaos_kit;
+
+use chaos_kit::Rng;
 use delayer::{Backoff, Delayer, Job, Layout};
 use redis::Commands;
 use std::collections::HashSet;
@@ -43,24 +46,8 @@ fn main() -> ExitCode {
         };
         worker(url, seed);
     }
-    // Plain `cargo test` passes harness flags (--nocapture, filters...): a
-    // filter that does not name this test skips it, as the harness would.
-    // Flags that take a value (`--test-threads 2`) are not filters.
-    let mut filters = Vec::new();
-    let mut rest = args.iter().skip(1);
-    while let Some(a) = rest.next() {
-        if matches!(a.as_str(), "--test-threads" | "--skip" | "--color" | "--format" | "--logfile" | "-Z") {
-            rest.next();
-        } else if !a.starts_with('-') {
-            filters.push(a);
-        }
-    }
-    if !filters.is_empty() && !filters.iter().any(|f| "chaos_kill_9_accounts_for_every_job".contains(f.as_str())) {
-        return ExitCode::SUCCESS;
-    }
-    if args.iter().any(|a| a == "--list") {
-        println!("chaos_kill_9_accounts_for_every_job: test");
-        return ExitCode::SUCCESS;
+    if let Some(exit) = chaos_kit::harness_says(&args, "chaos_kill_9_accounts_for_every_job") {
+        return exit;
     }
     match orchestrate() {
         Ok(summary) => {
@@ -71,25 +58,6 @@ fn main() -> ExitCode {
             eprintln!("test chaos_kill_9_accounts_for_every_job ... FAILED\n{why}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// xorshift64*: enough randomness for choosing kill times and outcomes,
-/// without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 

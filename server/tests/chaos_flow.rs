@@ -44,6 +44,9 @@
 //! runs both layouts, one after the other, unless CHAOS_LAYOUT names one
 //! ("topic", or "classic").
 
+mod chaos_kit;
+
+use chaos_kit::Rng;
 use delayer::{Backoff, Delayer, Job, Layout, Reserved};
 use redis::Commands;
 use std::collections::{HashMap, HashSet};
@@ -74,23 +77,8 @@ fn main() -> ExitCode {
         };
         worker(url, seed, topic, LayoutNames::named(layout), kind);
     }
-    // As chaos.rs: harness flags are accepted, a filter not naming this test
-    // skips it.
-    let mut filters = Vec::new();
-    let mut rest = args.iter().skip(1);
-    while let Some(a) = rest.next() {
-        if matches!(a.as_str(), "--test-threads" | "--skip" | "--color" | "--format" | "--logfile" | "-Z") {
-            rest.next();
-        } else if !a.starts_with('-') {
-            filters.push(a);
-        }
-    }
-    if !filters.is_empty() && !filters.iter().any(|f| NAME.contains(f.as_str())) {
-        return ExitCode::SUCCESS;
-    }
-    if args.iter().any(|a| a == "--list") {
-        println!("{NAME}: test");
-        return ExitCode::SUCCESS;
+    if let Some(exit) = chaos_kit::harness_says(&args, NAME) {
+        return exit;
     }
     let layouts: Vec<&str> = match std::env::var("CHAOS_LAYOUT").unwrap_or_default().as_str() {
         "topic" => vec!["topic"],
@@ -111,24 +99,6 @@ fn main() -> ExitCode {
     }
     println!("test {NAME} ... ok");
     ExitCode::SUCCESS
-}
-
-/// xorshift64*, as chaos.rs.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 fn client(url: &str, names: LayoutNames) -> delayer::Result<Delayer> {
