@@ -100,11 +100,13 @@ pub fn bare_move_all(conn: &mut redis::Connection) -> (u64, u64, Duration) {
             .key(keys.scheduled_count())
             .key(keys.topics())
             .key(keys.reserved())
+            .key(keys.flow_topics())
             .arg(keys.bucket_prefix())
             .arg(keys.ready_queue_prefix())
             .arg(BATCH)
             .arg("0")
             .arg(0)
+            .arg(keys.flow_pool_prefix())
             .invoke(conn)
             .expect("move.lua");
         let n = match reply {
