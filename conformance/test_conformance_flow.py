@@ -84,8 +84,9 @@ def blocked_on(rds: Any, cmd: str) -> int:
 def push_ready(drivers: Any, rds: Any, keys: Any, topic: str, n: int) -> List[str]:
     """``n`` jobs due now, moved to the ready list by the server."""
     ids = [new_id("flow") for _ in range(n)]
-    for i in ids:
-        ok(drivers, "python", {"op": "push", "topic": topic, "id": i, "delay_ms": 0, "body_b64": ""})
+    # Due 1 ms apart: two jobs due in the same millisecond leave in id order.
+    for delay, job_id in enumerate(ids):
+        ok(drivers, "python", {"op": "push", "topic": topic, "id": job_id, "delay_ms": delay, "body_b64": ""})
     assert wait_until(lambda: rds.llen(keys.ready(topic)) == n), "the server did not move the jobs"
     return ids
 
