@@ -27,7 +27,7 @@ use delayer::{Backoff, Delayer, Job, Layout};
 use redis::Commands;
 use std::collections::HashSet;
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use testkit::{server_conf, wait_until, DelayerProcess, LayoutNames, RedisServer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_delayer");
@@ -214,24 +214,10 @@ fn orchestrate() -> Result<String, String> {
 
     // Chaos: a kill every 50-300 ms; mostly workers, sometimes a server,
     // twice Redis itself.
-    let (mut worker_kills, mut server_kills, mut redis_crashes) = (0, 0, 0);
-    let started = Instant::now();
-    let redis_crash_at = [chaos_for / 3, chaos_for * 2 / 3];
-    while started.elapsed() < chaos_for {
-        std::thread::sleep(Duration::from_millis(50 + rng.below(250)));
-        if redis_crashes < redis_crash_at.len() && started.elapsed() >= redis_crash_at[redis_crashes] {
-            redis.crash_and_restart();
-            redis_crashes += 1;
-        } else if rng.below(6) == 0 {
-            let i = rng.below(SERVERS as u64) as usize;
-            servers[i].signal("KILL");
-            servers[i] = DelayerProcess::start(BIN, &conf);
-            server_kills += 1;
-        } else {
-            workers.kill(rng.below(WORKERS as u64) as usize)?;
-            worker_kills += 1;
-        }
-    }
+    let kills = chaos_kit::kill_at_random(&mut rng, chaos_for, &mut redis, &mut servers, &conf, 6, |r| {
+        workers.kill(r.below(WORKERS as u64) as usize)
+    })?;
+    let (worker_kills, server_kills, redis_crashes) = (kills.workers, kills.servers, kills.redis);
 
     // Calm: let everything finish (worst case a job waits out its ttr and
     // backoff a few times). The wait is for progress, not a fixed time: a big

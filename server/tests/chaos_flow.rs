@@ -419,24 +419,10 @@ fn orchestrate(names: LayoutNames) -> Result<String, String> {
 
     // Chaos: a kill every 50-300 ms; mostly workers, sometimes a server,
     // twice Redis itself.
-    let (mut worker_kills, mut server_kills, mut redis_crashes) = (0, 0, 0);
-    let started = Instant::now();
-    let redis_crash_at = [chaos_for / 3, chaos_for * 2 / 3];
-    while started.elapsed() < chaos_for {
-        std::thread::sleep(Duration::from_millis(50 + rng.below(250)));
-        if redis_crashes < redis_crash_at.len() && started.elapsed() >= redis_crash_at[redis_crashes] {
-            redis.crash_and_restart();
-            redis_crashes += 1;
-        } else if rng.below(5) == 0 {
-            let i = rng.below(SERVERS as u64) as usize;
-            servers[i].signal("KILL");
-            servers[i] = DelayerProcess::start(BIN, &conf);
-            server_kills += 1;
-        } else {
-            workers.kill(rng.below(workers.children.len() as u64) as usize)?;
-            worker_kills += 1;
-        }
-    }
+    let kills = chaos_kit::kill_at_random(&mut rng, chaos_for, &mut redis, &mut servers, &conf, 5, |r| {
+        workers.kill(r.below(workers.children.len() as u64) as usize)
+    })?;
+    let (worker_kills, server_kills, redis_crashes) = (kills.workers, kills.servers, kills.redis);
     // Every topic resumed, then calm.
     stop.store(true, Ordering::Relaxed);
     let log = controller.join().map_err(|_| "the controller panicked".to_string())??;
