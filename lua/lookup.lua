@@ -31,7 +31,9 @@
 --   flow          "paused" while the job's topic is paused (KEYS[4] has the
 --                 field, or is of the wrong type: nothing of the topic is
 --                 handed out then either), else "": a scheduled job of a paused
---                 topic is not made ready when due, a ready one not handed out
+--                 topic is not made ready when due, a ready one not handed out;
+--                 "limited" while the topic has a rate limit (a due job waits
+--                 for its token before it becomes ready)
 --
 -- The states follow PROTOCOL.md's rules for stale entries: a dead bucket is
 -- dead even if a 1.x-style push put its id back in the pool, and a reserved
@@ -57,7 +59,10 @@ if ARGV[2] ~= '' and topic ~= ARGV[2] then
   return {'unknown', '', '', '', '', '', '', '', '', ''}
 end
 local flow = ''
-if ARGV[2] ~= '' and redis.pcall('HGET', KEYS[4], 'paused') then flow = 'paused' end
+if ARGV[2] ~= '' then
+  local f = redis.pcall('HMGET', KEYS[4], 'paused', 'per_second')
+  if f.err or f[1] then flow = 'paused' elseif f[2] then flow = 'limited' end
+end
 local state, time = 'ready', ''
 local due = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if f[4] then

@@ -16,7 +16,8 @@
 -- ARGV[6]  flow pool prefix   "<prefix>flow_pool:"
 --
 -- Returns {pool_total, reserved_total, reserved_by_topic_known (1|0),
---          {topic, scheduled, ready, reserved, dead, paused_since, held}, ...}
+--          {topic, scheduled, ready, reserved, dead, paused_since, held,
+--           per_second, burst}, ...}
 --          sorted by topic;
 --   scheduled  <prefix>scheduled_count's field (exact for Delayer 2
 --              writers; jobs pushed by 1.x clients are not counted until the
@@ -29,7 +30,10 @@
 --              type, or an empty `paused`: nothing of the topic is handed
 --              out then either)
 --   held       due jobs set aside in the topic's flow pool (counted in
---              scheduled too)
+--              scheduled too): held by a pause or a rate limit
+--   per_second the topic's rate limit (jobs per second, as flow.lua stored
+--              it), "" when it has none
+--   burst      the limit's burst, "" when none
 -- Topics are those of <prefix>topics (every topic a Delayer 2 server moved
 -- jobs of), of the count hash (topics with jobs pushed by Delayer 2 and
 -- waiting), of the reserved ids and of <prefix>flow_topics (paused ones).
@@ -77,10 +81,14 @@ for _, name in ipairs(names) do
   local t = seen[name]
   local ready = redis.pcall('LLEN', ARGV[1] .. name)
   local dead = redis.pcall('LLEN', ARGV[2] .. name)
-  local paused = redis.pcall('HGET', ARGV[5] .. name, 'paused')
-  if type(paused) == 'table' or paused == '' then paused = '?' end
+  local flow = redis.pcall('HMGET', ARGV[5] .. name, 'paused', 'per_second', 'burst')
+  local paused, rate, burst = '?', '', ''
+  if not flow.err then
+    paused, rate, burst = flow[1] or '', flow[2] or '', flow[3] or ''
+    if flow[1] == '' then paused = '?' end
+  end
   local held = read('ZCARD', ARGV[6] .. name) or 0
   out[#out + 1] = {name, math.max(t[1], 0), type(ready) == 'number' and ready or 0, t[2],
-                   type(dead) == 'number' and dead or 0, paused or '', held}
+                   type(dead) == 'number' and dead or 0, paused, held, rate, burst}
 end
 return out
