@@ -1,5 +1,5 @@
 -- move_flow: make one batch of a topic's set-aside ids ready (classic
--- layout), once the topic is no longer paused. move.lua sets a flow-
+-- layout), once the topic is no longer paused, as fast as its rate limit allows. move.lua sets a flow-
 -- controlled topic's due ids aside in its flow pool; the server calls this
 -- for each topic of KEYS[7] (engine/flow.rs).
 --
@@ -16,12 +16,14 @@
 -- ARGV[4]  "1" to return each moved id's due time (for metrics), else "0"
 --
 -- Returns {moved, dropped, flow, left, now, resumed, last_paused, dues, bad_keys,
---          head}
+--          head, next_allowed, backlog}
 --   moved        ids pushed on the ready queue, in due order
 --   dropped      stale ids taken off the flow pool and not moved: the bucket
 --                is gone or another topic's, or the id waits in the pool
 --                again or is reserved (PROTOCOL.md's rules for stale entries)
---   flow         "paused": the topic is paused, nothing was looked at; else ""
+--   flow         "paused": the topic is paused, nothing was looked at;
+--                "limited": its rate limit left due ids in the flow pool;
+--                else ""
 --   left         ids left in the flow pool
 --   now          Redis's clock, "s.uuuuuu"
 --   resumed, last_paused   the flow hash's fields ("" when absent): the
@@ -33,11 +35,17 @@
 --   head         the due time (score) of the first id left in the flow pool,
 --                "" if none: one that is no time Redis's clock reaches waits
 --                there, and the server names the key
+--   next_allowed "limited": when the next id's token is there (Unix seconds
+--                "s.mmm"); else ""
+--   backlog      the flow hash's "backlog" when the call began ("s.mmm":
+--                since when due ids have been waiting for tokens), else ""
 --
 -- Writes: the taken ids leave the flow pool first (a removal: Redis then
 -- does not refuse the LPUSH after it for maxmemory), then the LPUSH, then the
 -- scheduled count (-taken). A flow pool left empty of a topic that is not
--- paused leaves KEYS[7]: move.lua sends its ids to the ready queue again.
+-- paused or rate-limited leaves KEYS[7]: move.lua sends its ids to the ready
+-- queue again. The rate limit is move_topic.lua's token bucket, the same
+-- lines: one token per id made ready (a dropped stale id takes none).
 -- Ids due after `now` (a clock that went back) stay: nothing is early.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
@@ -52,21 +60,40 @@ local function bad(key, expected)
   bad_keys[#bad_keys + 1] = redis.call('TYPE', key).ok
   bad_keys[#bad_keys + 1] = expected
 end
+local backlog = ''
 local function reply(moved, dropped, state, resumed, last_paused, dues)
   local left = redis.pcall('ZCARD', fpool)
   local head = type(left) == 'number' and left > 0 and redis.call('ZRANGE', fpool, 0, 0, 'WITHSCORES')[2] or ''
   if type(left) ~= 'number' then left = 0 end
-  return {moved, dropped, state, left, now, resumed or '', last_paused or '', dues, bad_keys, head}
+  return {moved, dropped, state, left, now, resumed or '', last_paused or '', dues, bad_keys, head, '', backlog or ''}
 end
 
-local f = redis.pcall('HMGET', flow, 'paused', 'resumed', 'last_paused')
+local f = redis.pcall('HMGET', flow, 'paused', 'resumed', 'last_paused', 'per_second', 'burst', 'tokens', 'tokens_at',
+  'backlog')
 if f.err then
   bad(flow, 'hash')
   return reply(0, 0, '', nil, nil, {})
 end
+backlog = f[8] or ''
 if f[1] then
   return reply(0, 0, 'paused', f[2], f[3], {})
 end
+
+-- The token bucket (the same lines are in move_topic.lua). A rate or burst
+-- that is no number, or out of range, is no limit: a junk field must not
+-- stall the topic. tokens_at is rewritten by every call, so a clock that
+-- went back (a failover) refills from the new time on instead of never.
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rate, burst = tonumber(f[4] or ''), tonumber(f[5] or '')
+local tokens
+if rate and burst and rate > 0 and rate < math.huge and burst >= 1 and burst < math.huge then
+  local gap = now_ms - (tonumber(f[7] or '') or now_ms)
+  if not (gap > 0) then gap = 0 end
+  tokens = math.min(burst, (tonumber(f[6] or '') or burst) + gap * rate / 1000)
+  if not (tokens >= 0) then tokens = 0 end
+  batch = math.min(batch, math.floor(tokens + 1e-9))
+end
+
 local due = redis.pcall('ZRANGEBYSCORE', fpool, '-inf', now, 'WITHSCORES', 'LIMIT', 0, batch)
 if due.err then
   bad(fpool, 'zset')
@@ -78,14 +105,29 @@ if kind ~= 'list' and kind ~= 'none' then
   return reply(0, 0, '', f[2], f[3], {})
 end
 
+-- Which taken ids are stale: waiting in the pool again or reserved, read
+-- for the whole batch at once (ZMSCORE, Redis 6.2; one ZSCORE per id before).
+local taken_ids = {}
+for i = 1, #due, 2 do taken_ids[#taken_ids + 1] = due[i] end
+local function scores(key)
+  if #taken_ids == 0 then return {} end
+  local all = redis.pcall('ZMSCORE', key, unpack(taken_ids))
+  if type(all) == 'table' and not all.err then return all end
+  all = {}
+  for i, id in ipairs(taken_ids) do
+    local score = redis.pcall('ZSCORE', key, id)
+    all[i] = type(score) == 'string' and score
+  end
+  return all
+end
+local in_pool = scores(pool)
+local in_reserved = redis.call('TYPE', reserved).ok == 'zset' and scores(reserved) or {}
+
 local ids, dues, dropped = {}, {}, 0
 local want_dues = ARGV[4] == '1'
-local check_reserved = redis.call('TYPE', reserved).ok == 'zset'
 for i = 1, #due, 2 do
-  local id = due[i]
-  local live = redis.pcall('HGET', buckets .. id, 'topic') == topic
-  if live and redis.pcall('ZSCORE', pool, id) then live = false end
-  if live and check_reserved and redis.call('ZSCORE', reserved, id) then live = false end
+  local id, n = due[i], (i + 1) / 2
+  local live = not in_pool[n] and not in_reserved[n] and redis.pcall('HGET', buckets .. id, 'topic') == topic
   if live then
     ids[#ids + 1] = id
     if want_dues then dues[#dues + 1] = due[i + 1] end
@@ -108,8 +150,29 @@ if taken > 0 then
     bad(counts, 'hash')
   end
 end
-if redis.pcall('ZCARD', fpool) == 0 then
+local state, next_allowed = '', ''
+local head = redis.pcall('ZRANGE', fpool, 0, 0, 'WITHSCORES')
+local waiting = type(head) == 'table' and head[2] and tonumber(head[2]) <= tonumber(now)
+if tokens then
+  tokens = tokens - #ids
+  -- After the moves (a removal came first: Redis out of memory still takes
+  -- these); a call that moved nothing may be refused, and loses nothing.
+  redis.pcall('HSET', flow, 'tokens', string.format('%.17g', tokens), 'tokens_at', now_ms)
+  if waiting and tokens < 1 then
+    state = 'limited'
+    local at = now_ms + math.max(1, math.ceil((1 - tokens) * 1000 / rate))
+    next_allowed = math.floor(at / 1000) .. '.' .. string.format('%03d', at % 1000)
+    if backlog == '' then redis.pcall('HSET', flow, 'backlog', string.sub(now, 1, -4)) end
+  end
+end
+if backlog ~= '' and not waiting then
+  -- A limit cleared with ids held: they drained at full speed, still held.
+  redis.pcall('HDEL', flow, 'backlog')
+end
+if not tokens and redis.pcall('ZCARD', fpool) == 0 then
   local r = redis.pcall('SREM', flow_set, topic)
   if type(r) ~= 'number' then bad(flow_set, 'set') end
 end
-return reply(#ids, dropped, '', f[2], f[3], dues)
+local r = reply(#ids, dropped, state, f[2], f[3], dues)
+r[11], r[12] = next_allowed, backlog
+return r

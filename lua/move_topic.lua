@@ -6,11 +6,12 @@
 -- KEYS[2]  the topic's ready     LIST  <prefix>{<topic>}:ready
 -- KEYS[3]  the topic's reserved  ZSET  <prefix>{<topic>}:reserved
 -- KEYS[4]  the topic's flow      HASH  <prefix>{<topic>}:flow (fields "paused",
---          "resumed", "last_paused"; PROTOCOL.md "Flow control")
+--          "resumed", "last_paused", the limit's "per_second", "burst",
+--          "tokens", "tokens_at", "backlog"; PROTOCOL.md "Flow control")
 -- ARGV[1]  batch size: the most ids taken from the pool in this call
 --
 -- Returns {taken, next_due, now, oldest_due, newest_due, pool_size, bad_keys,
--- flow, resumed, last_paused}
+-- flow, resumed, last_paused, next_allowed, backlog}
 --   taken        ids moved; taken == batch size means more may be due
 --   next_due     score of the earliest job left in the pool, "" if none
 --   now          Redis's clock, Unix seconds "s.uuuuuu"
@@ -22,11 +23,22 @@
 --                wrong type: its stale reservations were not ended; else {}
 --   flow         "paused" when the topic is paused: nothing is moved and
 --                next_due is "" (its due jobs wait in the pool, held, until
---                a resume announces the topic); else ""
+--                a resume announces the topic); "limited" when its rate
+--                limit left due jobs in the pool; else ""
 --   resumed      the flow hash's "resumed" (the last resume, "s.mmm"), and
 --   last_paused  its "last_paused" (when that pause began), "" if absent:
 --                a moved job due before the resume waited for the pause,
 --                which the server counts as held, not as its own lateness
+--   next_allowed "limited": when the next job's token is there (Unix
+--                seconds "s.mmm"), the topic's next time; else ""
+--   backlog      the flow hash's "backlog" when the call began: since when
+--                due jobs have been waiting for tokens ("s.mmm"), else "": a
+--                moved job then waited for the limit (held, not late)
+-- The rate limit is a token bucket in the flow hash (PROTOCOL.md, "Rate
+-- limits"): refilled at per_second up to burst since tokens_at, one token
+-- taken per id moved, so any number of servers together move at most
+-- burst + per_second * t ids in any t seconds. move_flow.lua keeps the same
+-- bucket for the classic layout.
 -- A pool, ready or flow key of the wrong type fails the call before any write,
 -- with a WRONGTYPE error naming the key: the topic's jobs stay where they
 -- are (the server sets the topic aside, PROTOCOL.md "The per-topic layout").
@@ -56,16 +68,33 @@ local function wrong(key, expected)
   return redis.error_reply('WRONGTYPE ' .. shown(key) .. ' is a ' .. kind(key) .. ', not a ' .. expected)
 end
 
-local flow = redis.pcall('HMGET', KEYS[4], 'paused', 'resumed', 'last_paused')
+local flow = redis.pcall('HMGET', KEYS[4], 'paused', 'resumed', 'last_paused', 'per_second', 'burst', 'tokens',
+  'tokens_at', 'backlog')
 if flow.err then return wrong(KEYS[4], 'hash') end
-local resumed, last_paused = flow[2] or '', flow[3] or ''
+local resumed, last_paused, backlog = flow[2] or '', flow[3] or '', flow[8] or ''
 if flow[1] then
   return {0, '', t[1] .. '.' .. string.format('%06d', tonumber(t[2])), '', '', redis.call('ZCARD', pool), {}, 'paused',
-    resumed, last_paused}
+    resumed, last_paused, '', backlog}
+end
+
+-- The token bucket (the same lines are in move_flow.lua). A rate or burst
+-- that is no number, or out of range, is no limit: a junk field must not
+-- stall the topic. tokens_at is rewritten by every call, so a clock that
+-- went back (a failover) refills from the new time on instead of never.
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rate, burst = tonumber(flow[4] or ''), tonumber(flow[5] or '')
+local tokens
+if rate and burst and rate > 0 and rate < math.huge and burst >= 1 and burst < math.huge then
+  local gap = now_ms - (tonumber(flow[7] or '') or now_ms)
+  if not (gap > 0) then gap = 0 end
+  tokens = math.min(burst, (tonumber(flow[6] or '') or burst) + gap * rate / 1000)
+  if not (tokens >= 0) then tokens = 0 end
+  batch = math.min(batch, math.floor(tokens + 1e-9))
 end
 
 -- Ids without scores, and two scores for the batch's lateness: formatting
 -- a score per job would cost Redis as much as the whole move.
+-- (LIMIT 0 0, no token, reads nothing)
 local ids = redis.pcall('ZRANGEBYSCORE', pool, '-inf', now, 'LIMIT', 0, batch)
 if ids.err then return wrong(pool, 'zset') end
 local taken, bad_keys = #ids, {}
@@ -90,5 +119,24 @@ if taken > 0 then
 end
 
 local next_due = redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
+local state, next_allowed = '', ''
+if tokens then
+  tokens = tokens - taken
+  local waiting = next_due[2] and tonumber(next_due[2]) <= tonumber(now)
+  -- After the moves (a removal came first: Redis out of memory still takes
+  -- these); a call that moved nothing may be refused, and loses nothing.
+  redis.pcall('HSET', KEYS[4], 'tokens', string.format('%.17g', tokens), 'tokens_at', now_ms)
+  if waiting and tokens < 1 then
+    state = 'limited'
+    local at = now_ms + math.max(1, math.ceil((1 - tokens) * 1000 / rate))
+    next_allowed = math.floor(at / 1000) .. '.' .. string.format('%03d', at % 1000)
+    if backlog == '' then redis.pcall('HSET', KEYS[4], 'backlog', now) end
+  elseif not waiting and backlog ~= '' then
+    redis.pcall('HDEL', KEYS[4], 'backlog')
+  end
+elseif backlog ~= '' and not (next_due[2] and tonumber(next_due[2]) <= tonumber(now)) then
+  -- A limit cleared with jobs held: they drain at full speed, still held.
+  redis.pcall('HDEL', KEYS[4], 'backlog')
+end
 return {taken, next_due[2] or '', t[1] .. '.' .. string.format('%06d', tonumber(t[2])), oldest, newest,
-  redis.call('ZCARD', pool), bad_keys, '', resumed, last_paused}
+  redis.call('ZCARD', pool), bad_keys, state, resumed, last_paused, next_allowed, backlog}

@@ -11,7 +11,8 @@
 //!
 //! Redis is the only authority: a topic answered "paused" is only not asked
 //! again for [`PAUSED_RECHECK`], which bounds both the cost of many paused
-//! topics and how late a resume is seen here.
+//! topics and how late a resume is seen here; one answered "limited" (its
+//! rate limit's tokens are spent) is not asked again before its next token.
 
 use crate::scripts::{self, MoveReply};
 use delayer_protocol::connection::Conn;
@@ -35,8 +36,8 @@ pub struct FlowDrain {
     keys: Keys,
     batch: u32,
     lateness: bool,
-    /// Topics that answered "paused", and when.
-    paused: Mutex<HashMap<Vec<u8>, Instant>>,
+    /// Topics not to ask before a time: paused ones, limited ones.
+    resting: Mutex<HashMap<Vec<u8>, Instant>>,
 }
 
 /// What one round did.
@@ -46,15 +47,18 @@ pub struct Round {
     pub replies: Vec<(Vec<u8>, MoveReply)>,
     /// Topics whose call took a whole batch: they may have more.
     pub more: Vec<Vec<u8>>,
+    /// The earliest next token of a limited topic (Redis's clock, Unix
+    /// seconds): the mover's next tick is due then.
+    pub next_allowed: Option<f64>,
 }
 
 impl FlowDrain {
     pub fn new(keys: Keys, batch_size: u32, lateness: bool) -> FlowDrain {
-        FlowDrain { keys, batch: batch_size.clamp(1, MAX_FLOW_BATCH), lateness, paused: Mutex::default() }
+        FlowDrain { keys, batch: batch_size.clamp(1, MAX_FLOW_BATCH), lateness, resting: Mutex::default() }
     }
 
-    /// The topics with set-aside ids or under flow control, less those known
-    /// to be paused, as bytes (a PHP client may name a topic that is not
+    /// The topics with set-aside ids or under flow control, less those
+    /// resting (paused, or limited until their next token), as bytes (a PHP client may name a topic that is not
     /// UTF-8). A `flow_topics` of the wrong type reads as none (move.lua names
     /// it, and sets nothing aside meanwhile).
     pub fn topics(&self, conn: &mut Conn) -> redis::RedisResult<Vec<Vec<u8>>> {
@@ -65,9 +69,10 @@ impl FlowDrain {
             Err(e) if e.code() == Some("WRONGTYPE") => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
-        let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
-        paused.retain(|_, at| at.elapsed() < PAUSED_RECHECK);
-        Ok(raw.into_iter().filter(|t| !paused.contains_key(t)).collect())
+        let mut resting = self.resting.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        resting.retain(|_, until| *until > now);
+        Ok(raw.into_iter().filter(|t| !resting.contains_key(t)).collect())
     }
 
     /// One `move_flow.lua` call per topic, in one round trip.
@@ -76,7 +81,7 @@ impl FlowDrain {
             topics.iter().map(|t| scripts::move_flow_call(&self.keys, t, self.batch, self.lateness)).collect();
         let replies = scripts::eval_each(conn, &scripts::MOVE_FLOW, &calls)?;
         let mut round = Round::default();
-        let mut paused = self.paused.lock().unwrap_or_else(|e| e.into_inner());
+        let mut resting = self.resting.lock().unwrap_or_else(|e| e.into_inner());
         for (topic, reply) in topics.iter().zip(replies) {
             let name = String::from_utf8_lossy(topic);
             let reply = match reply.and_then(|v| scripts::read_move_flow(&name, &self.keys, v)) {
@@ -87,7 +92,12 @@ impl FlowDrain {
                 }
             };
             if reply.paused {
-                paused.insert(topic.clone(), Instant::now());
+                resting.insert(topic.clone(), Instant::now() + PAUSED_RECHECK);
+            } else if let Some(at) = reply.next_allowed {
+                // Redis's clock to this machine's: the wait from the reply's now.
+                let wait = Duration::try_from_secs_f64(at - reply.now).unwrap_or_default().min(PAUSED_RECHECK);
+                resting.insert(topic.clone(), Instant::now() + wait);
+                round.next_allowed = Some(round.next_allowed.map_or(at, |n: f64| n.min(at)));
             } else if reply.taken >= u64::from(self.batch) {
                 round.more.push(topic.clone());
             }

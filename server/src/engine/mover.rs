@@ -266,6 +266,7 @@ impl Mover {
         // The flow drain, one pool batch between its rounds: other topics
         // wait one round at most while a resumed backlog drains.
         let mut topics = self.flow.topics(conn).map_err(TickError::Redis)?;
+        let mut next_allowed = None;
         while !topics.is_empty() && !stopped() {
             let started = Instant::now();
             let round = self.flow.round(conn, &topics).map_err(TickError::Redis)?;
@@ -278,6 +279,7 @@ impl Mover {
                 report.orphans += reply.orphans;
                 log_batch(reply);
             }
+            next_allowed = crate::topic_mover::earlier(next_allowed, round.next_allowed);
             topics = round.more;
             if !topics.is_empty() {
                 more = self.pool_batch(conn, &mut head, &mut report)?;
@@ -286,6 +288,8 @@ impl Mover {
         while more && !stopped() {
             more = self.pool_batch(conn, &mut head, &mut report)?;
         }
+        // A limited topic's next token is a due time like the pool's.
+        report.next_due = crate::topic_mover::earlier(report.next_due, next_allowed);
         telemetry::tick(started.elapsed());
         Ok(report)
     }

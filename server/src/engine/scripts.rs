@@ -215,6 +215,12 @@ pub struct MoveReply {
     /// Ids set aside in their topic's flow pool, per topic (classic layout:
     /// the topic is under flow control; `move_flow.lua` makes them ready).
     pub aside: Vec<(String, u64)>,
+    /// The topic's rate limit left due jobs waiting: when its next token
+    /// comes (Unix seconds), the topic's next time.
+    pub next_allowed: Option<f64>,
+    /// Since when due jobs had waited for tokens when the call began: the
+    /// jobs it moved waited for the limit, not for the server.
+    pub backlog: Option<f64>,
 }
 
 /// A topic's last pause, from its flow hash (Unix seconds).
@@ -233,24 +239,49 @@ impl MoveReply {
     }
 
     /// How long after `due` (Unix seconds) a job of this call was moved,
-    /// split into the server's own lateness and the time a pause held it:
-    /// a job due before the last resume waited for the pause, and a
+    /// split into the server's own lateness and the time flow control held
+    /// it: a job due before the last resume waited for the pause, and a
     /// histogram of lateness must not fill with "late by 3 hours" after one
-    /// (issue 23). Seconds, each at least 0.
-    pub fn split(&self, due: f64) -> (f64, f64) {
+    /// (issue 23). A job that waited for its rate limit's token has no
+    /// lateness of the server's (None): all its wait was the limit's.
+    /// Seconds, each at least 0.
+    pub fn split(&self, due: f64) -> (Option<f64>, f64) {
         match self.pause {
             Some(p) if due < p.resumed => {
                 let began = p.began.map_or(due, |b| b.clamp(due, p.resumed));
-                ((began - due) + (self.now - p.resumed).max(0.0), p.resumed - began)
+                (Some((began - due) + (self.now - p.resumed).max(0.0)), p.resumed - began)
             }
-            _ => ((self.now - due).max(0.0), 0.0),
+            _ if self.backlog.is_some() => (None, (self.now - due).max(0.0)),
+            _ => (Some((self.now - due).max(0.0)), 0.0),
+        }
+    }
+
+    /// What held this call's jobs, for `delayer_held_seconds{reason}`.
+    pub fn held_reason(&self) -> &'static str {
+        if self.backlog.is_some() && self.pause.is_none_or(|p| self.oldest_due.is_none_or(|d| d >= p.resumed)) {
+            "limited"
+        } else {
+            "paused"
         }
     }
 
     /// The server's lateness of the first id moved (ids leave in due order:
     /// the batch's most), in seconds.
     pub fn first_lateness(&self) -> Option<f64> {
-        self.oldest_due.map(|due| self.split(due).0)
+        self.oldest_due.and_then(|due| self.split(due).0)
+    }
+
+    /// Each moved job's wait, split ([`MoveReply::split`]) into
+    /// `lateness_ms` and `held_ms`.
+    fn push_waits(&mut self, dues: impl IntoIterator<Item = f64>) {
+        let ms = |s: f64| (s * 1000.0).round() as u64;
+        for due in dues {
+            let (late, held) = self.split(due);
+            if let Some(late) = late {
+                self.lateness_ms.push(ms(late));
+            }
+            self.held_ms.push(ms(held));
+        }
     }
 }
 
@@ -357,11 +388,11 @@ pub fn read_move_topic(topic: &str, pool: &str, value: Value, lateness: bool) ->
 }
 
 /// move_topic.lua's `{taken, next_due, now, oldest_due, newest_due, pool_size, bad_keys, flow, resumed,
-/// last_paused}`.
+/// last_paused, next_allowed, backlog}`.
 fn parse_topic(topic: &str, pool: &str, value: Value, lateness: bool) -> Result<MoveReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
-    let [taken, next_due, now, oldest, newest, pool_size, bad_keys, flow, resumed, last_paused]: [Value; 10] =
-        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 10", v.len()))?;
+    let [taken, next_due, now, oldest, newest, pool_size, bad_keys, flow, resumed, last_paused, next_allowed, backlog]: [Value;
+        12] = items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 12", v.len()))?;
     let (taken, now) = (int(taken)?, clock(now)?);
     let what = "the due time of a moved job";
     let (oldest_due, newest_due) = (next_time(oldest, pool, what)?, next_time(newest, pool, what)?);
@@ -375,16 +406,13 @@ fn parse_topic(topic: &str, pool: &str, value: Value, lateness: bool) -> Result<
         now,
         paused: text(flow)? == "paused",
         pause: resumed.map(|resumed| Pause { began, resumed }),
+        next_allowed: next_time(next_allowed, &flow_key, "the time of the next token")?,
+        backlog: next_time(backlog, &flow_key, "the time due jobs began to wait for tokens")?,
         ..MoveReply::default()
     };
     if let (true, Some(first), Some(last)) = (lateness, oldest_due, newest_due) {
         let step = if taken > 1 { (last - first) / (taken - 1) as f64 } else { 0.0 };
-        let ms = |s: f64| (s * 1000.0).round() as u64;
-        for i in 0..taken {
-            let (late, held) = reply.split(first + step * i as f64);
-            reply.lateness_ms.push(ms(late));
-            reply.held_ms.push(ms(held));
-        }
+        reply.push_waits((0..taken).map(|i| first + step * i as f64));
     }
     Ok(MoveReply {
         taken,
@@ -422,8 +450,8 @@ pub fn read_move_flow(topic: &str, keys: &Keys, value: Value) -> redis::RedisRes
 
 fn parse_flow(topic: &str, keys: &Keys, value: Value) -> Result<MoveReply, String> {
     let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
-    let [moved, dropped, flow, left, now, resumed, last_paused, dues, bad_keys, head]: [Value; 10] =
-        items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 10", v.len()))?;
+    let [moved, dropped, flow, left, now, resumed, last_paused, dues, bad_keys, head, next_allowed, backlog]: [Value;
+        12] = items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 12", v.len()))?;
     let (moved, dropped) = (int(moved)?, int(dropped)?);
     let (flow_key, pool) = (keys.flow(topic), keys.flow_pool(topic));
     let resumed = next_time(resumed, &flow_key, "the time of the last resume")?;
@@ -437,6 +465,8 @@ fn parse_flow(topic: &str, keys: &Keys, value: Value) -> Result<MoveReply, Strin
         paused: text(flow)? == "paused",
         pause: resumed.map(|resumed| Pause { began, resumed }),
         bad_keys: read_bad_keys(bad_keys)?,
+        next_allowed: next_time(next_allowed, &flow_key, "the time of the next token")?,
+        backlog: next_time(backlog, &flow_key, "the time due jobs began to wait for tokens")?,
         ..MoveReply::default()
     };
     // What is left was due when set aside: a head no clock reaches is junk
@@ -451,14 +481,15 @@ fn parse_flow(topic: &str, keys: &Keys, value: Value) -> Result<MoveReply, Strin
         );
     }
     let Value::Array(dues) = dues else { return Err("expected a list of due times".into()) };
+    let mut times = Vec::with_capacity(dues.len());
     for due in dues {
         // A score that is no time is left out of the histograms.
-        let Some(due) = next_time(due, &pool, "the due time of a set-aside job")? else { continue };
-        reply.oldest_due.get_or_insert(due);
-        let (late, held) = reply.split(due);
-        reply.lateness_ms.push((late * 1000.0).round() as u64);
-        reply.held_ms.push((held * 1000.0).round() as u64);
+        if let Some(due) = next_time(due, &pool, "the due time of a set-aside job")? {
+            times.push(due);
+        }
     }
+    reply.oldest_due = times.first().copied();
+    reply.push_waits(times);
     Ok(reply)
 }
 

@@ -121,7 +121,7 @@ pub fn drained(reply: &MoveReply, took: Duration) {
         lateness.record(*ms as f64 / 1000.0);
     }
     if reply.held_ms.iter().any(|ms| *ms > 0) {
-        let held = histogram!(HELD, "reason" => "paused");
+        let held = histogram!(HELD, "reason" => reply.held_reason());
         reply.held_ms.iter().filter(|ms| **ms > 0).for_each(|ms| held.record(*ms as f64 / 1000.0));
     }
     #[cfg(feature = "http")]

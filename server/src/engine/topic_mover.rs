@@ -217,8 +217,10 @@ impl TopicMover {
             .iter()
             .map(|(topic, reply)| Next {
                 topic: topic.as_str(),
-                at: earlier(reply.next_due, deadlines.get(topic.as_str()).copied().flatten()),
-                paused: reply.paused,
+                // A rate limit that left due jobs: the next token's time,
+                // not the (due) pool head, is when the topic can move again.
+                at: earlier(reply.next_allowed.or(reply.next_due), deadlines.get(topic.as_str()).copied().flatten()),
+                held: reply.paused || reply.next_allowed.is_some(),
             })
             .collect();
         self.write_index(conn, &next)
@@ -229,7 +231,8 @@ impl TopicMover {
     /// heads read again in case a push or reserve (whose own index write may
     /// already have run) came between the drain and this write. A paused
     /// topic's pool head is not its next time: only its reservations'
-    /// deadlines are (expiry goes on); a resume announces it.
+    /// deadlines are (expiry goes on); a resume announces it. Nor is a
+    /// limited topic's with jobs waiting for tokens: its next token's time is.
     fn write_index(&self, conn: &mut Conn, next: &[Next]) -> RedisResult<()> {
         let due = self.keys.due();
         if next.is_empty() {
@@ -246,7 +249,7 @@ impl TopicMover {
         let mut lower = Vec::new();
         for (n, pair) in next.iter().zip(heads.chunks(2)) {
             let [pool_head, reserved_head] = pair else { break };
-            let pool_head: &Head = if n.paused { &Vec::new() } else { pool_head };
+            let pool_head: &Head = if n.held { &Vec::new() } else { pool_head };
             if let Some(first) = self.head_time(n.topic, pool_head, reserved_head) {
                 if n.at.is_none_or(|at| first < at) {
                     lower.push((n.topic, first));
@@ -472,15 +475,16 @@ fn out_of_memory(e: &RedisError) -> bool {
     e.code() == Some("OOM") || e.to_string().contains("command not allowed when used memory")
 }
 
-/// A drained topic's next index time, and whether it is paused.
+/// A drained topic's next index time, and whether flow control holds its
+/// due jobs (paused, or waiting for its rate limit's tokens).
 struct Next<'a> {
     topic: &'a str,
     at: Option<f64>,
-    paused: bool,
+    held: bool,
 }
 
 /// The earlier of two optional times.
-fn earlier(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+pub fn earlier(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
