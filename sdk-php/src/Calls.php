@@ -225,19 +225,55 @@ final class Calls
     }
 
     /**
-     * flow.lua / flow_topic.lua: read ("get"), pause or resume $topic's flow control.
+     * flow.lua / flow_topic.lua: read ("get"), pause, resume, rate-limit ("limit") or unlimit $topic's flow control.
+     * A limit's rate and burst go as the script reads them and are checked only there (one set of rules for every
+     * SDK, the CLI and HTTP): a refusal comes back as InvalidArgumentException from the connection.
      *
      * @param value-of<Scripts::FLOW_ACTIONS> $action
+     * @param int|float|null $perSecond "limit" only: jobs per second
+     * @param int|null       $burst     "limit" only: null for the script's default (one second's worth)
      * @throws InvalidArgumentException on a bad topic
      */
-    public static function flow(Keys $keys, string $topic, string $action): array
+    public static function flow(Keys $keys, string $topic, string $action, int|float|null $perSecond = null, ?int $burst = null): array
     {
         $topic = $keys->topic($topic);
         if (!\in_array($action, Scripts::FLOW_ACTIONS, true)) {
-            throw new InvalidArgumentException(sprintf('flow action "%s" is not one of get, pause, resume', $action));
+            throw new InvalidArgumentException(sprintf('flow action "%s" is not one of %s', $action, implode(', ', Scripts::FLOW_ACTIONS)));
         }
         $n = $keys->names($topic);
-        return [$n->script(Scripts::FLOW), [(string) $n->flow, (string) $n->gate, ...$n->flowKeys], [$topic, $action, $n->wake]];
+        // ARGV[4] and ARGV[5] always go (one shape per script, issue 21): "" when the action takes no limit
+        $rate = $perSecond === null ? '' : (\is_int($perSecond) ? (string) $perSecond : self::decimal($perSecond));
+        return [
+            $n->script(Scripts::FLOW),
+            [(string) $n->flow, (string) $n->gate, ...$n->flowKeys],
+            [$topic, $action, $n->wake, $rate, $burst === null ? '' : (string) $burst],
+        ];
+    }
+
+    /**
+     * The shortest decimal that reads back as $f, whatever the php.ini says: (string) keeps only `precision` (14)
+     * digits, so 1/3 would be stored as another rate, and json_encode/var_export follow `serialize_precision`.
+     * Plain digits across every allowed rate (1/86400 .. 1e6), so the stored text reads as a rate; NAN and INF go
+     * as PHP spells them, for the script to refuse by name.
+     */
+    public static function decimal(float $f): string
+    {
+        if (!is_finite($f)) {
+            return (string) $f;
+        }
+        // %.{p}e has p + 1 significant digits, correctly rounded; 17 always read back
+        for ($p = 0; $p < 16; $p++) {
+            if ((float) sprintf("%.{$p}e", $f) === $f) {
+                break;
+            }
+        }
+        $e = sprintf("%.{$p}e", $f);
+        $exponent = (int) substr($e, (int) strpos($e, 'e') + 1);
+        if ($exponent < -7 || $exponent > 15) {
+            return $e; // out of any allowed rate's range: refused by the script, so only its readability is lost
+        }
+        // the same significant digits in plain notation ("%F": no locale's comma)
+        return sprintf('%.' . max(0, $p - $exponent) . 'F', $f);
     }
 
     private static function policy(bool $ifAbsent): string

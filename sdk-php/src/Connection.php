@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Delayer;
 
 use Delayer\Exception\ConnectionException;
+use Delayer\Exception\InvalidArgumentException;
 use Delayer\Exception\ProtocolException;
 use Delayer\Exception\RedisErrorException;
 
@@ -20,6 +21,9 @@ final class Connection implements RedisLink
 {
     /** Idle seconds after which a pipeline is preceded by a PING: phpredis reconnects a socket Redis closed before a plain command, not a pipeline. */
     private const PIPELINE_IDLE_CHECK = 0.1;
+
+    /** How a script refuses its input (PROTOCOL.md): the rest of the error is why. */
+    private const INVALID_ARGUMENT = 'ERR invalid argument: ';
 
     private ?\Redis $redis = null;
 
@@ -187,9 +191,17 @@ final class Connection implements RedisLink
         }
     }
 
-    /** The one error mapping: an error reply or NOPERM is RedisErrorException, anything else raised a broken socket. */
-    private function fail(string $what, \RedisException|string $why): ConnectionException|RedisErrorException
+    /**
+     * The one error mapping: an error reply or NOPERM is RedisErrorException, anything else raised a broken socket;
+     * a script's refusal of its input ("ERR invalid argument: <why>") is InvalidArgumentException(<why>), as if this
+     * SDK had refused it (the script holds the rule, e.g. flow.lua's rate limits, so every client says the same).
+     */
+    private function fail(string $what, \RedisException|string $why): ConnectionException|RedisErrorException|InvalidArgumentException
     {
+        if (\is_string($why) && str_starts_with($why, self::INVALID_ARGUMENT)) {
+            // not scrubbed: the script only echoes the call's arguments, and a secret's replacement would garble <why>
+            return new InvalidArgumentException(substr($why, \strlen(self::INVALID_ARGUMENT)));
+        }
         $text = \is_string($why) ? $why : $why->getMessage();
         $message = "Redis error running {$what}: " . $this->scrub($text);
         return \is_string($why) || str_starts_with($text, 'NOPERM')

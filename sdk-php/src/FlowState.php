@@ -11,16 +11,21 @@ namespace Delayer;
 final class FlowState
 {
     /**
-     * @param float|null $pausedSince when the topic was paused (Unix seconds, Redis's clock), null while it runs
-     * @param int        $held        due jobs the pause holds back (0 while running, once the server has let them go)
-     * @param bool       $changed     whether the call changed the state (a pause of a running topic, a resume of a paused one)
-     * @param float      $at          Redis's clock at the call (Unix seconds)
+     * @param float|null     $pausedSince when the topic was paused (Unix seconds, Redis's clock), null while it runs
+     * @param int            $held        due jobs the pause or the rate limit holds back (0 while running unlimited,
+     *                                    once the server has let them go)
+     * @param bool           $changed     whether the call changed the state (a pause of a running topic, a resume of a
+     *                                    paused one, a new rate or burst, a clear of a limited topic)
+     * @param float          $at          Redis's clock at the call (Unix seconds)
+     * @param RateLimit|null $rateLimit   the topic's rate limit after the call; null when it has none (or the flow hash
+     *                                    holds no readable one: Redis's data is input)
      */
     public function __construct(
         public readonly ?float $pausedSince,
         public readonly int $held,
         public readonly bool $changed,
         public readonly float $at,
+        public readonly ?RateLimit $rateLimit = null,
     ) {
     }
 

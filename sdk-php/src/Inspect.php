@@ -58,7 +58,7 @@ trait Inspect
         return new Page(array_map(static fn (array $p): string => $p[0], $pairs), $next);
     }
 
-    /** Scheduled, ready, reserved and dead jobs per topic, and each topic's pause; no scan of the pool. */
+    /** Scheduled, ready, reserved and dead jobs per topic, and each topic's pause and rate limit; no scan of the pool. */
     public function stats(): Stats
     {
         if ($this->keys->isPerTopic()) {
@@ -68,9 +68,10 @@ trait Inspect
     }
 
     /**
-     * The per-topic layout's numbers: ZCARD / LLEN of each topic's keys, its flow hash's `paused` and the jobs
-     * of its pool due by this client's clock (held while paused), 100 topics per round trip. A flow hash of
-     * the wrong type reads as paused, since unknown (stats.lua's "?"): then that chunk's hashes are read one
+     * The per-topic layout's numbers: ZCARD / LLEN of each topic's keys, its flow hash's `paused`, `per_second`
+     * and `burst`, and the jobs of its pool due by this client's clock (held while paused or limited: they wait
+     * in the pool, as flow_topic.lua counts them), 100 topics per round trip. A flow hash of the wrong type reads
+     * as paused, since unknown, and no limit (stats.lua's "?", "", ""): then that chunk's hashes are read one
      * by one.
      */
     private function perTopicStats(): Stats
@@ -98,44 +99,53 @@ trait Inspect
             $flows = [];
             foreach ($chunk as $topic) {
                 $n = $this->keys->names($topic);
-                $flows[] = ['HGET', [(string) $n->flow, 'paused']];
+                $flows[] = ['HMGET', [(string) $n->flow, 'paused', 'per_second', 'burst']];
                 array_push($counts, ['ZCARD', [$n->pool]], ['LLEN', [(string) $n->ready]], ['ZCARD', [$n->reserved]], ['LLEN', [(string) $n->dead]],
                     ['ZCOUNT', [$n->pool, '-inf', $now]]);
             }
             try {
                 $replies = $this->connection->commands([...$counts, ...$flows]);
-                $paused = \array_slice($replies, \count($counts));
+                $flow = \array_slice($replies, \count($counts));
             } catch (RedisErrorException $e) {
                 if (!str_contains($e->getMessage(), 'WRONGTYPE')) {
                     throw $e;
                 }
                 $replies = $this->connection->commands($counts); // a counted key of the wrong type: an error, as before
-                $paused = array_map(fn (array $hget): mixed => $this->pausedOrUnknown($hget), $flows);
+                $flow = array_map(fn (array $hmget): mixed => $this->flowOrUnknown($hmget), $flows);
             }
             foreach ($chunk as $i => $topic) {
                 [$scheduled, $ready, $reserved, $dead, $due] = array_map(
                     static fn (mixed $v): int => Replies::int($v),
                     \array_slice($replies, 5 * $i, 5)
                 );
-                [$isPaused, $since] = Replies::pausedSince($paused[$i]);
+                [$pausedField, $perSecond, $burst] = \is_array($flow[$i]) && \count($flow[$i]) === 3
+                    ? array_values($flow[$i]) : throw new ProtocolException('unexpected reply from HMGET: ' . get_debug_type($flow[$i]));
+                // an empty `paused` stops the topic all the same (the scripts test the field), its time unknown:
+                // stats.lua's "?"; a `per_second` of any value limits it, as flow_topic.lua and lookup.lua read it
+                [$isPaused, $since] = Replies::pausedSince($pausedField === '' ? '?' : $pausedField);
+                $limited = $perSecond !== false && $perSecond !== null;
                 $poolTotal += $scheduled;
                 $reservedTotal += $reserved;
-                $out[] = new TopicStats($topic, $scheduled, $ready, $reserved, $dead, $isPaused, $since, $isPaused ? $due : 0);
+                $out[] = new TopicStats($topic, $scheduled, $ready, $reserved, $dead, $isPaused, $since, $isPaused || $limited ? $due : 0,
+                    Replies::rateLimit($perSecond, $burst));
             }
         }
         return new Stats($poolTotal, $reservedTotal, $out);
     }
 
-    /** @param array{0: string, 1: list<string>} $hget one flow hash's HGET: its reply, "?" for a key of the wrong type */
-    private function pausedOrUnknown(array $hget): mixed
+    /**
+     * @param array{0: string, 1: list<string>} $hmget one flow hash's HMGET
+     * @return mixed its reply; for a key of the wrong type ["?", nil, nil], paused since unknown and no limit
+     */
+    private function flowOrUnknown(array $hmget): mixed
     {
         try {
-            return $this->connection->commands([$hget])[0];
+            return $this->connection->commands([$hmget])[0];
         } catch (RedisErrorException $e) {
             if (!str_contains($e->getMessage(), 'WRONGTYPE')) {
                 throw $e;
             }
-            return '?';
+            return ['?', false, false];
         }
     }
 

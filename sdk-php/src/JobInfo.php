@@ -18,7 +18,9 @@ final class JobInfo
      * @param float|null  $due        scheduled: when due; $deadline reserved; $deadAt dead
      * @param string|null $deadReason "buried" or "max_attempts"
      * @param string|null $lastError  the last failed attempt's error, when a worker gave one
-     * @param string      $flow       "paused" while the job's topic is paused (nothing of it is handed out), else ""
+     * @param string      $flow       "paused" while the job's topic is paused (nothing of it is handed out);
+     *                                "limited" while it runs under a rate limit (a due job waits for its turn, in due
+     *                                order, before it becomes ready: {@see Client::setRateLimit()}); else ""
      */
     public function __construct(
         public readonly string $id,

@@ -223,7 +223,7 @@ final class Replies
         return [self::count(self::text($reply[0])), $pairs];
     }
 
-    /** stats.lua's {pool, reserved, known, {topic, scheduled, ready, reserved, dead, paused_since, held}, ...}. */
+    /** stats.lua's {pool, reserved, known, {topic, scheduled, ready, reserved, dead, paused_since, held, per_second, burst}, ...}. */
     public static function stats(mixed $reply): Stats
     {
         if (!\is_array($reply) || \count($reply) < 3) {
@@ -233,15 +233,37 @@ final class Replies
         $known = self::int($reply[2]) === 1;
         $topics = [];
         foreach (\array_slice($reply, 3) as $entry) {
-            if (!\is_array($entry) || \count($entry) !== 7) {
+            if (!\is_array($entry) || \count($entry) !== 9) {
                 throw new ProtocolException('unexpected topic entry from stats.lua: ' . get_debug_type($entry));
             }
-            [$topic, $scheduled, $ready, $reserved, $dead, $pausedSince, $held] = array_values($entry);
+            [$topic, $scheduled, $ready, $reserved, $dead, $pausedSince, $held, $perSecond, $burst] = array_values($entry);
             [$paused, $since] = self::pausedSince($pausedSince);
             $topics[] = new TopicStats(self::text($topic) ?? '', self::int($scheduled), self::int($ready),
-                $known ? self::int($reserved) : null, self::int($dead), $paused, $since, self::int($held));
+                $known ? self::int($reserved) : null, self::int($dead), $paused, $since, self::int($held),
+                self::rateLimit($perSecond, $burst));
         }
         return new Stats(self::int($reply[0]), self::int($reply[1]), $topics);
+    }
+
+    /**
+     * A flow hash's `per_second` and `burst` (flow.lua, stats.lua, or HMGET in the per-topic layout) as a limit:
+     * null when there is none ("", nil), and also when either does not read as one (a hand-edited hash: Redis's
+     * data is input, and the numbers are for people to read, so that is no reason to fail the whole call).
+     */
+    public static function rateLimit(mixed $perSecond, mixed $burst): ?RateLimit
+    {
+        if (\is_int($perSecond)) {
+            $perSecond = (string) $perSecond;
+        }
+        if (\is_int($burst)) {
+            $burst = (string) $burst;
+        }
+        if (!\is_string($perSecond) || !\is_string($burst) || !is_numeric($perSecond) || !ctype_digit($burst)) {
+            return null;
+        }
+        $rate = (float) $perSecond;
+        $size = filter_var($burst, FILTER_VALIDATE_INT, ['options' => ['min_range' => 1]]);
+        return is_finite($rate) && $rate > 0 && \is_int($size) ? new RateLimit($rate, $size) : null;
     }
 
     /**
@@ -260,19 +282,20 @@ final class Replies
         return [true, is_finite($since) ? $since : null];
     }
 
-    /** flow.lua's [paused_since ("s.mmm" or ""), changed (0/1), now ("s.mmm"), held]. */
+    /** flow.lua's [paused_since ("s.mmm" or ""), changed (0/1), now ("s.mmm"), held, per_second, burst ("" = none)]. */
     public static function flow(mixed $reply): FlowState
     {
-        if (!\is_array($reply) || \count($reply) !== 4) {
+        if (!\is_array($reply) || \count($reply) !== 6) {
             throw self::bad(Scripts::FLOW, $reply);
         }
-        [$since, $changed, $now, $held] = array_values($reply);
+        [$since, $changed, $now, $held, $perSecond, $burst] = array_values($reply);
         if (!\is_string($since) || ($since !== '' && !is_numeric($since)) || ($changed !== 0 && $changed !== 1)
             || !\is_int($held) || $held < 0
         ) {
             throw self::bad(Scripts::FLOW, $reply);
         }
-        return new FlowState($since === '' ? null : (float) $since, $held, $changed === 1, self::seconds($now, Scripts::FLOW));
+        return new FlowState($since === '' ? null : (float) $since, $held, $changed === 1, self::seconds($now, Scripts::FLOW),
+            self::rateLimit($perSecond, $burst));
     }
 
     /** A script's "s.mmm" time as Unix seconds. */

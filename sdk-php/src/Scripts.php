@@ -42,8 +42,8 @@ final class Scripts
         'flow_topic',
     ];
 
-    /** flow.lua's actions: read, pause or resume a topic. */
-    public const FLOW_ACTIONS = ['get', 'pause', 'resume'];
+    /** flow.lua's actions: read, pause, resume, rate-limit or unlimit a topic. */
+    public const FLOW_ACTIONS = ['get', 'pause', 'resume', 'limit', 'unlimit'];
 
     /** push.lua's duplicate policies: a taken id's job is replaced (1.x), or left alone and reported. */
     public const REPLACE = 'replace';

@@ -11,8 +11,11 @@ namespace Delayer;
  * $paused: nothing of the topic is handed out (see {@see Client::pause()});
  * $pausedSince: when it was paused (Unix seconds), null while it runs, and
  * null too while paused when the flow hash holds no time (a key of the wrong
- * type, or a value that is not a time). $held: its due jobs the pause holds
- * back (counted in $scheduled too); 0 while it runs in the per-topic layout.
+ * type, or a value that is not a time). $held: its due jobs the pause or the
+ * rate limit holds back (counted in $scheduled too); 0 while it runs unlimited
+ * in the per-topic layout. $rateLimit: the topic's rate limit
+ * ({@see Client::setRateLimit()}), null when it has none (or the flow hash
+ * holds no readable one).
  */
 final class TopicStats
 {
@@ -25,6 +28,7 @@ final class TopicStats
         public readonly bool $paused = false,
         public readonly ?float $pausedSince = null,
         public readonly int $held = 0,
+        public readonly ?RateLimit $rateLimit = null,
     ) {
     }
 }

@@ -108,6 +108,9 @@ final class CallContractTest extends TestCase
             Calls::deadList($t, 't', 0, 10),
             Calls::deadAction($t, 't', 'requeue', ['a', 'b']),
             Calls::flow($t, 't', 'get'),
+            Calls::flow($t, 't', 'limit', 0.5, 2),
+            Calls::flow($k, 't', 'limit', 100),
+            Calls::flow($k, 't', 'unlimit'),
             Calls::lookup($t, 't', 'a'),
         ];
         $out = self::calls();

@@ -10,6 +10,7 @@ use Delayer\FlowState;
 use Delayer\Exception\ProtocolException;
 use Delayer\Keys;
 use Delayer\Message;
+use Delayer\RateLimit;
 use Delayer\Calls;
 use Delayer\Replies;
 use Delayer\Scripts;
@@ -40,11 +41,13 @@ final class CallsTest extends TestCase
         yield 'batch: jobs beside a wait' => [static fn () => Replies::reserveBatch([[], [['a', 't', 'b', 1, 25, '7', '1.000', '']], ['paused', 5000, 'g']], 0, 5)];
         yield 'batch: a third element not a wait' => [static fn () => Replies::reserveBatch([[], [], ['x']], 0, 5)];
         yield 'flow: three fields' => [static fn () => Replies::flow(['', 0, '1.000'])];
-        yield 'flow: paused since not a time' => [static fn () => Replies::flow(['soon', 0, '1.000', 0])];
-        yield 'flow: changed 2' => [static fn () => Replies::flow(['', 2, '1.000', 0])];
-        yield 'flow: now not a time' => [static fn () => Replies::flow(['', 0, '', 0])];
-        yield 'flow: held a string' => [static fn () => Replies::flow(['', 0, '1.000', '3'])];
-        yield 'flow: held negative' => [static fn () => Replies::flow(['', 0, '1.000', -1])];
+        yield 'flow: the four fields before rate limits' => [static fn () => Replies::flow(['', 0, '1.000', 0])];
+        yield 'flow: seven fields' => [static fn () => Replies::flow(['', 0, '1.000', 0, '', '', ''])];
+        yield 'flow: paused since not a time' => [static fn () => Replies::flow(['soon', 0, '1.000', 0, '', ''])];
+        yield 'flow: changed 2' => [static fn () => Replies::flow(['', 2, '1.000', 0, '', ''])];
+        yield 'flow: now not a time' => [static fn () => Replies::flow(['', 0, '', 0, '', ''])];
+        yield 'flow: held a string' => [static fn () => Replies::flow(['', 0, '1.000', '3', '', ''])];
+        yield 'flow: held negative' => [static fn () => Replies::flow(['', 0, '1.000', -1, '', ''])];
         yield 'flow: nil' => [static fn () => Replies::flow(null)];
     }
 
@@ -78,20 +81,65 @@ final class CallsTest extends TestCase
         self::assertFalse(Replies::pop($wait));
         self::assertFalse(Replies::reserve($wait));
         self::assertSame([[true], []], Replies::reserveBatch([[1], [], $wait], 1, 5));
-        self::assertEquals(new FlowState(12.5, 3, true, 12.5), Replies::flow(['12.500', 1, '12.500', 3]));
-        self::assertEquals(new FlowState(null, 0, false, 13.25), Replies::flow(['', 0, '13.250', 0]));
+        self::assertEquals(new FlowState(12.5, 3, true, 12.5), Replies::flow(['12.500', 1, '12.500', 3, '', '']));
+        self::assertEquals(new FlowState(null, 0, false, 13.25), Replies::flow(['', 0, '13.250', 0, '', '']));
+        self::assertEquals(new FlowState(null, 2, true, 13.25, new RateLimit(0.5, 1)), Replies::flow(['', 1, '13.250', 2, '0.5', '1']));
+    }
+
+    /** A limit Redis holds that does not read as one is no limit, never an error: the hash may be edited by hand. */
+    public function testARateLimitReadsOnlyWhenBothFieldsDo(): void
+    {
+        self::assertEquals(new RateLimit(100.0, 20), Replies::rateLimit('100', '20'));
+        self::assertEquals(new RateLimit(1e-5, 1), Replies::rateLimit('1.0E-5', 1));
+        self::assertEquals(new RateLimit(50.0, 7), Replies::rateLimit(50, '7'));
+        foreach ([['', ''], [false, false], [null, null], ['', '5'], ['5', ''], ['fast', '5'], ['5', 'many'], ['0', '5'], ['-1', '5'],
+            ['NAN', '5'], ['INF', '5'], ['1e999', '5'], ['5', '0'], ['5', '1.5'], ['5', '-1'], ['5', '99999999999999999999'], [[], '5']] as [$rate, $burst]) {
+            self::assertNull(Replies::rateLimit($rate, $burst), var_export([$rate, $burst], true));
+        }
+    }
+
+    /** A rate goes as the shortest decimal that reads back as the same double, whatever php.ini's precision says. */
+    public function testARateGoesAsTheShortestDecimalThatReadsBack(): void
+    {
+        $argv = static fn (int|float $rate, ?int $burst = null): array => \array_slice(Calls::flow(new Keys('p:'), 't', 'limit', $rate, $burst)[2], 3);
+        self::assertSame(['100', ''], $argv(100));
+        self::assertSame(['100', '20'], $argv(100.0, 20));
+        self::assertSame(['0.5', '0'], $argv(0.5, 0), 'the script refuses a burst of 0, not the SDK');
+        self::assertSame(['0.1', ''], $argv(0.1));
+        self::assertSame(['0.3333333333333333', ''], $argv(1 / 3), '(string) would keep 14 digits: another rate');
+        self::assertSame(['0.000011574074074074073', ''], $argv(1 / 86400));
+        self::assertSame(['0.00001', ''], $argv(1.0E-5));
+        self::assertSame(['1000000', ''], $argv(1e6));
+        self::assertSame(['-1', ''], $argv(-1));
+        self::assertSame(['NAN', ''], $argv(NAN), 'refused by the script, by name');
+        self::assertSame(['INF', ''], $argv(INF));
+        foreach ([1e-300, 1e300, 5e-324, 0.1 + 0.2, 123456.789, 2e6] as $rate) {
+            self::assertSame($rate, (float) $argv($rate)[0]);
+        }
+        $precision = ini_get('precision');
+        ini_set('precision', '5');
+        ini_set('serialize_precision', '17');
+        try {
+            self::assertSame(['0.3333333333333333', ''], $argv(1 / 3));
+            self::assertSame(['0.1', ''], $argv(0.1));
+        } finally {
+            ini_set('precision', (string) $precision);
+            ini_set('serialize_precision', '-1');
+        }
     }
 
     public function testFlowCallsNameTheLayoutsKeys(): void
     {
         self::assertSame(
-            ['flow', ['p:flow:t', 'p:flow_gate:t', 'p:flow_topics', 'p:flow_pool:t'], ['t', 'pause', 'p:wake']],
+            ['flow', ['p:flow:t', 'p:flow_gate:t', 'p:flow_topics', 'p:flow_pool:t'], ['t', 'pause', 'p:wake', '', '']],
             Calls::flow(new Keys('p:'), 't', 'pause'),
         );
         self::assertSame(
-            ['flow_topic', ['p:{t}:flow', 'p:{t}:gate', 'p:{t}:pool'], ['t', 'get', 'p:wake']],
+            ['flow_topic', ['p:{t}:flow', 'p:{t}:gate', 'p:{t}:pool'], ['t', 'get', 'p:wake', '', '']],
             Calls::flow(new Keys('p:', Keys::TOPIC), 't', 'get'),
         );
+        self::assertSame(['t', 'limit', 'p:wake', '0.5', '3'], Calls::flow(new Keys('p:', Keys::TOPIC), 't', 'limit', 0.5, 3)[2]);
+        self::assertSame(['t', 'unlimit', 'p:wake', '', ''], Calls::flow(new Keys('p:'), 't', 'unlimit')[2]);
         foreach ([[new Keys('p:'), ''], [new Keys('p:', Keys::TOPIC), 'a{b}'], [new Keys('p:'), 'x']] as $i => [$keys, $topic]) {
             try {
                 Calls::flow($keys, $topic, $i === 2 ? 'stop' : 'get');

@@ -6,6 +6,7 @@ namespace Delayer\Tests;
 
 use Delayer\Client;
 use Delayer\Exception\ProtocolException;
+use Delayer\RateLimit;
 use Delayer\Replies;
 use Delayer\TopicStats;
 
@@ -134,22 +135,27 @@ final class PauseInspectTest extends RedisTestCase
         $this->redis->hSet($this->key('flow', 'p'), 'paused', 'soon');
         self::assertSame([true, null, $layout === 'topic' ? 1 : 0], self::pause($client, 'p'));
         self::assertSame('paused', $client->job('p', 'a')->flow);
+        // an empty `paused` is paused all the same for the scripts (they test the field): stats.lua's "?"
+        $this->redis->hSet($this->key('flow', 'p'), 'paused', '');
+        self::assertSame([true, null, $layout === 'topic' ? 1 : 0], self::pause($client, 'p'));
+        self::assertSame('paused', $client->job('p', 'a')->flow);
     }
 
     public function testRepliesOfTheOldShapesAreProtocolErrors(): void
     {
-        $entry = ['t', 1, 0, 0, 0, '', 0];
+        $entry = ['t', 1, 0, 0, 0, '', 0, '', ''];
         self::assertEquals([new TopicStats('t', 1, 0, 0, 0)], Replies::stats([1, 0, 1, $entry])->topics);
         self::assertEquals(
-            [new TopicStats('t', 1, 0, null, 0, true, 1700000000.5, 3), new TopicStats('u', 0, 0, null, 0, true, null, 0)],
-            Replies::stats([1, 0, 0, ['t', 1, 0, 0, 0, '1700000000.500', 3], ['u', 0, 0, 0, 0, '?', 0]])->topics
+            [new TopicStats('t', 1, 0, null, 0, true, 1700000000.5, 3), new TopicStats('u', 0, 0, null, 0, true, null, 0, new RateLimit(2.5, 3))],
+            Replies::stats([1, 0, 0, ['t', 1, 0, 0, 0, '1700000000.500', 3, '', ''], ['u', 0, 0, 0, 0, '?', 0, '2.5', '3']])->topics
         );
         $lookup = ['scheduled', 't', '1', '0', '', '1700000000.000', '', '', '', 'paused'];
         self::assertSame('paused', Replies::lookup($lookup, 'a')->flow);
         foreach ([
             static fn () => Replies::stats([1, 0, 1, \array_slice($entry, 0, 5)]),
             static fn () => Replies::stats([1, 0, 1, [...$entry, 0]]),
-            static fn () => Replies::stats([1, 0, 1, ['t', 1, 0, 0, 0, '', -1]]),
+            static fn () => Replies::stats([1, 0, 1, \array_slice($entry, 0, 7)]), // before rate limits
+            static fn () => Replies::stats([1, 0, 1, ['t', 1, 0, 0, 0, '', -1, '', '']]),
             static fn () => Replies::lookup(\array_slice($lookup, 0, 9), 'a'),
             static fn () => Replies::lookup([...$lookup, ''], 'a'),
         ] as $n => $bad) {
