@@ -20,6 +20,7 @@ use Delayer\Exception\IdTakenException;
 use Delayer\Exception\InvalidArgumentException;
 use Delayer\Message;
 use Delayer\Options;
+use Delayer\RateLimit;
 use Delayer\ReservedMessage;
 use Delayer\TopicStats;
 
@@ -64,6 +65,12 @@ function reserved_json(ReservedMessage|false $m): ?array
         'deadline' => $m->deadline,
         'traceparent' => $m->traceparent,
     ];
+}
+
+/** @return array{per_second: float|null, burst: int|null} a topic's limit, nulls when none */
+function rate_json(?RateLimit $limit): array
+{
+    return ['per_second' => $limit?->perSecond, 'burst' => $limit?->burst];
 }
 
 /** @return array<string, mixed> */
@@ -232,7 +239,7 @@ function handle(Client $client, array $req): array
                 'topics' => array_map(static fn (TopicStats $t): array => [
                     'topic' => $t->topic, 'scheduled' => $t->scheduled, 'ready' => $t->ready, 'reserved' => $t->reserved,
                     'dead' => $t->dead, 'paused' => $t->paused, 'paused_since' => $t->pausedSince, 'held' => $t->held,
-                ], $stats->topics),
+                ] + rate_json($t->rateLimit), $stats->topics),
             ];
         case 'pause':
             return ['changed' => $client->pause($req['topic'])];
@@ -242,7 +249,13 @@ function handle(Client $client, array $req): array
             return ['paused' => $client->isPaused($req['topic'])];
         case 'flow':
             $flow = $client->flow($req['topic']);
-            return ['paused_since' => $flow->pausedSince, 'held' => $flow->held];
+            return ['paused_since' => $flow->pausedSince, 'held' => $flow->held] + rate_json($flow->rateLimit);
+        case 'set_rate_limit':
+            // per_second as JSON gave it (100 an int, 0.5 a float); burst absent or null: the script's default
+            $flow = $client->setRateLimit($req['topic'], $req['per_second'], $req['burst'] ?? null);
+            return ['paused_since' => $flow->pausedSince, 'held' => $flow->held, 'changed' => $flow->changed] + rate_json($flow->rateLimit);
+        case 'clear_rate_limit':
+            return ['changed' => $client->clearRateLimit($req['topic'])];
         case 'read_config':
             // Client::fromConfig() connects (1.x's constructor does): read and
             // check what it would be built from, without connecting, as the
