@@ -33,7 +33,12 @@
 //!   deadline (`SET NX PXAT`); a reservation finding another's live lease is
 //!   a violation (a job reserved when a pause lands may still be acked or
 //!   released: only new hand-outs count);
-//! - nothing doubled: no id twice in a dead-letter list.
+//! - nothing doubled: no id twice in a dead-letter list;
+//! - the rate limit held: `flow-c` is limited (R jobs/s, burst B) from
+//!   before its first push, so each of its hand-outs needed a job made
+//!   ready after that, and the n-th hand-out (in Redis's time, retries and
+//!   re-deliveries included) comes no earlier than the bucket allows:
+//!   `n <= B + R * (t - t0)`, t0 read before the limit was set.
 //!
 //! Hand-outs whose worker was killed (or whose reply a Redis crash lost)
 //! between the reservation and its record cannot be checked: the count of
@@ -64,6 +69,9 @@ const MAX_ATTEMPTS: u32 = 4;
 /// Per topic: one breserve worker, one reserve_many worker.
 const KINDS: [&str; 2] = ["breserve", "reserve_many"];
 const SERVERS: usize = 2;
+/// The topic under a rate limit for the whole run, and its burst.
+const LIMITED: &str = "flow-c";
+const BURST: u64 = 10;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
@@ -111,6 +119,12 @@ fn env_num(name: &str, default: u64) -> u64 {
 
 fn millis(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// Redis's clock in Unix ms.
+fn redis_ms(conn: &mut redis::Connection) -> redis::RedisResult<u64> {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(conn)?;
+    Ok(s * 1000 + us / 1000)
 }
 
 /// The scripts' `"s.mmm"` in Unix ms.
@@ -384,6 +398,11 @@ fn orchestrate(names: LayoutNames) -> Result<String, String> {
     let mut redis = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always", "--save", ""]);
     let conf = server_conf(redis.port(), 100, names.conf_line());
     let d = client(&redis.url(), names).map_err(|e| e.to_string())?;
+    // Half the rate its jobs fall due at, so the limit holds them back
+    // through the chaos; t0 read before the limit is set.
+    let rate = (jobs as f64 / TOPICS.len() as f64 / chaos_for.as_secs_f64().max(1.0) / 2.0).max(5.0).round();
+    let t0 = redis_ms(&mut redis.connection()).map_err(|e| e.to_string())?;
+    d.set_rate_limit(LIMITED, rate, Some(BURST)).map_err(|e| format!("limit: {e}"))?;
 
     // Ids unique across topics (the classic layout's ids are global); due
     // times spread over most of the chaos.
@@ -475,11 +494,15 @@ fn orchestrate(names: LayoutNames) -> Result<String, String> {
     }
     let (mut inside, mut at_start, mut at_end, mut near) = (Vec::new(), 0u64, 0u64, 0u64);
     let mut receipts: HashSet<(String, String)> = HashSet::new();
+    let mut limited_at: Vec<u64> = Vec::new();
     for r in &records {
         let f: Vec<&str> = r.split(' ').collect();
         let [topic, _id, receipt, at] = f.as_slice() else { return Err(format!("bad hand-out record {r:?}")) };
         let at: u64 = at.parse().map_err(|_| format!("bad hand-out record {r:?}"))?;
         receipts.insert((topic.to_string(), receipt.to_string()));
+        if *topic == LIMITED {
+            limited_at.push(at);
+        }
         for &(start, end) in intervals.get(topic).map(Vec::as_slice).unwrap_or(&[]) {
             if start < at && at < end {
                 inside.push(format!("{r} in pause {start}..{end}"));
@@ -497,6 +520,22 @@ fn orchestrate(names: LayoutNames) -> Result<String, String> {
             "{} hand-out(s) while their topic was paused, e.g. {:?}",
             inside.len(),
             &inside[..inside.len().min(10)]
+        ));
+    }
+    // The limit: the n-th hand-out of the limited topic no sooner than its
+    // n-th token (1 ms for the times' flooring).
+    limited_at.sort_unstable();
+    let over: Vec<String> = limited_at
+        .iter()
+        .enumerate()
+        .filter(|(i, at)| (*i as f64 + 1.0) > BURST as f64 + rate * ((**at + 1).saturating_sub(t0)) as f64 / 1000.0 + 1e-6)
+        .map(|(i, at)| format!("hand-out {} at +{} ms", i + 1, at.saturating_sub(t0)))
+        .collect();
+    if !over.is_empty() {
+        return Err(format!(
+            "{LIMITED} (limit {rate}/s, burst {BURST}): {} hand-out(s) faster than the limit, e.g. {:?}",
+            over.len(),
+            &over[..over.len().min(10)]
         ));
     }
     let mut issued = 0u64;
@@ -556,7 +595,8 @@ fn orchestrate(names: LayoutNames) -> Result<String, String> {
          {} pauses ({:.1} s paused in all, {} jobs ready at a pause, {} held at a resume, summed); \
          {} hand-outs recorded ({issued} issued, {} unrecorded: worker killed or reply lost in between), \
          0 inside a pause, {at_start} in a pause's first millisecond, {at_end} in its resume's, \
-         {near} within 20 ms outside one",
+         {near} within 20 ms outside one; {LIMITED} limited to {rate}/s (burst {BURST}): {} hand-outs, \
+         none faster",
         TOPICS.len(),
         jobs as usize - dead.len(),
         dead.len(),
@@ -566,5 +606,6 @@ fn orchestrate(names: LayoutNames) -> Result<String, String> {
         log.held_at_resume,
         records.len(),
         issued.saturating_sub(receipts.len() as u64),
+        limited_at.len(),
     ))
 }
