@@ -66,6 +66,15 @@ local function invalid(why)
 end
 -- The limit's rules (PROTOCOL.md, "Rate limits"), here once for every SDK,
 -- the CLI and HTTP.
+-- A number as the shortest text that reads back as it ("50" whether an SDK
+-- sent "50", "50.0" or "5e1"): stored and quoted alike whoever sent it.
+local function decimal(x)
+  for digits = 15, 17 do
+    local text = string.format('%.' .. digits .. 'g', x)
+    if tonumber(text) == x then return text end
+  end
+  return string.format('%.17g', x)
+end
 local rate, rate_text, burst
 if action == 'limit' then
   local given = ARGV[4] or ''
@@ -73,19 +82,17 @@ if action == 'limit' then
   if not rate then
     return invalid('the rate must be a number of jobs per second, got "' .. shown(given) .. '"')
   elseif rate ~= rate or rate == math.huge or rate == -math.huge then
-    return invalid('the rate must be a finite number of jobs per second, got "' .. shown(given) .. '"')
+    return invalid('the rate must be a finite number of jobs per second')
   elseif rate == 0 then
     return invalid('a rate of 0 would stop the topic: pause it instead (pause(topic) / delayer pause <topic>)')
   elseif rate < 0 then
-    return invalid('the rate must be more than 0 jobs per second, got "' .. shown(given) .. '"')
+    return invalid('the rate must be more than 0 jobs per second, got ' .. decimal(rate))
   elseif rate < (1 / 86400) * (1 - 1e-9) then
-    return invalid('the rate must be at least one job a day (1/86400 per second), got "' .. shown(given) .. '"')
+    return invalid('the rate must be at least one job a day (1/86400 per second), got ' .. decimal(rate))
   elseif rate > 1000000 then
-    return invalid('the rate must be at most 1000000 jobs per second, got "' .. shown(given) .. '"')
+    return invalid('the rate must be at most 1000000 jobs per second, got ' .. decimal(rate))
   end
-  -- Kept as sent when it is a plain decimal (every SDK sends the shortest
-  -- text that reads back as its number), else as Lua writes the number.
-  rate_text = string.find(given, '^[%d%.eE+-]+$') and given or tostring(rate)
+  rate_text = decimal(rate)
   local b = ARGV[5] or ''
   if b == '' then
     burst = math.max(1, math.ceil(rate))

@@ -148,10 +148,19 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
         let stop = Arc::new(timer::Stop::default());
         let keys = Keys::new(&config.key_prefix);
         // The wake-up listener starts a thread: only after detaching.
-        // Per-topic layout: the announcements the listener hears, for the mover's index.
-        let announced = (config.layout == Layout::Topic).then(|| Arc::new(wake::Announced::default()));
-        let wakes =
-            wake::listen(target.clone(), keys.wake(), config.pool.connect_timeout, stop.clone(), announced.clone());
+        // The announcements the listener hears: the per-topic mover's index,
+        // the classic mover's paused and limited topics.
+        let announced = Arc::new(match config.layout {
+            Layout::Topic => wake::Announced::default(),
+            Layout::Classic => wake::Announced::classic(),
+        });
+        let wakes = wake::listen(
+            target.clone(),
+            keys.wake(),
+            config.pool.connect_timeout,
+            stop.clone(),
+            Some(announced.clone()),
+        );
         let manager = Manager::with_target(target, config.pool.connect_timeout, config.pool.io_timeout);
         // Per-job lateness feeds the metrics and the dashboard's chart.
         #[cfg(feature = "http")]
@@ -159,16 +168,21 @@ fn serve(config: &Config, target: Target, log_files: logging::LogFiles, launcher
         #[cfg(not(feature = "http"))]
         let lateness = false;
         let mover: Arc<dyn mover::Tick> = match config.layout {
-            Layout::Classic => {
-                Arc::new(mover::Mover::new(manager, config.pool.max_lifetime, keys, config.batch_size, lateness))
-            }
+            Layout::Classic => Arc::new(mover::Mover::new(
+                manager,
+                config.pool.max_lifetime,
+                keys,
+                config.batch_size,
+                lateness,
+                announced,
+            )),
             Layout::Topic => Arc::new(topic_mover::TopicMover::new(
                 manager,
                 config.pool.max_lifetime,
                 TopicKeys::new(&config.key_prefix),
                 config.batch_size,
                 lateness,
-                announced.unwrap_or_default(),
+                announced,
             )),
         };
         let stopping = stop.clone();

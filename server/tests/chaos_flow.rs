@@ -528,7 +528,9 @@ fn orchestrate(names: LayoutNames) -> Result<String, String> {
     let over: Vec<String> = limited_at
         .iter()
         .enumerate()
-        .filter(|(i, at)| (*i as f64 + 1.0) > BURST as f64 + rate * ((**at + 1).saturating_sub(t0)) as f64 / 1000.0 + 1e-6)
+        .filter(|(i, at)| {
+            (*i as f64 + 1.0) > BURST as f64 + rate * ((**at + 1).saturating_sub(t0)) as f64 / 1000.0 + 1e-6
+        })
         .map(|(i, at)| format!("hand-out {} at +{} ms", i + 1, at.saturating_sub(t0)))
         .collect();
     if !over.is_empty() {

@@ -179,3 +179,27 @@ fn a_topic_that_is_not_utf8_drains_after_its_resume() {
     let ready = |conn: &mut redis::Connection| conn.llen::<_, usize>(key("ready_queue:")).expect("LLEN");
     assert!(wait_until(DEADLINE, || ready(&mut conn) == 1), "never drained:\n{}", server.output());
 }
+
+#[test]
+fn a_resume_is_seen_at_once_through_its_announcement() {
+    // A paused topic is asked again only every 10 s (engine/flow.rs); the
+    // resume's announcement wakes it at once.
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    let server = DelayerProcess::start(BIN, &server_conf(redis.port(), 100, ""));
+    assert!(server.wait_for_output(|o| o.contains("listening for wake-ups")), "{}", server.output());
+    let paused_at = pause(&mut conn, "late");
+    let now = redis_now(&mut conn);
+    push(&mut conn, "late", 0..3, now);
+    assert!(wait_until(DEADLINE, || zcard(&mut conn, &keys().flow_pool("late")) == 3), "{}", server.output());
+    // Long enough for the server to have asked, found it paused, and rested it.
+    std::thread::sleep(Duration::from_millis(1500));
+    let resumed = std::time::Instant::now();
+    resume(&mut conn, "late", paused_at);
+    assert!(
+        wait_until(Duration::from_secs(4), || llen(&mut conn, &keys().ready_queue("late")) == 3),
+        "not ready {:?} after the resume: {}",
+        resumed.elapsed(),
+        server.output()
+    );
+}

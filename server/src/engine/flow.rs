@@ -10,9 +10,10 @@
 //! million held jobs delays the other topics by one round at most.
 //!
 //! Redis is the only authority: a topic answered "paused" is only not asked
-//! again for [`PAUSED_RECHECK`], which bounds both the cost of many paused
-//! topics and how late a resume is seen here; one answered "limited" (its
-//! rate limit's tokens are spent) is not asked again before its next token.
+//! again until the wake channel announces it (a resume does, design hole 6)
+//! or [`PAUSED_RECHECK`] has passed (a lost announcement), which bounds the
+//! cost of many paused topics; one answered "limited" (its tokens are
+//! spent) is not asked again before its next token or an announcement.
 
 use crate::scripts::{self, MoveReply};
 use delayer_protocol::connection::Conn;
@@ -22,8 +23,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long a topic that answered "paused" is not asked again.
-pub const PAUSED_RECHECK: Duration = Duration::from_secs(1);
+/// How long a topic that answered "paused" is not asked again unless
+/// announced: the bound on how late a resume whose announcement was lost
+/// is seen (the per-topic layout's sweep has the same period).
+pub const PAUSED_RECHECK: Duration = Duration::from_secs(10);
 
 /// The most ids one `move_flow.lua` call takes: about half a millisecond of
 /// Redis, so the pool batch between rounds is never far off.
@@ -73,6 +76,20 @@ impl FlowDrain {
         let now = Instant::now();
         resting.retain(|_, until| *until > now);
         Ok(raw.into_iter().filter(|t| !resting.contains_key(t)).collect())
+    }
+
+    /// Topics announced on the wake channel are asked at the next round;
+    /// `all` (the listener subscribed again, and may have missed some):
+    /// every topic is.
+    pub fn wake<'a>(&self, topics: impl Iterator<Item = &'a [u8]>, all: bool) {
+        let mut resting = self.resting.lock().unwrap_or_else(|e| e.into_inner());
+        if all {
+            resting.clear();
+            return;
+        }
+        for topic in topics {
+            resting.remove(topic);
+        }
     }
 
     /// One `move_flow.lua` call per topic, in one round trip.

@@ -25,12 +25,13 @@ use crate::memory::MemoryWatch;
 use crate::other_layout::OtherLayout;
 use crate::scripts::{self, BadKey, ExpireReply, MoveReply};
 use crate::telemetry;
+use crate::wake::Announced;
 use delayer_protocol::connection::{Conn, Manager};
 use delayer_protocol::keys::Keys;
 use log::{debug, info, warn};
 use redis::ConnectionLike;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What a tick did, and when the next job falls due.
@@ -203,6 +204,9 @@ pub struct Mover {
     memory: MemoryWatch,
     head: Mutex<Head>,
     flow: FlowDrain,
+    /// Topics announced on the wake channel: a paused or limited one is
+    /// asked again at once (a resume or a new limit announces its topic).
+    announced: Arc<Announced>,
 }
 
 /// The pool's held head: due ids left at its head for a key of the wrong
@@ -221,7 +225,14 @@ impl Tick for Mover {
 }
 
 impl Mover {
-    pub fn new(manager: Manager, max_lifetime: Option<Duration>, keys: Keys, batch_size: u32, lateness: bool) -> Mover {
+    pub fn new(
+        manager: Manager,
+        max_lifetime: Option<Duration>,
+        keys: Keys,
+        batch_size: u32,
+        lateness: bool,
+        announced: Arc<Announced>,
+    ) -> Mover {
         let other = OtherLayout::new(delayer::Layout::Classic, keys.prefix());
         Mover {
             link: Link::new(manager, max_lifetime),
@@ -233,6 +244,7 @@ impl Mover {
             memory: MemoryWatch::default(),
             head: Mutex::default(),
             flow: FlowDrain::new(keys.clone(), batch_size, lateness),
+            announced,
         }
     }
 
@@ -265,6 +277,8 @@ impl Mover {
         }
         // The flow drain, one pool batch between its rounds: other topics
         // wait one round at most while a resumed backlog drains.
+        let (woken, rescan) = self.announced.take();
+        self.flow.wake(woken.iter().map(|(topic, _)| topic.as_bytes()), rescan);
         let mut topics = self.flow.topics(conn).map_err(TickError::Redis)?;
         let mut next_allowed = None;
         while !topics.is_empty() && !stopped() {

@@ -61,12 +61,16 @@ const MAX_TOPIC_BYTES: usize = 4096;
 /// Junk messages are said at most this often (with how many were ignored).
 const JUNK_EVERY: Duration = Duration::from_secs(60);
 
-/// The per-topic layout's mailbox from the listener to the topic mover:
-/// each announced topic with its earliest announced time, and whether a
-/// full rescan is asked for (after every (re)subscription).
+/// The mailbox from the listener to the mover: each announced topic with
+/// its earliest announced time, and whether a full rescan is asked for
+/// (after every (re)subscription). The per-topic layout's mover writes them
+/// into its index; the classic one asks a paused or limited topic again
+/// when it is announced (a resume, a new limit, a push).
 #[derive(Default)]
 pub struct Announced {
     pending: Mutex<Pending>,
+    /// Any topic name is one (classic layout): braces too.
+    any_name: bool,
 }
 
 #[derive(Default)]
@@ -80,10 +84,20 @@ impl Announced {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The classic layout's mailbox, where any topic is one (braces too) and
+    /// the time of a message counts whatever its topic.
+    pub fn classic() -> Announced {
+        Announced { any_name: true, ..Announced::default() }
+    }
+
     /// Notes that `topic` has work at `at`; an error says why a topic cannot
     /// be a per-topic layout's topic (the message is junk).
     fn note(&self, topic: &str, at: f64) -> Result<(), &'static str> {
-        if topic.is_empty() || topic.len() > MAX_TOPIC_BYTES || topic.contains(['{', '}']) {
+        if self.any_name && (topic.is_empty() || topic.len() > MAX_TOPIC_BYTES) {
+            // Not kept (a paused one is asked again after PAUSED_RECHECK).
+            return Ok(());
+        }
+        if topic.is_empty() || topic.len() > MAX_TOPIC_BYTES || (!self.any_name && topic.contains(['{', '}'])) {
             return Err("names no topic of the per-topic layout (empty, over 4096 bytes, or with a brace)");
         }
         let mut pending = self.pending();
@@ -339,5 +353,14 @@ mod tests {
         let (topics, rescan) = a.take();
         assert_eq!((topics.len(), rescan), (MAX_PENDING, true));
         assert_eq!(a.take(), (vec![], false));
+    }
+
+    #[test]
+    fn the_classic_mailbox_takes_any_topic_and_every_messages_time() {
+        let a = Announced::classic();
+        a.note("{x}", 1.0).unwrap();
+        // Too long or empty to keep, but the message's time still counts.
+        assert!(a.note("", 2.0).is_ok() && a.note(&"t".repeat(MAX_TOPIC_BYTES + 1), 3.0).is_ok());
+        assert_eq!(a.take(), (vec![("{x}".to_string(), 1.0)], false));
     }
 }
