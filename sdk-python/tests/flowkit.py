@@ -1,13 +1,14 @@
 """What the flow-control tests share (design 23: consumers obey a topic's
 flow hash; the clients' pause and resume write it with flow.lua): the names
 the protocol fixes, spelled out (not taken from the SDK), a pause written by
-hand (the tests that show a hand-written pause is obeyed too), and jobs made
-ready with the server's own scripts."""
+hand (the tests that show a hand-written pause is obeyed too), jobs made
+ready with the server's own scripts, and the rate limits flow.lua refuses."""
 
 from __future__ import annotations
 
+import math
 import time
-from typing import Callable, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
 import redis
@@ -18,6 +19,23 @@ from delayer import Delayer
 
 P = "delayer:"
 LAYOUTS = ("classic", "topic")
+
+#: flow.lua's refusals, in its words (what every SDK, the CLI and HTTP say alike).
+RATE_0 = "a rate of 0 would stop the topic: pause it instead (pause(topic) / delayer pause <topic>)"
+REFUSED: List[Tuple[Any, Any, str]] = [
+    (0, None, RATE_0),
+    (0.0, None, RATE_0),
+    (-1, None, 'the rate must be more than 0 jobs per second, got "-1.0"'),
+    (math.nan, None, 'the rate must be a finite number of jobs per second, got "nan"'),
+    (math.inf, None, 'the rate must be a finite number of jobs per second, got "inf"'),
+    (-math.inf, None, 'the rate must be a finite number of jobs per second, got "-inf"'),
+    (2e6, None, 'the rate must be at most 1000000 jobs per second, got "2000000.0"'),
+    (1e-6, None, 'the rate must be at least one job a day (1/86400 per second), got "1e-06"'),
+    (10, 0, 'the burst must be a whole number of jobs from 1 to 1000000, got "0"'),
+    (10, -3, 'the burst must be a whole number of jobs from 1 to 1000000, got "-3"'),
+    (10, 2_000_000, 'the burst must be a whole number of jobs from 1 to 1000000, got "2000000"'),
+    (1000, 5, "the burst must be at least 1% of the rate per second (5 at 1000.0/s would cap the rate below it)"),
+]
 
 
 @pytest.fixture(params=LAYOUTS)

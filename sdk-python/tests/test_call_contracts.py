@@ -294,10 +294,12 @@ def test_flow_calls_send_the_headers_keys_and_arguments() -> None:
     # flow.lua: flow hash, gate, flow_topics, flow pool; flow_topic.lua: the topic's flow, gate, pool
     classic = _calls.flow_call(Keys(PREFIX), "t", "pause")
     assert classic == ScriptCall("flow", [PREFIX + "flow:t", PREFIX + "flow_gate:t", PREFIX + "flow_topics",
-                                          PREFIX + "flow_pool:t"], ["t", "pause", PREFIX + "wake"])
+                                          PREFIX + "flow_pool:t"], ["t", "pause", PREFIX + "wake", "", ""])
     per_topic = _calls.flow_call(Keys(PREFIX, "topic"), "t", "get")
     assert per_topic == ScriptCall("flow_topic", [PREFIX + "{t}:flow", PREFIX + "{t}:gate", PREFIX + "{t}:pool"],
-                                   ["t", "get", PREFIX + "wake"])
+                                   ["t", "get", PREFIX + "wake", "", ""])
+    # ARGV[4] per_second, ARGV[5] burst: "limit" only ("" = none / the script's default burst)
+    assert _calls.flow_call(Keys(PREFIX), "t", "limit", 2.5, 4).args == ["t", "limit", PREFIX + "wake", "2.5", "4"]
     assert [len(c.keys) for c in (classic, per_topic)] == [len(header_keys("flow")), len(header_keys("flow_topic"))]
     with pytest.raises(ValueError):
         _calls.flow_call(Keys(PREFIX), "t", "stop")  # an action no script takes: the SDK's own mistake

@@ -172,12 +172,15 @@ def decode_stats(reply: Any) -> Stats:
 
 
 def test_stats_lua_entries_read_the_pause() -> None:
-    stats = decode_stats(stats_reply([b"a", 1, 0, 0, 0, b"", 0], [b"b", 2, 0, 0, 0, b"1700000000.125", 3],
-                                     [b"c", 0, 0, 0, 0, b"?", 0], [b"d", 0, 0, 0, 0, b"yes", 1]))
+    none = [b"", b""]  # no rate limit (stats.lua's per_second and burst)
+    stats = decode_stats(stats_reply([b"a", 1, 0, 0, 0, b"", 0, *none], [b"b", 2, 0, 0, 0, b"1700000000.125", 3, *none],
+                                     [b"c", 0, 0, 0, 0, b"?", 0, *none], [b"d", 0, 0, 0, 0, b"yes", 1, *none]))
     assert [(t.topic, t.paused, t.paused_since, t.held) for t in stats.topics] == [
         ("a", False, None, 0), ("b", True, 1700000000.125, 3), ("c", True, None, 0), ("d", True, None, 1)]
-    for bad in ([b"a", 1, 0, 0, 0], [b"a", 1, 0, 0, 0, b""], [b"a", 1, 0, 0, 0, b"", 0, 0],
-                [b"a", 1, 0, 0, 0, 7, 0], [b"a", 1, 0, 0, 0, b"", -1], [b"a", 1, 0, 0, 0, b"", b"1"]):
+    for bad in ([b"a", 1, 0, 0, 0], [b"a", 1, 0, 0, 0, b""], [b"a", 1, 0, 0, 0, b"", 0],
+                [b"a", 1, 0, 0, 0, b"", 0, b""], [b"a", 1, 0, 0, 0, b"", 0, *none, b""],
+                [b"a", 1, 0, 0, 0, 7, 0, *none], [b"a", 1, 0, 0, 0, b"", -1, *none],
+                [b"a", 1, 0, 0, 0, b"", b"1", *none]):
         with pytest.raises(ProtocolError):
             decode_stats(stats_reply(bad))
 
@@ -192,14 +195,14 @@ def test_per_topic_stats_read_each_topics_pause() -> None:
     assert len(commands) == 4 * 6
     now = commands[5][3]
     assert commands[:6] == [("ZCARD", P + "{a}:pool"), ("LLEN", P + "{a}:ready"), ("ZCARD", P + "{a}:reserved"),
-                            ("LLEN", P + "{a}:dead"), ("HGET", P + "{a}:flow", "paused"),
+                            ("LLEN", P + "{a}:dead"), ("HMGET", P + "{a}:flow", "paused", "per_second", "burst"),
                             ("ZCOUNT", P + "{a}:pool", "-inf", now)]
     assert isinstance(now, str) and len(now.split(".")[1]) == 3  # the client's clock, ms
     wrong = redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
-    replies = [3, 0, 0, 0, None, 2,  # running: nothing held whatever is due
-               3, 1, 0, 0, b"1700000000.500", 2,
+    replies = [3, 0, 0, 0, [None, None, None], 2,  # running: nothing held whatever is due
+               3, 1, 0, 0, [b"1700000000.500", None, None], 2,
                1, 0, 0, 0, wrong, 1,  # a flow hash of the wrong type
-               0, 0, 0, 0, b"", 0]  # a `paused` field, empty: paused all the same
+               0, 0, 0, 0, [b"", None, None], 0]  # a `paused` field, empty: paused all the same
     with pytest.raises(StopIteration) as done:
         op.send(replies)
     stats: Stats = done.value.value
@@ -211,4 +214,4 @@ def test_per_topic_stats_read_each_topics_pause() -> None:
     next(op)
     op.send([[b"0", [b"a"]]])
     with pytest.raises(redis.ResponseError):
-        op.send([wrong, 0, 0, 0, None, 0])
+        op.send([wrong, 0, 0, 0, [None, None, None], 0])

@@ -199,12 +199,15 @@ def test_a_pause_written_by_hand_is_read(d: Delayer, raw: "redis.Redis", layout:
 
 
 def test_the_reply_is_decoded_in_one_place() -> None:
-    from delayer import _replies
+    from delayer import RateLimit, _replies
 
-    assert _replies.flow([b"1700000000.123", 1, b"1700000001.500", 7]) == FlowState(1700000000.123, 7, True,
-                                                                                   1700000001.5)
-    assert _replies.flow([b"", 0, b"1700000001.500", 0]) == FlowState(None, 0, False, 1700000001.5)
-    for bad in (None, b"1", [b"", 0, b"1.0"], [b"", 0, b"1.0", 0, 0], [b"", 2, b"1.0", 0], [b"", 0, b"now", 0],
-                [b"", 0, b"1.0", -1], [b"", 0, b"1.0", b"3"], [1, 0, b"1.0", 0], [b"", True, b"1.0", 0]):
+    assert _replies.flow([b"1700000000.123", 1, b"1700000001.500", 7, b"", b""]) == FlowState(
+        1700000000.123, 7, True, 1700000001.5)
+    assert _replies.flow([b"", 0, b"1700000001.500", 0, b"", b""]) == FlowState(None, 0, False, 1700000001.5)
+    assert _replies.flow([b"", 0, b"1.0", 2, b"0.5", b"3"]).rate_limit == RateLimit(0.5, 3)
+    for bad in (None, b"1", [b"", 0, b"1.0"], [b"", 0, b"1.0", 0], [b"", 0, b"1.0", 0, b""],
+                [b"", 0, b"1.0", 0, b"", b"", b""], [b"", 2, b"1.0", 0, b"", b""], [b"", 0, b"now", 0, b"", b""],
+                [b"", 0, b"1.0", -1, b"", b""], [b"", 0, b"1.0", b"3", b"", b""], [1, 0, b"1.0", 0, b"", b""],
+                [b"", True, b"1.0", 0, b"", b""], [b"", 0, b"1.0", 0, 5, b""], [b"", 0, b"1.0", 0, b"5", None]):
         with pytest.raises(ProtocolError):
             _replies.flow(bad)

@@ -21,12 +21,12 @@ from .errors import (AuthenticationFailed, ConfigError, ConnectionFailed, Delaye
                      NotReplicatedError, ProtocolError)
 from .keys import DEFAULT_PREFIX, Keys
 from .models import (DEFAULT_MAX_ATTEMPTS, DEFAULT_READY_MAX_LIFETIME, Backoff, DeadLetter, FlowState, Job, Message,
-                     ReservedMessage, Taken)
+                     RateLimit, ReservedMessage, Taken)
 from .worker import Delivery, Worker, WorkerHooks
 
 __all__ = [
     "Delayer", "Worker", "Delivery", "WorkerHooks", "Job", "Message", "Backoff", "ReservedMessage", "DeadLetter",
-    "Taken", "FlowState", "DEFAULT_MAX_ATTEMPTS", "Keys", "DEFAULT_PREFIX", "DEFAULT_READY_MAX_LIFETIME",
+    "Taken", "FlowState", "RateLimit", "DEFAULT_MAX_ATTEMPTS", "Keys", "DEFAULT_PREFIX", "DEFAULT_READY_MAX_LIFETIME",
     "DelayerError", "InvalidArgument", "ConfigError", "ConnectionFailed", "AuthenticationFailed", "ProtocolError",
     "IdTakenError", "NotReplicatedError",
 ]

@@ -11,7 +11,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import scripts
 from ._rules import MAX_POSITION, check_if_absent, check_max_attempts, check_name, count, delay_ms, encode_body
-from ._rules import lifetime_ms, ttr_ms, utf8
+from ._rules import burst_text, lifetime_ms, rate_text, ttr_ms, utf8
 from ._trace import outgoing
 from .errors import InvalidArgument
 from .keys import Keys, TopicNames
@@ -299,17 +299,20 @@ def reschedule_call(keys: Keys, job_id: object, delay: object, topic: object = N
 
 
 #: flow.lua's actions (ARGV[2]).
-FLOW_ACTIONS = ("get", "pause", "resume")
+FLOW_ACTIONS = ("get", "pause", "resume", "limit", "unlimit")
 
 
-def flow_call(keys: Keys, topic: object, action: str) -> ScriptCall:
-    """Check a topic's flow read, pause or resume (``action``: one of
-    :data:`FLOW_ACTIONS`); its flow.lua (flow_topic.lua) call."""
+def flow_call(keys: Keys, topic: object, action: str, per_second: object = None, burst: object = None) -> ScriptCall:
+    """Check a topic's flow read, pause, resume, limit or unlimit (``action``:
+    one of :data:`FLOW_ACTIONS`); its flow.lua (flow_topic.lua) call. Only
+    ``"limit"`` sends ``per_second`` and ``burst`` (ARGV[4] and ARGV[5], ``""``
+    when unused); the script checks the limit's values."""
     if action not in FLOW_ACTIONS:
-        raise ValueError(f"flow.lua takes get, pause or resume, not {action!r}")
+        raise ValueError(f"flow.lua takes {', '.join(FLOW_ACTIONS)}, not {action!r}")
     t = keys.topic(topic)
+    rate, most = (rate_text(per_second), burst_text(burst)) if action == "limit" else ("", "")
     n = keys.names(t)
-    return ScriptCall(n.flow_script, [n.flow, n.gate, *n.flow_tail], [t, action, keys.wake])
+    return ScriptCall(n.flow_script, [n.flow, n.gate, *n.flow_tail], [t, action, keys.wake, rate, most])
 
 
 def dead_list_call(keys: Keys, topic: object, start: object, how_many: object) -> ScriptCall:

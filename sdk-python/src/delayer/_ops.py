@@ -161,9 +161,12 @@ def reschedule(keys: Keys, job_id: object, delay: object, topic: object = None) 
     return _replies.optional_time(reply, "reschedule.lua", "due time")
 
 
-def flow(keys: Keys, topic: object, action: str = "get") -> Op[FlowState]:
-    """One flow.lua (flow_topic.lua) call: read (``"get"``), pause or resume ``topic``."""
-    return _replies.flow((yield _calls.flow_call(keys, topic, action)))
+def flow(keys: Keys, topic: object, action: str = "get", per_second: object = None,
+         burst: object = None) -> Op[FlowState]:
+    """One flow.lua (flow_topic.lua) call: read (``"get"``), pause, resume,
+    limit or unlimit ``topic``. A limit the script refuses is its
+    ``invalid argument`` error, :class:`~delayer.InvalidArgument` (:mod:`delayer._translate`)."""
+    return _replies.flow((yield _calls.flow_call(keys, topic, action, per_second, burst)))
 
 
 def pause(keys: Keys, topic: object) -> Op[bool]:
@@ -176,6 +179,14 @@ def resume(keys: Keys, topic: object) -> Op[bool]:
 
 def is_paused(keys: Keys, topic: object) -> Op[bool]:
     return (yield from flow(keys, topic)).paused
+
+
+def set_rate_limit(keys: Keys, topic: object, per_second: object, burst: object = None) -> Op[FlowState]:
+    return (yield from flow(keys, topic, "limit", per_second, burst))
+
+
+def clear_rate_limit(keys: Keys, topic: object) -> Op[bool]:
+    return (yield from flow(keys, topic, "unlimit")).changed
 
 
 def dead_letters(keys: Keys, topic: object, start: object, count: object) -> Op[List[DeadLetter]]:

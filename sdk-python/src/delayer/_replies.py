@@ -11,7 +11,7 @@ from ._calls import ScriptCall, push_many_ids
 from ._names import name
 from ._trace import from_redis
 from .errors import IdTakenError, ProtocolError
-from .models import DeadLetter, FlowState, Message, ReservedMessage, Taken
+from .models import DeadLetter, FlowState, Message, RateLimit, ReservedMessage, Taken
 
 
 def _text(kind: str, value: object) -> str:
@@ -281,16 +281,39 @@ def brpop(reply: object) -> Optional[str]:
 
 
 def flow(reply: object) -> FlowState:
-    """flow.lua's (flow_topic.lua's) reply ``[paused_since, changed, now, held]``:
-    ``paused_since`` ``"s.mmm"`` or ``""`` (running), ``changed`` 1 or 0, Redis's
-    clock ``now`` ``"s.mmm"``, ``held`` a count."""
-    if not isinstance(reply, (list, tuple)) or len(reply) != 4:
-        raise ProtocolError(f"flow.lua returned {reply!r:.200}, expected [paused_since, changed, now, held]")
-    since, changed, now, held = reply
+    """flow.lua's (flow_topic.lua's) reply ``[paused_since, changed, now, held,
+    per_second, burst]``: ``paused_since`` ``"s.mmm"`` or ``""`` (running),
+    ``changed`` 1 or 0, Redis's clock ``now`` ``"s.mmm"``, ``held`` a count, the
+    rate limit as stored (``""``: none)."""
+    if not isinstance(reply, (list, tuple)) or len(reply) != 6:
+        raise ProtocolError(f"flow.lua returned {reply!r:.200}, expected "
+                            "[paused_since, changed, now, held, per_second, burst]")
+    since, changed, now, held, per_second, burst = reply
     if not isinstance(since, (bytes, str)):
         raise ProtocolError(f"flow.lua returned {since!r:.200} as the pause time, expected a string")
     return FlowState(paused_since=_since(since), held=_int("held", held), changed=flag(changed, "flow.lua"),
-                     at=due(now, "flow.lua", "time"))
+                     at=due(now, "flow.lua", "time"), rate_limit=rate_limit(per_second, burst))
+
+
+def rate_limit(per_second: object, burst: object) -> Optional[RateLimit]:
+    """A flow hash's ``per_second`` and ``burst`` as flow.lua and stats.lua hand
+    them on (and the per-topic stats HMGET): ``""`` no limit. flow.lua writes a decimal and a whole
+    number; a hash edited by hand may hold anything, and a value that is no
+    number reads as no limit rather than failing every read of the topic
+    (what the movers make of it is theirs to say: no rule is repeated here)."""
+    if not isinstance(per_second, (bytes, str)) or not isinstance(burst, (bytes, str)):
+        # The scripts hand on strings: this is no reply of theirs.
+        raise ProtocolError(f"expected the rate limit as strings in Redis's reply, got {[per_second, burst]!r:.200}")
+    if per_second in (b"", ""):
+        return None
+    try:
+        rate = float(per_second)  # bytes too; a non-ASCII one is a ValueError
+        whole = float(burst)
+    except ValueError:
+        return None
+    if not (math.isfinite(rate) and math.isfinite(whole) and whole.is_integer()):
+        return None
+    return RateLimit(per_second=rate, burst=int(whole))
 
 
 def _since(value: Union[bytes, str]) -> Optional[float]:

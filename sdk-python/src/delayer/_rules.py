@@ -113,6 +113,32 @@ def check_timeout(value: object) -> float:
     return float(seconds)
 
 
+def rate_text(value: object) -> str:
+    """A rate limit's jobs per second as flow.lua takes it (ARGV[4]): a real
+    number (int or float, not bool), as the shortest text that reads back as
+    its float (``repr``: ``0.5``, ``50.0``, ``1e-05``). Whether it is a rate
+    at all (finite, above 0, at most 1,000,000, ...) the script alone says
+    (``ERR invalid argument: ...``): its rules are written once, for every
+    SDK, the CLI and HTTP alike."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(f"per_second must be an int or float, not {type(value).__name__}")
+    try:
+        return repr(float(value))
+    except OverflowError:  # an int past any float: its digits, for the script to refuse as it does inf
+        return str(value)
+
+
+def burst_text(value: object) -> str:
+    """A rate limit's burst as flow.lua takes it (ARGV[5]): None -> ``""`` (the
+    script's default, one second's worth), else an int (not bool) as its
+    digits; its range is the script's to check, as :func:`rate_text`'s."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"burst must be an int or None, not {type(value).__name__}")
+    return str(value)
+
+
 def encode_body(value: object) -> bytes:
     """Return the body as bytes: bytes-like as is, ``str`` encoded as UTF-8."""
     if isinstance(value, str):

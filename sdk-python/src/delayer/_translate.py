@@ -14,7 +14,7 @@ from redis.exceptions import (AskError, AuthenticationError, ClusterDownError, C
                               ConnectionError as RedisConnectionError, RedisClusterException, RedisError, ResponseError,
                               TimeoutError as RedisTimeoutError, TryAgainError)
 
-from .errors import AuthenticationFailed, ConnectionFailed, DelayerError, ProtocolError
+from .errors import AuthenticationFailed, ConnectionFailed, DelayerError, InvalidArgument, ProtocolError
 
 
 def scrub(text: str, secrets: Sequence[str]) -> str:
@@ -28,6 +28,10 @@ def scrub(text: str, secrets: Sequence[str]) -> str:
 #: How Redis says "authenticate first" where redis-py raises no AuthenticationError
 #: (a push's many arguments are cut off before Redis even says NOAUTH).
 _UNAUTHENTICATED = ("Protocol error: unauthenticated", "NOAUTH", "Authentication required")
+
+
+#: How a script refuses its input: "ERR invalid argument: <why>" (the "ERR " is redis-py's to drop).
+_INVALID = "invalid argument: "
 
 
 #: Redis Cluster's errors that pass (a failover, a resharding, no node reached yet):
@@ -68,6 +72,13 @@ def translate(exc: Union[RedisError, RedisClusterException], where: str, secrets
     if isinstance(exc, (RedisConnectionError, RedisTimeoutError) + _CLUSTER_TRANSIENT) or redirected(exc):
         return ConnectionFailed(f"cannot reach Redis at {where}: {detail}")
     if isinstance(exc, ResponseError):
+        # A script refusing its input (flow.lua's rate limit: its rules live
+        # there once, for every SDK, the CLI and HTTP) answers "ERR invalid
+        # argument: <why>"; redis-py drops the "ERR ". The caller's mistake,
+        # not Redis's: raised as the SDK's own, in the script's words.
+        why = detail[4:] if detail.startswith("ERR ") else detail  # as a parser that keeps it gives it
+        if why.startswith(_INVALID):
+            return InvalidArgument(why[len(_INVALID):])
         return ProtocolError(f"Redis at {where} answered with an error: {detail}")
     return ProtocolError(f"unexpected reply from Redis at {where}: {detail}")
 

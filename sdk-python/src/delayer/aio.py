@@ -191,7 +191,7 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
         return await self._drive(_ops.dead_take(self._keys, "purge", topic, ids))
 
     # ------------------------------------------------------------------
-    # flow control (docs/PROTOCOL.md, "Flow control (pause)")
+    # flow control (docs/PROTOCOL.md, "Flow control (pause)"; rate limits: docs/design/flow-control.md §5)
 
     async def pause(self, topic: str) -> bool:
         return await self._drive(_ops.pause(self._keys, topic))
@@ -204,6 +204,12 @@ class Delayer(ClientBase["aioredis.Redis"], AsyncInspectMixin):
 
     async def flow(self, topic: str) -> FlowState:
         return await self._drive(_ops.flow(self._keys, topic))
+
+    async def set_rate_limit(self, topic: str, per_second: float, burst: Optional[int] = None) -> FlowState:
+        return await self._drive(_ops.set_rate_limit(self._keys, topic, per_second, burst))
+
+    async def clear_rate_limit(self, topic: str) -> bool:
+        return await self._drive(_ops.clear_rate_limit(self._keys, topic))
 
     async def close(self) -> None:
         """Close the connections: the waits' always, the client's if this client created it."""

@@ -41,7 +41,7 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
     slot and ids are per topic: the calls naming a job by id take ``topic=``.
 
     Every error is a :class:`delayer.DelayerError`: :class:`InvalidArgument`
-    (nothing sent), :class:`ConnectionFailed` (the next call connects again),
+    (nothing written), :class:`ConnectionFailed` (the next call connects again),
     :class:`ProtocolError`, :class:`IdTakenError` (``if_absent``).
     """
 
@@ -287,7 +287,7 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
         return self._drive(_ops.dead_take(self._keys, "purge", topic, ids))
 
     # ------------------------------------------------------------------
-    # flow control (docs/PROTOCOL.md, "Flow control (pause)")
+    # flow control (docs/PROTOCOL.md, "Flow control (pause)"; rate limits: docs/design/flow-control.md §5)
 
     def pause(self, topic: str) -> bool:
         """Pause ``topic``: nothing of it is handed out until :meth:`resume`.
@@ -318,8 +318,37 @@ class Delayer(ClientBase["redis.Redis"], InspectMixin):
 
     def flow(self, topic: str) -> FlowState:
         """``topic``'s flow control, read only: paused since when (None:
-        running), how many due jobs the pause holds back, Redis's clock."""
+        running), its rate limit (None: none), how many due jobs the pause or
+        the limit holds back, Redis's clock."""
         return self._drive(_ops.flow(self._keys, topic))
+
+    def set_rate_limit(self, topic: str, per_second: float, burst: Optional[int] = None) -> FlowState:
+        """Limit ``topic`` to ``per_second`` jobs becoming ready per second.
+
+        The limit paces jobs becoming ready (the server moving due jobs to the
+        ready queue), for every server at once: in any ``t`` seconds at most
+        ``burst + per_second * t`` of them. ``burst`` (None: one second's
+        worth, at least 1) is how many may become ready at once after a quiet
+        spell. Due jobs over the limit wait, in due order, and count as
+        ``held``; jobs already ready go out at consumer speed. ``per_second``
+        may be a fraction (0.5: one job every two seconds); 0 is refused
+        (:class:`InvalidArgument`: pause the topic instead, :meth:`pause`), as
+        are values out of range, in the words of the script that checks them.
+        A pause wins over a limit; at the resume the backlog drains at the limit.
+
+        Setting it again replaces the rate and burst (the bucket keeps what it
+        held, at most the new burst). Returns the topic's state after the call
+        (``changed``: the rate or burst is new); the server is told at once.
+        """
+        return self._drive(_ops.set_rate_limit(self._keys, topic, per_second, burst))
+
+    def clear_rate_limit(self, topic: str) -> bool:
+        """Drop ``topic``'s rate limit: a backlog it held drains at full speed.
+
+        Returns True when the topic had a limit, False when it had none (then
+        nothing is written).
+        """
+        return self._drive(_ops.clear_rate_limit(self._keys, topic))
 
     def close(self) -> None:
         """Close the connections: the waits' always, the client's if this client created it."""

@@ -23,7 +23,12 @@ class DelayerError(Exception):
 
 
 class InvalidArgument(DelayerError, ValueError):
-    """An argument breaks the protocol's input rules; nothing was sent to Redis."""
+    """An argument breaks the protocol's input rules; nothing was written.
+
+    Most are refused before anything is sent; a few rules live in a script
+    (a rate limit's: ``set_rate_limit``), which refuses the call before any
+    write, in the same words for every SDK, the CLI and HTTP.
+    """
 
 
 class ConfigError(DelayerError):

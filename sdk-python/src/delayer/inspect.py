@@ -4,7 +4,8 @@ so that "when does order 42's auto-close fire?" needs no redis-cli.
 
 Everything here only reads, with lookup.lua, list.lua and stats.lua (the
 per-topic layout's stats: SSCAN of the topics, then ZCARD / LLEN per topic,
-and each topic's pause: HGET of its flow hash, ZCOUNT of its due jobs).
+and each topic's flow control: HMGET of its flow hash's pause and rate limit,
+ZCOUNT of its due jobs).
 Each operation is a generator (as in :mod:`delayer._ops`), which the mixins'
 methods of the sync and asyncio clients only drive.
 """
@@ -19,11 +20,12 @@ from typing import TYPE_CHECKING, Awaitable, Generic, List, Optional, Tuple, Typ
 from . import _trace, scripts
 from ._calls import Arg, ScriptCall
 from ._names import name, name_bytes
-from ._replies import _int
+from ._replies import _int, rate_limit
 from ._send import Commands
 from ._rules import MAX_POSITION, check_name, count
 from .errors import ProtocolError
 from .keys import Keys
+from .models import RateLimit
 
 if TYPE_CHECKING:
     from ._send import Op
@@ -45,7 +47,7 @@ RESERVED_CAP = 1000
 #: Per-topic layout stats: topics asked of SSCAN per call, and read per round trip.
 TOPICS_PER_SCAN = 1000
 TOPICS_PER_ROUND = 250
-#: Per-topic layout stats: commands per topic (ZCARD, LLEN, ZCARD, LLEN, HGET, ZCOUNT).
+#: Per-topic layout stats: commands per topic (ZCARD, LLEN, ZCARD, LLEN, HMGET, ZCOUNT).
 PER_TOPIC = 6
 
 
@@ -75,9 +77,11 @@ class JobInfo:
     last_error: Optional[str]
     #: The W3C trace context it was pushed with, if any.
     traceparent: Optional[str] = None
-    #: ``"paused"`` while the job's topic is paused (nothing of it is handed
-    #: out: a scheduled job is not made ready when due, a ready one not
-    #: handed out), else ``""``.
+    #: One of :data:`FLOWS`: ``"paused"`` while the job's topic is paused
+    #: (nothing of it is handed out: a scheduled job is not made ready when
+    #: due, a ready one not handed out); ``"limited"`` while it runs with a
+    #: rate limit (a due job waits for its turn before it becomes ready);
+    #: else ``""``.
     flow: str = ""
 
 
@@ -121,12 +125,16 @@ class TopicStats:
     #: while it is paused by a flow hash whose ``paused`` is no time (or of the
     #: wrong type).
     paused_since: Optional[float] = None
-    #: Due jobs held back (as :attr:`delayer.FlowState.held`): in the classic
-    #: layout those the server set aside in the topic's flow pool, until it
-    #: drains them after a resume (also counted in ``scheduled``); in the
-    #: per-topic layout those of its pool due by now (the client's clock)
-    #: while the topic is paused, 0 while it runs.
+    #: Due jobs held back by the pause or the rate limit (as
+    #: :attr:`delayer.FlowState.held`): in the classic layout those the server
+    #: set aside in the topic's flow pool, until it drains them (also counted
+    #: in ``scheduled``); in the per-topic layout those of its pool due by now
+    #: (the client's clock) while the topic is paused or limited, 0 while it
+    #: runs unlimited.
     held: int = 0
+    #: The topic's rate limit (:meth:`delayer.Delayer.set_rate_limit`); None
+    #: when it has none (or one that is no number, written by hand).
+    rate_limit: Optional[RateLimit] = None
 
     @property
     def topic_bytes(self) -> bytes:
@@ -174,8 +182,8 @@ def _time(value: object) -> Optional[float]:
         raise ProtocolError(f"expected a time in Unix seconds, got {text!r:.200}") from None
 
 
-#: lookup.lua's ``flow``: the job's topic paused, or not.
-FLOWS = ("paused", "")
+#: lookup.lua's ``flow``: the job's topic paused, rate limited, or neither.
+FLOWS = ("paused", "limited", "")
 
 
 def _pause(script: str, value: object) -> Tuple[bool, Optional[float]]:
@@ -271,9 +279,10 @@ def _clock() -> str:
 
 
 def topic_stats_op(keys: Keys) -> Op[Stats]:
-    """The per-topic layout's stats: ZCARD / LLEN of each topic's keys, HGET of
-    its flow hash's ``paused`` and ZCOUNT of its pool's due jobs (held while
-    paused), a round trip per :data:`TOPICS_PER_ROUND`."""
+    """The per-topic layout's stats: ZCARD / LLEN of each topic's keys, HMGET
+    of its flow hash's ``paused``, ``per_second`` and ``burst``, and ZCOUNT of
+    its pool's due jobs (held while paused or limited: the server leaves them
+    there), a round trip per :data:`TOPICS_PER_ROUND`."""
     names: List[str] = []
     cursor = 0
     while True:
@@ -291,24 +300,39 @@ def topic_stats_op(keys: Keys) -> Op[Stats]:
         for t in part:
             n = keys.names(t)
             commands += [("ZCARD", n.pool), ("LLEN", n.ready), ("ZCARD", n.reserved), ("LLEN", n.dead),
-                         ("HGET", n.flow, "paused"), ("ZCOUNT", n.pool, "-inf", now)]
+                         ("HMGET", n.flow, "paused", "per_second", "burst"), ("ZCOUNT", n.pool, "-inf", now)]
         # A flow hash of the wrong type pauses its topic (as stats.lua's "?"): its error is read, not raised.
         replies = yield Commands(commands, tolerate=True)
         if not isinstance(replies, (list, tuple)) or len(replies) != len(commands):
             raise ProtocolError(f"expected {len(commands)} replies, got {replies!r:.200}")
         for k, t in enumerate(part):
-            pool, ready, reserved, dead, paused, due = replies[PER_TOPIC * k : PER_TOPIC * k + PER_TOPIC]
+            pool, ready, reserved, dead, flow, due = replies[PER_TOPIC * k : PER_TOPIC * k + PER_TOPIC]
             for r in (pool, ready, reserved, dead, due):
                 if isinstance(r, BaseException):
                     raise r
             scheduled, queued, taken, buried = (_int("ZCARD / LLEN", r) for r in (pool, ready, reserved, dead))
-            if isinstance(paused, BaseException) or paused in (b"", ""):  # no time, but paused all the same
-                stopped, since = True, None
-            else:
-                stopped, since = (False, None) if paused is None else _pause("HGET", paused)
+            stopped, since, limited, limit = _flow_fields(flow)
             out.append(TopicStats(t, scheduled, queued, taken, buried, paused=stopped, paused_since=since,
-                                  held=_int("ZCOUNT", due) if stopped else 0))
+                                  held=_int("ZCOUNT", due) if stopped or limited else 0, rate_limit=limit))
     return Stats(sum(t.scheduled for t in out), sum(t.reserved or 0 for t in out), out)
+
+
+def _flow_fields(reply: object) -> Tuple[bool, Optional[float], bool, Optional[RateLimit]]:
+    """A per-topic flow hash's HMGET ``paused``, ``per_second``, ``burst``, as
+    stats.lua reads the classic one: (paused, since, limited, the limit).
+    Limited while ``per_second`` is there (as lookup.lua says "limited"),
+    whatever it holds; the limit is None when it is no number."""
+    if isinstance(reply, BaseException):  # a flow hash of the wrong type pauses its topic (stats.lua's "?")
+        return True, None, False, None
+    if not isinstance(reply, (list, tuple)) or len(reply) != 3:
+        raise ProtocolError(f"HMGET: expected 3 fields, got {reply!r:.200}")
+    paused, per_second, burst = reply
+    if paused in (b"", ""):  # no time, but paused all the same
+        stopped, since = True, None
+    else:
+        stopped, since = (False, None) if paused is None else _pause("HMGET", paused)
+    limit = None if per_second is None else rate_limit(per_second, b"" if burst is None else burst)
+    return stopped, since, per_second is not None, limit
 
 
 def stats_op(keys: Keys) -> Op[Stats]:
@@ -324,13 +348,14 @@ def stats_op(keys: Keys) -> Op[Stats]:
     known = _int("stats.lua", reply[2]) == 1
     topics = []
     for entry in reply[3:]:
-        if not isinstance(entry, list) or len(entry) != 7:
+        if not isinstance(entry, list) or len(entry) != 9:
             raise ProtocolError(f"stats.lua: unexpected topic entry {entry!r:.200}")
         reserved = _int("stats.lua", entry[3])
         paused, since = _pause("stats.lua", entry[5])
         topics.append(TopicStats(_text(entry[0]) or "", _int("stats.lua", entry[1]), _int("stats.lua", entry[2]),
                                  reserved if known else None, _int("stats.lua", entry[4]), paused=paused,
-                                 paused_since=since, held=_int("stats.lua", entry[6])))
+                                 paused_since=since, held=_int("stats.lua", entry[6]),
+                                 rate_limit=rate_limit(entry[7], entry[8])))
     return Stats(_int("stats.lua", reply[0]), _int("stats.lua", reply[1]), topics)
 
 

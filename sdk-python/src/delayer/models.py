@@ -10,8 +10,8 @@ from ._rules import MAX_SECONDS, delay_ms
 from .errors import InvalidArgument
 
 __all__ = [
-    "Message", "Job", "Backoff", "ReservedMessage", "DeadLetter", "Taken", "FlowState", "DEFAULT_READY_MAX_LIFETIME",
-    "DEFAULT_MAX_ATTEMPTS",
+    "Message", "Job", "Backoff", "ReservedMessage", "DeadLetter", "Taken", "FlowState", "RateLimit",
+    "DEFAULT_READY_MAX_LIFETIME", "DEFAULT_MAX_ATTEMPTS",
 ]
 
 #: Default ``ready_max_lifetime``: 7 days, in seconds.
@@ -201,27 +201,52 @@ class Taken(_Names):
 
 
 @dataclass(frozen=True)
+class RateLimit:
+    """A topic's rate limit, as ``set_rate_limit`` stored it: at most
+    ``burst + per_second * t`` of the topic's jobs become ready in any ``t``
+    seconds, however many servers move them (one token bucket in Redis).
+
+    It paces jobs becoming ready, not handed out: jobs already in the ready
+    queue go out at consumer speed.
+    """
+
+    #: Jobs per second (may be a fraction: 0.5 is one job every two seconds).
+    per_second: float
+    #: How many jobs may become ready at once after a quiet spell.
+    burst: int
+
+
+@dataclass(frozen=True)
 class FlowState:
-    """A topic's flow control, as ``flow`` (or the ``pause`` / ``resume``
-    behind it) left it: whether it is paused, since when, and what it holds back.
+    """A topic's flow control, as ``flow`` (or the ``pause`` / ``resume`` /
+    ``set_rate_limit`` behind it) left it: whether it is paused, since when,
+    its rate limit, and what it holds back.
 
     While a topic is paused nothing of it is handed out (pop, reserve and
     their waits give nothing, a Worker starts nothing); its jobs keep coming
-    due and wait, and a resume hands them out again, in due order.
+    due and wait, and a resume hands them out again, in due order. While it
+    has a rate limit its due jobs become ready at that pace, in due order;
+    those waiting for their turn are held too. Paused wins over a limit: at
+    the resume the backlog drains at the limit.
     """
 
     #: When the pause began (Unix seconds, Redis's clock); None while the topic runs
     #: (0.0 for a pause written by hand whose ``paused`` is no time).
     paused_since: Optional[float]
-    #: Due jobs the pause holds back: in the per-topic layout those of the
-    #: topic's pool due by now (0 while it runs); in the classic layout those
-    #: the server set aside in the topic's flow pool (until it drains them).
+    #: Due jobs held back (by the pause or the rate limit): in the per-topic
+    #: layout those of the topic's pool due by now (0 while it runs unlimited);
+    #: in the classic layout those the server set aside in the topic's flow
+    #: pool (until it drains them).
     held: int
     #: Whether this call changed the state (a pause of a running topic, a resume
-    #: of a paused one); always False for a read.
+    #: of a paused one, a new rate or burst, a clear of a limited topic);
+    #: always False for a read.
     changed: bool
     #: Redis's clock at the call (Unix seconds).
     at: float
+    #: The topic's rate limit after the call; None when it has none (or its
+    #: flow hash holds one that is no number: data in Redis is read, never a crash).
+    rate_limit: Optional[RateLimit] = None
 
     @property
     def paused(self) -> bool:
