@@ -39,7 +39,7 @@ def backoff(spec: Any) -> delayer.Backoff:
     raise ValueError(f"unknown backoff kind {spec.get('kind')!r}")
 
 
-#: The fields of the "job" op's answer (README: the lookup of issue 13; ``flow``, "paused" or "": issue 23).
+#: The fields of the "job" op's answer (README: the lookup of issue 13; ``flow``, "paused", "limited" or "": issue 23).
 JOB_FIELDS = ("id", "state", "topic", "body_size", "attempts", "max_attempts", "due", "deadline", "dead_at",
               "dead_reason", "last_error", "traceparent", "flow")
 
@@ -89,6 +89,15 @@ def main() -> None:
         if req.get("ids_b64") is not None:
             return [unb64(i).decode("utf-8", "surrogateescape") for i in req["ids_b64"]]
         return req.get("ids")
+
+    def limit(rate: Optional[delayer.RateLimit]) -> Dict[str, Any]:
+        # A topic's rate limit in every driver's shape: null and null without one.
+        return {"per_second": None if rate is None else rate.per_second, "burst": None if rate is None else rate.burst}
+
+    def flow(state: delayer.FlowState, changed: bool = True) -> Dict[str, Any]:
+        # The flow op's answer ("changed" only for a call that may change the state: set_rate_limit).
+        answer = {"paused_since": state.paused_since, "held": state.held, **limit(state.rate_limit)}
+        return {**answer, "changed": state.changed} if changed else answer
 
     def handle(req: Dict[str, Any]) -> Dict[str, Any]:
         op = req.get("op")
@@ -158,8 +167,19 @@ def main() -> None:
         if op == "is_paused":
             return {"paused": client.is_paused(req["topic"])}
         if op == "flow":
-            state = client.flow(req["topic"])
-            return {"paused_since": state.paused_since, "held": state.held}
+            return flow(client.flow(req["topic"]), changed=False)
+        if op == "set_rate_limit":
+            # per_second and burst passed on as JSON gave them: the SDK (and flow.lua) judge them
+            return flow(client.set_rate_limit(req["topic"], req["per_second"], req.get("burst")))
+        if op == "clear_rate_limit":
+            return {"changed": client.clear_rate_limit(req["topic"])}
+        if op == "stats":
+            # per topic as Delayer.stats() has it, the pause and limit as the flow op answers them
+            stats = client.stats()
+            return {"scheduled_total": stats.scheduled_total, "reserved_total": stats.reserved_total,
+                    "topics": [{"topic": t.topic, "scheduled": t.scheduled, "ready": t.ready, "reserved": t.reserved,
+                                "dead": t.dead, "paused": t.paused, "paused_since": t.paused_since, "held": t.held,
+                                **limit(t.rate_limit)} for t in stats.topics]}
         if op == "job":
             info = client.job(req["topic"], request_id(req))
             job = {k: getattr(info, k) for k in JOB_FIELDS}
