@@ -110,11 +110,11 @@ final class RateLimitTest extends RedisTestCase
     {
         yield 'rate 0' => [0, null, 'a rate of 0 would stop the topic: pause it instead (pause(topic) / delayer pause <topic>)'];
         yield 'rate 0.0' => [0.0, null, 'a rate of 0 would stop the topic: pause it instead (pause(topic) / delayer pause <topic>)'];
-        yield 'rate -1' => [-1, null, 'the rate must be more than 0 jobs per second, got "-1"'];
-        yield 'rate NAN' => [NAN, null, 'the rate must be a finite number of jobs per second, got "NAN"'];
-        yield 'rate INF' => [INF, null, 'the rate must be a finite number of jobs per second, got "INF"'];
-        yield 'rate 2e6' => [2e6, null, 'the rate must be at most 1000000 jobs per second, got "2000000"'];
-        yield 'rate below one a day' => [1e-5, null, 'the rate must be at least one job a day (1/86400 per second), got "0.00001"'];
+        yield 'rate -1' => [-1, null, 'the rate must be more than 0 jobs per second, got -1'];
+        yield 'rate NAN' => [NAN, null, 'the rate must be a finite number of jobs per second'];
+        yield 'rate INF' => [INF, null, 'the rate must be a finite number of jobs per second'];
+        yield 'rate 2e6' => [2e6, null, 'the rate must be at most 1000000 jobs per second, got 2000000'];
+        yield 'rate below one a day' => [1e-5, null, 'the rate must be at least one job a day (1/86400 per second), got 1e-05'];
         yield 'burst 0' => [5, 0, 'the burst must be a whole number of jobs from 1 to 1000000, got "0"'];
         yield 'burst -1' => [5, -1, 'the burst must be a whole number of jobs from 1 to 1000000, got "-1"'];
         yield 'burst below 1% of the rate' => [1000, 9, 'the burst must be at least 1% of the rate per second (9 at 1000/s would cap the rate below it)'];

@@ -25,16 +25,16 @@ RATE_0 = "a rate of 0 would stop the topic: pause it instead (pause(topic) / del
 REFUSED: List[Tuple[Any, Any, str]] = [
     (0, None, RATE_0),
     (0.0, None, RATE_0),
-    (-1, None, 'the rate must be more than 0 jobs per second, got "-1.0"'),
-    (math.nan, None, 'the rate must be a finite number of jobs per second, got "nan"'),
-    (math.inf, None, 'the rate must be a finite number of jobs per second, got "inf"'),
-    (-math.inf, None, 'the rate must be a finite number of jobs per second, got "-inf"'),
-    (2e6, None, 'the rate must be at most 1000000 jobs per second, got "2000000.0"'),
-    (1e-6, None, 'the rate must be at least one job a day (1/86400 per second), got "1e-06"'),
+    (-1, None, 'the rate must be more than 0 jobs per second, got -1'),
+    (math.nan, None, 'the rate must be a finite number of jobs per second'),
+    (math.inf, None, 'the rate must be a finite number of jobs per second'),
+    (-math.inf, None, 'the rate must be a finite number of jobs per second'),
+    (2e6, None, 'the rate must be at most 1000000 jobs per second, got 2000000'),
+    (1e-6, None, 'the rate must be at least one job a day (1/86400 per second), got 1e-06'),
     (10, 0, 'the burst must be a whole number of jobs from 1 to 1000000, got "0"'),
     (10, -3, 'the burst must be a whole number of jobs from 1 to 1000000, got "-3"'),
     (10, 2_000_000, 'the burst must be a whole number of jobs from 1 to 1000000, got "2000000"'),
-    (1000, 5, "the burst must be at least 1% of the rate per second (5 at 1000.0/s would cap the rate below it)"),
+    (1000, 5, "the burst must be at least 1% of the rate per second (5 at 1000/s would cap the rate below it)"),
 ]
 
 

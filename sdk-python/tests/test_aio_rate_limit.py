@@ -28,7 +28,7 @@ def test_set_read_and_clear_a_limit(url: str, raw: "redis.Redis", layout: str) -
             assert (await d.set_rate_limit("t", 50)).rate_limit == RateLimit(50.0, 50)
             assert (await d.flow("t")).rate_limit == RateLimit(50.0, 50)
             flow = raw.hgetall(names(layout)["flow"])
-            assert (flow[b"per_second"], flow[b"burst"]) == (b"50.0", b"50")
+            assert (flow[b"per_second"], flow[b"burst"]) == (b"50", b"50")
             assert raw.sismember(f"{P}flow_topics", "t") == (layout == "classic")
             assert await d.clear_rate_limit("t") is True
             assert await d.clear_rate_limit("t") is False
