@@ -65,6 +65,31 @@ def test_every_pair_carries_on_after_a_failover(failed_over: Dict[str, harness.D
     harness.through_the_server(failed_over, pusher, consumer, "cluster", "after", kit.DEADLINE)
 
 
+def test_a_rate_limit_holds_for_every_sdk_on_every_master(failed_over: Dict[str, harness.Driver]) -> None:
+    """Each SDK limits a topic of its own to one job a day (burst 1) on
+    several masters: the server makes one of its three due jobs ready and
+    holds the rest; every SDK reads the limit; another SDK's clear lets the
+    rest go."""
+    for i, controller in enumerate(SDKS):
+        topic, other = f"cluster-limit-{controller}", SDKS[(i + 1) % 3]
+        set_limit = {"op": "set_rate_limit", "topic": topic, "per_second": 1 / 86400, "burst": 1}
+        assert failed_over[controller].request(set_limit)["ok"]
+        for n in range(3):
+            assert failed_over[other].request({"op": "push", "topic": topic, "id": f"l{i}-{n}", "delay_ms": n})["ok"]
+        got = failed_over[controller].request({"op": "bpop", "topic": topic, "timeout_ms": 10_000})
+        assert got["ok"] and got["job"] is not None and got["job"]["id"] == f"l{i}-0", f"{topic}: {got}"
+        for sdk in SDKS:
+            flow = failed_over[sdk].request({"op": "flow", "topic": topic})
+            assert (flow["per_second"], flow["burst"]) == (1 / 86400, 1), f"{sdk}: {flow}"
+        held = lambda: failed_over[controller].request({"op": "flow", "topic": topic})["held"]  # noqa: E731
+        assert harness.wait_until(lambda: held() == 2, kit.DEADLINE), f"{topic}: not held ({held()})"
+        assert failed_over[other].request({"op": "pop", "topic": topic}) == {"ok": True, "job": None}
+        assert failed_over[other].request({"op": "clear_rate_limit", "topic": topic}) == {"ok": True, "changed": True}
+        for n in (1, 2):
+            got = failed_over[controller].request({"op": "bpop", "topic": topic, "timeout_ms": 10_000})
+            assert got["ok"] and got["job"] is not None and got["job"]["id"] == f"l{i}-{n}", f"{topic}: {got}"
+
+
 def test_a_pause_holds_for_every_sdk_on_every_master(failed_over: Dict[str, harness.Driver]) -> None:
     """Each SDK pauses a topic of its own (the topics land on several
     masters): no SDK pops its due job while paused, every SDK sees the pause,

@@ -1,7 +1,9 @@
-//! A pause survives what production does to it (issue 23): the server is
-//! killed with SIGKILL and Redis crashes and comes back from its AOF while a
-//! topic is paused with due jobs held. The new server moves none of them
-//! until the resume, then every one exactly once, in both layouts.
+//! A pause and a rate limit survive what production does to them (issue
+//! 23): the server is killed with SIGKILL and Redis crashes and comes back
+//! from its AOF while a topic is paused and another limited, with due jobs
+//! held. The new server moves none of the paused topic's until the resume
+//! and no more of the limited one's than its bucket allows, then every one
+//! exactly once, in both layouts.
 
 use delayer::{Delayer, Layout};
 use std::collections::BTreeSet;
@@ -17,7 +19,12 @@ fn server(redis: &RedisServer, layout: &str) -> DelayerProcess {
 }
 
 fn ready(redis: &RedisServer, layout: Layout) -> usize {
-    let key = if layout == Layout::Topic { "delayer:{sms}:ready" } else { "delayer:ready_queue:sms" };
+    ready_of(redis, layout, "sms")
+}
+
+fn ready_of(redis: &RedisServer, layout: Layout, topic: &str) -> usize {
+    let key =
+        if layout == Layout::Topic { format!("delayer:{{{topic}}}:ready") } else { format!("delayer:ready_queue:{topic}") };
     redis::cmd("LLEN").arg(key).query(&mut redis.connection()).expect("LLEN")
 }
 
@@ -33,6 +40,13 @@ fn a_pause_survives_a_killed_server_and_a_crashed_redis() {
         for i in 0..50 {
             d.push("sms", &format!("s{i}"), Duration::ZERO).expect("push");
         }
+        // One a day, burst 1: one job goes now, the other four wait.
+        d.set_rate_limit("pay", 1.0 / 86400.0, Some(1)).expect("limit");
+        for i in 0..5 {
+            d.push("pay", &format!("p{i}"), Duration::ZERO).expect("push");
+        }
+        assert!(wait_until(DEADLINE, || d.flow("pay").expect("flow").held == 4), "{name}: {}", first.output());
+        assert_eq!(ready_of(&redis, layout, "pay"), 1, "{name}: the limit's burst is one job");
         // Held: set aside by the server (classic), or due in the pool (per topic).
         assert!(wait_until(DEADLINE, || d.flow("sms").expect("flow").held == 50), "{name}: {}", first.output());
         assert_eq!(ready(&redis, layout), 0, "{name}: a paused topic's job was made ready");
@@ -46,6 +60,11 @@ fn a_pause_survives_a_killed_server_and_a_crashed_redis() {
         std::thread::sleep(Duration::from_millis(1500));
         assert_eq!(ready(&redis, layout), 0, "{name}: {}", second.output());
         assert_eq!(d.flow("sms").expect("flow").held, 50, "{name}: held jobs lost");
+        let limit = d.flow("pay").expect("flow").rate_limit.expect("the limit was lost");
+        assert_eq!((limit.per_second, limit.burst), (1.0 / 86400.0, 1), "{name}");
+        assert_eq!(ready_of(&redis, layout, "pay"), 1, "{name}: the bucket was refilled by the crash");
+        assert!(d.clear_rate_limit("pay").expect("clear"));
+        assert!(wait_until(DEADLINE, || ready_of(&redis, layout, "pay") == 5), "{name}: {}", second.output());
 
         assert!(d.resume("sms").expect("resume"));
         assert!(wait_until(DEADLINE, || ready(&redis, layout) == 50), "{name}: {}", second.output());
