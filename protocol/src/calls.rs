@@ -103,7 +103,7 @@ pub fn release(
 }
 
 /// What [`flow`] does to a topic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum FlowAction {
     /// Read the state.
     Get,
@@ -111,6 +111,19 @@ pub enum FlowAction {
     Pause,
     /// Resume it (every waiter woken, its due jobs made ready).
     Resume,
+    /// Let at most `per_second` of its due jobs become ready per second,
+    /// `burst` at once (`None`: the script's default, one second's worth).
+    /// The values go as given: flow.lua alone checks them (a bad one is its
+    /// `ERR invalid argument: ...`), so every SDK, the CLI and HTTP refuse
+    /// alike.
+    Limit {
+        /// Jobs per second.
+        per_second: f64,
+        /// Jobs at once.
+        burst: Option<u64>,
+    },
+    /// Drop the rate limit.
+    Unlimit,
 }
 
 impl FlowAction {
@@ -120,15 +133,25 @@ impl FlowAction {
             FlowAction::Get => "get",
             FlowAction::Pause => "pause",
             FlowAction::Resume => "resume",
+            FlowAction::Limit { .. } => "limit",
+            FlowAction::Unlimit => "unlimit",
         }
     }
 }
 
-/// flow.lua (flow_topic.lua) for `topic`.
+/// flow.lua (flow_topic.lua) for `topic`: ARGV per_second and burst are ""
+/// but for [`FlowAction::Limit`]. The rate is written with `{}`, the
+/// shortest text that reads back as the same f64 (the script keeps it as
+/// sent, so every SDK stores 0.5 as "0.5").
 pub fn flow(names: &Names, topic: &str, action: FlowAction) -> ScriptInvocation<'static> {
     let mut inv = names.pick(&scripts::FLOW, &scripts::FLOW_TOPIC).prepare_invoke();
     inv.key(names.flow(topic)).key(names.gate(topic)).key(names.flow_held(topic));
     inv.arg(topic).arg(action.as_str()).arg(names.wake());
+    let (per_second, burst) = match action {
+        FlowAction::Limit { per_second, burst } => (per_second.to_string(), burst.map(|b| b.to_string())),
+        _ => (String::new(), None),
+    };
+    inv.arg(per_second).arg(burst.unwrap_or_default());
     inv
 }
 

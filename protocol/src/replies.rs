@@ -110,25 +110,64 @@ pub fn flow_wait(reply: &Value) -> Option<FlowWait> {
 pub struct FlowState {
     /// Since when the topic is paused; `None` while it runs.
     pub paused_since: Option<SystemTime>,
-    /// Due jobs the pause holds back (none while the topic runs, but in
-    /// the classic layout the set-aside ones not yet made ready).
+    /// Due jobs a pause or a rate limit holds back (none while the topic
+    /// runs unlimited, but in the classic layout the set-aside ones not yet
+    /// made ready).
     pub held: u64,
     /// Whether the call changed the state (a pause of a running topic, a
-    /// resume of a paused one).
+    /// resume of a paused one, a new rate or burst, the end of a limit).
     pub changed: bool,
     /// Redis's clock when the script ran.
     pub at: SystemTime,
+    /// The topic's rate limit after the call; `None` when it has none.
+    pub rate_limit: Option<RateLimit>,
 }
 
-/// flow.lua's `{paused_since, changed, now, held}`.
+/// A topic's rate limit: at most `per_second` of its due jobs become ready
+/// per second, up to `burst` at once after a quiet spell (a token bucket in
+/// Redis, shared by every server). It paces jobs *becoming ready*: those
+/// already in the ready list go out at consumer speed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    /// Jobs per second (`0.5`: one every two seconds).
+    pub per_second: f64,
+    /// How many may become ready at once.
+    pub burst: u64,
+}
+
+impl RateLimit {
+    /// The limit as flow.lua stores it in the flow hash's `per_second` and
+    /// `burst` fields ("" or absent: none). Those fields are input like any
+    /// reply (anyone with Redis access may write them): a rate that is no
+    /// positive finite number, or a burst that is no whole number, reads as
+    /// no limit rather than failing the caller.
+    pub fn from_fields(per_second: &str, burst: &str) -> Option<RateLimit> {
+        let per_second = per_second.trim().parse::<f64>().ok().filter(|r| r.is_finite() && *r > 0.0)?;
+        let burst = burst.trim().parse::<u64>().ok()?;
+        Some(RateLimit { per_second, burst })
+    }
+
+    /// [`RateLimit::from_fields`] of two reply values (strings or nil).
+    pub fn from_values(per_second: Value, burst: Value) -> Option<RateLimit> {
+        let field = |v: Value| opt_text(v).ok().flatten().unwrap_or_default();
+        RateLimit::from_fields(&field(per_second), &field(burst))
+    }
+}
+
+/// flow.lua's `{paused_since, changed, now, held, per_second, burst}`.
 pub fn flow_state(reply: Value) -> Result<FlowState> {
-    let mut parts = array(reply, 4, "flow.lua's [paused_since, changed, now, held]")?.into_iter();
-    let since = text(parts.next())?;
-    let changed = int::<u64>(parts.next())? == 1;
-    let at = parse_due(&text(parts.next())?)?;
-    let held = int(parts.next())?;
+    let what = "flow.lua's [paused_since, changed, now, held, per_second, burst]";
+    let [since, changed, now, held, per_second, burst] =
+        <[Value; 6]>::try_from(array(reply, 6, what)?).map_err(|v| Error::BadReply(format!("{what}: {v:?}")))?;
+    let since = text(Some(since))?;
     let paused_since = if since.is_empty() { None } else { Some(parse_due(&since)?) };
-    Ok(FlowState { paused_since, held, changed, at })
+    Ok(FlowState {
+        paused_since,
+        held: int(Some(held))?,
+        changed: int::<u64>(Some(changed))? == 1,
+        at: parse_due(&text(Some(now))?)?,
+        rate_limit: RateLimit::from_values(per_second, burst),
+    })
 }
 
 /// A script's 1 (done) or 0 (nothing to do).
@@ -236,6 +275,22 @@ mod tests {
             Value::Array(vec![Value::BulkString(b"x".to_vec()), Value::Int(1), Value::BulkString(b"g".to_vec())]);
         assert_eq!(flow_wait(&three), None);
         assert_eq!(flow_wait(&Value::Nil), None);
+    }
+
+    #[test]
+    fn a_flow_reply_reads_its_limit_and_a_damaged_one_as_none() {
+        let reply = |fields: [&str; 6]| Value::Array(fields.map(|f| Value::BulkString(f.as_bytes().to_vec())).to_vec());
+        let state = flow_state(reply(["", "1", "1700000000.125", "3", "0.5", "1"])).expect("a state");
+        assert_eq!(state.rate_limit, Some(RateLimit { per_second: 0.5, burst: 1 }));
+        assert_eq!((state.paused_since, state.held, state.changed), (None, 3, true));
+        let none = flow_state(reply(["1700000000.000", "0", "1700000000.125", "0", "", ""])).expect("a state");
+        assert_eq!(none.rate_limit, None);
+        assert!(none.paused_since.is_some());
+        for (rate, burst) in [("fast", "5"), ("5", "x"), ("5", ""), ("", "5"), ("-1", "5"), ("0", "5"), ("inf", "5")] {
+            let state = flow_state(reply(["", "0", "1700000000.125", "0", rate, burst])).expect("read all the same");
+            assert_eq!(state.rate_limit, None, "{rate:?} {burst:?}");
+        }
+        assert!(flow_state(Value::Array(vec![Value::Nil; 4])).is_err(), "the old four fields");
     }
 
     #[test]

@@ -14,9 +14,7 @@ use crate::ops::{self, DeadAction, Ending, FlowWait, Request, Step};
 use crate::reliable::{DeadLetter, JobRef, Reserved};
 use crate::target::{is_read_only, Target};
 use crate::wait;
-use delayer_protocol::calls::FlowAction;
 use delayer_protocol::op::{Error as OpError, Op};
-use delayer_protocol::replies::FlowState;
 use redis::Value;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -315,38 +313,6 @@ twins! {
     /// As [`crate::Delayer::reschedule`].
     pub fn reschedule(&self, id: &str, delay: Duration) -> Result<Option<SystemTime>> =
         ops::reschedule(&self.names, None, id.as_bytes(), delay, "reschedule_in(topic, id, delay)");
-
-    /// Pauses `topic`: until [`Delayer::resume`], no Delayer 2 consumer is
-    /// handed a job of it (pop, bpop, reserve, Workers, HTTP, webhook) and no
-    /// server makes its due jobs ready; pushes, removes, reschedules and
-    /// lookups work as usual, and ready jobs stay where they are. Every
-    /// server and consumer sees it at once (the state is in Redis). `true`
-    /// when the topic was running. Delayer 1.x clients that `RPOP` the ready
-    /// list directly do not obey it (PROTOCOL.md, "Flow control").
-    #[aio]
-    /// As [`crate::Delayer::pause`].
-    pub fn pause(&self, topic: &str) -> Result<bool> =
-        ops::flow_change(&self.names, topic, FlowAction::Pause);
-
-    /// Resumes `topic`: every consumer waiting on it wakes, and its held due
-    /// jobs become ready at the drain's full speed. `true` when it was paused.
-    #[aio]
-    /// As [`crate::Delayer::resume`].
-    pub fn resume(&self, topic: &str) -> Result<bool> =
-        ops::flow_change(&self.names, topic, FlowAction::Resume);
-
-    /// Whether `topic` is paused.
-    #[aio]
-    /// As [`crate::Delayer::is_paused`].
-    pub fn is_paused(&self, topic: &str) -> Result<bool> =
-        ops::is_paused(&self.names, topic);
-
-    /// `topic`'s flow control: since when it is paused, and how many due
-    /// jobs the pause holds back.
-    #[aio]
-    /// As [`crate::Delayer::flow`].
-    pub fn flow(&self, topic: &str) -> Result<FlowState> =
-        ops::flow(&self.names, topic, FlowAction::Get);
 
     /// Moves waiting job `id` of `topic` (either layout).
     #[aio]

@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// An argument broke a rule of the protocol; nothing was sent to Redis.
+    /// An argument broke a rule of the protocol: nothing was sent to Redis,
+    /// or the script that checks it (a rate limit's, in flow.lua) refused it
+    /// and wrote nothing.
     InvalidArgument(String),
     /// A configuration file could not be used.
     Config(delayer_protocol::conf::ConfError),
@@ -177,6 +179,9 @@ impl From<redis::RedisError> for Error {
                  (put it in the URL, redis://:PASSWORD@host:port/, or in [redis] password)"
             ));
         }
+        if let Some(why) = refused_argument(&e) {
+            return Error::InvalidArgument(why);
+        }
         let connection_trouble = e.is_io_error() || is_lost_connection(&e) || e.is_timeout();
         if connection_trouble {
             Error::Connection(e.to_string())
@@ -184,6 +189,20 @@ impl From<redis::RedisError> for Error {
             Error::Redis(e)
         }
     }
+}
+
+/// How a script refuses its input: `ERR invalid argument: <why>`
+/// (PROTOCOL.md). Some rules live only in the script, so that every SDK, the
+/// CLI and HTTP refuse alike; the SDK raises them as its own
+/// [`Error::InvalidArgument`], as if it had checked them.
+const REFUSED_ARGUMENT: &str = "invalid argument: ";
+
+/// The why of a script's refusal of its input, when `e` is one.
+fn refused_argument(e: &redis::RedisError) -> Option<String> {
+    if e.code() != Some("ERR") {
+        return None;
+    }
+    e.detail()?.strip_prefix(REFUSED_ARGUMENT).map(str::to_string)
 }
 
 impl From<r2d2::Error> for Error {

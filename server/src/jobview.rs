@@ -19,7 +19,7 @@
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use delayer::inspect::{JobInfo, JobState, Listed, Page, Stats};
+use delayer::inspect::{JobInfo, JobState, Listed, Page, Stats, TopicFlow};
 use delayer_protocol::numbers;
 use serde_json::{json, Map, Value};
 use std::time::{Duration, SystemTime};
@@ -62,7 +62,7 @@ pub fn job_json(job: &JobInfo) -> Value {
             "dead_reason": job.dead_reason,
             "last_error": job.last_error,
             "traceparent": job.traceparent,
-            "flow": if job.paused { "paused" } else { "" },
+            "flow": job.flow.as_str(),
         }),
     )
 }
@@ -119,8 +119,14 @@ pub fn job_text(topic: &str, job: &JobInfo, now: SystemTime) -> String {
     if let Some(traceparent) = &job.traceparent {
         line("traceparent", traceparent.clone());
     }
-    if job.paused {
-        line("flow", "paused: its topic hands out nothing and makes nothing ready until resumed".into());
+    match job.flow {
+        TopicFlow::Paused => {
+            line("flow", "paused: its topic hands out nothing and makes nothing ready until resumed".into())
+        }
+        TopicFlow::Limited => {
+            line("flow", "limited: its topic's rate limit paces how fast its due jobs become ready".into())
+        }
+        TopicFlow::Running => {}
     }
     out
 }
@@ -278,7 +284,7 @@ mod tests {
             last_error: None,
             raw_id: None,
             traceparent: None,
-            paused: true,
+            flow: TopicFlow::Paused,
         };
         let v = job_json(&job);
         assert_eq!(v["due"], json!(1_700_000_000.125));

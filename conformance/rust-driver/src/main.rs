@@ -488,7 +488,7 @@ fn job_info_json(j: &delayer::inspect::JobInfo) -> String {
         text(&j.dead_reason),
         text(&j.last_error),
         text(&j.traceparent),
-        json_string(if j.paused { "paused" } else { "" })
+        json_string(j.flow.as_str())
     )
 }
 

@@ -4,8 +4,7 @@
 
 use super::*;
 use crate::connection::Batch;
-use crate::keys::{check_topic, Keys, Names};
-use crate::numbers;
+use crate::keys::{check_topic, Names};
 use crate::op::{Request, Step};
 use crate::replies::{self, number, opt_text, raw, seconds, split_name};
 use crate::scripts;
@@ -34,7 +33,7 @@ pub fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
         Value::Array(parts) if parts.len() == 10 => parts,
         other => return Err(Error::BadReply(format!("lookup: expected 10 fields, got {other:?}"))),
     };
-    let paused = parts.pop().map(opt_text).transpose()?.flatten().as_deref() == Some("paused");
+    let flow = TopicFlow::parse(parts.pop().map(opt_text).transpose()?.flatten().as_deref().unwrap_or(""));
     let traceparent = parts.pop();
     let mut f = parts.into_iter().map(opt_text);
     let mut next = || f.next().unwrap_or(Ok(None));
@@ -62,7 +61,7 @@ pub fn parse_lookup(id: &[u8], reply: Value) -> Result<JobInfo> {
         dead_reason,
         last_error,
         traceparent,
-        paused,
+        flow,
     })
 }
 
@@ -257,152 +256,6 @@ fn parse_len(reply: Value) -> Result<u64> {
     }
 }
 
-/// The numbers: stats.lua in the classic layout; in the per-topic layout
-/// the topics first, then their keys' sizes, no script (PROTOCOL.md,
-/// "Operations in the per-topic layout").
-pub fn stats<'a>(names: &'a Names) -> Op<'a, Stats> {
-    match names {
-        Names::Classic(keys) => Op::call(stats_script(keys), parse_stats),
-        Names::Topic(index) => {
-            let mut batch = Batch::new();
-            batch.add(redis::cmd("SMEMBERS").arg(index.topics()).clone());
-            Op::call(Request::Batch(batch), move |reply| topic_numbers(names, reply))
-                .then(|(topics, req)| Ok(Op::call(req, move |reply| parse_topic_numbers(topics, reply))))
-        }
-    }
-}
-
-/// The per-topic layout's topics (SMEMBERS' reply),
-/// sorted, and the request reading their numbers.
-fn topic_numbers(names: &Names, reply: Value) -> Result<(Vec<String>, Request)> {
-    let bad = |v: &dyn std::fmt::Debug| Error::BadReply(format!("stats: expected the topics, got {v:?}"));
-    let members = match reply {
-        Value::Array(mut replies) if replies.len() == 1 => replies.remove(0),
-        other => return Err(bad(&other)),
-    };
-    let Value::Array(members) = members else { return Err(bad(&members)) };
-    let mut topics =
-        members.into_iter().map(|m| opt_text(m).map(Option::unwrap_or_default)).collect::<Result<Vec<String>>>()?;
-    topics.sort();
-    let mut batch = Batch::new();
-    // Due jobs by this machine's clock: `held` is a count for people.
-    let now = format!(
-        "{:.3}",
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64()
-    );
-    for t in &topics {
-        batch.add(redis::Cmd::zcard(names.pool(t))).add(redis::Cmd::llen(names.ready(t)));
-        batch.add(redis::Cmd::zcard(names.reserved(t))).add(redis::Cmd::llen(names.dead(t)));
-        batch.add(redis::cmd("HGET").arg(names.flow(t)).arg("paused").clone());
-        batch.add(redis::cmd("ZCOUNT").arg(names.pool(t)).arg("-inf").arg(&now).clone());
-    }
-    Ok((topics, Request::Batch(batch)))
-}
-
-/// A topic's `paused` field as stats read it: `None` while it runs;
-/// `Some(None)` when it is paused since a time that is not known (a value
-/// that is no time, or `"?"`: stats.lua's word for a flow hash of the wrong
-/// type, which pauses the topic too).
-fn paused_field(v: Value) -> Option<Option<SystemTime>> {
-    match v {
-        Value::Nil => None,
-        Value::ServerError(_) => Some(None),
-        other => match opt_text(other) {
-            Ok(None) => None,
-            Ok(Some(text)) => Some(seconds(&text)),
-            Err(_) => Some(None),
-        },
-    }
-}
-
-/// The numbers of `topics` (the reply of [`topic_numbers`]'s request).
-fn parse_topic_numbers(topics: Vec<String>, reply: Value) -> Result<Stats> {
-    let bad = |v: &dyn std::fmt::Debug| Error::BadReply(format!("stats: unexpected reply {v:?}"));
-    let values = match reply {
-        Value::Array(values) if values.len() == topics.len() * 6 => values,
-        other => return Err(bad(&other)),
-    };
-    let mut values = values.into_iter();
-    let mut read = Vec::with_capacity(topics.len());
-    for topic in topics {
-        let mut n = [0u64; 4];
-        for slot in &mut n {
-            let v = values.next().unwrap_or(Value::Nil);
-            *slot = numbers::count_value::<u64>(&v).value.ok_or_else(|| bad(&v))?;
-        }
-        // A key of the wrong type answers an error in its place: the
-        // topic's other numbers stand.
-        let paused = paused_field(values.next().unwrap_or(Value::Nil));
-        let due = numbers::count_value::<u64>(&values.next().unwrap_or(Value::Nil)).value.unwrap_or(0);
-        read.push(TopicStats {
-            topic,
-            scheduled: n[0],
-            ready: n[1],
-            reserved: Some(n[2]),
-            dead: n[3],
-            raw_topic: None,
-            paused: paused.is_some(),
-            paused_since: paused.flatten(),
-            held: if paused.is_some() { due } else { 0 },
-        });
-    }
-    let topics = read;
-    Ok(Stats {
-        scheduled_total: topics.iter().map(|t| t.scheduled).sum(),
-        reserved_total: topics.iter().filter_map(|t| t.reserved).sum(),
-        topics,
-    })
-}
-
-/// stats.lua.
-fn stats_script(keys: &Keys) -> Request {
-    let mut inv = scripts::STATS.prepare_invoke();
-    inv.key(keys.topics())
-        .key(keys.scheduled_count())
-        .key(keys.job_pool())
-        .key(keys.reserved())
-        .key(keys.flow_topics());
-    inv.arg(keys.ready_queue_prefix()).arg(keys.dead_prefix()).arg(keys.bucket_prefix()).arg(RESERVED_CAP);
-    inv.arg(format!("{}flow:", keys.prefix())).arg(keys.flow_pool_prefix());
-    Request::Script(inv)
-}
-
-/// stats.lua's `{pool_total, reserved_total, known, {topic, scheduled,
-/// ready, reserved, dead, paused_since, held}...}`.
-pub fn parse_stats(reply: Value) -> Result<Stats> {
-    let bad = |v: &dyn std::fmt::Debug| Error::BadReply(format!("stats: unexpected reply {v:?}"));
-    let Value::Array(parts) = reply else { return Err(bad(&reply)) };
-    let mut parts = parts.into_iter();
-    let int = |v: Option<Value>| {
-        let v = v.unwrap_or(Value::Nil);
-        numbers::count_value::<u64>(&v).value.ok_or_else(|| bad(&v))
-    };
-    let scheduled_total = int(parts.next())?;
-    let reserved_total = int(parts.next())?;
-    let known = int(parts.next())? == 1;
-    let topics = parts
-        .map(|entry| {
-            let Value::Array(fields) = entry else { return Err(bad(&entry)) };
-            let [topic, scheduled, ready, reserved, dead, paused, held] =
-                <[Value; 7]>::try_from(fields).map_err(|f| bad(&f))?;
-            let (topic, raw_topic) = split_name(raw(topic)?);
-            let paused = paused_field(paused);
-            Ok(TopicStats {
-                topic,
-                raw_topic,
-                scheduled: int(Some(scheduled))?,
-                ready: int(Some(ready))?,
-                reserved: Some(int(Some(reserved))?).filter(|_| known),
-                dead: int(Some(dead))?,
-                paused: paused.is_some(),
-                paused_since: paused.flatten(),
-                held: int(Some(held))?,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Stats { scheduled_total, reserved_total, topics })
-}
-
 fn page_count(count: usize) -> Result<usize> {
     if count == 0 || count > MAX_PAGE {
         return Err(Invalid(format!("listings take 1 to {MAX_PAGE} entries at a time, not {count}")).into());
@@ -413,6 +266,7 @@ fn page_count(count: usize) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::Keys;
     use std::time::Duration;
 
     fn bulk(s: &str) -> Value {
@@ -441,7 +295,7 @@ mod tests {
             Value::Array(["reserved", "t", "5", "2", "", "1700000000.125", "", "Boom: x", "", ""].map(bulk).to_vec());
         let info = parse_lookup(b"42", reply).unwrap();
         assert_eq!(info.state, JobState::Reserved);
-        assert!(!info.paused);
+        assert_eq!(info.flow, TopicFlow::Running);
         assert_eq!(info.deadline, Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_125)));
         assert_eq!((info.due, info.dead_at, info.max_attempts), (None, None, None));
         assert_eq!(info.last_error.as_deref(), Some("Boom: x"));
@@ -449,7 +303,11 @@ mod tests {
         let odd =
             ["scheduled", "t", "abc", "99999999999999999999", "-4", "inf", "", "", "00-x", "paused"].map(bulk).to_vec();
         let info = parse_lookup(b"42", Value::Array(odd)).unwrap();
-        assert!(info.paused);
+        assert_eq!(info.flow, TopicFlow::Paused);
+        let mut limited = ["ready", "t", "1", "0", "", "", "", "", "", "limited"].map(bulk).to_vec();
+        assert_eq!(parse_lookup(b"42", Value::Array(limited.clone())).unwrap().flow, TopicFlow::Limited);
+        limited[9] = bulk("throttled");
+        assert_eq!(parse_lookup(b"42", Value::Array(limited)).unwrap().flow, TopicFlow::Running, "a word unknown");
         assert_eq!((info.body_size, info.attempts, info.max_attempts), (None, Some(u64::MAX), Some(0)));
         assert_eq!(info.due, Some(UNIX_EPOCH + Duration::from_millis(253_402_300_799_999)));
         assert_eq!(info.traceparent, None, "a malformed traceparent reads as absent");

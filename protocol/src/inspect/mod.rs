@@ -9,10 +9,11 @@
 //! docs/PROTOCOL.md, "Inspecting jobs") and of the few commands a listing
 //! sends, and the server's admin commands, HTTP API and metrics read these
 //! very records. Requests are built and replies read in `calls` and
-//! `activity`, as [`crate::op::Op`]s; the clients send them.
+//! `stats` and `activity`, as [`crate::op::Op`]s; the clients send them.
 
 mod activity;
 mod calls;
+mod stats;
 
 /// The largest `cursor` (or `dead_letters`' `start`) a listing takes:
 /// 2^53 - 1, the HTTP API's and the CLI's bound too.
@@ -20,8 +21,10 @@ pub use crate::validate::MAX_POSITION;
 pub use activity::activity;
 pub use activity::{Activity, Head};
 pub use calls::*;
+pub use stats::*;
 
 use crate::op::Error;
+pub use crate::replies::RateLimit;
 use crate::replies::Result;
 use crate::validate::Invalid;
 use std::time::SystemTime;
@@ -119,9 +122,43 @@ pub struct JobInfo {
     pub raw_id: Option<Vec<u8>>,
     /// The W3C trace context it was pushed with, if any (`delayer::trace`).
     pub traceparent: Option<String>,
-    /// Its topic is paused: a scheduled job is not made ready when due, a
-    /// ready one is not handed out (PROTOCOL.md, "Flow control").
-    pub paused: bool,
+    /// What flow control does to its topic (PROTOCOL.md, "Flow control").
+    pub flow: TopicFlow,
+}
+
+/// What flow control does to a topic, as a job's lookup says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TopicFlow {
+    /// Nothing: its jobs become ready when due and are handed out.
+    #[default]
+    Running,
+    /// Paused: a scheduled job is not made ready when due, a ready one is
+    /// not handed out (a pause wins over a limit).
+    Paused,
+    /// Rate-limited: a due job waits for its turn before it becomes ready;
+    /// a ready one is handed out as usual.
+    Limited,
+}
+
+impl TopicFlow {
+    /// lookup.lua's word: `""`, `"paused"` or `"limited"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TopicFlow::Running => "",
+            TopicFlow::Paused => "paused",
+            TopicFlow::Limited => "limited",
+        }
+    }
+
+    /// lookup.lua's word read; one it does not say reads as running (the
+    /// job's own state stands either way).
+    fn parse(s: &str) -> TopicFlow {
+        match s {
+            "paused" => TopicFlow::Paused,
+            "limited" => TopicFlow::Limited,
+            _ => TopicFlow::Running,
+        }
+    }
 }
 
 /// A job's body as `delayer::Delayer::job_body` read it.
@@ -166,7 +203,7 @@ pub struct Page<T> {
 }
 
 /// One topic's numbers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TopicStats {
     /// The topic.
     pub topic: String,
@@ -188,12 +225,15 @@ pub struct TopicStats {
     /// Since when, when known (a flow hash of the wrong type, or a `paused`
     /// that is no time, pauses the topic without saying since when).
     pub paused_since: Option<SystemTime>,
-    /// Due jobs the pause holds back (counted in `scheduled` too).
+    /// Due jobs a pause or rate limit holds back (counted in `scheduled`
+    /// too).
     pub held: u64,
+    /// Its rate limit; `None` when it has none.
+    pub rate_limit: Option<RateLimit>,
 }
 
 /// Per-topic numbers, and totals that count every job.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Stats {
     /// Jobs in the pool, whoever pushed them.
     pub scheduled_total: u64,

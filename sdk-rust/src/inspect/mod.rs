@@ -11,7 +11,8 @@
 //! blocking and async clients below only send them.
 
 pub use delayer_protocol::inspect::{
-    Activity, Body, Head, JobInfo, JobState, Listed, Page, Stats, TopicStats, MAX_PAGE, RESERVED_CAP,
+    Activity, Body, Head, JobInfo, JobState, Listed, Page, RateLimit, Stats, TopicFlow, TopicStats, MAX_PAGE,
+    RESERVED_CAP,
 };
 /// The largest `cursor` (or `dead_letters`' `start`) a listing takes:
 /// 2^53 - 1, the HTTP API's and the CLI's bound too.

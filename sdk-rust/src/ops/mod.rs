@@ -68,7 +68,7 @@ pub(crate) fn flow<'a>(names: &Names, topic: &str, action: FlowAction) -> Result
     Ok(Op::call(calls::flow(names, topic, action), |reply| Ok(flow_state(reply)?)))
 }
 
-/// flow.lua's pause or resume: whether it changed the state.
+/// flow.lua's pause, resume or unlimit: whether it changed the state.
 pub(crate) fn flow_change<'a>(names: &Names, topic: &str, action: FlowAction) -> Result<Op<'a, bool>> {
     check_topic(names, topic)?;
     Ok(Op::call(calls::flow(names, topic, action), |reply| Ok(flow_state(reply)?.changed)))
