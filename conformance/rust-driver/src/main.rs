@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
 use std::time::{Duration, UNIX_EPOCH};
 
+mod flow_ops;
 mod worker_mode;
 
 fn main() {
@@ -184,6 +185,9 @@ fn ms_duration(what: &str, ms: f64) -> Result<Duration, Fail> {
 
 fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail> {
     let op = str_field(req, "op")?;
+    if let Some(answer) = flow_ops::run(client, op, req) {
+        return answer;
+    }
     match op {
         "push" => {
             let job = job_of(req)?;
@@ -287,17 +291,6 @@ fn run(client: &Delayer, req: &Req) -> Result<Vec<(&'static str, String)>, Fail>
             let raw = raw_id(req)?;
             let deadline = client.touch(job_ref(req, raw.as_deref())?, ttr).map_err(sdk_err)?;
             Ok(vec![("deadline", deadline.map_or("null".into(), |t| format!("{:.3}", unix(t))))])
-        }
-        "pause" | "resume" => {
-            let topic = str_field(req, "topic")?;
-            let changed = if op == "pause" { client.pause(topic) } else { client.resume(topic) }.map_err(sdk_err)?;
-            Ok(vec![("changed", changed.to_string())])
-        }
-        "is_paused" => Ok(vec![("paused", client.is_paused(str_field(req, "topic")?).map_err(sdk_err)?.to_string())]),
-        "flow" => {
-            let state = client.flow(str_field(req, "topic")?).map_err(sdk_err)?;
-            let since = state.paused_since.map_or("null".into(), |t| format!("{:.3}", unix(t)));
-            Ok(vec![("paused_since", since), ("held", state.held.to_string())])
         }
         "reschedule" => {
             let delay_ms = num_field(req, "delay_ms")?.ok_or_else(|| bad("reschedule needs delay_ms"))?;
