@@ -20,6 +20,7 @@
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use delayer::inspect::{JobInfo, JobState, Listed, Page, Stats, TopicFlow};
+use delayer::RateLimit;
 use delayer_protocol::numbers;
 use serde_json::{json, Map, Value};
 use std::time::{Duration, SystemTime};
@@ -172,8 +173,8 @@ pub fn next_text(empty: bool, next: Option<u64>) -> String {
 }
 
 /// Per-topic numbers, as JSON: a list of `{topic, scheduled, ready,
-/// reserved, dead, paused, paused_since, held}` (`reserved` null when too
-/// many jobs are reserved to count per topic).
+/// reserved, dead, paused, paused_since, held, rate_limit}` (`reserved` null
+/// when too many jobs are reserved to count per topic).
 pub fn topics_json(stats: &Stats) -> Value {
     let topics: Vec<Value> = stats
         .topics
@@ -184,7 +185,8 @@ pub fn topics_json(stats: &Stats) -> Value {
                 "topic",
                 topic,
                 json!({"scheduled": t.scheduled, "ready": t.ready, "reserved": t.reserved, "dead": t.dead,
-                       "paused": t.paused, "paused_since": t.paused_since.map(|s| ms(unix(s))), "held": t.held}),
+                       "paused": t.paused, "paused_since": t.paused_since.map(|s| ms(unix(s))), "held": t.held,
+                       "rate_limit": rate_limit_json(t.rate_limit)}),
             )
         })
         .collect();
@@ -199,10 +201,16 @@ pub fn topics_text(stats: &Stats) -> String {
     }
     for t in &stats.topics {
         let reserved = t.reserved.map_or("?".to_string(), |n| n.to_string());
-        let flow = match (t.paused, t.paused_since) {
-            (false, _) => String::new(),
-            (true, Some(since)) => format!("  paused since {} ({} held)", rfc3339(unix(since)), t.held),
-            (true, None) => format!("  paused ({} held)", t.held),
+        let paused = match (t.paused, t.paused_since) {
+            (false, _) => None,
+            (true, Some(since)) => Some(format!("paused since {}", rfc3339(unix(since)))),
+            (true, None) => Some("paused".to_string()),
+        };
+        let limit = t.rate_limit.map(|l| format!("limit {} burst {}", rate_text(l.per_second), l.burst));
+        let controls: Vec<String> = paused.into_iter().chain(limit).collect();
+        let flow = match controls.is_empty() {
+            true => String::new(),
+            false => format!("  {} ({} held)", controls.join(", "), t.held),
         };
         out.push_str(&format!(
             "{:<30} {:>10} {:>10} {:>10} {:>10}{flow}\n",
@@ -210,6 +218,24 @@ pub fn topics_text(stats: &Stats) -> String {
         ));
     }
     out
+}
+
+/// A topic's rate limit as JSON, `{"per_second", "burst"}`, or null when it
+/// has none (the CLI's stats and limit, the HTTP API's stats and limit).
+pub fn rate_limit_json(limit: Option<RateLimit>) -> Value {
+    limit.map_or(Value::Null, |l| json!({"per_second": l.per_second, "burst": l.burst}))
+}
+
+/// A rate for people, in the unit that makes it 1 or more where it can:
+/// `50/s`, `30/min` (0.5 a second), `2/h`; to six decimals, so a rate given
+/// per minute or hour reads back as given.
+pub fn rate_text(per_second: f64) -> String {
+    let (n, unit) = match per_second {
+        r if r >= 1.0 => (r, "s"),
+        r if r * 60.0 >= 1.0 => (r * 60.0, "min"),
+        r => (r * 3600.0, "h"),
+    };
+    format!("{}/{unit}", (n * 1e6).round() / 1e6)
 }
 
 /// A time as Unix seconds (0 before 1970).
@@ -251,6 +277,21 @@ pub(crate) fn human_seconds(secs: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rates_read_in_the_unit_they_were_likely_given_in() {
+        assert_eq!(rate_text(50.0), "50/s");
+        assert_eq!(rate_text(2.5), "2.5/s");
+        assert_eq!(rate_text(0.5), "30/min");
+        assert_eq!(rate_text(2.0 / 3600.0), "2/h");
+        assert_eq!(rate_text(1.0 / 86400.0), "0.041667/h");
+        assert_eq!(rate_text(1_000_000.0), "1000000/s");
+        assert_eq!(rate_limit_json(None), Value::Null);
+        assert_eq!(
+            rate_limit_json(Some(RateLimit { per_second: 0.5, burst: 1 })),
+            json!({"per_second": 0.5, "burst": 1})
+        );
+    }
 
     #[test]
     fn durations_read_as_people_say_them() {

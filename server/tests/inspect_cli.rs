@@ -189,9 +189,9 @@ fn stats_shows_per_topic_numbers() {
         v["topics"],
         serde_json::json!([
             {"topic": "mail", "scheduled": 4, "ready": 0, "reserved": 0, "dead": 0, "paused": false,
-             "paused_since": null, "held": 0},
+             "paused_since": null, "held": 0, "rate_limit": null},
             {"topic": "sms", "scheduled": 0, "ready": 1, "reserved": 0, "dead": 0, "paused": false,
-             "paused_since": null, "held": 0},
+             "paused_since": null, "held": 0, "rate_limit": null},
         ])
     );
     let t = text(&run(&redis, &["stats"]));

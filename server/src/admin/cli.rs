@@ -61,6 +61,51 @@ pub struct FlowTarget {
     pub json: bool,
 }
 
+/// `delayer limit`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct LimitTarget {
+    /// The topic.
+    #[arg(value_parser = topic)]
+    pub topic: String,
+    /// The rate: N/s, N/min or N/h (N a decimal: 30/min is 0.5 a second), or "off" to remove the limit.
+    #[arg(value_parser = rate, allow_hyphen_values = true)]
+    pub rate: Rate,
+    /// How many jobs may become ready at once after a quiet spell (default: one second's worth, at least 1).
+    #[arg(long, value_name = "B")]
+    pub burst: Option<u64>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `delayer limit`'s rate: jobs per second, or none.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rate {
+    PerSecond(f64),
+    Off,
+}
+
+/// What a rate must look like, said when it does not.
+const RATE_SPELLING: &str = "a rate is N/s, N/min or N/h, or off: say 100/s, 30/min or 2/h";
+
+/// `N/s`, `N/min`, `N/h` (N a decimal), or `off`. Only the spelling is
+/// checked here: which rates are allowed is flow.lua's rule (its refusal
+/// comes back as a usage error), so the CLI, HTTP and every SDK agree.
+fn rate(value: &str) -> Result<Rate, String> {
+    if value == "off" {
+        return Ok(Rate::Off);
+    }
+    let (n, unit) = value.split_once('/').ok_or_else(|| format!("{value:?}: {RATE_SPELLING}"))?;
+    let seconds = match unit {
+        "s" => 1.0,
+        "min" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("{value:?}: unknown unit {unit:?}; {RATE_SPELLING}")),
+    };
+    let n: f64 = n.trim().parse().map_err(|_| format!("{value:?}: {n:?} is no number; {RATE_SPELLING}"))?;
+    Ok(Rate::PerSecond(n / seconds))
+}
+
 /// Operator commands. `stats`, `peek` and `dead list` read Redis and change
 /// nothing; `dead requeue` and `dead purge` change only the dead letters
 /// they are given.
@@ -125,6 +170,10 @@ pub enum Command {
     Pause(FlowTarget),
     /// Resume TOPIC (or --all paused topics): waiting consumers wake, and its held due jobs become ready.
     Resume(FlowTarget),
+    /// Limit how many of TOPIC's jobs become ready: at most RATE (N/s, N/min or N/h), --burst at once, for every
+    /// server together; due jobs beyond it wait in due order (held). Jobs already ready are not paced. "off"
+    /// removes the limit.
+    Limit(LimitTarget),
     /// Cancel a job of TOPIC, wherever it is (waiting, ready, reserved or dead).
     Remove {
         /// The job's topic (the job is not touched if it belongs to another).
@@ -373,6 +422,12 @@ mod tests {
             &["reschedule", "t", "a", "soon"],
             &["reschedule", "t", "a", "11y"],
             &["remove", "t"],
+            &["limit", "t"],
+            &["limit", "t", "100"],
+            &["limit", "t", "100/d"],
+            &["limit", "t", "fast/s"],
+            &["limit", "t", "5/s", "--burst", "-1"],
+            &["limit", "", "5/s"],
         ] {
             assert_eq!(parse(args).map(|_| ()).map_err(|e| e.exit_code()), Err(2), "{args:?}");
         }
@@ -399,6 +454,19 @@ mod tests {
             Ok(Some(Command::List { state, .. })) => assert_eq!(state, ListState::Scheduled),
             other => panic!("list defaults to scheduled: {other:?}"),
         }
+        let limit = |args: &[&str]| match parse(args).map(|c| c.command) {
+            Ok(Some(Command::Limit(l))) => (l.rate, l.burst),
+            other => panic!("{args:?}: {other:?}"),
+        };
+        assert_eq!(limit(&["limit", "t", "30/min"]), (Rate::PerSecond(0.5), None));
+        assert_eq!(limit(&["limit", "t", "2.5/s", "--burst", "10"]), (Rate::PerSecond(2.5), Some(10)));
+        assert_eq!(limit(&["limit", "t", "7200/h"]), (Rate::PerSecond(2.0), None));
+        assert_eq!(limit(&["limit", "t", "off"]), (Rate::Off, None));
+        // The rate's rules are the script's: these reach it (and it refuses them).
+        assert_eq!(limit(&["limit", "t", "0/s"]), (Rate::PerSecond(0.0), None));
+        assert_eq!(limit(&["limit", "t", "-5/s"]), (Rate::PerSecond(-5.0), None));
+        let bare = parse(&["limit", "t", "100"]).expect_err("a bare number").to_string();
+        assert!(bare.contains("say 100/s, 30/min or 2/h"), "{bare}");
         // Any non-empty name, as Delayer 1.x wrote them.
         assert!(parse(&["peek", "close order"]).is_ok());
         assert!(parse(&["dead", "list", "{t}"]).is_ok());

@@ -1,5 +1,5 @@
 //! The operator commands: `delayer stats`, `peek`, `job`, `list`, `push`,
-//! `remove`, `reschedule`, `pause`, `resume` (`pause`) and `dead
+//! `remove`, `reschedule`, `pause`, `resume` (`pause`), `limit` (`limit`) and `dead
 //! list|requeue|purge`. They print through
 //! `output` (a reader that hangs up ends nothing badly), and say refused
 //! credentials as the server does (`credentials`).
@@ -10,7 +10,7 @@
 //! that are not there, and each failure is reported as such, never the one
 //! as the other.
 
-use crate::admin::pause;
+use crate::admin::{limit, pause};
 use crate::body;
 use crate::cli::{self, Command, DeadCommand, ListState};
 use crate::config::Config;
@@ -173,6 +173,7 @@ pub fn run(target: &Target, command: Command) -> Result<(), Fatal> {
         Command::List { topic, state, count, cursor, json } => list(target, &topic, state, count, cursor, json)?,
         Command::Pause(which) => pause::run(target, FlowAction::Pause, which)?,
         Command::Resume(which) => pause::run(target, FlowAction::Resume, which)?,
+        Command::Limit(which) => limit::run(target, which)?,
         Command::Remove { topic, id } => {
             let client = target.client()?;
             of_topic(target, &client, &topic, &id.0)?;

@@ -225,7 +225,7 @@ def test_remove_reschedule_and_listings(server: HttpServer) -> None:
     stats = ok(server, "GET", "/v1/stats")
     mine = [t for t in stats["topics"] if t["topic"] == topic]
     assert mine == [{"topic": topic, "scheduled": 1, "ready": 1, "reserved": 0, "dead": 0, "paused": False,
-                     "paused_since": None, "held": 0}], mine
+                     "paused_since": None, "held": 0, "rate_limit": None}], mine
     history = ok(server, "GET", "/v1/history?seconds=120")
     assert len(history["samples"]) == 120
     assert harness.wait_until(lambda: topic in ok(server, "GET", "/v1/history")["topics"], step=0.1)

@@ -58,7 +58,7 @@ def test_a_jobs_life_over_http_in_the_per_topic_layout(topic_server: HttpServer,
     stats = ok(topic_server, "GET", "/v1/stats")
     mine = [t for t in stats["topics"] if t["topic"] == topic]
     assert mine == [{"topic": topic, "scheduled": 1, "ready": 0, "reserved": 0, "dead": 0, "paused": False,
-                     "paused_since": None, "held": 0}], mine
+                     "paused_since": None, "held": 0, "rate_limit": None}], mine
     assert ok(topic_server, "DELETE", f"{jobs}/1")["removed"] is True
     assert r.exists(tag + "job:1") == 0 and r.zscore(tag + "pool", "1") is None
     r.close()
