@@ -41,7 +41,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{header, StatusCode};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use delayer_protocol::target::Target;
 use serde_json::json;
@@ -178,6 +178,7 @@ fn router(api: Arc<Api>) -> Router {
         .route("/v1/topics/{topic}/reserve", post(jobs::reserve))
         .route("/v1/topics/{topic}/pause", post(flow::pause))
         .route("/v1/topics/{topic}/resume", post(flow::resume))
+        .route("/v1/topics/{topic}/limit", put(flow::limit).delete(flow::unlimit))
         .route("/v1/topics/{topic}/dead", get(dead::list))
         .route("/v1/topics/{topic}/dead/requeue", post(dead::requeue))
         .route("/v1/topics/{topic}/dead/purge", post(dead::purge))

@@ -326,3 +326,48 @@ def test_pause_and_resume_a_topic(server: HttpServer) -> None:
     assert ok(server, "POST", f"/v1/topics/{topic}/resume")["changed"] is False
     got = ok(server, "POST", f"/v1/topics/{topic}/pop", {"wait": 10})["job"]
     assert got is not None and got["id"] == "j", got
+
+
+def test_set_and_clear_a_rate_limit(server: HttpServer) -> None:
+    """PUT and DELETE /v1/topics/{topic}/limit (issue 23): a full-access
+    token; the limit's rules are flow.lua's, whose refusal is a 400 with its
+    message (nothing written); stats and the lookup say the limit; the
+    answer counts the ready backlog the limit does not pace."""
+    topic = new("limited")
+    path = f"/v1/topics/{topic}/limit"
+    ok(server, "POST", f"/v1/topics/{topic}/jobs", {"id": "j", "delay": 600, "body": "b"}, 201)
+    ok(server, "POST", f"/v1/topics/{topic}/jobs", {"id": "r", "delay": 0, "body": "b"}, 201)
+    assert harness.wait_until(lambda: ok(server, "GET", f"/v1/topics/{topic}/jobs/r")["state"] == "ready", step=0.05)
+    assert error(server, "PUT", path, {"per_second": 5}, token=READ_TOKEN, status=403)["code"] == "read_only"
+    assert error(server, "DELETE", path, token=READ_TOKEN, status=403)["code"] == "read_only"
+    state = ok(server, "PUT", path, {"per_second": 0.5})
+    assert state == {"topic": topic, "rate_limit": {"per_second": 0.5, "burst": 1}, "changed": True,
+                     "ready_backlog": 1}, state
+    assert ok(server, "PUT", path, {"per_second": 0.5})["changed"] is False
+    state = ok(server, "PUT", path, {"per_second": 50, "burst": 10})
+    assert (state["rate_limit"], state["changed"]) == ({"per_second": 50, "burst": 10}, True), state
+    [row] = [t for t in ok(server, "GET", "/v1/stats")["topics"] if t["topic"] == topic]
+    assert row["rate_limit"] == {"per_second": 50, "burst": 10} and row["paused"] is False, row
+    assert ok(server, "GET", f"/v1/topics/{topic}/jobs/j")["flow"] == "limited"
+    for body, says in [
+        ({"per_second": 0}, "a rate of 0 would stop the topic: pause it instead"),
+        ({"per_second": -1}, "the rate must be more than 0"),
+        ({"per_second": 5, "burst": 0}, "the burst must be a whole number of jobs from 1 to 1000000"),
+        ({"per_second": 5000, "burst": 1}, "at least 1% of the rate"),
+        ({}, "per_second is required"),
+        ({"burst": 5}, "per_second is required"),
+        ({"per_second": "50"}, "per_second"),
+        ({"per_second": 5, "burst": 1.5}, "burst"),
+        ({"per_second": 5, "rate": 1}, "rate"),
+    ]:
+        e = error(server, "PUT", path, body)
+        assert says in e["message"], (body, e)
+    status, data, _ = request(server.base, "PUT", path, None, raw=b"{not json")
+    assert status == 400, (status, data)
+    [row] = [t for t in ok(server, "GET", "/v1/stats")["topics"] if t["topic"] == topic]
+    assert row["rate_limit"] == {"per_second": 50, "burst": 10}, "refusals changed nothing"
+    assert ok(server, "DELETE", path) == {"topic": topic, "cleared": True}
+    assert ok(server, "DELETE", path) == {"topic": topic, "cleared": False}
+    [row] = [t for t in ok(server, "GET", "/v1/stats")["topics"] if t["topic"] == topic]
+    assert row["rate_limit"] is None, row
+    assert ok(server, "GET", f"/v1/topics/{topic}/jobs/j")["flow"] == ""
