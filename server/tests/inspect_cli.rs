@@ -218,14 +218,24 @@ fn gauges_in(layout: Layout) {
     d.push_many(&(0..3).map(|i| Job::new("mail", format!("m{i}"), Duration::from_secs(600))).collect::<Vec<_>>())
         .expect("push");
     d.push("sms", "s", Duration::ZERO).expect("push");
+    d.set_rate_limit("mail", 0.5, Some(2)).expect("limit");
     let mut body = String::new();
     let seen = testkit::wait_until(Duration::from_secs(30), || {
         body = scrape(port).unwrap_or_default();
         body.contains("delayer_jobs{topic=\"mail\",state=\"scheduled\"} 3")
             && body.contains("delayer_jobs{topic=\"sms\",state=\"ready\"} 1")
+            && body.contains("delayer_topic_rate_limit{topic=\"mail\"} 0.5")
     });
     assert!(seen, "metrics: {body}\nserver output:\n{}", server.output());
     assert!(body.contains("# HELP delayer_jobs"), "{body}");
+    // The limit per topic; 0 without one.
+    for line in [
+        "delayer_topic_rate_burst{topic=\"mail\"} 2",
+        "delayer_topic_rate_limit{topic=\"sms\"} 0",
+        "delayer_topic_rate_burst{topic=\"sms\"} 0",
+    ] {
+        assert!(body.lines().any(|l| l == line), "{line}: {body}");
+    }
 }
 
 /// Ids and topics that are not UTF-8 (a Delayer 1.x or PHP client writes any

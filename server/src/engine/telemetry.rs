@@ -45,6 +45,14 @@ pub const HELD_BUCKETS: [f64; 10] = [1.0, 5.0, 30.0, 60.0, 300.0, 900.0, 1800.0,
 pub fn describe() {
     describe_counter!(MOVED, "Jobs moved to their ready queue, per topic.");
     describe_gauge!(PAUSED, "1 while the topic is paused (nothing of it handed out or made ready), else 0.");
+    describe_gauge!(
+        "delayer_topic_rate_limit",
+        "The topic's rate limit: jobs per second that may become ready (0: no limit)."
+    );
+    describe_gauge!(
+        "delayer_topic_rate_burst",
+        "The topic's rate limit's burst: jobs that may become ready at once (0: no limit)."
+    );
     describe_counter!(
         SET_ASIDE,
         "Due jobs of a topic under flow control set aside in its flow pool, per topic (classic layout)."
@@ -240,10 +248,15 @@ fn topic_gauges(stats: &delayer::inspect::Stats, shown: BTreeSet<String>) -> BTr
             gauge!(JOBS, "topic" => gone.clone(), "state" => state).set(0.0);
         }
         gauge!(PAUSED, "topic" => gone.clone()).set(0.0);
+        gauge!("delayer_topic_rate_limit", "topic" => gone.clone()).set(0.0);
+        gauge!("delayer_topic_rate_burst", "topic" => gone.clone()).set(0.0);
     }
     for t in &stats.topics {
         let reserved = t.reserved.map(|n| n as f64);
         gauge!(PAUSED, "topic" => t.topic.clone()).set(if t.paused { 1.0 } else { 0.0 });
+        let (rate, burst) = t.rate_limit.map_or((0.0, 0.0), |l| (l.per_second, l.burst as f64));
+        gauge!("delayer_topic_rate_limit", "topic" => t.topic.clone()).set(rate);
+        gauge!("delayer_topic_rate_burst", "topic" => t.topic.clone()).set(burst);
         for (state, n) in [
             ("scheduled", Some(t.scheduled as f64)),
             ("ready", Some(t.ready as f64)),
