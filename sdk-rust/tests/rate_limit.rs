@@ -91,7 +91,7 @@ fn the_script_refuses_a_bad_limit_as_an_invalid_argument_and_writes_nothing() {
         for (rate, burst, says) in [
             (0.0, None, "pause it instead"),
             (-1.0, None, "more than 0"),
-            (f64::NAN, None, "\"NaN\""),
+            (f64::NAN, None, "finite"),
             (f64::INFINITY, None, "finite"),
             (1e-7, None, "one job a day"),
             (2_000_000.0, None, "at most 1000000"),
