@@ -9,7 +9,14 @@ said as the dashboard says errors. A read-only session sees the badge but
 no button, and a forged POST (its own fetch, or the button put back by
 hand) gets 403. At 400 px the row is a card that fits, its button in reach.
 The same through the buttons on the per-topic layout (its flow hash
-`<prefix>{<topic>}:flow`)."""
+`<prefix>{<topic>}:flow`).
+
+A rate-limited topic (PROTOCOL.md, "Rate limits") shows its rate in the
+unit that makes it 1 or more, as `delayer stats` prints it ("30/min" for
+0.5 a second, "1/h"), the burst in the badge's title, and the due jobs over
+it held; a full-access session clears it with "Clear limit" (no question),
+a read-only one sees the badge but no button; cleared, the badge is gone
+and the held jobs become ready."""
 
 from __future__ import annotations
 
@@ -36,6 +43,7 @@ if (!row) return null;
 const shown = (e) => e.offsetParent !== null;
 return {paused: row.dataset.paused,
         badges: Array.from(row.querySelectorAll('.badge')).map((b) => b.textContent),
+        titles: Array.from(row.querySelectorAll('.badge')).map((b) => b.title),
         buttons: Array.from(row.querySelectorAll('button')).filter(shown).map((b) => b.textContent)};
 """
 
@@ -221,6 +229,102 @@ def test_a_paused_topic_fits_400px(server: HttpServer, browser: WebDriver) -> No
         request(server.base, "POST", f"/v1/topics/{topic}/resume")
 
 
+def limit(server: HttpServer, topic: str, per_second: float, burst: int) -> None:
+    status, data, _ = request(server.base, "PUT", f"/v1/topics/{topic}/limit",
+                              {"per_second": per_second, "burst": burst})
+    assert status == 200 and data["rate_limit"] == {"per_second": per_second, "burst": burst}, data
+
+
+def limited_topic_by_the_badges(driver: WebDriver, server: HttpServer, topic: str, flow_key: str, rds: Any) -> None:
+    """A topic at one job an hour, burst 1: its badge "1/h", and of three due
+    jobs two held (badge, title, the topic's page); cleared over the API: the
+    badge gone, the held jobs ready."""
+    push(server, topic, [{"id": "later", "delay": 3600}])
+    limit(server, topic, 1 / 3600, 1)
+    assert rds.hexists(flow_key, "per_second") == 1
+    push(server, topic, [{"id": f"due{i}", "delay": 0} for i in range(3)])
+    sign_in_as(driver, server, TOKEN)
+    wait(driver, lambda d: (row(d, topic) or {}).get("badges") == ["1/h", "2 held"], "the limit and 2 held")
+    mine = row(driver, topic)
+    assert mine["titles"] == ["rate limit: 1 job/h, burst 1 (jobs over it wait, held)",
+                              "due jobs over the rate limit: ready at its pace"], mine
+    assert mine["buttons"] == ["Pause", "Clear limit"] and mine["paused"] == "false", mine
+    assert stats_of(server, topic)["held"] == 2
+    assert sorted(state(server, topic, f"due{i}") for i in range(3)) == ["ready", "scheduled", "scheduled"]
+    # The topic's page says so beside its name.
+    driver.get(server.base + f"/#/topics/{topic}/scheduled")
+    flow = "return Array.from(document.querySelectorAll('#topic-flow .badge')).map((b) => b.textContent);"
+    wait(driver, lambda d: d.execute_script(flow) == ["1/h", "2 held"], "the badges on the topic's page")
+    driver.get(server.base + "/#/")
+    # Cleared: no badge, no button; the held jobs go at full speed.
+    status, data, _ = request(server.base, "DELETE", f"/v1/topics/{topic}/limit")
+    assert status == 200 and data["cleared"] is True, data
+    wait(driver, lambda d: (row(d, topic) or {}).get("badges") == [] and row(d, topic)["buttons"] == ["Pause"],
+         "the badges gone")
+    assert harness.wait_until(lambda: all(state(server, topic, f"due{i}") == "ready" for i in range(3))), \
+        "the held jobs never became ready"
+    mine = stats_of(server, topic)
+    assert (mine["rate_limit"], mine["held"], mine["ready"]) == (None, 0, 3), mine
+    assert rds.hexists(flow_key, "per_second") == 0
+
+
+def test_a_limited_topic_shows_its_rate_and_held_jobs(server: HttpServer, redis_server: Any,
+                                                      browser: WebDriver) -> None:
+    topic = "gateway-" + uuid.uuid4().hex[:6]
+    rds = redis_server.client()
+    try:
+        limited_topic_by_the_badges(browser, server, topic, f"{PREFIX}flow:{topic}", rds)
+    finally:
+        rds.close()
+
+
+def test_a_full_access_session_clears_a_limit(server: HttpServer, browser: WebDriver) -> None:
+    """0.5 a second reads "30/min"; "Clear limit" asks nothing and clears it;
+    a paused and limited topic shows both badges and both buttons."""
+    topic = "payments-" + uuid.uuid4().hex[:6]
+    push(server, topic, [{"id": "later", "delay": 3600}])
+    limit(server, topic, 0.5, 10)
+    sign_in_as(browser, server, TOKEN)
+    wait(browser, lambda d: (row(d, topic) or {}).get("badges") == ["30/min"], "the badge")
+    mine = row(browser, topic)
+    assert mine["titles"] == ["rate limit: 30 jobs/min, burst 10 (jobs over it wait, held)"], mine
+    assert mine["buttons"] == ["Pause", "Clear limit"], mine
+    limit(server, topic, 50, 10)
+    wait(browser, lambda d: (row(d, topic) or {}).get("badges") == ["50/s"], "50/s")
+    assert request(server.base, "POST", f"/v1/topics/{topic}/pause")[0] == 200
+    wait(browser, lambda d: len((row(d, topic) or {}).get("badges", [])) == 2, "paused and limited")
+    mine = row(browser, topic)
+    assert mine["badges"][0].startswith("paused ") and mine["badges"][1] == "50/s", mine
+    assert mine["buttons"] == ["Resume", "Clear limit"], mine
+    click(browser, (By.CSS_SELECTOR, f'#topics tr[data-topic="{topic}"] button.unlimit'), "Clear limit")
+    message(browser, f"Cleared the rate limit of {topic}.")
+    wait(browser, lambda d: (row(d, topic) or {}).get("buttons") == ["Resume"]
+         and paused_badge(row(d, topic)) and len(row(d, topic)["badges"]) == 1, "the limit gone, still paused")
+    assert browser.find_element(By.ID, "message").get_attribute("class") == "ok"
+    mine = stats_of(server, topic)
+    assert mine["rate_limit"] is None and mine["paused"] is True, mine
+    assert request(server.base, "POST", f"/v1/topics/{topic}/resume")[0] == 200
+
+
+def test_a_read_only_session_sees_the_limit_but_no_button(server: HttpServer, browser: WebDriver) -> None:
+    topic = "quota-" + uuid.uuid4().hex[:6]
+    push(server, topic, [{"id": "later", "delay": 3600}])
+    limit(server, topic, 2 / 60, 3)
+    sign_in_as(browser, server, READ_TOKEN)
+    wait(browser, lambda d: (row(d, topic) or {}).get("badges") == ["2/min"], "the badge, read-only")
+    assert row(browser, topic)["buttons"] == [], row(browser, topic)
+    assert browser.find_elements(By.CSS_SELECTOR, f'#topics tr[data-topic="{topic}"] button.unlimit') != [], \
+        "drawn, hidden by the read-only style"
+    # The button shown by hand: refused, said as an error; the limit stays.
+    browser.execute_script("document.body.dataset.access = 'full';")
+    click(browser, (By.CSS_SELECTOR, f'#topics tr[data-topic="{topic}"] button.unlimit'), "Clear limit, forged")
+    wait(browser, lambda d: d.find_element(By.ID, "message").get_attribute("class") == "error"
+         and d.find_element(By.ID, "message").text != "", "the refusal")
+    assert stats_of(server, topic)["rate_limit"] == {"per_second": 2 / 60, "burst": 3}
+    assert request(server.base, "DELETE", f"/v1/topics/{topic}/limit", token=READ_TOKEN)[0] == 403
+    assert request(server.base, "DELETE", f"/v1/topics/{topic}/limit")[0] == 200
+
+
 @pytest.fixture(scope="module")
 def topic_server(workdir: Path, redis_server: harness.RedisServer) -> Iterator[HttpServer]:
     s = HttpServer(workdir, redis_server, prefix=TOPIC_PREFIX, layout="topic", name="flow-topic")
@@ -235,5 +339,15 @@ def test_the_buttons_on_the_per_topic_layout(topic_server: HttpServer, redis_ser
     try:
         pause_and_resume_by_the_buttons(browser, topic_server, topic, f"{TOPIC_PREFIX}{{{topic}}}:flow", rds)
         assert rds.exists(f"{TOPIC_PREFIX}flow:{topic}") == 0, "the classic layout's key"
+    finally:
+        rds.close()
+
+
+def test_a_limited_topic_on_the_per_topic_layout(topic_server: HttpServer, redis_server: Any,
+                                                 browser: WebDriver) -> None:
+    topic = "gateway-" + uuid.uuid4().hex[:6]
+    rds = redis_server.client()
+    try:
+        limited_topic_by_the_badges(browser, topic_server, topic, f"{TOPIC_PREFIX}{{{topic}}}:flow", rds)
     finally:
         rds.close()

@@ -75,7 +75,7 @@ async function refreshOverview() {
     row.append(cell("moved, last minute", r ? r.moved_last_minute : 0, "num"));
     row.append(cell("lateness, last minute", r ? r.lateness_max_ms + " ms" : "", "num"));
     const actions = cell("", undefined, "write actions");
-    actions.append(flowButton(seg, t));
+    actions.append(...flowButtons(seg, t));
     row.append(actions);
     row.dataset.paused = t.paused ? "true" : "false";
     row.addEventListener("click", (e) => {
@@ -92,32 +92,62 @@ async function refreshOverview() {
   $("status").textContent = "updated " + new Date().toLocaleTimeString();
 }
 
-// A paused topic (PROTOCOL.md, "Flow control (pause)"): how long it has
-// been paused, and its due jobs the pause holds back.
+// A topic's flow control (PROTOCOL.md, "Flow control (pause)" and "Rate
+// limits"): how long it has been paused, its rate limit, and its due jobs
+// held back (by the pause, the limit, or a backlog still draining).
 function flowBadges(t) {
-  if (!t.paused) return [];
-  const since = t.paused_since;
-  const badge = el("span", since === null || since === undefined ? "paused" : "paused " + ago(since), "badge paused");
-  badge.title = since === null || since === undefined ? "paused: nothing of it is handed out or made ready"
-    : "paused since " + when(since) + ": nothing of it is handed out or made ready";
-  const out = [badge];
+  const out = [];
+  if (t.paused) {
+    const since = t.paused_since;
+    const badge = el("span", since === null || since === undefined ? "paused" : "paused " + ago(since), "badge paused");
+    badge.title = since === null || since === undefined ? "paused: nothing of it is handed out or made ready"
+      : "paused since " + when(since) + ": nothing of it is handed out or made ready";
+    out.push(badge);
+  }
+  const limit = t.rate_limit;
+  if (limit) {
+    const [n, unit] = rateParts(limit.per_second);
+    const badge = el("span", n + "/" + unit, "badge limited");
+    badge.title = "rate limit: " + n + (n === "1" ? " job/" : " jobs/") + unit + ", burst " + limit.burst +
+      " (jobs over it wait, held)";
+    out.push(badge);
+  }
   if (t.held > 0) {
     const held = el("span", t.held + " held", "badge held");
-    held.title = "due jobs the pause holds back: ready once resumed";
+    held.title = t.paused ? "due jobs the pause holds back: ready once resumed" + (limit ? ", at the limit's pace" : "")
+      : limit ? "due jobs over the rate limit: ready at its pace"
+      : "due jobs held back before: becoming ready at full speed";
     out.push(held);
   }
   return out;
 }
 
-// Pause (after a confirmation) or Resume; then the overview is drawn again.
-function flowButton(seg, t) {
+// A rate in the unit that makes it 1 or more where it can, as `delayer
+// stats` prints it (jobview.rs, rate_text): [50, "s"], [30, "min"] for 0.5
+// a second, [1, "h"] for 1/3600; to six decimals.
+function rateParts(perSecond) {
+  const [n, unit] = perSecond >= 1 ? [perSecond, "s"] : perSecond * 60 >= 1 ? [perSecond * 60, "min"]
+    : [perSecond * 3600, "h"];
+  return [String(Math.round(n * 1e6) / 1e6), unit];
+}
+
+// Pause (after a confirmation) or Resume, and Clear limit when the topic has
+// one; then the overview is drawn again.
+function flowButtons(seg, t) {
+  const out = [];
   if (t.paused) {
-    return button("Resume", "resume", () => act(null, () => api("POST", "/v1/topics/" + seg + "/resume"),
-      (r) => r.changed ? "Resumed " + t.topic + "." : t.topic + " was running already."));
+    out.push(button("Resume", "resume", () => act(null, () => api("POST", "/v1/topics/" + seg + "/resume"),
+      (r) => r.changed ? "Resumed " + t.topic + "." : t.topic + " was running already.")));
+  } else {
+    out.push(button("Pause", "pause", () => act("Pause " + t.topic + "? Workers get none of its jobs and " +
+        "none becomes ready until it is resumed; pushes go on.", () => api("POST", "/v1/topics/" + seg + "/pause"),
+      (r) => r.changed ? "Paused " + t.topic + "." : t.topic + " was paused already.")));
   }
-  return button("Pause", "pause", () => act("Pause " + t.topic + "? Workers get none of its jobs and " +
-      "none becomes ready until it is resumed; pushes go on.", () => api("POST", "/v1/topics/" + seg + "/pause"),
-    (r) => r.changed ? "Paused " + t.topic + "." : t.topic + " was paused already."));
+  if (t.rate_limit) {
+    out.push(button("Clear limit", "unlimit", () => act(null, () => api("DELETE", "/v1/topics/" + seg + "/limit"),
+      (r) => r.cleared ? "Cleared the rate limit of " + t.topic + "." : t.topic + " had no rate limit.")));
+  }
+  return out;
 }
 
 // One job: what is known of it (the rows of `delayer job`), its body, and
