@@ -2,7 +2,8 @@
 """Takes the README's dashboard screenshots (docs/img/) in headless Chromium:
 starts a redis-server and the delayer server (HTTP API on) on free loopback
 ports, fills them with tools/demo-data.py's realistic set (sms.remind then
-paused, with reminders held back), and shoots the
+paused, with reminders held back; webhooks.retry rate-limited, its jobs over
+the limit held), and shoots the
 overview, a topic's dead letters and a dead job's page at desktop width, and
 the overview and the dead letters at 400 px. Stops what it started.
 
@@ -69,6 +70,10 @@ def main() -> int:
         api = demo_data().Api(base, TOKEN)
         if not harness.wait_until(lambda: _answers(api), step=0.1):
             raise SystemExit(f"the server did not answer: {harness.tail(work / 'server.log')}")
+        # The partner's endpoint takes 2 calls a second: webhooks.retry limited
+        # before its trickle (4 a second) is pushed, so the overview shows the
+        # limit's badge ("2/s") and the jobs over it held.
+        api.call("PUT", "/v1/topics/webhooks.retry/limit", {"per_second": 2, "burst": 5})
         demo_data().fill(api, seed=7)
         # The SMS gateway is down: sms.remind paused (the overview's badge), and
         # reminders falling due meanwhile held back (its held count).
@@ -85,6 +90,8 @@ def main() -> int:
         d.find_element(By.NAME, "token").send_keys(TOKEN)
         d.find_element(By.CSS_SELECTOR, "#signin button").click()
         until(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#topics tbody tr")) >= 5, "the topics")
+        until(d, lambda d: d.find_elements(By.CSS_SELECTOR, '#topics tr[data-topic="webhooks.retry"] .badge.limited'),
+              "the rate limit's badge")
         args.out.mkdir(parents=True, exist_ok=True)
         d.save_screenshot(str(args.out / "dashboard.png"))
         d.get(base + "/#/topics/sms.remind/dead")
