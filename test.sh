@@ -61,7 +61,8 @@ CONFORMANCE_LAYOUT=topic .venv/bin/pytest -q conformance/test_conformance_matrix
   conformance/test_conformance_odd_names.py conformance/test_conformance_repush.py \
   conformance/test_conformance_inspect.py conformance/test_conformance_rounding.py \
   conformance/test_conformance_undecodable.py conformance/test_conformance_outcomes.py \
-  conformance/test_conformance_worker.py conformance/test_conformance_flow.py
+  conformance/test_conformance_worker.py conformance/test_conformance_flow.py \
+  conformance/test_conformance_limit.py
 
 section "HTTP API and dashboard: the real server, headless Chromium"
 .venv/bin/pytest -q -p no:cacheprovider server/tests/http
