@@ -53,24 +53,19 @@ About 2 minutes at the defaults on 2 vCPUs. Prints one markdown table.
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
-import re
 import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
-from typing import Dict, List, Optional, Tuple
+from typing import List, Tuple
 
 import redis
 
+from flowkit import (P, ROOT, Server, Stream, evalsha, flow, hist, pct, slowlog, wait_for, wait_load,
+                     weighted)
 from scriptcost import start_redis
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-P = "delayer:"
 FILL = """
 local n0, n, topic, base = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local args = {}
@@ -88,130 +83,6 @@ return n
 """
 
 
-def script(name: str) -> str:
-    with open(os.path.join(ROOT, "lua", name)) as f:
-        return f.read()
-
-
-def pct(xs: List[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
-
-
-class Stream:
-    """Topic Q's pusher and consumer; lateness per job, keyed by due time."""
-
-    def __init__(self, port: int, rate: int, delay_ms: int) -> None:
-        self.port, self.rate, self.delay_ms = port, rate, delay_ms
-        self.due: Dict[bytes, float] = {}
-        self.samples: List[Tuple[float, float]] = []  # (due, lateness ms)
-        self.pushed = 0
-        self.push_behind = 0.0  # worst lag of the pusher behind its schedule, s
-        self.stop = threading.Event()
-        self.threads: List[threading.Thread] = []
-
-    def start(self) -> None:
-        self.stop.clear()
-        self.threads = [threading.Thread(target=self._push), threading.Thread(target=self._consume)]
-        for t in self.threads:
-            t.start()
-
-    def finish(self, tail: float = 2.0) -> None:
-        self.stop.set()
-        self.threads[0].join()
-        deadline = time.time() + tail + self.delay_ms / 1000
-        while len(self.samples) < self.pushed and time.time() < deadline:
-            time.sleep(0.05)
-        self.threads[1].join()
-
-    def _push(self) -> None:
-        r = redis.Redis(port=self.port)
-        src = script("push.lua")
-        keys = [P + "job_pool", None, P + "scheduled_count"]
-        t0, i = time.monotonic(), 0
-        while not self.stop.is_set():
-            at = t0 + i / self.rate
-            wait = at - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-            else:
-                self.push_behind = max(self.push_behind, -wait)
-            jid = f"q{i}"
-            keys[1] = P + "job_bucket:" + jid
-            due = r.eval(src, 3, *keys, jid, "Q", "x", self.delay_ms, 3600000, "", "", "", "", "",
-                         P + "wake", "")
-            self.due[jid.encode()] = float(due)
-            self.pushed += 1
-            i += 1
-
-    def _consume(self) -> None:
-        r = redis.Redis(port=self.port)
-        while not (self.stop.is_set() and len(self.samples) >= self.pushed):
-            got = r.brpop([P + "ready_queue:Q"], 0.2)
-            if got is None:
-                if self.stop.is_set() and time.time() > self._last_due() + 2:
-                    return
-                continue
-            now = time.time()
-            due = self.due.get(got[1])
-            if due is not None:
-                self.samples.append((due, (now - due) * 1000))
-
-    def _last_due(self) -> float:
-        return max(self.due.values()) if self.due else 0.0
-
-    def window(self, lo: float, hi: float) -> List[float]:
-        return [late for due, late in self.samples if lo <= due < hi]
-
-
-class Server:
-    def __init__(self, binary: str, port: int, metrics_port: int, workdir: str, log_level: str) -> None:
-        self.conf = os.path.join(workdir, "delayer.conf")
-        self.log = os.path.join(workdir, "access.log")
-        self.err = os.path.join(workdir, "error.log")
-        self.metrics = f"http://127.0.0.1:{metrics_port}/metrics"
-        with open(self.conf, "w") as f:
-            f.write(f"""[delayer]
-pid =
-timer_interval = 100
-access_log = {self.log}
-error_log = {self.err}
-log_level = {log_level}
-batch_size = 1000
-key_prefix = {P}
-layout = classic
-metrics_addr = 127.0.0.1:{metrics_port}
-[redis]
-url = redis://127.0.0.1:{port}/0
-""")
-        self.binary = binary
-        self.proc: Optional[subprocess.Popen] = None
-        self.out = os.path.join(workdir, "stdout.log")
-
-    def start(self) -> float:
-        self.since = os.path.getsize(self.log) if os.path.exists(self.log) else 0
-        t = time.time()
-        out = open(self.out, "a")
-        self.proc = subprocess.Popen([self.binary, "-c", self.conf], stdout=out, stderr=subprocess.STDOUT)
-        return t
-
-    def stop(self) -> None:
-        if self.proc:
-            self.proc.terminate()
-            self.proc.wait(10)
-            self.proc = None
-
-    def batches(self) -> List[Tuple[float, int, float]]:
-        """Q's batches since the last start (empty below log_level debug)."""
-        return server_lateness(self.log, self.since) if os.path.exists(self.log) else []
-
-    def scrape(self) -> str:
-        try:
-            return urllib.request.urlopen(self.metrics, timeout=2).read().decode()
-        except OSError as e:
-            return f"# unavailable: {e}"
-
-
 def fill(r: redis.Redis, topic: str, n: int) -> float:
     """n jobs of `topic` due in the past; returns the seconds it took."""
     t = time.time()
@@ -222,87 +93,6 @@ def fill(r: redis.Redis, topic: str, n: int) -> float:
     for n0 in range(0, n, step):
         r.evalsha(sha, 3, P + "job_pool", P + "job_bucket:", P + "scheduled_count", n0, min(step, n - n0), topic, base)
     return time.time() - t
-
-
-def flow(r: redis.Redis, topic: str, action: str) -> list:
-    return r.eval(script("flow.lua"), 4, P + "flow:" + topic, P + "flow_gate:" + topic, P + "flow_topics",
-                  P + "flow_pool:" + topic, topic, action, P + "wake")
-
-
-def evalsha(r: redis.Redis) -> Tuple[int, int]:
-    s = r.info("commandstats").get("cmdstat_evalsha", {})
-    return s.get("usec", 0), s.get("calls", 0)
-
-
-def hist(metrics: str, name: str) -> str:
-    """A histogram of a /metrics text (no labels): count, mean, and how many
-    exceeded the top buckets, e.g. "1234 ticks, mean 2.1 ms, 3 > 0.25 s"."""
-    buckets: List[Tuple[float, float]] = []
-    total = count = 0.0
-    for line in metrics.splitlines():
-        if line.startswith(name + "_bucket{"):
-            le = line.split('le="')[1].split('"')[0]
-            buckets.append((float("inf") if le == "+Inf" else float(le), float(line.split()[-1])))
-        elif line.startswith(name + "_sum"):
-            total = float(line.split()[-1])
-        elif line.startswith(name + "_count"):
-            count = float(line.split()[-1])
-    if not count:
-        return "none"
-    over = [f"{count - n:.0f} > {le * 1000:g} ms" for le, n in buckets if le in (0.005, 0.1, 1.0)]
-    return f"{count:.0f}, mean {total / count * 1000:.2f} ms, " + ", ".join(over)
-
-
-def wait_for(cond, timeout: float, what: str) -> None:
-    end = time.time() + timeout
-    while not cond():
-        if time.time() > end:
-            raise SystemExit(f"gave up after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.005)
-
-
-LOG_LINE = re.compile(r"^\[(\S+)Z\] \[DEBUG\] moved (\d+) \[(.*?)\] .*oldest_late_ms=(\d+)")
-
-
-def server_lateness(log: str, since: int) -> List[Tuple[float, int, float]]:
-    """(time, jobs, oldest_late_ms) of each move.lua batch that moved only Q,
-    from the access log at debug level (its lines after byte `since`): how
-    late the batch's oldest id became ready, by the server's own measure."""
-    out = []
-    with open(log) as f:
-        f.seek(since)
-        for line in f:
-            m = LOG_LINE.match(line)
-            if m and re.fullmatch(r"Q=\d+", m.group(3)):
-                at = datetime.datetime.fromisoformat(m.group(1)).replace(tzinfo=datetime.timezone.utc).timestamp()
-                out.append((at, int(m.group(2)), float(m.group(4))))
-    return out
-
-
-def weighted(batches: List[Tuple[float, int, float]], lo: float, hi: float) -> List[float]:
-    """Each batch's oldest_late_ms once per job it moved (an upper bound per job)."""
-    return [late for at, n, late in batches if lo <= at - late / 1000 < hi for _ in range(n)]
-
-
-def slowlog(r: redis.Redis) -> str:
-    """What Redis's slow log holds (commands over 20 ms, set by main), then reset."""
-    entries = r.slowlog_get(128)
-    r.slowlog_reset()
-    if not entries:
-        return "none over 20 ms"
-    worst = max(entries, key=lambda e: e["duration"])
-    cmd = worst["command"]
-    cmd = (cmd.decode(errors="replace") if isinstance(cmd, bytes) else str(cmd))[:60]
-    return f"{len(entries)} over 20 ms, longest {worst['duration'] / 1000:.1f} ms ({cmd})"
-
-
-def wait_load(limit: float, until: float) -> str:
-    while True:
-        load = os.getloadavg()[0]
-        if load < limit or time.time() > until:
-            return f"{load:.2f}"
-        print(f"load {load:.2f} >= {limit}: waiting", file=sys.stderr)
-        time.sleep(15)
 
 
 def main() -> None:
