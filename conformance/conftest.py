@@ -87,6 +87,20 @@ def delayer_server(workdir: Path, redis_server: harness.RedisServer) -> Iterator
 
 
 @pytest.fixture(scope="session")
+def http_server(workdir: Path, redis_server: harness.RedisServer) -> Iterator[harness.DelayerServer]:
+    """A second server on the same Redis, with the HTTP API (any number of
+    servers may run): the flow-control tests' HTTP controller."""
+    port = harness.free_port()
+    server = harness.DelayerServer(workdir / "http-server", redis_server, PREFIX, TIMER_INTERVAL_MS, LAYOUT,
+                                   extra=f"http_addr = 127.0.0.1:{port}\n")
+    server.http_port = port  # type: ignore[attr-defined]
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
 def drivers(workdir: Path, redis_server: harness.RedisServer) -> Iterator[harness.Drivers]:
     d = harness.Drivers(redis_server, PREFIX, workdir, LAYOUT)
     try:

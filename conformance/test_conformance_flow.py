@@ -20,31 +20,15 @@ import threading
 import time
 import urllib.request
 import uuid
-from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 
-import harness
-from conftest import LAYOUT, PREFIX, TIMER_INTERVAL_MS
+from conftest import TIMER_INTERVAL_MS
 from harness import new_id, ok, wait_until
 
 SDKS = ["rust", "python", "php"]
 CONTROLLERS = SDKS + ["cli", "http"]
-
-
-@pytest.fixture(scope="module")
-def http_server(workdir: Path, redis_server: Any) -> Iterator[harness.DelayerServer]:
-    """A second server on the same Redis, with the HTTP API (any number of
-    servers may run)."""
-    port = harness.free_port()
-    server = harness.DelayerServer(workdir / "flow-http", redis_server, PREFIX, TIMER_INTERVAL_MS, LAYOUT,
-                                   extra=f"http_addr = 127.0.0.1:{port}\n")
-    server.http_port = port  # type: ignore[attr-defined]
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def control(how: str, action: str, topic: str, drivers: Any, server: Any, http: Any) -> bool:

@@ -17,30 +17,15 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import pytest
 
-import harness
-from conftest import LAYOUT, PREFIX, TIMER_INTERVAL_MS
+from conftest import TIMER_INTERVAL_MS
 from harness import new_id, ok, wait_until
 
 SDKS = ["rust", "python", "php"]
 CONTROLLERS = SDKS + ["cli", "http"]
-
-
-@pytest.fixture(scope="module")
-def http_server(workdir: Path, redis_server: Any) -> Iterator[harness.DelayerServer]:
-    """A second server on the same Redis, with the HTTP API."""
-    port = harness.free_port()
-    server = harness.DelayerServer(workdir / "limit-http", redis_server, PREFIX, TIMER_INTERVAL_MS, LAYOUT,
-                                   extra=f"http_addr = 127.0.0.1:{port}\n")
-    server.http_port = port  # type: ignore[attr-defined]
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def cli(server: Any, *args: str) -> "subprocess.CompletedProcess[str]":
