@@ -44,8 +44,9 @@
 -- does not refuse the LPUSH after it for maxmemory), then the LPUSH, then the
 -- scheduled count (-taken). A flow pool left empty of a topic that is not
 -- paused or rate-limited leaves KEYS[7]: move.lua sends its ids to the ready
--- queue again. The rate limit is move_topic.lua's token bucket, the same
--- lines: one token per id made ready (a dropped stale id takes none).
+-- queue again. The rate limit is move_topic.lua's token bucket
+-- (lua/includes/bucket.lua): one token per id made ready (a dropped stale id
+-- takes none).
 -- Ids due after `now` (a clock that went back) stay: nothing is early.
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 
@@ -79,20 +80,57 @@ if f[1] then
   return reply(0, 0, 'paused', f[2], f[3], {})
 end
 
--- The token bucket (the same lines are in move_topic.lua). A rate or burst
--- that is no number, or out of range, is no limit: a junk field must not
--- stall the topic. tokens_at is rewritten by every call, so a clock that
--- went back (a failover) refills from the new time on instead of never.
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local rate, burst = tonumber(f[4] or ''), tonumber(f[5] or '')
-local tokens
-if rate and burst and rate > 0 and rate < math.huge and burst >= 1 and burst < math.huge then
-  local gap = now_ms - (tonumber(f[7] or '') or now_ms)
+-- The rate limit's token bucket (PROTOCOL.md, "Rate limits"), written once
+-- for move_topic.lua and move_flow.lua (tools/lua-layouts.py puts it in both).
+-- A rate or burst that is no number, or out of range, is no limit: a junk
+-- field must not stall the topic.
+local bucket = {}
+
+-- The flow hash's fields per_second, burst, tokens, tokens_at (strings or
+-- false) and Redis's TIME: the tokens there now (nil: no limit) and now in
+-- Unix ms. Refilled at per_second up to burst since tokens_at; a clock that
+-- went back (a failover) refills nothing (every spend rewrites tokens_at).
+function bucket.refill(per_second, burst, tokens, tokens_at, time)
+  local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local rate, size = tonumber(per_second or ''), tonumber(burst or '')
+  if not (rate and size and rate > 0 and rate < math.huge and size >= 1 and size < math.huge) then
+    return nil, now_ms, nil
+  end
+  local gap = now_ms - (tonumber(tokens_at or '') or now_ms)
   if not (gap > 0) then gap = 0 end
-  tokens = math.min(burst, (tonumber(f[6] or '') or burst) + gap * rate / 1000)
-  if not (tokens >= 0) then tokens = 0 end
-  batch = math.min(batch, math.floor(tokens + 1e-9))
+  local have = math.min(size, (tonumber(tokens or '') or size) + gap * rate / 1000)
+  if not (have >= 0) then have = 0 end
+  return have, now_ms, rate
 end
+
+-- How many of `want` ids the tokens allow now.
+function bucket.allows(have, want)
+  if not have then return want end
+  return math.min(want, math.floor(have + 1e-9))
+end
+
+-- After `moved` ids were made ready: writes the bucket back (after the moves,
+-- whose removal came first: Redis out of memory still takes it; a call that
+-- moved nothing may be refused, and loses nothing), and keeps the flow hash's
+-- `backlog` (since when due ids wait for tokens, "s.mmm" `now`): set by a call
+-- that leaves due ids for lack of tokens, deleted by one that leaves none,
+-- also once the limit is gone (the held ids drained at full speed). Returns
+-- the call's flow state ("limited" or "") and next_allowed ("s.mmm" or "").
+function bucket.spend(flow, have, rate, now_ms, moved, waiting, backlog, now)
+  if have then
+    have = have - moved
+    redis.pcall('HSET', flow, 'tokens', string.format('%.17g', have), 'tokens_at', now_ms)
+    if waiting and have < 1 then
+      local at = now_ms + math.max(1, math.ceil((1 - have) * 1000 / rate))
+      if backlog == '' then redis.pcall('HSET', flow, 'backlog', now) end
+      return 'limited', math.floor(at / 1000) .. '.' .. string.format('%03d', at % 1000)
+    end
+  end
+  if backlog ~= '' and not waiting then redis.pcall('HDEL', flow, 'backlog') end
+  return '', ''
+end
+local tokens, now_ms, rate = bucket.refill(f[4], f[5], f[6], f[7], t)
+batch = bucket.allows(tokens, batch)
 
 local due = redis.pcall('ZRANGEBYSCORE', fpool, '-inf', now, 'WITHSCORES', 'LIMIT', 0, batch)
 if due.err then
@@ -150,25 +188,9 @@ if taken > 0 then
     bad(counts, 'hash')
   end
 end
-local state, next_allowed = '', ''
 local head = redis.pcall('ZRANGE', fpool, 0, 0, 'WITHSCORES')
-local waiting = type(head) == 'table' and head[2] and tonumber(head[2]) <= tonumber(now)
-if tokens then
-  tokens = tokens - #ids
-  -- After the moves (a removal came first: Redis out of memory still takes
-  -- these); a call that moved nothing may be refused, and loses nothing.
-  redis.pcall('HSET', flow, 'tokens', string.format('%.17g', tokens), 'tokens_at', now_ms)
-  if waiting and tokens < 1 then
-    state = 'limited'
-    local at = now_ms + math.max(1, math.ceil((1 - tokens) * 1000 / rate))
-    next_allowed = math.floor(at / 1000) .. '.' .. string.format('%03d', at % 1000)
-    if backlog == '' then redis.pcall('HSET', flow, 'backlog', string.sub(now, 1, -4)) end
-  end
-end
-if backlog ~= '' and not waiting then
-  -- A limit cleared with ids held: they drained at full speed, still held.
-  redis.pcall('HDEL', flow, 'backlog')
-end
+local waiting = type(head) == 'table' and head[2] and tonumber(head[2]) <= tonumber(now) or false
+local state, next_allowed = bucket.spend(flow, tokens, rate, now_ms, #ids, waiting, backlog, string.sub(now, 1, -4))
 if not tokens and redis.pcall('ZCARD', fpool) == 0 then
   local r = redis.pcall('SREM', flow_set, topic)
   if type(r) ~= 'number' then bad(flow_set, 'set') end

@@ -35,10 +35,10 @@
 --                due jobs have been waiting for tokens ("s.mmm"), else "": a
 --                moved job then waited for the limit (held, not late)
 -- The rate limit is a token bucket in the flow hash (PROTOCOL.md, "Rate
--- limits"): refilled at per_second up to burst since tokens_at, one token
--- taken per id moved, so any number of servers together move at most
--- burst + per_second * t ids in any t seconds. move_flow.lua keeps the same
--- bucket for the classic layout.
+-- limits"; lua/includes/bucket.lua, shared with move_flow.lua): refilled at
+-- per_second up to burst since tokens_at, one token taken per id moved, so
+-- any number of servers together move at most burst + per_second * t ids in
+-- any t seconds.
 -- A pool, ready or flow key of the wrong type fails the call before any write,
 -- with a WRONGTYPE error naming the key: the topic's jobs stay where they
 -- are (the server sets the topic aside, PROTOCOL.md "The per-topic layout").
@@ -77,20 +77,57 @@ if flow[1] then
     resumed, last_paused, '', backlog}
 end
 
--- The token bucket (the same lines are in move_flow.lua). A rate or burst
--- that is no number, or out of range, is no limit: a junk field must not
--- stall the topic. tokens_at is rewritten by every call, so a clock that
--- went back (a failover) refills from the new time on instead of never.
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local rate, burst = tonumber(flow[4] or ''), tonumber(flow[5] or '')
-local tokens
-if rate and burst and rate > 0 and rate < math.huge and burst >= 1 and burst < math.huge then
-  local gap = now_ms - (tonumber(flow[7] or '') or now_ms)
+-- The rate limit's token bucket (PROTOCOL.md, "Rate limits"), written once
+-- for move_topic.lua and move_flow.lua (tools/lua-layouts.py puts it in both).
+-- A rate or burst that is no number, or out of range, is no limit: a junk
+-- field must not stall the topic.
+local bucket = {}
+
+-- The flow hash's fields per_second, burst, tokens, tokens_at (strings or
+-- false) and Redis's TIME: the tokens there now (nil: no limit) and now in
+-- Unix ms. Refilled at per_second up to burst since tokens_at; a clock that
+-- went back (a failover) refills nothing (every spend rewrites tokens_at).
+function bucket.refill(per_second, burst, tokens, tokens_at, time)
+  local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local rate, size = tonumber(per_second or ''), tonumber(burst or '')
+  if not (rate and size and rate > 0 and rate < math.huge and size >= 1 and size < math.huge) then
+    return nil, now_ms, nil
+  end
+  local gap = now_ms - (tonumber(tokens_at or '') or now_ms)
   if not (gap > 0) then gap = 0 end
-  tokens = math.min(burst, (tonumber(flow[6] or '') or burst) + gap * rate / 1000)
-  if not (tokens >= 0) then tokens = 0 end
-  batch = math.min(batch, math.floor(tokens + 1e-9))
+  local have = math.min(size, (tonumber(tokens or '') or size) + gap * rate / 1000)
+  if not (have >= 0) then have = 0 end
+  return have, now_ms, rate
 end
+
+-- How many of `want` ids the tokens allow now.
+function bucket.allows(have, want)
+  if not have then return want end
+  return math.min(want, math.floor(have + 1e-9))
+end
+
+-- After `moved` ids were made ready: writes the bucket back (after the moves,
+-- whose removal came first: Redis out of memory still takes it; a call that
+-- moved nothing may be refused, and loses nothing), and keeps the flow hash's
+-- `backlog` (since when due ids wait for tokens, "s.mmm" `now`): set by a call
+-- that leaves due ids for lack of tokens, deleted by one that leaves none,
+-- also once the limit is gone (the held ids drained at full speed). Returns
+-- the call's flow state ("limited" or "") and next_allowed ("s.mmm" or "").
+function bucket.spend(flow, have, rate, now_ms, moved, waiting, backlog, now)
+  if have then
+    have = have - moved
+    redis.pcall('HSET', flow, 'tokens', string.format('%.17g', have), 'tokens_at', now_ms)
+    if waiting and have < 1 then
+      local at = now_ms + math.max(1, math.ceil((1 - have) * 1000 / rate))
+      if backlog == '' then redis.pcall('HSET', flow, 'backlog', now) end
+      return 'limited', math.floor(at / 1000) .. '.' .. string.format('%03d', at % 1000)
+    end
+  end
+  if backlog ~= '' and not waiting then redis.pcall('HDEL', flow, 'backlog') end
+  return '', ''
+end
+local tokens, now_ms, rate = bucket.refill(flow[4], flow[5], flow[6], flow[7], t)
+batch = bucket.allows(tokens, batch)
 
 -- Ids without scores, and two scores for the batch's lateness: formatting
 -- a score per job would cost Redis as much as the whole move.
@@ -119,24 +156,7 @@ if taken > 0 then
 end
 
 local next_due = redis.call('ZRANGE', pool, 0, 0, 'WITHSCORES')
-local state, next_allowed = '', ''
-if tokens then
-  tokens = tokens - taken
-  local waiting = next_due[2] and tonumber(next_due[2]) <= tonumber(now)
-  -- After the moves (a removal came first: Redis out of memory still takes
-  -- these); a call that moved nothing may be refused, and loses nothing.
-  redis.pcall('HSET', KEYS[4], 'tokens', string.format('%.17g', tokens), 'tokens_at', now_ms)
-  if waiting and tokens < 1 then
-    state = 'limited'
-    local at = now_ms + math.max(1, math.ceil((1 - tokens) * 1000 / rate))
-    next_allowed = math.floor(at / 1000) .. '.' .. string.format('%03d', at % 1000)
-    if backlog == '' then redis.pcall('HSET', KEYS[4], 'backlog', now) end
-  elseif not waiting and backlog ~= '' then
-    redis.pcall('HDEL', KEYS[4], 'backlog')
-  end
-elseif backlog ~= '' and not (next_due[2] and tonumber(next_due[2]) <= tonumber(now)) then
-  -- A limit cleared with jobs held: they drain at full speed, still held.
-  redis.pcall('HDEL', KEYS[4], 'backlog')
-end
+local waiting = next_due[2] and tonumber(next_due[2]) <= tonumber(now) or false
+local state, next_allowed = bucket.spend(KEYS[4], tokens, rate, now_ms, taken, waiting, backlog, now)
 return {taken, next_due[2] or '', t[1] .. '.' .. string.format('%06d', tonumber(t[2])), oldest, newest,
   redis.call('ZCARD', pool), bad_keys, state, resumed, last_paused, next_allowed, backlog}

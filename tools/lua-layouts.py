@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Build the layout pairs of lua/ from their one source in lua/layouts/.
+"""Build the layout pairs of lua/ from their one source in lua/layouts/,
+and the scripts of lua/src/ with their shared pieces.
 
 A script whose work differs between the key layouts is two scripts, one
 shape each (issue 21, "one shape per script"): lua/<name>.lua for the
@@ -10,7 +11,10 @@ from lua/layouts/<name>.lua, so their shared logic is written once:
 - a line ending in ``--@topic`` is in the per-topic script only,
 - every other line is in both.
 
-The marker and the spaces before it are dropped. The outputs are checked in
+The marker and the spaces before it are dropped. A line ``--@include <name>``
+(in lua/layouts/ or lua/src/) is replaced by lua/includes/<name>.lua, so that
+logic two scripts share (the rate limit's token bucket of move_topic.lua and
+move_flow.lua) is written once; lua/src/<name>.lua becomes lua/<name>.lua. The outputs are checked in
 (every SDK loads lua/ as it is, and its copies must be byte-identical);
 ``--check`` fails when one is stale, and the test suite runs it. Writing
 also refreshes the Python and PHP SDKs' copies of the outputs
@@ -30,6 +34,16 @@ ROOT = Path(__file__).resolve().parent.parent
 LUA = ROOT / "lua"
 COPIES = [ROOT / "sdk-python" / "src" / "delayer" / "lua", ROOT / "sdk-php" / "lua"]
 MARK = re.compile(r"\s*--@(classic|topic)$")
+INCLUDE = re.compile(r"^--@include (\w+)$")
+
+
+def expand(source: str) -> str:
+    """``source`` with each ``--@include <name>`` line replaced by lua/includes/<name>.lua."""
+    out = []
+    for line in source.splitlines():
+        include = INCLUDE.match(line)
+        out.append((LUA / "includes" / f"{include.group(1)}.lua").read_text().rstrip("\n") if include else line)
+    return "\n".join(out) + "\n"
 
 
 def render(source: str, layout: str) -> str:
@@ -46,9 +60,11 @@ def render(source: str, layout: str) -> str:
 def outputs() -> dict[Path, str]:
     built = {}
     for src in sorted((LUA / "layouts").glob("*.lua")):
-        text = src.read_text()
+        text = expand(src.read_text())
         built[LUA / src.name] = render(text, "classic")
         built[LUA / (src.stem + "_topic.lua")] = render(text, "topic")
+    for src in sorted((LUA / "src").glob("*.lua")):
+        built[LUA / src.name] = expand(src.read_text())
     return built
 
 
@@ -61,7 +77,9 @@ def main(argv: list[str]) -> int:
         if check:
             stale.append(path.name)
         else:
-            for out in [path] + [d / path.name for d in COPIES]:
+            # The SDKs keep copies of the layout pairs, not of the server's scripts.
+            server_only = (LUA / "src" / path.name).exists()
+            for out in [path] + ([] if server_only else [d / path.name for d in COPIES]):
                 out.write_text(text)
                 print(f"wrote {out.relative_to(ROOT)}")
     if stale:
