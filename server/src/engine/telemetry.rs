@@ -64,12 +64,14 @@ pub fn describe() {
     describe_histogram!(
         LATENESS,
         Unit::Seconds,
-        "How long after its due time each job was moved, less any pause of its topic it waited for."
+        "How long after its due time each job was moved, less any pause of its topic it waited for (jobs that waited \
+         for their rate limit's tokens are left out: delayer_held_seconds)."
     );
     describe_histogram!(
         HELD,
         Unit::Seconds,
-        "How long each job moved after a pause of its topic was held by it, by reason."
+        "How long each job moved after a pause, or while its topic's rate limit held due jobs back, was held, by \
+         reason (paused, limited)."
     );
     describe_gauge!(POOL, "Jobs waiting in the pool, as of the last batch.");
     describe_counter!(REDIS_ERRORS, "Ticks that failed on a Redis error.");
@@ -80,7 +82,7 @@ pub fn describe() {
     );
     describe_gauge!(
         JOBS,
-        "Jobs per topic and state (scheduled, ready, reserved, dead, held: due jobs a pause holds back), read from \
+        "Jobs per topic and state (scheduled, ready, reserved, dead, held: due jobs a pause or rate limit holds back), read from \
          Redis every 5 s; reserved is left out when too many jobs are reserved to count per topic."
     );
     describe_gauge!(
