@@ -23,8 +23,11 @@ fn ready(redis: &RedisServer, layout: Layout) -> usize {
 }
 
 fn ready_of(redis: &RedisServer, layout: Layout, topic: &str) -> usize {
-    let key =
-        if layout == Layout::Topic { format!("delayer:{{{topic}}}:ready") } else { format!("delayer:ready_queue:{topic}") };
+    let key = if layout == Layout::Topic {
+        format!("delayer:{{{topic}}}:ready")
+    } else {
+        format!("delayer:ready_queue:{topic}")
+    };
     redis::cmd("LLEN").arg(key).query(&mut redis.connection()).expect("LLEN")
 }
 
