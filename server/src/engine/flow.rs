@@ -15,12 +15,15 @@
 //! cost of many paused topics; one answered "limited" (its tokens are
 //! spent) is not asked again before its next token or an announcement.
 
-use crate::scripts::{self, MoveReply};
+use crate::oddities;
+use crate::scripts::{self, bad_reply, clock, int, next_time, read_bad_keys, text, MoveReply, Pause};
 use delayer_protocol::connection::Conn;
 use delayer_protocol::keys::Keys;
+use delayer_protocol::numbers;
 use log::warn;
+use redis::{Cmd, Script, Value};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a topic that answered "paused" is not asked again unless
@@ -94,14 +97,13 @@ impl FlowDrain {
 
     /// One `move_flow.lua` call per topic, in one round trip.
     pub fn round(&self, conn: &mut Conn, topics: &[Vec<u8>]) -> redis::RedisResult<Round> {
-        let calls: Vec<_> =
-            topics.iter().map(|t| scripts::move_flow_call(&self.keys, t, self.batch, self.lateness)).collect();
-        let replies = scripts::eval_each(conn, &scripts::MOVE_FLOW, &calls)?;
+        let calls: Vec<_> = topics.iter().map(|t| move_flow_call(&self.keys, t, self.batch, self.lateness)).collect();
+        let replies = scripts::eval_each(conn, &MOVE_FLOW, &calls)?;
         let mut round = Round::default();
         let mut resting = self.resting.lock().unwrap_or_else(|e| e.into_inner());
         for (topic, reply) in topics.iter().zip(replies) {
             let name = String::from_utf8_lossy(topic);
-            let reply = match reply.and_then(|v| scripts::read_move_flow(&name, &self.keys, v)) {
+            let reply = match reply.and_then(|v| read_move_flow(&name, &self.keys, v)) {
                 Ok(r) => r,
                 Err(e) => {
                     warn!("moving the set-aside jobs of topic {name:?} failed: {e}; they wait (none is lost)");
@@ -122,4 +124,74 @@ impl FlowDrain {
         }
         Ok(round)
     }
+}
+
+/// `move_flow.lua`: a classic topic's set-aside ids made ready once it runs
+/// (its header states its KEYS and ARGV).
+pub static MOVE_FLOW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/move_flow.lua")));
+
+/// The call that makes at most `batch_size` of `topic`'s set-aside ids ready
+/// (classic layout, `move_flow.lua`). Send it with [`eval_each`]; read its
+/// reply with [`read_move_flow`].
+/// The topic is bytes: a PHP or 1.x client may name one that is not UTF-8.
+pub fn move_flow_call(keys: &Keys, topic: &[u8], batch_size: u32, lateness: bool) -> Cmd {
+    let of = |kind: &str| [keys.prefix().as_bytes(), kind.as_bytes(), topic].concat();
+    let mut call = redis::cmd("EVALSHA");
+    call.arg(MOVE_FLOW.get_hash()).arg(7);
+    call.arg(of("flow_pool:")).arg(of("ready_queue:")).arg(of("flow:"));
+    call.arg(keys.job_pool()).arg(keys.reserved()).arg(keys.scheduled_count()).arg(keys.flow_topics());
+    call.arg(topic).arg(keys.bucket_prefix()).arg(batch_size).arg(if lateness { "1" } else { "0" });
+    call
+}
+
+/// move_flow.lua's reply as a [`MoveReply`]: `taken` counts the ids taken
+/// off the flow pool (moved and dropped, as `orphans`), `pool_size` what is
+/// left there, and each moved job's wait is split into held and late.
+pub fn read_move_flow(topic: &str, keys: &Keys, value: Value) -> redis::RedisResult<MoveReply> {
+    parse_flow(topic, keys, value).map_err(|m| bad_reply("move_flow.lua reply", m))
+}
+
+fn parse_flow(topic: &str, keys: &Keys, value: Value) -> Result<MoveReply, String> {
+    let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
+    let [moved, dropped, flow, left, now, resumed, last_paused, dues, bad_keys, head, next_allowed, backlog]: [Value;
+        12] = items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 12", v.len()))?;
+    let (moved, dropped) = (int(moved)?, int(dropped)?);
+    let (flow_key, pool) = (keys.flow(topic), keys.flow_pool(topic));
+    let resumed = next_time(resumed, &flow_key, "the time of the last resume")?;
+    let began = next_time(last_paused, &flow_key, "the time the last pause began")?;
+    let mut reply = MoveReply {
+        taken: moved + dropped,
+        orphans: dropped,
+        per_topic: if moved > 0 { vec![(topic.to_string(), moved)] } else { Vec::new() },
+        now: clock(now)?,
+        pool_size: int(left)?,
+        paused: text(flow)? == "paused",
+        pause: resumed.map(|resumed| Pause { began, resumed }),
+        bad_keys: read_bad_keys(bad_keys)?,
+        next_allowed: next_time(next_allowed, &flow_key, "the time of the next token")?,
+        backlog: next_time(backlog, &flow_key, "the time due jobs began to wait for tokens")?,
+        ..MoveReply::default()
+    };
+    // What is left was due when set aside: a head no clock reaches is junk
+    // (the job waits there, not lost), said once.
+    let head = text(head)?;
+    if !head.is_empty() && numbers::time_text(&head).odd.is_some() {
+        oddities::report(
+            &pool,
+            "the due time of a set-aside job",
+            &head,
+            "is no time within 1970..9999: that job waits in the flow pool (none is lost; fix or remove it)",
+        );
+    }
+    let Value::Array(dues) = dues else { return Err("expected a list of due times".into()) };
+    let mut times = Vec::with_capacity(dues.len());
+    for due in dues {
+        // A score that is no time is left out of the histograms.
+        if let Some(due) = next_time(due, &pool, "the due time of a set-aside job")? {
+            times.push(due);
+        }
+    }
+    reply.oldest_due = times.first().copied();
+    reply.push_waits(times);
+    Ok(reply)
 }

@@ -27,10 +27,6 @@ use std::sync::LazyLock;
 /// `move.lua` (its header states its KEYS and ARGV).
 pub static MOVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/move.lua")));
 
-/// `move_flow.lua`: a classic topic's set-aside ids made ready once it runs
-/// (its header states its KEYS and ARGV).
-pub static MOVE_FLOW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/move_flow.lua")));
-
 /// `move_topic.lua` (its header states its KEYS and ARGV).
 pub static MOVE_TOPIC: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("../../lua/move_topic.lua")));
 
@@ -155,7 +151,7 @@ pub fn eval_each(
     Ok(replies)
 }
 
-fn bad_reply(what: &'static str, detail: String) -> redis::RedisError {
+pub(crate) fn bad_reply(what: &'static str, detail: String) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, what, detail))
 }
 
@@ -273,7 +269,7 @@ impl MoveReply {
 
     /// Each moved job's wait, split ([`MoveReply::split`]) into
     /// `lateness_ms` and `held_ms`.
-    fn push_waits(&mut self, dues: impl IntoIterator<Item = f64>) {
+    pub(crate) fn push_waits(&mut self, dues: impl IntoIterator<Item = f64>) {
         let ms = |s: f64| (s * 1000.0).round() as u64;
         for due in dues {
             let (late, held) = self.split(due);
@@ -361,7 +357,7 @@ fn counts(v: Value) -> Result<Vec<(String, u64)>, String> {
 }
 
 /// A reply's flat `{key, type, expected, ...}`.
-fn read_bad_keys(v: Value) -> Result<Vec<BadKey>, String> {
+pub(crate) fn read_bad_keys(v: Value) -> Result<Vec<BadKey>, String> {
     let flat = strings(v)?;
     if flat.len() % 3 != 0 {
         return Err(format!("bad_keys: {} elements, not triples", flat.len()));
@@ -427,80 +423,14 @@ fn parse_topic(topic: &str, pool: &str, value: Value, lateness: bool) -> Result<
     })
 }
 
-/// The call that makes at most `batch_size` of `topic`'s set-aside ids ready
-/// (classic layout, `move_flow.lua`). Send it with [`eval_each`]; read its
-/// reply with [`read_move_flow`].
-/// The topic is bytes: a PHP or 1.x client may name one that is not UTF-8.
-pub fn move_flow_call(keys: &Keys, topic: &[u8], batch_size: u32, lateness: bool) -> Cmd {
-    let of = |kind: &str| [keys.prefix().as_bytes(), kind.as_bytes(), topic].concat();
-    let mut call = redis::cmd("EVALSHA");
-    call.arg(MOVE_FLOW.get_hash()).arg(7);
-    call.arg(of("flow_pool:")).arg(of("ready_queue:")).arg(of("flow:"));
-    call.arg(keys.job_pool()).arg(keys.reserved()).arg(keys.scheduled_count()).arg(keys.flow_topics());
-    call.arg(topic).arg(keys.bucket_prefix()).arg(batch_size).arg(if lateness { "1" } else { "0" });
-    call
-}
-
-/// move_flow.lua's reply as a [`MoveReply`]: `taken` counts the ids taken
-/// off the flow pool (moved and dropped, as `orphans`), `pool_size` what is
-/// left there, and each moved job's wait is split into held and late.
-pub fn read_move_flow(topic: &str, keys: &Keys, value: Value) -> redis::RedisResult<MoveReply> {
-    parse_flow(topic, keys, value).map_err(|m| bad_reply("move_flow.lua reply", m))
-}
-
-fn parse_flow(topic: &str, keys: &Keys, value: Value) -> Result<MoveReply, String> {
-    let Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
-    let [moved, dropped, flow, left, now, resumed, last_paused, dues, bad_keys, head, next_allowed, backlog]: [Value;
-        12] = items.try_into().map_err(|v: Vec<Value>| format!("{} elements, expected 12", v.len()))?;
-    let (moved, dropped) = (int(moved)?, int(dropped)?);
-    let (flow_key, pool) = (keys.flow(topic), keys.flow_pool(topic));
-    let resumed = next_time(resumed, &flow_key, "the time of the last resume")?;
-    let began = next_time(last_paused, &flow_key, "the time the last pause began")?;
-    let mut reply = MoveReply {
-        taken: moved + dropped,
-        orphans: dropped,
-        per_topic: if moved > 0 { vec![(topic.to_string(), moved)] } else { Vec::new() },
-        now: clock(now)?,
-        pool_size: int(left)?,
-        paused: text(flow)? == "paused",
-        pause: resumed.map(|resumed| Pause { began, resumed }),
-        bad_keys: read_bad_keys(bad_keys)?,
-        next_allowed: next_time(next_allowed, &flow_key, "the time of the next token")?,
-        backlog: next_time(backlog, &flow_key, "the time due jobs began to wait for tokens")?,
-        ..MoveReply::default()
-    };
-    // What is left was due when set aside: a head no clock reaches is junk
-    // (the job waits there, not lost), said once.
-    let head = text(head)?;
-    if !head.is_empty() && numbers::time_text(&head).odd.is_some() {
-        oddities::report(
-            &pool,
-            "the due time of a set-aside job",
-            &head,
-            "is no time within 1970..9999: that job waits in the flow pool (none is lost; fix or remove it)",
-        );
-    }
-    let Value::Array(dues) = dues else { return Err("expected a list of due times".into()) };
-    let mut times = Vec::with_capacity(dues.len());
-    for due in dues {
-        // A score that is no time is left out of the histograms.
-        if let Some(due) = next_time(due, &pool, "the due time of a set-aside job")? {
-            times.push(due);
-        }
-    }
-    reply.oldest_due = times.first().copied();
-    reply.push_waits(times);
-    Ok(reply)
-}
-
-fn int(v: Value) -> Result<u64, String> {
+pub(crate) fn int(v: Value) -> Result<u64, String> {
     match v {
         Value::Int(n) if n >= 0 => Ok(n as u64),
         other => Err(format!("expected a count, got {other:?}")),
     }
 }
 
-fn text(v: Value) -> Result<String, String> {
+pub(crate) fn text(v: Value) -> Result<String, String> {
     match v {
         Value::BulkString(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
         // Lua numbers in a table come back as integers.
@@ -523,7 +453,7 @@ fn strings(v: Value) -> Result<Vec<String>, String> {
 /// again within timer_interval rather than ticking without pause (the
 /// tick just moved whatever was due, so an early time is a misformatted
 /// one: release.lua renders an `inf` deadline as `-9223372036854775808.…`).
-fn next_time(v: Value, key: &str, what: &str) -> Result<Option<f64>, String> {
+pub(crate) fn next_time(v: Value, key: &str, what: &str) -> Result<Option<f64>, String> {
     let s = text(v)?;
     if s.is_empty() {
         return Ok(None);
@@ -543,7 +473,7 @@ fn next_time(v: Value, key: &str, what: &str) -> Result<Option<f64>, String> {
 }
 
 /// Redis's clock in a reply (`TIME`, "s.uuuuuu"): a time there must be.
-fn clock(v: Value) -> Result<f64, String> {
+pub(crate) fn clock(v: Value) -> Result<f64, String> {
     let s = text(v)?;
     match numbers::time_text(&s) {
         Read { value: Some(now), odd: None } => Ok(now.secs()),
