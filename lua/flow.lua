@@ -84,7 +84,13 @@ end
 local rate, rate_text, burst
 if action == 'limit' then
   local given = ARGV[4] or ''
-  rate = tonumber(given)
+  -- A decimal only: Lua's tonumber also takes hex and spaces. Each SDK
+  -- spells infinity and NaN its own way (inf, INF, NaN, nan, ...).
+  local word = string.lower(given)
+  if string.find(word, '^[+-]?inf') or string.find(word, '^[+-]?nan') then
+    return invalid('the rate must be a finite number of jobs per second')
+  end
+  rate = string.find(given, '^[%d%.eE+-]+$') and tonumber(given)
   if not rate then
     return invalid('the rate must be a number of jobs per second, got "' .. shown(given) .. '"')
   elseif rate ~= rate or rate == math.huge or rate == -math.huge then
@@ -103,7 +109,7 @@ if action == 'limit' then
   if b == '' then
     burst = math.max(1, math.ceil(rate))
   else
-    burst = tonumber(b)
+    burst = string.find(b, '^%d+$') and tonumber(b)
     if not burst or burst ~= math.floor(burst) or burst < 1 or burst > 1000000 then
       return invalid('the burst must be a whole number of jobs from 1 to 1000000, got "' .. shown(b) .. '"')
     elseif burst < rate / 100 then

@@ -79,8 +79,9 @@ end
 
 -- The rate limit's token bucket (PROTOCOL.md, "Rate limits"), written once
 -- for move_topic.lua and move_flow.lua (tools/lua-layouts.py puts it in both).
--- A rate or burst that is no number, or out of range, is no limit: a junk
--- field must not stall the topic.
+-- A rate or burst that is no number, or outside flow.lua's input rules (a
+-- rate from one a day to 1,000,000 a second, a burst from 1 to 1,000,000),
+-- is no limit: a junk field written by hand must not stall the topic.
 local bucket = {}
 
 -- The flow hash's fields per_second, burst, tokens, tokens_at (strings or
@@ -90,7 +91,7 @@ local bucket = {}
 function bucket.refill(per_second, burst, tokens, tokens_at, time)
   local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   local rate, size = tonumber(per_second or ''), tonumber(burst or '')
-  if not (rate and size and rate > 0 and rate < math.huge and size >= 1 and size < math.huge) then
+  if not (rate and size and rate >= (1 / 86400) * (1 - 1e-9) and rate <= 1000000 and size >= 1 and size <= 1000000) then
     return nil, now_ms, nil
   end
   local gap = now_ms - (tonumber(tokens_at or '') or now_ms)
@@ -120,7 +121,7 @@ function bucket.spend(flow, have, rate, now_ms, moved, waiting, backlog, now)
     if waiting and have < 1 then
       local at = now_ms + math.max(1, math.ceil((1 - have) * 1000 / rate))
       if backlog == '' then redis.pcall('HSET', flow, 'backlog', now) end
-      return 'limited', math.floor(at / 1000) .. '.' .. string.format('%03d', at % 1000)
+      return 'limited', string.format('%d.%03d', math.floor(at / 1000), at % 1000)
     end
   end
   if backlog ~= '' and not waiting then redis.pcall('HDEL', flow, 'backlog') end

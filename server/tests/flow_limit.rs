@@ -163,30 +163,103 @@ fn a_cleared_limit_lets_the_held_jobs_go_at_full_speed() {
 
 #[test]
 fn a_junk_limit_in_the_flow_hash_is_no_limit() {
-    // Redis data is input: a rate that is no number must not stall the topic.
-    for (layout, name) in [(Layout::Classic, "classic"), (Layout::Topic, "topic")] {
-        let redis = RedisServer::start();
-        let srv = server(&redis, name, "");
-        let d = Delayer::open(&redis.url()).expect("client").with_layout(layout).expect("layout");
-        let mut conn = redis.connection();
-        limit(&mut conn, layout, "odd", Some(("1", "1")));
-        let flow = if layout == Layout::Topic { "delayer:{odd}:flow" } else { "delayer:flow:odd" };
-        let _: () = redis::cmd("HSET")
-            .arg(flow)
-            .arg("per_second")
-            .arg("fast")
-            .arg("tokens")
-            .arg("nan")
-            .query(&mut conn)
-            .unwrap();
-        for i in 0..10 {
-            d.push("odd", &format!("o{i}"), Duration::ZERO).expect("push");
+    // Redis data is input: a rate that is no number, or one outside the
+    // input rules (1e-20 a second would give no token for ages, and made the
+    // per-topic server call again at once: review F2), is no limit: the
+    // topic moves, and the server does not spin on it.
+    for junk in ["fast", "1e-20"] {
+        for (layout, name) in [(Layout::Classic, "classic"), (Layout::Topic, "topic")] {
+            let redis = RedisServer::start();
+            let srv = server(&redis, name, "");
+            let d = Delayer::open(&redis.url()).expect("client").with_layout(layout).expect("layout");
+            let mut conn = redis.connection();
+            limit(&mut conn, layout, "odd", Some(("1", "1")));
+            let flow = if layout == Layout::Topic { "delayer:{odd}:flow" } else { "delayer:flow:odd" };
+            let _: () = redis::cmd("HSET")
+                .arg(flow)
+                .arg("per_second")
+                .arg(junk)
+                .arg("tokens")
+                .arg("nan")
+                .query(&mut conn)
+                .unwrap();
+            for i in 0..10 {
+                d.push("odd", &format!("o{i}"), Duration::ZERO).expect("push");
+            }
+            let ready = ready_key(layout, "odd");
+            assert!(
+                wait_until(DEADLINE, || redis::cmd("LLEN").arg(&ready).query::<usize>(&mut conn).unwrap() == 10),
+                "{name}, per_second {junk}: {}",
+                srv.output()
+            );
+            assert!(!srv.output().contains("is no time"), "{name}, per_second {junk}: {}", srv.output());
         }
-        let ready = ready_key(layout, "odd");
-        assert!(
-            wait_until(DEADLINE, || redis::cmd("LLEN").arg(&ready).query::<usize>(&mut conn).unwrap() == 10),
-            "{name}: {}",
-            srv.output()
-        );
     }
+}
+
+#[test]
+fn idle_limited_topics_cost_nothing_per_tick_and_hold_up_no_busy_one() {
+    // Classic: a limited topic stays in flow_topics with nothing set aside.
+    // Asked every tick, 2,000 of them made a busy limited topic run at a
+    // fraction of its rate (review F1); now each rests until move.lua sets
+    // ids aside for it.
+    const IDLE: usize = 2000;
+    let redis = RedisServer::start();
+    let srv = server(&redis, "classic", "");
+    let d = Delayer::open(&redis.url()).expect("client").with_layout(Layout::Classic).expect("layout");
+    let mut conn = redis.connection();
+    let mut pipe = redis::pipe();
+    for i in 0..IDLE {
+        pipe.cmd("HSET")
+            .arg(format!("delayer:flow:idle{i}"))
+            .arg("per_second")
+            .arg("10")
+            .arg("burst")
+            .arg("10")
+            .ignore();
+        pipe.cmd("SADD").arg("delayer:flow_topics").arg(format!("idle{i}")).ignore();
+    }
+    let _: () = pipe.query(&mut conn).expect("idle topics");
+    // Every idle topic asked once, and found idle.
+    std::thread::sleep(Duration::from_millis(1500));
+    let calls = |conn: &mut redis::Connection| -> u64 {
+        let info: String = redis::cmd("INFO").arg("commandstats").query(conn).expect("INFO");
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+            .and_then(|v| v.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let before = calls(&mut conn);
+    limit(&mut conn, Layout::Classic, "hot", Some(("20", "1")));
+    for i in 0..40 {
+        d.push("hot", &format!("h{i:02}"), Duration::ZERO).expect("push");
+    }
+    let ready = ready_key(Layout::Classic, "hot");
+    assert!(
+        wait_until(DEADLINE, || redis::cmd("LLEN").arg(&ready).query::<usize>(&mut conn).unwrap() == 40),
+        "{}",
+        srv.output()
+    );
+    // About two seconds at 20/s: the busy topic's calls and the ticks',
+    // not one per idle topic per tick (that was thousands).
+    let spent = calls(&mut conn) - before;
+    assert!(spent < IDLE as u64, "{spent} script calls while 40 jobs drained beside {IDLE} idle limited topics");
+}
+
+#[test]
+fn flow_lua_takes_a_decimal_rate_and_a_whole_burst_only() {
+    // Lua's tonumber also reads hex and padded text; the input rules say a
+    // decimal (review F3). Checked once, in the script, for every SDK.
+    let redis = RedisServer::start();
+    let mut conn = redis.connection();
+    for (rate, burst) in [("0x10", ""), (" 5", ""), ("5", "0x2"), ("5", "+3"), ("inf", ""), ("NaN", "")] {
+        let mut call = redis::cmd("EVAL");
+        call.arg(FLOW_TOPIC).arg(3).arg("delayer:{t}:flow").arg("delayer:{t}:gate").arg("delayer:{t}:pool");
+        call.arg("t").arg("limit").arg("").arg(rate).arg(burst);
+        let refused = call.query::<redis::Value>(&mut conn).expect_err("refused");
+        assert!(refused.to_string().contains("invalid argument"), "{rate:?} {burst:?}: {refused}");
+    }
+    let exists: bool = redis::cmd("EXISTS").arg("delayer:{t}:flow").query(&mut conn).unwrap();
+    assert!(!exists, "nothing written");
 }

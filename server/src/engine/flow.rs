@@ -13,7 +13,8 @@
 //! again until the wake channel announces it (a resume does, design hole 6)
 //! or [`PAUSED_RECHECK`] has passed (a lost announcement), which bounds the
 //! cost of many paused topics; one answered "limited" (its tokens are
-//! spent) is not asked again before its next token or an announcement.
+//! spent) is not asked again before its next token or an announcement, nor
+//! one with nothing set aside before move.lua sets ids aside for it.
 
 use crate::oddities;
 use crate::scripts::{self, bad_reply, clock, int, next_time, read_bad_keys, text, MoveReply, Pause};
@@ -37,6 +38,11 @@ pub const MAX_FLOW_BATCH: u32 = 250;
 
 /// The most topics one round asks (the rest wait for the next tick's).
 const MAX_TOPICS: usize = 1000;
+
+/// The most topics of `flow_topics` read per tick, resting ones included:
+/// those not resting are asked, so a busy topic is not left out by a draw
+/// among thousands of idle ones.
+const MAX_LISTED: usize = 10_000;
 
 pub struct FlowDrain {
     keys: Keys,
@@ -70,7 +76,7 @@ impl FlowDrain {
     pub fn topics(&self, conn: &mut Conn) -> redis::RedisResult<Vec<Vec<u8>>> {
         let key = self.keys.flow_topics();
         // Bytes, not Values: RESP3 answers a set, RESP2 an array.
-        let raw: Vec<Vec<u8>> = match redis::cmd("SRANDMEMBER").arg(&key).arg(MAX_TOPICS).query(conn) {
+        let raw: Vec<Vec<u8>> = match redis::cmd("SRANDMEMBER").arg(&key).arg(MAX_LISTED).query(conn) {
             Ok(v) => v,
             Err(e) if e.code() == Some("WRONGTYPE") => return Ok(Vec::new()),
             Err(e) => return Err(e),
@@ -78,7 +84,7 @@ impl FlowDrain {
         let mut resting = self.resting.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         resting.retain(|_, until| *until > now);
-        Ok(raw.into_iter().filter(|t| !resting.contains_key(t)).collect())
+        Ok(raw.into_iter().filter(|t| !resting.contains_key(t)).take(MAX_TOPICS).collect())
     }
 
     /// Topics announced on the wake channel are asked at the next round;
@@ -119,6 +125,11 @@ impl FlowDrain {
                 round.next_allowed = Some(round.next_allowed.map_or(at, |n: f64| n.min(at)));
             } else if reply.taken >= u64::from(self.batch) {
                 round.more.push(topic.clone());
+            } else if reply.taken == 0 && reply.pool_size == 0 {
+                // A limited topic with nothing set aside: asked again when
+                // move.lua sets ids aside for it (the mover wakes it), or it
+                // is announced, not every tick.
+                resting.insert(topic.clone(), Instant::now() + PAUSED_RECHECK);
             }
             round.replies.push((topic.clone(), reply));
         }

@@ -315,6 +315,8 @@ impl Mover {
         let reply =
             scripts::move_batch(conn, &self.keys, self.batch_size, self.lateness, from).map_err(TickError::Redis)?;
         self.bad.met(&reply.bad_keys, |bad| self.effect(bad));
+        // Topics with ids set aside now have work for the flow drain.
+        self.flow.wake(reply.aside.iter().map(|(topic, _)| topic.as_bytes()), false);
         head.held = reply.head;
         // The head changed under us: look again from the pool's head.
         let again = from > 0 && reply.head == 0;
