@@ -136,7 +136,13 @@ impl Timed {
         let limit = self.limit;
         let sleep = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
         match sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the client took no bytes"))),
+            Poll::Ready(()) => {
+                // Closed with a reset, not a FIN: a FIN would wait behind the
+                // unsent bytes the client never takes, and the kernel would keep
+                // the connection and its send buffer long after we dropped it.
+                let _ = self.stream.set_zero_linger();
+                Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the client took no bytes")))
+            }
             Poll::Pending => Poll::Pending,
         }
     }
